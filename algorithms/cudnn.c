@@ -1,0 +1,828 @@
+/*
+ * cudnn.c -- every cuDNN engine, through the backend (graph) API.
+ *
+ * The legacy cudnnConvolutionForward API offers eight algorithms; the graph
+ * API offers every engine the installed cuDNN has for the operation graph,
+ * each with tunable knobs.  A config names one engine and, optionally, knob
+ * choices:
+ *
+ *     values[0]                = engine global index
+ *     values[1 + 2i], [2 + 2i] = knob type (cudnnBackendKnobType_t), value
+ *     count                    = 1 + 2 * knobs, knob pairs sorted by type
+ *
+ * Knobs left out take the engine's own defaults.  Grouped convolution needs
+ * no attribute: the filter tensor's C dimension (c / groups) against the
+ * input's c tells cuDNN the group count, as cudnn-frontend and PyTorch do it.
+ *
+ * TF32: the graph API has no math-type switch.  An fp32 engine that runs on
+ * tensor cores (TF32) carries CUDNN_NUMERICAL_NOTE_TENSOR_CORE, so strict
+ * mode refuses those engines and TF32 mode admits them.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algorithms/kernels.h"
+#include "runtime/internal.h"
+
+/* Tensor ids in the operation graph and the variant pack. */
+enum { UID_X = 'x', UID_W = 'w', UID_Y = 'y' };
+
+/* Byte alignment promised for x, w and y.  16 lets the vectorised engines
+ * in; run() checks the promise, since a plan outlives the pointers it was
+ * tuned with (cudaMalloc gives 256). */
+#define TENSOR_ALIGNMENT 16
+
+/* Knob variants per engine besides its default config; with the default
+ * and the heuristic's own config that is about eight timings per engine. */
+#define MAX_VARIANTS 7
+
+/* The most knob pairs a config can hold. */
+#define MAX_CONFIG_KNOBS ((CONV_CONFIG_MAX_VALUES - 1) / 2)
+
+/* Sanity bound on the engine count an operation graph reports. */
+#define MAX_ENGINES 4096
+
+/* ---------------------------------------------------------------- errors */
+
+/* cudnnGetLastErrorString often says which constraint failed; it can span
+ * lines (JSON, then a warning), and messages are one line. */
+static void last_error(char *detail, size_t size) {
+  detail[0] = '\0';
+  cudnnGetLastErrorString(detail, size);
+  detail[size - 1] = '\0';
+  for (char *c = detail; *c; c++)
+    if (*c == '\n' || *c == '\r' || *c == '\t') *c = ' ';
+}
+
+/* Records a failed cuDNN call.  While plans are being built a refusal means
+ * "this config does not fit here" (CONV_UNSUPPORTED); running out of memory
+ * stays an error. */
+static conv_status cudnn_refused(conv_error *err, cudnnStatus_t code, const char *what) {
+  if (code == CUDNN_STATUS_SUCCESS) return CONV_OK;
+  char detail[256];
+  last_error(detail, sizeof detail);
+  conv_status st = code == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+                           code == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED
+                       ? CONV_OUT_OF_MEMORY
+                       : CONV_UNSUPPORTED;
+  return conv_error_set(err, st, "%s: %s%s%.200s", what, cudnnGetErrorString(code),
+                        detail[0] ? ": " : "", detail);
+}
+
+/* At run time a failure is an error, reported the library-wide way. */
+static conv_status cudnn_failed(conv_error *err, cudnnStatus_t code, const char *what) {
+  conv_status st = conv_check_cudnn(err, code, what);
+  if (st == CONV_OK || err == NULL) return st;
+  char detail[256];
+  last_error(detail, sizeof detail);
+  size_t used = strlen(err->message);
+  if (detail[0] && used + 4 < sizeof err->message)
+    snprintf(err->message + used, sizeof err->message - used, " (%.200s)", detail);
+  return st;
+}
+
+/* ---------------------------------------------------------------- descriptors */
+
+static conv_status make_desc(cudnnBackendDescriptorType_t type, cudnnBackendDescriptor_t *desc,
+                             conv_error *err) {
+  *desc = NULL;
+  return cudnn_refused(err, cudnnBackendCreateDescriptor(type, desc),
+                       "cudnnBackendCreateDescriptor");
+}
+
+static void free_desc(cudnnBackendDescriptor_t *desc) {
+  if (*desc != NULL) cudnnBackendDestroyDescriptor(*desc);
+  *desc = NULL;
+}
+
+/* The attribute's name goes into the error message. */
+#define SET_ATTR(desc, attr, type, n, value)                                  \
+  cudnn_refused(err, cudnnBackendSetAttribute((desc), (attr), (type), (n), (value)), \
+                "set " #attr)
+#define GET_ATTR(desc, attr, type, n, got, value)                             \
+  cudnn_refused(err, cudnnBackendGetAttribute((desc), (attr), (type), (n), (got), (value)), \
+                "get " #attr)
+#define FINALIZE(desc, what) cudnn_refused(err, cudnnBackendFinalize(desc), "finalize " what)
+/* At run time a failure is an error, not a refusal. */
+#define PACK_SET(desc, attr, type, n, value)                                  \
+  cudnn_failed(err, cudnnBackendSetAttribute((desc), (attr), (type), (n), (value)), "set " #attr)
+
+/* ---------------------------------------------------------------- graph */
+
+/* One forward convolution as a finalized operation graph.  The parts stay
+ * alive as long as the graph: cudnn-frontend keeps them too. */
+typedef struct conv_graph {
+  cudnnBackendDescriptor_t x, w, y, conv, op, graph;
+} conv_graph;
+
+static void graph_destroy(conv_graph *g) {
+  free_desc(&g->graph);
+  free_desc(&g->op);
+  free_desc(&g->conv);
+  free_desc(&g->y);
+  free_desc(&g->w);
+  free_desc(&g->x);
+}
+
+/* A packed fp32 NCHW tensor. */
+static conv_status make_tensor(int64_t uid, const int64_t dims[4], cudnnBackendDescriptor_t *desc,
+                               conv_error *err) {
+  int64_t strides[4] = {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
+  cudnnDataType_t type = CUDNN_DATA_FLOAT;
+  int64_t alignment = TENSOR_ALIGNMENT;
+  conv_status st;
+  CONV_TRY(st, make_desc(CUDNN_BACKEND_TENSOR_DESCRIPTOR, desc, err), done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type), done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims), done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides), done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid), done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment),
+           done);
+  CONV_TRY(st, FINALIZE(*desc, "tensor"), done);
+done:
+  if (st != CONV_OK) free_desc(desc);
+  return st;
+}
+
+static conv_status make_conv_desc(const conv_problem *p, cudnnBackendDescriptor_t *desc,
+                                  conv_error *err) {
+  cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  int64_t spatial = 2;
+  int64_t pads[2] = {p->pad_h, p->pad_w};
+  int64_t strides[2] = {p->stride_h, p->stride_w};
+  int64_t dilations[2] = {p->dil_h, p->dil_w};
+  conv_status st;
+  CONV_TRY(st, make_desc(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, desc, err), done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute),
+           done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1,
+                        &mode), done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &spatial),
+           done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pads),
+           done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pads),
+           done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dilations),
+           done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2,
+                        strides), done);
+  CONV_TRY(st, FINALIZE(*desc, "convolution descriptor"), done);
+done:
+  if (st != CONV_OK) free_desc(desc);
+  return st;
+}
+
+/* y = 1 * conv(x, w) + 0 * y: beta 0 so that y is write-only. */
+static conv_status make_conv_op(conv_graph *g, conv_error *err) {
+  float alpha = 1.0f, beta = 0.0f;
+  conv_status st;
+  CONV_TRY(st, make_desc(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, &g->op, err),
+           done);
+  CONV_TRY(st, SET_ATTR(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                        CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->x), done);
+  CONV_TRY(st, SET_ATTR(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                        CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->w), done);
+  CONV_TRY(st, SET_ATTR(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+                        CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->y), done);
+  CONV_TRY(st, SET_ATTR(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+                        CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->conv), done);
+  CONV_TRY(st, SET_ATTR(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1,
+                        &alpha), done);
+  CONV_TRY(st, SET_ATTR(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1,
+                        &beta), done);
+  CONV_TRY(st, FINALIZE(g->op, "convolution forward operation"), done);
+done:
+  if (st != CONV_OK) free_desc(&g->op);
+  return st;
+}
+
+/* Builds the graph; on failure nothing is left allocated.  The caller holds
+ * env->cudnn_lock: finalizing the graph uses the shared handle. */
+static conv_status graph_build(const conv_problem *p, conv_env *env, conv_graph *g,
+                               conv_error *err) {
+  memset(g, 0, sizeof *g);
+  conv_shape shape;
+  conv_status st = conv_problem_shape(p, &shape);
+  if (st != CONV_OK) return conv_error_set(err, st, "cudnn: invalid problem");
+  int64_t x_dims[4] = {p->n, p->c, p->h, p->w};
+  int64_t w_dims[4] = {p->k, shape.c_per_group, p->r, p->s};
+  int64_t y_dims[4] = {p->n, p->k, shape.p, shape.q};
+  CONV_TRY(st, make_tensor(UID_X, x_dims, &g->x, err), done);
+  CONV_TRY(st, make_tensor(UID_W, w_dims, &g->w, err), done);
+  CONV_TRY(st, make_tensor(UID_Y, y_dims, &g->y, err), done);
+  CONV_TRY(st, make_conv_desc(p, &g->conv, err), done);
+  CONV_TRY(st, make_conv_op(g, err), done);
+  CONV_TRY(st, make_desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &g->graph, err), done);
+  CONV_TRY(st, SET_ATTR(g->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                        &g->op), done);
+  CONV_TRY(st, SET_ATTR(g->graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1,
+                        &env->cudnn), done);
+  CONV_TRY(st, FINALIZE(g->graph, "operation graph"), done);
+done:
+  if (st != CONV_OK) graph_destroy(g);
+  return st;
+}
+
+static conv_status engine_count(cudnnBackendDescriptor_t graph, int64_t *count, conv_error *err) {
+  int64_t got = 0;
+  *count = 0;
+  conv_status st = GET_ATTR(graph, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, CUDNN_TYPE_INT64,
+                            1, &got, count);
+  if (st == CONV_OK && (*count < 0 || *count > MAX_ENGINES))
+    st = conv_error_set(err, CONV_UNSUPPORTED, "cudnn: implausible engine count %" PRId64, *count);
+  return st;
+}
+
+/* ---------------------------------------------------------------- engines */
+
+typedef struct knob_info {
+  int64_t type, min, max, stride;
+} knob_info;
+
+/* What an engine's numerical notes mean for this convtune. */
+typedef struct engine_notes {
+  bool tensor_core;       /* fp32 on tensor cores: TF32                    */
+  bool down_convert;      /* inputs converted below fp32 (e.g. to fp16)    */
+  bool reduced_reduction; /* accumulation below fp32                       */
+  bool transform;         /* Winograd or FFT                               */
+} engine_notes;
+
+/* A finalized engine; failing to finalize means it cannot run this graph. */
+static conv_status make_engine(cudnnBackendDescriptor_t graph, int64_t index,
+                               cudnnBackendDescriptor_t *engine, conv_error *err) {
+  conv_status st;
+  CONV_TRY(st, make_desc(CUDNN_BACKEND_ENGINE_DESCRIPTOR, engine, err), done);
+  CONV_TRY(st, SET_ATTR(*engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                        1, &graph), done);
+  CONV_TRY(st, SET_ATTR(*engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &index),
+           done);
+  CONV_TRY(st, FINALIZE(*engine, "engine"), done);
+done:
+  if (st != CONV_OK) free_desc(engine);
+  return st;
+}
+
+/* The knob info attribute fills descriptors the caller created, as many as
+ * it asks for; CUDNN_KNOB_TYPE_COUNTS is enough for every knob type. */
+static conv_status read_knobs(cudnnBackendDescriptor_t engine,
+                              knob_info knobs[CUDNN_KNOB_TYPE_COUNTS], int *count,
+                              conv_error *err) {
+  cudnnBackendDescriptor_t info[CUDNN_KNOB_TYPE_COUNTS] = {0};
+  int64_t n = 0, got = 0;
+  conv_status st = CONV_OK;
+  *count = 0;
+  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; i++)
+    CONV_TRY(st, make_desc(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR, &info[i], err), done);
+  CONV_TRY(st, GET_ATTR(engine, CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                        CUDNN_KNOB_TYPE_COUNTS, &n, info), done);
+  if (n > CUDNN_KNOB_TYPE_COUNTS) n = CUDNN_KNOB_TYPE_COUNTS;
+  for (int64_t i = 0; i < n; i++) {
+    cudnnBackendKnobType_t type;
+    knob_info *k = &knobs[*count];
+    CONV_TRY(st, GET_ATTR(info[i], CUDNN_ATTR_KNOB_INFO_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got, &type),
+             done);
+    CONV_TRY(st, GET_ATTR(info[i], CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, CUDNN_TYPE_INT64, 1, &got,
+                          &k->min), done);
+    CONV_TRY(st, GET_ATTR(info[i], CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, CUDNN_TYPE_INT64, 1, &got,
+                          &k->max), done);
+    CONV_TRY(st, GET_ATTR(info[i], CUDNN_ATTR_KNOB_INFO_STRIDE, CUDNN_TYPE_INT64, 1, &got,
+                          &k->stride), done);
+    k->type = (int64_t)type;
+    (*count)++;
+  }
+done:
+  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; i++) free_desc(&info[i]);
+  return st;
+}
+
+static conv_status read_notes(cudnnBackendDescriptor_t engine, engine_notes *notes,
+                              conv_error *err) {
+  /* Room for note types newer than these headers. */
+  cudnnBackendNumericalNote_t list[32];
+  int64_t n = 0;
+  memset(notes, 0, sizeof *notes);
+  conv_status st = GET_ATTR(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                            32, &n, list);
+  if (st != CONV_OK) return st;
+  if (n > 32) n = 32;
+  for (int64_t i = 0; i < n; i++) {
+    switch (list[i]) {
+      case CUDNN_NUMERICAL_NOTE_TENSOR_CORE: notes->tensor_core = true; break;
+      case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS: notes->down_convert = true; break;
+      case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION: notes->reduced_reduction = true; break;
+      case CUDNN_NUMERICAL_NOTE_FFT:
+      case CUDNN_NUMERICAL_NOTE_WINOGRAD:
+      case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4:
+      case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6:
+      case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13: notes->transform = true; break;
+      default: break; /* nondeterminism and NaN handling do not matter here */
+    }
+  }
+  return CONV_OK;
+}
+
+/* NULL when the math mode admits the engine, else why not.  Strict mode is
+ * plain fp32 FMA, so no tensor cores.  Neither mode promises inputs below
+ * TF32 or a reduced-precision accumulator (PyTorch refuses
+ * DOWN_CONVERT_INPUTS for fp32 too). */
+static const char *math_refusal(const conv_problem *p, const engine_notes *notes) {
+  if (p->math == CONV_MATH_STRICT && notes->tensor_core) return "uses TF32 tensor cores";
+  if (notes->down_convert) return "down-converts its fp32 inputs";
+  if (notes->reduced_reduction) return "accumulates in reduced precision";
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- configs */
+
+/* Knob pairs sorted by type: one config, one spelling. */
+static void config_canonicalize(conv_config *c) {
+  for (int i = 3; i < c->count; i += 2) {
+    int64_t type = c->values[i], value = c->values[i + 1];
+    int j = i;
+    for (; j > 1 && c->values[j - 2] > type; j -= 2) {
+      c->values[j] = c->values[j - 2];
+      c->values[j + 1] = c->values[j - 1];
+    }
+    c->values[j] = type;
+    c->values[j + 1] = value;
+  }
+}
+
+/* Appends unless full or already listed; reports whether it did. */
+static bool config_append(conv_config *out, int max, int *n, const conv_config *c) {
+  if (*n >= max) return false;
+  for (int i = 0; i < *n; i++)
+    if (conv_config_equal(&out[i], c)) return false;
+  out[*n] = *c;
+  out[*n].flags = 0;
+  (*n)++;
+  return true;
+}
+
+/* Reads an engine config the heuristic made.  *fits is false when it has
+ * more knobs than a conv_config holds. */
+static conv_status read_engine_config(cudnnBackendDescriptor_t cfg, conv_config *out, bool *fits,
+                                      conv_error *err) {
+  cudnnBackendDescriptor_t engine = NULL;
+  cudnnBackendDescriptor_t choices[CUDNN_KNOB_TYPE_COUNTS] = {0};
+  int64_t index = -1, n = 0, got = 0;
+  conv_status st;
+  memset(out, 0, sizeof *out);
+  *fits = false;
+  CONV_TRY(st, make_desc(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine, err), done);
+  CONV_TRY(st, GET_ATTR(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got,
+                        &engine), done);
+  CONV_TRY(st, GET_ATTR(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got, &index),
+           done);
+  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; i++)
+    CONV_TRY(st, make_desc(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &choices[i], err), done);
+  CONV_TRY(st, GET_ATTR(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                        CUDNN_KNOB_TYPE_COUNTS, &n, choices), done);
+  if (n < 0 || n > MAX_CONFIG_KNOBS) goto done; /* st is CONV_OK: skipped, not failed */
+  out->values[out->count++] = index;
+  for (int64_t i = 0; i < n; i++) {
+    cudnnBackendKnobType_t type;
+    int64_t value = 0;
+    CONV_TRY(st, GET_ATTR(choices[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1,
+                          &got, &type), done);
+    CONV_TRY(st, GET_ATTR(choices[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &got,
+                          &value), done);
+    out->values[out->count++] = (int64_t)type;
+    out->values[out->count++] = value;
+  }
+  config_canonicalize(out);
+  *fits = true;
+done:
+  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; i++) free_desc(&choices[i]);
+  free_desc(&engine);
+  return st;
+}
+
+/* cuDNN's own ranking (heuristic mode A), up to max configs, in its order.
+ * A heuristic that cannot rank this graph leaves the list empty. */
+static conv_status heuristic_configs(cudnnBackendDescriptor_t graph, conv_config *out, int max,
+                                     int *count, conv_error *err) {
+  cudnnBackendDescriptor_t heur = NULL, *cfgs = NULL;
+  cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  int64_t available = 0, got = 0;
+  conv_status st;
+  *count = 0;
+  CONV_TRY(st, make_desc(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur, err), done);
+  CONV_TRY(st, SET_ATTR(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                        1, &graph), done);
+  CONV_TRY(st, SET_ATTR(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode), done);
+  CONV_TRY(st, FINALIZE(heur, "engine heuristic"), done);
+  CONV_TRY(st, GET_ATTR(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                        &available, NULL), done);
+  if (available > max) available = max;
+  if (available <= 0) goto done;
+  cfgs = calloc((size_t)available, sizeof *cfgs);
+  if (cfgs == NULL) {
+    st = conv_error_set(err, CONV_OUT_OF_MEMORY, "cudnn: heuristic results");
+    goto done;
+  }
+  for (int64_t i = 0; i < available; i++)
+    CONV_TRY(st, make_desc(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[i], err), done);
+  CONV_TRY(st, GET_ATTR(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                        available, &got, cfgs), done);
+  if (got > available) got = available;
+  for (int64_t i = 0; i < got; i++) {
+    bool fits;
+    st = read_engine_config(cfgs[i], &out[*count], &fits, err);
+    if (st == CONV_UNSUPPORTED) st = CONV_OK; /* an unreadable one is left out */
+    if (st != CONV_OK) goto done;
+    if (fits) (*count)++;
+  }
+done:
+  if (cfgs != NULL)
+    for (int64_t i = 0; i < available; i++) free_desc(&cfgs[i]);
+  free(cfgs);
+  free_desc(&heur);
+  if (st == CONV_UNSUPPORTED) st = CONV_OK; /* no ranking: the engines still get listed */
+  return st;
+}
+
+/* What configs() learns about one engine. */
+typedef struct engine_probe {
+  bool usable; /* runs this graph under this math mode */
+  int knob_count;
+  knob_info knobs[CUDNN_KNOB_TYPE_COUNTS];
+  const conv_config *heuristic; /* the heuristic's first config for it, if any */
+  int variant_count;
+  conv_config variants[MAX_VARIANTS];
+} engine_probe;
+
+static conv_status probe_engine(const conv_problem *p, cudnnBackendDescriptor_t graph,
+                                int64_t index, engine_probe *probe, conv_error *err) {
+  cudnnBackendDescriptor_t engine = NULL;
+  engine_notes notes;
+  conv_status st;
+  probe->usable = false;
+  CONV_TRY(st, make_engine(graph, index, &engine, err), done);
+  CONV_TRY(st, read_notes(engine, &notes, err), done);
+  if (math_refusal(p, &notes) != NULL) goto done;
+  CONV_TRY(st, read_knobs(engine, probe->knobs, &probe->knob_count, err), done);
+  probe->usable = true;
+done:
+  free_desc(&engine);
+  return st;
+}
+
+/* centre + steps * stride when that lies in [min, max]; unsigned distances
+ * keep extreme ranges from overflowing. */
+static bool knob_step(const knob_info *k, int64_t centre, int64_t steps, int64_t *value) {
+  int64_t stride = k->stride > 0 ? k->stride : 1;
+  if (centre < k->min || centre > k->max) return false;
+  if (steps != 0 && stride > INT64_MAX / (2 * MAX_VARIANTS + 2)) return false;
+  int64_t offset = steps * stride;
+  if (offset > 0 && (uint64_t)offset > (uint64_t)k->max - (uint64_t)centre) return false;
+  if (offset < 0 && (uint64_t)(-offset) > (uint64_t)centre - (uint64_t)k->min) return false;
+  *value = centre + offset;
+  return true;
+}
+
+/* The knob's value in the heuristic's config for this engine, else its
+ * minimum: variants explore around what cuDNN itself would pick. */
+static int64_t knob_centre(const engine_probe *probe, const knob_info *k) {
+  const conv_config *h = probe->heuristic;
+  if (h != NULL)
+    for (int i = 1; i + 1 < h->count; i += 2)
+      if (h->values[i] == k->type) return h->values[i + 1];
+  return k->min;
+}
+
+/* Up to MAX_VARIANTS configs that each set one knob.  The knobs take turns,
+ * round r stepping 0, +1, -1, +2, -2, ... strides from the knob's centre,
+ * so that every knob gets explored before any one is explored far. */
+static void make_variants(int64_t index, engine_probe *probe) {
+  probe->variant_count = 0;
+  for (int round = 0; round <= 2 * MAX_VARIANTS && probe->variant_count < MAX_VARIANTS; round++) {
+    int64_t steps = (round + 1) / 2 * (round % 2 ? 1 : -1);
+    for (int k = 0; k < probe->knob_count && probe->variant_count < MAX_VARIANTS; k++) {
+      const knob_info *knob = &probe->knobs[k];
+      int64_t value;
+      if (!knob_step(knob, knob_centre(probe, knob), steps, &value)) continue;
+      conv_config c = {3, {index, knob->type, value}, 0};
+      config_append(probe->variants, MAX_VARIANTS, &probe->variant_count, &c);
+    }
+  }
+}
+
+/* Heuristic configs in cuDNN's order, then every usable engine's default,
+ * then knob variants engine by engine in turns, so that a small `max`
+ * still covers every engine before it covers any engine's knobs. */
+static int emit_configs(int64_t engines, engine_probe *probes, const conv_config *heur,
+                        int heur_count, conv_config *out, int max) {
+  int n = 0;
+  bool picked = false;
+  for (int i = 0; i < heur_count; i++) {
+    int64_t e = heur[i].values[0];
+    if (e < 0 || e >= engines || !probes[e].usable) continue;
+    if (probes[e].heuristic == NULL) probes[e].heuristic = &heur[i];
+    /* The first admissible one is what cuDNN gives an untuned caller. */
+    if (config_append(out, max, &n, &heur[i]) && !picked) {
+      out[n - 1].flags |= CONV_CONFIG_HEURISTIC_PICK;
+      picked = true;
+    }
+  }
+  for (int64_t e = 0; e < engines; e++) {
+    if (!probes[e].usable) continue;
+    conv_config c = {1, {e}, 0};
+    config_append(out, max, &n, &c);
+    make_variants(e, &probes[e]);
+  }
+  for (int v = 0; v < MAX_VARIANTS && n < max; v++)
+    for (int64_t e = 0; e < engines; e++)
+      if (probes[e].usable && v < probes[e].variant_count)
+        config_append(out, max, &n, &probes[e].variants[v]);
+  return n;
+}
+
+/* ---------------------------------------------------------------- state */
+
+typedef struct cudnn_state {
+  conv_graph g;
+  cudnnBackendDescriptor_t engine, config, plan;
+  cudnnBackendDescriptor_t knobs[MAX_CONFIG_KNOBS];
+  size_t workspace_bytes;
+  /* The variant pack of the last run and the pointers it binds; rebuilt
+   * when they change, under env->cudnn_lock. */
+  cudnnBackendDescriptor_t pack;
+  const void *pack_x, *pack_w, *pack_y, *pack_ws;
+} cudnn_state;
+
+static void cudnn_release(void *opaque) {
+  cudnn_state *s = opaque;
+  if (s == NULL) return;
+  free_desc(&s->pack);
+  free_desc(&s->plan);
+  free_desc(&s->config);
+  for (int i = 0; i < MAX_CONFIG_KNOBS; i++) free_desc(&s->knobs[i]);
+  free_desc(&s->engine);
+  graph_destroy(&s->g);
+  free(s);
+}
+
+/* A config read back from a cache file is untrusted: each knob must be one
+ * the engine has, set once, within the engine's range for it. */
+static conv_status check_config(const conv_config *c, const knob_info *knobs, int knob_count,
+                                conv_error *err) {
+  for (int i = 1; i + 1 < c->count; i += 2) {
+    const knob_info *k = NULL;
+    for (int j = 0; j < knob_count; j++)
+      if (knobs[j].type == c->values[i]) k = &knobs[j];
+    if (k == NULL)
+      return conv_error_set(err, CONV_UNSUPPORTED, "cudnn: engine %" PRId64 " has no knob %" PRId64,
+                            c->values[0], c->values[i]);
+    for (int j = 1; j < i; j += 2)
+      if (c->values[j] == c->values[i])
+        return conv_error_set(err, CONV_UNSUPPORTED, "cudnn: knob %" PRId64 " set twice",
+                              c->values[i]);
+    if (c->values[i + 1] < k->min || c->values[i + 1] > k->max)
+      return conv_error_set(err, CONV_UNSUPPORTED,
+                            "cudnn: knob %" PRId64 " = %" PRId64 " outside [%" PRId64 ", %" PRId64
+                            "]", c->values[i], c->values[i + 1], k->min, k->max);
+  }
+  return CONV_OK;
+}
+
+static conv_status make_knob_choice(int64_t type, int64_t value, cudnnBackendDescriptor_t *desc,
+                                    conv_error *err) {
+  cudnnBackendKnobType_t knob = (cudnnBackendKnobType_t)type;
+  conv_status st;
+  CONV_TRY(st, make_desc(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, desc, err), done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &knob),
+           done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &value),
+           done);
+  CONV_TRY(st, FINALIZE(*desc, "knob choice"), done);
+done:
+  if (st != CONV_OK) free_desc(desc);
+  return st;
+}
+
+/* Engine config and execution plan for a checked config.  The plan is
+ * where cuDNN compiles runtime-compiled engines and says no to knob
+ * combinations it cannot run. */
+static conv_status build_plan(cudnn_state *s, conv_env *env, const conv_config *c,
+                              conv_error *err) {
+  int knob_count = (c->count - 1) / 2;
+  int64_t workspace = 0, got = 0;
+  conv_status st;
+  for (int i = 0; i < knob_count; i++)
+    CONV_TRY(st, make_knob_choice(c->values[1 + 2 * i], c->values[2 + 2 * i], &s->knobs[i], err),
+             done);
+  CONV_TRY(st, make_desc(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &s->config, err), done);
+  CONV_TRY(st, SET_ATTR(s->config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                        &s->engine), done);
+  if (knob_count > 0)
+    CONV_TRY(st, SET_ATTR(s->config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                          CUDNN_TYPE_BACKEND_DESCRIPTOR, knob_count, s->knobs), done);
+  CONV_TRY(st, FINALIZE(s->config, "engine config"), done);
+  CONV_TRY(st, make_desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &s->plan, err), done);
+  /* Deprecated in cuDNN 9.x (the graph carries the handle) and no longer
+   * set by cudnn-frontend; older 9.x releases want it, so it is set, but a
+   * release that refuses it does not make the config unsupported. */
+  (void)cudnnBackendSetAttribute(s->plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1,
+                                 &env->cudnn);
+  CONV_TRY(st, SET_ATTR(s->plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                        CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &s->config), done);
+  CONV_TRY(st, FINALIZE(s->plan, "execution plan"), done);
+  CONV_TRY(st, GET_ATTR(s->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
+                        &got, &workspace), done);
+  if (workspace < 0 || (uint64_t)workspace > SIZE_MAX) {
+    st = conv_error_set(err, CONV_UNSUPPORTED, "cudnn: workspace size %" PRId64, workspace);
+    goto done;
+  }
+  s->workspace_bytes = (size_t)workspace;
+done:
+  return st; /* the caller releases s, and with it whatever was made */
+}
+
+/* ---------------------------------------------------------------- interface */
+
+static bool cudnn_applicable(const conv_problem *problem, const conv_env *env) {
+  if (problem == NULL || (env != NULL && env->cudnn == NULL)) return false;
+  if (problem->direction != CONV_FORWARD) return false;
+  if (problem->dtype != CONV_DTYPE_F32) return false;
+  if (problem->layout != CONV_LAYOUT_NCHW) return false;
+  return true;
+}
+
+static conv_status cudnn_configs(const conv_problem *problem, conv_env *env, conv_config *out,
+                                 int max, int *count, conv_error *err) {
+  conv_graph g = {0};
+  engine_probe *probes = NULL;
+  conv_config *heur = NULL;
+  int heur_count = 0;
+  int64_t engines = 0;
+  conv_status st;
+  if (max <= 0) {
+    *count = 0;
+    return CONV_OK;
+  }
+  uv_mutex_lock(&env->cudnn_lock);
+  CONV_TRY(st, graph_build(problem, env, &g, err), done);
+  CONV_TRY(st, engine_count(g.graph, &engines, err), done);
+  probes = calloc(engines > 0 ? (size_t)engines : 1, sizeof *probes);
+  heur = calloc((size_t)max, sizeof *heur);
+  if (probes == NULL || heur == NULL) {
+    st = conv_error_set(err, CONV_OUT_OF_MEMORY, "cudnn: config enumeration");
+    goto done;
+  }
+  for (int64_t e = 0; e < engines; e++) {
+    st = probe_engine(problem, g.graph, e, &probes[e], err);
+    if (st == CONV_UNSUPPORTED) st = CONV_OK; /* that engine cannot run this graph */
+    if (st != CONV_OK) goto done;
+  }
+  CONV_TRY(st, heuristic_configs(g.graph, heur, max, &heur_count, err), done);
+  *count = emit_configs(engines, probes, heur, heur_count, out, max);
+done:
+  uv_mutex_unlock(&env->cudnn_lock);
+  free(heur);
+  free(probes);
+  graph_destroy(&g);
+  return st;
+}
+
+static conv_status cudnn_prepare(const conv_problem *problem, conv_env *env,
+                                 const conv_config *config, conv_prepared *out, conv_error *err) {
+  if (config == NULL || config->count < 1 || config->count > CONV_CONFIG_MAX_VALUES ||
+      config->count % 2 == 0)
+    return conv_error_set(err, CONV_UNSUPPORTED, "cudnn: malformed config (%d values)",
+                          config == NULL ? 0 : config->count);
+  cudnn_state *s = calloc(1, sizeof *s);
+  if (s == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "cudnn: plan state");
+  knob_info knobs[CUDNN_KNOB_TYPE_COUNTS];
+  int knob_count = 0;
+  int64_t engines = 0;
+  engine_notes notes = {0};
+  conv_status st;
+  uv_mutex_lock(&env->cudnn_lock);
+  CONV_TRY(st, graph_build(problem, env, &s->g, err), done);
+  CONV_TRY(st, engine_count(s->g.graph, &engines, err), done);
+  if (config->values[0] < 0 || config->values[0] >= engines) {
+    st = conv_error_set(err, CONV_UNSUPPORTED, "cudnn: engine %" PRId64 " not in [0, %" PRId64 ")",
+                        config->values[0], engines);
+    goto done;
+  }
+  CONV_TRY(st, make_engine(s->g.graph, config->values[0], &s->engine, err), done);
+  CONV_TRY(st, read_notes(s->engine, &notes, err), done);
+  const char *refusal = math_refusal(problem, &notes);
+  if (refusal != NULL) {
+    st = conv_error_set(err, CONV_UNSUPPORTED, "cudnn: engine %" PRId64 " %s", config->values[0],
+                        refusal);
+    goto done;
+  }
+  CONV_TRY(st, read_knobs(s->engine, knobs, &knob_count, err), done);
+  CONV_TRY(st, check_config(config, knobs, knob_count, err), done);
+  CONV_TRY(st, build_plan(s, env, config, err), done);
+done:
+  uv_mutex_unlock(&env->cudnn_lock);
+  if (st != CONV_OK) {
+    cudnn_release(s);
+    return st;
+  }
+  out->state = s;
+  out->workspace_bytes = s->workspace_bytes;
+  out->arith = notes.transform ? CONV_ARITH_TRANSFORM : CONV_ARITH_DIRECT;
+  return CONV_OK;
+}
+
+/* Rebuilds the variant pack when the caller's pointers changed since the
+ * last run: building one per run would add host time to every timing. */
+static conv_status bind_pack(cudnn_state *s, const conv_exec *exec, void *workspace,
+                             conv_error *err) {
+  if (s->pack != NULL && s->pack_x == exec->x && s->pack_w == exec->w && s->pack_y == exec->y &&
+      s->pack_ws == workspace)
+    return CONV_OK;
+  free_desc(&s->pack);
+  void *pointers[3] = {(void *)exec->x, (void *)exec->w, exec->y};
+  int64_t uids[3] = {UID_X, UID_W, UID_Y};
+  cudnnBackendDescriptor_t pack = NULL;
+  conv_status st;
+  CONV_TRY(st, cudnn_failed(err, cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR,
+                                                              &pack), "create variant pack"), done);
+  CONV_TRY(st, PACK_SET(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3,
+                        pointers), done);
+  CONV_TRY(st, PACK_SET(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids), done);
+  CONV_TRY(st, PACK_SET(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1,
+                        &workspace), done);
+  CONV_TRY(st, cudnn_failed(err, cudnnBackendFinalize(pack), "finalize variant pack"), done);
+  s->pack = pack;
+  pack = NULL;
+  s->pack_x = exec->x;
+  s->pack_w = exec->w;
+  s->pack_y = exec->y;
+  s->pack_ws = workspace;
+done:
+  free_desc(&pack);
+  return st;
+}
+
+static bool misaligned(const void *p) { return (uintptr_t)p % TENSOR_ALIGNMENT != 0; }
+
+static conv_status cudnn_run(const conv_exec *exec, cudaStream_t stream, conv_error *err) {
+  cudnn_state *s = exec->state;
+  const conv_problem *p = exec->problem;
+  if (s == NULL || exec->env == NULL || p == NULL)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "cudnn: run without a prepared plan");
+  if (s->workspace_bytes > 0 &&
+      (exec->workspace == NULL || exec->workspace_bytes < s->workspace_bytes))
+    return conv_error_set(err, CONV_INVALID_ARGUMENT,
+                          "cudnn: plan needs %zu bytes of workspace, got %zu", s->workspace_bytes,
+                          exec->workspace == NULL ? 0 : exec->workspace_bytes);
+  if (misaligned(exec->x) || misaligned(exec->w) || misaligned(exec->y))
+    return conv_error_set(err, CONV_INVALID_ARGUMENT,
+                          "cudnn: x, w and y must be %d-byte aligned", TENSOR_ALIGNMENT);
+  if (p->epilogue != CONV_EPILOGUE_NONE && exec->bias == NULL)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "cudnn: the epilogue needs a bias");
+  void *workspace = s->workspace_bytes > 0 ? exec->workspace : NULL;
+  conv_env *env = exec->env;
+  conv_status st;
+  /* cuDNN runs on the handle's stream: the stream and the launch must not
+   * interleave with another thread's. */
+  uv_mutex_lock(&env->cudnn_lock);
+  st = bind_pack(s, exec, workspace, err);
+  if (st == CONV_OK) st = cudnn_failed(err, cudnnSetStream(env->cudnn, stream), "cudnnSetStream");
+  if (st == CONV_OK)
+    st = cudnn_failed(err, cudnnBackendExecute(env->cudnn, s->plan, s->pack),
+                      "cudnnBackendExecute");
+  uv_mutex_unlock(&env->cudnn_lock);
+  if (st != CONV_OK) return st;
+  if (p->epilogue != CONV_EPILOGUE_NONE)
+    return conv_check_cuda(err, conv_bias_act(p, exec->y, exec->bias, stream), "conv_bias_act");
+  return CONV_OK;
+}
+
+/* "engine=12" or "engine=12 knobs=3:1,5:2" (cuDNN knob type numbers). */
+static void cudnn_describe(const conv_config *c, char *text, size_t size) {
+  if (text == NULL || size == 0) return;
+  if (c == NULL || c->count < 1 || c->count > CONV_CONFIG_MAX_VALUES || c->count % 2 == 0) {
+    snprintf(text, size, "invalid");
+    return;
+  }
+  int len = snprintf(text, size, "engine=%" PRId64, c->values[0]);
+  size_t used = len > 0 ? (size_t)len : 0;
+  for (int i = 1; i + 1 < c->count && used < size; i += 2) {
+    len = snprintf(text + used, size - used, "%s%" PRId64 ":%" PRId64, i == 1 ? " knobs=" : ",",
+                   c->values[i], c->values[i + 1]);
+    if (len < 0) break;
+    used += (size_t)len;
+  }
+}
+
+const conv_algorithm conv_algorithm_cudnn = {
+    .id = CONV_ALGO_CUDNN,
+    .name = "cudnn",
+    .applicable = cudnn_applicable,
+    .configs = cudnn_configs,
+    .prepare = cudnn_prepare,
+    .run = cudnn_run,
+    .release = cudnn_release,
+    .describe = cudnn_describe,
+};

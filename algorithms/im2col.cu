@@ -1,0 +1,93 @@
+/*
+ * im2col.cu -- see im2col.h.
+ */
+#include "algorithms/im2col.h"
+
+namespace {
+
+struct im2col_params {
+  int64_t c, h, w;         /* input channels (all groups), height, width */
+  int64_t cg, r, s;        /* channels per group, filter height, width  */
+  int64_t p, q;            /* output height, width                      */
+  int64_t pad_h, pad_w;
+  int64_t stride_h, stride_w;
+  int64_t dil_h, dil_w;
+  int64_t n0, c0;          /* first image; first channel of the group   */
+  int64_t rows;            /* images * cg * r * s                       */
+};
+
+const int kThreads = 256;
+
+}  // namespace
+
+/* blockIdx.y walks the col rows (image, ci, ri, si), blockIdx.x and the
+ * threads walk the p*q columns of one row: the row's decoding is done once
+ * per row rather than per element, and writes are fully coalesced. */
+__global__ static void im2col_kernel(const im2col_params prm, const float *__restrict__ x,
+                                     float *__restrict__ col) {
+  const int64_t pq = prm.p * prm.q;
+  const int64_t crs = prm.cg * prm.r * prm.s;
+  const int64_t col_step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t row = blockIdx.y; row < prm.rows; row += gridDim.y) {
+    const int64_t img = row / crs;
+    const int64_t rc = row % crs;
+    const int64_t ci = rc / (prm.r * prm.s);
+    const int64_t ri = (rc / prm.s) % prm.r;
+    const int64_t si = rc % prm.s;
+    const float *xc = x + ((prm.n0 + img) * prm.c + prm.c0 + ci) * prm.h * prm.w;
+    const int64_t ih0 = ri * prm.dil_h - prm.pad_h;
+    const int64_t iw0 = si * prm.dil_w - prm.pad_w;
+    float *out = col + row * pq;
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < pq; j += col_step) {
+      const int64_t oh = j / prm.q;
+      const int64_t ih = oh * prm.stride_h + ih0;
+      const int64_t iw = (j - oh * prm.q) * prm.stride_w + iw0;
+      const bool inside = ih >= 0 && ih < prm.h && iw >= 0 && iw < prm.w;
+      out[j] = inside ? xc[ih * prm.w + iw] : 0.0f;
+    }
+  }
+}
+
+static im2col_params im2col_params_make(const conv_problem *pb, int64_t n0, int64_t images,
+                                        int64_t group) {
+  im2col_params prm;
+  prm.c = pb->c;
+  prm.h = pb->h;
+  prm.w = pb->w;
+  prm.cg = pb->c / pb->groups;
+  prm.r = pb->r;
+  prm.s = pb->s;
+  prm.p = (pb->h + 2 * pb->pad_h - pb->dil_h * (pb->r - 1) - 1) / pb->stride_h + 1;
+  prm.q = (pb->w + 2 * pb->pad_w - pb->dil_w * (pb->s - 1) - 1) / pb->stride_w + 1;
+  prm.pad_h = pb->pad_h;
+  prm.pad_w = pb->pad_w;
+  prm.stride_h = pb->stride_h;
+  prm.stride_w = pb->stride_w;
+  prm.dil_h = pb->dil_h;
+  prm.dil_w = pb->dil_w;
+  prm.n0 = n0;
+  prm.c0 = group * prm.cg;
+  prm.rows = images * prm.cg * prm.r * prm.s;
+  return prm;
+}
+
+extern "C" cudaError_t conv_im2col(const conv_problem *problem, const float *x, int64_t n0,
+                                   int64_t images, int64_t group, float *col,
+                                   cudaStream_t stream) {
+  if (problem == NULL || x == NULL || col == NULL) return cudaErrorInvalidValue;
+  if (n0 < 0 || images < 0 || n0 + images > problem->n || group < 0 ||
+      group >= problem->groups)
+    return cudaErrorInvalidValue;
+  const im2col_params prm = im2col_params_make(problem, n0, images, group);
+  const int64_t pq = prm.p * prm.q;
+  if (prm.rows == 0 || pq <= 0) return cudaSuccess;
+
+  /* gridDim.y is limited to 65535 and the kernel strides over the rest;
+   * x blocks only as many as one row needs, capped for very wide rows. */
+  int64_t bx = (pq + kThreads - 1) / kThreads;
+  if (bx > 1024) bx = 1024;
+  const int64_t by = prm.rows < 65535 ? prm.rows : 65535;
+  const dim3 grid((unsigned)bx, (unsigned)by);
+  im2col_kernel<<<grid, kThreads, 0, stream>>>(prm, x, col);
+  return cudaGetLastError();
+}

@@ -1,0 +1,51 @@
+/*
+ * kernels.h -- device helpers implemented in .cu files, with C linkage.
+ * Each launcher enqueues on `stream` and returns the launch's cudaError_t
+ * (cudaGetLastError after the launch); none synchronises unless it says so.
+ */
+#ifndef CONVTUNE_KERNELS_H
+#define CONVTUNE_KERNELS_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "convtune.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The plain direct convolution every candidate is validated against: one
+ * thread per output, products accumulated in double, epilogue applied.
+ * Obviously correct rather than fast.  `problem` must be valid. */
+cudaError_t conv_reference_forward(const conv_problem *problem, const float *x, const float *w,
+                                   const float *bias, float *y, cudaStream_t stream);
+
+/* y[n][k][i] = act(y[n][k][i] + bias[k]) for the problem's epilogue over the
+ * output tensor; a no-op for CONV_EPILOGUE_NONE. */
+cudaError_t conv_bias_act(const conv_problem *problem, float *y, const float *bias,
+                          cudaStream_t stream);
+
+/* Fills dst[0..count) with uniform values in [lo, hi) from a counter-based
+ * hash of (seed, index): the same seed gives the same data. */
+cudaError_t conv_fill_uniform(float *dst, int64_t count, uint64_t seed, float lo, float hi,
+                              cudaStream_t stream);
+
+/* Fills dst with a NaN bit pattern so that unwritten outputs fail validation. */
+cudaError_t conv_fill_poison(float *dst, int64_t count, cudaStream_t stream);
+
+/* Device scratch conv_relative_l2 needs. */
+#define CONV_COMPARE_SCRATCH_BYTES 64
+
+/* ||y - ref||_2 / ||ref||_2 accumulated in double, and the number of
+ * non-finite y values.  Synchronises `stream` and writes both results to
+ * host memory.  `scratch` is device memory of CONV_COMPARE_SCRATCH_BYTES. */
+cudaError_t conv_relative_l2(const float *y, const float *ref, int64_t count, void *scratch,
+                             cudaStream_t stream, double *rel_error /* OUT */,
+                             int64_t *nonfinite /* OUT */);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CONVTUNE_KERNELS_H */

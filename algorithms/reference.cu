@@ -1,0 +1,111 @@
+/*
+ * reference.cu -- the direct convolution every candidate is validated
+ * against.  It is written to be checked by reading, not to be fast: one
+ * thread per output element, the textbook triple loop, double accumulation.
+ */
+#include "algorithms/kernels.h"
+
+namespace {
+
+/* Everything the kernel needs, by value: the kernel never dereferences host
+ * memory, and int64 fields keep every index product exact. */
+struct reference_params {
+  int64_t n, c, h, w;
+  int64_t k, r, s;
+  int64_t p, q;
+  int64_t pad_h, pad_w;
+  int64_t stride_h, stride_w;
+  int64_t dil_h, dil_w;
+  int64_t c_per_group, k_per_group;
+  int64_t count; /* n * k * p * q */
+};
+
+}  // namespace
+
+/* One output y[ni][ko][oh][ow] per grid-stride step.  Consecutive threads take
+ * consecutive ow, so the input reads of a warp are close together and the
+ * filter reads are mostly one broadcast address. */
+template <conv_epilogue EPILOGUE>
+__global__ static void reference_kernel(const reference_params prm, const float *__restrict__ x,
+                                        const float *__restrict__ w,
+                                        const float *__restrict__ bias, float *__restrict__ y) {
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < prm.count; o += step) {
+    const int64_t ow = o % prm.q;
+    const int64_t oh = (o / prm.q) % prm.p;
+    const int64_t ko = (o / (prm.q * prm.p)) % prm.k;
+    const int64_t ni = o / (prm.q * prm.p * prm.k);
+    const int64_t c0 = (ko / prm.k_per_group) * prm.c_per_group;
+
+    double acc = 0.0;
+    for (int64_t ci = 0; ci < prm.c_per_group; ++ci) {
+      const float *xc = x + ((ni * prm.c) + c0 + ci) * prm.h * prm.w;
+      const float *wc = w + (ko * prm.c_per_group + ci) * prm.r * prm.s;
+      for (int64_t ri = 0; ri < prm.r; ++ri) {
+        const int64_t ih = oh * prm.stride_h - prm.pad_h + ri * prm.dil_h;
+        if (ih < 0 || ih >= prm.h) continue;
+        for (int64_t si = 0; si < prm.s; ++si) {
+          const int64_t iw = ow * prm.stride_w - prm.pad_w + si * prm.dil_w;
+          if (iw < 0 || iw >= prm.w) continue;
+          acc += (double)xc[ih * prm.w + iw] * (double)wc[ri * prm.s + si];
+        }
+      }
+    }
+    if (EPILOGUE != CONV_EPILOGUE_NONE) acc += (double)bias[ko];
+    if (EPILOGUE == CONV_EPILOGUE_BIAS_RELU && acc < 0.0) acc = 0.0;
+    y[o] = (float)acc;
+  }
+}
+
+static reference_params reference_params_make(const conv_problem *pb) {
+  reference_params prm;
+  prm.n = pb->n;
+  prm.c = pb->c;
+  prm.h = pb->h;
+  prm.w = pb->w;
+  prm.k = pb->k;
+  prm.r = pb->r;
+  prm.s = pb->s;
+  prm.p = (pb->h + 2 * pb->pad_h - pb->dil_h * (pb->r - 1) - 1) / pb->stride_h + 1;
+  prm.q = (pb->w + 2 * pb->pad_w - pb->dil_w * (pb->s - 1) - 1) / pb->stride_w + 1;
+  prm.pad_h = pb->pad_h;
+  prm.pad_w = pb->pad_w;
+  prm.stride_h = pb->stride_h;
+  prm.stride_w = pb->stride_w;
+  prm.dil_h = pb->dil_h;
+  prm.dil_w = pb->dil_w;
+  prm.c_per_group = pb->c / pb->groups;
+  prm.k_per_group = pb->k / pb->groups;
+  prm.count = prm.n * prm.k * prm.p * prm.q;
+  return prm;
+}
+
+template <conv_epilogue EPILOGUE>
+static cudaError_t reference_launch(const reference_params &prm, const float *x, const float *w,
+                                    const float *bias, float *y, cudaStream_t stream) {
+  const int threads = 256;
+  /* Enough blocks to fill any current GPU many times over; the grid-stride
+   * loop covers the rest, so huge outputs never overflow gridDim.x. */
+  const int64_t max_blocks = 1 << 20;
+  int64_t blocks = (prm.count + threads - 1) / threads;
+  if (blocks > max_blocks) blocks = max_blocks;
+  reference_kernel<EPILOGUE><<<(unsigned)blocks, threads, 0, stream>>>(prm, x, w, bias, y);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t conv_reference_forward(const conv_problem *problem, const float *x,
+                                              const float *w, const float *bias, float *y,
+                                              cudaStream_t stream) {
+  if (problem == NULL) return cudaErrorInvalidValue;
+  const reference_params prm = reference_params_make(problem);
+  if (prm.count <= 0) return cudaSuccess;
+  switch (problem->epilogue) {
+    case CONV_EPILOGUE_NONE:
+      return reference_launch<CONV_EPILOGUE_NONE>(prm, x, w, bias, y, stream);
+    case CONV_EPILOGUE_BIAS:
+      return reference_launch<CONV_EPILOGUE_BIAS>(prm, x, w, bias, y, stream);
+    case CONV_EPILOGUE_BIAS_RELU:
+      return reference_launch<CONV_EPILOGUE_BIAS_RELU>(prm, x, w, bias, y, stream);
+  }
+  return cudaErrorInvalidValue;
+}

@@ -1,0 +1,101 @@
+/*
+ * cache.h -- the SQLite plan cache.
+ *
+ * One row per trial (a candidate config timed on a problem), keyed by the
+ * canonical problem key, the device fingerprint and the library versions.
+ * Rows written under other versions or another device are never returned by
+ * lookups (they are stale: re-tune), but stay in the file for reports.
+ * Every trial is kept, not only the winner.  The file uses WAL and a busy
+ * timeout so that several processes can tune into one cache at once.
+ */
+#ifndef CONVTUNE_CACHE_H
+#define CONVTUNE_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../runtime/internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CONV_CACHE_SCHEMA_VERSION 1
+
+typedef struct conv_cache conv_cache;
+
+/* Which rows a call is about. */
+typedef struct conv_cache_key {
+  const char *problem;  /* conv_problem_key()                  */
+  const char *device;   /* conv_device.key                     */
+  const char *versions; /* conv_library_versions()             */
+} conv_cache_key;
+
+/* One measured (or failed) candidate config. */
+typedef struct conv_trial {
+  uint32_t algorithm_id;
+  char algorithm[32];    /* name, for people reading the file    */
+  conv_config config;
+  char config_text[128]; /* algorithm's describe()               */
+  conv_status status;    /* CONV_OK: valid and timed             */
+  char reason[256];      /* why it failed, "" when it did not    */
+  double time_ms;        /* median; < 0 when not timed           */
+  double rel_error;      /* vs reference; < 0 when not validated */
+  size_t workspace_bytes;
+  bool heuristic_pick;   /* CONV_CONFIG_HEURISTIC_PICK was set   */
+  bool winner;
+} conv_trial;
+
+/* A row as listed, with its key (strings valid during the callback only). */
+typedef struct conv_cache_row {
+  const char *problem, *device, *versions, *tuned_at;
+  const conv_trial *trial;
+} conv_cache_row;
+
+/* Returns nonzero to stop the iteration. */
+typedef int (*conv_cache_row_fn)(const conv_cache_row *row, void *user);
+
+/* Opens or creates the database at `path` (":memory:" allowed; the directory
+ * must exist), sets WAL and a busy timeout, creates the schema or checks its
+ * version (a newer or unknown schema is CONV_CACHE_ERROR).  `read_only`
+ * opens without creating or writing anything. */
+conv_status conv_cache_open(const char *path, bool read_only, conv_cache **cache /* OUT */,
+                            conv_error *err);
+void conv_cache_close(conv_cache *cache); /* NULL is a no-op */
+
+/* Starts a tuning of `key`: deletes its earlier trials (same problem, device
+ * and versions only). */
+conv_status conv_cache_begin_tuning(conv_cache *cache, const conv_cache_key *key,
+                                    conv_error *err);
+
+/* Stores one trial, committed at once (an interrupted tuning keeps what it
+ * measured). */
+conv_status conv_cache_add_trial(conv_cache *cache, const conv_cache_key *key,
+                                 const conv_trial *trial, conv_error *err);
+
+/* Marks the trial with this algorithm and config as the winner of `key`
+ * (and no other). */
+conv_status conv_cache_set_winner(conv_cache *cache, const conv_cache_key *key,
+                                  uint32_t algorithm_id, const conv_config *config,
+                                  conv_error *err);
+
+/* Finds the winner of `key`.  *found is false (and CONV_OK returned) when
+ * there is none; a row whose config text does not parse is CONV_CACHE_ERROR. */
+conv_status conv_cache_lookup_winner(conv_cache *cache, const conv_cache_key *key,
+                                     conv_trial *winner /* OUT */, bool *found /* OUT */,
+                                     conv_error *err);
+
+/* Calls fn for every winner row (any device, any versions), ordered by
+ * problem, device, versions. */
+conv_status conv_cache_list_winners(conv_cache *cache, conv_cache_row_fn fn, void *user,
+                                    conv_error *err);
+
+/* Calls fn for every trial whose problem key equals `problem` (any device or
+ * versions), winner first, then by time. */
+conv_status conv_cache_list_trials(conv_cache *cache, const char *problem, conv_cache_row_fn fn,
+                                   void *user, conv_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CONVTUNE_CACHE_H */

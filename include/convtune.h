@@ -1,0 +1,253 @@
+/*
+ * convtune.h -- the only public header of convtune.
+ *
+ * convtune picks the fastest correct way to run a 2-D convolution on the
+ * GPU in hand.  For each problem it builds a key (problem + GPU + library
+ * versions), looks it up in memory and then in an SQLite cache, and on a miss
+ * times every applicable candidate (every cuDNN engine configuration,
+ * im2col + cuBLAS GEMM, ...), validates each against a plain reference
+ * kernel, stores every timing and the winner, and returns a plan.
+ *
+ *     conv_context *ctx;
+ *     if (conv_context_create(&ctx, NULL) != CONV_OK) ...   // device 0, default cache
+ *     conv_problem p;
+ *     conv_problem_init(&p);
+ *     p.n = 32; p.c = 64; p.h = 56; p.w = 56; p.k = 64; p.r = 3; p.s = 3;
+ *     p.pad_h = p.pad_w = 1;
+ *     conv_plan *plan;
+ *     if (conv_plan_create(ctx, &p, &plan) != CONV_OK)
+ *         fprintf(stderr, "%s\n", conv_context_last_error(ctx));
+ *     conv_plan_execute(plan, stream, x, w, NULL, y);       // asynchronous on `stream`
+ *     conv_plan_destroy(plan);
+ *     conv_context_destroy(ctx);
+ *
+ * Conventions (SQLite's): every function returns a conv_status; out-parameters
+ * are marked OUT and are written only on success; destroy functions accept
+ * NULL; a failing call leaves its inputs and the cache unchanged and keeps a
+ * detailed message on the context (conv_context_last_error).  The library
+ * never aborts the host process.
+ *
+ * Tensors (this version): fp32, NCHW input x[n][c][h][w], filter
+ * w[k][c/groups][r][s], bias b[k], output y[n][k][p][q] where p, q come from
+ * conv_problem_output_dims().  All pointers passed to conv_plan_execute are
+ * device pointers.  This is cross-correlation (no filter flip), as in cuDNN
+ * and PyTorch.
+ */
+#ifndef CONVTUNE_H
+#define CONVTUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- status */
+
+/* X(name, message): one list feeds the enum and conv_status_string(). */
+#define CONV_STATUS_MAP(X)                                                     \
+  X(OK, "success")                                                             \
+  X(INVALID_ARGUMENT, "invalid argument (NULL pointer or bad option)")         \
+  X(BAD_DIMENSION, "a dimension is not positive or is absurdly large")         \
+  X(SIZE_OVERFLOW, "a tensor size exceeds 64-bit or 2^31-element limits")      \
+  X(FILTER_TOO_LARGE, "the dilated filter is larger than the padded input")    \
+  X(BAD_GROUPS, "groups must be positive and divide both C and K")             \
+  X(BAD_PADDING, "padding is negative")                                        \
+  X(BAD_STRIDE, "stride or dilation is not positive")                          \
+  X(UNSUPPORTED, "dtype, layout, direction or epilogue not supported yet")     \
+  X(NO_DEVICE, "no usable CUDA device")                                        \
+  X(CUDA_ERROR, "CUDA runtime error")                                          \
+  X(CUDNN_ERROR, "cuDNN error")                                                \
+  X(CUBLAS_ERROR, "cuBLAS error")                                              \
+  X(OUT_OF_MEMORY, "out of memory")                                            \
+  X(WORKSPACE_LIMIT, "workspace larger than the context's limit")              \
+  X(CACHE_ERROR, "plan cache (SQLite) error")                                  \
+  X(CACHE_MISS, "problem not in the cache and the policy forbids tuning")      \
+  X(NO_CANDIDATE, "no candidate produced a valid result")                      \
+  X(VALIDATION_FAILED, "result differs from the reference")                    \
+  X(INTERRUPTED, "interrupted")                                                \
+  X(INTERNAL, "internal error")
+
+typedef enum conv_status {
+#define CONV_STATUS_ENUM_(name, msg) CONV_##name,
+  CONV_STATUS_MAP(CONV_STATUS_ENUM_)
+#undef CONV_STATUS_ENUM_
+  CONV_STATUS_COUNT_
+} conv_status;
+
+/* Static English text for a status; "unknown status" for values out of range. */
+const char *conv_status_string(conv_status status);
+
+/* ---------------------------------------------------------------- problem */
+
+typedef enum conv_dtype { CONV_DTYPE_F32 = 0, CONV_DTYPE_F16, CONV_DTYPE_BF16 } conv_dtype;
+typedef enum conv_layout { CONV_LAYOUT_NCHW = 0, CONV_LAYOUT_NHWC } conv_layout;
+typedef enum conv_direction {
+  CONV_FORWARD = 0,
+  CONV_BACKWARD_DATA,
+  CONV_BACKWARD_FILTER
+} conv_direction;
+
+/* Math mode: what arithmetic a candidate may use.
+ * STRICT: IEEE fp32 multiply-add only (no TF32 tensor cores).
+ * TF32:   TF32 tensor cores allowed (10-bit mantissa inputs, fp32 accumulate). */
+typedef enum conv_math { CONV_MATH_STRICT = 0, CONV_MATH_TF32 } conv_math;
+
+/* Epilogue fused after the convolution: y = conv, y = conv + b[k],
+ * y = max(conv + b[k], 0). */
+typedef enum conv_epilogue {
+  CONV_EPILOGUE_NONE = 0,
+  CONV_EPILOGUE_BIAS,
+  CONV_EPILOGUE_BIAS_RELU
+} conv_epilogue;
+
+/* A convolution.  Always fill with conv_problem_init() first so that fields
+ * added in later versions get their defaults. */
+typedef struct conv_problem {
+  int64_t n, c, h, w;       /* input: batch, channels, height, width          */
+  int64_t k;                /* output channels                                */
+  int64_t r, s;             /* filter height, width                           */
+  int64_t pad_h, pad_w;     /* zero padding on each side (>= 0)               */
+  int64_t stride_h, stride_w;
+  int64_t dil_h, dil_w;     /* dilation                                       */
+  int64_t groups;           /* divides c and k; c/groups channels per filter  */
+  conv_dtype dtype;         /* this version: CONV_DTYPE_F32                   */
+  conv_layout layout;       /* this version: CONV_LAYOUT_NCHW                 */
+  conv_direction direction; /* this version: CONV_FORWARD                     */
+  conv_math math;
+  conv_epilogue epilogue;
+} conv_problem;
+
+/* Sets every field to its default: zero sizes (the caller must set n, c, h, w,
+ * k, r, s), pads 0, strides 1, dilations 1, groups 1, fp32, NCHW, forward,
+ * strict fp32, no epilogue. */
+void conv_problem_init(conv_problem *problem);
+
+/* Checks the problem without touching any device.  Returns CONV_OK or the
+ * specific status of the first problem found; `message` (may be NULL)
+ * receives a sentence naming the offending field, NUL-terminated and
+ * truncated to `message_size`. */
+conv_status conv_problem_validate(const conv_problem *problem, char *message, size_t message_size);
+
+/* Output height and width of a valid problem:
+ * p = (h + 2*pad_h - dil_h*(r-1) - 1) / stride_h + 1, likewise q.
+ * Returns the validation status on an invalid problem. */
+conv_status conv_problem_output_dims(const conv_problem *problem, int64_t *p /* OUT */,
+                                     int64_t *q /* OUT */);
+
+/* Canonical, human-readable key of the problem, the one the cache stores,
+ * e.g. "fwd f32 nchw strict none n32 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1".
+ * Returns CONV_INVALID_ARGUMENT when the buffer is too small. */
+conv_status conv_problem_key(const conv_problem *problem, char *key /* OUT */, size_t key_size);
+
+/* Parses a one-line shape spec into `problem` (which it conv_problem_init()s first):
+ * space- or comma-separated NAME=VALUE fields n c h w k r s pad stride dil groups
+ * (pad/stride/dil set both axes; pad_h pad_w stride_h stride_w dil_h dil_w set one),
+ * math=strict|tf32, epilogue=none|bias|bias_relu, e.g.
+ * "n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1".  Unknown fields are an error. */
+conv_status conv_problem_parse(const char *spec, conv_problem *problem /* OUT */, char *message,
+                               size_t message_size);
+
+/* ---------------------------------------------------------------- context */
+
+typedef enum conv_policy {
+  CONV_POLICY_EXHAUSTIVE = 0, /* time every applicable candidate configuration */
+  CONV_POLICY_FAST,           /* time a few best-guess candidates only         */
+  CONV_POLICY_CACHE_ONLY      /* never tune: a miss is CONV_CACHE_MISS         */
+} conv_policy;
+
+typedef struct conv_context_options {
+  int device;              /* CUDA device ordinal; default 0                       */
+  const char *cache_path;  /* NULL: $CONVTUNE_CACHE, else $XDG_CACHE_HOME/convtune/
+                            * cache.db, else ~/.cache/convtune/cache.db; ":memory:"
+                            * keeps nothing on disk                                 */
+  conv_policy policy;      /* default CONV_POLICY_EXHAUSTIVE                        */
+  size_t workspace_limit;  /* bytes a candidate may use as scratch; 0: 1/4 of the
+                            * device memory free when the context is created       */
+  int verbose;             /* nonzero: progress lines on stderr while tuning       */
+} conv_context_options;
+
+typedef struct conv_context conv_context;
+
+/* Fills options with the defaults above. */
+void conv_context_options_init(conv_context_options *options);
+
+/* Opens device `options->device`, creates the cuDNN and cuBLASLt handles and
+ * opens (creating as needed) the cache.  `options` may be NULL for defaults.
+ * On failure *context is set to NULL and the status says why (CONV_NO_DEVICE
+ * on a machine without a usable GPU; CONV_CACHE_ERROR when the cache cannot
+ * be opened); conv_last_error_global() then holds the message.
+ * A context may be shared between threads: plan creation is serialised
+ * internally. */
+conv_status conv_context_create(conv_context **context /* OUT */,
+                                const conv_context_options *options);
+
+/* Releases everything the context owns.  Plans made from it must be destroyed
+ * first.  NULL is a no-op. */
+void conv_context_destroy(conv_context *context);
+
+/* The detailed message of the last failed call on this context ("" if none).
+ * Valid until the next call on the context; NULL context: the message of the
+ * last failed conv_context_create() in this thread. */
+const char *conv_context_last_error(const conv_context *context);
+
+/* Asks a tuning in progress on this context (in any thread) to stop after the
+ * candidate it is timing; measurements already taken stay in the cache and
+ * conv_plan_create returns CONV_INTERRUPTED.  Safe to call from a signal
+ * handler's deferred callback (it only sets a flag). */
+void conv_context_interrupt(conv_context *context);
+
+/* ---------------------------------------------------------------- plans */
+
+typedef struct conv_plan conv_plan;
+
+/* Where a plan's choice came from. */
+typedef enum conv_plan_source {
+  CONV_SOURCE_MEMORY = 0, /* in-memory map of this context                */
+  CONV_SOURCE_CACHE,      /* SQLite cache, tuned by an earlier process    */
+  CONV_SOURCE_TUNED       /* timed just now                               */
+} conv_plan_source;
+
+typedef struct conv_plan_info {
+  char algorithm[32];      /* candidate family, e.g. "cudnn", "im2col_gemm"       */
+  char config[128];        /* its configuration, human-readable                   */
+  double time_ms;          /* median measured time of one execution (at tuning)   */
+  size_t workspace_bytes;  /* device scratch owned by the plan                     */
+  conv_plan_source source;
+} conv_plan_info;
+
+/* Returns a plan for `problem` on the context's device: from memory, from the
+ * cache, or by tuning now (which may take from milliseconds to seconds; the
+ * device should be otherwise idle for trustworthy timings).  Tuning allocates
+ * its own inputs; it never touches caller memory.  The problem is validated
+ * first (see conv_problem_validate); unsupported combinations return
+ * CONV_UNSUPPORTED.  Cache-only policy: a miss returns CONV_CACHE_MISS. */
+conv_status conv_plan_create(conv_context *context, const conv_problem *problem,
+                             conv_plan **plan /* OUT */);
+
+/* Runs the convolution asynchronously on `stream` (0 = the legacy default
+ * stream): y = epilogue(conv(x, w) [+ bias]).  `bias` is required for the
+ * bias epilogues and ignored otherwise.  Errors are reported for launch
+ * failures only; device-side faults surface at the caller's next
+ * synchronisation.  One plan must not be executed from two threads at once
+ * (it owns one workspace); use one plan per thread or stream. */
+conv_status conv_plan_execute(conv_plan *plan, void *stream, const void *x, const void *w,
+                              const void *bias, void *y);
+
+/* Describes the plan's choice. */
+conv_status conv_plan_info_get(const conv_plan *plan, conv_plan_info *info /* OUT */);
+
+/* Frees the plan and its workspace.  NULL is a no-op. */
+void conv_plan_destroy(conv_plan *plan);
+
+/* ---------------------------------------------------------------- versions */
+
+/* Versions this process runs with, as "cuda=13000 driver=13000 cudnn=91900
+ * cublas=130000" (stored with every cache row).  Needs no device. */
+const char *conv_library_versions(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CONVTUNE_H */

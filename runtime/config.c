@@ -1,0 +1,61 @@
+/* config.c -- candidate configs as text, and validation bounds. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/internal.h"
+
+bool conv_config_equal(const conv_config *a, const conv_config *b) {
+  if (a->count != b->count) return false;
+  for (int i = 0; i < a->count; i++)
+    if (a->values[i] != b->values[i]) return false;
+  return true;
+}
+
+conv_status conv_config_format(const conv_config *config, char *text, size_t size) {
+  if (config == NULL || text == NULL || size == 0 || config->count < 0 ||
+      config->count > CONV_CONFIG_MAX_VALUES)
+    return CONV_INVALID_ARGUMENT;
+  size_t used = 0;
+  text[0] = '\0';
+  for (int i = 0; i < config->count; i++) {
+    int len = snprintf(text + used, size - used, "%s%lld", i ? "," : "",
+                       (long long)config->values[i]);
+    if (len < 0 || (size_t)len >= size - used) return CONV_INVALID_ARGUMENT;
+    used += (size_t)len;
+  }
+  return CONV_OK;
+}
+
+/* Accepts exactly what conv_config_format writes: decimal integers separated
+ * by single commas, no spaces, at most CONV_CONFIG_MAX_VALUES of them. */
+conv_status conv_config_parse(const char *text, conv_config *config) {
+  if (text == NULL || config == NULL) return CONV_INVALID_ARGUMENT;
+  conv_config c = {0};
+  const char *p = text;
+  while (*p != '\0') {
+    if (c.count == CONV_CONFIG_MAX_VALUES) return CONV_INVALID_ARGUMENT;
+    if (*p != '-' && (*p < '0' || *p > '9')) return CONV_INVALID_ARGUMENT;
+    char *end;
+    errno = 0;
+    long long v = strtoll(p, &end, 10);
+    if (errno != 0 || end == p) return CONV_INVALID_ARGUMENT;
+    c.values[c.count++] = v;
+    if (*end == ',' && end[1] != '\0') p = end + 1;
+    else if (*end == '\0') p = end;
+    else return CONV_INVALID_ARGUMENT;
+  }
+  *config = c;
+  return CONV_OK;
+}
+
+/* Bounds on ||y - ref|| / ||ref|| for inputs uniform in [-1, 1].  Strict
+ * fp32 sums land near 1e-7..1e-6, so 1e-5 leaves room for long reductions
+ * while still catching TF32 (about 3e-4) sneaking into strict mode;
+ * Winograd and FFT transforms lose another decade.  TF32 rounds inputs to
+ * 10 mantissa bits: about 3e-4 typical. */
+double conv_error_bound(conv_math math, conv_arith arith) {
+  if (math == CONV_MATH_TF32) return arith == CONV_ARITH_TRANSFORM ? 5e-3 : 2e-3;
+  return arith == CONV_ARITH_TRANSFORM ? 1e-4 : 1e-5;
+}

@@ -1,0 +1,244 @@
+/* context.c -- contexts: device, library handles, cache, in-memory map. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/context.h"
+
+/* The message of the last failed conv_context_create in this thread. */
+static _Thread_local conv_error create_error;
+
+void conv_context_options_init(conv_context_options *options) {
+  if (options == NULL) return;
+  memset(options, 0, sizeof *options);
+  options->policy = CONV_POLICY_EXHAUSTIVE;
+}
+
+const char *conv_context_last_error(const conv_context *context) {
+  return context ? context->last_error.message : create_error.message;
+}
+
+void conv_context_interrupt(conv_context *context) {
+  if (context) atomic_store(&context->interrupt, 1);
+}
+
+struct conv_cache *conv_context_cache(conv_context *context) { return context->cache; }
+
+const conv_device *conv_context_device(const conv_context *context) {
+  return &context->env.device;
+}
+
+/* ---------------------------------------------------------------- paths */
+
+/* mkdir -p for the directories above `path` (the file itself is not made). */
+static conv_status make_parent_dirs(const char *path, conv_error *err) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  uv_loop_t loop;
+  if (uv_loop_init(&loop) != 0)
+    return conv_error_set(err, CONV_INTERNAL, "uv_loop_init failed");
+  conv_status st = CONV_OK;
+  for (char *slash = strchr(dir + 1, '/'); slash && st == CONV_OK; slash = strchr(slash + 1, '/')) {
+    *slash = '\0';
+    uv_fs_t req;
+    int rc = uv_fs_mkdir(&loop, &req, dir, 0755, NULL);
+    uv_fs_req_cleanup(&req);
+    if (rc != 0 && rc != UV_EEXIST)
+      st = conv_error_set(err, CONV_CACHE_ERROR, "cannot create directory %s: %s", dir,
+                          uv_strerror(rc));
+    *slash = '/';
+  }
+  uv_loop_close(&loop);
+  return st;
+}
+
+/* Reads an environment variable into buf; false when unset or empty. */
+static bool read_env(const char *name, char *buf, size_t size) {
+  size_t len = size;
+  return uv_os_getenv(name, buf, &len) == 0 && buf[0] != '\0';
+}
+
+conv_status conv_default_cache_path(char *path, size_t size, bool create_dirs, conv_error *err) {
+  char base[4096];
+  int len;
+  if (read_env("CONVTUNE_CACHE", base, sizeof base)) {
+    len = snprintf(path, size, "%s", base);
+  } else if (read_env("XDG_CACHE_HOME", base, sizeof base)) {
+    len = snprintf(path, size, "%s/convtune/cache.db", base);
+  } else {
+    size_t blen = sizeof base;
+    int rc = uv_os_homedir(base, &blen);
+    if (rc != 0)
+      return conv_error_set(err, CONV_CACHE_ERROR, "no cache path: set CONVTUNE_CACHE (%s)",
+                            uv_strerror(rc));
+    len = snprintf(path, size, "%s/.cache/convtune/cache.db", base);
+  }
+  if (len < 0 || (size_t)len >= size)
+    return conv_error_set(err, CONV_CACHE_ERROR, "cache path too long");
+  return create_dirs ? make_parent_dirs(path, err) : CONV_OK;
+}
+
+/* ---------------------------------------------------------------- create */
+
+static conv_status open_device(conv_context *ctx, int ordinal, conv_error *err) {
+  int count = 0;
+  cudaError_t rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess)
+    return conv_error_set(err, CONV_NO_DEVICE, "no CUDA device: %s", cudaGetErrorString(rc));
+  if (ordinal >= count)
+    return conv_error_set(err, CONV_NO_DEVICE, "device %d requested but %d present", ordinal, count);
+  conv_status st = conv_check_cuda(err, cudaSetDevice(ordinal), "cudaSetDevice");
+  if (st == CONV_OK) st = conv_device_query(ordinal, &ctx->env.device, err);
+  return st;
+}
+
+static conv_status open_libraries(conv_context *ctx, conv_error *err) {
+  conv_status st = conv_check_cudnn(err, cudnnCreate(&ctx->env.cudnn), "cudnnCreate");
+  if (st == CONV_OK)
+    st = conv_check_cublas(err, cublasLtCreate(&ctx->env.cublaslt), "cublasLtCreate");
+  return st;
+}
+
+static conv_status choose_workspace_limit(conv_context *ctx, size_t requested, conv_error *err) {
+  if (requested != 0) {
+    ctx->workspace_limit = requested;
+    return CONV_OK;
+  }
+  size_t free_bytes = 0, total = 0;
+  conv_status st = conv_check_cuda(err, cudaMemGetInfo(&free_bytes, &total), "cudaMemGetInfo");
+  ctx->workspace_limit = free_bytes / 4;
+  return st;
+}
+
+static conv_status open_cache(conv_context *ctx, const char *path, conv_error *err) {
+  conv_status st = CONV_OK;
+  if (path != NULL) {
+    if (snprintf(ctx->cache_path, sizeof ctx->cache_path, "%s", path) >= (int)sizeof ctx->cache_path)
+      return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache path too long");
+    if (strcmp(path, ":memory:") != 0) st = make_parent_dirs(path, err);
+  } else {
+    st = conv_default_cache_path(ctx->cache_path, sizeof ctx->cache_path, true, err);
+  }
+  if (st == CONV_OK) st = conv_cache_open(ctx->cache_path, false, &ctx->cache, err);
+  return st;
+}
+
+static conv_status check_options(const conv_context_options *o, conv_error *err) {
+  if (o->device < 0)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "device %d: must not be negative", o->device);
+  if (o->policy != CONV_POLICY_EXHAUSTIVE && o->policy != CONV_POLICY_FAST &&
+      o->policy != CONV_POLICY_CACHE_ONLY)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "policy %d is not a conv_policy", (int)o->policy);
+  return CONV_OK;
+}
+
+conv_status conv_context_create(conv_context **context, const conv_context_options *options) {
+  conv_error *err = &create_error;
+  memset(err, 0, sizeof *err);
+  if (context == NULL) return conv_error_set(err, CONV_INVALID_ARGUMENT, "context is NULL");
+  *context = NULL;
+  conv_context_options defaults;
+  conv_context_options_init(&defaults);
+  const conv_context_options *o = options ? options : &defaults;
+  conv_status st = check_options(o, err);
+  if (st != CONV_OK) return st;
+
+  conv_context *ctx = calloc(1, sizeof *ctx);
+  if (ctx == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "allocating the context");
+  ctx->policy = o->policy;
+  ctx->verbose = o->verbose;
+  atomic_init(&ctx->interrupt, 0);
+  if (uv_mutex_init(&ctx->lock) != 0) {
+    free(ctx);
+    return conv_error_set(err, CONV_INTERNAL, "uv_mutex_init failed");
+  }
+  if (uv_mutex_init(&ctx->env.cudnn_lock) != 0) {
+    uv_mutex_destroy(&ctx->lock);
+    free(ctx);
+    return conv_error_set(err, CONV_INTERNAL, "uv_mutex_init failed");
+  }
+  CONV_TRY(st, open_device(ctx, o->device, err), fail);
+  CONV_TRY(st, open_libraries(ctx, err), fail);
+  CONV_TRY(st, choose_workspace_limit(ctx, o->workspace_limit, err), fail);
+  CONV_TRY(st, open_cache(ctx, o->cache_path, err), fail);
+  *context = ctx;
+  return CONV_OK;
+
+fail:
+  conv_context_destroy(ctx);
+  return st;
+}
+
+void conv_context_destroy(conv_context *ctx) {
+  if (ctx == NULL) return;
+  conv_cache_close(ctx->cache);
+  if (ctx->env.cublaslt) cublasLtDestroy(ctx->env.cublaslt);
+  if (ctx->env.cudnn) cudnnDestroy(ctx->env.cudnn);
+  plan_map_free(&ctx->map);
+  uv_mutex_destroy(&ctx->env.cudnn_lock);
+  uv_mutex_destroy(&ctx->lock);
+  free(ctx);
+}
+
+/* ---------------------------------------------------------------- map */
+
+static size_t hash_key(const char *key) {
+  size_t h = 1469598103934665603u; /* FNV-1a */
+  for (; *key; key++) h = (h ^ (unsigned char)*key) * 1099511628211u;
+  return h;
+}
+
+const conv_choice *plan_map_find(const plan_map *map, const char *key) {
+  if (map->bucket_count == 0) return NULL;
+  for (plan_map_entry *e = map->buckets[hash_key(key) % map->bucket_count]; e; e = e->next)
+    if (strcmp(e->key, key) == 0) return &e->choice;
+  return NULL;
+}
+
+static conv_status plan_map_grow(plan_map *map) {
+  size_t count = map->bucket_count ? map->bucket_count * 2 : 64;
+  plan_map_entry **buckets = calloc(count, sizeof *buckets);
+  if (buckets == NULL) return CONV_OUT_OF_MEMORY;
+  for (size_t i = 0; i < map->bucket_count; i++) {
+    for (plan_map_entry *e = map->buckets[i], *next; e; e = next) {
+      next = e->next;
+      size_t b = hash_key(e->key) % count;
+      e->next = buckets[b];
+      buckets[b] = e;
+    }
+  }
+  free(map->buckets);
+  map->buckets = buckets;
+  map->bucket_count = count;
+  return CONV_OK;
+}
+
+conv_status plan_map_put(plan_map *map, const char *key, const conv_choice *choice) {
+  conv_choice *existing = (conv_choice *)plan_map_find(map, key);
+  if (existing) {
+    *existing = *choice;
+    return CONV_OK;
+  }
+  if (map->size + 1 > map->bucket_count * 2 && plan_map_grow(map) != CONV_OK)
+    return CONV_OUT_OF_MEMORY;
+  plan_map_entry *e = calloc(1, sizeof *e);
+  if (e == NULL) return CONV_OUT_OF_MEMORY;
+  snprintf(e->key, sizeof e->key, "%s", key);
+  e->choice = *choice;
+  size_t b = hash_key(key) % map->bucket_count;
+  e->next = map->buckets[b];
+  map->buckets[b] = e;
+  map->size++;
+  return CONV_OK;
+}
+
+void plan_map_free(plan_map *map) {
+  for (size_t i = 0; i < map->bucket_count; i++) {
+    for (plan_map_entry *e = map->buckets[i], *next; e; e = next) {
+      next = e->next;
+      free(e);
+    }
+  }
+  free(map->buckets);
+  memset(map, 0, sizeof *map);
+}

@@ -1,0 +1,41 @@
+/* context.h -- the context's layout, shared by context.c and plan.c. */
+#ifndef CONVTUNE_CONTEXT_H
+#define CONVTUNE_CONTEXT_H
+
+#include <stdatomic.h>
+
+#include "cache/cache.h"
+#include "runtime/internal.h"
+#include "tuner/tuner.h"
+
+/* The in-memory map in front of the cache: problem key -> choice. */
+typedef struct plan_map_entry {
+  struct plan_map_entry *next;
+  char key[CONV_PROBLEM_KEY_MAX];
+  conv_choice choice;
+} plan_map_entry;
+
+typedef struct plan_map {
+  plan_map_entry **buckets;
+  size_t bucket_count, size;
+} plan_map;
+
+struct conv_context {
+  conv_env env;
+  conv_policy policy;
+  size_t workspace_limit;
+  int verbose;
+  char cache_path[4096];
+  conv_cache *cache;
+  uv_mutex_t lock; /* plan creation: map, cache, tuning, last_error */
+  plan_map map;
+  conv_error last_error;
+  atomic_int interrupt;
+};
+
+/* Map operations; the caller holds context->lock. */
+const conv_choice *plan_map_find(const plan_map *map, const char *key);
+conv_status plan_map_put(plan_map *map, const char *key, const conv_choice *choice);
+void plan_map_free(plan_map *map);
+
+#endif /* CONVTUNE_CONTEXT_H */

@@ -1,0 +1,52 @@
+/* device.c -- the GPU fingerprint and library versions that key the cache. */
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/internal.h"
+
+static conv_status device_attribute(int ordinal, enum cudaDeviceAttr attr, int *value,
+                                    const char *what, conv_error *err) {
+  return conv_check_cuda(err, cudaDeviceGetAttribute(value, attr, ordinal), what);
+}
+
+conv_status conv_device_query(int ordinal, conv_device *dev, conv_error *err) {
+  struct cudaDeviceProp prop;
+  conv_status st = conv_check_cuda(err, cudaGetDeviceProperties(&prop, ordinal),
+                                   "cudaGetDeviceProperties");
+  if (st != CONV_OK) return st;
+  conv_device d;
+  memset(&d, 0, sizeof d);
+  d.ordinal = ordinal;
+  snprintf(d.name, sizeof d.name, "%s", prop.name);
+  d.cc_major = prop.major;
+  d.cc_minor = prop.minor;
+  d.sm_count = prop.multiProcessorCount;
+  d.l2_bytes = prop.l2CacheSize;
+  d.mem_bus_bits = prop.memoryBusWidth;
+  d.total_mem = prop.totalGlobalMem;
+  /* CUDA 13 dropped memoryClockRate from cudaDeviceProp; the attribute stays. */
+  st = device_attribute(ordinal, cudaDevAttrMemoryClockRate, &d.mem_clock_khz,
+                        "cudaDeviceGetAttribute(MemoryClockRate)", err);
+  if (st != CONV_OK) return st;
+  snprintf(d.key, sizeof d.key, "%s|sm%d%d|%dsm|l2=%d|mem=%dkHz*%dbit", d.name, d.cc_major,
+           d.cc_minor, d.sm_count, d.l2_bytes, d.mem_clock_khz, d.mem_bus_bits);
+  *dev = d;
+  return CONV_OK;
+}
+
+static char versions_text[128];
+static uv_once_t versions_once = UV_ONCE_INIT;
+
+static void read_versions(void) {
+  int runtime = 0, driver = 0;
+  /* Without a driver both calls fail and leave 0: the text then says so. */
+  if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+  snprintf(versions_text, sizeof versions_text, "cuda=%d driver=%d cudnn=%zu cublaslt=%zu",
+           runtime, driver, cudnnGetVersion(), cublasLtGetVersion());
+}
+
+const char *conv_library_versions(void) {
+  uv_once(&versions_once, read_versions);
+  return versions_text;
+}

@@ -1,0 +1,202 @@
+/*
+ * internal.h -- what the library's own parts share: errors, the device and
+ * library handles, the candidate interface and the registry.  Not installed.
+ */
+#ifndef CONVTUNE_INTERNAL_H
+#define CONVTUNE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+#include <uv.h>
+
+#include "convtune.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- errors */
+
+/* A status with its detailed message.  Every internal function that can fail
+ * takes a conv_error * and fills it through conv_error_set. */
+typedef struct conv_error {
+  conv_status status;
+  char message[512];
+} conv_error;
+
+/* Records status and a printf-style message; returns `status` so that callers
+ * can write `return conv_error_set(err, CONV_BAD_DIMENSION, "...")`.
+ * err may be NULL. */
+conv_status conv_error_set(conv_error *err, conv_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Each returns CONV_OK on success, else records `what` with the library's
+ * own error text and returns the matching status (CONV_OUT_OF_MEMORY for
+ * allocation failures). */
+conv_status conv_check_cuda(conv_error *err, cudaError_t code, const char *what);
+conv_status conv_check_cudnn(conv_error *err, cudnnStatus_t code, const char *what);
+conv_status conv_check_cublas(conv_error *err, cublasStatus_t code, const char *what);
+
+/* Evaluates a checked call; on failure jumps to `label` with `st` set. */
+#define CONV_TRY(st, expr, label)                                              \
+  do {                                                                         \
+    (st) = (expr);                                                             \
+    if ((st) != CONV_OK) goto label;                                           \
+  } while (0)
+
+/* ---------------------------------------------------------------- device */
+
+/* What identifies a GPU model for the cache, read once per context. */
+typedef struct conv_device {
+  int ordinal;
+  char name[256];
+  int cc_major, cc_minor;
+  int sm_count;
+  int l2_bytes;
+  int mem_clock_khz;
+  int mem_bus_bits;
+  size_t total_mem;
+  char key[512]; /* canonical fingerprint text, e.g.
+                  * "NVIDIA H100 80GB HBM3|sm90|132sm|l2=52428800|mem=2619000kHz*5120bit" */
+} conv_device;
+
+/* Fills dev for CUDA device `ordinal` (the current device is not changed). */
+conv_status conv_device_query(int ordinal, conv_device *dev /* OUT */, conv_error *err);
+
+/* The library handles candidates share.  cuDNN executes on the handle's
+ * stream, so cudnnSetStream + execute run under cudnn_lock; cuBLASLt takes
+ * the stream per call and needs no lock. */
+typedef struct conv_env {
+  conv_device device;
+  cudnnHandle_t cudnn;
+  uv_mutex_t cudnn_lock;
+  cublasLtHandle_t cublaslt;
+} conv_env;
+
+/* ---------------------------------------------------------------- candidates */
+
+/* A configuration: small plain data that serialises to the cache as text
+ * ("12,3,1").  A config read back from the cache is untrusted: prepare()
+ * must validate every value. */
+#define CONV_CONFIG_MAX_VALUES 16
+typedef struct conv_config {
+  int count;
+  int64_t values[CONV_CONFIG_MAX_VALUES];
+  uint32_t flags; /* CONV_CONFIG_*; not part of the config's identity */
+} conv_config;
+
+/* The library's own default pick for this problem (cuDNN's heuristic #1):
+ * the tuner reports its time as "what you get without tuning". */
+#define CONV_CONFIG_HEURISTIC_PICK 1u
+
+bool conv_config_equal(const conv_config *a, const conv_config *b);
+/* "v0,v1,..." ("" for count 0).  Returns CONV_INVALID_ARGUMENT if it does not fit. */
+conv_status conv_config_format(const conv_config *config, char *text, size_t size);
+/* Parses conv_config_format's text; rejects anything else. */
+conv_status conv_config_parse(const char *text, conv_config *config /* OUT */);
+
+/* What arithmetic a config uses; sets the validation bound with the math mode. */
+typedef enum conv_arith {
+  CONV_ARITH_DIRECT = 0, /* products summed directly (direct, GEMM)         */
+  CONV_ARITH_TRANSFORM   /* Winograd or FFT: larger, still bounded, error   */
+} conv_arith;
+
+/* Relative-L2 error bound for validation. */
+double conv_error_bound(conv_math math, conv_arith arith);
+
+/* What prepare() returns for one config. */
+typedef struct conv_prepared {
+  void *state;            /* owned; freed by the algorithm's release()      */
+  size_t workspace_bytes; /* device scratch run() needs                     */
+  conv_arith arith;
+} conv_prepared;
+
+/* One execution's arguments; run() keeps no other state. */
+typedef struct conv_exec {
+  const conv_problem *problem;
+  conv_env *env;
+  void *state; /* conv_prepared.state */
+  const float *x, *w, *bias;
+  float *y;
+  void *workspace;
+  size_t workspace_bytes;
+} conv_exec;
+
+/* A candidate family (MIOpen's solver contract in SQLite's vtable style).
+ * Implementations keep no mutable global state. */
+typedef struct conv_algorithm {
+  uint32_t id;      /* stable, append-only; 0 invalid; never reuse a retired id */
+  const char *name; /* "cudnn", "im2col_gemm", ...                              */
+  /* Cheap early-return checks on the problem alone. */
+  bool (*applicable)(const conv_problem *problem, const conv_env *env);
+  /* Writes up to `max` configs, most promising first, and their number to
+   * *count.  Enumerating may skip configs that cannot work, but need not:
+   * prepare() is the final judge. */
+  conv_status (*configs)(const conv_problem *problem, conv_env *env, conv_config *out, int max,
+                         int *count /* OUT */, conv_error *err);
+  /* Validates `config` for `problem` and builds its per-plan state
+   * (descriptors, execution plans).  A config that does not fit returns
+   * CONV_UNSUPPORTED with the reason. */
+  conv_status (*prepare)(const conv_problem *problem, conv_env *env, const conv_config *config,
+                         conv_prepared *out /* OUT */, conv_error *err);
+  /* Enqueues the convolution, including the problem's epilogue, on stream. */
+  conv_status (*run)(const conv_exec *exec, cudaStream_t stream, conv_error *err);
+  /* Frees prepare()'s state; NULL is a no-op. */
+  void (*release)(void *state);
+  /* Human-readable config, e.g. "engine=12 knobs=3:1" or "batch=32 gemm_algo=0". */
+  void (*describe)(const conv_config *config, char *text, size_t size);
+} conv_algorithm;
+
+/* Registry: every candidate family, in id order. */
+enum {
+  CONV_ALGO_CUDNN = 1,
+  CONV_ALGO_IM2COL_GEMM = 2,
+  /* 3 fft, 4 direct_channel, 5 patch, 6 dynamic: reserved for later families */
+};
+const conv_algorithm *const *conv_registry(int *count /* OUT */);
+const conv_algorithm *conv_registry_find(uint32_t id);
+const conv_algorithm *conv_registry_find_name(const char *name);
+
+extern const conv_algorithm conv_algorithm_cudnn;
+extern const conv_algorithm conv_algorithm_im2col_gemm;
+
+/* ---------------------------------------------------------------- context */
+
+struct conv_cache;
+
+/* Internal accessors for the CLI and tests. */
+struct conv_cache *conv_context_cache(conv_context *context);
+const conv_device *conv_context_device(const conv_context *context);
+
+/* The cache path used when the options name none: $CONVTUNE_CACHE, else
+ * $XDG_CACHE_HOME/convtune/cache.db, else $HOME/.cache/convtune/cache.db.
+ * With create_dirs, creates the missing directories (mode 0755). */
+conv_status conv_default_cache_path(char *path /* OUT */, size_t size, bool create_dirs,
+                                    conv_error *err);
+
+/* ---------------------------------------------------------------- problems */
+
+/* Sizes derived from a valid problem. */
+typedef struct conv_shape {
+  int64_t p, q;                     /* output height, width          */
+  int64_t x_elems, w_elems, y_elems; /* element counts               */
+  int64_t c_per_group, k_per_group;
+} conv_shape;
+
+conv_status conv_problem_shape(const conv_problem *problem, conv_shape *shape /* OUT */);
+
+/* Longest key conv_problem_key() writes, with the terminating NUL. */
+#define CONV_PROBLEM_KEY_MAX 256
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CONVTUNE_INTERNAL_H */

@@ -1,0 +1,175 @@
+/* plan.c -- plan creation (memory, cache, or tuning) and execution. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/context.h"
+
+struct conv_plan {
+  conv_context *ctx;
+  conv_problem problem;
+  const conv_algorithm *algorithm;
+  conv_config config;
+  conv_prepared prepared;
+  void *workspace;
+  conv_plan_info info;
+};
+
+/* Builds a runnable plan for a choice: validates the config again (it may
+ * come from an untrusted cache file) and allocates its workspace. */
+static conv_status instantiate(conv_context *ctx, const conv_problem *problem,
+                               const conv_choice *choice, conv_plan_source source,
+                               conv_plan **out, conv_error *err) {
+  const conv_algorithm *algo = conv_registry_find(choice->algorithm_id);
+  if (algo == NULL)
+    return conv_error_set(err, CONV_UNSUPPORTED, "algorithm id %u is unknown to this build",
+                          (unsigned)choice->algorithm_id);
+  conv_plan *plan = calloc(1, sizeof *plan);
+  if (plan == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "allocating a plan");
+  plan->ctx = ctx;
+  plan->problem = *problem;
+  plan->algorithm = algo;
+  plan->config = choice->config;
+  conv_status st = algo->prepare(problem, &ctx->env, &choice->config, &plan->prepared, err);
+  if (st != CONV_OK) {
+    free(plan);
+    return st;
+  }
+  if (plan->prepared.workspace_bytes > 0) {
+    st = conv_check_cuda(err, cudaMalloc(&plan->workspace, plan->prepared.workspace_bytes),
+                         "cudaMalloc(plan workspace)");
+    if (st != CONV_OK) {
+      conv_plan_destroy(plan);
+      return st;
+    }
+  }
+  conv_plan_info *info = &plan->info;
+  snprintf(info->algorithm, sizeof info->algorithm, "%s", algo->name);
+  algo->describe(&choice->config, info->config, sizeof info->config);
+  info->time_ms = choice->time_ms;
+  info->workspace_bytes = plan->prepared.workspace_bytes;
+  info->source = source;
+  *out = plan;
+  return CONV_OK;
+}
+
+static conv_status lookup_cache(conv_context *ctx, const conv_cache_key *key, conv_choice *choice,
+                                bool *found, conv_error *err) {
+  conv_trial winner;
+  conv_status st = conv_cache_lookup_winner(ctx->cache, key, &winner, found, err);
+  if (st == CONV_OK && *found) {
+    choice->algorithm_id = winner.algorithm_id;
+    choice->config = winner.config;
+    choice->time_ms = winner.time_ms;
+  }
+  return st;
+}
+
+static conv_status tune(conv_context *ctx, const conv_problem *problem, const conv_cache_key *key,
+                        conv_choice *choice, conv_error *err) {
+  if (ctx->policy == CONV_POLICY_CACHE_ONLY)
+    return conv_error_set(err, CONV_CACHE_MISS, "%s: not in the cache %s (policy cache-only)",
+                          key->problem, ctx->cache_path);
+  atomic_store(&ctx->interrupt, 0);
+  conv_tune_request req = {problem, &ctx->env, ctx->cache, key, ctx->policy,
+                           ctx->workspace_limit, ctx->verbose, &ctx->interrupt};
+  return conv_tune(&req, choice, err);
+}
+
+/* Memory, then cache, then tuning.  A cached choice that no longer
+ * instantiates (another build, a corrupt row) is re-tuned, never trusted. */
+static conv_status create_locked(conv_context *ctx, const conv_problem *problem,
+                                 const char *problem_key, conv_plan **plan, conv_error *err) {
+  conv_cache_key key = {problem_key, ctx->env.device.key, conv_library_versions()};
+  conv_choice choice;
+  const conv_choice *known = plan_map_find(&ctx->map, problem_key);
+  if (known) return instantiate(ctx, problem, known, CONV_SOURCE_MEMORY, plan, err);
+
+  bool found = false;
+  conv_status st = lookup_cache(ctx, &key, &choice, &found, err);
+  if (st != CONV_OK) return st;
+  conv_plan_source source = CONV_SOURCE_CACHE;
+  if (found) {
+    st = instantiate(ctx, problem, &choice, source, plan, err);
+    if (st == CONV_OK || ctx->policy == CONV_POLICY_CACHE_ONLY) goto remember;
+  }
+  source = CONV_SOURCE_TUNED;
+  st = tune(ctx, problem, &key, &choice, err);
+  if (st == CONV_OK) st = instantiate(ctx, problem, &choice, source, plan, err);
+remember:
+  if (st == CONV_OK && plan_map_put(&ctx->map, problem_key, &choice) != CONV_OK) {
+    conv_plan_destroy(*plan);
+    *plan = NULL;
+    st = conv_error_set(err, CONV_OUT_OF_MEMORY, "growing the plan map");
+  }
+  return st;
+}
+
+conv_status conv_plan_create(conv_context *ctx, const conv_problem *problem, conv_plan **plan) {
+  if (ctx == NULL) return CONV_INVALID_ARGUMENT;
+  conv_error err = {CONV_OK, ""};
+  conv_status st = CONV_OK;
+  char key[CONV_PROBLEM_KEY_MAX];
+  conv_plan *made = NULL;
+  if (plan == NULL) {
+    st = conv_error_set(&err, CONV_INVALID_ARGUMENT, "plan is NULL");
+  } else {
+    st = conv_problem_validate(problem, err.message, sizeof err.message);
+    if (st == CONV_OK) st = conv_problem_key(problem, key, sizeof key);
+  }
+  uv_mutex_lock(&ctx->lock);
+  if (st == CONV_OK) st = conv_check_cuda(&err, cudaSetDevice(ctx->env.device.ordinal), "cudaSetDevice");
+  if (st == CONV_OK) st = create_locked(ctx, problem, key, &made, &err);
+  if (st == CONV_OK) *plan = made;
+  ctx->last_error = err;
+  ctx->last_error.status = st;
+  uv_mutex_unlock(&ctx->lock);
+  return st;
+}
+
+static conv_status execute_error(conv_plan *plan, conv_error *err) {
+  uv_mutex_lock(&plan->ctx->lock);
+  plan->ctx->last_error = *err;
+  uv_mutex_unlock(&plan->ctx->lock);
+  return err->status;
+}
+
+conv_status conv_plan_execute(conv_plan *plan, void *stream, const void *x, const void *w,
+                              const void *bias, void *y) {
+  if (plan == NULL) return CONV_INVALID_ARGUMENT;
+  conv_error err = {CONV_OK, ""};
+  bool needs_bias = plan->problem.epilogue != CONV_EPILOGUE_NONE;
+  if (x == NULL || w == NULL || y == NULL || (needs_bias && bias == NULL)) {
+    conv_error_set(&err, CONV_INVALID_ARGUMENT, "execute: %s is NULL",
+                   x == NULL ? "x" : w == NULL ? "w" : y == NULL ? "y" : "bias (the epilogue adds it)");
+    return execute_error(plan, &err);
+  }
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess || current != plan->ctx->env.device.ordinal) {
+    if (conv_check_cuda(&err, cudaSetDevice(plan->ctx->env.device.ordinal), "cudaSetDevice") != CONV_OK)
+      return execute_error(plan, &err);
+  }
+  conv_exec exec = {&plan->problem, &plan->ctx->env, plan->prepared.state, x, w,
+                    needs_bias ? bias : NULL, y, plan->workspace, plan->prepared.workspace_bytes};
+  conv_status st = plan->algorithm->run(&exec, (cudaStream_t)stream, &err);
+  if (st != CONV_OK) {
+    err.status = st;
+    return execute_error(plan, &err);
+  }
+  return CONV_OK;
+}
+
+conv_status conv_plan_info_get(const conv_plan *plan, conv_plan_info *info) {
+  if (plan == NULL || info == NULL) return CONV_INVALID_ARGUMENT;
+  *info = plan->info;
+  return CONV_OK;
+}
+
+void conv_plan_destroy(conv_plan *plan) {
+  if (plan == NULL) return;
+  /* cudaFree waits for the device to finish, so executions still queued
+   * with this workspace complete before it is released. */
+  if (plan->workspace) cudaFree(plan->workspace);
+  plan->algorithm->release(plan->prepared.state);
+  free(plan);
+}

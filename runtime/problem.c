@@ -1,0 +1,260 @@
+/* problem.c -- problem defaults, validation, derived sizes, keys, specs. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/internal.h"
+
+/* cuDNN, cuBLAS and our kernels index tensors with 32-bit element counts in
+ * places; larger tensors are rejected rather than silently wrapped. */
+#define MAX_TENSOR_ELEMS ((int64_t)INT32_MAX)
+/* Any single extent beyond this is a caller bug, not a convolution. */
+#define MAX_EXTENT ((int64_t)1 << 30)
+
+void conv_problem_init(conv_problem *problem) {
+  if (problem == NULL) return;
+  memset(problem, 0, sizeof *problem);
+  problem->stride_h = problem->stride_w = 1;
+  problem->dil_h = problem->dil_w = 1;
+  problem->groups = 1;
+  problem->dtype = CONV_DTYPE_F32;
+  problem->layout = CONV_LAYOUT_NCHW;
+  problem->direction = CONV_FORWARD;
+  problem->math = CONV_MATH_STRICT;
+  problem->epilogue = CONV_EPILOGUE_NONE;
+}
+
+static conv_status check_extents(const conv_problem *pr, conv_error *err) {
+  const struct { const char *name; int64_t value; } dims[] = {
+      {"n", pr->n}, {"c", pr->c}, {"h", pr->h}, {"w", pr->w},
+      {"k", pr->k}, {"r", pr->r}, {"s", pr->s}};
+  for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+    if (dims[i].value < 1)
+      return conv_error_set(err, CONV_BAD_DIMENSION, "%s = %lld: must be at least 1", dims[i].name,
+                            (long long)dims[i].value);
+    if (dims[i].value > MAX_EXTENT)
+      return conv_error_set(err, CONV_BAD_DIMENSION, "%s = %lld: larger than %lld", dims[i].name,
+                            (long long)dims[i].value, (long long)MAX_EXTENT);
+  }
+  return CONV_OK;
+}
+
+static conv_status check_window(const conv_problem *pr, conv_error *err) {
+  if (pr->pad_h < 0 || pr->pad_w < 0)
+    return conv_error_set(err, CONV_BAD_PADDING, "padding %lld,%lld: must not be negative",
+                          (long long)pr->pad_h, (long long)pr->pad_w);
+  if (pr->pad_h > MAX_EXTENT || pr->pad_w > MAX_EXTENT)
+    return conv_error_set(err, CONV_BAD_PADDING, "padding %lld,%lld: larger than %lld",
+                          (long long)pr->pad_h, (long long)pr->pad_w, (long long)MAX_EXTENT);
+  if (pr->stride_h < 1 || pr->stride_w < 1 || pr->stride_h > MAX_EXTENT ||
+      pr->stride_w > MAX_EXTENT)
+    return conv_error_set(err, CONV_BAD_STRIDE, "stride %lld,%lld: must be in [1, %lld]",
+                          (long long)pr->stride_h, (long long)pr->stride_w, (long long)MAX_EXTENT);
+  if (pr->dil_h < 1 || pr->dil_w < 1 || pr->dil_h > MAX_EXTENT || pr->dil_w > MAX_EXTENT)
+    return conv_error_set(err, CONV_BAD_STRIDE, "dilation %lld,%lld: must be in [1, %lld]",
+                          (long long)pr->dil_h, (long long)pr->dil_w, (long long)MAX_EXTENT);
+  /* All operands are at most 2^30 here, so these sums cannot overflow. */
+  int64_t span_h = pr->dil_h * (pr->r - 1) + 1, span_w = pr->dil_w * (pr->s - 1) + 1;
+  if (span_h > pr->h + 2 * pr->pad_h || span_w > pr->w + 2 * pr->pad_w)
+    return conv_error_set(err, CONV_FILTER_TOO_LARGE,
+                          "dilated filter %lldx%lld exceeds padded input %lldx%lld",
+                          (long long)span_h, (long long)span_w, (long long)(pr->h + 2 * pr->pad_h),
+                          (long long)(pr->w + 2 * pr->pad_w));
+  return CONV_OK;
+}
+
+static conv_status check_groups(const conv_problem *pr, conv_error *err) {
+  if (pr->groups < 1 || pr->c % pr->groups != 0 || pr->k % pr->groups != 0)
+    return conv_error_set(err, CONV_BAD_GROUPS, "groups = %lld must be positive and divide c = %lld and k = %lld",
+                          (long long)pr->groups, (long long)pr->c, (long long)pr->k);
+  return CONV_OK;
+}
+
+static conv_status check_supported(const conv_problem *pr, conv_error *err) {
+  if (pr->dtype != CONV_DTYPE_F32)
+    return conv_error_set(err, CONV_UNSUPPORTED, "dtype %d: only fp32 is supported in this version",
+                          (int)pr->dtype);
+  if (pr->layout != CONV_LAYOUT_NCHW)
+    return conv_error_set(err, CONV_UNSUPPORTED, "layout %d: only NCHW is supported in this version",
+                          (int)pr->layout);
+  if (pr->direction != CONV_FORWARD)
+    return conv_error_set(err, CONV_UNSUPPORTED,
+                          "direction %d: only forward is supported in this version", (int)pr->direction);
+  if (pr->math != CONV_MATH_STRICT && pr->math != CONV_MATH_TF32)
+    return conv_error_set(err, CONV_UNSUPPORTED, "math mode %d is not strict or tf32", (int)pr->math);
+  if (pr->epilogue != CONV_EPILOGUE_NONE && pr->epilogue != CONV_EPILOGUE_BIAS &&
+      pr->epilogue != CONV_EPILOGUE_BIAS_RELU)
+    return conv_error_set(err, CONV_UNSUPPORTED, "epilogue %d is not none, bias or bias_relu",
+                          (int)pr->epilogue);
+  return CONV_OK;
+}
+
+/* a*b*c*d as a tensor size: fails past 64 bits, 64-bit bytes, or 2^31 elements. */
+static conv_status tensor_elems(const char *name, int64_t a, int64_t b, int64_t c, int64_t d,
+                                int64_t *out, conv_error *err) {
+  int64_t v;
+  if (__builtin_mul_overflow(a, b, &v) || __builtin_mul_overflow(v, c, &v) ||
+      __builtin_mul_overflow(v, d, &v) || __builtin_mul_overflow(v, (int64_t)sizeof(float), &(int64_t){0}))
+    return conv_error_set(err, CONV_SIZE_OVERFLOW, "%s tensor %lldx%lldx%lldx%lld overflows 64 bits",
+                          name, (long long)a, (long long)b, (long long)c, (long long)d);
+  if (v > MAX_TENSOR_ELEMS)
+    return conv_error_set(err, CONV_SIZE_OVERFLOW,
+                          "%s tensor has %lld elements; at most 2^31-1 are supported", name, (long long)v);
+  *out = v;
+  return CONV_OK;
+}
+
+static conv_status shape_checked(const conv_problem *pr, conv_shape *sh, conv_error *err) {
+  if (pr == NULL) return conv_error_set(err, CONV_INVALID_ARGUMENT, "problem is NULL");
+  conv_status st;
+  if ((st = check_supported(pr, err)) != CONV_OK) return st;
+  if ((st = check_extents(pr, err)) != CONV_OK) return st;
+  if ((st = check_window(pr, err)) != CONV_OK) return st;
+  if ((st = check_groups(pr, err)) != CONV_OK) return st;
+  conv_shape s;
+  s.p = (pr->h + 2 * pr->pad_h - pr->dil_h * (pr->r - 1) - 1) / pr->stride_h + 1;
+  s.q = (pr->w + 2 * pr->pad_w - pr->dil_w * (pr->s - 1) - 1) / pr->stride_w + 1;
+  s.c_per_group = pr->c / pr->groups;
+  s.k_per_group = pr->k / pr->groups;
+  if ((st = tensor_elems("input", pr->n, pr->c, pr->h, pr->w, &s.x_elems, err)) != CONV_OK) return st;
+  if ((st = tensor_elems("filter", pr->k, s.c_per_group, pr->r, pr->s, &s.w_elems, err)) != CONV_OK)
+    return st;
+  if ((st = tensor_elems("output", pr->n, pr->k, s.p, s.q, &s.y_elems, err)) != CONV_OK) return st;
+  if (sh) *sh = s;
+  return CONV_OK;
+}
+
+conv_status conv_problem_shape(const conv_problem *problem, conv_shape *shape) {
+  return shape_checked(problem, shape, NULL);
+}
+
+conv_status conv_problem_validate(const conv_problem *problem, char *message, size_t message_size) {
+  conv_error err = {CONV_OK, ""};
+  conv_status st = shape_checked(problem, NULL, &err);
+  if (message != NULL && message_size > 0) snprintf(message, message_size, "%s", err.message);
+  return st;
+}
+
+conv_status conv_problem_output_dims(const conv_problem *problem, int64_t *p, int64_t *q) {
+  if (p == NULL || q == NULL) return CONV_INVALID_ARGUMENT;
+  conv_shape sh;
+  conv_status st = conv_problem_shape(problem, &sh);
+  if (st != CONV_OK) return st;
+  *p = sh.p;
+  *q = sh.q;
+  return CONV_OK;
+}
+
+static const char *math_name(conv_math m) { return m == CONV_MATH_TF32 ? "tf32" : "strict"; }
+
+static const char *epilogue_name(conv_epilogue e) {
+  return e == CONV_EPILOGUE_BIAS ? "bias" : e == CONV_EPILOGUE_BIAS_RELU ? "bias_relu" : "none";
+}
+
+conv_status conv_problem_key(const conv_problem *pr, char *key, size_t key_size) {
+  if (pr == NULL || key == NULL) return CONV_INVALID_ARGUMENT;
+  conv_status st = check_supported(pr, NULL);
+  if (st != CONV_OK) return st;
+  int len = snprintf(key, key_size,
+                     "fwd f32 nchw %s %s n%lld c%lld h%lld w%lld k%lld r%lld s%lld pad%lld,%lld "
+                     "str%lld,%lld dil%lld,%lld g%lld",
+                     math_name(pr->math), epilogue_name(pr->epilogue), (long long)pr->n,
+                     (long long)pr->c, (long long)pr->h, (long long)pr->w, (long long)pr->k,
+                     (long long)pr->r, (long long)pr->s, (long long)pr->pad_h, (long long)pr->pad_w,
+                     (long long)pr->stride_h, (long long)pr->stride_w, (long long)pr->dil_h,
+                     (long long)pr->dil_w, (long long)pr->groups);
+  if (len < 0 || (size_t)len >= key_size) return CONV_INVALID_ARGUMENT;
+  return CONV_OK;
+}
+
+/* ---------------------------------------------------------------- specs */
+
+typedef struct spec_field {
+  const char *name;
+  size_t offset_a, offset_b; /* offset_b == offset_a when the field sets one value */
+} spec_field;
+
+#define ONE(name, f) {name, offsetof(conv_problem, f), offsetof(conv_problem, f)}
+#define BOTH(name, f1, f2) {name, offsetof(conv_problem, f1), offsetof(conv_problem, f2)}
+static const spec_field spec_fields[] = {
+    ONE("n", n), ONE("c", c), ONE("h", h), ONE("w", w), ONE("k", k), ONE("r", r), ONE("s", s),
+    BOTH("pad", pad_h, pad_w), ONE("pad_h", pad_h), ONE("pad_w", pad_w),
+    BOTH("stride", stride_h, stride_w), ONE("stride_h", stride_h), ONE("stride_w", stride_w),
+    BOTH("dil", dil_h, dil_w), ONE("dil_h", dil_h), ONE("dil_w", dil_w),
+    ONE("groups", groups), ONE("g", groups)};
+#undef ONE
+#undef BOTH
+
+static conv_status parse_int(const char *name, const char *text, int64_t *out, conv_error *err) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0')
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "%s=%s: not an integer", name, text);
+  *out = v;
+  return CONV_OK;
+}
+
+static conv_status parse_enum_field(const char *name, const char *value, conv_problem *pr,
+                                    conv_error *err) {
+  if (strcmp(name, "math") == 0) {
+    if (strcmp(value, "strict") == 0) pr->math = CONV_MATH_STRICT;
+    else if (strcmp(value, "tf32") == 0) pr->math = CONV_MATH_TF32;
+    else return conv_error_set(err, CONV_INVALID_ARGUMENT, "math=%s: expected strict or tf32", value);
+    return CONV_OK;
+  }
+  if (strcmp(value, "none") == 0) pr->epilogue = CONV_EPILOGUE_NONE;
+  else if (strcmp(value, "bias") == 0) pr->epilogue = CONV_EPILOGUE_BIAS;
+  else if (strcmp(value, "bias_relu") == 0) pr->epilogue = CONV_EPILOGUE_BIAS_RELU;
+  else
+    return conv_error_set(err, CONV_INVALID_ARGUMENT,
+                          "epilogue=%s: expected none, bias or bias_relu", value);
+  return CONV_OK;
+}
+
+static conv_status parse_field(char *token, conv_problem *pr, conv_error *err) {
+  char *eq = strchr(token, '=');
+  if (eq == NULL || eq == token || eq[1] == '\0')
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "'%s': expected NAME=VALUE", token);
+  *eq = '\0';
+  const char *name = token, *value = eq + 1;
+  for (char *p = token; *p; p++) *p = (char)tolower((unsigned char)*p);
+  if (strcmp(name, "math") == 0 || strcmp(name, "epilogue") == 0)
+    return parse_enum_field(name, value, pr, err);
+  for (size_t i = 0; i < sizeof spec_fields / sizeof spec_fields[0]; i++) {
+    if (strcmp(spec_fields[i].name, name) != 0) continue;
+    int64_t v = 0;
+    conv_status st = parse_int(name, value, &v, err);
+    if (st != CONV_OK) return st;
+    *(int64_t *)((char *)pr + spec_fields[i].offset_a) = v;
+    *(int64_t *)((char *)pr + spec_fields[i].offset_b) = v;
+    return CONV_OK;
+  }
+  return conv_error_set(err, CONV_INVALID_ARGUMENT, "unknown field '%s'", name);
+}
+
+conv_status conv_problem_parse(const char *spec, conv_problem *problem, char *message,
+                               size_t message_size) {
+  conv_error err = {CONV_OK, ""};
+  conv_status st = CONV_OK;
+  char buf[1024];
+  if (spec == NULL || problem == NULL) {
+    st = conv_error_set(&err, CONV_INVALID_ARGUMENT, "spec or problem is NULL");
+  } else if (strlen(spec) >= sizeof buf) {
+    st = conv_error_set(&err, CONV_INVALID_ARGUMENT, "spec longer than %zu characters", sizeof buf - 1);
+  } else {
+    conv_problem pr;
+    conv_problem_init(&pr);
+    memcpy(buf, spec, strlen(spec) + 1);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, " \t,", &save); tok && st == CONV_OK;
+         tok = strtok_r(NULL, " \t,", &save))
+      st = parse_field(tok, &pr, &err);
+    if (st == CONV_OK) st = shape_checked(&pr, NULL, &err);
+    if (st == CONV_OK) *problem = pr;
+  }
+  if (message != NULL && message_size > 0) snprintf(message, message_size, "%s", err.message);
+  return st;
+}

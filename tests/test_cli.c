@@ -1,0 +1,789 @@
+/*
+ * test_cli.c -- the convtune command-line tool, run as a child process
+ * ($CONVTUNE_CLI) with its stdout and stderr captured through libuv pipes,
+ * and the suite / JSON reader of tools/json.c called directly.
+ *
+ * All of these run without a GPU.  The one test about the no-GPU message
+ * skips itself where a context can be created (a real GPU is there); the
+ * list/show tests write their rows straight into a cache file through the
+ * cache API, under made-up device keys, and never tune.
+ */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "cache/cache.h"
+#include "convtune.h"
+#include "runtime/internal.h"
+#include "test.h"
+#include "tools/json.h"
+
+/* ================================================================ helpers */
+
+#define CLI_TIMEOUT_MS 120000 /* a child still running by then is killed */
+#define MAX_ARGS 32
+
+typedef struct capture {
+  uv_pipe_t pipe;
+  char *data;
+  size_t len, cap;
+  bool failed;
+} capture;
+
+typedef struct cli_result {
+  int64_t exit_status;
+  int term_signal;
+  bool exited;
+  capture out, err;
+  uv_timer_t timer;
+  uv_process_t process;
+} cli_result;
+
+static void cli_result_free(cli_result *r) {
+  free(r->out.data);
+  free(r->err.data);
+  memset(r, 0, sizeof *r);
+}
+
+static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
+  capture *c = handle->data;
+  (void)suggested;
+  if (c->cap - c->len < 4096 + 1) {
+    size_t cap = c->cap ? c->cap * 2 : 16384;
+    char *grown = realloc(c->data, cap);
+    if (grown == NULL) {
+      *buf = uv_buf_init(NULL, 0); /* read_cb gets UV_ENOBUFS */
+      return;
+    }
+    c->data = grown;
+    c->cap = cap;
+  }
+  *buf = uv_buf_init(c->data + c->len, (unsigned)(c->cap - c->len - 1));
+}
+
+static void on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf) {
+  capture *c = stream->data;
+  (void)buf;
+  if (n > 0) {
+    c->len += (size_t)n;
+    c->data[c->len] = '\0';
+  } else if (n < 0) {
+    if (n != UV_EOF) c->failed = true;
+    uv_close((uv_handle_t *)stream, NULL);
+  }
+}
+
+static void on_exit_(uv_process_t *process, int64_t status, int signal) {
+  cli_result *r = process->data;
+  r->exit_status = status;
+  r->term_signal = signal;
+  r->exited = true;
+  uv_close((uv_handle_t *)process, NULL);
+  uv_timer_stop(&r->timer);
+  uv_close((uv_handle_t *)&r->timer, NULL);
+}
+
+static void on_timeout(uv_timer_t *timer) {
+  cli_result *r = timer->data;
+  fprintf(stderr, "the CLI ran longer than %d ms: killing it\n", CLI_TIMEOUT_MS);
+  (void)uv_process_kill(&r->process, SIGKILL);
+}
+
+/* Makes sure a capture holds a NUL-terminated string, even when empty. */
+static bool capture_finish(capture *c) {
+  if (c->data == NULL) {
+    c->data = calloc(1, 1);
+    if (c->data == NULL) return false;
+  }
+  return !c->failed;
+}
+
+/* Runs $CONVTUNE_CLI with args (NULL-terminated, without argv[0]); fills r.
+ * Returns false (with a message) when the child could not be run. */
+static bool run_cli(const char *const *args, cli_result *r) {
+  memset(r, 0, sizeof *r);
+  const char *cli = getenv("CONVTUNE_CLI");
+  if (cli == NULL || cli[0] == '\0') {
+    fprintf(stderr, "CONVTUNE_CLI is not set (the path of the convtune binary)\n");
+    return false;
+  }
+  char *argv[MAX_ARGS + 2];
+  size_t n = 0;
+  argv[n++] = (char *)cli;
+  for (; args[n - 1] != NULL && n <= MAX_ARGS; n++) argv[n] = (char *)args[n - 1];
+  argv[n] = NULL;
+
+  uv_loop_t loop;
+  if (uv_loop_init(&loop) != 0) return false;
+  /* On a loop of its own these cannot fail: they only fill the handles. */
+  if (uv_pipe_init(&loop, &r->out.pipe, 0) != 0 || uv_pipe_init(&loop, &r->err.pipe, 0) != 0 ||
+      uv_timer_init(&loop, &r->timer) != 0) {
+    fprintf(stderr, "uv_pipe_init / uv_timer_init failed\n");
+    return false;
+  }
+  r->out.pipe.data = &r->out;
+  r->err.pipe.data = &r->err;
+  r->timer.data = r;
+  r->process.data = r;
+
+  uv_stdio_container_t stdio[3];
+  stdio[0].flags = UV_IGNORE;
+  stdio[1].flags = (uv_stdio_flags)(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
+  stdio[1].data.stream = (uv_stream_t *)&r->out.pipe;
+  stdio[2].flags = (uv_stdio_flags)(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
+  stdio[2].data.stream = (uv_stream_t *)&r->err.pipe;
+  uv_process_options_t options;
+  memset(&options, 0, sizeof options);
+  options.file = cli;
+  options.args = argv;
+  options.exit_cb = on_exit_;
+  options.stdio_count = 3;
+  options.stdio = stdio;
+
+  int e = uv_spawn(&loop, &r->process, &options);
+  if (e != 0) {
+    fprintf(stderr, "cannot run %s: %s\n", cli, uv_strerror(e));
+    uv_close((uv_handle_t *)&r->process, NULL);
+    uv_close((uv_handle_t *)&r->out.pipe, NULL);
+    uv_close((uv_handle_t *)&r->err.pipe, NULL);
+    uv_close((uv_handle_t *)&r->timer, NULL);
+  } else {
+    if (uv_timer_start(&r->timer, on_timeout, CLI_TIMEOUT_MS, 0) != 0 ||
+        uv_read_start((uv_stream_t *)&r->out.pipe, on_alloc, on_read) != 0 ||
+        uv_read_start((uv_stream_t *)&r->err.pipe, on_alloc, on_read) != 0) {
+      fprintf(stderr, "uv_timer_start / uv_read_start failed\n");
+      e = -1;
+    }
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);
+  bool ok = uv_loop_close(&loop) == 0 && e == 0 && r->exited;
+  ok = capture_finish(&r->out) && ok;
+  ok = capture_finish(&r->err) && ok;
+  if (ok && r->term_signal != 0) {
+    fprintf(stderr, "the CLI died of signal %d\nstderr:\n%s\n", r->term_signal, r->err.data);
+  }
+  return ok && r->term_signal == 0;
+}
+
+static bool contains(const char *haystack, const char *needle) {
+  return haystack != NULL && strstr(haystack, needle) != NULL;
+}
+
+static size_t count_lines(const char *s) {
+  size_t n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+/* Runs the CLI and checks its exit status; on a mismatch prints its output. */
+#define RUN_EXPECT(result, expected, ...)                                                  \
+  do {                                                                                     \
+    const char *args_[] = {__VA_ARGS__, NULL};                                             \
+    CHECK(run_cli(args_, &(result)));                                                      \
+    CHECK_MSG((result).exit_status == (expected),                                          \
+              "exit status %lld, expected %d\n--- stdout:\n%s--- stderr:\n%s",             \
+              (long long)(result).exit_status, (expected), (result).out.data,              \
+              (result).err.data);                                                          \
+  } while (0)
+
+static const char *tmp_dir(void) {
+  const char *dir = getenv("CONVTUNE_TEST_TMP");
+  return dir != NULL && dir[0] != '\0' ? dir : "/tmp";
+}
+
+/* TMP/cli-<pid>-<name> */
+static void tmp_path(char *path, size_t size, const char *name) {
+  snprintf(path, size, "%s/cli-%ld-%s", tmp_dir(), (long)getpid(), name);
+}
+
+static void remove_db(const char *path) {
+  static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
+  for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s%s", path, suffixes[i]);
+    remove(p);
+  }
+}
+
+static bool write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "wb");
+  if (f == NULL) return false;
+  bool ok = fputs(text, f) >= 0;
+  return fclose(f) == 0 && ok;
+}
+
+static bool file_exists(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (f != NULL) fclose(f);
+  return f != NULL;
+}
+
+/* The default cache path of every child points into the temp folder, so
+ * that no test touches the user's own cache. */
+static void isolate_default_cache(void) {
+  char path[1024];
+  tmp_path(path, sizeof path, "default.db");
+  setenv("CONVTUNE_CACHE", path, 1);
+}
+
+/* ================================================================ cache fixture */
+
+#define SPEC "n=2 c=8 h=12 w=12 k=16 r=3 s=3 pad=1"
+#define OTHER_SPEC "n=2 c=8 h=12 w=12 k=32 r=3 s=3 pad=1"
+#define DEVICE_A "Test GPU A|sm90|132sm|l2=52428800|mem=2619000kHz*5120bit"
+#define DEVICE_B "Test GPU B|sm80|108sm|l2=41943040|mem=1593000kHz*5120bit"
+#define VERSIONS "cuda=12080 driver=12080 cudnn=90800 cublas=120800"
+
+static conv_trial make_trial(int64_t engine, const char *text, conv_status status,
+                             double time_ms, double rel_error) {
+  conv_trial t;
+  memset(&t, 0, sizeof t);
+  t.algorithm_id = CONV_ALGO_CUDNN;
+  snprintf(t.algorithm, sizeof t.algorithm, "cudnn");
+  t.config.count = 2;
+  t.config.values[0] = engine;
+  t.config.values[1] = 3;
+  snprintf(t.config_text, sizeof t.config_text, "%s", text);
+  t.status = status;
+  t.time_ms = time_ms;
+  t.rel_error = rel_error;
+  t.workspace_bytes = (size_t)engine * 1024 * 1024;
+  return t;
+}
+
+/* SPEC's key gets 3 trials on DEVICE_A (a winner, cuDNN's heuristic pick, a
+ * wrong one) and 1 on DEVICE_B (its winner). */
+static int fill_cache(const char *path, char *key, size_t key_size) {
+  conv_problem p;
+  CHECK_STATUS(CONV_OK, conv_problem_parse(SPEC, &p, NULL, 0));
+  CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, key_size));
+  remove_db(path);
+  conv_cache *cache = NULL;
+  conv_error err = {CONV_OK, ""};
+  CHECK_MSG(conv_cache_open(path, false, &cache, &err) == CONV_OK, "%s", err.message);
+  conv_cache_key a = {key, DEVICE_A, VERSIONS}, b = {key, DEVICE_B, VERSIONS};
+  conv_trial best = make_trial(12, "engine=12 knobs=3", CONV_OK, 0.25, 1e-7);
+  conv_trial pick = make_trial(1, "engine=1 knobs=3", CONV_OK, 0.5, 2e-7);
+  pick.heuristic_pick = true;
+  pick.config.flags = CONV_CONFIG_HEURISTIC_PICK;
+  conv_trial wrong = make_trial(7, "engine=7 knobs=3", CONV_VALIDATION_FAILED, 0.125, 2e-2);
+  snprintf(wrong.reason, sizeof wrong.reason, "relative error 2.0e-02 above bound 1.0e-05");
+  conv_trial other = make_trial(5, "engine=5 knobs=3", CONV_OK, 0.75, 1e-7);
+  conv_status st = conv_cache_begin_tuning(cache, &a, &err);
+  if (st == CONV_OK) st = conv_cache_begin_tuning(cache, &b, &err);
+  const conv_trial *on_a[] = {&best, &pick, &wrong};
+  for (size_t i = 0; i < 3 && st == CONV_OK; i++) st = conv_cache_add_trial(cache, &a, on_a[i], &err);
+  if (st == CONV_OK) st = conv_cache_set_winner(cache, &a, best.algorithm_id, &best.config, &err);
+  if (st == CONV_OK) st = conv_cache_add_trial(cache, &b, &other, &err);
+  if (st == CONV_OK) st = conv_cache_set_winner(cache, &b, other.algorithm_id, &other.config, &err);
+  conv_cache_close(cache);
+  CHECK_MSG(st == CONV_OK, "%s: %s", conv_status_string(st), err.message);
+  return TEST_PASS;
+}
+
+/* ================================================================ CLI tests */
+
+static int test_help_and_usage(void) {
+  isolate_default_cache();
+  static const char *const forms[][2] = {{"--help", NULL}, {"help", NULL}, {"-h", NULL},
+                                         {"tune", "--help"}};
+  for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+    cli_result r;
+    RUN_EXPECT(r, 0, forms[i][0], forms[i][1]);
+    CHECK(contains(r.out.data, "tune"));
+    CHECK(contains(r.out.data, "list"));
+    CHECK(contains(r.out.data, "show"));
+    CHECK(contains(r.out.data, "--cache"));
+    CHECK(contains(r.out.data, "130"));
+    CHECK_MSG(r.err.len == 0, "stderr: %s", r.err.data);
+    cli_result_free(&r);
+  }
+  cli_result r;
+  const char *none[] = {NULL};
+  CHECK(run_cli(none, &r));
+  CHECK(r.exit_status == 2);
+  CHECK(r.out.len == 0);
+  CHECK(contains(r.err.data, "--help"));
+  cli_result_free(&r);
+  return TEST_PASS;
+}
+
+static int test_bad_arguments(void) {
+  isolate_default_cache();
+  static const struct {
+    const char *args[5];
+    const char *message;
+  } cases[] = {
+      {{"frobnicate"}, "unknown command 'frobnicate'"},
+      {{"list", "--bogus"}, "unknown option '--bogus'"},
+      {{"list", "--cache"}, "needs a value"},
+      {{"list", "--policy", "fast"}, "does not apply to 'list'"},
+      {{"list", "extra"}, "list takes no arguments"},
+      {{"tune"}, "at least one"},
+      {{"tune", SPEC, "--math", "fp64"}, "--math"},
+      {{"tune", SPEC, "--epilogue", "gelu"}, "--epilogue"},
+      {{"tune", SPEC, "--policy=slow"}, "--policy"},
+      {{"tune", SPEC, "--json=yes"}, "takes no value"},
+      {{"show"}, "exactly one shape"},
+      {{"show", SPEC, OTHER_SPEC}, "exactly one shape"},
+      {{"tune", "/nonexistent/shapes.json"}, "cannot read"},
+      {{"--cache", "x.db", "list"}, "expected a command"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cli_result r;
+    CHECK(run_cli(cases[i].args, &r));
+    CHECK_MSG(r.exit_status == 2, "case %zu (%s): exit %lld\n%s", i, cases[i].args[0],
+              (long long)r.exit_status, r.err.data);
+    CHECK_MSG(contains(r.err.data, cases[i].message), "case %zu: stderr lacks \"%s\":\n%s", i,
+              cases[i].message, r.err.data);
+    CHECK_MSG(contains(r.err.data, "--help"), "case %zu: no usage hint", i);
+    CHECK_MSG(r.out.len == 0, "case %zu: stdout: %s", i, r.out.data);
+    cli_result_free(&r);
+  }
+  return TEST_PASS;
+}
+
+static int test_bad_shape_spec(void) {
+  isolate_default_cache();
+  static const char *const specs[] = {"n=1 c=3 h=8 w=8 k=4 r=3 s=3 bogus=7",
+                                      "n=1 c=three h=8 w=8 k=4 r=3 s=3", "n=1 c=3 h=8 w"};
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+    conv_problem p;
+    char message[512] = "";
+    conv_status st = conv_problem_parse(specs[i], &p, message, sizeof message);
+    CHECK_MSG(st != CONV_OK, "'%s' parsed", specs[i]);
+    CHECK(message[0] != '\0');
+    cli_result r;
+    RUN_EXPECT(r, 2, "tune", specs[i]);
+    CHECK_MSG(contains(r.err.data, message), "stderr lacks \"%s\":\n%s", message, r.err.data);
+    CHECK(contains(r.err.data, specs[i]));
+    CHECK(r.out.len == 0);
+    cli_result_free(&r);
+    RUN_EXPECT(r, 2, "show", specs[i], "--cache", "/nonexistent/cache.db");
+    CHECK_MSG(contains(r.err.data, message), "stderr lacks \"%s\":\n%s", message, r.err.data);
+    cli_result_free(&r);
+  }
+  return TEST_PASS;
+}
+
+static int test_no_gpu_tune_is_one_line(void) {
+  isolate_default_cache();
+  conv_context_options options;
+  conv_context_options_init(&options);
+  options.cache_path = ":memory:";
+  conv_context *ctx = NULL;
+  conv_status st = conv_context_create(&ctx, &options);
+  if (st == CONV_OK) {
+    conv_context_destroy(ctx);
+    fprintf(stderr, "a CUDA GPU is usable here: the no-GPU message cannot be checked\n");
+    return TEST_SKIP;
+  }
+  CHECK_MSG(st == CONV_NO_DEVICE, "conv_context_create: %s: %s", conv_status_string(st),
+            conv_context_last_error(NULL));
+
+  char db[1024], suite_file[1024];
+  tmp_path(db, sizeof db, "nogpu.db");
+  tmp_path(suite_file, sizeof suite_file, "nogpu.json");
+  CHECK(write_file(suite_file, "[{\"name\": \"a\", \"N\": 1, \"C\": 4, \"H\": 8, \"W\": 8, "
+                               "\"K\": 4, \"R\": 3, \"S\": 3},\n"
+                               " {\"name\": \"d\", \"op\": \"dynamic\", \"N\": 1}]\n"));
+  const char *variants[][7] = {{"tune", SPEC, "--cache", db, NULL},
+                               {"tune", suite_file, SPEC, "--json", "--cache", db},
+                               {"tune", SPEC, NULL}};
+  for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+    cli_result r;
+    CHECK(run_cli(variants[i], &r));
+    CHECK_MSG(r.exit_status == 3, "variant %zu: exit %lld\n%s", i, (long long)r.exit_status,
+              r.err.data);
+    CHECK_MSG(count_lines(r.err.data) == 1 && r.err.data[r.err.len - 1] == '\n',
+              "variant %zu: stderr is not one line:\n%s", i, r.err.data);
+    CHECK(strncmp(r.err.data, "convtune: no usable CUDA GPU: ", 30) == 0);
+    CHECK_MSG(r.out.len == 0, "stdout: %s", r.out.data);
+    cli_result_free(&r);
+  }
+  remove(suite_file);
+  remove_db(db);
+  return TEST_PASS;
+}
+
+static int test_list_and_show_without_gpu(void) {
+  isolate_default_cache();
+  char db[1024], key[CONV_PROBLEM_KEY_MAX];
+  tmp_path(db, sizeof db, "list.db");
+  int rc = fill_cache(db, key, sizeof key);
+  if (rc != TEST_PASS) return rc;
+  cli_result r;
+
+  RUN_EXPECT(r, 0, "list", "--cache", db);
+  CHECK(contains(r.out.data, key));
+  CHECK(contains(r.out.data, DEVICE_A));
+  CHECK(contains(r.out.data, DEVICE_B));
+  CHECK(contains(r.out.data, VERSIONS));
+  CHECK(contains(r.out.data, "engine=12 knobs=3"));
+  CHECK(contains(r.out.data, "engine=5 knobs=3"));
+  CHECK(contains(r.out.data, "0.2500"));
+  CHECK(!contains(r.out.data, "engine=7 knobs=3")); /* not a winner */
+  cli_result_free(&r);
+
+  RUN_EXPECT(r, 0, "show", SPEC, "--cache", db);
+  CHECK(contains(r.out.data, key));
+  CHECK(contains(r.out.data, DEVICE_A));
+  CHECK(contains(r.out.data, DEVICE_B));
+  CHECK(contains(r.out.data, "engine=12 knobs=3"));
+  CHECK(contains(r.out.data, "engine=1 knobs=3"));
+  CHECK(contains(r.out.data, "engine=7 knobs=3"));
+  CHECK(contains(r.out.data, "VALIDATION_FAILED"));
+  CHECK(contains(r.out.data, "relative error 2.0e-02 above bound 1.0e-05"));
+  CHECK(contains(r.out.data, "12.0 MiB"));
+  cli_result_free(&r);
+
+  /* A suite name instead of a spec. */
+  char suite_file[1024];
+  tmp_path(suite_file, sizeof suite_file, "show-suite.json");
+  CHECK(write_file(suite_file, "{\"shapes\": [{\"name\": \"tiny\", \"N\": 2, \"C\": 8, "
+                               "\"H\": 12, \"W\": 12, \"K\": 16, \"R\": 3, \"S\": 3, "
+                               "\"stride\": 1, \"pad\": 1, \"dil\": 1, \"groups\": 1}]}"));
+  RUN_EXPECT(r, 0, "show", "tiny", "--suite", suite_file, "--cache", db);
+  CHECK(contains(r.out.data, "engine=12 knobs=3"));
+  cli_result_free(&r);
+  remove(suite_file);
+
+  /* Not in the cache: the math mode is part of the key. */
+  RUN_EXPECT(r, 1, "show", SPEC, "--math", "tf32", "--cache", db);
+  CHECK(r.out.len == 0);
+  CHECK(count_lines(r.err.data) == 1);
+  cli_result_free(&r);
+  RUN_EXPECT(r, 1, "show", OTHER_SPEC, "--cache", db);
+  cli_result_free(&r);
+
+  /* The default path ($CONVTUNE_CACHE) when --cache is not given. */
+  setenv("CONVTUNE_CACHE", db, 1);
+  RUN_EXPECT(r, 0, "list");
+  CHECK(contains(r.out.data, key));
+  cli_result_free(&r);
+
+  /* A missing cache is an error, and list does not create it. */
+  char missing[1024];
+  tmp_path(missing, sizeof missing, "missing.db");
+  remove_db(missing);
+  RUN_EXPECT(r, 4, "list", "--cache", missing);
+  CHECK(count_lines(r.err.data) == 1);
+  CHECK(r.out.len == 0);
+  CHECK(!file_exists(missing));
+  cli_result_free(&r);
+  RUN_EXPECT(r, 4, "show", SPEC, "--cache", missing);
+  CHECK(!file_exists(missing));
+  cli_result_free(&r);
+
+  remove_db(db);
+  return TEST_PASS;
+}
+
+/* ================================================================ JSON */
+
+static const json_value *array_item(const json_value *v, size_t i) {
+  return v->type == JSON_ARRAY && i < v->u.array.count ? &v->u.array.items[i] : NULL;
+}
+
+static bool has_string(const json_value *obj, const char *key, const char *value) {
+  const json_value *v = json_object_get(obj, key);
+  return v != NULL && v->type == JSON_STRING && strcmp(v->u.string.chars, value) == 0;
+}
+
+static bool is_true(const json_value *obj, const char *key) {
+  const json_value *v = json_object_get(obj, key);
+  return v != NULL && v->type == JSON_BOOL && v->u.boolean;
+}
+
+static int check_list_json(const char *text, const char *key) {
+  json_value doc;
+  json_error err;
+  CHECK_MSG(json_parse(text, strlen(text), &doc, &err), "%d:%d: %s\n%s", err.line, err.column,
+            err.message, text);
+  bool ok = doc.type == JSON_ARRAY && doc.u.array.count == 2;
+  for (size_t i = 0; ok && i < 2; i++) {
+    const json_value *row = array_item(&doc, i);
+    const json_value *ms = json_object_get(row, "time_ms");
+    ok = has_string(row, "problem", key) && has_string(row, "algorithm", "cudnn") &&
+         has_string(row, "versions", VERSIONS) && ms != NULL && ms->type == JSON_NUMBER;
+  }
+  ok = ok && has_string(array_item(&doc, 0), "device", DEVICE_A) &&
+       has_string(array_item(&doc, 0), "config", "engine=12 knobs=3") &&
+       json_object_get(array_item(&doc, 0), "time_ms")->u.number == 0.25;
+  json_free(&doc);
+  CHECK_MSG(ok, "unexpected list JSON:\n%s", text);
+  return TEST_PASS;
+}
+
+static int check_show_json(const char *text, const char *key) {
+  json_value doc;
+  json_error err;
+  CHECK_MSG(json_parse(text, strlen(text), &doc, &err), "%d:%d: %s\n%s", err.line, err.column,
+            err.message, text);
+  size_t winners = 0, picks = 0, failed = 0;
+  bool ok = doc.type == JSON_ARRAY && doc.u.array.count == 4;
+  for (size_t i = 0; ok && i < doc.u.array.count; i++) {
+    const json_value *row = array_item(&doc, i);
+    ok = has_string(row, "problem", key) && json_object_get(row, "rel_error") != NULL;
+    winners += is_true(row, "winner");
+    picks += is_true(row, "heuristic_pick");
+    if (has_string(row, "status", "VALIDATION_FAILED")) {
+      failed++;
+      ok = ok && has_string(row, "reason", "relative error 2.0e-02 above bound 1.0e-05");
+    }
+  }
+  json_free(&doc);
+  CHECK_MSG(ok && winners == 2 && picks == 1 && failed == 1, "unexpected show JSON:\n%s", text);
+  return TEST_PASS;
+}
+
+/* The strict reader: what it must refuse, where it says the error is. */
+static int check_parser(void) {
+  static const char *const bad[] = {
+      "", "[1,]", "{\"a\": 1,}", "[01]", "{'a': 1}", "[1] x", "\"\\x\"", "[\"a\tb\"]",
+      "{\"a\": 1, \"a\": 2}", "nul", "[1e999]", "\"\\ud800\"", "\"\xff\"", "[-]", "[1.]",
+      "{\"a\" 1}", "[1 2]", "NaN", "// c\n1", "\"\xc0\xaf\"", "\"\\udc00\"",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    json_value v;
+    json_error err;
+    CHECK_MSG(!json_parse(bad[i], strlen(bad[i]), &v, &err), "accepted bad[%zu]: %s", i, bad[i]);
+    CHECK(err.message[0] != '\0');
+  }
+  json_value v;
+  json_error err;
+  const char *where = "[1,\n  2,\n  x]";
+  CHECK(!json_parse(where, strlen(where), &v, &err));
+  CHECK_MSG(err.line == 3 && err.column == 3, "error at %d:%d: %s", err.line, err.column,
+            err.message);
+
+  char deep[2 * JSON_MAX_DEPTH + 3];
+  for (int depth = JSON_MAX_DEPTH; depth <= JSON_MAX_DEPTH + 1; depth++) {
+    memset(deep, '[', (size_t)depth);
+    memset(deep + depth, ']', (size_t)depth);
+    bool ok = json_parse(deep, 2 * (size_t)depth, &v, &err);
+    CHECK_MSG(ok == (depth == JSON_MAX_DEPTH), "depth %d: %s", depth, err.message);
+    if (ok) json_free(&v);
+  }
+
+  const char *good = " {\"s\": \"\\u00e9\\ud83d\\ude00\\n\\\"\", \"n\": -0.5e+2, \"a\": "
+                     "[true, false, null, {}], \"z\": 0} ";
+  CHECK_MSG(json_parse(good, strlen(good), &v, &err), "%s", err.message);
+  const json_value *s = json_object_get(&v, "s");
+  CHECK(s != NULL && strcmp(s->u.string.chars, "\xc3\xa9\xf0\x9f\x98\x80\n\"") == 0);
+  CHECK(json_object_get(&v, "n")->u.number == -50.0);
+  CHECK(json_object_get(&v, "a")->u.array.count == 4);
+  CHECK(json_object_get(&v, "missing") == NULL);
+  json_free(&v);
+  return TEST_PASS;
+}
+
+/* json_write_string / json_write_number read back through json_parse. */
+static int check_writer(void) {
+  FILE *f = tmpfile();
+  CHECK(f != NULL);
+  const char *nasty = "q\"b\\s/\n\t\x01 \xc3\xa9";
+  fputc('[', f);
+  json_write_string(f, nasty);
+  fputc(',', f);
+  json_write_number(f, 0.1);
+  fputc(',', f);
+  json_write_number(f, 1.0 / 3.0);
+  fputc(']', f);
+  long size = ftell(f);
+  CHECK(size > 0);
+  rewind(f);
+  char text[256];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  CHECK(n == (size_t)size);
+  text[n] = '\0';
+  json_value v;
+  json_error err;
+  CHECK_MSG(json_parse(text, n, &v, &err), "%s: %s", text, err.message);
+  CHECK(strcmp(v.u.array.items[0].u.string.chars, nasty) == 0);
+  CHECK(v.u.array.items[1].u.number == 0.1);
+  CHECK(v.u.array.items[2].u.number == 1.0 / 3.0);
+  json_free(&v);
+  return TEST_PASS;
+}
+
+static int test_json_output(void) {
+  isolate_default_cache();
+  int rc = check_parser();
+  if (rc == TEST_PASS) rc = check_writer();
+  if (rc != TEST_PASS) return rc;
+
+  char db[1024], key[CONV_PROBLEM_KEY_MAX];
+  tmp_path(db, sizeof db, "json.db");
+  rc = fill_cache(db, key, sizeof key);
+  if (rc != TEST_PASS) return rc;
+  cli_result r;
+  RUN_EXPECT(r, 0, "list", "--json", "--cache", db);
+  rc = check_list_json(r.out.data, key);
+  cli_result_free(&r);
+  if (rc != TEST_PASS) return rc;
+
+  RUN_EXPECT(r, 0, "show", SPEC, "--json", "--cache", db);
+  rc = check_show_json(r.out.data, key);
+  cli_result_free(&r);
+  if (rc != TEST_PASS) return rc;
+
+  /* Nothing found: still a valid (empty) array on stdout. */
+  RUN_EXPECT(r, 1, "show", OTHER_SPEC, "--json", "--cache", db);
+  json_value v;
+  json_error err;
+  CHECK_MSG(json_parse(r.out.data, r.out.len, &v, &err), "%s", r.out.data);
+  CHECK(v.type == JSON_ARRAY && v.u.array.count == 0);
+  json_free(&v);
+  cli_result_free(&r);
+  remove_db(db);
+  return TEST_PASS;
+}
+
+/* ================================================================ suites */
+
+static const char SUITE_TEXT[] =
+    "{\n"
+    " \"shapes\": [\n"
+    "  {\"name\": \"rn50_conv2_3x3\", \"N\": 32, \"C\": 64, \"H\": 56, \"W\": 56, \"K\": 64,\n"
+    "   \"R\": 3, \"S\": 3, \"stride\": 1, \"pad\": 1, \"dil\": 1, \"groups\": 1,\n"
+    "   \"why\": \"resnet\", \"bwd\": true, \"patch_unfold\": false},\n"
+    "  {\"name\": \"involution_7x7\", \"op\": \"dynamic\", \"N\": 32, \"C\": 64, \"H\": 56,\n"
+    "   \"W\": 56, \"R\": 7, \"S\": 7, \"groups\": 4},\n"
+    "  {\"name\": \"mbv2_dw_s2\", \"op\": \"conv\", \"N\": 8, \"C\": 96, \"H\": 112,\n"
+    "   \"W\": 112, \"K\": 96, \"R\": 3, \"S\": 3, \"stride\": 2, \"pad\": [1, 0],\n"
+    "   \"dil\": 1, \"groups\": 96, \"math\": \"tf32\"}\n"
+    " ]\n"
+    "}\n";
+
+static int check_suite_rows(const suite *s) {
+  CHECK(s->count == 2);
+  const suite_shape *a = &s->shapes[0], *b = &s->shapes[1];
+  CHECK(strcmp(a->name, "rn50_conv2_3x3") == 0);
+  CHECK(a->problem.n == 32 && a->problem.c == 64 && a->problem.h == 56 && a->problem.w == 56);
+  CHECK(a->problem.k == 64 && a->problem.r == 3 && a->problem.s == 3);
+  CHECK(a->problem.pad_h == 1 && a->problem.pad_w == 1 && a->problem.stride_h == 1);
+  CHECK(a->problem.dil_h == 1 && a->problem.groups == 1);
+  CHECK(a->problem.math == CONV_MATH_STRICT && a->problem.epilogue == CONV_EPILOGUE_NONE);
+  CHECK(strcmp(b->name, "mbv2_dw_s2") == 0);
+  CHECK(b->problem.stride_h == 2 && b->problem.stride_w == 2);
+  CHECK(b->problem.pad_h == 1 && b->problem.pad_w == 0);
+  CHECK(b->problem.groups == 96 && b->problem.math == CONV_MATH_TF32);
+  CHECK(s->note_count == 1);
+  CHECK_MSG(strcmp(s->notes[0], "skipping involution_7x7: op 'dynamic' is not supported yet") == 0,
+            "note: %s", s->notes[0]);
+  return TEST_PASS;
+}
+
+/* A document suite_parse must refuse, and what its message must say. */
+static int check_suite_error(const char *text, const char *what, int line) {
+  suite s;
+  suite_init(&s);
+  json_error err;
+  bool ok = suite_parse(text, strlen(text), &s, &err);
+  suite_free(&s);
+  CHECK_MSG(!ok, "accepted: %s", text);
+  CHECK_MSG(contains(err.message, what), "message \"%s\" lacks \"%s\"", err.message, what);
+  CHECK_MSG(err.line == line, "line %d, expected %d (%s)", err.line, line, err.message);
+  return TEST_PASS;
+}
+
+static int check_suite_errors(void) {
+  static const struct {
+    const char *text, *what;
+    int line;
+  } cases[] = {
+      {"{\"shapes\": [{\"name\": \"x\", \"N\": 1, \"C\": 1, \"H\": 1,\n \"W\": 1, \"R\": 1, "
+       "\"S\": 1}]}",
+       "missing \"K\"", 1},
+      {"[{\"name\": \"x\", \"N\": 1.5, \"C\": 1, \"H\": 1, \"W\": 1, \"K\": 1, \"R\": 1, "
+       "\"S\": 1}]",
+       "\"N\" must be an integer", 1},
+      {"[{\"name\": \"x\", \"N\": 1, \"C\": 1, \"H\": 1, \"W\": 1, \"K\": 1, \"R\": 1, "
+       "\"S\": 1,\n \"pad\": \"1\"}]",
+       "\"pad\"", 2},
+      {"[{\"N\": 1}]", "missing \"name\"", 1},
+      {"{\"shapes\": 3}", "got number", 1},
+      {"{\"rows\": []}", "missing \"shapes\"", 1},
+      {"[{\"name\": \"x\", \"op\": 7}]", "\"op\" must be a string", 1},
+      {"{\"shapes\": [\n  {\"name\": \"x\",}\n]}", "trailing comma", 2},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int rc = check_suite_error(cases[i].text, cases[i].what, cases[i].line);
+    if (rc != TEST_PASS) return rc;
+  }
+  return TEST_PASS;
+}
+
+static int test_suite_file_parsing(void) {
+  isolate_default_cache();
+  char path[1024];
+  tmp_path(path, sizeof path, "suite.json");
+  CHECK(write_file(path, SUITE_TEXT));
+  suite s;
+  suite_init(&s);
+  char message[1024];
+  CHECK_MSG(suite_load(path, &s, message, sizeof message), "%s", message);
+  int rc = check_suite_rows(&s);
+  suite_free(&s);
+  if (rc != TEST_PASS) return rc;
+
+  /* A top-level array of rows. */
+  const char *array = "[{\"name\": \"one\", \"N\": 1, \"C\": 2, \"H\": 3, \"W\": 4, \"K\": 5, "
+                      "\"R\": 1, \"S\": 1}]";
+  json_error err;
+  CHECK_MSG(suite_parse(array, strlen(array), &s, &err), "%s", err.message);
+  CHECK(s.count == 1 && strcmp(s.shapes[0].name, "one") == 0 && s.shapes[0].problem.k == 5);
+  CHECK(s.shapes[0].problem.stride_w == 1 && s.shapes[0].problem.pad_w == 0);
+  suite_free(&s);
+  rc = check_suite_errors();
+  if (rc != TEST_PASS) return rc;
+
+  /* The CLI: a malformed file is a usage error that says where. */
+  char bad[1024];
+  tmp_path(bad, sizeof bad, "bad-suite.json");
+  CHECK(write_file(bad, "{\"shapes\": [\n  {\"name\": \"x\" \"N\": 1}\n]}\n"));
+  cli_result r;
+  RUN_EXPECT(r, 2, "tune", bad, "--cache", "/nonexistent/cache.db");
+  char where[1100];
+  snprintf(where, sizeof where, "%s:2:", bad);
+  CHECK_MSG(contains(r.err.data, where), "stderr lacks \"%s\":\n%s", where, r.err.data);
+  cli_result_free(&r);
+  remove(bad);
+
+  /* Only skipped rows: the note, nothing to tune, no GPU touched. */
+  char dyn[1024];
+  tmp_path(dyn, sizeof dyn, "dynamic-suite.json");
+  CHECK(write_file(dyn, "[{\"name\": \"inv\", \"op\": \"dynamic\", \"N\": 1}]"));
+  RUN_EXPECT(r, 0, "tune", dyn, "--cache", "/nonexistent/cache.db");
+  CHECK(contains(r.err.data, "skipping inv: op 'dynamic' is not supported yet"));
+  CHECK(r.out.len == 0);
+  cli_result_free(&r);
+  remove(dyn);
+  remove(path);
+  return TEST_PASS;
+}
+
+static const test_case tests[] = {
+    {"help_and_usage", test_help_and_usage},
+    {"bad_arguments", test_bad_arguments},
+    {"bad_shape_spec", test_bad_shape_spec},
+    {"no_gpu_tune_is_one_line", test_no_gpu_tune_is_one_line},
+    {"list_and_show_without_gpu", test_list_and_show_without_gpu},
+    {"json_output", test_json_output},
+    {"suite_file_parsing", test_suite_file_parsing},
+};
+
+TEST_MAIN(tests)

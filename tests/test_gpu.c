@@ -1,0 +1,602 @@
+/*
+ * test_gpu.c -- GPU tests: the reference kernel against a CPU reference in
+ * double, every candidate config against the CPU reference on random shapes,
+ * plans end to end.  Each skips (exit 77) on a machine without a GPU.
+ * Inputs are fresh random numbers each run; the seed is printed and can be
+ * fixed with CONVTUNE_TEST_SEED to replay a failure.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "algorithms/kernels.h"
+#include "cache/cache.h"
+#include "runtime/internal.h"
+#include "tests/test.h"
+
+#define SKIP_WITHOUT_GPU()                                                     \
+  do {                                                                         \
+    int count_ = 0;                                                            \
+    cudaError_t rc_ = cudaGetDeviceCount(&count_);                             \
+    if (rc_ != cudaSuccess || count_ == 0) {                                   \
+      printf("no CUDA device (%s): skipping\n", cudaGetErrorString(rc_));     \
+      return TEST_SKIP;                                                        \
+    }                                                                          \
+  } while (0)
+
+#define CUDA_OK(call)                                                          \
+  do {                                                                         \
+    cudaError_t e_ = (call);                                                   \
+    CHECK_MSG(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));     \
+  } while (0)
+
+/* ---------------------------------------------------------------- helpers */
+
+static uint64_t rng_state;
+
+static void seed_rng(void) {
+  const char *fixed = getenv("CONVTUNE_TEST_SEED");
+  rng_state = fixed ? strtoull(fixed, NULL, 10) : (uint64_t)uv_hrtime();
+  printf("CONVTUNE_TEST_SEED=%llu\n", (unsigned long long)rng_state);
+}
+
+static uint64_t rng_next(void) { /* splitmix64 */
+  uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static int64_t rng_int(int64_t lo, int64_t hi) { return lo + (int64_t)(rng_next() % (uint64_t)(hi - lo + 1)); }
+static float rng_float(void) { return (float)((rng_next() >> 11) * (2.0 / 9007199254740992.0) - 1.0); }
+
+/* A random valid problem with odd sizes, strides, padding, dilation, groups. */
+static conv_problem random_problem(conv_math math) {
+  for (;;) {
+    conv_problem p;
+    conv_problem_init(&p);
+    p.groups = rng_int(1, 3);
+    p.n = rng_int(1, 3);
+    p.c = p.groups * rng_int(1, 6);
+    p.k = p.groups * rng_int(1, 6);
+    p.h = rng_int(1, 21);
+    p.w = rng_int(1, 21);
+    p.r = rng_int(1, 5);
+    p.s = rng_int(1, 5);
+    p.pad_h = rng_int(0, 3);
+    p.pad_w = rng_int(0, 3);
+    p.stride_h = rng_int(1, 3);
+    p.stride_w = rng_int(1, 3);
+    p.dil_h = rng_int(1, 3);
+    p.dil_w = rng_int(1, 3);
+    p.math = math;
+    p.epilogue = (conv_epilogue)rng_int(0, 2);
+    if (conv_problem_validate(&p, NULL, 0) == CONV_OK) return p;
+  }
+}
+
+/* Host tensors of a problem plus the CPU reference output. */
+typedef struct host_case {
+  conv_problem p;
+  conv_shape sh;
+  float *x, *w, *bias, *ref;
+} host_case;
+
+static void cpu_reference(host_case *hc) {
+  const conv_problem *p = &hc->p;
+  const conv_shape *s = &hc->sh;
+  for (int64_t n = 0; n < p->n; n++)
+    for (int64_t k = 0; k < p->k; k++) {
+      int64_t g = k / s->k_per_group;
+      for (int64_t op = 0; op < s->p; op++)
+        for (int64_t oq = 0; oq < s->q; oq++) {
+          double acc = 0;
+          for (int64_t cg = 0; cg < s->c_per_group; cg++)
+            for (int64_t r = 0; r < p->r; r++)
+              for (int64_t t = 0; t < p->s; t++) {
+                int64_t ih = op * p->stride_h - p->pad_h + r * p->dil_h;
+                int64_t iw = oq * p->stride_w - p->pad_w + t * p->dil_w;
+                if (ih < 0 || ih >= p->h || iw < 0 || iw >= p->w) continue;
+                int64_t c = g * s->c_per_group + cg;
+                acc += (double)hc->x[((n * p->c + c) * p->h + ih) * p->w + iw] *
+                       hc->w[((k * s->c_per_group + cg) * p->r + r) * p->s + t];
+              }
+          if (p->epilogue != CONV_EPILOGUE_NONE) acc += hc->bias[k];
+          if (p->epilogue == CONV_EPILOGUE_BIAS_RELU && acc < 0) acc = 0;
+          hc->ref[((n * p->k + k) * s->p + op) * s->q + oq] = (float)acc;
+        }
+    }
+}
+
+static int host_case_make(host_case *hc, const conv_problem *p) {
+  memset(hc, 0, sizeof *hc);
+  hc->p = *p;
+  CHECK_STATUS(CONV_OK, conv_problem_shape(p, &hc->sh));
+  hc->x = malloc((size_t)hc->sh.x_elems * sizeof(float));
+  hc->w = malloc((size_t)hc->sh.w_elems * sizeof(float));
+  hc->bias = malloc((size_t)p->k * sizeof(float));
+  hc->ref = malloc((size_t)hc->sh.y_elems * sizeof(float));
+  CHECK(hc->x && hc->w && hc->bias && hc->ref);
+  for (int64_t i = 0; i < hc->sh.x_elems; i++) hc->x[i] = rng_float();
+  for (int64_t i = 0; i < hc->sh.w_elems; i++) hc->w[i] = rng_float();
+  for (int64_t i = 0; i < p->k; i++) hc->bias[i] = rng_float();
+  cpu_reference(hc);
+  return TEST_PASS;
+}
+
+static void host_case_free(host_case *hc) {
+  free(hc->x);
+  free(hc->w);
+  free(hc->bias);
+  free(hc->ref);
+}
+
+/* Device copies of a host case and an output buffer. */
+typedef struct dev_case {
+  float *x, *w, *bias, *y;
+} dev_case;
+
+static int dev_case_make(dev_case *d, const host_case *hc) {
+  memset(d, 0, sizeof *d);
+  CUDA_OK(cudaMalloc((void **)&d->x, (size_t)hc->sh.x_elems * sizeof(float)));
+  CUDA_OK(cudaMalloc((void **)&d->w, (size_t)hc->sh.w_elems * sizeof(float)));
+  CUDA_OK(cudaMalloc((void **)&d->bias, (size_t)hc->p.k * sizeof(float)));
+  CUDA_OK(cudaMalloc((void **)&d->y, (size_t)hc->sh.y_elems * sizeof(float)));
+  CUDA_OK(cudaMemcpy(d->x, hc->x, (size_t)hc->sh.x_elems * sizeof(float), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d->w, hc->w, (size_t)hc->sh.w_elems * sizeof(float), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d->bias, hc->bias, (size_t)hc->p.k * sizeof(float), cudaMemcpyHostToDevice));
+  return TEST_PASS;
+}
+
+static void dev_case_free(dev_case *d) {
+  cudaFree(d->x);
+  cudaFree(d->w);
+  cudaFree(d->bias);
+  cudaFree(d->y);
+}
+
+static int poison(const dev_case *d, const host_case *hc, cudaStream_t stream) {
+  CUDA_OK(cudaMemsetAsync(d->y, 0xFF, (size_t)hc->sh.y_elems * sizeof(float), stream));
+  return TEST_PASS;
+}
+
+/* Copies y back and compares with the CPU reference: every element written
+ * and finite, relative L2 error within bound. */
+static int check_output(const dev_case *d, const host_case *hc, cudaStream_t stream, double bound,
+                        const char *what) {
+  size_t bytes = (size_t)hc->sh.y_elems * sizeof(float);
+  float *y = malloc(bytes);
+  CHECK(y != NULL);
+  CUDA_OK(cudaMemcpyAsync(y, d->y, bytes, cudaMemcpyDeviceToHost, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  double num = 0, den = 0;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < hc->sh.y_elems; i++) {
+    if (!isfinite(y[i])) bad++;
+    double diff = (double)y[i] - hc->ref[i];
+    num += diff * diff;
+    den += (double)hc->ref[i] * hc->ref[i];
+  }
+  free(y);
+  double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+  CHECK_MSG(bad == 0 && rel <= bound, "%s: %lld non-finite outputs, relative L2 error %.3g (bound %.1g)",
+            what, (long long)bad, rel, bound);
+  return TEST_PASS;
+}
+
+static void describe_problem(const conv_problem *p, char *text, size_t size) {
+  if (conv_problem_key(p, text, size) != CONV_OK) snprintf(text, size, "(unprintable problem)");
+}
+
+static void temp_path(char *path, size_t size, const char *name) {
+  const char *tmp = getenv("CONVTUNE_TEST_TMP");
+  snprintf(path, size, "%s/gpu-%s-%d.db", tmp ? tmp : "/tmp", name, (int)getpid());
+  unlink(path);
+}
+
+static void remove_db(const char *path) {
+  char side[4200];
+  unlink(path);
+  snprintf(side, sizeof side, "%s-wal", path);
+  unlink(side);
+  snprintf(side, sizeof side, "%s-shm", path);
+  unlink(side);
+}
+
+/* ---------------------------------------------------------------- tests */
+
+/* The reference kernel, which validates every candidate during tuning, is
+ * itself checked against the CPU; so is the device comparison it relies on. */
+static int reference_matches_cpu(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  void *scratch;
+  CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
+  for (int i = 0; i < 40; i++) {
+    host_case hc;
+    dev_case d;
+    conv_problem p = random_problem(CONV_MATH_STRICT);
+    if (host_case_make(&hc, &p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
+    char name[CONV_PROBLEM_KEY_MAX];
+    describe_problem(&p, name, sizeof name);
+    if (poison(&d, &hc, 0) != TEST_PASS) return TEST_FAIL;
+    CUDA_OK(conv_reference_forward(&p, d.x, d.w, d.bias, d.y, 0));
+    if (check_output(&d, &hc, 0, 1e-6, name) != TEST_PASS) return TEST_FAIL;
+    /* Device relative L2 of y against a perturbed copy must match the host's. */
+    float *ref = NULL;
+    CUDA_OK(cudaMalloc((void **)&ref, (size_t)hc.sh.y_elems * sizeof(float)));
+    for (int64_t j = 0; j < hc.sh.y_elems; j++) hc.ref[j] *= 1.0f + 1e-3f * rng_float();
+    CUDA_OK(cudaMemcpy(ref, hc.ref, (size_t)hc.sh.y_elems * sizeof(float), cudaMemcpyHostToDevice));
+    double rel = -1, host_num = 0, host_den = 0;
+    int64_t nonfinite = -1;
+    CUDA_OK(conv_relative_l2(d.y, ref, hc.sh.y_elems, scratch, 0, &rel, &nonfinite));
+    float *y = malloc((size_t)hc.sh.y_elems * sizeof(float));
+    CHECK(y != NULL);
+    CUDA_OK(cudaMemcpy(y, d.y, (size_t)hc.sh.y_elems * sizeof(float), cudaMemcpyDeviceToHost));
+    for (int64_t j = 0; j < hc.sh.y_elems; j++) {
+      host_num += ((double)y[j] - hc.ref[j]) * ((double)y[j] - hc.ref[j]);
+      host_den += (double)hc.ref[j] * hc.ref[j];
+    }
+    double host_rel = host_den > 0 ? sqrt(host_num / host_den) : sqrt(host_num);
+    CHECK_MSG(nonfinite == 0 && fabs(rel - host_rel) <= 1e-9 + 1e-6 * host_rel,
+              "%s: device rel %.6g vs host %.6g, nonfinite %lld", name, rel, host_rel, (long long)nonfinite);
+    /* A poisoned output must be reported as non-finite. */
+    CUDA_OK(cudaMemset(d.y, 0xFF, sizeof(float)));
+    CUDA_OK(conv_relative_l2(d.y, ref, hc.sh.y_elems, scratch, 0, &rel, &nonfinite));
+    CHECK(nonfinite == 1);
+    free(y);
+    cudaFree(ref);
+    dev_case_free(&d);
+    host_case_free(&hc);
+  }
+  cudaFree(scratch);
+  return TEST_PASS;
+}
+
+/* Counts per family, printed as the test's summary. */
+typedef struct family_count {
+  int ran, unsupported;
+} family_count;
+
+static int run_every_config(conv_env *env, const conv_algorithm *algo, const host_case *hc,
+                            const dev_case *d, family_count *count) {
+  enum { MAX = 512 };
+  static conv_config configs[MAX];
+  int n = 0;
+  conv_error err = {CONV_OK, ""};
+  char name[CONV_PROBLEM_KEY_MAX], what[CONV_PROBLEM_KEY_MAX + 200];
+  describe_problem(&hc->p, name, sizeof name);
+  CHECK_MSG(algo->configs(&hc->p, env, configs, MAX, &n, &err) == CONV_OK, "%s configs: %s", algo->name, err.message);
+  int ran = 0;
+  for (int i = 0; i < n; i++) {
+    conv_prepared prep = {0};
+    conv_status st = algo->prepare(&hc->p, env, &configs[i], &prep, &err);
+    if (st == CONV_UNSUPPORTED) {
+      count->unsupported++;
+      continue;
+    }
+    char cfg[128];
+    algo->describe(&configs[i], cfg, sizeof cfg);
+    snprintf(what, sizeof what, "%s %s on %s", algo->name, cfg, name);
+    CHECK_MSG(st == CONV_OK, "%s: prepare: %s", what, err.message);
+    void *ws = NULL;
+    if (prep.workspace_bytes) CUDA_OK(cudaMalloc(&ws, prep.workspace_bytes));
+    if (poison(d, hc, 0) != TEST_PASS) return TEST_FAIL;
+    conv_exec ex = {&hc->p, env, prep.state, d->x, d->w, d->bias, d->y, ws, prep.workspace_bytes};
+    st = algo->run(&ex, 0, &err);
+    CHECK_MSG(st == CONV_OK, "%s: run: %s", what, err.message);
+    if (check_output(d, hc, 0, conv_error_bound(hc->p.math, prep.arith), what) != TEST_PASS) return TEST_FAIL;
+    cudaFree(ws);
+    algo->release(prep.state);
+    ran++;
+  }
+  CHECK_MSG(ran > 0, "%s: none of %d configs runs on %s", algo->name, n, name);
+  count->ran += ran;
+  return TEST_PASS;
+}
+
+static int open_env(conv_env *env) {
+  memset(env, 0, sizeof *env);
+  CHECK(uv_mutex_init(&env->cudnn_lock) == 0);
+  CHECK_STATUS(CONV_OK, conv_device_query(0, &env->device, NULL));
+  CHECK(cudnnCreate(&env->cudnn) == CUDNN_STATUS_SUCCESS);
+  CHECK(cublasLtCreate(&env->cublaslt) == CUBLAS_STATUS_SUCCESS);
+  return TEST_PASS;
+}
+
+static void close_env(conv_env *env) {
+  cudnnDestroy(env->cudnn);
+  cublasLtDestroy(env->cublaslt);
+  uv_mutex_destroy(&env->cudnn_lock);
+}
+
+static int every_candidate_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  conv_env env;
+  if (open_env(&env) != TEST_PASS) return TEST_FAIL;
+  int count;
+  const conv_algorithm *const *algos = conv_registry(&count);
+  family_count counts[8] = {{0, 0}};
+  CHECK(count <= 8);
+  for (int i = 0; i < 16; i++) {
+    conv_problem p = random_problem(i % 2 ? CONV_MATH_TF32 : CONV_MATH_STRICT);
+    host_case hc;
+    dev_case d;
+    if (host_case_make(&hc, &p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
+    for (int a = 0; a < count; a++) {
+      if (!algos[a]->applicable(&p, &env)) continue;
+      if (run_every_config(&env, algos[a], &hc, &d, &counts[a]) != TEST_PASS) return TEST_FAIL;
+    }
+    dev_case_free(&d);
+    host_case_free(&hc);
+  }
+  for (int a = 0; a < count; a++) {
+    printf("%s: %d configs matched the CPU reference, %d not supported for their shape\n",
+           algos[a]->name, counts[a].ran, counts[a].unsupported);
+    CHECK(counts[a].ran > 0);
+  }
+  close_env(&env);
+  return TEST_PASS;
+}
+
+static int make_context(conv_context **ctx, const char *cache, conv_policy policy, size_t ws_limit) {
+  conv_context_options o;
+  conv_context_options_init(&o);
+  o.cache_path = cache;
+  o.policy = policy;
+  o.workspace_limit = ws_limit;
+  conv_status st = conv_context_create(ctx, &o);
+  CHECK_MSG(st == CONV_OK, "conv_context_create: %s", conv_context_last_error(NULL));
+  return TEST_PASS;
+}
+
+/* Creates a plan, executes it on `stream` and checks the output. */
+static int plan_roundtrip(conv_context *ctx, const conv_problem *p, cudaStream_t stream,
+                          conv_plan_source expect_source) {
+  host_case hc;
+  dev_case d;
+  if (host_case_make(&hc, p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
+  conv_plan *plan = NULL;
+  conv_status st = conv_plan_create(ctx, p, &plan);
+  CHECK_MSG(st == CONV_OK, "conv_plan_create: %s", conv_context_last_error(ctx));
+  conv_plan_info info;
+  CHECK_STATUS(CONV_OK, conv_plan_info_get(plan, &info));
+  printf("plan: %s %s %.4f ms, source %d\n", info.algorithm, info.config, info.time_ms, (int)info.source);
+  CHECK_MSG(info.source == expect_source, "source %d, expected %d", (int)info.source, (int)expect_source);
+  CHECK(info.time_ms > 0);
+  if (poison(&d, &hc, stream) != TEST_PASS) return TEST_FAIL;
+  CHECK_STATUS(CONV_OK, conv_plan_execute(plan, stream, d.x, d.w, d.bias, d.y));
+  if (check_output(&d, &hc, stream, conv_error_bound(p->math, CONV_ARITH_TRANSFORM), "plan") != TEST_PASS)
+    return TEST_FAIL;
+  conv_plan_destroy(plan);
+  dev_case_free(&d);
+  host_case_free(&hc);
+  return TEST_PASS;
+}
+
+static conv_problem fixed_problem(void) {
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = 2; p.c = 16; p.h = 23; p.w = 19; p.k = 24; p.r = 3; p.s = 3;
+  p.pad_h = p.pad_w = 1;
+  p.epilogue = CONV_EPILOGUE_BIAS_RELU;
+  return p;
+}
+
+static int plan_executes_correctly(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  char cache[4096];
+  temp_path(cache, sizeof cache, "plan");
+  conv_context *ctx;
+  if (make_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;
+  for (int i = 0; i < 4; i++) {
+    conv_problem p = i == 0 ? fixed_problem() : random_problem(i % 2 ? CONV_MATH_TF32 : CONV_MATH_STRICT);
+    if (plan_roundtrip(ctx, &p, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
+    if (plan_roundtrip(ctx, &p, 0, CONV_SOURCE_MEMORY) != TEST_PASS) return TEST_FAIL;
+  }
+  conv_context_destroy(ctx);
+  remove_db(cache);
+  return TEST_PASS;
+}
+
+/* ---- plan reuse from the cache in a new process */
+
+typedef struct child_result {
+  int64_t exit_status;
+  int term_signal;
+} child_result;
+
+static void on_child_exit(uv_process_t *proc, int64_t exit_status, int term_signal) {
+  child_result *r = proc->data;
+  r->exit_status = exit_status;
+  r->term_signal = term_signal;
+  uv_close((uv_handle_t *)proc, NULL);
+}
+
+static int spawn_self(char **args, child_result *result) {
+  uv_loop_t loop;
+  CHECK(uv_loop_init(&loop) == 0);
+  uv_stdio_container_t stdio[3];
+  for (int i = 0; i < 3; i++) {
+    stdio[i].flags = UV_INHERIT_FD;
+    stdio[i].data.fd = i;
+  }
+  uv_process_options_t options;
+  memset(&options, 0, sizeof options);
+  options.file = test_argv0;
+  options.args = args;
+  options.exit_cb = on_child_exit;
+  options.stdio = stdio;
+  options.stdio_count = 3;
+  uv_process_t proc;
+  proc.data = result;
+  result->exit_status = -1;
+  int rc = uv_spawn(&loop, &proc, &options);
+  CHECK_MSG(rc == 0, "uv_spawn: %s", uv_strerror(rc));
+  CHECK(uv_run(&loop, UV_RUN_DEFAULT) == 0);
+  CHECK(uv_loop_close(&loop) == 0);
+  return TEST_PASS;
+}
+
+static int plan_from_cache_in_new_process(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  conv_problem p = fixed_problem();
+  if (test_argc == 2 && strcmp(test_args[0], "child") == 0) {
+    /* Child: cache-only, so anything but a cache hit fails. */
+    conv_context *ctx;
+    if (make_context(&ctx, test_args[1], CONV_POLICY_CACHE_ONLY, 0) != TEST_PASS) return TEST_FAIL;
+    if (plan_roundtrip(ctx, &p, 0, CONV_SOURCE_CACHE) != TEST_PASS) return TEST_FAIL;
+    conv_context_destroy(ctx);
+    return TEST_PASS;
+  }
+  char cache[4096];
+  temp_path(cache, sizeof cache, "newproc");
+  conv_context *ctx;
+  if (make_context(&ctx, cache, CONV_POLICY_FAST, 0) != TEST_PASS) return TEST_FAIL;
+  if (plan_roundtrip(ctx, &p, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
+  conv_context_destroy(ctx);
+  char *args[] = {(char *)test_argv0, "plan_from_cache_in_new_process", "child", cache, NULL};
+  child_result result;
+  if (spawn_self(args, &result) != TEST_PASS) return TEST_FAIL;
+  CHECK_MSG(result.exit_status == 0 && result.term_signal == 0, "child exited %lld (signal %d)",
+            (long long)result.exit_status, result.term_signal);
+  remove_db(cache);
+  return TEST_PASS;
+}
+
+static int nondefault_stream(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  char cache[4096];
+  temp_path(cache, sizeof cache, "stream");
+  conv_context *ctx;
+  if (make_context(&ctx, cache, CONV_POLICY_FAST, 0) != TEST_PASS) return TEST_FAIL;
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  conv_problem p = fixed_problem();
+  p.n = 8;
+  if (plan_roundtrip(ctx, &p, stream, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
+  p.math = CONV_MATH_TF32;
+  if (plan_roundtrip(ctx, &p, stream, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
+  CUDA_OK(cudaStreamDestroy(stream));
+  conv_context_destroy(ctx);
+  remove_db(cache);
+  return TEST_PASS;
+}
+
+static int execute_rejects_bad_arguments(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  char cache[4096];
+  temp_path(cache, sizeof cache, "badargs");
+  conv_context *ctx;
+  if (make_context(&ctx, cache, CONV_POLICY_FAST, 0) != TEST_PASS) return TEST_FAIL;
+  conv_problem bad = fixed_problem();
+  bad.groups = 5;
+  conv_plan *plan = (conv_plan *)0x1;
+  CHECK_STATUS(CONV_BAD_GROUPS, conv_plan_create(ctx, &bad, &plan));
+  CHECK(plan == (conv_plan *)0x1);
+  CHECK(strstr(conv_context_last_error(ctx), "groups") != NULL);
+  bad = fixed_problem();
+  bad.direction = CONV_BACKWARD_FILTER;
+  CHECK_STATUS(CONV_UNSUPPORTED, conv_plan_create(ctx, &bad, &plan));
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_plan_create(ctx, NULL, &plan));
+
+  conv_problem p = fixed_problem();
+  host_case hc;
+  dev_case d;
+  if (host_case_make(&hc, &p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
+  CHECK_STATUS(CONV_OK, conv_plan_create(ctx, &p, &plan));
+  if (poison(&d, &hc, 0) != TEST_PASS) return TEST_FAIL;
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_plan_execute(plan, 0, NULL, d.w, d.bias, d.y));
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_plan_execute(plan, 0, d.x, NULL, d.bias, d.y));
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_plan_execute(plan, 0, d.x, d.w, d.bias, NULL));
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_plan_execute(plan, 0, d.x, d.w, NULL, d.y));
+  CHECK(strstr(conv_context_last_error(ctx), "bias") != NULL);
+  /* Rejected calls wrote nothing: y is still all poison. */
+  uint32_t first = 0;
+  CUDA_OK(cudaMemcpy(&first, d.y, sizeof first, cudaMemcpyDeviceToHost));
+  CHECK(first == 0xFFFFFFFFu);
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_plan_info_get(plan, NULL));
+  conv_plan_destroy(plan);
+  dev_case_free(&d);
+  host_case_free(&hc);
+  conv_context_destroy(ctx);
+  remove_db(cache);
+  return TEST_PASS;
+}
+
+typedef struct trial_census {
+  int total, workspace_limited, winners;
+  size_t winner_workspace;
+} trial_census;
+
+static int count_trial(const conv_cache_row *row, void *user) {
+  trial_census *c = user;
+  c->total++;
+  if (row->trial->status == CONV_WORKSPACE_LIMIT && row->trial->reason[0]) c->workspace_limited++;
+  if (row->trial->winner) {
+    c->winners++;
+    c->winner_workspace = row->trial->workspace_bytes;
+  }
+  return 0;
+}
+
+/* With a 1-byte workspace limit, every candidate needing scratch is recorded
+ * as failed with its reason, and tuning still returns a valid plan. */
+static int failing_candidates_recorded(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  char cache[4096];
+  temp_path(cache, sizeof cache, "failing");
+  conv_context *ctx;
+  if (make_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 1) != TEST_PASS) return TEST_FAIL;
+  conv_problem p = fixed_problem();
+  if (plan_roundtrip(ctx, &p, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
+  char key[CONV_PROBLEM_KEY_MAX];
+  CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, sizeof key));
+  trial_census census = {0, 0, 0, 0};
+  conv_error err = {CONV_OK, ""};
+  CHECK_STATUS(CONV_OK, conv_cache_list_trials(conv_context_cache(ctx), key, count_trial, &census, &err));
+  printf("%d trials, %d over the workspace limit, %d winner\n", census.total, census.workspace_limited,
+         census.winners);
+  CHECK(census.workspace_limited > 0);
+  CHECK(census.winners == 1 && census.winner_workspace <= 1);
+  CHECK(census.total > census.workspace_limited);
+  conv_context_destroy(ctx);
+  remove_db(cache);
+  return TEST_PASS;
+}
+
+static int cache_only_policy(void) {
+  SKIP_WITHOUT_GPU();
+  char cache[4096];
+  temp_path(cache, sizeof cache, "cacheonly");
+  conv_context *ctx;
+  if (make_context(&ctx, cache, CONV_POLICY_CACHE_ONLY, 0) != TEST_PASS) return TEST_FAIL;
+  conv_problem p = fixed_problem();
+  conv_plan *plan = NULL;
+  CHECK_STATUS(CONV_CACHE_MISS, conv_plan_create(ctx, &p, &plan));
+  CHECK(plan == NULL);
+  CHECK(strstr(conv_context_last_error(ctx), "cache") != NULL);
+  conv_context_destroy(ctx);
+  remove_db(cache);
+  return TEST_PASS;
+}
+
+static const test_case tests[] = {
+    {"reference_matches_cpu", reference_matches_cpu},
+    {"every_candidate_matches_reference", every_candidate_matches_reference},
+    {"plan_executes_correctly", plan_executes_correctly},
+    {"plan_from_cache_in_new_process", plan_from_cache_in_new_process},
+    {"nondefault_stream", nondefault_stream},
+    {"execute_rejects_bad_arguments", execute_rejects_bad_arguments},
+    {"failing_candidates_recorded", failing_candidates_recorded},
+    {"cache_only_policy", cache_only_policy},
+};
+TEST_MAIN(tests)

@@ -1,0 +1,260 @@
+/* test_problem.c -- CPU tests: statuses, validation, keys, specs, configs, paths. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/internal.h"
+#include "tests/test.h"
+
+static conv_problem base_problem(void) {
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = 2; p.c = 8; p.h = 17; p.w = 13; p.k = 6; p.r = 3; p.s = 3;
+  p.pad_h = p.pad_w = 1;
+  return p;
+}
+
+static int status_strings(void) {
+  for (int s = 0; s < CONV_STATUS_COUNT_; s++) {
+    const char *text = conv_status_string((conv_status)s);
+    CHECK(text != NULL && text[0] != '\0');
+    CHECK(strcmp(text, "unknown status") != 0);
+    for (int t = 0; t < s; t++) CHECK(strcmp(text, conv_status_string((conv_status)t)) != 0);
+  }
+  CHECK(strcmp(conv_status_string(CONV_STATUS_COUNT_), "unknown status") == 0);
+  CHECK(strcmp(conv_status_string((conv_status)-1), "unknown status") == 0);
+  CHECK(strcmp(conv_status_string(CONV_OK), "success") == 0);
+  return TEST_PASS;
+}
+
+/* One mutation of a valid problem and the status it must produce. */
+typedef struct bad_case {
+  const char *what;
+  void (*mutate)(conv_problem *);
+  conv_status expected;
+} bad_case;
+
+static void zero_n(conv_problem *p) { p->n = 0; }
+static void negative_c(conv_problem *p) { p->c = -3; }
+static void absurd_w(conv_problem *p) { p->w = (int64_t)1 << 40; }
+static void huge_tensor(conv_problem *p) { p->n = 1 << 20; p->c = 1 << 10; p->h = p->w = 1 << 10; }
+static void overflow_64(conv_problem *p) { p->n = p->c = p->h = p->w = (int64_t)1 << 30; p->k = 1 << 30; }
+static void filter_too_big(conv_problem *p) { p->r = 21; }
+static void dilated_too_big(conv_problem *p) { p->dil_h = 10; }
+static void groups_not_dividing(conv_problem *p) { p->groups = 3; }
+static void zero_groups(conv_problem *p) { p->groups = 0; }
+static void negative_pad(conv_problem *p) { p->pad_w = -1; }
+static void zero_stride(conv_problem *p) { p->stride_h = 0; }
+static void zero_dilation(conv_problem *p) { p->dil_w = 0; }
+static void fp16(conv_problem *p) { p->dtype = CONV_DTYPE_F16; }
+static void nhwc(conv_problem *p) { p->layout = CONV_LAYOUT_NHWC; }
+static void backward(conv_problem *p) { p->direction = CONV_BACKWARD_DATA; }
+static void bad_math(conv_problem *p) { p->math = (conv_math)7; }
+static void bad_epilogue(conv_problem *p) { p->epilogue = (conv_epilogue)9; }
+
+static int validate_each_failure(void) {
+  const bad_case cases[] = {
+      {"n = 0", zero_n, CONV_BAD_DIMENSION},
+      {"c < 0", negative_c, CONV_BAD_DIMENSION},
+      {"w = 2^40", absurd_w, CONV_BAD_DIMENSION},
+      {"2^40 elements", huge_tensor, CONV_SIZE_OVERFLOW},
+      {"2^120 elements", overflow_64, CONV_SIZE_OVERFLOW},
+      {"r > padded h", filter_too_big, CONV_FILTER_TOO_LARGE},
+      {"dilated r > padded h", dilated_too_big, CONV_FILTER_TOO_LARGE},
+      {"groups 3 of c 8", groups_not_dividing, CONV_BAD_GROUPS},
+      {"groups 0", zero_groups, CONV_BAD_GROUPS},
+      {"pad -1", negative_pad, CONV_BAD_PADDING},
+      {"stride 0", zero_stride, CONV_BAD_STRIDE},
+      {"dilation 0", zero_dilation, CONV_BAD_STRIDE},
+      {"fp16", fp16, CONV_UNSUPPORTED},
+      {"nhwc", nhwc, CONV_UNSUPPORTED},
+      {"backward", backward, CONV_UNSUPPORTED},
+      {"math 7", bad_math, CONV_UNSUPPORTED},
+      {"epilogue 9", bad_epilogue, CONV_UNSUPPORTED},
+  };
+  conv_problem good = base_problem();
+  char msg[256];
+  CHECK_STATUS(CONV_OK, conv_problem_validate(&good, msg, sizeof msg));
+  CHECK(msg[0] == '\0');
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    conv_problem p = base_problem();
+    cases[i].mutate(&p);
+    msg[0] = '\0';
+    conv_status st = conv_problem_validate(&p, msg, sizeof msg);
+    CHECK_MSG(st == cases[i].expected, "%s: got %s", cases[i].what, conv_status_string(st));
+    CHECK_MSG(msg[0] != '\0', "%s: no message", cases[i].what);
+  }
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_problem_validate(NULL, msg, sizeof msg));
+  /* A tiny message buffer is truncated, never overrun. */
+  conv_problem p = base_problem();
+  p.n = 0;
+  char tiny[4] = {'x', 'x', 'x', 'x'};
+  CHECK_STATUS(CONV_BAD_DIMENSION, conv_problem_validate(&p, tiny, 3));
+  CHECK(tiny[2] == '\0' && tiny[3] == 'x');
+  return TEST_PASS;
+}
+
+static int output_dims(void) {
+  struct { int64_t h, r, pad, stride, dil, expect; } rows[] = {
+      {56, 3, 1, 1, 1, 56}, {224, 7, 3, 2, 1, 112}, {1024, 3, 8, 1, 8, 1024},
+      {128, 3, 0, 1, 1, 126}, {17, 3, 1, 2, 2, 8}, {8, 1, 0, 3, 1, 3}, {5, 5, 0, 1, 1, 1}};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    conv_problem p = base_problem();
+    p.h = p.w = rows[i].h;
+    p.r = p.s = rows[i].r;
+    p.pad_h = p.pad_w = rows[i].pad;
+    p.stride_h = p.stride_w = rows[i].stride;
+    p.dil_h = p.dil_w = rows[i].dil;
+    int64_t out_p = -1, out_q = -1;
+    CHECK_STATUS(CONV_OK, conv_problem_output_dims(&p, &out_p, &out_q));
+    CHECK_MSG(out_p == rows[i].expect && out_q == rows[i].expect, "row %zu: %lld", i, (long long)out_p);
+  }
+  conv_problem p = base_problem();
+  p.w = 9; p.s = 5; p.pad_w = 0; p.stride_w = 2;
+  int64_t out_p = -1, out_q = -1;
+  CHECK_STATUS(CONV_OK, conv_problem_output_dims(&p, &out_p, &out_q));
+  CHECK(out_p == 17 && out_q == 3);
+  p.n = -1;
+  out_p = -7;
+  CHECK_STATUS(CONV_BAD_DIMENSION, conv_problem_output_dims(&p, &out_p, &out_q));
+  CHECK(out_p == -7); /* untouched on failure */
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_problem_output_dims(&p, NULL, &out_q));
+  return TEST_PASS;
+}
+
+static int problem_key(void) {
+  conv_problem p = base_problem();
+  char key[CONV_PROBLEM_KEY_MAX], other[CONV_PROBLEM_KEY_MAX];
+  CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, sizeof key));
+  CHECK_MSG(strcmp(key, "fwd f32 nchw strict none n2 c8 h17 w13 k6 r3 s3 pad1,1 str1,1 dil1,1 g1") == 0,
+            "%s", key);
+  /* Every field that changes the answer changes the key. */
+  conv_problem q = p;
+  q.math = CONV_MATH_TF32;
+  CHECK_STATUS(CONV_OK, conv_problem_key(&q, other, sizeof other));
+  CHECK(strcmp(key, other) != 0);
+  q = p;
+  q.epilogue = CONV_EPILOGUE_BIAS_RELU;
+  CHECK_STATUS(CONV_OK, conv_problem_key(&q, other, sizeof other));
+  CHECK(strstr(other, "bias_relu") != NULL);
+  q = p;
+  q.pad_w = 2;
+  CHECK_STATUS(CONV_OK, conv_problem_key(&q, other, sizeof other));
+  CHECK(strstr(other, "pad1,2") != NULL);
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_problem_key(&p, key, 10));
+  return TEST_PASS;
+}
+
+static int parse_spec(void) {
+  conv_problem p;
+  char msg[256];
+  CHECK_STATUS(CONV_OK, conv_problem_parse("n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1", &p, msg, sizeof msg));
+  CHECK(p.n == 32 && p.c == 64 && p.h == 56 && p.w == 56 && p.k == 64 && p.r == 3 && p.s == 3);
+  CHECK(p.pad_h == 1 && p.pad_w == 1 && p.stride_h == 1 && p.dil_w == 1 && p.groups == 1);
+  CHECK_STATUS(CONV_OK, conv_problem_parse("N=1,C=4,H=9,W=7,K=4,R=3,S=1,stride_h=2,dil=2,groups=2,"
+                                           "math=tf32,epilogue=bias_relu", &p, msg, sizeof msg));
+  CHECK(p.n == 1 && p.s == 1 && p.stride_h == 2 && p.stride_w == 1 && p.dil_h == 2 && p.groups == 2);
+  CHECK(p.math == CONV_MATH_TF32 && p.epilogue == CONV_EPILOGUE_BIAS_RELU);
+  conv_problem before = p;
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_problem_parse("n=1 c=1 h=4 w=4 k=1 r=3 s=3 bogus=2", &p, msg, sizeof msg));
+  CHECK(strstr(msg, "bogus") != NULL);
+  CHECK(memcmp(&before, &p, sizeof p) == 0); /* unchanged on failure */
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_problem_parse("n=1x", &p, msg, sizeof msg));
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_problem_parse("n", &p, msg, sizeof msg));
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_problem_parse("math=fast", &p, msg, sizeof msg));
+  CHECK_STATUS(CONV_BAD_DIMENSION, conv_problem_parse("n=1 c=1 h=4 w=4 k=1 r=3", &p, msg, sizeof msg));
+  CHECK(strstr(msg, "s = 0") != NULL);
+  CHECK_STATUS(CONV_FILTER_TOO_LARGE, conv_problem_parse("n=1 c=1 h=4 w=4 k=1 r=5 s=5", &p, msg, sizeof msg));
+  return TEST_PASS;
+}
+
+static int config_text(void) {
+  conv_config c = {.count = 4, .values = {12, -3, 0, 9000000000LL}}, back;
+  char text[128];
+  CHECK_STATUS(CONV_OK, conv_config_format(&c, text, sizeof text));
+  CHECK(strcmp(text, "12,-3,0,9000000000") == 0);
+  CHECK_STATUS(CONV_OK, conv_config_parse(text, &back));
+  CHECK(conv_config_equal(&c, &back));
+  CHECK_STATUS(CONV_OK, conv_config_parse("", &back));
+  CHECK(back.count == 0);
+  const char *bad[] = {"1,,2", "1,", ",1", " 1", "1 ", "1;2", "a", "99999999999999999999",
+                       "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    CHECK_MSG(conv_config_parse(bad[i], &back) == CONV_INVALID_ARGUMENT, "accepted '%s'", bad[i]);
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_config_format(&c, text, 5));
+  conv_config d = c;
+  d.flags = CONV_CONFIG_HEURISTIC_PICK; /* flags are not identity */
+  CHECK(conv_config_equal(&c, &d));
+  d.values[3]++;
+  CHECK(!conv_config_equal(&c, &d));
+  CHECK(conv_error_bound(CONV_MATH_STRICT, CONV_ARITH_DIRECT) < 3e-4); /* catches TF32 */
+  CHECK(conv_error_bound(CONV_MATH_TF32, CONV_ARITH_DIRECT) > 3e-4);
+  return TEST_PASS;
+}
+
+static int default_cache_path(void) {
+  char path[4096], dir[4096];
+  const char *tmp = getenv("CONVTUNE_TEST_TMP");
+  snprintf(dir, sizeof dir, "%s/paths-%d", tmp ? tmp : "/tmp", (int)getpid());
+  CHECK(setenv("CONVTUNE_CACHE", "/some/where/c.db", 1) == 0);
+  CHECK_STATUS(CONV_OK, conv_default_cache_path(path, sizeof path, false, NULL));
+  CHECK(strcmp(path, "/some/where/c.db") == 0);
+  CHECK(unsetenv("CONVTUNE_CACHE") == 0);
+  CHECK(setenv("XDG_CACHE_HOME", dir, 1) == 0);
+  CHECK_STATUS(CONV_OK, conv_default_cache_path(path, sizeof path, true, NULL));
+  char expect[4200];
+  snprintf(expect, sizeof expect, "%s/convtune/cache.db", dir);
+  CHECK(strcmp(path, expect) == 0);
+  snprintf(expect, sizeof expect, "%s/convtune", dir);
+  CHECK(access(expect, W_OK) == 0); /* created */
+  CHECK(unsetenv("XDG_CACHE_HOME") == 0);
+  CHECK(setenv("HOME", dir, 1) == 0);
+  CHECK_STATUS(CONV_OK, conv_default_cache_path(path, sizeof path, false, NULL));
+  snprintf(expect, sizeof expect, "%s/.cache/convtune/cache.db", dir);
+  CHECK(strcmp(path, expect) == 0);
+  CHECK_STATUS(CONV_CACHE_ERROR, conv_default_cache_path(path, 8, false, NULL));
+  snprintf(expect, sizeof expect, "%s/convtune", dir);
+  rmdir(expect);
+  rmdir(dir);
+  return TEST_PASS;
+}
+
+/* Either there is a GPU and a context opens, or conv_context_create fails
+ * with CONV_NO_DEVICE, a message, and no context: never a crash. */
+static int no_device_is_clean(void) {
+  char cache[4096];
+  const char *tmp = getenv("CONVTUNE_TEST_TMP");
+  snprintf(cache, sizeof cache, "%s/nodev-%d.db", tmp ? tmp : "/tmp", (int)getpid());
+  conv_context_options o;
+  conv_context_options_init(&o);
+  o.cache_path = cache;
+  conv_context *ctx = (conv_context *)0x1;
+  conv_status st = conv_context_create(&ctx, &o);
+  if (st == CONV_OK) {
+    CHECK(ctx != NULL);
+    conv_context_destroy(ctx);
+  } else {
+    CHECK_MSG(st == CONV_NO_DEVICE, "%s: %s", conv_status_string(st), conv_context_last_error(NULL));
+    CHECK(ctx == NULL);
+    CHECK(strlen(conv_context_last_error(NULL)) > 0);
+  }
+  o.device = -1;
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_context_create(&ctx, &o));
+  CHECK(ctx == NULL);
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_context_create(NULL, &o));
+  conv_context_destroy(NULL);
+  conv_plan_destroy(NULL);
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_plan_create(NULL, NULL, NULL));
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_plan_execute(NULL, NULL, NULL, NULL, NULL, NULL));
+  unlink(cache);
+  return TEST_PASS;
+}
+
+static const test_case tests[] = {
+    {"status_strings", status_strings},   {"validate_each_failure", validate_each_failure},
+    {"output_dims", output_dims},         {"problem_key", problem_key},
+    {"parse_spec", parse_spec},           {"config_text", config_text},
+    {"default_cache_path", default_cache_path}, {"no_device_is_clean", no_device_is_clean},
+};
+TEST_MAIN(tests)

@@ -1,0 +1,270 @@
+/* tuner.c -- time and validate every applicable candidate config. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algorithms/kernels.h"
+#include "tuner/tuner.h"
+
+/* Configs asked of one family: all of them, or a few best guesses. */
+#define MAX_CONFIGS_EXHAUSTIVE 512
+#define MAX_CONFIGS_FAST 3
+/* Timing: batches of back-to-back runs lasting about BATCH_MS each, until
+ * MIN_SAMPLES batches and MIN_TOTAL_MS of runs, at most MAX_SAMPLES.  A
+ * candidate already SLOW_FACTOR times slower than the best so far gets
+ * MIN_SAMPLES_SLOW batches: it cannot win and would only burn time. */
+#define BATCH_MS 1.0
+#define MIN_SAMPLES 5
+#define MIN_SAMPLES_SLOW 2
+#define MIN_TOTAL_MS 30.0
+#define MAX_SAMPLES 50
+#define MAX_BATCH_RUNS 200
+#define SLOW_FACTOR 8.0
+
+/* Device tensors and timing objects for one tuning. */
+typedef struct bench {
+  const conv_tune_request *req;
+  conv_shape shape;
+  float *x, *w, *bias, *y, *ref;
+  void *scratch;
+  cudaStream_t stream;
+  cudaEvent_t start, stop;
+} bench;
+
+static conv_status bench_alloc(bench *b, conv_error *err) {
+  conv_status st;
+  const size_t f = sizeof(float);
+  CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->x, (size_t)b->shape.x_elems * f), "cudaMalloc(x)"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->w, (size_t)b->shape.w_elems * f), "cudaMalloc(w)"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->bias, (size_t)b->req->problem->k * f), "cudaMalloc(bias)"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->y, (size_t)b->shape.y_elems * f), "cudaMalloc(y)"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->ref, (size_t)b->shape.y_elems * f), "cudaMalloc(reference)"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaMalloc(&b->scratch, CONV_COMPARE_SCRATCH_BYTES), "cudaMalloc(scratch)"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking), "cudaStreamCreate"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaEventCreate(&b->start), "cudaEventCreate"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaEventCreate(&b->stop), "cudaEventCreate"), done);
+done:
+  return st;
+}
+
+static void bench_free(bench *b) {
+  if (b->stream) cudaStreamSynchronize(b->stream);
+  cudaFree(b->x);
+  cudaFree(b->w);
+  cudaFree(b->bias);
+  cudaFree(b->y);
+  cudaFree(b->ref);
+  cudaFree(b->scratch);
+  if (b->start) cudaEventDestroy(b->start);
+  if (b->stop) cudaEventDestroy(b->stop);
+  if (b->stream) cudaStreamDestroy(b->stream);
+}
+
+/* Fresh random inputs for every tuning (never zeros), and the reference. */
+static conv_status bench_inputs(bench *b, conv_error *err) {
+  uint64_t seed = uv_hrtime();
+  const conv_problem *p = b->req->problem;
+  conv_status st;
+  CONV_TRY(st, conv_check_cuda(err, conv_fill_uniform(b->x, b->shape.x_elems, seed, -1.f, 1.f, b->stream), "fill x"), done);
+  CONV_TRY(st, conv_check_cuda(err, conv_fill_uniform(b->w, b->shape.w_elems, seed + 1, -1.f, 1.f, b->stream), "fill w"), done);
+  CONV_TRY(st, conv_check_cuda(err, conv_fill_uniform(b->bias, p->k, seed + 2, -1.f, 1.f, b->stream), "fill bias"), done);
+  CONV_TRY(st, conv_check_cuda(err, conv_reference_forward(p, b->x, b->w, b->bias, b->ref, b->stream), "reference convolution"), done);
+  st = conv_check_cuda(err, cudaStreamSynchronize(b->stream), "reference convolution");
+done:
+  return st;
+}
+
+static conv_status run_once(bench *b, const conv_algorithm *algo, const conv_prepared *prep,
+                            void *workspace, conv_error *err) {
+  conv_exec exec = {b->req->problem, b->req->env, prep->state, b->x, b->w, b->bias, b->y,
+                    workspace, prep->workspace_bytes};
+  return algo->run(&exec, b->stream, err);
+}
+
+/* Poisons y, runs once, compares with the reference. */
+static conv_status validate(bench *b, const conv_algorithm *algo, const conv_prepared *prep,
+                            void *workspace, conv_trial *trial, conv_error *err) {
+  conv_status st;
+  CONV_TRY(st, conv_check_cuda(err, conv_fill_poison(b->y, b->shape.y_elems, b->stream), "poison y"), done);
+  CONV_TRY(st, run_once(b, algo, prep, workspace, err), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaStreamSynchronize(b->stream), "first run"), done);
+  int64_t nonfinite = 0;
+  CONV_TRY(st, conv_check_cuda(err, conv_relative_l2(b->y, b->ref, b->shape.y_elems, b->scratch, b->stream, &trial->rel_error, &nonfinite), "compare with reference"), done);
+  double bound = conv_error_bound(b->req->problem->math, prep->arith);
+  if (nonfinite > 0)
+    st = conv_error_set(err, CONV_VALIDATION_FAILED, "%lld outputs are NaN/Inf or unwritten",
+                        (long long)nonfinite);
+  else if (!(trial->rel_error <= bound))
+    st = conv_error_set(err, CONV_VALIDATION_FAILED, "relative L2 error %.3g exceeds bound %.1g",
+                        trial->rel_error, bound);
+done:
+  return st;
+}
+
+/* Milliseconds for `runs` back-to-back runs, timed with events. */
+static conv_status time_batch(bench *b, const conv_algorithm *algo, const conv_prepared *prep,
+                              void *workspace, int runs, double *ms, conv_error *err) {
+  conv_status st;
+  CONV_TRY(st, conv_check_cuda(err, cudaEventRecord(b->start, b->stream), "cudaEventRecord"), done);
+  for (int i = 0; i < runs; i++) CONV_TRY(st, run_once(b, algo, prep, workspace, err), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaEventRecord(b->stop, b->stream), "cudaEventRecord"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaEventSynchronize(b->stop), "timed runs"), done);
+  float elapsed = 0;
+  CONV_TRY(st, conv_check_cuda(err, cudaEventElapsedTime(&elapsed, b->start, b->stop), "cudaEventElapsedTime"), done);
+  *ms = elapsed;
+done:
+  return st;
+}
+
+static int compare_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Median time of one run after a warm-up (which also sizes the batches). */
+static conv_status measure(bench *b, const conv_algorithm *algo, const conv_prepared *prep,
+                           void *workspace, double best_ms, double *median_ms, conv_error *err) {
+  double warm = 0, samples[MAX_SAMPLES], total = 0;
+  conv_status st = time_batch(b, algo, prep, workspace, 1, &warm, err);
+  if (st != CONV_OK) return st;
+  int runs = warm > 0 ? (int)(BATCH_MS / warm) : MAX_BATCH_RUNS;
+  runs = runs < 1 ? 1 : runs > MAX_BATCH_RUNS ? MAX_BATCH_RUNS : runs;
+  bool hopeless = best_ms > 0 && warm > SLOW_FACTOR * best_ms;
+  int min_samples = hopeless ? MIN_SAMPLES_SLOW : MIN_SAMPLES, n = 0;
+  while (n < MAX_SAMPLES && (n < min_samples || (!hopeless && total < MIN_TOTAL_MS))) {
+    double ms;
+    if ((st = time_batch(b, algo, prep, workspace, runs, &ms, err)) != CONV_OK) return st;
+    samples[n++] = ms / runs;
+    total += ms;
+  }
+  qsort(samples, (size_t)n, sizeof samples[0], compare_double);
+  *median_ms = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  return CONV_OK;
+}
+
+/* One config from prepare to timing; failures are the trial's result. */
+static void run_trial(bench *b, const conv_algorithm *algo, const conv_config *config,
+                      double best_ms, conv_trial *trial) {
+  conv_error err = {CONV_OK, ""};
+  conv_prepared prep = {0};
+  void *workspace = NULL;
+  conv_status st = algo->prepare(b->req->problem, b->req->env, config, &prep, &err);
+  if (st == CONV_OK) {
+    trial->workspace_bytes = prep.workspace_bytes;
+    if (prep.workspace_bytes > b->req->workspace_limit)
+      st = conv_error_set(&err, CONV_WORKSPACE_LIMIT, "needs %zu bytes of workspace, limit %zu",
+                          prep.workspace_bytes, b->req->workspace_limit);
+  }
+  if (st == CONV_OK && prep.workspace_bytes > 0)
+    st = conv_check_cuda(&err, cudaMalloc(&workspace, prep.workspace_bytes), "cudaMalloc(workspace)");
+  if (st == CONV_OK) st = validate(b, algo, &prep, workspace, trial, &err);
+  if (st == CONV_OK) st = measure(b, algo, &prep, workspace, best_ms, &trial->time_ms, &err);
+  if (st != CONV_OK) {
+    /* A failed launch may leave an error behind for the next candidate. */
+    cudaStreamSynchronize(b->stream);
+    cudaGetLastError();
+    trial->time_ms = -1;
+    snprintf(trial->reason, sizeof trial->reason, "%s", err.message);
+  }
+  trial->status = st;
+  cudaFree(workspace);
+  algo->release(prep.state);
+}
+
+static void trial_init(conv_trial *trial, const conv_algorithm *algo, const conv_config *config) {
+  memset(trial, 0, sizeof *trial);
+  trial->algorithm_id = algo->id;
+  snprintf(trial->algorithm, sizeof trial->algorithm, "%s", algo->name);
+  trial->config = *config;
+  algo->describe(config, trial->config_text, sizeof trial->config_text);
+  trial->heuristic_pick = (config->flags & CONV_CONFIG_HEURISTIC_PICK) != 0;
+  trial->time_ms = -1;
+  trial->rel_error = -1;
+}
+
+static void report(const conv_tune_request *req, const conv_trial *t) {
+  if (!req->verbose) return;
+  if (t->status == CONV_OK)
+    fprintf(stderr, "  %-12s %-40s %10.4f ms  err %.2g%s\n", t->algorithm, t->config_text,
+            t->time_ms, t->rel_error, t->heuristic_pick ? "  (heuristic pick)" : "");
+  else
+    fprintf(stderr, "  %-12s %-40s %s\n", t->algorithm, t->config_text, t->reason);
+}
+
+/* Tracks the best valid trial and the first failure, for the final message. */
+typedef struct tally {
+  conv_choice best;
+  bool have_best;
+  int tried, failed;
+  char first_failure[300];
+} tally;
+
+static conv_status tune_family(bench *b, const conv_algorithm *algo, tally *t, conv_error *err) {
+  const conv_tune_request *req = b->req;
+  int max = req->policy == CONV_POLICY_FAST ? MAX_CONFIGS_FAST : MAX_CONFIGS_EXHAUSTIVE;
+  conv_config *configs = calloc((size_t)max, sizeof *configs);
+  if (configs == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "config list");
+  int count = 0;
+  conv_error cerr = {CONV_OK, ""};
+  conv_status st = algo->configs(req->problem, req->env, configs, max, &count, &cerr);
+  if (st != CONV_OK) { /* the family is recorded as failed, the others go on */
+    conv_trial trial;
+    trial_init(&trial, algo, &(conv_config){0});
+    trial.status = st;
+    snprintf(trial.reason, sizeof trial.reason, "enumerating configs: %s", cerr.message);
+    report(req, &trial);
+    count = 0;
+    st = conv_cache_add_trial(req->cache, req->key, &trial, err);
+  }
+  for (int i = 0; i < count && st == CONV_OK; i++) {
+    if (atomic_load(req->interrupt)) {
+      st = conv_error_set(err, CONV_INTERRUPTED, "tuning interrupted; measured trials are kept");
+      break;
+    }
+    conv_trial trial;
+    trial_init(&trial, algo, &configs[i]);
+    run_trial(b, algo, &configs[i], t->have_best ? t->best.time_ms : 0, &trial);
+    report(req, &trial);
+    t->tried++;
+    if (trial.status == CONV_OK && (!t->have_best || trial.time_ms < t->best.time_ms)) {
+      t->best = (conv_choice){algo->id, configs[i], trial.time_ms};
+      t->have_best = true;
+    } else if (trial.status != CONV_OK && t->failed++ == 0) {
+      snprintf(t->first_failure, sizeof t->first_failure, "%s %s: %s", trial.algorithm,
+               trial.config_text, trial.reason);
+    }
+    st = conv_cache_add_trial(req->cache, req->key, &trial, err);
+  }
+  free(configs);
+  return st;
+}
+
+static conv_status tune_all(bench *b, tally *t, conv_error *err) {
+  int count;
+  const conv_algorithm *const *algos = conv_registry(&count);
+  conv_status st = conv_cache_begin_tuning(b->req->cache, b->req->key, err);
+  for (int i = 0; i < count && st == CONV_OK; i++)
+    if (algos[i]->applicable(b->req->problem, b->req->env)) st = tune_family(b, algos[i], t, err);
+  return st;
+}
+
+conv_status conv_tune(const conv_tune_request *req, conv_choice *winner, conv_error *err) {
+  bench b = {.req = req};
+  tally t = {.tried = 0};
+  conv_status st = conv_problem_shape(req->problem, &b.shape);
+  if (st != CONV_OK) return conv_error_set(err, st, "invalid problem");
+  if (req->verbose) fprintf(stderr, "tuning %s\n", req->key->problem);
+  CONV_TRY(st, bench_alloc(&b, err), done);
+  CONV_TRY(st, bench_inputs(&b, err), done);
+  CONV_TRY(st, tune_all(&b, &t, err), done);
+  if (!t.have_best) {
+    st = conv_error_set(err, CONV_NO_CANDIDATE, "%d configs tried, none valid; first failure: %s",
+                        t.tried, t.tried ? t.first_failure : "(no applicable candidate)");
+    goto done;
+  }
+  CONV_TRY(st, conv_cache_set_winner(req->cache, req->key, t.best.algorithm_id, &t.best.config, err), done);
+  *winner = t.best;
+done:
+  bench_free(&b);
+  return st;
+}

@@ -1,0 +1,43 @@
+/*
+ * tuner.h -- times and validates every applicable candidate for a problem.
+ *
+ * For each config: prepare, check its workspace against the limit, poison
+ * the output, run once and compare with the reference (relative L2 under the
+ * math mode's bound, no non-finite values), then warm up and time with CUDA
+ * events: the median of adaptively many runs.  Every trial, failed or not, is
+ * written to the cache as it completes; the fastest valid one is the winner.
+ */
+#ifndef CONVTUNE_TUNER_H
+#define CONVTUNE_TUNER_H
+
+#include <stdatomic.h>
+
+#include "cache/cache.h"
+#include "runtime/internal.h"
+
+/* What tuning chose. */
+typedef struct conv_choice {
+  uint32_t algorithm_id;
+  conv_config config;
+  double time_ms;
+} conv_choice;
+
+typedef struct conv_tune_request {
+  const conv_problem *problem;
+  conv_env *env;
+  conv_cache *cache;          /* every trial is stored here                     */
+  const conv_cache_key *key;
+  conv_policy policy;         /* EXHAUSTIVE or FAST                             */
+  size_t workspace_limit;     /* bytes                                          */
+  int verbose;                /* progress lines on stderr                       */
+  atomic_int *interrupt;      /* nonzero: stop after the current candidate      */
+} conv_tune_request;
+
+/* Returns CONV_OK with the winner, CONV_NO_CANDIDATE when nothing valid ran
+ * (the reasons are in the cache and in err), CONV_INTERRUPTED, or the status
+ * of a failure that prevents tuning at all (out of memory for the test
+ * tensors, a CUDA error in the reference, a cache write error). */
+conv_status conv_tune(const conv_tune_request *request, conv_choice *winner /* OUT */,
+                      conv_error *err);
+
+#endif /* CONVTUNE_TUNER_H */
