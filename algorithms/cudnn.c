@@ -518,16 +518,11 @@ static void make_variants(int64_t index, engine_probe *probe) {
 static int emit_configs(int64_t engines, engine_probe *probes, const conv_config *heur,
                         int heur_count, conv_config *out, int max) {
   int n = 0;
-  bool picked = false;
   for (int i = 0; i < heur_count; i++) {
     int64_t e = heur[i].values[0];
     if (e < 0 || e >= engines || !probes[e].usable) continue;
     if (probes[e].heuristic == NULL) probes[e].heuristic = &heur[i];
-    /* The first admissible one is what cuDNN gives an untuned caller. */
-    if (config_append(out, max, &n, &heur[i]) && !picked) {
-      out[n - 1].flags |= CONV_CONFIG_HEURISTIC_PICK;
-      picked = true;
-    }
+    if (config_append(out, max, &n, &heur[i])) out[n - 1].flags |= CONV_CONFIG_HEURISTIC_RANKED;
   }
   for (int64_t e = 0; e < engines; e++) {
     if (!probes[e].usable) continue;

@@ -581,7 +581,7 @@ static conv_status decode_trial(const conv_cache *c, sqlite3_stmt *st, conv_tria
   copy_column_text(t->config_text, sizeof t->config_text, st, COL_CONFIG_TEXT);
   copy_column_text(t->reason, sizeof t->reason, st, COL_REASON);
   t->heuristic_pick = sqlite3_column_int64(st, COL_HEURISTIC) != 0;
-  t->config.flags = t->heuristic_pick ? CONV_CONFIG_HEURISTIC_PICK : 0u;
+  t->config.flags = t->heuristic_pick ? CONV_CONFIG_HEURISTIC_RANKED : 0u;
   t->winner = sqlite3_column_int64(st, COL_WINNER) != 0;
   return CONV_OK;
 }

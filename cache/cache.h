@@ -42,7 +42,7 @@ typedef struct conv_trial {
   double time_ms;        /* median; < 0 when not timed           */
   double rel_error;      /* vs reference; < 0 when not validated */
   size_t workspace_bytes;
-  bool heuristic_pick;   /* CONV_CONFIG_HEURISTIC_PICK was set   */
+  bool heuristic_pick;   /* what an untuned caller gets (tuner)  */
   bool winner;
 } conv_trial;
 

@@ -30,7 +30,8 @@
  * Tensors (this version): fp32, NCHW input x[n][c][h][w], filter
  * w[k][c/groups][r][s], bias b[k], output y[n][k][p][q] where p, q come from
  * conv_problem_output_dims().  All pointers passed to conv_plan_execute are
- * device pointers.  This is cross-correlation (no filter flip), as in cuDNN
+ * device pointers aligned to CONV_POINTER_ALIGNMENT bytes (cudaMalloc gives
+ * 256), which lets the vectorised cuDNN and cuBLAS kernels run.  This is cross-correlation (no filter flip), as in cuDNN
  * and PyTorch.
  */
 #ifndef CONVTUNE_H
@@ -42,6 +43,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Alignment, in bytes, that conv_plan_execute requires of every tensor. */
+#define CONV_POINTER_ALIGNMENT 16
 
 /* ---------------------------------------------------------------- status */
 
@@ -55,7 +59,7 @@ extern "C" {
   X(BAD_GROUPS, "groups must be positive and divide both C and K")             \
   X(BAD_PADDING, "padding is negative")                                        \
   X(BAD_STRIDE, "stride or dilation is not positive")                          \
-  X(UNSUPPORTED, "dtype, layout, direction or epilogue not supported yet")     \
+  X(UNSUPPORTED, "not supported (dtype, layout, direction, epilogue or config)") \
   X(NO_DEVICE, "no usable CUDA device")                                        \
   X(CUDA_ERROR, "CUDA runtime error")                                          \
   X(CUDNN_ERROR, "cuDNN error")                                                \
@@ -228,7 +232,8 @@ conv_status conv_plan_create(conv_context *context, const conv_problem *problem,
 
 /* Runs the convolution asynchronously on `stream` (0 = the legacy default
  * stream): y = epilogue(conv(x, w) [+ bias]).  `bias` is required for the
- * bias epilogues and ignored otherwise.  Errors are reported for launch
+ * bias epilogues and ignored otherwise.  Pointers must be aligned to
+ * CONV_POINTER_ALIGNMENT (else CONV_INVALID_ARGUMENT).  Errors are reported for launch
  * failures only; device-side faults surface at the caller's next
  * synchronisation.  One plan must not be executed from two threads at once
  * (it owns one workspace); use one plan per thread or stream. */

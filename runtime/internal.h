@@ -93,9 +93,12 @@ typedef struct conv_config {
   uint32_t flags; /* CONV_CONFIG_*; not part of the config's identity */
 } conv_config;
 
-/* The library's own default pick for this problem (cuDNN's heuristic #1):
- * the tuner reports its time as "what you get without tuning". */
-#define CONV_CONFIG_HEURISTIC_PICK 1u
+/* The config is in the library's own ranked list (cuDNN's heuristic), and
+ * configs() returns that list first, in its order.  The first ranked config
+ * that runs within the limits is what an untuned caller gets: the tuner
+ * marks that trial as the heuristic pick and reports its time as "cuDNN's
+ * default". */
+#define CONV_CONFIG_HEURISTIC_RANKED 1u
 
 bool conv_config_equal(const conv_config *a, const conv_config *b);
 /* "v0,v1,..." ("" for count 0).  Returns CONV_INVALID_ARGUMENT if it does not fit. */

@@ -1,4 +1,5 @@
 /* plan.c -- plan creation (memory, cache, or tuning) and execution. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,15 @@ conv_status conv_plan_execute(conv_plan *plan, void *stream, const void *x, cons
     conv_error_set(&err, CONV_INVALID_ARGUMENT, "execute: %s is NULL",
                    x == NULL ? "x" : w == NULL ? "w" : y == NULL ? "y" : "bias (the epilogue adds it)");
     return execute_error(plan, &err);
+  }
+  const void *ptrs[] = {x, w, y, needs_bias ? bias : NULL};
+  const char *names[] = {"x", "w", "y", "bias"};
+  for (int i = 0; i < 4; i++) {
+    if ((uintptr_t)ptrs[i] % CONV_POINTER_ALIGNMENT != 0) {
+      conv_error_set(&err, CONV_INVALID_ARGUMENT, "execute: %s is not %d-byte aligned", names[i],
+                     CONV_POINTER_ALIGNMENT);
+      return execute_error(plan, &err);
+    }
   }
   int current = -1;
   if (cudaGetDevice(&current) != cudaSuccess || current != plan->ctx->env.device.ordinal) {

@@ -158,7 +158,7 @@ static conv_trial make_trial(int i) {
   t.config.values[2] = (int64_t)i << 33;
   snprintf(t.config_text, sizeof t.config_text, "engine=%d knobs=%d", i, -i);
   t.heuristic_pick = i == 0;
-  t.config.flags = t.heuristic_pick ? CONV_CONFIG_HEURISTIC_PICK : 0u;
+  t.config.flags = t.heuristic_pick ? CONV_CONFIG_HEURISTIC_RANKED : 0u;
   if (i % 5 == 4) {
     t.status = CONV_UNSUPPORTED;
     snprintf(t.reason, sizeof t.reason, "config %d does not fit", i);
@@ -431,7 +431,7 @@ static int roundtrip_in(const char *path) {
   best.config.values[0] = 12;
   best.config.values[1] = -3;
   best.config.values[2] = (int64_t)1 << 40;
-  best.config.flags = CONV_CONFIG_HEURISTIC_PICK;
+  best.config.flags = CONV_CONFIG_HEURISTIC_RANKED;
   snprintf(best.config_text, sizeof best.config_text, "batch=32 gemm_algo=0");
   best.status = CONV_OK;
   best.time_ms = 1.25;

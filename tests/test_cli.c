@@ -276,7 +276,7 @@ static int fill_cache(const char *path, char *key, size_t key_size) {
   conv_trial best = make_trial(12, "engine=12 knobs=3", CONV_OK, 0.25, 1e-7);
   conv_trial pick = make_trial(1, "engine=1 knobs=3", CONV_OK, 0.5, 2e-7);
   pick.heuristic_pick = true;
-  pick.config.flags = CONV_CONFIG_HEURISTIC_PICK;
+  pick.config.flags = CONV_CONFIG_HEURISTIC_RANKED;
   conv_trial wrong = make_trial(7, "engine=7 knobs=3", CONV_VALIDATION_FAILED, 0.125, 2e-2);
   snprintf(wrong.reason, sizeof wrong.reason, "relative error 2.0e-02 above bound 1.0e-05");
   conv_trial other = make_trial(5, "engine=5 knobs=3", CONV_OK, 0.75, 1e-7);

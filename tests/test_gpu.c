@@ -6,6 +6,7 @@
  * fixed with CONVTUNE_TEST_SEED to replay a failure.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,25 +163,34 @@ static int poison(const dev_case *d, const host_case *hc, cudaStream_t stream) {
   return TEST_PASS;
 }
 
-/* Copies y back and compares with the CPU reference: every element written
- * and finite, relative L2 error within bound. */
-static int check_output(const dev_case *d, const host_case *hc, cudaStream_t stream, double bound,
-                        const char *what) {
+/* Copies y back and measures it against the CPU reference: the relative L2
+ * error and the number of non-finite (or unwritten) elements. */
+static int measure_output(const dev_case *d, const host_case *hc, cudaStream_t stream, double *rel,
+                          int64_t *bad) {
   size_t bytes = (size_t)hc->sh.y_elems * sizeof(float);
   float *y = malloc(bytes);
   CHECK(y != NULL);
   CUDA_OK(cudaMemcpyAsync(y, d->y, bytes, cudaMemcpyDeviceToHost, stream));
   CUDA_OK(cudaStreamSynchronize(stream));
   double num = 0, den = 0;
-  int64_t bad = 0;
+  *bad = 0;
   for (int64_t i = 0; i < hc->sh.y_elems; i++) {
-    if (!isfinite(y[i])) bad++;
+    if (!isfinite(y[i])) (*bad)++;
     double diff = (double)y[i] - hc->ref[i];
     num += diff * diff;
     den += (double)hc->ref[i] * hc->ref[i];
   }
   free(y);
-  double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+  *rel = den > 0 ? sqrt(num / den) : sqrt(num);
+  return TEST_PASS;
+}
+
+/* Every element written and finite, relative L2 error within bound. */
+static int check_output(const dev_case *d, const host_case *hc, cudaStream_t stream, double bound,
+                        const char *what) {
+  double rel;
+  int64_t bad;
+  if (measure_output(d, hc, stream, &rel, &bad) != TEST_PASS) return TEST_FAIL;
   CHECK_MSG(bad == 0 && rel <= bound, "%s: %lld non-finite outputs, relative L2 error %.3g (bound %.1g)",
             what, (long long)bad, rel, bound);
   return TEST_PASS;
@@ -257,19 +267,53 @@ static int reference_matches_cpu(void) {
 
 /* Counts per family, printed as the test's summary. */
 typedef struct family_count {
-  int ran, unsupported;
+  int ran, unsupported, wrong_caught;
 } family_count;
 
+/* Runs one prepared config on poisoned output and judges it twice: against
+ * the CPU reference, and the way the tuner does (device reference kernel,
+ * device comparison).  The two verdicts must agree, so a wrong config can
+ * never win a tuning.  Our own families must also be right; a cuDNN engine
+ * that is wrong for a shape (cuDNN bugs exist) only has to be caught. */
+static int judge_config(conv_env *env, const conv_algorithm *algo, const conv_prepared *prep,
+                        const host_case *hc, const dev_case *d, const float *dev_ref, void *scratch,
+                        const char *what, family_count *count) {
+  void *ws = NULL;
+  conv_error err = {CONV_OK, ""};
+  if (prep->workspace_bytes) CUDA_OK(cudaMalloc(&ws, prep->workspace_bytes));
+  if (poison(d, hc, 0) != TEST_PASS) return TEST_FAIL;
+  conv_exec ex = {&hc->p, env, prep->state, d->x, d->w, d->bias, d->y, ws, prep->workspace_bytes};
+  conv_status st = algo->run(&ex, 0, &err);
+  CHECK_MSG(st == CONV_OK, "%s: run: %s", what, err.message);
+  double bound = conv_error_bound(hc->p.math, prep->arith), host_rel, dev_rel;
+  int64_t host_bad, dev_bad;
+  if (measure_output(d, hc, 0, &host_rel, &host_bad) != TEST_PASS) return TEST_FAIL;
+  CUDA_OK(conv_relative_l2(d->y, dev_ref, hc->sh.y_elems, scratch, 0, &dev_rel, &dev_bad));
+  bool host_ok = host_bad == 0 && host_rel <= bound, dev_ok = dev_bad == 0 && dev_rel <= bound;
+  CHECK_MSG(host_ok == dev_ok, "%s: CPU check says %s (rel %.3g), tuner's check says %s (rel %.3g)",
+            what, host_ok ? "right" : "wrong", host_rel, dev_ok ? "right" : "wrong", dev_rel);
+  if (!host_ok) {
+    CHECK_MSG(algo->id == CONV_ALGO_CUDNN, "%s: relative L2 error %.3g, %lld non-finite (bound %.1g)",
+              what, host_rel, (long long)host_bad, bound);
+    printf("caught a wrong result: %s: relative L2 error %.3g\n", what, host_rel);
+    count->wrong_caught++;
+  } else {
+    count->ran++;
+  }
+  cudaFree(ws);
+  return TEST_PASS;
+}
+
 static int run_every_config(conv_env *env, const conv_algorithm *algo, const host_case *hc,
-                            const dev_case *d, family_count *count) {
+                            const dev_case *d, const float *dev_ref, void *scratch,
+                            family_count *count) {
   enum { MAX = 512 };
   static conv_config configs[MAX];
-  int n = 0;
+  int n = 0, ran_before = count->ran;
   conv_error err = {CONV_OK, ""};
   char name[CONV_PROBLEM_KEY_MAX], what[CONV_PROBLEM_KEY_MAX + 200];
   describe_problem(&hc->p, name, sizeof name);
   CHECK_MSG(algo->configs(&hc->p, env, configs, MAX, &n, &err) == CONV_OK, "%s configs: %s", algo->name, err.message);
-  int ran = 0;
   for (int i = 0; i < n; i++) {
     conv_prepared prep = {0};
     conv_status st = algo->prepare(&hc->p, env, &configs[i], &prep, &err);
@@ -281,19 +325,11 @@ static int run_every_config(conv_env *env, const conv_algorithm *algo, const hos
     algo->describe(&configs[i], cfg, sizeof cfg);
     snprintf(what, sizeof what, "%s %s on %s", algo->name, cfg, name);
     CHECK_MSG(st == CONV_OK, "%s: prepare: %s", what, err.message);
-    void *ws = NULL;
-    if (prep.workspace_bytes) CUDA_OK(cudaMalloc(&ws, prep.workspace_bytes));
-    if (poison(d, hc, 0) != TEST_PASS) return TEST_FAIL;
-    conv_exec ex = {&hc->p, env, prep.state, d->x, d->w, d->bias, d->y, ws, prep.workspace_bytes};
-    st = algo->run(&ex, 0, &err);
-    CHECK_MSG(st == CONV_OK, "%s: run: %s", what, err.message);
-    if (check_output(d, hc, 0, conv_error_bound(hc->p.math, prep.arith), what) != TEST_PASS) return TEST_FAIL;
-    cudaFree(ws);
+    int rc = judge_config(env, algo, &prep, hc, d, dev_ref, scratch, what, count);
     algo->release(prep.state);
-    ran++;
+    if (rc != TEST_PASS) return rc;
   }
-  CHECK_MSG(ran > 0, "%s: none of %d configs runs on %s", algo->name, n, name);
-  count->ran += ran;
+  CHECK_MSG(count->ran > ran_before, "%s: none of %d configs is right on %s", algo->name, n, name);
   return TEST_PASS;
 }
 
@@ -319,25 +355,34 @@ static int every_candidate_matches_reference(void) {
   if (open_env(&env) != TEST_PASS) return TEST_FAIL;
   int count;
   const conv_algorithm *const *algos = conv_registry(&count);
-  family_count counts[8] = {{0, 0}};
+  family_count counts[8] = {{0, 0, 0}};
   CHECK(count <= 8);
+  void *scratch;
+  CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
   for (int i = 0; i < 16; i++) {
     conv_problem p = random_problem(i % 2 ? CONV_MATH_TF32 : CONV_MATH_STRICT);
     host_case hc;
     dev_case d;
     if (host_case_make(&hc, &p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
+    float *dev_ref;
+    CUDA_OK(cudaMalloc((void **)&dev_ref, (size_t)hc.sh.y_elems * sizeof(float)));
+    CUDA_OK(conv_reference_forward(&p, d.x, d.w, d.bias, dev_ref, 0));
     for (int a = 0; a < count; a++) {
       if (!algos[a]->applicable(&p, &env)) continue;
-      if (run_every_config(&env, algos[a], &hc, &d, &counts[a]) != TEST_PASS) return TEST_FAIL;
+      if (run_every_config(&env, algos[a], &hc, &d, dev_ref, scratch, &counts[a]) != TEST_PASS)
+        return TEST_FAIL;
     }
+    cudaFree(dev_ref);
     dev_case_free(&d);
     host_case_free(&hc);
   }
   for (int a = 0; a < count; a++) {
-    printf("%s: %d configs matched the CPU reference, %d not supported for their shape\n",
-           algos[a]->name, counts[a].ran, counts[a].unsupported);
+    printf("%s: %d configs matched the CPU reference, %d wrong and caught by validation, "
+           "%d not supported for their shape\n",
+           algos[a]->name, counts[a].ran, counts[a].wrong_caught, counts[a].unsupported);
     CHECK(counts[a].ran > 0);
   }
+  cudaFree(scratch);
   close_env(&env);
   return TEST_PASS;
 }
@@ -518,6 +563,8 @@ static int execute_rejects_bad_arguments(void) {
   CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_plan_execute(plan, 0, d.x, d.w, d.bias, NULL));
   CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_plan_execute(plan, 0, d.x, d.w, NULL, d.y));
   CHECK(strstr(conv_context_last_error(ctx), "bias") != NULL);
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_plan_execute(plan, 0, d.x + 1, d.w, d.bias, d.y));
+  CHECK(strstr(conv_context_last_error(ctx), "aligned") != NULL);
   /* Rejected calls wrote nothing: y is still all poison. */
   uint32_t first = 0;
   CUDA_OK(cudaMemcpy(&first, d.y, sizeof first, cudaMemcpyDeviceToHost));

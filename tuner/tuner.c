@@ -177,7 +177,6 @@ static void trial_init(conv_trial *trial, const conv_algorithm *algo, const conv
   snprintf(trial->algorithm, sizeof trial->algorithm, "%s", algo->name);
   trial->config = *config;
   algo->describe(config, trial->config_text, sizeof trial->config_text);
-  trial->heuristic_pick = (config->flags & CONV_CONFIG_HEURISTIC_PICK) != 0;
   trial->time_ms = -1;
   trial->rel_error = -1;
 }
@@ -205,6 +204,7 @@ static conv_status tune_family(bench *b, const conv_algorithm *algo, tally *t, c
   conv_config *configs = calloc((size_t)max, sizeof *configs);
   if (configs == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "config list");
   int count = 0;
+  bool pick_taken = false;
   conv_error cerr = {CONV_OK, ""};
   conv_status st = algo->configs(req->problem, req->env, configs, max, &count, &cerr);
   if (st != CONV_OK) { /* the family is recorded as failed, the others go on */
@@ -224,6 +224,8 @@ static conv_status tune_family(bench *b, const conv_algorithm *algo, tally *t, c
     conv_trial trial;
     trial_init(&trial, algo, &configs[i]);
     run_trial(b, algo, &configs[i], t->have_best ? t->best.time_ms : 0, &trial);
+    if (!pick_taken && trial.status == CONV_OK && (configs[i].flags & CONV_CONFIG_HEURISTIC_RANKED))
+      pick_taken = trial.heuristic_pick = true;
     report(req, &trial);
     t->tried++;
     if (trial.status == CONV_OK && (!t->have_best || trial.time_ms < t->best.time_ms)) {
@@ -253,6 +255,7 @@ conv_status conv_tune(const conv_tune_request *req, conv_choice *winner, conv_er
   tally t = {.tried = 0};
   conv_status st = conv_problem_shape(req->problem, &b.shape);
   if (st != CONV_OK) return conv_error_set(err, st, "invalid problem");
+  uint64_t started = uv_hrtime();
   if (req->verbose) fprintf(stderr, "tuning %s\n", req->key->problem);
   CONV_TRY(st, bench_alloc(&b, err), done);
   CONV_TRY(st, bench_inputs(&b, err), done);
@@ -265,6 +268,9 @@ conv_status conv_tune(const conv_tune_request *req, conv_choice *winner, conv_er
   CONV_TRY(st, conv_cache_set_winner(req->cache, req->key, t.best.algorithm_id, &t.best.config, err), done);
   *winner = t.best;
 done:
+  if (req->verbose)
+    fprintf(stderr, "tuned in %.2f s: %d configs, %d failed\n", (uv_hrtime() - started) * 1e-9,
+            t.tried, t.failed);
   bench_free(&b);
   return st;
 }
