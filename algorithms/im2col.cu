@@ -2,6 +2,7 @@
  * im2col.cu -- see im2col.h.
  */
 #include "algorithms/im2col.h"
+#include "runtime/internal.h"
 
 namespace {
 
@@ -57,8 +58,10 @@ static im2col_params im2col_params_make(const conv_problem *pb, int64_t n0, int6
   prm.cg = pb->c / pb->groups;
   prm.r = pb->r;
   prm.s = pb->s;
-  prm.p = (pb->h + 2 * pb->pad_h - pb->dil_h * (pb->r - 1) - 1) / pb->stride_h + 1;
-  prm.q = (pb->w + 2 * pb->pad_w - pb->dil_w * (pb->s - 1) - 1) / pb->stride_w + 1;
+  conv_shape shape = {0, 0, 0, 0, 0, 0, 0}; /* stays empty (no work) for an invalid problem */
+  conv_problem_shape(pb, &shape);
+  prm.p = shape.p;
+  prm.q = shape.q;
   prm.pad_h = pb->pad_h;
   prm.pad_w = pb->pad_w;
   prm.stride_h = pb->stride_h;

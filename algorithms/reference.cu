@@ -4,6 +4,7 @@
  * thread per output element, the textbook triple loop, double accumulation.
  */
 #include "algorithms/kernels.h"
+#include "runtime/internal.h"
 
 namespace {
 
@@ -66,8 +67,10 @@ static reference_params reference_params_make(const conv_problem *pb) {
   prm.k = pb->k;
   prm.r = pb->r;
   prm.s = pb->s;
-  prm.p = (pb->h + 2 * pb->pad_h - pb->dil_h * (pb->r - 1) - 1) / pb->stride_h + 1;
-  prm.q = (pb->w + 2 * pb->pad_w - pb->dil_w * (pb->s - 1) - 1) / pb->stride_w + 1;
+  conv_shape shape = {0, 0, 0, 0, 0, 0, 0}; /* stays empty (no work) for an invalid problem */
+  conv_problem_shape(pb, &shape);
+  prm.p = shape.p;
+  prm.q = shape.q;
   prm.pad_h = pb->pad_h;
   prm.pad_w = pb->pad_w;
   prm.stride_h = pb->stride_h;
