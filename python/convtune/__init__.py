@@ -1,0 +1,609 @@
+"""convtune: autotuned 2-D convolutions on PyTorch CUDA tensors.
+
+A thin ctypes binding of libconvtune.so (include/convtune.h)::
+
+    import torch, convtune
+
+    y = convtune.conv2d(x, w, b, padding=1, activation="relu")  # relu(F.conv2d(x, w, b, padding=1))
+
+    with convtune.Context(cache="plans.db", policy="fast") as ctx:
+        plan = ctx.plan(x.shape, w.shape, padding=1)   # tuned once, then from memory or the cache
+        y = plan(x, w)                                  # on torch's current stream
+        print(plan.info)
+
+Forward only: float32, contiguous NCHW tensors on one CUDA device, each
+data pointer 16-byte aligned; no autograd.  The library is
+$CONVTUNE_LIB, else build/libconvtune.so or build-gpu/libconvtune.so of
+this repository.
+"""
+import atexit
+import contextlib
+import ctypes
+import operator
+import os
+import threading
+import weakref
+
+from . import _lib
+
+__all__ = ["ConvtuneError", "Context", "Plan", "conv2d", "library_versions"]
+
+_torch_mod = None
+
+
+def _torch():
+    """torch, imported on first need so that the module imports without it."""
+    global _torch_mod
+    if _torch_mod is None:
+        try:
+            import torch
+        except ImportError as e:
+            raise ImportError("convtune works on PyTorch tensors: install torch") from e
+        _torch_mod = torch
+    return _torch_mod
+
+
+def _torch_or_none():
+    try:
+        return _torch()
+    except ImportError:
+        return None
+
+
+class ConvtuneError(RuntimeError):
+    """A failing status from libconvtune.
+
+    .status is the conv_status code, .status_name its name ("BAD_GROUPS"),
+    .message the library's detailed message (conv_context_last_error).
+    """
+
+    def __init__(self, status, message=""):
+        self.status = int(status)
+        self.status_name = _lib.status_name(self.status)
+        self.message = message
+        text = _lib.status_text(self.status)
+        head = "%s (%s)" % (self.status_name, text) if text else self.status_name
+        super().__init__("%s: %s" % (head, message) if message else head)
+
+    def __reduce__(self):  # pickle with the constructor's arguments
+        return (type(self), (self.status, self.message))
+
+
+def library_versions():
+    """The CUDA, driver, cuDNN and cuBLAS versions the library runs with (part of every cache key)."""
+    raw = _lib.load().conv_library_versions()
+    return raw.decode("utf-8", "replace") if raw else ""
+
+
+# ---------------------------------------------------------------- argument helpers
+
+
+def _int(name, value):
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError("%s must be an int, got %r" % (name, value)) from None
+
+
+def _pair(name, value):
+    """An int or a 1- or 2-sequence of ints, as PyTorch's conv2d takes them."""
+    if isinstance(value, str):
+        raise TypeError("%s must be an int or a pair of ints, got %r (string paddings such as "
+                        "'same' are not supported)" % (name, value))
+    if isinstance(value, (tuple, list)):  # torch.Size is a tuple
+        if len(value) == 1:
+            value = (value[0], value[0])
+        if len(value) != 2:
+            raise ValueError("%s must be an int or a pair of ints, got %r" % (name, tuple(value)))
+        return _int(name, value[0]), _int(name, value[1])
+    v = _int(name, value)
+    return v, v
+
+
+def _shape4(name, shape):
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise TypeError("%s must be a sequence of 4 ints, got %r" % (name, shape)) from None
+    if len(dims) != 4:
+        raise ValueError("%s must have 4 dimensions, got %r" % (name, dims))
+    return tuple(_int(name, d) for d in dims)
+
+
+def _groups(groups):
+    g = _int("groups", groups)
+    if g < 1:
+        raise ValueError("groups must be a positive integer, got %d" % g)
+    return g
+
+
+def _channels_error(groups, w_shape, x_shape):
+    return ValueError("Given groups=%d, weight of size %s, expected input%s to have %d channels, "
+                      "but got %d channels instead"
+                      % (groups, list(w_shape), list(x_shape), w_shape[1] * groups, x_shape[1]))
+
+
+def _problem_key(x_shape, w_shape, stride, padding, dilation, groups, bias, activation, math):
+    """The conv_problem's field values, in _lib.PROBLEM_FIELDS order (also the plan dict key)."""
+    n, c, h, w = _shape4("x_shape", x_shape)
+    k, c_per_group, r, s = _shape4("w_shape", w_shape)
+    groups = _groups(groups)
+    # The library sees only c and groups; the filter's second extent must agree.
+    if c_per_group * groups != c:
+        raise _channels_error(groups, (k, c_per_group, r, s), (n, c, h, w))
+    stride_h, stride_w = _pair("stride", stride)
+    pad_h, pad_w = _pair("padding", padding)
+    dil_h, dil_w = _pair("dilation", dilation)
+    if not isinstance(bias, bool):
+        raise TypeError("bias must be True or False here (whether the plan adds a bias); "
+                        "the bias tensor is passed when calling the plan")
+    if activation not in (None, "relu"):
+        raise ValueError("activation must be None or 'relu', got %r" % (activation,))
+    if activation == "relu" and not bias:
+        raise ValueError("activation='relu' needs bias: convtune fuses ReLU only after a bias add "
+                         "(epilogue BIAS_RELU). Pass a bias (zeros give a plain ReLU) or apply "
+                         "torch.relu to the output")
+    if math not in _lib.MATH:
+        raise ValueError("math must be 'strict' or 'tf32', got %r" % (math,))
+    epilogue = (_lib.EPILOGUE_BIAS_RELU if activation == "relu"
+                else _lib.EPILOGUE_BIAS if bias else _lib.EPILOGUE_NONE)
+    return (n, c, h, w, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups,
+            _lib.DTYPE_F32, _lib.LAYOUT_NCHW, _lib.FORWARD, _lib.MATH[math], epilogue)
+
+
+def _device_guard(device):
+    """Makes `device` torch's current device for the block and restores the old one.
+
+    The library calls cudaSetDevice and does not switch back; both CUDA
+    runtimes in the process share the thread's current device, so without
+    this a call on device 1 would move later torch work off device 0.
+    """
+    try:
+        torch = _torch_mod
+        if torch is not None and 0 <= device < torch.cuda.device_count():
+            return torch.cuda.device(device)
+    except Exception:  # torch half torn down at exit, or without CUDA
+        pass
+    return contextlib.nullcontext()
+
+
+# ---------------------------------------------------------------- contexts
+
+_live_contexts = weakref.WeakSet()
+
+
+class Context:
+    """A libconvtune context on one CUDA device: cuDNN/cuBLASLt handles, the plan cache, plans.
+
+    device: a CUDA ordinal, torch.device or "cuda:N"; None is torch's current device.
+    cache: SQLite cache file; None follows the library's rules ($CONVTUNE_CACHE,
+    $XDG_CACHE_HOME/convtune/cache.db, ~/.cache/convtune/cache.db); ":memory:" keeps nothing.
+    policy: "exhaustive" (time every config), "fast" (a few best guesses) or
+    "cache_only" (never tune: a miss raises ConvtuneError CACHE_MISS).
+    workspace_limit: bytes of scratch a candidate may use; 0 is a quarter of the free memory.
+    verbose: progress lines on stderr while tuning.
+    """
+
+    def __init__(self, device=None, cache=None, policy="exhaustive", workspace_limit=0, verbose=False):
+        self._handle = None  # first, so that close() and __del__ work if __init__ fails
+        self._plans = {}
+        self._lock = threading.RLock()
+        if policy not in _lib.POLICIES:
+            raise ValueError("policy must be one of %s, got %r" % (", ".join(map(repr, _lib.POLICIES)), policy))
+        workspace_limit = _int("workspace_limit", workspace_limit)
+        if workspace_limit < 0:
+            raise ValueError("workspace_limit must not be negative, got %d" % workspace_limit)
+        lib = _lib.load()
+        self.device = _device_index(device)
+        self.cache = None if cache is None else os.fsdecode(os.fspath(cache))
+        self.policy = policy
+        self.workspace_limit = workspace_limit
+        self.verbose = bool(verbose)
+
+        options = _lib.ContextOptions()
+        lib.conv_context_options_init(ctypes.byref(options))
+        options.device = self.device
+        # The library copies the path during create; the bytes only need to live until then.
+        options.cache_path = None if cache is None else os.fsencode(self.cache)
+        options.policy = _lib.POLICIES[policy]
+        options.workspace_limit = workspace_limit
+        options.verbose = int(self.verbose)
+        handle = _lib.ContextPtr()
+        with _device_guard(self.device):
+            status = lib.conv_context_create(ctypes.byref(handle), ctypes.byref(options))
+        if status != _lib.OK:
+            # Thread-local message of the failed create, read in the same thread.
+            message = "cannot create a context on CUDA device %d: %s" % (self.device, _lib.last_error(lib, None))
+            if status == _lib.STATUS_NAMES.index("NO_DEVICE"):
+                message += " (convtune needs an NVIDIA GPU and its driver: does nvidia-smi list device %d?)" % self.device
+            raise ConvtuneError(status, message)
+        # Bound here so that close() needs no module globals at interpreter exit.
+        self._lib = lib
+        self._destroy = lib.conv_context_destroy
+        self._handle = handle
+        _live_contexts.add(self)
+
+    @property
+    def closed(self):
+        return self._handle is None
+
+    def _check_open(self):
+        if self._handle is None:
+            raise ValueError("this convtune Context is closed")
+
+    def plan(self, x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1, bias=False,
+             activation=None, math="strict"):
+        """The Plan for a forward convolution of x_shape (N, C, H, W) with w_shape (K, C/groups, R, S).
+
+        stride, padding, dilation: ints or (h, w) pairs, as in torch.nn.functional.conv2d.
+        bias=True adds a bias of shape (K,); activation="relu" (needs bias) applies ReLU after it.
+        math: "strict" (IEEE fp32) or "tf32" (TF32 tensor cores allowed).
+        The first call for a problem looks it up in the cache or tunes it (milliseconds
+        to seconds); later calls return the same Plan object.
+        """
+        key = _problem_key(x_shape, w_shape, stride, padding, dilation, groups, bias, activation, math)
+        plan = self._plans.get(key)  # lock-free fast path: dict reads are atomic
+        if plan is not None and plan._handle is not None:
+            return plan
+        with self._lock:
+            self._check_open()
+            plan = self._plans.get(key)
+            if plan is None or plan._handle is None:
+                plan = Plan._create(self, key)
+                self._plans[key] = plan
+            return plan
+
+    def _run_interruptible(self, call):
+        """Runs call() (a long C call) so that Ctrl-C in the main thread stops tuning cleanly.
+
+        A blocking ctypes call cannot be interrupted, so in the main thread it
+        runs in a worker; on KeyboardInterrupt the library is asked to stop after
+        the candidate it is timing (what it measured stays in the cache).
+        Returns (result, interrupted).
+        """
+        if threading.current_thread() is not threading.main_thread():
+            return call(), False
+        box = []
+
+        def work():
+            try:
+                box.append((True, call()))
+            except BaseException as e:  # ctypes calls do not raise, but never lose one
+                box.append((False, e))
+
+        worker = threading.Thread(target=work, name="convtune-plan", daemon=True)
+        worker.start()
+        interrupted = False
+        while worker.is_alive():
+            try:
+                worker.join()
+            except KeyboardInterrupt:
+                interrupted = True
+                self.interrupt()  # then keep waiting: the worker still uses the context
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value, interrupted
+
+    def interrupt(self):
+        """Asks a tuning in progress on this context (any thread) to stop after its current candidate."""
+        handle = self._handle
+        if handle is not None:
+            self._lib.conv_context_interrupt(handle)
+
+    def close(self):
+        """Destroys the context's plans, then the context.  Idempotent."""
+        with self._lock:
+            handle, self._handle = self._handle, None
+            if handle is None:
+                return
+            plans = list(self._plans.values())
+            self._plans.clear()
+            with _device_guard(self.device):
+                for plan in plans:  # plans must go before their context
+                    plan._release()
+                self._destroy(handle)
+
+    def __enter__(self):
+        self._check_open()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        return "<convtune.Context device=%s cache=%r policy=%r%s>" % (
+            getattr(self, "device", "?"), getattr(self, "cache", None), getattr(self, "policy", "?"),
+            " closed" if self._handle is None else "")
+
+
+def _device_index(device):
+    """A CUDA ordinal from None (torch's current device), an int, a torch.device or a string."""
+    if device is None:
+        torch = _torch()
+        # Without a usable GPU, let the library report NO_DEVICE with its reason.
+        return torch.cuda.current_device() if torch.cuda.is_available() else 0
+    if isinstance(device, int):
+        return device
+    torch = _torch()
+    d = torch.device(device)
+    if d.type != "cuda":
+        raise ValueError("convtune runs on CUDA devices, got %s" % d)
+    if d.index is not None:
+        return d.index
+    return torch.cuda.current_device() if torch.cuda.is_available() else 0
+
+
+# ---------------------------------------------------------------- plans
+
+
+def _check_tensor(name, t, shape, device, fix_shape=""):
+    torch = _torch_mod
+    if not isinstance(t, torch.Tensor):
+        raise TypeError("%s must be a torch.Tensor, got %s" % (name, type(t).__name__))
+    if t.device != device:
+        raise ValueError("%s is on %s, but this plan runs on %s: move it with .to(%r)"
+                         % (name, t.device, device, str(device)))
+    if t.dtype != torch.float32:
+        raise TypeError("%s has dtype %s; convtune computes in float32 only: pass %s.float()"
+                        % (name, t.dtype, name))
+    if tuple(t.shape) != shape:
+        raise ValueError("%s has shape %s, but the plan was made for %s%s"
+                         % (name, tuple(t.shape), shape, fix_shape))
+    if t.layout != torch.strided or not t.is_contiguous():
+        raise ValueError("%s is not contiguous (convtune reads dense NCHW): pass %s.contiguous()"
+                         % (name, name))
+    ptr = t.data_ptr()
+    if ptr % _lib.POINTER_ALIGNMENT:
+        raise ValueError("%s's data (0x%x) is not %d-byte aligned, as with a view at an offset into "
+                         "a larger tensor; pass %s.clone()" % (name, ptr, _lib.POINTER_ALIGNMENT, name))
+
+
+def _overlaps(a, b):
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
+
+
+class Plan:
+    """A tuned convolution for one problem on one device; made by Context.plan.
+
+    .info: algorithm, config, time_ms (median at tuning), workspace_bytes and
+    source ("memory", "cache" or "tuned"); .output_shape: (N, K, P, Q);
+    .key: the problem's cache key.  Call it as plan(x, w, bias=None, out=None).
+    A plan owns one workspace: calls from different streams are ordered one
+    after the other (the later stream waits for the earlier one).
+    """
+
+    def __init__(self):
+        raise TypeError("Plans are made by Context.plan(...)")
+
+    @classmethod
+    def _create(cls, context, key):
+        torch = _torch()  # before anything is allocated: a plan is useless without it
+        lib = context._lib
+        problem = _lib.Problem()
+        lib.conv_problem_init(ctypes.byref(problem))  # defaults for fields of later versions
+        for field, value in zip(_lib.PROBLEM_FIELDS, key):
+            setattr(problem, field, value)
+        ctx_handle = context._handle
+        handle = _lib.PlanPtr()
+
+        def create():
+            status = lib.conv_plan_create(ctx_handle, ctypes.byref(problem), ctypes.byref(handle))
+            # Read at once: the next call on the context replaces the message.
+            return status, (_lib.last_error(lib, ctx_handle) if status != _lib.OK else "")
+
+        with _device_guard(context.device):
+            (status, message), interrupted = context._run_interruptible(create)
+        if interrupted:
+            if status == _lib.OK:
+                lib.conv_plan_destroy(handle)
+            raise KeyboardInterrupt
+        if status != _lib.OK:
+            raise ConvtuneError(status, message)
+
+        self = object.__new__(cls)
+        self._handle = handle
+        self._lock = threading.RLock()
+        self._context = context
+        self._ctx_handle = ctx_handle
+        self._execute = lib.conv_plan_execute
+        self._destroy = lib.conv_plan_destroy
+        self._last_stream = None
+        try:
+            info = _lib.PlanInfo()
+            status = lib.conv_plan_info_get(handle, ctypes.byref(info))
+            if status != _lib.OK:
+                raise ConvtuneError(status, "conv_plan_info_get failed")
+            p, q = ctypes.c_int64(), ctypes.c_int64()
+            status = lib.conv_problem_output_dims(ctypes.byref(problem), ctypes.byref(p), ctypes.byref(q))
+            if status != _lib.OK:
+                raise ConvtuneError(status, "conv_problem_output_dims failed on a planned problem")
+            text = ctypes.create_string_buffer(_lib.PROBLEM_KEY_SIZE)
+            status = lib.conv_problem_key(ctypes.byref(problem), text, len(text))
+            if status != _lib.OK:
+                raise ConvtuneError(status, "conv_problem_key failed on a planned problem")
+        except BaseException:
+            self._release()
+            raise
+        fields = dict(zip(_lib.PROBLEM_FIELDS, key))
+        n, c, h, w, k, r, s, groups = (fields[f] for f in "n c h w k r s groups".split())
+        self._x_shape = (n, c, h, w)
+        self._w_shape = (k, c // groups, r, s)
+        self._has_bias = fields["epilogue"] != _lib.EPILOGUE_NONE
+        self._device = torch.device("cuda", context.device)
+        self.output_shape = (n, k, p.value, q.value)
+        self.key = text.value.decode()
+        source = info.source
+        self._info = {
+            "algorithm": info.algorithm.decode("utf-8", "replace"),
+            "config": info.config.decode("utf-8", "replace"),
+            "time_ms": info.time_ms,
+            "workspace_bytes": info.workspace_bytes,
+            "source": _lib.SOURCES[source] if 0 <= source < len(_lib.SOURCES) else "unknown(%d)" % source,
+        }
+        return self
+
+    @property
+    def info(self):
+        """algorithm, config, time_ms, workspace_bytes, source ("memory", "cache" or "tuned")."""
+        return dict(self._info)
+
+    @property
+    def context(self):
+        return self._context
+
+    @property
+    def closed(self):
+        return self._handle is None
+
+    def __call__(self, x, w, bias=None, out=None):
+        """out = conv(x, w) [+ bias [then ReLU]] on torch's current stream; returns out.
+
+        x (N, C, H, W), w (K, C/groups, R, S), bias (K,) exactly when the plan was made
+        with bias=True, out (N, K, P, Q) or None to allocate it.  All float32,
+        contiguous, 16-byte aligned, on the plan's device.
+        """
+        torch = _torch_mod
+        device = self._device
+        _check_tensor("x", x, self._x_shape, device)
+        _check_tensor("w", w, self._w_shape, device)
+        k = self._w_shape[0]
+        if self._has_bias:
+            if bias is None:
+                raise ValueError("this plan adds a bias (made with bias=True): pass bias, a float32 "
+                                 "tensor of shape (%d,)" % k)
+            _check_tensor("bias", bias, (k,), device)
+        elif bias is not None:
+            raise ValueError("this plan was made without bias, so a bias would be ignored: make the "
+                             "plan with bias=True")
+        if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, w, bias)):
+            raise NotImplementedError("convtune has no backward: run it under torch.no_grad() or "
+                                      "torch.inference_mode(), or pass detached tensors")
+        if out is None:
+            out = torch.empty(self.output_shape, dtype=torch.float32, device=device)
+        else:
+            _check_tensor("out", out, self.output_shape, device, " (the output shape)")
+            for name, t in (("x", x), ("w", w), ("bias", bias)):
+                if t is not None and _overlaps(out, t):
+                    raise ValueError("out overlaps %s: convtune cannot write its output over an input" % name)
+        stream = torch.cuda.current_stream(device)
+        with self._lock:  # one execution at a time: the plan has one workspace
+            handle = self._handle
+            if handle is None:
+                raise ValueError("this convtune Plan is closed")
+            last = self._last_stream
+            if last is not None and last != stream:
+                # The workspace may still be in use by the other stream's launch.
+                event = torch.cuda.Event()
+                event.record(last)
+                stream.wait_event(event)
+            with torch.cuda.device(device):
+                status = self._execute(handle, stream.cuda_stream, x.data_ptr(), w.data_ptr(),
+                                       None if bias is None else bias.data_ptr(), out.data_ptr())
+            if status != _lib.OK:
+                raise ConvtuneError(status, _lib.last_error(self._context._lib, self._ctx_handle))
+            self._last_stream = stream
+        return out
+
+    def _release(self):
+        with self._lock:
+            handle, self._handle = self._handle, None
+            if handle is not None:
+                self._destroy(handle)  # waits for queued executions (cudaFree)
+
+    def close(self):
+        """Frees the plan and its workspace; the Context makes a new one on the next plan() call."""
+        if self._handle is not None:
+            with _device_guard(self._context.device):
+                self._release()
+
+    def __del__(self):
+        try:
+            if getattr(self, "_handle", None) is not None:
+                self._release()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        state = " closed" if self._handle is None else ""
+        i = self._info
+        return "<convtune.Plan %s: %s %s, %.4g ms, %s%s>" % (
+            self.key, i["algorithm"], i["config"], i["time_ms"], i["source"], state)
+
+
+# ---------------------------------------------------------------- conv2d
+
+_default_contexts = {}
+_default_lock = threading.Lock()
+
+
+def _default_context(device):
+    """The module's Context for a device (library defaults), made on first use."""
+    ctx = _default_contexts.get(device)
+    if ctx is not None and not ctx.closed:
+        return ctx
+    with _default_lock:
+        ctx = _default_contexts.get(device)
+        if ctx is None or ctx.closed:
+            ctx = Context(device)
+            _default_contexts[device] = ctx
+        return ctx
+
+
+def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, activation=None,
+           math="strict", *, out=None, context=None):
+    """torch.nn.functional.conv2d through convtune, optionally followed by ReLU (activation="relu", needs bias).
+
+    x (N, C, H, W) and w (K, C/groups, R, S) are float32 CUDA tensors; math="tf32"
+    allows TF32 tensor cores.  Plans come from `context`, by default one Context
+    per device with the library's default cache and exhaustive tuning (the first
+    call of each shape tunes it).  out: optional preallocated output.
+    """
+    torch = _torch()
+    for name, t in (("x", x), ("w", w)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError("conv2d: %s must be a torch.Tensor, got %s" % (name, type(t).__name__))
+    if bias is not None and not isinstance(bias, torch.Tensor):
+        raise TypeError("conv2d: bias must be a torch.Tensor or None, got %s" % type(bias).__name__)
+    if x.dim() != 4:
+        raise ValueError("Expected 4D (batched) input to conv2d, but got input of size: %s"
+                         % list(x.shape))
+    if w.dim() != 4:
+        raise ValueError("Expected 4D weight (K, C/groups, R, S) for conv2d, but got weight of size: %s"
+                         % list(w.shape))
+    groups = _groups(groups)
+    if w.shape[1] * groups != x.shape[1]:
+        raise _channels_error(groups, tuple(w.shape), tuple(x.shape))
+    if w.shape[0] % groups != 0:
+        raise ValueError("Given groups=%d, expected weight to be divisible by %d at dimension 0, "
+                         "but got weight of size %s instead" % (groups, groups, list(w.shape)))
+    if bias is not None and (bias.dim() != 1 or bias.shape[0] != w.shape[0]):
+        raise ValueError("Given weight of size %s, expected bias to be 1-dimensional with %d elements, "
+                         "but got bias of size %s instead" % (list(w.shape), w.shape[0], list(bias.shape)))
+    if x.device.type != "cuda":
+        raise ValueError("conv2d: x is on %s; convtune runs on CUDA tensors" % x.device)
+    if context is None:
+        context = _default_context(x.device.index)
+    elif context.device != x.device.index:
+        raise ValueError("conv2d: x is on %s but the context is on cuda:%d" % (x.device, context.device))
+    plan = context.plan(tuple(x.shape), tuple(w.shape), stride, padding, dilation, groups,
+                        bias is not None, activation, math)
+    return plan(x, w, bias, out=out)
+
+
+@atexit.register
+def _close_all():
+    # Destroy every context while CUDA is still up: C atexit handlers (the
+    # CUDA runtime's teardown) run after Python's.
+    for ctx in list(_live_contexts):
+        try:
+            ctx.close()
+        except Exception:
+            pass

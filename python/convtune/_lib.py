@@ -1,0 +1,216 @@
+"""ctypes mirror of include/convtune.h and the loading of libconvtune.so.
+
+Everything here follows the header exactly; keep the two in step (the tests
+compare the status list with the header).  No torch in this module, so it
+can be imported and checked on machines without a GPU.
+"""
+import ctypes
+import os
+import threading
+from ctypes import POINTER, Structure, c_char, c_char_p, c_double, c_int, c_int64, c_size_t, c_void_p
+
+# CONV_STATUS_MAP, in the header's order: the enum value is the index.
+STATUS_NAMES = (
+    "OK",
+    "INVALID_ARGUMENT",
+    "BAD_DIMENSION",
+    "SIZE_OVERFLOW",
+    "FILTER_TOO_LARGE",
+    "BAD_GROUPS",
+    "BAD_PADDING",
+    "BAD_STRIDE",
+    "UNSUPPORTED",
+    "NO_DEVICE",
+    "CUDA_ERROR",
+    "CUDNN_ERROR",
+    "CUBLAS_ERROR",
+    "OUT_OF_MEMORY",
+    "WORKSPACE_LIMIT",
+    "CACHE_ERROR",
+    "CACHE_MISS",
+    "NO_CANDIDATE",
+    "VALIDATION_FAILED",
+    "INTERRUPTED",
+    "INTERNAL",
+)
+OK = 0
+
+POINTER_ALIGNMENT = 16  # CONV_POINTER_ALIGNMENT
+
+DTYPE_F32 = 0
+LAYOUT_NCHW = 0
+FORWARD = 0
+MATH = {"strict": 0, "tf32": 1}
+EPILOGUE_NONE, EPILOGUE_BIAS, EPILOGUE_BIAS_RELU = 0, 1, 2
+POLICIES = {"exhaustive": 0, "fast": 1, "cache_only": 2}
+SOURCES = ("memory", "cache", "tuned")  # conv_plan_source values
+
+PROBLEM_KEY_SIZE = 256  # CONV_PROBLEM_KEY_MAX inside the library
+MESSAGE_SIZE = 512  # the library's messages are at most this long
+
+
+def status_name(status):
+    """The CONV_ name (without the prefix) of a status code."""
+    status = int(status)
+    return STATUS_NAMES[status] if 0 <= status < len(STATUS_NAMES) else "UNKNOWN_%d" % status
+
+
+# ---------------------------------------------------------------- structs
+
+PROBLEM_INT_FIELDS = ("n", "c", "h", "w", "k", "r", "s", "pad_h", "pad_w",
+                      "stride_h", "stride_w", "dil_h", "dil_w", "groups")
+PROBLEM_ENUM_FIELDS = ("dtype", "layout", "direction", "math", "epilogue")
+PROBLEM_FIELDS = PROBLEM_INT_FIELDS + PROBLEM_ENUM_FIELDS
+
+
+class Problem(Structure):
+    """struct conv_problem: 14 int64_t, then 5 enums (int-sized)."""
+    _fields_ = [(f, c_int64) for f in PROBLEM_INT_FIELDS] + [(f, c_int) for f in PROBLEM_ENUM_FIELDS]
+
+
+class ContextOptions(Structure):
+    """struct conv_context_options."""
+    _fields_ = [
+        ("device", c_int),
+        ("cache_path", c_char_p),
+        ("policy", c_int),
+        ("workspace_limit", c_size_t),
+        ("verbose", c_int),
+    ]
+
+
+class PlanInfo(Structure):
+    """struct conv_plan_info."""
+    _fields_ = [
+        ("algorithm", c_char * 32),
+        ("config", c_char * 128),
+        ("time_ms", c_double),
+        ("workspace_bytes", c_size_t),
+        ("source", c_int),
+    ]
+
+
+# Opaque handle types, distinct so that ctypes refuses a plan where a
+# context is expected.
+class _ContextStruct(Structure):
+    pass
+
+
+class _PlanStruct(Structure):
+    pass
+
+
+ContextPtr = POINTER(_ContextStruct)
+PlanPtr = POINTER(_PlanStruct)
+
+_status = c_int  # conv_status: a C enum, int-sized
+
+_SIGNATURES = {
+    "conv_status_string": (c_char_p, [_status]),
+    "conv_problem_init": (None, [POINTER(Problem)]),
+    "conv_problem_validate": (_status, [POINTER(Problem), c_char_p, c_size_t]),
+    "conv_problem_output_dims": (_status, [POINTER(Problem), POINTER(c_int64), POINTER(c_int64)]),
+    "conv_problem_key": (_status, [POINTER(Problem), c_char_p, c_size_t]),
+    "conv_problem_parse": (_status, [c_char_p, POINTER(Problem), c_char_p, c_size_t]),
+    "conv_context_options_init": (None, [POINTER(ContextOptions)]),
+    "conv_context_create": (_status, [POINTER(ContextPtr), POINTER(ContextOptions)]),
+    "conv_context_destroy": (None, [ContextPtr]),
+    "conv_context_last_error": (c_char_p, [ContextPtr]),
+    "conv_context_interrupt": (None, [ContextPtr]),
+    "conv_plan_create": (_status, [ContextPtr, POINTER(Problem), POINTER(PlanPtr)]),
+    # plan, stream, x, w, bias, y: the pointers are passed as Python ints.
+    "conv_plan_execute": (_status, [PlanPtr, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
+    "conv_plan_info_get": (_status, [PlanPtr, POINTER(PlanInfo)]),
+    "conv_plan_destroy": (None, [PlanPtr]),
+    "conv_library_versions": (c_char_p, []),
+}
+
+# ---------------------------------------------------------------- loading
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_DIR = os.path.dirname(os.path.dirname(_PACKAGE_DIR))
+
+_lib = None
+_load_lock = threading.Lock()
+
+
+def candidate_paths():
+    """Where libconvtune.so is looked for, in order."""
+    env = os.environ.get("CONVTUNE_LIB")
+    if env:
+        return [env]
+    return [os.path.join(REPO_DIR, d, "libconvtune.so") for d in ("build", "build-gpu")]
+
+
+def _find():
+    paths = candidate_paths()
+    for path in paths:
+        if os.path.isfile(path):
+            return path
+    if os.environ.get("CONVTUNE_LIB"):
+        raise OSError("convtune: CONVTUNE_LIB=%s does not exist; point it at a built libconvtune.so"
+                      % paths[0])
+    raise OSError("convtune: libconvtune.so not found (tried %s). Build it with "
+                  "`cmake -S . -B build && cmake --build build --target convtune_shared` "
+                  "or set CONVTUNE_LIB to its path." % ", ".join(paths))
+
+
+def _declare(lib, path):
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            raise OSError("convtune: %s does not export %s; is it from another version?" % (path, name)) from None
+        fn.restype = restype
+        fn.argtypes = argtypes
+    # The enum above and the library's CONV_STATUS_MAP must have the same
+    # length; an out-of-range status reads "unknown status".
+    count = len(STATUS_NAMES)
+    if lib.conv_status_string(count - 1) == b"unknown status" or lib.conv_status_string(count) != b"unknown status":
+        raise OSError("convtune: the status list of %s differs from this binding's; rebuild one or the other" % path)
+
+
+def load():
+    """The loaded library with every function declared; OSError when unavailable.
+
+    Retried at each call until it succeeds, so that fixing CONVTUNE_LIB in a
+    running interpreter works.
+    """
+    global _lib
+    if _lib is not None:
+        return _lib
+    with _load_lock:
+        if _lib is None:
+            path = _find()
+            # If torch can be imported, load it first: the library links
+            # libcudnn.so.9 and libcublasLt dynamically, and whichever copy is
+            # loaded first serves both, so torch keeps the cuDNN it was built
+            # against (and convtune records that version in its cache keys).
+            try:
+                import torch  # noqa: F401
+            except Exception:  # absent or broken: the library loads its own
+                pass
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as e:
+                raise OSError("convtune: cannot load %s: %s. Its dependencies (libcudnn.so.9, "
+                              "libcublasLt, libsqlite3, libuv) must be on the loader's path "
+                              "(LD_LIBRARY_PATH)." % (path, e)) from None
+            _declare(lib, path)
+            _lib = lib
+    return _lib
+
+
+def last_error(lib, context):
+    """conv_context_last_error as str (context None: the last failed create in this thread)."""
+    raw = lib.conv_context_last_error(context)
+    return raw.decode("utf-8", "replace") if raw else ""
+
+
+def status_text(status):
+    """conv_status_string as str, or "" when the library cannot be loaded."""
+    try:
+        raw = load().conv_status_string(int(status))
+    except OSError:
+        return ""
+    return raw.decode("utf-8", "replace") if raw else ""

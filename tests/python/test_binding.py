@@ -1,0 +1,419 @@
+"""Tests of the Python binding (python/convtune) against torch.nn.functional.conv2d.
+
+Needs torch (else the file is skipped) and a CUDA GPU (else the GPU tests are
+skipped).  Run from the repository root with PYTHONPATH=python and
+CONVTUNE_LIB=<build>/libconvtune.so; CTest sets both.  Inputs are fresh random
+numbers each run; the seed is in every failure message (CONVTUNE_TEST_SEED
+replays it).  Plans are tuned with policy "fast" into temporary caches.
+"""
+import ctypes
+import os
+import pathlib
+import re
+
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+import convtune  # noqa: E402
+from convtune import _lib  # noqa: E402
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+HEADER = REPO / "include" / "convtune.h"
+NAN = float("nan")
+STRICT_BOUND = 1e-5  # relative L2 error against a float64 reference
+TF32_BOUND = 5e-3
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible to torch")
+
+SEED = int(os.environ.get("CONVTUNE_TEST_SEED") or int.from_bytes(os.urandom(4), "little"))
+
+
+# ---------------------------------------------------------------- fixtures and helpers
+
+
+@pytest.fixture(scope="session", autouse=True)
+def default_cache(tmp_path_factory):
+    """Points the library's default cache (used by conv2d's default contexts) at a temp file."""
+    old = os.environ.get("CONVTUNE_CACHE")
+    os.environ["CONVTUNE_CACHE"] = str(tmp_path_factory.mktemp("default-cache") / "cache.db")
+    yield
+    if old is None:
+        os.environ.pop("CONVTUNE_CACHE", None)
+    else:
+        os.environ["CONVTUNE_CACHE"] = old
+
+
+@pytest.fixture(scope="module")
+def ctx(tmp_path_factory):
+    c = convtune.Context(cache=tmp_path_factory.mktemp("cache") / "plans.db", policy="fast")
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def cuda():
+    torch.manual_seed(SEED)
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+def rel_l2(y, ref):
+    return ((y.double() - ref).norm() / ref.norm()).item()
+
+
+def reference(x, w, b=None, activation=None, **conv):
+    """The convolution in float64 on the GPU."""
+    y = F.conv2d(x.double(), w.double(), None if b is None else b.double(), **conv)
+    return y.relu() if activation == "relu" else y
+
+
+def sleep_stream(ms=30):
+    """Keeps the current stream busy for a while, so that a launch on the wrong stream runs early."""
+    if hasattr(torch.cuda, "_sleep"):
+        torch.cuda._sleep(int(ms * 2e6))  # cycles at about 2 GHz
+    else:
+        a = torch.randn(2048, 2048, device="cuda")
+        for _ in range(20):
+            a = a @ a / 2048
+
+
+# ---------------------------------------------------------------- library only (no GPU needed)
+
+
+def test_status_names_follow_the_header():
+    text = HEADER.read_text()
+    block = text[text.index("#define CONV_STATUS_MAP"):text.index("typedef enum conv_status")]
+    entries = re.findall(r'X\((\w+),\s*"([^"]*)"\)', block)
+    assert [name for name, _ in entries] == list(_lib.STATUS_NAMES)
+    lib = _lib.load()
+    for code, (name, message) in enumerate(entries):
+        assert lib.conv_status_string(code).decode() == message, name
+    assert lib.conv_status_string(len(entries)) == b"unknown status"
+
+
+def test_struct_layouts():
+    # LP64 sizes of the header's structs (checked against a C program's sizeof/offsetof).
+    assert ctypes.sizeof(_lib.Problem) == 14 * 8 + 5 * 4 + 4
+    assert _lib.Problem.math.offset == 14 * 8 + 3 * 4
+    assert ctypes.sizeof(_lib.ContextOptions) == 40
+    assert _lib.ContextOptions.workspace_limit.offset == 24
+    assert ctypes.sizeof(_lib.PlanInfo) == 184
+    assert _lib.PlanInfo.time_ms.offset == 160 and _lib.PlanInfo.source.offset == 176
+
+
+def test_library_versions():
+    versions = convtune.library_versions()
+    assert "cudnn=" in versions and "cuda=" in versions, versions
+
+
+def test_error_carries_status_and_message():
+    e = convtune.ConvtuneError(5, "groups = 3 must divide k = 8")
+    assert (e.status, e.status_name, e.message) == (5, "BAD_GROUPS", "groups = 3 must divide k = 8")
+    assert "BAD_GROUPS" in str(e) and "k = 8" in str(e) and isinstance(e, RuntimeError)
+
+
+def test_plan_argument_errors_before_any_device():
+    # Checked in Python, before the library or a device is touched.
+    key = convtune._problem_key
+    args = dict(stride=1, padding=0, dilation=1, groups=1, bias=False, activation=None, math="strict")
+    with pytest.raises(ValueError, match="expected input.*to have 3 channels, but got 4"):
+        key((1, 4, 8, 8), (5, 3, 3, 3), **args)
+    with pytest.raises(ValueError, match="needs bias.*ReLU only after a bias"):
+        key((1, 4, 8, 8), (4, 4, 3, 3), **dict(args, activation="relu"))
+    with pytest.raises(ValueError, match="math"):
+        key((1, 4, 8, 8), (4, 4, 3, 3), **dict(args, math="fp16"))
+    with pytest.raises(TypeError, match="stride"):
+        key((1, 4, 8, 8), (4, 4, 3, 3), **dict(args, stride=1.5))
+    assert key((1, 4, 8, 8), (4, 4, 3, 3), **dict(args, padding=(1, 1))) == \
+        key((1, 4, 8, 8), (4, 4, 3, 3), **dict(args, padding=1))
+
+
+# ---------------------------------------------------------------- correctness
+
+CASES = [  # x shape, w shape, conv2d keyword arguments
+    ((2, 3, 9, 11), (4, 3, 3, 3), dict(stride=2, padding=1)),
+    ((1, 4, 10, 10), (6, 4, 3, 3), dict(padding=2, dilation=2)),
+    ((2, 4, 8, 8), (6, 2, 3, 3), dict(padding=1, groups=2)),
+    ((2, 4, 7, 9), (4, 1, 3, 3), dict(padding=1, groups=4)),  # depthwise
+    ((2, 3, 8, 10), (5, 3, 3, 2), dict(stride=(1, 2), padding=(1, 0), bias=True, activation="relu")),
+    ((1, 8, 6, 6), (8, 8, 1, 1), dict(bias=True)),
+]
+
+
+def make_inputs(x_shape, w_shape, with_bias, device):
+    x = torch.randn(x_shape, device=device)
+    w = torch.randn(w_shape, device=device)
+    b = torch.randn(w_shape[0], device=device) if with_bias else None
+    return x, w, b
+
+
+@gpu
+@pytest.mark.parametrize("math", ["strict", "tf32"])
+@pytest.mark.parametrize("x_shape,w_shape,kw", CASES)
+def test_conv2d_matches_torch(ctx, cuda, x_shape, w_shape, kw, math):
+    kw = dict(kw)
+    with_bias, activation = kw.pop("bias", False), kw.pop("activation", None)
+    x, w, b = make_inputs(x_shape, w_shape, with_bias, cuda)
+    y = convtune.conv2d(x, w, b, activation=activation, math=math, context=ctx, **kw)
+    ref = reference(x, w, b, activation, **kw)
+    assert y.shape == ref.shape and y.dtype == torch.float32 and y.device == cuda
+    plan = ctx.plan(x_shape, w_shape, bias=with_bias, activation=activation, math=math, **kw)
+    assert plan.output_shape == tuple(ref.shape)
+    err = rel_l2(y, ref)
+    bound = TF32_BOUND if math == "tf32" else STRICT_BOUND
+    assert err < bound, "rel L2 %.3g >= %g with %s (seed %d)" % (err, bound, plan.info, SEED)
+
+
+@gpu
+def test_out_is_written_in_full(ctx, cuda):
+    x, w, b = make_inputs((2, 3, 8, 10), (5, 3, 3, 3), True, cuda)
+    plan = ctx.plan(x.shape, w.shape, padding=1, bias=True, activation="relu")
+    out = torch.full(plan.output_shape, NAN, device=cuda)
+    y = plan(x, w, b, out=out)
+    assert y is out
+    assert not torch.isnan(out).any(), "NaN left in the output (seed %d)" % SEED
+    assert rel_l2(out, reference(x, w, b, "relu", padding=1)) < STRICT_BOUND
+    out.fill_(NAN)
+    convtune.conv2d(x, w, b, padding=1, activation="relu", out=out, context=ctx)
+    assert rel_l2(out, reference(x, w, b, "relu", padding=1)) < STRICT_BOUND
+
+
+@gpu
+def test_default_context(cuda):
+    x, w, b = make_inputs((1, 3, 6, 6), (2, 3, 3, 3), True, cuda)
+    y = convtune.conv2d(x, w, b, padding=1)
+    assert rel_l2(y, reference(x, w, b, padding=1)) < STRICT_BOUND, "seed %d" % SEED
+    ctx = convtune._default_contexts[cuda.index]
+    assert ctx.cache is None and ctx.device == cuda.index
+    assert convtune._default_context(cuda.index) is ctx
+
+
+@gpu
+def test_runs_on_the_current_stream(ctx, cuda):
+    x_src, w, _ = make_inputs((2, 4, 9, 9), (6, 4, 3, 3), False, cuda)
+    plan = ctx.plan(x_src.shape, w.shape, padding=1)
+    x = torch.zeros_like(x_src)
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        out = torch.full(plan.output_shape, NAN, device=cuda)
+        sleep_stream()  # a launch on another stream would now read x's zeros
+        x.copy_(x_src)
+        y1 = plan(x, w, out=out)
+        y2 = convtune.conv2d(x, w, padding=1, context=ctx)
+    torch.cuda.current_stream().wait_stream(s)
+    ref = reference(x_src, w, padding=1)
+    assert rel_l2(y1, ref) < STRICT_BOUND, "seed %d" % SEED
+    assert rel_l2(y2, ref) < STRICT_BOUND, "seed %d" % SEED
+
+
+@gpu
+def test_one_plan_on_two_streams(ctx, cuda):
+    w = torch.randn(6, 4, 3, 3, device=cuda)
+    xs = [torch.randn(2, 4, 9, 9, device=cuda) for _ in range(2)]
+    plan = ctx.plan(xs[0].shape, w.shape, padding=1)
+    torch.cuda.synchronize()
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    ys = []
+    for s, x in zip(streams, xs):
+        with torch.cuda.stream(s):
+            sleep_stream(10)
+            ys.append(plan(x, w))
+    for s in streams:
+        torch.cuda.current_stream().wait_stream(s)
+    for x, y in zip(xs, ys):
+        assert rel_l2(y, reference(x, w, padding=1)) < STRICT_BOUND, "seed %d" % SEED
+
+
+# ---------------------------------------------------------------- plans, cache, sources
+
+
+@gpu
+def test_plan_info_and_sources(tmp_path, cuda):
+    cache = tmp_path / "plans.db"
+    shapes = ((1, 3, 8, 8), (4, 3, 3, 3))
+    with convtune.Context(cache=cache, policy="fast") as c1:
+        p1 = c1.plan(*shapes, padding=1)
+        info = p1.info
+        assert set(info) == {"algorithm", "config", "time_ms", "workspace_bytes", "source"}
+        assert info["source"] == "tuned"
+        assert isinstance(info["algorithm"], str) and info["algorithm"]
+        assert isinstance(info["config"], str)
+        assert isinstance(info["time_ms"], float) and info["time_ms"] > 0
+        assert isinstance(info["workspace_bytes"], int) and info["workspace_bytes"] >= 0
+        assert p1.output_shape == (1, 4, 8, 8)
+        assert p1.key == "fwd f32 nchw strict none n1 c3 h8 w8 k4 r3 s3 pad1,1 str1,1 dil1,1 g1"
+        assert c1.plan(*shapes, padding=(1, 1), stride=(1, 1)) is p1  # repeated calls are cheap
+        p1.close()
+        p1b = c1.plan(*shapes, padding=1)
+        assert p1b is not p1 and p1b.info["source"] == "memory"
+        x, w, _ = make_inputs(*shapes, False, cuda)
+        assert rel_l2(p1b(x, w), reference(x, w, padding=1)) < STRICT_BOUND
+    assert c1.closed and p1b.closed
+    with pytest.raises(ValueError, match="closed"):
+        p1b(x, w)
+    with convtune.Context(cache=cache, policy="fast") as c2:
+        p2 = c2.plan(*shapes, padding=1)
+        assert p2.info["source"] == "cache"
+        assert (p2.info["algorithm"], p2.info["config"]) == (info["algorithm"], info["config"])
+    with convtune.Context(cache=str(cache), policy="cache_only") as c3:
+        assert c3.plan(*shapes, padding=1).info["source"] == "cache"
+
+
+# ---------------------------------------------------------------- library-side failures
+
+
+@gpu
+def test_cache_miss(tmp_path, cuda):
+    with convtune.Context(cache=tmp_path / "empty.db", policy="cache_only") as c:
+        with pytest.raises(convtune.ConvtuneError) as e:
+            c.plan((1, 3, 8, 8), (4, 3, 3, 3))
+    assert e.value.status_name == "CACHE_MISS" and e.value.status == _lib.STATUS_NAMES.index("CACHE_MISS")
+    assert "cache" in e.value.message and e.value.message in str(e.value)
+
+
+@gpu
+def test_filter_too_large(ctx, cuda):
+    with pytest.raises(convtune.ConvtuneError) as e:
+        ctx.plan((1, 1, 4, 4), (1, 1, 3, 3), dilation=3)
+    assert e.value.status_name == "FILTER_TOO_LARGE"
+    assert "dilated filter 7x7" in e.value.message and "FILTER_TOO_LARGE" in str(e.value)
+    x, w = torch.randn(1, 1, 4, 4, device=cuda), torch.randn(1, 1, 3, 3, device=cuda)
+    with pytest.raises(convtune.ConvtuneError, match="FILTER_TOO_LARGE"):
+        convtune.conv2d(x, w, dilation=3, context=ctx)
+
+
+@gpu
+def test_bad_groups(ctx, cuda):
+    # groups divides C but not K: the library's check.
+    with pytest.raises(convtune.ConvtuneError) as e:
+        ctx.plan((1, 4, 8, 8), (5, 2, 3, 3), groups=2)
+    assert e.value.status_name == "BAD_GROUPS" and "groups = 2" in e.value.message
+    # conv2d checks first, with PyTorch's wording.
+    x, w = torch.randn(1, 4, 8, 8, device=cuda), torch.randn(5, 2, 3, 3, device=cuda)
+    with pytest.raises(ValueError, match="groups=2, expected weight to be divisible by 2"):
+        convtune.conv2d(x, w, groups=2, context=ctx)
+    with pytest.raises(ValueError, match="to have 6 channels, but got 4"):
+        convtune.conv2d(x, w, groups=3, context=ctx)
+    with pytest.raises(ValueError, match="groups must be a positive"):
+        convtune.conv2d(x, w, groups=0, context=ctx)
+
+
+@gpu
+def test_no_such_device():
+    n = torch.cuda.device_count()
+    with pytest.raises(convtune.ConvtuneError) as e:
+        convtune.Context(device=n, cache=":memory:")
+    assert e.value.status_name == "NO_DEVICE" and ("device %d" % n) in e.value.message
+
+
+# ---------------------------------------------------------------- argument checking
+
+
+@pytest.fixture
+def small(ctx, cuda):
+    """A plan without bias and matching tensors."""
+    x, w, _ = make_inputs((2, 3, 8, 8), (4, 3, 3, 3), False, cuda)
+    return ctx.plan(x.shape, w.shape, padding=1), x, w
+
+
+@gpu
+def test_rejects_cpu_tensors(small):
+    plan, x, w = small
+    with pytest.raises(ValueError, match=r"x is on cpu.*cuda"):
+        plan(x.cpu(), w)
+    with pytest.raises(ValueError, match="w is on cpu"):
+        plan(x, w.cpu())
+    with pytest.raises(ValueError, match="CUDA"):
+        convtune.conv2d(x.cpu(), w.cpu(), padding=1)
+
+
+@gpu
+def test_rejects_other_dtypes(small):
+    plan, x, w = small
+    with pytest.raises(TypeError, match="x has dtype torch.float64.*float32"):
+        plan(x.double(), w)
+    with pytest.raises(TypeError, match="w has dtype torch.float16"):
+        plan(x, w.half())
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        plan(x.tolist(), w)
+
+
+@gpu
+def test_rejects_non_contiguous(small):
+    plan, x, w = small
+    with pytest.raises(ValueError, match=r"x is not contiguous.*\.contiguous\(\)"):
+        plan(x.transpose(2, 3), w)  # same shape (H == W), other strides
+    with pytest.raises(ValueError, match="x is not contiguous"):
+        plan(x.to(memory_format=torch.channels_last), w)
+    assert rel_l2(plan(x.transpose(2, 3).contiguous(), w),
+                  reference(x.transpose(2, 3), w, padding=1)) < STRICT_BOUND
+
+
+@gpu
+def test_rejects_wrong_shapes(small, cuda):
+    plan, x, w = small
+    with pytest.raises(ValueError, match=r"x has shape \(2, 3, 8, 9\).*\(2, 3, 8, 8\)"):
+        plan(torch.randn(2, 3, 8, 9, device=cuda), w)
+    with pytest.raises(ValueError, match="w has shape"):
+        plan(x, torch.randn(4, 3, 5, 5, device=cuda))
+    with pytest.raises(ValueError, match="out has shape"):
+        plan(x, w, out=torch.empty(2, 4, 6, 6, device=cuda))
+    with pytest.raises(TypeError, match="out has dtype"):
+        plan(x, w, out=torch.empty(plan.output_shape, device=cuda, dtype=torch.float64))
+    with pytest.raises(ValueError, match="Expected 4D"):
+        convtune.conv2d(x[0], w)
+
+
+@gpu
+def test_bias_missing_or_extra(ctx, small, cuda):
+    plan, x, w = small
+    b = torch.randn(4, device=cuda)
+    with pytest.raises(ValueError, match="without bias"):
+        plan(x, w, b)
+    biased = ctx.plan(x.shape, w.shape, padding=1, bias=True)
+    with pytest.raises(ValueError, match="pass bias"):
+        biased(x, w)
+    with pytest.raises(ValueError, match=r"bias has shape \(5,\)"):
+        biased(x, w, torch.randn(5, device=cuda))
+    with pytest.raises(ValueError, match="expected bias to be 1-dimensional with 4 elements"):
+        convtune.conv2d(x, w, torch.randn(5, device=cuda), padding=1, context=ctx)
+
+
+@gpu
+def test_rejects_misaligned_views(small, cuda):
+    plan, x, w = small
+    buf = torch.empty(x.numel() + 1, device=cuda)
+    view = buf[1:].view(x.shape)  # contiguous, but 4 bytes past an aligned start
+    view.copy_(x)
+    with pytest.raises(ValueError, match=r"x's data .* not 16-byte aligned.*x\.clone\(\)"):
+        plan(view, w)
+    assert rel_l2(plan(view.clone(), w), reference(x, w, padding=1)) < STRICT_BOUND
+
+
+@gpu
+def test_relu_needs_bias(ctx, small):
+    plan, x, w = small
+    with pytest.raises(ValueError, match="ReLU only after a bias"):
+        ctx.plan(x.shape, w.shape, padding=1, activation="relu")
+    with pytest.raises(ValueError, match="ReLU only after a bias"):
+        convtune.conv2d(x, w, padding=1, activation="relu", context=ctx)
+
+
+@gpu
+def test_rejects_out_over_an_input(ctx, cuda):
+    x, w, _ = make_inputs((2, 4, 8, 8), (4, 4, 1, 1), False, cuda)
+    plan = ctx.plan(x.shape, w.shape)
+    with pytest.raises(ValueError, match="out overlaps x"):
+        plan(x, w, out=x)
+
+
+@gpu
+def test_refuses_autograd(small):
+    plan, x, w = small
+    w = w.clone().requires_grad_()
+    with pytest.raises(NotImplementedError, match="no_grad"):
+        plan(x, w)
+    with torch.no_grad():
+        assert rel_l2(plan(x, w), reference(x, w.detach(), padding=1)) < STRICT_BOUND

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""First-call latency of one convolution in a fresh process (run by bench.py).
+
+    first_call.py torch|convtune --shape ROW_JSON [--mode strict|tf32]
+                  [--cache PATH] [--device N]
+
+ROW_JSON is one row of a suite file.  The CUDA context and the input tensors
+are made and synchronised before the clock starts, so what is timed is what
+an application's first convolution of that shape costs beyond them:
+
+  torch:    cudnn.benchmark = True, then the first F.conv2d + synchronize
+            (cuDNN handle creation and PyTorch's autotuning of the shape);
+  convtune: Context(cache=PATH, policy="cache_only") (its cuDNN and cuBLASLt
+            handles), ctx.plan(...) from the warm cache, then the first call
+            + synchronize.
+
+A second call is timed too, to show the steady state beside it.  Prints one
+JSON line on stdout: the milliseconds, or {"error": ...} with exit status 1.
+"""
+
+import argparse
+import json
+import sys
+import time
+
+import bench  # its helpers import torch only when called
+
+
+def parse_args(argv: list) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("impl", choices=("torch", "convtune"))
+    p.add_argument("--shape", required=True, help="one suite row, as JSON")
+    p.add_argument("--mode", default="strict", choices=bench.MODES)
+    p.add_argument("--cache", default=None, help="convtune cache (default: convtune's)")
+    p.add_argument("--device", type=int, default=0)
+    return p.parse_args(argv)
+
+
+def ms_since(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1e3
+
+
+def timed_call(fn) -> float:
+    """Wall milliseconds of one call and the synchronisation after it."""
+    import torch
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return ms_since(t0)
+
+
+def prepare(shape: bench.Shape, mode: str, device: int) -> tuple:
+    """CUDA context, math flags and inputs, all settled before any clock."""
+    import torch
+    torch.backends.cudnn.benchmark = True
+    torch.cuda.set_device(device)
+    bench.set_math_mode(mode)
+    inputs = bench.make_inputs(shape, seed=7)
+    torch.cuda.synchronize()
+    return inputs
+
+
+def first_torch(shape: bench.Shape, mode: str, device: int) -> dict:
+    t0 = time.perf_counter()
+    import torch  # noqa: F401  (timed: what an application pays once)
+    import_ms = ms_since(t0)
+    x, w, b = prepare(shape, mode, device)
+    fn = bench.torch_conv_fn(shape, x, w, b)
+    return {"import_ms": import_ms, "first_call_ms": timed_call(fn),
+            "second_call_ms": timed_call(fn)}
+
+
+def first_convtune(shape: bench.Shape, mode: str, device: int, cache) -> dict:
+    t0 = time.perf_counter()
+    _torch, convtune = bench.import_libraries()   # torch first, as in bench.py
+    import_ms = ms_since(t0)
+    x, w, b = prepare(shape, mode, device)
+    t0 = time.perf_counter()
+    ctx = convtune.Context(device=device, cache=cache, policy="cache_only")
+    context_ms = ms_since(t0)
+    t0 = time.perf_counter()
+    plan = ctx.plan(tuple(x.shape), tuple(w.shape), **bench.convtune_plan_kwargs(shape, mode))
+    plan_ms = ms_since(t0)
+    first_ms = timed_call(lambda: plan(x, w, bias=b))
+    second_ms = timed_call(lambda: plan(x, w, bias=b))
+    info = dict(plan.info)
+    return {"import_ms": import_ms, "context_ms": context_ms, "plan_ms": plan_ms,
+            "first_call_ms": first_ms, "second_call_ms": second_ms,
+            "source": info.get("source"), "algorithm": info.get("algorithm"),
+            "config": info.get("config")}
+
+
+def main(argv: list) -> int:
+    args = parse_args(argv)
+    try:
+        shape = bench.parse_row(json.loads(args.shape), 0)
+        if args.impl == "torch":
+            result = first_torch(shape, args.mode, args.device)
+        else:
+            result = first_convtune(shape, args.mode, args.device, args.cache)
+    except Exception as e:  # noqa: BLE001 -- any failure becomes the parent's table cell
+        print(json.dumps({"error": f"{type(e).__name__}: {e}".splitlines()[0]}))
+        return 1
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
