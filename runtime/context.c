@@ -87,9 +87,7 @@ static conv_status open_device(conv_context *ctx, int ordinal, conv_error *err) 
     return conv_error_set(err, CONV_NO_DEVICE, "no CUDA device: %s", cudaGetErrorString(rc));
   if (ordinal >= count)
     return conv_error_set(err, CONV_NO_DEVICE, "device %d requested but %d present", ordinal, count);
-  conv_status st = conv_check_cuda(err, cudaSetDevice(ordinal), "cudaSetDevice");
-  if (st == CONV_OK) st = conv_device_query(ordinal, &ctx->env.device, err);
-  return st;
+  return conv_device_query(ordinal, &ctx->env.device, err);
 }
 
 static conv_status open_libraries(conv_context *ctx, conv_error *err) {
@@ -157,9 +155,14 @@ conv_status conv_context_create(conv_context **context, const conv_context_optio
     free(ctx);
     return conv_error_set(err, CONV_INTERNAL, "uv_mutex_init failed");
   }
+  int previous = -1;
   CONV_TRY(st, open_device(ctx, o->device, err), fail);
-  CONV_TRY(st, open_libraries(ctx, err), fail);
-  CONV_TRY(st, choose_workspace_limit(ctx, o->workspace_limit, err), fail);
+  /* The handles bind to the current device. */
+  CONV_TRY(st, conv_device_enter(o->device, &previous, err), fail);
+  st = open_libraries(ctx, err);
+  if (st == CONV_OK) st = choose_workspace_limit(ctx, o->workspace_limit, err);
+  conv_device_leave(previous);
+  CONV_TRY(st, st, fail);
   CONV_TRY(st, open_cache(ctx, o->cache_path, err), fail);
   *context = ctx;
   return CONV_OK;

@@ -34,6 +34,18 @@ conv_status conv_device_query(int ordinal, conv_device *dev, conv_error *err) {
   return CONV_OK;
 }
 
+conv_status conv_device_enter(int ordinal, int *previous, conv_error *err) {
+  conv_status st = conv_check_cuda(err, cudaGetDevice(previous), "cudaGetDevice");
+  if (st == CONV_OK && *previous != ordinal)
+    st = conv_check_cuda(err, cudaSetDevice(ordinal), "cudaSetDevice");
+  return st;
+}
+
+void conv_device_leave(int previous) {
+  int current;
+  if (cudaGetDevice(&current) == cudaSuccess && current != previous) cudaSetDevice(previous);
+}
+
 static char versions_text[128];
 static uv_once_t versions_once = UV_ONCE_INIT;
 

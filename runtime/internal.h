@@ -68,6 +68,12 @@ typedef struct conv_device {
                   * "NVIDIA H100 80GB HBM3|sm90|132sm|l2=52428800|mem=2619000kHz*5120bit" */
 } conv_device;
 
+/* Makes `ordinal` the current device and saves the caller's in *previous;
+ * conv_device_leave(previous) restores it, so that the library never moves
+ * its caller to another GPU. */
+conv_status conv_device_enter(int ordinal, int *previous /* OUT */, conv_error *err);
+void conv_device_leave(int previous);
+
 /* Fills dev for CUDA device `ordinal` (the current device is not changed). */
 conv_status conv_device_query(int ordinal, conv_device *dev /* OUT */, conv_error *err);
 

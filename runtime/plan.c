@@ -119,8 +119,11 @@ conv_status conv_plan_create(conv_context *ctx, const conv_problem *problem, con
     if (st == CONV_OK) st = conv_problem_key(problem, key, sizeof key);
   }
   uv_mutex_lock(&ctx->lock);
-  if (st == CONV_OK) st = conv_check_cuda(&err, cudaSetDevice(ctx->env.device.ordinal), "cudaSetDevice");
-  if (st == CONV_OK) st = create_locked(ctx, problem, key, &made, &err);
+  int previous = -1;
+  if (st == CONV_OK && (st = conv_device_enter(ctx->env.device.ordinal, &previous, &err)) == CONV_OK) {
+    st = create_locked(ctx, problem, key, &made, &err);
+    conv_device_leave(previous);
+  }
   if (st == CONV_OK) *plan = made;
   ctx->last_error = err;
   ctx->last_error.status = st;
@@ -154,14 +157,13 @@ conv_status conv_plan_execute(conv_plan *plan, void *stream, const void *x, cons
       return execute_error(plan, &err);
     }
   }
-  int current = -1;
-  if (cudaGetDevice(&current) != cudaSuccess || current != plan->ctx->env.device.ordinal) {
-    if (conv_check_cuda(&err, cudaSetDevice(plan->ctx->env.device.ordinal), "cudaSetDevice") != CONV_OK)
-      return execute_error(plan, &err);
-  }
+  int previous = -1;
+  if (conv_device_enter(plan->ctx->env.device.ordinal, &previous, &err) != CONV_OK)
+    return execute_error(plan, &err);
   conv_exec exec = {&plan->problem, &plan->ctx->env, plan->prepared.state, x, w,
                     needs_bias ? bias : NULL, y, plan->workspace, plan->prepared.workspace_bytes};
   conv_status st = plan->algorithm->run(&exec, (cudaStream_t)stream, &err);
+  conv_device_leave(previous);
   if (st != CONV_OK) {
     err.status = st;
     return execute_error(plan, &err);

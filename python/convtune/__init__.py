@@ -43,13 +43,6 @@ def _torch():
     return _torch_mod
 
 
-def _torch_or_none():
-    try:
-        return _torch()
-    except ImportError:
-        return None
-
-
 class ConvtuneError(RuntimeError):
     """A failing status from libconvtune.
 
@@ -154,9 +147,9 @@ def _problem_key(x_shape, w_shape, stride, padding, dilation, groups, bias, acti
 def _device_guard(device):
     """Makes `device` torch's current device for the block and restores the old one.
 
-    The library calls cudaSetDevice and does not switch back; both CUDA
-    runtimes in the process share the thread's current device, so without
-    this a call on device 1 would move later torch work off device 0.
+    The library calls cudaSetDevice and does not switch back, and its CUDA
+    runtime and torch's share the thread's current (driver) context, so
+    without this a call on device 1 would move later torch work off device 0.
     """
     try:
         torch = _torch_mod
@@ -264,19 +257,23 @@ class Context:
         if threading.current_thread() is not threading.main_thread():
             return call(), False
         box = []
+        done = threading.Event()
 
         def work():
             try:
                 box.append((True, call()))
             except BaseException as e:  # ctypes calls do not raise, but never lose one
                 box.append((False, e))
+            finally:
+                done.set()
 
-        worker = threading.Thread(target=work, name="convtune-plan", daemon=True)
-        worker.start()
+        threading.Thread(target=work, name="convtune-plan", daemon=True).start()
         interrupted = False
-        while worker.is_alive():
+        # An Event, not Thread.join: a join cut by KeyboardInterrupt can leave
+        # is_alive() False while the thread still runs.
+        while not done.is_set():
             try:
-                worker.join()
+                done.wait()
             except KeyboardInterrupt:
                 interrupted = True
                 self.interrupt()  # then keep waiting: the worker still uses the context
@@ -343,26 +340,26 @@ def _device_index(device):
 # ---------------------------------------------------------------- plans
 
 
-def _check_tensor(name, t, shape, device, fix_shape=""):
+def _check_tensor(name, t, shape, device):
     torch = _torch_mod
+    # For inputs, say how to fix them; `out` must be fixed by the caller's allocation.
+    fix = (lambda hint: ": pass %s%s" % (name, hint)) if name != "out" else (lambda hint: "")
     if not isinstance(t, torch.Tensor):
         raise TypeError("%s must be a torch.Tensor, got %s" % (name, type(t).__name__))
     if t.device != device:
-        raise ValueError("%s is on %s, but this plan runs on %s: move it with .to(%r)"
-                         % (name, t.device, device, str(device)))
+        raise ValueError("%s is on %s, but this plan runs on %s%s"
+                         % (name, t.device, device, fix(".to(%r)" % str(device))))
     if t.dtype != torch.float32:
-        raise TypeError("%s has dtype %s; convtune computes in float32 only: pass %s.float()"
-                        % (name, t.dtype, name))
-    if tuple(t.shape) != shape:
-        raise ValueError("%s has shape %s, but the plan was made for %s%s"
-                         % (name, tuple(t.shape), shape, fix_shape))
+        raise TypeError("%s has dtype %s; convtune computes in float32 only%s" % (name, t.dtype, fix(".float()")))
+    if t.shape != shape:  # torch.Size compares with a tuple
+        raise ValueError("%s has shape %s, but the plan %s %s"
+                         % (name, tuple(t.shape), "outputs" if name == "out" else "was made for", shape))
     if t.layout != torch.strided or not t.is_contiguous():
-        raise ValueError("%s is not contiguous (convtune reads dense NCHW): pass %s.contiguous()"
-                         % (name, name))
+        raise ValueError("%s is not contiguous (convtune reads and writes dense NCHW)%s" % (name, fix(".contiguous()")))
     ptr = t.data_ptr()
     if ptr % _lib.POINTER_ALIGNMENT:
-        raise ValueError("%s's data (0x%x) is not %d-byte aligned, as with a view at an offset into "
-                         "a larger tensor; pass %s.clone()" % (name, ptr, _lib.POINTER_ALIGNMENT, name))
+        raise ValueError("%s's data (0x%x) is not %d-byte aligned, as happens with a view at an offset "
+                         "into a larger tensor%s" % (name, ptr, _lib.POINTER_ALIGNMENT, fix(".clone()")))
 
 
 def _overlaps(a, b):
@@ -438,6 +435,8 @@ class Plan:
         self._w_shape = (k, c // groups, r, s)
         self._has_bias = fields["epilogue"] != _lib.EPILOGUE_NONE
         self._device = torch.device("cuda", context.device)
+        # With one GPU the library cannot move torch's current device: skip the guard's cost.
+        self._guard = torch.cuda.device_count() > 1
         self.output_shape = (n, k, p.value, q.value)
         self.key = text.value.decode()
         source = info.source
@@ -470,7 +469,7 @@ class Plan:
         with bias=True, out (N, K, P, Q) or None to allocate it.  All float32,
         contiguous, 16-byte aligned, on the plan's device.
         """
-        torch = _torch_mod
+        torch = _torch_mod or _torch()
         device = self._device
         _check_tensor("x", x, self._x_shape, device)
         _check_tensor("w", w, self._w_shape, device)
@@ -489,7 +488,7 @@ class Plan:
         if out is None:
             out = torch.empty(self.output_shape, dtype=torch.float32, device=device)
         else:
-            _check_tensor("out", out, self.output_shape, device, " (the output shape)")
+            _check_tensor("out", out, self.output_shape, device)
             for name, t in (("x", x), ("w", w), ("bias", bias)):
                 if t is not None and _overlaps(out, t):
                     raise ValueError("out overlaps %s: convtune cannot write its output over an input" % name)
@@ -504,7 +503,7 @@ class Plan:
                 event = torch.cuda.Event()
                 event.record(last)
                 stream.wait_event(event)
-            with torch.cuda.device(device):
+            with torch.cuda.device(device) if self._guard else contextlib.nullcontext():
                 status = self._execute(handle, stream.cuda_stream, x.data_ptr(), w.data_ptr(),
                                        None if bias is None else bias.data_ptr(), out.data_ptr())
             if status != _lib.OK:
