@@ -75,6 +75,10 @@ HOST_COST_CALLS = 20000
 HOST_COST_WARMUP = 200
 HOST_COST_REPEATS = 3
 
+# Libraries whose versions are part of convtune's cache key and which
+# PyTorch also ships: the harness reports which files were loaded.
+SHARED_LIBS = ("libcudnn", "libcublasLt")
+
 DEFAULT_FIRST_CALL = ("rn50_conv2_3x3", "large_k_dense", "seed3_msd_1to1_d1")
 FIRST_CALL_TIMEOUT_S = 300
 
@@ -460,17 +464,19 @@ def time_pair(fn_a: Callable, fn_b: Callable, cap_ms: float = MEASURE_CAP_MS) ->
 # ---------------------------------------------------------------- ceilings
 
 
-def measure_ceilings() -> dict:
-    """Device copy bandwidth and fp32 / TF32 matmul rates, measured now."""
+def copy_rate() -> float:
+    """Bytes per second of a large device-to-device copy, read plus written.
+    The buffers are freed on return."""
     import torch
     src = torch.empty(COPY_BYTES // 4, device="cuda", dtype=torch.float32).uniform_()
     dst = torch.empty_like(src)
-    copy = time_gpu(lambda: dst.copy_(src))
-    del src, dst
-    torch.cuda.empty_cache()
-    # Bytes read plus bytes written.
-    copy_bytes_per_s = 2 * COPY_BYTES / (copy.median_ms * 1e-3)
+    t = time_gpu(lambda: dst.copy_(src))
+    return 2 * COPY_BYTES / (t.median_ms * 1e-3)
 
+
+def matmul_rates() -> dict:
+    """FLOP/s of torch.mm in each mode, on one set of random matrices."""
+    import torch
     a = torch.randn(MATMUL_N, MATMUL_N, device="cuda")
     b = torch.randn(MATMUL_N, MATMUL_N, device="cuda")
     c = torch.empty_like(a)
@@ -479,7 +485,15 @@ def measure_ceilings() -> dict:
         set_math_mode(mode)
         t = time_gpu(lambda: torch.mm(a, b, out=c))
         rates[mode] = 2 * MATMUL_N ** 3 / (t.median_ms * 1e-3)
-    del a, b, c
+    return rates
+
+
+def measure_ceilings() -> dict:
+    """Device copy bandwidth and fp32 / TF32 matmul rates, measured now."""
+    import torch
+    copy_bytes_per_s = copy_rate()
+    torch.cuda.empty_cache()
+    rates = matmul_rates()
     torch.cuda.empty_cache()
     return {"copy_bytes_per_s": copy_bytes_per_s, "copy_buffer_bytes": COPY_BYTES,
             "fp32_flops_per_s": rates["strict"], "tf32_flops_per_s": rates["tf32"],
@@ -554,9 +568,7 @@ def check_outputs(plan, torch_fn: Callable, x, w, b, mode: str) -> float:
     y = torch.full(tuple(plan.output_shape), math.nan, device="cuda", dtype=torch.float32)
     plan(x, w, bias=b, out=y)
     torch.cuda.synchronize()
-    err = rel_l2(y, y_ref)
-    del y, y_ref
-    return err
+    return rel_l2(y, y_ref)
 
 
 def bench_row(ctx, s: Shape, mode: str, inputs: tuple, ceilings: dict) -> dict:
@@ -574,7 +586,9 @@ def bench_row(ctx, s: Shape, mode: str, inputs: tuple, ceilings: dict) -> dict:
         # as F.conv2d does: the comparison is call for call.
         t_torch, t_ct = time_pair(torch_fn, lambda: plan(x, w, bias=b))
     finally:
-        del plan
+        # The context keeps every plan it made, workspace included, until
+        # closed: without this, workspaces of all rows would pile up.
+        plan.close()
     row["torch"] = {**t_torch.summary(), "first_call_ms": first_ms,
                     "percent_floor": percent_of_floor(row["floor_ms"], t_torch.median_ms)}
     row["convtune"] = {**t_ct.summary(), "plan_ms": plan_ms, "algorithm": info.get("algorithm"),
@@ -614,7 +628,9 @@ def bench_shape(ctx, convtune, s: Shape, modes: list, seed: int, ceilings: dict)
         for mode in modes:
             try:
                 row = bench_row(ctx, s, mode, inputs, ceilings)
-            except (convtune.ConvtuneError, RuntimeError) as e:
+            except (convtune.ConvtuneError, RuntimeError, ValueError) as e:
+                # ValueError: the binding refused an argument; one row's
+                # problem, not a reason to lose the others.
                 row = row_template(s, mode, ceilings)
                 row["error"] = f"{type(e).__name__}: {e}".splitlines()[0]
                 torch.cuda.synchronize()
@@ -669,21 +685,21 @@ def host_plan(ctx, convtune, device, x, w) -> tuple:
     kwargs = convtune_plan_kwargs(s, "strict")
     try:
         return ctx.plan(tuple(x.shape), tuple(w.shape), **kwargs), None
-    except convtune.ConvtuneError:
-        scratch = convtune.Context(device=device, cache=":memory:", policy="fast")
-        plan = scratch.plan(tuple(x.shape), tuple(w.shape), **kwargs)
-        return plan, scratch     # the context must outlive the plan
+    except convtune.ConvtuneError as e:
+        if getattr(e, "status_name", None) != "CACHE_MISS":
+            raise
+    scratch = convtune.Context(device=device, cache=":memory:", policy="fast")
+    try:
+        return scratch.plan(tuple(x.shape), tuple(w.shape), **kwargs), scratch
+    except BaseException:
+        scratch.close()
+        raise
 
 
-def measure_host_cost(ctx, convtune, device) -> dict:
-    """Host cost of one call on a tiny problem: wall time of many back-to-back
-    calls, so launch and binding overhead, not GPU time, sets the pace."""
+def host_samples(plan, x, w) -> dict:
+    """us per call of each library, HOST_COST_REPEATS loops each, alternating."""
     import torch
     import torch.nn.functional as F
-    set_math_mode("strict")
-    s = parse_row(HOST_COST_SPEC, 0)
-    x, w, _ = make_inputs(s, seed=12345)
-    plan, scratch = host_plan(ctx, convtune, device, x, w)
     y = torch.empty(tuple(plan.output_shape), device="cuda")
     fns = {"convtune": lambda: plan(x, w, out=y),
            "torch": lambda: F.conv2d(x, w, padding=1)}
@@ -691,12 +707,26 @@ def measure_host_cost(ctx, convtune, device) -> dict:
         for _ in range(HOST_COST_WARMUP):
             fn()
     samples = {name: [] for name in fns}
-    for _ in range(HOST_COST_REPEATS):       # alternate, take the median
+    for _ in range(HOST_COST_REPEATS):
         for name, fn in fns.items():
             samples[name].append(_time_host_loop(fn, HOST_COST_CALLS))
-    info = dict(plan.info)
-    del plan, scratch, x, w, y
-    torch.cuda.empty_cache()
+    return samples
+
+
+def measure_host_cost(ctx, convtune, device) -> dict:
+    """Host cost of one call on a tiny problem: wall time of many back-to-back
+    calls, so launch and binding overhead, not GPU time, sets the pace."""
+    set_math_mode("strict")
+    s = parse_row(HOST_COST_SPEC, 0)
+    x, w, _ = make_inputs(s, seed=12345)
+    plan, scratch = host_plan(ctx, convtune, device, x, w)
+    try:
+        samples = host_samples(plan, x, w)
+        info = dict(plan.info)
+    finally:
+        plan.close()
+        if scratch is not None:
+            scratch.close()
     return {"spec": spec_text(s), "calls": HOST_COST_CALLS, "repeats": HOST_COST_REPEATS,
             "torch_us": statistics.median(samples["torch"]),
             "convtune_us": statistics.median(samples["convtune"]),
@@ -778,6 +808,46 @@ def nvidia_smi_driver(device: int) -> str | None:
     return text if done.returncode == 0 and text else None
 
 
+def loaded_libraries(maps_text: str, stems: tuple = SHARED_LIBS) -> dict:
+    """Paths of the loaded shared libraries whose file name starts with one of
+    `stems`, from the text of /proc/self/maps."""
+    found = {}
+    for line in maps_text.splitlines():
+        path = line.split()[-1] if line.split() else ""
+        name = os.path.basename(path)
+        for stem in stems:
+            if name.startswith(stem + ".so") and stem not in found:
+                found[stem] = path
+    return found
+
+
+def torch_libraries() -> dict:
+    """The cuDNN and cuBLASLt files this process runs (PyTorch's, since it is
+    imported first); {} where /proc is missing."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as f:
+            return loaded_libraries(f.read())
+    except OSError:
+        return {}
+
+
+def print_ld_path() -> int:
+    """Prints the folders of PyTorch's cuDNN and cuBLASLt, for LD_LIBRARY_PATH
+    of `build/convtune tune`: the versions of both are part of every cache
+    key, so a cache tuned with other builds is all misses here."""
+    try:
+        import torch
+    except ImportError as e:
+        raise UsageError(f"cannot import torch: {e}") from e
+    torch.backends.cudnn.version()          # makes sure libcudnn is loaded
+    libs = torch_libraries()
+    missing = [stem for stem in SHARED_LIBS if stem not in libs]
+    if missing:
+        log(f"note: PyTorch has not loaded {', '.join(missing)}")
+    print(":".join(dict.fromkeys(os.path.dirname(p) for p in libs.values())))
+    return 0
+
+
 def parse_versions(text: str) -> dict:
     """'cuda=13000 driver=13000 cudnn=91900' -> {'cuda': '13000', ...}."""
     return dict(item.split("=", 1) for item in text.split() if "=" in item)
@@ -810,6 +880,7 @@ def gather_environment(convtune, device: int) -> dict:
             "torch_cudnn": torch_cudnn,
             "cudnn_benchmark_limit": getattr(torch.backends.cudnn, "benchmark_limit", None),
             "convtune_versions": versions_text,
+            "libraries": torch_libraries(),
             "cudnn_mismatch": cudnn_mismatch(torch_cudnn, versions),
             "python": sys.version.split()[0]}
 
@@ -997,6 +1068,8 @@ def render_header(results: dict) -> list:
         f"- cuDNN: {env['torch_cudnn']} (PyTorch), "
         f"{parse_versions(env['convtune_versions']).get('cudnn', '?')} (convtune); "
         f"PyTorch `cudnn.benchmark_limit` = {env['cudnn_benchmark_limit']}",
+        "- Libraries loaded (PyTorch's, shared by convtune): "
+        + (", ".join(f"`{p}`" for p in env.get("libraries", {}).values()) or "unknown"),
         f"- PyTorch: {env['torch_version']}, Python {env['python']}",
         f"- Suite: `{run['suite']}`; convtune cache: `{run['cache'] or 'default'}`, "
         f"policy `{run['policy']}`; wall time of the run: {run['elapsed_s']:.0f} s",
@@ -1067,6 +1140,9 @@ def parse_args(argv: list) -> argparse.Namespace:
                    help="shapes for the fresh-process first-call test ('none' to skip; "
                         "default %(default)s)")
     p.add_argument("--no-host-cost", action="store_true", help="skip the host-cost measurement")
+    p.add_argument("--print-ld-path", action="store_true",
+                   help="print the folders of PyTorch's cuDNN and cuBLASLt (for LD_LIBRARY_PATH "
+                        "of build/convtune tune, so its cache keys match this process) and exit")
     return p.parse_args(argv)
 
 
@@ -1185,9 +1261,10 @@ def benchmark(args: argparse.Namespace, argv: list) -> int:
         log("host cost of one call")
         try:
             host_cost = measure_host_cost(ctx, convtune, device)
-        except (convtune.ConvtuneError, RuntimeError) as e:
+        except (convtune.ConvtuneError, RuntimeError, ValueError) as e:
             host_cost = {"error": f"{type(e).__name__}: {e}".splitlines()[0]}
         log(f"  {brief(host_cost)}")
+    ctx.close()                 # its plans' workspaces, before the child processes
     torch.cuda.empty_cache()
     first = measure_first_calls(first_call_shapes(all_shapes, args.first_call), args.cache, device)
     results = {
@@ -1206,10 +1283,13 @@ def benchmark(args: argparse.Namespace, argv: list) -> int:
         log(f"WARNING: the run took longer than its {TIME_BUDGET_S} s budget")
     if failed:
         log(f"FAILED: {', '.join(failed)}")
-        if args.policy == "cache_only":
+        misses = [r for block in mode_results.values() for r in block["rows"]
+                  if "CACHE_MISS" in (r["error"] or "")]
+        if misses:
             log("(a cache miss means the cache was not tuned for this GPU and these library "
-                f"versions: run build/convtune tune {args.suite} [--math tf32] first, or pass "
-                "--policy exhaustive)")
+                f"versions: run LD_LIBRARY_PATH=$(python3 {os.path.relpath(__file__)} "
+                f"--print-ld-path) build/convtune tune {args.suite} [--math tf32] first, "
+                "or pass --policy exhaustive)")
         return 1
     return 0
 
@@ -1218,6 +1298,8 @@ def main(argv: list | None = None) -> int:
     argv = list(sys.argv if argv is None else argv)
     args = parse_args(argv[1:])
     try:
+        if args.print_ld_path:
+            return print_ld_path()
         return benchmark(args, argv)
     except UsageError as e:
         print(f"bench.py: {e}", file=sys.stderr)
