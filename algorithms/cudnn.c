@@ -402,12 +402,12 @@ done:
   return st;
 }
 
-/* cuDNN's own ranking (heuristic mode A), up to max configs, in its order.
+/* A cuDNN heuristic's configs (mode A: its ranking for untuned callers; B
+ * and FALLBACK: other candidates with their knobs), up to max, in its order.
  * A heuristic that cannot rank this graph leaves the list empty. */
-static conv_status heuristic_configs(cudnnBackendDescriptor_t graph, conv_config *out, int max,
-                                     int *count, conv_error *err) {
+static conv_status heuristic_configs(cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode,
+                                     conv_config *out, int max, int *count, conv_error *err) {
   cudnnBackendDescriptor_t heur = NULL, *cfgs = NULL;
-  cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
   int64_t available = 0, got = 0;
   conv_status st;
   *count = 0;
@@ -512,17 +512,19 @@ static void make_variants(int64_t index, engine_probe *probe) {
   }
 }
 
-/* Heuristic configs in cuDNN's order, then every usable engine's default,
- * then knob variants engine by engine in turns, so that a small `max`
- * still covers every engine before it covers any engine's knobs. */
+/* The ranked heuristic configs in cuDNN's order, then the other
+ * heuristics' configs, then every usable engine's default, then knob
+ * variants engine by engine in turns, so that a small `max` still covers
+ * every engine before it covers any engine's knobs. */
 static int emit_configs(int64_t engines, engine_probe *probes, const conv_config *heur,
-                        int heur_count, conv_config *out, int max) {
+                        int heur_count, int ranked_count, conv_config *out, int max) {
   int n = 0;
   for (int i = 0; i < heur_count; i++) {
     int64_t e = heur[i].values[0];
     if (e < 0 || e >= engines || !probes[e].usable) continue;
     if (probes[e].heuristic == NULL) probes[e].heuristic = &heur[i];
-    if (config_append(out, max, &n, &heur[i])) out[n - 1].flags |= CONV_CONFIG_HEURISTIC_RANKED;
+    if (config_append(out, max, &n, &heur[i]) && i < ranked_count)
+      out[n - 1].flags |= CONV_CONFIG_HEURISTIC_RANKED;
   }
   for (int64_t e = 0; e < engines; e++) {
     if (!probes[e].usable) continue;
@@ -674,8 +676,19 @@ static conv_status cudnn_configs(const conv_problem *problem, conv_env *env, con
     if (st == CONV_UNSUPPORTED) st = CONV_OK; /* that engine cannot run this graph */
     if (st != CONV_OK) goto done;
   }
-  CONV_TRY(st, heuristic_configs(g.graph, heur, max, &heur_count, err), done);
-  *count = emit_configs(engines, probes, heur, heur_count, out, max);
+  /* Mode A is what an untuned caller gets; B and the fallback list add
+   * engine configs with knob settings of their own (PyTorch's benchmark
+   * mode draws from A and the fallback list too). */
+  const cudnnBackendHeurMode_t modes[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B,
+                                          CUDNN_HEUR_MODE_FALLBACK};
+  int ranked_count = 0;
+  for (int m = 0; m < 3 && heur_count < max; m++) {
+    int got = 0;
+    CONV_TRY(st, heuristic_configs(g.graph, modes[m], heur + heur_count, max - heur_count, &got, err), done);
+    heur_count += got;
+    if (m == 0) ranked_count = heur_count;
+  }
+  *count = emit_configs(engines, probes, heur, heur_count, ranked_count, out, max);
 done:
   uv_mutex_unlock(&env->cudnn_lock);
   free(heur);

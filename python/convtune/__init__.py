@@ -362,6 +362,27 @@ def _check_tensor(name, t, shape, device):
                          "into a larger tensor%s" % (name, ptr, _lib.POINTER_ALIGNMENT, fix(".clone()")))
 
 
+def _current_stream(torch, device_index):
+    """The raw cudaStream_t of torch's current stream on the device.
+
+    torch._C._cuda_getCurrentRawStream skips building a Stream object (a few
+    microseconds per call); the public API is the fallback if it goes away.
+    """
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(device_index)
+    return torch.cuda.current_stream(device_index).cuda_stream
+
+
+def _order_streams(torch, device_index, earlier, later):
+    """Makes raw stream `later` wait for the work queued so far on `earlier`."""
+    first = torch.cuda.ExternalStream(earlier, device=device_index)
+    second = torch.cuda.ExternalStream(later, device=device_index)
+    event = torch.cuda.Event()
+    event.record(first)
+    second.wait_event(event)
+
+
 def _overlaps(a, b):
     a0, b0 = a.data_ptr(), b.data_ptr()
     return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
@@ -435,8 +456,9 @@ class Plan:
         self._w_shape = (k, c // groups, r, s)
         self._has_bias = fields["epilogue"] != _lib.EPILOGUE_NONE
         self._device = torch.device("cuda", context.device)
-        # With one GPU the library cannot move torch's current device: skip the guard's cost.
-        self._guard = torch.cuda.device_count() > 1
+        self._device_index = context.device
+        self._torch, self._tensor_type, self._float32 = torch, torch.Tensor, torch.float32
+        self._bias_shape = torch.Size((k,))
         self.output_shape = (n, k, p.value, q.value)
         self.key = text.value.decode()
         source = info.source
@@ -470,7 +492,45 @@ class Plan:
         contiguous, 16-byte aligned, on the plan's device.
         """
         torch = _torch_mod or _torch()
-        device = self._device
+        if not self._arguments_fit(x, w, bias, out):
+            self._explain_bad_arguments(x, w, bias, out)  # raises with the reason, if any
+        if out is None:
+            out = torch.empty(self.output_shape, dtype=torch.float32, device=self._device)
+        stream = _current_stream(torch, self._device_index)
+        with self._lock:  # one execution at a time: the plan has one workspace
+            handle = self._handle
+            if handle is None:
+                raise ValueError("this convtune Plan is closed")
+            if self._last_stream is not None and self._last_stream != stream:
+                # The workspace may still be in use by the other stream's launch.
+                _order_streams(torch, self._device_index, self._last_stream, stream)
+            # The library makes the plan's device current and restores the caller's.
+            status = self._execute(handle, stream, x.data_ptr(), w.data_ptr(),
+                                   None if bias is None else bias.data_ptr(), out.data_ptr())
+            if status != _lib.OK:
+                raise ConvtuneError(status, _lib.last_error(self._context._lib, self._ctx_handle))
+            self._last_stream = stream
+        return out
+
+    def _tensor_fits(self, t, shape):
+        # The common case in a few attribute reads; _explain_bad_arguments says what is wrong.
+        return (isinstance(t, self._tensor_type) and t.dtype is self._float32 and t.shape == shape
+                and t.get_device() == self._device_index and t.is_contiguous()
+                and t.data_ptr() % _lib.POINTER_ALIGNMENT == 0)
+
+    def _arguments_fit(self, x, w, bias, out):
+        if not (self._tensor_fits(x, self._x_shape) and self._tensor_fits(w, self._w_shape)):
+            return False
+        if (bias is None) == self._has_bias or (bias is not None and not self._tensor_fits(bias, self._bias_shape)):
+            return False
+        if out is not None and (not self._tensor_fits(out, self.output_shape)
+                                or any(t is not None and _overlaps(out, t) for t in (x, w, bias))):
+            return False
+        return not (self._torch.is_grad_enabled()
+                    and (x.requires_grad or w.requires_grad or (bias is not None and bias.requires_grad)))
+
+    def _explain_bad_arguments(self, x, w, bias, out):
+        torch, device = self._torch, self._device
         _check_tensor("x", x, self._x_shape, device)
         _check_tensor("w", w, self._w_shape, device)
         k = self._w_shape[0]
@@ -485,31 +545,11 @@ class Plan:
         if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, w, bias)):
             raise NotImplementedError("convtune has no backward: run it under torch.no_grad() or "
                                       "torch.inference_mode(), or pass detached tensors")
-        if out is None:
-            out = torch.empty(self.output_shape, dtype=torch.float32, device=device)
-        else:
+        if out is not None:
             _check_tensor("out", out, self.output_shape, device)
             for name, t in (("x", x), ("w", w), ("bias", bias)):
                 if t is not None and _overlaps(out, t):
                     raise ValueError("out overlaps %s: convtune cannot write its output over an input" % name)
-        stream = torch.cuda.current_stream(device)
-        with self._lock:  # one execution at a time: the plan has one workspace
-            handle = self._handle
-            if handle is None:
-                raise ValueError("this convtune Plan is closed")
-            last = self._last_stream
-            if last is not None and last != stream:
-                # The workspace may still be in use by the other stream's launch.
-                event = torch.cuda.Event()
-                event.record(last)
-                stream.wait_event(event)
-            with torch.cuda.device(device) if self._guard else contextlib.nullcontext():
-                status = self._execute(handle, stream.cuda_stream, x.data_ptr(), w.data_ptr(),
-                                       None if bias is None else bias.data_ptr(), out.data_ptr())
-            if status != _lib.OK:
-                raise ConvtuneError(status, _lib.last_error(self._context._lib, self._ctx_handle))
-            self._last_stream = stream
-        return out
 
     def _release(self):
         with self._lock:
