@@ -1092,7 +1092,8 @@ METHOD_TEXT = (
     "float64 (convtune's output poisoned with NaN first); above 1e-4 (strict) or 1e-2 (TF32) the "
     "row fails and is left out of the geomean. `% floor` = floor / measured time, with floor = "
     "max(FLOPs / matmul rate of the mode, bytes / copy bandwidth), FLOPs = 2·N·K·P·Q·(C/groups)·R·S, "
-    "bytes = 4·(|x| + |w| + |y|).")
+    "bytes = 4·(|x| + |w| + |y|). Above 100% means the algorithm does fewer multiply-adds than a "
+    "direct convolution (Winograd, FFT), which the floor counts.")
 
 
 def render_markdown(results: dict) -> str:
@@ -1105,7 +1106,7 @@ def render_markdown(results: dict) -> str:
     if results.get("notes"):
         lines += ["## Skipped rows", ""] + [f"- {n}" for n in results["notes"]] + [""]
     if results.get("json_path"):
-        lines += [f"Every number, per row: `{results['json_path']}`.", ""]
+        lines += [f"Every number, per row: `{os.path.basename(results['json_path'])}` beside this file.", ""]
     return "\n".join(lines)
 
 
