@@ -668,30 +668,42 @@ static int print_winners_table(const record_list *l) {
   return EXIT_OK_;
 }
 
-static int cmd_list(const cli_args *a) {
-  char path[CLI_PATH_MAX];
-  int rc = cache_path(a, false, path, sizeof path);
+/* Reads the winners (key NULL) or the trials of one problem key from the
+ * cache, read-only, into *l.  Returns EXIT_OK_ or the exit code after saying
+ * why on stderr. */
+static int read_rows(const cli_args *a, const char *key, record_list *l, char *path, size_t size) {
   conv_cache *cache = NULL;
+  int rc = cache_path(a, false, path, size);
   if (rc == EXIT_OK_) rc = open_cache_read_only(path, &cache);
   if (rc != EXIT_OK_) return rc;
-  record_list l = {NULL, 0, 0, false};
   conv_error err = {CONV_OK, ""};
-  conv_status st = conv_cache_list_winners(cache, collect_row, &l, &err);
+  conv_status st = key ? conv_cache_list_trials(cache, key, collect_row, l, &err)
+                       : conv_cache_list_winners(cache, collect_row, l, &err);
   conv_cache_close(cache);
-  if (l.out_of_memory) {
+  if (l->out_of_memory) {
     fprintf(stderr, "convtune: out of memory\n");
-    rc = EXIT_FAILED;
-  } else if (st != CONV_OK) {
+    return EXIT_FAILED;
+  }
+  if (st != CONV_OK) {
     char line[512];
     fprintf(stderr, "convtune: cannot read the cache %s: %s\n", path,
             one_line(err.message, line, sizeof line));
-    rc = EXIT_CACHE;
-  } else if (a->json) {
-    write_records_json(stdout, &l, false);
-  } else if (l.count == 0) {
-    fprintf(stderr, "convtune: no tuned shapes in %s yet\n", path);
-  } else {
-    rc = print_winners_table(&l);
+    return EXIT_CACHE;
+  }
+  return EXIT_OK_;
+}
+
+static int cmd_list(const cli_args *a) {
+  char path[CLI_PATH_MAX];
+  record_list l = {NULL, 0, 0, false};
+  int rc = read_rows(a, NULL, &l, path, sizeof path);
+  if (rc == EXIT_OK_) {
+    if (a->json)
+      write_records_json(stdout, &l, false);
+    else if (l.count == 0)
+      fprintf(stderr, "convtune: no tuned shapes in %s yet\n", path);
+    else
+      rc = print_winners_table(&l);
   }
   record_list_free(&l);
   return rc;
@@ -801,23 +813,9 @@ static int cmd_show(const cli_args *a) {
     return usage_error("cannot make the key of '%s': %s", a->inputs[0], conv_status_string(st));
   }
   char path[CLI_PATH_MAX];
-  conv_cache *cache = NULL;
-  rc = cache_path(a, false, path, sizeof path);
-  if (rc == EXIT_OK_) rc = open_cache_read_only(path, &cache);
-  if (rc != EXIT_OK_) return rc;
   record_list l = {NULL, 0, 0, false};
-  conv_error err = {CONV_OK, ""};
-  st = conv_cache_list_trials(cache, key, collect_row, &l, &err);
-  conv_cache_close(cache);
-  if (l.out_of_memory) {
-    fprintf(stderr, "convtune: out of memory\n");
-    rc = EXIT_FAILED;
-  } else if (st != CONV_OK) {
-    char line[512];
-    fprintf(stderr, "convtune: cannot read the cache %s: %s\n", path,
-            one_line(err.message, line, sizeof line));
-    rc = EXIT_CACHE;
-  } else {
+  rc = read_rows(a, key, &l, path, sizeof path);
+  if (rc == EXIT_OK_) {
     if (a->json) write_records_json(stdout, &l, true);
     if (l.count == 0) {
       fprintf(stderr, "convtune: no trials for '%s' in %s\n", key, path);
