@@ -18,6 +18,12 @@ const char *conv_context_last_error(const conv_context *context) {
   return context ? context->last_error.message : create_error.message;
 }
 
+void context_set_error(conv_context *context, const conv_error *err) {
+  uv_mutex_lock(&context->error_lock);
+  context->last_error = *err;
+  uv_mutex_unlock(&context->error_lock);
+}
+
 void conv_context_interrupt(conv_context *context) {
   if (context) atomic_store(&context->interrupt, 1);
 }
@@ -155,6 +161,12 @@ conv_status conv_context_create(conv_context **context, const conv_context_optio
     free(ctx);
     return conv_error_set(err, CONV_INTERNAL, "uv_mutex_init failed");
   }
+  if (uv_mutex_init(&ctx->error_lock) != 0) {
+    uv_mutex_destroy(&ctx->env.cudnn_lock);
+    uv_mutex_destroy(&ctx->lock);
+    free(ctx);
+    return conv_error_set(err, CONV_INTERNAL, "uv_mutex_init failed");
+  }
   int previous = -1;
   CONV_TRY(st, open_device(ctx, o->device, err), fail);
   /* The handles bind to the current device. */
@@ -178,6 +190,7 @@ void conv_context_destroy(conv_context *ctx) {
   if (ctx->env.cublaslt) cublasLtDestroy(ctx->env.cublaslt);
   if (ctx->env.cudnn) cudnnDestroy(ctx->env.cudnn);
   plan_map_free(&ctx->map);
+  uv_mutex_destroy(&ctx->error_lock);
   uv_mutex_destroy(&ctx->env.cudnn_lock);
   uv_mutex_destroy(&ctx->lock);
   free(ctx);

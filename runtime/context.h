@@ -27,11 +27,16 @@ struct conv_context {
   int verbose;
   char cache_path[4096];
   conv_cache *cache;
-  uv_mutex_t lock; /* plan creation: map, cache, tuning, last_error */
+  uv_mutex_t lock; /* plan creation: map, cache, tuning */
   plan_map map;
+  /* Its own lock, so that a failing execute never waits for a tuning. */
+  uv_mutex_t error_lock;
   conv_error last_error;
   atomic_int interrupt;
 };
+
+/* Records a failed call's status and message as the context's last error. */
+void context_set_error(conv_context *context, const conv_error *err);
 
 /* Map operations; the caller holds context->lock. */
 const conv_choice *plan_map_find(const plan_map *map, const char *key);

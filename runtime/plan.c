@@ -125,16 +125,16 @@ conv_status conv_plan_create(conv_context *ctx, const conv_problem *problem, con
     conv_device_leave(previous);
   }
   if (st == CONV_OK) *plan = made;
-  ctx->last_error = err;
-  ctx->last_error.status = st;
   uv_mutex_unlock(&ctx->lock);
+  if (st != CONV_OK) {
+    err.status = st;
+    context_set_error(ctx, &err);
+  }
   return st;
 }
 
 static conv_status execute_error(conv_plan *plan, conv_error *err) {
-  uv_mutex_lock(&plan->ctx->lock);
-  plan->ctx->last_error = *err;
-  uv_mutex_unlock(&plan->ctx->lock);
+  context_set_error(plan->ctx, err);
   return err->status;
 }
 
