@@ -43,6 +43,8 @@ enum { UID_X = 'x', UID_W = 'w', UID_Y = 'y' };
 
 /* Sanity bound on the engine count an operation graph reports. */
 #define MAX_ENGINES 4096
+/* Heuristic results asked for even when few configs are wanted. */
+#define HEURISTIC_MIN_RESULTS 64
 
 /* ---------------------------------------------------------------- errors */
 
@@ -666,7 +668,10 @@ static conv_status cudnn_configs(const conv_problem *problem, conv_env *env, con
   CONV_TRY(st, graph_build(problem, env, &g, err), done);
   CONV_TRY(st, engine_count(g.graph, &engines, err), done);
   probes = calloc(engines > 0 ? (size_t)engines : 1, sizeof *probes);
-  heur = calloc((size_t)max, sizeof *heur);
+  /* Ask the heuristics for more than `max`: in strict mode their first
+   * picks are often TF32 engines, which emit_configs drops. */
+  const int heur_cap = max < HEURISTIC_MIN_RESULTS ? HEURISTIC_MIN_RESULTS : max;
+  heur = calloc((size_t)heur_cap, sizeof *heur);
   if (probes == NULL || heur == NULL) {
     st = conv_error_set(err, CONV_OUT_OF_MEMORY, "cudnn: config enumeration");
     goto done;
@@ -682,9 +687,9 @@ static conv_status cudnn_configs(const conv_problem *problem, conv_env *env, con
   const cudnnBackendHeurMode_t modes[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B,
                                           CUDNN_HEUR_MODE_FALLBACK};
   int ranked_count = 0;
-  for (int m = 0; m < 3 && heur_count < max; m++) {
+  for (int m = 0; m < 3 && heur_count < heur_cap; m++) {
     int got = 0;
-    CONV_TRY(st, heuristic_configs(g.graph, modes[m], heur + heur_count, max - heur_count, &got, err), done);
+    CONV_TRY(st, heuristic_configs(g.graph, modes[m], heur + heur_count, heur_cap - heur_count, &got, err), done);
     heur_count += got;
     if (m == 0) ranked_count = heur_count;
   }
