@@ -243,7 +243,8 @@ conv_status conv_plan_execute(conv_plan *plan, void *stream, const void *x, cons
 /* Describes the plan's choice. */
 conv_status conv_plan_info_get(const conv_plan *plan, conv_plan_info *info /* OUT */);
 
-/* Frees the plan and its workspace.  NULL is a no-op. */
+/* Frees the plan and its workspace.  NULL is a no-op.
+ * Like every call here, it leaves the caller's current CUDA device as it was. */
 void conv_plan_destroy(conv_plan *plan);
 
 /* ---------------------------------------------------------------- versions */

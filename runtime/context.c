@@ -187,8 +187,12 @@ fail:
 void conv_context_destroy(conv_context *ctx) {
   if (ctx == NULL) return;
   conv_cache_close(ctx->cache);
+  int previous = -1;
+  bool entered = (ctx->env.cudnn || ctx->env.cublaslt) &&
+                 conv_device_enter(ctx->env.device.ordinal, &previous, NULL) == CONV_OK;
   if (ctx->env.cublaslt) cublasLtDestroy(ctx->env.cublaslt);
   if (ctx->env.cudnn) cudnnDestroy(ctx->env.cudnn);
+  if (entered) conv_device_leave(previous);
   plan_map_free(&ctx->map);
   uv_mutex_destroy(&ctx->error_lock);
   uv_mutex_destroy(&ctx->env.cudnn_lock);

@@ -179,9 +179,12 @@ conv_status conv_plan_info_get(const conv_plan *plan, conv_plan_info *info) {
 
 void conv_plan_destroy(conv_plan *plan) {
   if (plan == NULL) return;
+  int previous = -1;
+  bool entered = conv_device_enter(plan->ctx->env.device.ordinal, &previous, NULL) == CONV_OK;
   /* cudaFree waits for the device to finish, so executions still queued
    * with this workspace complete before it is released. */
   if (plan->workspace) cudaFree(plan->workspace);
   plan->algorithm->release(plan->prepared.state);
+  if (entered) conv_device_leave(previous);
   free(plan);
 }

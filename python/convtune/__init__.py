@@ -17,7 +17,6 @@ $CONVTUNE_LIB, else build/libconvtune.so or build-gpu/libconvtune.so of
 this repository.
 """
 import atexit
-import contextlib
 import ctypes
 import operator
 import os
@@ -144,22 +143,6 @@ def _problem_key(x_shape, w_shape, stride, padding, dilation, groups, bias, acti
             _lib.DTYPE_F32, _lib.LAYOUT_NCHW, _lib.FORWARD, _lib.MATH[math], epilogue)
 
 
-def _device_guard(device):
-    """Makes `device` torch's current device for the block and restores the old one.
-
-    The library calls cudaSetDevice and does not switch back, and its CUDA
-    runtime and torch's share the thread's current (driver) context, so
-    without this a call on device 1 would move later torch work off device 0.
-    """
-    try:
-        torch = _torch_mod
-        if torch is not None and 0 <= device < torch.cuda.device_count():
-            return torch.cuda.device(device)
-    except Exception:  # torch half torn down at exit, or without CUDA
-        pass
-    return contextlib.nullcontext()
-
-
 # ---------------------------------------------------------------- contexts
 
 _live_contexts = weakref.WeakSet()
@@ -202,8 +185,8 @@ class Context:
         options.workspace_limit = workspace_limit
         options.verbose = int(self.verbose)
         handle = _lib.ContextPtr()
-        with _device_guard(self.device):
-            status = lib.conv_context_create(ctypes.byref(handle), ctypes.byref(options))
+        # The library leaves torch's current device as it was, in every call.
+        status = lib.conv_context_create(ctypes.byref(handle), ctypes.byref(options))
         if status != _lib.OK:
             # Thread-local message of the failed create, read in the same thread.
             message = "cannot create a context on CUDA device %d: %s" % (self.device, _lib.last_error(lib, None))
@@ -296,10 +279,9 @@ class Context:
                 return
             plans = list(self._plans.values())
             self._plans.clear()
-            with _device_guard(self.device):
-                for plan in plans:  # plans must go before their context
-                    plan._release()
-                self._destroy(handle)
+            for plan in plans:  # plans must go before their context
+                plan._release()
+            self._destroy(handle)
 
     def __enter__(self):
         self._check_open()
@@ -417,8 +399,7 @@ class Plan:
             # Read at once: the next call on the context replaces the message.
             return status, (_lib.last_error(lib, ctx_handle) if status != _lib.OK else "")
 
-        with _device_guard(context.device):
-            (status, message), interrupted = context._run_interruptible(create)
+        (status, message), interrupted = context._run_interruptible(create)
         if interrupted:
             if status == _lib.OK:
                 lib.conv_plan_destroy(handle)
@@ -560,8 +541,7 @@ class Plan:
     def close(self):
         """Frees the plan and its workspace; the Context makes a new one on the next plan() call."""
         if self._handle is not None:
-            with _device_guard(self._context.device):
-                self._release()
+            self._release()
 
     def __del__(self):
         try:
