@@ -31,8 +31,8 @@
  * w[k][c/groups][r][s], bias b[k], output y[n][k][p][q] where p, q come from
  * conv_problem_output_dims().  All pointers passed to conv_plan_execute are
  * device pointers aligned to CONV_POINTER_ALIGNMENT bytes (cudaMalloc gives
- * 256), which lets the vectorised cuDNN and cuBLAS kernels run.  This is cross-correlation (no filter flip), as in cuDNN
- * and PyTorch.
+ * 256), which lets the vectorised cuDNN and cuBLAS kernels run.  This is
+ * cross-correlation (no filter flip), as in cuDNN and PyTorch.
  */
 #ifndef CONVTUNE_H
 #define CONVTUNE_H
@@ -233,8 +233,8 @@ conv_status conv_plan_create(conv_context *context, const conv_problem *problem,
 /* Runs the convolution asynchronously on `stream` (0 = the legacy default
  * stream): y = epilogue(conv(x, w) [+ bias]).  `bias` is required for the
  * bias epilogues and ignored otherwise.  Pointers must be aligned to
- * CONV_POINTER_ALIGNMENT (else CONV_INVALID_ARGUMENT).  Errors are reported for launch
- * failures only; device-side faults surface at the caller's next
+ * CONV_POINTER_ALIGNMENT (else CONV_INVALID_ARGUMENT).  Errors are reported
+ * for launch failures only; device-side faults surface at the caller's next
  * synchronisation.  One plan must not be executed from two threads at once
  * (it owns one workspace); use one plan per thread or stream. */
 conv_status conv_plan_execute(conv_plan *plan, void *stream, const void *x, const void *w,
