@@ -8,6 +8,7 @@
 static const conv_algorithm *const registry[] = {
     &conv_algorithm_cudnn,
     &conv_algorithm_im2col_gemm,
+    &conv_algorithm_direct_channel,
 };
 
 const conv_algorithm *const *conv_registry(int *count) {

@@ -168,7 +168,9 @@ typedef struct conv_algorithm {
 enum {
   CONV_ALGO_CUDNN = 1,
   CONV_ALGO_IM2COL_GEMM = 2,
-  /* 3 fft, 4 direct_channel, 5 patch, 6 dynamic: reserved for later families */
+  /* 3 fft: reserved */
+  CONV_ALGO_DIRECT_CHANNEL = 4,
+  /* 5 patch, 6 dynamic: reserved for later families */
 };
 const conv_algorithm *const *conv_registry(int *count /* OUT */);
 const conv_algorithm *conv_registry_find(uint32_t id);
@@ -176,6 +178,7 @@ const conv_algorithm *conv_registry_find_name(const char *name);
 
 extern const conv_algorithm conv_algorithm_cudnn;
 extern const conv_algorithm conv_algorithm_im2col_gemm;
+extern const conv_algorithm conv_algorithm_direct_channel;
 
 /* ---------------------------------------------------------------- context */
 

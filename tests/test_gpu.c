@@ -387,6 +387,82 @@ static int every_candidate_matches_reference(void) {
   return TEST_PASS;
 }
 
+/* A problem for the direct_channel shapes: n c h w k r s, then stride,
+ * pad, dilation (both axes unless the _w values differ), groups. */
+static conv_problem direct_problem(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k,
+                                   int64_t r, int64_t s, int64_t stride, int64_t pad, int64_t dil,
+                                   int64_t groups, conv_epilogue epilogue, conv_math math) {
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = n; p.c = c; p.h = h; p.w = w; p.k = k; p.r = r; p.s = s;
+  p.stride_h = p.stride_w = stride;
+  p.pad_h = p.pad_w = pad;
+  p.dil_h = p.dil_w = dil;
+  p.groups = groups;
+  p.epilogue = epilogue;
+  p.math = math;
+  return p;
+}
+
+/* Our direct kernels on the shapes they exist for, larger than the random
+ * problems: several tiles per image, staged channels, 31x31 filters, widths
+ * that are and are not multiples of 4 (vector and scalar loads), odd
+ * borders.  Every config must match the CPU reference. */
+static int direct_channel_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  conv_env env;
+  if (open_env(&env) != TEST_PASS) return TEST_FAIL;
+  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
+  conv_problem cases[] = {
+      direct_problem(2, 8, 56, 56, 8, 3, 3, 1, 1, 1, 8, CONV_EPILOGUE_BIAS_RELU, S), /* depthwise */
+      direct_problem(2, 6, 57, 57, 6, 3, 3, 2, 1, 1, 6, CONV_EPILOGUE_NONE, S),
+      direct_problem(1, 4, 40, 44, 4, 31, 31, 1, 15, 1, 4, CONV_EPILOGUE_BIAS, S),
+      direct_problem(1, 3, 37, 35, 3, 31, 31, 1, 15, 1, 3, CONV_EPILOGUE_NONE, T),
+      direct_problem(2, 4, 33, 30, 8, 5, 5, 1, 4, 2, 4, CONV_EPILOGUE_NONE, S), /* multiplier 2 */
+      direct_problem(1, 1, 130, 131, 1, 3, 3, 1, 8, 8, 1, CONV_EPILOGUE_NONE, S), /* 1->1, d8 */
+      direct_problem(1, 1, 128, 128, 1, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, S),
+      direct_problem(1, 16, 67, 64, 1, 3, 3, 1, 4, 4, 1, CONV_EPILOGUE_NONE, S), /* 16->1 */
+      direct_problem(1, 32, 40, 36, 1, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS_RELU, S),
+      direct_problem(1, 3, 64, 64, 16, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, T), /* 3->16 */
+      direct_problem(2, 3, 45, 47, 16, 7, 7, 2, 3, 1, 1, CONV_EPILOGUE_NONE, S), /* stem-like */
+      direct_problem(1, 16, 20, 20, 16, 3, 3, 1, 1, 1, 2, CONV_EPILOGUE_NONE, S), /* 8x8 groups */
+      direct_problem(1, 2, 29, 33, 2, 1, 7, 1, 3, 1, 2, CONV_EPILOGUE_NONE, S), /* 1 x 7 */
+  };
+  cases[4].pad_w = 1; /* asymmetric padding */
+  cases[12].pad_h = 0;
+  void *scratch;
+  CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
+  family_count count = {0, 0, 0};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const conv_problem *p = &cases[i];
+    char name[CONV_PROBLEM_KEY_MAX];
+    describe_problem(p, name, sizeof name);
+    CHECK_MSG(conv_problem_validate(p, NULL, 0) == CONV_OK, "case %zu invalid: %s", i, name);
+    CHECK_MSG(conv_algorithm_direct_channel.applicable(p, &env), "not applicable: %s", name);
+    host_case hc;
+    dev_case d;
+    if (host_case_make(&hc, p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
+    float *dev_ref;
+    CUDA_OK(cudaMalloc((void **)&dev_ref, (size_t)hc.sh.y_elems * sizeof(float)));
+    CUDA_OK(conv_reference_forward(p, d.x, d.w, d.bias, dev_ref, 0));
+    const int before = count.ran;
+    if (run_every_config(&env, &conv_algorithm_direct_channel, &hc, &d, dev_ref, scratch, &count) !=
+        TEST_PASS)
+      return TEST_FAIL;
+    printf("%s: %d configs matched\n", name, count.ran - before);
+    cudaFree(dev_ref);
+    dev_case_free(&d);
+    host_case_free(&hc);
+  }
+  printf("direct_channel: %d configs matched the CPU reference, %d not supported for their shape\n",
+         count.ran, count.unsupported);
+  CHECK(count.wrong_caught == 0);
+  cudaFree(scratch);
+  close_env(&env);
+  return TEST_PASS;
+}
+
 static int make_context(conv_context **ctx, const char *cache, conv_policy policy, size_t ws_limit) {
   conv_context_options o;
   conv_context_options_init(&o);
@@ -639,6 +715,7 @@ static int cache_only_policy(void) {
 static const test_case tests[] = {
     {"reference_matches_cpu", reference_matches_cpu},
     {"every_candidate_matches_reference", every_candidate_matches_reference},
+    {"direct_channel_matches_reference", direct_channel_matches_reference},
     {"plan_executes_correctly", plan_executes_correctly},
     {"plan_from_cache_in_new_process", plan_from_cache_in_new_process},
     {"nondefault_stream", nondefault_stream},

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "algorithms/direct_channel.h"
 #include "runtime/internal.h"
 #include "tests/test.h"
 
@@ -222,6 +223,75 @@ static int default_cache_path(void) {
 
 /* Either there is a GPU and a context opens, or conv_context_create fails
  * with CONV_NO_DEVICE, a message, and no context: never a crash. */
+static conv_problem depthwise_problem(void) {
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = 32; p.c = 144; p.h = 56; p.w = 56; p.k = 144; p.r = 3; p.s = 3;
+  p.pad_h = p.pad_w = 1;
+  p.groups = 144;
+  return p;
+}
+
+/* The direct_channel candidate's configs and tiling checks need no GPU. */
+static int direct_channel_configs(void) {
+  const conv_algorithm *dc = conv_registry_find(CONV_ALGO_DIRECT_CHANNEL);
+  CHECK(dc != NULL && strcmp(dc->name, "direct_channel") == 0);
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  conv_config configs[512];
+  int n = -1;
+  conv_problem p = depthwise_problem();
+  CHECK(dc->applicable(&p, &env));
+  CHECK_STATUS(CONV_OK, dc->configs(&p, &env, configs, 512, &n, NULL));
+  CHECK(n > 0 && n < 512);
+  for (int i = 0; i < n; i++) {
+    CHECK(configs[i].count == 6);
+    for (int j = 0; j < i; j++) CHECK(!conv_config_equal(&configs[i], &configs[j]));
+    conv_direct_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1],
+                            (int)configs[i].values[2], (int)configs[i].values[3],
+                            (int)configs[i].values[4], (int)configs[i].values[5]};
+    conv_direct_launch l;
+    CHECK(conv_direct_plan(&p, &t, &l, NULL, 0));
+    CHECK(l.tiles_p * l.tile_rows >= l.p && l.tiles_q * l.tile_cols >= l.q);
+    CHECK(l.smem_bytes <= CONV_DIRECT_SMEM_MAX && l.pitch % 4 == 0);
+  }
+  /* The first config is the unit layout (stride 1) with one row of threads
+   * per 4 output columns: 56 columns -> 14 threads. */
+  CHECK(configs[0].values[0] == CONV_DIRECT_UNIT && configs[0].values[4] == 14);
+  /* A max of 3 (the fast policy) gets the first 3 of the full list. */
+  conv_config few[3];
+  int m = -1;
+  CHECK_STATUS(CONV_OK, dc->configs(&p, &env, few, 3, &m, NULL));
+  CHECK(m == 3 && conv_config_equal(&few[2], &configs[2]));
+
+  /* Tilings that cannot run are refused with a reason. */
+  char why[160];
+  conv_direct_launch l;
+  conv_direct_tiling unit = {CONV_DIRECT_UNIT, 4, 4, 1, 14, 14};
+  p.stride_h = p.stride_w = 2;
+  CHECK(!conv_direct_plan(&p, &unit, &l, why, sizeof why) && strstr(why, "stride") != NULL);
+  p = depthwise_problem();
+  conv_direct_tiling kb16 = {CONV_DIRECT_UNIT, 4, 1, 16, 14, 14}; /* depthwise: 1 per group */
+  CHECK(!conv_direct_plan(&p, &kb16, &l, why, sizeof why) && strstr(why, "divide") != NULL);
+  conv_direct_tiling odd = {CONV_DIRECT_UNIT, 4, 3, 1, 14, 14}; /* not compiled */
+  CHECK(!conv_direct_plan(&p, &odd, &l, why, sizeof why) && strstr(why, "compiled") != NULL);
+  conv_direct_tiling wide = {CONV_DIRECT_UNIT, 4, 4, 1, 32, 16}; /* 512 threads */
+  CHECK(!conv_direct_plan(&p, &wide, &l, why, sizeof why) && strstr(why, "threads") != NULL);
+  p.r = p.s = 201; /* a 31 x 31 is fine, a 201 x 201 halo is not */
+  p.pad_h = p.pad_w = 100;
+  conv_direct_tiling big = {CONV_DIRECT_UNIT, 4, 4, 1, 14, 14};
+  CHECK(!conv_direct_plan(&p, &big, &l, why, sizeof why) && strstr(why, "shared memory") != NULL);
+
+  /* Dense convolutions with many channels are left to GEMM engines. */
+  conv_problem dense;
+  conv_problem_init(&dense);
+  dense.n = 1; dense.c = 64; dense.h = 56; dense.w = 56; dense.k = 64; dense.r = dense.s = 3;
+  CHECK(!dc->applicable(&dense, &env));
+  CHECK_STATUS(CONV_OK, dc->configs(&dense, &env, configs, 512, &n, NULL));
+  CHECK(n == 0);
+  return TEST_PASS;
+}
+
 static int no_device_is_clean(void) {
   char cache[4096];
   const char *tmp = getenv("CONVTUNE_TEST_TMP");
@@ -255,6 +325,7 @@ static const test_case tests[] = {
     {"status_strings", status_strings},   {"validate_each_failure", validate_each_failure},
     {"output_dims", output_dims},         {"problem_key", problem_key},
     {"parse_spec", parse_spec},           {"config_text", config_text},
-    {"default_cache_path", default_cache_path}, {"no_device_is_clean", no_device_is_clean},
+    {"default_cache_path", default_cache_path}, {"direct_channel_configs", direct_channel_configs},
+    {"no_device_is_clean", no_device_is_clean},
 };
 TEST_MAIN(tests)

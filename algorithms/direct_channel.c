@@ -1,0 +1,194 @@
+/*
+ * direct_channel.c -- the `direct_channel` candidate: our own direct
+ * convolution for few channels per group (depthwise, 1->1, 16->1, 3->16,
+ * small grouped convs), where cuDNN's GEMM-shaped engines leave most of the
+ * GPU idle.  The kernels are in direct_channel.cu.
+ *
+ * Config values: {layout, px, py, kb, tx, ty} (conv_direct_tiling).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "algorithms/direct_channel.h"
+#include "runtime/internal.h"
+
+/* Past these a group is a dense convolution, which GEMM engines do well and
+ * this kernel would only slow the tuning down. */
+#define DC_MAX_CHANNELS_IN 32
+#define DC_MAX_CHANNELS_OUT 64
+
+static bool dc_problem_supported(const conv_problem *pb) {
+  return pb->dtype == CONV_DTYPE_F32 && pb->layout == CONV_LAYOUT_NCHW &&
+         pb->direction == CONV_FORWARD &&
+         (pb->math == CONV_MATH_STRICT || pb->math == CONV_MATH_TF32) &&
+         pb->c / pb->groups <= DC_MAX_CHANNELS_IN && pb->k / pb->groups <= DC_MAX_CHANNELS_OUT;
+}
+
+static bool dc_applicable(const conv_problem *problem, const conv_env *env) {
+  return problem != NULL && env != NULL && dc_problem_supported(problem);
+}
+
+static void dc_tiling_from_config(const conv_config *config, conv_direct_tiling *t) {
+  t->layout = (int)config->values[0];
+  t->px = (int)config->values[1];
+  t->py = (int)config->values[2];
+  t->kb = (int)config->values[3];
+  t->tx = (int)config->values[4];
+  t->ty = (int)config->values[5];
+}
+
+static conv_config dc_config_from_tiling(const conv_direct_tiling *t) {
+  conv_config c = {6, {t->layout, t->px, t->py, t->kb, t->tx, t->ty}, 0};
+  return c;
+}
+
+/* ---------------------------------------------------------------- configs */
+
+/* Per-thread blockings, most promising first.  The most output channels
+ * per thread that divide the group's come first (each block then reads its
+ * input tile once); configs() tries every blocking's first tile shape
+ * before any second one, so that the fast policy's few configs span
+ * blockings.  Unfit blockings (unit layout on strided or dilated problems,
+ * kb not dividing K/groups) drop out in conv_direct_plan. */
+static const conv_direct_tiling dc_blockings[] = {
+    {CONV_DIRECT_UNIT, 4, 1, 16, 0, 0},    {CONV_DIRECT_UNIT, 4, 1, 8, 0, 0},
+    {CONV_DIRECT_UNIT, 4, 2, 4, 0, 0},     {CONV_DIRECT_UNIT, 4, 4, 1, 0, 0},
+    {CONV_DIRECT_UNIT, 4, 2, 1, 0, 0},     {CONV_DIRECT_UNIT, 4, 8, 1, 0, 0},
+    {CONV_DIRECT_UNIT, 4, 1, 1, 0, 0},     {CONV_DIRECT_UNIT, 4, 2, 8, 0, 0},
+    {CONV_DIRECT_UNIT, 4, 4, 4, 0, 0},     {CONV_DIRECT_UNIT, 4, 1, 4, 0, 0},
+    {CONV_DIRECT_GENERIC, 2, 1, 16, 0, 0}, {CONV_DIRECT_GENERIC, 2, 1, 8, 0, 0},
+    {CONV_DIRECT_GENERIC, 2, 2, 4, 0, 0},  {CONV_DIRECT_GENERIC, 4, 2, 1, 0, 0},
+    {CONV_DIRECT_GENERIC, 4, 4, 1, 0, 0},  {CONV_DIRECT_GENERIC, 2, 2, 1, 0, 0},
+    {CONV_DIRECT_GENERIC, 2, 1, 1, 0, 0},  {CONV_DIRECT_GENERIC, 1, 1, 1, 0, 0},
+    {CONV_DIRECT_GENERIC, 1, 1, 4, 0, 0},  {CONV_DIRECT_GENERIC, 1, 1, 8, 0, 0},
+    {CONV_DIRECT_GENERIC, 1, 1, 16, 0, 0},
+};
+#define DC_BLOCKINGS ((int)(sizeof dc_blockings / sizeof dc_blockings[0]))
+
+/* Threads along a row: enough to cover a narrow output in one tile, else
+ * 16 or 32 (64-128 columns per tile). */
+static int dc_tx_options(int64_t q, int px, int out[3]) {
+  int count = 0;
+  const int64_t cover = (q + px - 1) / px;
+  if (cover < 32) out[count++] = (int)cover;
+  if (cover > 16) out[count++] = 16;
+  if (cover > 32 || count == 0) out[count++] = 32;
+  return count;
+}
+
+static bool dc_seen(const conv_config *out, int count, const conv_config *c) {
+  for (int i = 0; i < count; i++)
+    if (conv_config_equal(&out[i], c)) return true;
+  return false;
+}
+
+static conv_status dc_configs(const conv_problem *problem, conv_env *env, conv_config *out,
+                              int max, int *count, conv_error *err) {
+  if (problem == NULL || out == NULL || count == NULL || max < 0)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "direct_channel: bad configs() arguments");
+  *count = 0;
+  if (!dc_applicable(problem, env)) return CONV_OK;
+  conv_shape shape;
+  conv_status st = conv_problem_shape(problem, &shape);
+  if (st != CONV_OK) return conv_error_set(err, st, "direct_channel: invalid problem");
+
+  const int thread_counts[] = {256, 128};
+  int n = 0;
+  /* Tile shapes ranked (row width option, then thread count), and every
+   * blocking at one rank before the next rank. */
+  for (int rank = 0; rank < 6; rank++) {
+    for (int b = 0; b < DC_BLOCKINGS; b++) {
+      int tx_opts[3];
+      const int ntx = dc_tx_options(shape.q, dc_blockings[b].px, tx_opts);
+      if (rank / 2 >= ntx) continue;
+      conv_direct_tiling tiling = dc_blockings[b];
+      tiling.tx = tx_opts[rank / 2];
+      /* No more rows of threads than the output has rows for. */
+      const int64_t rows_needed = (shape.p + tiling.py - 1) / tiling.py;
+      int64_t ty = thread_counts[rank % 2] / tiling.tx;
+      if (ty > rows_needed) ty = rows_needed;
+      tiling.ty = ty < 1 ? 1 : (int)ty;
+      conv_direct_launch launch;
+      if (!conv_direct_plan(problem, &tiling, &launch, NULL, 0)) continue;
+      const conv_config c = dc_config_from_tiling(&tiling);
+      if (dc_seen(out, n, &c)) continue;
+      if (n == max) goto done;
+      out[n++] = c;
+    }
+  }
+done:
+  *count = n;
+  return CONV_OK;
+}
+
+/* ---------------------------------------------------------------- prepare/run */
+
+static void dc_release(void *state) { free(state); }
+
+static conv_status dc_prepare(const conv_problem *problem, conv_env *env,
+                              const conv_config *config, conv_prepared *out, conv_error *err) {
+  if (problem == NULL || env == NULL || config == NULL || out == NULL)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "direct_channel: NULL argument");
+  if (!dc_problem_supported(problem))
+    return conv_error_set(err, CONV_UNSUPPORTED,
+                          "direct_channel: only fp32 NCHW forward with at most %d input and %d "
+                          "output channels per group",
+                          DC_MAX_CHANNELS_IN, DC_MAX_CHANNELS_OUT);
+  /* The config may come from a shipped cache: conv_direct_plan checks all of it. */
+  if (config->count != 6)
+    return conv_error_set(err, CONV_UNSUPPORTED, "direct_channel: config has %d values, not 6",
+                          config->count);
+  for (int i = 0; i < 6; i++)
+    if (config->values[i] < 0 || config->values[i] > 1024)
+      return conv_error_set(err, CONV_UNSUPPORTED, "direct_channel: config value %lld out of range",
+                            (long long)config->values[i]);
+  conv_direct_tiling tiling;
+  dc_tiling_from_config(config, &tiling);
+  conv_direct_launch *launch = malloc(sizeof *launch);
+  if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "direct_channel: malloc");
+  char why[160];
+  if (!conv_direct_plan(problem, &tiling, launch, why, sizeof why)) {
+    free(launch);
+    return conv_error_set(err, CONV_UNSUPPORTED, "direct_channel: %s", why);
+  }
+  conv_status st = conv_check_cuda(err, conv_direct_configure(launch),
+                                   "direct_channel: shared-memory limit");
+  if (st != CONV_OK) {
+    free(launch);
+    return st;
+  }
+  out->state = launch;
+  out->workspace_bytes = 0;
+  out->arith = CONV_ARITH_DIRECT;
+  return CONV_OK;
+}
+
+static conv_status dc_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
+  return conv_check_cuda(err,
+                         conv_direct_forward((const conv_direct_launch *)ex->state, ex->x, ex->w,
+                                             ex->bias, ex->y, stream),
+                         "direct_channel: kernel launch");
+}
+
+static void dc_describe(const conv_config *config, char *text, size_t size) {
+  if (text == NULL || size == 0) return;
+  if (config == NULL || config->count != 6) {
+    snprintf(text, size, "invalid config");
+    return;
+  }
+  conv_direct_tiling t;
+  dc_tiling_from_config(config, &t);
+  snprintf(text, size, "%s px=%d py=%d kb=%d threads=%dx%d",
+           t.layout == CONV_DIRECT_UNIT ? "unit" : "generic", t.px, t.py, t.kb, t.tx, t.ty);
+}
+
+const conv_algorithm conv_algorithm_direct_channel = {
+    .id = CONV_ALGO_DIRECT_CHANNEL,
+    .name = "direct_channel",
+    .applicable = dc_applicable,
+    .configs = dc_configs,
+    .prepare = dc_prepare,
+    .run = dc_run,
+    .release = dc_release,
+    .describe = dc_describe,
+};

@@ -1,0 +1,418 @@
+/*
+ * direct_channel.cu -- see direct_channel.h.
+ */
+#include "algorithms/direct_channel.h"
+
+#include <stdio.h>
+
+namespace {
+
+const int kMaxThreads = 256;
+
+__host__ __device__ inline int round_up4(int v) { return (v + 3) & ~3; }
+__host__ __device__ inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+/* The block's place in the problem: image, group, output-channel chunk and
+ * output tile.  The channel chunk varies fastest, so that blocks reading the
+ * same input tile run together and share it through L2. */
+struct block_place {
+  int n, g, kc, p0, q0;
+};
+
+__device__ inline block_place place_of_block(const conv_direct_launch &L) {
+  int64_t bid = blockIdx.x;
+  block_place b;
+  b.kc = (int)(bid % L.kchunks);
+  bid /= L.kchunks;
+  const int tiles = L.tiles_p * L.tiles_q;
+  const int tile = (int)(bid % tiles);
+  bid /= tiles;
+  const int groups = L.c / L.cg;
+  b.g = (int)(bid % groups);
+  b.n = (int)(bid / groups);
+  b.p0 = (tile / L.tiles_q) * L.tile_rows;
+  b.q0 = (tile % L.tiles_q) * L.tile_cols;
+  return b;
+}
+
+/* Copies the block's filters, [kb][cg][r][s] padded to s_pitch with zeros,
+ * into shared memory. */
+__device__ inline void stage_filters(const conv_direct_launch &L, int kb, const float *w, int k0,
+                                     float *dst) {
+  const int rows = kb * L.cg * L.r;
+  const int total = rows * L.s_pitch;
+  for (int i = threadIdx.x; i < total; i += blockDim.x) {
+    const int row = i / L.s_pitch, s = i - row * L.s_pitch;
+    /* Rows of consecutive output channels k0, k0+1, ... are consecutive in w. */
+    dst[i] = s < L.s ? w[((int64_t)k0 * L.cg * L.r + row) * L.s + s] : 0.0f;
+  }
+}
+
+/* Element e of v, without dynamic register indexing (which would spill). */
+__device__ inline float lane_of(const float4 &v, int e) {
+  return e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w;
+}
+
+/* Copies rows [gy0, gy0 + halo_rows) x columns [gx0, gx0 + halo_cols) of
+ * one input plane into dst (row pitch L.pitch), with zeros where the window
+ * leaves the image and in the columns past halo_cols.  (Unrolling this loop
+ * to keep more loads in flight measured no faster on an H200: the registers
+ * it takes cost more occupancy than it gains.) */
+__device__ inline void stage_plane(const conv_direct_launch &L, const float *plane, int gy0,
+                                   int gx0, float *dst) {
+  const int rows = L.halo_rows, cols = L.halo_cols;
+  if (L.vector_loads) {
+    /* w % 4 == 0: every aligned float4 of a row is wholly inside or outside
+     * the image, so one bounds check covers four values. */
+    const int a0 = gx0 & ~3; /* floor to a multiple of 4, negatives included */
+    const int chunks = (gx0 + cols - a0 + 3) >> 2;
+    /* Lanes 8 apart store different elements first: consecutive lanes
+     * store 4 words apart, so this keeps each warp's stores in 32 banks. */
+    const int rot = (threadIdx.x >> 3) & 3;
+    for (int i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
+      const int row = i / chunks, gy = gy0 + row, gx = a0 + 4 * (i - row * chunks);
+      float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (gy >= 0 && gy < L.h && gx >= 0 && gx < L.w)
+        v = __ldg(reinterpret_cast<const float4 *>(plane + (int64_t)gy * L.w + gx));
+      float *out = dst + row * L.pitch;
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        const int e = (k + rot) & 3;
+        const int col = gx + e - gx0;
+        if (col >= 0 && col < cols) out[col] = lane_of(v, e);
+      }
+    }
+  } else {
+    for (int i = threadIdx.x; i < rows * cols; i += blockDim.x) {
+      const int row = i / cols, col = i - row * cols;
+      const int gy = gy0 + row, gx = gx0 + col;
+      const bool inside = gy >= 0 && gy < L.h && gx >= 0 && gx < L.w;
+      dst[row * L.pitch + col] = inside ? __ldg(plane + (int64_t)gy * L.w + gx) : 0.0f;
+    }
+  }
+  const int tail = L.pitch - cols;
+  for (int i = threadIdx.x; i < rows * tail; i += blockDim.x) {
+    const int row = i / tail;
+    dst[row * L.pitch + cols + (i - row * tail)] = 0.0f;
+  }
+}
+
+/* The epilogue, then the store.  Not fmaxf for ReLU: it would turn a NaN
+ * into 0 and hide a wrong result from validation. */
+__device__ inline float finish(const conv_direct_launch &L, float acc, float bias) {
+  if (L.epilogue == CONV_EPILOGUE_NONE) return acc;
+  const float v = acc + bias;
+  return (L.epilogue == CONV_EPILOGUE_BIAS_RELU && v < 0.0f) ? 0.0f : v;
+}
+
+/* GENERIC: any stride and dilation.  Thread (tx, ty) owns rows
+ * p0 + ty*PY + i and interleaved columns q0 + tx + j*tx_count. */
+template <int PX, int PY, int KB>
+__device__ inline void accumulate_generic(const conv_direct_launch &L, const float *tile,
+                                          const float *filt, float (&acc)[PY][PX][KB]) {
+  const int tx_count = L.tiling.tx;
+  const int tx = threadIdx.x % tx_count, ty = threadIdx.x / tx_count;
+  const int kstride = L.cg * L.r * L.s_pitch; /* between output channels */
+#pragma unroll
+  for (int i = 0; i < PY; i++) {
+    for (int r = 0; r < L.r; r++) {
+      const float *row = tile + ((ty * PY + i) * L.stride_h + r * L.dil_h) * L.pitch;
+      const float *wr = filt + r * L.s_pitch;
+      for (int s = 0; s < L.s; s++) {
+        float wv[KB];
+#pragma unroll
+        for (int kk = 0; kk < KB; kk++) wv[kk] = wr[kk * kstride + s];
+        const float *in = row + tx * L.stride_w + s * L.dil_w;
+#pragma unroll
+        for (int j = 0; j < PX; j++) {
+          const float xv = in[j * tx_count * L.stride_w];
+#pragma unroll
+          for (int kk = 0; kk < KB; kk++) acc[i][j][kk] = fmaf(wv[kk], xv, acc[i][j][kk]);
+        }
+      }
+    }
+  }
+}
+
+/* UNIT: stride 1, dilation 1.  Thread (tx, ty) owns rows p0 + ty*PY + i and
+ * the 4 contiguous columns q0 + 4*tx + j.  Each staged input row is read
+ * once, as a sliding window of two float4 (the second becomes the next
+ * step's first), and feeds every output row i whose filter row r = ir - i
+ * exists; filters are read 4 taps per float4, broadcast to the warp. */
+template <int PY, int KB, bool CHECK_ROWS, bool ALL_TAPS>
+__device__ inline void unit_taps(const conv_direct_launch &L, const float *filt, int kstride,
+                                 int ir, int s4, const float4 &a, const float4 &b,
+                                 float (&acc)[PY][4][KB]) {
+  const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  /* Taps past the filter's width are skipped, not multiplied by the zero
+   * padding: 0 * inf would put a NaN where no input reaches. */
+  const int taps = ALL_TAPS ? 4 : L.s - s4;
+#pragma unroll
+  for (int i = 0; i < PY; i++) {
+    const int r = ir - i;
+    if (CHECK_ROWS && (r < 0 || r >= L.r)) continue;
+#pragma unroll
+    for (int kk = 0; kk < KB; kk++) {
+      const float4 w4 =
+          *reinterpret_cast<const float4 *>(filt + kk * kstride + r * L.s_pitch + s4);
+      const float wv[4] = {w4.x, w4.y, w4.z, w4.w};
+#pragma unroll
+      for (int t = 0; t < 4; t++) {
+        if (!ALL_TAPS && t >= taps) break;
+#pragma unroll
+        for (int j = 0; j < 4; j++) acc[i][j][kk] = fmaf(wv[t], xv[j + t], acc[i][j][kk]);
+      }
+    }
+  }
+}
+
+/* One staged input row against every filter tap of the rows it feeds. */
+template <int PY, int KB, bool CHECK_ROWS>
+__device__ inline void unit_row(const conv_direct_launch &L, const float *row, const float *filt,
+                                int kstride, int ir, float (&acc)[PY][4][KB]) {
+  const int full = L.s & ~3;
+  float4 a = *reinterpret_cast<const float4 *>(row);
+#pragma unroll(KB * PY <= 8 ? 2 : 1) /* ILP for light blockings, registers for heavy */
+  for (int s4 = 0; s4 < full; s4 += 4) {
+    const float4 b = *reinterpret_cast<const float4 *>(row + s4 + 4);
+    unit_taps<PY, KB, CHECK_ROWS, true>(L, filt, kstride, ir, s4, a, b, acc);
+    a = b;
+  }
+  if (full < L.s) {
+    const float4 b = *reinterpret_cast<const float4 *>(row + full + 4);
+    unit_taps<PY, KB, CHECK_ROWS, false>(L, filt, kstride, ir, full, a, b, acc);
+  }
+}
+
+template <int PY, int KB>
+__device__ inline void accumulate_unit(const conv_direct_launch &L, const float *tile,
+                                       const float *filt, float (&acc)[PY][4][KB]) {
+  const int tx = threadIdx.x % L.tiling.tx, ty = threadIdx.x / L.tiling.tx;
+  const int kstride = L.cg * L.r * L.s_pitch;
+  const float *base = tile + ty * PY * L.pitch + 4 * tx;
+  const int rows = PY + L.r - 1;
+  /* Input rows PY-1 .. R-1 feed all PY output rows: no per-row checks there. */
+  int ir = 0;
+  for (; ir < min(PY - 1, rows); ir++)
+    unit_row<PY, KB, true>(L, base + ir * L.pitch, filt, kstride, ir, acc);
+  for (; ir < L.r; ir++) unit_row<PY, KB, false>(L, base + ir * L.pitch, filt, kstride, ir, acc);
+  for (; ir < rows; ir++) unit_row<PY, KB, true>(L, base + ir * L.pitch, filt, kstride, ir, acc);
+}
+
+/* Blocks of 256 threads that must fit on one SM together: this caps the
+ * registers per thread (65536 / (256 * blocks)).  Memory-bound blockings
+ * need the occupancy to keep loads in flight; heavy ones need the registers
+ * for their accumulators.  (Measured on an H200: 6 blocks for the light
+ * blockings beat 4 and 5 on depthwise 3x3 and 31x31.) */
+constexpr int min_blocks(int accumulators) {
+  return accumulators <= 16 ? 6 : accumulators <= 32 ? 3 : 2;
+}
+
+template <int LAYOUT, int PX, int PY, int KB>
+__global__ void __launch_bounds__(kMaxThreads, min_blocks(PX *PY *KB))
+    direct_kernel(const conv_direct_launch L, const float *__restrict__ x,
+                  const float *__restrict__ w, const float *__restrict__ bias,
+                  float *__restrict__ y) {
+  extern __shared__ float4 smem4[]; /* float4: the float4 reads need 16-byte alignment */
+  float *smem = reinterpret_cast<float *>(smem4);
+  const block_place b = place_of_block(L);
+  const int k0 = b.g * L.kg + b.kc * KB; /* first output channel of the block */
+  float *filt = smem;
+  const int filt_floats = KB * L.cg * L.r * L.s_pitch; /* a multiple of 4 */
+  float *tiles = smem + filt_floats;
+  const int tile_floats = L.halo_rows * L.pitch;
+
+  stage_filters(L, KB, w, k0, filt);
+  const int gy0 = b.p0 * L.stride_h - L.pad_h, gx0 = b.q0 * L.stride_w - L.pad_w;
+  const int64_t plane = (int64_t)L.h * L.w;
+  const float *xg = x + ((int64_t)b.n * L.c + (int64_t)b.g * L.cg) * plane;
+
+  float acc[PY][PX][KB];
+#pragma unroll
+  for (int i = 0; i < PY; i++)
+#pragma unroll
+    for (int j = 0; j < PX; j++)
+#pragma unroll
+      for (int kk = 0; kk < KB; kk++) acc[i][j][kk] = 0.0f;
+
+  for (int c0 = 0; c0 < L.cg; c0 += L.stage_channels) {
+    const int staged = min(L.stage_channels, L.cg - c0);
+    if (c0 > 0) __syncthreads(); /* the previous channels' tiles are still being read */
+    for (int cs = 0; cs < staged; cs++)
+      stage_plane(L, xg + (int64_t)(c0 + cs) * plane, gy0, gx0, tiles + cs * tile_floats);
+    __syncthreads();
+    for (int cs = 0; cs < staged; cs++) {
+      const float *t = tiles + cs * tile_floats;
+      const float *f = filt + (c0 + cs) * L.r * L.s_pitch;
+      if constexpr (LAYOUT == CONV_DIRECT_UNIT)
+        accumulate_unit<PY, KB>(L, t, f, acc);
+      else
+        accumulate_generic<PX, PY, KB>(L, t, f, acc);
+    }
+  }
+
+  const int tx = threadIdx.x % L.tiling.tx, ty = threadIdx.x / L.tiling.tx;
+  const int64_t out_plane = (int64_t)L.p * L.q;
+#pragma unroll
+  for (int kk = 0; kk < KB; kk++) {
+    const int k = k0 + kk;
+    const float bk = L.epilogue == CONV_EPILOGUE_NONE ? 0.0f : __ldg(bias + k);
+    float *yk = y + ((int64_t)b.n * L.k + k) * out_plane;
+#pragma unroll
+    for (int i = 0; i < PY; i++) {
+      const int p = b.p0 + ty * PY + i;
+      if (p >= L.p) continue;
+      float *yrow = yk + (int64_t)p * L.q;
+      if constexpr (LAYOUT == CONV_DIRECT_UNIT) {
+        static_assert(PX == 4, "the unit layout computes 4 columns per thread");
+        const int q = b.q0 + 4 * tx;
+        float v[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) v[j] = finish(L, acc[i][j][kk], bk);
+        if ((L.q & 3) == 0 && q + 3 < L.q) {
+          *reinterpret_cast<float4 *>(yrow + q) = make_float4(v[0], v[1], v[2], v[3]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < 4; j++)
+            if (q + j < L.q) yrow[q + j] = v[j];
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < PX; j++) {
+          const int q = b.q0 + tx + j * L.tiling.tx;
+          if (q < L.q) yrow[q] = finish(L, acc[i][j][kk], bk);
+        }
+      }
+    }
+  }
+}
+
+typedef void (*kernel_fn)(const conv_direct_launch, const float *, const float *, const float *,
+                          float *);
+
+struct instance {
+  int layout, px, py, kb;
+  kernel_fn fn;
+};
+
+#define UNIT(PY, KB) {CONV_DIRECT_UNIT, 4, PY, KB, direct_kernel<CONV_DIRECT_UNIT, 4, PY, KB>}
+#define GENERIC(PX, PY, KB) \
+  {CONV_DIRECT_GENERIC, PX, PY, KB, direct_kernel<CONV_DIRECT_GENERIC, PX, PY, KB>}
+
+/* What is compiled.  More register blocking per thread means fewer
+ * shared-memory reads per FMA but more registers and larger tiles. */
+const instance kInstances[] = {
+    UNIT(1, 1),        UNIT(2, 1),        UNIT(4, 1),       UNIT(8, 1),
+    UNIT(1, 4),        UNIT(2, 4),        UNIT(4, 4),       UNIT(1, 8),
+    UNIT(2, 8),        UNIT(1, 16),       GENERIC(1, 1, 1),
+    GENERIC(2, 1, 1),  GENERIC(2, 2, 1),  GENERIC(4, 2, 1), GENERIC(4, 4, 1),
+    GENERIC(1, 1, 4),  GENERIC(2, 2, 4),  GENERIC(1, 1, 8), GENERIC(2, 1, 8),
+    GENERIC(1, 1, 16), GENERIC(2, 1, 16),
+};
+
+#undef UNIT
+#undef GENERIC
+
+const instance *find_instance(const conv_direct_tiling *t) {
+  for (const instance &in : kInstances)
+    if (in.layout == t->layout && in.px == t->px && in.py == t->py && in.kb == t->kb) return &in;
+  return nullptr;
+}
+
+bool fits_int(int64_t v) { return v >= 0 && v <= INT32_MAX; }
+
+}  // namespace
+
+extern "C" bool conv_direct_instantiated(const conv_direct_tiling *tiling) {
+  return tiling != NULL && find_instance(tiling) != nullptr;
+}
+
+#define REJECT(...)                                     \
+  do {                                                  \
+    if (why != NULL && why_size > 0) snprintf(why, why_size, __VA_ARGS__); \
+    return false;                                       \
+  } while (0)
+
+extern "C" bool conv_direct_plan(const conv_problem *pb, const conv_direct_tiling *t,
+                                 conv_direct_launch *L, char *why, size_t why_size) {
+  if (!conv_direct_instantiated(t)) REJECT("no kernel compiled for this layout/px/py/kb");
+  if (t->tx < 1 || t->ty < 1 || t->tx * t->ty > kMaxThreads)
+    REJECT("%d x %d threads: not in [1, %d]", t->tx, t->ty, kMaxThreads);
+  const bool unit = pb->stride_h == 1 && pb->stride_w == 1 && pb->dil_h == 1 && pb->dil_w == 1;
+  if (t->layout == CONV_DIRECT_UNIT && !unit) REJECT("unit layout needs stride 1, dilation 1");
+
+  const int64_t p = (pb->h + 2 * pb->pad_h - pb->dil_h * (pb->r - 1) - 1) / pb->stride_h + 1;
+  const int64_t q = (pb->w + 2 * pb->pad_w - pb->dil_w * (pb->s - 1) - 1) / pb->stride_w + 1;
+  const int64_t dims[] = {pb->n, pb->c, pb->h, pb->w, pb->k, p, q, pb->r, pb->s,
+                          pb->h * pb->w, p * q, pb->pad_h, pb->pad_w, pb->stride_h * pb->h,
+                          pb->stride_w * pb->w, pb->dil_h * pb->r, pb->dil_w * pb->s};
+  for (int64_t d : dims)
+    if (!fits_int(d)) REJECT("a size past 32-bit indexing");
+
+  conv_direct_launch l = {};
+  l.tiling = *t;
+  l.n = (int)pb->n, l.c = (int)pb->c, l.h = (int)pb->h, l.w = (int)pb->w, l.k = (int)pb->k;
+  l.p = (int)p, l.q = (int)q, l.r = (int)pb->r, l.s = (int)pb->s;
+  l.stride_h = (int)pb->stride_h, l.stride_w = (int)pb->stride_w;
+  l.pad_h = (int)pb->pad_h, l.pad_w = (int)pb->pad_w;
+  l.dil_h = (int)pb->dil_h, l.dil_w = (int)pb->dil_w;
+  l.cg = (int)(pb->c / pb->groups), l.kg = (int)(pb->k / pb->groups);
+  l.epilogue = (int)pb->epilogue;
+  if (l.kg % t->kb != 0) REJECT("kb %d does not divide %d output channels per group", t->kb, l.kg);
+  l.kchunks = l.kg / t->kb;
+
+  l.tile_rows = t->ty * t->py;
+  l.tile_cols = t->tx * t->px;
+  l.tiles_p = ceil_div(l.p, l.tile_rows);
+  l.tiles_q = ceil_div(l.q, l.tile_cols);
+  l.s_pitch = round_up4(l.s);
+  if (t->layout == CONV_DIRECT_UNIT) {
+    l.halo_rows = l.tile_rows + l.r - 1;
+    l.halo_cols = l.tile_cols + l.s - 1;
+    l.pitch = l.tile_cols + l.s_pitch; /* the last float4 window reads this far */
+  } else {
+    l.halo_rows = (l.tile_rows - 1) * l.stride_h + (l.r - 1) * l.dil_h + 1;
+    l.halo_cols = (l.tile_cols - 1) * l.stride_w + (l.s - 1) * l.dil_w + 1;
+    l.pitch = round_up4(l.halo_cols);
+  }
+  l.vector_loads = (l.w & 3) == 0;
+
+  const size_t filt_bytes = sizeof(float) * (size_t)t->kb * l.cg * l.r * l.s_pitch;
+  const size_t tile_bytes = sizeof(float) * (size_t)l.halo_rows * l.pitch;
+  if (filt_bytes + tile_bytes > CONV_DIRECT_SMEM_MAX)
+    REJECT("needs %zu bytes of shared memory, more than %zu", filt_bytes + tile_bytes,
+           (size_t)CONV_DIRECT_SMEM_MAX);
+  /* Stage as many input channels at once as fit in 48 KiB (at least one):
+   * fewer barriers, more loads in flight, still several blocks per SM. */
+  const size_t stage_budget = (size_t)48 << 10;
+  size_t fit = stage_budget > filt_bytes ? (stage_budget - filt_bytes) / tile_bytes : 0;
+  l.stage_channels = fit < 1 ? 1 : (fit > (size_t)l.cg ? l.cg : (int)fit);
+  l.smem_bytes = filt_bytes + tile_bytes * (size_t)l.stage_channels;
+
+  l.blocks = (int64_t)l.n * pb->groups * l.kchunks * l.tiles_p * l.tiles_q;
+  if (l.blocks > INT32_MAX) REJECT("%lld blocks: too many for one launch", (long long)l.blocks);
+  *L = l;
+  return true;
+}
+
+extern "C" cudaError_t conv_direct_configure(const conv_direct_launch *L) {
+  const instance *in = L == NULL ? nullptr : find_instance(&L->tiling);
+  if (in == nullptr) return cudaErrorInvalidValue;
+  /* Always the same value, never this plan's own need: the attribute
+   * belongs to the kernel, which other plans share, and lowering it would
+   * make their launches fail. */
+  return cudaFuncSetAttribute(in->fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              (int)CONV_DIRECT_SMEM_MAX);
+}
+
+extern "C" cudaError_t conv_direct_forward(const conv_direct_launch *L, const float *x,
+                                           const float *w, const float *bias, float *y,
+                                           cudaStream_t stream) {
+  const instance *in = L == NULL ? nullptr : find_instance(&L->tiling);
+  if (in == nullptr || x == NULL || w == NULL || y == NULL ||
+      (L->epilogue != CONV_EPILOGUE_NONE && bias == NULL))
+    return cudaErrorInvalidValue;
+  in->fn<<<(unsigned)L->blocks, L->tiling.tx * L->tiling.ty, L->smem_bytes, stream>>>(*L, x, w,
+                                                                                     bias, y);
+  return cudaGetLastError();
+}

@@ -1,0 +1,94 @@
+/*
+ * direct_channel.h -- direct convolution kernels for convolutions with few
+ * channels per group: depthwise (one input channel per group) and dense
+ * convolutions with small C x K.  C linkage; implemented in
+ * direct_channel.cu, driven by the `direct_channel` candidate.
+ *
+ * A block computes a tile of output pixels for `kb` output channels of one
+ * image and group.  It stages the input tile with its halo, for a few input
+ * channels at a time, and the block's filters in shared memory; each thread
+ * accumulates px x py output pixels for its kb channels in registers.
+ *
+ * Two kernel layouts:
+ *   GENERIC  any stride and dilation.  A thread's px columns are
+ *            interleaved (q0 + tx + j*tx_count), so that a warp reads
+ *            consecutive shared-memory words and writes coalesced rows.
+ *   UNIT     stride 1 and dilation 1 only; px is 4.  A thread's 4 columns
+ *            are contiguous, read as float4 windows, and each input row it
+ *            loads serves all py output rows that need it: this is what
+ *            keeps large filters (31x31) busy on FMAs instead of on
+ *            shared-memory loads.
+ */
+#ifndef CONVTUNE_DIRECT_CHANNEL_H
+#define CONVTUNE_DIRECT_CHANNEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "convtune.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum conv_direct_layout {
+  CONV_DIRECT_GENERIC = 0,
+  CONV_DIRECT_UNIT = 1,
+} conv_direct_layout;
+
+/* How one launch is cut up; a candidate config. */
+typedef struct conv_direct_tiling {
+  int layout;     /* conv_direct_layout                                  */
+  int px, py, kb; /* per thread: columns, rows, output channels          */
+  int tx, ty;     /* threads per block along columns and rows            */
+} conv_direct_tiling;
+
+/* Everything a launch needs, derived once by conv_direct_plan(). */
+typedef struct conv_direct_launch {
+  conv_direct_tiling tiling;
+  int n, c, h, w, k, p, q, r, s;
+  int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+  int cg, kg;          /* channels per group, in and out                 */
+  int epilogue;        /* conv_epilogue                                  */
+  int tile_rows, tile_cols;  /* output pixels per block                  */
+  int tiles_p, tiles_q;
+  int kchunks;         /* kg / kb                                        */
+  int halo_rows, halo_cols;  /* staged input per channel (cols: loaded)  */
+  int pitch;           /* floats per staged row, a multiple of 4         */
+  int s_pitch;         /* floats per filter row in shared memory         */
+  int stage_channels;  /* input channels staged at once                  */
+  bool vector_loads;   /* w % 4 == 0: rows are read as float4            */
+  int64_t blocks;
+  size_t smem_bytes;
+} conv_direct_launch;
+
+/* Largest shared memory one block may use (the opt-in limit is larger;
+ * staying here leaves room for two blocks per SM on sm_80+). */
+#define CONV_DIRECT_SMEM_MAX ((size_t)96 << 10)
+
+/* Whether a kernel is compiled for this layout, px, py and kb. */
+bool conv_direct_instantiated(const conv_direct_tiling *tiling);
+
+/* Checks `tiling` against a valid fp32 NCHW forward `problem` and fills
+ * *launch.  Returns false, with the reason in `why`, when the tiling cannot
+ * run this problem (wrong layout for the stride, kb not dividing K/groups,
+ * not compiled, too much shared memory, sizes past 32-bit indexing). */
+bool conv_direct_plan(const conv_problem *problem, const conv_direct_tiling *tiling,
+                      conv_direct_launch *launch /* OUT */, char *why, size_t why_size);
+
+/* Raises the dynamic shared-memory limit of the launch's kernel to
+ * CONV_DIRECT_SMEM_MAX.  Call once per plan, before conv_direct_forward;
+ * not during graph capture. */
+cudaError_t conv_direct_configure(const conv_direct_launch *launch);
+
+/* y = conv(x, w) with the problem's epilogue (bias, bias + ReLU), on `stream`. */
+cudaError_t conv_direct_forward(const conv_direct_launch *launch, const float *x, const float *w,
+                                const float *bias, float *y, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CONVTUNE_DIRECT_CHANNEL_H */
