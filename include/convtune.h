@@ -249,8 +249,11 @@ void conv_plan_destroy(conv_plan *plan);
 
 /* ---------------------------------------------------------------- versions */
 
-/* Versions this process runs with, as "cuda=13000 driver=13000 cudnn=91900
- * cublas=130000" (stored with every cache row).  Needs no device. */
+/* Versions this process runs with, and the candidate families this build
+ * has, as "cuda=13000 driver=13000 cudnn=91900 cublaslt=130100
+ * candidates=1,2,4".  Stored with every cache row: rows tuned under other
+ * versions, or before a family was added, are stale and re-tuned (they stay
+ * in the file for reports).  Needs no device. */
 const char *conv_library_versions(void);
 
 #ifdef __cplusplus

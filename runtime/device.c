@@ -49,13 +49,26 @@ void conv_device_leave(int previous) {
 static char versions_text[128];
 static uv_once_t versions_once = UV_ONCE_INIT;
 
+/* The registry's family ids, "1,2,4": a cache tuned before a family existed
+ * never timed it, so its winners must not hide the new family. */
+static void format_candidates(char *text, size_t size) {
+  int count, used = 0;
+  const conv_algorithm *const *algos = conv_registry(&count);
+  text[0] = '\0';
+  for (int i = 0; i < count && used < (int)size; i++)
+    used += snprintf(text + used, size - (size_t)used, "%s%u", i ? "," : "", algos[i]->id);
+}
+
 static void read_versions(void) {
   int runtime = 0, driver = 0;
+  char candidates[64];
   /* Without a driver both calls fail and leave 0: the text then says so. */
   if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
   if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
-  snprintf(versions_text, sizeof versions_text, "cuda=%d driver=%d cudnn=%zu cublaslt=%zu",
-           runtime, driver, cudnnGetVersion(), cublasLtGetVersion());
+  format_candidates(candidates, sizeof candidates);
+  snprintf(versions_text, sizeof versions_text,
+           "cuda=%d driver=%d cudnn=%zu cublaslt=%zu candidates=%s", runtime, driver,
+           cudnnGetVersion(), cublasLtGetVersion(), candidates);
 }
 
 const char *conv_library_versions(void) {
