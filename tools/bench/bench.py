@@ -6,10 +6,13 @@ cuDNN benchmark mode and convtune's plan on the same input tensors with one
 timing helper (CUDA events around batches of back-to-back calls, median over
 batches), checks that both compute the same function (relative L2 error in
 float64), and puts each time against a roofline floor made of ceilings
-measured in the same run.  It also measures the host cost of one call on a
-tiny problem and the first-call latency of a fresh process.  Results go to
-stdout as Markdown tables, and optionally to a JSON file and to the complete
-BENCHMARKS.md (--out-md).  Progress goes to stderr.
+measured in the same run.  It then times the same calls again, replayed
+from one CUDA graph per library (no host cost between calls; --no-graph
+skips it), and checks convtune's output after the replays.  It also
+measures the host cost of one call on a tiny problem and the first-call
+latency of a fresh process.  Results go to stdout as Markdown tables, and
+optionally to a JSON file and to the complete BENCHMARKS.md (--out-md).
+Progress goes to stderr.
 
     python3 tools/bench/bench.py --out-md BENCHMARKS.md
 
@@ -63,6 +66,14 @@ MEASURE_CAP_MS = 1500.0
 ROUNDS = 2
 # The issue's budget for the whole public suite with a warm cache.
 TIME_BUDGET_S = 600
+
+# Graph timing: one CUDA graph holds `calls` back-to-back calls of a library,
+# sized like an eager batch (about TARGET_BATCH_MS of GPU time) and replayed
+# between CUDA events.  The cap bounds capture time, node count and the
+# graph's memory for kernels of a few microseconds.
+GRAPH_WARMUP_CALLS = 3
+MAX_GRAPH_CALLS = 2000
+GRAPH_NOTE_CHARS = 200
 
 # Ceilings.  2 GiB copy: far larger than L2, so it measures DRAM.
 COPY_BYTES = 2 << 30
@@ -406,10 +417,16 @@ def calibrate(fn: Callable) -> tuple:
         ms = _run_batch(fn, calls)
         if ms >= TARGET_BATCH_MS or calls >= MAX_CALLS_PER_BATCH:
             return calls, ms
-        # Aim a little past the target; grow at least 2x and at most 16x per
-        # probe, since a microsecond batch says little about its rate.
-        guess = math.ceil(calls * 1.2 * TARGET_BATCH_MS / max(ms, 1e-3))
-        calls = min(MAX_CALLS_PER_BATCH, max(2 * calls, min(16 * calls, guess)))
+        calls = grow_calls(calls, ms, MAX_CALLS_PER_BATCH)
+
+
+def grow_calls(calls: int, ms: float, cap: int) -> int:
+    """The next batch size after a batch of `calls` lasted `ms`.
+
+    Aims a little past the target; grows at least 2x and at most 16x per
+    probe, since a microsecond batch says little about its rate."""
+    guess = math.ceil(calls * 1.2 * TARGET_BATCH_MS / max(ms, 1e-3))
+    return min(cap, max(2 * calls, min(16 * calls, guess)))
 
 
 def batch_count(batch_ms: float, cap_ms: float) -> int:
@@ -459,6 +476,287 @@ def time_pair(fn_a: Callable, fn_b: Callable, cap_ms: float = MEASURE_CAP_MS) ->
         time_round(fn_a, a, cap_ms / ROUNDS)
         time_round(fn_b, b, cap_ms / ROUNDS)
     return a, b
+
+
+# ---------------------------------------------------------------- graph timing
+#
+# Eager timing of a launch-bound shape measures the host (Python dispatch,
+# binding, launch), not the kernels.  Graph timing replays the same calls
+# from a CUDA graph, so no host code runs between them: what is left is GPU
+# time plus the graph's own gap between kernels, the same for both libraries.
+
+
+@dataclass
+class CapturedGraph:
+    """A CUDA graph of `calls` back-to-back calls of one function."""
+
+    graph: object
+    calls: int
+    out: object          # what the last captured call returned; each replay rewrites it
+
+
+@dataclass
+class GraphResult:
+    """Graph timing of one library: a Timing, or a note saying why there is none."""
+
+    timing: Timing | None = None
+    note: str | None = None
+    out: object = None   # the last call's output after a replay (for the check)
+
+
+# Graphs whose failed capture could not be undone (see undo_failed_capture):
+# the caching allocator still refers to them, so they are kept alive, no
+# further capture is tried, and empty_cache is not called (it would fail an
+# internal assert of the allocator for the rest of the process).
+_STUCK_CAPTURES: list = []
+STUCK_NOTE = "not measured: an earlier failed capture could not be undone in this PyTorch"
+
+
+def error_text(e: BaseException, limit: int = GRAPH_NOTE_CHARS) -> str:
+    """One short line for a note: exception type and the message's first line."""
+    text = f"{type(e).__name__}: {e}".splitlines()[0]
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def empty_cache_if_safe() -> None:
+    import torch
+    if not _STUCK_CAPTURES:
+        torch.cuda.empty_cache()
+
+
+def _end_pool_routing(device: int, pool) -> bool | None:
+    """Ends the allocator's routing of allocations into `pool` that a capture
+    began.  True: ended here; False: it was not routing any more (capture
+    end got that far); None: no binding of this PyTorch could do it.
+
+    Private bindings, hence the getattr and both names: PyTorch 2.8 renamed
+    _cuda_endAllocateCurrentStreamToPool to _cuda_endAllocateToPool."""
+    import torch
+    for name in ("_cuda_endAllocateToPool", "_cuda_endAllocateCurrentStreamToPool"):
+        end = getattr(torch._C, name, None)
+        if end is None:
+            continue
+        try:
+            end(device, pool)
+        except TypeError:        # another signature (older PyTorch): try the next
+            continue
+        except RuntimeError:     # "not currently recording to mempool_id"
+            return False
+        return True
+    return None
+
+
+def undo_failed_capture(graph, pool, caller) -> None:
+    """Puts PyTorch back into a usable state after a capture that raised.
+
+    torch.cuda.graph's exit ends the capture, then restores the stream.  When
+    ending raises (the capture was invalidated: something in it cannot be
+    captured), neither the rest of capture end nor the stream restore runs:
+    the current stream stays the side stream, and the caching allocator keeps
+    routing allocations into the graph's pool and refuses empty_cache from
+    then on.  So: restore the stream; end the routing if capture end did not,
+    and release the pool (the graph will not, as its capture never ended).
+    The graph object must outlive this: the allocator's routing refers to it.
+    """
+    import torch
+    torch.cuda.set_stream(caller)
+    device = torch.cuda.current_device()
+    ended = _end_pool_routing(device, pool)
+    if ended is None:
+        _STUCK_CAPTURES.append(graph)
+    elif ended:
+        release = getattr(torch._C, "_cuda_releasePool", None)
+        if release is not None:
+            try:
+                release(device, pool)
+            except RuntimeError:
+                pass             # the pool's memory stays reserved; harmless
+
+
+def settle_cuda() -> str | None:
+    """After a failed capture or replay, returns None once CUDA works again,
+    else the error that remains.
+
+    CUDA keeps a refused call inside a capture as its last error (not
+    sticky), and PyTorch's next kernel-launch check would report it as its
+    own failure: a throwaway launch consumes it.  If a second one also
+    fails, the context is broken (a sticky error); the rows after this one
+    then error out one by one rather than crash the run."""
+    import torch
+    error = None
+    for _ in range(2):
+        try:
+            torch.cuda.synchronize()
+            torch.zeros(1, device="cuda").add_(1.0)
+            torch.cuda.synchronize()
+            return None
+        except RuntimeError as e:
+            error = error_text(e)
+    return error
+
+
+def capture_graph(fn: Callable, calls: int) -> CapturedGraph:
+    """Captures `calls` back-to-back calls of fn into one CUDA graph.
+
+    PyTorch's documented recipe: warm up on a side stream, then capture on
+    that same stream.  "Same" matters for convtune: its Plan remembers the
+    stream it last ran on and, on a new stream, makes it wait for the old one
+    with an event; recorded outside the capture, that wait is illegal inside
+    it.  After the warm-up the plan's last stream is the capture stream, so
+    no such wait happens.  Outputs allocated inside come from the graph's
+    private pool; freed ones are reused by later calls of the capture, so
+    its memory stays about two outputs plus workspace whatever `calls` is."""
+    import torch
+    caller = torch.cuda.current_stream()
+    side = torch.cuda.Stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        for _ in range(GRAPH_WARMUP_CALLS):
+            fn()
+    caller.wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    # A pool handle of our own: graph.pool() is refused after a failed
+    # capture, and undoing one needs the pool's id.
+    pool = torch.cuda.graph_pool_handle()
+    out = None
+    try:
+        with torch.cuda.graph(graph, pool=pool, stream=side):
+            for _ in range(calls):
+                out = fn()
+    except BaseException:
+        out = None
+        undo_failed_capture(graph, pool, caller)
+        raise
+    return CapturedGraph(graph=graph, calls=calls, out=out)
+
+
+def _replay_ms(graph) -> float:
+    """One replay on the current stream between events, read when done."""
+    import torch
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    graph.replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def first_graph_calls(guess_ms: float | None) -> int:
+    """The first graph size to try: enough calls for TARGET_BATCH_MS if each
+    took guess_ms (the eager per-call time).  Eager time is at least the GPU
+    time (a launch-bound shape leaves the GPU idle between calls), so this
+    is at most the size needed, and calibrate_graph grows from there."""
+    if guess_ms is None or not guess_ms > 0:
+        return 1
+    return max(1, min(MAX_GRAPH_CALLS, math.ceil(1.2 * TARGET_BATCH_MS / guess_ms)))
+
+
+def calibrate_graph(fn: Callable, guess_ms: float | None) -> CapturedGraph:
+    """Captures graphs of growing size until one replay lasts TARGET_BATCH_MS
+    of GPU time (or holds MAX_GRAPH_CALLS calls), by the rule of calibrate.
+    A graph that is too short is freed before the next capture."""
+    calls = first_graph_calls(guess_ms)
+    while True:
+        captured = capture_graph(fn, calls)
+        captured.graph.replay()          # the first replay also uploads the graph
+        ms = _replay_ms(captured.graph)
+        if ms >= TARGET_BATCH_MS or calls >= MAX_GRAPH_CALLS:
+            return captured
+        calls = grow_calls(calls, ms, MAX_GRAPH_CALLS)
+        del captured
+
+
+def graph_round(captured: CapturedGraph, timing: Timing, cap_ms: float) -> None:
+    """One round, as time_round: a replay that is warm-up and probe, then all
+    replays enqueued back to back, each between its own events, read after
+    a single synchronisation."""
+    import torch
+    probe_ms = _replay_ms(captured.graph)
+    events = []
+    for _ in range(batch_count(probe_ms, cap_ms)):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        captured.graph.replay()
+        end.record()
+        events.append((start, end))
+    torch.cuda.synchronize()
+    batch_ms = [s.elapsed_time(e) for s, e in events]
+    timing.batch_ms.extend(batch_ms)
+    timing.round_medians.append(statistics.median(batch_ms) / timing.calls_per_batch)
+
+
+def replayed_output(captured: CapturedGraph):
+    """The last captured call's output as a replay writes it: poisoned with
+    NaN first, so that an element the replay does not write fails the check."""
+    import torch
+    captured.out.fill_(math.nan)
+    captured.graph.replay()
+    torch.cuda.synchronize()
+    return captured.out
+
+
+def _graph_failed(result: GraphResult, stage: str, e: Exception) -> None:
+    """Records why a library has no graph time, and gets CUDA usable again."""
+    result.timing, result.out = None, None
+    result.note = f"{stage} failed: {error_text(e)}"
+    if e.__context__ is not None:
+        # Capture end's "operation failed due to a previous error during
+        # capture" hides the call that failed; it is the context.
+        result.note += f" (after {error_text(e.__context__)})"
+    broken = settle_cuda()
+    if broken is not None:
+        result.note += f" (CUDA still failing afterwards: {broken})"
+
+
+def time_graph_pair(fn_a: Callable, fn_b: Callable, guess_a: float | None,
+                    guess_b: float | None, cap_ms: float = MEASURE_CAP_MS) -> tuple:
+    """Graph timing of two functions with one policy: each captured once
+    (calibrated from its eager per-call time), then replayed in alternating
+    rounds (A B A B) as time_pair does, then replayed once more for its
+    output.  A library whose capture or replay raises gets no Timing and a
+    note; the other goes on.  The graphs are freed before returning; the
+    outputs (GraphResult.out) are the caller's to drop."""
+    import torch
+    results = (GraphResult(), GraphResult())
+    graphs = [None, None]
+    try:
+        for i, (fn, guess) in enumerate(((fn_a, guess_a), (fn_b, guess_b))):
+            if _STUCK_CAPTURES:
+                results[i].note = STUCK_NOTE
+                continue
+            try:
+                graphs[i] = calibrate_graph(fn, guess)
+                results[i].timing = Timing(calls_per_batch=graphs[i].calls)
+            except Exception as e:        # noqa: BLE001 - any failure is one library's note
+                graphs[i] = None
+                _graph_failed(results[i], "capture", e)
+        for _ in range(ROUNDS):
+            for i in (0, 1):
+                if graphs[i] is None:
+                    continue
+                try:
+                    graph_round(graphs[i], results[i].timing, cap_ms / ROUNDS)
+                except Exception as e:    # noqa: BLE001
+                    graphs[i] = None
+                    _graph_failed(results[i], "replay", e)
+        for i in (0, 1):
+            if graphs[i] is None:
+                continue
+            try:
+                results[i].out = replayed_output(graphs[i])
+            except Exception as e:        # noqa: BLE001
+                graphs[i] = None
+                _graph_failed(results[i], "output replay", e)
+    finally:
+        # Replays are finished (every path above synchronised); dropping the
+        # graphs frees their executables and hands their pools back.
+        graphs.clear()
+        try:
+            torch.cuda.synchronize()
+            empty_cache_if_safe()
+        except RuntimeError:
+            pass                          # a broken context shows in the next row
+    return results
 
 
 # ---------------------------------------------------------------- ceilings
@@ -540,7 +838,14 @@ def row_template(s: Shape, mode: str, ceilings: dict) -> dict:
     return {"name": s.name, "mode": mode, "spec": spec_text(s), "flops": conv_flops(s),
             "bytes": conv_bytes(s), "floor_ms": floor, "torch": None, "convtune": None,
             "ratio": None, "rel_l2": None, "rel_l2_limit": REL_L2_LIMIT[mode],
-            "status": "error", "error": None}
+            "status": "error", "error": None,
+            # Graph timing (time_graph_pair): per-call ms, the full Timing
+            # summaries, and graph_status ok | FAIL (convtune's output after
+            # replays is wrong) | error (a library has no graph time, see
+            # graph_note) | skipped (--no-graph).
+            "torch_graph_ms": None, "convtune_graph_ms": None, "graph_ratio": None,
+            "graph_rel_l2": None, "graph_note": None, "graph_status": None,
+            "torch_graph": None, "convtune_graph": None}
 
 
 def torch_first_call(fn: Callable) -> float:
@@ -571,20 +876,62 @@ def check_outputs(plan, torch_fn: Callable, x, w, b, mode: str) -> float:
     return rel_l2(y, y_ref)
 
 
-def bench_row(ctx, s: Shape, mode: str, inputs: tuple, ceilings: dict) -> dict:
-    """Times PyTorch and convtune on one shape in one mode, same tensors."""
+def graph_output_error(out, torch_fn: Callable) -> float:
+    """rel L2 of a graph's convtune output against a fresh eager PyTorch
+    output (computed now, after the graphs are freed, to keep memory low)."""
+    y_ref = torch_fn()
+    return rel_l2(out, y_ref)
+
+
+def record_graph(row: dict, mode: str, g_torch: GraphResult, g_ct: GraphResult,
+                 torch_fn: Callable) -> None:
+    """Puts both libraries' graph timings and the graph output check in the row."""
+    g_torch.out = None          # only convtune's output is checked: free PyTorch's now
+    notes = [f"{lib}: {g.note}" for lib, g in (("PyTorch", g_torch), ("convtune", g_ct)) if g.note]
+    if g_ct.out is not None:
+        try:
+            row["graph_rel_l2"] = graph_output_error(g_ct.out, torch_fn)
+        except RuntimeError as e:       # e.g. out of memory for the reference
+            notes.append(f"graph output check failed: {error_text(e)}")
+        g_ct.out = None
+    for key, g in (("torch", g_torch), ("convtune", g_ct)):
+        row[f"{key}_graph"] = None if g.timing is None else g.timing.summary()
+        row[f"{key}_graph_ms"] = None if g.timing is None else g.timing.median_ms
+    err = row["graph_rel_l2"]
+    if err is not None and not within_limit(err, mode):
+        # A wrong output gets no ratio, as in eager timing.
+        notes.append(f"convtune graph output rel L2 {err:.3g} above {REL_L2_LIMIT[mode]:g}")
+        row["graph_status"] = "FAIL"
+    elif err is not None and row["torch_graph_ms"] is not None and row["convtune_graph_ms"]:
+        row["graph_status"] = "ok"
+        row["graph_ratio"] = row["torch_graph_ms"] / row["convtune_graph_ms"]
+    else:
+        row["graph_status"] = "error"
+    row["graph_note"] = "; ".join(notes) or None
+
+
+def bench_row(ctx, s: Shape, mode: str, inputs: tuple, ceilings: dict,
+              graph: bool = True) -> dict:
+    """Times PyTorch and convtune on one shape in one mode, same tensors:
+    eager calls, then (unless graph is False) the same calls from CUDA graphs."""
     x, w, b = inputs
     row = row_template(s, mode, ceilings)
     set_math_mode(mode)
     torch_fn = torch_conv_fn(s, x, w, b)
     first_ms = torch_first_call(torch_fn)
     plan, plan_ms = make_plan(ctx, s, mode, x, w)
+    g_torch = g_ct = None
     try:
         info = dict(plan.info)
         row["rel_l2"] = check_outputs(plan, torch_fn, x, w, b, mode)
         # Both calls allocate their output from PyTorch's caching allocator,
         # as F.conv2d does: the comparison is call for call.
-        t_torch, t_ct = time_pair(torch_fn, lambda: plan(x, w, bias=b))
+        ct_fn = lambda: plan(x, w, bias=b)     # noqa: E731
+        t_torch, t_ct = time_pair(torch_fn, ct_fn)
+        if graph:
+            # Inside the try: the graphs replay the plan, so they are
+            # measured and freed before it is closed.
+            g_torch, g_ct = time_graph_pair(torch_fn, ct_fn, t_torch.median_ms, t_ct.median_ms)
     finally:
         # The context keeps every plan it made, workspace included, until
         # closed: without this, workspaces of all rows would pile up.
@@ -602,6 +949,11 @@ def bench_row(ctx, s: Shape, mode: str, inputs: tuple, ceilings: dict) -> dict:
     else:
         row["status"] = "FAIL"
         row["error"] = f"rel L2 {row['rel_l2']:.3g} above {REL_L2_LIMIT[mode]:g}"
+    if graph:
+        record_graph(row, mode, g_torch, g_ct, torch_fn)
+    else:
+        row["graph_status"] = "skipped"
+        row["graph_note"] = "not measured (--no-graph)"
     return row
 
 
@@ -613,11 +965,28 @@ def describe_row(row: dict) -> str:
             f"convtune {c['median_ms']:.4f} ms ({c['source']}, {c['algorithm']} {c['config']}, "
             f"plan {c['plan_ms']:.0f} ms), rel L2 {row['rel_l2']:.2g}")
     if row["status"] == "ok":
-        return text + f", ratio {row['ratio']:.2f}x"
-    return text + f", FAIL: {row['error']}"
+        text += f", ratio {row['ratio']:.2f}x"
+    else:
+        text += f", FAIL: {row['error']}"
+    return text + "; " + describe_graph(row)
 
 
-def bench_shape(ctx, convtune, s: Shape, modes: list, seed: int, ceilings: dict) -> list:
+def describe_graph(row: dict) -> str:
+    if row["graph_status"] == "skipped":
+        return "graph not measured"
+    text = (f"graph: torch {fmt_ms(row['torch_graph_ms'])} ms, "
+            f"convtune {fmt_ms(row['convtune_graph_ms'])} ms")
+    if row["graph_rel_l2"] is not None:
+        text += f", rel L2 {row['graph_rel_l2']:.2g}"
+    if row["graph_ratio"] is not None:
+        text += f", ratio {row['graph_ratio']:.2f}x"
+    if row["graph_note"]:
+        text += f" ({row['graph_status']}: {row['graph_note']})"
+    return text
+
+
+def bench_shape(ctx, convtune, s: Shape, modes: list, seed: int, ceilings: dict,
+                graph: bool = True) -> list:
     """All modes of one shape on one set of input tensors, freed afterwards
     (seed0_b5's output alone is 655 MB)."""
     import torch
@@ -627,7 +996,7 @@ def bench_shape(ctx, convtune, s: Shape, modes: list, seed: int, ceilings: dict)
         inputs = make_inputs(s, seed)
         for mode in modes:
             try:
-                row = bench_row(ctx, s, mode, inputs, ceilings)
+                row = bench_row(ctx, s, mode, inputs, ceilings, graph=graph)
             except (convtune.ConvtuneError, RuntimeError, ValueError) as e:
                 # ValueError: the binding refused an argument; one row's
                 # problem, not a reason to lose the others.
@@ -645,7 +1014,7 @@ def bench_shape(ctx, convtune, s: Shape, modes: list, seed: int, ceilings: dict)
             rows.append(row)
     finally:
         del inputs
-        torch.cuda.empty_cache()
+        empty_cache_if_safe()
     return rows
 
 
@@ -660,7 +1029,27 @@ def summarize_mode(rows: list) -> dict:
             "rows": len(rows), "worst": None if worst is None else
             {"name": worst["name"], "ratio": worst["ratio"]},
             "failed": [r["name"] for r in rows if r["status"] != "ok"],
-            "within_noise": noisy}
+            "within_noise": noisy, **summarize_graph(rows)}
+
+
+def summarize_graph(rows: list) -> dict:
+    """The graph columns' summary: geomean over rows ok in eager and in graph
+    timing, the worst of them, ratios within noise, wrong outputs, and rows
+    without a graph time (with why)."""
+    ok = [r for r in rows if r["status"] == "ok" and r.get("graph_status") == "ok"]
+    worst = min(ok, key=lambda r: r["graph_ratio"]) if ok else None
+    noisy = [r["name"] for r in ok if abs(math.log(r["graph_ratio"]))
+             < r["torch_graph"]["spread"] + r["convtune_graph"]["spread"]]
+    return {"graph_geomean_ratio": geomean([r["graph_ratio"] for r in ok]),
+            "graph_ok_rows": len(ok),
+            "graph_worst": None if worst is None else
+            {"name": worst["name"], "ratio": worst["graph_ratio"]},
+            "graph_within_noise": noisy,
+            "graph_wrong": [{"name": r["name"], "rel_l2": r["graph_rel_l2"]}
+                            for r in rows if r.get("graph_status") == "FAIL"],
+            "graph_missing": [{"name": r["name"], "note": r.get("graph_note")}
+                              for r in rows if r.get("graph_status") == "error"
+                              and r["status"] != "error"]}
 
 
 # ---------------------------------------------------------------- host cost
@@ -936,8 +1325,27 @@ def md_table(header: list, rows: list) -> list:
 
 
 MODE_TITLES = {"strict": "fp32 strict (TF32 off)", "tf32": "TF32"}
-ROW_HEADER = ["shape", "PyTorch ms", "convtune ms", "ratio (PyTorch/convtune)",
+ROW_HEADER = ["shape", "PyTorch ms", "convtune ms", "ratio (eager, PyTorch/convtune)",
               "convtune algorithm", "PyTorch % floor", "convtune % floor", "rel L2", "ok"]
+# Inserted after the eager ratio when graph timing ran.
+GRAPH_HEADER = ["PyTorch graph ms", "convtune graph ms", "graph ratio"]
+EAGER_CELLS = 4             # shape and the three eager columns come first
+
+
+def row_header(graph: bool) -> list:
+    if not graph:
+        return list(ROW_HEADER)
+    return ROW_HEADER[:EAGER_CELLS] + GRAPH_HEADER + ROW_HEADER[EAGER_CELLS:]
+
+
+def graph_cells(row: dict) -> list:
+    """The three graph cells: '-' for a library without a graph time, FAIL in
+    place of the ratio when convtune's graph output is wrong."""
+    if row["graph_status"] == "FAIL":
+        ratio = "FAIL"
+    else:
+        ratio = fmt_ratio(row["graph_ratio"])
+    return [fmt_ms(row["torch_graph_ms"]), fmt_ms(row["convtune_graph_ms"]), ratio]
 
 
 def algorithm_text(row: dict) -> str:
@@ -947,31 +1355,67 @@ def algorithm_text(row: dict) -> str:
     return f"{c['algorithm']} {c['config']}".strip()
 
 
-def render_row(row: dict) -> list:
+def render_row(row: dict, graph: bool = True) -> list:
     if row["status"] == "error":
-        return [row["name"], "-", "-", "-", row["error"], "-", "-", "-", "ERROR"]
-    t, c = row["torch"], row["convtune"]
-    return [row["name"], fmt_ms(t["median_ms"]), fmt_ms(c["median_ms"]), fmt_ratio(row["ratio"]),
-            algorithm_text(row), fmt_pct(t["percent_floor"]), fmt_pct(c["percent_floor"]),
-            fmt_err(row["rel_l2"]), row["status"]]
+        cells = [row["name"], "-", "-", "-", row["error"], "-", "-", "-", "ERROR"]
+        graph_part = ["-", "-", "-"]
+    else:
+        t, c = row["torch"], row["convtune"]
+        cells = [row["name"], fmt_ms(t["median_ms"]), fmt_ms(c["median_ms"]),
+                 fmt_ratio(row["ratio"]), algorithm_text(row), fmt_pct(t["percent_floor"]),
+                 fmt_pct(c["percent_floor"]), fmt_err(row["rel_l2"]), row["status"]]
+        graph_part = graph_cells(row)
+    if not graph:
+        return cells
+    return cells[:EAGER_CELLS] + graph_part + cells[EAGER_CELLS:]
 
 
-def render_mode(mode: str, rows: list, summary: dict) -> list:
+def graph_geomean_line(summary: dict) -> str:
+    return (f"Geomean graph ratio (PyTorch graph ms / convtune graph ms; above 1 = convtune "
+            f"faster) over {summary['graph_ok_rows']} of {summary['rows']} rows: "
+            f"**{fmt_ratio(summary['graph_geomean_ratio'])}**.")
+
+
+def graph_detail_lines(summary: dict) -> list:
+    """The graph lines under a mode's table after the geomeans."""
+    lines = []
+    if summary["graph_worst"]:
+        lines.append(f"Worst graph row: {summary['graph_worst']['name']} "
+                     f"({fmt_ratio(summary['graph_worst']['ratio'])}).")
+    if summary["graph_within_noise"]:
+        lines.append("Graph ratios within the run-to-run spread (no measurable difference): "
+                     + ", ".join(summary["graph_within_noise"]) + ".")
+    if summary["graph_wrong"]:
+        lines.append("**Graph output wrong** (convtune's output after graph replays; no graph "
+                     "ratio, not counted): " + ", ".join(
+                         f"{w['name']} (rel L2 {fmt_err(w['rel_l2'])})"
+                         for w in summary["graph_wrong"]) + ".")
+    if summary["graph_missing"]:
+        lines.append("No graph time (not counted): " + "; ".join(
+            f"{m['name']} ({m['note']})" for m in summary["graph_missing"]) + ".")
+    return lines
+
+
+def render_mode(mode: str, rows: list, summary: dict, graph: bool = True) -> list:
     lines = [f"## {MODE_TITLES[mode]}", ""]
-    lines += md_table(ROW_HEADER, [render_row(r) for r in rows])
+    lines += md_table(row_header(graph), [render_row(r, graph) for r in rows])
     lines.append("")
     gm = summary["geomean_ratio"]
-    lines.append(f"Geomean ratio (PyTorch ms / convtune ms; above 1 = convtune faster) over "
+    lines.append(f"Geomean eager ratio (PyTorch ms / convtune ms; above 1 = convtune faster) over "
                  f"{summary['ok_rows']} of {summary['rows']} rows: **{fmt_ratio(gm)}**.")
+    if graph:
+        lines.append(graph_geomean_line(summary))
     if summary["worst"]:
-        lines.append(f"Worst row: {summary['worst']['name']} "
+        lines.append(f"Worst row (eager): {summary['worst']['name']} "
                      f"({fmt_ratio(summary['worst']['ratio'])}).")
     if summary["within_noise"]:
-        lines.append("Ratios within the run-to-run spread (no measurable difference): "
+        lines.append("Eager ratios within the run-to-run spread (no measurable difference): "
                      + ", ".join(summary["within_noise"]) + ".")
     if summary["failed"]:
         lines.append("**Failed** (mismatch or error, not counted): "
                      + ", ".join(summary["failed"]) + ".")
+    if graph:
+        lines += graph_detail_lines(summary)
     sources = {}
     for r in rows:
         if r["convtune"]:
@@ -983,10 +1427,11 @@ def render_mode(mode: str, rows: list, summary: dict) -> list:
 
 
 def render_tables(results: dict) -> list:
+    graph = results["run"].get("graph", True)
     lines = []
     for mode in results["modes_run"]:
         block = results["modes"][mode]
-        lines += render_mode(mode, block["rows"], block["summary"])
+        lines += render_mode(mode, block["rows"], block["summary"], graph)
     return lines
 
 
@@ -1093,12 +1538,38 @@ METHOD_TEXT = (
     "row fails and is left out of the geomean. `% floor` = floor / measured time, with floor = "
     "max(FLOPs / matmul rate of the mode, bytes / copy bandwidth), FLOPs = 2·N·K·P·Q·(C/groups)·R·S, "
     "bytes = 4·(|x| + |w| + |y|). Above 100% means the algorithm does fewer multiply-adds than a "
-    "direct convolution (Winograd, FFT), which the floor counts.")
+    "direct convolution (Winograd, FFT), which the floor counts. These eager times (`PyTorch ms`, "
+    "`convtune ms`, `ratio (eager)`, `% floor`) include each library's host cost per call (Python "
+    "dispatch, binding, launch), which sets the pace of small, launch-bound shapes.")
+
+GRAPH_METHOD_TEXT = (
+    "Graph timing (`PyTorch graph ms`, `convtune graph ms`, `graph ratio`), the same for both "
+    "libraries and on the same tensors: the same calls as above (`F.conv2d(...)` and `plan(x, w)`, "
+    "each allocating its output) are captured, per library, into one `torch.cuda.CUDAGraph` of "
+    f"`calls` back-to-back calls: {GRAPH_WARMUP_CALLS} warm-up calls on a side stream, then capture "
+    "on that same stream (`torch.cuda.graph(g, stream=s)`; outputs come from the graph's private "
+    "memory pool). `calls` is calibrated like an eager batch: grown from the eager per-call time "
+    f"until one replay lasts at least ~1 ms of GPU time, at most {MAX_GRAPH_CALLS} calls. Then "
+    "`g.replay()` on the current stream with CUDA events around each replay: per round a warm-up "
+    "replay, then at least 7 replays and 100 ms, at most 1.5 s per measurement, in two alternating "
+    "rounds (PyTorch, convtune, PyTorch, convtune); a time is the median over all replays of replay "
+    "time / `calls`. No host code runs between the captured calls, so this removes the per-call "
+    "host cost of both libraries: what remains is GPU time plus the graph's gap between kernels. "
+    "After timing, the output of convtune's last captured call is filled with NaN, the graph is "
+    "replayed once more, and that output is compared with a fresh PyTorch output by the same "
+    "relative L2 limits; a wrong one shows FAIL, gets no graph ratio and is left out of the graph "
+    "geomean. A library whose capture or replay fails shows `-`, with the reason under the table. "
+    "The graph geomean counts rows that pass both checks.")
+
+
+def method_text(graph: bool) -> str:
+    return METHOD_TEXT + ("\n\n" + GRAPH_METHOD_TEXT if graph else "")
 
 
 def render_markdown(results: dict) -> str:
     lines = render_header(results)
-    lines += ["## Method", "", METHOD_TEXT, "", "## Ceilings measured in this run", ""]
+    lines += ["## Method", "", method_text(results["run"].get("graph", True)), "",
+              "## Ceilings measured in this run", ""]
     lines += render_ceilings(results["ceilings"]) + [""]
     lines += render_tables(results)
     lines += render_host_cost(results.get("host_cost"))
@@ -1141,6 +1612,8 @@ def parse_args(argv: list) -> argparse.Namespace:
                    help="shapes for the fresh-process first-call test ('none' to skip; "
                         "default %(default)s)")
     p.add_argument("--no-host-cost", action="store_true", help="skip the host-cost measurement")
+    p.add_argument("--no-graph", action="store_true",
+                   help="skip the CUDA-graph timing of every row (eager timing only)")
     p.add_argument("--print-ld-path", action="store_true",
                    help="print the folders of PyTorch's cuDNN and cuBLASLt (for LD_LIBRARY_PATH "
                         "of build/convtune tune, so its cache keys match this process) and exit")
@@ -1194,7 +1667,8 @@ def first_call_shapes(all_shapes: list, names: str) -> list:
     return chosen
 
 
-def run_suite(ctx, convtune, shapes: list, modes: list, ceilings: dict) -> dict:
+def run_suite(ctx, convtune, shapes: list, modes: list, ceilings: dict,
+              graph: bool = True) -> dict:
     rows = {mode: [] for mode in modes}
     for index, s in enumerate(shapes):
         log(f"[{index + 1}/{len(shapes)}] {s.name}: {spec_text(s)}")
@@ -1202,7 +1676,8 @@ def run_suite(ctx, convtune, shapes: list, modes: list, ceilings: dict) -> dict:
         # Seeded by name: the same shape gets the same tensors whatever
         # --shapes selects.
         seed = zlib.crc32(s.name.encode())
-        for row in bench_shape(ctx, convtune, s, shape_modes, seed=seed, ceilings=ceilings):
+        for row in bench_shape(ctx, convtune, s, shape_modes, seed=seed, ceilings=ceilings,
+                               graph=graph):
             rows[row["mode"]].append(row)
     return {mode: {"rows": r, "summary": summarize_mode(r)} for mode, r in rows.items()}
 
@@ -1256,7 +1731,7 @@ def benchmark(args: argparse.Namespace, argv: list) -> int:
         f"{ceilings['fp32_flops_per_s'] / 1e12:.1f} TFLOP/s, tf32 "
         f"{ceilings['tf32_flops_per_s'] / 1e12:.1f} TFLOP/s")
     ctx = convtune.Context(device=device, cache=args.cache, policy=args.policy)
-    mode_results = run_suite(ctx, convtune, shapes, modes, ceilings)
+    mode_results = run_suite(ctx, convtune, shapes, modes, ceilings, graph=not args.no_graph)
     host_cost = None
     if not args.no_host_cost:
         log("host cost of one call")
@@ -1266,11 +1741,11 @@ def benchmark(args: argparse.Namespace, argv: list) -> int:
             host_cost = {"error": f"{type(e).__name__}: {e}".splitlines()[0]}
         log(f"  {brief(host_cost)}")
     ctx.close()                 # its plans' workspaces, before the child processes
-    torch.cuda.empty_cache()
+    empty_cache_if_safe()
     first = measure_first_calls(first_call_shapes(all_shapes, args.first_call), args.cache, device)
     results = {
         "run": {"command": command_line(argv, os.environ), "suite": args.suite,
-                "cache": args.cache, "policy": args.policy,
+                "cache": args.cache, "policy": args.policy, "graph": not args.no_graph,
                 "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                 "elapsed_s": time.perf_counter() - started},
         "environment": env, "ceilings": ceilings, "modes_run": modes, "modes": mode_results,
@@ -1279,7 +1754,12 @@ def benchmark(args: argparse.Namespace, argv: list) -> int:
     write_outputs(results, out_md, out_json)
     failed = [f"{r['name']} [{m}]" for m, block in mode_results.items()
               for r in block["rows"] if r["status"] != "ok"]
+    graph_wrong = [f"{r['name']} [{m}]" for m, block in mode_results.items()
+                   for r in block["rows"] if r["graph_status"] == "FAIL"]
     log(f"done in {results['run']['elapsed_s']:.0f} s")
+    if graph_wrong:
+        # Reported, not failed: the exit status keeps its meaning (eager rows).
+        log(f"WARNING: convtune's output after graph replays is wrong: {', '.join(graph_wrong)}")
     if results["run"]["elapsed_s"] > TIME_BUDGET_S:
         log(f"WARNING: the run took longer than its {TIME_BUDGET_S} s budget")
     if failed:
