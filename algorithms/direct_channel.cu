@@ -204,8 +204,14 @@ __device__ inline void accumulate_unit(const conv_direct_launch &L, const float 
  * need the occupancy to keep loads in flight; heavy ones need the registers
  * for their accumulators.  (Measured on an H200: 6 blocks for the light
  * blockings beat 4 and 5 on depthwise 3x3 and 31x31.) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+const int kMaxBlocksPerSM = 1024 / kMaxThreads; /* sm_75: 1024 threads per SM */
+#else
+const int kMaxBlocksPerSM = 1536 / kMaxThreads; /* sm_86/89: 1536; sm_80/90: 2048 */
+#endif
 constexpr int min_blocks(int accumulators) {
-  return accumulators <= 16 ? 6 : accumulators <= 32 ? 3 : 2;
+  return accumulators <= 16 ? (6 < kMaxBlocksPerSM ? 6 : kMaxBlocksPerSM)
+                            : accumulators <= 32 ? 3 : 2;
 }
 
 template <int LAYOUT, int PX, int PY, int KB>
