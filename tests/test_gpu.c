@@ -428,9 +428,12 @@ static int direct_channel_matches_reference(void) {
       direct_problem(2, 3, 45, 47, 16, 7, 7, 2, 3, 1, 1, CONV_EPILOGUE_NONE, S), /* stem-like */
       direct_problem(1, 16, 20, 20, 16, 3, 3, 1, 1, 1, 2, CONV_EPILOGUE_NONE, S), /* 8x8 groups */
       direct_problem(1, 2, 29, 33, 2, 1, 7, 1, 3, 1, 2, CONV_EPILOGUE_NONE, S), /* 1 x 7 */
+      direct_problem(1, 3, 41, 50, 6, 3, 3, 1, 3, 2, 1, CONV_EPILOGUE_BIAS, S), /* dil 2 x 3 */
+      direct_problem(1, 1, 25, 23, 1, 3, 3, 1, 10, 10, 1, CONV_EPILOGUE_NONE, S), /* dil 10 */
   };
   cases[4].pad_w = 1; /* asymmetric padding */
   cases[12].pad_h = 0;
+  cases[13].dil_w = 3;
   void *scratch;
   CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
   family_count count = {0, 0, 0};
