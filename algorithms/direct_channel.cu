@@ -2,6 +2,7 @@
  * direct_channel.cu -- see direct_channel.h.
  */
 #include "algorithms/direct_channel.h"
+#include "runtime/internal.h"
 
 #include <stdio.h>
 
@@ -341,14 +342,16 @@ extern "C" bool conv_direct_instantiated(const conv_direct_tiling *tiling) {
 
 extern "C" bool conv_direct_plan(const conv_problem *pb, const conv_direct_tiling *t,
                                  conv_direct_launch *L, char *why, size_t why_size) {
-  if (!conv_direct_instantiated(t)) REJECT("no kernel compiled for this layout/px/py/kb");
+  const instance *in = find_instance(t);
+  if (in == nullptr) REJECT("no kernel compiled for this layout/px/py/kb");
   if (t->tx < 1 || t->ty < 1 || t->tx * t->ty > kMaxThreads)
     REJECT("%d x %d threads: not in [1, %d]", t->tx, t->ty, kMaxThreads);
   const bool unit = pb->stride_h == 1 && pb->stride_w == 1 && pb->dil_h == 1 && pb->dil_w == 1;
   if (t->layout == CONV_DIRECT_UNIT && !unit) REJECT("unit layout needs stride 1, dilation 1");
 
-  const int64_t p = (pb->h + 2 * pb->pad_h - pb->dil_h * (pb->r - 1) - 1) / pb->stride_h + 1;
-  const int64_t q = (pb->w + 2 * pb->pad_w - pb->dil_w * (pb->s - 1) - 1) / pb->stride_w + 1;
+  conv_shape shape;
+  if (conv_problem_shape(pb, &shape) != CONV_OK) REJECT("invalid problem");
+  const int64_t p = shape.p, q = shape.q;
   const int64_t dims[] = {pb->n, pb->c, pb->h, pb->w, pb->k, p, q, pb->r, pb->s,
                           pb->h * pb->w, p * q, pb->pad_h, pb->pad_w, pb->stride_h * pb->h,
                           pb->stride_w * pb->w, pb->dil_h * pb->r, pb->dil_w * pb->s};
@@ -357,12 +360,13 @@ extern "C" bool conv_direct_plan(const conv_problem *pb, const conv_direct_tilin
 
   conv_direct_launch l = {};
   l.tiling = *t;
+  l.kernel = reinterpret_cast<const void *>(in->fn);
   l.n = (int)pb->n, l.c = (int)pb->c, l.h = (int)pb->h, l.w = (int)pb->w, l.k = (int)pb->k;
   l.p = (int)p, l.q = (int)q, l.r = (int)pb->r, l.s = (int)pb->s;
   l.stride_h = (int)pb->stride_h, l.stride_w = (int)pb->stride_w;
   l.pad_h = (int)pb->pad_h, l.pad_w = (int)pb->pad_w;
   l.dil_h = (int)pb->dil_h, l.dil_w = (int)pb->dil_w;
-  l.cg = (int)(pb->c / pb->groups), l.kg = (int)(pb->k / pb->groups);
+  l.cg = (int)shape.c_per_group, l.kg = (int)shape.k_per_group;
   l.epilogue = (int)pb->epilogue;
   if (l.kg % t->kb != 0) REJECT("kb %d does not divide %d output channels per group", t->kb, l.kg);
   l.kchunks = l.kg / t->kb;
@@ -402,23 +406,22 @@ extern "C" bool conv_direct_plan(const conv_problem *pb, const conv_direct_tilin
 }
 
 extern "C" cudaError_t conv_direct_configure(const conv_direct_launch *L) {
-  const instance *in = L == NULL ? nullptr : find_instance(&L->tiling);
-  if (in == nullptr) return cudaErrorInvalidValue;
+  if (L == NULL || L->kernel == NULL) return cudaErrorInvalidValue;
   /* Always the same value, never this plan's own need: the attribute
    * belongs to the kernel, which other plans share, and lowering it would
    * make their launches fail. */
-  return cudaFuncSetAttribute(in->fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  return cudaFuncSetAttribute(L->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               (int)CONV_DIRECT_SMEM_MAX);
 }
 
 extern "C" cudaError_t conv_direct_forward(const conv_direct_launch *L, const float *x,
                                            const float *w, const float *bias, float *y,
                                            cudaStream_t stream) {
-  const instance *in = L == NULL ? nullptr : find_instance(&L->tiling);
-  if (in == nullptr || x == NULL || w == NULL || y == NULL ||
+  if (L == NULL || L->kernel == NULL || x == NULL || w == NULL || y == NULL ||
       (L->epilogue != CONV_EPILOGUE_NONE && bias == NULL))
     return cudaErrorInvalidValue;
-  in->fn<<<(unsigned)L->blocks, L->tiling.tx * L->tiling.ty, L->smem_bytes, stream>>>(*L, x, w,
+  const kernel_fn kernel = reinterpret_cast<kernel_fn>(L->kernel);
+  kernel<<<(unsigned)L->blocks, L->tiling.tx * L->tiling.ty, L->smem_bytes, stream>>>(*L, x, w,
                                                                                      bias, y);
   return cudaGetLastError();
 }
