@@ -646,10 +646,7 @@ done:
 
 static bool cudnn_applicable(const conv_problem *problem, const conv_env *env) {
   if (problem == NULL || (env != NULL && env->cudnn == NULL)) return false;
-  if (problem->direction != CONV_FORWARD) return false;
-  if (problem->dtype != CONV_DTYPE_F32) return false;
-  if (problem->layout != CONV_LAYOUT_NCHW) return false;
-  return true;
+  return conv_problem_supported(problem);
 }
 
 static conv_status cudnn_configs(const conv_problem *problem, conv_env *env, conv_config *out,

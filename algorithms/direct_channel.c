@@ -18,10 +18,8 @@
 #define DC_MAX_CHANNELS_OUT 64
 
 static bool dc_problem_supported(const conv_problem *pb) {
-  return pb->dtype == CONV_DTYPE_F32 && pb->layout == CONV_LAYOUT_NCHW &&
-         pb->direction == CONV_FORWARD &&
-         (pb->math == CONV_MATH_STRICT || pb->math == CONV_MATH_TF32) &&
-         pb->c / pb->groups <= DC_MAX_CHANNELS_IN && pb->k / pb->groups <= DC_MAX_CHANNELS_OUT;
+  return conv_problem_supported(pb) && pb->c / pb->groups <= DC_MAX_CHANNELS_IN &&
+         pb->k / pb->groups <= DC_MAX_CHANNELS_OUT;
 }
 
 static bool dc_applicable(const conv_problem *problem, const conv_env *env) {

@@ -88,11 +88,6 @@ static bool ig_is_direct(const conv_problem *pb) {
          pb->pad_w == 0;
 }
 
-static bool ig_problem_supported(const conv_problem *pb) {
-  return pb->dtype == CONV_DTYPE_F32 && pb->layout == CONV_LAYOUT_NCHW &&
-         pb->direction == CONV_FORWARD &&
-         (pb->math == CONV_MATH_STRICT || pb->math == CONV_MATH_TF32);
-}
 
 static void ig_dims_make(const conv_problem *pb, const conv_shape *sh, bool direct, ig_dims *d) {
   d->m = sh->p * sh->q;
@@ -422,14 +417,14 @@ static size_t ig_round_up(size_t v, size_t to) { return (v + to - 1) / to * to; 
 
 static bool ig_applicable(const conv_problem *problem, const conv_env *env) {
   return problem != NULL && env != NULL && env->cublaslt != NULL &&
-         ig_problem_supported(problem);
+         conv_problem_supported(problem);
 }
 
 static conv_status ig_prepare(const conv_problem *problem, conv_env *env,
                               const conv_config *config, conv_prepared *out, conv_error *err) {
   if (problem == NULL || env == NULL || env->cublaslt == NULL || config == NULL || out == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "im2col_gemm: NULL argument");
-  if (!ig_problem_supported(problem))
+  if (!conv_problem_supported(problem))
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "im2col_gemm: only fp32 NCHW forward, strict or tf32 math");
   /* The config may come from a shipped cache: trust none of it. */

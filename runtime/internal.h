@@ -205,6 +205,11 @@ typedef struct conv_shape {
 
 conv_status conv_problem_shape(const conv_problem *problem, conv_shape *shape /* OUT */);
 
+/* Whether dtype, layout, direction, math and epilogue are ones this version
+ * supports (conv_problem_validate's own check): the common ground of every
+ * candidate's applicable(). */
+bool conv_problem_supported(const conv_problem *problem);
+
 /* Longest key conv_problem_key() writes, with the terminating NUL. */
 #define CONV_PROBLEM_KEY_MAX 256
 

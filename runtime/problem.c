@@ -72,6 +72,12 @@ static conv_status check_groups(const conv_problem *pr, conv_error *err) {
   return CONV_OK;
 }
 
+static conv_status check_supported(const conv_problem *pr, conv_error *err);
+
+bool conv_problem_supported(const conv_problem *problem) {
+  return problem != NULL && check_supported(problem, NULL) == CONV_OK;
+}
+
 static conv_status check_supported(const conv_problem *pr, conv_error *err) {
   if (pr->dtype != CONV_DTYPE_F32)
     return conv_error_set(err, CONV_UNSUPPORTED, "dtype %d: only fp32 is supported in this version",
