@@ -1018,16 +1018,22 @@ def bench_shape(ctx, convtune, s: Shape, modes: list, seed: int, ceilings: dict,
     return rows
 
 
+def ratio_stats(ok: list, ratio: str, torch_timing: str, convtune_timing: str) -> tuple:
+    """Over rows `ok`: the geomean of row[ratio], the worst (lowest) row as
+    {name, ratio}, and the names of rows whose ratio is within the spread."""
+    worst = min(ok, key=lambda r: r[ratio]) if ok else None
+    # A ratio within the run-to-run spread of either side is not a difference.
+    noisy = [r["name"] for r in ok if abs(math.log(r[ratio]))
+             < r[torch_timing]["spread"] + r[convtune_timing]["spread"]]
+    return (geomean([r[ratio] for r in ok]),
+            None if worst is None else {"name": worst["name"], "ratio": worst[ratio]}, noisy)
+
+
 def summarize_mode(rows: list) -> dict:
     """Geomean ratio over ok rows, the worst (lowest ratio) row, failures."""
     ok = [r for r in rows if r["status"] == "ok"]
-    worst = min(ok, key=lambda r: r["ratio"]) if ok else None
-    # A ratio within the run-to-run spread of either side is not a difference.
-    noisy = [r["name"] for r in ok
-             if abs(math.log(r["ratio"])) < r["torch"]["spread"] + r["convtune"]["spread"]]
-    return {"geomean_ratio": geomean([r["ratio"] for r in ok]), "ok_rows": len(ok),
-            "rows": len(rows), "worst": None if worst is None else
-            {"name": worst["name"], "ratio": worst["ratio"]},
+    gm, worst, noisy = ratio_stats(ok, "ratio", "torch", "convtune")
+    return {"geomean_ratio": gm, "ok_rows": len(ok), "rows": len(rows), "worst": worst,
             "failed": [r["name"] for r in rows if r["status"] != "ok"],
             "within_noise": noisy, **summarize_graph(rows)}
 
@@ -1037,13 +1043,10 @@ def summarize_graph(rows: list) -> dict:
     timing, the worst of them, ratios within noise, wrong outputs, and rows
     without a graph time (with why)."""
     ok = [r for r in rows if r["status"] == "ok" and r.get("graph_status") == "ok"]
-    worst = min(ok, key=lambda r: r["graph_ratio"]) if ok else None
-    noisy = [r["name"] for r in ok if abs(math.log(r["graph_ratio"]))
-             < r["torch_graph"]["spread"] + r["convtune_graph"]["spread"]]
-    return {"graph_geomean_ratio": geomean([r["graph_ratio"] for r in ok]),
+    gm, worst, noisy = ratio_stats(ok, "graph_ratio", "torch_graph", "convtune_graph")
+    return {"graph_geomean_ratio": gm,
             "graph_ok_rows": len(ok),
-            "graph_worst": None if worst is None else
-            {"name": worst["name"], "ratio": worst["graph_ratio"]},
+            "graph_worst": worst,
             "graph_within_noise": noisy,
             "graph_wrong": [{"name": r["name"], "rel_l2": r["graph_rel_l2"]}
                             for r in rows if r.get("graph_status") == "FAIL"],
@@ -1376,15 +1379,21 @@ def graph_geomean_line(summary: dict) -> str:
             f"**{fmt_ratio(summary['graph_geomean_ratio'])}**.")
 
 
+def spread_lines(worst_label: str, noise_label: str, worst: dict | None, noisy: list) -> list:
+    """The worst row's line and the within-noise line of one timing."""
+    lines = []
+    if worst:
+        lines.append(f"{worst_label}: {worst['name']} ({fmt_ratio(worst['ratio'])}).")
+    if noisy:
+        lines.append(f"{noise_label} within the run-to-run spread (no measurable difference): "
+                     + ", ".join(noisy) + ".")
+    return lines
+
+
 def graph_detail_lines(summary: dict) -> list:
     """The graph lines under a mode's table after the geomeans."""
-    lines = []
-    if summary["graph_worst"]:
-        lines.append(f"Worst graph row: {summary['graph_worst']['name']} "
-                     f"({fmt_ratio(summary['graph_worst']['ratio'])}).")
-    if summary["graph_within_noise"]:
-        lines.append("Graph ratios within the run-to-run spread (no measurable difference): "
-                     + ", ".join(summary["graph_within_noise"]) + ".")
+    lines = spread_lines("Worst graph row", "Graph ratios", summary["graph_worst"],
+                         summary["graph_within_noise"])
     if summary["graph_wrong"]:
         lines.append("**Graph output wrong** (convtune's output after graph replays; no graph "
                      "ratio, not counted): " + ", ".join(
@@ -1405,12 +1414,8 @@ def render_mode(mode: str, rows: list, summary: dict, graph: bool = True) -> lis
                  f"{summary['ok_rows']} of {summary['rows']} rows: **{fmt_ratio(gm)}**.")
     if graph:
         lines.append(graph_geomean_line(summary))
-    if summary["worst"]:
-        lines.append(f"Worst row (eager): {summary['worst']['name']} "
-                     f"({fmt_ratio(summary['worst']['ratio'])}).")
-    if summary["within_noise"]:
-        lines.append("Eager ratios within the run-to-run spread (no measurable difference): "
-                     + ", ".join(summary["within_noise"]) + ".")
+    lines += spread_lines("Worst row (eager)", "Eager ratios", summary["worst"],
+                          summary["within_noise"])
     if summary["failed"]:
         lines.append("**Failed** (mismatch or error, not counted): "
                      + ", ".join(summary["failed"]) + ".")
