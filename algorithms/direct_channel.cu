@@ -342,8 +342,7 @@ extern "C" bool conv_direct_instantiated(const conv_direct_tiling *tiling) {
 
 extern "C" bool conv_direct_plan(const conv_problem *pb, const conv_direct_tiling *t,
                                  conv_direct_launch *L, char *why, size_t why_size) {
-  const instance *in = find_instance(t);
-  if (in == nullptr) REJECT("no kernel compiled for this layout/px/py/kb");
+  if (!conv_direct_instantiated(t)) REJECT("no kernel compiled for this layout/px/py/kb");
   if (t->tx < 1 || t->ty < 1 || t->tx * t->ty > kMaxThreads)
     REJECT("%d x %d threads: not in [1, %d]", t->tx, t->ty, kMaxThreads);
   const bool unit = pb->stride_h == 1 && pb->stride_w == 1 && pb->dil_h == 1 && pb->dil_w == 1;
@@ -360,7 +359,6 @@ extern "C" bool conv_direct_plan(const conv_problem *pb, const conv_direct_tilin
 
   conv_direct_launch l = {};
   l.tiling = *t;
-  l.kernel = reinterpret_cast<const void *>(in->fn);
   l.n = (int)pb->n, l.c = (int)pb->c, l.h = (int)pb->h, l.w = (int)pb->w, l.k = (int)pb->k;
   l.p = (int)p, l.q = (int)q, l.r = (int)pb->r, l.s = (int)pb->s;
   l.stride_h = (int)pb->stride_h, l.stride_w = (int)pb->stride_w;
@@ -406,22 +404,23 @@ extern "C" bool conv_direct_plan(const conv_problem *pb, const conv_direct_tilin
 }
 
 extern "C" cudaError_t conv_direct_configure(const conv_direct_launch *L) {
-  if (L == NULL || L->kernel == NULL) return cudaErrorInvalidValue;
+  const instance *in = L == NULL ? nullptr : find_instance(&L->tiling);
+  if (in == nullptr) return cudaErrorInvalidValue;
   /* Always the same value, never this plan's own need: the attribute
    * belongs to the kernel, which other plans share, and lowering it would
    * make their launches fail. */
-  return cudaFuncSetAttribute(L->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  return cudaFuncSetAttribute(in->fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               (int)CONV_DIRECT_SMEM_MAX);
 }
 
 extern "C" cudaError_t conv_direct_forward(const conv_direct_launch *L, const float *x,
                                            const float *w, const float *bias, float *y,
                                            cudaStream_t stream) {
-  if (L == NULL || L->kernel == NULL || x == NULL || w == NULL || y == NULL ||
+  const instance *in = L == NULL ? nullptr : find_instance(&L->tiling);
+  if (in == nullptr || x == NULL || w == NULL || y == NULL ||
       (L->epilogue != CONV_EPILOGUE_NONE && bias == NULL))
     return cudaErrorInvalidValue;
-  const kernel_fn kernel = reinterpret_cast<kernel_fn>(L->kernel);
-  kernel<<<(unsigned)L->blocks, L->tiling.tx * L->tiling.ty, L->smem_bytes, stream>>>(*L, x, w,
+  in->fn<<<(unsigned)L->blocks, L->tiling.tx * L->tiling.ty, L->smem_bytes, stream>>>(*L, x, w,
                                                                                      bias, y);
   return cudaGetLastError();
 }

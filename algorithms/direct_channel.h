@@ -49,7 +49,6 @@ typedef struct conv_direct_tiling {
 /* Everything a launch needs, derived once by conv_direct_plan(). */
 typedef struct conv_direct_launch {
   conv_direct_tiling tiling;
-  const void *kernel;  /* the tiling's compiled kernel, found once here */
   int n, c, h, w, k, p, q, r, s;
   int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
   int cg, kg;          /* channels per group, in and out                 */
