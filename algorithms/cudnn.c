@@ -828,6 +828,7 @@ static void cudnn_describe(const conv_config *c, char *text, size_t size) {
 
 const conv_algorithm conv_algorithm_cudnn = {
     .id = CONV_ALGO_CUDNN,
+    .version = 1,
     .name = "cudnn",
     .applicable = cudnn_applicable,
     .configs = cudnn_configs,

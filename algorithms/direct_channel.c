@@ -182,6 +182,7 @@ static void dc_describe(const conv_config *config, char *text, size_t size) {
 
 const conv_algorithm conv_algorithm_direct_channel = {
     .id = CONV_ALGO_DIRECT_CHANNEL,
+    .version = 1,
     .name = "direct_channel",
     .applicable = dc_applicable,
     .configs = dc_configs,

@@ -49,14 +49,16 @@ void conv_device_leave(int previous) {
 static char versions_text[128];
 static uv_once_t versions_once = UV_ONCE_INIT;
 
-/* The registry's family ids, "1,2,4": a cache tuned before a family existed
- * never timed it, so its winners must not hide the new family. */
+/* The registry's families with their versions, "1v1,2v1,4v2": a cache
+ * tuned before a family existed, or before its kernels changed, never timed
+ * what it has now, so its winners must not hide it. */
 static void format_candidates(char *text, size_t size) {
   int count, used = 0;
   const conv_algorithm *const *algos = conv_registry(&count);
   text[0] = '\0';
   for (int i = 0; i < count && used < (int)size; i++)
-    used += snprintf(text + used, size - (size_t)used, "%s%u", i ? "," : "", algos[i]->id);
+    used += snprintf(text + used, size - (size_t)used, "%s%uv%u", i ? "," : "", algos[i]->id,
+                     algos[i]->version);
 }
 
 static void read_versions(void) {

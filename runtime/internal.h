@@ -143,6 +143,9 @@ typedef struct conv_exec {
  * Implementations keep no mutable global state. */
 typedef struct conv_algorithm {
   uint32_t id;      /* stable, append-only; 0 invalid; never reuse a retired id */
+  /* Bumped whenever the family's kernels or configs change what tuning
+   * would find: it is part of the cache key, so older winners go stale. */
+  uint32_t version;
   const char *name; /* "cudnn", "im2col_gemm", ...                              */
   /* Cheap early-return checks on the problem alone. */
   bool (*applicable)(const conv_problem *problem, const conv_env *env);
