@@ -42,13 +42,22 @@ static conv_config dc_config_from_tiling(const conv_direct_tiling *t) {
 
 /* ---------------------------------------------------------------- configs */
 
-/* Per-thread blockings, most promising first.  The most output channels
- * per thread that divide the group's come first (each block then reads its
- * input tile once); configs() tries every blocking's first tile shape
- * before any second one, so that the fast policy's few configs span
- * blockings.  Unfit blockings (unit layout on strided or dilated problems,
- * kb not dividing K/groups) drop out in conv_direct_plan. */
+/* Per-thread blockings, most promising first: the window layout (compiled
+ * filter sizes, no input tile to stage), then the tiled ones.  Within a
+ * layout the most output channels per thread that divide the group's come
+ * first (each input value is then read once for all of them).  configs()
+ * tries every blocking's first tile shape before any second one, so that
+ * the fast policy's few configs span blockings.  Unfit blockings (a layout
+ * that does not take the filter, stride or dilation; kb not dividing
+ * K/groups) drop out in conv_direct_plan. */
 static const conv_direct_tiling dc_blockings[] = {
+    {CONV_DIRECT_WINDOW, 2, 2, 16, 0, 0},  {CONV_DIRECT_WINDOW, 1, 2, 16, 0, 0},
+    {CONV_DIRECT_WINDOW, 2, 1, 16, 0, 0},  {CONV_DIRECT_WINDOW, 2, 2, 8, 0, 0},
+    {CONV_DIRECT_WINDOW, 1, 2, 8, 0, 0},   {CONV_DIRECT_WINDOW, 2, 2, 4, 0, 0},
+    {CONV_DIRECT_WINDOW, 1, 4, 4, 0, 0},   {CONV_DIRECT_WINDOW, 2, 8, 1, 0, 0},
+    {CONV_DIRECT_WINDOW, 2, 4, 1, 0, 0},   {CONV_DIRECT_WINDOW, 1, 4, 1, 0, 0},
+    {CONV_DIRECT_WINDOW, 4, 4, 1, 0, 0},   {CONV_DIRECT_WINDOW, 1, 8, 1, 0, 0},
+    {CONV_DIRECT_WINDOW, 1, 2, 1, 0, 0},   {CONV_DIRECT_WINDOW, 1, 1, 1, 0, 0},
     {CONV_DIRECT_UNIT, 4, 1, 16, 0, 0},    {CONV_DIRECT_UNIT, 4, 1, 8, 0, 0},
     {CONV_DIRECT_UNIT, 4, 2, 4, 0, 0},     {CONV_DIRECT_UNIT, 4, 4, 1, 0, 0},
     {CONV_DIRECT_UNIT, 4, 2, 1, 0, 0},     {CONV_DIRECT_UNIT, 4, 8, 1, 0, 0},
@@ -63,14 +72,19 @@ static const conv_direct_tiling dc_blockings[] = {
 };
 #define DC_BLOCKINGS ((int)(sizeof dc_blockings / sizeof dc_blockings[0]))
 
-/* Threads along a row: enough to cover a narrow output in one tile, else
- * 16 or 32 (64-128 columns per tile). */
-static int dc_tx_options(int64_t q, int px, int out[3]) {
+/* Threads along a row, for `cover` threads' worth of output columns: all
+ * of them when they fit in a warp; else up to 32 spread evenly over the
+ * blocks of a row (56 -> 28), and 32; and 16. */
+static int dc_tx_options(int64_t cover, int out[3]) {
   int count = 0;
-  const int64_t cover = (q + px - 1) / px;
-  if (cover < 32) out[count++] = (int)cover;
-  if (cover > 16) out[count++] = 16;
-  if (cover > 32 || count == 0) out[count++] = 32;
+  if (cover <= 32) {
+    out[count++] = (int)cover;
+  } else {
+    const int64_t blocks = (cover + 31) / 32;
+    out[count++] = (int)((cover + blocks - 1) / blocks);
+    if (out[0] != 32) out[count++] = 32;
+  }
+  if (cover > 16 && out[0] != 16) out[count++] = 16;
   return count;
 }
 
@@ -86,23 +100,22 @@ static conv_status dc_configs(const conv_problem *problem, conv_env *env, conv_c
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "direct_channel: bad configs() arguments");
   *count = 0;
   if (!dc_applicable(problem, env)) return CONV_OK;
-  conv_shape shape;
-  conv_status st = conv_problem_shape(problem, &shape);
-  if (st != CONV_OK) return conv_error_set(err, st, "direct_channel: invalid problem");
-
   const int thread_counts[] = {256, 128};
   int n = 0;
   /* Tile shapes ranked (row width option, then thread count), and every
    * blocking at one rank before the next rank. */
   for (int rank = 0; rank < 6; rank++) {
     for (int b = 0; b < DC_BLOCKINGS; b++) {
-      int tx_opts[3];
-      const int ntx = dc_tx_options(shape.q, dc_blockings[b].px, tx_opts);
-      if (rank / 2 >= ntx) continue;
       conv_direct_tiling tiling = dc_blockings[b];
+      int64_t columns_needed, rows_needed;
+      conv_direct_threads_needed(problem, &tiling, &columns_needed, &rows_needed);
+      if (columns_needed < 1 || rows_needed < 1)
+        return conv_error_set(err, CONV_INVALID_ARGUMENT, "direct_channel: invalid problem");
+      int tx_opts[3];
+      const int ntx = dc_tx_options(columns_needed, tx_opts);
+      if (rank / 2 >= ntx) continue;
       tiling.tx = tx_opts[rank / 2];
       /* No more rows of threads than the output has rows for. */
-      const int64_t rows_needed = (shape.p + tiling.py - 1) / tiling.py;
       int64_t ty = thread_counts[rank % 2] / tiling.tx;
       if (ty > rows_needed) ty = rows_needed;
       tiling.ty = ty < 1 ? 1 : (int)ty;
@@ -176,13 +189,17 @@ static void dc_describe(const conv_config *config, char *text, size_t size) {
   }
   conv_direct_tiling t;
   dc_tiling_from_config(config, &t);
-  snprintf(text, size, "%s px=%d py=%d kb=%d threads=%dx%d",
-           t.layout == CONV_DIRECT_UNIT ? "unit" : "generic", t.px, t.py, t.kb, t.tx, t.ty);
+  const char *layout = t.layout == CONV_DIRECT_UNIT     ? "unit"
+                       : t.layout == CONV_DIRECT_WINDOW ? "window"
+                                                        : "generic";
+  snprintf(text, size, "%s px=%d py=%d kb=%d threads=%dx%d", layout, t.px, t.py, t.kb, t.tx,
+           t.ty);
 }
 
 const conv_algorithm conv_algorithm_direct_channel = {
     .id = CONV_ALGO_DIRECT_CHANNEL,
-    .version = 1,
+    /* 2: the window layout. */
+    .version = 2,
     .name = "direct_channel",
     .applicable = dc_applicable,
     .configs = dc_configs,

@@ -2,6 +2,8 @@
  * direct_channel.cu -- see direct_channel.h.
  */
 #include "algorithms/direct_channel.h"
+#include "algorithms/direct_window.h"
+#include "algorithms/epilogue.cuh"
 #include "runtime/internal.h"
 
 #include <stdio.h>
@@ -28,9 +30,8 @@ __device__ inline block_place place_of_block(const conv_direct_launch &L) {
   const int tiles = L.tiles_p * L.tiles_q;
   const int tile = (int)(bid % tiles);
   bid /= tiles;
-  const int groups = L.c / L.cg;
-  b.g = (int)(bid % groups);
-  b.n = (int)(bid / groups);
+  b.g = (int)(bid % L.groups);
+  b.n = (int)(bid / L.groups);
   b.p0 = (tile / L.tiles_q) * L.tile_rows;
   b.q0 = (tile % L.tiles_q) * L.tile_cols;
   return b;
@@ -96,14 +97,6 @@ __device__ inline void stage_plane(const conv_direct_launch &L, const float *pla
     const int row = i / tail;
     dst[row * L.pitch + cols + (i - row * tail)] = 0.0f;
   }
-}
-
-/* The epilogue, then the store.  Not fmaxf for ReLU: it would turn a NaN
- * into 0 and hide a wrong result from validation. */
-__device__ inline float finish(const conv_direct_launch &L, float acc, float bias) {
-  if (L.epilogue == CONV_EPILOGUE_NONE) return acc;
-  const float v = acc + bias;
-  return (L.epilogue == CONV_EPILOGUE_BIAS_RELU && v < 0.0f) ? 0.0f : v;
 }
 
 /* GENERIC: any stride and dilation.  Thread (tx, ty) owns rows
@@ -275,7 +268,7 @@ __global__ void __launch_bounds__(kMaxThreads, min_blocks(PX *PY *KB))
         const int q = b.q0 + 4 * tx;
         float v[4];
 #pragma unroll
-        for (int j = 0; j < 4; j++) v[j] = finish(L, acc[i][j][kk], bk);
+        for (int j = 0; j < 4; j++) v[j] = conv_epilogue_apply(L.epilogue, acc[i][j][kk], bk);
         if ((L.q & 3) == 0 && q + 3 < L.q) {
           *reinterpret_cast<float4 *>(yrow + q) = make_float4(v[0], v[1], v[2], v[3]);
         } else {
@@ -287,24 +280,26 @@ __global__ void __launch_bounds__(kMaxThreads, min_blocks(PX *PY *KB))
 #pragma unroll
         for (int j = 0; j < PX; j++) {
           const int q = b.q0 + tx + j * L.tiling.tx;
-          if (q < L.q) yrow[q] = finish(L, acc[i][j][kk], bk);
+          if (q < L.q) yrow[q] = conv_epilogue_apply(L.epilogue, acc[i][j][kk], bk);
         }
       }
     }
   }
 }
 
+/* Every layout's kernels take these arguments. */
 typedef void (*kernel_fn)(const conv_direct_launch, const float *, const float *, const float *,
                           float *);
 
 struct instance {
   int layout, px, py, kb;
-  kernel_fn fn;
+  const void *fn;
 };
 
-#define UNIT(PY, KB) {CONV_DIRECT_UNIT, 4, PY, KB, direct_kernel<CONV_DIRECT_UNIT, 4, PY, KB>}
+#define UNIT(PY, KB) \
+  {CONV_DIRECT_UNIT, 4, PY, KB, (const void *)direct_kernel<CONV_DIRECT_UNIT, 4, PY, KB>}
 #define GENERIC(PX, PY, KB) \
-  {CONV_DIRECT_GENERIC, PX, PY, KB, direct_kernel<CONV_DIRECT_GENERIC, PX, PY, KB>}
+  {CONV_DIRECT_GENERIC, PX, PY, KB, (const void *)direct_kernel<CONV_DIRECT_GENERIC, PX, PY, KB>}
 
 /* What is compiled.  More register blocking per thread means fewer
  * shared-memory reads per FMA but more registers and larger tiles. */
@@ -320,9 +315,9 @@ const instance kInstances[] = {
 #undef UNIT
 #undef GENERIC
 
-const instance *find_instance(const conv_direct_tiling *t) {
+const void *find_kernel(const conv_direct_tiling *t) {
   for (const instance &in : kInstances)
-    if (in.layout == t->layout && in.px == t->px && in.py == t->py && in.kb == t->kb) return &in;
+    if (in.layout == t->layout && in.px == t->px && in.py == t->py && in.kb == t->kb) return in.fn;
   return nullptr;
 }
 
@@ -330,44 +325,22 @@ bool fits_int(int64_t v) { return v >= 0 && v <= INT32_MAX; }
 
 }  // namespace
 
-extern "C" bool conv_direct_instantiated(const conv_direct_tiling *tiling) {
-  return tiling != NULL && find_instance(tiling) != nullptr;
-}
-
 #define REJECT(...)                                     \
   do {                                                  \
     if (why != NULL && why_size > 0) snprintf(why, why_size, __VA_ARGS__); \
     return false;                                       \
   } while (0)
 
-extern "C" bool conv_direct_plan(const conv_problem *pb, const conv_direct_tiling *t,
-                                 conv_direct_launch *L, char *why, size_t why_size) {
-  if (!conv_direct_instantiated(t)) REJECT("no kernel compiled for this layout/px/py/kb");
-  if (t->tx < 1 || t->ty < 1 || t->tx * t->ty > kMaxThreads)
-    REJECT("%d x %d threads: not in [1, %d]", t->tx, t->ty, kMaxThreads);
-  const bool unit = pb->stride_h == 1 && pb->stride_w == 1 && pb->dil_h == 1 && pb->dil_w == 1;
+/* The tiled layouts (GENERIC, UNIT): one block per output tile, with the
+ * input tile staged in shared memory. */
+static bool plan_tiled(const conv_direct_launch *common, conv_direct_launch *L, char *why,
+                       size_t why_size) {
+  conv_direct_launch l = *common;
+  const conv_direct_tiling *t = &l.tiling;
+  l.kernel = find_kernel(t);
+  if (l.kernel == nullptr) REJECT("no kernel compiled for this layout/px/py/kb");
+  const bool unit = l.stride_h == 1 && l.stride_w == 1 && l.dil_h == 1 && l.dil_w == 1;
   if (t->layout == CONV_DIRECT_UNIT && !unit) REJECT("unit layout needs stride 1, dilation 1");
-
-  conv_shape shape;
-  if (conv_problem_shape(pb, &shape) != CONV_OK) REJECT("invalid problem");
-  const int64_t p = shape.p, q = shape.q;
-  const int64_t dims[] = {pb->n, pb->c, pb->h, pb->w, pb->k, p, q, pb->r, pb->s,
-                          pb->h * pb->w, p * q, pb->pad_h, pb->pad_w, pb->stride_h * pb->h,
-                          pb->stride_w * pb->w, pb->dil_h * pb->r, pb->dil_w * pb->s};
-  for (int64_t d : dims)
-    if (!fits_int(d)) REJECT("a size past 32-bit indexing");
-
-  conv_direct_launch l = {};
-  l.tiling = *t;
-  l.n = (int)pb->n, l.c = (int)pb->c, l.h = (int)pb->h, l.w = (int)pb->w, l.k = (int)pb->k;
-  l.p = (int)p, l.q = (int)q, l.r = (int)pb->r, l.s = (int)pb->s;
-  l.stride_h = (int)pb->stride_h, l.stride_w = (int)pb->stride_w;
-  l.pad_h = (int)pb->pad_h, l.pad_w = (int)pb->pad_w;
-  l.dil_h = (int)pb->dil_h, l.dil_w = (int)pb->dil_w;
-  l.cg = (int)shape.c_per_group, l.kg = (int)shape.k_per_group;
-  l.epilogue = (int)pb->epilogue;
-  if (l.kg % t->kb != 0) REJECT("kb %d does not divide %d output channels per group", t->kb, l.kg);
-  l.kchunks = l.kg / t->kb;
 
   l.tile_rows = t->ty * t->py;
   l.tile_cols = t->tx * t->px;
@@ -397,30 +370,87 @@ extern "C" bool conv_direct_plan(const conv_problem *pb, const conv_direct_tilin
   l.stage_channels = fit < 1 ? 1 : (fit > (size_t)l.cg ? l.cg : (int)fit);
   l.smem_bytes = filt_bytes + tile_bytes * (size_t)l.stage_channels;
 
-  l.blocks = (int64_t)l.n * pb->groups * l.kchunks * l.tiles_p * l.tiles_q;
-  if (l.blocks > INT32_MAX) REJECT("%lld blocks: too many for one launch", (long long)l.blocks);
+  const int64_t blocks = (int64_t)l.n * l.groups * l.kchunks * l.tiles_p * l.tiles_q;
+  if (blocks > INT32_MAX) REJECT("%lld blocks: too many for one launch", (long long)blocks);
+  l.grid[0] = (unsigned)blocks;
+  l.grid[1] = l.grid[2] = 1;
   *L = l;
   return true;
 }
 
+extern "C" bool conv_direct_plan(const conv_problem *pb, const conv_direct_tiling *t,
+                                 conv_direct_launch *L, char *why, size_t why_size) {
+  if (t->layout != CONV_DIRECT_GENERIC && t->layout != CONV_DIRECT_UNIT &&
+      t->layout != CONV_DIRECT_WINDOW)
+    REJECT("no layout %d", t->layout);
+  if (t->tx < 1 || t->ty < 1 || t->tx * t->ty > kMaxThreads)
+    REJECT("%d x %d threads: not in [1, %d]", t->tx, t->ty, kMaxThreads);
+
+  conv_shape shape;
+  if (conv_problem_shape(pb, &shape) != CONV_OK) REJECT("invalid problem");
+  const int64_t p = shape.p, q = shape.q;
+  const int64_t dims[] = {pb->n, pb->c, pb->h, pb->w, pb->k, p, q, pb->r, pb->s,
+                          pb->h * pb->w, p * q, pb->pad_h, pb->pad_w, pb->stride_h * pb->h,
+                          pb->stride_w * pb->w, pb->dil_h * pb->r, pb->dil_w * pb->s};
+  for (int64_t d : dims)
+    if (!fits_int(d)) REJECT("a size past 32-bit indexing");
+
+  conv_direct_launch l = {};
+  l.tiling = *t;
+  l.n = (int)pb->n, l.c = (int)pb->c, l.h = (int)pb->h, l.w = (int)pb->w, l.k = (int)pb->k;
+  l.p = (int)p, l.q = (int)q, l.r = (int)pb->r, l.s = (int)pb->s;
+  l.stride_h = (int)pb->stride_h, l.stride_w = (int)pb->stride_w;
+  l.pad_h = (int)pb->pad_h, l.pad_w = (int)pb->pad_w;
+  l.dil_h = (int)pb->dil_h, l.dil_w = (int)pb->dil_w;
+  l.groups = (int)pb->groups;
+  l.cg = (int)shape.c_per_group, l.kg = (int)shape.k_per_group;
+  l.epilogue = (int)pb->epilogue;
+  if (l.kg % t->kb != 0) REJECT("kb %d does not divide %d output channels per group", t->kb, l.kg);
+  l.kchunks = l.kg / t->kb;
+  if (t->layout == CONV_DIRECT_WINDOW) return conv_direct_window_plan(&l, L, why, why_size);
+  return plan_tiled(&l, L, why, why_size);
+}
+
+extern "C" void conv_direct_threads_needed(const conv_problem *pb, const conv_direct_tiling *t,
+                                           int64_t *columns, int64_t *rows) {
+  conv_shape shape;
+  if (conv_problem_shape(pb, &shape) != CONV_OK || t->px < 1 || t->py < 1) {
+    *columns = *rows = 0;
+    return;
+  }
+  if (t->layout == CONV_DIRECT_WINDOW) {
+    const bool strided = pb->stride_h != 1 || pb->stride_w != 1;
+    *columns = conv_direct_window_threads(shape.q, t->px, strided ? 1 : pb->dil_w);
+    *rows = conv_direct_window_threads(shape.p, t->py, strided ? 1 : pb->dil_h);
+  } else {
+    *columns = (shape.q + t->px - 1) / t->px;
+    *rows = (shape.p + t->py - 1) / t->py;
+  }
+}
+
 extern "C" cudaError_t conv_direct_configure(const conv_direct_launch *L) {
-  const instance *in = L == NULL ? nullptr : find_instance(&L->tiling);
-  if (in == nullptr) return cudaErrorInvalidValue;
+  if (L == NULL || L->kernel == NULL) return cudaErrorInvalidValue;
+  /* The window layout stays within the default 48 KiB. */
+  if (L->tiling.layout == CONV_DIRECT_WINDOW) return cudaSuccess;
   /* Always the same value, never this plan's own need: the attribute
    * belongs to the kernel, which other plans share, and lowering it would
    * make their launches fail. */
-  return cudaFuncSetAttribute(in->fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  return cudaFuncSetAttribute(L->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               (int)CONV_DIRECT_SMEM_MAX);
 }
 
 extern "C" cudaError_t conv_direct_forward(const conv_direct_launch *L, const float *x,
                                            const float *w, const float *bias, float *y,
                                            cudaStream_t stream) {
-  const instance *in = L == NULL ? nullptr : find_instance(&L->tiling);
-  if (in == nullptr || x == NULL || w == NULL || y == NULL ||
+  if (L == NULL || L->kernel == NULL || x == NULL || w == NULL || y == NULL ||
       (L->epilogue != CONV_EPILOGUE_NONE && bias == NULL))
     return cudaErrorInvalidValue;
-  in->fn<<<(unsigned)L->blocks, L->tiling.tx * L->tiling.ty, L->smem_bytes, stream>>>(*L, x, w,
-                                                                                     bias, y);
+  const kernel_fn fn = (kernel_fn)L->kernel;
+  /* The window layout indexes threads in two dimensions, the tiled ones in one. */
+  const dim3 block = L->tiling.layout == CONV_DIRECT_WINDOW
+                         ? dim3((unsigned)L->tiling.tx, (unsigned)L->tiling.ty)
+                         : dim3((unsigned)(L->tiling.tx * L->tiling.ty));
+  fn<<<dim3(L->grid[0], L->grid[1], L->grid[2]), block, L->smem_bytes, stream>>>(*L, x, w, bias,
+                                                                                   y);
   return cudaGetLastError();
 }

@@ -9,7 +9,7 @@
  * channels at a time, and the block's filters in shared memory; each thread
  * accumulates px x py output pixels for its kb channels in registers.
  *
- * Two kernel layouts:
+ * Three kernel layouts:
  *   GENERIC  any stride and dilation.  A thread's px columns are
  *            interleaved (q0 + tx + j*tx_count), so that a warp reads
  *            consecutive shared-memory words and writes coalesced rows.
@@ -18,6 +18,15 @@
  *            loads serves all py output rows that need it: this is what
  *            keeps large filters (31x31) busy on FMAs instead of on
  *            shared-memory loads.
+ *   WINDOW   square 3x3, 5x5 and 7x7 filters; stride 1 with any dilation,
+ *            or stride 2 undilated (direct_window.cu).  Filter size, stride
+ *            and blocking are compile-time, so the taps are unrolled FMAs on
+ *            registers, and there is no input tile in shared memory: each
+ *            thread reads its own input window from global memory (through
+ *            L1, where neighbouring threads share the halo).  A thread's
+ *            outputs are spaced by the dilation, so that output j and tap s
+ *            meet in window entry j*stride + s whatever the dilation.  Only
+ *            the filters are staged in shared memory.
  */
 #ifndef CONVTUNE_DIRECT_CHANNEL_H
 #define CONVTUNE_DIRECT_CHANNEL_H
@@ -37,6 +46,7 @@ extern "C" {
 typedef enum conv_direct_layout {
   CONV_DIRECT_GENERIC = 0,
   CONV_DIRECT_UNIT = 1,
+  CONV_DIRECT_WINDOW = 2,
 } conv_direct_layout;
 
 /* How one launch is cut up; a candidate config. */
@@ -46,22 +56,36 @@ typedef struct conv_direct_tiling {
   int tx, ty;     /* threads per block along columns and rows            */
 } conv_direct_tiling;
 
+/* Division by a divisor fixed for a launch, as a multiply and a shift
+ * (valid for dividends below 2^31).  See conv_direct_window_plan. */
+typedef struct conv_divisor {
+  uint32_t divisor, multiplier, shift;
+} conv_divisor;
+
 /* Everything a launch needs, derived once by conv_direct_plan(). */
 typedef struct conv_direct_launch {
   conv_direct_tiling tiling;
+  const void *kernel;  /* the compiled kernel for the tiling, found once */
   int n, c, h, w, k, p, q, r, s;
   int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+  int groups;
   int cg, kg;          /* channels per group, in and out                 */
   int epilogue;        /* conv_epilogue                                  */
+  int kchunks;         /* kg / kb                                        */
+  /* GENERIC and UNIT: one block per output tile, grid[0] blocks.        */
   int tile_rows, tile_cols;  /* output pixels per block                  */
   int tiles_p, tiles_q;
-  int kchunks;         /* kg / kb                                        */
   int halo_rows, halo_cols;  /* staged input per channel (cols: loaded)  */
   int pitch;           /* floats per staged row, a multiple of 4         */
   int s_pitch;         /* floats per filter row in shared memory         */
   int stage_channels;  /* input channels staged at once                  */
   bool vector_loads;   /* w % 4 == 0: rows are read as float4            */
-  int64_t blocks;
+  /* WINDOW: grid = {images x groups x kchunks, row blocks, column blocks},
+   * blocks of tx x ty threads. */
+  int row_spacing, col_spacing; /* between a thread's outputs            */
+  conv_divisor by_kchunks, by_groups, by_row_spacing, by_col_spacing;
+  bool vector_stores;  /* a thread's px columns are one aligned vector   */
+  unsigned grid[3];
   size_t smem_bytes;
 } conv_direct_launch;
 
@@ -69,15 +93,19 @@ typedef struct conv_direct_launch {
  * staying here leaves room for two blocks per SM on sm_80+). */
 #define CONV_DIRECT_SMEM_MAX ((size_t)96 << 10)
 
-/* Whether a kernel is compiled for this layout, px, py and kb. */
-bool conv_direct_instantiated(const conv_direct_tiling *tiling);
-
 /* Checks `tiling` against a valid fp32 NCHW forward `problem` and fills
  * *launch.  Returns false, with the reason in `why`, when the tiling cannot
- * run this problem (wrong layout for the stride, kb not dividing K/groups,
- * not compiled, too much shared memory, sizes past 32-bit indexing). */
+ * run this problem (wrong layout for the stride or filter, kb not dividing
+ * K/groups, not compiled, too much shared memory, sizes past 32-bit
+ * indexing, a grid too large). */
 bool conv_direct_plan(const conv_problem *problem, const conv_direct_tiling *tiling,
                       conv_direct_launch *launch /* OUT */, char *why, size_t why_size);
+
+/* How many threads a tiling needs along output columns and rows: one per
+ * px (py) outputs, and for the WINDOW layout whole groups of `spacing`
+ * threads, whose outputs interleave. */
+void conv_direct_threads_needed(const conv_problem *problem, const conv_direct_tiling *tiling,
+                                int64_t *columns /* OUT */, int64_t *rows /* OUT */);
 
 /* Raises the dynamic shared-memory limit of the launch's kernel to
  * CONV_DIRECT_SMEM_MAX.  Call once per plan, before conv_direct_forward;

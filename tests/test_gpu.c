@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "algorithms/direct_channel.h"
 #include "algorithms/kernels.h"
 #include "cache/cache.h"
 #include "runtime/internal.h"
@@ -404,10 +405,36 @@ static conv_problem direct_problem(int64_t n, int64_t c, int64_t h, int64_t w, i
   return p;
 }
 
+/* How many of direct_channel's configs for `p` use the window layout and
+ * prepare (so that run_every_config ran them). */
+static int window_configs(conv_env *env, const conv_problem *p) {
+  static conv_config configs[512];
+  int n = 0, windows = 0;
+  if (conv_algorithm_direct_channel.configs(p, env, configs, 512, &n, NULL) != CONV_OK) return -1;
+  for (int i = 0; i < n; i++) {
+    conv_prepared prep = {0};
+    if (configs[i].values[0] != CONV_DIRECT_WINDOW ||
+        conv_algorithm_direct_channel.prepare(p, env, &configs[i], &prep, NULL) != CONV_OK)
+      continue;
+    conv_algorithm_direct_channel.release(prep.state);
+    windows++;
+  }
+  return windows;
+}
+
+/* Whether the window layout takes p: square 3, 5 or 7 filters, equal
+ * strides of 1, or 2 undilated (direct_window.h). */
+static bool window_takes(const conv_problem *p) {
+  return p->r == p->s && (p->r == 3 || p->r == 5 || p->r == 7) && p->stride_h == p->stride_w &&
+         (p->stride_h == 1 || (p->stride_h == 2 && p->dil_h == 1 && p->dil_w == 1));
+}
+
 /* Our direct kernels on the shapes they exist for, larger than the random
  * problems: several tiles per image, staged channels, 31x31 filters, widths
  * that are and are not multiples of 4 (vector and scalar loads), odd
- * borders.  Every config must match the CPU reference. */
+ * borders; for the window layout each compiled filter size and stride,
+ * unequal dilations, outputs that are and are not a multiple of the
+ * outputs per thread.  Every config must match the CPU reference. */
 static int direct_channel_matches_reference(void) {
   SKIP_WITHOUT_GPU();
   seed_rng();
@@ -430,10 +457,18 @@ static int direct_channel_matches_reference(void) {
       direct_problem(1, 2, 29, 33, 2, 1, 7, 1, 3, 1, 2, CONV_EPILOGUE_NONE, S), /* 1 x 7 */
       direct_problem(1, 3, 41, 50, 6, 3, 3, 1, 3, 2, 1, CONV_EPILOGUE_BIAS, S), /* dil 2 x 3 */
       direct_problem(1, 1, 25, 23, 1, 3, 3, 1, 10, 10, 1, CONV_EPILOGUE_NONE, S), /* dil 10 */
+      direct_problem(2, 6, 31, 29, 6, 7, 7, 1, 3, 1, 6, CONV_EPILOGUE_BIAS_RELU, S), /* dw 7x7 */
+      direct_problem(1, 5, 38, 41, 5, 5, 5, 2, 2, 1, 5, CONV_EPILOGUE_BIAS, S), /* dw 5x5 s2 */
+      direct_problem(1, 2, 30, 26, 2, 3, 3, 1, 0, 2, 2, CONV_EPILOGUE_NONE, S), /* valid, dil 2 */
+      direct_problem(2, 4, 32, 32, 4, 3, 3, 2, 0, 1, 4, CONV_EPILOGUE_NONE, S), /* s2, no pad */
+      direct_problem(1, 32, 23, 26, 16, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, S), /* 32->16 */
+      direct_problem(1, 1, 300, 257, 1, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE, S), /* many blocks */
+      direct_problem(1, 1, 70, 75, 1, 5, 5, 1, 6, 3, 1, CONV_EPILOGUE_BIAS_RELU, T), /* 5x5 d3 */
   };
   cases[4].pad_w = 1; /* asymmetric padding */
   cases[12].pad_h = 0;
   cases[13].dil_w = 3;
+  cases[17].pad_w = 3; /* and wider than the dilation needs */
   void *scratch;
   CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
   family_count count = {0, 0, 0};
@@ -453,7 +488,11 @@ static int direct_channel_matches_reference(void) {
     if (run_every_config(&env, &conv_algorithm_direct_channel, &hc, &d, dev_ref, scratch, &count) !=
         TEST_PASS)
       return TEST_FAIL;
-    printf("%s: %d configs matched\n", name, count.ran - before);
+    const int windows = window_configs(&env, p);
+    printf("%s: %d configs matched, %d of them window layout\n", name, count.ran - before,
+           windows);
+    CHECK_MSG(window_takes(p) == (windows > 0), "window layout %s on %s",
+              windows > 0 ? "ran" : "did not run", name);
     cudaFree(dev_ref);
     dev_case_free(&d);
     host_case_free(&hc);

@@ -232,6 +232,26 @@ static conv_problem depthwise_problem(void) {
   return p;
 }
 
+/* Whether the window layout's threads [0, threads) own every output in
+ * [0, outputs) exactly once: thread t's first output is
+ * (t / spacing) * per_thread * spacing + t % spacing, the others follow
+ * `spacing` apart (direct_window.cu). */
+static bool window_covers(int64_t outputs, int per_thread, int64_t spacing, int64_t threads) {
+  unsigned char *seen = calloc((size_t)outputs, 1);
+  if (seen == NULL) return false;
+  for (int64_t t = 0; t < threads; t++) {
+    const int64_t first = (t / spacing) * per_thread * spacing + t % spacing;
+    for (int j = 0; j < per_thread; j++) {
+      const int64_t o = first + j * spacing;
+      if (o < outputs) seen[o]++;
+    }
+  }
+  bool once = true;
+  for (int64_t o = 0; o < outputs; o++) once = once && seen[o] == 1;
+  free(seen);
+  return once;
+}
+
 /* The direct_channel candidate's configs and tiling checks need no GPU. */
 static int direct_channel_configs(void) {
   const conv_algorithm *dc = conv_registry_find(CONV_ALGO_DIRECT_CHANNEL);
@@ -244,6 +264,7 @@ static int direct_channel_configs(void) {
   CHECK(dc->applicable(&p, &env));
   CHECK_STATUS(CONV_OK, dc->configs(&p, &env, configs, 512, &n, NULL));
   CHECK(n > 0 && n < 512);
+  int windows = 0;
   for (int i = 0; i < n; i++) {
     CHECK(configs[i].count == 6);
     for (int j = 0; j < i; j++) CHECK(!conv_config_equal(&configs[i], &configs[j]));
@@ -252,12 +273,22 @@ static int direct_channel_configs(void) {
                             (int)configs[i].values[4], (int)configs[i].values[5]};
     conv_direct_launch l;
     CHECK(conv_direct_plan(&p, &t, &l, NULL, 0));
-    CHECK(l.tiles_p * l.tile_rows >= l.p && l.tiles_q * l.tile_cols >= l.q);
-    CHECK(l.smem_bytes <= CONV_DIRECT_SMEM_MAX && l.pitch % 4 == 0);
+    CHECK(l.kernel != NULL);
+    if (t.layout == CONV_DIRECT_WINDOW) {
+      windows++;
+      CHECK(l.grid[0] == 32 * 144 && l.smem_bytes == 9 * sizeof(float));
+      CHECK(window_covers(l.q, t.px, l.col_spacing, (int64_t)l.grid[2] * t.tx));
+      CHECK(window_covers(l.p, t.py, l.row_spacing, (int64_t)l.grid[1] * t.ty));
+    } else {
+      CHECK(l.tiles_p * l.tile_rows >= l.p && l.tiles_q * l.tile_cols >= l.q);
+      CHECK(l.smem_bytes <= CONV_DIRECT_SMEM_MAX && l.pitch % 4 == 0);
+    }
   }
-  /* The first config is the unit layout (stride 1) with one row of threads
-   * per 4 output columns: 56 columns -> 14 threads. */
-  CHECK(configs[0].values[0] == CONV_DIRECT_UNIT && configs[0].values[4] == 14);
+  CHECK(windows > 0);
+  /* The first config is the window layout with 2 x 8 outputs per thread:
+   * 28 threads cover the 56 columns, 7 rows of them the 56 rows. */
+  CHECK(configs[0].values[0] == CONV_DIRECT_WINDOW && configs[0].values[1] == 2 &&
+        configs[0].values[2] == 8 && configs[0].values[4] == 28 && configs[0].values[5] == 7);
   /* A max of 3 (the fast policy) gets the first 3 of the full list. */
   conv_config few[3];
   int m = -1;
@@ -281,6 +312,48 @@ static int direct_channel_configs(void) {
   p.pad_h = p.pad_w = 100;
   conv_direct_tiling big = {CONV_DIRECT_UNIT, 4, 4, 1, 14, 14};
   CHECK(!conv_direct_plan(&p, &big, &l, why, sizeof why) && strstr(why, "shared memory") != NULL);
+
+  /* The window layout: compiled filters, strides and blockings only. */
+  conv_direct_tiling window = {CONV_DIRECT_WINDOW, 2, 4, 1, 28, 8};
+  p = depthwise_problem();
+  p.s = 5;
+  CHECK(!conv_direct_plan(&p, &window, &l, why, sizeof why) && strstr(why, "3x3") != NULL);
+  p = depthwise_problem();
+  p.stride_h = p.stride_w = 3;
+  CHECK(!conv_direct_plan(&p, &window, &l, why, sizeof why) && strstr(why, "stride") != NULL);
+  p.stride_h = p.stride_w = 2;
+  p.dil_h = 2;
+  CHECK(!conv_direct_plan(&p, &window, &l, why, sizeof why) && strstr(why, "undilated") != NULL);
+  p.dil_h = 1;
+  CHECK(conv_direct_plan(&p, &window, &l, why, sizeof why));
+  CHECK(l.col_spacing == 1 && l.row_spacing == 1 && l.vector_stores); /* 28 columns, 2 a thread */
+  conv_direct_tiling window_odd = {CONV_DIRECT_WINDOW, 2, 3, 1, 28, 8}; /* not compiled */
+  CHECK(!conv_direct_plan(&p, &window_odd, &l, why, sizeof why) && strstr(why, "compiled") != NULL);
+  /* Dilation 8, stride 1: each thread's outputs are 8 apart, and groups of
+   * 8 threads interleave; 1000 columns need ceil(1000 / 16) groups. */
+  p = depthwise_problem();
+  p.n = 1;
+  p.h = p.w = 1000;
+  p.dil_h = p.dil_w = p.pad_h = p.pad_w = 8;
+  CHECK(conv_direct_plan(&p, &window, &l, why, sizeof why));
+  CHECK(l.col_spacing == 8 && l.row_spacing == 8 && !l.vector_stores);
+  int64_t columns, rows;
+  conv_direct_threads_needed(&p, &window, &columns, &rows);
+  CHECK(columns == 63 * 8 && rows == 32 * 8);
+  CHECK(l.grid[2] == (unsigned)((columns + 27) / 28) && l.grid[1] == (unsigned)(rows / 8));
+  CHECK(window_covers(l.q, 2, 8, columns) && window_covers(l.p, 4, 8, rows));
+  /* Filters past 48 KiB of shared memory: 32 channels x 7x7 x 16. */
+  conv_problem dense7;
+  conv_problem_init(&dense7);
+  dense7.n = 1; dense7.c = 32; dense7.h = 40; dense7.w = 40; dense7.k = 16;
+  dense7.r = dense7.s = 7;
+  conv_direct_tiling window16 = {CONV_DIRECT_WINDOW, 2, 2, 16, 20, 10};
+  CHECK(!conv_direct_plan(&dense7, &window16, &l, why, sizeof why) &&
+        strstr(why, "shared memory") != NULL);
+  dense7.c = 16; /* 16 x 49 x 16 floats: 50176 bytes, still too many */
+  CHECK(!conv_direct_plan(&dense7, &window16, &l, why, sizeof why));
+  dense7.c = 8;
+  CHECK(conv_direct_plan(&dense7, &window16, &l, why, sizeof why));
 
   /* Dense convolutions with many channels are left to GEMM engines. */
   conv_problem dense;

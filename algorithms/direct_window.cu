@@ -1,0 +1,421 @@
+/*
+ * direct_window.cu -- the WINDOW layout of direct_channel: see
+ * direct_channel.h for what it is, direct_window.h for its entry points.
+ *
+ * Thread (tcol, trow) of an image plane owns PY x PX outputs of KB output
+ * channels.  With stride 1 its outputs are spaced by the dilation d:
+ * columns q0 + j*d, where q0 = (tcol / d) * PX*d + tcol % d, so d
+ * neighbouring threads interleave and a warp still reads neighbouring
+ * columns.  Output column q0 + j*d with tap s reads input column
+ * q0 - pad + (j + s)*d: entry j + s of a window of PX + S - 1 inputs spaced
+ * by d.  With stride 2 (undilated) the outputs are contiguous and the
+ * window entry is 2j + s.  Rows likewise.  Every window index is a
+ * compile-time constant, so the window lives in registers whatever the
+ * dilation, and each input value is loaded once per thread.
+ */
+#include "algorithms/direct_window.h"
+#include "algorithms/epilogue.cuh"
+
+#include <stdio.h>
+
+namespace {
+
+const int kMaxThreads = 256;
+
+/* Blocks of kMaxThreads that must fit on one SM together, which caps the
+ * registers per thread at 65536 / (256 * blocks).  The compiler hoists a
+ * channel's window loads ahead of their FMAs; the cap must leave room for
+ * the window, or it spills.  Fewer blocks are fine: each thread keeps
+ * dozens of loads in flight. */
+__host__ __device__ constexpr int min_blocks(int live) {
+  return live <= 64 ? 4 : live <= 80 ? 3 : live <= 128 ? 2 : 1;
+}
+
+/* Filters with up to 49 weights per channel (7x7 with one output channel,
+ * 3x3 with four) are read into registers once per channel; larger ones tap
+ * by tap from shared memory. */
+template <int R, int S, int KB>
+__host__ __device__ constexpr int tap_registers() {
+  return R * S * KB <= 49 ? R * S * KB : 0;
+}
+
+/* A thread's input window: NWX columns by NWY rows. */
+template <int S, int STRIDE, int PX>
+__host__ __device__ constexpr int window_columns() {
+  return (PX - 1) * STRIDE + S;
+}
+template <int R, int STRIDE, int PY>
+__host__ __device__ constexpr int window_rows() {
+  return (PY - 1) * STRIDE + R;
+}
+
+/* Accumulators, taps, the whole window, and about 24 for addresses and
+ * indices. */
+template <int R, int S, int STRIDE, int PX, int PY, int KB>
+__host__ __device__ constexpr int live_registers() {
+  return PX * PY * KB + tap_registers<R, S, KB>() +
+         window_columns<S, STRIDE, PX>() * window_rows<R, STRIDE, PY>() + 24;
+}
+
+__device__ __forceinline__ uint32_t divide(uint32_t n, const conv_divisor &d) {
+  return (__umulhi(n, d.multiplier) + n) >> d.shift;
+}
+
+/* First output of thread t: groups of `spacing` threads own PER_THREAD
+ * outputs each, interleaved. */
+template <int PER_THREAD, bool UNIT_SPACING>
+__device__ __forceinline__ int first_output(int t, const conv_divisor &spacing) {
+  if (UNIT_SPACING) return t * PER_THREAD;
+  const int group = (int)divide((uint32_t)t, spacing);
+  return group * PER_THREAD * (int)spacing.divisor + (t - group * (int)spacing.divisor);
+}
+
+/* Copies the block's filters w[k0 .. k0+KB)[cg][R][S] into shared memory as
+ * [cg][R][S][KB], so that the KB weights of one tap are adjacent (one
+ * broadcast vector read). */
+template <int TAPS, int KB>
+__device__ __forceinline__ void stage_filters(const conv_direct_launch &L, const float *w, int k0,
+                                              float *dst) {
+  const int per_k = L.cg * TAPS;
+  const int total = per_k * KB;
+  const int threads = blockDim.x * blockDim.y;
+  for (int i = threadIdx.y * blockDim.x + threadIdx.x; i < total; i += threads) {
+    const int kk = i % KB, ctap = i / KB;
+    dst[i] = __ldg(w + (int64_t)(k0 + kk) * per_k + ctap);
+  }
+}
+
+/* The KB weights of one tap, read from shared memory. */
+template <int KB>
+__device__ __forceinline__ void load_tap(const float *src, float (&wv)[KB]) {
+  if constexpr (KB % 4 == 0) {
+#pragma unroll
+    for (int kk = 0; kk < KB; kk += 4) {
+      const float4 v = *reinterpret_cast<const float4 *>(src + kk);
+      wv[kk] = v.x, wv[kk + 1] = v.y, wv[kk + 2] = v.z, wv[kk + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int kk = 0; kk < KB; kk++) wv[kk] = src[kk];
+  }
+}
+
+/* One output row's PX values at `out` (the row's first output): a vector
+ * where the columns are contiguous and aligned, else one store each. */
+template <int PX, bool VECTOR>
+__device__ __forceinline__ void store_row(float *out, int col_spacing, const float (&v)[PX]) {
+  if constexpr (VECTOR && PX == 4) {
+    *reinterpret_cast<float4 *>(out) = make_float4(v[0], v[1], v[2], v[3]);
+  } else if constexpr (VECTOR && PX == 2) {
+    *reinterpret_cast<float2 *>(out) = make_float2(v[0], v[1]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < PX; j++) out[j * col_spacing] = v[j];
+  }
+}
+
+/* The output value: the accumulator as it is, or with the problem's
+ * epilogue (bias, bias + ReLU). */
+template <bool EPILOGUE>
+__device__ __forceinline__ float output_value(const conv_direct_launch &L, float acc, float bias) {
+  return EPILOGUE ? conv_epilogue_apply(L.epilogue, acc, bias) : acc;
+}
+
+/* Epilogue and stores of a thread's outputs, all inside the output tensor:
+ * straight-line code, no checks.  `out` is output (n, k0, p0, q0). */
+template <int PX, int PY, int KB, bool EPILOGUE, bool VECTOR>
+__device__ __forceinline__ void store_inside(const conv_direct_launch &L, float *out,
+                                             int64_t row_step, int col_spacing,
+                                             const float (&bk)[KB],
+                                             const float (&acc)[PY][PX][KB]) {
+  const int64_t out_plane = (int64_t)L.p * L.q;
+#pragma unroll
+  for (int kk = 0; kk < KB; kk++)
+#pragma unroll
+    for (int i = 0; i < PY; i++) {
+      float v[PX];
+#pragma unroll
+      for (int j = 0; j < PX; j++) v[j] = output_value<EPILOGUE>(L, acc[i][j][kk], bk[kk]);
+      store_row<PX, VECTOR>(out + kk * out_plane + i * row_step, col_spacing, v);
+    }
+}
+
+/* The same for threads at the bottom or right edge: each output checked. */
+template <int PX, int PY, int KB, bool EPILOGUE>
+__device__ __forceinline__ void store_edge(const conv_direct_launch &L, float *out, int p0, int q0,
+                                           int row_spacing, int col_spacing,
+                                           const float (&bk)[KB],
+                                           const float (&acc)[PY][PX][KB]) {
+  const int64_t out_plane = (int64_t)L.p * L.q;
+#pragma unroll
+  for (int kk = 0; kk < KB; kk++)
+#pragma unroll
+    for (int i = 0; i < PY; i++)
+#pragma unroll
+      for (int j = 0; j < PX; j++)
+        if (p0 + i * row_spacing < L.p && q0 + j * col_spacing < L.q)
+          out[kk * out_plane + (int64_t)i * row_spacing * L.q + j * col_spacing] =
+              output_value<EPILOGUE>(L, acc[i][j][kk], bk[kk]);
+}
+
+/* Where a thread's window lies in an input plane: window row my is image
+ * row iy0 + my*row_dil, and which of its columns are inside the image. */
+template <int NWX>
+struct window_place {
+  int iy0, row_dil, h;
+  int64_t row_step; /* elements between window rows    */
+  int col_step;     /* elements between window columns */
+  bool col_inside[NWX];
+};
+
+/* Loads window row my of one input channel (`window`: the channel's row
+ * 0, column 0), zeros outside the image. */
+template <int NWX>
+__device__ __forceinline__ void load_row(const window_place<NWX> &at, const float *window, int my,
+                                         float (&win)[NWX]) {
+  const bool row_inside = (unsigned)(at.iy0 + my * at.row_dil) < (unsigned)at.h;
+  const float *row = window + my * at.row_step;
+#pragma unroll
+  for (int m = 0; m < NWX; m++)
+    win[m] = row_inside && at.col_inside[m] ? __ldg(row + m * at.col_step) : 0.0f;
+}
+
+/* Adds the products of window row my: with filter row r it feeds output
+ * row i = (my - r) / STRIDE, and window column j*STRIDE + s meets tap s in
+ * output column j.  `filt`: the channel's taps, [R][S][KB]; `taps`: the
+ * same in registers when tap_registers() says so. */
+template <int R, int S, int STRIDE, int PX, int PY, int KB, int NWX, int NT>
+__device__ __forceinline__ void accumulate_row(int my, const float (&win)[NWX], const float *filt,
+                                               const float (&taps)[NT],
+                                               float (&acc)[PY][PX][KB]) {
+#pragma unroll
+  for (int i = 0; i < PY; i++) {
+    const int r = my - i * STRIDE;
+    if (r < 0 || r >= R) continue;
+#pragma unroll
+    for (int s = 0; s < S; s++) {
+      float wv[KB];
+      if constexpr (tap_registers<R, S, KB>() > 0) {
+#pragma unroll
+        for (int kk = 0; kk < KB; kk++) wv[kk] = taps[(r * S + s) * KB + kk];
+      } else {
+        load_tap<KB>(filt + (r * S + s) * KB, wv);
+      }
+#pragma unroll
+      for (int j = 0; j < PX; j++)
+#pragma unroll
+        for (int kk = 0; kk < KB; kk++)
+          acc[i][j][kk] = fmaf(wv[kk], win[j * STRIDE + s], acc[i][j][kk]);
+    }
+  }
+}
+
+/* Stores a thread's outputs: straight-line code for threads whose outputs
+ * all lie inside the output tensor (nearly all), checks for the others. */
+template <int PX, int PY, int KB, bool EPILOGUE>
+__device__ __forceinline__ void store_outputs(const conv_direct_launch &L, float *out, int p0,
+                                              int q0, int row_spacing, int col_spacing,
+                                              const float (&bk)[KB],
+                                              const float (&acc)[PY][PX][KB]) {
+  const bool inside = p0 + (PY - 1) * row_spacing < L.p && q0 + (PX - 1) * col_spacing < L.q;
+  const int64_t row_step = (int64_t)row_spacing * L.q;
+  if (inside && L.vector_stores)
+    store_inside<PX, PY, KB, EPILOGUE, true>(L, out, row_step, col_spacing, bk, acc);
+  else if (inside)
+    store_inside<PX, PY, KB, EPILOGUE, false>(L, out, row_step, col_spacing, bk, acc);
+  else
+    store_edge<PX, PY, KB, EPILOGUE>(L, out, p0, q0, row_spacing, col_spacing, bk, acc);
+}
+
+/* UNIT_DIL: dilation 1 (always so with stride 2), so window offsets are
+ * compile-time and every load addresses its row pointer plus a constant. */
+template <int R, int S, int STRIDE, int PX, int PY, int KB, bool UNIT_DIL>
+__global__ void __launch_bounds__(kMaxThreads,
+                                  min_blocks(live_registers<R, S, STRIDE, PX, PY, KB>()))
+    window_kernel(const conv_direct_launch L, const float *__restrict__ x,
+                  const float *__restrict__ w, const float *__restrict__ bias,
+                  float *__restrict__ y) {
+  constexpr int NWX = window_columns<S, STRIDE, PX>(), NWY = window_rows<R, STRIDE, PY>();
+  constexpr int TAPS = R * S;
+
+  extern __shared__ float4 smem4[]; /* float4: the vector tap reads need 16-byte alignment */
+  float *filt = reinterpret_cast<float *>(smem4);
+
+  /* The plane: output-channel chunk fastest, so that blocks reading the
+   * same input run together and share it through L2. */
+  const uint32_t chunk_group = divide(blockIdx.x, L.by_kchunks);
+  const int kc = (int)(blockIdx.x - chunk_group * (uint32_t)L.kchunks);
+  const int n = (int)divide(chunk_group, L.by_groups);
+  const int g = (int)chunk_group - n * L.groups;
+  const int k0 = g * L.kg + kc * KB;
+  stage_filters<TAPS, KB>(L, w, k0, filt);
+  __syncthreads();
+
+  const int q0 = first_output<PX, UNIT_DIL || STRIDE != 1>(
+      blockIdx.z * blockDim.x + threadIdx.x, L.by_col_spacing);
+  const int p0 = first_output<PY, UNIT_DIL || STRIDE != 1>(
+      blockIdx.y * blockDim.y + threadIdx.y, L.by_row_spacing);
+  if (q0 >= L.q || p0 >= L.p) return; /* no barrier follows */
+
+  /* Window entry (my, m) is input row iy0 + my*dil_h, column ix0 + m*dil_w
+   * (dilations are 1 with stride 2). */
+  window_place<NWX> at;
+  const int dx = UNIT_DIL ? 1 : L.dil_w, dy = UNIT_DIL ? 1 : L.dil_h;
+  const int ix0 = q0 * STRIDE - L.pad_w, iy0 = p0 * STRIDE - L.pad_h;
+  at.iy0 = iy0, at.row_dil = dy, at.h = L.h;
+  at.row_step = (int64_t)dy * L.w;
+  at.col_step = dx;
+#pragma unroll
+  for (int m = 0; m < NWX; m++) at.col_inside[m] = (unsigned)(ix0 + m * dx) < (unsigned)L.w;
+
+  float acc[PY][PX][KB];
+#pragma unroll
+  for (int i = 0; i < PY; i++)
+#pragma unroll
+    for (int j = 0; j < PX; j++)
+#pragma unroll
+      for (int kk = 0; kk < KB; kk++) acc[i][j][kk] = 0.0f;
+
+  const int64_t plane_elems = (int64_t)L.h * L.w;
+  /* The window of (n, g, first channel): may start outside the tensor;
+   * only in-image entries are ever read. */
+  const float *window = x + ((int64_t)n * L.c + (int64_t)g * L.cg) * plane_elems +
+                        (int64_t)iy0 * L.w + ix0;
+#pragma unroll 1 /* the body is unrolled already; more would only spill */
+  for (int c = 0; c < L.cg; c++, window += plane_elems) {
+    const float *fc = filt + c * TAPS * KB;
+    constexpr int NT = tap_registers<R, S, KB>() > 0 ? TAPS * KB : 1;
+    float taps[NT];
+    if constexpr (NT > 1) {
+#pragma unroll
+      for (int t = 0; t < NT; t++) taps[t] = fc[t];
+    }
+    /* Row by row, so that a row's FMAs start while later rows still load. */
+#pragma unroll
+    for (int my = 0; my < NWY; my++) {
+      float win[NWX];
+      load_row(at, window, my, win);
+      accumulate_row<R, S, STRIDE, PX, PY, KB>(my, win, fc, taps, acc);
+    }
+  }
+
+  const int row_spacing = UNIT_DIL || STRIDE != 1 ? 1 : L.row_spacing;
+  const int col_spacing = UNIT_DIL || STRIDE != 1 ? 1 : L.col_spacing;
+  float bk[KB];
+#pragma unroll
+  for (int kk = 0; kk < KB; kk++)
+    bk[kk] = L.epilogue == CONV_EPILOGUE_NONE ? 0.0f : __ldg(bias + k0 + kk);
+  float *out = y + (((int64_t)n * L.k + k0) * L.p + p0) * L.q + q0;
+  if (L.epilogue == CONV_EPILOGUE_NONE)
+    store_outputs<PX, PY, KB, false>(L, out, p0, q0, row_spacing, col_spacing, bk, acc);
+  else
+    store_outputs<PX, PY, KB, true>(L, out, p0, q0, row_spacing, col_spacing, bk, acc);
+}
+
+struct instance {
+  int size, stride, px, py, kb;
+  bool unit_dil;
+  const void *fn;
+};
+
+/* Stride 1 has a kernel for dilation 1 and one for any dilation; stride 2
+ * is undilated only. */
+template <int K, int ST, int PX, int PY, int KB, bool UNIT_DIL>
+const void *kernel_address() {
+  if constexpr (ST != 1 && !UNIT_DIL)
+    return nullptr;
+  else
+    return (const void *)window_kernel<K, K, ST, PX, PY, KB, UNIT_DIL>;
+}
+
+#define KERNEL(K, ST, PX, PY, KB)                                                 \
+  {K, ST, PX, PY, KB, true, kernel_address<K, ST, PX, PY, KB, true>()},           \
+      {K, ST, PX, PY, KB, false, kernel_address<K, ST, PX, PY, KB, false>()},
+/* The blockings compiled for every filter size and stride: one output
+ * channel per thread for depthwise and N->1 convolutions, 4-16 where
+ * several output channels share each input (3->16). */
+#define BLOCKINGS(K, ST)                                                                      \
+  KERNEL(K, ST, 1, 1, 1) KERNEL(K, ST, 1, 2, 1) KERNEL(K, ST, 1, 4, 1) KERNEL(K, ST, 1, 8, 1) \
+  KERNEL(K, ST, 2, 4, 1) KERNEL(K, ST, 2, 8, 1) KERNEL(K, ST, 4, 4, 1)                        \
+  KERNEL(K, ST, 2, 2, 4) KERNEL(K, ST, 1, 4, 4) KERNEL(K, ST, 2, 2, 8) KERNEL(K, ST, 1, 2, 8) \
+  KERNEL(K, ST, 2, 1, 16) KERNEL(K, ST, 1, 2, 16) KERNEL(K, ST, 2, 2, 16)
+
+const instance kInstances[] = {
+    BLOCKINGS(3, 1) BLOCKINGS(3, 2) BLOCKINGS(5, 1) BLOCKINGS(5, 2) BLOCKINGS(7, 1) BLOCKINGS(7, 2)
+};
+
+#undef BLOCKINGS
+#undef KERNEL
+
+const void *find_kernel(int size, int stride, bool unit_dil, const conv_direct_tiling &t) {
+  for (const instance &in : kInstances)
+    if (in.size == size && in.stride == stride && in.unit_dil == unit_dil && in.px == t.px &&
+        in.py == t.py && in.kb == t.kb)
+      return in.fn;
+  return nullptr;
+}
+
+/* conv_divisor for d >= 1 (Granlund and Montgomery; PyTorch's IntDivider):
+ * shift = ceil(log2 d), multiplier = 2^32 (2^shift - d) / d + 1, and
+ * n / d = (umulhi(n, multiplier) + n) >> shift for n < 2^31. */
+conv_divisor make_divisor(int d) {
+  conv_divisor v;
+  v.divisor = (uint32_t)d;
+  v.shift = 0;
+  while ((1ull << v.shift) < (uint64_t)d) v.shift++;
+  v.multiplier = (uint32_t)(((1ull << 32) * ((1ull << v.shift) - (uint64_t)d)) / (uint64_t)d + 1);
+  return v;
+}
+
+}  // namespace
+
+#define REJECT(...)                                                        \
+  do {                                                                     \
+    if (why != NULL && why_size > 0) snprintf(why, why_size, __VA_ARGS__); \
+    return false;                                                          \
+  } while (0)
+
+extern "C" int64_t conv_direct_window_threads(int64_t outputs, int per_thread, int64_t spacing) {
+  const int64_t span = (int64_t)per_thread * spacing; /* outputs of one group of threads */
+  return (outputs + span - 1) / span * spacing;
+}
+
+extern "C" bool conv_direct_window_plan(const conv_direct_launch *common,
+                                        conv_direct_launch *launch, char *why, size_t why_size) {
+  conv_direct_launch l = *common;
+  const conv_direct_tiling &t = l.tiling;
+  if (l.r != l.s || (l.r != 3 && l.r != 5 && l.r != 7))
+    REJECT("window layout: filters 3x3, 5x5 or 7x7 only, not %dx%d", l.r, l.s);
+  if (l.stride_h != l.stride_w || l.stride_h > 2)
+    REJECT("window layout: equal strides of 1 or 2 only");
+  const int stride = l.stride_h;
+  if (stride == 2 && (l.dil_h != 1 || l.dil_w != 1))
+    REJECT("window layout: stride 2 must be undilated");
+  const bool unit_dil = l.dil_h == 1 && l.dil_w == 1;
+  l.kernel = find_kernel(l.r, stride, unit_dil, t);
+  if (l.kernel == nullptr) REJECT("no kernel compiled for this layout/px/py/kb");
+
+  l.col_spacing = stride == 1 ? l.dil_w : 1;
+  l.row_spacing = stride == 1 ? l.dil_h : 1;
+  l.vector_stores = l.col_spacing == 1 && t.px > 1 && l.q % t.px == 0;
+  l.by_kchunks = make_divisor(l.kchunks);
+  l.by_groups = make_divisor(l.groups);
+  l.by_col_spacing = make_divisor(l.col_spacing);
+  l.by_row_spacing = make_divisor(l.row_spacing);
+  const int64_t columns = conv_direct_window_threads(l.q, t.px, l.col_spacing);
+  const int64_t rows = conv_direct_window_threads(l.p, t.py, l.row_spacing);
+  const int64_t planes = (int64_t)l.n * l.groups * l.kchunks;
+  const int64_t row_blocks = (rows + t.ty - 1) / t.ty, col_blocks = (columns + t.tx - 1) / t.tx;
+  if (planes > INT32_MAX || row_blocks > 65535 || col_blocks > 65535)
+    REJECT("grid %lld x %lld x %lld: too large for one launch", (long long)planes,
+           (long long)row_blocks, (long long)col_blocks);
+  l.grid[0] = (unsigned)planes;
+  l.grid[1] = (unsigned)row_blocks;
+  l.grid[2] = (unsigned)col_blocks;
+  l.smem_bytes = sizeof(float) * (size_t)t.kb * l.cg * l.r * l.s;
+  if (l.smem_bytes > CONV_DIRECT_WINDOW_SMEM_MAX)
+    REJECT("window layout: filters need %zu bytes of shared memory, more than %zu", l.smem_bytes,
+           (size_t)CONV_DIRECT_WINDOW_SMEM_MAX);
+  *launch = l;
+  return true;
+}
