@@ -1573,6 +1573,11 @@ def method_text(graph: bool) -> str:
 
 def render_markdown(results: dict) -> str:
     lines = render_header(results)
+    if results.get("notes_md"):
+        lines += ["## Reading these numbers", "",
+                  f"_Written by hand about this run and added with `--notes "
+                  f"{results.get('notes_path', 'FILE')}`; not generated._", "",
+                  results["notes_md"].strip(), ""]
     lines += ["## Method", "", method_text(results["run"].get("graph", True)), "",
               "## Ceilings measured in this run", ""]
     lines += render_ceilings(results["ceilings"]) + [""]
@@ -1619,6 +1624,12 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--no-host-cost", action="store_true", help="skip the host-cost measurement")
     p.add_argument("--no-graph", action="store_true",
                    help="skip the CUDA-graph timing of every row (eager timing only)")
+    p.add_argument("--notes", default=None, metavar="FILE",
+                   help="a Markdown file of remarks on the run, put into --out-md under "
+                        "'Reading these numbers'")
+    p.add_argument("--render", default=None, metavar="JSON",
+                   help="measure nothing: write --out-md from the JSON file of an earlier run "
+                        "(with --notes), e.g. after editing the notes; needs no GPU or torch")
     p.add_argument("--print-ld-path", action="store_true",
                    help="print the folders of PyTorch's cuDNN and cuBLASLt (for LD_LIBRARY_PATH "
                         "of build/convtune tune, so its cache keys match this process) and exit")
@@ -1717,12 +1728,37 @@ def write_outputs(results: dict, out_md: str | None, out_json: str | None) -> No
                     + render_first_calls(results.get("first_call") or [])))
 
 
+def read_notes(path: str | None) -> dict:
+    """{"notes_md", "notes_path"} from --notes, or {} without one."""
+    if path is None:
+        return {}
+    try:
+        return {"notes_md": Path(path).read_text(encoding="utf-8"), "notes_path": path}
+    except OSError as e:
+        raise UsageError(f"cannot read --notes {path}: {e.strerror}") from e
+
+
+def render_saved(args: argparse.Namespace) -> int:
+    """--render: BENCHMARKS.md from an earlier run's JSON, with today's notes."""
+    if not args.out_md:
+        raise UsageError("--render needs --out-md")
+    try:
+        results = json.loads(Path(args.render).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UsageError(f"cannot read --render {args.render}: {e}") from e
+    results.update(read_notes(args.notes))
+    Path(args.out_md).write_text(render_markdown(results), encoding="utf-8")
+    log(f"wrote {args.out_md} from {args.render}")
+    return 0
+
+
 def benchmark(args: argparse.Namespace, argv: list) -> int:
     started = time.perf_counter()
     all_shapes, notes = load_suite(args.suite)
     shapes = select_shapes(all_shapes, args.shapes)
     modes = parse_modes(args.modes)
     out_md, out_json = output_paths(args)
+    remarks = read_notes(args.notes)
     for note in notes:
         log(f"note: {note}")
     torch, convtune = import_libraries()
@@ -1755,6 +1791,7 @@ def benchmark(args: argparse.Namespace, argv: list) -> int:
                 "elapsed_s": time.perf_counter() - started},
         "environment": env, "ceilings": ceilings, "modes_run": modes, "modes": mode_results,
         "host_cost": host_cost, "first_call": first, "notes": notes, "json_path": out_json,
+        **remarks,
     }
     write_outputs(results, out_md, out_json)
     failed = [f"{r['name']} [{m}]" for m, block in mode_results.items()
@@ -1786,6 +1823,8 @@ def main(argv: list | None = None) -> int:
     try:
         if args.print_ld_path:
             return print_ld_path()
+        if args.render:
+            return render_saved(args)
         return benchmark(args, argv)
     except UsageError as e:
         print(f"bench.py: {e}", file=sys.stderr)
