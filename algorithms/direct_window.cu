@@ -57,6 +57,7 @@ __host__ __device__ constexpr int live_registers() {
          window_columns<S, STRIDE, PX>() * window_rows<R, STRIDE, PY>() + 24;
 }
 
+/* n / d for n < 2^31 (conv_divisor_make). */
 __device__ __forceinline__ uint32_t divide(uint32_t n, const conv_divisor &d) {
   return (__umulhi(n, d.multiplier) + n) >> d.shift;
 }
@@ -355,18 +356,6 @@ const void *find_kernel(int size, int stride, bool unit_dil, const conv_direct_t
   return nullptr;
 }
 
-/* conv_divisor for d >= 1 (Granlund and Montgomery; PyTorch's IntDivider):
- * shift = ceil(log2 d), multiplier = 2^32 (2^shift - d) / d + 1, and
- * n / d = (umulhi(n, multiplier) + n) >> shift for n < 2^31. */
-conv_divisor make_divisor(int d) {
-  conv_divisor v;
-  v.divisor = (uint32_t)d;
-  v.shift = 0;
-  while ((1ull << v.shift) < (uint64_t)d) v.shift++;
-  v.multiplier = (uint32_t)(((1ull << 32) * ((1ull << v.shift) - (uint64_t)d)) / (uint64_t)d + 1);
-  return v;
-}
-
 }  // namespace
 
 #define REJECT(...)                                                        \
@@ -374,6 +363,15 @@ conv_divisor make_divisor(int d) {
     if (why != NULL && why_size > 0) snprintf(why, why_size, __VA_ARGS__); \
     return false;                                                          \
   } while (0)
+
+extern "C" conv_divisor conv_divisor_make(int d) {
+  conv_divisor v;
+  v.divisor = (uint32_t)d;
+  v.shift = 0;
+  while ((1ull << v.shift) < (uint64_t)d) v.shift++; /* ceil(log2 d) */
+  v.multiplier = (uint32_t)(((1ull << 32) * ((1ull << v.shift) - (uint64_t)d)) / (uint64_t)d + 1);
+  return v;
+}
 
 extern "C" int64_t conv_direct_window_threads(int64_t outputs, int per_thread, int64_t spacing) {
   const int64_t span = (int64_t)per_thread * spacing; /* outputs of one group of threads */
@@ -398,10 +396,10 @@ extern "C" bool conv_direct_window_plan(const conv_direct_launch *common,
   l.col_spacing = stride == 1 ? l.dil_w : 1;
   l.row_spacing = stride == 1 ? l.dil_h : 1;
   l.vector_stores = l.col_spacing == 1 && t.px > 1 && l.q % t.px == 0;
-  l.by_kchunks = make_divisor(l.kchunks);
-  l.by_groups = make_divisor(l.groups);
-  l.by_col_spacing = make_divisor(l.col_spacing);
-  l.by_row_spacing = make_divisor(l.row_spacing);
+  l.by_kchunks = conv_divisor_make(l.kchunks);
+  l.by_groups = conv_divisor_make(l.groups);
+  l.by_col_spacing = conv_divisor_make(l.col_spacing);
+  l.by_row_spacing = conv_divisor_make(l.row_spacing);
   const int64_t columns = conv_direct_window_threads(l.q, t.px, l.col_spacing);
   const int64_t rows = conv_direct_window_threads(l.p, t.py, l.row_spacing);
   const int64_t planes = (int64_t)l.n * l.groups * l.kchunks;

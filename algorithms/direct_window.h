@@ -30,6 +30,11 @@ bool conv_direct_window_plan(const conv_direct_launch *common, conv_direct_launc
  * `spacing`, together covering `outputs`. */
 int64_t conv_direct_window_threads(int64_t outputs, int per_thread, int64_t spacing);
 
+/* The multiply-shift form of division by d >= 1 (Granlund and Montgomery;
+ * PyTorch's IntDivider): for 0 <= n < 2^31, n / d is
+ * (umulhi(n, multiplier) + n) >> shift, in 32-bit arithmetic. */
+conv_divisor conv_divisor_make(int d);
+
 /* Only the filters are in shared memory: the default 48 KiB suffice. */
 #define CONV_DIRECT_WINDOW_SMEM_MAX ((size_t)48 << 10)
 

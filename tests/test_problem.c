@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "algorithms/direct_channel.h"
+#include "algorithms/direct_window.h"
 #include "runtime/internal.h"
 #include "tests/test.h"
 
@@ -252,6 +253,32 @@ static bool window_covers(int64_t outputs, int per_thread, int64_t spacing, int6
   return once;
 }
 
+/* The kernels' division by a launch constant: (umulhi(n, m) + n) >> s in
+ * 32-bit arithmetic, as direct_window.cu computes it, must be n / d. */
+static uint32_t divide_like_kernel(uint32_t n, conv_divisor d) {
+  const uint32_t hi = (uint32_t)(((uint64_t)n * d.multiplier) >> 32);
+  return (hi + n) >> d.shift;
+}
+
+static int divisor_matches_division(void) {
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  for (int d = 1; d <= 70000; d += d < 300 ? 1 : 997) {
+    const conv_divisor v = conv_divisor_make(d);
+    CHECK(v.divisor == (uint32_t)d);
+    const uint32_t edges[] = {0, 1, (uint32_t)d - 1, (uint32_t)d, (uint32_t)d + 1,
+                              2u * (uint32_t)d - 1, 0x7FFFFFFFu, 0x7FFFFFFFu - (uint32_t)d};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+      CHECK_MSG(divide_like_kernel(edges[i], v) == edges[i] / (uint32_t)d, "%u / %d",
+                edges[i], d);
+    for (int i = 0; i < 2000; i++) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      const uint32_t n = (uint32_t)(state >> 33); /* below 2^31 */
+      CHECK_MSG(divide_like_kernel(n, v) == n / (uint32_t)d, "%u / %d", n, d);
+    }
+  }
+  return TEST_PASS;
+}
+
 /* The direct_channel candidate's configs and tiling checks need no GPU. */
 static int direct_channel_configs(void) {
   const conv_algorithm *dc = conv_registry_find(CONV_ALGO_DIRECT_CHANNEL);
@@ -399,6 +426,7 @@ static const test_case tests[] = {
     {"output_dims", output_dims},         {"problem_key", problem_key},
     {"parse_spec", parse_spec},           {"config_text", config_text},
     {"default_cache_path", default_cache_path}, {"direct_channel_configs", direct_channel_configs},
+    {"divisor_matches_division", divisor_matches_division},
     {"no_device_is_clean", no_device_is_clean},
 };
 TEST_MAIN(tests)
