@@ -227,13 +227,7 @@ __global__ void __launch_bounds__(kMaxThreads, min_blocks(PX *PY *KB))
   const int64_t plane = (int64_t)L.h * L.w;
   const float *xg = x + ((int64_t)b.n * L.c + (int64_t)b.g * L.cg) * plane;
 
-  float acc[PY][PX][KB];
-#pragma unroll
-  for (int i = 0; i < PY; i++)
-#pragma unroll
-    for (int j = 0; j < PX; j++)
-#pragma unroll
-      for (int kk = 0; kk < KB; kk++) acc[i][j][kk] = 0.0f;
+  float acc[PY][PX][KB] = {};
 
   for (int c0 = 0; c0 < L.cg; c0 += L.stage_channels) {
     const int staged = min(L.stage_channels, L.cg - c0);

@@ -269,13 +269,7 @@ __global__ void __launch_bounds__(kMaxThreads,
 #pragma unroll
   for (int m = 0; m < NWX; m++) at.col_inside[m] = (unsigned)(ix0 + m * dx) < (unsigned)L.w;
 
-  float acc[PY][PX][KB];
-#pragma unroll
-  for (int i = 0; i < PY; i++)
-#pragma unroll
-    for (int j = 0; j < PX; j++)
-#pragma unroll
-      for (int kk = 0; kk < KB; kk++) acc[i][j][kk] = 0.0f;
+  float acc[PY][PX][KB] = {};
 
   const int64_t plane_elems = (int64_t)L.h * L.w;
   /* The window of (n, g, first channel): may start outside the tensor;
