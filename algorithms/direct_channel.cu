@@ -319,12 +319,6 @@ bool fits_int(int64_t v) { return v >= 0 && v <= INT32_MAX; }
 
 }  // namespace
 
-#define REJECT(...)                                     \
-  do {                                                  \
-    if (why != NULL && why_size > 0) snprintf(why, why_size, __VA_ARGS__); \
-    return false;                                       \
-  } while (0)
-
 /* The tiled layouts (GENERIC, UNIT): one block per output tile, with the
  * input tile staged in shared memory. */
 static bool plan_tiled(const conv_direct_launch *common, conv_direct_launch *L, char *why,
@@ -332,9 +326,10 @@ static bool plan_tiled(const conv_direct_launch *common, conv_direct_launch *L, 
   conv_direct_launch l = *common;
   const conv_direct_tiling *t = &l.tiling;
   l.kernel = find_kernel(t);
-  if (l.kernel == nullptr) REJECT("no kernel compiled for this layout/px/py/kb");
+  if (l.kernel == nullptr) CONV_DIRECT_REJECT("no kernel compiled for this layout/px/py/kb");
   const bool unit = l.stride_h == 1 && l.stride_w == 1 && l.dil_h == 1 && l.dil_w == 1;
-  if (t->layout == CONV_DIRECT_UNIT && !unit) REJECT("unit layout needs stride 1, dilation 1");
+  if (t->layout == CONV_DIRECT_UNIT && !unit)
+    CONV_DIRECT_REJECT("unit layout needs stride 1, dilation 1");
 
   l.tile_rows = t->ty * t->py;
   l.tile_cols = t->tx * t->px;
@@ -355,7 +350,7 @@ static bool plan_tiled(const conv_direct_launch *common, conv_direct_launch *L, 
   const size_t filt_bytes = sizeof(float) * (size_t)t->kb * l.cg * l.r * l.s_pitch;
   const size_t tile_bytes = sizeof(float) * (size_t)l.halo_rows * l.pitch;
   if (filt_bytes + tile_bytes > CONV_DIRECT_SMEM_MAX)
-    REJECT("needs %zu bytes of shared memory, more than %zu", filt_bytes + tile_bytes,
+    CONV_DIRECT_REJECT("needs %zu bytes of shared memory, more than %zu", filt_bytes + tile_bytes,
            (size_t)CONV_DIRECT_SMEM_MAX);
   /* Stage as many input channels at once as fit in 48 KiB (at least one):
    * fewer barriers, more loads in flight, still several blocks per SM. */
@@ -365,7 +360,8 @@ static bool plan_tiled(const conv_direct_launch *common, conv_direct_launch *L, 
   l.smem_bytes = filt_bytes + tile_bytes * (size_t)l.stage_channels;
 
   const int64_t blocks = (int64_t)l.n * l.groups * l.kchunks * l.tiles_p * l.tiles_q;
-  if (blocks > INT32_MAX) REJECT("%lld blocks: too many for one launch", (long long)blocks);
+  if (blocks > INT32_MAX)
+    CONV_DIRECT_REJECT("%lld blocks: too many for one launch", (long long)blocks);
   l.grid[0] = (unsigned)blocks;
   l.grid[1] = l.grid[2] = 1;
   *L = l;
@@ -376,18 +372,18 @@ extern "C" bool conv_direct_plan(const conv_problem *pb, const conv_direct_tilin
                                  conv_direct_launch *L, char *why, size_t why_size) {
   if (t->layout != CONV_DIRECT_GENERIC && t->layout != CONV_DIRECT_UNIT &&
       t->layout != CONV_DIRECT_WINDOW)
-    REJECT("no layout %d", t->layout);
+    CONV_DIRECT_REJECT("no layout %d", t->layout);
   if (t->tx < 1 || t->ty < 1 || t->tx * t->ty > kMaxThreads)
-    REJECT("%d x %d threads: not in [1, %d]", t->tx, t->ty, kMaxThreads);
+    CONV_DIRECT_REJECT("%d x %d threads: not in [1, %d]", t->tx, t->ty, kMaxThreads);
 
   conv_shape shape;
-  if (conv_problem_shape(pb, &shape) != CONV_OK) REJECT("invalid problem");
+  if (conv_problem_shape(pb, &shape) != CONV_OK) CONV_DIRECT_REJECT("invalid problem");
   const int64_t p = shape.p, q = shape.q;
   const int64_t dims[] = {pb->n, pb->c, pb->h, pb->w, pb->k, p, q, pb->r, pb->s,
                           pb->h * pb->w, p * q, pb->pad_h, pb->pad_w, pb->stride_h * pb->h,
                           pb->stride_w * pb->w, pb->dil_h * pb->r, pb->dil_w * pb->s};
   for (int64_t d : dims)
-    if (!fits_int(d)) REJECT("a size past 32-bit indexing");
+    if (!fits_int(d)) CONV_DIRECT_REJECT("a size past 32-bit indexing");
 
   conv_direct_launch l = {};
   l.tiling = *t;
@@ -399,7 +395,8 @@ extern "C" bool conv_direct_plan(const conv_problem *pb, const conv_direct_tilin
   l.groups = (int)pb->groups;
   l.cg = (int)shape.c_per_group, l.kg = (int)shape.k_per_group;
   l.epilogue = (int)pb->epilogue;
-  if (l.kg % t->kb != 0) REJECT("kb %d does not divide %d output channels per group", t->kb, l.kg);
+  if (l.kg % t->kb != 0)
+    CONV_DIRECT_REJECT("kb %d does not divide %d output channels per group", t->kb, l.kg);
   l.kchunks = l.kg / t->kb;
   if (t->layout == CONV_DIRECT_WINDOW) return conv_direct_window_plan(&l, L, why, why_size);
   return plan_tiled(&l, L, why, why_size);
@@ -413,9 +410,10 @@ extern "C" void conv_direct_threads_needed(const conv_problem *pb, const conv_di
     return;
   }
   if (t->layout == CONV_DIRECT_WINDOW) {
-    const bool strided = pb->stride_h != 1 || pb->stride_w != 1;
-    *columns = conv_direct_window_threads(shape.q, t->px, strided ? 1 : pb->dil_w);
-    *rows = conv_direct_window_threads(shape.p, t->py, strided ? 1 : pb->dil_h);
+    *columns = conv_direct_window_threads(
+        shape.q, t->px, conv_direct_window_spacing((int)pb->stride_w, (int)pb->dil_w));
+    *rows = conv_direct_window_threads(
+        shape.p, t->py, conv_direct_window_spacing((int)pb->stride_h, (int)pb->dil_h));
   } else {
     *columns = (shape.q + t->px - 1) / t->px;
     *rows = (shape.p + t->py - 1) / t->py;

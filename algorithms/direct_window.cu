@@ -352,12 +352,6 @@ const void *find_kernel(int size, int stride, bool unit_dil, const conv_direct_t
 
 }  // namespace
 
-#define REJECT(...)                                                        \
-  do {                                                                     \
-    if (why != NULL && why_size > 0) snprintf(why, why_size, __VA_ARGS__); \
-    return false;                                                          \
-  } while (0)
-
 extern "C" conv_divisor conv_divisor_make(int d) {
   conv_divisor v;
   v.divisor = (uint32_t)d;
@@ -377,18 +371,18 @@ extern "C" bool conv_direct_window_plan(const conv_direct_launch *common,
   conv_direct_launch l = *common;
   const conv_direct_tiling &t = l.tiling;
   if (l.r != l.s || (l.r != 3 && l.r != 5 && l.r != 7))
-    REJECT("window layout: filters 3x3, 5x5 or 7x7 only, not %dx%d", l.r, l.s);
+    CONV_DIRECT_REJECT("window layout: filters 3x3, 5x5 or 7x7 only, not %dx%d", l.r, l.s);
   if (l.stride_h != l.stride_w || l.stride_h > 2)
-    REJECT("window layout: equal strides of 1 or 2 only");
+    CONV_DIRECT_REJECT("window layout: equal strides of 1 or 2 only");
   const int stride = l.stride_h;
   if (stride == 2 && (l.dil_h != 1 || l.dil_w != 1))
-    REJECT("window layout: stride 2 must be undilated");
+    CONV_DIRECT_REJECT("window layout: stride 2 must be undilated");
   const bool unit_dil = l.dil_h == 1 && l.dil_w == 1;
   l.kernel = find_kernel(l.r, stride, unit_dil, t);
-  if (l.kernel == nullptr) REJECT("no kernel compiled for this layout/px/py/kb");
+  if (l.kernel == nullptr) CONV_DIRECT_REJECT("no kernel compiled for this layout/px/py/kb");
 
-  l.col_spacing = stride == 1 ? l.dil_w : 1;
-  l.row_spacing = stride == 1 ? l.dil_h : 1;
+  l.col_spacing = conv_direct_window_spacing(stride, l.dil_w);
+  l.row_spacing = conv_direct_window_spacing(stride, l.dil_h);
   l.vector_stores = l.col_spacing == 1 && t.px > 1 && l.q % t.px == 0;
   l.by_kchunks = conv_divisor_make(l.kchunks);
   l.by_groups = conv_divisor_make(l.groups);
@@ -399,15 +393,15 @@ extern "C" bool conv_direct_window_plan(const conv_direct_launch *common,
   const int64_t planes = (int64_t)l.n * l.groups * l.kchunks;
   const int64_t row_blocks = (rows + t.ty - 1) / t.ty, col_blocks = (columns + t.tx - 1) / t.tx;
   if (planes > INT32_MAX || row_blocks > 65535 || col_blocks > 65535)
-    REJECT("grid %lld x %lld x %lld: too large for one launch", (long long)planes,
+    CONV_DIRECT_REJECT("grid %lld x %lld x %lld: too large for one launch", (long long)planes,
            (long long)row_blocks, (long long)col_blocks);
   l.grid[0] = (unsigned)planes;
   l.grid[1] = (unsigned)row_blocks;
   l.grid[2] = (unsigned)col_blocks;
   l.smem_bytes = sizeof(float) * (size_t)t.kb * l.cg * l.r * l.s;
   if (l.smem_bytes > CONV_DIRECT_WINDOW_SMEM_MAX)
-    REJECT("window layout: filters need %zu bytes of shared memory, more than %zu", l.smem_bytes,
-           (size_t)CONV_DIRECT_WINDOW_SMEM_MAX);
+    CONV_DIRECT_REJECT("window layout: filters need %zu bytes of shared memory, more than %zu",
+                       l.smem_bytes, (size_t)CONV_DIRECT_WINDOW_SMEM_MAX);
   *launch = l;
   return true;
 }

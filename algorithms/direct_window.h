@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "algorithms/direct_channel.h"
 
@@ -34,6 +35,20 @@ int64_t conv_direct_window_threads(int64_t outputs, int per_thread, int64_t spac
  * PyTorch's IntDivider): for 0 <= n < 2^31, n / d is
  * (umulhi(n, multiplier) + n) >> shift, in 32-bit arithmetic. */
 conv_divisor conv_divisor_make(int d);
+
+/* Spacing between a window thread's outputs along one axis: the dilation
+ * with stride 1 (outputs interleave with their neighbours'), else 1. */
+static inline int conv_direct_window_spacing(int stride, int dilation) {
+  return stride == 1 ? dilation : 1;
+}
+
+/* For the planning functions of direct_channel.cu and direct_window.cu:
+ * writes the reason to `why` and returns false. */
+#define CONV_DIRECT_REJECT(...)                                            \
+  do {                                                                     \
+    if (why != NULL && why_size > 0) snprintf(why, why_size, __VA_ARGS__); \
+    return false;                                                          \
+  } while (0)
 
 /* Only the filters are in shared memory: the default 48 KiB suffice. */
 #define CONV_DIRECT_WINDOW_SMEM_MAX ((size_t)48 << 10)
