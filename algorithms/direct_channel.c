@@ -198,8 +198,8 @@ static void dc_describe(const conv_config *config, char *text, size_t size) {
 
 const conv_algorithm conv_algorithm_direct_channel = {
     .id = CONV_ALGO_DIRECT_CHANNEL,
-    /* 2: the window layout. */
-    .version = 2,
+    /* 2: the window layout; 3: its float4 window loads. */
+    .version = 3,
     .name = "direct_channel",
     .applicable = dc_applicable,
     .configs = dc_configs,

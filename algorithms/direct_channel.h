@@ -23,7 +23,8 @@
  *            and blocking are compile-time, so the taps are unrolled FMAs on
  *            registers, and there is no input tile in shared memory: each
  *            thread reads its own input window from global memory (through
- *            L1, where neighbouring threads share the halo).  A thread's
+ *            L1, where neighbouring threads share the halo), as float4s
+ *            where the window's columns allow it.  A thread's
  *            outputs are spaced by the dilation, so that output j and tap s
  *            meet in window entry j*stride + s whatever the dilation.  Only
  *            the filters are staged in shared memory.
@@ -79,7 +80,10 @@ typedef struct conv_direct_launch {
   int pitch;           /* floats per staged row, a multiple of 4         */
   int s_pitch;         /* floats per filter row in shared memory         */
   int stage_channels;  /* input channels staged at once                  */
-  bool vector_loads;   /* w % 4 == 0: rows are read as float4            */
+  /* GENERIC and UNIT: w % 4 == 0, rows are staged as float4.  WINDOW: the
+   * kernel reads its window as aligned float4s (undilated, w % 4 == 0,
+   * px * stride == 4, kb == 1, and a kernel compiled for pad_w % 4). */
+  bool vector_loads;
   /* WINDOW: grid = {images x groups x kchunks, row blocks, column blocks},
    * blocks of tx x ty threads. */
   int row_spacing, col_spacing; /* between a thread's outputs            */

@@ -170,15 +170,30 @@ struct window_place {
 };
 
 /* Loads window row my of one input channel (`window`: the channel's row
- * 0, column 0), zeros outside the image. */
-template <int NWX>
+ * 0, column 0), zeros outside the image.  LEAD < 0: one load per column.
+ * LEAD >= 0 (undilated, width a multiple of 4, 16-byte aligned tensor):
+ * window column LEAD starts an aligned float4, so the row is LEAD single
+ * loads, whole float4s, and single loads for the rest.  An aligned float4
+ * lies wholly inside or wholly outside the row, so its first column's
+ * check covers it. */
+template <int NWX, int LEAD>
 __device__ __forceinline__ void load_row(const window_place<NWX> &at, const float *window, int my,
                                          float (&win)[NWX]) {
   const bool row_inside = (unsigned)(at.iy0 + my * at.row_dil) < (unsigned)at.h;
   const float *row = window + my * at.row_step;
+  constexpr int VECTORS = LEAD < 0 ? 0 : (NWX - LEAD) / 4;
+  constexpr int FIRST = LEAD < 0 ? 0 : LEAD, AFTER = FIRST + 4 * VECTORS;
+#pragma unroll
+  for (int v = 0; v < VECTORS; v++) {
+    const int m = FIRST + 4 * v;
+    float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (row_inside && at.col_inside[m]) f = __ldg(reinterpret_cast<const float4 *>(row + m));
+    win[m] = f.x, win[m + 1] = f.y, win[m + 2] = f.z, win[m + 3] = f.w;
+  }
 #pragma unroll
   for (int m = 0; m < NWX; m++)
-    win[m] = row_inside && at.col_inside[m] ? __ldg(row + m * at.col_step) : 0.0f;
+    if (m < FIRST || m >= AFTER)
+      win[m] = row_inside && at.col_inside[m] ? __ldg(row + m * at.col_step) : 0.0f;
 }
 
 /* Adds the products of window row my: with filter row r it feeds output
@@ -229,8 +244,9 @@ __device__ __forceinline__ void store_outputs(const conv_direct_launch &L, float
 }
 
 /* UNIT_DIL: dilation 1 (always so with stride 2), so window offsets are
- * compile-time and every load addresses its row pointer plus a constant. */
-template <int R, int S, int STRIDE, int PX, int PY, int KB, bool UNIT_DIL>
+ * compile-time and every load addresses its row pointer plus a constant.
+ * LEAD: see load_row; >= 0 only with UNIT_DIL. */
+template <int R, int S, int STRIDE, int PX, int PY, int KB, bool UNIT_DIL, int LEAD>
 __global__ void __launch_bounds__(kMaxThreads,
                                   min_blocks(live_registers<R, S, STRIDE, PX, PY, KB>()))
     window_kernel(const conv_direct_launch L, const float *__restrict__ x,
@@ -289,7 +305,7 @@ __global__ void __launch_bounds__(kMaxThreads,
 #pragma unroll
     for (int my = 0; my < NWY; my++) {
       float win[NWX];
-      load_row(at, window, my, win);
+      load_row<NWX, LEAD>(at, window, my, win);
       accumulate_row<R, S, STRIDE, PX, PY, KB>(my, win, fc, taps, acc);
     }
   }
@@ -310,22 +326,23 @@ __global__ void __launch_bounds__(kMaxThreads,
 struct instance {
   int size, stride, px, py, kb;
   bool unit_dil;
+  int lead; /* load_row's LEAD: < 0 for single loads */
   const void *fn;
 };
 
 /* Stride 1 has a kernel for dilation 1 and one for any dilation; stride 2
  * is undilated only. */
-template <int K, int ST, int PX, int PY, int KB, bool UNIT_DIL>
+template <int K, int ST, int PX, int PY, int KB, bool UNIT_DIL, int LEAD>
 const void *kernel_address() {
   if constexpr (ST != 1 && !UNIT_DIL)
     return nullptr;
   else
-    return (const void *)window_kernel<K, K, ST, PX, PY, KB, UNIT_DIL>;
+    return (const void *)window_kernel<K, K, ST, PX, PY, KB, UNIT_DIL, LEAD>;
 }
 
-#define KERNEL(K, ST, PX, PY, KB)                                                 \
-  {K, ST, PX, PY, KB, true, kernel_address<K, ST, PX, PY, KB, true>()},           \
-      {K, ST, PX, PY, KB, false, kernel_address<K, ST, PX, PY, KB, false>()},
+#define KERNEL(K, ST, PX, PY, KB)                                                  \
+  {K, ST, PX, PY, KB, true, -1, kernel_address<K, ST, PX, PY, KB, true, -1>()},    \
+      {K, ST, PX, PY, KB, false, -1, kernel_address<K, ST, PX, PY, KB, false, -1>()},
 /* The blockings compiled for every filter size and stride: one output
  * channel per thread for depthwise and N->1 convolutions, 4-16 where
  * several output channels share each input (3->16). */
@@ -335,17 +352,32 @@ const void *kernel_address() {
   KERNEL(K, ST, 2, 2, 4) KERNEL(K, ST, 1, 4, 4) KERNEL(K, ST, 2, 2, 8) KERNEL(K, ST, 1, 2, 8) \
   KERNEL(K, ST, 2, 1, 16) KERNEL(K, ST, 1, 2, 16) KERNEL(K, ST, 2, 2, 16)
 
+/* float4 loads: the one-channel blockings whose threads start their
+ * windows 4 columns apart (px * stride == 4), compiled for "same" padding,
+ * (K - 1) / 2, the padding of nearly every such layer.  With 16 output
+ * channels a thread (3 -> 64, 7x7 stride 2) measured slower with float4
+ * loads than without, so those stay scalar. */
+#define VECTOR_KERNEL(K, ST, PX, PY, KB)                                                   \
+  {K, ST, PX, PY, KB, true, (K - 1) / 2 % 4,                                               \
+   kernel_address<K, ST, PX, PY, KB, true, (K - 1) / 2 % 4>()},
+#define VECTOR_BLOCKINGS(K) \
+  VECTOR_KERNEL(K, 1, 4, 4, 1) VECTOR_KERNEL(K, 2, 2, 4, 1) VECTOR_KERNEL(K, 2, 2, 8, 1)
+
 const instance kInstances[] = {
     BLOCKINGS(3, 1) BLOCKINGS(3, 2) BLOCKINGS(5, 1) BLOCKINGS(5, 2) BLOCKINGS(7, 1) BLOCKINGS(7, 2)
+    VECTOR_BLOCKINGS(3) VECTOR_BLOCKINGS(5) VECTOR_BLOCKINGS(7)
 };
 
+#undef VECTOR_BLOCKINGS
+#undef VECTOR_KERNEL
 #undef BLOCKINGS
 #undef KERNEL
 
-const void *find_kernel(int size, int stride, bool unit_dil, const conv_direct_tiling &t) {
+const void *find_kernel(int size, int stride, bool unit_dil, int lead,
+                        const conv_direct_tiling &t) {
   for (const instance &in : kInstances)
-    if (in.size == size && in.stride == stride && in.unit_dil == unit_dil && in.px == t.px &&
-        in.py == t.py && in.kb == t.kb)
+    if (in.size == size && in.stride == stride && in.unit_dil == unit_dil && in.lead == lead &&
+        in.px == t.px && in.py == t.py && in.kb == t.kb)
       return in.fn;
   return nullptr;
 }
@@ -378,8 +410,17 @@ extern "C" bool conv_direct_window_plan(const conv_direct_launch *common,
   if (stride == 2 && (l.dil_h != 1 || l.dil_w != 1))
     CONV_DIRECT_REJECT("window layout: stride 2 must be undilated");
   const bool unit_dil = l.dil_h == 1 && l.dil_w == 1;
-  l.kernel = find_kernel(l.r, stride, unit_dil, t);
+  l.kernel = find_kernel(l.r, stride, unit_dil, -1, t);
   if (l.kernel == nullptr) CONV_DIRECT_REJECT("no kernel compiled for this layout/px/py/kb");
+  /* The float4 kernel, where one is compiled: window column pad % 4 of
+   * every thread is then a multiple of 4 (conv_plan_execute's pointers are
+   * 16-byte aligned). */
+  l.vector_loads = false;
+  if (unit_dil && t.px * stride == 4 && l.w % 4 == 0) {
+    const void *vector = find_kernel(l.r, stride, true, l.pad_w % 4, t);
+    l.vector_loads = vector != nullptr;
+    if (vector != nullptr) l.kernel = vector;
+  }
 
   l.col_spacing = conv_direct_window_spacing(stride, l.dil_w);
   l.row_spacing = conv_direct_window_spacing(stride, l.dil_h);

@@ -406,16 +406,19 @@ static conv_problem direct_problem(int64_t n, int64_t c, int64_t h, int64_t w, i
 }
 
 /* How many of direct_channel's configs for `p` use the window layout and
- * prepare (so that run_every_config ran them). */
-static int window_configs(conv_env *env, const conv_problem *p) {
+ * prepare (so that run_every_config ran them), and how many of those read
+ * their windows as float4s. */
+static int window_configs(conv_env *env, const conv_problem *p, int *vector) {
   static conv_config configs[512];
   int n = 0, windows = 0;
+  *vector = 0;
   if (conv_algorithm_direct_channel.configs(p, env, configs, 512, &n, NULL) != CONV_OK) return -1;
   for (int i = 0; i < n; i++) {
     conv_prepared prep = {0};
     if (configs[i].values[0] != CONV_DIRECT_WINDOW ||
         conv_algorithm_direct_channel.prepare(p, env, &configs[i], &prep, NULL) != CONV_OK)
       continue;
+    *vector += ((const conv_direct_launch *)prep.state)->vector_loads;
     conv_algorithm_direct_channel.release(prep.state);
     windows++;
   }
@@ -427,6 +430,13 @@ static int window_configs(conv_env *env, const conv_problem *p) {
 static bool window_takes(const conv_problem *p) {
   return p->r == p->s && (p->r == 3 || p->r == 5 || p->r == 7) && p->stride_h == p->stride_w &&
          (p->stride_h == 1 || (p->stride_h == 2 && p->dil_h == 1 && p->dil_w == 1));
+}
+
+/* Whether it has float4 kernels for p: undilated, width a multiple of 4,
+ * and the padding of the compiled ones, (r - 1) / 2 modulo 4. */
+static bool window_vector_takes(const conv_problem *p) {
+  return window_takes(p) && p->dil_h == 1 && p->dil_w == 1 && p->w % 4 == 0 &&
+         p->pad_w % 4 == (p->r - 1) / 2 % 4;
 }
 
 /* Our direct kernels on the shapes they exist for, larger than the random
@@ -464,6 +474,12 @@ static int direct_channel_matches_reference(void) {
       direct_problem(1, 32, 23, 26, 16, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, S), /* 32->16 */
       direct_problem(1, 1, 300, 257, 1, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE, S), /* many blocks */
       direct_problem(1, 1, 70, 75, 1, 5, 5, 1, 6, 3, 1, CONV_EPILOGUE_BIAS_RELU, T), /* 5x5 d3 */
+      /* float4 window loads: width a multiple of 4, "same" padding */
+      direct_problem(2, 4, 34, 36, 4, 3, 3, 2, 1, 1, 4, CONV_EPILOGUE_BIAS_RELU, S), /* dw s2 */
+      direct_problem(1, 3, 44, 48, 16, 7, 7, 2, 3, 1, 1, CONV_EPILOGUE_BIAS, S), /* stem-like */
+      direct_problem(1, 5, 40, 40, 5, 5, 5, 2, 2, 1, 5, CONV_EPILOGUE_NONE, S), /* dw 5x5 s2 */
+      direct_problem(1, 4, 27, 44, 4, 5, 5, 1, 2, 1, 4, CONV_EPILOGUE_NONE, S), /* dw 5x5 s1 */
+      direct_problem(1, 2, 20, 24, 2, 3, 3, 1, 5, 1, 2, CONV_EPILOGUE_NONE, S), /* pad 5 */
   };
   cases[4].pad_w = 1; /* asymmetric padding */
   cases[12].pad_h = 0;
@@ -488,11 +504,14 @@ static int direct_channel_matches_reference(void) {
     if (run_every_config(&env, &conv_algorithm_direct_channel, &hc, &d, dev_ref, scratch, &count) !=
         TEST_PASS)
       return TEST_FAIL;
-    const int windows = window_configs(&env, p);
-    printf("%s: %d configs matched, %d of them window layout\n", name, count.ran - before,
-           windows);
+    int vector = 0;
+    const int windows = window_configs(&env, p, &vector);
+    printf("%s: %d configs matched, %d of them window layout, %d with float4 loads\n", name,
+           count.ran - before, windows, vector);
     CHECK_MSG(window_takes(p) == (windows > 0), "window layout %s on %s",
               windows > 0 ? "ran" : "did not run", name);
+    CHECK_MSG(window_vector_takes(p) == (vector > 0), "float4 window loads %s on %s",
+              vector > 0 ? "ran" : "did not run", name);
     cudaFree(dev_ref);
     dev_case_free(&d);
     host_case_free(&hc);

@@ -354,6 +354,23 @@ static int direct_channel_configs(void) {
   p.dil_h = 1;
   CHECK(conv_direct_plan(&p, &window, &l, why, sizeof why));
   CHECK(l.col_spacing == 1 && l.row_spacing == 1 && l.vector_stores); /* 28 columns, 2 a thread */
+  /* float4 window loads: px * stride == 4, width a multiple of 4, and a
+   * kernel compiled for the padding (3x3: pad % 4 == 1). */
+  const void *vector_kernel = l.kernel;
+  CHECK(l.vector_loads);
+  p.pad_h = p.pad_w = 0;
+  CHECK(conv_direct_plan(&p, &window, &l, why, sizeof why) && !l.vector_loads);
+  CHECK(l.kernel != vector_kernel);
+  p.pad_h = p.pad_w = 5;
+  CHECK(conv_direct_plan(&p, &window, &l, why, sizeof why) && l.vector_loads);
+  p.pad_h = p.pad_w = 1;
+  p.w = 60;
+  CHECK(conv_direct_plan(&p, &window, &l, why, sizeof why) && l.vector_loads);
+  p.w = 58;
+  CHECK(conv_direct_plan(&p, &window, &l, why, sizeof why) && !l.vector_loads);
+  p.w = 56;
+  conv_direct_tiling window_px1 = {CONV_DIRECT_WINDOW, 1, 4, 1, 28, 8};
+  CHECK(conv_direct_plan(&p, &window_px1, &l, why, sizeof why) && !l.vector_loads);
   conv_direct_tiling window_odd = {CONV_DIRECT_WINDOW, 2, 3, 1, 28, 8}; /* not compiled */
   CHECK(!conv_direct_plan(&p, &window_odd, &l, why, sizeof why) && strstr(why, "compiled") != NULL);
   /* Dilation 8, stride 1: each thread's outputs are 8 apart, and groups of
