@@ -8,6 +8,7 @@
 static const conv_algorithm *const registry[] = {
     &conv_algorithm_cudnn,
     &conv_algorithm_im2col_gemm,
+    &conv_algorithm_fft,
     &conv_algorithm_direct_channel,
 };
 

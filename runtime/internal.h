@@ -171,7 +171,7 @@ typedef struct conv_algorithm {
 enum {
   CONV_ALGO_CUDNN = 1,
   CONV_ALGO_IM2COL_GEMM = 2,
-  /* 3 fft: reserved */
+  CONV_ALGO_FFT = 3,
   CONV_ALGO_DIRECT_CHANNEL = 4,
   /* 5 patch, 6 dynamic: reserved for later families */
 };
@@ -182,6 +182,7 @@ const conv_algorithm *conv_registry_find_name(const char *name);
 extern const conv_algorithm conv_algorithm_cudnn;
 extern const conv_algorithm conv_algorithm_im2col_gemm;
 extern const conv_algorithm conv_algorithm_direct_channel;
+extern const conv_algorithm conv_algorithm_fft;
 
 /* ---------------------------------------------------------------- context */
 

@@ -362,6 +362,12 @@ static int every_candidate_matches_reference(void) {
   CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
   for (int i = 0; i < 16; i++) {
     conv_problem p = random_problem(i % 2 ? CONV_MATH_TF32 : CONV_MATH_STRICT);
+    if (i % 4 >= 2) { /* a plain convolution, which every family (fft too) takes */
+      p.stride_h = p.stride_w = p.dil_h = p.dil_w = 1;
+      p.c /= p.groups, p.k /= p.groups, p.groups = 1;
+      if (p.r * p.s == 1) p.r = 3, p.pad_h = 1;
+      CHECK(conv_problem_validate(&p, NULL, 0) == CONV_OK);
+    }
     host_case hc;
     dev_case d;
     if (host_case_make(&hc, &p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
@@ -532,6 +538,59 @@ static int make_context(conv_context **ctx, const char *cache, conv_policy polic
   o.workspace_limit = ws_limit;
   conv_status st = conv_context_create(ctx, &o);
   CHECK_MSG(st == CONV_OK, "conv_context_create: %s", conv_context_last_error(NULL));
+  return TEST_PASS;
+}
+
+/* The fft candidate on shapes that exercise its tiling: partial tiles at
+ * the bottom and right, tiles smaller and larger than the image, whole-image
+ * transforms of cuFFT-friendly but not power-of-two sizes, valid and
+ * asymmetric padding, non-square filters, 16 channels in and out, every
+ * epilogue, and TF32.  Every config must match the CPU reference within
+ * the transform bound (conv_error_bound). */
+static int fft_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  conv_env env;
+  if (open_env(&env) != TEST_PASS) return TEST_FAIL;
+  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
+  conv_problem cases[] = {
+      direct_problem(2, 3, 40, 37, 5, 7, 7, 1, 3, 1, 1, CONV_EPILOGUE_BIAS_RELU, S),
+      direct_problem(1, 4, 33, 64, 6, 5, 3, 1, 2, 1, 1, CONV_EPILOGUE_NONE, S),
+      direct_problem(1, 2, 20, 24, 3, 11, 11, 1, 0, 1, 1, CONV_EPILOGUE_BIAS, S), /* valid */
+      direct_problem(2, 16, 30, 30, 16, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, T),
+      direct_problem(1, 2, 64, 64, 2, 31, 31, 1, 15, 1, 1, CONV_EPILOGUE_NONE, S),
+      direct_problem(3, 5, 45, 29, 4, 9, 5, 1, 4, 1, 1, CONV_EPILOGUE_BIAS_RELU, T),
+  };
+  cases[1].pad_w = 1; /* asymmetric padding */
+  cases[5].pad_w = 0;
+  void *scratch;
+  CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
+  family_count count = {0, 0, 0};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const conv_problem *p = &cases[i];
+    char name[CONV_PROBLEM_KEY_MAX];
+    describe_problem(p, name, sizeof name);
+    CHECK_MSG(conv_problem_validate(p, NULL, 0) == CONV_OK, "case %zu invalid: %s", i, name);
+    CHECK_MSG(conv_algorithm_fft.applicable(p, &env), "not applicable: %s", name);
+    host_case hc;
+    dev_case d;
+    if (host_case_make(&hc, p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
+    float *dev_ref;
+    CUDA_OK(cudaMalloc((void **)&dev_ref, (size_t)hc.sh.y_elems * sizeof(float)));
+    CUDA_OK(conv_reference_forward(p, d.x, d.w, d.bias, dev_ref, 0));
+    const int before = count.ran;
+    if (run_every_config(&env, &conv_algorithm_fft, &hc, &d, dev_ref, scratch, &count) != TEST_PASS)
+      return TEST_FAIL;
+    printf("%s: %d fft configs matched\n", name, count.ran - before);
+    cudaFree(dev_ref);
+    dev_case_free(&d);
+    host_case_free(&hc);
+  }
+  printf("fft: %d configs matched the CPU reference, %d not supported for their shape\n",
+         count.ran, count.unsupported);
+  CHECK(count.unsupported == 0);
+  cudaFree(scratch);
+  close_env(&env);
   return TEST_PASS;
 }
 
@@ -777,6 +836,7 @@ static const test_case tests[] = {
     {"reference_matches_cpu", reference_matches_cpu},
     {"every_candidate_matches_reference", every_candidate_matches_reference},
     {"direct_channel_matches_reference", direct_channel_matches_reference},
+    {"fft_matches_reference", fft_matches_reference},
     {"plan_executes_correctly", plan_executes_correctly},
     {"plan_from_cache_in_new_process", plan_from_cache_in_new_process},
     {"nondefault_stream", nondefault_stream},

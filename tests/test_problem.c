@@ -438,12 +438,67 @@ static int no_device_is_clean(void) {
   return TEST_PASS;
 }
 
+/* The fft candidate's applicability and transform sizes need no GPU. */
+static int fft_configs(void) {
+  const conv_algorithm *fft = conv_registry_find(CONV_ALGO_FFT);
+  CHECK(fft != NULL && strcmp(fft->name, "fft") == 0);
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  env.cublaslt = (cublasLtHandle_t)&env; /* applicable() only checks it is there */
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = 8; p.c = 4; p.h = 512; p.w = 512; p.k = 4; p.r = 31; p.s = 31; /* fft_few_ch_31 */
+  p.pad_h = p.pad_w = 15;
+  CHECK(fft->applicable(&p, &env));
+  conv_config configs[16];
+  int n = -1;
+  CHECK_STATUS(CONV_OK, fft->configs(&p, &env, configs, 16, &n, NULL));
+  /* The whole padded image (542 rounded up to 560 = 2^4*5*7), then the
+   * powers of two that keep at least 31 outputs of a tile; each with our
+   * product kernel first (4 x 4 channels), then the GEMM. */
+  static const int64_t expected[] = {560, 512, 256, 128, 64};
+  CHECK(n == 10);
+  for (int i = 0; i < n; i++)
+    CHECK(configs[i].count == 3 && configs[i].values[0] == expected[i / 2] &&
+          configs[i].values[1] == expected[i / 2] && configs[i].values[2] == i % 2);
+  int m = -1;
+  CHECK_STATUS(CONV_OK, fft->configs(&p, &env, configs, 3, &m, NULL));
+  CHECK(m == 3 && configs[2].values[0] == 512);
+  /* 64 x 64 channels: the GEMM first. */
+  p.c = p.k = 64;
+  CHECK_STATUS(CONV_OK, fft->configs(&p, &env, configs, 16, &n, NULL));
+  CHECK(n == 10 && configs[0].values[2] == 1 && configs[1].values[2] == 0);
+  /* A wide image with a 3x11 filter (whole extents 24 and 315 = 3^2*5*7):
+   * each axis has its own sizes, and an axis with no tile of a size keeps
+   * its whole extent. */
+  p.h = 20; p.w = 300; p.r = 3; p.s = 11; p.pad_h = 1; p.pad_w = 5;
+  CHECK_STATUS(CONV_OK, fft->configs(&p, &env, configs, 16, &n, NULL));
+  CHECK(n >= 4 && configs[0].values[0] == 24 && configs[0].values[1] == 315);
+  CHECK(configs[2].values[0] == 24 && configs[2].values[1] == 256);
+  /* Not applicable: strides, dilations, groups, 1x1 filters. */
+  p = (conv_problem){0};
+  conv_problem_init(&p);
+  p.n = 1; p.c = 4; p.h = 32; p.w = 32; p.k = 4; p.r = 3; p.s = 3;
+  CHECK(fft->applicable(&p, &env));
+  p.stride_h = 2;
+  CHECK(!fft->applicable(&p, &env));
+  p.stride_h = 1; p.dil_w = 2;
+  CHECK(!fft->applicable(&p, &env));
+  p.dil_w = 1; p.groups = 2;
+  CHECK(!fft->applicable(&p, &env));
+  p.groups = 1; p.r = p.s = 1;
+  CHECK(!fft->applicable(&p, &env));
+  CHECK_STATUS(CONV_OK, fft->configs(&p, &env, configs, 16, &n, NULL));
+  CHECK(n == 0);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"status_strings", status_strings},   {"validate_each_failure", validate_each_failure},
     {"output_dims", output_dims},         {"problem_key", problem_key},
     {"parse_spec", parse_spec},           {"config_text", config_text},
     {"default_cache_path", default_cache_path}, {"direct_channel_configs", direct_channel_configs},
-    {"divisor_matches_division", divisor_matches_division},
+    {"divisor_matches_division", divisor_matches_division}, {"fft_configs", fft_configs},
     {"no_device_is_clean", no_device_is_clean},
 };
 TEST_MAIN(tests)

@@ -1,0 +1,190 @@
+/*
+ * fft_tiles.cu -- see fft_tiles.h.  The tile kernels run one block per
+ * plane (tile) and chunk of its rows, whose threads walk those rows and
+ * columns, so the index decoding happens once per thread, not once per
+ * element.
+ */
+#include "algorithms/epilogue.cuh"
+#include "algorithms/fft_tiles.h"
+
+namespace {
+
+/* Blocks of 32 x 8 threads: a warp spans 32 columns of one row.  Block
+ * (plane, chunk) covers 8 * rows_per_thread rows of a plane, so that a
+ * thread copies about 32 values for one decoding of the plane's index. */
+const dim3 kTileBlock(32, 8);
+
+int rows_per_thread(int rows, int cols) {
+  const int col_steps = (cols + 31) / 32, per_thread = 32 / col_steps;
+  const int most = (rows + 7) / 8;
+  return per_thread < 1 ? 1 : per_thread > most ? most : per_thread;
+}
+
+dim3 tile_grid(int64_t planes, int rows, int cols) {
+  const int per_block = 8 * rows_per_thread(rows, cols);
+  return dim3((unsigned)planes, (unsigned)((rows + per_block - 1) / per_block));
+}
+
+/* The rows [first, end) of the plane that this thread copies, every 8th. */
+struct row_range {
+  int first, end;
+};
+__device__ __forceinline__ row_range my_rows(int rows, int rpt) {
+  const int start = blockIdx.y * 8 * rpt;
+  return {start + (int)threadIdx.y, min(rows, start + 8 * rpt)};
+}
+
+__global__ void cut_input(const conv_fft_tiles T, int rpt, const float *__restrict__ x,
+                          float *__restrict__ tiles) {
+  const int plane = blockIdx.x; /* ci*m + tile */
+  const int ci = plane / T.m, tile = plane - ci * T.m;
+  const int per_image = T.tiles_h * T.tiles_w;
+  const int n = tile / per_image, t = tile - n * per_image;
+  const int ty = t / T.tiles_w, tx = t - ty * T.tiles_w;
+  const int iy0 = ty * T.th - T.pad_h, ix0 = tx * T.tw - T.pad_w;
+  const float *src = x + ((int64_t)n * T.c + ci) * T.h * T.w;
+  float *dst = tiles + (int64_t)plane * T.fh * T.fw;
+  const row_range rr = my_rows(T.fh, rpt);
+  for (int i = rr.first; i < rr.end; i += 8) {
+    const int iy = iy0 + i;
+    const bool row_inside = (unsigned)iy < (unsigned)T.h;
+    for (int j = threadIdx.x; j < T.fw; j += 32) {
+      const int ix = ix0 + j;
+      dst[i * T.fw + j] =
+          row_inside && (unsigned)ix < (unsigned)T.w ? __ldg(src + (int64_t)iy * T.w + ix) : 0.0f;
+    }
+  }
+}
+
+__global__ void place_filters(const conv_fft_tiles T, int rpt, const float *__restrict__ w,
+                              float *__restrict__ planes) {
+  const int64_t plane = blockIdx.x; /* k*c + ci */
+  const float *src = w + plane * T.r * T.s;
+  float *dst = planes + plane * T.fh * T.fw;
+  const row_range rows = my_rows(T.fh, rpt);
+  for (int i = rows.first; i < rows.end; i += 8) {
+    const int rr = i == 0 ? 0 : T.fh - i;
+    for (int j = threadIdx.x; j < T.fw; j += 32) {
+      const int ss = j == 0 ? 0 : T.fw - j;
+      dst[i * T.fw + j] = rr < T.r && ss < T.s ? __ldg(src + rr * T.s + ss) : 0.0f;
+    }
+  }
+}
+
+/* Plane = k*m + tile: one output tile of one output channel. */
+__global__ void crop_output(const conv_fft_tiles T, int rpt, const float *__restrict__ tiles,
+                            float scale, const float *__restrict__ bias, float *__restrict__ y) {
+  const int plane = blockIdx.x;
+  const int k = plane / T.m, tile = plane - k * T.m;
+  const int per_image = T.tiles_h * T.tiles_w;
+  const int n = tile / per_image, t = tile - n * per_image;
+  const int ty = t / T.tiles_w, tx = t - ty * T.tiles_w;
+  const int p0 = ty * T.th, q0 = tx * T.tw;
+  const int cols = min(T.tw, T.q - q0);
+  const float b = T.epilogue == CONV_EPILOGUE_NONE ? 0.0f : __ldg(bias + k);
+  const float *src = tiles + (int64_t)plane * T.fh * T.fw;
+  float *dst = y + (((int64_t)n * T.k + k) * T.p + p0) * T.q + q0;
+  const row_range rows = my_rows(min(T.th, T.p - p0), rpt);
+  for (int i = rows.first; i < rows.end; i += 8)
+    for (int j = threadIdx.x; j < cols; j += 32)
+      dst[(int64_t)i * T.q + j] = conv_epilogue_apply(T.epilogue, scale * src[i * T.fw + j], b);
+}
+
+/* Outputs a thread accumulates: MB tiles x KB output channels. */
+const int kMB = 4, kKB = 4, kMultiplyThreads = 128;
+
+__device__ __forceinline__ float2 cmad(float2 a, float2 b, float2 acc) {
+  acc.x = fmaf(a.x, b.x, fmaf(-a.y, b.y, acc.x));
+  acc.y = fmaf(a.x, b.y, fmaf(a.y, b.x, acc.y));
+  return acc;
+}
+
+/* Thread: one frequency, kMB tiles from blockIdx.y*kMB, kKB output channels
+ * from blockIdx.z*kKB.  Consecutive threads take consecutive frequencies,
+ * so every load and store is coalesced. */
+__global__ void __launch_bounds__(kMultiplyThreads)
+    multiply(const conv_fft_tiles T, const float2 *__restrict__ x, const float2 *__restrict__ w,
+             float2 *__restrict__ y) {
+  const int f = blockIdx.x * blockDim.x + threadIdx.x;
+  if (f >= T.freqs) return;
+  const int m0 = blockIdx.y * kMB, k0 = blockIdx.z * kKB;
+  const int64_t F = T.freqs;
+  float2 acc[kMB][kKB];
+#pragma unroll
+  for (int a = 0; a < kMB; a++)
+#pragma unroll
+    for (int b = 0; b < kKB; b++) acc[a][b] = make_float2(0.0f, 0.0f);
+  for (int ci = 0; ci < T.c; ci++) {
+    float2 xv[kMB], wv[kKB];
+#pragma unroll
+    for (int a = 0; a < kMB; a++)
+      xv[a] = m0 + a < T.m ? __ldg(x + ((int64_t)ci * T.m + m0 + a) * F + f) : make_float2(0, 0);
+#pragma unroll
+    for (int b = 0; b < kKB; b++)
+      wv[b] = k0 + b < T.k ? __ldg(w + ((int64_t)(k0 + b) * T.c + ci) * F + f) : make_float2(0, 0);
+#pragma unroll
+    for (int a = 0; a < kMB; a++)
+#pragma unroll
+      for (int b = 0; b < kKB; b++) acc[a][b] = cmad(xv[a], wv[b], acc[a][b]);
+  }
+#pragma unroll
+  for (int a = 0; a < kMB; a++)
+#pragma unroll
+    for (int b = 0; b < kKB; b++)
+      if (m0 + a < T.m && k0 + b < T.k) y[((int64_t)(k0 + b) * T.m + m0 + a) * F + f] = acc[a][b];
+}
+
+/* 32 x 32 tiles through shared memory; blocks of 32 x 8 threads. */
+__global__ void transpose(const float2 *__restrict__ in, int64_t rows, int64_t cols,
+                          float2 *__restrict__ out) {
+  __shared__ float2 tile[32][33];
+  const int64_t r0 = (int64_t)blockIdx.y * 32, c0 = (int64_t)blockIdx.x * 32;
+  for (int i = threadIdx.y; i < 32; i += 8)
+    if (r0 + i < rows && c0 + threadIdx.x < cols)
+      tile[i][threadIdx.x] = in[(r0 + i) * cols + c0 + threadIdx.x];
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += 8)
+    if (c0 + i < cols && r0 + threadIdx.x < rows)
+      out[(c0 + i) * rows + r0 + threadIdx.x] = tile[threadIdx.x][i];
+}
+
+}  // namespace
+
+extern "C" cudaError_t conv_fft_cut_input(const conv_fft_tiles *t, const float *x, float *tiles,
+                                          cudaStream_t stream) {
+  cut_input<<<tile_grid((int64_t)t->c * t->m, t->fh, t->fw), kTileBlock, 0, stream>>>(
+      *t, rows_per_thread(t->fh, t->fw), x, tiles);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t conv_fft_place_filters(const conv_fft_tiles *t, const float *w,
+                                              float *planes, cudaStream_t stream) {
+  place_filters<<<tile_grid((int64_t)t->k * t->c, t->fh, t->fw), kTileBlock, 0, stream>>>(
+      *t, rows_per_thread(t->fh, t->fw), w, planes);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t conv_fft_multiply(const conv_fft_tiles *t, const float2 *x, const float2 *w,
+                                         float2 *y, cudaStream_t stream) {
+  const dim3 grid((unsigned)((t->freqs + kMultiplyThreads - 1) / kMultiplyThreads),
+                  (unsigned)((t->m + kMB - 1) / kMB), (unsigned)((t->k + kKB - 1) / kKB));
+  if (grid.y > 65535 || grid.z > 65535) return cudaErrorInvalidConfiguration;
+  multiply<<<grid, kMultiplyThreads, 0, stream>>>(*t, x, w, y);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t conv_fft_transpose(const float2 *in, int64_t rows, int64_t cols,
+                                          float2 *out, cudaStream_t stream) {
+  const dim3 grid((unsigned)((cols + 31) / 32), (unsigned)((rows + 31) / 32));
+  if (grid.y > 65535) return cudaErrorInvalidConfiguration;
+  transpose<<<grid, dim3(32, 8), 0, stream>>>(in, rows, cols, out);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t conv_fft_crop_output(const conv_fft_tiles *t, const float *tiles,
+                                            float scale, const float *bias, float *y,
+                                            cudaStream_t stream) {
+  crop_output<<<tile_grid((int64_t)t->k * t->m, t->th, t->tw), kTileBlock, 0, stream>>>(
+      *t, rows_per_thread(t->th, t->tw), tiles, scale, bias, y);
+  return cudaGetLastError();
+}

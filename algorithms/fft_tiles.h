@@ -1,0 +1,69 @@
+/*
+ * fft_tiles.h -- the kernels around the `fft` candidate's transforms:
+ * cutting the input into zero-padded tiles, placing the filters for a
+ * correlation, the per-frequency products, transposes between plane-major
+ * and frequency-major spectra, and cropping the inverse transforms into the
+ * output with the epilogue.  C linkage; implemented in fft_tiles.cu, driven
+ * by fft.c.
+ *
+ * Overlap-save in 2-D: an fh x fw transform of an input tile yields
+ * th = fh - r + 1 by tw = fw - s + 1 outputs that the circular product does
+ * not wrap.  Output tile (ty, tx) of an image starts at output row ty*th,
+ * column tx*tw; its input tile starts at input row ty*th - pad_h, column
+ * tx*tw - pad_w.  Tiles are numbered m = n*tiles_h*tiles_w + ty*tiles_w + tx.
+ */
+#ifndef CONVTUNE_FFT_TILES_H
+#define CONVTUNE_FFT_TILES_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "convtune.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The tiling of one problem, derived by fft.c, which keeps every count of
+ * planes, and every plane's size, below 2^31. */
+typedef struct conv_fft_tiles {
+  int n, c, h, w, k, r, s, p, q, pad_h, pad_w;
+  int fh, fw;           /* transform size                             */
+  int th, tw;           /* outputs per tile: fh - r + 1, fw - s + 1   */
+  int tiles_h, tiles_w; /* tiles per image along rows, columns        */
+  int m;                /* n * tiles_h * tiles_w                      */
+  int freqs;            /* fh * (fw/2 + 1): complex values a spectrum */
+  int epilogue;         /* conv_epilogue                              */
+} conv_fft_tiles;
+
+/* tiles[ci*m + tile][fh][fw] = x[n][ci][...] around the tile, zeros outside
+ * the image. */
+cudaError_t conv_fft_cut_input(const conv_fft_tiles *t, const float *x, float *tiles,
+                               cudaStream_t stream);
+
+/* planes[k*c + ci][fh][fw] = w[k][ci] placed for a correlation by a circular
+ * convolution: tap (rr, ss) at ((fh - rr) % fh, (fw - ss) % fw), zeros
+ * elsewhere. */
+cudaError_t conv_fft_place_filters(const conv_fft_tiles *t, const float *w, float *planes,
+                                   cudaStream_t stream);
+
+/* The per-frequency products on plane-major spectra (float2 = complex):
+ * y[k*m + tile][f] = sum over ci of x[ci*m + tile][f] * w[k*c + ci][f]. */
+cudaError_t conv_fft_multiply(const conv_fft_tiles *t, const float2 *x, const float2 *w,
+                              float2 *y, cudaStream_t stream);
+
+/* out[col][row] = in[row][col] for a rows x cols complex matrix. */
+cudaError_t conv_fft_transpose(const float2 *in, int64_t rows, int64_t cols, float2 *out,
+                               cudaStream_t stream);
+
+/* y[n][k][p][q] = epilogue(scale * tiles[k*m + tile][i][j] + bias[k]) for the
+ * tile and position (i, j) that own output (p, q).  `scale` undoes the
+ * unnormalised inverse transform. */
+cudaError_t conv_fft_crop_output(const conv_fft_tiles *t, const float *tiles, float scale,
+                                 const float *bias, float *y, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CONVTUNE_FFT_TILES_H */
