@@ -49,7 +49,7 @@ void conv_device_leave(int previous) {
 static char versions_text[128];
 static uv_once_t versions_once = UV_ONCE_INIT;
 
-/* The registry's families with their versions, "1v1,2v1,4v3": a cache
+/* The registry's families with their versions, "1v1,2v1,3v1,4v3": a cache
  * tuned before a family existed, or before its kernels changed, never timed
  * what it has now, so its winners must not hide it. */
 static void format_candidates(char *text, size_t size) {
