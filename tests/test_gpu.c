@@ -394,6 +394,27 @@ static int every_candidate_matches_reference(void) {
   return TEST_PASS;
 }
 
+/* Runs every config of `algo` on one problem (which it must take) with fresh
+ * random inputs, each judged against the CPU reference (run_every_config). */
+static int run_family_on_case(conv_env *env, const conv_algorithm *algo, const conv_problem *p,
+                              void *scratch, family_count *count) {
+  char name[CONV_PROBLEM_KEY_MAX];
+  describe_problem(p, name, sizeof name);
+  CHECK_MSG(conv_problem_validate(p, NULL, 0) == CONV_OK, "invalid: %s", name);
+  CHECK_MSG(algo->applicable(p, env), "%s not applicable: %s", algo->name, name);
+  host_case hc;
+  dev_case d;
+  if (host_case_make(&hc, p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
+  float *dev_ref;
+  CUDA_OK(cudaMalloc((void **)&dev_ref, (size_t)hc.sh.y_elems * sizeof(float)));
+  CUDA_OK(conv_reference_forward(p, d.x, d.w, d.bias, dev_ref, 0));
+  const int rc = run_every_config(env, algo, &hc, &d, dev_ref, scratch, count);
+  cudaFree(dev_ref);
+  dev_case_free(&d);
+  host_case_free(&hc);
+  return rc;
+}
+
 /* A problem for the direct_channel shapes: n c h w k r s, then stride,
  * pad, dilation (both axes unless the _w values differ), groups. */
 static conv_problem direct_problem(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k,
@@ -498,17 +519,8 @@ static int direct_channel_matches_reference(void) {
     const conv_problem *p = &cases[i];
     char name[CONV_PROBLEM_KEY_MAX];
     describe_problem(p, name, sizeof name);
-    CHECK_MSG(conv_problem_validate(p, NULL, 0) == CONV_OK, "case %zu invalid: %s", i, name);
-    CHECK_MSG(conv_algorithm_direct_channel.applicable(p, &env), "not applicable: %s", name);
-    host_case hc;
-    dev_case d;
-    if (host_case_make(&hc, p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
-    float *dev_ref;
-    CUDA_OK(cudaMalloc((void **)&dev_ref, (size_t)hc.sh.y_elems * sizeof(float)));
-    CUDA_OK(conv_reference_forward(p, d.x, d.w, d.bias, dev_ref, 0));
     const int before = count.ran;
-    if (run_every_config(&env, &conv_algorithm_direct_channel, &hc, &d, dev_ref, scratch, &count) !=
-        TEST_PASS)
+    if (run_family_on_case(&env, &conv_algorithm_direct_channel, p, scratch, &count) != TEST_PASS)
       return TEST_FAIL;
     int vector = 0;
     const int windows = window_configs(&env, p, &vector);
@@ -518,9 +530,6 @@ static int direct_channel_matches_reference(void) {
               windows > 0 ? "ran" : "did not run", name);
     CHECK_MSG(window_vector_takes(p) == (vector > 0), "float4 window loads %s on %s",
               vector > 0 ? "ran" : "did not run", name);
-    cudaFree(dev_ref);
-    dev_case_free(&d);
-    host_case_free(&hc);
   }
   printf("direct_channel: %d configs matched the CPU reference, %d not supported for their shape\n",
          count.ran, count.unsupported);
@@ -567,24 +576,12 @@ static int fft_matches_reference(void) {
   CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
   family_count count = {0, 0, 0};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    const conv_problem *p = &cases[i];
     char name[CONV_PROBLEM_KEY_MAX];
-    describe_problem(p, name, sizeof name);
-    CHECK_MSG(conv_problem_validate(p, NULL, 0) == CONV_OK, "case %zu invalid: %s", i, name);
-    CHECK_MSG(conv_algorithm_fft.applicable(p, &env), "not applicable: %s", name);
-    host_case hc;
-    dev_case d;
-    if (host_case_make(&hc, p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
-    float *dev_ref;
-    CUDA_OK(cudaMalloc((void **)&dev_ref, (size_t)hc.sh.y_elems * sizeof(float)));
-    CUDA_OK(conv_reference_forward(p, d.x, d.w, d.bias, dev_ref, 0));
+    describe_problem(&cases[i], name, sizeof name);
     const int before = count.ran;
-    if (run_every_config(&env, &conv_algorithm_fft, &hc, &d, dev_ref, scratch, &count) != TEST_PASS)
+    if (run_family_on_case(&env, &conv_algorithm_fft, &cases[i], scratch, &count) != TEST_PASS)
       return TEST_FAIL;
     printf("%s: %d fft configs matched\n", name, count.ran - before);
-    cudaFree(dev_ref);
-    dev_case_free(&d);
-    host_case_free(&hc);
   }
   printf("fft: %d configs matched the CPU reference, %d not supported for their shape\n",
          count.ran, count.unsupported);
