@@ -10,6 +10,7 @@ static const conv_algorithm *const registry[] = {
     &conv_algorithm_im2col_gemm,
     &conv_algorithm_fft,
     &conv_algorithm_direct_channel,
+    &conv_algorithm_patch,
 };
 
 const conv_algorithm *const *conv_registry(int *count) {

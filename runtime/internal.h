@@ -173,7 +173,8 @@ enum {
   CONV_ALGO_IM2COL_GEMM = 2,
   CONV_ALGO_FFT = 3,
   CONV_ALGO_DIRECT_CHANNEL = 4,
-  /* 5 patch, 6 dynamic: reserved for later families */
+  CONV_ALGO_PATCH = 5,
+  /* 6 dynamic: reserved for a later family */
 };
 const conv_algorithm *const *conv_registry(int *count /* OUT */);
 const conv_algorithm *conv_registry_find(uint32_t id);
@@ -183,6 +184,7 @@ extern const conv_algorithm conv_algorithm_cudnn;
 extern const conv_algorithm conv_algorithm_im2col_gemm;
 extern const conv_algorithm conv_algorithm_direct_channel;
 extern const conv_algorithm conv_algorithm_fft;
+extern const conv_algorithm conv_algorithm_patch;
 
 /* ---------------------------------------------------------------- context */
 

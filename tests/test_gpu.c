@@ -14,6 +14,7 @@
 
 #include "algorithms/direct_channel.h"
 #include "algorithms/kernels.h"
+#include "algorithms/patch.h"
 #include "cache/cache.h"
 #include "runtime/internal.h"
 #include "tests/test.h"
@@ -366,6 +367,11 @@ static int every_candidate_matches_reference(void) {
       p.stride_h = p.stride_w = p.dil_h = p.dil_w = 1;
       p.c /= p.groups, p.k /= p.groups, p.groups = 1;
       if (p.r * p.s == 1) p.r = 3, p.pad_h = 1;
+      if (i % 8 == 3) { /* and a batch of patches, which the patch family takes too */
+        p.h = p.w = i % 16 == 3 ? 4 : 8;
+        p.r = p.s = 3, p.pad_h = p.pad_w = 1;
+        p.n = rng_int(30, 40), p.k = 8 * rng_int(1, 3);
+      }
       CHECK(conv_problem_validate(&p, NULL, 0) == CONV_OK);
     }
     host_case hc;
@@ -586,6 +592,72 @@ static int fft_matches_reference(void) {
   printf("fft: %d configs matched the CPU reference, %d not supported for their shape\n",
          count.ran, count.unsupported);
   CHECK(count.unsupported == 0);
+  cudaFree(scratch);
+  close_env(&env);
+  return TEST_PASS;
+}
+
+/* How many of the patch family's configs for `p` prepare, and how many of
+ * those use tensor cores. */
+static int patch_configs_prepared(conv_env *env, const conv_problem *p, int *mma) {
+  static conv_config configs[64];
+  int n = 0, prepared = 0;
+  *mma = 0;
+  if (conv_algorithm_patch.configs(p, env, configs, 64, &n, NULL) != CONV_OK) return -1;
+  for (int i = 0; i < n; i++) {
+    conv_prepared prep = {0};
+    if (conv_algorithm_patch.prepare(p, env, &configs[i], &prep, NULL) != CONV_OK) continue;
+    *mma += ((const conv_patch_launch *)prep.state)->tiling.kind == CONV_PATCH_MMA;
+    conv_algorithm_patch.release(prep.state);
+    prepared++;
+  }
+  return prepared;
+}
+
+/* The patch candidate on each compiled patch size: image counts that leave
+ * a partial group of images, channel counts that leave a partial chunk
+ * (and, for the tensor cores, a partial block of 8), several blocks of
+ * output channels, every epilogue; both kernels in TF32 mode where K is a
+ * multiple of 32, else FMA only.  Every config must match the CPU
+ * reference. */
+static int patch_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  conv_env env;
+  if (open_env(&env) != TEST_PASS) return TEST_FAIL;
+  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
+  const conv_epilogue NONE = CONV_EPILOGUE_NONE, BIAS = CONV_EPILOGUE_BIAS,
+                      RELU = CONV_EPILOGUE_BIAS_RELU;
+  const conv_problem cases[] = {
+      direct_problem(70, 32, 4, 4, 64, 3, 3, 1, 1, 1, 1, RELU, S),
+      direct_problem(65, 20, 4, 4, 32, 3, 3, 1, 1, 1, 1, NONE, T),
+      direct_problem(33, 5, 8, 8, 16, 3, 3, 1, 1, 1, 1, BIAS, T),
+      direct_problem(40, 24, 8, 8, 32, 3, 3, 1, 1, 1, 1, NONE, T),
+      direct_problem(37, 17, 8, 8, 40, 3, 3, 1, 1, 1, 1, RELU, S),
+      direct_problem(9, 3, 16, 16, 8, 3, 3, 1, 1, 1, 1, BIAS, S),
+      direct_problem(5, 17, 16, 16, 16, 3, 3, 1, 1, 1, 1, RELU, T),
+  };
+  void *scratch;
+  CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
+  family_count count = {0, 0, 0};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const conv_problem *p = &cases[i];
+    char name[CONV_PROBLEM_KEY_MAX];
+    describe_problem(p, name, sizeof name);
+    const int before = count.ran;
+    if (run_family_on_case(&env, &conv_algorithm_patch, p, scratch, &count) != TEST_PASS)
+      return TEST_FAIL;
+    int mma = 0;
+    patch_configs_prepared(&env, p, &mma);
+    printf("%s: %d patch configs matched, %d of them on tensor cores\n", name, count.ran - before,
+           mma);
+    /* Tensor cores: TF32 mode, and 4 or 8 channel tiles a warp. */
+    CHECK_MSG((p->math == T && p->k % 32 == 0) == (mma > 0), "tensor-core configs %s on %s",
+              mma > 0 ? "ran" : "did not run", name);
+  }
+  printf("patch: %d configs matched the CPU reference, %d not supported for their shape\n",
+         count.ran, count.unsupported);
+  CHECK(count.wrong_caught == 0);
   cudaFree(scratch);
   close_env(&env);
   return TEST_PASS;
@@ -834,6 +906,7 @@ static const test_case tests[] = {
     {"every_candidate_matches_reference", every_candidate_matches_reference},
     {"direct_channel_matches_reference", direct_channel_matches_reference},
     {"fft_matches_reference", fft_matches_reference},
+    {"patch_matches_reference", patch_matches_reference},
     {"plan_executes_correctly", plan_executes_correctly},
     {"plan_from_cache_in_new_process", plan_from_cache_in_new_process},
     {"nondefault_stream", nondefault_stream},

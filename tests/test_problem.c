@@ -6,6 +6,7 @@
 
 #include "algorithms/direct_channel.h"
 #include "algorithms/direct_window.h"
+#include "algorithms/patch.h"
 #include "runtime/internal.h"
 #include "tests/test.h"
 
@@ -493,12 +494,85 @@ static int fft_configs(void) {
   return TEST_PASS;
 }
 
+/* The patch candidate's scope and launch shapes need no GPU. */
+static int patch_configs(void) {
+  const conv_algorithm *patch = conv_registry_find(CONV_ALGO_PATCH);
+  CHECK(patch != NULL && strcmp(patch->name, "patch") == 0);
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = 20480; p.c = 32; p.h = 4; p.w = 4; p.k = 64; p.r = 3; p.s = 3; /* seed1_patch4 */
+  p.pad_h = p.pad_w = 1;
+  CHECK(patch->applicable(&p, &env));
+  /* Strict: FMA kernels only; TF32: tensor cores first, then FMA. */
+  conv_config configs[64];
+  int n = -1;
+  CHECK_STATUS(CONV_OK, patch->configs(&p, &env, configs, 64, &n, NULL));
+  CHECK(n > 0);
+  for (int i = 0; i < n; i++) CHECK(configs[i].count == 4 && configs[i].values[0] == CONV_PATCH_FMA);
+  p.math = CONV_MATH_TF32;
+  int m = -1;
+  CHECK_STATUS(CONV_OK, patch->configs(&p, &env, configs, 64, &m, NULL));
+  CHECK(m > n && configs[0].values[0] == CONV_PATCH_MMA &&
+        configs[m - 1].values[0] == CONV_PATCH_FMA);
+  /* A launch: 16 outputs (4 rows) and 8 channels a thread, 8 warps along
+   * K: one block computes all 64 channels of 32 images, with the bank of
+   * 32 x 9 x 64 floats and two buffers of 16 channels of 32 images. */
+  conv_patch_tiling t = {CONV_PATCH_FMA, 4, 8, 8};
+  conv_patch_launch l;
+  char why[160];
+  CHECK(conv_patch_plan(&p, &t, &l, why, sizeof why));
+  CHECK(l.threads == 256 && l.block_k == 64 && l.k_blocks == 1 && l.images_per_block == 32);
+  CHECK(l.image_groups == 640 && l.chunk == 16 && l.chunks == 2 && l.image_floats == 16 * 16 + 4);
+  CHECK(l.smem_bytes == sizeof(float) * (32 * 9 * 64 + 2 * 32 * (size_t)l.image_floats));
+  /* Tensor cores: 8 warps of 2 pixel tiles = 16 images a block, 8 channel
+   * tiles = all 64 output channels; 8 channels staged at once, in padded
+   * planes of 6 rows of 8 floats (48: 16 mod 32, for the bank pattern). */
+  t = (conv_patch_tiling){CONV_PATCH_MMA, 2, 8, 8};
+  CHECK(conv_patch_plan(&p, &t, &l, why, sizeof why));
+  CHECK(l.threads == 256 && l.images_per_block == 16 && l.block_k == 64 && l.k_blocks == 1);
+  CHECK(l.chunk == 8 && l.chunks == 4 && l.image_floats == 8 * 48 + 4);
+  /* 4 channel tiles: two blocks along K, each with half the bank. */
+  t = (conv_patch_tiling){CONV_PATCH_MMA, 2, 4, 8};
+  CHECK(conv_patch_plan(&p, &t, &l, why, sizeof why));
+  CHECK(l.block_k == 32 && l.k_blocks == 2 && l.bank_floats == 32 * 9 * 32);
+  p.math = CONV_MATH_STRICT;
+  CHECK(!conv_patch_plan(&p, &t, &l, why, sizeof why) && strstr(why, "TF32") != NULL);
+  /* Tilings that do not divide: 3 warps of 8 channels against K = 64. */
+  t = (conv_patch_tiling){CONV_PATCH_FMA, 4, 8, 3};
+  CHECK(!conv_patch_plan(&p, &t, &l, why, sizeof why) && strstr(why, "divide") != NULL);
+  /* Not applicable: strides, dilations, groups, other paddings and sizes,
+   * K not a multiple of 8. */
+  const conv_problem base = p;
+  p.stride_h = 2;
+  CHECK(!patch->applicable(&p, &env));
+  p = base, p.dil_w = 2, p.pad_w = 2;
+  CHECK(!patch->applicable(&p, &env));
+  p = base, p.groups = 2;
+  CHECK(!patch->applicable(&p, &env));
+  p = base, p.pad_h = 0;
+  CHECK(!patch->applicable(&p, &env));
+  p = base, p.h = p.w = 32;
+  CHECK(!patch->applicable(&p, &env));
+  p = base, p.h = 8;
+  CHECK(!patch->applicable(&p, &env));
+  p = base, p.k = 12;
+  CHECK(!patch->applicable(&p, &env));
+  CHECK_STATUS(CONV_OK, patch->configs(&p, &env, configs, 64, &n, NULL));
+  CHECK(n == 0);
+  p = base, p.h = p.w = 16, p.k = 8;
+  CHECK(patch->applicable(&p, &env));
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"status_strings", status_strings},   {"validate_each_failure", validate_each_failure},
     {"output_dims", output_dims},         {"problem_key", problem_key},
     {"parse_spec", parse_spec},           {"config_text", config_text},
     {"default_cache_path", default_cache_path}, {"direct_channel_configs", direct_channel_configs},
     {"divisor_matches_division", divisor_matches_division}, {"fft_configs", fft_configs},
+    {"patch_configs", patch_configs},
     {"no_device_is_clean", no_device_is_clean},
 };
 TEST_MAIN(tests)

@@ -1,0 +1,142 @@
+/*
+ * patch.c -- the `patch` candidate: one filter bank over many small images
+ * (patches up to 16 x 16), with the bank resident in shared memory and
+ * every output channel of an image computed by one block.  Kernels and
+ * scope in patch.h / patch.cu.
+ *
+ * Config values: {kind, rows, channels, warps} (conv_patch_tiling): FMA
+ * (strict fp32, also offered in TF32 mode) or TF32 tensor cores (TF32 mode
+ * only).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "algorithms/patch.h"
+#include "runtime/internal.h"
+
+#define PATCH_MAX_KERNELS 16
+
+static bool patch_applicable(const conv_problem *problem, const conv_env *env) {
+  return problem != NULL && env != NULL && conv_problem_supported(problem) &&
+         conv_patch_geometry(problem);
+}
+
+static conv_patch_tiling patch_tiling_from_config(const conv_config *config) {
+  conv_patch_tiling t = {(int)config->values[0], (int)config->values[1], (int)config->values[2],
+                         (int)config->values[3]};
+  return t;
+}
+
+/* Warps per block to try: FMA warps along output channels, MMA warps along
+ * pixel tiles (conv_patch_plan drops those that do not fit). */
+static const int patch_fma_warps[] = {16, 8, 4, 2, 1};
+static const int patch_mma_warps[] = {16, 8, 4, 2};
+
+/* Appends every plannable config of kernels of `kind`. */
+static int patch_add_configs(const conv_problem *problem, const conv_patch_tiling *kernels,
+                             int nkernels, int kind, conv_config *out, int max, int n) {
+  const int *warps = kind == CONV_PATCH_FMA ? patch_fma_warps : patch_mma_warps;
+  const int nwarps = kind == CONV_PATCH_FMA ? 5 : 4;
+  for (int i = 0; i < nkernels; i++) {
+    if (kernels[i].kind != kind) continue;
+    for (int j = 0; j < nwarps && n < max; j++) {
+      conv_patch_tiling t = kernels[i];
+      t.warps = warps[j];
+      conv_patch_launch launch;
+      if (!conv_patch_plan(problem, &t, &launch, NULL, 0)) continue;
+      out[n++] = (conv_config){4, {t.kind, t.rows, t.channels, t.warps}, 0};
+    }
+  }
+  return n;
+}
+
+/* TF32 mode: tensor cores first; strict: the FMA kernels only. */
+static conv_status patch_configs(const conv_problem *problem, conv_env *env, conv_config *out,
+                                 int max, int *count, conv_error *err) {
+  if (problem == NULL || out == NULL || count == NULL || max < 0)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "patch: bad configs() arguments");
+  *count = 0;
+  if (!patch_applicable(problem, env)) return CONV_OK;
+  conv_patch_tiling kernels[PATCH_MAX_KERNELS];
+  int nkernels = conv_patch_kernels(problem, kernels, PATCH_MAX_KERNELS);
+  if (nkernels > PATCH_MAX_KERNELS) nkernels = PATCH_MAX_KERNELS;
+  int n = 0;
+  if (problem->math == CONV_MATH_TF32)
+    n = patch_add_configs(problem, kernels, nkernels, CONV_PATCH_MMA, out, max, n);
+  n = patch_add_configs(problem, kernels, nkernels, CONV_PATCH_FMA, out, max, n);
+  *count = n;
+  return CONV_OK;
+}
+
+static void patch_release(void *state) { free(state); }
+
+static conv_status patch_prepare(const conv_problem *problem, conv_env *env,
+                                 const conv_config *config, conv_prepared *out, conv_error *err) {
+  if (problem == NULL || env == NULL || config == NULL || out == NULL)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "patch: NULL argument");
+  if (!patch_applicable(problem, env))
+    return conv_error_set(err, CONV_UNSUPPORTED,
+                          "patch: needs fp32 NCHW forward, stride 1, dilation 1, one group, "
+                          "\"same\" padding, K a multiple of 8 and a compiled patch size");
+  /* The config may come from a shipped cache: conv_patch_plan checks all of it. */
+  if (config->count != 4)
+    return conv_error_set(err, CONV_UNSUPPORTED, "patch: config has %d values, not 4",
+                          config->count);
+  for (int i = 0; i < 4; i++)
+    if (config->values[i] < 0 || config->values[i] > 64)
+      return conv_error_set(err, CONV_UNSUPPORTED, "patch: config value %lld out of range",
+                            (long long)config->values[i]);
+  const conv_patch_tiling tiling = patch_tiling_from_config(config);
+  conv_patch_launch *launch = malloc(sizeof *launch);
+  if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "patch: malloc");
+  char why[160];
+  if (!conv_patch_plan(problem, &tiling, launch, why, sizeof why)) {
+    free(launch);
+    return conv_error_set(err, CONV_UNSUPPORTED, "patch: %s", why);
+  }
+  const cudaError_t e = conv_patch_configure(launch, env->device.sm_count);
+  if (e != cudaSuccess) {
+    free(launch);
+    /* No block fits (registers or shared memory of this GPU): unsupported. */
+    if (e == cudaErrorInvalidConfiguration)
+      return conv_error_set(err, CONV_UNSUPPORTED, "patch: no block of this tiling fits an SM");
+    return conv_check_cuda(err, e, "patch: configuring the kernel");
+  }
+  out->state = launch;
+  out->workspace_bytes = 0;
+  out->arith = CONV_ARITH_DIRECT;
+  return CONV_OK;
+}
+
+static conv_status patch_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
+  return conv_check_cuda(err,
+                         conv_patch_forward((const conv_patch_launch *)ex->state, ex->x, ex->w,
+                                            ex->bias, ex->y, stream),
+                         "patch: kernel launch");
+}
+
+static void patch_describe(const conv_config *config, char *text, size_t size) {
+  if (text == NULL || size == 0) return;
+  if (config == NULL || config->count != 4) {
+    snprintf(text, size, "invalid config");
+    return;
+  }
+  const conv_patch_tiling t = patch_tiling_from_config(config);
+  if (t.kind == CONV_PATCH_MMA)
+    snprintf(text, size, "tf32-mma pixel_tiles=%d channel_tiles=%d warps=%d", t.rows, t.channels,
+             t.warps);
+  else
+    snprintf(text, size, "fma rows=%d channels=%d warps=%d", t.rows, t.channels, t.warps);
+}
+
+const conv_algorithm conv_algorithm_patch = {
+    .id = CONV_ALGO_PATCH,
+    .version = 1,
+    .name = "patch",
+    .applicable = patch_applicable,
+    .configs = patch_configs,
+    .prepare = patch_prepare,
+    .run = patch_run,
+    .release = patch_release,
+    .describe = patch_describe,
+};

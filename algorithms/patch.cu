@@ -1,0 +1,675 @@
+/*
+ * patch.cu -- the patch kernels (see patch.h): fp32 FMA and TF32 mma.sync
+ * over many small images, with the filter bank resident in shared memory.
+ *
+ * Both kernels are persistent: a launch has as many blocks as fit on the
+ * device, each loads its filters once and then walks image groups
+ * (blockIdx.x, + gridDim.x, ...).  A block's work is a sequence of steps,
+ * one per (image group, chunk of input channels); the next step's inputs
+ * are fetched while this one computes, into the other of two buffers.
+ */
+#include <cstdint>
+#include <cstdio>
+
+#include "algorithms/epilogue.cuh"
+#include "algorithms/patch.h"
+
+namespace {
+
+constexpr int kWarp = 32;
+/* Threads per block: up to 512 for kernels with at most 64 accumulators a
+ * thread (16 warps at up to 128 registers fill an SM with one block, whose
+ * image groups then split evenly over the SMs), else 256. */
+constexpr int kMaxThreads = 512;
+constexpr int max_threads(int accumulators) { return accumulators <= 64 ? 512 : 256; }
+
+template <int H_, int W_, int R_, int S_>
+struct Geometry {
+  static constexpr int H = H_, W = W_, R = R_, S = S_;
+  static constexpr int PH = (R_ - 1) / 2, PW = (S_ - 1) / 2; /* "same" padding */
+  static constexpr int HW = H_ * W_, TAPS = R_ * S_;
+  static_assert(W_ % 4 == 0 && HW % 16 == 0, "rows are float4s; MMA tiles are 16 pixels");
+};
+
+/* Kernel arguments (conv_patch_launch's, plus the tensors). */
+struct Args {
+  const float *x, *w, *bias;
+  float *y;
+  int n, c, k, epilogue;
+  int images_per_block, block_k, image_groups, chunk, chunks, image_floats, bank_floats;
+};
+
+__device__ __forceinline__ void cp_async16(float *dst, const float *src, int src_bytes) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_previous() {
+  asm volatile("cp.async.wait_group 1;\n" ::);
+}
+
+/* For i in [0, count), spread over the block: store(i, load(i)), with
+ * kBatch loads in flight per thread (the filter bank is loaded once per
+ * block, and one load at a time would cost a memory latency per value). */
+template <class Load, class Store>
+__device__ __forceinline__ void load_batched(int count, Load load, Store store) {
+  constexpr int kBatch = 8;
+  for (int i0 = threadIdx.x; i0 < count; i0 += kBatch * blockDim.x) {
+    float v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; j++) {
+      const int i = i0 + j * blockDim.x;
+      v[j] = i < count ? load(i) : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; j++) {
+      const int i = i0 + j * blockDim.x;
+      if (i < count) store(i, v[j]);
+    }
+  }
+}
+
+/* The block's step `step`: which image group and which chunk of channels. */
+struct Step {
+  int group, chunk;
+};
+__device__ __forceinline__ Step step_at(const Args &a, int step) {
+  const int round = step / a.chunks;
+  return {(int)blockIdx.x + round * (int)gridDim.x, step - round * a.chunks};
+}
+__device__ __forceinline__ int block_steps(const Args &a) {
+  const int groups = (a.image_groups - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
+  return groups * a.chunks;
+}
+
+/* ================================================================ FMA */
+
+/* Stages channels [c0, c0 + chunk) of the 32 images from img0 on, as in x
+ * (channel-major rows), image i at dst + i * image_floats; images past n
+ * and channels past c are zeros. */
+template <class G>
+__device__ void fma_stage(const Args &a, float *dst, int img0, int c0) {
+  constexpr int kPlane4 = G::HW / 4;
+  const int per_image = a.chunk * kPlane4;
+  for (int i = threadIdx.x; i < kWarp * per_image; i += blockDim.x) {
+    const int img = i / per_image, j = i - img * per_image;
+    const bool inside = img0 + img < a.n && c0 + j / kPlane4 < a.c;
+    const float *src = inside ? a.x + ((int64_t)(img0 + img) * a.c + c0) * G::HW + 4 * j : a.x;
+    cp_async16(dst + img * a.image_floats + 4 * j, src, inside ? 16 : 0);
+  }
+}
+
+/* The block's filters, bank[c][tap][kk] = w[k0 + kk][c][tap]: a warp's
+ * channels for one tap are then one broadcast float4 load.  Read in w's
+ * order (coalesced); it runs once per block. */
+template <class G>
+__device__ void fma_load_bank(const Args &a, float *bank, int k0) {
+  const int per_k = a.c * G::TAPS;
+  const float *src = a.w + (int64_t)k0 * per_k;
+  load_batched(per_k * a.block_k, [&](int i) { return __ldg(src + i); },
+               [&](int i, float v) {
+                 const int kk = i / per_k;
+                 bank[(i - kk * per_k) * a.block_k + kk] = v;
+               });
+}
+
+/* Accumulates `channels` staged channels into one thread's PT x W x KT
+ * outputs.  CT and CB are the rows of padding the thread's rows reach past
+ * the top and bottom of the image: the input rows that exist are the ones
+ * loaded, and every product with a padding row or column is left out at
+ * compile time. */
+template <class G, int PT, int KT, int CT, int CB>
+__device__ __forceinline__ void fma_chunk(const float *rows, const float *bank, int channels,
+                                          int bank_pitch, float (&acc)[PT][G::W][KT]) {
+  constexpr int kAbove = G::PH - CT, kRows = kAbove + PT + G::PH - CB;
+#pragma unroll 1
+  for (int cc = 0; cc < channels; cc++) {
+    const float *src = rows + cc * G::HW;
+    float in[kRows][G::W];
+#pragma unroll
+    for (int i = 0; i < kRows; i++)
+#pragma unroll
+      for (int q = 0; q < G::W; q += 4) {
+        const float4 v = *reinterpret_cast<const float4 *>(src + i * G::W + q);
+        in[i][q] = v.x, in[i][q + 1] = v.y, in[i][q + 2] = v.z, in[i][q + 3] = v.w;
+      }
+    const float *wc = bank + cc * G::TAPS * bank_pitch;
+#pragma unroll
+    for (int r = 0; r < G::R; r++)
+#pragma unroll
+      for (int s = 0; s < G::S; s++) {
+        float wv[KT];
+#pragma unroll
+        for (int kk = 0; kk < KT; kk += 4) {
+          const float4 v = *reinterpret_cast<const float4 *>(wc + (r * G::S + s) * bank_pitch + kk);
+          wv[kk] = v.x, wv[kk + 1] = v.y, wv[kk + 2] = v.z, wv[kk + 3] = v.w;
+        }
+#pragma unroll
+        for (int i = 0; i < PT; i++) {
+          const int row = i + r - G::PH + kAbove;
+          if (row < 0 || row >= kRows) continue;
+#pragma unroll
+          for (int q = 0; q < G::W; q++) {
+            const int col = q + s - G::PW;
+            if (col < 0 || col >= G::W) continue;
+#pragma unroll
+            for (int kk = 0; kk < KT; kk++) acc[i][q][kk] = fmaf(in[row][col], wv[kk], acc[i][q][kk]);
+          }
+        }
+      }
+  }
+}
+
+/* Rows of padding that output rows [p0, p0 + PT) reach past the top and
+ * bottom edges. */
+template <class G, int PT>
+__host__ __device__ constexpr int clip_top(int p0) {
+  return G::PH - p0 > 0 ? G::PH - p0 : 0;
+}
+template <class G, int PT>
+__host__ __device__ constexpr int clip_bottom(int p0) {
+  return p0 + PT - 1 + G::PH - (G::H - 1) > 0 ? p0 + PT - 1 + G::PH - (G::H - 1) : 0;
+}
+/* Whether some row tile has clips (CT, CB): only those are compiled. */
+template <class G, int PT>
+__host__ __device__ constexpr bool clips_occur(int ct, int cb) {
+  for (int p0 = 0; p0 < G::H; p0 += PT)
+    if (clip_top<G, PT>(p0) == ct && clip_bottom<G, PT>(p0) == cb) return true;
+  return false;
+}
+
+/* fma_chunk for the thread's clips, chosen at run time (uniform per warp). */
+template <class G, int PT, int KT, int CT = 0, int CB = 0>
+__device__ __forceinline__ void fma_chunk_clipped(int ct, int cb, const float *plane,
+                                                  const float *bank, int channels, int bank_pitch,
+                                                  int p0, float (&acc)[PT][G::W][KT]) {
+  if constexpr (CT > G::PH) {
+    return;
+  } else if constexpr (CB > G::PH) {
+    fma_chunk_clipped<G, PT, KT, CT + 1, 0>(ct, cb, plane, bank, channels, bank_pitch, p0, acc);
+  } else {
+    if constexpr (clips_occur<G, PT>(CT, CB)) {
+      if (ct == CT && cb == CB) {
+        fma_chunk<G, PT, KT, CT, CB>(plane + (p0 - (G::PH - CT)) * G::W, bank, channels,
+                                     bank_pitch, acc);
+        return;
+      }
+    }
+    fma_chunk_clipped<G, PT, KT, CT, CB + 1>(ct, cb, plane, bank, channels, bank_pitch, p0, acc);
+  }
+}
+
+/* Warp w computes rows [p0, p0 + PT) (row tile w % (H / PT)) for channels
+ * k0 + (w / (H / PT)) * KT + [0, KT); lane l is image group * 32 + l. */
+template <class G, int PT, int KT>
+__global__ void __launch_bounds__(max_threads(PT * G::W * KT)) fma_kernel(Args a) {
+  extern __shared__ float4 smem4[];
+  float *const bank = reinterpret_cast<float *>(smem4);
+  float *const stage[2] = {bank + a.bank_floats, bank + a.bank_floats + kWarp * a.image_floats};
+  constexpr int kRowTiles = G::H / PT;
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int p0 = warp % kRowTiles * PT, kw = warp / kRowTiles * KT;
+  const int ct = clip_top<G, PT>(p0), cb = clip_bottom<G, PT>(p0);
+  const int k0 = blockIdx.y * a.block_k;
+  const int steps = block_steps(a);
+
+  fma_stage<G>(a, stage[0], blockIdx.x * kWarp, 0);
+  cp_async_commit();
+  fma_load_bank<G>(a, bank, k0);
+  float acc[PT][G::W][KT];
+  for (int step = 0; step < steps; step++) {
+    const Step now = step_at(a, step);
+    if (step + 1 < steps) {
+      const Step next = step_at(a, step + 1);
+      fma_stage<G>(a, stage[(step + 1) & 1], next.group * kWarp, next.chunk * a.chunk);
+    }
+    cp_async_commit();
+    cp_async_wait_previous();
+    __syncthreads();
+    if (now.chunk == 0) {
+#pragma unroll
+      for (int i = 0; i < PT; i++)
+#pragma unroll
+        for (int q = 0; q < G::W; q++)
+#pragma unroll
+          for (int kk = 0; kk < KT; kk++) acc[i][q][kk] = 0.0f;
+    }
+    const int c0 = now.chunk * a.chunk;
+    const int channels = a.c - c0 < a.chunk ? a.c - c0 : a.chunk;
+    fma_chunk_clipped<G, PT, KT>(ct, cb, stage[step & 1] + lane * a.image_floats,
+                                 bank + c0 * G::TAPS * a.block_k + kw, channels, a.block_k, p0,
+                                 acc);
+    const int img = now.group * kWarp + lane;
+    if (now.chunk == a.chunks - 1 && img < a.n) {
+#pragma unroll
+      for (int kk = 0; kk < KT; kk++) {
+        const int k = k0 + kw + kk;
+        const float b = a.epilogue == CONV_EPILOGUE_NONE ? 0.0f : a.bias[k];
+        float *dst = a.y + ((int64_t)img * a.k + k) * G::HW + p0 * G::W;
+#pragma unroll
+        for (int i = 0; i < PT; i++)
+#pragma unroll
+          for (int q = 0; q < G::W; q += 4) {
+            float4 v;
+            v.x = conv_epilogue_apply(a.epilogue, acc[i][q][kk], b);
+            v.y = conv_epilogue_apply(a.epilogue, acc[i][q + 1][kk], b);
+            v.z = conv_epilogue_apply(a.epilogue, acc[i][q + 2][kk], b);
+            v.w = conv_epilogue_apply(a.epilogue, acc[i][q + 3][kk], b);
+            *reinterpret_cast<float4 *>(dst + i * G::W + q) = v;
+          }
+      }
+    }
+    __syncthreads(); /* the buffer just read is the next step's target */
+  }
+}
+
+/* ================================================================ MMA */
+
+/* Input channels the MMA kernel stages at once: one 8-channel block of the
+ * mma's reduction, and a compile-time constant so that placing a staged
+ * element is shifts and masks. */
+constexpr int kMmaChunk = 8;
+constexpr int kMmaSlack = 4;
+
+/* One staged image chunk of the MMA kernel: channel planes of the
+ * zero-padded image.  A row is `kPitch` floats with the image row at
+ * column 4 (16-byte aligned, for cp.async); the left padding is the
+ * columns before it and the right padding the next row's first columns,
+ * which staging never writes, so they stay zero (up to 4 columns each
+ * side).  The last row's right padding is past the plane: in the gap to
+ * the next plane, in the next plane's unused first columns, or, after the
+ * last plane of the last image, in kMmaSlack zeros after the buffers.  Pitches are chosen so that a fragment's 32 loads (8 pixels x 4
+ * channels) hit 32 different banks: 8-pixel rows with planes 8 or 24 (mod
+ * 32) floats apart; 4-pixel rows (two per 8 pixels, 8 floats apart) with
+ * planes 16 (mod 32) apart and every other pair of channels shifted by 4. */
+template <class G>
+struct MmaLayout {
+  static_assert(G::PW <= 4 && G::PW >= 1, "the padding columns live in columns 0-3");
+  static constexpr int kRows = G::H + 2 * G::PH;
+  static constexpr int kPitch = G::W + 4;
+  static constexpr int kRaw = kRows * kPitch;
+  static constexpr int kPlane =
+      G::W == 4 ? ((kRaw + 15) / 16 % 2 ? (kRaw + 15) / 16 * 16 : (kRaw + 15) / 16 * 16 + 16)
+                : ((kRaw + 7) / 8 % 2 ? (kRaw + 7) / 8 * 8 : (kRaw + 7) / 8 * 8 + 8);
+  static constexpr int kSwizzle = G::W == 4 ? 4 : 0;
+  /* Offset of pixel m + 8 from pixel m within a 16-pixel tile. */
+  static constexpr int kHalf = G::W >= 16 ? 8 : (8 / G::W) * kPitch;
+  static constexpr int kTilesPerImage = G::HW / 16;
+  __host__ __device__ static constexpr int channel(int c) {
+    return c * kPlane + ((c >> 1) & 1) * kSwizzle;
+  }
+  /* Floats of one staged image chunk. */
+  __host__ __device__ static constexpr int image_floats() { return kMmaChunk * kPlane + kSwizzle; }
+  /* Where input row `row`, column `col` of a channel plane is staged. */
+  __device__ static int input(int row, int col) { return (row + G::PH) * kPitch + 4 + col; }
+  /* Offset of the input that output pixel m meets at tap (0, 0). */
+  __device__ static int pixel(int m) { return m / G::W * kPitch + m % G::W + 4 - G::PW; }
+};
+
+__device__ __forceinline__ uint32_t to_tf32(float v) {
+  uint32_t t;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(t) : "f"(v));
+  return t;
+}
+
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* The filters of the block's n tiles in B-fragment order, rounded to TF32:
+ * for channel block cb (8 channels, zeros past c), tap t and the block's n
+ * tile j (8 output channels from k0 + 8j), 32 lanes x 2 values, lane =
+ * 4 g + i holding w[k0 + 8j + g][8cb + i][t] and w[k0 + 8j + g][8cb + i + 4][t]. */
+template <class G>
+__device__ void mma_load_bank(const Args &a, float *bank, int k0) {
+  const int ntiles = a.block_k / 8;
+  load_batched(
+      a.bank_floats,
+      [&](int i) {
+        const int e = i & 1, lane = (i >> 1) & 31, frag = i >> 6;
+        const int j = frag % ntiles, t = frag / ntiles % G::TAPS, cb = frag / ntiles / G::TAPS;
+        const int k = k0 + 8 * j + lane / 4, c = 8 * cb + lane % 4 + 4 * e;
+        return c < a.c ? __ldg(a.w + ((int64_t)k * a.c + c) * G::TAPS + t) : 0.0f;
+      },
+      [&](int i, float v) { bank[i] = __uint_as_float(to_tf32(v)); });
+}
+
+/* Staged element idx (float4s, in x's order): image, channel, row, column. */
+template <class G>
+__device__ __forceinline__ void mma_decode(int idx, int &img, int &c, int &row, int &col) {
+  constexpr int kRow4 = G::W / 4;
+  col = idx % kRow4 * 4;
+  row = idx / kRow4 % G::H;
+  const int plane = idx / (G::HW / 4);
+  c = plane % kMmaChunk;
+  img = plane / kMmaChunk;
+}
+
+/* Stages channels [c0, c0 + 8) of the block's images from img0 on into the
+ * padded layout; images past n and channels past c are zeros. */
+template <class G>
+__device__ void mma_stage(const Args &a, float *dst, int img0, int c0) {
+  using L = MmaLayout<G>;
+  const int count = a.images_per_block * kMmaChunk * G::HW / 4;
+  for (int idx = threadIdx.x; idx < count; idx += blockDim.x) {
+    int img, c, row, col;
+    mma_decode<G>(idx, img, c, row, col);
+    const bool inside = img0 + img < a.n && c0 + c < a.c;
+    const float *src =
+        inside ? a.x + ((int64_t)(img0 + img) * a.c + c0 + c) * G::HW + row * G::W + col : a.x;
+    cp_async16(dst + img * a.image_floats + L::channel(c) + L::input(row, col), src,
+               inside ? 16 : 0);
+  }
+}
+
+/* Rounds what this thread staged (its own cp.async copies, complete) to
+ * TF32, as cuDNN and cuBLAS do: the tensor cores would truncate. */
+template <class G>
+__device__ void mma_round_staged(const Args &a, float *dst) {
+  using L = MmaLayout<G>;
+  const int count = a.images_per_block * kMmaChunk * G::HW / 4;
+  for (int idx = threadIdx.x; idx < count; idx += blockDim.x) {
+    int img, c, row, col;
+    mma_decode<G>(idx, img, c, row, col);
+    float4 *p = reinterpret_cast<float4 *>(dst + img * a.image_floats + L::channel(c) +
+                                           L::input(row, col));
+    float4 v = *p;
+    v.x = __uint_as_float(to_tf32(v.x)), v.y = __uint_as_float(to_tf32(v.y));
+    v.z = __uint_as_float(to_tf32(v.z)), v.w = __uint_as_float(to_tf32(v.w));
+    *p = v;
+  }
+}
+
+/* Warp w owns pixel tiles (w % warps_m) * MT + [0, MT) of the block's
+ * images and the block's n tiles (w / warps_m) * NT + [0, NT); a block's
+ * output channels are k0 = blockIdx.y * block_k + [0, block_k). */
+template <class G, int MT, int NT>
+__global__ void __launch_bounds__(max_threads(MT * NT * 4 * 2)) mma_kernel(Args a) {
+  using L = MmaLayout<G>;
+  extern __shared__ float4 smem4[];
+  float *const bank = reinterpret_cast<float *>(smem4);
+  float *const stage[2] = {bank + a.bank_floats,
+                           bank + a.bank_floats + a.images_per_block * a.image_floats};
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int g = lane / 4, tig = lane % 4;
+  const int warps_m = a.images_per_block * L::kTilesPerImage / MT;
+  const int tile0 = warp % warps_m * MT, ntile0 = warp / warps_m * NT;
+  const int ntiles = a.block_k / 8, k0 = blockIdx.y * a.block_k;
+  const int steps = block_steps(a);
+
+  /* Padding stays zero: staging writes only the image rows. */
+  for (int i = threadIdx.x; i < 2 * a.images_per_block * a.image_floats + kMmaSlack;
+       i += blockDim.x)
+    stage[0][i] = 0.0f;
+  __syncthreads();
+  mma_stage<G>(a, stage[0], blockIdx.x * a.images_per_block, 0);
+  cp_async_commit();
+  mma_load_bank<G>(a, bank, k0);
+
+  int a_offset[MT], a_image[MT], a_pixel[MT];
+#pragma unroll
+  for (int j = 0; j < MT; j++) {
+    const int tile = tile0 + j;
+    a_image[j] = tile / L::kTilesPerImage;
+    a_pixel[j] = tile % L::kTilesPerImage * 16;
+    a_offset[j] = a_image[j] * a.image_floats + L::pixel(a_pixel[j] + g) + L::channel(tig);
+  }
+  float acc[MT][NT][4];
+  for (int step = 0; step < steps; step++) {
+    const Step now = step_at(a, step);
+    if (step + 1 < steps) {
+      const Step next = step_at(a, step + 1);
+      mma_stage<G>(a, stage[(step + 1) & 1], next.group * a.images_per_block,
+                   next.chunk * kMmaChunk);
+    }
+    cp_async_commit();
+    cp_async_wait_previous();
+    mma_round_staged<G>(a, stage[step & 1]);
+    __syncthreads();
+    if (now.chunk == 0) {
+#pragma unroll
+      for (int j = 0; j < MT; j++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[j][t][0] = acc[j][t][1] = acc[j][t][2] = acc[j][t][3] = 0.0f;
+    }
+    const float *buf = stage[step & 1];
+    const float *frag = bank + ((int64_t)now.chunk * G::TAPS * ntiles + ntile0) * 64 + 2 * lane;
+#pragma unroll
+    for (int r = 0; r < G::R; r++)
+#pragma unroll
+      for (int s = 0; s < G::S; s++) {
+        uint32_t b[NT][2];
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+          const float2 v = *reinterpret_cast<const float2 *>(frag + ((r * G::S + s) * ntiles + t) * 64);
+          b[t][0] = __float_as_uint(v.x), b[t][1] = __float_as_uint(v.y);
+        }
+#pragma unroll
+        for (int j = 0; j < MT; j++) {
+          const float *p = buf + a_offset[j] + r * L::kPitch + s;
+          const uint32_t af[4] = {__float_as_uint(p[0]), __float_as_uint(p[L::kHalf]),
+                                  __float_as_uint(p[4 * L::kPlane]),
+                                  __float_as_uint(p[4 * L::kPlane + L::kHalf])};
+#pragma unroll
+          for (int t = 0; t < NT; t++) mma_tf32(acc[j][t], af, b[t]);
+        }
+      }
+    if (now.chunk == a.chunks - 1) {
+#pragma unroll
+      for (int j = 0; j < MT; j++) {
+        const int img = now.group * a.images_per_block + a_image[j];
+        if (img >= a.n) continue;
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+          const int k = k0 + (ntile0 + t) * 8 + 2 * tig;
+          const float b0 = a.epilogue == CONV_EPILOGUE_NONE ? 0.0f : a.bias[k];
+          const float b1 = a.epilogue == CONV_EPILOGUE_NONE ? 0.0f : a.bias[k + 1];
+          float *y0 = a.y + ((int64_t)img * a.k + k) * G::HW + a_pixel[j] + g;
+          float *y1 = y0 + G::HW;
+          y0[0] = conv_epilogue_apply(a.epilogue, acc[j][t][0], b0);
+          y1[0] = conv_epilogue_apply(a.epilogue, acc[j][t][1], b1);
+          y0[8] = conv_epilogue_apply(a.epilogue, acc[j][t][2], b0);
+          y1[8] = conv_epilogue_apply(a.epilogue, acc[j][t][3], b1);
+        }
+      }
+    }
+    __syncthreads(); /* every warp is done with the buffer the next step fills */
+  }
+}
+
+/* ================================================================ instances */
+
+using kernel_fn = void (*)(Args);
+
+struct instance {
+  int h, w, r, s, kind, rows, channels, max_threads;
+  kernel_fn fn;
+  int (*image_floats)(); /* MMA: MmaLayout's size of a staged image chunk */
+};
+
+/* A geometry's kernels: FMA with 16 (and 8) outputs of whole rows per
+ * thread for 8 and 4 channels; MMA with 1 or 2 pixel tiles and 4 or 8
+ * channel tiles per warp (more spill registers). */
+#define FMA(H, W, R, PT, KT)                                                   \
+  {H, W, R, R, CONV_PATCH_FMA, PT, KT, max_threads(PT * W * KT),                  \
+   fma_kernel<Geometry<H, W, R, R>, PT, KT>, nullptr},
+#define MMA(H, W, R, MT, NT)                                                     \
+  {H, W, R, R, CONV_PATCH_MMA, MT, NT, max_threads(MT * NT * 4 * 2),             \
+   mma_kernel<Geometry<H, W, R, R>, MT, NT>, MmaLayout<Geometry<H, W, R, R>>::image_floats},
+#define MMA_SET(H, W, R) MMA(H, W, R, 2, 8) MMA(H, W, R, 1, 8) MMA(H, W, R, 2, 4)
+
+const instance kInstances[] = {
+    FMA(4, 4, 3, 4, 8) FMA(4, 4, 3, 4, 4) FMA(4, 4, 3, 2, 8) MMA_SET(4, 4, 3)
+    FMA(8, 8, 3, 2, 8) FMA(8, 8, 3, 2, 4) FMA(8, 8, 3, 1, 8) MMA_SET(8, 8, 3)
+    FMA(16, 16, 3, 1, 8) FMA(16, 16, 3, 1, 4) MMA_SET(16, 16, 3)
+};
+
+#undef MMA_SET
+#undef MMA
+#undef FMA
+
+const instance *find_instance(int h, int w, int r, int s, const conv_patch_tiling *t) {
+  for (const instance &in : kInstances)
+    if (in.h == h && in.w == w && in.r == r && in.s == s &&
+        (t == nullptr ||
+         (in.kind == t->kind && in.rows == t->rows && in.channels == t->channels)))
+      return &in;
+  return nullptr;
+}
+
+#define REJECT(...)                                                              \
+  do {                                                                           \
+    if (why != nullptr && why_size > 0) snprintf(why, why_size, __VA_ARGS__);    \
+    return false;                                                                \
+  } while (0)
+
+/* Staged inputs, both buffers, at most this: room for the filter bank. */
+constexpr size_t kStageBytesMax = (size_t)64 << 10;
+
+bool plan_fma(conv_patch_launch &l, char *why, size_t why_size) {
+  const conv_patch_tiling &t = l.tiling;
+  if (l.h % t.rows != 0) REJECT("%d rows per thread do not divide %d", t.rows, l.h);
+  l.threads = kWarp * (l.h / t.rows) * t.warps;
+  l.block_k = t.channels * t.warps;
+  if (l.k % l.block_k != 0)
+    REJECT("%d x %d channels per block do not divide K = %d", t.warps, t.channels, l.k);
+  l.images_per_block = kWarp;
+  l.bank_floats = l.c * l.r * l.s * l.block_k;
+  /* The most channels (a power of two, up to 32, at most C rounded up)
+   * whose two buffers fit: within kStageBytesMax, or, for a block that
+   * has an SM to itself anyway (two would need more than the SM's 64K
+   * registers), within all the shared memory a block may have: fewer
+   * barriers. */
+  const bool whole_sm = l.threads * (t.rows * l.w * t.channels > 64 ? 255 : 128) > 32768;
+  const size_t budget = whole_sm ? CONV_PATCH_SMEM_MAX - sizeof(float) * l.bank_floats
+                                 : kStageBytesMax;
+  const size_t image_bytes = sizeof(float) * l.h * l.w;
+  l.chunk = 32;
+  while (l.chunk > 1 && (l.chunk >= 2 * l.c || 2 * kWarp * image_bytes * l.chunk > budget))
+    l.chunk /= 2;
+  /* Image pitch 4 (mod 8) floats: a quarter warp's float4 loads of 8
+   * images then fall in 8 different bank quads. */
+  l.image_floats = l.chunk * l.h * l.w + 4;
+  l.smem_bytes = sizeof(float) * ((size_t)l.bank_floats + 2 * (size_t)kWarp * l.image_floats);
+  return true;
+}
+
+bool plan_mma(conv_patch_launch &l, const instance &in, char *why, size_t why_size) {
+  const conv_patch_tiling &t = l.tiling;
+  const int tiles_per_image = l.h * l.w / 16;
+  /* A block: `warps` warps along pixel tiles, one along channels, so its
+   * channels are the warp's (8 x channel tiles) and the bank holds only
+   * those. */
+  l.block_k = 8 * t.channels;
+  if (l.k % l.block_k != 0)
+    REJECT("%d channel tiles per warp do not divide K / 8 = %d", t.channels, l.k / 8);
+  if (t.warps * t.rows % tiles_per_image != 0)
+    REJECT("%d x %d pixel tiles are not whole %dx%d images", t.warps, t.rows, l.h, l.w);
+  l.threads = kWarp * t.warps;
+  l.images_per_block = t.warps * t.rows / tiles_per_image;
+  l.chunk = kMmaChunk;
+  l.image_floats = in.image_floats();
+  const size_t stage = 2 * sizeof(float) * (size_t)l.images_per_block * l.image_floats;
+  if (stage > kStageBytesMax)
+    REJECT("%d channels of %d images do not fit the staging buffers", l.chunk, l.images_per_block);
+  l.bank_floats = (l.c + 7) / 8 * 8 * l.r * l.s * l.block_k;
+  l.smem_bytes = sizeof(float) * ((size_t)l.bank_floats + kMmaSlack) + stage;
+  return true;
+}
+
+}  // namespace
+
+extern "C" bool conv_patch_geometry(const conv_problem *pb) {
+  return pb->stride_h == 1 && pb->stride_w == 1 && pb->dil_h == 1 && pb->dil_w == 1 &&
+         pb->groups == 1 && pb->r % 2 == 1 && pb->s % 2 == 1 && pb->pad_h == (pb->r - 1) / 2 &&
+         pb->pad_w == (pb->s - 1) / 2 && pb->k % 8 == 0 &&
+         find_instance((int)pb->h, (int)pb->w, (int)pb->r, (int)pb->s, nullptr) != nullptr;
+}
+
+extern "C" int conv_patch_kernels(const conv_problem *pb, conv_patch_tiling *out, int max) {
+  int count = 0;
+  if (!conv_patch_geometry(pb)) return 0;
+  for (int kind : {CONV_PATCH_FMA, CONV_PATCH_MMA})
+    for (const instance &in : kInstances)
+      if (in.kind == kind && in.h == pb->h && in.w == pb->w && in.r == pb->r && in.s == pb->s) {
+        if (count < max) out[count] = {in.kind, in.rows, in.channels, 0};
+        count++;
+      }
+  return count;
+}
+
+extern "C" bool conv_patch_plan(const conv_problem *pb, const conv_patch_tiling *t,
+                                conv_patch_launch *L, char *why, size_t why_size) {
+  if (!conv_patch_geometry(pb))
+    REJECT("no patch kernel for %lldx%lld images, %lldx%lld filters, pads %lld,%lld, K %lld",
+           (long long)pb->h, (long long)pb->w, (long long)pb->r, (long long)pb->s,
+           (long long)pb->pad_h, (long long)pb->pad_w, (long long)pb->k);
+  const instance *in = find_instance((int)pb->h, (int)pb->w, (int)pb->r, (int)pb->s, t);
+  if (in == nullptr) REJECT("tiling %d/%d/%d not compiled for this geometry", t->kind, t->rows, t->channels);
+  if (t->kind == CONV_PATCH_MMA && pb->math != CONV_MATH_TF32)
+    REJECT("the tensor-core kernel needs TF32 mode");
+  if (t->warps < 1 || t->warps > kMaxThreads / kWarp) REJECT("%d warps", t->warps);
+  /* Indexing inside a plane or the filter bank is 32-bit. */
+  if (pb->n > INT32_MAX || pb->c * pb->r * pb->s * pb->k > INT32_MAX) REJECT("too large");
+
+  conv_patch_launch l = {};
+  l.tiling = *t;
+  l.kernel = (const void *)in->fn;
+  l.n = (int)pb->n, l.c = (int)pb->c, l.k = (int)pb->k, l.h = (int)pb->h, l.w = (int)pb->w;
+  l.r = (int)pb->r, l.s = (int)pb->s, l.epilogue = (int)pb->epilogue;
+  if (!(t->kind == CONV_PATCH_FMA ? plan_fma(l, why, why_size) : plan_mma(l, *in, why, why_size)))
+    return false;
+  if (l.threads > in->max_threads)
+    REJECT("%d threads per block, more than %d", l.threads, in->max_threads);
+  if (l.smem_bytes > CONV_PATCH_SMEM_MAX)
+    REJECT("needs %zu bytes of shared memory, more than %zu", l.smem_bytes,
+           (size_t)CONV_PATCH_SMEM_MAX);
+  l.k_blocks = l.k / l.block_k;
+  l.image_groups = (int)((pb->n + l.images_per_block - 1) / l.images_per_block);
+  l.chunks = (l.c + l.chunk - 1) / l.chunk;
+  *L = l;
+  return true;
+}
+
+extern "C" cudaError_t conv_patch_configure(conv_patch_launch *L, int sm_count) {
+  if (L == NULL || L->kernel == NULL || sm_count < 1) return cudaErrorInvalidValue;
+  /* Only ever raised: other plans share the kernel and its attribute. */
+  cudaFuncAttributes attr;
+  cudaError_t e = cudaFuncGetAttributes(&attr, L->kernel);
+  if (e != cudaSuccess) return e;
+  if ((size_t)attr.maxDynamicSharedSizeBytes < L->smem_bytes) {
+    e = cudaFuncSetAttribute(L->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)L->smem_bytes);
+    if (e != cudaSuccess) return e;
+  }
+  int per_sm = 0;
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, L->kernel, L->threads, L->smem_bytes);
+  if (e != cudaSuccess) return e;
+  if (per_sm < 1) return cudaErrorInvalidConfiguration;
+  /* All blocks of all k blocks resident at once: a block that waited for
+   * a free SM would start its whole walk late. */
+  int64_t per_k_block = (int64_t)per_sm * sm_count / L->k_blocks;
+  if (per_k_block < 1) per_k_block = 1;
+  L->grid[0] = (unsigned)(per_k_block < L->image_groups ? per_k_block : L->image_groups);
+  L->grid[1] = (unsigned)L->k_blocks;
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t conv_patch_forward(const conv_patch_launch *L, const float *x,
+                                          const float *w, const float *bias, float *y,
+                                          cudaStream_t stream) {
+  if (L == NULL || L->kernel == NULL || L->grid[0] == 0 || x == NULL || w == NULL || y == NULL ||
+      (L->epilogue != CONV_EPILOGUE_NONE && bias == NULL))
+    return cudaErrorInvalidValue;
+  const Args a = {x,           w,          bias,      y,        L->n,
+                  L->c,        L->k,       L->epilogue, L->images_per_block, L->block_k,
+                  L->image_groups, L->chunk, L->chunks, L->image_floats, L->bank_floats};
+  const kernel_fn fn = (kernel_fn)L->kernel;
+  fn<<<dim3(L->grid[0], L->grid[1]), dim3((unsigned)L->threads), L->smem_bytes, stream>>>(a);
+  return cudaGetLastError();
+}
