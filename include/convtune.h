@@ -140,6 +140,16 @@ conv_status conv_problem_validate(const conv_problem *problem, char *message, si
 conv_status conv_problem_output_dims(const conv_problem *problem, int64_t *p /* OUT */,
                                      int64_t *q /* OUT */);
 
+/* Batches of patches (many small images per item, e.g. B x P x C x H x W
+ * crops): a contiguous B x P x C x H x W tensor is the NCHW tensor with
+ * N = B * P, and the output B x P x K x P' x Q' is the NCHW output, so the
+ * convolution is one problem over B * P images, which is what the `patch`
+ * candidate is built for.  Sets problem->n = batch * patches; returns
+ * CONV_BAD_DIMENSION if either is not positive, CONV_SIZE_OVERFLOW if the
+ * product does not fit, CONV_INVALID_ARGUMENT for a NULL problem, and
+ * leaves the problem unchanged on failure. */
+conv_status conv_problem_set_patches(conv_problem *problem, int64_t batch, int64_t patches);
+
 /* Canonical, human-readable key of the problem, the one the cache stores,
  * e.g. "fwd f32 nchw strict none n32 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1".
  * Returns CONV_INVALID_ARGUMENT when the buffer is too small. */

@@ -153,6 +153,14 @@ conv_status conv_problem_output_dims(const conv_problem *problem, int64_t *p, in
   return CONV_OK;
 }
 
+conv_status conv_problem_set_patches(conv_problem *problem, int64_t batch, int64_t patches) {
+  if (problem == NULL) return CONV_INVALID_ARGUMENT;
+  if (batch < 1 || patches < 1) return CONV_BAD_DIMENSION;
+  if (batch > INT64_MAX / patches) return CONV_SIZE_OVERFLOW;
+  problem->n = batch * patches;
+  return CONV_OK;
+}
+
 static const char *math_name(conv_math m) { return m == CONV_MATH_TF32 ? "tf32" : "strict"; }
 
 static const char *epilogue_name(conv_epilogue e) {

@@ -494,6 +494,21 @@ static int fft_configs(void) {
   return TEST_PASS;
 }
 
+/* B x P patches fold into the batch; bad counts change nothing. */
+static int set_patches(void) {
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = 7;
+  CHECK_STATUS(CONV_OK, conv_problem_set_patches(&p, 8, 2560));
+  CHECK(p.n == 20480);
+  CHECK_STATUS(CONV_BAD_DIMENSION, conv_problem_set_patches(&p, 0, 4));
+  CHECK_STATUS(CONV_BAD_DIMENSION, conv_problem_set_patches(&p, 4, -1));
+  CHECK_STATUS(CONV_SIZE_OVERFLOW, conv_problem_set_patches(&p, INT64_MAX / 2, 3));
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_problem_set_patches(NULL, 1, 1));
+  CHECK(p.n == 20480);
+  return TEST_PASS;
+}
+
 /* The patch candidate's scope and launch shapes need no GPU. */
 static int patch_configs(void) {
   const conv_algorithm *patch = conv_registry_find(CONV_ALGO_PATCH);
@@ -572,7 +587,7 @@ static const test_case tests[] = {
     {"parse_spec", parse_spec},           {"config_text", config_text},
     {"default_cache_path", default_cache_path}, {"direct_channel_configs", direct_channel_configs},
     {"divisor_matches_division", divisor_matches_division}, {"fft_configs", fft_configs},
-    {"patch_configs", patch_configs},
+    {"patch_configs", patch_configs}, {"set_patches", set_patches},
     {"no_device_is_clean", no_device_is_clean},
 };
 TEST_MAIN(tests)

@@ -584,6 +584,10 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, activatio
     allows TF32 tensor cores.  Plans come from `context`, by default one Context
     per device with the library's default cache and exhaustive tuning (the first
     call of each shape tunes it).  out: optional preallocated output.
+
+    Batches of patches: a contiguous 5-D x (B, P, C, H, W) is convolved as the
+    B * P images it holds (no copy: the layout is the same) and the output is
+    (B, P, K, P', Q'); out, if given, has that shape too.
     """
     torch = _torch()
     for name, t in (("x", x), ("w", w)):
@@ -591,9 +595,21 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, activatio
             raise TypeError("conv2d: %s must be a torch.Tensor, got %s" % (name, type(t).__name__))
     if bias is not None and not isinstance(bias, torch.Tensor):
         raise TypeError("conv2d: bias must be a torch.Tensor or None, got %s" % type(bias).__name__)
+    patches = None
+    if x.dim() == 5:  # (B, P, C, H, W): the patches fold into the batch
+        if not x.is_contiguous():
+            raise ValueError("conv2d: a 5-D input (B, P, C, H, W) must be contiguous to fold into "
+                             "B * P images; call .contiguous() first")
+        patches = tuple(x.shape[:2])
+        x = x.view(-1, *x.shape[2:])
+        if out is not None:
+            if not isinstance(out, torch.Tensor) or out.dim() != 5 or not out.is_contiguous():
+                raise ValueError("conv2d: with a 5-D input, out must be a contiguous 5-D tensor "
+                                 "(B, P, K, P', Q')")
+            out = out.view(-1, *out.shape[2:])
     if x.dim() != 4:
-        raise ValueError("Expected 4D (batched) input to conv2d, but got input of size: %s"
-                         % list(x.shape))
+        raise ValueError("Expected 4D (batched) or 5D (B, P, C, H, W) input to conv2d, but got "
+                         "input of size: %s" % list(x.shape))
     if w.dim() != 4:
         raise ValueError("Expected 4D weight (K, C/groups, R, S) for conv2d, but got weight of size: %s"
                          % list(w.shape))
@@ -614,7 +630,8 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, activatio
         raise ValueError("conv2d: x is on %s but the context is on cuda:%d" % (x.device, context.device))
     plan = context.plan(tuple(x.shape), tuple(w.shape), stride, padding, dilation, groups,
                         bias is not None, activation, math)
-    return plan(x, w, bias, out=out)
+    y = plan(x, w, bias, out=out)
+    return y if patches is None else y.view(*patches, *y.shape[1:])
 
 
 @atexit.register

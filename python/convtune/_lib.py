@@ -112,6 +112,7 @@ _SIGNATURES = {
     "conv_problem_output_dims": (_status, [POINTER(Problem), POINTER(c_int64), POINTER(c_int64)]),
     "conv_problem_key": (_status, [POINTER(Problem), c_char_p, c_size_t]),
     "conv_problem_parse": (_status, [c_char_p, POINTER(Problem), c_char_p, c_size_t]),
+    "conv_problem_set_patches": (_status, [POINTER(Problem), c_int64, c_int64]),
     "conv_context_options_init": (None, [POINTER(ContextOptions)]),
     "conv_context_create": (_status, [POINTER(ContextPtr), POINTER(ContextOptions)]),
     "conv_context_destroy": (None, [ContextPtr]),

@@ -166,6 +166,34 @@ def test_conv2d_matches_torch(ctx, cuda, x_shape, w_shape, kw, math):
 
 
 @gpu
+@pytest.mark.parametrize("math", ["strict", "tf32"])
+def test_patches_fold_into_the_batch(ctx, cuda, math):
+    # B x P patches of 4x4, one filter bank: the patch candidate's shape.
+    x, w, b = make_inputs((3, 22, 8, 4, 4), (32, 8, 3, 3), True, cuda)
+    y = convtune.conv2d(x, w, b, padding=1, activation="relu", math=math, context=ctx)
+    ref = reference(x.view(66, 8, 4, 4), w, b, "relu", padding=1).view(3, 22, 32, 4, 4)
+    assert y.shape == (3, 22, 32, 4, 4)
+    bound = TF32_BOUND if math == "tf32" else STRICT_BOUND
+    assert rel_l2(y, ref) < bound, "seed %d" % SEED
+    out = torch.full((3, 22, 32, 4, 4), NAN, device=cuda)
+    assert convtune.conv2d(x, w, b, padding=1, activation="relu", math=math, context=ctx,
+                           out=out) is not None
+    assert rel_l2(out, ref) < bound, "seed %d" % SEED
+    with pytest.raises(ValueError, match="5-D input.*contiguous"):
+        convtune.conv2d(x.transpose(3, 4), w, b, padding=1, context=ctx)
+    with pytest.raises(ValueError, match="out must be a contiguous 5-D"):
+        convtune.conv2d(x, w, b, padding=1, context=ctx, out=out.view(66, 32, 4, 4))
+
+
+def test_set_patches_in_the_c_api():
+    lib = _lib.load()
+    p = _lib.Problem()
+    lib.conv_problem_init(ctypes.byref(p))
+    assert lib.conv_problem_set_patches(ctypes.byref(p), 8, 2560) == _lib.OK and p.n == 20480
+    assert lib.conv_problem_set_patches(ctypes.byref(p), 0, 3) != _lib.OK and p.n == 20480
+
+
+@gpu
 def test_out_is_written_in_full(ctx, cuda):
     x, w, b = make_inputs((2, 3, 8, 10), (5, 3, 3, 3), True, cuda)
     plan = ctx.plan(x.shape, w.shape, padding=1, bias=True, activation="relu")
