@@ -97,7 +97,7 @@ static conv_status patch_prepare(const conv_problem *problem, conv_env *env,
   const cudaError_t e = conv_patch_configure(launch, env->device.sm_count);
   if (e != cudaSuccess) {
     free(launch);
-    /* No block fits (registers or shared memory of this GPU): unsupported. */
+    /* No block fits this GPU (shared memory or registers): unsupported. */
     if (e == cudaErrorInvalidConfiguration)
       return conv_error_set(err, CONV_UNSUPPORTED, "patch: no block of this tiling fits an SM");
     return conv_check_cuda(err, e, "patch: configuring the kernel");
@@ -131,7 +131,8 @@ static void patch_describe(const conv_config *config, char *text, size_t size) {
 
 const conv_algorithm conv_algorithm_patch = {
     .id = CONV_ALGO_PATCH,
-    .version = 1,
+    /* 2: cp.async staging and 16 channels a step in the tensor-core kernel. */
+    .version = 2,
     .name = "patch",
     .applicable = patch_applicable,
     .configs = patch_configs,

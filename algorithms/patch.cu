@@ -70,18 +70,19 @@ __device__ __forceinline__ void load_batched(int count, Load load, Store store) 
   }
 }
 
-/* The block's step `step`: which image group and which chunk of channels. */
-struct Step {
+/* A block's walk: steps over (image group, chunk of channels), chunks
+ * innermost, groups blockIdx.x, + gridDim.x, ...; counters rather than
+ * divisions, which would cost more than a step's bookkeeping. */
+struct Walk {
   int group, chunk;
+  __device__ Walk() : group((int)blockIdx.x), chunk(0) {}
+  __device__ bool valid(const Args &a) const { return group < a.image_groups; }
+  __device__ Walk next(const Args &a) const {
+    Walk w = *this;
+    if (++w.chunk == a.chunks) w.chunk = 0, w.group += (int)gridDim.x;
+    return w;
+  }
 };
-__device__ __forceinline__ Step step_at(const Args &a, int step) {
-  const int round = step / a.chunks;
-  return {(int)blockIdx.x + round * (int)gridDim.x, step - round * a.chunks};
-}
-__device__ __forceinline__ int block_steps(const Args &a) {
-  const int groups = (a.image_groups - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
-  return groups * a.chunks;
-}
 
 /* ================================================================ FMA */
 
@@ -206,24 +207,24 @@ template <class G, int PT, int KT>
 __global__ void __launch_bounds__(max_threads(PT * G::W * KT)) fma_kernel(Args a) {
   extern __shared__ float4 smem4[];
   float *const bank = reinterpret_cast<float *>(smem4);
-  float *const stage[2] = {bank + a.bank_floats, bank + a.bank_floats + kWarp * a.image_floats};
+  /* The two staging buffers: stage + (step & 1) * buffer_floats. */
+  float *const stage = bank + a.bank_floats;
+  const int buffer_floats = kWarp * a.image_floats;
   constexpr int kRowTiles = G::H / PT;
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int p0 = warp % kRowTiles * PT, kw = warp / kRowTiles * KT;
   const int ct = clip_top<G, PT>(p0), cb = clip_bottom<G, PT>(p0);
   const int k0 = blockIdx.y * a.block_k;
-  const int steps = block_steps(a);
-
-  fma_stage<G>(a, stage[0], blockIdx.x * kWarp, 0);
+  fma_stage<G>(a, stage, blockIdx.x * kWarp, 0);
   cp_async_commit();
   fma_load_bank<G>(a, bank, k0);
   float acc[PT][G::W][KT];
-  for (int step = 0; step < steps; step++) {
-    const Step now = step_at(a, step);
-    if (step + 1 < steps) {
-      const Step next = step_at(a, step + 1);
-      fma_stage<G>(a, stage[(step + 1) & 1], next.group * kWarp, next.chunk * a.chunk);
-    }
+  int step = 0;
+  for (Walk now; now.valid(a); now = now.next(a), step++) {
+    const Walk next = now.next(a);
+    if (next.valid(a))
+      fma_stage<G>(a, stage + ((step + 1) & 1) * buffer_floats, next.group * kWarp,
+                   next.chunk * a.chunk);
     cp_async_commit();
     cp_async_wait_previous();
     __syncthreads();
@@ -237,7 +238,7 @@ __global__ void __launch_bounds__(max_threads(PT * G::W * KT)) fma_kernel(Args a
     }
     const int c0 = now.chunk * a.chunk;
     const int channels = a.c - c0 < a.chunk ? a.c - c0 : a.chunk;
-    fma_chunk_clipped<G, PT, KT>(ct, cb, stage[step & 1] + lane * a.image_floats,
+    fma_chunk_clipped<G, PT, KT>(ct, cb, stage + (step & 1) * buffer_floats + lane * a.image_floats,
                                  bank + c0 * G::TAPS * a.block_k + kw, channels, a.block_k, p0,
                                  acc);
     const int img = now.group * kWarp + lane;
@@ -266,10 +267,11 @@ __global__ void __launch_bounds__(max_threads(PT * G::W * KT)) fma_kernel(Args a
 
 /* ================================================================ MMA */
 
-/* Input channels the MMA kernel stages at once: one 8-channel block of the
- * mma's reduction, and a compile-time constant so that placing a staged
+/* Input channels the MMA kernel stages at once: two 8-channel blocks of
+ * the mma's reduction per step (a step's bookkeeping costs about as much as
+ * one block's mma), and a compile-time constant so that placing a staged
  * element is shifts and masks. */
-constexpr int kMmaChunk = 8;
+constexpr int kMmaChunk = 16;
 constexpr int kMmaSlack = 4;
 
 /* One staged image chunk of the MMA kernel: channel planes of the
@@ -385,29 +387,25 @@ __device__ void mma_round_staged(const Args &a, float *dst) {
   }
 }
 
-/* Warp w owns pixel tiles (w % warps_m) * MT + [0, MT) of the block's
- * images and the block's n tiles (w / warps_m) * NT + [0, NT); a block's
- * output channels are k0 = blockIdx.y * block_k + [0, block_k). */
+/* Warp w owns pixel tiles w * MT + [0, MT) of the block's images, for all
+ * of the block's NT n tiles: output channels k0 + [0, 8 NT), k0 =
+ * blockIdx.y * block_k. */
 template <class G, int MT, int NT>
 __global__ void __launch_bounds__(max_threads(MT * NT * 4 * 2)) mma_kernel(Args a) {
   using L = MmaLayout<G>;
   extern __shared__ float4 smem4[];
   float *const bank = reinterpret_cast<float *>(smem4);
-  float *const stage[2] = {bank + a.bank_floats,
-                           bank + a.bank_floats + a.images_per_block * a.image_floats};
+  /* The two staging buffers: stage + (step & 1) * buffer_floats. */
+  float *const stage = bank + a.bank_floats;
+  const int buffer_floats = a.images_per_block * a.image_floats;
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int g = lane / 4, tig = lane % 4;
-  const int warps_m = a.images_per_block * L::kTilesPerImage / MT;
-  const int tile0 = warp % warps_m * MT, ntile0 = warp / warps_m * NT;
-  const int ntiles = a.block_k / 8, k0 = blockIdx.y * a.block_k;
-  const int steps = block_steps(a);
-
+  const int tile0 = warp * MT;
+  const int k0 = blockIdx.y * a.block_k; /* block_k = 8 NT: one warp along N */
   /* Padding stays zero: staging writes only the image rows. */
-  for (int i = threadIdx.x; i < 2 * a.images_per_block * a.image_floats + kMmaSlack;
-       i += blockDim.x)
-    stage[0][i] = 0.0f;
+  for (int i = threadIdx.x; i < 2 * buffer_floats + kMmaSlack; i += blockDim.x) stage[i] = 0.0f;
   __syncthreads();
-  mma_stage<G>(a, stage[0], blockIdx.x * a.images_per_block, 0);
+  mma_stage<G>(a, stage, blockIdx.x * a.images_per_block, 0);
   cp_async_commit();
   mma_load_bank<G>(a, bank, k0);
 
@@ -420,16 +418,16 @@ __global__ void __launch_bounds__(max_threads(MT * NT * 4 * 2)) mma_kernel(Args 
     a_offset[j] = a_image[j] * a.image_floats + L::pixel(a_pixel[j] + g) + L::channel(tig);
   }
   float acc[MT][NT][4];
-  for (int step = 0; step < steps; step++) {
-    const Step now = step_at(a, step);
-    if (step + 1 < steps) {
-      const Step next = step_at(a, step + 1);
-      mma_stage<G>(a, stage[(step + 1) & 1], next.group * a.images_per_block,
+  int step = 0;
+  for (Walk now; now.valid(a); now = now.next(a), step++) {
+    const Walk next = now.next(a);
+    if (next.valid(a))
+      mma_stage<G>(a, stage + ((step + 1) & 1) * buffer_floats, next.group * a.images_per_block,
                    next.chunk * kMmaChunk);
-    }
     cp_async_commit();
     cp_async_wait_previous();
-    mma_round_staged<G>(a, stage[step & 1]);
+    const float *buf = stage + (step & 1) * buffer_floats;
+    mma_round_staged<G>(a, stage + (step & 1) * buffer_floats);
     __syncthreads();
     if (now.chunk == 0) {
 #pragma unroll
@@ -437,8 +435,13 @@ __global__ void __launch_bounds__(max_threads(MT * NT * 4 * 2)) mma_kernel(Args 
 #pragma unroll
         for (int t = 0; t < NT; t++) acc[j][t][0] = acc[j][t][1] = acc[j][t][2] = acc[j][t][3] = 0.0f;
     }
-    const float *buf = stage[step & 1];
-    const float *frag = bank + ((int64_t)now.chunk * G::TAPS * ntiles + ntile0) * 64 + 2 * lane;
+    /* Channel blocks of this chunk that the bank has (C rounded up to 8). */
+    const int cblocks = min(kMmaChunk / 8, (a.c + 7) / 8 - now.chunk * (kMmaChunk / 8));
+#pragma unroll 1
+    for (int cb = 0; cb < cblocks; cb++) {
+    const float *frag =
+        bank + (now.chunk * (kMmaChunk / 8) + cb) * (G::TAPS * NT * 64) + 2 * lane;
+    const float *cbuf = buf + L::channel(8 * cb);
 #pragma unroll
     for (int r = 0; r < G::R; r++)
 #pragma unroll
@@ -446,12 +449,12 @@ __global__ void __launch_bounds__(max_threads(MT * NT * 4 * 2)) mma_kernel(Args 
         uint32_t b[NT][2];
 #pragma unroll
         for (int t = 0; t < NT; t++) {
-          const float2 v = *reinterpret_cast<const float2 *>(frag + ((r * G::S + s) * ntiles + t) * 64);
+          const float2 v = *reinterpret_cast<const float2 *>(frag + ((r * G::S + s) * NT + t) * 64);
           b[t][0] = __float_as_uint(v.x), b[t][1] = __float_as_uint(v.y);
         }
 #pragma unroll
         for (int j = 0; j < MT; j++) {
-          const float *p = buf + a_offset[j] + r * L::kPitch + s;
+          const float *p = cbuf + a_offset[j] + r * L::kPitch + s;
           const uint32_t af[4] = {__float_as_uint(p[0]), __float_as_uint(p[L::kHalf]),
                                   __float_as_uint(p[4 * L::kPlane]),
                                   __float_as_uint(p[4 * L::kPlane + L::kHalf])};
@@ -459,6 +462,7 @@ __global__ void __launch_bounds__(max_threads(MT * NT * 4 * 2)) mma_kernel(Args 
           for (int t = 0; t < NT; t++) mma_tf32(acc[j][t], af, b[t]);
         }
       }
+    }
     if (now.chunk == a.chunks - 1) {
 #pragma unroll
       for (int j = 0; j < MT; j++) {
@@ -466,7 +470,7 @@ __global__ void __launch_bounds__(max_threads(MT * NT * 4 * 2)) mma_kernel(Args 
         if (img >= a.n) continue;
 #pragma unroll
         for (int t = 0; t < NT; t++) {
-          const int k = k0 + (ntile0 + t) * 8 + 2 * tig;
+          const int k = k0 + t * 8 + 2 * tig;
           const float b0 = a.epilogue == CONV_EPILOGUE_NONE ? 0.0f : a.bias[k];
           const float b1 = a.epilogue == CONV_EPILOGUE_NONE ? 0.0f : a.bias[k + 1];
           float *y0 = a.y + ((int64_t)img * a.k + k) * G::HW + a_pixel[j] + g;
@@ -530,6 +534,9 @@ const instance *find_instance(int h, int w, int r, int s, const conv_patch_tilin
 
 /* Staged inputs, both buffers, at most this: room for the filter bank. */
 constexpr size_t kStageBytesMax = (size_t)64 << 10;
+/* Shared memory an FMA block that has the SM to itself takes: within
+ * sm_80's limit as well, so that these configs run on A100s too. */
+constexpr size_t kWholeSmBytes = (size_t)160 << 10;
 
 bool plan_fma(conv_patch_launch &l, char *why, size_t why_size) {
   const conv_patch_tiling &t = l.tiling;
@@ -543,11 +550,9 @@ bool plan_fma(conv_patch_launch &l, char *why, size_t why_size) {
   /* The most channels (a power of two, up to 32, at most C rounded up)
    * whose two buffers fit: within kStageBytesMax, or, for a block that
    * has an SM to itself anyway (two would need more than the SM's 64K
-   * registers), within all the shared memory a block may have: fewer
-   * barriers. */
+   * registers), within kWholeSmBytes: fewer barriers. */
   const bool whole_sm = l.threads * (t.rows * l.w * t.channels > 64 ? 255 : 128) > 32768;
-  const size_t budget = whole_sm ? CONV_PATCH_SMEM_MAX - sizeof(float) * l.bank_floats
-                                 : kStageBytesMax;
+  const size_t budget = whole_sm ? kWholeSmBytes - sizeof(float) * l.bank_floats : kStageBytesMax;
   const size_t image_bytes = sizeof(float) * l.h * l.w;
   l.chunk = 32;
   while (l.chunk > 1 && (l.chunk >= 2 * l.c || 2 * kWarp * image_bytes * l.chunk > budget))
@@ -575,8 +580,6 @@ bool plan_mma(conv_patch_launch &l, const instance &in, char *why, size_t why_si
   l.chunk = kMmaChunk;
   l.image_floats = in.image_floats();
   const size_t stage = 2 * sizeof(float) * (size_t)l.images_per_block * l.image_floats;
-  if (stage > kStageBytesMax)
-    REJECT("%d channels of %d images do not fit the staging buffers", l.chunk, l.images_per_block);
   l.bank_floats = (l.c + 7) / 8 * 8 * l.r * l.s * l.block_k;
   l.smem_bytes = sizeof(float) * ((size_t)l.bank_floats + kMmaSlack) + stage;
   return true;
@@ -638,9 +641,15 @@ extern "C" bool conv_patch_plan(const conv_problem *pb, const conv_patch_tiling 
 
 extern "C" cudaError_t conv_patch_configure(conv_patch_launch *L, int sm_count) {
   if (L == NULL || L->kernel == NULL || sm_count < 1) return cudaErrorInvalidValue;
+  int device = 0, optin = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e == cudaSuccess)
+    e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (e != cudaSuccess) return e;
+  if (L->smem_bytes > (size_t)optin) return cudaErrorInvalidConfiguration;
   /* Only ever raised: other plans share the kernel and its attribute. */
   cudaFuncAttributes attr;
-  cudaError_t e = cudaFuncGetAttributes(&attr, L->kernel);
+  e = cudaFuncGetAttributes(&attr, L->kernel);
   if (e != cudaSuccess) return e;
   if ((size_t)attr.maxDynamicSharedSizeBytes < L->smem_bytes) {
     e = cudaFuncSetAttribute(L->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -69,9 +69,10 @@ typedef struct conv_patch_launch {
   unsigned grid[2];     /* {blocks walking image groups, k_blocks}          */
 } conv_patch_launch;
 
-/* Most dynamic shared memory a patch block may use (sm_80 allows 163 KiB,
- * sm_90 227 KiB). */
-#define CONV_PATCH_SMEM_MAX ((size_t)160 << 10)
+/* Most dynamic shared memory a patch block may use: sm_90's opt-in limit
+ * (227 KiB).  conv_patch_configure rejects launches past the device's own
+ * (163 KiB on sm_80). */
+#define CONV_PATCH_SMEM_MAX ((size_t)227 << 10)
 
 /* Whether a kernel is compiled for the problem's patch geometry (h, w, r, s
  * with "same" padding, stride 1, dilation 1, one group) and K is a
@@ -91,7 +92,9 @@ bool conv_patch_plan(const conv_problem *problem, const conv_patch_tiling *tilin
 
 /* Raises the kernel's shared-memory limit as needed and sets the grid: as
  * many blocks as fit on the device at once (they walk the image groups),
- * at most one per group.  Call once per plan; not during graph capture. */
+ * at most one per group.  cudaErrorInvalidConfiguration: no block fits this
+ * device (shared memory or registers).  Call once per plan; not during
+ * graph capture. */
 cudaError_t conv_patch_configure(conv_patch_launch *launch, int sm_count);
 
 /* y = conv(x, w) with the problem's epilogue, on `stream`. */

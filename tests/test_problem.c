@@ -542,12 +542,12 @@ static int patch_configs(void) {
   CHECK(l.image_groups == 640 && l.chunk == 16 && l.chunks == 2 && l.image_floats == 16 * 16 + 4);
   CHECK(l.smem_bytes == sizeof(float) * (32 * 9 * 64 + 2 * 32 * (size_t)l.image_floats));
   /* Tensor cores: 8 warps of 2 pixel tiles = 16 images a block, 8 channel
-   * tiles = all 64 output channels; 8 channels staged at once, in padded
+   * tiles = all 64 output channels; 16 channels staged at once, in padded
    * planes of 6 rows of 8 floats (48: 16 mod 32, for the bank pattern). */
   t = (conv_patch_tiling){CONV_PATCH_MMA, 2, 8, 8};
   CHECK(conv_patch_plan(&p, &t, &l, why, sizeof why));
   CHECK(l.threads == 256 && l.images_per_block == 16 && l.block_k == 64 && l.k_blocks == 1);
-  CHECK(l.chunk == 8 && l.chunks == 4 && l.image_floats == 8 * 48 + 4);
+  CHECK(l.chunk == 16 && l.chunks == 2 && l.image_floats == 16 * 48 + 4);
   /* 4 channel tiles: two blocks along K, each with half the bank. */
   t = (conv_patch_tiling){CONV_PATCH_MMA, 2, 4, 8};
   CHECK(conv_patch_plan(&p, &t, &l, why, sizeof why));
