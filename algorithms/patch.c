@@ -35,8 +35,10 @@ static const int patch_mma_warps[] = {16, 8, 4, 2};
 /* Appends every plannable config of kernels of `kind`. */
 static int patch_add_configs(const conv_problem *problem, const conv_patch_tiling *kernels,
                              int nkernels, int kind, conv_config *out, int max, int n) {
-  const int *warps = kind == CONV_PATCH_FMA ? patch_fma_warps : patch_mma_warps;
-  const int nwarps = kind == CONV_PATCH_FMA ? 5 : 4;
+  const bool fma = kind == CONV_PATCH_FMA;
+  const int *warps = fma ? patch_fma_warps : patch_mma_warps;
+  const int nwarps = fma ? (int)(sizeof patch_fma_warps / sizeof patch_fma_warps[0])
+                         : (int)(sizeof patch_mma_warps / sizeof patch_mma_warps[0]);
   for (int i = 0; i < nkernels; i++) {
     if (kernels[i].kind != kind) continue;
     for (int j = 0; j < nwarps && n < max; j++) {

@@ -155,7 +155,8 @@ __device__ __forceinline__ void fma_chunk(const float *rows, const float *bank, 
             const int col = q + s - G::PW;
             if (col < 0 || col >= G::W) continue;
 #pragma unroll
-            for (int kk = 0; kk < KT; kk++) acc[i][q][kk] = fmaf(in[row][col], wv[kk], acc[i][q][kk]);
+            for (int kk = 0; kk < KT; kk++)
+              acc[i][q][kk] = fmaf(in[row][col], wv[kk], acc[i][q][kk]);
           }
         }
       }
@@ -281,10 +282,11 @@ constexpr int kMmaSlack = 4;
  * which staging never writes, so they stay zero (up to 4 columns each
  * side).  The last row's right padding is past the plane: in the gap to
  * the next plane, in the next plane's unused first columns, or, after the
- * last plane of the last image, in kMmaSlack zeros after the buffers.  Pitches are chosen so that a fragment's 32 loads (8 pixels x 4
- * channels) hit 32 different banks: 8-pixel rows with planes 8 or 24 (mod
- * 32) floats apart; 4-pixel rows (two per 8 pixels, 8 floats apart) with
- * planes 16 (mod 32) apart and every other pair of channels shifted by 4. */
+ * last plane of the last image, in kMmaSlack zeros after the buffers.
+ * Pitches are chosen so that a fragment's 32 loads (8 pixels x 4 channels)
+ * hit 32 different banks: 8-pixel rows with planes 8 or 24 (mod 32) floats
+ * apart; 4-pixel rows (two per 8 pixels, 8 floats apart) with planes 16
+ * (mod 32) apart and every other pair of channels shifted by 4. */
 template <class G>
 struct MmaLayout {
   static_assert(G::PW <= 4 && G::PW >= 1, "the padding columns live in columns 0-3");
@@ -315,7 +317,8 @@ __device__ __forceinline__ uint32_t to_tf32(float v) {
   return t;
 }
 
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4],
+                                         const uint32_t (&b)[2]) {
   asm volatile(
       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};\n"
@@ -352,8 +355,8 @@ __device__ __forceinline__ void mma_decode(int idx, int &img, int &c, int &row, 
   img = plane / kMmaChunk;
 }
 
-/* Stages channels [c0, c0 + 8) of the block's images from img0 on into the
- * padded layout; images past n and channels past c are zeros. */
+/* Stages channels [c0, c0 + kMmaChunk) of the block's images from img0 on
+ * into the padded layout; images past n and channels past c are zeros. */
 template <class G>
 __device__ void mma_stage(const Args &a, float *dst, int img0, int c0) {
   using L = MmaLayout<G>;
@@ -426,42 +429,44 @@ __global__ void __launch_bounds__(max_threads(MT * NT * 4 * 2)) mma_kernel(Args 
                    next.chunk * kMmaChunk);
     cp_async_commit();
     cp_async_wait_previous();
-    const float *buf = stage + (step & 1) * buffer_floats;
-    mma_round_staged<G>(a, stage + (step & 1) * buffer_floats);
+    float *const buf = stage + (step & 1) * buffer_floats;
+    mma_round_staged<G>(a, buf);
     __syncthreads();
     if (now.chunk == 0) {
 #pragma unroll
       for (int j = 0; j < MT; j++)
 #pragma unroll
-        for (int t = 0; t < NT; t++) acc[j][t][0] = acc[j][t][1] = acc[j][t][2] = acc[j][t][3] = 0.0f;
+        for (int t = 0; t < NT; t++)
+          acc[j][t][0] = acc[j][t][1] = acc[j][t][2] = acc[j][t][3] = 0.0f;
     }
     /* Channel blocks of this chunk that the bank has (C rounded up to 8). */
     const int cblocks = min(kMmaChunk / 8, (a.c + 7) / 8 - now.chunk * (kMmaChunk / 8));
 #pragma unroll 1
     for (int cb = 0; cb < cblocks; cb++) {
-    const float *frag =
-        bank + (now.chunk * (kMmaChunk / 8) + cb) * (G::TAPS * NT * 64) + 2 * lane;
-    const float *cbuf = buf + L::channel(8 * cb);
+      const float *frag =
+          bank + (now.chunk * (kMmaChunk / 8) + cb) * (G::TAPS * NT * 64) + 2 * lane;
+      const float *cbuf = buf + L::channel(8 * cb);
 #pragma unroll
-    for (int r = 0; r < G::R; r++)
+      for (int r = 0; r < G::R; r++)
 #pragma unroll
-      for (int s = 0; s < G::S; s++) {
-        uint32_t b[NT][2];
+        for (int s = 0; s < G::S; s++) {
+          uint32_t b[NT][2];
 #pragma unroll
-        for (int t = 0; t < NT; t++) {
-          const float2 v = *reinterpret_cast<const float2 *>(frag + ((r * G::S + s) * NT + t) * 64);
-          b[t][0] = __float_as_uint(v.x), b[t][1] = __float_as_uint(v.y);
+          for (int t = 0; t < NT; t++) {
+            const float2 v =
+                *reinterpret_cast<const float2 *>(frag + ((r * G::S + s) * NT + t) * 64);
+            b[t][0] = __float_as_uint(v.x), b[t][1] = __float_as_uint(v.y);
+          }
+#pragma unroll
+          for (int j = 0; j < MT; j++) {
+            const float *p = cbuf + a_offset[j] + r * L::kPitch + s;
+            const uint32_t af[4] = {__float_as_uint(p[0]), __float_as_uint(p[L::kHalf]),
+                                    __float_as_uint(p[4 * L::kPlane]),
+                                    __float_as_uint(p[4 * L::kPlane + L::kHalf])};
+#pragma unroll
+            for (int t = 0; t < NT; t++) mma_tf32(acc[j][t], af, b[t]);
+          }
         }
-#pragma unroll
-        for (int j = 0; j < MT; j++) {
-          const float *p = cbuf + a_offset[j] + r * L::kPitch + s;
-          const uint32_t af[4] = {__float_as_uint(p[0]), __float_as_uint(p[L::kHalf]),
-                                  __float_as_uint(p[4 * L::kPlane]),
-                                  __float_as_uint(p[4 * L::kPlane + L::kHalf])};
-#pragma unroll
-          for (int t = 0; t < NT; t++) mma_tf32(acc[j][t], af, b[t]);
-        }
-      }
     }
     if (now.chunk == a.chunks - 1) {
 #pragma unroll
@@ -498,13 +503,14 @@ struct instance {
 
 /* A geometry's kernels: FMA with 16 (and 8) outputs of whole rows per
  * thread for 8 and 4 channels; MMA with 1 or 2 pixel tiles and 4 or 8
- * channel tiles per warp (more spill registers). */
-#define FMA(H, W, R, PT, KT)                                                   \
-  {H, W, R, R, CONV_PATCH_FMA, PT, KT, max_threads(PT * W * KT),                  \
+ * channel tiles per warp (4 x 8 spills its accumulators). */
+#define FMA(H, W, R, PT, KT)                                      \
+  {H, W, R, R, CONV_PATCH_FMA, PT, KT, max_threads(PT * W * KT),    \
    fma_kernel<Geometry<H, W, R, R>, PT, KT>, nullptr},
-#define MMA(H, W, R, MT, NT)                                                     \
-  {H, W, R, R, CONV_PATCH_MMA, MT, NT, max_threads(MT * NT * 4 * 2),             \
-   mma_kernel<Geometry<H, W, R, R>, MT, NT>, MmaLayout<Geometry<H, W, R, R>>::image_floats},
+#define MMA(H, W, R, MT, NT)                                        \
+  {H, W, R, R, CONV_PATCH_MMA, MT, NT, max_threads(MT * NT * 4 * 2), \
+   mma_kernel<Geometry<H, W, R, R>, MT, NT>,                        \
+   MmaLayout<Geometry<H, W, R, R>>::image_floats},
 #define MMA_SET(H, W, R) MMA(H, W, R, 2, 8) MMA(H, W, R, 1, 8) MMA(H, W, R, 2, 4)
 
 const instance kInstances[] = {
@@ -526,10 +532,10 @@ const instance *find_instance(int h, int w, int r, int s, const conv_patch_tilin
   return nullptr;
 }
 
-#define REJECT(...)                                                              \
-  do {                                                                           \
-    if (why != nullptr && why_size > 0) snprintf(why, why_size, __VA_ARGS__);    \
-    return false;                                                                \
+#define REJECT(...)                                                           \
+  do {                                                                        \
+    if (why != nullptr && why_size > 0) snprintf(why, why_size, __VA_ARGS__); \
+    return false;                                                             \
   } while (0)
 
 /* Staged inputs, both buffers, at most this: room for the filter bank. */
@@ -613,7 +619,8 @@ extern "C" bool conv_patch_plan(const conv_problem *pb, const conv_patch_tiling 
            (long long)pb->h, (long long)pb->w, (long long)pb->r, (long long)pb->s,
            (long long)pb->pad_h, (long long)pb->pad_w, (long long)pb->k);
   const instance *in = find_instance((int)pb->h, (int)pb->w, (int)pb->r, (int)pb->s, t);
-  if (in == nullptr) REJECT("tiling %d/%d/%d not compiled for this geometry", t->kind, t->rows, t->channels);
+  if (in == nullptr)
+    REJECT("tiling %d/%d/%d not compiled for this geometry", t->kind, t->rows, t->channels);
   if (t->kind == CONV_PATCH_MMA && pb->math != CONV_MATH_TF32)
     REJECT("the tensor-core kernel needs TF32 mode");
   if (t->warps < 1 || t->warps > kMaxThreads / kWarp) REJECT("%d warps", t->warps);
@@ -675,9 +682,10 @@ extern "C" cudaError_t conv_patch_forward(const conv_patch_launch *L, const floa
   if (L == NULL || L->kernel == NULL || L->grid[0] == 0 || x == NULL || w == NULL || y == NULL ||
       (L->epilogue != CONV_EPILOGUE_NONE && bias == NULL))
     return cudaErrorInvalidValue;
-  const Args a = {x,           w,          bias,      y,        L->n,
-                  L->c,        L->k,       L->epilogue, L->images_per_block, L->block_k,
-                  L->image_groups, L->chunk, L->chunks, L->image_floats, L->bank_floats};
+  const Args a = {x,         w,           bias,     y,
+                  L->n,      L->c,        L->k,     L->epilogue,
+                  L->images_per_block, L->block_k, L->image_groups, L->chunk,
+                  L->chunks, L->image_floats, L->bank_floats};
   const kernel_fn fn = (kernel_fn)L->kernel;
   fn<<<dim3(L->grid[0], L->grid[1]), dim3((unsigned)L->threads), L->smem_bytes, stream>>>(a);
   return cudaGetLastError();

@@ -19,11 +19,12 @@
  *        on 4 x 4 patches with a 3 x 3 filter that is 31% of a direct
  *        convolution's multiply-adds (16% on 8 x 8), which a GEMM-shaped
  *        library computes.  Filter loads are warp-wide broadcasts.
- *   MMA  TF32 tensor cores (mma.sync m16n8k8), TF32 mode only: an implicit
- *        GEMM whose M tiles are 16 pixels of one image and N tiles 8
- *        output channels, summed over input channels and taps.  Inputs are
- *        staged zero-padded and rounded to TF32; the filter bank is stored
- *        in fragment order, one 64-bit load per lane.
+ *   MMA  TF32 tensor cores (mma.sync m16n8k8), TF32 mode only, K a
+ *        multiple of 32 (a warp takes 4 or 8 tiles of 8 output channels):
+ *        an implicit GEMM whose M tiles are 16 pixels of one image, summed
+ *        over input channels and taps.  Inputs are staged zero-padded and
+ *        rounded to TF32; the filter bank is stored in fragment order, one
+ *        64-bit load per lane.
  */
 #ifndef CONVTUNE_PATCH_H
 #define CONVTUNE_PATCH_H
