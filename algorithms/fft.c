@@ -252,13 +252,6 @@ out:
   return s;
 }
 
-static conv_status fft_pref_set(cublasLtMatmulPreference_t pref,
-                                cublasLtMatmulPreferenceAttributes_t attr, const void *value,
-                                size_t size, conv_error *err) {
-  return conv_check_cublas(err, cublasLtMatmulPreferenceSetAttribute(pref, attr, value, size),
-                           "cublasLtMatmulPreferenceSetAttribute");
-}
-
 /* The per-frequency GEMM Y (m x k) = X (m x c) * W (c x k), batched over
  * frequencies, and cuBLASLt's first algorithm for it. */
 static conv_status fft_gemm(const conv_problem *pb, conv_env *env, fft_state *st,
@@ -281,27 +274,10 @@ static conv_status fft_gemm(const conv_problem *pb, conv_env *env, fft_state *st
            conv_check_cublas(err, cublasLtMatmulPreferenceCreate(&pref),
                              "cublasLtMatmulPreferenceCreate"),
            out);
-  const uint64_t ws = FFT_GEMM_WS_MAX;
-  CONV_TRY(s, fft_pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws, err),
-           out);
-  const uint32_t align_a = fft_batch_align((int64_t)t->m * t->c * 8),
-                 align_b = fft_batch_align((int64_t)t->c * t->k * 8),
-                 align_d = fft_batch_align((int64_t)t->m * t->k * 8);
-  CONV_TRY(s, fft_pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
-                           sizeof align_a, err), out);
-  CONV_TRY(s, fft_pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
-                           sizeof align_b, err), out);
-  CONV_TRY(s, fft_pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
-                           sizeof align_d, err), out);
-  CONV_TRY(s, fft_pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
-                           sizeof align_d, err), out);
-  if (pb->math == CONV_MATH_STRICT) {
-    const uint64_t mask = ~(uint64_t)(CUBLASLT_NUMERICAL_IMPL_FLAGS_TENSOR_OP_MASK |
-                                      CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_16F |
-                                      CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_16BF |
-                                      CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_TF32);
-    CONV_TRY(s, fft_pref_set(pref, CUBLASLT_MATMUL_PREF_IMPL_MASK, &mask, sizeof mask, err), out);
-  }
+  const conv_gemm_align align = {fft_batch_align((int64_t)t->m * t->c * 8),
+                                 fft_batch_align((int64_t)t->c * t->k * 8),
+                                 fft_batch_align((int64_t)t->m * t->k * 8)};
+  CONV_TRY(s, conv_cublaslt_pref_fill(pref, pb->math, FFT_GEMM_WS_MAX, &align, err), out);
   cublasLtMatmulHeuristicResult_t result;
   int found = 0;
   const cublasStatus_t cs = cublasLtMatmulAlgoGetHeuristic(env->cublaslt, st->desc, st->a, st->b,

@@ -50,11 +50,6 @@ typedef struct ig_dims {
   int64_t d_batch_stride; /* k*pq                                          */
 } ig_dims;
 
-/* Pointer alignments (bytes) a set of algos relies on. */
-typedef struct ig_align {
-  uint32_t a, b, d;
-} ig_align;
-
 /* One matmul shape (full chunk or the last, partial one) and its algos. */
 typedef struct ig_gemm {
   cublasLtMatrixLayout_t a, b, d;
@@ -72,7 +67,7 @@ typedef struct ig_state {
   bool direct; /* 1x1 path: A is x itself, no im2col */
   int64_t chunk;
   ig_dims dims;
-  ig_align align;
+  conv_gemm_align align; /* pointer alignments its algos rely on */
   /* Element offsets between consecutive images and groups. */
   int64_t x_image, x_group, w_group, y_image, y_group;
   /* Workspace: [GEMM workspace | col buffer]; the GEMM part first so that
@@ -212,47 +207,10 @@ out:
   return st;
 }
 
-static conv_status ig_pref_set(cublasLtMatmulPreference_t pref,
-                               cublasLtMatmulPreferenceAttributes_t attr, const void *value,
-                               size_t size, conv_error *err) {
-  return conv_check_cublas(err, cublasLtMatmulPreferenceSetAttribute(pref, attr, value, size),
-                           "cublasLtMatmulPreferenceSetAttribute");
-}
-
-static conv_status ig_pref_fill(cublasLtMatmulPreference_t pref, conv_math math,
-                                const ig_align *al, conv_error *err) {
-  conv_status st;
-  const uint64_t ws = IG_GEMM_WS_MAX;
-  CONV_TRY(st, ig_pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws, err),
-           out);
-  /* The heuristic cannot see our pointers and, untold, assumes 256-byte
-   * alignment: kernels picked that way may fault on x, w or y slices. */
-  CONV_TRY(st, ig_pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al->a,
-                           sizeof al->a, err), out);
-  CONV_TRY(st, ig_pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al->b,
-                           sizeof al->b, err), out);
-  /* C is D (beta = 0, in place). */
-  CONV_TRY(st, ig_pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al->d,
-                           sizeof al->d, err), out);
-  CONV_TRY(st, ig_pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al->d,
-                           sizeof al->d, err), out);
-  if (math == CONV_MATH_STRICT) {
-    /* Belt and braces for STRICT: refuse any tensor-core or reduced-input
-     * implementation even if a library setting would allow it. */
-    const uint64_t mask = ~(uint64_t)(CUBLASLT_NUMERICAL_IMPL_FLAGS_TENSOR_OP_MASK |
-                                      CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_16F |
-                                      CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_16BF |
-                                      CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_TF32);
-    CONV_TRY(st, ig_pref_set(pref, CUBLASLT_MATMUL_PREF_IMPL_MASK, &mask, sizeof mask, err), out);
-  }
-out:
-  return st;
-}
-
 /* Ranked algos for gemm `g` under alignments `al`; *found counts the usable
  * leading results (0 when cuBLASLt has none, which is not an error). */
 static conv_status ig_heuristic(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, const ig_gemm *g,
-                                conv_math math, const ig_align *al,
+                                conv_math math, const conv_gemm_align *al,
                                 cublasLtMatmulHeuristicResult_t results[IG_HEURISTIC_MAX],
                                 int *found, conv_error *err) {
   cublasLtMatmulPreference_t pref = NULL;
@@ -261,7 +219,7 @@ static conv_status ig_heuristic(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, 
            conv_check_cublas(err, cublasLtMatmulPreferenceCreate(&pref),
                              "cublasLtMatmulPreferenceCreate"),
            out);
-  CONV_TRY(st, ig_pref_fill(pref, math, al, err), out);
+  CONV_TRY(st, conv_cublaslt_pref_fill(pref, math, IG_GEMM_WS_MAX, al, err), out);
   int returned = 0;
   const cublasStatus_t cs = cublasLtMatmulAlgoGetHeuristic(lt, desc, g->a, g->b, g->d, g->d, pref,
                                                            IG_HEURISTIC_MAX, results, &returned);
@@ -314,7 +272,7 @@ static conv_status ig_pick_full(const conv_problem *pb, conv_env *env, ig_state 
   st->full.algo = res[algo_index].algo;
   st->full.ws_bytes = res[algo_index].workspaceSize;
 
-  const ig_align weakest = {IG_MIN_ALIGN, IG_MIN_ALIGN, IG_MIN_ALIGN};
+  const conv_gemm_align weakest = {IG_MIN_ALIGN, IG_MIN_ALIGN, IG_MIN_ALIGN};
   CONV_TRY(s, ig_heuristic(env->cublaslt, st->desc, &st->full, pb->math, &weakest, res, &found,
                            err),
            out);
@@ -357,7 +315,7 @@ static conv_status ig_pick_tail(const conv_problem *pb, conv_env *env, ig_state 
     t->fallback = st->full.fallback;
     t->has_fallback = true;
   } else {
-    const ig_align weakest = {IG_MIN_ALIGN, IG_MIN_ALIGN, IG_MIN_ALIGN};
+    const conv_gemm_align weakest = {IG_MIN_ALIGN, IG_MIN_ALIGN, IG_MIN_ALIGN};
     CONV_TRY(s, ig_heuristic(env->cublaslt, st->desc, t, pb->math, &weakest, res, &found, err),
              out);
     if (found > 0) {
