@@ -133,8 +133,9 @@ static void patch_describe(const conv_config *config, char *text, size_t size) {
 
 const conv_algorithm conv_algorithm_patch = {
     .id = CONV_ALGO_PATCH,
-    /* 2: cp.async staging and 16 channels a step in the tensor-core kernel. */
-    .version = 2,
+    /* 2: cp.async staging and 16 channels a step in the tensor-core kernel;
+     * 3: FMA staging divides by multiply and shift. */
+    .version = 3,
     .name = "patch",
     .applicable = patch_applicable,
     .configs = patch_configs,

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "algorithms/direct_window.h"
 #include "algorithms/epilogue.cuh"
 #include "algorithms/patch.h"
 
@@ -37,6 +38,7 @@ struct Args {
   float *y;
   int n, c, k, epilogue;
   int images_per_block, block_k, image_groups, chunk, chunks, image_floats, bank_floats;
+  conv_divisor by_image_float4s; /* FMA staging: float4s of one image chunk */
 };
 
 __device__ __forceinline__ void cp_async16(float *dst, const float *src, int src_bytes) {
@@ -94,7 +96,11 @@ __device__ void fma_stage(const Args &a, float *dst, int img0, int c0) {
   constexpr int kPlane4 = G::HW / 4;
   const int per_image = a.chunk * kPlane4;
   for (int i = threadIdx.x; i < kWarp * per_image; i += blockDim.x) {
-    const int img = i / per_image, j = i - img * per_image;
+    /* i / per_image as a multiply and a shift: a division would cost more
+     * than the copy. */
+    const conv_divisor &d = a.by_image_float4s;
+    const int img = (int)((__umulhi((unsigned)i, d.multiplier) + (unsigned)i) >> d.shift);
+    const int j = i - img * per_image;
     const bool inside = img0 + img < a.n && c0 + j / kPlane4 < a.c;
     const float *src = inside ? a.x + ((int64_t)(img0 + img) * a.c + c0) * G::HW + 4 * j : a.x;
     cp_async16(dst + img * a.image_floats + 4 * j, src, inside ? 16 : 0);
@@ -567,6 +573,9 @@ bool plan_fma(conv_patch_launch &l, char *why, size_t why_size) {
    * images then fall in 8 different bank quads. */
   l.image_floats = l.chunk * l.h * l.w + 4;
   l.smem_bytes = sizeof(float) * ((size_t)l.bank_floats + 2 * (size_t)kWarp * l.image_floats);
+  const conv_divisor by_image = conv_divisor_make(l.chunk * l.h * l.w / 4);
+  l.stage_div_multiplier = by_image.multiplier;
+  l.stage_div_shift = by_image.shift;
   return true;
 }
 
@@ -685,7 +694,9 @@ extern "C" cudaError_t conv_patch_forward(const conv_patch_launch *L, const floa
   const Args a = {x,         w,           bias,     y,
                   L->n,      L->c,        L->k,     L->epilogue,
                   L->images_per_block, L->block_k, L->image_groups, L->chunk,
-                  L->chunks, L->image_floats, L->bank_floats};
+                  L->chunks, L->image_floats, L->bank_floats,
+                  {(uint32_t)(L->chunk * L->h * L->w / 4), L->stage_div_multiplier,
+                   L->stage_div_shift}};
   const kernel_fn fn = (kernel_fn)L->kernel;
   fn<<<dim3(L->grid[0], L->grid[1]), dim3((unsigned)L->threads), L->smem_bytes, stream>>>(a);
   return cudaGetLastError();

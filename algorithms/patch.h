@@ -66,6 +66,9 @@ typedef struct conv_patch_launch {
   int threads;
   int image_floats;     /* floats of one staged image chunk (with padding)  */
   int bank_floats;      /* floats of the filter bank in shared memory       */
+  /* FMA: division by the float4s of one staged image chunk, as a multiply
+   * and a shift (conv_divisor_make). */
+  uint32_t stage_div_multiplier, stage_div_shift;
   size_t smem_bytes;
   unsigned grid[2];     /* {blocks walking image groups, k_blocks}          */
 } conv_patch_launch;
