@@ -603,9 +603,10 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, activatio
         patches = tuple(x.shape[:2])
         x = x.view(-1, *x.shape[2:])
         if out is not None:
-            if not isinstance(out, torch.Tensor) or out.dim() != 5 or not out.is_contiguous():
-                raise ValueError("conv2d: with a 5-D input, out must be a contiguous 5-D tensor "
-                                 "(B, P, K, P', Q')")
+            if (not isinstance(out, torch.Tensor) or out.dim() != 5 or not out.is_contiguous()
+                    or tuple(out.shape[:2]) != patches):
+                raise ValueError("conv2d: with a 5-D input (B, P, C, H, W), out must be a contiguous "
+                                 "(B, P, K, P', Q') tensor with the same B and P")
             out = out.view(-1, *out.shape[2:])
     if x.dim() != 4:
         raise ValueError("Expected 4D (batched) or 5D (B, P, C, H, W) input to conv2d, but got "

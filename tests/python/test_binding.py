@@ -181,8 +181,10 @@ def test_patches_fold_into_the_batch(ctx, cuda, math):
     assert rel_l2(out, ref) < bound, "seed %d" % SEED
     with pytest.raises(ValueError, match="5-D input.*contiguous"):
         convtune.conv2d(x.transpose(3, 4), w, b, padding=1, context=ctx)
-    with pytest.raises(ValueError, match="out must be a contiguous 5-D"):
+    with pytest.raises(ValueError, match="out must be a contiguous"):
         convtune.conv2d(x, w, b, padding=1, context=ctx, out=out.view(66, 32, 4, 4))
+    with pytest.raises(ValueError, match="same B and P"):
+        convtune.conv2d(x, w, b, padding=1, context=ctx, out=out.view(6, 11, 32, 4, 4))
 
 
 def test_set_patches_in_the_c_api():
