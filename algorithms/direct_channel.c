@@ -145,14 +145,9 @@ static conv_status dc_prepare(const conv_problem *problem, conv_env *env,
                           "direct_channel: only fp32 NCHW forward with at most %d input and %d "
                           "output channels per group",
                           DC_MAX_CHANNELS_IN, DC_MAX_CHANNELS_OUT);
-  /* The config may come from a shipped cache: conv_direct_plan checks all of it. */
-  if (config->count != 6)
-    return conv_error_set(err, CONV_UNSUPPORTED, "direct_channel: config has %d values, not 6",
-                          config->count);
-  for (int i = 0; i < 6; i++)
-    if (config->values[i] < 0 || config->values[i] > 1024)
-      return conv_error_set(err, CONV_UNSUPPORTED, "direct_channel: config value %lld out of range",
-                            (long long)config->values[i]);
+  /* Then conv_direct_plan checks every value against the problem. */
+  conv_status st = conv_config_check(config, "direct_channel", 6, 0, 1024, err);
+  if (st != CONV_OK) return st;
   conv_direct_tiling tiling;
   dc_tiling_from_config(config, &tiling);
   conv_direct_launch *launch = malloc(sizeof *launch);
@@ -162,8 +157,7 @@ static conv_status dc_prepare(const conv_problem *problem, conv_env *env,
     free(launch);
     return conv_error_set(err, CONV_UNSUPPORTED, "direct_channel: %s", why);
   }
-  conv_status st = conv_check_cuda(err, conv_direct_configure(launch),
-                                   "direct_channel: shared-memory limit");
+  st = conv_check_cuda(err, conv_direct_configure(launch), "direct_channel: shared-memory limit");
   if (st != CONV_OK) {
     free(launch);
     return st;

@@ -331,9 +331,9 @@ static conv_status fft_prepare(const conv_problem *problem, conv_env *env,
   if (!fft_problem_supported(problem))
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "fft: only fp32 NCHW forward, stride 1, dilation 1, one group");
-  if (config->count != 3)
-    return conv_error_set(err, CONV_UNSUPPORTED, "fft: config has %d values, not 3",
-                          config->count);
+  /* Sizes are checked by fft_tiles_make. */
+  const conv_status checked = conv_config_check(config, "fft", 3, INT64_MIN, INT64_MAX, err);
+  if (checked != CONV_OK) return checked;
   if (config->values[2] != FFT_PRODUCT_KERNEL && config->values[2] != FFT_PRODUCT_GEMM)
     return conv_error_set(err, CONV_UNSUPPORTED, "fft: product %lld is not 0 or 1",
                           (long long)config->values[2]);

@@ -386,9 +386,10 @@ static conv_status ig_prepare(const conv_problem *problem, conv_env *env,
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "im2col_gemm: only fp32 NCHW forward, strict or tf32 math");
   /* The config may come from a shipped cache: trust none of it. */
-  if (config->count != 2)
-    return conv_error_set(err, CONV_UNSUPPORTED, "im2col_gemm: config has %d values, not 2",
-                          config->count);
+  /* Then each value against its own range. */
+  const conv_status checked =
+      conv_config_check(config, "im2col_gemm", 2, INT64_MIN, INT64_MAX, err);
+  if (checked != CONV_OK) return checked;
   const int64_t chunk = config->values[0], algo_index = config->values[1];
   if (chunk < 1 || chunk > problem->n || chunk > INT32_MAX)
     return conv_error_set(err, CONV_UNSUPPORTED, "im2col_gemm: batch chunk %lld not in [1, %lld]",

@@ -80,14 +80,9 @@ static conv_status patch_prepare(const conv_problem *problem, conv_env *env,
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "patch: needs fp32 NCHW forward, stride 1, dilation 1, one group, "
                           "\"same\" padding, K a multiple of 8 and a compiled patch size");
-  /* The config may come from a shipped cache: conv_patch_plan checks all of it. */
-  if (config->count != 4)
-    return conv_error_set(err, CONV_UNSUPPORTED, "patch: config has %d values, not 4",
-                          config->count);
-  for (int i = 0; i < 4; i++)
-    if (config->values[i] < 0 || config->values[i] > 64)
-      return conv_error_set(err, CONV_UNSUPPORTED, "patch: config value %lld out of range",
-                            (long long)config->values[i]);
+  /* Then conv_patch_plan checks every value against the problem. */
+  const conv_status st = conv_config_check(config, "patch", 4, 0, 64, err);
+  if (st != CONV_OK) return st;
   const conv_patch_tiling tiling = patch_tiling_from_config(config);
   conv_patch_launch *launch = malloc(sizeof *launch);
   if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "patch: malloc");

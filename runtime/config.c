@@ -13,6 +13,18 @@ bool conv_config_equal(const conv_config *a, const conv_config *b) {
   return true;
 }
 
+conv_status conv_config_check(const conv_config *config, const char *family, int count,
+                              int64_t lo, int64_t hi, conv_error *err) {
+  if (config->count != count)
+    return conv_error_set(err, CONV_UNSUPPORTED, "%s: config has %d values, not %d", family,
+                          config->count, count);
+  for (int i = 0; i < count; i++)
+    if (config->values[i] < lo || config->values[i] > hi)
+      return conv_error_set(err, CONV_UNSUPPORTED, "%s: config value %lld out of range", family,
+                            (long long)config->values[i]);
+  return CONV_OK;
+}
+
 conv_status conv_config_format(const conv_config *config, char *text, size_t size) {
   if (config == NULL || text == NULL || size == 0 || config->count < 0 ||
       config->count > CONV_CONFIG_MAX_VALUES)

@@ -124,6 +124,11 @@ bool conv_config_equal(const conv_config *a, const conv_config *b);
 conv_status conv_config_format(const conv_config *config, char *text, size_t size);
 /* Parses conv_config_format's text; rejects anything else. */
 conv_status conv_config_parse(const char *text, conv_config *config /* OUT */);
+/* A config read back from a (possibly shipped) cache is untrusted: CONV_OK
+ * when it has `count` values, each in [lo, hi]; else CONV_UNSUPPORTED with
+ * a message that starts with `family`. */
+conv_status conv_config_check(const conv_config *config, const char *family, int count,
+                              int64_t lo, int64_t hi, conv_error *err);
 
 /* What arithmetic a config uses; sets the validation bound with the math mode. */
 typedef enum conv_arith {

@@ -193,6 +193,15 @@ static int config_text(void) {
   CHECK(!conv_config_equal(&c, &d));
   CHECK(conv_error_bound(CONV_MATH_STRICT, CONV_ARITH_DIRECT) < 3e-4); /* catches TF32 */
   CHECK(conv_error_bound(CONV_MATH_TF32, CONV_ARITH_DIRECT) > 3e-4);
+  /* Untrusted configs: count and range, each named in the message. */
+  conv_error err = {CONV_OK, ""};
+  const conv_config three = {3, {0, 5, 64}, 0};
+  CHECK_STATUS(CONV_OK, conv_config_check(&three, "fam", 3, 0, 64, &err));
+  CHECK_STATUS(CONV_UNSUPPORTED, conv_config_check(&three, "fam", 4, 0, 64, &err));
+  CHECK(strstr(err.message, "fam: config has 3 values, not 4") != NULL);
+  CHECK_STATUS(CONV_UNSUPPORTED, conv_config_check(&three, "fam", 3, 0, 63, &err));
+  CHECK(strstr(err.message, "fam: config value 64 out of range") != NULL);
+  CHECK_STATUS(CONV_UNSUPPORTED, conv_config_check(&three, "fam", 3, 1, 64, &err));
   return TEST_PASS;
 }
 
