@@ -438,24 +438,60 @@ static conv_problem direct_problem(int64_t n, int64_t c, int64_t h, int64_t w, i
   return p;
 }
 
-/* How many of direct_channel's configs for `p` use the window layout and
- * prepare (so that run_every_config ran them), and how many of those read
- * their windows as float4s. */
-static int window_configs(conv_env *env, const conv_problem *p, int *vector) {
+/* How many of `algo`'s configs for `p` prepare with a state `accept` takes
+ * (run_every_config ran every config that prepares). */
+static int prepared_configs(conv_env *env, const conv_algorithm *algo, const conv_problem *p,
+                            bool (*accept)(const void *state)) {
   static conv_config configs[512];
-  int n = 0, windows = 0;
-  *vector = 0;
-  if (conv_algorithm_direct_channel.configs(p, env, configs, 512, &n, NULL) != CONV_OK) return -1;
+  int n = 0, accepted = 0;
+  if (algo->configs(p, env, configs, 512, &n, NULL) != CONV_OK) return -1;
   for (int i = 0; i < n; i++) {
     conv_prepared prep = {0};
-    if (configs[i].values[0] != CONV_DIRECT_WINDOW ||
-        conv_algorithm_direct_channel.prepare(p, env, &configs[i], &prep, NULL) != CONV_OK)
-      continue;
-    *vector += ((const conv_direct_launch *)prep.state)->vector_loads;
-    conv_algorithm_direct_channel.release(prep.state);
-    windows++;
+    if (algo->prepare(p, env, &configs[i], &prep, NULL) != CONV_OK) continue;
+    accepted += accept(prep.state);
+    algo->release(prep.state);
   }
-  return windows;
+  return accepted;
+}
+
+static bool is_window(const void *state) {
+  return ((const conv_direct_launch *)state)->tiling.layout == CONV_DIRECT_WINDOW;
+}
+
+static bool is_window_float4(const void *state) {
+  return is_window(state) && ((const conv_direct_launch *)state)->vector_loads;
+}
+
+static bool is_tensor_core(const void *state) {
+  return ((const conv_patch_launch *)state)->tiling.kind == CONV_PATCH_MMA;
+}
+
+/* Checks a family's reference test makes per case, after every config ran. */
+typedef int (*case_check)(conv_env *env, const conv_problem *p, const char *name);
+
+/* Runs every config of `algo` on each case (run_family_on_case), then
+ * `check` (may be NULL); prints per case and in all how many matched the
+ * CPU reference, and leaves the totals in *count. */
+static int run_family_on_cases(const conv_algorithm *algo, const conv_problem *cases,
+                               size_t ncases, case_check check, family_count *count) {
+  conv_env env;
+  if (open_env(&env) != TEST_PASS) return TEST_FAIL;
+  void *scratch;
+  CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
+  *count = (family_count){0, 0, 0};
+  for (size_t i = 0; i < ncases; i++) {
+    char name[CONV_PROBLEM_KEY_MAX];
+    describe_problem(&cases[i], name, sizeof name);
+    const int before = count->ran;
+    if (run_family_on_case(&env, algo, &cases[i], scratch, count) != TEST_PASS) return TEST_FAIL;
+    printf("%s: %d %s configs matched\n", name, count->ran - before, algo->name);
+    if (check != NULL && check(&env, &cases[i], name) != TEST_PASS) return TEST_FAIL;
+  }
+  printf("%s: %d configs matched the CPU reference, %d not supported for their shape\n",
+         algo->name, count->ran, count->unsupported);
+  cudaFree(scratch);
+  close_env(&env);
+  return TEST_PASS;
 }
 
 /* Whether the window layout takes p: square 3, 5 or 7 filters, equal
@@ -472,6 +508,19 @@ static bool window_vector_takes(const conv_problem *p) {
          p->pad_w % 4 == (p->r - 1) / 2 % 4;
 }
 
+/* The window layout ran exactly where it applies, with float4 loads exactly
+ * where they apply. */
+static int check_window_layouts(conv_env *env, const conv_problem *p, const char *name) {
+  const int windows = prepared_configs(env, &conv_algorithm_direct_channel, p, is_window);
+  const int vector = prepared_configs(env, &conv_algorithm_direct_channel, p, is_window_float4);
+  printf("%s: %d window layout configs, %d with float4 loads\n", name, windows, vector);
+  CHECK_MSG(window_takes(p) == (windows > 0), "window layout %s on %s",
+            windows > 0 ? "ran" : "did not run", name);
+  CHECK_MSG(window_vector_takes(p) == (vector > 0), "float4 window loads %s on %s",
+            vector > 0 ? "ran" : "did not run", name);
+  return TEST_PASS;
+}
+
 /* Our direct kernels on the shapes they exist for, larger than the random
  * problems: several tiles per image, staged channels, 31x31 filters, widths
  * that are and are not multiples of 4 (vector and scalar loads), odd
@@ -481,8 +530,6 @@ static bool window_vector_takes(const conv_problem *p) {
 static int direct_channel_matches_reference(void) {
   SKIP_WITHOUT_GPU();
   seed_rng();
-  conv_env env;
-  if (open_env(&env) != TEST_PASS) return TEST_FAIL;
   const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
   conv_problem cases[] = {
       direct_problem(2, 8, 56, 56, 8, 3, 3, 1, 1, 1, 8, CONV_EPILOGUE_BIAS_RELU, S), /* depthwise */
@@ -518,30 +565,11 @@ static int direct_channel_matches_reference(void) {
   cases[12].pad_h = 0;
   cases[13].dil_w = 3;
   cases[17].pad_w = 3; /* and wider than the dilation needs */
-  void *scratch;
-  CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
-  family_count count = {0, 0, 0};
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    const conv_problem *p = &cases[i];
-    char name[CONV_PROBLEM_KEY_MAX];
-    describe_problem(p, name, sizeof name);
-    const int before = count.ran;
-    if (run_family_on_case(&env, &conv_algorithm_direct_channel, p, scratch, &count) != TEST_PASS)
-      return TEST_FAIL;
-    int vector = 0;
-    const int windows = window_configs(&env, p, &vector);
-    printf("%s: %d configs matched, %d of them window layout, %d with float4 loads\n", name,
-           count.ran - before, windows, vector);
-    CHECK_MSG(window_takes(p) == (windows > 0), "window layout %s on %s",
-              windows > 0 ? "ran" : "did not run", name);
-    CHECK_MSG(window_vector_takes(p) == (vector > 0), "float4 window loads %s on %s",
-              vector > 0 ? "ran" : "did not run", name);
-  }
-  printf("direct_channel: %d configs matched the CPU reference, %d not supported for their shape\n",
-         count.ran, count.unsupported);
+  family_count count;
+  if (run_family_on_cases(&conv_algorithm_direct_channel, cases, sizeof cases / sizeof cases[0],
+                          check_window_layouts, &count) != TEST_PASS)
+    return TEST_FAIL;
   CHECK(count.wrong_caught == 0);
-  cudaFree(scratch);
-  close_env(&env);
   return TEST_PASS;
 }
 
@@ -565,8 +593,6 @@ static int make_context(conv_context **ctx, const char *cache, conv_policy polic
 static int fft_matches_reference(void) {
   SKIP_WITHOUT_GPU();
   seed_rng();
-  conv_env env;
-  if (open_env(&env) != TEST_PASS) return TEST_FAIL;
   const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
   conv_problem cases[] = {
       direct_problem(2, 3, 40, 37, 5, 7, 7, 1, 3, 1, 1, CONV_EPILOGUE_BIAS_RELU, S),
@@ -578,38 +604,22 @@ static int fft_matches_reference(void) {
   };
   cases[1].pad_w = 1; /* asymmetric padding */
   cases[5].pad_w = 0;
-  void *scratch;
-  CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
-  family_count count = {0, 0, 0};
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    char name[CONV_PROBLEM_KEY_MAX];
-    describe_problem(&cases[i], name, sizeof name);
-    const int before = count.ran;
-    if (run_family_on_case(&env, &conv_algorithm_fft, &cases[i], scratch, &count) != TEST_PASS)
-      return TEST_FAIL;
-    printf("%s: %d fft configs matched\n", name, count.ran - before);
-  }
-  printf("fft: %d configs matched the CPU reference, %d not supported for their shape\n",
-         count.ran, count.unsupported);
+  family_count count;
+  if (run_family_on_cases(&conv_algorithm_fft, cases, sizeof cases / sizeof cases[0], NULL,
+                          &count) != TEST_PASS)
+    return TEST_FAIL;
   CHECK(count.unsupported == 0);
-  cudaFree(scratch);
-  close_env(&env);
   return TEST_PASS;
 }
 
-/* How many of the patch family's configs for `p` prepare on tensor cores
- * (run_every_config ran them all). */
-static int patch_tensor_core_configs(conv_env *env, const conv_problem *p) {
-  static conv_config configs[64];
-  int n = 0, mma = 0;
-  if (conv_algorithm_patch.configs(p, env, configs, 64, &n, NULL) != CONV_OK) return -1;
-  for (int i = 0; i < n; i++) {
-    conv_prepared prep = {0};
-    if (conv_algorithm_patch.prepare(p, env, &configs[i], &prep, NULL) != CONV_OK) continue;
-    mma += ((const conv_patch_launch *)prep.state)->tiling.kind == CONV_PATCH_MMA;
-    conv_algorithm_patch.release(prep.state);
-  }
-  return mma;
+/* The tensor-core kernel ran exactly where it applies: TF32 mode, and 4 or
+ * 8 channel tiles a warp. */
+static int check_tensor_cores(conv_env *env, const conv_problem *p, const char *name) {
+  const int mma = prepared_configs(env, &conv_algorithm_patch, p, is_tensor_core);
+  printf("%s: %d tensor-core configs\n", name, mma);
+  CHECK_MSG((p->math == CONV_MATH_TF32 && p->k % 32 == 0) == (mma > 0),
+            "tensor-core configs %s on %s", mma > 0 ? "ran" : "did not run", name);
+  return TEST_PASS;
 }
 
 /* The patch candidate on each compiled patch size: image counts that leave
@@ -621,8 +631,6 @@ static int patch_tensor_core_configs(conv_env *env, const conv_problem *p) {
 static int patch_matches_reference(void) {
   SKIP_WITHOUT_GPU();
   seed_rng();
-  conv_env env;
-  if (open_env(&env) != TEST_PASS) return TEST_FAIL;
   const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
   const conv_epilogue NONE = CONV_EPILOGUE_NONE, BIAS = CONV_EPILOGUE_BIAS,
                       RELU = CONV_EPILOGUE_BIAS_RELU;
@@ -635,28 +643,11 @@ static int patch_matches_reference(void) {
       direct_problem(9, 3, 16, 16, 8, 3, 3, 1, 1, 1, 1, BIAS, S),
       direct_problem(5, 17, 16, 16, 32, 3, 3, 1, 1, 1, 1, RELU, T),
   };
-  void *scratch;
-  CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
-  family_count count = {0, 0, 0};
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    const conv_problem *p = &cases[i];
-    char name[CONV_PROBLEM_KEY_MAX];
-    describe_problem(p, name, sizeof name);
-    const int before = count.ran;
-    if (run_family_on_case(&env, &conv_algorithm_patch, p, scratch, &count) != TEST_PASS)
-      return TEST_FAIL;
-    const int mma = patch_tensor_core_configs(&env, p);
-    printf("%s: %d patch configs matched, %d of them on tensor cores\n", name, count.ran - before,
-           mma);
-    /* Tensor cores: TF32 mode, and 4 or 8 channel tiles a warp. */
-    CHECK_MSG((p->math == T && p->k % 32 == 0) == (mma > 0), "tensor-core configs %s on %s",
-              mma > 0 ? "ran" : "did not run", name);
-  }
-  printf("patch: %d configs matched the CPU reference, %d not supported for their shape\n",
-         count.ran, count.unsupported);
+  family_count count;
+  if (run_family_on_cases(&conv_algorithm_patch, cases, sizeof cases / sizeof cases[0],
+                          check_tensor_cores, &count) != TEST_PASS)
+    return TEST_FAIL;
   CHECK(count.wrong_caught == 0);
-  cudaFree(scratch);
-  close_env(&env);
   return TEST_PASS;
 }
 
