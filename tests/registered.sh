@@ -1,7 +1,7 @@
 #!/bin/sh
 # registered.sh BINARY NAME...: fails unless BINARY's own test table (what it
 # prints when run without arguments) is exactly NAME..., the tests CMake
-# registered, so that a test added to one list but not the other cannot
+# registered from reading that table in the source, so that no test can
 # silently never run.
 binary=$1
 shift
