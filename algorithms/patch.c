@@ -6,7 +6,7 @@
  *
  * Config values: {kind, rows, channels, warps} (conv_patch_tiling): FMA
  * (strict fp32, also offered in TF32 mode) or TF32 tensor cores (TF32 mode
- * only).
+ * only): mma.sync, and wgmma on compute capability 9.0.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,23 +27,28 @@ static conv_patch_tiling patch_tiling_from_config(const conv_config *config) {
   return t;
 }
 
-/* Warps per block to try: FMA warps along output channels, MMA warps along
- * pixel tiles (conv_patch_plan drops those that do not fit). */
-static const int patch_fma_warps[] = {16, 8, 4, 2, 1};
-static const int patch_mma_warps[] = {16, 8, 4, 2};
+/* Warps per block to try, per kind: FMA warps along output channels,
+ * tensor-core warps along pixel tiles, whole warpgroups for wgmma
+ * (conv_patch_plan drops those that do not fit).  0 ends a list. */
+static const int patch_warps[3][6] = {
+    [CONV_PATCH_FMA] = {16, 8, 4, 2, 1, 0},
+    [CONV_PATCH_MMA] = {16, 8, 4, 2, 0},
+    [CONV_PATCH_WGMMA] = {16, 12, 8, 4, 0},
+};
+
+/* wgmma is compiled for sm_90a, which runs on compute capability 9.0 only. */
+static bool patch_has_wgmma(const conv_env *env) {
+  return env->device.cc_major == 9 && env->device.cc_minor == 0;
+}
 
 /* Appends every plannable config of kernels of `kind`. */
 static int patch_add_configs(const conv_problem *problem, const conv_patch_tiling *kernels,
                              int nkernels, int kind, conv_config *out, int max, int n) {
-  const bool fma = kind == CONV_PATCH_FMA;
-  const int *warps = fma ? patch_fma_warps : patch_mma_warps;
-  const int nwarps = fma ? (int)(sizeof patch_fma_warps / sizeof patch_fma_warps[0])
-                         : (int)(sizeof patch_mma_warps / sizeof patch_mma_warps[0]);
   for (int i = 0; i < nkernels; i++) {
     if (kernels[i].kind != kind) continue;
-    for (int j = 0; j < nwarps && n < max; j++) {
+    for (const int *warps = patch_warps[kind]; *warps != 0 && n < max; warps++) {
       conv_patch_tiling t = kernels[i];
-      t.warps = warps[j];
+      t.warps = *warps;
       conv_patch_launch launch;
       if (!conv_patch_plan(problem, &t, &launch, NULL, 0)) continue;
       out[n++] = (conv_config){4, {t.kind, t.rows, t.channels, t.warps}, 0};
@@ -52,7 +57,8 @@ static int patch_add_configs(const conv_problem *problem, const conv_patch_tilin
   return n;
 }
 
-/* TF32 mode: tensor cores first; strict: the FMA kernels only. */
+/* TF32 mode: tensor cores first (wgmma where the GPU has it); strict: the
+ * FMA kernels only. */
 static conv_status patch_configs(const conv_problem *problem, conv_env *env, conv_config *out,
                                  int max, int *count, conv_error *err) {
   if (problem == NULL || out == NULL || count == NULL || max < 0)
@@ -63,8 +69,11 @@ static conv_status patch_configs(const conv_problem *problem, conv_env *env, con
   int nkernels = conv_patch_kernels(problem, kernels, PATCH_MAX_KERNELS);
   if (nkernels > PATCH_MAX_KERNELS) nkernels = PATCH_MAX_KERNELS;
   int n = 0;
-  if (problem->math == CONV_MATH_TF32)
+  if (problem->math == CONV_MATH_TF32) {
+    if (patch_has_wgmma(env))
+      n = patch_add_configs(problem, kernels, nkernels, CONV_PATCH_WGMMA, out, max, n);
     n = patch_add_configs(problem, kernels, nkernels, CONV_PATCH_MMA, out, max, n);
+  }
   n = patch_add_configs(problem, kernels, nkernels, CONV_PATCH_FMA, out, max, n);
   *count = n;
   return CONV_OK;
@@ -84,6 +93,9 @@ static conv_status patch_prepare(const conv_problem *problem, conv_env *env,
   const conv_status st = conv_config_check(config, "patch", 4, 0, 64, err);
   if (st != CONV_OK) return st;
   const conv_patch_tiling tiling = patch_tiling_from_config(config);
+  if (tiling.kind == CONV_PATCH_WGMMA && !patch_has_wgmma(env))
+    return conv_error_set(err, CONV_UNSUPPORTED,
+                          "patch: the wgmma kernel runs on compute capability 9.0 only");
   conv_patch_launch *launch = malloc(sizeof *launch);
   if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "patch: malloc");
   char why[160];
@@ -119,9 +131,9 @@ static void patch_describe(const conv_config *config, char *text, size_t size) {
     return;
   }
   const conv_patch_tiling t = patch_tiling_from_config(config);
-  if (t.kind == CONV_PATCH_MMA)
-    snprintf(text, size, "tf32-mma pixel_tiles=%d channel_tiles=%d warps=%d", t.rows, t.channels,
-             t.warps);
+  if (t.kind == CONV_PATCH_MMA || t.kind == CONV_PATCH_WGMMA)
+    snprintf(text, size, "tf32-%s pixel_tiles=%d channel_tiles=%d warps=%d",
+             t.kind == CONV_PATCH_MMA ? "mma" : "wgmma", t.rows, t.channels, t.warps);
   else
     snprintf(text, size, "fma rows=%d channels=%d warps=%d", t.rows, t.channels, t.warps);
 }
@@ -129,8 +141,8 @@ static void patch_describe(const conv_config *config, char *text, size_t size) {
 const conv_algorithm conv_algorithm_patch = {
     .id = CONV_ALGO_PATCH,
     /* 2: cp.async staging and 16 channels a step in the tensor-core kernel;
-     * 3: FMA staging divides by multiply and shift. */
-    .version = 3,
+     * 3: FMA staging divides by multiply and shift; 4: wgmma kernel. */
+    .version = 4,
     .name = "patch",
     .applicable = patch_applicable,
     .configs = patch_configs,

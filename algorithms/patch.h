@@ -25,6 +25,12 @@
  *        over input channels and taps.  Inputs are staged zero-padded and
  *        rounded to TF32; the filter bank is stored in fragment order, one
  *        64-bit load per lane.
+ *   WGMMA the same GEMM on Hopper's warpgroup tensor cores (wgmma m64nNk8,
+ *        sm_90 only; compiled for sm_90a in patch_wgmma.cu): each warp
+ *        loads its 16-pixel A fragment from the same staged layout into
+ *        registers, the filters (B, N = 32 or 64 output channels) are read
+ *        by the tensor cores straight from the bank, and one instruction
+ *        replaces a warpgroup's 4 x N / 8 mma.sync.
  */
 #ifndef CONVTUNE_PATCH_H
 #define CONVTUNE_PATCH_H
@@ -41,14 +47,18 @@
 extern "C" {
 #endif
 
-typedef enum conv_patch_kind { CONV_PATCH_FMA = 0, CONV_PATCH_MMA = 1 } conv_patch_kind;
+typedef enum conv_patch_kind {
+  CONV_PATCH_FMA = 0,
+  CONV_PATCH_MMA = 1,
+  CONV_PATCH_WGMMA = 2 /* needs compute capability 9.0 exactly */
+} conv_patch_kind;
 
 /* How one launch is cut up; a candidate config. */
 typedef struct conv_patch_tiling {
   int kind;     /* conv_patch_kind                                            */
-  int rows;     /* FMA: output rows per thread; MMA: 16-pixel tiles per warp  */
-  int channels; /* FMA: output channels per thread; MMA: 8-channel tiles per warp */
-  int warps;    /* FMA: warps along output channels; MMA: warps along pixels  */
+  int rows;     /* FMA: output rows per thread; (WG)MMA: 16-pixel tiles per warp */
+  int channels; /* FMA: output channels per thread; (WG)MMA: 8-channel tiles per warp */
+  int warps;    /* FMA: warps along output channels; (WG)MMA: warps along pixels */
 } conv_patch_tiling;
 
 /* Everything a launch needs, derived by conv_patch_plan (and the grid by
@@ -84,7 +94,7 @@ typedef struct conv_patch_launch {
 bool conv_patch_geometry(const conv_problem *problem);
 
 /* The kernels compiled for the problem's geometry as tilings with warps 0
- * (FMA first, then MMA); writes up to `max`, returns how many there are. */
+ * (FMA, then MMA, then WGMMA); writes up to `max`, returns how many there are. */
 int conv_patch_kernels(const conv_problem *problem, conv_patch_tiling *out, int max);
 
 /* Checks `tiling` against a valid problem and fills *launch but its grid.

@@ -463,7 +463,11 @@ static bool is_window_float4(const void *state) {
 }
 
 static bool is_tensor_core(const void *state) {
-  return ((const conv_patch_launch *)state)->tiling.kind == CONV_PATCH_MMA;
+  return ((const conv_patch_launch *)state)->tiling.kind != CONV_PATCH_FMA;
+}
+
+static bool is_wgmma(const void *state) {
+  return ((const conv_patch_launch *)state)->tiling.kind == CONV_PATCH_WGMMA;
 }
 
 /* Checks a family's reference test makes per case, after every config ran. */
@@ -612,13 +616,18 @@ static int fft_matches_reference(void) {
   return TEST_PASS;
 }
 
-/* The tensor-core kernel ran exactly where it applies: TF32 mode, and 4 or
- * 8 channel tiles a warp. */
+/* The tensor-core kernels ran exactly where they apply: TF32 mode, 4 or 8
+ * channel tiles a warp, and for wgmma compute capability 9.0. */
 static int check_tensor_cores(conv_env *env, const conv_problem *p, const char *name) {
-  const int mma = prepared_configs(env, &conv_algorithm_patch, p, is_tensor_core);
-  printf("%s: %d tensor-core configs\n", name, mma);
-  CHECK_MSG((p->math == CONV_MATH_TF32 && p->k % 32 == 0) == (mma > 0),
-            "tensor-core configs %s on %s", mma > 0 ? "ran" : "did not run", name);
+  const int cores = prepared_configs(env, &conv_algorithm_patch, p, is_tensor_core);
+  const int wgmma = prepared_configs(env, &conv_algorithm_patch, p, is_wgmma);
+  printf("%s: %d tensor-core configs, %d of them wgmma\n", name, cores, wgmma);
+  const bool applies = p->math == CONV_MATH_TF32 && p->k % 32 == 0;
+  CHECK_MSG(applies == (cores > 0), "tensor-core configs %s on %s",
+            cores > 0 ? "ran" : "did not run", name);
+  const bool hopper = env->device.cc_major == 9 && env->device.cc_minor == 0;
+  CHECK_MSG((applies && hopper) == (wgmma > 0), "wgmma configs %s on %s",
+            wgmma > 0 ? "ran" : "did not run", name);
   return TEST_PASS;
 }
 
@@ -637,11 +646,13 @@ static int patch_matches_reference(void) {
   const conv_problem cases[] = {
       direct_problem(70, 32, 4, 4, 64, 3, 3, 1, 1, 1, 1, RELU, S),
       direct_problem(65, 20, 4, 4, 32, 3, 3, 1, 1, 1, 1, NONE, T),
+      direct_problem(50, 32, 4, 4, 64, 3, 3, 1, 1, 1, 1, RELU, T),
       direct_problem(33, 5, 8, 8, 16, 3, 3, 1, 1, 1, 1, BIAS, T),
       direct_problem(40, 24, 8, 8, 32, 3, 3, 1, 1, 1, 1, NONE, T),
+      direct_problem(23, 40, 8, 8, 64, 3, 3, 1, 1, 1, 1, BIAS, T),
       direct_problem(37, 17, 8, 8, 40, 3, 3, 1, 1, 1, 1, RELU, S),
       direct_problem(9, 3, 16, 16, 8, 3, 3, 1, 1, 1, 1, BIAS, S),
-      direct_problem(5, 17, 16, 16, 32, 3, 3, 1, 1, 1, 1, RELU, T),
+      direct_problem(5, 17, 16, 16, 64, 3, 3, 1, 1, 1, 1, RELU, T),
   };
   family_count count;
   if (run_family_on_cases(&conv_algorithm_patch, cases, sizeof cases / sizeof cases[0],

@@ -540,6 +540,13 @@ static int patch_configs(void) {
   CHECK_STATUS(CONV_OK, patch->configs(&p, &env, configs, 64, &m, NULL));
   CHECK(m > n && configs[0].values[0] == CONV_PATCH_MMA &&
         configs[m - 1].values[0] == CONV_PATCH_FMA);
+  /* On compute capability 9.0 the wgmma kernels come first. */
+  env.device.cc_major = 9;
+  int h = -1;
+  CHECK_STATUS(CONV_OK, patch->configs(&p, &env, configs, 64, &h, NULL));
+  CHECK(h > m && configs[0].values[0] == CONV_PATCH_WGMMA &&
+        configs[h - m].values[0] == CONV_PATCH_MMA);
+  env.device.cc_major = 0;
   /* A launch: 16 outputs (4 rows) and 8 channels a thread, 8 warps along
    * K: one block computes all 64 channels of 32 images, with the bank of
    * 32 x 9 x 64 floats and two buffers of 16 channels of 32 images. */
@@ -557,6 +564,13 @@ static int patch_configs(void) {
   CHECK(conv_patch_plan(&p, &t, &l, why, sizeof why));
   CHECK(l.threads == 256 && l.images_per_block == 16 && l.block_k == 64 && l.k_blocks == 1);
   CHECK(l.chunk == 16 && l.chunks == 2 && l.image_floats == 16 * 48 + 4);
+  /* wgmma: the same layout, one pixel tile a warp, whole warpgroups. */
+  t = (conv_patch_tiling){CONV_PATCH_WGMMA, 1, 8, 16};
+  CHECK(conv_patch_plan(&p, &t, &l, why, sizeof why));
+  CHECK(l.threads == 512 && l.images_per_block == 16 && l.block_k == 64 && l.k_blocks == 1);
+  CHECK(l.image_floats == 16 * 48 + 4 && l.bank_floats == 32 * 9 * 64);
+  t.warps = 6;
+  CHECK(!conv_patch_plan(&p, &t, &l, why, sizeof why) && strstr(why, "warpgroups") != NULL);
   /* 4 channel tiles: two blocks along K, each with half the bank. */
   t = (conv_patch_tiling){CONV_PATCH_MMA, 2, 4, 8};
   CHECK(conv_patch_plan(&p, &t, &l, why, sizeof why));

@@ -1,0 +1,217 @@
+/*
+ * patch_wgmma.cu -- the patch candidate's wgmma kernel (see patch.h): the
+ * mma.sync kernel's implicit GEMM on Hopper's warpgroup tensor cores.
+ *
+ * wgmma exists only for the arch-specific target sm_90a, so this file is
+ * compiled for it alone (CMakeLists.txt) and patch.c offers the kernel on
+ * compute capability 9.0 only.  Staging, rounding, the walk and the store
+ * are the mma.sync kernel's (patch_kernels.cuh); what changes is the
+ * product.  Each warp still loads the A fragment of its 16 pixels (rows)
+ * and 8 input channels (k) from the padded staging, but one wgmma
+ * m64nNk8 per warpgroup and tap then multiplies the 4 warps' 64 pixels by
+ * all N output channels, reading B straight from the filter bank: no B
+ * fragment loads, and one instruction where mma.sync took 4 x N / 8.
+ */
+#include "algorithms/patch_kernels.cuh"
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "patch_wgmma.cu is compiled for sm_90a only"
+#endif
+
+namespace conv_patch_detail {
+namespace {
+
+/* A shared-memory matrix descriptor without swizzling: start address,
+ * then the byte offsets between 8-row x 16-byte core matrices along K
+ * ("leading") and along N ("stride"), all in 16-byte units. */
+__device__ __forceinline__ uint64_t smem_matrix(const float *p, uint32_t k_offset_bytes,
+                                                uint32_t n_offset_bytes) {
+  const uint32_t address = (uint32_t)__cvta_generic_to_shared(p);
+  return (uint64_t)((address >> 4) & 0x3FFF) | (uint64_t)((k_offset_bytes >> 4) & 0x3FFF) << 16 |
+         (uint64_t)((n_offset_bytes >> 4) & 0x3FFF) << 32;
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+/* Waits until at most `pending` committed groups are still running. */
+template <int pending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(pending) : "memory");
+}
+/* Makes this thread's generic-proxy shared-memory stores visible to the
+ * async proxy, through which wgmma reads its shared-memory operand. */
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+/* Keeps the compiler from moving accumulator accesses across the
+ * asynchronous multiply (wgmma_fence .. wgmma_wait_all). */
+template <int NT>
+__device__ __forceinline__ void acc_fence(float (&d)[NT][4]) {
+#pragma unroll
+  for (int t = 0; t < NT; t++)
+#pragma unroll
+    for (int q = 0; q < 4; q++) asm volatile("" : "+f"(d[t][q])::"memory");
+}
+
+#define D4(t) "+f"(d[t][0]), "+f"(d[t][1]), "+f"(d[t][2]), "+f"(d[t][3])
+
+/* d += A B for a warpgroup: A (64 x 8, rows 16 w + [0, 16) from warp w's
+ * registers in mma.m16n8k8's A layout), B (8 x N) through `b`; d in
+ * m16n8 fragments, tile t = output channels 8t + [0, 8). */
+template <int NT>
+__device__ __forceinline__ void wgmma_tf32(float (&d)[NT][4], const uint32_t (&a)[4], uint64_t b);
+
+template <>
+__device__ __forceinline__ void wgmma_tf32<8>(float (&d)[8][4], const uint32_t (&a)[4],
+                                              uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+      : D4(0), D4(1), D4(2), D4(3), D4(4), D4(5), D4(6), D4(7)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_tf32<4>(float (&d)[4][4], const uint32_t (&a)[4],
+                                              uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+      "{%16, %17, %18, %19}, %20, p, 1, 1;\n}\n"
+      : D4(0), D4(1), D4(2), D4(3)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1));
+}
+
+#undef D4
+
+/* The block's filters, rounded to TF32, as wgmma's B operands: for
+ * channel block cb (8 channels, zeros past c) and tap t, an 8 x N matrix
+ * stored K-major in core matrices: [half][n][4], half = channels 4 half +
+ * [0, 4), so 16 bytes per output channel n, N x 16 bytes from one half to
+ * the other. */
+template <class G, int NT>
+__device__ void wgmma_load_bank(const Args &a, float *bank, int k0) {
+  constexpr int N = 8 * NT;
+  load_batched(
+      a.bank_floats,
+      [&](int i) {
+        const int matrix = i / (8 * N), e = i % (8 * N);
+        const int half = e / (4 * N), n = e / 4 % N, ci = e % 4;
+        const int t = matrix % G::TAPS, cb = matrix / G::TAPS;
+        const int c = 8 * cb + 4 * half + ci;
+        return c < a.c ? __ldg(a.w + ((int64_t)(k0 + n) * a.c + c) * G::TAPS + t) : 0.0f;
+      },
+      [&](int i, float v) { bank[i] = __uint_as_float(to_tf32(v)); });
+}
+
+/* Warp w owns pixel tile w of the block's images (16 pixels), warpgroup
+ * w / 4 the 64 pixels of its 4 warps, for all N = 8 NT output channels
+ * k0 + [0, N), k0 = blockIdx.y * N. */
+template <class G, int NT>
+__global__ void __launch_bounds__(kMaxThreads) wgmma_kernel(Args a) {
+  using L = MmaLayout<G>;
+  constexpr int N = 8 * NT;
+  extern __shared__ float4 smem4[];
+  float *const bank = reinterpret_cast<float *>(smem4);
+  float *const stage = bank + a.bank_floats;
+  const int buffer_floats = a.images_per_block * a.image_floats;
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int g = lane / 4, tig = lane % 4;
+  const int k0 = blockIdx.y * N;
+  /* Padding stays zero: staging writes only the image rows. */
+  for (int i = threadIdx.x; i < 2 * buffer_floats + kMmaSlack; i += blockDim.x) stage[i] = 0.0f;
+  __syncthreads();
+  mma_stage<G>(a, stage, blockIdx.x * a.images_per_block, 0);
+  cp_async_commit();
+  wgmma_load_bank<G, NT>(a, bank, k0);
+  fence_proxy_async(); /* the first step's barrier then orders it for every thread */
+
+  const int image = warp / L::kTilesPerImage, pixel = warp % L::kTilesPerImage * 16;
+  const int a_offset = image * a.image_floats + L::pixel(pixel + g) + L::channel(tig);
+  /* One B matrix: 8 x N floats; its halves N x 16 bytes apart, output
+   * channels 8 x 16 bytes apart per 8. */
+  constexpr uint32_t kMatrixBytes = 8 * N * sizeof(float);
+  const uint64_t bank_matrix = smem_matrix(bank, N * 16, 128);
+  float acc[NT][4];
+  int step = 0;
+  for (Walk now; now.valid(a); now = now.next(a), step++) {
+    const Walk next = now.next(a);
+    if (next.valid(a))
+      mma_stage<G>(a, stage + ((step + 1) & 1) * buffer_floats, next.group * a.images_per_block,
+                   next.chunk * kMmaChunk);
+    cp_async_commit();
+    cp_async_wait_previous();
+    const float *const buf = stage + (step & 1) * buffer_floats;
+    mma_round_staged<G>(a, stage + (step & 1) * buffer_floats);
+    __syncthreads();
+    if (now.chunk == 0) {
+#pragma unroll
+      for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+    }
+    /* Channel blocks of this chunk that the bank has (C rounded up to 8). */
+    const int cblocks = min(kMmaChunk / 8, (a.c + 7) / 8 - now.chunk * (kMmaChunk / 8));
+#pragma unroll
+    for (int cb = 0; cb < kMmaChunk / 8; cb++) {
+      if (cb >= cblocks) break;
+      const float *p0 = buf + L::channel(8 * cb) + a_offset;
+      const int matrix0 = (now.chunk * (kMmaChunk / 8) + cb) * G::TAPS;
+      /* One filter row at a time: its A fragments load while the previous
+       * row multiplies, and at most two rows' fragments are live (more
+       * would make ptxas serialize every wgmma for want of registers). */
+#pragma unroll
+      for (int r = 0; r < G::R; r++) {
+        uint32_t af[G::S][4];
+#pragma unroll
+        for (int s = 0; s < G::S; s++) {
+          const float *p = p0 + r * L::kPitch + s;
+          af[s][0] = __float_as_uint(p[0]), af[s][1] = __float_as_uint(p[L::kHalf]);
+          af[s][2] = __float_as_uint(p[4 * L::kPlane]);
+          af[s][3] = __float_as_uint(p[4 * L::kPlane + L::kHalf]);
+        }
+        acc_fence(acc);
+        wgmma_fence();
+#pragma unroll
+        for (int s = 0; s < G::S; s++)
+          wgmma_tf32<NT>(acc, af[s], bank_matrix + (matrix0 + r * G::S + s) * (kMatrixBytes >> 4));
+        wgmma_commit();
+        wgmma_wait<1>();
+      }
+    }
+    wgmma_wait<0>();
+    acc_fence(acc);
+    if (now.chunk == a.chunks - 1) {
+      const int img = now.group * a.images_per_block + image;
+      if (img < a.n) store_fragments<G, NT>(a, acc, img, pixel, k0, g, tig);
+    }
+    __syncthreads(); /* every warp is done with the buffer the next step fills */
+  }
+}
+
+/* Every geometry of patch.cu, with 8 and 4 channel tiles (N = 64, 32). */
+#define WGMMA(H, W, R, NT)                                                                  \
+  {H, W, R, R, CONV_PATCH_WGMMA, 1, NT, kMaxThreads, wgmma_kernel<Geometry<H, W, R, R>, NT>, \
+   MmaLayout<Geometry<H, W, R, R>>::image_floats},
+
+const kernel_instance kWgmmaInstances[] = {
+    WGMMA(4, 4, 3, 8) WGMMA(4, 4, 3, 4) WGMMA(8, 8, 3, 8) WGMMA(8, 8, 3, 4)
+    WGMMA(16, 16, 3, 8) WGMMA(16, 16, 3, 4)
+};
+
+#undef WGMMA
+
+}  // namespace
+
+const kernel_instance *wgmma_instances(int *count) {
+  *count = (int)(sizeof kWgmmaInstances / sizeof kWgmmaInstances[0]);
+  return kWgmmaInstances;
+}
+
+}  // namespace conv_patch_detail
