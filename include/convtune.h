@@ -180,6 +180,8 @@ typedef struct conv_context_options {
   size_t workspace_limit;  /* bytes a candidate may use as scratch; 0: 1/4 of the
                             * device memory free when the context is created       */
   int verbose;             /* nonzero: progress lines on stderr while tuning       */
+  int direct_launches;     /* nonzero: plans never replay CUDA graphs (see
+                            * conv_plan_execute); for comparisons and debugging   */
 } conv_context_options;
 
 typedef struct conv_context conv_context;
@@ -223,12 +225,21 @@ typedef enum conv_plan_source {
   CONV_SOURCE_TUNED       /* timed just now                               */
 } conv_plan_source;
 
+/* How conv_plan_execute launches a plan's work. */
+typedef enum conv_replay {
+  CONV_REPLAY_PENDING = 0, /* not executed yet: the first execute decides       */
+  CONV_REPLAY_GRAPH,       /* one CUDA graph launch per execute                  */
+  CONV_REPLAY_DIRECT       /* the pieces launched one by one; replay_note: why   */
+} conv_replay;
+
 typedef struct conv_plan_info {
   char algorithm[32];      /* candidate family, e.g. "cudnn", "im2col_gemm"       */
   char config[128];        /* its configuration, human-readable                   */
   double time_ms;          /* median measured time of one execution (at tuning)   */
   size_t workspace_bytes;  /* device scratch owned by the plan                     */
   conv_plan_source source;
+  conv_replay replay;      /* as of the last execute                              */
+  char replay_note[128];   /* CONV_REPLAY_DIRECT: why the work is not a graph     */
 } conv_plan_info;
 
 /* Returns a plan for `problem` on the context's device: from memory, from the
@@ -245,8 +256,25 @@ conv_status conv_plan_create(conv_context *context, const conv_problem *problem,
  * bias epilogues and ignored otherwise.  Pointers must be aligned to
  * CONV_POINTER_ALIGNMENT (else CONV_INVALID_ARGUMENT).  Errors are reported
  * for launch failures only; device-side faults surface at the caller's next
- * synchronisation.  One plan must not be executed from two threads at once
- * (it owns one workspace); use one plan per thread or stream. */
+ * synchronisation.
+ *
+ * Graph replay: the plan's work (one kernel, or several kernels and library
+ * calls) is captured once into a CUDA graph, on a private stream where
+ * nothing runs, and every execute is then one cudaGraphLaunch on `stream`.
+ * The first execute captures (tens to hundreds of microseconds); an
+ * execute with other pointers than the previous one captures again and
+ * updates the graph in place (cudaGraphExecUpdate).  Executes with the
+ * same pointers allocate nothing and take no lock.  Work that cannot be
+ * captured, a `stream` that is itself being captured (the work is then
+ * recorded into the caller's graph as it is) and contexts created with
+ * direct_launches run the pieces directly; conv_plan_info says which.
+ * Results are the same either way.
+ *
+ * Threads: one plan must not be executed from two threads at once (it owns
+ * one workspace and one graph); use one plan per thread.  Executes of one
+ * plan on different streams run one after the other, in call order (CUDA
+ * orders launches of one graph).  Different plans may execute
+ * concurrently, and conv_plan_create may run meanwhile on another thread. */
 conv_status conv_plan_execute(conv_plan *plan, void *stream, const void *x, const void *w,
                               const void *bias, void *y);
 
@@ -261,7 +289,7 @@ void conv_plan_destroy(conv_plan *plan);
 
 /* Versions this process runs with, and the candidate families this build
  * has with their versions (family id "v" version), as "cuda=13000
- * driver=13000 cudnn=91900 cublaslt=130100 candidates=1v1,2v1,3v1,4v3,5v3".  Stored
+ * driver=13000 cudnn=91900 cublaslt=130100 candidates=1v1,2v1,3v1,4v3,5v4".  Stored
  * with every cache row: rows tuned under other versions, before a family
  * was added or before its kernels changed, are stale and re-tuned (they
  * stay in the file for reports).  Needs no device. */

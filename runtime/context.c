@@ -151,6 +151,7 @@ conv_status conv_context_create(conv_context **context, const conv_context_optio
   if (ctx == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "allocating the context");
   ctx->policy = o->policy;
   ctx->verbose = o->verbose;
+  ctx->direct_launches = o->direct_launches != 0;
   atomic_init(&ctx->interrupt, 0);
   if (uv_mutex_init(&ctx->lock) != 0) {
     free(ctx);

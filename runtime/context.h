@@ -25,6 +25,7 @@ struct conv_context {
   conv_policy policy;
   size_t workspace_limit;
   int verbose;
+  bool direct_launches; /* plans never replay graphs */
   char cache_path[4096];
   conv_cache *cache;
   uv_mutex_t lock; /* plan creation: map, cache, tuning */

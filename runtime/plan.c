@@ -1,4 +1,5 @@
-/* plan.c -- plan creation (memory, cache, or tuning) and execution. */
+/* plan.c -- plan creation (memory, cache, or tuning) and execution (graph
+ * replay or direct launches). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,12 @@ struct conv_plan {
   conv_prepared prepared;
   void *workspace;
   conv_plan_info info;
+  /* Graph replay (conv_plan_execute): the executable graph, the pointers
+   * it was captured with (x, w, bias, y), and the stream it was captured
+   * on, which never runs anything. */
+  cudaGraphExec_t graph;
+  const void *graph_pointers[4];
+  cudaStream_t capture_stream;
 };
 
 /* Builds a runnable plan for a choice: validates the config again (it may
@@ -50,6 +57,11 @@ static conv_status instantiate(conv_context *ctx, const conv_problem *problem,
   info->time_ms = choice->time_ms;
   info->workspace_bytes = plan->prepared.workspace_bytes;
   info->source = source;
+  info->replay = CONV_REPLAY_PENDING;
+  if (ctx->direct_launches) {
+    info->replay = CONV_REPLAY_DIRECT;
+    snprintf(info->replay_note, sizeof info->replay_note, "the context asks for direct launches");
+  }
   *out = plan;
   return CONV_OK;
 }
@@ -133,6 +145,76 @@ conv_status conv_plan_create(conv_context *ctx, const conv_problem *problem, con
   return st;
 }
 
+/* ---------------------------------------------------------------- replay */
+
+static void replay_directly(conv_plan *plan, const char *why, cudaError_t e) {
+  plan->info.replay = CONV_REPLAY_DIRECT;
+  snprintf(plan->info.replay_note, sizeof plan->info.replay_note, "%s%s%s", why,
+           e != cudaSuccess ? ": " : "", e != cudaSuccess ? cudaGetErrorString(e) : "");
+  (void)cudaGetLastError(); /* a failed capture leaves its error behind */
+}
+
+/* Records one run with exec's pointers into a graph, on the plan's own
+ * stream (nothing executes), and makes it the plan's executable graph:
+ * updated in place where CUDA allows, else instantiated anew.  Work that
+ * cannot be captured switches the plan to direct launches for good. */
+static void capture_graph(conv_plan *plan, const conv_exec *exec) {
+  cudaError_t e = cudaSuccess;
+  if (plan->capture_stream == NULL)
+    e = cudaStreamCreateWithFlags(&plan->capture_stream, cudaStreamNonBlocking);
+  if (e == cudaSuccess)
+    e = cudaStreamBeginCapture(plan->capture_stream, cudaStreamCaptureModeThreadLocal);
+  if (e != cudaSuccess) {
+    replay_directly(plan, "starting a stream capture", e);
+    return;
+  }
+  conv_error err = {CONV_OK, ""};
+  const conv_status run = plan->algorithm->run(exec, plan->capture_stream, &err);
+  cudaGraph_t graph = NULL;
+  e = cudaStreamEndCapture(plan->capture_stream, &graph);
+  if (run != CONV_OK || e != cudaSuccess) {
+    if (graph != NULL) cudaGraphDestroy(graph);
+    replay_directly(plan, run != CONV_OK ? err.message : "capturing the plan's work",
+                    run != CONV_OK ? cudaSuccess : e);
+    return;
+  }
+  if (plan->graph != NULL) {
+    cudaGraphExecUpdateResultInfo result;
+    if (cudaGraphExecUpdate(plan->graph, graph, &result) != cudaSuccess) {
+      (void)cudaGetLastError(); /* another topology: instantiate anew */
+      cudaGraphExecDestroy(plan->graph);
+      plan->graph = NULL;
+    }
+  }
+  if (plan->graph == NULL) e = cudaGraphInstantiate(&plan->graph, graph, 0);
+  cudaGraphDestroy(graph);
+  if (e != cudaSuccess) {
+    plan->graph = NULL;
+    replay_directly(plan, "instantiating the graph", e);
+    return;
+  }
+  const void *pointers[4] = {exec->x, exec->w, exec->bias, exec->y};
+  memcpy(plan->graph_pointers, pointers, sizeof pointers);
+  plan->info.replay = CONV_REPLAY_GRAPH;
+}
+
+/* Whether this execute launches the plan's graph, capturing it first if
+ * the pointers changed.  A stream being captured by the caller gets the
+ * pieces, which its capture records as they are. */
+static bool replays(conv_plan *plan, const conv_exec *exec, cudaStream_t stream) {
+  if (plan->info.replay == CONV_REPLAY_DIRECT) return false;
+  enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  if (capturing != cudaStreamCaptureStatusNone) return false;
+  const void *pointers[4] = {exec->x, exec->w, exec->bias, exec->y};
+  if (plan->graph == NULL || memcmp(plan->graph_pointers, pointers, sizeof pointers) != 0)
+    capture_graph(plan, exec);
+  return plan->info.replay == CONV_REPLAY_GRAPH;
+}
+
 static conv_status execute_error(conv_plan *plan, conv_error *err) {
   context_set_error(plan->ctx, err);
   return err->status;
@@ -162,7 +244,12 @@ conv_status conv_plan_execute(conv_plan *plan, void *stream, const void *x, cons
     return execute_error(plan, &err);
   conv_exec exec = {&plan->problem, &plan->ctx->env, plan->prepared.state, x, w,
                     needs_bias ? bias : NULL, y, plan->workspace, plan->prepared.workspace_bytes};
-  conv_status st = plan->algorithm->run(&exec, (cudaStream_t)stream, &err);
+  conv_status st;
+  if (replays(plan, &exec, (cudaStream_t)stream))
+    st = conv_check_cuda(&err, cudaGraphLaunch(plan->graph, (cudaStream_t)stream),
+                         "execute: launching the plan's graph");
+  else
+    st = plan->algorithm->run(&exec, (cudaStream_t)stream, &err);
   conv_device_leave(previous);
   if (st != CONV_OK) {
     err.status = st;
@@ -183,6 +270,8 @@ void conv_plan_destroy(conv_plan *plan) {
   bool entered = conv_device_enter(plan->ctx->env.device.ordinal, &previous, NULL) == CONV_OK;
   /* cudaFree waits for the device to finish, so executions still queued
    * with this workspace complete before it is released. */
+  if (plan->graph) cudaGraphExecDestroy(plan->graph);
+  if (plan->capture_stream) cudaStreamDestroy(plan->capture_stream);
   if (plan->workspace) cudaFree(plan->workspace);
   plan->algorithm->release(plan->prepared.state);
   if (entered) conv_device_leave(previous);

@@ -712,6 +712,104 @@ static int plan_executes_correctly(void) {
   return TEST_PASS;
 }
 
+/* ---- graph replay */
+
+static int copy_output(const dev_case *d, const host_case *hc, float *dst) {
+  CUDA_OK(cudaMemcpy(dst, d->y, (size_t)hc->sh.y_elems * sizeof(float), cudaMemcpyDeviceToHost));
+  return TEST_PASS;
+}
+
+/* Executes `plan` on d (poisoned first), checks y against the CPU
+ * reference and leaves a copy in `out`. */
+static int execute_checked(conv_plan *plan, const conv_problem *p, const dev_case *d,
+                           const host_case *hc, float *out, const char *what) {
+  if (poison(d, hc, 0) != TEST_PASS) return TEST_FAIL;
+  CHECK_STATUS(CONV_OK, conv_plan_execute(plan, 0, d->x, d->w, d->bias, d->y));
+  if (check_output(d, hc, 0, conv_error_bound(p->math, CONV_ARITH_TRANSFORM), what) != TEST_PASS)
+    return TEST_FAIL;
+  return copy_output(d, hc, out);
+}
+
+/* One shape: a plan replaying graphs and the same choice run directly
+ * (from the same cache), on two sets of buffers with the same inputs (the
+ * second makes the graph plan capture again and update its graph); every
+ * output matches the reference and the two plans agree bit for bit. */
+static int replay_case(conv_context *graphs, conv_context *direct, const conv_problem *p,
+                       int *replayed) {
+  host_case hc;
+  dev_case d[2];
+  if (host_case_make(&hc, p) != TEST_PASS || dev_case_make(&d[0], &hc) != TEST_PASS ||
+      dev_case_make(&d[1], &hc) != TEST_PASS)
+    return TEST_FAIL;
+  conv_plan *pg = NULL, *pd = NULL;
+  CHECK_MSG(conv_plan_create(graphs, p, &pg) == CONV_OK, "%s", conv_context_last_error(graphs));
+  CHECK_MSG(conv_plan_create(direct, p, &pd) == CONV_OK, "%s", conv_context_last_error(direct));
+  conv_plan_info ig, id;
+  CHECK_STATUS(CONV_OK, conv_plan_info_get(pg, &ig));
+  CHECK_STATUS(CONV_OK, conv_plan_info_get(pd, &id));
+  CHECK(ig.replay == CONV_REPLAY_PENDING && id.replay == CONV_REPLAY_DIRECT);
+  CHECK(id.source == CONV_SOURCE_CACHE && strcmp(ig.algorithm, id.algorithm) == 0 &&
+        strcmp(ig.config, id.config) == 0);
+  const size_t bytes = (size_t)hc.sh.y_elems * sizeof(float);
+  float *yg = malloc(bytes), *yd = malloc(bytes);
+  CHECK(yg != NULL && yd != NULL);
+  for (int round = 0; round < 2; round++) {
+    if (execute_checked(pg, p, &d[round], &hc, yg, "graph plan") != TEST_PASS ||
+        execute_checked(pd, p, &d[round], &hc, yd, "direct plan") != TEST_PASS)
+      return TEST_FAIL;
+    CHECK_MSG(memcmp(yg, yd, bytes) == 0, "%s %s: graph replay and direct launches differ",
+              ig.algorithm, ig.config);
+  }
+  CHECK_STATUS(CONV_OK, conv_plan_info_get(pg, &ig));
+  CHECK(ig.replay == CONV_REPLAY_GRAPH || (ig.replay == CONV_REPLAY_DIRECT && ig.replay_note[0]));
+  printf("%s %s: %s%s\n", ig.algorithm, ig.config,
+         ig.replay == CONV_REPLAY_GRAPH ? "graph replay" : "direct launches: ", ig.replay_note);
+  *replayed += ig.replay == CONV_REPLAY_GRAPH;
+  free(yg);
+  free(yd);
+  conv_plan_destroy(pg);
+  conv_plan_destroy(pd);
+  dev_case_free(&d[0]);
+  dev_case_free(&d[1]);
+  host_case_free(&hc);
+  return TEST_PASS;
+}
+
+/* Graph replay gives the bits of direct launches, on shapes where each
+ * family tends to win (depthwise, patches, a 31x31 few-channel filter, a
+ * dense 3x3, a 1x1); which one won is printed. */
+static int graph_replay_matches_direct(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
+  const conv_problem cases[] = {
+      direct_problem(2, 8, 56, 56, 8, 3, 3, 1, 1, 1, 8, CONV_EPILOGUE_BIAS_RELU, S),
+      direct_problem(256, 32, 4, 4, 64, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, T),
+      direct_problem(1, 4, 128, 128, 4, 31, 31, 1, 15, 1, 1, CONV_EPILOGUE_NONE, S),
+      direct_problem(4, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE, S),
+      direct_problem(8, 64, 14, 14, 128, 1, 1, 1, 0, 1, 1, CONV_EPILOGUE_BIAS, T),
+  };
+  char cache[4096];
+  temp_path(cache, sizeof cache, "replay");
+  conv_context *graphs, *direct;
+  if (make_context(&graphs, cache, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;
+  conv_context_options o;
+  conv_context_options_init(&o);
+  o.cache_path = cache;
+  o.policy = CONV_POLICY_CACHE_ONLY;
+  o.direct_launches = 1;
+  CHECK_MSG(conv_context_create(&direct, &o) == CONV_OK, "%s", conv_context_last_error(NULL));
+  int replayed = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    if (replay_case(graphs, direct, &cases[i], &replayed) != TEST_PASS) return TEST_FAIL;
+  /* Our own kernels are always capturable. */
+  CHECK_MSG(replayed > 0, "no plan replayed a graph");
+  conv_context_destroy(direct);
+  conv_context_destroy(graphs);
+  remove_db(cache);
+  return TEST_PASS;
+}
+
 /* ---- plan reuse from the cache in a new process */
 
 typedef struct child_result {
@@ -907,6 +1005,7 @@ static const test_case tests[] = {
     {"fft_matches_reference", fft_matches_reference},
     {"patch_matches_reference", patch_matches_reference},
     {"plan_executes_correctly", plan_executes_correctly},
+    {"graph_replay_matches_direct", graph_replay_matches_direct},
     {"plan_from_cache_in_new_process", plan_from_cache_in_new_process},
     {"nondefault_stream", nondefault_stream},
     {"execute_rejects_bad_arguments", execute_rejects_bad_arguments},

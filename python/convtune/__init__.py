@@ -373,8 +373,9 @@ def _overlaps(a, b):
 class Plan:
     """A tuned convolution for one problem on one device; made by Context.plan.
 
-    .info: algorithm, config, time_ms (median at tuning), workspace_bytes and
-    source ("memory", "cache" or "tuned"); .output_shape: (N, K, P, Q);
+    .info: algorithm, config, time_ms (median at tuning), workspace_bytes,
+    source ("memory", "cache" or "tuned") and replay ("graph": each call is one
+    CUDA graph launch; "direct", with replay_note; "pending" before a call); .output_shape: (N, K, P, Q);
     .key: the problem's cache key.  Call it as plan(x, w, bias=None, out=None).
     A plan owns one workspace: calls from different streams are ordered one
     after the other (the later stream waits for the earlier one).
@@ -449,13 +450,24 @@ class Plan:
             "time_ms": info.time_ms,
             "workspace_bytes": info.workspace_bytes,
             "source": _lib.SOURCES[source] if 0 <= source < len(_lib.SOURCES) else "unknown(%d)" % source,
+            "replay": "pending",
+            "replay_note": "",
         }
         return self
 
     @property
     def info(self):
-        """algorithm, config, time_ms, workspace_bytes, source ("memory", "cache" or "tuned")."""
-        return dict(self._info)
+        """algorithm, config, time_ms, workspace_bytes, source ("memory", "cache" or "tuned"),
+        and as of the last call replay ("pending", "graph" or "direct") with replay_note."""
+        with self._lock:
+            if self._handle is not None:  # closed: the last values read
+                raw = _lib.PlanInfo()
+                if self._context._lib.conv_plan_info_get(self._handle, ctypes.byref(raw)) == _lib.OK:
+                    replay = raw.replay
+                    self._info["replay"] = (_lib.REPLAYS[replay] if 0 <= replay < len(_lib.REPLAYS)
+                                            else "unknown(%d)" % replay)
+                    self._info["replay_note"] = raw.replay_note.decode("utf-8", "replace")
+            return dict(self._info)
 
     @property
     def context(self):

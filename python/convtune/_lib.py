@@ -44,6 +44,7 @@ MATH = {"strict": 0, "tf32": 1}
 EPILOGUE_NONE, EPILOGUE_BIAS, EPILOGUE_BIAS_RELU = 0, 1, 2
 POLICIES = {"exhaustive": 0, "fast": 1, "cache_only": 2}
 SOURCES = ("memory", "cache", "tuned")  # conv_plan_source values
+REPLAYS = ("pending", "graph", "direct")  # conv_replay values
 
 PROBLEM_KEY_SIZE = 256  # CONV_PROBLEM_KEY_MAX inside the library
 MESSAGE_SIZE = 512  # the library's messages are at most this long
@@ -76,6 +77,7 @@ class ContextOptions(Structure):
         ("policy", c_int),
         ("workspace_limit", c_size_t),
         ("verbose", c_int),
+        ("direct_launches", c_int),
     ]
 
 
@@ -87,6 +89,8 @@ class PlanInfo(Structure):
         ("time_ms", c_double),
         ("workspace_bytes", c_size_t),
         ("source", c_int),
+        ("replay", c_int),
+        ("replay_note", c_char * 128),
     ]
 
 

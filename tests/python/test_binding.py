@@ -98,8 +98,10 @@ def test_struct_layouts():
     assert _lib.Problem.math.offset == 14 * 8 + 3 * 4
     assert ctypes.sizeof(_lib.ContextOptions) == 40
     assert _lib.ContextOptions.workspace_limit.offset == 24
-    assert ctypes.sizeof(_lib.PlanInfo) == 184
+    assert _lib.ContextOptions.direct_launches.offset == 36
+    assert ctypes.sizeof(_lib.PlanInfo) == 312
     assert _lib.PlanInfo.time_ms.offset == 160 and _lib.PlanInfo.source.offset == 176
+    assert _lib.PlanInfo.replay.offset == 180 and _lib.PlanInfo.replay_note.offset == 184
 
 
 def test_library_versions():
@@ -266,8 +268,9 @@ def test_plan_info_and_sources(tmp_path, cuda):
     with convtune.Context(cache=cache, policy="fast") as c1:
         p1 = c1.plan(*shapes, padding=1)
         info = p1.info
-        assert set(info) == {"algorithm", "config", "time_ms", "workspace_bytes", "source"}
-        assert info["source"] == "tuned"
+        assert set(info) == {"algorithm", "config", "time_ms", "workspace_bytes", "source",
+                             "replay", "replay_note"}
+        assert info["source"] == "tuned" and info["replay"] == "pending"
         assert isinstance(info["algorithm"], str) and info["algorithm"]
         assert isinstance(info["config"], str)
         assert isinstance(info["time_ms"], float) and info["time_ms"] > 0
@@ -280,6 +283,8 @@ def test_plan_info_and_sources(tmp_path, cuda):
         assert p1b is not p1 and p1b.info["source"] == "memory"
         x, w, _ = make_inputs(*shapes, False, cuda)
         assert rel_l2(p1b(x, w), reference(x, w, padding=1)) < STRICT_BOUND
+        # After a call: one CUDA graph launch per call (our kernels always capture).
+        assert p1b.info["replay"] == "graph" or p1b.info["replay_note"]
     assert c1.closed and p1b.closed
     with pytest.raises(ValueError, match="closed"):
         p1b(x, w)
