@@ -246,11 +246,7 @@ __global__ void __launch_bounds__(max_threads(MT * NT * 4 * 2)) mma_kernel(Args 
   const int g = lane / 4, tig = lane % 4;
   const int tile0 = warp * MT;
   const int k0 = blockIdx.y * a.block_k; /* block_k = 8 NT: one warp along N */
-  /* Padding stays zero: staging writes only the image rows. */
-  for (int i = threadIdx.x; i < 2 * buffer_floats + kMmaSlack; i += blockDim.x) stage[i] = 0.0f;
-  __syncthreads();
-  mma_stage<G>(a, stage, blockIdx.x * a.images_per_block, 0);
-  cp_async_commit();
+  mma_begin<G>(a, stage, buffer_floats);
   mma_load_bank<G>(a, bank, k0);
 
   int a_offset[MT], a_image[MT], a_pixel[MT];
@@ -264,15 +260,7 @@ __global__ void __launch_bounds__(max_threads(MT * NT * 4 * 2)) mma_kernel(Args 
   float acc[MT][NT][4];
   int step = 0;
   for (Walk now; now.valid(a); now = now.next(a), step++) {
-    const Walk next = now.next(a);
-    if (next.valid(a))
-      mma_stage<G>(a, stage + ((step + 1) & 1) * buffer_floats, next.group * a.images_per_block,
-                   next.chunk * kMmaChunk);
-    cp_async_commit();
-    cp_async_wait_previous();
-    float *const buf = stage + (step & 1) * buffer_floats;
-    mma_round_staged<G>(a, buf);
-    __syncthreads();
+    const float *const buf = mma_step_inputs<G>(a, stage, buffer_floats, now, step);
     if (now.chunk == 0) {
 #pragma unroll
       for (int j = 0; j < MT; j++)
@@ -280,8 +268,7 @@ __global__ void __launch_bounds__(max_threads(MT * NT * 4 * 2)) mma_kernel(Args 
         for (int t = 0; t < NT; t++)
           acc[j][t][0] = acc[j][t][1] = acc[j][t][2] = acc[j][t][3] = 0.0f;
     }
-    /* Channel blocks of this chunk that the bank has (C rounded up to 8). */
-    const int cblocks = min(kMmaChunk / 8, (a.c + 7) / 8 - now.chunk * (kMmaChunk / 8));
+    const int cblocks = mma_channel_blocks(a, now.chunk);
 #pragma unroll 1
     for (int cb = 0; cb < cblocks; cb++) {
       const float *frag =
@@ -300,10 +287,8 @@ __global__ void __launch_bounds__(max_threads(MT * NT * 4 * 2)) mma_kernel(Args 
           }
 #pragma unroll
           for (int j = 0; j < MT; j++) {
-            const float *p = cbuf + a_offset[j] + r * L::kPitch + s;
-            const uint32_t af[4] = {__float_as_uint(p[0]), __float_as_uint(p[L::kHalf]),
-                                    __float_as_uint(p[4 * L::kPlane]),
-                                    __float_as_uint(p[4 * L::kPlane + L::kHalf])};
+            uint32_t af[4];
+            load_a_fragment<G>(cbuf + a_offset[j] + r * L::kPitch + s, af);
 #pragma unroll
             for (int t = 0; t < NT; t++) mma_tf32(acc[j][t], af, b[t]);
           }

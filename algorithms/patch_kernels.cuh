@@ -182,6 +182,48 @@ __device__ void mma_round_staged(const Args &a, float *dst) {
   }
 }
 
+/* The tensor-core kernels' start: zero both staging buffers (the padding
+ * is never written again) and start staging the block's first step. */
+template <class G>
+__device__ void mma_begin(const Args &a, float *stage, int buffer_floats) {
+  for (int i = threadIdx.x; i < 2 * buffer_floats + kMmaSlack; i += blockDim.x) stage[i] = 0.0f;
+  __syncthreads();
+  mma_stage<G>(a, stage, blockIdx.x * a.images_per_block, 0);
+  cp_async_commit();
+}
+
+/* The start of step `step` (at `now`): starts staging the next step into
+ * the other buffer, waits for this step's, rounds it to TF32 and returns
+ * it once every thread's copies are in. */
+template <class G>
+__device__ float *mma_step_inputs(const Args &a, float *stage, int buffer_floats, const Walk &now,
+                                  int step) {
+  const Walk next = now.next(a);
+  if (next.valid(a))
+    mma_stage<G>(a, stage + ((step + 1) & 1) * buffer_floats, next.group * a.images_per_block,
+                 next.chunk * kMmaChunk);
+  cp_async_commit();
+  cp_async_wait_previous();
+  float *const buf = stage + (step & 1) * buffer_floats;
+  mma_round_staged<G>(a, buf);
+  __syncthreads();
+  return buf;
+}
+
+/* Channel blocks of 8 in chunk `chunk` that the bank has (C rounded up to 8). */
+__device__ __forceinline__ int mma_channel_blocks(const Args &a, int chunk) {
+  return min(kMmaChunk / 8, (a.c + 7) / 8 - chunk * (kMmaChunk / 8));
+}
+
+/* A warp's m16n8k8 A fragment at p (pixel g, channel tig of its tile and
+ * tap): rows g and g + 8, channels tig and tig + 4. */
+template <class G>
+__device__ __forceinline__ void load_a_fragment(const float *p, uint32_t (&f)[4]) {
+  using L = MmaLayout<G>;
+  f[0] = __float_as_uint(p[0]), f[1] = __float_as_uint(p[L::kHalf]);
+  f[2] = __float_as_uint(p[4 * L::kPlane]), f[3] = __float_as_uint(p[4 * L::kPlane + L::kHalf]);
+}
+
 /* Stores one warp's m16n8 accumulator fragments (mma.sync's layout, and
  * each warp's share of a wgmma m64nN result) with the epilogue: rows are
  * pixels pixel + g and pixel + g + 8 of image img, columns output channels

@@ -126,11 +126,7 @@ __global__ void __launch_bounds__(kMaxThreads) wgmma_kernel(Args a) {
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int g = lane / 4, tig = lane % 4;
   const int k0 = blockIdx.y * N;
-  /* Padding stays zero: staging writes only the image rows. */
-  for (int i = threadIdx.x; i < 2 * buffer_floats + kMmaSlack; i += blockDim.x) stage[i] = 0.0f;
-  __syncthreads();
-  mma_stage<G>(a, stage, blockIdx.x * a.images_per_block, 0);
-  cp_async_commit();
+  mma_begin<G>(a, stage, buffer_floats);
   wgmma_load_bank<G, NT>(a, bank, k0);
   fence_proxy_async(); /* the first step's barrier then orders it for every thread */
 
@@ -143,21 +139,12 @@ __global__ void __launch_bounds__(kMaxThreads) wgmma_kernel(Args a) {
   float acc[NT][4];
   int step = 0;
   for (Walk now; now.valid(a); now = now.next(a), step++) {
-    const Walk next = now.next(a);
-    if (next.valid(a))
-      mma_stage<G>(a, stage + ((step + 1) & 1) * buffer_floats, next.group * a.images_per_block,
-                   next.chunk * kMmaChunk);
-    cp_async_commit();
-    cp_async_wait_previous();
-    const float *const buf = stage + (step & 1) * buffer_floats;
-    mma_round_staged<G>(a, stage + (step & 1) * buffer_floats);
-    __syncthreads();
+    const float *const buf = mma_step_inputs<G>(a, stage, buffer_floats, now, step);
     if (now.chunk == 0) {
 #pragma unroll
       for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
     }
-    /* Channel blocks of this chunk that the bank has (C rounded up to 8). */
-    const int cblocks = min(kMmaChunk / 8, (a.c + 7) / 8 - now.chunk * (kMmaChunk / 8));
+    const int cblocks = mma_channel_blocks(a, now.chunk);
 #pragma unroll
     for (int cb = 0; cb < kMmaChunk / 8; cb++) {
       if (cb >= cblocks) break;
@@ -170,12 +157,7 @@ __global__ void __launch_bounds__(kMaxThreads) wgmma_kernel(Args a) {
       for (int r = 0; r < G::R; r++) {
         uint32_t af[G::S][4];
 #pragma unroll
-        for (int s = 0; s < G::S; s++) {
-          const float *p = p0 + r * L::kPitch + s;
-          af[s][0] = __float_as_uint(p[0]), af[s][1] = __float_as_uint(p[L::kHalf]);
-          af[s][2] = __float_as_uint(p[4 * L::kPlane]);
-          af[s][3] = __float_as_uint(p[4 * L::kPlane + L::kHalf]);
-        }
+        for (int s = 0; s < G::S; s++) load_a_fragment<G>(p0 + r * L::kPitch + s, af[s]);
         acc_fence(acc);
         wgmma_fence();
 #pragma unroll
