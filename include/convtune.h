@@ -247,7 +247,14 @@ typedef struct conv_plan_info {
  * device should be otherwise idle for trustworthy timings).  Tuning allocates
  * its own inputs; it never touches caller memory.  The problem is validated
  * first (see conv_problem_validate); unsupported combinations return
- * CONV_UNSUPPORTED.  Cache-only policy: a miss returns CONV_CACHE_MISS. */
+ * CONV_UNSUPPORTED.  Cache-only policy: a miss returns CONV_CACHE_MISS.
+ *
+ * A context has at most one plan per problem: while a plan for `problem`
+ * is alive (created and not yet destroyed as often), this returns another
+ * reference to it after one hash lookup, and its info still says how it
+ * was first made.  Otherwise a choice this context made before is rebuilt
+ * without the cache (source CONV_SOURCE_MEMORY); a choice found in the
+ * cache is rebuilt without timing anything (CONV_SOURCE_CACHE). */
 conv_status conv_plan_create(conv_context *context, const conv_problem *problem,
                              conv_plan **plan /* OUT */);
 
@@ -259,29 +266,35 @@ conv_status conv_plan_create(conv_context *context, const conv_problem *problem,
  * synchronisation.
  *
  * Graph replay: the plan's work (one kernel, or several kernels and library
- * calls) is captured once into a CUDA graph, on a private stream where
- * nothing runs, and every execute is then one cudaGraphLaunch on `stream`.
- * The first execute captures (tens to hundreds of microseconds); an
- * execute with other pointers than the previous one captures again and
- * updates the graph in place (cudaGraphExecUpdate).  Executes with the
- * same pointers allocate nothing and take no lock.  Work that cannot be
+ * calls) is captured into a CUDA graph, on a private stream where nothing
+ * runs, and every execute is then one cudaGraphLaunch on `stream`.  A plan
+ * keeps the graphs of the last 8 sets of pointers (x, w, bias, y) it ran
+ * with; an execute with a set not among them captures once more (tens to
+ * hundreds of microseconds) and, with all 8 kept, updates the least
+ * recently used graph in place (cudaGraphExecUpdate).  Executes with kept
+ * pointers allocate nothing and take no lock.  Work that cannot be
  * captured, a `stream` that is itself being captured (the work is then
  * recorded into the caller's graph as it is) and contexts created with
  * direct_launches run the pieces directly; conv_plan_info says which.
  * Results are the same either way.
  *
  * Threads: one plan must not be executed from two threads at once (it owns
- * one workspace and one graph); use one plan per thread.  Executes of one
- * plan on different streams run one after the other, in call order (CUDA
- * orders launches of one graph).  Different plans may execute
- * concurrently, and conv_plan_create may run meanwhile on another thread. */
+ * one workspace and its graphs).  Since a context's creations of one
+ * problem share one plan, a program that executes the same problem from
+ * several threads at once gives each thread its own context.  A plan with a
+ * workspace (conv_plan_info.workspace_bytes > 0) uses it in every execute:
+ * the caller orders executes of that plan on different streams (an event
+ * recorded after one, waited for before the next), as the Python binding
+ * does.  Different plans may execute concurrently, and conv_plan_create and
+ * conv_plan_destroy may run meanwhile on other threads. */
 conv_status conv_plan_execute(conv_plan *plan, void *stream, const void *x, const void *w,
                               const void *bias, void *y);
 
 /* Describes the plan's choice. */
 conv_status conv_plan_info_get(const conv_plan *plan, conv_plan_info *info /* OUT */);
 
-/* Frees the plan and its workspace.  NULL is a no-op.
+/* Drops one reference to the plan (one per conv_plan_create that returned
+ * it); the last frees it, its graphs and its workspace.  NULL is a no-op.
  * Like every call here, it leaves the caller's current CUDA device as it was. */
 void conv_plan_destroy(conv_plan *plan);
 

@@ -136,6 +136,24 @@ static conv_status check_options(const conv_context_options *o, conv_error *err)
   return CONV_OK;
 }
 
+/* The context's mutexes, in one list so that creation and destruction
+ * cannot miss one. */
+static uv_mutex_t *context_locks(conv_context *ctx, size_t i) {
+  uv_mutex_t *locks[] = {&ctx->lock, &ctx->env.cudnn_lock, &ctx->error_lock, &ctx->live_lock};
+  return i < sizeof locks / sizeof locks[0] ? locks[i] : NULL;
+}
+
+/* 0, or nonzero with none of them initialised. */
+static int init_locks(conv_context *ctx) {
+  for (size_t i = 0; context_locks(ctx, i) != NULL; i++) {
+    if (uv_mutex_init(context_locks(ctx, i)) != 0) {
+      while (i-- > 0) uv_mutex_destroy(context_locks(ctx, i));
+      return -1;
+    }
+  }
+  return 0;
+}
+
 conv_status conv_context_create(conv_context **context, const conv_context_options *options) {
   conv_error *err = &create_error;
   memset(err, 0, sizeof *err);
@@ -153,18 +171,7 @@ conv_status conv_context_create(conv_context **context, const conv_context_optio
   ctx->verbose = o->verbose;
   ctx->direct_launches = o->direct_launches != 0;
   atomic_init(&ctx->interrupt, 0);
-  if (uv_mutex_init(&ctx->lock) != 0) {
-    free(ctx);
-    return conv_error_set(err, CONV_INTERNAL, "uv_mutex_init failed");
-  }
-  if (uv_mutex_init(&ctx->env.cudnn_lock) != 0) {
-    uv_mutex_destroy(&ctx->lock);
-    free(ctx);
-    return conv_error_set(err, CONV_INTERNAL, "uv_mutex_init failed");
-  }
-  if (uv_mutex_init(&ctx->error_lock) != 0) {
-    uv_mutex_destroy(&ctx->env.cudnn_lock);
-    uv_mutex_destroy(&ctx->lock);
+  if (init_locks(ctx) != 0) {
     free(ctx);
     return conv_error_set(err, CONV_INTERNAL, "uv_mutex_init failed");
   }
@@ -195,9 +202,7 @@ void conv_context_destroy(conv_context *ctx) {
   if (ctx->env.cudnn) cudnnDestroy(ctx->env.cudnn);
   if (entered) conv_device_leave(previous);
   plan_map_free(&ctx->map);
-  uv_mutex_destroy(&ctx->error_lock);
-  uv_mutex_destroy(&ctx->env.cudnn_lock);
-  uv_mutex_destroy(&ctx->lock);
+  for (size_t i = 0; context_locks(ctx, i) != NULL; i++) uv_mutex_destroy(context_locks(ctx, i));
   free(ctx);
 }
 

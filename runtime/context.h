@@ -20,6 +20,10 @@ typedef struct plan_map {
   size_t bucket_count, size;
 } plan_map;
 
+/* Buckets of the live-plan table (plan.c); chains stay short for the
+ * hundreds of shapes a network has. */
+#define CONV_LIVE_BUCKETS 256
+
 struct conv_context {
   conv_env env;
   conv_policy policy;
@@ -30,6 +34,10 @@ struct conv_context {
   conv_cache *cache;
   uv_mutex_t lock; /* plan creation: map, cache, tuning */
   plan_map map;
+  /* Plans not yet destroyed, by problem.  Its own lock, taken after `lock`
+   * when both are: a plan found here is returned while a tuning runs. */
+  uv_mutex_t live_lock;
+  struct conv_plan *live[CONV_LIVE_BUCKETS];
   /* Its own lock, so that a failing execute never waits for a tuning. */
   uv_mutex_t error_lock;
   conv_error last_error;

@@ -7,21 +7,97 @@
 
 #include "runtime/context.h"
 
+/* Executable graphs a plan keeps, one per set of pointers it was executed
+ * with: layers of one shape share a plan, and PyTorch's allocator hands
+ * out a few output buffers in turn, so alternating pointers replay without
+ * capturing again.  The least recently used graph is updated in place. */
+#define PLAN_GRAPH_SLOTS 8
+
+typedef struct graph_slot {
+  cudaGraphExec_t exec;
+  const void *pointers[4]; /* x, w, bias, y */
+  uint64_t last_use;
+} graph_slot;
+
 struct conv_plan {
   conv_context *ctx;
   conv_problem problem;
+  /* The context's live plans (under ctx->live_lock): conv_plan_create of
+   * a problem with a live plan returns another reference to it. */
+  struct conv_plan *next_live;
+  int refs;
   const conv_algorithm *algorithm;
   conv_config config;
   conv_prepared prepared;
   void *workspace;
   conv_plan_info info;
-  /* Graph replay (conv_plan_execute): the executable graph, the pointers
-   * it was captured with (x, w, bias, y), and the stream it was captured
+  /* Graph replay (conv_plan_execute), and the stream graphs are captured
    * on, which never runs anything. */
-  cudaGraphExec_t graph;
-  const void *graph_pointers[4];
+  graph_slot graphs[PLAN_GRAPH_SLOTS];
+  int graph_count;
+  uint64_t executes;
   cudaStream_t capture_stream;
 };
+
+static void plan_free(conv_plan *plan);
+
+/* ---------------------------------------------------------------- live plans */
+
+static bool same_problem(const conv_problem *a, const conv_problem *b) {
+  return a->n == b->n && a->c == b->c && a->h == b->h && a->w == b->w && a->k == b->k &&
+         a->r == b->r && a->s == b->s && a->pad_h == b->pad_h && a->pad_w == b->pad_w &&
+         a->stride_h == b->stride_h && a->stride_w == b->stride_w && a->dil_h == b->dil_h &&
+         a->dil_w == b->dil_w && a->groups == b->groups && a->dtype == b->dtype &&
+         a->layout == b->layout && a->direction == b->direction && a->math == b->math &&
+         a->epilogue == b->epilogue;
+}
+
+/* Field by field: the struct's padding bytes are the caller's garbage. */
+static size_t problem_bucket(const conv_problem *p) {
+  const int64_t fields[] = {p->n,        p->c,        p->h,     p->w,     p->k,     p->r,
+                            p->s,        p->pad_h,    p->pad_w, p->stride_h, p->stride_w,
+                            p->dil_h,    p->dil_w,    p->groups, p->dtype, p->layout,
+                            p->direction, p->math,    p->epilogue};
+  uint64_t h = 1469598103934665603u;
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+    h = (h ^ (uint64_t)fields[i]) * 1099511628211u;
+  return (size_t)(h % CONV_LIVE_BUCKETS);
+}
+
+/* Another reference to the context's live plan for `problem`, or NULL. */
+static conv_plan *live_acquire(conv_context *ctx, const conv_problem *problem) {
+  uv_mutex_lock(&ctx->live_lock);
+  conv_plan *plan = ctx->live[problem_bucket(problem)];
+  while (plan != NULL && !same_problem(&plan->problem, problem)) plan = plan->next_live;
+  if (plan != NULL) plan->refs++;
+  uv_mutex_unlock(&ctx->live_lock);
+  return plan;
+}
+
+static void live_insert(conv_context *ctx, conv_plan *plan) {
+  size_t b = problem_bucket(&plan->problem);
+  uv_mutex_lock(&ctx->live_lock);
+  plan->refs = 1;
+  plan->next_live = ctx->live[b];
+  ctx->live[b] = plan;
+  uv_mutex_unlock(&ctx->live_lock);
+}
+
+/* Drops one reference; true when it was the last (the plan has left the
+ * table and is the caller's to free). */
+static bool live_release(conv_context *ctx, conv_plan *plan) {
+  uv_mutex_lock(&ctx->live_lock);
+  bool last = --plan->refs == 0;
+  if (last) {
+    conv_plan **link = &ctx->live[problem_bucket(&plan->problem)];
+    while (*link != plan) link = &(*link)->next_live;
+    *link = plan->next_live;
+  }
+  uv_mutex_unlock(&ctx->live_lock);
+  return last;
+}
+
+/* ---------------------------------------------------------------- creation */
 
 /* Builds a runnable plan for a choice: validates the config again (it may
  * come from an untrusted cache file) and allocates its workspace. */
@@ -47,7 +123,7 @@ static conv_status instantiate(conv_context *ctx, const conv_problem *problem,
     st = conv_check_cuda(err, cudaMalloc(&plan->workspace, plan->prepared.workspace_bytes),
                          "cudaMalloc(plan workspace)");
     if (st != CONV_OK) {
-      conv_plan_destroy(plan);
+      plan_free(plan);
       return st;
     }
   }
@@ -111,10 +187,30 @@ static conv_status create_locked(conv_context *ctx, const conv_problem *problem,
   if (st == CONV_OK) st = instantiate(ctx, problem, &choice, source, plan, err);
 remember:
   if (st == CONV_OK && plan_map_put(&ctx->map, problem_key, &choice) != CONV_OK) {
-    conv_plan_destroy(*plan);
+    plan_free(*plan);
     *plan = NULL;
     st = conv_error_set(err, CONV_OUT_OF_MEMORY, "growing the plan map");
   }
+  return st;
+}
+
+/* Builds the plan under the context's lock, unless another thread built
+ * it meanwhile (creations of one problem then share one plan). */
+static conv_status create_shared(conv_context *ctx, const conv_problem *problem, conv_plan **plan,
+                                 conv_error *err) {
+  char key[CONV_PROBLEM_KEY_MAX];
+  conv_status st = conv_problem_key(problem, key, sizeof key);
+  if (st != CONV_OK) return conv_error_set(err, st, "the problem has no cache key");
+  uv_mutex_lock(&ctx->lock);
+  if ((*plan = live_acquire(ctx, problem)) == NULL) {
+    int previous = -1;
+    if ((st = conv_device_enter(ctx->env.device.ordinal, &previous, err)) == CONV_OK) {
+      st = create_locked(ctx, problem, key, plan, err);
+      conv_device_leave(previous);
+    }
+    if (st == CONV_OK) live_insert(ctx, *plan);
+  }
+  uv_mutex_unlock(&ctx->lock);
   return st;
 }
 
@@ -122,26 +218,21 @@ conv_status conv_plan_create(conv_context *ctx, const conv_problem *problem, con
   if (ctx == NULL) return CONV_INVALID_ARGUMENT;
   conv_error err = {CONV_OK, ""};
   conv_status st = CONV_OK;
-  char key[CONV_PROBLEM_KEY_MAX];
-  conv_plan *made = NULL;
-  if (plan == NULL) {
+  if (plan == NULL)
     st = conv_error_set(&err, CONV_INVALID_ARGUMENT, "plan is NULL");
-  } else {
+  else
     st = conv_problem_validate(problem, err.message, sizeof err.message);
-    if (st == CONV_OK) st = conv_problem_key(problem, key, sizeof key);
+  if (st == CONV_OK) {
+    /* The hot path: a live plan is one hash lookup away. */
+    conv_plan *made = live_acquire(ctx, problem);
+    if (made == NULL) st = create_shared(ctx, problem, &made, &err);
+    if (st == CONV_OK) {
+      *plan = made;
+      return CONV_OK;
+    }
   }
-  uv_mutex_lock(&ctx->lock);
-  int previous = -1;
-  if (st == CONV_OK && (st = conv_device_enter(ctx->env.device.ordinal, &previous, &err)) == CONV_OK) {
-    st = create_locked(ctx, problem, key, &made, &err);
-    conv_device_leave(previous);
-  }
-  if (st == CONV_OK) *plan = made;
-  uv_mutex_unlock(&ctx->lock);
-  if (st != CONV_OK) {
-    err.status = st;
-    context_set_error(ctx, &err);
-  }
+  err.status = st;
+  context_set_error(ctx, &err);
   return st;
 }
 
@@ -154,11 +245,27 @@ static void replay_directly(conv_plan *plan, const char *why, cudaError_t e) {
   (void)cudaGetLastError(); /* a failed capture leaves its error behind */
 }
 
+/* The graph for these pointers: a kept one, or the least recently used
+ * one updated in place, or a new one (instantiated). */
+static graph_slot *slot_for(conv_plan *plan, const void *const pointers[4], bool *found) {
+  graph_slot *lru = &plan->graphs[0];
+  for (int i = 0; i < plan->graph_count; i++) {
+    graph_slot *slot = &plan->graphs[i];
+    if (memcmp(slot->pointers, pointers, sizeof slot->pointers) == 0) {
+      *found = true;
+      return slot;
+    }
+    if (slot->last_use < lru->last_use) lru = slot;
+  }
+  *found = false;
+  return plan->graph_count < PLAN_GRAPH_SLOTS ? &plan->graphs[plan->graph_count] : lru;
+}
+
 /* Records one run with exec's pointers into a graph, on the plan's own
- * stream (nothing executes), and makes it the plan's executable graph:
- * updated in place where CUDA allows, else instantiated anew.  Work that
+ * stream (nothing executes), and puts it in `slot`: updating the slot's
+ * graph in place where CUDA allows, else instantiating anew.  Work that
  * cannot be captured switches the plan to direct launches for good. */
-static void capture_graph(conv_plan *plan, const conv_exec *exec) {
+static bool capture_graph(conv_plan *plan, const conv_exec *exec, graph_slot *slot) {
   cudaError_t e = cudaSuccess;
   if (plan->capture_stream == NULL)
     e = cudaStreamCreateWithFlags(&plan->capture_stream, cudaStreamNonBlocking);
@@ -166,7 +273,7 @@ static void capture_graph(conv_plan *plan, const conv_exec *exec) {
     e = cudaStreamBeginCapture(plan->capture_stream, cudaStreamCaptureModeThreadLocal);
   if (e != cudaSuccess) {
     replay_directly(plan, "starting a stream capture", e);
-    return;
+    return false;
   }
   conv_error err = {CONV_OK, ""};
   const conv_status run = plan->algorithm->run(exec, plan->capture_stream, &err);
@@ -176,43 +283,51 @@ static void capture_graph(conv_plan *plan, const conv_exec *exec) {
     if (graph != NULL) cudaGraphDestroy(graph);
     replay_directly(plan, run != CONV_OK ? err.message : "capturing the plan's work",
                     run != CONV_OK ? cudaSuccess : e);
-    return;
+    return false;
   }
-  if (plan->graph != NULL) {
+  const bool new_slot = slot == &plan->graphs[plan->graph_count];
+  if (new_slot) {
+    slot->exec = NULL;
+  } else {
     cudaGraphExecUpdateResultInfo result;
-    if (cudaGraphExecUpdate(plan->graph, graph, &result) != cudaSuccess) {
+    if (cudaGraphExecUpdate(slot->exec, graph, &result) != cudaSuccess) {
       (void)cudaGetLastError(); /* another topology: instantiate anew */
-      cudaGraphExecDestroy(plan->graph);
-      plan->graph = NULL;
+      cudaGraphExecDestroy(slot->exec);
+      slot->exec = NULL;
     }
   }
-  if (plan->graph == NULL) e = cudaGraphInstantiate(&plan->graph, graph, 0);
+  if (slot->exec == NULL) e = cudaGraphInstantiate(&slot->exec, graph, 0);
   cudaGraphDestroy(graph);
   if (e != cudaSuccess) {
-    plan->graph = NULL;
+    slot->exec = NULL;
+    if (!new_slot) *slot = plan->graphs[--plan->graph_count]; /* keep the kept ones dense */
     replay_directly(plan, "instantiating the graph", e);
-    return;
+    return false;
   }
+  if (new_slot) plan->graph_count++;
   const void *pointers[4] = {exec->x, exec->w, exec->bias, exec->y};
-  memcpy(plan->graph_pointers, pointers, sizeof pointers);
+  memcpy(slot->pointers, pointers, sizeof pointers);
   plan->info.replay = CONV_REPLAY_GRAPH;
+  return true;
 }
 
-/* Whether this execute launches the plan's graph, capturing it first if
- * the pointers changed.  A stream being captured by the caller gets the
- * pieces, which its capture records as they are. */
-static bool replays(conv_plan *plan, const conv_exec *exec, cudaStream_t stream) {
-  if (plan->info.replay == CONV_REPLAY_DIRECT) return false;
+/* The graph this execute launches, capturing it first for pointers not
+ * seen lately; NULL to run the pieces directly.  A stream being captured
+ * by the caller gets the pieces, which its capture records as they are. */
+static cudaGraphExec_t graph_for(conv_plan *plan, const conv_exec *exec, cudaStream_t stream) {
+  if (plan->info.replay == CONV_REPLAY_DIRECT) return NULL;
   enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) {
     (void)cudaGetLastError();
-    return false;
+    return NULL;
   }
-  if (capturing != cudaStreamCaptureStatusNone) return false;
+  if (capturing != cudaStreamCaptureStatusNone) return NULL;
   const void *pointers[4] = {exec->x, exec->w, exec->bias, exec->y};
-  if (plan->graph == NULL || memcmp(plan->graph_pointers, pointers, sizeof pointers) != 0)
-    capture_graph(plan, exec);
-  return plan->info.replay == CONV_REPLAY_GRAPH;
+  bool found;
+  graph_slot *slot = slot_for(plan, pointers, &found);
+  if (!found && !capture_graph(plan, exec, slot)) return NULL;
+  slot->last_use = ++plan->executes;
+  return slot->exec;
 }
 
 static conv_status execute_error(conv_plan *plan, conv_error *err) {
@@ -245,8 +360,9 @@ conv_status conv_plan_execute(conv_plan *plan, void *stream, const void *x, cons
   conv_exec exec = {&plan->problem, &plan->ctx->env, plan->prepared.state, x, w,
                     needs_bias ? bias : NULL, y, plan->workspace, plan->prepared.workspace_bytes};
   conv_status st;
-  if (replays(plan, &exec, (cudaStream_t)stream))
-    st = conv_check_cuda(&err, cudaGraphLaunch(plan->graph, (cudaStream_t)stream),
+  cudaGraphExec_t graph = graph_for(plan, &exec, (cudaStream_t)stream);
+  if (graph != NULL)
+    st = conv_check_cuda(&err, cudaGraphLaunch(graph, (cudaStream_t)stream),
                          "execute: launching the plan's graph");
   else
     st = plan->algorithm->run(&exec, (cudaStream_t)stream, &err);
@@ -265,12 +381,15 @@ conv_status conv_plan_info_get(const conv_plan *plan, conv_plan_info *info) {
 }
 
 void conv_plan_destroy(conv_plan *plan) {
-  if (plan == NULL) return;
+  if (plan != NULL && live_release(plan->ctx, plan)) plan_free(plan);
+}
+
+static void plan_free(conv_plan *plan) {
   int previous = -1;
   bool entered = conv_device_enter(plan->ctx->env.device.ordinal, &previous, NULL) == CONV_OK;
   /* cudaFree waits for the device to finish, so executions still queued
    * with this workspace complete before it is released. */
-  if (plan->graph) cudaGraphExecDestroy(plan->graph);
+  for (int i = 0; i < plan->graph_count; i++) cudaGraphExecDestroy(plan->graphs[i].exec);
   if (plan->capture_stream) cudaStreamDestroy(plan->capture_stream);
   if (plan->workspace) cudaFree(plan->workspace);
   plan->algorithm->release(plan->prepared.state);

@@ -712,6 +712,44 @@ static int plan_executes_correctly(void) {
   return TEST_PASS;
 }
 
+/* Creations of one problem share a live plan; the last destroy frees it,
+ * and the next creation rebuilds it from the context's memory. */
+static int plans_of_one_problem_are_shared(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  char cache[4096];
+  temp_path(cache, sizeof cache, "shared");
+  conv_context *ctx;
+  if (make_context(&ctx, cache, CONV_POLICY_FAST, 0) != TEST_PASS) return TEST_FAIL;
+  conv_problem p = fixed_problem();
+  conv_plan *first = NULL, *second = NULL, *other = NULL;
+  CHECK_MSG(conv_plan_create(ctx, &p, &first) == CONV_OK, "%s", conv_context_last_error(ctx));
+  CHECK_MSG(conv_plan_create(ctx, &p, &second) == CONV_OK, "%s", conv_context_last_error(ctx));
+  CHECK_MSG(first == second, "a second creation of a live problem made another plan");
+  conv_problem q = p;
+  q.math = CONV_MATH_TF32;
+  CHECK_MSG(conv_plan_create(ctx, &q, &other) == CONV_OK, "%s", conv_context_last_error(ctx));
+  CHECK_MSG(other != first, "another problem got the same plan");
+  conv_plan_destroy(other);
+  conv_plan_destroy(first);
+  /* One reference left: the plan still runs. */
+  host_case hc;
+  dev_case d;
+  if (host_case_make(&hc, &p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
+  if (poison(&d, &hc, 0) != TEST_PASS) return TEST_FAIL;
+  CHECK_STATUS(CONV_OK, conv_plan_execute(second, 0, d.x, d.w, d.bias, d.y));
+  if (check_output(&d, &hc, 0, conv_error_bound(p.math, CONV_ARITH_TRANSFORM), "shared plan") != TEST_PASS)
+    return TEST_FAIL;
+  conv_plan_destroy(second);
+  dev_case_free(&d);
+  host_case_free(&hc);
+  /* Freed: the next creation rebuilds the remembered choice. */
+  if (plan_roundtrip(ctx, &p, 0, CONV_SOURCE_MEMORY) != TEST_PASS) return TEST_FAIL;
+  conv_context_destroy(ctx);
+  remove_db(cache);
+  return TEST_PASS;
+}
+
 /* ---- graph replay */
 
 static int copy_output(const dev_case *d, const host_case *hc, float *dst) {
@@ -730,17 +768,23 @@ static int execute_checked(conv_plan *plan, const conv_problem *p, const dev_cas
   return copy_output(d, hc, out);
 }
 
+/* Buffer sets per replay case: more than the 8 graphs a plan keeps, so
+ * that the sequence below hits kept graphs, adds new ones and updates the
+ * least recently used in place. */
+#define REPLAY_SETS 10
+static const int replay_sequence[] = {0, 0, 1, 0, 2, 3, 4, 5, 6, 7, 8, 9, 0, 9, 1, 5};
+
 /* One shape: a plan replaying graphs and the same choice run directly
- * (from the same cache), on two sets of buffers with the same inputs (the
- * second makes the graph plan capture again and update its graph); every
- * output matches the reference and the two plans agree bit for bit. */
+ * (from the same cache), on REPLAY_SETS sets of buffers with the same
+ * inputs, in replay_sequence's order; every output matches the reference
+ * and the two plans agree bit for bit. */
 static int replay_case(conv_context *graphs, conv_context *direct, const conv_problem *p,
                        int *replayed) {
   host_case hc;
-  dev_case d[2];
-  if (host_case_make(&hc, p) != TEST_PASS || dev_case_make(&d[0], &hc) != TEST_PASS ||
-      dev_case_make(&d[1], &hc) != TEST_PASS)
-    return TEST_FAIL;
+  dev_case d[REPLAY_SETS];
+  if (host_case_make(&hc, p) != TEST_PASS) return TEST_FAIL;
+  for (int i = 0; i < REPLAY_SETS; i++)
+    if (dev_case_make(&d[i], &hc) != TEST_PASS) return TEST_FAIL;
   conv_plan *pg = NULL, *pd = NULL;
   CHECK_MSG(conv_plan_create(graphs, p, &pg) == CONV_OK, "%s", conv_context_last_error(graphs));
   CHECK_MSG(conv_plan_create(direct, p, &pd) == CONV_OK, "%s", conv_context_last_error(direct));
@@ -751,14 +795,19 @@ static int replay_case(conv_context *graphs, conv_context *direct, const conv_pr
   CHECK(id.source == CONV_SOURCE_CACHE && strcmp(ig.algorithm, id.algorithm) == 0 &&
         strcmp(ig.config, id.config) == 0);
   const size_t bytes = (size_t)hc.sh.y_elems * sizeof(float);
-  float *yg = malloc(bytes), *yd = malloc(bytes);
-  CHECK(yg != NULL && yd != NULL);
-  for (int round = 0; round < 2; round++) {
-    if (execute_checked(pg, p, &d[round], &hc, yg, "graph plan") != TEST_PASS ||
-        execute_checked(pd, p, &d[round], &hc, yd, "direct plan") != TEST_PASS)
+  float *yg = malloc(bytes), *yd = malloc(bytes), *first = malloc(bytes);
+  CHECK(yg != NULL && yd != NULL && first != NULL);
+  const int steps = (int)(sizeof replay_sequence / sizeof replay_sequence[0]);
+  for (int step = 0; step < steps; step++) {
+    const dev_case *set = &d[replay_sequence[step]];
+    if (execute_checked(pg, p, set, &hc, yg, "graph plan") != TEST_PASS ||
+        execute_checked(pd, p, set, &hc, yd, "direct plan") != TEST_PASS)
       return TEST_FAIL;
-    CHECK_MSG(memcmp(yg, yd, bytes) == 0, "%s %s: graph replay and direct launches differ",
-              ig.algorithm, ig.config);
+    CHECK_MSG(memcmp(yg, yd, bytes) == 0, "%s %s, step %d: graph replay and direct launches differ",
+              ig.algorithm, ig.config, step);
+    if (step == 0) memcpy(first, yg, bytes);
+    CHECK_MSG(memcmp(yg, first, bytes) == 0, "%s %s, step %d: another result than step 0's",
+              ig.algorithm, ig.config, step);
   }
   CHECK_STATUS(CONV_OK, conv_plan_info_get(pg, &ig));
   CHECK(ig.replay == CONV_REPLAY_GRAPH || (ig.replay == CONV_REPLAY_DIRECT && ig.replay_note[0]));
@@ -767,10 +816,10 @@ static int replay_case(conv_context *graphs, conv_context *direct, const conv_pr
   *replayed += ig.replay == CONV_REPLAY_GRAPH;
   free(yg);
   free(yd);
+  free(first);
   conv_plan_destroy(pg);
   conv_plan_destroy(pd);
-  dev_case_free(&d[0]);
-  dev_case_free(&d[1]);
+  for (int i = 0; i < REPLAY_SETS; i++) dev_case_free(&d[i]);
   host_case_free(&hc);
   return TEST_PASS;
 }
@@ -1005,6 +1054,7 @@ static const test_case tests[] = {
     {"fft_matches_reference", fft_matches_reference},
     {"patch_matches_reference", patch_matches_reference},
     {"plan_executes_correctly", plan_executes_correctly},
+    {"plans_of_one_problem_are_shared", plans_of_one_problem_are_shared},
     {"graph_replay_matches_direct", graph_replay_matches_direct},
     {"plan_from_cache_in_new_process", plan_from_cache_in_new_process},
     {"nondefault_stream", nondefault_stream},
