@@ -93,6 +93,12 @@ SHARED_LIBS = ("libcudnn", "libcublasLt")
 DEFAULT_FIRST_CALL = ("rn50_conv2_3x3", "large_k_dense", "seed3_msd_1to1_d1")
 FIRST_CALL_TIMEOUT_S = 300
 
+# The C API's host cost (tools/bench/host_cost.c, one fresh process): the
+# launch-bound rows of issue 6 and one row per other family.
+DEFAULT_C_HOST_COST = ("seed3_msd_small", "latency_n1_c64", "lc0_b1_8x8", "rn50_conv2_3x3",
+                       "large_k_dense", "seed1_patch4")
+C_HOST_COST_TIMEOUT_S = 600
+
 # rel L2 is accumulated in chunks so that a 655 MB output does not need
 # three more float64 copies of itself at once.
 REL_L2_CHUNK = 1 << 26
@@ -1186,6 +1192,58 @@ def measure_first_calls(shapes: list, cache: str | None, device: int) -> list:
     return results
 
 
+# ---------------------------------------------------------------- C host cost
+
+
+def host_cost_binary(explicit: str | None) -> Path | None:
+    """--host-cost-bin, else convtune_host_cost beside CONVTUNE_LIB's library,
+    else in build/; None when there is none (the table then says so)."""
+    if explicit:
+        return Path(explicit)
+    candidates = []
+    if os.environ.get("CONVTUNE_LIB"):
+        candidates.append(Path(os.environ["CONVTUNE_LIB"]).parent / "convtune_host_cost")
+    candidates.append(REPO_ROOT / "build" / "convtune_host_cost")
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def measure_c_host_cost(binary: Path | None, shapes: list, modes: list, cache: str | None,
+                        device: int) -> dict:
+    """Runs host_cost.c's program once, in a fresh process, on every mode of
+    `shapes`; its JSON lines become {"process": ..., "rows": [...]}."""
+    if binary is None:
+        return {"error": "no convtune_host_cost binary (build it, or pass --host-cost-bin)"}
+    if cache == ":memory:":
+        return {"error": "an in-memory cache is never warm in a new process"}
+    jobs = [(s, mode) for s in shapes for mode in modes_for(s, modes)]
+    command = [str(binary), "--device", str(device)] + (["--cache", cache] if cache else [])
+    command += [f"{spec_text(s)} math={mode}" for s, mode in jobs]
+    log(f"C API host cost ({binary.name}, one fresh process, {len(jobs)} rows)")
+    # The C program loads the cuDNN and cuBLASLt this process runs (PyTorch's),
+    # as the cache keys of this run name their versions.
+    env = child_env()
+    torch_dirs = dict.fromkeys(os.path.dirname(p) for p in torch_libraries().values())
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(
+        [*torch_dirs, *[p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]])
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env,
+                              timeout=C_HOST_COST_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"error": f"{type(e).__name__}: {e}".splitlines()[0]}
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines or "error" in lines[0]:
+        tail = lines[0]["error"] if lines else (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit {done.returncode}: {tail}"}
+    rows = []
+    for (s, mode), result in zip(jobs, lines[1:]):
+        rows.append({"name": s.name, "mode": mode, **result})
+        log(f"  {s.name} [{mode}]: {brief(result)}")
+    if len(rows) < len(jobs):
+        return {"error": f"exit {done.returncode} after {len(rows)} of {len(jobs)} rows",
+                "process": lines[0], "rows": rows}
+    return {"binary": str(binary), "process": lines[0], "rows": rows}
+
+
 # ---------------------------------------------------------------- environment
 
 
@@ -1469,6 +1527,47 @@ def render_host_cost(h: dict | None) -> list:
     return lines + [""]
 
 
+def render_c_host_cost(c: dict | None, python: dict | None) -> list:
+    lines = ["## Host cost of `conv_plan_execute` (C API)", ""]
+    if c is None:
+        return lines + ["Not measured in this run.", ""]
+    if "error" in c and not c.get("rows"):
+        return lines + [f"Not measured: {c['error']}", ""]
+    process = c["process"]
+    lines.append(
+        "`convtune_host_cost` (tools/bench/host_cost.c) in one new process, cache-only from this "
+        f"run's cache: CUDA context {process['cuda_init_ms']:.0f} ms, `conv_context_create` "
+        f"{process['context_ms']:.1f} ms, then per row in order: the first `conv_plan_create` "
+        "(from the cache), the first execute + synchronize (graph capture), the median of 1000 "
+        "`conv_plan_create` calls while the plan is alive, and median host microseconds per call "
+        "over 21 batches of 100 back-to-back calls: `conv_plan_execute` with the same pointers, "
+        "with the output alternating between two buffers, and `cudaGraphLaunch` of the same work "
+        "captured by the program itself (CUDA's own floor).")
+    execute = [r["execute_us"] for r in c["rows"] if "execute_us" in r]
+    if python and "torch_us" in python and execute:
+        median = statistics.median(execute)
+        lines.append("")
+        lines.append(f"F.conv2d's host cost in this run (section above): {python['torch_us']:.2f} us "
+                     f"per call; the median `conv_plan_execute` here: {median:.2f} us "
+                     f"({python['torch_us'] / median:.1f}x less).")
+    if "error" in c:
+        lines += ["", f"Incomplete: {c['error']}"]
+    lines.append("")
+    header = ["shape", "mode", "plan", "plan from cache ms", "first execute ms",
+              "plan create, live us", "execute us", "execute, 2 outputs us", "cudaGraphLaunch us"]
+    rows = []
+    for r in c["rows"]:
+        if "error" in r:
+            rows.append([r["name"], r["mode"], "error: " + r["error"]] + ["-"] * 6)
+            continue
+        rows.append([r["name"], r["mode"], f"{r['algorithm']} {r['config']} ({r['replay']})",
+                     fmt_ms(r["plan_cache_ms"]), fmt_ms(r["first_execute_ms"]),
+                     f"{r['plan_live_us']:.2f}", f"{r['execute_us']:.2f}",
+                     f"{r['alternate_us']:.2f}", f"{r['launch_us']:.2f}"])
+    lines += md_table(header, rows)
+    return lines + [""]
+
+
 def render_first_calls(first: list) -> list:
     lines = ["## First call in a fresh process", ""]
     if not first:
@@ -1583,6 +1682,7 @@ def render_markdown(results: dict) -> str:
     lines += render_ceilings(results["ceilings"]) + [""]
     lines += render_tables(results)
     lines += render_host_cost(results.get("host_cost"))
+    lines += render_c_host_cost(results.get("c_host_cost"), results.get("host_cost"))
     lines += render_first_calls(results.get("first_call") or [])
     if results.get("notes"):
         lines += ["## Skipped rows", ""] + [f"- {n}" for n in results["notes"]] + [""]
@@ -1621,7 +1721,12 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--first-call", default=",".join(DEFAULT_FIRST_CALL),
                    help="shapes for the fresh-process first-call test ('none' to skip; "
                         "default %(default)s)")
-    p.add_argument("--no-host-cost", action="store_true", help="skip the host-cost measurement")
+    p.add_argument("--no-host-cost", action="store_true", help="skip the host-cost measurements")
+    p.add_argument("--host-cost-bin", default=None, metavar="PATH",
+                   help="convtune_host_cost program (default: beside CONVTUNE_LIB, else "
+                        "build/convtune_host_cost)")
+    p.add_argument("--c-host-cost", default=",".join(DEFAULT_C_HOST_COST),
+                   help="shapes for the C API host-cost table (default %(default)s)")
     p.add_argument("--no-graph", action="store_true",
                    help="skip the CUDA-graph timing of every row (eager timing only)")
     p.add_argument("--notes", default=None, metavar="FILE",
@@ -1670,7 +1775,7 @@ def warn_versions(env: dict) -> None:
         log(f"{bar}\nWARNING: {env['cudnn_mismatch']}\n{bar}")
 
 
-def first_call_shapes(all_shapes: list, names: str) -> list:
+def named_shapes(all_shapes: list, names: str, what: str) -> list:
     if names.strip().lower() in ("", "none"):
         return []
     by_name = {s.name: s for s in all_shapes}
@@ -1679,8 +1784,12 @@ def first_call_shapes(all_shapes: list, names: str) -> list:
         if n in by_name:
             chosen.append(by_name[n])
         else:
-            log(f"note: first-call shape {n} is not a conv row of the suite; skipped")
+            log(f"note: {what} shape {n} is not a conv row of the suite; skipped")
     return chosen
+
+
+def first_call_shapes(all_shapes: list, names: str) -> list:
+    return named_shapes(all_shapes, names, "first-call")
 
 
 def run_suite(ctx, convtune, shapes: list, modes: list, ceilings: dict,
@@ -1725,6 +1834,7 @@ def write_outputs(results: dict, out_md: str | None, out_json: str | None) -> No
         Path(out_md).write_text(markdown, encoding="utf-8")
         log(f"wrote {out_md}")
     print("\n".join(render_tables(results) + render_host_cost(results.get("host_cost"))
+                    + render_c_host_cost(results.get("c_host_cost"), results.get("host_cost"))
                     + render_first_calls(results.get("first_call") or [])))
 
 
@@ -1784,13 +1894,19 @@ def benchmark(args: argparse.Namespace, argv: list) -> int:
     ctx.close()                 # its plans' workspaces, before the child processes
     empty_cache_if_safe()
     first = measure_first_calls(first_call_shapes(all_shapes, args.first_call), args.cache, device)
+    c_host_cost = None
+    if not args.no_host_cost:
+        c_host_cost = measure_c_host_cost(host_cost_binary(args.host_cost_bin),
+                                          named_shapes(all_shapes, args.c_host_cost, "host-cost"),
+                                          modes, args.cache, device)
     results = {
         "run": {"command": command_line(argv, os.environ), "suite": args.suite,
                 "cache": args.cache, "policy": args.policy, "graph": not args.no_graph,
                 "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                 "elapsed_s": time.perf_counter() - started},
         "environment": env, "ceilings": ceilings, "modes_run": modes, "modes": mode_results,
-        "host_cost": host_cost, "first_call": first, "notes": notes, "json_path": out_json,
+        "host_cost": host_cost, "c_host_cost": c_host_cost, "first_call": first, "notes": notes,
+        "json_path": out_json,
         **remarks,
     }
     write_outputs(results, out_md, out_json)

@@ -2,10 +2,10 @@
  * host_cost.c -- what convtune costs the host, measured in one fresh
  * process from a warm cache (run by bench.py, or by hand):
  *
- *   convtune_host_cost --cache PATH [--device N] SPEC...
+ *   convtune_host_cost [--cache PATH] [--device N] SPEC...
  *
  * SPEC is conv_problem_parse's text ("n=1 c=64 h=56 w=56 k=64 r=3 s=3
- * pad=1 math=tf32").  Prints one JSON object per line: first the
+ * pad=1 math=tf32"); the cache is the library's default without --cache.  Prints one JSON object per line: first the
  * process's own start-up, then one per spec, in order:
  *
  *   cuda_init_ms      the CUDA context (cudaFree(0)), before anything of ours
@@ -211,8 +211,8 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[first_spec], "--device") == 0) device = atoi(argv[first_spec + 1]);
     else break;
   }
-  if (cache == NULL || first_spec >= argc) {
-    fprintf(stderr, "usage: %s --cache PATH [--device N] SPEC...\n", argv[0]);
+  if (first_spec >= argc || strncmp(argv[first_spec], "--", 2) == 0) {
+    fprintf(stderr, "usage: %s [--cache PATH] [--device N] SPEC...\n", argv[0]);
     return 2;
   }
   double t0 = now_us();
