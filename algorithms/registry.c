@@ -11,6 +11,7 @@ static const conv_algorithm *const registry[] = {
     &conv_algorithm_fft,
     &conv_algorithm_direct_channel,
     &conv_algorithm_patch,
+    &conv_algorithm_channel_split,
 };
 
 const conv_algorithm *const *conv_registry(int *count) {

@@ -193,6 +193,7 @@ enum {
   CONV_ALGO_DIRECT_CHANNEL = 4,
   CONV_ALGO_PATCH = 5,
   /* 6 dynamic: reserved for a later family */
+  CONV_ALGO_CHANNEL_SPLIT = 7,
 };
 const conv_algorithm *const *conv_registry(int *count /* OUT */);
 const conv_algorithm *conv_registry_find(uint32_t id);
@@ -203,6 +204,7 @@ extern const conv_algorithm conv_algorithm_im2col_gemm;
 extern const conv_algorithm conv_algorithm_direct_channel;
 extern const conv_algorithm conv_algorithm_fft;
 extern const conv_algorithm conv_algorithm_patch;
+extern const conv_algorithm conv_algorithm_channel_split;
 
 /* ---------------------------------------------------------------- context */
 

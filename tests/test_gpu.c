@@ -15,6 +15,7 @@
 #include "algorithms/direct_channel.h"
 #include "algorithms/kernels.h"
 #include "algorithms/patch.h"
+#include "algorithms/channel_split.h"
 #include "cache/cache.h"
 #include "runtime/internal.h"
 #include "tests/test.h"
@@ -662,6 +663,46 @@ static int patch_matches_reference(void) {
   return TEST_PASS;
 }
 
+static bool is_split(const void *state) {
+  return ((const conv_split_launch *)state)->tiling.splits > 1;
+}
+
+/* Configs that split the channel sum (and add the parts in a second
+ * kernel) ran wherever there are two channels to split. */
+static int check_splits(conv_env *env, const conv_problem *p, const char *name) {
+  const int split = prepared_configs(env, &conv_algorithm_channel_split, p, is_split);
+  printf("%s: %d configs with split channel sums\n", name, split);
+  CHECK_MSG((p->c >= 2) == (split > 0), "split configs %s on %s", split > 0 ? "ran" : "did not run",
+            name);
+  return TEST_PASS;
+}
+
+/* channel_split on small outputs with many channels: the 3x3 and 1x1
+ * kernels and the generic one (5x3, stride 2; dilation; 11x11, too large
+ * to stage for 64 output channels), K and C that no tile divides, a batch
+ * of 2, every epilogue. */
+static int channel_split_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
+  const conv_problem cases[] = {
+      direct_problem(1, 256, 8, 8, 256, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS_RELU, S),
+      direct_problem(2, 37, 9, 7, 40, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, T),
+      direct_problem(1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE, T),
+      direct_problem(1, 20, 12, 11, 24, 1, 1, 1, 0, 1, 1, CONV_EPILOGUE_NONE, S),
+      direct_problem(1, 13, 15, 14, 16, 5, 3, 2, 2, 1, 1, CONV_EPILOGUE_BIAS_RELU, S),
+      direct_problem(1, 9, 20, 20, 8, 3, 3, 1, 2, 2, 1, CONV_EPILOGUE_NONE, S),
+      direct_problem(1, 4, 16, 16, 8, 11, 11, 1, 5, 1, 1, CONV_EPILOGUE_BIAS, S),
+      direct_problem(3, 1, 10, 10, 8, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE, S),
+  };
+  family_count count;
+  if (run_family_on_cases(&conv_algorithm_channel_split, cases, sizeof cases / sizeof cases[0],
+                          check_splits, &count) != TEST_PASS)
+    return TEST_FAIL;
+  CHECK(count.wrong_caught == 0);
+  return TEST_PASS;
+}
+
 /* Creates a plan, executes it on `stream` and checks the output. */
 static int plan_roundtrip(conv_context *ctx, const conv_problem *p, cudaStream_t stream,
                           conv_plan_source expect_source) {
@@ -826,7 +867,8 @@ static int replay_case(conv_context *graphs, conv_context *direct, const conv_pr
 
 /* Graph replay gives the bits of direct launches, on shapes where each
  * family tends to win (depthwise, patches, a 31x31 few-channel filter, a
- * dense 3x3, a 1x1); which one won is printed. */
+ * dense 3x3, a 1x1, an 8x8 board with 256 channels); which one won is
+ * printed. */
 static int graph_replay_matches_direct(void) {
   SKIP_WITHOUT_GPU();
   seed_rng();
@@ -837,6 +879,7 @@ static int graph_replay_matches_direct(void) {
       direct_problem(1, 4, 128, 128, 4, 31, 31, 1, 15, 1, 1, CONV_EPILOGUE_NONE, S),
       direct_problem(4, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE, S),
       direct_problem(8, 64, 14, 14, 128, 1, 1, 1, 0, 1, 1, CONV_EPILOGUE_BIAS, T),
+      direct_problem(1, 256, 8, 8, 256, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS_RELU, S),
   };
   char cache[4096];
   temp_path(cache, sizeof cache, "replay");
@@ -1053,6 +1096,7 @@ static const test_case tests[] = {
     {"direct_channel_matches_reference", direct_channel_matches_reference},
     {"fft_matches_reference", fft_matches_reference},
     {"patch_matches_reference", patch_matches_reference},
+    {"channel_split_matches_reference", channel_split_matches_reference},
     {"plan_executes_correctly", plan_executes_correctly},
     {"plans_of_one_problem_are_shared", plans_of_one_problem_are_shared},
     {"graph_replay_matches_direct", graph_replay_matches_direct},
