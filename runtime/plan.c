@@ -43,24 +43,29 @@ static void plan_free(conv_plan *plan);
 
 /* ---------------------------------------------------------------- live plans */
 
-static bool same_problem(const conv_problem *a, const conv_problem *b) {
-  return a->n == b->n && a->c == b->c && a->h == b->h && a->w == b->w && a->k == b->k &&
-         a->r == b->r && a->s == b->s && a->pad_h == b->pad_h && a->pad_w == b->pad_w &&
-         a->stride_h == b->stride_h && a->stride_w == b->stride_w && a->dil_h == b->dil_h &&
-         a->dil_w == b->dil_w && a->groups == b->groups && a->dtype == b->dtype &&
-         a->layout == b->layout && a->direction == b->direction && a->math == b->math &&
-         a->epilogue == b->epilogue;
+/* Every field of a problem, in one list for its hash and its equality
+ * (the struct's padding bytes are the caller's garbage: no memcmp). */
+enum { PROBLEM_FIELDS = 19 };
+static void problem_fields(const conv_problem *p, int64_t out[PROBLEM_FIELDS]) {
+  const int64_t fields[PROBLEM_FIELDS] = {
+      p->n,     p->c,        p->h,        p->w,     p->k,     p->r,      p->s,
+      p->pad_h, p->pad_w,    p->stride_h, p->stride_w, p->dil_h, p->dil_w, p->groups,
+      p->dtype, p->layout,   p->direction, p->math, p->epilogue};
+  memcpy(out, fields, sizeof fields);
 }
 
-/* Field by field: the struct's padding bytes are the caller's garbage. */
+static bool same_problem(const conv_problem *a, const conv_problem *b) {
+  int64_t fa[PROBLEM_FIELDS], fb[PROBLEM_FIELDS];
+  problem_fields(a, fa);
+  problem_fields(b, fb);
+  return memcmp(fa, fb, sizeof fa) == 0;
+}
+
 static size_t problem_bucket(const conv_problem *p) {
-  const int64_t fields[] = {p->n,        p->c,        p->h,     p->w,     p->k,     p->r,
-                            p->s,        p->pad_h,    p->pad_w, p->stride_h, p->stride_w,
-                            p->dil_h,    p->dil_w,    p->groups, p->dtype, p->layout,
-                            p->direction, p->math,    p->epilogue};
-  uint64_t h = 1469598103934665603u;
-  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-    h = (h ^ (uint64_t)fields[i]) * 1099511628211u;
+  int64_t fields[PROBLEM_FIELDS];
+  problem_fields(p, fields);
+  uint64_t h = 1469598103934665603u; /* FNV-1a over the fields */
+  for (int i = 0; i < PROBLEM_FIELDS; i++) h = (h ^ (uint64_t)fields[i]) * 1099511628211u;
   return (size_t)(h % CONV_LIVE_BUCKETS);
 }
 

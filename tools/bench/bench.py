@@ -1222,9 +1222,8 @@ def measure_c_host_cost(binary: Path | None, shapes: list, modes: list, cache: s
     # The C program loads the cuDNN and cuBLASLt this process runs (PyTorch's),
     # as the cache keys of this run name their versions.
     env = child_env()
-    torch_dirs = dict.fromkeys(os.path.dirname(p) for p in torch_libraries().values())
     env["LD_LIBRARY_PATH"] = os.pathsep.join(
-        [*torch_dirs, *[p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]])
+        [*torch_library_dirs(), *[p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]])
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=env,
                               timeout=C_HOST_COST_TIMEOUT_S, check=False)
@@ -1281,6 +1280,11 @@ def torch_libraries() -> dict:
         return {}
 
 
+def torch_library_dirs() -> list:
+    """The folders of the cuDNN and cuBLASLt this process runs, in order."""
+    return list(dict.fromkeys(os.path.dirname(p) for p in torch_libraries().values()))
+
+
 def print_ld_path() -> int:
     """Prints the folders of PyTorch's cuDNN and cuBLASLt, for LD_LIBRARY_PATH
     of `build/convtune tune`: the versions of both are part of every cache
@@ -1294,7 +1298,7 @@ def print_ld_path() -> int:
     missing = [stem for stem in SHARED_LIBS if stem not in libs]
     if missing:
         log(f"note: PyTorch has not loaded {', '.join(missing)}")
-    print(":".join(dict.fromkeys(os.path.dirname(p) for p in libs.values())))
+    print(":".join(torch_library_dirs()))
     return 0
 
 

@@ -31,6 +31,7 @@
 #include <cuda_runtime_api.h>
 
 #include "convtune.h"
+#include "tools/json.h"
 
 enum { CALLS = 100, ROUNDS = 21, LIVE_CREATES = 1000 };
 
@@ -50,23 +51,13 @@ static double median(double *values, int count) {
   return values[count / 2];
 }
 
-/* Prints `text` as a JSON string (the library's texts are ASCII). */
-static void print_json_string(const char *text) {
-  putchar('"');
-  for (; *text; text++) {
-    if (*text == '"' || *text == '\\') putchar('\\');
-    putchar((unsigned char)*text >= 0x20 ? *text : '?');
-  }
-  putchar('"');
-}
-
 static void print_error(const char *spec, const char *what, const char *message) {
   printf("{\"spec\": ");
-  print_json_string(spec);
+  json_write_string(stdout, spec);
   printf(", \"error\": ");
   char text[768];
   snprintf(text, sizeof text, "%s: %s", what, message);
-  print_json_string(text);
+  json_write_string(stdout, text);
   printf("}\n");
 }
 
@@ -189,11 +180,11 @@ static void measure(conv_context *ctx, cudaStream_t stream, const char *spec) {
   conv_plan_info_get(plan, &info);
   const char *replays[] = {"pending", "graph", "direct"};
   printf("{\"spec\": ");
-  print_json_string(spec);
+  json_write_string(stdout, spec);
   printf(", \"algorithm\": ");
-  print_json_string(info.algorithm);
+  json_write_string(stdout, info.algorithm);
   printf(", \"config\": ");
-  print_json_string(info.config);
+  json_write_string(stdout, info.config);
   printf(", \"replay\": \"%s\", \"plan_cache_ms\": %.4f, \"first_execute_ms\": %.4f, "
          "\"plan_live_us\": %.3f, \"execute_us\": %.3f, \"alternate_us\": %.3f, \"launch_us\": %.3f}\n",
          info.replay <= CONV_REPLAY_DIRECT ? replays[info.replay] : "unknown", (t1 - t0) / 1e3,
@@ -231,7 +222,7 @@ int main(int argc, char **argv) {
   conv_context *ctx = NULL;
   if (conv_context_create(&ctx, &o) != CONV_OK) {
     printf("{\"error\": ");
-    print_json_string(conv_context_last_error(NULL));
+    json_write_string(stdout, conv_context_last_error(NULL));
     printf("}\n");
     return 1;
   }
