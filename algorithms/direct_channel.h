@@ -38,6 +38,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "algorithms/divisor.h"
 #include "convtune.h"
 
 #ifdef __cplusplus
@@ -56,12 +57,6 @@ typedef struct conv_direct_tiling {
   int px, py, kb; /* per thread: columns, rows, output channels          */
   int tx, ty;     /* threads per block along columns and rows            */
 } conv_direct_tiling;
-
-/* Division by a divisor fixed for a launch, as a multiply and a shift
- * (valid for dividends below 2^31).  See conv_direct_window_plan. */
-typedef struct conv_divisor {
-  uint32_t divisor, multiplier, shift;
-} conv_divisor;
 
 /* Everything a launch needs, derived once by conv_direct_plan(). */
 typedef struct conv_direct_launch {

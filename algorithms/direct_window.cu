@@ -57,17 +57,12 @@ __host__ __device__ constexpr int live_registers() {
          window_columns<S, STRIDE, PX>() * window_rows<R, STRIDE, PY>() + 24;
 }
 
-/* n / d for n < 2^31 (conv_divisor_make). */
-__device__ __forceinline__ uint32_t divide(uint32_t n, const conv_divisor &d) {
-  return (__umulhi(n, d.multiplier) + n) >> d.shift;
-}
-
 /* First output of thread t: groups of `spacing` threads own PER_THREAD
  * outputs each, interleaved. */
 template <int PER_THREAD, bool UNIT_SPACING>
 __device__ __forceinline__ int first_output(int t, const conv_divisor &spacing) {
   if (UNIT_SPACING) return t * PER_THREAD;
-  const int group = (int)divide((uint32_t)t, spacing);
+  const int group = (int)conv_divide((uint32_t)t, spacing);
   return group * PER_THREAD * (int)spacing.divisor + (t - group * (int)spacing.divisor);
 }
 
@@ -260,9 +255,9 @@ __global__ void __launch_bounds__(kMaxThreads,
 
   /* The plane: output-channel chunk fastest, so that blocks reading the
    * same input run together and share it through L2. */
-  const uint32_t chunk_group = divide(blockIdx.x, L.by_kchunks);
+  const uint32_t chunk_group = conv_divide(blockIdx.x, L.by_kchunks);
   const int kc = (int)(blockIdx.x - chunk_group * (uint32_t)L.kchunks);
-  const int n = (int)divide(chunk_group, L.by_groups);
+  const int n = (int)conv_divide(chunk_group, L.by_groups);
   const int g = (int)chunk_group - n * L.groups;
   const int k0 = g * L.kg + kc * KB;
   stage_filters<TAPS, KB>(L, w, k0, filt);
@@ -383,15 +378,6 @@ const void *find_kernel(int size, int stride, bool unit_dil, int lead,
 }
 
 }  // namespace
-
-extern "C" conv_divisor conv_divisor_make(int d) {
-  conv_divisor v;
-  v.divisor = (uint32_t)d;
-  v.shift = 0;
-  while ((1ull << v.shift) < (uint64_t)d) v.shift++; /* ceil(log2 d) */
-  v.multiplier = (uint32_t)(((1ull << 32) * ((1ull << v.shift) - (uint64_t)d)) / (uint64_t)d + 1);
-  return v;
-}
 
 extern "C" int64_t conv_direct_window_threads(int64_t outputs, int per_thread, int64_t spacing) {
   const int64_t span = (int64_t)per_thread * spacing; /* outputs of one group of threads */

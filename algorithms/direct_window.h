@@ -31,11 +31,6 @@ bool conv_direct_window_plan(const conv_direct_launch *common, conv_direct_launc
  * `spacing`, together covering `outputs`. */
 int64_t conv_direct_window_threads(int64_t outputs, int per_thread, int64_t spacing);
 
-/* The multiply-shift form of division by d >= 1 (Granlund and Montgomery;
- * PyTorch's IntDivider): for 0 <= n < 2^31, n / d is
- * (umulhi(n, multiplier) + n) >> shift, in 32-bit arithmetic. */
-conv_divisor conv_divisor_make(int d);
-
 /* Spacing between a window thread's outputs along one axis: the dilation
  * with stride 1 (outputs interleave with their neighbours'), else 1. */
 static inline int conv_direct_window_spacing(int stride, int dilation) {

@@ -28,8 +28,7 @@ __device__ void fma_stage(const Args &a, float *dst, int img0, int c0) {
   for (int i = threadIdx.x; i < kWarp * per_image; i += blockDim.x) {
     /* i / per_image as a multiply and a shift: a division would cost more
      * than the copy. */
-    const conv_divisor &d = a.by_image_float4s;
-    const int img = (int)((__umulhi((unsigned)i, d.multiplier) + (unsigned)i) >> d.shift);
+    const int img = (int)conv_divide((uint32_t)i, a.by_image_float4s);
     const int j = i - img * per_image;
     const bool inside = img0 + img < a.n && c0 + j / kPlane4 < a.c;
     const float *src = inside ? a.x + ((int64_t)(img0 + img) * a.c + c0) * G::HW + 4 * j : a.x;

@@ -13,6 +13,7 @@
 #include "algorithms/direct_window.h"
 #include "algorithms/epilogue.cuh"
 #include "algorithms/patch.h"
+#include "algorithms/staging.cuh"
 
 /* Named, not anonymous: patch.cu finds the wgmma kernels of patch_wgmma.cu
  * through kernel_instance. */
@@ -50,27 +51,6 @@ __device__ __forceinline__ void cp_async16(float *dst, const float *src, int src
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void cp_async_wait_previous() {
   asm volatile("cp.async.wait_group 1;\n" ::);
-}
-
-/* For i in [0, count), spread over the block: store(i, load(i)), with
- * kBatch loads in flight per thread (the filter bank is loaded once per
- * block, and one load at a time would cost a memory latency per value). */
-template <class Load, class Store>
-__device__ __forceinline__ void load_batched(int count, Load load, Store store) {
-  constexpr int kBatch = 8;
-  for (int i0 = threadIdx.x; i0 < count; i0 += kBatch * blockDim.x) {
-    float v[kBatch];
-#pragma unroll
-    for (int j = 0; j < kBatch; j++) {
-      const int i = i0 + j * blockDim.x;
-      v[j] = i < count ? load(i) : 0.0f;
-    }
-#pragma unroll
-    for (int j = 0; j < kBatch; j++) {
-      const int i = i0 + j * blockDim.x;
-      if (i < count) store(i, v[j]);
-    }
-  }
 }
 
 /* A block's walk: steps over (image group, chunk of channels), chunks
