@@ -1,6 +1,7 @@
 """convtune: autotuned 2-D convolutions on PyTorch CUDA tensors.
 
-A thin ctypes binding of libconvtune.so (include/convtune.h)::
+A thin binding of libconvtune.so (include/convtune.h): ctypes, plus a small
+compiled module for the per-call path where it is built (_launch.c)::
 
     import torch, convtune
 
@@ -18,6 +19,7 @@ this repository.
 """
 import atexit
 import ctypes
+import functools
 import operator
 import os
 import threading
@@ -370,12 +372,18 @@ def _overlaps(a, b):
     return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
 
 
+# Calls without out= make outputs up to this size from a kept prototype (Plan._output_maker).
+_PROTOTYPE_MAX_BYTES = 1 << 20
+
+
 class Plan:
     """A tuned convolution for one problem on one device; made by Context.plan.
 
     .info: algorithm, config, time_ms (median at tuning), workspace_bytes,
     source ("memory", "cache" or "tuned") and replay ("graph": each call is one
-    CUDA graph launch; "direct", with replay_note; "pending" before a call); .output_shape: (N, K, P, Q);
+    CUDA graph launch; "direct", with replay_note; "pending" before a call), call
+    ("extension": calls run through the compiled module, holding the GIL;
+    "ctypes (why)" otherwise); .output_shape: (N, K, P, Q);
     .key: the problem's cache key.  Call it as plan(x, w, bias=None, out=None).
     A plan owns one workspace: calls from different streams are ordered one
     after the other (the later stream waits for the earlier one).
@@ -443,6 +451,12 @@ class Plan:
         self._bias_shape = torch.Size((k,))
         self.output_shape = (n, k, p.value, q.value)
         self.key = text.value.decode()
+        try:
+            self._new_output = self._output_maker(torch)
+            self._launcher, call = self._make_launcher(torch, lib)
+        except BaseException:
+            self._release()
+            raise
         source = info.source
         self._info = {
             "algorithm": info.algorithm.decode("utf-8", "replace"),
@@ -452,13 +466,56 @@ class Plan:
             "source": _lib.SOURCES[source] if 0 <= source < len(_lib.SOURCES) else "unknown(%d)" % source,
             "replay": "pending",
             "replay_note": "",
+            "call": call,
         }
         return self
+
+    def _output_maker(self, torch):
+        """A function making an output tensor for a call without out=.
+
+        Small outputs copy a kept prototype with torch.empty_like, whose
+        arguments parse in about half the time of torch.empty's (1.7 against
+        3.0 us on the H200 machine's host), which matters where a call's host
+        time exceeds its GPU time; larger outputs are not worth a prototype.
+        """
+        shape = self.output_shape
+        if 4 * shape[0] * shape[1] * shape[2] * shape[3] <= _PROTOTYPE_MAX_BYTES:
+            prototype = torch.empty(shape, dtype=torch.float32, device=self._device)
+            return functools.partial(torch.empty_like, prototype)
+        return functools.partial(torch.empty, shape, dtype=torch.float32, device=self._device)
+
+    def _make_launcher(self, torch, lib):
+        """The compiled call path for this plan (python/convtune/_launch.c),
+        or None with the reason; info["call"] says which one calls run."""
+        module, why_not = _lib.launch_module()
+        if module is None:
+            return None, "ctypes (%s)" % why_not
+        ctx_lib, ctx_handle = lib, self._ctx_handle
+
+        def fail(status):  # no reference to the Plan: the launcher makes no cycle
+            raise ConvtuneError(status, _lib.last_error(ctx_lib, ctx_handle))
+
+        raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        launcher = module.Launcher(
+            execute_address=ctypes.cast(lib.conv_plan_execute, ctypes.c_void_p).value,
+            plan_address=ctypes.cast(self._handle, ctypes.c_void_p).value,
+            device_index=self._device_index,
+            x_shape=self._x_shape, w_shape=self._w_shape,
+            bias_shape=tuple(self._bias_shape) if self._has_bias else None,
+            out_shape=self.output_shape,
+            tensor_type=torch.Tensor, float32=torch.float32,
+            empty=self._new_output,
+            current_stream=raw_stream or functools.partial(_current_stream, torch),
+            is_grad_enabled=torch.is_grad_enabled,
+            order_streams=functools.partial(_order_streams, torch, self._device_index),
+            fail=fail)
+        return launcher, "extension"
 
     @property
     def info(self):
         """algorithm, config, time_ms, workspace_bytes, source ("memory", "cache" or "tuned"),
-        and as of the last call replay ("pending", "graph" or "direct") with replay_note."""
+        as of the last call replay ("pending", "graph" or "direct") with replay_note, and
+        call ("extension" or "ctypes (why)")."""
         with self._lock:
             if self._handle is not None:  # closed: the last values read
                 raw = _lib.PlanInfo()
@@ -484,11 +541,21 @@ class Plan:
         with bias=True, out (N, K, P, Q) or None to allocate it.  All float32,
         contiguous, 16-byte aligned, on the plan's device.
         """
+        launcher = self._launcher
+        if launcher is not None:
+            y = launcher(x, w, bias, out)  # checks, allocates and executes in C
+            if y is not None:
+                return y
+            self._explain_bad_arguments(x, w, bias, out)  # raises with the reason
+            raise ValueError("convtune: the arguments do not fit this plan")
+        return self._call_through_ctypes(x, w, bias, out)
+
+    def _call_through_ctypes(self, x, w, bias, out):
         torch = _torch_mod or _torch()
         if not self._arguments_fit(x, w, bias, out):
             self._explain_bad_arguments(x, w, bias, out)  # raises with the reason, if any
         if out is None:
-            out = torch.empty(self.output_shape, dtype=torch.float32, device=self._device)
+            out = self._new_output()
         stream = _current_stream(torch, self._device_index)
         with self._lock:  # one execution at a time: the plan has one workspace
             handle = self._handle
@@ -547,6 +614,9 @@ class Plan:
     def _release(self):
         with self._lock:
             handle, self._handle = self._handle, None
+            launcher = getattr(self, "_launcher", None)
+            if launcher is not None:
+                launcher.close()  # before the plan is freed: later calls raise
             if handle is not None:
                 self._destroy(handle)  # waits for queued executions (cudaFree)
 

@@ -136,6 +136,7 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(os.path.dirname(_PACKAGE_DIR))
 
 _lib = None
+_lib_path = None
 _load_lock = threading.Lock()
 
 
@@ -181,7 +182,7 @@ def load():
     Retried at each call until it succeeds, so that fixing CONVTUNE_LIB in a
     running interpreter works.
     """
-    global _lib
+    global _lib, _lib_path
     if _lib is not None:
         return _lib
     with _load_lock:
@@ -202,8 +203,41 @@ def load():
                               "libcublasLt, libsqlite3, libuv) must be on the loader's path "
                               "(LD_LIBRARY_PATH)." % (path, e)) from None
             _declare(lib, path)
-            _lib = lib
+            _lib, _lib_path = lib, path
     return _lib
+
+
+LAUNCH_MODULE = "_convtune_launch"
+LAUNCH_FILE = LAUNCH_MODULE + ".abi3.so"
+_launch = None  # (module or None, why not), once looked for
+
+
+def launch_module():
+    """(module, "") for the compiled call path (python/convtune/_launch.c)
+    built beside the loaded libconvtune.so, else (None, why not): plans then
+    call through ctypes."""
+    global _launch
+    if _launch is None:
+        load()
+        with _load_lock:
+            if _launch is None:
+                _launch = _load_launch_module(os.path.join(os.path.dirname(_lib_path), LAUNCH_FILE))
+    return _launch
+
+
+def _load_launch_module(path):
+    if not os.path.isfile(path):
+        return None, "%s is not built" % path
+    import importlib.machinery
+    import importlib.util
+    try:
+        loader = importlib.machinery.ExtensionFileLoader(LAUNCH_MODULE, path)
+        spec = importlib.util.spec_from_loader(LAUNCH_MODULE, loader, origin=path)
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+    except Exception as e:  # e.g. a free-threaded interpreter, which has no stable ABI
+        return None, "%s does not load: %s" % (path, e)
+    return module, ""
 
 
 def last_error(lib, context):

@@ -258,6 +258,90 @@ def test_one_plan_on_two_streams(ctx, cuda):
         assert rel_l2(y, reference(x, w, padding=1)) < STRICT_BOUND, "seed %d" % SEED
 
 
+# ---------------------------------------------------------------- the two call paths
+
+
+def launch_module_path():
+    _lib.load()
+    return pathlib.Path(_lib._lib_path).parent / _lib.LAUNCH_FILE
+
+
+@gpu
+def test_call_path_is_the_extension_where_built(small):
+    plan = small[0]
+    if launch_module_path().is_file():
+        assert plan.info["call"] == "extension"
+    else:
+        assert plan.info["call"].startswith("ctypes (")
+
+
+@gpu
+def test_call_paths_agree(tmp_path, cuda, monkeypatch):
+    """The C call path and the ctypes one run the same plan to the same bits,
+    allocating or into out=, on one stream and across two."""
+    if not launch_module_path().is_file():
+        pytest.skip("%s is not built" % _lib.LAUNCH_FILE)
+    cache = tmp_path / "plans.db"
+    x, w, b = make_inputs((2, 8, 12, 12), (16, 8, 3, 3), True, cuda)
+    kw = dict(padding=1, bias=True, activation="relu")
+    ref = reference(x, w, b, "relu", padding=1)
+    with convtune.Context(cache=cache, policy="fast") as c_ext:
+        fast = c_ext.plan(x.shape, w.shape, **kw)
+        assert fast.info["call"] == "extension"
+        monkeypatch.setattr(_lib, "_launch", (None, "disabled by the test"))
+        with convtune.Context(cache=cache, policy="cache_only") as c_ctypes:
+            slow = c_ctypes.plan(x.shape, w.shape, **kw)
+            assert slow.info["call"] == "ctypes (disabled by the test)"
+            assert (slow.info["algorithm"], slow.info["config"]) == (fast.info["algorithm"], fast.info["config"])
+            outs = [torch.full(fast.output_shape, NAN, device=cuda) for _ in range(2)]
+            streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+            results = []
+            for plan, out in zip((fast, slow), outs):
+                got = [plan(x, w, b), plan(x, w, b, out=out)]
+                for s in streams:  # the second stream waits for the first's launch
+                    with torch.cuda.stream(s):
+                        sleep_stream(5)
+                        got.append(plan(x, w, b))
+                for s in streams:
+                    torch.cuda.current_stream().wait_stream(s)
+                results.append(got)
+            torch.cuda.synchronize()
+    for a, c in zip(*results):
+        assert torch.equal(a, c), "the two call paths differ (seed %d)" % SEED
+        assert rel_l2(a, ref) < STRICT_BOUND, "seed %d" % SEED
+
+
+@gpu
+@pytest.mark.parametrize("hw", [(8, 8), (640, 640)])  # outputs of 256 B and 1.6 MB (no prototype)
+def test_each_call_returns_a_new_output(ctx, cuda, hw):
+    x, w, _ = make_inputs((1, 1) + hw, (1, 1, 3, 3), False, cuda)
+    plan = ctx.plan(x.shape, w.shape, padding=1)
+    first = plan(x, w)
+    x2 = torch.randn_like(x)
+    second = plan(x2, w)
+    assert first.data_ptr() != second.data_ptr()
+    assert first.shape == second.shape == plan.output_shape and first.is_contiguous()
+    assert not first.requires_grad and first.dtype == torch.float32 and first.device == cuda
+    assert rel_l2(first, reference(x, w, padding=1)) < STRICT_BOUND, "seed %d" % SEED
+    assert rel_l2(second, reference(x2, w, padding=1)) < STRICT_BOUND, "seed %d" % SEED
+
+
+@gpu
+def test_extension_refuses_like_ctypes(small, cuda):
+    """A refused call through the extension raises the binding's message
+    and writes nothing."""
+    plan, x, w = small
+    out = torch.full(plan.output_shape, NAN, device=cuda)
+    shared = torch.randn(x.numel() + out.numel(), device=cuda)
+    x_in_shared = shared[: x.numel()].view(x.shape)
+    with pytest.raises(ValueError, match="out overlaps x"):  # out starts 64 elements before x's end
+        plan(x_in_shared, w, out=shared[x.numel() - 64: x.numel() - 64 + out.numel()].view(out.shape))
+    with pytest.raises(TypeError, match="w has dtype torch.float64"):
+        plan(x, w.double(), out=out)
+    torch.cuda.synchronize()
+    assert torch.isnan(out).all()
+
+
 # ---------------------------------------------------------------- plans, cache, sources
 
 
@@ -269,7 +353,7 @@ def test_plan_info_and_sources(tmp_path, cuda):
         p1 = c1.plan(*shapes, padding=1)
         info = p1.info
         assert set(info) == {"algorithm", "config", "time_ms", "workspace_bytes", "source",
-                             "replay", "replay_note"}
+                             "replay", "replay_note", "call"}
         assert info["source"] == "tuned" and info["replay"] == "pending"
         assert isinstance(info["algorithm"], str) and info["algorithm"]
         assert isinstance(info["config"], str)

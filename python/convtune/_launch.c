@@ -1,0 +1,441 @@
+/* _convtune_launch: a Plan's call in C.  Optional: the binding uses ctypes
+ * where this module is not built.
+ *
+ * Why it exists: a small convolution called from Python is host-bound.
+ * Through ctypes, checking the tensors and calling conv_plan_execute cost
+ * about 5 us of interpreter time on top of the library's 1.5 us, and
+ * allocating the output 3 us more; here the checks are attribute reads made
+ * from C.  Triton launches its kernels through a small C module for the same
+ * reason.
+ *
+ * It uses Python's stable ABI only (one build serves CPython 3.9 and later)
+ * and nothing of torch's C++ API: tensors are read through their Python
+ * attributes, so it links neither libpython nor torch.  conv_plan_execute is
+ * reached through the address ctypes resolved, so plans and this module
+ * always use the same loaded copy of libconvtune.so.
+ *
+ * Threads: a Launcher executes with the GIL held.  The GIL is what keeps two
+ * threads from executing one plan at once (include/convtune.h, "Threads"),
+ * and no Python code runs between the closed check and the execute, so
+ * Plan.close() cannot free the plan under a call.
+ */
+#define Py_LIMITED_API 0x03090000
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+
+#include "convtune.h"
+
+typedef conv_status (*execute_fn)(conv_plan *plan, void *stream, const void *x, const void *w,
+                                  const void *bias, void *y);
+
+/* Interned attribute names, made once at module import. */
+static PyObject *name_dtype, *name_shape, *name_get_device, *name_is_contiguous, *name_data_ptr,
+    *name_requires_grad;
+
+typedef struct {
+  PyObject_HEAD
+  execute_fn execute;
+  conv_plan *plan; /* NULL once closed */
+  void *last_stream;
+  int has_last_stream;
+  int has_bias;
+  long device_index;
+  uint64_t x_bytes, w_bytes, bias_bytes, out_bytes;
+  PyObject *x_shape, *w_shape, *bias_shape, *out_shape; /* tuples of ints */
+  PyObject *device_index_object;
+  PyObject *tensor_type;     /* torch.Tensor */
+  PyObject *float32;         /* torch.float32 */
+  PyObject *empty;           /* () -> a new output tensor */
+  PyObject *current_stream;  /* (device_index) -> int cudaStream_t */
+  PyObject *is_grad_enabled; /* () -> bool */
+  PyObject *order_streams;   /* (earlier, later): later waits for earlier's queued work */
+  PyObject *fail;            /* (status): raises the library's error */
+} Launcher;
+
+/* ---------------------------------------------------------------- checks */
+
+/* 1: yes, 0: no, -1: an exception is set. */
+static int is_true(PyObject *value)
+{
+  if (value == NULL)
+    return -1;
+  int yes = value == Py_True;
+  Py_DECREF(value);
+  return yes;
+}
+
+static int attribute_is(PyObject *object, PyObject *name, PyObject *expected)
+{
+  PyObject *value = PyObject_GetAttr(object, name);
+  if (value == NULL)
+    return -1;
+  int yes = value == expected;
+  Py_DECREF(value);
+  return yes;
+}
+
+/* An int result of a no-argument method, as an unsigned 64-bit value; -1 on error. */
+static int call_unsigned(PyObject *object, PyObject *method, uint64_t *value)
+{
+  PyObject *result = PyObject_CallMethodObjArgs(object, method, NULL);
+  if (result == NULL)
+    return -1;
+  *value = PyLong_AsUnsignedLongLong(result);
+  Py_DECREF(result);
+  return PyErr_Occurred() ? -1 : 0;
+}
+
+static int shape_bytes(PyObject *shape, uint64_t *bytes)
+{
+  uint64_t count = sizeof(float);
+  Py_ssize_t dims = PyTuple_Size(shape);
+  if (dims < 0)
+    return -1;
+  for (Py_ssize_t i = 0; i < dims; i++) {
+    long long dim = PyLong_AsLongLong(PyTuple_GetItem(shape, i));
+    if (dim < 0) {
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "a shape has a negative dimension");
+      return -1;
+    }
+    count *= (uint64_t)dim;
+  }
+  *bytes = count;
+  return 0;
+}
+
+/* The tensor test of Plan._tensor_fits: a float32 torch.Tensor of `shape`
+ * on the plan's device, contiguous, its data aligned.  1 and *data set when
+ * it fits, 0 when not (the binding then says why), -1 on an exception. */
+static int tensor_fits(const Launcher *self, PyObject *tensor, PyObject *shape, uintptr_t *data)
+{
+  int yes = PyObject_IsInstance(tensor, self->tensor_type);
+  if (yes == 1)
+    yes = attribute_is(tensor, name_dtype, self->float32);
+  if (yes == 1) {
+    PyObject *actual = PyObject_GetAttr(tensor, name_shape);
+    if (actual == NULL)
+      return -1;
+    yes = PyObject_RichCompareBool(actual, shape, Py_EQ);
+    Py_DECREF(actual);
+  }
+  if (yes == 1) {
+    PyObject *device = PyObject_CallMethodObjArgs(tensor, name_get_device, NULL);
+    if (device == NULL)
+      return -1;
+    long index = PyLong_AsLong(device);
+    Py_DECREF(device);
+    if (index == -1 && PyErr_Occurred())
+      return -1;
+    yes = index == self->device_index;
+  }
+  if (yes == 1)
+    yes = is_true(PyObject_CallMethodObjArgs(tensor, name_is_contiguous, NULL));
+  if (yes == 1) {
+    uint64_t pointer;
+    if (call_unsigned(tensor, name_data_ptr, &pointer) < 0)
+      return -1;
+    yes = pointer % CONV_POINTER_ALIGNMENT == 0;
+    *data = (uintptr_t)pointer;
+  }
+  return yes;
+}
+
+static int overlaps(uintptr_t a, uint64_t a_bytes, uintptr_t b, uint64_t b_bytes)
+{
+  return a < b + b_bytes && b < a + a_bytes;
+}
+
+/* What the tensors need for autograd, which convtune does not do: 1 when
+ * none records gradients. */
+static int no_autograd(const Launcher *self, PyObject *const tensors[], int count)
+{
+  int enabled = is_true(PyObject_CallObject(self->is_grad_enabled, NULL));
+  if (enabled != 1)
+    return enabled < 0 ? -1 : 1;
+  for (int i = 0; i < count; i++) {
+    if (tensors[i] == Py_None)
+      continue;
+    int records = attribute_is(tensors[i], name_requires_grad, Py_True);
+    if (records != 0)
+      return records < 0 ? -1 : 0;
+  }
+  return 1;
+}
+
+/* Plan._arguments_fit in C; pointers[] gets x, w, bias (0 without) and out
+ * (0 when out is None). */
+static int arguments_fit(const Launcher *self, PyObject *x, PyObject *w, PyObject *bias, PyObject *out,
+                         uintptr_t pointers[4])
+{
+  int yes = tensor_fits(self, x, self->x_shape, &pointers[0]);
+  if (yes == 1)
+    yes = tensor_fits(self, w, self->w_shape, &pointers[1]);
+  if (yes == 1)
+    yes = (bias != Py_None) == self->has_bias;
+  if (yes == 1 && bias != Py_None)
+    yes = tensor_fits(self, bias, self->bias_shape, &pointers[2]);
+  if (yes == 1 && out != Py_None) {
+    yes = tensor_fits(self, out, self->out_shape, &pointers[3]);
+    if (yes == 1)
+      yes = !overlaps(pointers[3], self->out_bytes, pointers[0], self->x_bytes) &&
+            !overlaps(pointers[3], self->out_bytes, pointers[1], self->w_bytes) &&
+            (bias == Py_None || !overlaps(pointers[3], self->out_bytes, pointers[2], self->bias_bytes));
+  }
+  if (yes == 1) {
+    PyObject *const tensors[3] = {x, w, bias};
+    yes = no_autograd(self, tensors, 3);
+  }
+  return yes;
+}
+
+/* ---------------------------------------------------------------- call */
+
+/* The plan's workspace may still be in use by a launch on another stream:
+ * `stream` waits for it.  order_streams runs Python code, where another
+ * thread may execute this plan, so the test repeats until nothing moved. */
+static int order_after_last_stream(Launcher *self, void *stream)
+{
+  while (self->has_last_stream && self->last_stream != stream) {
+    void *earlier = self->last_stream;
+    PyObject *a = PyLong_FromVoidPtr(earlier), *b = PyLong_FromVoidPtr(stream);
+    PyObject *result = a && b ? PyObject_CallFunctionObjArgs(self->order_streams, a, b, NULL) : NULL;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    if (result == NULL)
+      return -1;
+    Py_DECREF(result);
+    if (self->last_stream == earlier)
+      break;
+  }
+  return 0;
+}
+
+static void *current_stream(const Launcher *self)
+{
+  PyObject *raw = PyObject_CallFunctionObjArgs(self->current_stream, self->device_index_object, NULL);
+  if (raw == NULL)
+    return NULL;
+  void *stream = PyLong_AsVoidPtr(raw);
+  Py_DECREF(raw);
+  return stream;
+}
+
+/* A new reference to the output: `out`, or a new tensor from empty(). */
+static PyObject *output_for(const Launcher *self, PyObject *out, uintptr_t *data)
+{
+  if (out != Py_None) {
+    Py_INCREF(out);
+    return out;
+  }
+  PyObject *made = PyObject_CallObject(self->empty, NULL);
+  if (made == NULL)
+    return NULL;
+  uint64_t pointer;
+  if (call_unsigned(made, name_data_ptr, &pointer) < 0) {
+    Py_DECREF(made);
+    return NULL;
+  }
+  if (pointer % CONV_POINTER_ALIGNMENT != 0) {
+    PyErr_SetString(PyExc_RuntimeError, "convtune: torch.empty returned an unaligned output");
+    Py_DECREF(made);
+    return NULL;
+  }
+  *data = (uintptr_t)pointer;
+  return made;
+}
+
+/* launcher(x, w, bias, out) -> out (a new tensor when out is None) after
+ * queueing the convolution on torch's current stream; None, having done
+ * nothing, when an argument does not fit the plan (the binding then says
+ * which and why). */
+static PyObject *launcher_call(PyObject *object, PyObject *args, PyObject *kwargs)
+{
+  Launcher *self = (Launcher *)object;
+  PyObject *x, *w, *bias, *out;
+  if (kwargs != NULL && PyDict_Size(kwargs) != 0) {
+    PyErr_SetString(PyExc_TypeError, "a Launcher takes (x, w, bias, out) positionally");
+    return NULL;
+  }
+  if (!PyArg_UnpackTuple(args, "Launcher", 4, 4, &x, &w, &bias, &out))
+    return NULL;
+
+  uintptr_t pointers[4] = {0, 0, 0, 0};
+  int fit = arguments_fit(self, x, w, bias, out, pointers);
+  if (fit <= 0) {
+    if (fit < 0)
+      return NULL;
+    Py_INCREF(Py_None);
+    return Py_None;
+  }
+  void *stream = current_stream(self);
+  if (stream == NULL && PyErr_Occurred())
+    return NULL;
+  PyObject *result = output_for(self, out, &pointers[3]);
+  if (result == NULL)
+    return NULL;
+  if (order_after_last_stream(self, stream) < 0)
+    goto fail;
+  /* From here to the execute no Python code runs. */
+  if (self->plan == NULL) {
+    PyErr_SetString(PyExc_ValueError, "this convtune Plan is closed");
+    goto fail;
+  }
+  conv_status status = self->execute(self->plan, stream, (const void *)pointers[0], (const void *)pointers[1],
+                                     (const void *)pointers[2], (void *)pointers[3]);
+  if (status != CONV_OK) {
+    PyObject *code = PyLong_FromLong((long)status);
+    PyObject *raised = code ? PyObject_CallFunctionObjArgs(self->fail, code, NULL) : NULL;
+    Py_XDECREF(code);
+    if (raised != NULL) {
+      Py_DECREF(raised);
+      PyErr_Format(PyExc_RuntimeError, "convtune: conv_plan_execute failed with status %d", (int)status);
+    }
+    goto fail;
+  }
+  self->last_stream = stream;
+  self->has_last_stream = 1;
+  return result;
+
+fail:
+  Py_DECREF(result);
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- type */
+
+static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = {"execute_address", "plan_address", "device_index", "x_shape", "w_shape",
+                             "bias_shape", "out_shape", "tensor_type", "float32", "empty",
+                             "current_stream", "is_grad_enabled", "order_streams", "fail", NULL};
+  unsigned long long execute_address, plan_address;
+  long device_index;
+  PyObject *x_shape, *w_shape, *bias_shape, *out_shape, *tensor_type, *float32, *empty, *stream,
+      *grad, *order, *fail;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$KKlO!O!OO!OOOOOOO", keywords, &execute_address,
+                                   &plan_address, &device_index, &PyTuple_Type, &x_shape, &PyTuple_Type,
+                                   &w_shape, &bias_shape, &PyTuple_Type, &out_shape, &tensor_type,
+                                   &float32, &empty, &stream, &grad, &order, &fail))
+    return NULL;
+  if (execute_address == 0 || plan_address == 0) {
+    PyErr_SetString(PyExc_ValueError, "a Launcher needs conv_plan_execute's address and a plan");
+    return NULL;
+  }
+  if (bias_shape != Py_None && !PyTuple_Check(bias_shape)) {
+    PyErr_SetString(PyExc_TypeError, "bias_shape must be a tuple or None");
+    return NULL;
+  }
+  allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+  Launcher *self = (Launcher *)alloc(type, 0);
+  if (self == NULL)
+    return NULL;
+  self->execute = (execute_fn)(uintptr_t)execute_address;
+  self->plan = (conv_plan *)(uintptr_t)plan_address;
+  self->device_index = device_index;
+  self->has_bias = bias_shape != Py_None;
+  PyObject **slots[] = {&self->x_shape, &self->w_shape, &self->bias_shape, &self->out_shape,
+                        &self->tensor_type, &self->float32, &self->empty, &self->current_stream,
+                        &self->is_grad_enabled, &self->order_streams, &self->fail};
+  PyObject *values[] = {x_shape, w_shape, bias_shape, out_shape, tensor_type, float32, empty, stream,
+                        grad, order, fail};
+  for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+    Py_INCREF(values[i]);
+    *slots[i] = values[i];
+  }
+  self->device_index_object = PyLong_FromLong(device_index);
+  if (self->device_index_object == NULL || shape_bytes(x_shape, &self->x_bytes) < 0 ||
+      shape_bytes(w_shape, &self->w_bytes) < 0 || shape_bytes(out_shape, &self->out_bytes) < 0 ||
+      (self->has_bias && shape_bytes(bias_shape, &self->bias_bytes) < 0)) {
+    Py_DECREF(self);
+    return NULL;
+  }
+  return (PyObject *)self;
+}
+
+static void launcher_dealloc(PyObject *object)
+{
+  Launcher *self = (Launcher *)object;
+  PyTypeObject *type = Py_TYPE(object);
+  Py_XDECREF(self->x_shape);
+  Py_XDECREF(self->w_shape);
+  Py_XDECREF(self->bias_shape);
+  Py_XDECREF(self->out_shape);
+  Py_XDECREF(self->device_index_object);
+  Py_XDECREF(self->tensor_type);
+  Py_XDECREF(self->float32);
+  Py_XDECREF(self->empty);
+  Py_XDECREF(self->current_stream);
+  Py_XDECREF(self->is_grad_enabled);
+  Py_XDECREF(self->order_streams);
+  Py_XDECREF(self->fail);
+  freefunc free_object = (freefunc)PyType_GetSlot(type, Py_tp_free);
+  free_object(object);
+  Py_DECREF(type);
+}
+
+/* close(): later calls raise; the caller then destroys the plan. */
+static PyObject *launcher_close(PyObject *object, PyObject *unused)
+{
+  (void)unused;
+  ((Launcher *)object)->plan = NULL;
+  Py_INCREF(Py_None);
+  return Py_None;
+}
+
+static PyMethodDef launcher_methods[] = {
+    {"close", launcher_close, METH_NOARGS, "Forget the plan: later calls raise ValueError."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* It keeps no reference to its Plan (the binding passes plain functions),
+ * so it makes no reference cycle and needs no garbage-collector support. */
+static PyType_Slot launcher_slots[] = {
+    {Py_tp_new, (void *)launcher_new},
+    {Py_tp_dealloc, (void *)launcher_dealloc},
+    {Py_tp_call, (void *)launcher_call},
+    {Py_tp_methods, launcher_methods},
+    {Py_tp_doc, "Launcher(*, execute_address, plan_address, ...): one plan's call, see python/convtune"},
+    {0, NULL},
+};
+
+static PyType_Spec launcher_spec = {
+    "_convtune_launch.Launcher", sizeof(Launcher), 0, Py_TPFLAGS_DEFAULT, launcher_slots,
+};
+
+static struct PyModuleDef launch_module = {
+    PyModuleDef_HEAD_INIT, "_convtune_launch", "A convtune Plan's call in C (python/convtune/_launch.c).",
+    -1, NULL, NULL, NULL, NULL, NULL,
+};
+
+static PyObject *intern(const char *text)
+{
+  return PyUnicode_InternFromString(text);
+}
+
+PyMODINIT_FUNC PyInit__convtune_launch(void)
+{
+  if (name_dtype == NULL) {
+    name_dtype = intern("dtype");
+    name_shape = intern("shape");
+    name_get_device = intern("get_device");
+    name_is_contiguous = intern("is_contiguous");
+    name_data_ptr = intern("data_ptr");
+    name_requires_grad = intern("requires_grad");
+    if (!name_dtype || !name_shape || !name_get_device || !name_is_contiguous || !name_data_ptr ||
+        !name_requires_grad)
+      return NULL;
+  }
+  PyObject *module = PyModule_Create(&launch_module);
+  if (module == NULL)
+    return NULL;
+  PyObject *type = PyType_FromSpec(&launcher_spec);
+  if (type == NULL || PyModule_AddObject(module, "Launcher", type) < 0) {
+    Py_XDECREF(type);
+    Py_DECREF(module);
+    return NULL;
+  }
+  return module;
+}

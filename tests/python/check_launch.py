@@ -1,0 +1,335 @@
+"""CPU test of the compiled call path (python/convtune/_launch.c), without
+torch or a GPU: stand-in tensors and a ctypes callback in place of
+conv_plan_execute record what the Launcher does.
+
+    python3 tests/python/check_launch.py build/_convtune_launch.abi3.so
+
+Exit 0: every check passed; 1: one failed; 77: the module is not built.
+"""
+import ctypes
+import gc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import traceback
+import weakref
+
+FLOAT32, FLOAT16 = object(), object()
+X_SHAPE, W_SHAPE, OUT_SHAPE, BIAS_SHAPE = (2, 3, 8, 8), (4, 3, 3, 3), (2, 4, 6, 6), (4,)
+X_BYTES = 2 * 3 * 8 * 8 * 4
+PLAN = 0x5000
+
+
+class Tensor:
+    """What the Launcher reads of a torch.Tensor."""
+
+    def __init__(self, shape, data, dtype=FLOAT32, device=0, contiguous=True, requires_grad=False):
+        self.shape, self.dtype, self.requires_grad = tuple(shape), dtype, requires_grad
+        self._data, self._device, self._contiguous = data, device, contiguous
+
+    def get_device(self):
+        return self._device
+
+    def is_contiguous(self):
+        return self._contiguous
+
+    def data_ptr(self):
+        return self._data
+
+
+class NotATensor:
+    pass
+
+
+class ExecuteFailed(Exception):
+    pass
+
+
+EXECUTE = ctypes.CFUNCTYPE(ctypes.c_int, *[ctypes.c_void_p] * 6)
+
+
+class Harness:
+    """A Launcher over a fake conv_plan_execute, with a log of every call."""
+
+    def __init__(self, module, bias=False, status=0):
+        self.calls, self.orders, self.stream, self.grad, self.status = [], [], 0x100, False, status
+        self.next_output = 0x90000
+        self.made = []
+
+        def execute(plan, stream, x, w, b, y):
+            self.calls.append((plan, stream, x, w, b, y))
+            return self.status
+
+        self._execute = EXECUTE(execute)  # kept alive while the launcher may call it
+        self.launcher = module.Launcher(
+            execute_address=ctypes.cast(self._execute, ctypes.c_void_p).value, plan_address=PLAN,
+            device_index=0, x_shape=X_SHAPE, w_shape=W_SHAPE, bias_shape=BIAS_SHAPE if bias else None,
+            out_shape=OUT_SHAPE, tensor_type=Tensor, float32=FLOAT32, empty=self.empty,
+            current_stream=lambda index: self.stream, is_grad_enabled=lambda: self.grad,
+            order_streams=lambda earlier, later: self.orders.append((earlier, later)),
+            fail=self.fail)
+
+    def empty(self):
+        t = Tensor(OUT_SHAPE, self.next_output)
+        self.made.append(weakref.ref(t))
+        return t
+
+    def fail(self, status):
+        raise ExecuteFailed(status)
+
+    def __call__(self, x, w, bias=None, out=None):
+        return self.launcher(x, w, bias, out)
+
+
+def inputs():
+    return Tensor(X_SHAPE, 0x10000), Tensor(W_SHAPE, 0x20000)
+
+
+def check_executes_with_the_pointers(module):
+    h = Harness(module)
+    x, w = inputs()
+    out = Tensor(OUT_SHAPE, 0x30000)
+    assert h(x, w, None, out) is out
+    assert h.calls == [(PLAN, 0x100, 0x10000, 0x20000, None, 0x30000)], h.calls
+    y = h(x, w)
+    assert isinstance(y, Tensor) and y.data_ptr() == 0x90000 and y.shape == OUT_SHAPE
+    assert h.calls[-1] == (PLAN, 0x100, 0x10000, 0x20000, None, 0x90000), h.calls
+    hb = Harness(module, bias=True)
+    assert hb(x, w, Tensor(BIAS_SHAPE, 0x40000), out) is out
+    assert hb.calls == [(PLAN, 0x100, 0x10000, 0x20000, 0x40000, 0x30000)], hb.calls
+
+
+def check_refuses_what_does_not_fit(module):
+    """Each misfit: None back, nothing executed, nothing allocated."""
+    x, w = inputs()
+    out = Tensor(OUT_SHAPE, 0x30000)
+    bias = Tensor(BIAS_SHAPE, 0x40000)
+    cases = {
+        "x not a tensor": (NotATensor(), w, None, None),
+        "x float16": (Tensor(X_SHAPE, 0x10000, dtype=FLOAT16), w, None, None),
+        "x shape": (Tensor((2, 3, 8, 9), 0x10000), w, None, None),
+        "w on device 1": (x, Tensor(W_SHAPE, 0x20000, device=1), None, None),
+        "w on the CPU": (x, Tensor(W_SHAPE, 0x20000, device=-1), None, None),
+        "x not contiguous": (Tensor(X_SHAPE, 0x10000, contiguous=False), w, None, None),
+        "w misaligned": (x, Tensor(W_SHAPE, 0x20004), None, None),
+        "bias without a bias plan": (x, w, bias, None),
+        "out shape": (x, w, None, Tensor((2, 4, 6, 7), 0x30000)),
+        "out misaligned": (x, w, None, Tensor(OUT_SHAPE, 0x30008)),
+        "out over x's end": (x, w, None, Tensor(OUT_SHAPE, 0x10000 + X_BYTES - 16)),
+        "out under w's start": (x, w, None, Tensor(OUT_SHAPE, 0x20000 - 16)),
+    }
+    h = Harness(module)
+    for name, args in cases.items():
+        assert h(*args) is None, name
+    assert h.calls == [] and h.made == [], (h.calls, h.made)
+    assert h(x, w, None, Tensor(OUT_SHAPE, 0x10000 + X_BYTES)) is not None  # adjacent is fine
+    hb = Harness(module, bias=True)
+    assert hb(x, w, None, out) is None, "a bias plan without bias"
+    assert hb(x, w, Tensor((5,), 0x40000), out) is None, "bias shape"
+    assert hb(x, w, bias, Tensor(OUT_SHAPE, 0x40000 - 16)) is None, "out over the bias"
+    assert hb.calls == []
+
+
+def check_autograd_only_when_enabled(module):
+    h = Harness(module)
+    x, w = inputs()
+    w.requires_grad = True
+    h.grad = True
+    assert h(x, w) is None and h.calls == []
+    h.grad = False
+    assert h(x, w) is not None and len(h.calls) == 1
+
+
+def check_orders_streams(module):
+    h = Harness(module)
+    x, w = inputs()
+    h(x, w)
+    h(x, w)
+    assert h.orders == []
+    h.stream = 0x200
+    h(x, w)
+    assert h.orders == [(0x100, 0x200)], h.orders
+    h.stream = 0  # the legacy default stream is a valid stream
+    h(x, w)
+    assert h.orders[-1] == (0x200, 0) and h.calls[-1][1] is None, (h.orders, h.calls[-1])
+
+
+def check_orders_again_after_a_call_during_ordering(module):
+    """order_streams runs Python, where another thread may execute the
+    plan on a third stream; the call must then wait for that one too."""
+    x, w = inputs()
+    state = {"stream": 0x100, "orders": [], "calls": [], "entered": False}
+
+    def execute(plan, stream, xp, wp, bp, yp):
+        state["calls"].append(stream)
+        return 0
+
+    def order_reentering(earlier, later):
+        state["orders"].append((earlier, later))
+        if not state["entered"]:
+            state["entered"] = True
+            saved, state["stream"] = state["stream"], 0x300
+            launcher(x, w, None, None)  # executes on 0x300: orders 0x300 after 0x100
+            state["stream"] = saved
+
+    callback = EXECUTE(execute)
+    launcher = module.Launcher(
+        execute_address=ctypes.cast(callback, ctypes.c_void_p).value, plan_address=PLAN, device_index=0,
+        x_shape=X_SHAPE, w_shape=W_SHAPE, bias_shape=None, out_shape=OUT_SHAPE, tensor_type=Tensor,
+        float32=FLOAT32, empty=lambda: Tensor(OUT_SHAPE, 0x90000),
+        current_stream=lambda index: state["stream"], is_grad_enabled=lambda: False,
+        order_streams=order_reentering, fail=lambda status: None)
+    launcher(x, w, None, None)  # 0x100
+    state["stream"] = 0x200
+    launcher(x, w, None, None)
+    assert state["orders"] == [(0x100, 0x200), (0x100, 0x300), (0x300, 0x200)], state["orders"]
+    assert state["calls"] == [0x100, 0x300, 0x200], state["calls"]
+
+
+def check_execute_failure_raises(module):
+    h = Harness(module, status=10)  # CONV_CUDA_ERROR
+    x, w = inputs()
+    try:
+        h(x, w)
+    except ExecuteFailed as e:
+        assert e.args == (10,)
+    else:
+        raise AssertionError("a failing execute returned")
+    gc.collect()
+    assert all(ref() is None for ref in h.made), "the output of a failed call leaked"
+    h.status = 0
+    h.stream = 0x200
+    h(x, w)
+    assert h.orders == [], "a failed execute counted as the last stream"
+
+
+def check_a_fail_function_that_returns(module):
+    h = Harness(module, status=10)
+    h.launcher = module.Launcher(
+        execute_address=ctypes.cast(h._execute, ctypes.c_void_p).value, plan_address=PLAN,
+        device_index=0, x_shape=X_SHAPE, w_shape=W_SHAPE, bias_shape=None, out_shape=OUT_SHAPE,
+        tensor_type=Tensor, float32=FLOAT32, empty=h.empty, current_stream=lambda index: 1,
+        is_grad_enabled=lambda: False, order_streams=lambda a, b: None, fail=lambda status: None)
+    x, w = inputs()
+    try:
+        h(x, w)
+    except RuntimeError as e:
+        assert "status 10" in str(e), e
+    else:
+        raise AssertionError("a failing execute returned")
+
+
+def check_closed(module):
+    h = Harness(module)
+    x, w = inputs()
+    h.launcher.close()
+    try:
+        h(x, w)
+    except ValueError as e:
+        assert "closed" in str(e), e
+    else:
+        raise AssertionError("a closed launcher executed")
+    assert h.calls == []
+
+
+def check_errors_from_tensors_propagate(module):
+    class Broken(Tensor):
+        def data_ptr(self):
+            raise KeyError("no data")
+
+    h = Harness(module)
+    _, w = inputs()
+    try:
+        h(Broken(X_SHAPE, 0x10000), w)
+    except KeyError:
+        pass
+    else:
+        raise AssertionError("an exception from data_ptr was swallowed")
+    assert h.calls == []
+
+
+def check_arguments(module):
+    h = Harness(module)
+    x, w = inputs()
+    for bad in (lambda: h.launcher(x, w, None), lambda: h.launcher(x, w, None, None, out=None)):
+        try:
+            bad()
+        except TypeError:
+            pass
+        else:
+            raise AssertionError("bad call arguments accepted")
+    for kwargs in ({"x_shape": [2, 3, 8, 8]}, {"plan_address": 0}, {"bias_shape": 4}):
+        try:
+            make_launcher(module, h, **kwargs)
+        except (TypeError, ValueError):
+            pass
+        else:
+            raise AssertionError("bad constructor arguments accepted: %r" % kwargs)
+
+
+def make_launcher(module, h, **changes):
+    kwargs = dict(execute_address=ctypes.cast(h._execute, ctypes.c_void_p).value, plan_address=PLAN,
+                  device_index=0, x_shape=X_SHAPE, w_shape=W_SHAPE, bias_shape=None, out_shape=OUT_SHAPE,
+                  tensor_type=Tensor, float32=FLOAT32, empty=h.empty, current_stream=lambda index: 1,
+                  is_grad_enabled=lambda: False, order_streams=lambda a, b: None, fail=h.fail)
+    kwargs.update(changes)
+    return module.Launcher(**kwargs)
+
+
+def check_no_reference_leaks(module):
+    h = Harness(module)
+    x, w = inputs()
+    out = Tensor(OUT_SHAPE, 0x30000)
+    h(x, w, None, out)
+    h(x, w)
+    watched = (x, w, out, FLOAT32, h.launcher)
+    before = [sys.getrefcount(t) for t in watched]
+    for _ in range(1000):
+        h(x, w, None, out)
+        y = h(x, w)
+        h(NotATensor(), w)
+    del y
+    after = [sys.getrefcount(t) for t in watched]
+    assert before == after, (before, after)
+    gc.collect()
+    assert sum(ref() is not None for ref in h.made) == 0, "outputs outlived their callers"
+
+
+CHECKS = [check_executes_with_the_pointers, check_refuses_what_does_not_fit, check_autograd_only_when_enabled,
+          check_orders_streams, check_orders_again_after_a_call_during_ordering, check_execute_failure_raises,
+          check_a_fail_function_that_returns, check_closed, check_errors_from_tensors_propagate,
+          check_arguments, check_no_reference_leaks]
+
+
+def load(path):
+    loader = importlib.machinery.ExtensionFileLoader("_convtune_launch", path)
+    spec = importlib.util.spec_from_loader("_convtune_launch", loader, origin=path)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__)
+        return 2
+    if not os.path.isfile(argv[1]):
+        print("SKIP: %s is not built" % argv[1])
+        return 77
+    module = load(argv[1])
+    failed = 0
+    for check in CHECKS:
+        try:
+            check(module)
+            print("ok   %s" % check.__name__)
+        except Exception:
+            failed += 1
+            print("FAIL %s" % check.__name__)
+            traceback.print_exc()
+    print("%d passed, %d failed" % (len(CHECKS) - failed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
