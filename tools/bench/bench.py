@@ -1100,7 +1100,14 @@ def host_samples(plan, x, w) -> dict:
     import torch.nn.functional as F
     y = torch.empty(tuple(plan.output_shape), device="cuda")
     fns = {"convtune": lambda: plan(x, w, out=y),
+           "convtune_alloc": lambda: plan(x, w),
            "torch": lambda: F.conv2d(x, w, padding=1)}
+    if plan._launcher is not None:
+        # The same plan called through ctypes, as the binding does where the
+        # compiled call path is not built (a private switch of the harness).
+        def through_ctypes():
+            return plan._call_through_ctypes(x, w, None, y)
+        fns["convtune_ctypes"] = through_ctypes
     for fn in fns.values():
         for _ in range(HOST_COST_WARMUP):
             fn()
@@ -1128,8 +1135,12 @@ def measure_host_cost(ctx, convtune, device) -> dict:
     return {"spec": spec_text(s), "calls": HOST_COST_CALLS, "repeats": HOST_COST_REPEATS,
             "torch_us": statistics.median(samples["torch"]),
             "convtune_us": statistics.median(samples["convtune"]),
+            "convtune_alloc_us": statistics.median(samples["convtune_alloc"]),
+            "convtune_ctypes_us": (statistics.median(samples["convtune_ctypes"])
+                                   if "convtune_ctypes" in samples else None),
             "samples_us": samples, "convtune_algorithm": info.get("algorithm"),
-            "convtune_config": info.get("config"), "convtune_source": info.get("source")}
+            "convtune_config": info.get("config"), "convtune_source": info.get("source"),
+            "convtune_call": info.get("call")}
 
 
 # ---------------------------------------------------------------- first call
@@ -1524,11 +1535,24 @@ def render_host_cost(h: dict | None) -> list:
     lines += md_table(["call", "us per call", "what it includes"], [
         ["`F.conv2d(x, w, padding=1)`", f"{h['torch_us']:.2f}",
          "PyTorch's Python dispatch, output allocation, cuDNN launch"],
-        ["convtune `plan(x, w, out=y)`", f"{h['convtune_us']:.2f}",
-         "the Python binding's overhead plus `conv_plan_execute` "
-         f"({h['convtune_algorithm']} {h['convtune_config']}, plan from {h['convtune_source']})"],
-    ])
+    ] + render_convtune_host_rows(h))
     return lines + [""]
+
+
+def render_convtune_host_rows(h: dict) -> list:
+    plan = f"{h['convtune_algorithm']} {h['convtune_config']}, plan from {h['convtune_source']}"
+    call = h.get("convtune_call")
+    if call is None:  # runs from before the compiled call path
+        return [["convtune `plan(x, w, out=y)`", f"{h['convtune_us']:.2f}",
+                 f"the Python binding's overhead plus `conv_plan_execute` ({plan})"]]
+    through = "the compiled call path" if call == "extension" else f"ctypes: {call}"
+    rows = [["convtune `plan(x, w)`", f"{h['convtune_alloc_us']:.2f}",
+             f"{through}: checks, output allocation, `conv_plan_execute` ({plan})"],
+            ["convtune `plan(x, w, out=y)`", f"{h['convtune_us']:.2f}", f"{through}: the same without the allocation"]]
+    if h.get("convtune_ctypes_us") is not None:
+        rows.append(["the same call through ctypes", f"{h['convtune_ctypes_us']:.2f}",
+                     "the binding's path where the compiled module is not built"])
+    return rows
 
 
 def render_c_host_cost(c: dict | None, python: dict | None) -> list:
