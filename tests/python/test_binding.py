@@ -312,6 +312,37 @@ def test_call_paths_agree(tmp_path, cuda, monkeypatch):
 
 
 @gpu
+def test_threads_share_a_plan(ctx, cuda):
+    """Four threads call one plan, each on its own stream: every result is right."""
+    import threading
+    w = torch.randn(16, 8, 3, 3, device=cuda)
+    xs = [torch.randn(2, 8, 12, 12, device=cuda) for _ in range(4)]
+    plan = ctx.plan(xs[0].shape, w.shape, padding=1)
+    results, errors = [None] * 4, []
+
+    def work(i):
+        try:
+            torch.cuda.set_device(cuda)
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):
+                for _ in range(50):
+                    y = plan(xs[i], w)
+            s.synchronize()
+            results[i] = y
+        except BaseException as e:  # reported below, not lost in the thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for x, y in zip(xs, results):
+        assert rel_l2(y, reference(x, w, padding=1)) < STRICT_BOUND, "seed %d" % SEED
+
+
+@gpu
 @pytest.mark.parametrize("hw", [(8, 8), (640, 640)])  # outputs of 256 B and 1.6 MB (no prototype)
 def test_each_call_returns_a_new_output(ctx, cuda, hw):
     x, w, _ = make_inputs((1, 1) + hw, (1, 1, 3, 3), False, cuda)
