@@ -266,11 +266,13 @@ static graph_slot *slot_for(conv_plan *plan, const void *const pointers[4], bool
   return plan->graph_count < PLAN_GRAPH_SLOTS ? &plan->graphs[plan->graph_count] : lru;
 }
 
-/* Records one run with exec's pointers into a graph, on the plan's own
- * stream (nothing executes), and puts it in `slot`: updating the slot's
- * graph in place where CUDA allows, else instantiating anew.  Work that
- * cannot be captured switches the plan to direct launches for good. */
-static bool capture_graph(conv_plan *plan, const conv_exec *exec, graph_slot *slot) {
+/* Records one run with exec's pointers (the same as `pointers`, the slot's
+ * key) into a graph, on the plan's own stream (nothing executes), and puts
+ * it in `slot`: updating the slot's graph in place where CUDA allows, else
+ * instantiating anew.  Work that cannot be captured switches the plan to
+ * direct launches for good. */
+static bool capture_graph(conv_plan *plan, const conv_exec *exec, const void *const pointers[4],
+                          graph_slot *slot) {
   cudaError_t e = cudaSuccess;
   if (plan->capture_stream == NULL)
     e = cudaStreamCreateWithFlags(&plan->capture_stream, cudaStreamNonBlocking);
@@ -310,8 +312,7 @@ static bool capture_graph(conv_plan *plan, const conv_exec *exec, graph_slot *sl
     return false;
   }
   if (new_slot) plan->graph_count++;
-  const void *pointers[4] = {exec->x, exec->w, exec->bias, exec->y};
-  memcpy(slot->pointers, pointers, sizeof pointers);
+  memcpy(slot->pointers, pointers, sizeof slot->pointers);
   plan->info.replay = CONV_REPLAY_GRAPH;
   return true;
 }
@@ -330,7 +331,7 @@ static cudaGraphExec_t graph_for(conv_plan *plan, const conv_exec *exec, cudaStr
   const void *pointers[4] = {exec->x, exec->w, exec->bias, exec->y};
   bool found;
   graph_slot *slot = slot_for(plan, pointers, &found);
-  if (!found && !capture_graph(plan, exec, slot)) return NULL;
+  if (!found && !capture_graph(plan, exec, pointers, slot)) return NULL;
   slot->last_use = ++plan->executes;
   return slot->exec;
 }
