@@ -346,16 +346,17 @@ def _check_tensor(name, t, shape, device):
                          "into a larger tensor%s" % (name, ptr, _lib.POINTER_ALIGNMENT, fix(".clone()")))
 
 
-def _current_stream(torch, device_index):
-    """The raw cudaStream_t of torch's current stream on the device.
+def _stream_query(torch):
+    """A function of a device index giving the raw cudaStream_t of torch's
+    current stream there.
 
     torch._C._cuda_getCurrentRawStream skips building a Stream object (a few
     microseconds per call); the public API is the fallback if it goes away.
     """
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if raw is not None:
-        return raw(device_index)
-    return torch.cuda.current_stream(device_index).cuda_stream
+        return raw
+    return lambda device_index: torch.cuda.current_stream(device_index).cuda_stream
 
 
 def _order_streams(torch, device_index, earlier, later):
@@ -451,6 +452,7 @@ class Plan:
         self._bias_shape = torch.Size((k,))
         self.output_shape = (n, k, p.value, q.value)
         self.key = text.value.decode()
+        self._current_stream = _stream_query(torch)
         try:
             self._new_output = self._output_maker(torch)
             self._launcher, call = self._make_launcher(torch, lib)
@@ -495,7 +497,6 @@ class Plan:
         def fail(status):  # no reference to the Plan: the launcher makes no cycle
             raise ConvtuneError(status, _lib.last_error(ctx_lib, ctx_handle))
 
-        raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         launcher = module.Launcher(
             execute_address=ctypes.cast(lib.conv_plan_execute, ctypes.c_void_p).value,
             plan_address=ctypes.cast(self._handle, ctypes.c_void_p).value,
@@ -505,7 +506,7 @@ class Plan:
             out_shape=self.output_shape,
             tensor_type=torch.Tensor, float32=torch.float32,
             empty=self._new_output,
-            current_stream=raw_stream or functools.partial(_current_stream, torch),
+            current_stream=self._current_stream,
             is_grad_enabled=torch.is_grad_enabled,
             order_streams=functools.partial(_order_streams, torch, self._device_index),
             fail=fail)
@@ -551,12 +552,12 @@ class Plan:
         return self._call_through_ctypes(x, w, bias, out)
 
     def _call_through_ctypes(self, x, w, bias, out):
-        torch = _torch_mod or _torch()
+        torch = self._torch
         if not self._arguments_fit(x, w, bias, out):
             self._explain_bad_arguments(x, w, bias, out)  # raises with the reason, if any
         if out is None:
             out = self._new_output()
-        stream = _current_stream(torch, self._device_index)
+        stream = self._current_stream(self._device_index)
         with self._lock:  # one execution at a time: the plan has one workspace
             handle = self._handle
             if handle is None:

@@ -306,6 +306,13 @@ fail:
 
 /* ---------------------------------------------------------------- type */
 
+/* The objects a Launcher holds references to: its constructor's objects,
+ * in keyword order, then the device index as an int. */
+#define LAUNCHER_OBJECT_SLOTS(self)                                                                \
+  {&(self)->x_shape, &(self)->w_shape, &(self)->bias_shape, &(self)->out_shape,                    \
+   &(self)->tensor_type, &(self)->float32, &(self)->empty, &(self)->current_stream,                \
+   &(self)->is_grad_enabled, &(self)->order_streams, &(self)->fail, &(self)->device_index_object}
+
 static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = {"execute_address", "plan_address", "device_index", "x_shape", "w_shape",
@@ -315,7 +322,7 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
   long device_index;
   PyObject *x_shape, *w_shape, *bias_shape, *out_shape, *tensor_type, *float32, *empty, *stream,
       *grad, *order, *fail;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$KKlO!O!OO!OOOOOOO", keywords, &execute_address,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KKlO!O!OO!OOOOOOO", keywords, &execute_address,
                                    &plan_address, &device_index, &PyTuple_Type, &x_shape, &PyTuple_Type,
                                    &w_shape, &bias_shape, &PyTuple_Type, &out_shape, &tensor_type,
                                    &float32, &empty, &stream, &grad, &order, &fail))
@@ -336,17 +343,18 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
   self->plan = (conv_plan *)(uintptr_t)plan_address;
   self->device_index = device_index;
   self->has_bias = bias_shape != Py_None;
-  PyObject **slots[] = {&self->x_shape, &self->w_shape, &self->bias_shape, &self->out_shape,
-                        &self->tensor_type, &self->float32, &self->empty, &self->current_stream,
-                        &self->is_grad_enabled, &self->order_streams, &self->fail};
+  PyObject *index = PyLong_FromLong(device_index);
+  PyObject **slots[] = LAUNCHER_OBJECT_SLOTS(self);
   PyObject *values[] = {x_shape, w_shape, bias_shape, out_shape, tensor_type, float32, empty, stream,
-                        grad, order, fail};
+                        grad, order, fail, index};
+  _Static_assert(sizeof values / sizeof values[0] == sizeof slots / sizeof slots[0],
+                 "one value for each slot");
   for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
-    Py_INCREF(values[i]);
+    Py_XINCREF(values[i]);
     *slots[i] = values[i];
   }
-  self->device_index_object = PyLong_FromLong(device_index);
-  if (self->device_index_object == NULL || shape_bytes(x_shape, &self->x_bytes) < 0 ||
+  Py_XDECREF(index);
+  if (index == NULL || shape_bytes(x_shape, &self->x_bytes) < 0 ||
       shape_bytes(w_shape, &self->w_bytes) < 0 || shape_bytes(out_shape, &self->out_bytes) < 0 ||
       (self->has_bias && shape_bytes(bias_shape, &self->bias_bytes) < 0)) {
     Py_DECREF(self);
@@ -359,18 +367,9 @@ static void launcher_dealloc(PyObject *object)
 {
   Launcher *self = (Launcher *)object;
   PyTypeObject *type = Py_TYPE(object);
-  Py_XDECREF(self->x_shape);
-  Py_XDECREF(self->w_shape);
-  Py_XDECREF(self->bias_shape);
-  Py_XDECREF(self->out_shape);
-  Py_XDECREF(self->device_index_object);
-  Py_XDECREF(self->tensor_type);
-  Py_XDECREF(self->float32);
-  Py_XDECREF(self->empty);
-  Py_XDECREF(self->current_stream);
-  Py_XDECREF(self->is_grad_enabled);
-  Py_XDECREF(self->order_streams);
-  Py_XDECREF(self->fail);
+  PyObject **slots[] = LAUNCHER_OBJECT_SLOTS(self);
+  for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++)
+    Py_XDECREF(*slots[i]);
   freefunc free_object = (freefunc)PyType_GetSlot(type, Py_tp_free);
   free_object(object);
   Py_DECREF(type);

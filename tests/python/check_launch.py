@@ -8,12 +8,13 @@ Exit 0: every check passed; 1: one failed; 77: the module is not built.
 """
 import ctypes
 import gc
-import importlib.machinery
-import importlib.util
 import os
 import sys
 import traceback
 import weakref
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from convtune import _lib  # noqa: E402  (needs neither torch nor the library to import)
 
 FLOAT32, FLOAT16 = object(), object()
 X_SHAPE, W_SHAPE, OUT_SHAPE, BIAS_SHAPE = (2, 3, 8, 8), (4, 3, 3, 3), (2, 4, 6, 6), (4,)
@@ -49,6 +50,26 @@ class ExecuteFailed(Exception):
 EXECUTE = ctypes.CFUNCTYPE(ctypes.c_int, *[ctypes.c_void_p] * 6)
 
 
+def make_launcher(module, execute, **changes):
+    """A Launcher over the ctypes callback `execute`, with harmless defaults."""
+    kwargs = dict(execute_address=ctypes.cast(execute, ctypes.c_void_p).value, plan_address=PLAN,
+                  device_index=0, x_shape=X_SHAPE, w_shape=W_SHAPE, bias_shape=None, out_shape=OUT_SHAPE,
+                  tensor_type=Tensor, float32=FLOAT32, empty=lambda: Tensor(OUT_SHAPE, 0x90000),
+                  current_stream=lambda index: 1, is_grad_enabled=lambda: False,
+                  order_streams=lambda earlier, later: None, fail=lambda status: None)
+    kwargs.update(changes)
+    return module.Launcher(**kwargs)
+
+
+def expect_raises(exception, call):
+    """The exception `call` raises, which must be an `exception`."""
+    try:
+        call()
+    except exception as e:
+        return e
+    raise AssertionError("%s did not raise %r" % (call, exception))
+
+
 class Harness:
     """A Launcher over a fake conv_plan_execute, with a log of every call."""
 
@@ -62,13 +83,10 @@ class Harness:
             return self.status
 
         self._execute = EXECUTE(execute)  # kept alive while the launcher may call it
-        self.launcher = module.Launcher(
-            execute_address=ctypes.cast(self._execute, ctypes.c_void_p).value, plan_address=PLAN,
-            device_index=0, x_shape=X_SHAPE, w_shape=W_SHAPE, bias_shape=BIAS_SHAPE if bias else None,
-            out_shape=OUT_SHAPE, tensor_type=Tensor, float32=FLOAT32, empty=self.empty,
+        self.launcher = make_launcher(
+            module, self._execute, bias_shape=BIAS_SHAPE if bias else None, empty=self.empty,
             current_stream=lambda index: self.stream, is_grad_enabled=lambda: self.grad,
-            order_streams=lambda earlier, later: self.orders.append((earlier, later)),
-            fail=self.fail)
+            order_streams=lambda earlier, later: self.orders.append((earlier, later)), fail=self.fail)
 
     def empty(self):
         t = Tensor(OUT_SHAPE, self.next_output)
@@ -174,12 +192,8 @@ def check_orders_again_after_a_call_during_ordering(module):
             state["stream"] = saved
 
     callback = EXECUTE(execute)
-    launcher = module.Launcher(
-        execute_address=ctypes.cast(callback, ctypes.c_void_p).value, plan_address=PLAN, device_index=0,
-        x_shape=X_SHAPE, w_shape=W_SHAPE, bias_shape=None, out_shape=OUT_SHAPE, tensor_type=Tensor,
-        float32=FLOAT32, empty=lambda: Tensor(OUT_SHAPE, 0x90000),
-        current_stream=lambda index: state["stream"], is_grad_enabled=lambda: False,
-        order_streams=order_reentering, fail=lambda status: None)
+    launcher = make_launcher(module, callback, current_stream=lambda index: state["stream"],
+                             order_streams=order_reentering)
     launcher(x, w, None, None)  # 0x100
     state["stream"] = 0x200
     launcher(x, w, None, None)
@@ -190,12 +204,7 @@ def check_orders_again_after_a_call_during_ordering(module):
 def check_execute_failure_raises(module):
     h = Harness(module, status=10)  # CONV_CUDA_ERROR
     x, w = inputs()
-    try:
-        h(x, w)
-    except ExecuteFailed as e:
-        assert e.args == (10,)
-    else:
-        raise AssertionError("a failing execute returned")
+    assert expect_raises(ExecuteFailed, lambda: h(x, w)).args == (10,)
     gc.collect()
     assert all(ref() is None for ref in h.made), "the output of a failed call leaked"
     h.status = 0
@@ -206,31 +215,18 @@ def check_execute_failure_raises(module):
 
 def check_a_fail_function_that_returns(module):
     h = Harness(module, status=10)
-    h.launcher = module.Launcher(
-        execute_address=ctypes.cast(h._execute, ctypes.c_void_p).value, plan_address=PLAN,
-        device_index=0, x_shape=X_SHAPE, w_shape=W_SHAPE, bias_shape=None, out_shape=OUT_SHAPE,
-        tensor_type=Tensor, float32=FLOAT32, empty=h.empty, current_stream=lambda index: 1,
-        is_grad_enabled=lambda: False, order_streams=lambda a, b: None, fail=lambda status: None)
+    h.launcher = make_launcher(module, h._execute, fail=lambda status: None)
     x, w = inputs()
-    try:
-        h(x, w)
-    except RuntimeError as e:
-        assert "status 10" in str(e), e
-    else:
-        raise AssertionError("a failing execute returned")
+    e = expect_raises(RuntimeError, lambda: h(x, w))
+    assert "status 10" in str(e), e
 
 
 def check_closed(module):
     h = Harness(module)
     x, w = inputs()
     h.launcher.close()
-    try:
-        h(x, w)
-    except ValueError as e:
-        assert "closed" in str(e), e
-    else:
-        raise AssertionError("a closed launcher executed")
-    assert h.calls == []
+    e = expect_raises(ValueError, lambda: h(x, w))
+    assert "closed" in str(e) and h.calls == [], (e, h.calls)
 
 
 def check_errors_from_tensors_propagate(module):
@@ -240,41 +236,17 @@ def check_errors_from_tensors_propagate(module):
 
     h = Harness(module)
     _, w = inputs()
-    try:
-        h(Broken(X_SHAPE, 0x10000), w)
-    except KeyError:
-        pass
-    else:
-        raise AssertionError("an exception from data_ptr was swallowed")
+    expect_raises(KeyError, lambda: h(Broken(X_SHAPE, 0x10000), w))
     assert h.calls == []
 
 
 def check_arguments(module):
     h = Harness(module)
     x, w = inputs()
-    for bad in (lambda: h.launcher(x, w, None), lambda: h.launcher(x, w, None, None, out=None)):
-        try:
-            bad()
-        except TypeError:
-            pass
-        else:
-            raise AssertionError("bad call arguments accepted")
+    expect_raises(TypeError, lambda: h.launcher(x, w, None))
+    expect_raises(TypeError, lambda: h.launcher(x, w, None, None, out=None))
     for kwargs in ({"x_shape": [2, 3, 8, 8]}, {"plan_address": 0}, {"bias_shape": 4}):
-        try:
-            make_launcher(module, h, **kwargs)
-        except (TypeError, ValueError):
-            pass
-        else:
-            raise AssertionError("bad constructor arguments accepted: %r" % kwargs)
-
-
-def make_launcher(module, h, **changes):
-    kwargs = dict(execute_address=ctypes.cast(h._execute, ctypes.c_void_p).value, plan_address=PLAN,
-                  device_index=0, x_shape=X_SHAPE, w_shape=W_SHAPE, bias_shape=None, out_shape=OUT_SHAPE,
-                  tensor_type=Tensor, float32=FLOAT32, empty=h.empty, current_stream=lambda index: 1,
-                  is_grad_enabled=lambda: False, order_streams=lambda a, b: None, fail=h.fail)
-    kwargs.update(changes)
-    return module.Launcher(**kwargs)
+        expect_raises((TypeError, ValueError), lambda: make_launcher(module, h._execute, **kwargs))
 
 
 def check_no_reference_leaks(module):
@@ -284,12 +256,14 @@ def check_no_reference_leaks(module):
     h(x, w, None, out)
     h(x, w)
     watched = (x, w, out, FLOAT32, h.launcher)
+    gc.collect()  # launchers of earlier checks, in cycles with their harnesses, hold FLOAT32 too
     before = [sys.getrefcount(t) for t in watched]
     for _ in range(1000):
         h(x, w, None, out)
         y = h(x, w)
         h(NotATensor(), w)
     del y
+    gc.collect()
     after = [sys.getrefcount(t) for t in watched]
     assert before == after, (before, after)
     gc.collect()
@@ -302,14 +276,6 @@ CHECKS = [check_executes_with_the_pointers, check_refuses_what_does_not_fit, che
           check_arguments, check_no_reference_leaks]
 
 
-def load(path):
-    loader = importlib.machinery.ExtensionFileLoader("_convtune_launch", path)
-    spec = importlib.util.spec_from_loader("_convtune_launch", loader, origin=path)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
 def main(argv):
     if len(argv) != 2:
         print(__doc__)
@@ -317,7 +283,10 @@ def main(argv):
     if not os.path.isfile(argv[1]):
         print("SKIP: %s is not built" % argv[1])
         return 77
-    module = load(argv[1])
+    module, why_not = _lib._load_launch_module(argv[1])  # the binding's own loader
+    if module is None:
+        print("FAIL: %s" % why_not)
+        return 1
     failed = 0
     for check in CHECKS:
         try:
