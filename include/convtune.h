@@ -150,9 +150,15 @@ conv_status conv_problem_output_dims(const conv_problem *problem, int64_t *p /* 
  * leaves the problem unchanged on failure. */
 conv_status conv_problem_set_patches(conv_problem *problem, int64_t batch, int64_t patches);
 
+/* Bytes that always hold a valid problem's key, with its terminating NUL. */
+#define CONV_PROBLEM_KEY_MAX 256
+
 /* Canonical, human-readable key of the problem, the one the cache stores,
  * e.g. "fwd f32 nchw strict none n32 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1".
- * Returns CONV_INVALID_ARGUMENT when the buffer is too small. */
+ * The problem is validated first: an invalid one returns its
+ * conv_problem_validate status.  Returns CONV_INVALID_ARGUMENT when
+ * `key_size` is too small (CONV_PROBLEM_KEY_MAX always suffices).  `key` is
+ * written only on success. */
 conv_status conv_problem_key(const conv_problem *problem, char *key /* OUT */, size_t key_size);
 
 /* Parses a one-line shape spec into `problem` (which it conv_problem_init()s first):

@@ -236,8 +236,6 @@ conv_status conv_problem_shape(const conv_problem *problem, conv_shape *shape /*
  * candidate's applicable(). */
 bool conv_problem_supported(const conv_problem *problem);
 
-/* Longest key conv_problem_key() writes, with the terminating NUL. */
-#define CONV_PROBLEM_KEY_MAX 256
 
 #ifdef __cplusplus
 }

@@ -169,9 +169,11 @@ static const char *epilogue_name(conv_epilogue e) {
 
 conv_status conv_problem_key(const conv_problem *pr, char *key, size_t key_size) {
   if (pr == NULL || key == NULL) return CONV_INVALID_ARGUMENT;
-  conv_status st = check_supported(pr, NULL);
+  conv_status st = shape_checked(pr, NULL, NULL);
   if (st != CONV_OK) return st;
-  int len = snprintf(key, key_size,
+  /* Formatted aside first: the caller's buffer is written only on success. */
+  char text[CONV_PROBLEM_KEY_MAX];
+  int len = snprintf(text, sizeof text,
                      "fwd f32 nchw %s %s n%lld c%lld h%lld w%lld k%lld r%lld s%lld pad%lld,%lld "
                      "str%lld,%lld dil%lld,%lld g%lld",
                      math_name(pr->math), epilogue_name(pr->epilogue), (long long)pr->n,
@@ -179,7 +181,11 @@ conv_status conv_problem_key(const conv_problem *pr, char *key, size_t key_size)
                      (long long)pr->r, (long long)pr->s, (long long)pr->pad_h, (long long)pr->pad_w,
                      (long long)pr->stride_h, (long long)pr->stride_w, (long long)pr->dil_h,
                      (long long)pr->dil_w, (long long)pr->groups);
-  if (len < 0 || (size_t)len >= key_size) return CONV_INVALID_ARGUMENT;
+  /* A valid problem's fields have at most 10 digits (<= 2^30), so its key
+   * has at most 200 characters: never truncated here. */
+  if (len < 0 || (size_t)len >= sizeof text) return CONV_INTERNAL;
+  if ((size_t)len >= key_size) return CONV_INVALID_ARGUMENT;
+  memcpy(key, text, (size_t)len + 1);
   return CONV_OK;
 }
 

@@ -146,7 +146,34 @@ static int problem_key(void) {
   q.pad_w = 2;
   CHECK_STATUS(CONV_OK, conv_problem_key(&q, other, sizeof other));
   CHECK(strstr(other, "pad1,2") != NULL);
-  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_problem_key(&p, key, 10));
+  /* Written only on success: a short buffer or an invalid problem leaves
+   * it as it was, and an invalid problem gets its validation status. */
+  char sentinel[CONV_PROBLEM_KEY_MAX];
+  memset(sentinel, 'Z', sizeof sentinel);
+  memcpy(other, sentinel, sizeof other);
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_problem_key(&p, other, strlen(key)));
+  CHECK(memcmp(other, sentinel, sizeof other) == 0);
+  CHECK_STATUS(CONV_OK, conv_problem_key(&p, other, strlen(key) + 1));
+  CHECK(strcmp(other, key) == 0);
+  memcpy(other, sentinel, sizeof other);
+  q = p;
+  q.n = -5;
+  CHECK_STATUS(CONV_BAD_DIMENSION, conv_problem_key(&q, other, sizeof other));
+  q = p;
+  q.groups = 5;
+  CHECK_STATUS(CONV_BAD_GROUPS, conv_problem_key(&q, other, sizeof other));
+  CHECK(memcmp(other, sentinel, sizeof other) == 0);
+  /* The widest fields a valid problem can have fit CONV_PROBLEM_KEY_MAX. */
+  q = p;
+  q.math = CONV_MATH_STRICT;
+  q.epilogue = CONV_EPILOGUE_BIAS_RELU;
+  q.n = q.c = q.k = q.r = q.s = q.groups = 1;
+  q.h = (int64_t)1 << 30; /* 2^30 input elements */
+  q.w = 1;
+  q.pad_h = q.pad_w = q.stride_h = q.stride_w = q.dil_h = q.dil_w = (int64_t)1 << 30;
+  CHECK_STATUS(CONV_OK, conv_problem_validate(&q, NULL, 0));
+  CHECK_STATUS(CONV_OK, conv_problem_key(&q, other, sizeof other));
+  CHECK_MSG(strstr(other, "h1073741824 w1 ") != NULL && strstr(other, "dil1073741824,1073741824"), "%s", other);
   return TEST_PASS;
 }
 

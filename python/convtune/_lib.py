@@ -46,7 +46,7 @@ POLICIES = {"exhaustive": 0, "fast": 1, "cache_only": 2}
 SOURCES = ("memory", "cache", "tuned")  # conv_plan_source values
 REPLAYS = ("pending", "graph", "direct")  # conv_replay values
 
-PROBLEM_KEY_SIZE = 256  # CONV_PROBLEM_KEY_MAX inside the library
+PROBLEM_KEY_SIZE = 256  # CONV_PROBLEM_KEY_MAX of convtune.h
 MESSAGE_SIZE = 512  # the library's messages are at most this long
 
 
