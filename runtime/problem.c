@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "runtime/internal.h"
 
@@ -203,9 +204,36 @@ static const spec_field spec_fields[] = {
     BOTH("pad", pad_h, pad_w), ONE("pad_h", pad_h), ONE("pad_w", pad_w),
     BOTH("stride", stride_h, stride_w), ONE("stride_h", stride_h), ONE("stride_w", stride_w),
     BOTH("dil", dil_h, dil_w), ONE("dil_h", dil_h), ONE("dil_w", dil_w),
-    ONE("groups", groups), ONE("g", groups)};
+    ONE("groups", groups), ONE("g", groups),
+    ONE("math", math), ONE("epilogue", epilogue)};
 #undef ONE
 #undef BOTH
+
+/* A spec being parsed: the problem so far, and which name set each field,
+ * so that a field given twice ("pad=1 pad_h=2", "g=2 groups=2") is an
+ * error instead of a silent override. */
+typedef struct spec_state {
+  conv_problem problem;
+  struct {
+    size_t offset;
+    const char *name;
+  } set[2 * sizeof spec_fields / sizeof spec_fields[0]];
+  size_t set_count;
+} spec_state;
+
+static conv_status mark_set(spec_state *spec, size_t offset, const char *name, conv_error *err) {
+  for (size_t i = 0; i < spec->set_count; i++) {
+    if (spec->set[i].offset != offset) continue;
+    if (strcmp(spec->set[i].name, name) == 0)
+      return conv_error_set(err, CONV_INVALID_ARGUMENT, "%s given twice", name);
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "'%s' and '%s' both set the same field",
+                          spec->set[i].name, name);
+  }
+  spec->set[spec->set_count].offset = offset;
+  spec->set[spec->set_count].name = name;
+  spec->set_count++;
+  return CONV_OK;
+}
 
 static conv_status parse_int(const char *name, const char *text, int64_t *out, conv_error *err) {
   char *end;
@@ -217,42 +245,47 @@ static conv_status parse_int(const char *name, const char *text, int64_t *out, c
   return CONV_OK;
 }
 
+/* math= and epilogue= values, in any case as names are ("TF32", "Bias"). */
 static conv_status parse_enum_field(const char *name, const char *value, conv_problem *pr,
                                     conv_error *err) {
   if (strcmp(name, "math") == 0) {
-    if (strcmp(value, "strict") == 0) pr->math = CONV_MATH_STRICT;
-    else if (strcmp(value, "tf32") == 0) pr->math = CONV_MATH_TF32;
+    if (strcasecmp(value, "strict") == 0) pr->math = CONV_MATH_STRICT;
+    else if (strcasecmp(value, "tf32") == 0) pr->math = CONV_MATH_TF32;
     else return conv_error_set(err, CONV_INVALID_ARGUMENT, "math=%s: expected strict or tf32", value);
     return CONV_OK;
   }
-  if (strcmp(value, "none") == 0) pr->epilogue = CONV_EPILOGUE_NONE;
-  else if (strcmp(value, "bias") == 0) pr->epilogue = CONV_EPILOGUE_BIAS;
-  else if (strcmp(value, "bias_relu") == 0) pr->epilogue = CONV_EPILOGUE_BIAS_RELU;
+  if (strcasecmp(value, "none") == 0) pr->epilogue = CONV_EPILOGUE_NONE;
+  else if (strcasecmp(value, "bias") == 0) pr->epilogue = CONV_EPILOGUE_BIAS;
+  else if (strcasecmp(value, "bias_relu") == 0) pr->epilogue = CONV_EPILOGUE_BIAS_RELU;
   else
     return conv_error_set(err, CONV_INVALID_ARGUMENT,
                           "epilogue=%s: expected none, bias or bias_relu", value);
   return CONV_OK;
 }
 
-static conv_status parse_field(char *token, conv_problem *pr, conv_error *err) {
+static conv_status parse_field(char *token, spec_state *spec, conv_error *err) {
   char *eq = strchr(token, '=');
   if (eq == NULL || eq == token || eq[1] == '\0')
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "'%s': expected NAME=VALUE", token);
   *eq = '\0';
-  const char *name = token, *value = eq + 1;
+  const char *value = eq + 1;
   for (char *p = token; *p; p++) *p = (char)tolower((unsigned char)*p);
-  if (strcmp(name, "math") == 0 || strcmp(name, "epilogue") == 0)
-    return parse_enum_field(name, value, pr, err);
-  for (size_t i = 0; i < sizeof spec_fields / sizeof spec_fields[0]; i++) {
-    if (strcmp(spec_fields[i].name, name) != 0) continue;
-    int64_t v = 0;
-    conv_status st = parse_int(name, value, &v, err);
-    if (st != CONV_OK) return st;
-    *(int64_t *)((char *)pr + spec_fields[i].offset_a) = v;
-    *(int64_t *)((char *)pr + spec_fields[i].offset_b) = v;
-    return CONV_OK;
-  }
-  return conv_error_set(err, CONV_INVALID_ARGUMENT, "unknown field '%s'", name);
+  const spec_field *field = NULL;
+  for (size_t i = 0; i < sizeof spec_fields / sizeof spec_fields[0] && field == NULL; i++)
+    if (strcmp(spec_fields[i].name, token) == 0) field = &spec_fields[i];
+  if (field == NULL) return conv_error_set(err, CONV_INVALID_ARGUMENT, "unknown field '%s'", token);
+  conv_status st = mark_set(spec, field->offset_a, field->name, err);
+  if (st == CONV_OK && field->offset_b != field->offset_a)
+    st = mark_set(spec, field->offset_b, field->name, err);
+  if (st != CONV_OK) return st;
+  conv_problem *pr = &spec->problem;
+  if (strcmp(field->name, "math") == 0 || strcmp(field->name, "epilogue") == 0)
+    return parse_enum_field(field->name, value, pr, err);
+  int64_t v = 0;
+  if ((st = parse_int(field->name, value, &v, err)) != CONV_OK) return st;
+  *(int64_t *)((char *)pr + field->offset_a) = v;
+  *(int64_t *)((char *)pr + field->offset_b) = v;
+  return CONV_OK;
 }
 
 conv_status conv_problem_parse(const char *spec, conv_problem *problem, char *message,
@@ -265,15 +298,16 @@ conv_status conv_problem_parse(const char *spec, conv_problem *problem, char *me
   } else if (strlen(spec) >= sizeof buf) {
     st = conv_error_set(&err, CONV_INVALID_ARGUMENT, "spec longer than %zu characters", sizeof buf - 1);
   } else {
-    conv_problem pr;
-    conv_problem_init(&pr);
+    spec_state parsed;
+    memset(&parsed, 0, sizeof parsed);
+    conv_problem_init(&parsed.problem);
     memcpy(buf, spec, strlen(spec) + 1);
     char *save = NULL;
     for (char *tok = strtok_r(buf, " \t,", &save); tok && st == CONV_OK;
          tok = strtok_r(NULL, " \t,", &save))
-      st = parse_field(tok, &pr, &err);
-    if (st == CONV_OK) st = shape_checked(&pr, NULL, &err);
-    if (st == CONV_OK) *problem = pr;
+      st = parse_field(tok, &parsed, &err);
+    if (st == CONV_OK) st = shape_checked(&parsed.problem, NULL, &err);
+    if (st == CONV_OK) *problem = parsed.problem;
   }
   if (message != NULL && message_size > 0) snprintf(message, message_size, "%s", err.message);
   return st;

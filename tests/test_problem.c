@@ -197,6 +197,27 @@ static int parse_spec(void) {
   CHECK_STATUS(CONV_BAD_DIMENSION, conv_problem_parse("n=1 c=1 h=4 w=4 k=1 r=3", &p, msg, sizeof msg));
   CHECK(strstr(msg, "s = 0") != NULL);
   CHECK_STATUS(CONV_FILTER_TOO_LARGE, conv_problem_parse("n=1 c=1 h=4 w=4 k=1 r=5 s=5", &p, msg, sizeof msg));
+  /* A field given twice, under one name or through an alias, is an error. */
+  static const struct {
+    const char *spec, *message;
+  } twice[] = {
+      {"n=1 c=1 h=4 w=4 k=1 r=3 s=3 n=2", "n given twice"},
+      {"n=1 c=1 h=4 w=4 k=1 r=3 s=3 pad=1 pad_w=0", "'pad' and 'pad_w' both set"},
+      {"n=1 c=2 h=4 w=4 k=2 r=3 s=3 g=2 GROUPS=2", "'g' and 'groups' both set"},
+      {"n=1 c=1 h=4 w=4 k=1 r=3 s=3 dil_h=2 dil=1", "'dil_h' and 'dil' both set"},
+      {"n=1 c=1 h=4 w=4 k=1 r=3 s=3 math=tf32 math=strict", "math given twice"},
+      {"n=1 c=1 h=4 w=4 k=1 r=3 s=3 epilogue=bias Epilogue=bias", "epilogue given twice"},
+  };
+  for (size_t i = 0; i < sizeof twice / sizeof twice[0]; i++) {
+    p = before;
+    CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_problem_parse(twice[i].spec, &p, msg, sizeof msg));
+    CHECK_MSG(strstr(msg, twice[i].message) != NULL, "'%s': %s", twice[i].spec, msg);
+    CHECK(memcmp(&before, &p, sizeof p) == 0);
+  }
+  /* Names and the words of math= and epilogue= take any case alike. */
+  CHECK_STATUS(CONV_OK, conv_problem_parse("N=1 C=1 H=4 W=4 K=1 R=3 S=3 MATH=TF32 Epilogue=Bias_ReLU",
+                                           &p, msg, sizeof msg));
+  CHECK(p.math == CONV_MATH_TF32 && p.epilogue == CONV_EPILOGUE_BIAS_RELU);
   return TEST_PASS;
 }
 
