@@ -719,6 +719,16 @@ static int check_suite_errors(void) {
       {"{\"rows\": []}", "missing \"shapes\"", 1},
       {"[{\"name\": \"x\", \"op\": 7}]", "\"op\" must be a string", 1},
       {"{\"shapes\": [\n  {\"name\": \"x\",}\n]}", "trailing comma", 2},
+      /* Rows are validated as problems, naming the field. */
+      {"[{\"name\": \"x\", \"N\": 1, \"C\": 1, \"H\": 1, \"W\": 1, \"K\": 1, \"R\": 1, \"S\": 1},\n"
+       " {\"name\": \"neg\", \"N\": -1, \"C\": 1, \"H\": 1, \"W\": 1, \"K\": 1, \"R\": 1, \"S\": 1}]",
+       "shape 1 (\"neg\"): n = -1: must be at least 1", 2},
+      {"[{\"name\": \"huge\", \"N\": 1, \"C\": 1, \"H\": 9007199254740992, \"W\": 1, \"K\": 1,"
+       " \"R\": 1, \"S\": 1}]",
+       "h = 9007199254740992: larger than", 1},
+      {"[{\"name\": \"g\", \"N\": 1, \"C\": 4, \"H\": 4, \"W\": 4, \"K\": 6, \"R\": 1, \"S\": 1,"
+       " \"groups\": 4}]",
+       "groups = 4 must be positive and divide", 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int rc = check_suite_error(cases[i].text, cases[i].what, cases[i].line);
@@ -776,6 +786,37 @@ static int test_suite_file_parsing(void) {
   return TEST_PASS;
 }
 
+/* A suite row that is not a valid problem is a usage error (exit 2) for
+ * tune and show alike, before any cache or GPU is touched, and the message
+ * names the row and the field. */
+static int test_invalid_suite_rows(void) {
+  isolate_default_cache();
+  char path[1024];
+  tmp_path(path, sizeof path, "invalid-rows.json");
+  CHECK(write_file(path, "{\"shapes\": [\n"
+                         " {\"name\": \"ok\", \"N\": 1, \"C\": 4, \"H\": 8, \"W\": 8, \"K\": 4,"
+                         " \"R\": 3, \"S\": 3},\n"
+                         " {\"name\": \"bad\", \"N\": -1, \"C\": 4, \"H\": 8, \"W\": 8, \"K\": 4,"
+                         " \"R\": 3, \"S\": 3}\n]}\n"));
+  const char *const commands[][8] = {
+      {"show", "bad", "--suite", path, "--cache", "/nonexistent/cache.db", NULL},
+      {"show", "ok", "--suite", path, "--cache", "/nonexistent/cache.db", NULL},
+      {"tune", path, "--cache", "/nonexistent/cache.db", NULL},
+  };
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+    cli_result r;
+    CHECK(run_cli(commands[i], &r));
+    CHECK_MSG(r.exit_status == 2, "%s: exit %lld\n%s", commands[i][0], (long long)r.exit_status,
+              r.err.data);
+    CHECK_MSG(contains(r.err.data, ":3:2: shape 1 (\"bad\"): n = -1: must be at least 1"),
+              "stderr:\n%s", r.err.data);
+    CHECK(r.out.len == 0);
+    cli_result_free(&r);
+  }
+  remove(path);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"help_and_usage", test_help_and_usage},
     {"bad_arguments", test_bad_arguments},
@@ -784,6 +825,7 @@ static const test_case tests[] = {
     {"list_and_show_without_gpu", test_list_and_show_without_gpu},
     {"json_output", test_json_output},
     {"suite_file_parsing", test_suite_file_parsing},
+    {"invalid_suite_rows", test_invalid_suite_rows},
 };
 
 TEST_MAIN(tests)

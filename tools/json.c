@@ -815,6 +815,10 @@ static bool suite_add_row(suite *s, const json_value *row, size_t index, json_er
   conv_problem p;
   conv_problem_init(&p);
   if (!row_dims(&r, row, &p) || !row_modes(&r, row, &p)) return false;
+  /* Judged here, as a spec is when parsed: a bad row never reaches a key
+   * or a GPU, and its message names the row and the field. */
+  char why[256];
+  if (conv_problem_validate(&p, why, sizeof why) != CONV_OK) return row_fail(&r, row, "%s", why);
   return suite_add(s, r.name, &p) || oom_error(err);
 }
 

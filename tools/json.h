@@ -123,11 +123,11 @@ bool suite_add(suite *s, const char *name, const conv_problem *problem);
  *   optional "groups" (integer, default 1), "math" ("strict" | "tf32"),
  *   "epilogue" ("none" | "bias" | "bias_relu"), and "op" (default "conv").
  * A row whose op is not "conv" adds a note and is skipped (its other fields
- * are not checked).  Other keys ("why", "bwd", ...) are ignored.  Values are
- * only type-checked here; conv_problem_validate() judges them later.
- * Returns false on malformed JSON, a wrong shape or type (err names the row,
- * the field and its position) or when memory runs out; s may then hold some
- * of the rows. */
+ * are not checked).  Other keys ("why", "bwd", ...) are ignored.  Each
+ * row's problem must pass conv_problem_validate().
+ * Returns false on malformed JSON, a wrong shape or type, an invalid
+ * problem (err names the row, the field and its position) or when memory
+ * runs out; s may then hold some of the rows. */
 bool suite_parse(const char *text, size_t len, suite *s, json_error *err);
 
 /* Reads the file at path and suite_parse()s it.  On failure writes
