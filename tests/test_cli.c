@@ -28,6 +28,7 @@
 #include "runtime/internal.h"
 #include "test.h"
 #include "tools/json.h"
+#include "tools/text.h"
 
 /* ================================================================ helpers */
 
@@ -786,6 +787,114 @@ static int test_suite_file_parsing(void) {
   return TEST_PASS;
 }
 
+/* ================================================================ hostile strings */
+
+/* Strings a hostile (or merely broken) cache may hold: terminal escape
+ * sequences (CSI, OSC with BEL, C1 CSI), line breaks, DEL, and bytes that
+ * are not UTF-8; "é" is valid text and must survive. */
+#define EVIL_ALGORITHM "cudnn\x1b[2J"
+#define EVIL_CONFIG "engine=1\x1b]0;pwned\x07 \x7f"
+#define EVIL_REASON "first\nsecond\r\x1b[31mred"
+#define EVIL_DEVICE "GPU \xc3\xa9 \xc2\x9b" "31m|sm90"
+#define EVIL_VERSIONS "cuda=1 \xff\xfe \xc0\xaf \x80"
+
+/* The offset of the first byte a terminal would act on or that is not
+ * UTF-8 (newlines aside), or -1 when the text is safe to print. */
+static long first_unsafe_byte(const char *text) {
+  const unsigned char *s = (const unsigned char *)text;
+  size_t len = strlen(text);
+  for (size_t i = 0; i < len;) {
+    if (s[i] == '\n' || (s[i] >= 0x20 && s[i] < 0x7f)) {
+      i++;
+      continue;
+    }
+    size_t n = s[i] >= 0x80 ? utf8_sequence_length(s + i, len - i) : 0;
+    if (n == 0 || (n == 2 && utf8_decode(s + i, 2) <= 0x9f)) return (long)i;
+    i += n;
+  }
+  return -1;
+}
+
+static int fill_hostile_cache(const char *path, char *key, size_t key_size) {
+  conv_problem p;
+  CHECK_STATUS(CONV_OK, conv_problem_parse(SPEC, &p, NULL, 0));
+  CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, key_size));
+  remove_db(path);
+  conv_cache *cache = NULL;
+  conv_error err = {CONV_OK, ""};
+  CHECK_MSG(conv_cache_open(path, false, &cache, &err) == CONV_OK, "%s", err.message);
+  conv_cache_key k = {key, EVIL_DEVICE, EVIL_VERSIONS};
+  conv_trial t = make_trial(3, EVIL_CONFIG, CONV_VALIDATION_FAILED, 0.5, 1e-2);
+  snprintf(t.algorithm, sizeof t.algorithm, "%s", EVIL_ALGORITHM);
+  snprintf(t.reason, sizeof t.reason, "%s", EVIL_REASON);
+  conv_trial best = make_trial(4, EVIL_CONFIG, CONV_OK, 0.25, 1e-7);
+  snprintf(best.algorithm, sizeof best.algorithm, "%s", EVIL_ALGORITHM);
+  conv_status st = conv_cache_add_trial(cache, &k, &t, &err);
+  if (st == CONV_OK) st = conv_cache_add_trial(cache, &k, &best, &err);
+  if (st == CONV_OK) st = conv_cache_set_winner(cache, &k, best.algorithm_id, &best.config, &err);
+  conv_cache_close(cache);
+  CHECK_MSG(st == CONV_OK, "%s", err.message);
+  return TEST_PASS;
+}
+
+/* list and show print a hostile cache's strings escaped ("\x1b"), one
+ * line per row, and their --json output stays valid JSON. */
+static int test_hostile_cache_strings(void) {
+  isolate_default_cache();
+  char db[1024], key[CONV_PROBLEM_KEY_MAX];
+  tmp_path(db, sizeof db, "hostile.db");
+  int rc = fill_hostile_cache(db, key, sizeof key);
+  if (rc != TEST_PASS) return rc;
+  const char *const commands[][6] = {{"list", "--cache", db, NULL},
+                                     {"show", SPEC, "--cache", db, NULL}};
+  for (size_t i = 0; i < 2; i++) {
+    cli_result r;
+    CHECK(run_cli(commands[i], &r));
+    CHECK_MSG(r.exit_status == 0, "%s: exit %lld\n%s", commands[i][0], (long long)r.exit_status,
+              r.err.data);
+    long bad = first_unsafe_byte(r.out.data);
+    CHECK_MSG(bad < 0, "%s printed byte 0x%02x raw at %ld:\n%s", commands[i][0],
+              (unsigned char)r.out.data[bad], bad, r.out.data);
+    CHECK_MSG(contains(r.out.data, "cudnn\\x1b[2J"), "%s", r.out.data);
+    CHECK_MSG(contains(r.out.data, "GPU \xc3\xa9 \\xc2\\x9b31m"), "%s", r.out.data);
+    CHECK_MSG(contains(r.out.data, "cuda=1 \\xff\\xfe \\xc0\\xaf \\x80"), "%s", r.out.data);
+    if (i == 1) CHECK_MSG(contains(r.out.data, "first second \\x1b[31mred"), "%s", r.out.data);
+    cli_result_free(&r);
+  }
+  static const char *const json_commands[][7] = {{"list", "--json", "--cache", NULL},
+                                                 {"show", SPEC, "--json", "--cache", NULL}};
+  for (size_t i = 0; i < 2; i++) {
+    const char *args[7];
+    size_t n = 0;
+    for (; json_commands[i][n] != NULL; n++) args[n] = json_commands[i][n];
+    args[n++] = db;
+    args[n] = NULL;
+    cli_result r;
+    CHECK(run_cli(args, &r));
+    CHECK(r.exit_status == 0);
+    json_value doc;
+    json_error err;
+    CHECK_MSG(json_parse(r.out.data, r.out.len, &doc, &err), "%s --json is not JSON: %d:%d: %s\n%s",
+              args[0], err.line, err.column, err.message, r.out.data);
+    const json_value *row = array_item(&doc, 0);
+    bool ok = has_string(row, "algorithm", EVIL_ALGORITHM) && has_string(row, "config", EVIL_CONFIG) &&
+              has_string(row, "device", EVIL_DEVICE) &&
+              has_string(row, "versions", "cuda=1 \xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd");
+    json_free(&doc);
+    CHECK_MSG(ok, "%s --json lost or changed a string:\n%s", args[0], r.out.data);
+    cli_result_free(&r);
+  }
+  remove_db(db);
+
+  /* A shape spec with an escape sequence is echoed escaped. */
+  cli_result r;
+  RUN_EXPECT(r, 2, "tune", "n=1 c=1\x1b[2J h=4", "--cache", "/nonexistent/cache.db");
+  CHECK_MSG(first_unsafe_byte(r.err.data) < 0, "raw byte in:\n%s", r.err.data);
+  CHECK_MSG(contains(r.err.data, "'n=1 c=1\\x1b[2J h=4'"), "%s", r.err.data);
+  cli_result_free(&r);
+  return TEST_PASS;
+}
+
 /* A suite row that is not a valid problem is a usage error (exit 2) for
  * tune and show alike, before any cache or GPU is touched, and the message
  * names the row and the field. */
@@ -826,6 +935,7 @@ static const test_case tests[] = {
     {"json_output", test_json_output},
     {"suite_file_parsing", test_suite_file_parsing},
     {"invalid_suite_rows", test_invalid_suite_rows},
+    {"hostile_cache_strings", test_hostile_cache_strings},
 };
 
 TEST_MAIN(tests)

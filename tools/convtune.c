@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include <uv.h>
@@ -29,6 +30,7 @@
 #include "convtune.h"
 #include "runtime/internal.h"
 #include "tools/json.h"
+#include "tools/text.h"
 
 typedef enum cli_exit {
   EXIT_OK_ = 0,
@@ -89,31 +91,49 @@ static void print_usage(FILE *out) {
       out);
 }
 
+/* msg as one printable line (text_printable): newlines and tabs become
+ * spaces, control characters and bytes that are not UTF-8 "\xNN", and
+ * trailing spaces go.  Everything the CLI prints that it did not write
+ * itself (cache strings, suite names, paths, specs, library messages)
+ * passes through here, so that none of it can drive the terminal. */
+static const char *one_line(const char *msg, char *buf, size_t size) {
+  text_printable(msg, buf, size);
+  size_t n = strlen(buf);
+  while (n > 0 && buf[n - 1] == ' ') n--;
+  buf[n] = '\0';
+  return buf;
+}
+
+/* "convtune: MESSAGE" on stderr, MESSAGE made one printable line. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 0)))
+#endif
+static void say_v(const char *fmt, va_list ap) {
+  char message[2048], line[4096];
+  vsnprintf(message, sizeof message, fmt, ap);
+  fprintf(stderr, "convtune: %s\n", one_line(message, line, sizeof line));
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+static void say(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  say_v(fmt, ap);
+  va_end(ap);
+}
+
 #if defined(__GNUC__)
 __attribute__((format(printf, 1, 2)))
 #endif
 static int usage_error(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fputs("convtune: ", stderr);
-  vfprintf(stderr, fmt, ap);
+  say_v(fmt, ap);
   va_end(ap);
-  fputs("\nTry 'convtune --help' for usage.\n", stderr);
+  fputs("Try 'convtune --help' for usage.\n", stderr);
   return EXIT_USAGE;
-}
-
-/* Copies msg into buf as one line: newlines and tabs become spaces,
- * trailing whitespace goes. */
-static const char *one_line(const char *msg, char *buf, size_t size) {
-  if (msg == NULL) msg = "";
-  size_t n = 0;
-  for (; msg[n] != '\0' && n + 1 < size; n++) {
-    char c = msg[n];
-    buf[n] = (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
-  }
-  while (n > 0 && buf[n - 1] == ' ') n--;
-  buf[n] = '\0';
-  return buf;
 }
 
 /* The enum name of a status without the CONV_ prefix, e.g. "BAD_GROUPS". */
@@ -214,12 +234,20 @@ static bool table_grow(text_table *t) {
   return true;
 }
 
-/* Appends a row of ncols cells (NULL: empty); cells after `span` are ignored. */
+/* A malloc'd one_line() copy of s (NULL: ""), or NULL when memory runs out. */
+static char *copy_line(const char *s) {
+  size_t size = 4 * strlen(s ? s : "") + 1; /* every byte may become "\xNN" */
+  char *d = malloc(size);
+  return d != NULL ? (char *)one_line(s, d, size) : NULL;
+}
+
+/* Appends a row of ncols cells (NULL: empty), each made one printable
+ * line; cells after `span` are ignored. */
 static bool table_add(text_table *t, const char *const *cells, int span) {
   if (t->nrows == t->cap && !table_grow(t)) return false;
   char **row = t->cells + t->nrows * (size_t)t->ncols;
   for (int i = 0; i < t->ncols; i++) {
-    row[i] = copy_string(i <= span ? cells[i] : NULL);
+    row[i] = copy_line(i <= span ? cells[i] : NULL);
     if (row[i] == NULL) {
       for (int j = 0; j < i; j++) free(row[j]);
       return false;
@@ -310,10 +338,11 @@ static const option_spec *find_option(const char *name, size_t len) {
   return NULL;
 }
 
-/* Index of value in the NULL-terminated names, or -1. */
+/* Index of value in the NULL-terminated names, in any case (as shape
+ * specs take them), or -1. */
 static int lookup_name(const char *value, const char *const *names) {
   for (int i = 0; names[i] != NULL; i++) {
-    if (strcmp(value, names[i]) == 0) return i;
+    if (strcasecmp(value, names[i]) == 0) return i;
   }
   return -1;
 }
@@ -422,7 +451,7 @@ static int parse_args(int argc, char **argv, cli_args *a) {
   if (rc != EXIT_OK_ || a->help) return rc;
   a->inputs = calloc((size_t)argc, sizeof *a->inputs);
   if (a->inputs == NULL) {
-    fprintf(stderr, "convtune: out of memory\n");
+    say("out of memory");
     return EXIT_FAILED;
   }
   bool options_done = false;
@@ -456,9 +485,8 @@ static int parse_spec(const char *spec, conv_problem *p) {
   message[0] = '\0';
   conv_status st = conv_problem_parse(spec, p, message, sizeof message);
   if (st != CONV_OK) {
-    char line[512];
     return usage_error("bad shape spec '%s': %s", spec,
-                       one_line(message[0] ? message : conv_status_string(st), line, sizeof line));
+                       message[0] ? message : conv_status_string(st));
   }
   return EXIT_OK_;
 }
@@ -480,7 +508,7 @@ static int load_input(const char *arg, suite *shapes) {
   int rc = parse_spec(arg, &p);
   if (rc != EXIT_OK_) return rc;
   if (!suite_add(shapes, arg, &p)) {
-    fprintf(stderr, "convtune: out of memory\n");
+    say("out of memory");
     return EXIT_FAILED;
   }
   return EXIT_OK_;
@@ -499,7 +527,7 @@ static int load_inputs(const cli_args *a, suite *shapes) {
 static int cache_path(const cli_args *a, bool create_dirs, char *path, size_t size) {
   if (a->cache_path != NULL) {
     if (strlen(a->cache_path) >= size) {
-      fprintf(stderr, "convtune: cache path too long: %s\n", a->cache_path);
+      say("cache path too long: %s", a->cache_path);
       return EXIT_CACHE;
     }
     memcpy(path, a->cache_path, strlen(a->cache_path) + 1);
@@ -507,9 +535,7 @@ static int cache_path(const cli_args *a, bool create_dirs, char *path, size_t si
   }
   conv_error err = {CONV_OK, ""};
   if (conv_default_cache_path(path, size, create_dirs, &err) != CONV_OK) {
-    char line[512];
-    fprintf(stderr, "convtune: no default cache path: %s\n",
-            one_line(err.message, line, sizeof line));
+    say("no default cache path: %s", err.message);
     return EXIT_CACHE;
   }
   return EXIT_OK_;
@@ -520,18 +546,16 @@ static int open_cache_read_only(const char *path, conv_cache **cache) {
   struct stat st;
   if (strcmp(path, ":memory:") != 0 && stat(path, &st) != 0) {
     if (errno == ENOENT) {
-      fprintf(stderr, "convtune: no cache at %s (nothing tuned yet? run 'convtune tune')\n",
+      say("no cache at %s (nothing tuned yet? run 'convtune tune')",
               path);
     } else {
-      fprintf(stderr, "convtune: cannot open the cache %s: %s\n", path, strerror(errno));
+      say("cannot open the cache %s: %s", path, strerror(errno));
     }
     return EXIT_CACHE;
   }
   conv_error err = {CONV_OK, ""};
   if (conv_cache_open(path, true, cache, &err) != CONV_OK) {
-    char line[512];
-    fprintf(stderr, "convtune: cannot open the cache %s: %s\n", path,
-            one_line(err.message, line, sizeof line));
+    say("cannot open the cache %s: %s", path, err.message);
     return EXIT_CACHE;
   }
   return EXIT_OK_;
@@ -659,7 +683,7 @@ static int print_winners_table(const record_list *l) {
                            r->tuned_at};
     if (!table_add(&t, cells, t.ncols)) {
       table_free(&t);
-      fprintf(stderr, "convtune: out of memory\n");
+      say("out of memory");
       return EXIT_FAILED;
     }
   }
@@ -681,13 +705,11 @@ static int read_rows(const cli_args *a, const char *key, record_list *l, char *p
                        : conv_cache_list_winners(cache, collect_row, l, &err);
   conv_cache_close(cache);
   if (l->out_of_memory) {
-    fprintf(stderr, "convtune: out of memory\n");
+    say("out of memory");
     return EXIT_FAILED;
   }
   if (st != CONV_OK) {
-    char line[512];
-    fprintf(stderr, "convtune: cannot read the cache %s: %s\n", path,
-            one_line(err.message, line, sizeof line));
+    say("cannot read the cache %s: %s", path, err.message);
     return EXIT_CACHE;
   }
   return EXIT_OK_;
@@ -701,7 +723,7 @@ static int cmd_list(const cli_args *a) {
     if (a->json)
       write_records_json(stdout, &l, false);
     else if (l.count == 0)
-      fprintf(stderr, "convtune: no tuned shapes in %s yet\n", path);
+      say("no tuned shapes in %s yet", path);
     else
       rc = print_winners_table(&l);
   }
@@ -721,7 +743,7 @@ static int compare_group(const void *pa, const void *pb) {
 
 static bool add_trial_row(text_table *t, const record *r) {
   const conv_trial *tr = &r->trial;
-  char marks[4] = "", ms[32], err[32], ws[32], reason[sizeof tr->reason];
+  char marks[4] = "", ms[32], err[32], ws[32];
   if (tr->winner) strcat(marks, "*");
   if (tr->heuristic_pick) strcat(marks, "h");
   if (tr->rel_error >= 0) snprintf(err, sizeof err, "%.1e", tr->rel_error);
@@ -731,8 +753,7 @@ static bool add_trial_row(text_table *t, const record *r) {
                          status_name(tr->status),
                          format_ms(tr->time_ms, ms, sizeof ms),
                          tr->rel_error >= 0 ? err : "-",
-                         format_bytes(tr->workspace_bytes, ws, sizeof ws),
-                         one_line(tr->reason, reason, sizeof reason)};
+                         format_bytes(tr->workspace_bytes, ws, sizeof ws), tr->reason};
   return table_add(t, cells, t->ncols);
 }
 
@@ -742,7 +763,9 @@ static int print_trial_group(const record_list *l, size_t *i) {
                                        "rel error", "workspace", "reason"};
   const record *first = &l->items[*i];
   bool stale = strcmp(first->versions, conv_library_versions()) != 0;
-  printf("\ndevice:   %s\nversions: %s%s\n", first->device, first->versions,
+  char device[1024], versions[1024];
+  printf("\ndevice:   %s\nversions: %s%s\n", one_line(first->device, device, sizeof device),
+         one_line(first->versions, versions, sizeof versions),
          stale ? "  (not the versions this process runs with)" : "");
   text_table t;
   table_init(&t, 8, header, (1u << 4) | (1u << 5) | (1u << 6));
@@ -751,7 +774,7 @@ static int print_trial_group(const record_list *l, size_t *i) {
        (*i)++) {
     if (!add_trial_row(&t, &l->items[*i])) {
       table_free(&t);
-      fprintf(stderr, "convtune: out of memory\n");
+      say("out of memory");
       return EXIT_FAILED;
     }
   }
@@ -818,7 +841,7 @@ static int cmd_show(const cli_args *a) {
   if (rc == EXIT_OK_) {
     if (a->json) write_records_json(stdout, &l, true);
     if (l.count == 0) {
-      fprintf(stderr, "convtune: no trials for '%s' in %s\n", key, path);
+      say("no trials for '%s' in %s", key, path);
       rc = EXIT_FAILED;
     } else if (!a->json) {
       rc = print_trials(key, &l);
@@ -874,9 +897,7 @@ static double default_time_ms(conv_context *ctx, const char *key, const char *na
   default_query q = {device->key, conv_library_versions(), -1};
   conv_error err = {CONV_OK, ""};
   if (conv_cache_list_trials(cache, key, find_default_row, &q, &err) != CONV_OK) {
-    char line[512];
-    fprintf(stderr, "convtune: warning: %s: cannot read its trials: %s\n", name,
-            one_line(err.message, line, sizeof line));
+    say("warning: %s: cannot read its trials: %s", name, err.message);
     return -1;
   }
   return q.ms;
@@ -909,7 +930,8 @@ static void tune_worker(void *arg) {
       break;
     }
     const suite_shape *shape = &job->shapes->shapes[i];
-    fprintf(stderr, "[%zu/%zu] %s ...\n", i + 1, count, shape->name);
+    char name[1024];
+    fprintf(stderr, "[%zu/%zu] %s ...\n", i + 1, count, one_line(shape->name, name, sizeof name));
     tune_one(job->ctx, shape, &job->rows[i]);
     job->done = i + 1;
     if (job->rows[i].status == CONV_INTERRUPTED) {
@@ -918,7 +940,7 @@ static void tune_worker(void *arg) {
     }
   }
   int e = uv_async_send(&job->finished);
-  if (e != 0) fprintf(stderr, "convtune: internal error: uv_async_send: %s\n", uv_strerror(e));
+  if (e != 0) say("internal error: uv_async_send: %s", uv_strerror(e));
 }
 
 static void on_sigint(uv_signal_t *handle, int signum) {
@@ -931,7 +953,7 @@ static void on_sigint(uv_signal_t *handle, int signum) {
           "kept)\n");
   /* Back to the default action: a second Ctrl-C ends the process at once. */
   int e = uv_signal_stop(handle);
-  if (e != 0) fprintf(stderr, "convtune: uv_signal_stop: %s\n", uv_strerror(e));
+  if (e != 0) say("uv_signal_stop: %s", uv_strerror(e));
 }
 
 static void on_finished(uv_async_t *handle) {
@@ -941,7 +963,7 @@ static void on_finished(uv_async_t *handle) {
 }
 
 static int uv_failed(const char *what, int e) {
-  fprintf(stderr, "convtune: %s: %s\n", what, uv_strerror(e));
+  say("%s: %s", what, uv_strerror(e));
   return EXIT_FAILED;
 }
 
@@ -1015,7 +1037,7 @@ static int print_tune_table(const tune_row *rows, size_t count) {
   }
   if (ok) table_print(&t, stdout);
   table_free(&t);
-  if (!ok) fprintf(stderr, "convtune: out of memory\n");
+  if (!ok) say("out of memory");
   return ok ? EXIT_OK_ : EXIT_FAILED;
 }
 
@@ -1071,15 +1093,23 @@ static int report_tuning(const cli_args *a, const tune_job *job) {
     rc = print_tune_table(job->rows, job->done);
   }
   if (job->interrupted) {
-    fprintf(stderr, "convtune: interrupted after %zu of %zu shapes\n", job->done,
+    say("interrupted after %zu of %zu shapes", job->done,
             job->shapes->count);
     return EXIT_INTERRUPTED;
   }
   if (failed > 0) {
-    fprintf(stderr, "convtune: %zu of %zu shapes failed\n", failed, job->shapes->count);
+    say("%zu of %zu shapes failed", failed, job->shapes->count);
     return EXIT_FAILED;
   }
   return rc;
+}
+
+/* The suite's notes (skipped rows), one printable line each. */
+static void print_notes(const suite *shapes) {
+  for (size_t i = 0; i < shapes->note_count; i++) {
+    char line[1024];
+    fprintf(stderr, "%s\n", one_line(shapes->notes[i], line, sizeof line));
+  }
 }
 
 static int open_context(const cli_args *a, const char *path, conv_context **ctx) {
@@ -1090,18 +1120,17 @@ static int open_context(const cli_args *a, const char *path, conv_context **ctx)
   options.verbose = a->verbose ? 1 : 0;
   conv_status st = conv_context_create(ctx, &options);
   if (st == CONV_OK) return EXIT_OK_;
-  char line[512];
-  const char *msg = one_line(conv_context_last_error(NULL), line, sizeof line);
+  const char *msg = conv_context_last_error(NULL);
   if (msg[0] == '\0') msg = conv_status_string(st);
   if (st == CONV_NO_DEVICE) {
-    fprintf(stderr, "convtune: no usable CUDA GPU: %s\n", msg);
+    say("no usable CUDA GPU: %s", msg);
     return EXIT_NO_GPU;
   }
   if (st == CONV_CACHE_ERROR) {
-    fprintf(stderr, "convtune: cannot open the cache %s: %s\n", path, msg);
+    say("cannot open the cache %s: %s", path, msg);
     return EXIT_CACHE;
   }
-  fprintf(stderr, "convtune: cannot start (%s): %s\n", status_name(st), msg);
+  say("cannot start (%s): %s", status_name(st), msg);
   return EXIT_FAILED;
 }
 
@@ -1109,7 +1138,7 @@ static int tune_shapes(const cli_args *a, const suite *shapes, const char *path)
   conv_context *ctx = NULL;
   int rc = open_context(a, path, &ctx);
   if (rc != EXIT_OK_) return rc;
-  for (size_t i = 0; i < shapes->note_count; i++) fprintf(stderr, "%s\n", shapes->notes[i]);
+  print_notes(shapes);
   tune_job job;
   memset(&job, 0, sizeof job);
   job.ctx = ctx;
@@ -1117,7 +1146,7 @@ static int tune_shapes(const cli_args *a, const suite *shapes, const char *path)
   atomic_init(&job.stop, false);
   job.rows = calloc(shapes->count, sizeof *job.rows);
   if (job.rows == NULL) {
-    fprintf(stderr, "convtune: out of memory\n");
+    say("out of memory");
     rc = EXIT_FAILED;
   } else {
     rc = run_tuning(&job);
@@ -1133,8 +1162,8 @@ static int cmd_tune(const cli_args *a) {
   suite_init(&shapes);
   int rc = load_inputs(a, &shapes);
   if (rc == EXIT_OK_ && shapes.count == 0) {
-    for (size_t i = 0; i < shapes.note_count; i++) fprintf(stderr, "%s\n", shapes.notes[i]);
-    fprintf(stderr, "convtune: no convolution shapes to tune\n");
+    print_notes(&shapes);
+    say("no convolution shapes to tune");
     if (a->json) fputs("[]\n", stdout);
   } else if (rc == EXIT_OK_) {
     char path[CLI_PATH_MAX];
@@ -1163,7 +1192,7 @@ int main(int argc, char **argv) {
   }
   cli_args_free(&a);
   if (fflush(stdout) != 0 || ferror(stdout)) {
-    fprintf(stderr, "convtune: cannot write the output: %s\n", strerror(errno));
+    say("cannot write the output: %s", strerror(errno));
     if (rc == EXIT_OK_) rc = EXIT_FAILED;
   }
   return rc;

@@ -3,6 +3,7 @@
  * See json.h for what is accepted.
  */
 #include "tools/json.h"
+#include "tools/text.h"
 
 #include <errno.h>
 #include <math.h>
@@ -122,33 +123,6 @@ static size_t utf8_encode(uint32_t cp, char out[4]) {
   return 4;
 }
 
-/* Length of the valid UTF-8 sequence at s[0..avail), or 0 if invalid
- * (overlong forms, surrogates and code points above U+10FFFF are invalid). */
-static size_t utf8_valid_length(const unsigned char *s, size_t avail) {
-  unsigned char c = s[0];
-  size_t n;
-  unsigned char lo = 0x80, hi = 0xbf; /* range of the second byte */
-  if (c >= 0xc2 && c <= 0xdf) {
-    n = 2;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    n = 3;
-    if (c == 0xe0) lo = 0xa0;
-    if (c == 0xed) hi = 0x9f;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    n = 4;
-    if (c == 0xf0) lo = 0x90;
-    if (c == 0xf4) hi = 0x8f;
-  } else {
-    return 0;
-  }
-  if (avail < n) return 0;
-  if (s[1] < lo || s[1] > hi) return 0;
-  for (size_t i = 2; i < n; i++) {
-    if (s[i] < 0x80 || s[i] > 0xbf) return 0;
-  }
-  return n;
-}
-
 /* Reads the 4 hex digits at p->pos. */
 static bool parse_hex4(json_parser *p, uint32_t *out) {
   if (p->len - p->pos < 4) return fail(p, p->pos, "incomplete \\u escape");
@@ -253,7 +227,7 @@ static bool parse_string(json_parser *p, char **chars, size_t *len) {
       ok = buf_push(&b, (const char *)&c, 1) || out_of_memory(p);
       p->pos++;
     } else {
-      size_t n = utf8_valid_length((const unsigned char *)p->text + p->pos, p->len - p->pos);
+      size_t n = utf8_sequence_length((const unsigned char *)p->text + p->pos, p->len - p->pos);
       if (n == 0) {
         ok = fail(p, p->pos, "invalid UTF-8 in string");
       } else {
@@ -569,7 +543,20 @@ void json_write_string(FILE *out, const char *s) {
     return;
   }
   fputc('"', out);
+  const unsigned char *end = (const unsigned char *)s + strlen(s);
   for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    if (*c >= 0x80) {
+      /* Valid UTF-8 as it is; any other byte (a hostile cache's) becomes
+       * U+FFFD, so that the output is always valid JSON. */
+      size_t n = utf8_sequence_length(c, (size_t)(end - c));
+      if (n == 0) {
+        fputs("\\ufffd", out);
+      } else {
+        fwrite(c, 1, n, out);
+        c += n - 1;
+      }
+      continue;
+    }
     switch (*c) {
     case '"': fputs("\\\"", out); break;
     case '\\': fputs("\\\\", out); break;

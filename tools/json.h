@@ -85,8 +85,9 @@ const char *json_type_name(json_type type);
 
 /* ---------------------------------------------------------------- writer */
 
-/* Writes s as a JSON string literal (quotes, escapes; bytes >= 0x80 are
- * passed through as UTF-8).  NULL writes null. */
+/* Writes s as a JSON string literal (quotes, escapes): valid UTF-8 is
+ * written as it is, any byte that is not valid UTF-8 as \ufffd, so the
+ * output is valid JSON whatever s holds.  NULL writes null. */
 void json_write_string(FILE *out, const char *s);
 
 /* Writes a number that reads back to the same double; null when not finite. */
