@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <sqlite3.h>
 
@@ -309,10 +310,27 @@ static conv_status enable_wal(const conv_cache *c, conv_error *err) {
 
 /* ---------------------------------------------------------------- open, close */
 
+/* SQLite takes a directory for "disk I/O error" and waits forever on a
+ * FIFO: a path that exists must be a regular file (a missing one is made,
+ * or refused, by the open). */
+static conv_status check_file_kind(const char *path, conv_error *err) {
+  struct stat st;
+  if (path[0] == '\0' || strcmp(path, ":memory:") == 0 || stat(path, &st) != 0) return CONV_OK;
+  if (S_ISDIR(st.st_mode))
+    return conv_error_set(err, CONV_CACHE_ERROR,
+                          "cache %s: is a directory; name a file (e.g. %s/cache.db)", path, path);
+  if (!S_ISREG(st.st_mode))
+    return conv_error_set(err, CONV_CACHE_ERROR,
+                          "cache %s: not a regular file (a FIFO, socket or device)", path);
+  return CONV_OK;
+}
+
 conv_status conv_cache_open(const char *path, bool read_only, conv_cache **cache,
                             conv_error *err) {
   if (path == NULL || cache == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache open: NULL path or output");
+  conv_status kind = check_file_kind(path, err);
+  if (kind != CONV_OK) return kind;
   conv_cache *c = calloc(1, sizeof *c);
   size_t len = strlen(path);
   if (c == NULL || (c->path = malloc(len + 1)) == NULL) {

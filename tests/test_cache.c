@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 #include <uv.h>
@@ -1088,6 +1090,36 @@ static int test_read_only_open(void) {
   return rc;
 }
 
+/* Opening a FIFO (which SQLite would wait on forever) or a directory (its
+ * "disk I/O error") fails at once, read-only or not, saying what it is. */
+static int test_special_files_refused(void) {
+  char fifo[1024], dir[1024];
+  tmp_path(fifo, sizeof fifo, "fifo");
+  tmp_path(dir, sizeof dir, "dir");
+  CHECK(mkfifo(fifo, 0600) == 0);
+  CHECK(mkdir(dir, 0700) == 0);
+  alarm(60); /* a regression blocks: make it a failure, not a hang */
+  conv_error err = {CONV_OK, ""};
+  int rc = TEST_PASS;
+  for (int read_only = 0; read_only < 2 && rc == TEST_PASS; read_only++) {
+    conv_cache *cache = NULL;
+    if (conv_cache_open(fifo, read_only, &cache, &err) != CONV_CACHE_ERROR ||
+        strstr(err.message, "not a regular file") == NULL || cache != NULL) {
+      fprintf(stderr, "FIFO, read_only %d: %s\n", read_only, err.message);
+      rc = TEST_FAIL;
+    }
+    if (conv_cache_open(dir, read_only, &cache, &err) != CONV_CACHE_ERROR ||
+        strstr(err.message, "is a directory") == NULL || cache != NULL) {
+      fprintf(stderr, "directory, read_only %d: %s\n", read_only, err.message);
+      rc = TEST_FAIL;
+    }
+  }
+  alarm(0);
+  remove(fifo);
+  rmdir(dir);
+  return rc;
+}
+
 static const test_case tests[] = {
     {"roundtrip", test_roundtrip},
     {"every_trial_kept", test_every_trial_kept},
@@ -1098,6 +1130,7 @@ static const test_case tests[] = {
     {"persistence_across_processes", test_persistence_across_processes},
     {"two_writers_at_once", test_two_writers_at_once},
     {"read_only_open", test_read_only_open},
+    {"special_files_refused", test_special_files_refused},
 };
 
 TEST_MAIN(tests)

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <uv.h>
@@ -895,6 +896,48 @@ static int test_hostile_cache_strings(void) {
   return TEST_PASS;
 }
 
+/* A FIFO would block a reader forever and a directory is no file: as a
+ * suite, a --suite or a --cache each is refused at once with what it is. */
+static int test_special_files(void) {
+  isolate_default_cache();
+  char fifo[1024], dir[1024];
+  tmp_path(fifo, sizeof fifo, "fifo");
+  tmp_path(dir, sizeof dir, "dir");
+  remove(fifo);
+  CHECK_MSG(mkfifo(fifo, 0600) == 0, "mkfifo %s: %s", fifo, strerror(errno));
+  CHECK_MSG(mkdir(dir, 0700) == 0 || errno == EEXIST, "mkdir %s: %s", dir, strerror(errno));
+  static const struct {
+    const char *args[7];
+    int exit_status;
+    const char *message;
+  } cases[] = {
+      {{"tune", "@FIFO", "--cache", "/nonexistent/cache.db"}, 2, "not a regular file"},
+      {{"show", "x", "--suite", "@FIFO", "--cache", "/nonexistent/cache.db"}, 2, "not a regular file"},
+      {{"list", "--cache", "@FIFO"}, 4, "not a regular file"},
+      {{"show", SPEC, "--cache", "@FIFO"}, 4, "not a regular file"},
+      {{"tune", "@DIR", "--cache", "/nonexistent/cache.db"}, 2, "is a directory"},
+      {{"list", "--cache", "@DIR"}, 4, "is a directory"},
+      {{"show", SPEC, "--json", "--cache", "@DIR"}, 4, "is a directory"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *args[8] = {NULL};
+    for (size_t j = 0; cases[i].args[j] != NULL; j++) {
+      const char *a = cases[i].args[j];
+      args[j] = strcmp(a, "@FIFO") == 0 ? fifo : strcmp(a, "@DIR") == 0 ? dir : a;
+    }
+    cli_result r;
+    CHECK(run_cli(args, &r));
+    CHECK_MSG(r.exit_status == cases[i].exit_status && contains(r.err.data, cases[i].message),
+              "case %zu: exit %lld, expected %d and \"%s\":\n%s", i, (long long)r.exit_status,
+              cases[i].exit_status, cases[i].message, r.err.data);
+    CHECK_MSG(count_lines(r.err.data) <= 2, "case %zu: %s", i, r.err.data);
+    cli_result_free(&r);
+  }
+  remove(fifo);
+  rmdir(dir);
+  return TEST_PASS;
+}
+
 /* A suite row that is not a valid problem is a usage error (exit 2) for
  * tune and show alike, before any cache or GPU is touched, and the message
  * names the row and the field. */
@@ -936,6 +979,7 @@ static const test_case tests[] = {
     {"suite_file_parsing", test_suite_file_parsing},
     {"invalid_suite_rows", test_invalid_suite_rows},
     {"hostile_cache_strings", test_hostile_cache_strings},
+    {"special_files", test_special_files},
 };
 
 TEST_MAIN(tests)

@@ -6,12 +6,15 @@
 #include "tools/text.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ================================================================ reader */
 
@@ -842,19 +845,40 @@ bool suite_parse(const char *text, size_t len, suite *s, json_error *err) {
   return ok;
 }
 
-bool json_read_file(const char *path, size_t max_bytes, char **text, size_t *len) {
-  FILE *f = fopen(path, "rb");
+/* Opens path for reading if it is a regular file.  O_NONBLOCK: opening a
+ * FIFO for reading would otherwise wait for a writer forever. */
+static FILE *open_regular_file(const char *path, char *message, size_t message_size) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    snprintf(message, message_size, "%s: %s", path, strerror(errno));
+    return NULL;
+  }
+  struct stat st;
+  const char *problem = NULL;
+  if (fstat(fd, &st) != 0) problem = strerror(errno);
+  else if (S_ISDIR(st.st_mode)) problem = "is a directory, not a file";
+  else if (!S_ISREG(st.st_mode)) problem = "not a regular file (a FIFO, socket or device)";
+  FILE *f = problem == NULL ? fdopen(fd, "rb") : NULL;
+  if (f == NULL) {
+    snprintf(message, message_size, "%s: %s", path, problem ? problem : strerror(errno));
+    close(fd);
+  }
+  return f;
+}
+
+bool json_read_file(const char *path, size_t max_bytes, char **text, size_t *len, char *message,
+                    size_t message_size) {
+  FILE *f = open_regular_file(path, message, message_size);
   if (f == NULL) return false;
   char *data = NULL;
   size_t n = 0, cap = 0;
-  bool ok = true;
+  const char *problem = NULL;
   for (;;) {
     if (cap - n < 4096 + 1) {
       size_t ncap = cap ? cap * 2 : 65536;
       char *grown = realloc(data, ncap);
       if (grown == NULL) {
-        errno = ENOMEM;
-        ok = false;
+        problem = "out of memory";
         break;
       }
       data = grown;
@@ -863,26 +887,18 @@ bool json_read_file(const char *path, size_t max_bytes, char **text, size_t *len
     size_t got = fread(data + n, 1, cap - n - 1, f);
     n += got;
     if (n > max_bytes) {
-      errno = EFBIG;
-      ok = false;
+      problem = "file too large";
       break;
     }
     if (got == 0) {
-      if (ferror(f)) {
-        if (errno == 0) errno = EIO;
-        ok = false;
-      }
+      if (ferror(f)) problem = strerror(errno != 0 ? errno : EIO);
       break;
     }
   }
-  int saved = errno;
-  if (fclose(f) != 0 && ok) {
-    saved = errno;
-    ok = false;
-  }
-  if (!ok) {
+  if (fclose(f) != 0 && problem == NULL) problem = strerror(errno);
+  if (problem != NULL) {
+    snprintf(message, message_size, "%s: %s", path, problem);
     free(data);
-    errno = saved;
     return false;
   }
   data[n] = '\0';
@@ -894,11 +910,7 @@ bool json_read_file(const char *path, size_t max_bytes, char **text, size_t *len
 bool suite_load(const char *path, suite *s, char *message, size_t message_size) {
   char *text;
   size_t len;
-  errno = 0;
-  if (!json_read_file(path, (size_t)64 << 20, &text, &len)) {
-    snprintf(message, message_size, "%s: %s", path, strerror(errno));
-    return false;
-  }
+  if (!json_read_file(path, (size_t)64 << 20, &text, &len, message, message_size)) return false;
   json_error err;
   bool ok = suite_parse(text, len, s, &err);
   free(text);

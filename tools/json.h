@@ -135,10 +135,12 @@ bool suite_parse(const char *text, size_t len, suite *s, json_error *err);
  * "PATH:LINE:COL: what" (or "PATH: reason" for I/O errors) to message. */
 bool suite_load(const char *path, suite *s, char *message, size_t message_size);
 
-/* Reads a whole file (at most max_bytes) into a NUL-terminated buffer the
- * caller free()s.  On failure returns false with errno set. */
+/* Reads a whole regular file (at most max_bytes) into a NUL-terminated
+ * buffer the caller free()s.  Anything else (a directory, a FIFO, which
+ * would block, a device) is refused at once.  On failure returns false and
+ * writes "PATH: reason" to message. */
 bool json_read_file(const char *path, size_t max_bytes, char **text /* OUT */,
-                    size_t *len /* OUT */);
+                    size_t *len /* OUT */, char *message, size_t message_size);
 
 #ifdef __cplusplus
 }
