@@ -17,10 +17,22 @@
  * SQLITE_BUSY on a read-to-write upgrade.  The connection is opened with
  * SQLITE_OPEN_NOMUTEX: one conv_cache must be used by one thread at a time
  * (the context serialises every call under its lock); separate conv_cache
- * handles may be used from separate threads.  A read-only handle never
- * creates the database nor writes to it (like any SQLite reader of a WAL
- * file it may create the -wal and -shm side files); a read-only handle on an
- * empty file sees an empty cache.
+ * handles may be used from separate threads.
+ *
+ * Reading: a read-only handle never creates the database nor writes to it.
+ * It reads through SQLite's locks, so it sees what writers in other
+ * processes commit (and, like any reader of a WAL file, may create the
+ * -wal and -shm side files).  Where it may not (a read-only file or
+ * directory: a shipped cache) and no WAL content waits beside the file, it
+ * opens the file immutable: no locks, no side files, every row the file
+ * holds.  A read-only handle on an empty file sees an empty cache.
+ *
+ * Identity: every write transaction stamps the cache's random identity into
+ * the database header (user_version, on page 1), so any WAL of this cache
+ * holds it.  A -wal file beside the cache whose identity differs from the
+ * one in the file's own header was written for another database: SQLite
+ * would replay it silently, so the open refuses it before reading anything
+ * through it, and a writable handle then closes without a checkpoint.
  *
  * The file is untrusted input (caches are shipped between machines): every
  * value read back is range-checked, strings are truncated to the fixed
@@ -29,13 +41,13 @@
  * refused and never written to.
  */
 #include "cache/cache.h"
+#include "cache/file.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <sqlite3.h>
 
@@ -90,8 +102,37 @@ static conv_status exec_sql(const conv_cache *c, const char *sql, const char *wh
   return s;
 }
 
+/* The identity as SQLite reads it: through the WAL, if there is one. */
+static conv_status read_identity(const conv_cache *c, int32_t *identity, conv_error *err) {
+  sqlite3_stmt *st;
+  conv_status s = prepare(c, "PRAGMA user_version", &st, "cannot read the cache identity", err);
+  if (s != CONV_OK) return s;
+  if (sqlite3_step(st) == SQLITE_ROW)
+    *identity = (int32_t)sqlite3_column_int64(st, 0);
+  else
+    s = db_fail(c, err, "cannot read the cache identity");
+  finalize(st);
+  return s;
+}
+
+static void tx_rollback(const conv_cache *c, conv_error *err);
+
+/* BEGIN IMMEDIATE, then the identity stamp every write carries (see the
+ * top of the file).  A cache without one gets one here, under the write
+ * lock, so that two writers of an old cache agree on it. */
 static conv_status tx_begin(const conv_cache *c, conv_error *err) {
-  return exec_sql(c, "BEGIN IMMEDIATE", "begin transaction", err);
+  conv_status s = exec_sql(c, "BEGIN IMMEDIATE", "begin transaction", err);
+  if (s != CONV_OK) return s;
+  int32_t identity = 0;
+  s = read_identity(c, &identity, err);
+  if (s == CONV_OK && identity == 0) s = cache_file_new_identity(&identity, err);
+  if (s == CONV_OK) {
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA user_version = %ld", (long)identity);
+    s = exec_sql(c, sql, "cannot stamp the cache identity", err);
+  }
+  if (s != CONV_OK) tx_rollback(c, err);
+  return s;
 }
 
 /* Rolls back an open transaction (if SQLite has not already done so) after
@@ -310,27 +351,84 @@ static conv_status enable_wal(const conv_cache *c, conv_error *err) {
 
 /* ---------------------------------------------------------------- open, close */
 
-/* SQLite takes a directory for "disk I/O error" and waits forever on a
- * FIFO: a path that exists must be a regular file (a missing one is made,
- * or refused, by the open). */
-static conv_status check_file_kind(const char *path, conv_error *err) {
-  struct stat st;
-  if (path[0] == '\0' || strcmp(path, ":memory:") == 0 || stat(path, &st) != 0) return CONV_OK;
-  if (S_ISDIR(st.st_mode))
-    return conv_error_set(err, CONV_CACHE_ERROR,
-                          "cache %s: is a directory; name a file (e.g. %s/cache.db)", path, path);
-  if (!S_ISREG(st.st_mode))
-    return conv_error_set(err, CONV_CACHE_ERROR,
-                          "cache %s: not a regular file (a FIFO, socket or device)", path);
+/* Refuses a -wal file written for another database (see the top of the
+ * file), before anything is read through it. */
+static conv_status check_wal_owner(const conv_cache *c, conv_error *err) {
+  int32_t own = cache_file_header_identity(c->path);
+  if (own == 0 || !cache_file_wal_has_content(c->path)) return CONV_OK; /* nothing to compare */
+  int32_t seen = 0;
+  conv_status s = read_identity(c, &seen, err);
+  if (s != CONV_OK || seen == own) return s;
+  return conv_error_set(err, CONV_CACHE_ERROR,
+                        "cache %s: %s-wal belongs to another database (identity %ld, this "
+                        "file's %ld) and was not applied; move it away (no process can be "
+                        "using it for this file)",
+                        c->path, c->path, (long)seen, (long)own);
+}
+
+/* Whether SQLite failed for want of write access to the file or its
+ * directory: a read-only handle on a WAL database must be able to create
+ * and write the -shm file. */
+static bool failed_for_write_access(const conv_cache *c) {
+  int code = sqlite3_errcode(c->db);
+  return code == SQLITE_READONLY || code == SQLITE_CANTOPEN;
+}
+
+static conv_status open_connection(conv_cache *c, bool immutable, conv_error *err) {
+  int flags = SQLITE_OPEN_NOMUTEX;
+  flags |= c->read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  char *uri = NULL;
+  if (immutable) {
+    if ((uri = cache_file_immutable_uri(c->path)) == NULL)
+      return conv_error_set(err, CONV_OUT_OF_MEMORY, "cache %s: out of memory", c->path);
+    flags |= SQLITE_OPEN_URI;
+  }
+  int rc = sqlite3_open_v2(uri ? uri : c->path, &c->db, flags, NULL);
+  free(uri);
+  if (rc != SQLITE_OK)
+    return conv_error_set(err, CONV_CACHE_ERROR, "cache %s: cannot open%s: %s", c->path,
+                          c->read_only ? " read-only" : "",
+                          c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+  /* Until the WAL beside the file is known to be this cache's, closing
+   * must not checkpoint it into the file. */
+  if (!c->read_only && sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL) != SQLITE_OK)
+    return db_fail(c, err, "cannot hold back the checkpoint on close");
+  if (sqlite3_busy_timeout(c->db, CACHE_BUSY_TIMEOUT_MS) != SQLITE_OK)
+    return db_fail(c, err, "cannot set the busy timeout");
   return CONV_OK;
+}
+
+/* Opens the connection and reads the schema (*empty: there is none). */
+static conv_status open_and_inspect(conv_cache *c, bool immutable, bool *empty, conv_error *err) {
+  conv_status s = open_connection(c, immutable, err);
+  if (s == CONV_OK) s = check_wal_owner(c, err);
+  if (s == CONV_OK) s = inspect(c, empty, err);
+  return s;
+}
+
+/* Read-only: through SQLite's locks, which see the commits of writers in
+ * other processes; where the file or its directory is read-only and no
+ * WAL content waits beside the file (a shipped cache), immutable. */
+static conv_status open_for_reading(conv_cache *c, bool *empty, conv_error *err) {
+  conv_status s = open_and_inspect(c, false, empty, err);
+  if (s == CONV_OK || !failed_for_write_access(c)) return s;
+  if (cache_file_wal_has_content(c->path))
+    return conv_error_set(err, CONV_CACHE_ERROR,
+                          "cache %s: changes in %s-wal are not in the file yet and cannot be "
+                          "read from a read-only file or directory (%s); open it once with "
+                          "write access (convtune tune) to fold them in, or copy the cache",
+                          c->path, c->path, sqlite3_errmsg(c->db));
+  (void)sqlite3_close_v2(c->db);
+  c->db = NULL;
+  return open_and_inspect(c, true, empty, err);
 }
 
 conv_status conv_cache_open(const char *path, bool read_only, conv_cache **cache,
                             conv_error *err) {
   if (path == NULL || cache == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache open: NULL path or output");
-  conv_status kind = check_file_kind(path, err);
-  if (kind != CONV_OK) return kind;
+  conv_status s = cache_file_check_kind(path, err);
+  if (s != CONV_OK) return s;
   conv_cache *c = calloc(1, sizeof *c);
   size_t len = strlen(path);
   if (c == NULL || (c->path = malloc(len + 1)) == NULL) {
@@ -340,30 +438,20 @@ conv_status conv_cache_open(const char *path, bool read_only, conv_cache **cache
   memcpy(c->path, path, len + 1);
   c->read_only = read_only;
 
-  conv_status s;
-  int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
-              SQLITE_OPEN_NOMUTEX;
-  int rc = sqlite3_open_v2(path, &c->db, flags, NULL);
-  if (rc != SQLITE_OK) {
-    s = conv_error_set(err, CONV_CACHE_ERROR, "cache %s: cannot open%s: %s", path,
-                       read_only ? " read-only" : "",
-                       c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
-    goto fail;
-  }
-  if (sqlite3_busy_timeout(c->db, CACHE_BUSY_TIMEOUT_MS) != SQLITE_OK) {
-    s = db_fail(c, err, "cannot set the busy timeout");
-    goto fail;
-  }
-
   bool empty = false;
-  CONV_TRY(s, inspect(c, &empty, err), fail);
   if (read_only) {
+    CONV_TRY(s, open_for_reading(c, &empty, err), fail);
     c->empty = empty;
   } else {
+    CONV_TRY(s, open_and_inspect(c, false, &empty, err), fail);
     /* ":memory:" and temporary databases have no file name and no WAL. */
     const char *file = sqlite3_db_filename(c->db, "main");
     if (file != NULL && file[0] != '\0') CONV_TRY(s, enable_wal(c, err), fail);
     if (empty) CONV_TRY(s, create_schema(c, err), fail);
+    if (sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL) != SQLITE_OK) {
+      s = db_fail(c, err, "cannot restore the checkpoint on close");
+      goto fail;
+    }
   }
   *cache = c;
   return CONV_OK;
@@ -389,13 +477,20 @@ conv_status conv_cache_begin_tuning(conv_cache *cache, const conv_cache_key *key
   conv_status s = check_key(cache, key, err);
   if (s == CONV_OK) s = check_writable(cache, err);
   if (s != CONV_OK) return s;
+  CONV_TRY(s, tx_begin(cache, err), out);
   sqlite3_stmt *st;
-  s = prepare(cache, "DELETE FROM trials WHERE problem = ?1 AND device = ?2 AND versions = ?3",
-              &st, "cannot delete earlier trials", err);
-  if (s != CONV_OK) return s;
+  CONV_TRY(s,
+           prepare(cache,
+                   "DELETE FROM trials WHERE problem = ?1 AND device = ?2 AND versions = ?3", &st,
+                   "cannot delete earlier trials", err),
+           fail);
   if (bind_key(st, 1, key) != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE)
     s = db_fail(cache, err, "cannot delete earlier trials");
   finalize(st);
+  if (s == CONV_OK) return tx_commit(cache, err);
+fail:
+  tx_rollback(cache, err);
+out:
   return s;
 }
 
@@ -455,7 +550,8 @@ static conv_status insert_trial(const conv_cache *c, const conv_cache_key *key,
   return s;
 }
 
-/* A trial with winner set becomes the key's only winner (as set_winner). */
+/* One transaction (every write is one: it carries the identity stamp); a
+ * trial with winner set becomes the key's only winner (as set_winner). */
 conv_status conv_cache_add_trial(conv_cache *cache, const conv_cache_key *key,
                                  const conv_trial *trial, conv_error *err) {
   conv_status s = check_key(cache, key, err);
@@ -471,10 +567,8 @@ conv_status conv_cache_add_trial(conv_cache *cache, const conv_cache_key *key,
   if (conv_config_format(&trial->config, config, sizeof config) != CONV_OK)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: trial config with %d values",
                           trial->config.count);
-  if (!trial->winner) return insert_trial(cache, key, trial, config, err);
-
   CONV_TRY(s, tx_begin(cache, err), out);
-  CONV_TRY(s, clear_winner(cache, key, err), fail);
+  if (trial->winner) CONV_TRY(s, clear_winner(cache, key, err), fail);
   CONV_TRY(s, insert_trial(cache, key, trial, config, err), fail);
   return tx_commit(cache, err);
 fail:

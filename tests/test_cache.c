@@ -1120,6 +1120,138 @@ static int test_special_files_refused(void) {
   return rc;
 }
 
+/* ---------------------------------------------------------------- WAL identity */
+
+static bool copy_file(const char *from, const char *to) {
+  size_t size = 0;
+  char *data = read_all(from, &size);
+  bool ok = data != NULL && write_all(to, data, size);
+  free(data);
+  return ok;
+}
+
+static bool same_file(const char *path, const char *data, size_t size) {
+  size_t got_size = 0;
+  char *got = read_all(path, &got_size);
+  bool same = got != NULL && got_size == size && memcmp(got, data, size) == 0;
+  free(got);
+  return same;
+}
+
+/* Every write stamps one identity into the header; two handles (and so two
+ * processes) agree on it; a cache without one gets one at its next write. */
+static int identity_in(const char *path) {
+  conv_error err = {0};
+  conv_cache *a = NULL, *b = NULL;
+  CHECK_OK(conv_cache_open(path, false, &a, &err));
+  CHECK_OK(conv_cache_open(path, false, &b, &err));
+  CHECK(add_trials(a, &KEY, 0, 2) == TEST_PASS);
+  CHECK(add_trials(b, &KEY, 2, 2) == TEST_PASS);
+  long long identity = sql_int(path, "PRAGMA user_version");
+  CHECK_MSG(identity > 0, "identity %lld", identity);
+  conv_cache_close(a);
+  conv_cache_close(b);
+  CHECK(sql_int(path, "PRAGMA user_version") == identity);
+  /* The last close folds the WAL into the file: its own header has it. */
+  size_t size = 0;
+  unsigned char *header = (unsigned char *)read_all(path, &size);
+  CHECK(header != NULL && size >= 100);
+  long long in_file = (long long)header[60] << 24 | header[61] << 16 | header[62] << 8 | header[63];
+  free(header);
+  CHECK_MSG(in_file == identity, "file header %lld, SQLite %lld", in_file, identity);
+  /* An older cache (no identity) gets one with its next write. */
+  CHECK(sql_exec(path, "PRAGMA user_version = 0") == SQLITE_OK);
+  CHECK_OK(conv_cache_open(path, false, &a, &err));
+  CHECK(add_trials(a, &KEY, 4, 1) == TEST_PASS);
+  conv_cache_close(a);
+  CHECK(sql_int(path, "PRAGMA user_version") > 0);
+  return TEST_PASS;
+}
+
+static int test_identity_stamped(void) {
+  char path[1024];
+  tmp_path(path, sizeof path, "identity_stamped");
+  int rc = identity_in(path);
+  remove_db(path);
+  return rc;
+}
+
+/* A -wal file of another database beside a cache (copied in, or left by a
+ * cache that once had this name) is refused by readers and writers alike,
+ * and leaves the file as it was; the cache's own WAL (a crash) is read. */
+static int foreign_wal_in(const char *a_path, const char *b_path) {
+  conv_error err = {0};
+  static const conv_cache_key other = {PROBLEM2, DEVICE, VERSIONS};
+  conv_cache *a = NULL, *b = NULL;
+  CHECK_OK(conv_cache_open(a_path, false, &a, &err));
+  CHECK(add_trials(a, &KEY, 0, 3) == TEST_PASS);
+  conv_cache_close(a);
+  size_t a_size = 0;
+  char *a_data = read_all(a_path, &a_size);
+  CHECK(a_data != NULL);
+
+  /* B's WAL, taken while B is open (its commits are in the WAL only). */
+  char a_wal[1100], b_wal[1100];
+  snprintf(a_wal, sizeof a_wal, "%s-wal", a_path);
+  snprintf(b_wal, sizeof b_wal, "%s-wal", b_path);
+  CHECK_OK(conv_cache_open(b_path, false, &b, &err));
+  CHECK(add_trials(b, &other, 0, 5) == TEST_PASS);
+  CHECK(copy_file(b_wal, a_wal));
+  conv_cache_close(b);
+
+  for (int read_only = 1; read_only >= 0; read_only--) {
+    a = NULL;
+    err.message[0] = '\0';
+    conv_status st = conv_cache_open(a_path, read_only, &a, &err);
+    if (st == CONV_OK) {
+      fprintf(stderr, "read_only %d: opened; trials of the other cache seen: %d\n", read_only,
+              count_trials(a, PROBLEM2));
+      conv_cache_close(a);
+    }
+    CHECK_MSG(st == CONV_CACHE_ERROR && strstr(err.message, "belongs to another database"),
+              "read_only %d: %s: %s", read_only, conv_status_string(st), err.message);
+    CHECK_MSG(same_file(a_path, a_data, a_size), "read_only %d changed the file", read_only);
+  }
+  free(a_data);
+
+  /* Without the stray file, the cache is itself again. */
+  remove(a_wal);
+  char shm[1100];
+  snprintf(shm, sizeof shm, "%s-shm", a_path);
+  remove(shm);
+  CHECK_OK(conv_cache_open(a_path, true, &a, &err));
+  CHECK(count_trials(a, PROBLEM) == 3 && count_trials(a, PROBLEM2) == 0);
+  conv_cache_close(a);
+
+  /* A crash after a commit leaves the cache's own WAL: it is read. */
+  a_data = read_all(a_path, &a_size);
+  CHECK(a_data != NULL);
+  CHECK_OK(conv_cache_open(a_path, false, &a, &err));
+  CHECK(add_trials(a, &KEY, 3, 2) == TEST_PASS);
+  char kept_wal[1100];
+  snprintf(kept_wal, sizeof kept_wal, "%s.crash-wal", a_path);
+  CHECK(copy_file(a_wal, kept_wal));
+  conv_cache_close(a);
+  CHECK(write_all(a_path, a_data, a_size)); /* the file as the crash left it */
+  CHECK(copy_file(kept_wal, a_wal));
+  remove(kept_wal);
+  free(a_data);
+  CHECK_OK(conv_cache_open(a_path, true, &a, &err));
+  CHECK_MSG(count_trials(a, PROBLEM) == 5, "%d trials after the crash", count_trials(a, PROBLEM));
+  conv_cache_close(a);
+  return TEST_PASS;
+}
+
+static int test_foreign_wal_refused(void) {
+  char a[1024], b[1024];
+  tmp_path(a, sizeof a, "foreign_wal_a");
+  tmp_path(b, sizeof b, "foreign_wal_b");
+  int rc = foreign_wal_in(a, b);
+  remove_db(a);
+  remove_db(b);
+  return rc;
+}
+
 static const test_case tests[] = {
     {"roundtrip", test_roundtrip},
     {"every_trial_kept", test_every_trial_kept},
@@ -1131,6 +1263,8 @@ static const test_case tests[] = {
     {"two_writers_at_once", test_two_writers_at_once},
     {"read_only_open", test_read_only_open},
     {"special_files_refused", test_special_files_refused},
+    {"identity_stamped", test_identity_stamped},
+    {"foreign_wal_refused", test_foreign_wal_refused},
 };
 
 TEST_MAIN(tests)

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -111,15 +112,20 @@ static bool capture_finish(capture *c) {
   return !c->failed;
 }
 
-/* Runs $CONVTUNE_CLI with args (NULL-terminated, without argv[0]); fills r.
- * Returns false (with a message) when the child could not be run. */
-static bool run_cli(const char *const *args, cli_result *r) {
-  memset(r, 0, sizeof *r);
+/* $CONVTUNE_CLI, the path of the convtune binary (NULL, said, when unset). */
+static const char *cli_path(void) {
   const char *cli = getenv("CONVTUNE_CLI");
-  if (cli == NULL || cli[0] == '\0') {
-    fprintf(stderr, "CONVTUNE_CLI is not set (the path of the convtune binary)\n");
-    return false;
-  }
+  if (cli != NULL && cli[0] != '\0') return cli;
+  fprintf(stderr, "CONVTUNE_CLI is not set (the path of the convtune binary)\n");
+  return NULL;
+}
+
+/* Runs the program `cli` with args (NULL-terminated, without argv[0]) as
+ * user `uid` (< 0: this process's); fills r.  Returns false (with a
+ * message) when the child could not be run. */
+static bool run_program(const char *cli, const char *const *args, int uid, cli_result *r) {
+  memset(r, 0, sizeof *r);
+  if (cli == NULL) return false;
   char *argv[MAX_ARGS + 2];
   size_t n = 0;
   argv[n++] = (char *)cli;
@@ -152,6 +158,11 @@ static bool run_cli(const char *const *args, cli_result *r) {
   options.exit_cb = on_exit_;
   options.stdio_count = 3;
   options.stdio = stdio;
+  if (uid >= 0) {
+    options.flags = UV_PROCESS_SETUID | UV_PROCESS_SETGID;
+    options.uid = (uv_uid_t)uid;
+    options.gid = (uv_gid_t)uid;
+  }
 
   int e = uv_spawn(&loop, &r->process, &options);
   if (e != 0) {
@@ -176,6 +187,10 @@ static bool run_cli(const char *const *args, cli_result *r) {
     fprintf(stderr, "the CLI died of signal %d\nstderr:\n%s\n", r->term_signal, r->err.data);
   }
   return ok && r->term_signal == 0;
+}
+
+static bool run_cli(const char *const *args, cli_result *r) {
+  return run_program(cli_path(), args, -1, r);
 }
 
 static bool contains(const char *haystack, const char *needle) {
@@ -938,6 +953,89 @@ static int test_special_files(void) {
   return TEST_PASS;
 }
 
+/* ================================================================ read-only caches */
+
+static bool copy_executable(const char *from, const char *to) {
+  FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+  bool ok = in != NULL && out != NULL;
+  char buf[1 << 16];
+  size_t n;
+  while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0) ok = fwrite(buf, 1, n, out) == n;
+  ok = ok && !ferror(in);
+  if (in != NULL) fclose(in);
+  if (out != NULL && fclose(out) != 0) ok = false;
+  return ok && chmod(to, 0755) == 0;
+}
+
+/* The names in dir, sorted and joined by '/', into out. */
+static bool list_dir(const char *dir, char *out, size_t size) {
+  struct dirent **names = NULL;
+  int n = scandir(dir, &names, NULL, alphasort);
+  if (n < 0) return false;
+  out[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    strncat(out, names[i]->d_name, size - strlen(out) - 2);
+    strcat(out, "/");
+    free(names[i]);
+  }
+  free(names);
+  return true;
+}
+
+/* A cache shipped read-only (file 0444 in a directory 0555, as under
+ * /usr/share) is read by list and show as any user, and nothing is written
+ * beside it.  Root may write anywhere, so as root the CLI runs as nobody. */
+static int read_only_cache_in(const char *dir, int uid) {
+  char db[1024], cli[1024], key[CONV_PROBLEM_KEY_MAX], before[4096], after[4096];
+  snprintf(db, sizeof db, "%s/cache.db", dir);
+  snprintf(cli, sizeof cli, "%s/convtune", dir); /* where that user can run it */
+  CHECK(cli_path() != NULL && copy_executable(cli_path(), cli));
+  int rc = fill_cache(db, key, sizeof key);
+  if (rc != TEST_PASS) return rc;
+  CHECK(chmod(db, 0444) == 0 && chmod(dir, 0555) == 0);
+  CHECK(list_dir(dir, before, sizeof before));
+
+  const char *help[] = {"--help", NULL};
+  cli_result r;
+  if (!run_program(cli, help, uid, &r) || r.exit_status != 0) {
+    cli_result_free(&r);
+    printf("SKIPPED: cannot run the CLI as user %d here\n", uid);
+    return TEST_SKIP;
+  }
+  cli_result_free(&r);
+  const char *list[] = {"list", "--cache", db, NULL};
+  CHECK(run_program(cli, list, uid, &r));
+  CHECK_MSG(r.exit_status == 0, "list: exit %lld: %s", (long long)r.exit_status, r.err.data);
+  CHECK(contains(r.out.data, key) && contains(r.out.data, DEVICE_B));
+  cli_result_free(&r);
+  const char *show[] = {"show", SPEC, "--json", "--cache", db, NULL};
+  CHECK(run_program(cli, show, uid, &r));
+  CHECK_MSG(r.exit_status == 0, "show: exit %lld: %s", (long long)r.exit_status, r.err.data);
+  CHECK(contains(r.out.data, "VALIDATION_FAILED"));
+  cli_result_free(&r);
+  CHECK(list_dir(dir, after, sizeof after));
+  CHECK_MSG(strcmp(before, after) == 0, "files beside the cache: before %s, after %s", before,
+            after);
+  return TEST_PASS;
+}
+
+static int test_read_only_cache(void) {
+  isolate_default_cache();
+  int uid = geteuid() == 0 ? 65534 : -1;
+  char dir[] = "/tmp/convtune-ro-XXXXXX"; /* a place every user can reach */
+  CHECK(mkdtemp(dir) != NULL && chmod(dir, 0755) == 0);
+  int rc = read_only_cache_in(dir, uid);
+  char path[1100];
+  chmod(dir, 0755);
+  static const char *const names[] = {"convtune", "cache.db", "cache.db-wal", "cache.db-shm"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    remove(path);
+  }
+  CHECK_MSG(rmdir(dir) == 0, "%s left behind: %s", dir, strerror(errno));
+  return rc;
+}
+
 /* A suite row that is not a valid problem is a usage error (exit 2) for
  * tune and show alike, before any cache or GPU is touched, and the message
  * names the row and the field. */
@@ -980,6 +1078,7 @@ static const test_case tests[] = {
     {"invalid_suite_rows", test_invalid_suite_rows},
     {"hostile_cache_strings", test_hostile_cache_strings},
     {"special_files", test_special_files},
+    {"read_only_cache", test_read_only_cache},
 };
 
 TEST_MAIN(tests)

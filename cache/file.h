@@ -1,0 +1,47 @@
+/*
+ * file.h -- what the cache checks about its file before SQLite reads it.
+ *
+ * A cache path is untrusted: it may name a FIFO, a directory, a file in a
+ * read-only place, or sit beside a -wal file of another database.  These
+ * helpers look at the file itself (not through SQLite) so that cache.c can
+ * choose how to open it and refuse what it must.
+ */
+#ifndef CONVTUNE_CACHE_FILE_H
+#define CONVTUNE_CACHE_FILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../runtime/internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* CONV_OK when `path` is missing (an open creates or refuses it), a
+ * regular file, ":memory:" or ""; else CONV_CACHE_ERROR naming what it is
+ * (SQLite reports a directory as "disk I/O error" and blocks on a FIFO). */
+conv_status cache_file_check_kind(const char *path, conv_error *err);
+
+/* Whether PATH-wal exists with at least one byte: changes that may not be
+ * in the database file yet. */
+bool cache_file_wal_has_content(const char *path);
+
+/* The identity stamped in the database file's own header (the SQLite
+ * header's user_version, as the file holds it, whatever a WAL says); 0
+ * when the file is shorter than a header, not SQLite, or never stamped. */
+int32_t cache_file_header_identity(const char *path);
+
+/* A new random identity, never 0. */
+conv_status cache_file_new_identity(int32_t *identity /* OUT */, conv_error *err);
+
+/* SQLite URI that opens `path` immutable (no locks, no -wal or -shm, never
+ * written): "file:" + the path, percent-encoded, + "?immutable=1".
+ * malloc'd; NULL when memory runs out. */
+char *cache_file_immutable_uri(const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CONVTUNE_CACHE_FILE_H */
