@@ -24,8 +24,8 @@
  * Conventions (SQLite's): every function returns a conv_status; out-parameters
  * are marked OUT and are written only on success; destroy functions accept
  * NULL; a failing call leaves its inputs and the cache unchanged and keeps a
- * detailed message on the context (conv_context_last_error).  The library
- * never aborts the host process.
+ * detailed message for the calling thread (conv_context_last_error).  The
+ * library never aborts the host process.
  *
  * Tensors (this version): fp32, NCHW input x[n][c][h][w], filter
  * w[k][c/groups][r][s], bias b[k], output y[n][k][p][q] where p, q come from
@@ -71,7 +71,10 @@ extern "C" {
   X(NO_CANDIDATE, "no candidate produced a valid result")                      \
   X(VALIDATION_FAILED, "result differs from the reference")                    \
   X(INTERRUPTED, "interrupted")                                                \
-  X(INTERNAL, "internal error")
+  X(INTERNAL, "internal error")                                                \
+  X(BUSY, "still in use (a context with live plans)")
+
+/* The values are stored in caches (a trial's status): new ones go last. */
 
 typedef enum conv_status {
 #define CONV_STATUS_ENUM_(name, msg) CONV_##name,
@@ -199,19 +202,25 @@ void conv_context_options_init(conv_context_options *options);
  * opens (creating as needed) the cache.  `options` may be NULL for defaults.
  * On failure *context is set to NULL and the status says why (CONV_NO_DEVICE
  * on a machine without a usable GPU; CONV_CACHE_ERROR when the cache cannot
- * be opened); conv_last_error_global() then holds the message.
+ * be opened); conv_context_last_error(NULL) then holds the message.
  * A context may be shared between threads: plan creation is serialised
  * internally. */
 conv_status conv_context_create(conv_context **context /* OUT */,
                                 const conv_context_options *options);
 
-/* Releases everything the context owns.  Plans made from it must be destroyed
- * first.  NULL is a no-op. */
-void conv_context_destroy(conv_context *context);
+/* Releases everything the context owns and returns CONV_OK.  Plans made
+ * from it must be destroyed first: while any is alive this returns
+ * CONV_BUSY and changes nothing (the context stays usable; the message
+ * says how many plans are alive).  NULL is a no-op (CONV_OK). */
+conv_status conv_context_destroy(conv_context *context);
 
-/* The detailed message of the last failed call on this context ("" if none).
- * Valid until the next call on the context; NULL context: the message of the
- * last failed conv_context_create() in this thread. */
+/* The detailed message of the calling thread's last failed call on this
+ * context ("" if it has none), as errno is kept: other threads' failures
+ * on a shared context never replace it, and reading it needs no lock.
+ * The text stays valid until this thread's next failed call on the
+ * context.  A thread keeps the messages of the last 8 contexts it had
+ * failures on.  NULL context: the message of the calling thread's last
+ * failed conv_context_create(). */
 const char *conv_context_last_error(const conv_context *context);
 
 /* Asks a tuning in progress on this context (in any thread) to stop after the

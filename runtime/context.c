@@ -8,20 +8,49 @@
 /* The message of the last failed conv_context_create in this thread. */
 static _Thread_local conv_error create_error;
 
+/* Last errors are kept per thread, as errno is: a thread reads the message
+ * of its own last failed call on a context, whatever other threads sharing
+ * the context do meanwhile, and neither side takes a lock.  Slots are
+ * named by context id (not address: a new context may reuse a freed one's
+ * address) and the least recently written is reused. */
+#define ERROR_SLOTS 8
+typedef struct error_slot {
+  uint64_t context_id; /* 0: free */
+  uint64_t written;    /* the thread's clock at the last write */
+  conv_error error;
+} error_slot;
+static _Thread_local error_slot error_slots[ERROR_SLOTS];
+static _Thread_local uint64_t error_clock;
+static atomic_uint_fast64_t next_context_id = 1;
+
 void conv_context_options_init(conv_context_options *options) {
   if (options == NULL) return;
   memset(options, 0, sizeof *options);
   options->policy = CONV_POLICY_EXHAUSTIVE;
 }
 
-const char *conv_context_last_error(const conv_context *context) {
-  return context ? context->last_error.message : create_error.message;
+static error_slot *find_error_slot(uint64_t context_id) {
+  for (int i = 0; i < ERROR_SLOTS; i++)
+    if (error_slots[i].context_id == context_id) return &error_slots[i];
+  return NULL;
 }
 
-void context_set_error(conv_context *context, const conv_error *err) {
-  uv_mutex_lock(&context->error_lock);
-  context->last_error = *err;
-  uv_mutex_unlock(&context->error_lock);
+const char *conv_context_last_error(const conv_context *context) {
+  if (context == NULL) return create_error.message;
+  const error_slot *slot = find_error_slot(context->id);
+  return slot ? slot->error.message : "";
+}
+
+void context_set_error(const conv_context *context, const conv_error *err) {
+  error_slot *slot = find_error_slot(context->id);
+  if (slot == NULL) {
+    slot = &error_slots[0];
+    for (int i = 1; i < ERROR_SLOTS; i++)
+      if (error_slots[i].written < slot->written) slot = &error_slots[i];
+  }
+  slot->context_id = context->id;
+  slot->written = ++error_clock;
+  slot->error = *err;
 }
 
 void conv_context_interrupt(conv_context *context) {
@@ -86,6 +115,8 @@ conv_status conv_default_cache_path(char *path, size_t size, bool create_dirs, c
 
 /* ---------------------------------------------------------------- create */
 
+static void context_free(conv_context *ctx);
+
 static conv_status open_device(conv_context *ctx, int ordinal, conv_error *err) {
   int count = 0;
   cudaError_t rc = cudaGetDeviceCount(&count);
@@ -139,7 +170,7 @@ static conv_status check_options(const conv_context_options *o, conv_error *err)
 /* The context's mutexes, in one list so that creation and destruction
  * cannot miss one. */
 static uv_mutex_t *context_locks(conv_context *ctx, size_t i) {
-  uv_mutex_t *locks[] = {&ctx->lock, &ctx->env.cudnn_lock, &ctx->error_lock, &ctx->live_lock};
+  uv_mutex_t *locks[] = {&ctx->lock, &ctx->env.cudnn_lock, &ctx->live_lock};
   return i < sizeof locks / sizeof locks[0] ? locks[i] : NULL;
 }
 
@@ -170,6 +201,7 @@ conv_status conv_context_create(conv_context **context, const conv_context_optio
   ctx->policy = o->policy;
   ctx->verbose = o->verbose;
   ctx->direct_launches = o->direct_launches != 0;
+  ctx->id = atomic_fetch_add(&next_context_id, 1);
   atomic_init(&ctx->interrupt, 0);
   if (init_locks(ctx) != 0) {
     free(ctx);
@@ -188,12 +220,29 @@ conv_status conv_context_create(conv_context **context, const conv_context_optio
   return CONV_OK;
 
 fail:
-  conv_context_destroy(ctx);
+  context_free(ctx);
   return st;
 }
 
-void conv_context_destroy(conv_context *ctx) {
-  if (ctx == NULL) return;
+conv_status conv_context_destroy(conv_context *ctx) {
+  if (ctx == NULL) return CONV_OK;
+  /* Plans point at the context (its handles, its locks): freeing it under
+   * them would be a use after free, so it refuses, as uv_loop_close does. */
+  size_t live = live_plan_count(ctx);
+  if (live > 0) {
+    conv_error err;
+    conv_error_set(&err, CONV_BUSY,
+                   "conv_context_destroy: %zu plan%s made from this context %s alive; "
+                   "conv_plan_destroy %s first (the context was not destroyed)",
+                   live, live == 1 ? "" : "s", live == 1 ? "is" : "are", live == 1 ? "it" : "them");
+    context_set_error(ctx, &err);
+    return CONV_BUSY;
+  }
+  context_free(ctx);
+  return CONV_OK;
+}
+
+static void context_free(conv_context *ctx) {
   conv_cache_close(ctx->cache);
   int previous = -1;
   bool entered = (ctx->env.cudnn || ctx->env.cublaslt) &&

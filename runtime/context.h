@@ -38,14 +38,16 @@ struct conv_context {
    * when both are: a plan found here is returned while a tuning runs. */
   uv_mutex_t live_lock;
   struct conv_plan *live[CONV_LIVE_BUCKETS];
-  /* Its own lock, so that a failing execute never waits for a tuning. */
-  uv_mutex_t error_lock;
-  conv_error last_error;
   atomic_int interrupt;
+  uint64_t id; /* unique in the process: names the context's error slots */
 };
 
-/* Records a failed call's status and message as the context's last error. */
-void context_set_error(conv_context *context, const conv_error *err);
+/* Records a failed call's status and message as the calling thread's last
+ * error on this context. */
+void context_set_error(const conv_context *context, const conv_error *err);
+
+/* How many plans made from the context are alive (plan.c). */
+size_t live_plan_count(conv_context *context);
 
 /* Map operations; the caller holds context->lock. */
 const conv_choice *plan_map_find(const plan_map *map, const char *key);

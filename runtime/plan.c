@@ -102,6 +102,15 @@ static bool live_release(conv_context *ctx, conv_plan *plan) {
   return last;
 }
 
+size_t live_plan_count(conv_context *ctx) {
+  size_t count = 0;
+  uv_mutex_lock(&ctx->live_lock);
+  for (size_t b = 0; b < CONV_LIVE_BUCKETS; b++)
+    for (const conv_plan *plan = ctx->live[b]; plan != NULL; plan = plan->next_live) count++;
+  uv_mutex_unlock(&ctx->live_lock);
+  return count;
+}
+
 /* ---------------------------------------------------------------- creation */
 
 /* Builds a runnable plan for a choice: validates the config again (it may

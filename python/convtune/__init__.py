@@ -283,7 +283,9 @@ class Context:
             self._plans.clear()
             for plan in plans:  # plans must go before their context
                 plan._release()
-            self._destroy(handle)
+            status = self._destroy(handle)
+            if status != _lib.OK:  # CONV_BUSY: a plan outlived its release (a bug here)
+                raise ConvtuneError(status, _lib.last_error(self._lib, handle))
 
     def __enter__(self):
         self._check_open()

@@ -32,6 +32,7 @@ STATUS_NAMES = (
     "VALIDATION_FAILED",
     "INTERRUPTED",
     "INTERNAL",
+    "BUSY",
 )
 OK = 0
 
@@ -119,7 +120,7 @@ _SIGNATURES = {
     "conv_problem_set_patches": (_status, [POINTER(Problem), c_int64, c_int64]),
     "conv_context_options_init": (None, [POINTER(ContextOptions)]),
     "conv_context_create": (_status, [POINTER(ContextPtr), POINTER(ContextOptions)]),
-    "conv_context_destroy": (None, [ContextPtr]),
+    "conv_context_destroy": (_status, [ContextPtr]),
     "conv_context_last_error": (c_char_p, [ContextPtr]),
     "conv_context_interrupt": (None, [ContextPtr]),
     "conv_plan_create": (_status, [ContextPtr, POINTER(Problem), POINTER(PlanPtr)]),
