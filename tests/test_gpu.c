@@ -38,6 +38,19 @@
 
 /* ---------------------------------------------------------------- helpers */
 
+/* Sanitizer runs set CONVTUNE_TEST_QUICK=1: compute-sanitizer slows every
+ * kernel 10-100x, and exhaustive tuning times hundreds of configs for 30 ms
+ * each.  Quick runs try fewer random shapes and tune plans with the fast
+ * policy; every family, kernel kind and check still runs. */
+static bool quick_mode(void) {
+  const char *quick = getenv("CONVTUNE_TEST_QUICK");
+  return quick != NULL && quick[0] != '\0' && strcmp(quick, "0") != 0;
+}
+
+static conv_policy tuning_policy(void) {
+  return quick_mode() ? CONV_POLICY_FAST : CONV_POLICY_EXHAUSTIVE;
+}
+
 static uint64_t rng_state;
 
 static void seed_rng(void) {
@@ -362,7 +375,9 @@ static int every_candidate_matches_reference(void) {
   CHECK(count <= 8);
   void *scratch;
   CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
-  for (int i = 0; i < 16; i++) {
+  /* Shapes 0-3 already cover strict and TF32, random and plain shapes and a
+   * batch of patches: every family. */
+  for (int i = 0; i < (quick_mode() ? 4 : 16); i++) {
     conv_problem p = random_problem(i % 2 ? CONV_MATH_TF32 : CONV_MATH_STRICT);
     if (i % 4 >= 2) { /* a plain convolution, which every family (fft too) takes */
       p.stride_h = p.stride_w = p.dil_h = p.dil_w = 1;
@@ -742,7 +757,7 @@ static int plan_executes_correctly(void) {
   char cache[4096];
   temp_path(cache, sizeof cache, "plan");
   conv_context *ctx;
-  if (make_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;
+  if (make_context(&ctx, cache, tuning_policy(), 0) != TEST_PASS) return TEST_FAIL;
   for (int i = 0; i < 4; i++) {
     conv_problem p = i == 0 ? fixed_problem() : random_problem(i % 2 ? CONV_MATH_TF32 : CONV_MATH_STRICT);
     if (plan_roundtrip(ctx, &p, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
@@ -884,7 +899,7 @@ static int graph_replay_matches_direct(void) {
   char cache[4096];
   temp_path(cache, sizeof cache, "replay");
   conv_context *graphs, *direct;
-  if (make_context(&graphs, cache, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;
+  if (make_context(&graphs, cache, tuning_policy(), 0) != TEST_PASS) return TEST_FAIL;
   conv_context_options o;
   conv_context_options_init(&o);
   o.cache_path = cache;
