@@ -1,0 +1,108 @@
+/*
+ * cli.h -- what the parts of the convtune command-line tool share: exit
+ * codes, the parsed command line, printing (every line the tool writes from
+ * text it did not make itself goes through one_line) and text tables.
+ *
+ *   main.c     the command line, help, main()
+ *   output.c   messages, number formats, tables
+ *   inspect.c  list and show: reading the cache without a GPU
+ *   tune.c     tune: shapes, the worker thread, Ctrl-C, the report
+ */
+#ifndef CONVTUNE_TOOLS_CLI_H
+#define CONVTUNE_TOOLS_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "convtune.h"
+
+typedef enum cli_exit {
+  EXIT_OK_ = 0,
+  EXIT_FAILED = 1,      /* a shape failed (tune) or nothing was found (show) */
+  EXIT_USAGE = 2,       /* bad command line, shape spec or suite file        */
+  EXIT_NO_GPU = 3,      /* no usable CUDA GPU                                */
+  EXIT_CACHE = 4,       /* the cache is missing, unreadable or bad           */
+  EXIT_INTERRUPTED = 130
+} cli_exit;
+
+#define CLI_PATH_MAX 4096
+
+/* ---------------------------------------------------------------- command line */
+
+enum { CMD_TUNE = 1u, CMD_LIST = 2u, CMD_SHOW = 4u, CMD_ALL = 7u };
+
+typedef struct cli_args {
+  unsigned command; /* CMD_*, 0 for help */
+  const char *command_name;
+  bool help, json, verbose;
+  const char *cache_path; /* NULL: the default */
+  const char *suite_path; /* show --suite */
+  bool have_math, have_epilogue;
+  conv_math math;
+  conv_epilogue epilogue;
+  conv_policy policy;
+  const char **inputs; /* positional arguments, pointing into argv */
+  size_t input_count;
+} cli_args;
+
+/* Applies --math and --epilogue to a problem. */
+void apply_overrides(const cli_args *a, conv_problem *p);
+
+/* Parses a shape spec; a usage error (said) when it is bad. */
+int parse_spec(const char *spec, conv_problem *p);
+
+/* --cache, else the default path (creating its directories when asked). */
+int cache_path(const cli_args *a, bool create_dirs, char *path, size_t size);
+
+int cmd_tune(const cli_args *a);
+int cmd_list(const cli_args *a);
+int cmd_show(const cli_args *a);
+
+/* ---------------------------------------------------------------- output */
+
+/* msg as one printable line in buf (see output.c). */
+const char *one_line(const char *msg, char *buf, size_t size);
+
+/* "convtune: MESSAGE" on stderr, MESSAGE made one printable line. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+void say(const char *fmt, ...);
+
+/* say(), then the hint to --help; returns EXIT_USAGE. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+int usage_error(const char *fmt, ...);
+
+/* The enum name of a status without the CONV_ prefix, e.g. "BAD_GROUPS". */
+const char *status_name(conv_status status);
+const char *source_name(conv_plan_source source);
+char *copy_string(const char *s); /* malloc'd; NULL is "" */
+/* A time in ms, "-" when unknown (negative or not finite). */
+const char *format_ms(double ms, char *buf, size_t size);
+const char *format_bytes(size_t bytes, char *buf, size_t size);
+
+/* Rows of text cells printed in aligned columns.  A row may end in a
+ * spanning cell: its text runs to the end of the line and does not widen
+ * the column (used for a failed shape's error). */
+#define TABLE_MAX_COLS 10
+
+typedef struct text_table {
+  int ncols;
+  const char *header[TABLE_MAX_COLS];
+  unsigned right_aligned; /* bit i: column i */
+  char **cells;           /* nrows * ncols, owned */
+  int *span;              /* per row: ncols, or the spanning column */
+  size_t nrows, cap;
+} text_table;
+
+void table_init(text_table *t, int ncols, const char *const *header, unsigned right);
+void table_free(text_table *t);
+/* Appends a row of ncols cells (NULL: empty), each made one printable
+ * line; cells after `span` are ignored.  False when memory runs out. */
+bool table_add(text_table *t, const char *const *cells, int span);
+void table_print(const text_table *t, FILE *out);
+
+#endif /* CONVTUNE_TOOLS_CLI_H */

@@ -1,0 +1,321 @@
+/* inspect.c -- list and show: the cache read without a GPU or a context. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cache/cache.h"
+#include "tools/cli/cli.h"
+#include "tools/json.h"
+
+/* Opens an existing cache read-only (list, show): no GPU, no context. */
+static int open_cache_read_only(const char *path, conv_cache **cache) {
+  struct stat st;
+  if (strcmp(path, ":memory:") != 0 && stat(path, &st) != 0) {
+    if (errno == ENOENT) {
+      say("no cache at %s (nothing tuned yet? run 'convtune tune')",
+              path);
+    } else {
+      say("cannot open the cache %s: %s", path, strerror(errno));
+    }
+    return EXIT_CACHE;
+  }
+  conv_error err = {CONV_OK, ""};
+  if (conv_cache_open(path, true, cache, &err) != CONV_OK) {
+    say("cannot open the cache %s: %s", path, err.message);
+    return EXIT_CACHE;
+  }
+  return EXIT_OK_;
+}
+
+/* ================================================================ cache rows */
+
+/* A cache row copied out of the iteration callback. */
+typedef struct record {
+  char *problem, *device, *versions, *tuned_at;
+  conv_trial trial;
+  size_t order;
+} record;
+
+typedef struct record_list {
+  record *items;
+  size_t count, cap;
+  bool out_of_memory;
+} record_list;
+
+static void record_list_free(record_list *l) {
+  for (size_t i = 0; i < l->count; i++) {
+    free(l->items[i].problem);
+    free(l->items[i].device);
+    free(l->items[i].versions);
+    free(l->items[i].tuned_at);
+  }
+  free(l->items);
+  memset(l, 0, sizeof *l);
+}
+
+static int collect_row(const conv_cache_row *row, void *user) {
+  record_list *l = user;
+  if (l->count == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 16;
+    record *grown = realloc(l->items, cap * sizeof *grown);
+    if (grown == NULL) goto oom;
+    l->items = grown;
+    l->cap = cap;
+  }
+  record *r = &l->items[l->count];
+  r->problem = copy_string(row->problem);
+  r->device = copy_string(row->device);
+  r->versions = copy_string(row->versions);
+  r->tuned_at = copy_string(row->tuned_at);
+  r->trial = *row->trial;
+  r->order = l->count;
+  if (!r->problem || !r->device || !r->versions || !r->tuned_at) {
+    free(r->problem);
+    free(r->device);
+    free(r->versions);
+    free(r->tuned_at);
+    goto oom;
+  }
+  l->count++;
+  return 0;
+oom:
+  l->out_of_memory = true;
+  return 1;
+}
+
+static void write_config_values(FILE *out, const conv_config *config) {
+  fputc('[', out);
+  int n = config->count < 0 ? 0
+          : config->count > CONV_CONFIG_MAX_VALUES ? CONV_CONFIG_MAX_VALUES
+                                                   : config->count;
+  for (int i = 0; i < n; i++) fprintf(out, "%s%lld", i ? ", " : "", (long long)config->values[i]);
+  fputc(']', out);
+}
+
+/* One record as a JSON object; `full` adds the trial fields of `show`. */
+static void write_record_json(FILE *out, const record *r, bool full) {
+  const conv_trial *t = &r->trial;
+  fputs("{\"problem\": ", out);
+  json_write_string(out, r->problem);
+  fputs(", \"device\": ", out);
+  json_write_string(out, r->device);
+  fputs(", \"versions\": ", out);
+  json_write_string(out, r->versions);
+  fputs(", \"tuned_at\": ", out);
+  json_write_string(out, r->tuned_at);
+  fprintf(out, ", \"algorithm_id\": %u, \"algorithm\": ", (unsigned)t->algorithm_id);
+  json_write_string(out, t->algorithm);
+  fputs(", \"config\": ", out);
+  json_write_string(out, t->config_text);
+  fputs(", \"config_values\": ", out);
+  write_config_values(out, &t->config);
+  fputs(", \"time_ms\": ", out);
+  json_write_number(out, t->time_ms >= 0 ? t->time_ms : NAN);
+  fprintf(out, ", \"workspace_bytes\": %zu", t->workspace_bytes);
+  if (full) {
+    fputs(", \"status\": ", out);
+    json_write_string(out, status_name(t->status));
+    fputs(", \"reason\": ", out);
+    json_write_string(out, t->reason);
+    fputs(", \"rel_error\": ", out);
+    json_write_number(out, t->rel_error >= 0 ? t->rel_error : NAN);
+    fprintf(out, ", \"heuristic_pick\": %s, \"winner\": %s", t->heuristic_pick ? "true" : "false",
+            t->winner ? "true" : "false");
+  }
+  fputc('}', out);
+}
+
+static void write_records_json(FILE *out, const record_list *l, bool full) {
+  fputc('[', out);
+  for (size_t i = 0; i < l->count; i++) {
+    fputs(i ? ",\n " : "\n ", out);
+    write_record_json(out, &l->items[i], full);
+  }
+  fputs(l->count ? "\n]\n" : "]\n", out);
+}
+
+/* ================================================================ list */
+
+static int print_winners_table(const record_list *l) {
+  static const char *const header[] = {"problem", "algorithm", "config", "time ms",
+                                        "device",  "versions",  "tuned at"};
+  text_table t;
+  table_init(&t, 7, header, 1u << 3);
+  for (size_t i = 0; i < l->count; i++) {
+    const record *r = &l->items[i];
+    char ms[32];
+    const char *cells[] = {r->problem, r->trial.algorithm, r->trial.config_text,
+                           format_ms(r->trial.time_ms, ms, sizeof ms), r->device, r->versions,
+                           r->tuned_at};
+    if (!table_add(&t, cells, t.ncols)) {
+      table_free(&t);
+      say("out of memory");
+      return EXIT_FAILED;
+    }
+  }
+  table_print(&t, stdout);
+  table_free(&t);
+  return EXIT_OK_;
+}
+
+/* Reads the winners (key NULL) or the trials of one problem key from the
+ * cache, read-only, into *l.  Returns EXIT_OK_ or the exit code after saying
+ * why on stderr. */
+static int read_rows(const cli_args *a, const char *key, record_list *l, char *path, size_t size) {
+  conv_cache *cache = NULL;
+  int rc = cache_path(a, false, path, size);
+  if (rc == EXIT_OK_) rc = open_cache_read_only(path, &cache);
+  if (rc != EXIT_OK_) return rc;
+  conv_error err = {CONV_OK, ""};
+  conv_status st = key ? conv_cache_list_trials(cache, key, collect_row, l, &err)
+                       : conv_cache_list_winners(cache, collect_row, l, &err);
+  conv_cache_close(cache);
+  if (l->out_of_memory) {
+    say("out of memory");
+    return EXIT_FAILED;
+  }
+  if (st != CONV_OK) {
+    say("cannot read the cache %s: %s", path, err.message);
+    return EXIT_CACHE;
+  }
+  return EXIT_OK_;
+}
+
+int cmd_list(const cli_args *a) {
+  char path[CLI_PATH_MAX];
+  record_list l = {NULL, 0, 0, false};
+  int rc = read_rows(a, NULL, &l, path, sizeof path);
+  if (rc == EXIT_OK_) {
+    if (a->json)
+      write_records_json(stdout, &l, false);
+    else if (l.count == 0)
+      say("no tuned shapes in %s yet", path);
+    else
+      rc = print_winners_table(&l);
+  }
+  record_list_free(&l);
+  return rc;
+}
+
+/* ================================================================ show */
+
+static int compare_group(const void *pa, const void *pb) {
+  const record *a = pa, *b = pb;
+  int c = strcmp(a->device, b->device);
+  if (c == 0) c = strcmp(a->versions, b->versions);
+  if (c == 0) c = a->order < b->order ? -1 : a->order > b->order;
+  return c;
+}
+
+static bool add_trial_row(text_table *t, const record *r) {
+  const conv_trial *tr = &r->trial;
+  char marks[4] = "", ms[32], err[32], ws[32];
+  if (tr->winner) strcat(marks, "*");
+  if (tr->heuristic_pick) strcat(marks, "h");
+  if (tr->rel_error >= 0) snprintf(err, sizeof err, "%.1e", tr->rel_error);
+  const char *cells[] = {marks,
+                         tr->algorithm,
+                         tr->config_text,
+                         status_name(tr->status),
+                         format_ms(tr->time_ms, ms, sizeof ms),
+                         tr->rel_error >= 0 ? err : "-",
+                         format_bytes(tr->workspace_bytes, ws, sizeof ws), tr->reason};
+  return table_add(t, cells, t->ncols);
+}
+
+/* Prints one device + versions group starting at items[*i]; advances *i. */
+static int print_trial_group(const record_list *l, size_t *i) {
+  static const char *const header[] = {"", "algorithm", "config", "status", "time ms",
+                                       "rel error", "workspace", "reason"};
+  const record *first = &l->items[*i];
+  bool stale = strcmp(first->versions, conv_library_versions()) != 0;
+  char device[1024], versions[1024];
+  printf("\ndevice:   %s\nversions: %s%s\n", one_line(first->device, device, sizeof device),
+         one_line(first->versions, versions, sizeof versions),
+         stale ? "  (not the versions this process runs with)" : "");
+  text_table t;
+  table_init(&t, 8, header, (1u << 4) | (1u << 5) | (1u << 6));
+  for (; *i < l->count && strcmp(first->device, l->items[*i].device) == 0 &&
+         strcmp(first->versions, l->items[*i].versions) == 0;
+       (*i)++) {
+    if (!add_trial_row(&t, &l->items[*i])) {
+      table_free(&t);
+      say("out of memory");
+      return EXIT_FAILED;
+    }
+  }
+  table_print(&t, stdout);
+  table_free(&t);
+  return EXIT_OK_;
+}
+
+static int print_trials(const char *key, record_list *l) {
+  qsort(l->items, l->count, sizeof *l->items, compare_group);
+  printf("problem: %s\n", key);
+  for (size_t i = 0; i < l->count;) {
+    int rc = print_trial_group(l, &i);
+    if (rc != EXIT_OK_) return rc;
+  }
+  printf("\n* winner   h cuDNN's own choice (heuristic #1), the untuned default\n");
+  return EXIT_OK_;
+}
+
+/* The shape of `show`: a suite name (with --suite) or a spec. */
+static int show_problem(const cli_args *a, conv_problem *p) {
+  const char *shape = a->inputs[0];
+  if (a->suite_path != NULL) {
+    suite s;
+    suite_init(&s);
+    char message[1024];
+    if (!suite_load(a->suite_path, &s, message, sizeof message)) {
+      suite_free(&s);
+      return usage_error("%s", message);
+    }
+    bool found = false;
+    for (size_t i = 0; i < s.count && !found; i++) {
+      if (strcmp(s.shapes[i].name, shape) == 0) {
+        *p = s.shapes[i].problem;
+        found = true;
+      }
+    }
+    suite_free(&s);
+    if (found) {
+      apply_overrides(a, p);
+      return EXIT_OK_;
+    }
+    if (strchr(shape, '=') == NULL) {
+      return usage_error("no shape named '%s' in %s", shape, a->suite_path);
+    }
+  }
+  int rc = parse_spec(shape, p);
+  if (rc == EXIT_OK_) apply_overrides(a, p);
+  return rc;
+}
+
+int cmd_show(const cli_args *a) {
+  conv_problem p;
+  int rc = show_problem(a, &p);
+  if (rc != EXIT_OK_) return rc;
+  char key[CONV_PROBLEM_KEY_MAX];
+  conv_status st = conv_problem_key(&p, key, sizeof key);
+  if (st != CONV_OK) {
+    return usage_error("cannot make the key of '%s': %s", a->inputs[0], conv_status_string(st));
+  }
+  char path[CLI_PATH_MAX];
+  record_list l = {NULL, 0, 0, false};
+  rc = read_rows(a, key, &l, path, sizeof path);
+  if (rc == EXIT_OK_) {
+    if (a->json) write_records_json(stdout, &l, true);
+    if (l.count == 0) {
+      say("no trials for '%s' in %s", key, path);
+      rc = EXIT_FAILED;
+    } else if (!a->json) {
+      rc = print_trials(key, &l);
+    }
+  }
+  record_list_free(&l);
+  return rc;
+}

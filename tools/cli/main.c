@@ -1,0 +1,277 @@
+/*
+ * main.c -- the convtune command-line tool: tune shapes, list the cache, show
+ * the trials of one shape.  `convtune --help` describes it; exit codes are
+ * the cli_exit values of cli.h.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "runtime/internal.h"
+#include "tools/cli/cli.h"
+
+static void print_usage(FILE *out) {
+  fputs(
+      "usage: convtune COMMAND [OPTIONS]\n"
+      "\n"
+      "Finds the fastest correct way to run each 2-D convolution on this GPU and\n"
+      "keeps every timing in a cache (SQLite).\n"
+      "\n"
+      "commands:\n"
+      "  tune FILE|SHAPE...  tune each shape (suite files, shape specs) and print\n"
+      "                      the winners: algorithm, time, cuDNN's default, speedup\n"
+      "  list                list every winner in the cache (needs no GPU)\n"
+      "  show SHAPE          list every trial stored for one shape (needs no GPU)\n"
+      "  help                print this help\n"
+      "\n"
+      "options:\n"
+      "  --cache PATH        cache file; default $CONVTUNE_CACHE, else\n"
+      "                      $XDG_CACHE_HOME/convtune/cache.db, else\n"
+      "                      ~/.cache/convtune/cache.db\n"
+      "  --json              print a JSON array of rows instead of a table\n"
+      "  --math strict|tf32  (tune, show) math mode of every shape\n"
+      "  --epilogue none|bias|bias_relu\n"
+      "                      (tune, show) epilogue of every shape\n"
+      "  --policy exhaustive|fast\n"
+      "                      (tune) time every candidate, or a few best guesses\n"
+      "  --verbose           (tune) report each candidate on stderr\n"
+      "  --suite FILE        (show) SHAPE may be the name of a shape in FILE\n"
+      "\n"
+      "SHAPE is one argument of NAME=VALUE fields separated by spaces or commas:\n"
+      "  n c h w k r s, pad stride dil (both axes) or pad_h pad_w stride_h stride_w\n"
+      "  dil_h dil_w, groups, math=strict|tf32, epilogue=none|bias|bias_relu, e.g.\n"
+      "  convtune tune \"n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1\"\n"
+      "A suite FILE is {\"shapes\": [ROW, ...]} or [ROW, ...], each ROW an object\n"
+      "with name, N, C, H, W, K, R, S and optional stride, pad, dil, groups; rows\n"
+      "whose \"op\" is not \"conv\" are skipped, other keys are ignored.\n"
+      "\n"
+      "exit status:\n"
+      "  0    success\n"
+      "  1    a shape failed (tune), or nothing found (show)\n"
+      "  2    usage error: command, option, shape spec or suite file\n"
+      "  3    no usable CUDA GPU\n"
+      "  4    cache error: missing, unreadable or invalid cache file\n"
+      "  130  interrupted (Ctrl-C); trials measured so far stay in the cache\n",
+      out);
+}
+
+/* ================================================================ arguments */
+
+
+typedef struct option_spec {
+  const char *name;
+  bool takes_value;
+  unsigned commands;
+} option_spec;
+
+static const option_spec *find_option(const char *name, size_t len) {
+  static const option_spec options[] = {
+      {"--cache", true, CMD_ALL},         {"--json", false, CMD_ALL},
+      {"--math", true, CMD_TUNE | CMD_SHOW}, {"--epilogue", true, CMD_TUNE | CMD_SHOW},
+      {"--policy", true, CMD_TUNE},       {"--verbose", false, CMD_TUNE},
+      {"--suite", true, CMD_SHOW},        {"--help", false, CMD_ALL},
+      {"-h", false, CMD_ALL},
+  };
+  for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
+    if (strlen(options[i].name) == len && strncmp(options[i].name, name, len) == 0) {
+      return &options[i];
+    }
+  }
+  return NULL;
+}
+
+/* Index of value in the NULL-terminated names, in any case (as shape
+ * specs take them), or -1. */
+static int lookup_name(const char *value, const char *const *names) {
+  for (int i = 0; names[i] != NULL; i++) {
+    if (strcasecmp(value, names[i]) == 0) return i;
+  }
+  return -1;
+}
+
+static int apply_option(cli_args *a, const option_spec *o, const char *value) {
+  static const char *const maths[] = {"strict", "tf32", NULL};
+  static const char *const epilogues[] = {"none", "bias", "bias_relu", NULL};
+  static const char *const policies[] = {"exhaustive", "fast", NULL};
+  int i;
+  if (strcmp(o->name, "--cache") == 0) {
+    if (value[0] == '\0') return usage_error("--cache needs a non-empty path");
+    a->cache_path = value;
+  } else if (strcmp(o->name, "--suite") == 0) {
+    a->suite_path = value;
+  } else if (strcmp(o->name, "--json") == 0) {
+    a->json = true;
+  } else if (strcmp(o->name, "--verbose") == 0) {
+    a->verbose = true;
+  } else if (strcmp(o->name, "--help") == 0 || strcmp(o->name, "-h") == 0) {
+    a->help = true;
+  } else if (strcmp(o->name, "--math") == 0) {
+    if ((i = lookup_name(value, maths)) < 0) {
+      return usage_error("bad --math '%s' (expected strict or tf32)", value);
+    }
+    a->have_math = true;
+    a->math = i == 1 ? CONV_MATH_TF32 : CONV_MATH_STRICT;
+  } else if (strcmp(o->name, "--epilogue") == 0) {
+    if ((i = lookup_name(value, epilogues)) < 0) {
+      return usage_error("bad --epilogue '%s' (expected none, bias or bias_relu)", value);
+    }
+    a->have_epilogue = true;
+    a->epilogue = i == 2 ? CONV_EPILOGUE_BIAS_RELU : i == 1 ? CONV_EPILOGUE_BIAS
+                                                            : CONV_EPILOGUE_NONE;
+  } else if (strcmp(o->name, "--policy") == 0) {
+    if ((i = lookup_name(value, policies)) < 0) {
+      return usage_error("bad --policy '%s' (expected exhaustive or fast)", value);
+    }
+    a->policy = i == 1 ? CONV_POLICY_FAST : CONV_POLICY_EXHAUSTIVE;
+  }
+  return EXIT_OK_;
+}
+
+/* One option at argv[*i] ("--name", "--name=value" or "--name value"). */
+static int parse_option(cli_args *a, int argc, char **argv, int *i) {
+  const char *arg = argv[*i];
+  const char *eq = strchr(arg, '=');
+  size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
+  const option_spec *o = find_option(arg, name_len);
+  if (o == NULL) return usage_error("unknown option '%.*s'", (int)name_len, arg);
+  if (!(o->commands & a->command)) {
+    return usage_error("option '%s' does not apply to '%s'", o->name, a->command_name);
+  }
+  const char *value = NULL;
+  if (o->takes_value) {
+    if (eq != NULL) {
+      value = eq + 1;
+    } else if (*i + 1 < argc) {
+      value = argv[++*i];
+    } else {
+      return usage_error("option '%s' needs a value", o->name);
+    }
+  } else if (eq != NULL) {
+    return usage_error("option '%s' takes no value", o->name);
+  }
+  return apply_option(a, o, value);
+}
+
+static int parse_command(cli_args *a, const char *name) {
+  static const struct {
+    const char *name;
+    unsigned command;
+  } commands[] = {{"tune", CMD_TUNE}, {"list", CMD_LIST}, {"show", CMD_SHOW}};
+  if (strcmp(name, "help") == 0 || strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+    a->help = true;
+    return EXIT_OK_;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+    if (strcmp(name, commands[i].name) == 0) {
+      a->command = commands[i].command;
+      a->command_name = commands[i].name;
+      return EXIT_OK_;
+    }
+  }
+  if (name[0] == '-') return usage_error("expected a command before '%s'", name);
+  return usage_error("unknown command '%s'", name);
+}
+
+static int check_input_count(const cli_args *a) {
+  if (a->command == CMD_TUNE && a->input_count == 0) {
+    return usage_error("tune needs at least one suite file or shape spec");
+  }
+  if (a->command == CMD_LIST && a->input_count > 0) {
+    return usage_error("list takes no arguments (got '%s')", a->inputs[0]);
+  }
+  if (a->command == CMD_SHOW && a->input_count != 1) {
+    return usage_error("show needs exactly one shape (got %zu arguments)", a->input_count);
+  }
+  return EXIT_OK_;
+}
+
+static int parse_args(int argc, char **argv, cli_args *a) {
+  memset(a, 0, sizeof *a);
+  a->policy = CONV_POLICY_EXHAUSTIVE;
+  if (argc < 2) return usage_error("missing command (tune, list, show or help)");
+  int rc = parse_command(a, argv[1]);
+  if (rc != EXIT_OK_ || a->help) return rc;
+  a->inputs = calloc((size_t)argc, sizeof *a->inputs);
+  if (a->inputs == NULL) {
+    say("out of memory");
+    return EXIT_FAILED;
+  }
+  bool options_done = false;
+  for (int i = 2; i < argc; i++) {
+    const char *arg = argv[i];
+    if (!options_done && strcmp(arg, "--") == 0) {
+      options_done = true;
+    } else if (!options_done && arg[0] == '-' && arg[1] != '\0') {
+      if ((rc = parse_option(a, argc, argv, &i)) != EXIT_OK_) return rc;
+    } else {
+      a->inputs[a->input_count++] = arg;
+    }
+  }
+  return a->help ? EXIT_OK_ : check_input_count(a);
+}
+
+static void cli_args_free(cli_args *a) {
+  free(a->inputs);
+  a->inputs = NULL;
+}
+
+/* ================================================================ inputs */
+
+void apply_overrides(const cli_args *a, conv_problem *p) {
+  if (a->have_math) p->math = a->math;
+  if (a->have_epilogue) p->epilogue = a->epilogue;
+}
+
+int parse_spec(const char *spec, conv_problem *p) {
+  char message[512];
+  message[0] = '\0';
+  conv_status st = conv_problem_parse(spec, p, message, sizeof message);
+  if (st != CONV_OK) {
+    return usage_error("bad shape spec '%s': %s", spec,
+                       message[0] ? message : conv_status_string(st));
+  }
+  return EXIT_OK_;
+}
+
+/* --cache, else the default path (creating its directories for tune). */
+int cache_path(const cli_args *a, bool create_dirs, char *path, size_t size) {
+  if (a->cache_path != NULL) {
+    if (strlen(a->cache_path) >= size) {
+      say("cache path too long: %s", a->cache_path);
+      return EXIT_CACHE;
+    }
+    memcpy(path, a->cache_path, strlen(a->cache_path) + 1);
+    return EXIT_OK_;
+  }
+  conv_error err = {CONV_OK, ""};
+  if (conv_default_cache_path(path, size, create_dirs, &err) != CONV_OK) {
+    say("no default cache path: %s", err.message);
+    return EXIT_CACHE;
+  }
+  return EXIT_OK_;
+}
+
+/* ================================================================ main */
+
+int main(int argc, char **argv) {
+  cli_args a;
+  int rc = parse_args(argc, argv, &a);
+  if (rc == EXIT_OK_) {
+    if (a.help) {
+      print_usage(stdout);
+    } else if (a.command == CMD_TUNE) {
+      rc = cmd_tune(&a);
+    } else if (a.command == CMD_LIST) {
+      rc = cmd_list(&a);
+    } else {
+      rc = cmd_show(&a);
+    }
+  }
+  cli_args_free(&a);
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    say("cannot write the output: %s", strerror(errno));
+    if (rc == EXIT_OK_) rc = EXIT_FAILED;
+  }
+  return rc;
+}
