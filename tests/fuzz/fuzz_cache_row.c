@@ -23,16 +23,9 @@
 #include <sqlite3.h>
 
 #include "cache/cache.h"
+#include "tests/fuzz/fuzz.h"
 #include "tools/json.h"
 #include "tools/text.h"
-
-#define REQUIRE(cond)                                                              \
-  do {                                                                             \
-    if (!(cond)) {                                                                 \
-      fprintf(stderr, "fuzz_cache_row: %s:%d: %s\n", __FILE__, __LINE__, #cond);  \
-      abort();                                                                     \
-    }                                                                              \
-  } while (0)
 
 /* One in-memory database shared by the raw connection and the cache's. */
 #define DB_URI "file:fuzz_cache_row?mode=memory&cache=shared"

@@ -11,14 +11,7 @@
 #include <string.h>
 
 #include "convtune.h"
-
-#define REQUIRE(cond)                                                          \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "fuzz_spec: %s:%d: %s\n", __FILE__, __LINE__, #cond);  \
-      abort();                                                                 \
-    }                                                                          \
-  } while (0)
+#include "tests/fuzz/fuzz.h"
 
 /* The spec conv_problem_parse must read back to the same problem. */
 static void spec_of(const conv_problem *p, char *out, size_t size) {

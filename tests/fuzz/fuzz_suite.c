@@ -13,16 +13,9 @@
 #include <string.h>
 
 #include "convtune.h"
+#include "tests/fuzz/fuzz.h"
 #include "tools/json.h"
 #include "tools/text.h"
-
-#define REQUIRE(cond)                                                          \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "fuzz_suite: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-      abort();                                                                 \
-    }                                                                          \
-  } while (0)
 
 /* json_write_string(text) read back by json_parse: the same bytes where
  * text is valid UTF-8 (suite strings are: the reader checked them). */
