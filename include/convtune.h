@@ -49,7 +49,8 @@ extern "C" {
 
 /* ---------------------------------------------------------------- status */
 
-/* X(name, message): one list feeds the enum and conv_status_string(). */
+/* X(name, message): one list feeds the enum and conv_status_string().  The
+ * values are stored in caches (a trial's status): new ones go last. */
 #define CONV_STATUS_MAP(X)                                                     \
   X(OK, "success")                                                             \
   X(INVALID_ARGUMENT, "invalid argument (NULL pointer or bad option)")         \
@@ -73,8 +74,6 @@ extern "C" {
   X(INTERRUPTED, "interrupted")                                                \
   X(INTERNAL, "internal error")                                                \
   X(BUSY, "still in use (a context with live plans)")
-
-/* The values are stored in caches (a trial's status): new ones go last. */
 
 typedef enum conv_status {
 #define CONV_STATUS_ENUM_(name, msg) CONV_##name,

@@ -236,7 +236,6 @@ conv_status conv_problem_shape(const conv_problem *problem, conv_shape *shape /*
  * candidate's applicable(). */
 bool conv_problem_supported(const conv_problem *problem);
 
-
 #ifdef __cplusplus
 }
 #endif
