@@ -104,5 +104,9 @@ void table_free(text_table *t);
  * line; cells after `span` are ignored.  False when memory runs out. */
 bool table_add(text_table *t, const char *const *cells, int span);
 void table_print(const text_table *t, FILE *out);
+/* Prints the table on stdout when `complete` (every table_add succeeded),
+ * frees it, and returns EXIT_OK_, or EXIT_FAILED after saying that memory
+ * ran out. */
+int table_finish(text_table *t, bool complete);
 
 #endif /* CONVTUNE_TOOLS_CLI_H */

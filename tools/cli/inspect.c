@@ -150,15 +150,9 @@ static int print_winners_table(const record_list *l) {
     const char *cells[] = {r->problem, r->trial.algorithm, r->trial.config_text,
                            format_ms(r->trial.time_ms, ms, sizeof ms), r->device, r->versions,
                            r->tuned_at};
-    if (!table_add(&t, cells, t.ncols)) {
-      table_free(&t);
-      say("out of memory");
-      return EXIT_FAILED;
-    }
+    if (!table_add(&t, cells, t.ncols)) return table_finish(&t, false);
   }
-  table_print(&t, stdout);
-  table_free(&t);
-  return EXIT_OK_;
+  return table_finish(&t, true);
 }
 
 /* Reads the winners (key NULL) or the trials of one problem key from the
@@ -241,15 +235,9 @@ static int print_trial_group(const record_list *l, size_t *i) {
   for (; *i < l->count && strcmp(first->device, l->items[*i].device) == 0 &&
          strcmp(first->versions, l->items[*i].versions) == 0;
        (*i)++) {
-    if (!add_trial_row(&t, &l->items[*i])) {
-      table_free(&t);
-      say("out of memory");
-      return EXIT_FAILED;
-    }
+    if (!add_trial_row(&t, &l->items[*i])) return table_finish(&t, false);
   }
-  table_print(&t, stdout);
-  table_free(&t);
-  return EXIT_OK_;
+  return table_finish(&t, true);
 }
 
 static int print_trials(const char *key, record_list *l) {

@@ -201,3 +201,11 @@ void table_print(const text_table *t, FILE *out) {
                     t->span[r]);
   }
 }
+
+int table_finish(text_table *t, bool complete) {
+  if (complete) table_print(t, stdout);
+  table_free(t);
+  if (complete) return EXIT_OK_;
+  say("out of memory");
+  return EXIT_FAILED;
+}

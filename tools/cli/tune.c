@@ -237,10 +237,7 @@ static int print_tune_table(const tune_row *rows, size_t count) {
       ok = table_add(&t, cells, 1);
     }
   }
-  if (ok) table_print(&t, stdout);
-  table_free(&t);
-  if (!ok) say("out of memory");
-  return ok ? EXIT_OK_ : EXIT_FAILED;
+  return table_finish(&t, ok);
 }
 
 static void write_tune_row_json(FILE *out, const tune_row *r) {
