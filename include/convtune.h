@@ -254,6 +254,11 @@ typedef struct conv_plan_info {
   conv_plan_source source;
   conv_replay replay;      /* as of the last execute                              */
   char replay_note[128];   /* CONV_REPLAY_DIRECT: why the work is not a graph     */
+  /* Executes so far, by how they ran (see conv_plan_execute), counted by the
+   * plan since it was made (a reference from conv_plan_create shares them). */
+  uint64_t graph_launches; /* one cudaGraphLaunch of a kept graph             */
+  uint64_t graph_captures; /* graphs recorded (new, or updated in place)      */
+  uint64_t direct_runs;    /* the pieces launched directly                    */
 } conv_plan_info;
 
 /* Returns a plan for `problem` on the context's device: from memory, from the
@@ -281,16 +286,23 @@ conv_status conv_plan_create(conv_context *context, const conv_problem *problem,
  *
  * Graph replay: the plan's work (one kernel, or several kernels and library
  * calls) is captured into a CUDA graph, on a private stream where nothing
- * runs, and every execute is then one cudaGraphLaunch on `stream`.  A plan
- * keeps the graphs of the last 8 sets of pointers (x, w, bias, y) it ran
- * with; an execute with a set not among them captures once more (tens to
- * hundreds of microseconds) and, with all 8 kept, updates the least
- * recently used graph in place (cudaGraphExecUpdate).  Executes with kept
- * pointers allocate nothing and take no lock.  Work that cannot be
- * captured, a `stream` that is itself being captured (the work is then
- * recorded into the caller's graph as it is) and contexts created with
- * direct_launches run the pieces directly; conv_plan_info says which.
- * Results are the same either way.
+ * runs, and an execute with the same pointers (x, w, bias, y) is then one
+ * cudaGraphLaunch on `stream`.  Layers of one shape share a plan and call
+ * it with their own weights and activations, so a plan keeps up to 32
+ * graphs, one per recurring pointer set:
+ * - a set's first execute runs the pieces directly (capturing costs tens to
+ *   hundreds of microseconds, more than running);
+ * - its second execute (while it is among the plan's last 64 new sets)
+ *   captures its graph into a free slot;
+ * - with all 32 kept, the least recently used graph is updated in place
+ *   (cudaGraphExecUpdate), but only while replays outnumber such updates
+ *   four to one; beyond that, sets without a graph run directly.
+ * Executes with kept pointers allocate nothing and take no lock.  Work
+ * that cannot be captured, a `stream` that is itself being captured (the
+ * work is then recorded into the caller's graph as it is) and contexts
+ * created with direct_launches run the pieces directly.  conv_plan_info
+ * says how the last execute ran and counts each kind.  Results are the
+ * same either way.
  *
  * Threads: one plan must not be executed from two threads at once (it owns
  * one workspace and its graphs).  Since a context's creations of one

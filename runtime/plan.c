@@ -7,11 +7,21 @@
 
 #include "runtime/context.h"
 
-/* Executable graphs a plan keeps, one per set of pointers it was executed
- * with: layers of one shape share a plan, and PyTorch's allocator hands
- * out a few output buffers in turn, so alternating pointers replay without
- * capturing again.  The least recently used graph is updated in place. */
-#define PLAN_GRAPH_SLOTS 8
+/* Graph replay in a model: layers of one shape share a plan, each layer
+ * brings its own weights, and PyTorch's allocator hands out activations
+ * that repeat from one forward pass to the next.  So a plan keeps a graph
+ * per recurring pointer set (x, w, bias, y):
+ * - a set seen for the first time runs directly: capturing costs more than
+ *   running, and most one-off sets never come back;
+ * - a set seen again (among the last PLAN_SEEN_SETS first sightings) is
+ *   captured into a free slot, and replayed from then on;
+ * - with all PLAN_GRAPH_SLOTS taken, the least recently used graph is
+ *   updated in place only while replays outnumber such updates
+ *   PLAN_HITS_PER_EVICTION to one: a cycle of more sets than slots would
+ *   otherwise capture on every call, which costs more than running. */
+#define PLAN_GRAPH_SLOTS 32
+#define PLAN_SEEN_SETS 64
+#define PLAN_HITS_PER_EVICTION 4
 
 typedef struct graph_slot {
   cudaGraphExec_t exec;
@@ -35,7 +45,10 @@ struct conv_plan {
    * on, which never runs anything. */
   graph_slot graphs[PLAN_GRAPH_SLOTS];
   int graph_count;
-  uint64_t executes;
+  bool graphs_off; /* capture failed once: direct runs for good */
+  const void *seen[PLAN_SEEN_SETS][4]; /* first sightings, a ring */
+  int seen_next;
+  uint64_t evictions;
   cudaStream_t capture_stream;
 };
 
@@ -149,6 +162,7 @@ static conv_status instantiate(conv_context *ctx, const conv_problem *problem,
   info->source = source;
   info->replay = CONV_REPLAY_PENDING;
   if (ctx->direct_launches) {
+    plan->graphs_off = true;
     info->replay = CONV_REPLAY_DIRECT;
     snprintf(info->replay_note, sizeof info->replay_note, "the context asks for direct launches");
   }
@@ -252,34 +266,57 @@ conv_status conv_plan_create(conv_context *ctx, const conv_problem *problem, con
 
 /* ---------------------------------------------------------------- replay */
 
-static void replay_directly(conv_plan *plan, const char *why, cudaError_t e) {
+static void set_replay(conv_plan *plan, conv_replay replay, const char *note) {
+  plan->info.replay = replay;
+  snprintf(plan->info.replay_note, sizeof plan->info.replay_note, "%s", note);
+}
+
+/* Capturing failed: this plan runs its pieces directly from now on. */
+static void graphs_off(conv_plan *plan, const char *why, cudaError_t e) {
+  plan->graphs_off = true;
   plan->info.replay = CONV_REPLAY_DIRECT;
   snprintf(plan->info.replay_note, sizeof plan->info.replay_note, "%s%s%s", why,
            e != cudaSuccess ? ": " : "", e != cudaSuccess ? cudaGetErrorString(e) : "");
   (void)cudaGetLastError(); /* a failed capture leaves its error behind */
 }
 
-/* The graph for these pointers: a kept one, or the least recently used
- * one updated in place, or a new one (instantiated). */
-static graph_slot *slot_for(conv_plan *plan, const void *const pointers[4], bool *found) {
+static bool same_pointers(const void *const a[4], const void *const b[4]) {
+  return memcmp(a, b, 4 * sizeof a[0]) == 0;
+}
+
+static graph_slot *kept_graph(conv_plan *plan, const void *const pointers[4]) {
+  for (int i = 0; i < plan->graph_count; i++)
+    if (same_pointers(plan->graphs[i].pointers, pointers)) return &plan->graphs[i];
+  return NULL;
+}
+
+/* True when `pointers` ran before (among the last first sightings);
+ * otherwise remembers them and returns false. */
+static bool seen_before(conv_plan *plan, const void *const pointers[4]) {
+  for (int i = 0; i < PLAN_SEEN_SETS; i++)
+    if (same_pointers(plan->seen[i], pointers)) return true;
+  memcpy(plan->seen[plan->seen_next], pointers, sizeof plan->seen[0]);
+  plan->seen_next = (plan->seen_next + 1) % PLAN_SEEN_SETS;
+  return false;
+}
+
+/* Where a recurring set's graph goes: a free slot, else the least recently
+ * used one while replays pay for updating it; NULL to run directly. */
+static graph_slot *slot_to_fill(conv_plan *plan) {
+  if (plan->graph_count < PLAN_GRAPH_SLOTS) return &plan->graphs[plan->graph_count];
+  if (plan->info.graph_launches < PLAN_HITS_PER_EVICTION * (plan->evictions + 1)) return NULL;
   graph_slot *lru = &plan->graphs[0];
-  for (int i = 0; i < plan->graph_count; i++) {
-    graph_slot *slot = &plan->graphs[i];
-    if (memcmp(slot->pointers, pointers, sizeof slot->pointers) == 0) {
-      *found = true;
-      return slot;
-    }
-    if (slot->last_use < lru->last_use) lru = slot;
-  }
-  *found = false;
-  return plan->graph_count < PLAN_GRAPH_SLOTS ? &plan->graphs[plan->graph_count] : lru;
+  for (int i = 1; i < plan->graph_count; i++)
+    if (plan->graphs[i].last_use < lru->last_use) lru = &plan->graphs[i];
+  plan->evictions++;
+  return lru;
 }
 
 /* Records one run with exec's pointers (the same as `pointers`, the slot's
  * key) into a graph, on the plan's own stream (nothing executes), and puts
  * it in `slot`: updating the slot's graph in place where CUDA allows, else
  * instantiating anew.  Work that cannot be captured switches the plan to
- * direct launches for good. */
+ * direct runs for good. */
 static bool capture_graph(conv_plan *plan, const conv_exec *exec, const void *const pointers[4],
                           graph_slot *slot) {
   cudaError_t e = cudaSuccess;
@@ -288,7 +325,7 @@ static bool capture_graph(conv_plan *plan, const conv_exec *exec, const void *co
   if (e == cudaSuccess)
     e = cudaStreamBeginCapture(plan->capture_stream, cudaStreamCaptureModeThreadLocal);
   if (e != cudaSuccess) {
-    replay_directly(plan, "starting a stream capture", e);
+    graphs_off(plan, "starting a stream capture", e);
     return false;
   }
   conv_error err = {CONV_OK, ""};
@@ -297,8 +334,8 @@ static bool capture_graph(conv_plan *plan, const conv_exec *exec, const void *co
   e = cudaStreamEndCapture(plan->capture_stream, &graph);
   if (run != CONV_OK || e != cudaSuccess) {
     if (graph != NULL) cudaGraphDestroy(graph);
-    replay_directly(plan, run != CONV_OK ? err.message : "capturing the plan's work",
-                    run != CONV_OK ? cudaSuccess : e);
+    graphs_off(plan, run != CONV_OK ? err.message : "capturing the plan's work",
+               run != CONV_OK ? cudaSuccess : e);
     return false;
   }
   const bool new_slot = slot == &plan->graphs[plan->graph_count];
@@ -317,31 +354,45 @@ static bool capture_graph(conv_plan *plan, const conv_exec *exec, const void *co
   if (e != cudaSuccess) {
     slot->exec = NULL;
     if (!new_slot) *slot = plan->graphs[--plan->graph_count]; /* keep the kept ones dense */
-    replay_directly(plan, "instantiating the graph", e);
+    graphs_off(plan, "instantiating the graph", e);
     return false;
   }
   if (new_slot) plan->graph_count++;
   memcpy(slot->pointers, pointers, sizeof slot->pointers);
-  plan->info.replay = CONV_REPLAY_GRAPH;
+  plan->info.graph_captures++;
   return true;
 }
 
-/* The graph this execute launches, capturing it first for pointers not
- * seen lately; NULL to run the pieces directly.  A stream being captured
+/* The graph this execute launches, capturing it first for a recurring
+ * pointer set; NULL to run the pieces directly.  A stream being captured
  * by the caller gets the pieces, which its capture records as they are. */
 static cudaGraphExec_t graph_for(conv_plan *plan, const conv_exec *exec, cudaStream_t stream) {
-  if (plan->info.replay == CONV_REPLAY_DIRECT) return NULL;
+  if (plan->graphs_off) return NULL;
   enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) {
     (void)cudaGetLastError();
     return NULL;
   }
-  if (capturing != cudaStreamCaptureStatusNone) return NULL;
+  if (capturing != cudaStreamCaptureStatusNone) {
+    set_replay(plan, CONV_REPLAY_DIRECT, "the caller's stream is being captured");
+    return NULL;
+  }
   const void *pointers[4] = {exec->x, exec->w, exec->bias, exec->y};
-  bool found;
-  graph_slot *slot = slot_for(plan, pointers, &found);
-  if (!found && !capture_graph(plan, exec, pointers, slot)) return NULL;
-  slot->last_use = ++plan->executes;
+  graph_slot *slot = kept_graph(plan, pointers);
+  if (slot == NULL) {
+    if (!seen_before(plan, pointers)) {
+      set_replay(plan, CONV_REPLAY_DIRECT, "first run with these pointers");
+      return NULL;
+    }
+    slot = slot_to_fill(plan);
+    if (slot == NULL) {
+      set_replay(plan, CONV_REPLAY_DIRECT, "more recurring pointer sets than kept graphs");
+      return NULL;
+    }
+    if (!capture_graph(plan, exec, pointers, slot)) return NULL;
+  }
+  slot->last_use = plan->info.graph_launches + plan->info.direct_runs + 1;
+  set_replay(plan, CONV_REPLAY_GRAPH, "");
   return slot->exec;
 }
 
@@ -376,11 +427,14 @@ conv_status conv_plan_execute(conv_plan *plan, void *stream, const void *x, cons
                     needs_bias ? bias : NULL, y, plan->workspace, plan->prepared.workspace_bytes};
   conv_status st;
   cudaGraphExec_t graph = graph_for(plan, &exec, (cudaStream_t)stream);
-  if (graph != NULL)
+  if (graph != NULL) {
     st = conv_check_cuda(&err, cudaGraphLaunch(graph, (cudaStream_t)stream),
                          "execute: launching the plan's graph");
-  else
+    plan->info.graph_launches++;
+  } else {
     st = plan->algorithm->run(&exec, (cudaStream_t)stream, &err);
+    plan->info.direct_runs++;
+  }
   conv_device_leave(previous);
   if (st != CONV_OK) {
     err.status = st;

@@ -824,16 +824,30 @@ static int execute_checked(conv_plan *plan, const conv_problem *p, const dev_cas
   return copy_output(d, hc, out);
 }
 
-/* Buffer sets per replay case: more than the 8 graphs a plan keeps, so
- * that the sequence below hits kept graphs, adds new ones and updates the
- * least recently used in place. */
-#define REPLAY_SETS 10
-static const int replay_sequence[] = {0, 0, 1, 0, 2, 3, 4, 5, 6, 7, 8, 9, 0, 9, 1, 5};
+/* Buffer sets per replay case: more than the 32 graphs a plan keeps.  The
+ * order below (REPLAY_STEPS executes) walks conv_plan_execute's rules
+ * (an execute that captures also launches the new graph):
+ * - all 34 sets once: first sightings run directly (34 direct runs);
+ * - all again: 0..31 are captured into free slots; 32 and 33 each update
+ *   the least recently used graph in place (sets 0's and 1's), since 32
+ *   launches pay for up to 8 updates;
+ * - 0..31: 0..7 no longer have graphs and update the least recently used
+ *   ones while launches >= 4 x (updates + 1); at set 8, 42 launches < 44:
+ *   sets 8 and 9 run directly, 10..31 replay;
+ * - 32, 33, 0, 33, 0: replays.
+ * Totals: 36 direct runs, 42 captures, 69 launches. */
+#define REPLAY_SETS 34
+#define REPLAY_STEPS (REPLAY_SETS + REPLAY_SETS + 32 + 3 + 2)
 
-/* One shape: a plan replaying graphs and the same choice run directly
- * (from the same cache), on REPLAY_SETS sets of buffers with the same
- * inputs, in replay_sequence's order; every output matches the reference
- * and the two plans agree bit for bit. */
+static void replay_order(int order[REPLAY_STEPS]) {
+  int n = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < REPLAY_SETS; i++) order[n++] = i;
+  for (int i = 0; i < 32; i++) order[n++] = i;
+  const int tail[] = {32, 33, 0, 33, 0};
+  for (int i = 0; i < 5; i++) order[n++] = tail[i];
+}
+
 static int replay_case(conv_context *graphs, conv_context *direct, const conv_problem *p,
                        int *replayed) {
   host_case hc;
@@ -853,9 +867,10 @@ static int replay_case(conv_context *graphs, conv_context *direct, const conv_pr
   const size_t bytes = (size_t)hc.sh.y_elems * sizeof(float);
   float *yg = malloc(bytes), *yd = malloc(bytes), *first = malloc(bytes);
   CHECK(yg != NULL && yd != NULL && first != NULL);
-  const int steps = (int)(sizeof replay_sequence / sizeof replay_sequence[0]);
-  for (int step = 0; step < steps; step++) {
-    const dev_case *set = &d[replay_sequence[step]];
+  int order[REPLAY_STEPS];
+  replay_order(order);
+  for (int step = 0; step < REPLAY_STEPS; step++) {
+    const dev_case *set = &d[order[step]];
     if (execute_checked(pg, p, set, &hc, yg, "graph plan") != TEST_PASS ||
         execute_checked(pd, p, set, &hc, yd, "direct plan") != TEST_PASS)
       return TEST_FAIL;
@@ -866,9 +881,20 @@ static int replay_case(conv_context *graphs, conv_context *direct, const conv_pr
               ig.algorithm, ig.config, step);
   }
   CHECK_STATUS(CONV_OK, conv_plan_info_get(pg, &ig));
+  CHECK_STATUS(CONV_OK, conv_plan_info_get(pd, &id));
   CHECK(ig.replay == CONV_REPLAY_GRAPH || (ig.replay == CONV_REPLAY_DIRECT && ig.replay_note[0]));
-  printf("%s %s: %s%s\n", ig.algorithm, ig.config,
-         ig.replay == CONV_REPLAY_GRAPH ? "graph replay" : "direct launches: ", ig.replay_note);
+  printf("%s %s: %s%s (%llu launches, %llu captures, %llu direct)\n", ig.algorithm, ig.config,
+         ig.replay == CONV_REPLAY_GRAPH ? "graph replay" : "direct launches: ", ig.replay_note,
+         (unsigned long long)ig.graph_launches, (unsigned long long)ig.graph_captures,
+         (unsigned long long)ig.direct_runs);
+  CHECK(id.direct_runs == REPLAY_STEPS && id.graph_launches == 0 && id.graph_captures == 0);
+  if (ig.replay == CONV_REPLAY_GRAPH)
+    CHECK_MSG(ig.direct_runs == 36 && ig.graph_captures == 42 && ig.graph_launches == 69,
+              "%s: %llu direct runs, %llu captures, %llu launches; expected 36, 42, 69", ig.algorithm,
+              (unsigned long long)ig.direct_runs, (unsigned long long)ig.graph_captures,
+              (unsigned long long)ig.graph_launches);
+  else
+    CHECK(ig.direct_runs == REPLAY_STEPS);
   *replayed += ig.replay == CONV_REPLAY_GRAPH;
   free(yg);
   free(yd);

@@ -470,6 +470,9 @@ class Plan:
             "source": _lib.SOURCES[source] if 0 <= source < len(_lib.SOURCES) else "unknown(%d)" % source,
             "replay": "pending",
             "replay_note": "",
+            "graph_launches": 0,
+            "graph_captures": 0,
+            "direct_runs": 0,
             "call": call,
         }
         return self
@@ -517,8 +520,10 @@ class Plan:
     @property
     def info(self):
         """algorithm, config, time_ms, workspace_bytes, source ("memory", "cache" or "tuned"),
-        as of the last call replay ("pending", "graph" or "direct") with replay_note, and
-        call ("extension" or "ctypes (why)")."""
+        as of the last call replay ("pending", "graph" or "direct") with replay_note,
+        the calls so far by how they ran (graph_launches, graph_captures, direct_runs:
+        see conv_plan_execute in include/convtune.h), and call ("extension" or
+        "ctypes (why)")."""
         with self._lock:
             if self._handle is not None:  # closed: the last values read
                 raw = _lib.PlanInfo()
@@ -527,6 +532,8 @@ class Plan:
                     self._info["replay"] = (_lib.REPLAYS[replay] if 0 <= replay < len(_lib.REPLAYS)
                                             else "unknown(%d)" % replay)
                     self._info["replay_note"] = raw.replay_note.decode("utf-8", "replace")
+                    for name in ("graph_launches", "graph_captures", "direct_runs"):
+                        self._info[name] = getattr(raw, name)
             return dict(self._info)
 
     @property

@@ -92,6 +92,9 @@ class PlanInfo(Structure):
         ("source", c_int),
         ("replay", c_int),
         ("replay_note", c_char * 128),
+        ("graph_launches", ctypes.c_uint64),
+        ("graph_captures", ctypes.c_uint64),
+        ("direct_runs", ctypes.c_uint64),
     ]
 
 

@@ -33,18 +33,6 @@ SEED = int(os.environ.get("CONVTUNE_TEST_SEED") or int.from_bytes(os.urandom(4),
 # ---------------------------------------------------------------- fixtures and helpers
 
 
-@pytest.fixture(scope="session", autouse=True)
-def default_cache(tmp_path_factory):
-    """Points the library's default cache (used by conv2d's default contexts) at a temp file."""
-    old = os.environ.get("CONVTUNE_CACHE")
-    os.environ["CONVTUNE_CACHE"] = str(tmp_path_factory.mktemp("default-cache") / "cache.db")
-    yield
-    if old is None:
-        os.environ.pop("CONVTUNE_CACHE", None)
-    else:
-        os.environ["CONVTUNE_CACHE"] = old
-
-
 @pytest.fixture(scope="module")
 def ctx(tmp_path_factory):
     c = convtune.Context(cache=tmp_path_factory.mktemp("cache") / "plans.db", policy="fast")
@@ -99,9 +87,10 @@ def test_struct_layouts():
     assert ctypes.sizeof(_lib.ContextOptions) == 40
     assert _lib.ContextOptions.workspace_limit.offset == 24
     assert _lib.ContextOptions.direct_launches.offset == 36
-    assert ctypes.sizeof(_lib.PlanInfo) == 312
+    assert ctypes.sizeof(_lib.PlanInfo) == 336
     assert _lib.PlanInfo.time_ms.offset == 160 and _lib.PlanInfo.source.offset == 176
     assert _lib.PlanInfo.replay.offset == 180 and _lib.PlanInfo.replay_note.offset == 184
+    assert _lib.PlanInfo.graph_launches.offset == 312 and _lib.PlanInfo.direct_runs.offset == 328
 
 
 def test_library_versions():
@@ -384,7 +373,8 @@ def test_plan_info_and_sources(tmp_path, cuda):
         p1 = c1.plan(*shapes, padding=1)
         info = p1.info
         assert set(info) == {"algorithm", "config", "time_ms", "workspace_bytes", "source",
-                             "replay", "replay_note", "call"}
+                             "replay", "replay_note", "call", "graph_launches", "graph_captures",
+                             "direct_runs"}
         assert info["source"] == "tuned" and info["replay"] == "pending"
         assert isinstance(info["algorithm"], str) and info["algorithm"]
         assert isinstance(info["config"], str)
@@ -397,9 +387,17 @@ def test_plan_info_and_sources(tmp_path, cuda):
         p1b = c1.plan(*shapes, padding=1)
         assert p1b is not p1 and p1b.info["source"] == "memory"
         x, w, _ = make_inputs(*shapes, False, cuda)
-        assert rel_l2(p1b(x, w), reference(x, w, padding=1)) < STRICT_BOUND
-        # After a call: one CUDA graph launch per call (our kernels always capture).
-        assert p1b.info["replay"] == "graph" or p1b.info["replay_note"]
+        y = torch.empty(p1b.output_shape, device=cuda)
+        assert rel_l2(p1b(x, w, out=y), reference(x, w, padding=1)) < STRICT_BOUND
+        # First sight of these pointers: run directly; then captured, then replayed.
+        assert p1b.info["replay"] == "direct" and "first run" in p1b.info["replay_note"]
+        for _ in range(3):
+            p1b(x, w, out=y)
+        counts = {k: p1b.info[k] for k in ("direct_runs", "graph_captures", "graph_launches")}
+        if p1b.info["replay"] == "graph":  # our kernels always capture
+            assert counts == {"direct_runs": 1, "graph_captures": 1, "graph_launches": 3}, counts
+        else:
+            assert p1b.info["replay_note"] and counts["direct_runs"] == 4, (p1b.info, counts)
     assert c1.closed and p1b.closed
     with pytest.raises(ValueError, match="closed"):
         p1b(x, w)

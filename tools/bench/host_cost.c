@@ -12,10 +12,14 @@
  *   context_ms        conv_context_create (cuDNN, cuBLASLt, the cache file)
  *   plan_cache_ms     the first conv_plan_create of the spec: from the cache
  *                     (cache-only policy, so never a tuning)
- *   first_execute_ms  its first execute + synchronize (the graph capture)
+ *   first_execute_ms  its first execute + synchronize (run directly: the
+ *                     pointers are new)
+ *   capture_ms        the second execute + synchronize (the graph capture)
  *   plan_live_us      median conv_plan_create of the live plan (a reference)
  *   execute_us        median host time of one conv_plan_execute, same pointers
  *   alternate_us      the same with the output alternating between 2 buffers
+ *   direct_us         execute_us of the same plan from a context created with
+ *                     direct_launches (the pieces launched, no graph)
  *   launch_us         median cudaGraphLaunch of the same work captured once
  *                     by this program (the CUDA floor under execute_us)
  *
@@ -150,7 +154,17 @@ static double live_create_cost(conv_context *ctx, const conv_problem *p) {
   return median(each, LIVE_CREATES);
 }
 
-static void measure(conv_context *ctx, cudaStream_t stream, const char *spec) {
+/* execute_us of the plan for `p` in the direct-launch context. */
+static double direct_cost(conv_context *direct, const conv_problem *p, cudaStream_t stream,
+                          const buffers *b) {
+  conv_plan *plan = NULL;
+  if (conv_plan_create(direct, p, &plan) != CONV_OK) return -1;
+  double us = execute_cost(plan, stream, b, 1);
+  conv_plan_destroy(plan);
+  return us;
+}
+
+static void measure(conv_context *ctx, conv_context *direct, cudaStream_t stream, const char *spec) {
   conv_problem p;
   char message[256];
   conv_plan *plan = NULL;
@@ -172,10 +186,17 @@ static void measure(conv_context *ctx, cudaStream_t stream, const char *spec) {
   }
   CUDA_OR_FAIL(cudaStreamSynchronize(stream));
   double t2 = now_us();
+  if (conv_plan_execute(plan, stream, b.x, b.w, b.bias, b.y[0]) != CONV_OK) {
+    print_error(spec, "conv_plan_execute", conv_context_last_error(ctx));
+    goto done;
+  }
+  CUDA_OR_FAIL(cudaStreamSynchronize(stream));
+  double t3 = now_us();
   double live_us = live_create_cost(ctx, &p);
   double execute_us = execute_cost(plan, stream, &b, 1);
   double alternate_us = execute_cost(plan, stream, &b, 2);
   double launch_us = launch_cost(plan, stream, &b);
+  double direct_us = direct_cost(direct, &p, stream, &b);
   conv_plan_info info;
   conv_plan_info_get(plan, &info);
   const char *replays[] = {"pending", "graph", "direct"};
@@ -186,9 +207,10 @@ static void measure(conv_context *ctx, cudaStream_t stream, const char *spec) {
   printf(", \"config\": ");
   json_write_string(stdout, info.config);
   printf(", \"replay\": \"%s\", \"plan_cache_ms\": %.4f, \"first_execute_ms\": %.4f, "
-         "\"plan_live_us\": %.3f, \"execute_us\": %.3f, \"alternate_us\": %.3f, \"launch_us\": %.3f}\n",
+         "\"capture_ms\": %.4f, \"plan_live_us\": %.3f, \"execute_us\": %.3f, \"alternate_us\": %.3f, "
+         "\"direct_us\": %.3f, \"launch_us\": %.3f}\n",
          info.replay <= CONV_REPLAY_DIRECT ? replays[info.replay] : "unknown", (t1 - t0) / 1e3,
-         (t2 - t1) / 1e3, live_us, execute_us, alternate_us, launch_us);
+         (t2 - t1) / 1e3, (t3 - t2) / 1e3, live_us, execute_us, alternate_us, direct_us, launch_us);
 done:
   conv_plan_destroy(plan);
   buffers_free(&b);
@@ -219,11 +241,19 @@ int main(int argc, char **argv) {
   o.device = device;
   o.cache_path = cache;
   o.policy = CONV_POLICY_CACHE_ONLY;
-  conv_context *ctx = NULL;
+  conv_context *ctx = NULL, *direct = NULL;
   if (conv_context_create(&ctx, &o) != CONV_OK) {
     printf("{\"error\": ");
     json_write_string(stdout, conv_context_last_error(NULL));
     printf("}\n");
+    return 1;
+  }
+  o.direct_launches = 1;
+  if (conv_context_create(&direct, &o) != CONV_OK) {
+    printf("{\"error\": ");
+    json_write_string(stdout, conv_context_last_error(NULL));
+    printf("}\n");
+    conv_context_destroy(ctx);
     return 1;
   }
   double t2 = now_us();
@@ -231,14 +261,16 @@ int main(int argc, char **argv) {
   cudaStream_t stream;
   if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
     printf("{\"error\": \"cudaStreamCreate failed\"}\n");
+    conv_context_destroy(direct);
     conv_context_destroy(ctx);
     return 1;
   }
   for (int i = first_spec; i < argc; i++) {
-    measure(ctx, stream, argv[i]);
+    measure(ctx, direct, stream, argv[i]);
     fflush(stdout);
   }
   cudaStreamDestroy(stream);
+  conv_context_destroy(direct);
   conv_context_destroy(ctx);
   return 0;
 }
