@@ -12,6 +12,10 @@ compiled module for the per-call path where it is built (_launch.c)::
         y = plan(x, w)                                  # on torch's current stream
         print(plan.info)
 
+Whole models: convtune.convert(model) turns every nn.Conv2d into a
+convtune.nn.Conv2d (see convtune/nn.py); torch.ops.convtune.conv2d is the
+operator torch.compile and torch.export trace (convtune/ops.py).
+
 Forward only: float32, contiguous NCHW tensors on one CUDA device, each
 data pointer 16-byte aligned; no autograd.  The library is
 $CONVTUNE_LIB, else build/libconvtune.so or build-gpu/libconvtune.so of
@@ -27,7 +31,19 @@ import weakref
 
 from . import _lib
 
-__all__ = ["ConvtuneError", "Context", "Plan", "conv2d", "library_versions"]
+__all__ = ["ConvtuneError", "Context", "Plan", "conv2d", "convert", "library_versions", "nn", "ops"]
+
+
+def __getattr__(name):
+    """convtune.nn, convtune.ops and convtune.convert, imported on first use
+    (they import torch; the rest of the package imports without it)."""
+    if name in ("nn", "ops"):
+        import importlib
+        return importlib.import_module("." + name, __name__)
+    if name == "convert":
+        from .nn import convert
+        return convert
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 _torch_mod = None
 
@@ -291,6 +307,14 @@ class Context:
         self._check_open()
         return self
 
+    # A context is a shared resource: copies of a model (copy.deepcopy of a
+    # converted module) share it rather than fail on its handle and lock.
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
     def __exit__(self, *exc):
         self.close()
 
@@ -362,7 +386,14 @@ def _stream_query(torch):
 
 
 def _order_streams(torch, device_index, earlier, later):
-    """Makes raw stream `later` wait for the work queued so far on `earlier`."""
+    """Makes raw stream `later` wait for the work queued so far on `earlier`.
+
+    Not while `later` (torch's current stream) is being captured into a CUDA
+    graph: a capture cannot wait for work outside it, and the graph's replays
+    are ordered by whoever launches them.
+    """
+    if torch.cuda.is_current_stream_capturing():
+        return
     first = torch.cuda.ExternalStream(earlier, device=device_index)
     second = torch.cuda.ExternalStream(later, device=device_index)
     event = torch.cuda.Event()

@@ -1,0 +1,306 @@
+"""convtune.nn: a drop-in for torch.nn.Conv2d, and convert(model).
+
+    import convtune
+
+    report = convtune.convert(model)    # every plain nn.Conv2d now runs through convtune
+    print(report)                       # which layers were left, and why
+
+    layer = convtune.nn.Conv2d(64, 128, 3, padding=1)   # nn.Conv2d's constructor, plus math=, context=
+
+A converted layer is an nn.Conv2d (same parameters, buffers, hooks and
+state_dict) whose forward runs a convtune plan when it can:
+
+- float32 CUDA input, 4-D or unbatched 3-D, contiguous and 16-byte aligned;
+- no autograd: under torch.no_grad() / torch.inference_mode(), or with
+  nothing that records gradients (convtune has no backward yet);
+- not under CUDA autocast (PyTorch would compute in half precision).
+
+Anything else runs PyTorch's own forward, so results and errors are
+PyTorch's; `layer.fallbacks` counts those calls by reason.  padding="same"
+/ "valid" and the non-zero padding modes are done as nn.Conv2d does them.
+TF32 follows torch.backends.cudnn.allow_tf32 at each call unless math=
+("strict" or "tf32") is given.  Plans come from `context`, by default the
+module's Context per device (the library's default cache, exhaustive
+tuning: the first call of each shape tunes it).
+
+Under torch.compile and torch.export the layer calls the operator
+torch.ops.convtune.conv2d (convtune.ops), which both can trace.
+"""
+import collections
+
+import torch
+import torch.nn.functional as F
+
+from . import ConvtuneError, _default_context, _lib
+from . import ops as _ops
+
+__all__ = ["Conv2d", "convert", "ConvertReport"]
+
+# Statuses that mean "convtune has no plan for this problem": the layer
+# then runs PyTorch's forward, as a drop-in must.  Anything else (CUDA
+# errors, out of memory, a broken cache) is raised.
+_NO_PLAN = frozenset(_lib.STATUS_NAMES.index(name) for name in (
+    "UNSUPPORTED", "FILTER_TOO_LARGE", "SIZE_OVERFLOW", "NO_CANDIDATE", "CACHE_MISS",
+    "WORKSPACE_LIMIT"))
+
+_compiling = torch.compiler.is_compiling
+_cudnn_tf32 = getattr(torch._C, "_get_cudnn_allow_tf32", None) or (lambda: torch.backends.cudnn.allow_tf32)
+
+
+def _autocast_on():
+    return torch.is_autocast_enabled("cuda")
+
+
+def _math_now(math):
+    """The math a call runs in: the layer's, else torch's cuDNN TF32 setting."""
+    if math is not None:
+        return math
+    return "tf32" if _cudnn_tf32() else "strict"
+
+
+@torch.compiler.assume_constant_result
+def _traced_cudnn_tf32():
+    # Read once when a graph is traced (Dynamo cannot trace the flag's
+    # getter): a compiled model keeps the math it was traced with.
+    return bool(torch.backends.cudnn.allow_tf32)
+
+
+class Conv2d(torch.nn.Conv2d):
+    """torch.nn.Conv2d run through convtune where it can (see the module's doc).
+
+    Takes nn.Conv2d's arguments, plus:
+    math: None (follow torch.backends.cudnn.allow_tf32 at each call), "strict"
+    or "tf32".
+    context: the convtune.Context whose plans it uses; None is the module's
+    default Context for the input's device.
+
+    .fallbacks: {reason: calls} of the calls PyTorch's forward ran.
+    .plan_info(): the info of the plan its last convtune call used.
+    """
+
+    def __init__(self, *args, math=None, context=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._convtune_init(math, context)
+
+    def _convtune_init(self, math, context):
+        if math not in (None, "strict", "tf32"):
+            raise ValueError("math must be None, 'strict' or 'tf32', got %r" % (math,))
+        self.math = math
+        self.context = context
+        self.fallbacks = collections.Counter()
+        self._forget_plans()
+
+    def _forget_plans(self):
+        # (input shape, math) -> (launch, plan), or (None, why PyTorch runs it);
+        # launch(x, w, bias, out) returns y, or None when the tensors do not fit.
+        self._plans = {}
+        self._launch = None  # the last one used, tried first
+        self._launch_math = None
+        self._last_plan = None
+
+    # Plans and launchers hold a device's library handles: they are not
+    # copied or pickled with the module, which makes its own on first use.
+    def __getstate__(self):
+        state = super().__getstate__().copy()
+        for name in ("_plans", "_launch", "_launch_math", "_last_plan"):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._forget_plans()
+
+    def _apply(self, fn, *args, **kwargs):
+        # .to(), .cuda(), .float() and the like: plans for the old device go.
+        self._forget_plans()
+        return super()._apply(fn, *args, **kwargs)
+
+    def extra_repr(self):
+        text = super().extra_repr()
+        return text + (", math=%r" % self.math if self.math is not None else "")
+
+    # ------------------------------------------------------------ forward
+
+    def forward(self, input):
+        if _compiling():
+            return self._traced_forward(input)
+        # The steady state of a model loop: the last plan's launcher checks
+        # the tensors in C and returns None when anything does not fit.
+        launch = self._launch
+        if launch is not None and self._launch_math == _math_now(self.math) and not _autocast_on():
+            y = launch(input, self.weight, self.bias, None)
+            if y is not None:
+                return y
+        return self._eager_forward(input)
+
+    def _why_pytorch(self, x):
+        """Why PyTorch's forward runs this call, or None when convtune does."""
+        if not isinstance(x, torch.Tensor):
+            return "input is not a tensor"
+        # First, as the cheapest test: activations in channels-last strides
+        # (ConvNeXt's blocks make them) reach every call of such a layer.
+        if not x.is_contiguous():
+            return "input not contiguous (NCHW)"
+        if x.device.type != "cuda" or self.weight.device != x.device:
+            return "input on %s" % x.device.type if x.device.type != "cuda" else "weight on another device"
+        if x.dtype != torch.float32 or self.weight.dtype != torch.float32:
+            return "dtype %s" % (x.dtype if x.dtype != torch.float32 else self.weight.dtype)
+        if x.dim() not in (3, 4) or x.shape[-3] != self.in_channels:
+            return "input shape %s" % (tuple(x.shape),)  # PyTorch raises its error
+        if x.numel() == 0:
+            return "empty input"
+        if _autocast_on():
+            return "autocast"
+        if torch.is_grad_enabled() and self._records_gradients(x):
+            return "autograd (convtune has no backward yet)"
+        if x.data_ptr() % _lib.POINTER_ALIGNMENT:
+            return "input data not 16-byte aligned"
+        for name, t in (("weight", self.weight), ("bias", self.bias)):
+            if t is not None and (not t.is_contiguous() or t.data_ptr() % _lib.POINTER_ALIGNMENT):
+                return "%s not contiguous and 16-byte aligned" % name
+        return None
+
+    def _records_gradients(self, x):
+        return x.requires_grad or self.weight.requires_grad or (self.bias is not None and self.bias.requires_grad)
+
+    def _padded_input(self, x):
+        """(input as the convolution reads it, the symmetric padding left,
+        whether the input was padded here), as nn.Conv2d pads: F.pad for
+        padding modes other than zeros and for the odd half of "same"."""
+        if self.padding_mode != "zeros":
+            return F.pad(x, self._reversed_padding_repeated_twice, mode=self.padding_mode), (0, 0), True
+        if self.padding == "valid":
+            return x, (0, 0), False
+        if self.padding == "same":
+            extra, pad = [], []
+            for d, k in zip(self.dilation, self.kernel_size):
+                total = d * (k - 1)
+                pad.append(total // 2)
+                extra.append(total % 2)
+            if extra[0] or extra[1]:  # the odd pixel goes right / below, as in PyTorch
+                return F.pad(x, (0, extra[1], 0, extra[0])), tuple(pad), True
+            return x, tuple(pad), False
+        return x, tuple(self.padding), False
+
+    def _eager_forward(self, input):
+        why = self._why_pytorch(input)
+        if why is not None:
+            self.fallbacks[why] += 1
+            return super().forward(input)
+        unbatched = input.dim() == 3
+        x = input.unsqueeze(0) if unbatched else input
+        x, padding, padded = self._padded_input(x)
+        math = _math_now(self.math)
+        key = (tuple(x.shape), math)
+        entry = self._plans.get(key)
+        if entry is None:
+            entry = self._plans[key] = self._plan_entry(x, padding, math)
+        launch, plan = entry
+        if launch is None:  # no convtune plan for this shape: `plan` says why
+            self.fallbacks[plan] += 1
+            return super().forward(input)
+        y = launch(x, self.weight, self.bias, None)
+        if y is None:  # _why_pytorch passed, so this is a bug: let the plan say what
+            plan(x, self.weight, self.bias)
+            raise RuntimeError("convtune: the plan refused arguments it was made for")
+        self._last_plan = plan
+        if not (unbatched or padded):  # later calls go straight to the launcher
+            self._launch, self._launch_math = launch, math
+        return y.squeeze(0) if unbatched else y
+
+    def _plan_entry(self, x, padding, math):
+        """(launch, plan) for this input, or (None, why PyTorch runs it)."""
+        context = self.context if self.context is not None else _default_context(x.device.index)
+        try:
+            plan = context.plan(tuple(x.shape), tuple(self.weight.shape), self.stride, padding,
+                                self.dilation, self.groups, self.bias is not None, None, math)
+        except ConvtuneError as e:
+            if e.status not in _NO_PLAN:
+                raise
+            return None, "no convtune plan: %s" % e.status_name
+        return _ops.plan_launch(plan), plan
+
+    def _traced_forward(self, x):
+        # What the eager path would hand to PyTorch goes to PyTorch here too
+        # (decided on the traced tensors' metadata).
+        if (x.device.type != "cuda" or x.dtype != torch.float32 or self.weight.dtype != torch.float32
+                or x.dim() not in (3, 4) or x.numel() == 0 or _autocast_on()
+                or (torch.is_grad_enabled() and self._records_gradients(x))):
+            return super().forward(x)
+        unbatched = x.dim() == 3
+        if unbatched:
+            x = x.unsqueeze(0)
+        x, padding, _ = self._padded_input(x)
+        math = self.math or ("tf32" if _traced_cudnn_tf32() else "strict")
+        y = torch.ops.convtune.conv2d(x, self.weight, self.bias, list(self.stride), list(padding),
+                                      list(self.dilation), self.groups, math)
+        return y.squeeze(0) if unbatched else y
+
+    def plan_info(self):
+        """The info dict of the plan the last convtune call used (None before one)."""
+        plan = self._last_plan
+        return None if plan is None else plan.info
+
+    @classmethod
+    def from_torch(cls, layer, math=None, context=None):
+        """Turns a torch.nn.Conv2d into this class in place (its parameters,
+        hooks and state_dict stay as they are) and returns it."""
+        if type(layer) is cls:
+            return layer
+        if type(layer) is not torch.nn.Conv2d:
+            raise TypeError("from_torch converts torch.nn.Conv2d itself, got %s" % type(layer).__name__)
+        layer.__class__ = cls
+        layer._convtune_init(math, context)
+        return layer
+
+
+# ---------------------------------------------------------------- convert
+
+ConvertReport = collections.namedtuple("ConvertReport", "converted left")
+ConvertReport.__doc__ = """What convert() did: converted, the names of the layers now run through
+convtune (including ones converted before); left, (name, reason) of the Conv2d-like layers it left."""
+
+
+def _report_text(self):
+    lines = ["convtune.convert: %d layers converted, %d left" % (len(self.converted), len(self.left))]
+    lines += ["  left %s: %s" % (name or "(the model)", why) for name, why in self.left]
+    return "\n".join(lines)
+
+
+ConvertReport.__str__ = _report_text
+
+
+def _why_left(layer):
+    if type(layer) is not torch.nn.Conv2d:
+        return "%s is a subclass of nn.Conv2d: its forward may differ" % type(layer).__name__
+    dtypes = {p.dtype for p in layer.parameters()}
+    if dtypes - {torch.float32}:
+        return "parameters are %s; convtune computes float32" % ", ".join(sorted(map(str, dtypes)))
+    return None
+
+
+def convert(model, *, math=None, context=None):
+    """Makes every torch.nn.Conv2d of `model` (itself included) a convtune.nn.Conv2d,
+    in place: parameters, buffers, hooks and state_dict keys stay as they were.
+
+    math, context: as for convtune.nn.Conv2d, set on every converted layer.
+    Layers of a subclass of nn.Conv2d (whose forward may differ) and layers with
+    parameters other than float32 are left.  Returns a ConvertReport; print it
+    for the list of layers left and why.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError("convert takes a torch.nn.Module, got %s" % type(model).__name__)
+    if math not in (None, "strict", "tf32"):
+        raise ValueError("math must be None, 'strict' or 'tf32', got %r" % (math,))
+    converted, left = [], []
+    for name, layer in model.named_modules():
+        if isinstance(layer, Conv2d):
+            converted.append(name)
+        elif isinstance(layer, torch.nn.Conv2d):
+            why = _why_left(layer)
+            if why is None:
+                Conv2d.from_torch(layer, math, context)
+                converted.append(name)
+            else:
+                left.append((name, why))
+    return ConvertReport(converted, left)

@@ -1,0 +1,93 @@
+"""convtune.ops: torch.ops.convtune.conv2d, the operator torch.compile and torch.export trace.
+
+    torch.ops.convtune.conv2d(x, weight, bias, stride, padding, dilation, groups, math) -> Tensor
+
+stride, padding, dilation: [h, w]; math: "strict" or "tf32".  It is
+F.conv2d's forward for float32 CUDA tensors, computed by convtune plans
+from the module's default Context per device, on torch's current stream.
+Inputs need not be contiguous (they are made so).  Its fake (meta) kernel
+gives the output's shape, so graphs trace without running it; it has no
+autograd formula (convtune has no backward yet).  convtune.nn.Conv2d calls
+it when traced and runs plans directly in eager mode, which costs less
+host time than a dispatcher call.
+"""
+import torch
+
+from . import _default_context, _lib
+
+__all__ = ["plan_launch"]
+
+_SCHEMA = ("conv2d(Tensor x, Tensor weight, Tensor? bias, int[2] stride, int[2] padding, "
+           "int[2] dilation, int groups, str math) -> Tensor")
+
+
+def plan_launch(plan):
+    """A plan's call as launch(x, w, bias, out) -> y, or None (having done
+    nothing) when the tensors do not fit the plan: its compiled launcher
+    where built, else the same through the binding's checks."""
+    launcher = plan._launcher
+    if launcher is not None:
+        return launcher
+
+    def launch(x, w, bias, out):
+        return plan(x, w, bias, out) if plan._arguments_fit(x, w, bias, out) else None
+    return launch
+
+
+def _output_size(size, kernel, stride, padding, dilation):
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def _fake(x, weight, bias, stride, padding, dilation, groups, math):
+    n, _, h, w = x.shape
+    k, _, r, s = weight.shape
+    return x.new_empty((n, k, _output_size(h, r, stride[0], padding[0], dilation[0]),
+                        _output_size(w, s, stride[1], padding[1], dilation[1])))
+
+
+def _dense(t):
+    """t as the library reads it: contiguous, its data 16-byte aligned."""
+    if t is None:
+        return None
+    if not t.is_contiguous():
+        t = t.contiguous()
+    if t.data_ptr() % _lib.POINTER_ALIGNMENT:
+        t = t.clone()
+    return t
+
+
+_launches = {}  # the problem's arguments -> (launch, plan)
+
+
+def _cuda(x, weight, bias, stride, padding, dilation, groups, math):
+    x, weight, bias = _dense(x), _dense(weight), _dense(bias)
+    key = (x.shape, weight.shape, bias is None, tuple(stride), tuple(padding), tuple(dilation),
+           groups, math, x.device.index)
+    entry = _launches.get(key)
+    if entry is None:
+        plan = _default_context(x.device.index).plan(
+            tuple(x.shape), tuple(weight.shape), tuple(stride), tuple(padding), tuple(dilation), groups,
+            bias is not None, None, math)
+        entry = _launches[key] = (plan_launch(plan), plan)
+    launch, plan = entry
+    if plan.closed:  # the default context was closed: make the plan again
+        del _launches[key]
+        return _cuda(x, weight, bias, stride, padding, dilation, groups, math)
+    y = launch(x, weight, bias, None)
+    if y is None:
+        return plan(x, weight, bias)  # raises the reason (dtype, device, autograd...)
+    return y
+
+
+def _register():
+    if hasattr(torch.ops, "convtune") and hasattr(torch.ops.convtune, "conv2d"):
+        return None  # registered by an earlier import of this file (e.g. a reload)
+    library = torch.library.Library("convtune", "DEF")
+    library.define(_SCHEMA)
+    library.impl("conv2d", _cuda, "CUDA")
+    torch.library.register_fake("convtune::conv2d", _fake, lib=library)
+    return library
+
+
+# Kept for the process's life: dropping the Library unregisters the operator.
+_library = _register()

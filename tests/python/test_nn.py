@@ -1,0 +1,308 @@
+"""Tests of convtune.nn (the drop-in Conv2d, convert) and convtune.ops
+(torch.compile, torch.export, CUDA graphs) against the same layers run by
+PyTorch.  Needs torch (else skipped) and a CUDA GPU for all but the
+conversion tests.  Inputs are fresh random numbers (seed in the failures,
+CONVTUNE_TEST_SEED replays it); plans are tuned with policy "fast", except
+the operator's, which come from the default context (exhaustive tuning
+into the session's temporary default cache).
+"""
+import collections
+import copy
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+import convtune  # noqa: E402
+import convtune.nn  # noqa: E402
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible to torch")
+SEED = int(os.environ.get("CONVTUNE_TEST_SEED") or int.from_bytes(os.urandom(4), "little"))
+STRICT_BOUND = 1e-5
+TF32_BOUND = 5e-3
+
+
+@pytest.fixture(scope="module")
+def ctx(tmp_path_factory):
+    c = convtune.Context(cache=tmp_path_factory.mktemp("nn-cache") / "plans.db", policy="fast")
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def cuda():
+    torch.manual_seed(SEED)
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+@pytest.fixture
+def strict_math():
+    """PyTorch's cuDNN in IEEE fp32 (converted layers follow the flag)."""
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32 = old
+
+
+def rel_l2(y, ref):
+    return ((y.double() - ref.double()).norm() / ref.double().norm()).item()
+
+
+class Net(nn.Module):
+    """Three layers of one shape (one plan, three weight sets), then others."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.body = nn.Sequential(*[nn.Conv2d(16, 16, 3, padding=1) for _ in range(3)])
+        self.down = nn.Conv2d(16, 32, 3, stride=2, padding=1, bias=False)
+        self.dw = nn.Conv2d(32, 32, 3, padding=1, groups=32)
+        self.head = nn.Conv2d(32, 10, 1)
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x))
+        for layer in self.body:
+            x = torch.relu(layer(x)) + x
+        return self.head(torch.relu(self.dw(self.down(x)))).mean((2, 3))
+
+
+def converted_pair(model, device, **options):
+    """(the model as PyTorch runs it, a converted deep copy) on `device`."""
+    model = model.to(device).eval()
+    ours = copy.deepcopy(model)
+    report = convtune.convert(ours, **options)
+    return model, ours, report
+
+
+# ---------------------------------------------------------------- conversion (no GPU)
+
+
+def test_convert_swaps_plain_conv2d_in_place():
+    class Special(nn.Conv2d):
+        pass
+
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), Special(8, 8, 1), nn.Conv2d(8, 8, 1).half())
+    keys = list(model.state_dict())
+    first_weight = model[0].weight
+    hook_calls = []
+    model[0].register_forward_hook(lambda *args: hook_calls.append(1))
+    report = convtune.convert(model, math="strict")
+    assert report.converted == ["0"]
+    assert [name for name, _ in report.left] == ["2", "3"]
+    assert "subclass" in dict(report.left)["2"] and "float16" in dict(report.left)["3"]
+    assert "1 layers converted, 2 left" in str(report)
+    layer = model[0]
+    assert type(layer) is convtune.nn.Conv2d and isinstance(layer, nn.Conv2d)
+    assert layer.weight is first_weight and layer.math == "strict"
+    assert list(model.state_dict()) == keys
+    assert convtune.convert(model).converted == ["0"]  # converting again changes nothing
+    # On the CPU a converted layer runs PyTorch's forward, hooks included.
+    y = layer(torch.randn(2, 3, 8, 8))
+    assert y.shape == (2, 8, 6, 6) and hook_calls == [1]
+    assert layer.fallbacks == collections.Counter({"input on cpu": 1})
+    with pytest.raises(ValueError, match="math"):
+        convtune.convert(model, math="fp16")
+    with pytest.raises(TypeError):
+        convtune.convert("not a model")
+
+
+def test_constructor_and_state_dict_match_torch():
+    torch.manual_seed(SEED)
+    ours = convtune.nn.Conv2d(4, 6, (3, 5), stride=2, padding="valid", dilation=(1, 2), groups=2,
+                              bias=False, padding_mode="zeros", math="tf32")
+    plain = nn.Conv2d(4, 6, (3, 5), stride=2, padding="valid", dilation=(1, 2), groups=2, bias=False)
+    plain.load_state_dict(ours.state_dict())
+    assert ours.weight.shape == plain.weight.shape and ours.bias is None
+    assert "math='tf32'" in repr(ours)
+    clone = copy.deepcopy(ours)
+    assert type(clone) is convtune.nn.Conv2d and torch.equal(clone.weight, ours.weight)
+    with pytest.raises(ValueError, match="math"):
+        convtune.nn.Conv2d(1, 1, 1, math="half")
+
+
+# ---------------------------------------------------------------- eager, on the GPU
+
+LAYERS = [
+    dict(in_channels=8, out_channels=16, kernel_size=3, padding=1),
+    dict(in_channels=8, out_channels=16, kernel_size=3, stride=2, padding=1, bias=False),
+    dict(in_channels=8, out_channels=8, kernel_size=3, padding=2, dilation=2, groups=8),
+    dict(in_channels=8, out_channels=12, kernel_size=(1, 3), padding=(0, 1), groups=4),
+    dict(in_channels=8, out_channels=16, kernel_size=3, padding="same"),
+    dict(in_channels=8, out_channels=16, kernel_size=4, padding="same", dilation=1),  # odd half
+    dict(in_channels=8, out_channels=16, kernel_size=(2, 3), padding="same", dilation=(3, 1)),
+    dict(in_channels=8, out_channels=16, kernel_size=3, padding="valid"),
+    dict(in_channels=8, out_channels=16, kernel_size=3, padding=1, padding_mode="reflect"),
+    dict(in_channels=8, out_channels=16, kernel_size=3, padding=(1, 2), padding_mode="replicate"),
+    dict(in_channels=8, out_channels=16, kernel_size=3, padding=1, padding_mode="circular"),
+]
+
+
+@gpu
+@pytest.mark.parametrize("options", LAYERS, ids=lambda o: ",".join("%s=%s" % kv for kv in o.items()))
+def test_layer_matches_pytorch(options, ctx, cuda, strict_math):
+    plain = nn.Conv2d(**options).to(cuda)
+    ours = convtune.nn.Conv2d.from_torch(copy.deepcopy(plain), context=ctx)
+    with torch.inference_mode():
+        for shape in ((3, 8, 13, 11), (8, 13, 11), (1, 8, 5, 6), (3, 8, 13, 11)):
+            x = torch.randn(shape, device=cuda)
+            y, ref = ours(x), plain(x)
+            assert y.shape == ref.shape and rel_l2(y, ref) < STRICT_BOUND, (SEED, shape)
+        empty = torch.randn(0, 8, 9, 9, device=cuda)
+        assert ours(empty).shape == plain(empty).shape
+    assert ours.plan_info()["algorithm"]
+    assert set(ours.fallbacks) == {"empty input"}, ours.fallbacks
+
+
+@gpu
+def test_fallbacks_give_pytorch_results(ctx, cuda):
+    plain = nn.Conv2d(8, 16, 3, padding=1).to(cuda)
+    ours = convtune.nn.Conv2d.from_torch(copy.deepcopy(plain), math="strict", context=ctx)
+    x = torch.randn(2, 8, 10, 10, device=cuda, requires_grad=True)
+    y = ours(x)  # autograd: PyTorch's forward, so gradients flow
+    y.square().sum().backward()
+    assert ours.weight.grad is not None and x.grad is not None
+    with torch.inference_mode():
+        with pytest.raises(RuntimeError):  # PyTorch's error: input and weight types differ
+            ours(x.detach().half())
+        assert ours(x.detach().to(memory_format=torch.channels_last)).shape == (2, 16, 10, 10)
+        offset = torch.randn(2 * 8 * 10 * 10 + 1, device=cuda)[1:].view(2, 8, 10, 10)
+        assert ours(offset).shape == (2, 16, 10, 10)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            assert ours(x.detach()).dtype == torch.bfloat16
+        with pytest.raises(RuntimeError):  # PyTorch's own error for a wrong channel count
+            ours(torch.randn(2, 7, 10, 10, device=cuda))
+    assert set(ours.fallbacks) == {"autograd (convtune has no backward yet)", "dtype torch.float16",
+                                   "input not contiguous (NCHW)", "input data not 16-byte aligned",
+                                   "autocast",
+                                   "input shape (2, 7, 10, 10)"}, ours.fallbacks
+
+
+@gpu
+def test_tf32_follows_cudnn_flag_unless_math_given(ctx, cuda):
+    layer = convtune.nn.Conv2d(16, 16, 3, padding=1, context=ctx).to(cuda)
+    fixed = convtune.nn.Conv2d(16, 16, 3, padding=1, context=ctx, math="strict").to(cuda)
+    x = torch.randn(4, 16, 12, 12, device=cuda)
+    old = torch.backends.cudnn.allow_tf32
+    try:
+        with torch.inference_mode():
+            for flag, expected in ((False, "strict"), (True, "tf32"), (False, "strict")):
+                torch.backends.cudnn.allow_tf32 = flag
+                layer(x)
+                fixed(x)
+                # The plan key reads "fwd f32 nchw <math> ...".
+                assert layer._last_plan.key.split()[3] == expected
+                assert fixed._last_plan.key.split()[3] == "strict"
+    finally:
+        torch.backends.cudnn.allow_tf32 = old
+
+
+@gpu
+def test_model_loop_replays_graphs_without_recapturing(ctx, cuda, strict_math):
+    """Layers sharing a plan, called with their own weights and the
+    allocator's activations: after a warm-up, every call replays a kept
+    graph (none is recorded again) and results stay PyTorch's."""
+    model, ours, report = converted_pair(Net(), cuda, context=ctx)
+    assert len(report.converted) == 7 and not report.left
+    x = torch.randn(4, 3, 24, 24, device=cuda)
+    with torch.inference_mode():
+        ref = model(x)
+        for _ in range(5):  # first sightings, then captures (the allocator may alternate)
+            ours(x)
+        plans = {id(layer._last_plan): layer._last_plan for layer in ours.modules()
+                 if isinstance(layer, convtune.nn.Conv2d)}
+        assert len(plans) == 5  # the three body layers share one
+        before = {key: plan.info for key, plan in plans.items()}
+        for _ in range(10):
+            y = ours(x)
+        after = {key: plan.info for key, plan in plans.items()}
+    assert rel_l2(y, ref) < STRICT_BOUND, SEED
+    for key, info in after.items():
+        if info["replay"] == "direct" and "first run" not in info["replay_note"]:
+            continue  # a family that cannot be captured runs directly, by design
+        calls = 30 if key == id(ours.body[0]._last_plan) else 10
+        assert info["graph_captures"] == before[key]["graph_captures"], info
+        assert info["graph_launches"] - before[key]["graph_launches"] == calls, info
+
+
+# ---------------------------------------------------------------- graphs, compile, export
+
+
+@gpu
+def test_whole_model_cuda_graph_capture(ctx, cuda, strict_math):
+    model, ours, _ = converted_pair(Net(), cuda, context=ctx)
+    static_x = torch.randn(4, 3, 24, 24, device=cuda)
+    side = torch.cuda.Stream()
+    with torch.inference_mode():
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                ours(static_x)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side):
+            static_y = ours(static_x)
+        for _ in range(2):  # new inputs through the same graph
+            x = torch.randn_like(static_x)
+            static_x.copy_(x)
+            static_y.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            assert rel_l2(static_y, model(x)) < STRICT_BOUND, SEED
+
+
+def _graph_recorder(graphs):
+    def backend(gm, example_inputs):
+        graphs.append(str(gm.graph))
+        return gm.forward
+    return backend
+
+
+@gpu
+def test_torch_compile_fullgraph_traces_the_operator(cuda, strict_math):
+    model, ours, _ = converted_pair(Net(), cuda)
+    x = torch.randn(2, 3, 16, 16, device=cuda)
+    graphs = []
+    with torch.no_grad():
+        traced = torch.compile(ours, fullgraph=True, backend=_graph_recorder(graphs))
+        y = traced(x)
+        assert rel_l2(y, model(x)) < STRICT_BOUND, SEED
+        assert len(graphs) == 1 and graphs[0].count("convtune.conv2d") == 7, graphs
+        torch._dynamo.reset()
+        compiled = torch.compile(ours, fullgraph=True)  # inductor
+        assert rel_l2(compiled(x), model(x)) < STRICT_BOUND, SEED
+
+
+@gpu
+def test_torch_export_keeps_the_operator(cuda, strict_math):
+    model, ours, _ = converted_pair(Net(), cuda)
+    x = torch.randn(2, 3, 16, 16, device=cuda)
+    with torch.no_grad():
+        exported = torch.export.export(ours, (x,))
+        text = str(exported.graph)
+        assert text.count("convtune.conv2d") == 7, text
+        x2 = torch.randn_like(x)
+        assert rel_l2(exported.module()(x2), model(x2)) < STRICT_BOUND, SEED
+
+
+@gpu
+def test_operator_checks_and_fake_shapes(cuda):
+    x = torch.randn(2, 4, 9, 7, device=cuda)
+    w = torch.randn(6, 2, 3, 3, device=cuda)
+    b = torch.randn(6, device=cuda)
+    y = torch.ops.convtune.conv2d(x[:, :, :, :], w, b, [2, 1], [1, 0], [1, 1], 2, "strict")
+    ref = torch.nn.functional.conv2d(x.double(), w.double(), b.double(), stride=(2, 1), padding=(1, 0),
+                                     groups=2)
+    assert y.shape == ref.shape and rel_l2(y, ref) < STRICT_BOUND
+    # Non-contiguous inputs are made contiguous, not refused.
+    xt = torch.randn(2, 4, 7, 9, device=cuda).transpose(2, 3)
+    ref_t = torch.nn.functional.conv2d(xt.double(), w.double(), b.double(), groups=2)
+    assert rel_l2(torch.ops.convtune.conv2d(xt, w, b, [1, 1], [0, 0], [1, 1], 2, "strict"), ref_t) < STRICT_BOUND
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode() as mode:
+        fake = torch.ops.convtune.conv2d(mode.from_tensor(x), mode.from_tensor(w), None,
+                                         [2, 1], [1, 0], [1, 1], 2, "tf32")
+        assert fake.shape == ref.shape
+    with pytest.raises(Exception, match="float32"):
+        torch.ops.convtune.conv2d(x.half(), w.half(), None, [1, 1], [0, 0], [1, 1], 2, "strict")
