@@ -1,0 +1,491 @@
+#!/usr/bin/env python3
+"""Whole torchvision models through convtune against the same models on PyTorch.
+
+For each model (random weights, eval mode, no download), batch size and math
+mode it makes the model as PyTorch runs it (cuDNN benchmark mode) and a deep
+copy converted with convtune.convert (same weights), then, side by side in
+one process with bench.py's timing helpers:
+
+- eager: the forward in a loop under torch.no_grad(), CUDA events around
+  batches of forwards, alternating rounds;
+- graph: the whole forward captured into one torch.cuda.CUDAGraph and replayed;
+- compile: torch.compile(model, fullgraph=True), then as eager;
+- outputs: each library's relative L2 error against the model run in float64;
+- layers: every unique conv layer (input shape and parameters) timed alone,
+  both libraries, as graph replays of back-to-back calls (GPU time), with
+  the plan's algorithm; and the sums over all conv calls of the model;
+- host: host microseconds of each conv layer's call inside the model loop
+  (batch 1, between forward hooks), PyTorch's nn.Conv2d against the
+  converted layer, and how the plans' calls ran (graph replays, captures,
+  direct runs) once warm.
+
+    python3 tools/bench/models.py --cache build-gpu/models-cache.db --out-md BENCHMARKS.md
+
+--out-md replaces the models section of that file (from its marker to the
+end; bench.py keeps the section when it rewrites the file).  Plans come from
+--cache; --policy exhaustive tunes what is missing on first use (the tuning
+time is reported and excluded from every timing).  Exit status: 0 done
+(whatever the ratios), 1 an output check failed, 2 usage error, 3 no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench  # noqa: E402  (timing, environment and rendering helpers)
+
+MODELS = ("resnet50", "mobilenet_v2", "convnext_tiny", "regnet_y_400mf")
+IMAGE = 224
+MARKER = bench.MODELS_MARKER
+# Relative L2 error of a whole model's output against the float64 model:
+# each layer's error compounds through 50-odd layers.
+MODEL_LIMIT = {"strict": 1e-3, "tf32": 5e-2}
+LAYER_CAP_MS = 400.0     # per library and layer, over both rounds
+HOST_ITERATIONS = 30
+NOT_BELOW = 0.97          # the issue's bound for a layer alone
+MODES_ALL = ("strict", "tf32")
+
+
+def parse_args(argv: list) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default=",".join(MODELS), help="comma-separated torchvision names")
+    p.add_argument("--batches", default="1,16")
+    p.add_argument("--modes", default="strict,tf32")
+    p.add_argument("--ways", default="eager,graph,compile",
+                   help="end-to-end timings to run (eager, graph, compile)")
+    p.add_argument("--compile-batches", default="16", help="batch sizes that get the compile timing")
+    p.add_argument("--compile-modes", default="strict,tf32", help="math modes that get the compile timing")
+    p.add_argument("--no-layers", action="store_true", help="skip the per-layer timings")
+    p.add_argument("--host-batch", type=int, default=1, help="batch of the host-cost loop (0: skip)")
+    p.add_argument("--cache", default=None, help="convtune cache (default: the library's)")
+    p.add_argument("--policy", default="exhaustive", choices=("exhaustive", "fast", "cache_only"))
+    p.add_argument("--tune-only", action="store_true", help="only make sure every plan is tuned")
+    p.add_argument("--out-md", default=None, help="file whose models section is (re)written")
+    p.add_argument("--out-json", default=None)
+    p.add_argument("--notes", metavar="FILE", default=None,
+                   help="remarks written by hand about the run, put into --out-md")
+    p.add_argument("--render", metavar="JSON", default=None,
+                   help="only render --out-md from an earlier run's --out-json (no torch, no GPU)")
+    return p.parse_args(argv)
+
+
+def split(text: str, cast=str) -> list:
+    return [cast(t) for t in text.split(",") if t.strip()]
+
+
+# ---------------------------------------------------------------- models
+
+
+def build(name: str, seed: int = 0):
+    import torch
+    import torchvision
+    torch.manual_seed(seed)
+    return torchvision.models.get_model(name, weights=None).cuda().eval()
+
+
+def conv_layers(model) -> dict:
+    import torch
+    return {name: m for name, m in model.named_modules() if isinstance(m, torch.nn.Conv2d)}
+
+
+def layer_key(layer, x) -> tuple:
+    return (tuple(x.shape), tuple(layer.weight.shape), layer.stride, layer.padding, layer.dilation,
+            layer.groups, layer.bias is not None, layer.padding_mode)
+
+
+def spec_text(key: tuple) -> str:
+    (n, c, h, w), (k, _, r, s), stride, pad, dil, groups, bias, _ = key
+    text = f"n{n} c{c} {h}x{w} k{k} {r}x{s}"
+    text += "" if stride == (1, 1) else f" s{stride[0]}" if stride[0] == stride[1] else f" s{stride}"
+    text += "" if pad in ((0, 0), "valid") else f" p{pad[0]}" if pad[0] == pad[1] else f" p{pad}"
+    text += "" if dil == (1, 1) else f" d{dil[0]}"
+    return text + ("" if groups == 1 else " dw" if groups == c else f" g{groups}") + (" +b" if bias else "")
+
+
+def record_layer_inputs(model, x) -> dict:
+    """{name: its input} of every conv layer in one forward."""
+    seen, hooks = {}, []
+    for name, layer in conv_layers(model).items():
+        hooks.append(layer.register_forward_pre_hook(
+            lambda m, args, name=name: seen.__setitem__(name, args[0].clone())))
+    try:
+        model(x)
+    finally:
+        for h in hooks:
+            h.remove()
+    return seen
+
+
+def plan_counters(model) -> dict:
+    """Sum over the converted layers' distinct plans of their call counters."""
+    import convtune.nn
+    plans = {id(m._last_plan): m._last_plan for m in model.modules()
+             if isinstance(m, convtune.nn.Conv2d) and m._last_plan is not None}
+    total = {"graph_launches": 0, "graph_captures": 0, "direct_runs": 0}
+    for plan in plans.values():
+        info = plan.info
+        for k in total:
+            total[k] += info[k]
+    return total
+
+
+def fallbacks(model) -> dict:
+    import convtune.nn
+    counts = {}
+    for m in model.modules():
+        if isinstance(m, convtune.nn.Conv2d):
+            for why, n in m.fallbacks.items():
+                counts[why] = counts.get(why, 0) + n
+    return counts
+
+
+# ---------------------------------------------------------------- measurements
+
+
+def output_errors(base, ours, x) -> dict:
+    import torch
+    ref_model = copy.deepcopy(base).double()
+    with torch.no_grad():
+        ref = ref_model(x.double())
+        err = {"pytorch": bench.rel_l2(base(x), ref), "convtune": bench.rel_l2(ours(x), ref)}
+    del ref_model
+    return err
+
+
+def pair(fn_a, fn_b) -> dict:
+    a, b = bench.time_pair(fn_a, fn_b)
+    return {"pytorch_ms": a.median_ms, "convtune_ms": b.median_ms,
+            "ratio": a.median_ms / b.median_ms, "spread": max(a.spread, b.spread)}
+
+
+def graph_pair(fn_a, fn_b, guess_a=None, guess_b=None, cap_ms=bench.MEASURE_CAP_MS) -> dict:
+    ra, rb = bench.time_graph_pair(fn_a, fn_b, guess_a, guess_b, cap_ms)
+    if ra.timing is None or rb.timing is None:
+        return {"note": ra.note or rb.note}
+    out = {"pytorch_ms": ra.timing.median_ms, "convtune_ms": rb.timing.median_ms,
+           "ratio": ra.timing.median_ms / rb.timing.median_ms,
+           "replayed_ok": ra.out is not None and rb.out is not None
+           and bench.rel_l2(rb.out, ra.out) < 1e-2}
+    return out
+
+
+def compiled_pair(base, ours, x, mode: str) -> dict:
+    import torch
+    torch._dynamo.reset()
+    started = time.perf_counter()
+    cb, co = torch.compile(base, fullgraph=True), torch.compile(ours, fullgraph=True)
+    with torch.no_grad():
+        ya, yb = cb(x), co(x)
+        torch.cuda.synchronize()
+        compile_s = time.perf_counter() - started
+        result = pair(lambda: cb(x), lambda: co(x))
+        result["rel_l2_between"] = bench.rel_l2(yb, ya)
+    result["compile_s"] = compile_s
+    torch._dynamo.reset()
+    return result
+
+
+def layer_table(base, ours, x) -> list:
+    """One row per unique conv layer: both libraries alone, as graph replays."""
+    import torch
+    with torch.no_grad():
+        inputs = record_layer_inputs(ours, x)
+    ours_layers, base_layers = conv_layers(ours), conv_layers(base)
+    groups = {}
+    for name, inp in inputs.items():
+        key = layer_key(ours_layers[name], inp)
+        groups.setdefault(key, []).append(name)
+    rows = []
+    for key, names in groups.items():
+        name = names[0]
+        inp = inputs[name]
+        mine, theirs = ours_layers[name], base_layers[name]
+        with torch.no_grad():
+            mine(inp)
+            info = mine.plan_info() or {}
+            timing = graph_pair(lambda: theirs(inp), lambda: mine(inp), cap_ms=LAYER_CAP_MS)
+        rows.append({"layer": name, "count": len(names), "spec": spec_text(key), **timing,
+                     "algorithm": f"{info.get('algorithm', 'PyTorch (fallback)')} {info.get('config', '')}".strip()})
+    return rows
+
+
+def host_costs(base, ours, x) -> dict:
+    """Median host microseconds of a conv layer's call inside the model
+    loop, between a forward pre-hook and a forward hook (the same hooks on
+    both models), synchronising after each forward so that no launch waits
+    for a full queue."""
+    import torch
+
+    def measure(model):
+        stamps, per_layer, hooks = {}, {}, []
+        for name, layer in conv_layers(model).items():
+            hooks.append(layer.register_forward_pre_hook(
+                lambda m, a, name=name: stamps.__setitem__(name, time.perf_counter_ns())))
+            hooks.append(layer.register_forward_hook(
+                lambda m, a, y, name=name: per_layer.setdefault(name, []).append(
+                    time.perf_counter_ns() - stamps[name])))
+        try:
+            with torch.no_grad():
+                for _ in range(HOST_ITERATIONS):
+                    model(x)
+                    torch.cuda.synchronize()
+        finally:
+            for h in hooks:
+                h.remove()
+        medians = [statistics.median(v[5:]) / 1e3 for v in per_layer.values()]  # drop warm-up
+        return statistics.median(medians), sum(medians)
+
+    before = plan_counters(ours)
+    pt_median, pt_sum = measure(base)
+    ct_median, ct_sum = measure(ours)
+    after = plan_counters(ours)
+    return {"pytorch_us": pt_median, "convtune_us": ct_median, "ratio": ct_median / pt_median,
+            "pytorch_sum_us": pt_sum, "convtune_sum_us": ct_sum,
+            "calls": {k: after[k] - before[k] for k in after}}
+
+
+# ---------------------------------------------------------------- one configuration
+
+
+def run_config(name: str, batch: int, mode: str, ways: list, compile_batches: list,
+               layers: bool, host_batch: int, context, compile_modes: tuple = MODES_ALL) -> dict:
+    import torch
+    import convtune
+    bench.set_math_mode(mode)
+    base = build(name)
+    ours = copy.deepcopy(base)
+    report = convtune.convert(ours, context=context)
+    torch.manual_seed(1)
+    x = torch.randn(batch, 3, IMAGE, IMAGE, device="cuda")
+    row = {"model": name, "batch": batch, "mode": mode, "converted": len(report.converted),
+           "left": report.left}
+    started = time.perf_counter()
+    with torch.no_grad():
+        for _ in range(3):       # plans: from the cache, or tuned now
+            ours(x)
+        base(x)
+        torch.cuda.synchronize()
+    row["first_calls_s"] = time.perf_counter() - started
+    row["errors"] = output_errors(base, ours, x)
+    row["ok"] = row["errors"]["convtune"] <= max(MODEL_LIMIT[mode], 2 * row["errors"]["pytorch"])
+    with torch.no_grad():
+        if "eager" in ways:
+            before = plan_counters(ours)
+            row["eager"] = pair(lambda: base(x), lambda: ours(x))
+            after = plan_counters(ours)
+            row["eager"]["calls"] = {k: after[k] - before[k] for k in after}
+        if "graph" in ways:
+            guess = row.get("eager", {})
+            row["graph"] = graph_pair(lambda: base(x), lambda: ours(x),
+                                      guess.get("pytorch_ms"), guess.get("convtune_ms"))
+    if "compile" in ways and batch in compile_batches and mode in compile_modes:
+        try:
+            row["compile"] = compiled_pair(base, ours, x, mode)
+        except Exception as e:  # noqa: BLE001 - recorded, the run goes on
+            row["compile"] = {"note": bench.error_text(e)}
+    if layers:
+        row["layers"] = layer_table(base, ours, x)
+        sums = [sum(r[k] * r["count"] for r in row["layers"] if "ratio" in r)
+                for k in ("pytorch_ms", "convtune_ms")]
+        ratios = [r["ratio"] for r in row["layers"] if "ratio" in r]
+        row["layer_sum"] = {"pytorch_ms": sums[0], "convtune_ms": sums[1],
+                            "ratio": sums[0] / sums[1] if sums[1] else None,
+                            "min_ratio": min(ratios) if ratios else None,
+                            "below": sum(r < NOT_BELOW for r in ratios), "unique": len(row["layers"])}
+    if host_batch and batch == host_batch:
+        row["host"] = host_costs(base, ours, x)
+    row["fallbacks"] = fallbacks(ours)
+    del base, ours
+    torch.cuda.empty_cache()
+    return row
+
+
+def brief(row: dict) -> str:
+    parts = [f"{row['model']} b{row['batch']} {row['mode']}: err {row['errors']['convtune']:.1e} "
+             f"(PyTorch {row['errors']['pytorch']:.1e})"]
+    for way in ("eager", "graph", "compile"):
+        r = row.get(way)
+        if r:
+            parts.append(f"{way} {bench.fmt_ratio(r.get('ratio'))}" if "ratio" in r else f"{way} -")
+    if "layer_sum" in row:
+        s = row["layer_sum"]
+        parts.append(f"layers {bench.fmt_ratio(s['ratio'])} (min {bench.fmt_ratio(s['min_ratio'])}, "
+                     f"{s['below']}/{s['unique']} below {NOT_BELOW})")
+    if "host" in row:
+        h = row["host"]
+        parts.append(f"host {h['convtune_us']:.1f} vs {h['pytorch_us']:.1f} us ({h['ratio']:.2f}x) {h['calls']}")
+    return "; ".join(parts)
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def way_cells(row: dict, way: str) -> list:
+    r = row.get(way)
+    if not r:
+        return ["-", "-", "-"]
+    if "ratio" not in r:
+        return ["-", "-", f"- ({r.get('note', '')[:60]})"]
+    return [bench.fmt_ms(r["pytorch_ms"]), bench.fmt_ms(r["convtune_ms"]), bench.fmt_ratio(r["ratio"])]
+
+
+def render(results: dict) -> str:
+    env, run = results["environment"], results["run"]
+    rows = results["rows"]
+    lines = [MARKER, "", "## Whole models (tools/bench/models.py)", "",
+             f"- Date (UTC): {run['date_utc']}; GPU: {env['gpu']}; driver {env['driver']}; "
+             f"PyTorch {env['torch_version']}, torchvision {run['torchvision']}; cuDNN {env['torch_cudnn']}",
+             f"- convtune: `{env['convtune_versions']}`; cache `{run['cache']}`, policy `{run['policy']}`; "
+             f"wall time {run['elapsed_s']:.0f} s",
+             "", "Command (from the repository root):", "", "```", run["command"], "```", "",
+             "torchvision models with random weights in eval mode, input `randn(batch, 3, 224, 224)`. "
+             "PyTorch: the model as built, `cudnn.benchmark = True`. convtune: a deep copy after "
+             "`convtune.convert(model)`. Both under `torch.no_grad()`, the TF32 flags per mode. "
+             "Eager: CUDA events around back-to-back forwards (bench.py's helper, alternating "
+             "rounds, median). Graph: the forward captured once into a `torch.cuda.CUDAGraph` "
+             "per library and replayed. Compile: `torch.compile(model, fullgraph=True)` (inductor, "
+             "default mode), then timed as eager. Ratios are PyTorch time / convtune time. "
+             f"Error: relative L2 of the output against the model in float64; ok when convtune's "
+             f"is at most max({MODEL_LIMIT['strict']:g} strict / {MODEL_LIMIT['tf32']:g} TF32, "
+             "2x PyTorch's).", ""]
+    if results.get("notes_md"):
+        lines += ["### Reading these numbers", "",
+                  f"_Written by hand about this run and added with `--notes {results.get('notes_path')}`; "
+                  "not generated._", "", results["notes_md"].strip(), ""]
+    header = ["model", "batch", "mode", "eager PyTorch ms", "eager convtune ms", "eager ratio",
+              "graph PyTorch ms", "graph convtune ms", "graph ratio", "compile PyTorch ms",
+              "compile convtune ms", "compile ratio", "err PyTorch", "err convtune", "ok"]
+    table = [[r["model"], r["batch"], r["mode"], *way_cells(r, "eager"), *way_cells(r, "graph"),
+              *way_cells(r, "compile"), bench.fmt_err(r["errors"]["pytorch"]),
+              bench.fmt_err(r["errors"]["convtune"]), "yes" if r["ok"] else "NO"] for r in rows]
+    lines += bench.md_table(header, table) + [""]
+    layered = [r for r in rows if "layer_sum" in r]
+    if layered:
+        lines += ["### Conv layers alone", "",
+                  "Each unique conv layer (input shape and parameters) of the model timed alone, "
+                  "both libraries on the same input and weights, as replays of a CUDA graph of "
+                  "back-to-back calls (GPU time, no host cost). Sum: over every conv call of the "
+                  f"forward (a unique layer times its count). Below: unique layers under {NOT_BELOW}x.", ""]
+        lines += bench.md_table(
+            ["model", "batch", "mode", "unique layers", "sum PyTorch ms", "sum convtune ms", "sum ratio",
+             "worst layer", "below"],
+            [[r["model"], r["batch"], r["mode"], r["layer_sum"]["unique"],
+              bench.fmt_ms(r["layer_sum"]["pytorch_ms"]), bench.fmt_ms(r["layer_sum"]["convtune_ms"]),
+              bench.fmt_ratio(r["layer_sum"]["ratio"]), bench.fmt_ratio(r["layer_sum"]["min_ratio"]),
+              r["layer_sum"]["below"]] for r in layered]) + [""]
+    hosted = [r for r in rows if "host" in r]
+    if hosted:
+        lines += ["### Host cost of a conv layer's call in the model loop", "",
+                  f"Batch {results['run']['host_batch']}, {HOST_ITERATIONS} forwards (the first 5 "
+                  "dropped), synchronised after each: host microseconds between a forward pre-hook "
+                  "and a forward hook of every conv layer, median per layer, then the median over "
+                  "layers. PyTorch: `nn.Conv2d` (F.conv2d inside); convtune: the converted layer. "
+                  "Calls: how the convtune plans' executes ran during those forwards.", ""]
+        lines += bench.md_table(
+            ["model", "mode", "PyTorch us", "convtune us", "convtune / PyTorch", "graph replays",
+             "captures", "direct runs"],
+            [[r["model"], r["mode"], f"{r['host']['pytorch_us']:.1f}", f"{r['host']['convtune_us']:.1f}",
+              f"{r['host']['ratio']:.2f}", r["host"]["calls"]["graph_launches"],
+              r["host"]["calls"]["graph_captures"], r["host"]["calls"]["direct_runs"]] for r in hosted]) + [""]
+    for r in layered:
+        lines += [f"<details><summary>{r['model']} batch {r['batch']} {r['mode']}: per-layer table</summary>", ""]
+        lines += bench.md_table(
+            ["layer (first)", "count", "shape", "PyTorch ms", "convtune ms", "ratio", "convtune algorithm"],
+            [[l["layer"], l["count"], l["spec"], bench.fmt_ms(l.get("pytorch_ms")),
+              bench.fmt_ms(l.get("convtune_ms")), bench.fmt_ratio(l.get("ratio")), l["algorithm"]]
+             for l in r["layers"]]) + ["", "</details>", ""]
+    left = {(r["model"], n, why) for r in rows for n, why in r["left"]}
+    fell = {(r["model"], why) for r in rows for why in r["fallbacks"]}
+    if left or fell:
+        lines += ["Layers not run by convtune:", ""]
+        lines += [f"- {m} `{n}`: left by convert ({why})" for m, n, why in sorted(left)]
+        lines += [f"- {m}: PyTorch's forward ran some calls ({why})" for m, why in sorted(fell)]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_markdown(path: str, section: str) -> None:
+    """Replaces the models section of `path` (from MARKER to the end)."""
+    p = Path(path)
+    text = p.read_text(encoding="utf-8") if p.exists() else ""
+    head = text.split(MARKER)[0].rstrip("\n")
+    p.write_text((head + "\n\n" if head else "") + section + "\n", encoding="utf-8")
+
+
+# ---------------------------------------------------------------- main
+
+
+def save(results: dict, args: argparse.Namespace) -> None:
+    if args.out_json:
+        Path(args.out_json).write_text(json.dumps(bench.json_safe(results), indent=1) + "\n")
+    if args.out_md:
+        write_markdown(args.out_md, render(results))
+
+
+def main(argv: list | None = None) -> int:
+    argv = list(sys.argv if argv is None else argv)
+    args = parse_args(argv[1:])
+    notes = ({"notes_md": Path(args.notes).read_text(encoding="utf-8"), "notes_path": args.notes}
+             if args.notes else {})
+    if args.render:
+        results = json.loads(Path(args.render).read_text(encoding="utf-8"))
+        results.update(notes)
+        if args.out_md:
+            write_markdown(args.out_md, render(results))
+        return 0
+    started = time.perf_counter()
+    try:
+        torch, convtune = bench.import_libraries()
+    except bench.UsageError as e:
+        print(f"models.py: {e}", file=sys.stderr)
+        return 2
+    except bench.NoGpuError as e:
+        print(f"models.py: {e}", file=sys.stderr)
+        return 3
+    import torchvision
+    import convtune.nn  # noqa: F401
+    torch.backends.cudnn.benchmark = True
+    if args.cache:  # the operator's default context (torch.compile) reads the same cache
+        os.environ["CONVTUNE_CACHE"] = os.path.abspath(args.cache)
+    device = torch.cuda.current_device()
+    env = bench.gather_environment(convtune, device)
+    context = convtune.Context(device=device, cache=args.cache, policy=args.policy)
+    ways, batches = split(args.ways), split(args.batches, int)
+    rows = []
+    results = {"run": {"command": bench.command_line(argv, os.environ), "cache": args.cache,
+                       "policy": args.policy, "host_batch": args.host_batch,
+                       "torchvision": torchvision.__version__,
+                       "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                       "elapsed_s": 0.0},
+               "environment": env, "rows": rows, **notes}
+    for name in split(args.models):
+        for mode in split(args.modes):
+            for batch in batches:
+                if args.tune_only:
+                    row = run_config(name, batch, mode, [], [], False, 0, context)
+                else:
+                    row = run_config(name, batch, mode, ways, split(args.compile_batches, int),
+                                     not args.no_layers, args.host_batch, context,
+                                     tuple(split(args.compile_modes)))
+                bench.log(brief(row))
+                rows.append(row)
+                # Written after every row: a run cut short keeps what it measured.
+                results["run"]["elapsed_s"] = time.perf_counter() - started
+                save(results, args)
+    context.close()
+    print(render(results))
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
