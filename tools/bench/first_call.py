@@ -24,14 +24,17 @@ import json
 import sys
 import time
 
-import bench  # its helpers import torch only when called
+# The harness's modules import torch only inside the functions that need it.
+import bench_common
+import bench_env
+import bench_suite
 
 
 def parse_args(argv: list) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("impl", choices=("torch", "convtune"))
     p.add_argument("--shape", required=True, help="one suite row, as JSON")
-    p.add_argument("--mode", default="strict", choices=bench.MODES)
+    p.add_argument("--mode", default="strict", choices=bench_common.MODES)
     p.add_argument("--cache", default=None, help="convtune cache (default: convtune's)")
     p.add_argument("--device", type=int, default=0)
     return p.parse_args(argv)
@@ -50,37 +53,37 @@ def timed_call(fn) -> float:
     return ms_since(t0)
 
 
-def prepare(shape: bench.Shape, mode: str, device: int) -> tuple:
+def prepare(shape: bench_suite.Shape, mode: str, device: int) -> tuple:
     """CUDA context, math flags and inputs, all settled before any clock."""
     import torch
     torch.backends.cudnn.benchmark = True
     torch.cuda.set_device(device)
-    bench.set_math_mode(mode)
-    inputs = bench.make_inputs(shape, seed=7)
+    bench_suite.set_math_mode(mode)
+    inputs = bench_suite.make_inputs(shape, seed=7)
     torch.cuda.synchronize()
     return inputs
 
 
-def first_torch(shape: bench.Shape, mode: str, device: int) -> dict:
+def first_torch(shape: bench_suite.Shape, mode: str, device: int) -> dict:
     t0 = time.perf_counter()
     importlib.import_module("torch")    # timed: what an application pays once
     import_ms = ms_since(t0)
     x, w, b = prepare(shape, mode, device)
-    fn = bench.torch_conv_fn(shape, x, w, b)
+    fn = bench_suite.torch_conv_fn(shape, x, w, b)
     return {"import_ms": import_ms, "first_call_ms": timed_call(fn),
             "second_call_ms": timed_call(fn)}
 
 
-def first_convtune(shape: bench.Shape, mode: str, device: int, cache) -> dict:
+def first_convtune(shape: bench_suite.Shape, mode: str, device: int, cache) -> dict:
     t0 = time.perf_counter()
-    _torch, convtune = bench.import_libraries()   # torch first, as in bench.py
+    _torch, convtune = bench_env.import_libraries()   # torch first, as in bench.py
     import_ms = ms_since(t0)
     x, w, b = prepare(shape, mode, device)
     t0 = time.perf_counter()
     ctx = convtune.Context(device=device, cache=cache, policy="cache_only")
     context_ms = ms_since(t0)
     t0 = time.perf_counter()
-    plan = ctx.plan(tuple(x.shape), tuple(w.shape), **bench.convtune_plan_kwargs(shape, mode))
+    plan = ctx.plan(tuple(x.shape), tuple(w.shape), **bench_suite.convtune_plan_kwargs(shape, mode))
     plan_ms = ms_since(t0)
     first_ms = timed_call(lambda: plan(x, w, bias=b))
     second_ms = timed_call(lambda: plan(x, w, bias=b))
@@ -94,7 +97,7 @@ def first_convtune(shape: bench.Shape, mode: str, device: int, cache) -> dict:
 def main(argv: list) -> int:
     args = parse_args(argv)
     try:
-        shape = bench.parse_row(json.loads(args.shape), 0)
+        shape = bench_suite.parse_row(json.loads(args.shape), 0)
         if args.impl == "torch":
             result = first_torch(shape, args.mode, args.device)
         else:

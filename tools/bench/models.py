@@ -34,7 +34,6 @@ import argparse
 import copy
 import datetime
 import json
-import math
 import os
 import statistics
 import sys
@@ -42,11 +41,16 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench  # noqa: E402  (timing, environment and rendering helpers)
+# bench.py's parts: timing, environment and rendering helpers.
+import bench_common  # noqa: E402
+import bench_env  # noqa: E402
+import bench_render  # noqa: E402
+import bench_suite  # noqa: E402
+import bench_timing  # noqa: E402
 
 MODELS = ("resnet50", "mobilenet_v2", "convnext_tiny", "regnet_y_400mf")
 IMAGE = 224
-MARKER = bench.MODELS_MARKER
+MARKER = bench_render.MODELS_MARKER
 # Relative L2 error of a whole model's output against the float64 model:
 # each layer's error compounds through 50-odd layers.
 MODEL_LIMIT = {"strict": 1e-3, "tf32": 5e-2}
@@ -157,25 +161,25 @@ def output_errors(base, ours, x) -> dict:
     ref_model = copy.deepcopy(base).double()
     with torch.no_grad():
         ref = ref_model(x.double())
-        err = {"pytorch": bench.rel_l2(base(x), ref), "convtune": bench.rel_l2(ours(x), ref)}
+        err = {"pytorch": bench_timing.rel_l2(base(x), ref), "convtune": bench_timing.rel_l2(ours(x), ref)}
     del ref_model
     return err
 
 
 def pair(fn_a, fn_b) -> dict:
-    a, b = bench.time_pair(fn_a, fn_b)
+    a, b = bench_timing.time_pair(fn_a, fn_b)
     return {"pytorch_ms": a.median_ms, "convtune_ms": b.median_ms,
             "ratio": a.median_ms / b.median_ms, "spread": max(a.spread, b.spread)}
 
 
-def graph_pair(fn_a, fn_b, guess_a=None, guess_b=None, cap_ms=bench.MEASURE_CAP_MS) -> dict:
-    ra, rb = bench.time_graph_pair(fn_a, fn_b, guess_a, guess_b, cap_ms)
+def graph_pair(fn_a, fn_b, guess_a=None, guess_b=None, cap_ms=bench_timing.MEASURE_CAP_MS) -> dict:
+    ra, rb = bench_timing.time_graph_pair(fn_a, fn_b, guess_a, guess_b, cap_ms)
     if ra.timing is None or rb.timing is None:
         return {"note": ra.note or rb.note}
     out = {"pytorch_ms": ra.timing.median_ms, "convtune_ms": rb.timing.median_ms,
            "ratio": ra.timing.median_ms / rb.timing.median_ms,
            "replayed_ok": ra.out is not None and rb.out is not None
-           and bench.rel_l2(rb.out, ra.out) < 1e-2}
+           and bench_timing.rel_l2(rb.out, ra.out) < 1e-2}
     return out
 
 
@@ -189,7 +193,7 @@ def compiled_pair(base, ours, x, mode: str) -> dict:
         torch.cuda.synchronize()
         compile_s = time.perf_counter() - started
         result = pair(lambda: cb(x), lambda: co(x))
-        result["rel_l2_between"] = bench.rel_l2(yb, ya)
+        result["rel_l2_between"] = bench_timing.rel_l2(yb, ya)
     result["compile_s"] = compile_s
     torch._dynamo.reset()
     return result
@@ -261,7 +265,7 @@ def run_config(name: str, batch: int, mode: str, ways: list, compile_batches: li
                layers: bool, host_batch: int, context, compile_modes: tuple = MODES_ALL) -> dict:
     import torch
     import convtune
-    bench.set_math_mode(mode)
+    bench_suite.set_math_mode(mode)
     base = build(name)
     ours = copy.deepcopy(base)
     report = convtune.convert(ours, context=context)
@@ -292,7 +296,7 @@ def run_config(name: str, batch: int, mode: str, ways: list, compile_batches: li
         try:
             row["compile"] = compiled_pair(base, ours, x, mode)
         except Exception as e:  # noqa: BLE001 - recorded, the run goes on
-            row["compile"] = {"note": bench.error_text(e)}
+            row["compile"] = {"note": bench_timing.error_text(e)}
     if layers:
         row["layers"] = layer_table(base, ours, x)
         sums = [sum(r[k] * r["count"] for r in row["layers"] if "ratio" in r)
@@ -305,8 +309,6 @@ def run_config(name: str, batch: int, mode: str, ways: list, compile_batches: li
     if host_batch and batch == host_batch:
         row["host"] = host_costs(base, ours, x)
     row["fallbacks"] = fallbacks(ours)
-    del base, ours
-    torch.cuda.empty_cache()
     return row
 
 
@@ -316,10 +318,10 @@ def brief(row: dict) -> str:
     for way in ("eager", "graph", "compile"):
         r = row.get(way)
         if r:
-            parts.append(f"{way} {bench.fmt_ratio(r.get('ratio'))}" if "ratio" in r else f"{way} -")
+            parts.append(f"{way} {bench_render.fmt_ratio(r.get('ratio'))}" if "ratio" in r else f"{way} -")
     if "layer_sum" in row:
         s = row["layer_sum"]
-        parts.append(f"layers {bench.fmt_ratio(s['ratio'])} (min {bench.fmt_ratio(s['min_ratio'])}, "
+        parts.append(f"layers {bench_render.fmt_ratio(s['ratio'])} (min {bench_render.fmt_ratio(s['min_ratio'])}, "
                      f"{s['below']}/{s['unique']} below {NOT_BELOW})")
     if "host" in row:
         h = row["host"]
@@ -336,7 +338,7 @@ def way_cells(row: dict, way: str) -> list:
         return ["-", "-", "-"]
     if "ratio" not in r:
         return ["-", "-", f"- ({r.get('note', '')[:60]})"]
-    return [bench.fmt_ms(r["pytorch_ms"]), bench.fmt_ms(r["convtune_ms"]), bench.fmt_ratio(r["ratio"])]
+    return [bench_render.fmt_ms(r["pytorch_ms"]), bench_render.fmt_ms(r["convtune_ms"]), bench_render.fmt_ratio(r["ratio"])]
 
 
 def render(results: dict) -> str:
@@ -366,9 +368,9 @@ def render(results: dict) -> str:
               "graph PyTorch ms", "graph convtune ms", "graph ratio", "compile PyTorch ms",
               "compile convtune ms", "compile ratio", "err PyTorch", "err convtune", "ok"]
     table = [[r["model"], r["batch"], r["mode"], *way_cells(r, "eager"), *way_cells(r, "graph"),
-              *way_cells(r, "compile"), bench.fmt_err(r["errors"]["pytorch"]),
-              bench.fmt_err(r["errors"]["convtune"]), "yes" if r["ok"] else "NO"] for r in rows]
-    lines += bench.md_table(header, table) + [""]
+              *way_cells(r, "compile"), bench_render.fmt_err(r["errors"]["pytorch"]),
+              bench_render.fmt_err(r["errors"]["convtune"]), "yes" if r["ok"] else "NO"] for r in rows]
+    lines += bench_render.md_table(header, table) + [""]
     layered = [r for r in rows if "layer_sum" in r]
     if layered:
         lines += ["### Conv layers alone", "",
@@ -376,12 +378,12 @@ def render(results: dict) -> str:
                   "both libraries on the same input and weights, as replays of a CUDA graph of "
                   "back-to-back calls (GPU time, no host cost). Sum: over every conv call of the "
                   f"forward (a unique layer times its count). Below: unique layers under {NOT_BELOW}x.", ""]
-        lines += bench.md_table(
+        lines += bench_render.md_table(
             ["model", "batch", "mode", "unique layers", "sum PyTorch ms", "sum convtune ms", "sum ratio",
              "worst layer", "below"],
             [[r["model"], r["batch"], r["mode"], r["layer_sum"]["unique"],
-              bench.fmt_ms(r["layer_sum"]["pytorch_ms"]), bench.fmt_ms(r["layer_sum"]["convtune_ms"]),
-              bench.fmt_ratio(r["layer_sum"]["ratio"]), bench.fmt_ratio(r["layer_sum"]["min_ratio"]),
+              bench_render.fmt_ms(r["layer_sum"]["pytorch_ms"]), bench_render.fmt_ms(r["layer_sum"]["convtune_ms"]),
+              bench_render.fmt_ratio(r["layer_sum"]["ratio"]), bench_render.fmt_ratio(r["layer_sum"]["min_ratio"]),
               r["layer_sum"]["below"]] for r in layered]) + [""]
     hosted = [r for r in rows if "host" in r]
     if hosted:
@@ -391,7 +393,7 @@ def render(results: dict) -> str:
                   "and a forward hook of every conv layer, median per layer, then the median over "
                   "layers. PyTorch: `nn.Conv2d` (F.conv2d inside); convtune: the converted layer. "
                   "Calls: how the convtune plans' executes ran during those forwards.", ""]
-        lines += bench.md_table(
+        lines += bench_render.md_table(
             ["model", "mode", "PyTorch us", "convtune us", "convtune / PyTorch", "graph replays",
              "captures", "direct runs"],
             [[r["model"], r["mode"], f"{r['host']['pytorch_us']:.1f}", f"{r['host']['convtune_us']:.1f}",
@@ -399,10 +401,10 @@ def render(results: dict) -> str:
               r["host"]["calls"]["graph_captures"], r["host"]["calls"]["direct_runs"]] for r in hosted]) + [""]
     for r in layered:
         lines += [f"<details><summary>{r['model']} batch {r['batch']} {r['mode']}: per-layer table</summary>", ""]
-        lines += bench.md_table(
+        lines += bench_render.md_table(
             ["layer (first)", "count", "shape", "PyTorch ms", "convtune ms", "ratio", "convtune algorithm"],
-            [[l["layer"], l["count"], l["spec"], bench.fmt_ms(l.get("pytorch_ms")),
-              bench.fmt_ms(l.get("convtune_ms")), bench.fmt_ratio(l.get("ratio")), l["algorithm"]]
+            [[l["layer"], l["count"], l["spec"], bench_render.fmt_ms(l.get("pytorch_ms")),
+              bench_render.fmt_ms(l.get("convtune_ms")), bench_render.fmt_ratio(l.get("ratio")), l["algorithm"]]
              for l in r["layers"]]) + ["", "</details>", ""]
     left = {(r["model"], n, why) for r in rows for n, why in r["left"]}
     fell = {(r["model"], why) for r in rows for why in r["fallbacks"]}
@@ -427,7 +429,7 @@ def write_markdown(path: str, section: str) -> None:
 
 def save(results: dict, args: argparse.Namespace) -> None:
     if args.out_json:
-        Path(args.out_json).write_text(json.dumps(bench.json_safe(results), indent=1) + "\n")
+        Path(args.out_json).write_text(json.dumps(bench_render.json_safe(results), indent=1) + "\n")
     if args.out_md:
         write_markdown(args.out_md, render(results))
 
@@ -445,11 +447,11 @@ def main(argv: list | None = None) -> int:
         return 0
     started = time.perf_counter()
     try:
-        torch, convtune = bench.import_libraries()
-    except bench.UsageError as e:
+        torch, convtune = bench_env.import_libraries()
+    except bench_common.UsageError as e:
         print(f"models.py: {e}", file=sys.stderr)
         return 2
-    except bench.NoGpuError as e:
+    except bench_common.NoGpuError as e:
         print(f"models.py: {e}", file=sys.stderr)
         return 3
     import torchvision
@@ -458,11 +460,11 @@ def main(argv: list | None = None) -> int:
     if args.cache:  # the operator's default context (torch.compile) reads the same cache
         os.environ["CONVTUNE_CACHE"] = os.path.abspath(args.cache)
     device = torch.cuda.current_device()
-    env = bench.gather_environment(convtune, device)
+    env = bench_env.gather_environment(convtune, device)
     context = convtune.Context(device=device, cache=args.cache, policy=args.policy)
     ways, batches = split(args.ways), split(args.batches, int)
     rows = []
-    results = {"run": {"command": bench.command_line(argv, os.environ), "cache": args.cache,
+    results = {"run": {"command": bench_env.command_line(argv, os.environ), "cache": args.cache,
                        "policy": args.policy, "host_batch": args.host_batch,
                        "torchvision": torchvision.__version__,
                        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -477,7 +479,8 @@ def main(argv: list | None = None) -> int:
                     row = run_config(name, batch, mode, ways, split(args.compile_batches, int),
                                      not args.no_layers, args.host_batch, context,
                                      tuple(split(args.compile_modes)))
-                bench.log(brief(row))
+                torch.cuda.empty_cache()  # the models of that row are gone
+                bench_common.log(brief(row))
                 rows.append(row)
                 # Written after every row: a run cut short keeps what it measured.
                 results["run"]["elapsed_s"] = time.perf_counter() - started
