@@ -1,7 +1,12 @@
-"""Shared by the binding's tests: the library's default cache goes to a temp file."""
+"""Shared by the binding's tests: one random seed for the session, the
+library's default cache in a temp file, a context and the CUDA device."""
 import os
 
 import pytest
+
+# Fresh random inputs every run; every failure message names the seed, and
+# CONVTUNE_TEST_SEED replays it.  Set here, before the test modules read it.
+os.environ.setdefault("CONVTUNE_TEST_SEED", str(int.from_bytes(os.urandom(4), "little")))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -15,3 +20,20 @@ def default_cache(tmp_path_factory):
         os.environ.pop("CONVTUNE_CACHE", None)
     else:
         os.environ["CONVTUNE_CACHE"] = old
+
+
+@pytest.fixture(scope="module")
+def ctx(tmp_path_factory):
+    """A context per test module, tuning with policy "fast" into a temp cache."""
+    import convtune
+    c = convtune.Context(cache=tmp_path_factory.mktemp("cache") / "plans.db", policy="fast")
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def cuda():
+    """The current CUDA device, torch seeded with the session's seed."""
+    import torch
+    torch.manual_seed(int(os.environ["CONVTUNE_TEST_SEED"]))
+    return torch.device("cuda", torch.cuda.current_device())

@@ -19,22 +19,9 @@ import convtune  # noqa: E402
 import convtune.nn  # noqa: E402
 
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible to torch")
-SEED = int(os.environ.get("CONVTUNE_TEST_SEED") or int.from_bytes(os.urandom(4), "little"))
+SEED = int(os.environ["CONVTUNE_TEST_SEED"])  # drawn by conftest.py unless given
 STRICT_BOUND = 1e-5
 TF32_BOUND = 5e-3
-
-
-@pytest.fixture(scope="module")
-def ctx(tmp_path_factory):
-    c = convtune.Context(cache=tmp_path_factory.mktemp("nn-cache") / "plans.db", policy="fast")
-    yield c
-    c.close()
-
-
-@pytest.fixture
-def cuda():
-    torch.manual_seed(SEED)
-    return torch.device("cuda", torch.cuda.current_device())
 
 
 @pytest.fixture

@@ -107,7 +107,7 @@ def layer_key(layer, x) -> tuple:
             layer.groups, layer.bias is not None, layer.padding_mode)
 
 
-def spec_text(key: tuple) -> str:
+def layer_spec_text(key: tuple) -> str:
     (n, c, h, w), (k, _, r, s), stride, pad, dil, groups, bias, _ = key
     text = f"n{n} c{c} {h}x{w} k{k} {r}x{s}"
     text += "" if stride == (1, 1) else f" s{stride[0]}" if stride[0] == stride[1] else f" s{stride}"
@@ -218,7 +218,7 @@ def layer_table(base, ours, x) -> list:
             mine(inp)
             info = mine.plan_info() or {}
             timing = graph_pair(lambda: theirs(inp), lambda: mine(inp), cap_ms=LAYER_CAP_MS)
-        rows.append({"layer": name, "count": len(names), "spec": spec_text(key), **timing,
+        rows.append({"layer": name, "count": len(names), "spec": layer_spec_text(key), **timing,
                      "algorithm": f"{info.get('algorithm', 'PyTorch (fallback)')} {info.get('config', '')}".strip()})
     return rows
 
