@@ -17,13 +17,14 @@ extern "C" {
 #endif
 
 /* The plain direct convolution every candidate is validated against: one
- * thread per output, products accumulated in double, epilogue applied.
+ * thread per output, products accumulated in double, epilogue applied, in
+ * the problem's layout.
  * Obviously correct rather than fast.  `problem` must be valid. */
 cudaError_t conv_reference_forward(const conv_problem *problem, const float *x, const float *w,
                                    const float *bias, float *y, cudaStream_t stream);
 
 /* y[n][k][i] = act(y[n][k][i] + bias[k]) for the problem's epilogue over the
- * output tensor; a no-op for CONV_EPILOGUE_NONE. */
+ * output tensor (y[n][i][k] for NHWC); a no-op for CONV_EPILOGUE_NONE. */
 cudaError_t conv_bias_act(const conv_problem *problem, float *y, const float *bias,
                           cudaStream_t stream);
 
@@ -34,6 +35,12 @@ cudaError_t conv_fill_uniform(float *dst, int64_t count, uint64_t seed, float lo
 
 /* Fills dst with a NaN bit pattern so that unwritten outputs fail validation. */
 cudaError_t conv_fill_poison(float *dst, int64_t count, cudaStream_t stream);
+
+/* Keeps `stream` busy for about `microseconds` (one thread spinning on the
+ * GPU's global timer).  Enqueued before a timed section, it lets the host
+ * queue the start event and the work behind it, so that the timing does
+ * not include the host's launch latency. */
+cudaError_t conv_hold_stream(unsigned microseconds, cudaStream_t stream);
 
 /* Device scratch conv_relative_l2 needs. */
 #define CONV_COMPARE_SCRATCH_BYTES 64

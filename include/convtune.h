@@ -326,11 +326,12 @@ void conv_plan_destroy(conv_plan *plan);
 
 /* ---------------------------------------------------------------- versions */
 
-/* Versions this process runs with, and the candidate families this build
- * has with their versions (family id "v" version), as "cuda=13000
- * driver=13000 cudnn=91900 cublaslt=130100 candidates=1v1,2v1,3v1,4v3,5v4,7v2".  Stored
- * with every cache row: rows tuned under other versions, before a family
- * was added or before its kernels changed, are stale and re-tuned (they
+/* Versions this process runs with, the candidate families this build has
+ * with their versions (family id "v" version) and the tuner's timing method,
+ * as "cuda=13000 driver=13000 cudnn=91900 cublaslt=130100
+ * candidates=1v1,2v1,3v1,4v3,5v4,7v2 timing=2".  Stored with every cache
+ * row: rows tuned under other versions, before a family was added, before
+ * its kernels changed or timed another way, are stale and re-tuned (they
  * stay in the file for reports).  Needs no device. */
 const char *conv_library_versions(void);
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "runtime/internal.h"
+#include "tuner/tuner.h"
 
 static conv_status device_attribute(int ordinal, enum cudaDeviceAttr attr, int *value,
                                     const char *what, conv_error *err) {
@@ -69,8 +70,8 @@ static void read_versions(void) {
   if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
   format_candidates(candidates, sizeof candidates);
   snprintf(versions_text, sizeof versions_text,
-           "cuda=%d driver=%d cudnn=%zu cublaslt=%zu candidates=%s", runtime, driver,
-           cudnnGetVersion(), cublasLtGetVersion(), candidates);
+           "cuda=%d driver=%d cudnn=%zu cublaslt=%zu candidates=%s timing=%d", runtime,
+           driver, cudnnGetVersion(), cublasLtGetVersion(), candidates, CONV_TIMING_VERSION);
 }
 
 const char *conv_library_versions(void) {

@@ -75,6 +75,22 @@ extern "C" cudaError_t conv_fill_poison(float *dst, int64_t count, cudaStream_t 
   return cudaMemsetAsync(dst, 0xFF, (size_t)count * sizeof(float), stream);
 }
 
+/* ---------------------------------------------------------------- hold */
+
+__global__ static void hold_kernel(uint64_t nanoseconds) {
+  uint64_t start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < nanoseconds);
+}
+
+extern "C" cudaError_t conv_hold_stream(unsigned microseconds, cudaStream_t stream) {
+  hold_kernel<<<1, 1, 0, stream>>>((uint64_t)microseconds * 1000u);
+  return cudaGetLastError();
+}
+
 /* ---------------------------------------------------------------- compare */
 
 /* Block-wide sum of one double; the result is valid in thread 0 only. */

@@ -9,17 +9,21 @@
 /* Configs asked of one family: all of them, or a few best guesses. */
 #define MAX_CONFIGS_EXHAUSTIVE 512
 #define MAX_CONFIGS_FAST 3
-/* Timing: batches of back-to-back runs lasting about BATCH_MS each, until
- * MIN_SAMPLES batches and MIN_TOTAL_MS of runs, at most MAX_SAMPLES.  A
- * candidate already SLOW_FACTOR times slower than the best so far gets
- * MIN_SAMPLES_SLOW batches: it cannot win and would only burn time. */
+/* Timing: a CUDA graph of back-to-back runs lasting about BATCH_MS, replayed
+ * until MIN_SAMPLES replays and MIN_TOTAL_MS of runs, at most MAX_SAMPLES.
+ * Once MIN_SAMPLES_SLOW replays all took ABANDON_FACTOR times the best time
+ * so far, the candidate cannot win: it stops there (replays of one graph
+ * vary by a few percent, not by 30%). */
 #define BATCH_MS 1.0
 #define MIN_SAMPLES 5
 #define MIN_SAMPLES_SLOW 2
 #define MIN_TOTAL_MS 30.0
 #define MAX_SAMPLES 50
 #define MAX_BATCH_RUNS 200
-#define SLOW_FACTOR 8.0
+#define ABANDON_FACTOR 1.3
+/* Held before each timed replay: longer than the host takes to queue the
+ * start event and the launch behind it. */
+#define HOLD_US 50
 
 /* Device tensors and timing objects for one tuning. */
 typedef struct bench {
@@ -101,12 +105,36 @@ done:
   return st;
 }
 
-/* Milliseconds for `runs` back-to-back runs, timed with events. */
-static conv_status time_batch(bench *b, const conv_algorithm *algo, const conv_prepared *prep,
-                              void *workspace, int runs, double *ms, conv_error *err) {
+/* Why replays: a plan's executes replay a CUDA graph of its launches, so
+ * the GPU time of a replay is what users get.  Timing direct launches of a
+ * kernel of a few microseconds would time the host instead (a cuDNN
+ * engine's launch costs it 10-30 us) and pick winners at random among
+ * small layers. */
+typedef struct timed_work {
+  bench *b;
+  const conv_algorithm *algo;
+  const conv_prepared *prep;
+  void *workspace;
+  int runs;              /* per sample                                   */
+  cudaGraphExec_t graph; /* the runs captured; NULL: launched directly   */
+} timed_work;
+
+static conv_status launch_work(timed_work *t, conv_error *err) {
+  if (t->graph != NULL)
+    return conv_check_cuda(err, cudaGraphLaunch(t->graph, t->b->stream), "cudaGraphLaunch");
+  conv_status st = CONV_OK;
+  for (int i = 0; i < t->runs && st == CONV_OK; i++)
+    st = run_once(t->b, t->algo, t->prep, t->workspace, err);
+  return st;
+}
+
+/* Milliseconds the work takes on the GPU, timed with events behind a hold. */
+static conv_status time_work(timed_work *t, double *ms, conv_error *err) {
+  bench *b = t->b;
   conv_status st;
+  CONV_TRY(st, conv_check_cuda(err, conv_hold_stream(HOLD_US, b->stream), "hold the stream"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaEventRecord(b->start, b->stream), "cudaEventRecord"), done);
-  for (int i = 0; i < runs; i++) CONV_TRY(st, run_once(b, algo, prep, workspace, err), done);
+  CONV_TRY(st, launch_work(t, err), done);
   CONV_TRY(st, conv_check_cuda(err, cudaEventRecord(b->stop, b->stream), "cudaEventRecord"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaEventSynchronize(b->stop), "timed runs"), done);
   float elapsed = 0;
@@ -116,30 +144,63 @@ done:
   return st;
 }
 
+/* Captures t->runs runs into t->graph.  A candidate that cannot be captured
+ * (none today) is timed launched directly, as conv_plan_execute then runs
+ * it; only a failure after capture is the trial's failure. */
+static conv_status capture_work(timed_work *t, conv_error *err) {
+  bench *b = t->b;
+  cudaGraph_t graph = NULL;
+  if (cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    cudaGetLastError();
+    return CONV_OK;
+  }
+  conv_error ignored = {CONV_OK, ""};
+  conv_status st = CONV_OK;
+  for (int i = 0; i < t->runs && st == CONV_OK; i++)
+    st = run_once(b, t->algo, t->prep, t->workspace, &ignored);
+  cudaError_t e = cudaStreamEndCapture(b->stream, &graph);
+  if (st == CONV_OK && e == cudaSuccess && graph != NULL)
+    e = cudaGraphInstantiate(&t->graph, graph, 0);
+  if (graph != NULL) cudaGraphDestroy(graph);
+  if (st != CONV_OK || e != cudaSuccess) {
+    t->graph = NULL;
+    cudaGetLastError(); /* capture errors are not sticky; direct runs follow */
+    return CONV_OK;
+  }
+  /* The first replay uploads the graph: not a sample. */
+  return conv_check_cuda(err, cudaGraphLaunch(t->graph, b->stream), "cudaGraphLaunch");
+}
+
 static int compare_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
 }
 
-/* Median time of one run after a warm-up (which also sizes the batches). */
+/* Median time of one run.  A direct run first warms up and sizes the
+ * batch; then samples of t.runs runs each. */
 static conv_status measure(bench *b, const conv_algorithm *algo, const conv_prepared *prep,
                            void *workspace, double best_ms, double *median_ms, conv_error *err) {
-  double warm = 0, samples[MAX_SAMPLES], total = 0;
-  conv_status st = time_batch(b, algo, prep, workspace, 1, &warm, err);
+  timed_work t = {b, algo, prep, workspace, 1, NULL};
+  double warm = 0, samples[MAX_SAMPLES], total = 0, fastest = 0;
+  conv_status st = time_work(&t, &warm, err);
   if (st != CONV_OK) return st;
   int runs = warm > 0 ? (int)(BATCH_MS / warm) : MAX_BATCH_RUNS;
-  runs = runs < 1 ? 1 : runs > MAX_BATCH_RUNS ? MAX_BATCH_RUNS : runs;
-  bool hopeless = best_ms > 0 && warm > SLOW_FACTOR * best_ms;
-  int min_samples = hopeless ? MIN_SAMPLES_SLOW : MIN_SAMPLES, n = 0;
-  while (n < MAX_SAMPLES && (n < min_samples || (!hopeless && total < MIN_TOTAL_MS))) {
+  t.runs = runs < 1 ? 1 : runs > MAX_BATCH_RUNS ? MAX_BATCH_RUNS : runs;
+  int n = 0;
+  CONV_TRY(st, capture_work(&t, err), done);
+  while (n < MAX_SAMPLES && (n < MIN_SAMPLES || total < MIN_TOTAL_MS)) {
     double ms;
-    if ((st = time_batch(b, algo, prep, workspace, runs, &ms, err)) != CONV_OK) return st;
-    samples[n++] = ms / runs;
+    CONV_TRY(st, time_work(&t, &ms, err), done);
+    samples[n++] = ms / t.runs;
     total += ms;
+    fastest = n == 1 || samples[n - 1] < fastest ? samples[n - 1] : fastest;
+    if (n >= MIN_SAMPLES_SLOW && best_ms > 0 && fastest > ABANDON_FACTOR * best_ms) break;
   }
   qsort(samples, (size_t)n, sizeof samples[0], compare_double);
   *median_ms = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
-  return CONV_OK;
+done:
+  if (t.graph != NULL) cudaGraphExecDestroy(t.graph);
+  return st;
 }
 
 /* One config from prepare to timing; failures are the trial's result. */

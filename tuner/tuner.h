@@ -4,7 +4,8 @@
  * For each config: prepare, check its workspace against the limit, poison
  * the output, run once and compare with the reference (relative L2 under the
  * math mode's bound, no non-finite values), then warm up and time with CUDA
- * events: the median of adaptively many runs.  Every trial, failed or not, is
+ * events the replays of a CUDA graph of its runs, as conv_plan_execute
+ * replays them: the median of adaptively many.  Every trial, failed or not, is
  * written to the cache as it completes; the fastest valid one is the winner.
  */
 #ifndef CONVTUNE_TUNER_H
@@ -14,6 +15,11 @@
 
 #include "cache/cache.h"
 #include "runtime/internal.h"
+
+/* How candidates are timed, in every cache row's versions text: times
+ * measured another way are not comparable, so such rows are re-tuned.
+ * 1: direct launches; 2: replays of a CUDA graph of runs. */
+#define CONV_TIMING_VERSION 2
 
 /* What tuning chose. */
 typedef struct conv_choice {
