@@ -18,7 +18,7 @@ static const int split_counts[] = {1, 2, 4, 8, 16, 32, 64};
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 static bool split_applicable(const conv_problem *problem, const conv_env *env) {
-  return problem != NULL && env != NULL && conv_problem_supported(problem) &&
+  return problem != NULL && env != NULL && conv_problem_nchw(problem) &&
          conv_split_applicable(problem);
 }
 

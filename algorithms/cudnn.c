@@ -14,6 +14,9 @@
  * no attribute: the filter tensor's C dimension (c / groups) against the
  * input's c tells cuDNN the group count, as cudnn-frontend and PyTorch do it.
  *
+ * Layouts: NCHW, and NHWC (conv_problem_validate admits it for filters of
+ * one channel per group, whose KRSC filter is the caller's KCRS one).
+ *
  * TF32: the graph API has no math-type switch.  An fp32 engine that runs on
  * tensor cores (TF32) carries CUDNN_NUMERICAL_NOTE_TENSOR_CORE, so strict
  * mode refuses those engines and TF32 mode admits them.
@@ -129,9 +132,18 @@ static void graph_destroy(conv_graph *g) {
 }
 
 /* A packed fp32 NCHW tensor. */
-static conv_status make_tensor(int64_t uid, const int64_t dims[4], cudnnBackendDescriptor_t *desc,
-                               conv_error *err) {
+/* dims are (N, C, H, W) whatever the layout, as cuDNN wants them; the
+ * strides say where the channels are: NCHW (packed), or NHWC (channels
+ * innermost; for the filter KRSC). */
+static conv_status make_tensor(int64_t uid, const int64_t dims[4], conv_layout layout,
+                               cudnnBackendDescriptor_t *desc, conv_error *err) {
   int64_t strides[4] = {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
+  if (layout == CONV_LAYOUT_NHWC) {
+    strides[1] = 1;
+    strides[3] = dims[1];
+    strides[2] = dims[3] * dims[1];
+    strides[0] = dims[2] * dims[3] * dims[1];
+  }
   cudnnDataType_t type = CUDNN_DATA_FLOAT;
   int64_t alignment = TENSOR_ALIGNMENT;
   conv_status st;
@@ -213,9 +225,9 @@ static conv_status graph_build(const conv_problem *p, conv_env *env, conv_graph 
   int64_t x_dims[4] = {p->n, p->c, p->h, p->w};
   int64_t w_dims[4] = {p->k, shape.c_per_group, p->r, p->s};
   int64_t y_dims[4] = {p->n, p->k, shape.p, shape.q};
-  CONV_TRY(st, make_tensor(UID_X, x_dims, &g->x, err), done);
-  CONV_TRY(st, make_tensor(UID_W, w_dims, &g->w, err), done);
-  CONV_TRY(st, make_tensor(UID_Y, y_dims, &g->y, err), done);
+  CONV_TRY(st, make_tensor(UID_X, x_dims, p->layout, &g->x, err), done);
+  CONV_TRY(st, make_tensor(UID_W, w_dims, p->layout, &g->w, err), done);
+  CONV_TRY(st, make_tensor(UID_Y, y_dims, p->layout, &g->y, err), done);
   CONV_TRY(st, make_conv_desc(p, &g->conv, err), done);
   CONV_TRY(st, make_conv_op(g, err), done);
   CONV_TRY(st, make_desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &g->graph, err), done);

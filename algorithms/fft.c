@@ -82,7 +82,7 @@ static conv_status fft_check(conv_error *err, cufftResult r, const char *what) {
 }
 
 static bool fft_problem_supported(const conv_problem *pb) {
-  return conv_problem_supported(pb) && pb->groups == 1 && pb->stride_h == 1 &&
+  return conv_problem_nchw(pb) && pb->groups == 1 && pb->stride_h == 1 &&
          pb->stride_w == 1 && pb->dil_h == 1 && pb->dil_w == 1 && pb->r * pb->s > 1;
 }
 

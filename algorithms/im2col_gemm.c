@@ -375,14 +375,14 @@ static size_t ig_round_up(size_t v, size_t to) { return (v + to - 1) / to * to; 
 
 static bool ig_applicable(const conv_problem *problem, const conv_env *env) {
   return problem != NULL && env != NULL && env->cublaslt != NULL &&
-         conv_problem_supported(problem);
+         conv_problem_nchw(problem);
 }
 
 static conv_status ig_prepare(const conv_problem *problem, conv_env *env,
                               const conv_config *config, conv_prepared *out, conv_error *err) {
   if (problem == NULL || env == NULL || env->cublaslt == NULL || config == NULL || out == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "im2col_gemm: NULL argument");
-  if (!conv_problem_supported(problem))
+  if (!conv_problem_nchw(problem))
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "im2col_gemm: only fp32 NCHW forward, strict or tf32 math");
   /* The config may come from a shipped cache: trust none of it. */

@@ -17,7 +17,7 @@
 #define PATCH_MAX_KERNELS 16
 
 static bool patch_applicable(const conv_problem *problem, const conv_env *env) {
-  return problem != NULL && env != NULL && conv_problem_supported(problem) &&
+  return problem != NULL && env != NULL && conv_problem_nchw(problem) &&
          conv_patch_geometry(problem);
 }
 

@@ -19,11 +19,25 @@ struct reference_params {
   int64_t dil_h, dil_w;
   int64_t c_per_group, k_per_group;
   int64_t count; /* n * k * p * q */
+  /* Element strides of the n, c (k), h (p) and w (q) dims for the layout;
+   * the filter's are of k, c/groups, r and s. */
+  int64_t xs[4], ws[4], ys[4];
 };
+
+/* Strides of a packed tensor of dims (n, c, h, w), NCHW or NHWC. */
+void layout_strides(conv_layout layout, int64_t n, int64_t c, int64_t h, int64_t w,
+                    int64_t out[4]) {
+  (void)n;
+  if (layout == CONV_LAYOUT_NHWC) {
+    out[0] = h * w * c, out[1] = 1, out[2] = w * c, out[3] = c;
+  } else {
+    out[0] = c * h * w, out[1] = h * w, out[2] = w, out[3] = 1;
+  }
+}
 
 }  // namespace
 
-/* One output y[ni][ko][oh][ow] per grid-stride step.  Consecutive threads take
+/* One output y[ni][ko][oh][ow] (in the problem's layout) per grid-stride step.  Consecutive threads take
  * consecutive ow, so the input reads of a warp are close together and the
  * filter reads are mostly one broadcast address. */
 template <conv_epilogue EPILOGUE>
@@ -40,21 +54,22 @@ __global__ static void reference_kernel(const reference_params prm, const float 
 
     double acc = 0.0;
     for (int64_t ci = 0; ci < prm.c_per_group; ++ci) {
-      const float *xc = x + ((ni * prm.c) + c0 + ci) * prm.h * prm.w;
-      const float *wc = w + (ko * prm.c_per_group + ci) * prm.r * prm.s;
+      const float *xc = x + ni * prm.xs[0] + (c0 + ci) * prm.xs[1];
+      const float *wc = w + ko * prm.ws[0] + ci * prm.ws[1];
       for (int64_t ri = 0; ri < prm.r; ++ri) {
         const int64_t ih = oh * prm.stride_h - prm.pad_h + ri * prm.dil_h;
         if (ih < 0 || ih >= prm.h) continue;
         for (int64_t si = 0; si < prm.s; ++si) {
           const int64_t iw = ow * prm.stride_w - prm.pad_w + si * prm.dil_w;
           if (iw < 0 || iw >= prm.w) continue;
-          acc += (double)xc[ih * prm.w + iw] * (double)wc[ri * prm.s + si];
+          acc += (double)xc[ih * prm.xs[2] + iw * prm.xs[3]] *
+                 (double)wc[ri * prm.ws[2] + si * prm.ws[3]];
         }
       }
     }
     if (EPILOGUE != CONV_EPILOGUE_NONE) acc += (double)bias[ko];
     if (EPILOGUE == CONV_EPILOGUE_BIAS_RELU && acc < 0.0) acc = 0.0;
-    y[o] = (float)acc;
+    y[ni * prm.ys[0] + ko * prm.ys[1] + oh * prm.ys[2] + ow * prm.ys[3]] = (float)acc;
   }
 }
 
@@ -80,6 +95,9 @@ static reference_params reference_params_make(const conv_problem *pb) {
   prm.c_per_group = pb->c / pb->groups;
   prm.k_per_group = pb->k / pb->groups;
   prm.count = prm.n * prm.k * prm.p * prm.q;
+  layout_strides(pb->layout, prm.n, prm.c, prm.h, prm.w, prm.xs);
+  layout_strides(pb->layout, prm.k, prm.c_per_group, prm.r, prm.s, prm.ws);
+  layout_strides(pb->layout, prm.n, prm.k, prm.p, prm.q, prm.ys);
   return prm;
 }
 

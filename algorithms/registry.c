@@ -12,6 +12,7 @@ static const conv_algorithm *const registry[] = {
     &conv_algorithm_direct_channel,
     &conv_algorithm_patch,
     &conv_algorithm_channel_split,
+    &conv_algorithm_depthwise_nhwc,
 };
 
 const conv_algorithm *const *conv_registry(int *count) {

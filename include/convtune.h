@@ -29,7 +29,9 @@
  *
  * Tensors (this version): fp32, NCHW input x[n][c][h][w], filter
  * w[k][c/groups][r][s], bias b[k], output y[n][k][p][q] where p, q come from
- * conv_problem_output_dims().  All pointers passed to conv_plan_execute are
+ * conv_problem_output_dims(); or, for depthwise problems with layout NHWC
+ * (PyTorch's channels_last), x[n][h][w][c] and y[n][p][q][k] with the same
+ * filter and bias.  All pointers passed to conv_plan_execute are
  * device pointers aligned to CONV_POINTER_ALIGNMENT bytes (cudaMalloc gives
  * 256), which lets the vectorised cuDNN and cuBLAS kernels run.  This is
  * cross-correlation (no filter flip), as in cuDNN and PyTorch.
@@ -119,7 +121,10 @@ typedef struct conv_problem {
   int64_t dil_h, dil_w;     /* dilation                                       */
   int64_t groups;           /* divides c and k; c/groups channels per filter  */
   conv_dtype dtype;         /* this version: CONV_DTYPE_F32                   */
-  conv_layout layout;       /* this version: CONV_LAYOUT_NCHW                 */
+  conv_layout layout;       /* NCHW; or NHWC (channels innermost in x and y, *
+                             * and the filter KRSC), which this version      *
+                             * takes for c == groups only (depthwise, whose  *
+                             * KRSC filter is the KCRS one)                  */
   conv_direction direction; /* this version: CONV_FORWARD                     */
   conv_math math;
   conv_epilogue epilogue;
@@ -329,7 +334,7 @@ void conv_plan_destroy(conv_plan *plan);
 /* Versions this process runs with, the candidate families this build has
  * with their versions (family id "v" version) and the tuner's timing method,
  * as "cuda=13000 driver=13000 cudnn=91900 cublaslt=130100
- * candidates=1v1,2v1,3v1,4v3,5v4,7v2 timing=2".  Stored with every cache
+ * candidates=1v1,2v1,3v1,4v4,5v4,7v2,8v1 timing=2".  Stored with every cache
  * row: rows tuned under other versions, before a family was added, before
  * its kernels changed or timed another way, are stale and re-tuned (they
  * stay in the file for reports).  Needs no device. */

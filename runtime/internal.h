@@ -194,6 +194,7 @@ enum {
   CONV_ALGO_PATCH = 5,
   /* 6 dynamic: reserved for a later family */
   CONV_ALGO_CHANNEL_SPLIT = 7,
+  CONV_ALGO_DEPTHWISE_NHWC = 8,
 };
 const conv_algorithm *const *conv_registry(int *count /* OUT */);
 const conv_algorithm *conv_registry_find(uint32_t id);
@@ -205,6 +206,7 @@ extern const conv_algorithm conv_algorithm_direct_channel;
 extern const conv_algorithm conv_algorithm_fft;
 extern const conv_algorithm conv_algorithm_patch;
 extern const conv_algorithm conv_algorithm_channel_split;
+extern const conv_algorithm conv_algorithm_depthwise_nhwc;
 
 /* ---------------------------------------------------------------- context */
 
@@ -235,6 +237,10 @@ conv_status conv_problem_shape(const conv_problem *problem, conv_shape *shape /*
  * supports (conv_problem_validate's own check): the common ground of every
  * candidate's applicable(). */
 bool conv_problem_supported(const conv_problem *problem);
+
+/* conv_problem_supported, in the NCHW layout: what the families written
+ * for NCHW tensors take (all but cudnn and depthwise_nhwc). */
+bool conv_problem_nchw(const conv_problem *problem);
 
 #ifdef __cplusplus
 }

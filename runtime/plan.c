@@ -135,6 +135,8 @@ static conv_status instantiate(conv_context *ctx, const conv_problem *problem,
   if (algo == NULL)
     return conv_error_set(err, CONV_UNSUPPORTED, "algorithm id %u is unknown to this build",
                           (unsigned)choice->algorithm_id);
+  if (!algo->applicable(problem, &ctx->env))
+    return conv_error_set(err, CONV_UNSUPPORTED, "%s does not take this problem", algo->name);
   conv_plan *plan = calloc(1, sizeof *plan);
   if (plan == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "allocating a plan");
   plan->ctx = ctx;

@@ -73,19 +73,35 @@ static conv_status check_groups(const conv_problem *pr, conv_error *err) {
   return CONV_OK;
 }
 
+/* NHWC takes filters of one input channel per group (depthwise, and
+ * depthwise with a channel multiplier) in this version: their KCRS and KRSC
+ * layouts are the same bytes, so the filter of an nn.Conv2d serves both
+ * layouts as it is. */
+static conv_status check_layout(const conv_problem *pr, conv_error *err) {
+  if (pr->layout == CONV_LAYOUT_NHWC && pr->c != pr->groups)
+    return conv_error_set(err, CONV_UNSUPPORTED,
+                          "layout nhwc: only one input channel per group (depthwise; here %lld) "
+                          "is supported in this version",
+                          (long long)(pr->c / pr->groups));
+  return CONV_OK;
+}
+
 static conv_status check_supported(const conv_problem *pr, conv_error *err);
 
 bool conv_problem_supported(const conv_problem *problem) {
   return problem != NULL && check_supported(problem, NULL) == CONV_OK;
 }
 
+bool conv_problem_nchw(const conv_problem *problem) {
+  return conv_problem_supported(problem) && problem->layout == CONV_LAYOUT_NCHW;
+}
+
 static conv_status check_supported(const conv_problem *pr, conv_error *err) {
   if (pr->dtype != CONV_DTYPE_F32)
     return conv_error_set(err, CONV_UNSUPPORTED, "dtype %d: only fp32 is supported in this version",
                           (int)pr->dtype);
-  if (pr->layout != CONV_LAYOUT_NCHW)
-    return conv_error_set(err, CONV_UNSUPPORTED, "layout %d: only NCHW is supported in this version",
-                          (int)pr->layout);
+  if (pr->layout != CONV_LAYOUT_NCHW && pr->layout != CONV_LAYOUT_NHWC)
+    return conv_error_set(err, CONV_UNSUPPORTED, "layout %d is not nchw or nhwc", (int)pr->layout);
   if (pr->direction != CONV_FORWARD)
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "direction %d: only forward is supported in this version", (int)pr->direction);
@@ -120,6 +136,7 @@ static conv_status shape_checked(const conv_problem *pr, conv_shape *sh, conv_er
   if ((st = check_extents(pr, err)) != CONV_OK) return st;
   if ((st = check_window(pr, err)) != CONV_OK) return st;
   if ((st = check_groups(pr, err)) != CONV_OK) return st;
+  if ((st = check_layout(pr, err)) != CONV_OK) return st;
   conv_shape s;
   s.p = (pr->h + 2 * pr->pad_h - pr->dil_h * (pr->r - 1) - 1) / pr->stride_h + 1;
   s.q = (pr->w + 2 * pr->pad_w - pr->dil_w * (pr->s - 1) - 1) / pr->stride_w + 1;
@@ -164,6 +181,8 @@ conv_status conv_problem_set_patches(conv_problem *problem, int64_t batch, int64
 
 static const char *math_name(conv_math m) { return m == CONV_MATH_TF32 ? "tf32" : "strict"; }
 
+static const char *layout_name(conv_layout l) { return l == CONV_LAYOUT_NHWC ? "nhwc" : "nchw"; }
+
 static const char *epilogue_name(conv_epilogue e) {
   return e == CONV_EPILOGUE_BIAS ? "bias" : e == CONV_EPILOGUE_BIAS_RELU ? "bias_relu" : "none";
 }
@@ -175,9 +194,9 @@ conv_status conv_problem_key(const conv_problem *pr, char *key, size_t key_size)
   /* Formatted aside first: the caller's buffer is written only on success. */
   char text[CONV_PROBLEM_KEY_MAX];
   int len = snprintf(text, sizeof text,
-                     "fwd f32 nchw %s %s n%lld c%lld h%lld w%lld k%lld r%lld s%lld pad%lld,%lld "
+                     "fwd f32 %s %s %s n%lld c%lld h%lld w%lld k%lld r%lld s%lld pad%lld,%lld "
                      "str%lld,%lld dil%lld,%lld g%lld",
-                     math_name(pr->math), epilogue_name(pr->epilogue), (long long)pr->n,
+                     layout_name(pr->layout), math_name(pr->math), epilogue_name(pr->epilogue), (long long)pr->n,
                      (long long)pr->c, (long long)pr->h, (long long)pr->w, (long long)pr->k,
                      (long long)pr->r, (long long)pr->s, (long long)pr->pad_h, (long long)pr->pad_w,
                      (long long)pr->stride_h, (long long)pr->stride_w, (long long)pr->dil_h,
@@ -205,7 +224,7 @@ static const spec_field spec_fields[] = {
     BOTH("stride", stride_h, stride_w), ONE("stride_h", stride_h), ONE("stride_w", stride_w),
     BOTH("dil", dil_h, dil_w), ONE("dil_h", dil_h), ONE("dil_w", dil_w),
     ONE("groups", groups), ONE("g", groups),
-    ONE("math", math), ONE("epilogue", epilogue)};
+    ONE("math", math), ONE("epilogue", epilogue), ONE("layout", layout)};
 #undef ONE
 #undef BOTH
 
@@ -245,9 +264,16 @@ static conv_status parse_int(const char *name, const char *text, int64_t *out, c
   return CONV_OK;
 }
 
-/* math= and epilogue= values, in any case as names are ("TF32", "Bias"). */
+/* math=, layout= and epilogue= values, in any case as names are ("TF32",
+ * "NHWC", "Bias"). */
 static conv_status parse_enum_field(const char *name, const char *value, conv_problem *pr,
                                     conv_error *err) {
+  if (strcmp(name, "layout") == 0) {
+    if (strcasecmp(value, "nchw") == 0) pr->layout = CONV_LAYOUT_NCHW;
+    else if (strcasecmp(value, "nhwc") == 0) pr->layout = CONV_LAYOUT_NHWC;
+    else return conv_error_set(err, CONV_INVALID_ARGUMENT, "layout=%s: expected nchw or nhwc", value);
+    return CONV_OK;
+  }
   if (strcmp(name, "math") == 0) {
     if (strcasecmp(value, "strict") == 0) pr->math = CONV_MATH_STRICT;
     else if (strcasecmp(value, "tf32") == 0) pr->math = CONV_MATH_TF32;
@@ -279,7 +305,8 @@ static conv_status parse_field(char *token, spec_state *spec, conv_error *err) {
     st = mark_set(spec, field->offset_b, field->name, err);
   if (st != CONV_OK) return st;
   conv_problem *pr = &spec->problem;
-  if (strcmp(field->name, "math") == 0 || strcmp(field->name, "epilogue") == 0)
+  if (strcmp(field->name, "math") == 0 || strcmp(field->name, "epilogue") == 0 ||
+      strcmp(field->name, "layout") == 0)
     return parse_enum_field(field->name, value, pr, err);
   int64_t v = 0;
   if ((st = parse_int(field->name, value, &v, err)) != CONV_OK) return st;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "algorithms/depthwise_nhwc.h"
 #include "algorithms/direct_channel.h"
 #include "algorithms/kernels.h"
 #include "algorithms/patch.h"
@@ -94,6 +95,18 @@ static conv_problem random_problem(conv_math math) {
   }
 }
 
+/* A random valid channels-last depthwise problem (with a channel
+ * multiplier of 1 or 2), the NHWC layout's scope. */
+static conv_problem random_nhwc_problem(conv_math math) {
+  for (;;) {
+    conv_problem p = random_problem(math);
+    p.layout = CONV_LAYOUT_NHWC;
+    p.c = p.groups = rng_int(1, 3) == 1 ? rng_int(1, 7) : 4 * rng_int(1, 12);
+    p.k = p.c * rng_int(1, 2);
+    if (conv_problem_validate(&p, NULL, 0) == CONV_OK) return p;
+  }
+}
+
 /* Host tensors of a problem plus the CPU reference output. */
 typedef struct host_case {
   conv_problem p;
@@ -101,9 +114,18 @@ typedef struct host_case {
   float *x, *w, *bias, *ref;
 } host_case;
 
+/* Offset of element (a, b, i, j) of a packed tensor of dims (A, B, I, J),
+ * NCHW or NHWC (b innermost): the layouts are written out here apart from
+ * the library's reference kernel, as a second opinion. */
+static int64_t at(conv_layout layout, int64_t a, int64_t b, int64_t i, int64_t j, int64_t B,
+                  int64_t I, int64_t J) {
+  return layout == CONV_LAYOUT_NHWC ? ((a * I + i) * J + j) * B + b : ((a * B + b) * I + i) * J + j;
+}
+
 static void cpu_reference(host_case *hc) {
   const conv_problem *p = &hc->p;
   const conv_shape *s = &hc->sh;
+  const conv_layout L = p->layout;
   for (int64_t n = 0; n < p->n; n++)
     for (int64_t k = 0; k < p->k; k++) {
       int64_t g = k / s->k_per_group;
@@ -117,12 +139,12 @@ static void cpu_reference(host_case *hc) {
                 int64_t iw = oq * p->stride_w - p->pad_w + t * p->dil_w;
                 if (ih < 0 || ih >= p->h || iw < 0 || iw >= p->w) continue;
                 int64_t c = g * s->c_per_group + cg;
-                acc += (double)hc->x[((n * p->c + c) * p->h + ih) * p->w + iw] *
-                       hc->w[((k * s->c_per_group + cg) * p->r + r) * p->s + t];
+                acc += (double)hc->x[at(L, n, c, ih, iw, p->c, p->h, p->w)] *
+                       hc->w[at(L, k, cg, r, t, s->c_per_group, p->r, p->s)];
               }
           if (p->epilogue != CONV_EPILOGUE_NONE) acc += hc->bias[k];
           if (p->epilogue == CONV_EPILOGUE_BIAS_RELU && acc < 0) acc = 0;
-          hc->ref[((n * p->k + k) * s->p + op) * s->q + oq] = (float)acc;
+          hc->ref[at(L, n, k, op, oq, p->k, s->p, s->q)] = (float)acc;
         }
     }
 }
@@ -243,7 +265,8 @@ static int reference_matches_cpu(void) {
   for (int i = 0; i < 40; i++) {
     host_case hc;
     dev_case d;
-    conv_problem p = random_problem(CONV_MATH_STRICT);
+    conv_problem p = i % 3 == 2 ? random_nhwc_problem(CONV_MATH_STRICT)
+                                : random_problem(CONV_MATH_STRICT);
     if (host_case_make(&hc, &p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
     char name[CONV_PROBLEM_KEY_MAX];
     describe_problem(&p, name, sizeof name);
@@ -580,6 +603,9 @@ static int direct_channel_matches_reference(void) {
       direct_problem(1, 5, 40, 40, 5, 5, 5, 2, 2, 1, 5, CONV_EPILOGUE_NONE, S), /* dw 5x5 s2 */
       direct_problem(1, 4, 27, 44, 4, 5, 5, 1, 2, 1, 4, CONV_EPILOGUE_NONE, S), /* dw 5x5 s1 */
       direct_problem(1, 2, 20, 24, 2, 3, 3, 1, 5, 1, 2, CONV_EPILOGUE_NONE, S), /* pad 5 */
+      /* up to 128 output channels: a ConvNeXt-like 4x4 stride-4 stem */
+      direct_problem(2, 3, 36, 40, 96, 4, 4, 4, 0, 1, 1, CONV_EPILOGUE_BIAS, S),
+      direct_problem(1, 8, 19, 22, 128, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE, T),
   };
   cases[4].pad_w = 1; /* asymmetric padding */
   cases[12].pad_h = 0;
@@ -590,6 +616,55 @@ static int direct_channel_matches_reference(void) {
                           check_window_layouts, &count) != TEST_PASS)
     return TEST_FAIL;
   CHECK(count.wrong_caught == 0);
+  return TEST_PASS;
+}
+
+/* conv_bias_act, the bias (+ ReLU) pass of cuDNN and GEMM candidates, on
+ * each of its forms: float4 (planes of a multiple of 4), float (odd planes,
+ * or an output not 16-byte aligned), with and without ReLU.  The adds are
+ * the same float operations on the host, so the results must be equal. */
+static int bias_pass_matches_host(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  struct { int64_t n, k, p, offset; conv_epilogue epilogue; } cases[] = {
+      {2, 5, 8, 0, CONV_EPILOGUE_BIAS},       /* plane 64: float4 */
+      {3, 7, 7, 0, CONV_EPILOGUE_BIAS_RELU},  /* plane 49: float */
+      {2, 3, 4, 1, CONV_EPILOGUE_BIAS},       /* plane 16, misaligned output: float */
+      {1, 130, 2, 0, CONV_EPILOGUE_BIAS_RELU},/* plane 4, one float4 a channel */
+      {5, 1, 9, 0, CONV_EPILOGUE_BIAS},       /* one channel */
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    conv_problem pb;
+    conv_problem_init(&pb);
+    pb.n = cases[c].n, pb.c = 1, pb.k = cases[c].k, pb.h = pb.w = cases[c].p, pb.r = pb.s = 1;
+    pb.epilogue = cases[c].epilogue;
+    CHECK(conv_problem_validate(&pb, NULL, 0) == CONV_OK);
+    const int64_t count = pb.n * pb.k * pb.h * pb.w, plane = pb.h * pb.w;
+    float *y = malloc((size_t)count * sizeof *y), *bias = malloc((size_t)pb.k * sizeof *bias);
+    float *got = malloc((size_t)count * sizeof *got);
+    CHECK(y != NULL && bias != NULL && got != NULL);
+    for (int64_t i = 0; i < count; i++) y[i] = rng_float();
+    for (int64_t i = 0; i < pb.k; i++) bias[i] = rng_float();
+    float *dy, *dbias;
+    CUDA_OK(cudaMalloc((void **)&dy, (size_t)(count + 1) * sizeof *dy));
+    CUDA_OK(cudaMalloc((void **)&dbias, (size_t)pb.k * sizeof *dbias));
+    float *out = dy + cases[c].offset;
+    CUDA_OK(cudaMemcpy(out, y, (size_t)count * sizeof *y, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dbias, bias, (size_t)pb.k * sizeof *bias, cudaMemcpyHostToDevice));
+    CUDA_OK(conv_bias_act(&pb, out, dbias, 0));
+    CUDA_OK(cudaMemcpy(got, out, (size_t)count * sizeof *got, cudaMemcpyDeviceToHost));
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < count; i++) {
+      float want = y[i] + bias[(i / plane) % pb.k];
+      if (pb.epilogue == CONV_EPILOGUE_BIAS_RELU && want < 0.0f) want = 0.0f;
+      wrong += got[i] != want;
+    }
+    CHECK_MSG(wrong == 0, "case %zu: %lld of %lld outputs wrong", c, (long long)wrong,
+              (long long)count);
+    cudaFree(dy);
+    cudaFree(dbias);
+    free(y), free(bias), free(got);
+  }
   return TEST_PASS;
 }
 
@@ -690,6 +765,55 @@ static int check_splits(conv_env *env, const conv_problem *p, const char *name) 
   CHECK_MSG((p->c >= 2) == (split > 0), "split configs %s on %s", split > 0 ? "ran" : "did not run",
             name);
   return TEST_PASS;
+}
+
+static bool is_window_kernel(const void *state) {
+  const conv_dwnhwc_launch *l = state;
+  return (l->s == 3 || l->s == 5 || l->s == 7) && l->dil_w == 1 && l->stride_w <= 2;
+}
+
+/* Both window and generic kernels ran where the filter takes the window
+ * form, and float4 configs where the channels allow them. */
+static int check_nhwc_kernels(conv_env *env, const conv_problem *p, const char *name) {
+  const int windows = prepared_configs(env, &conv_algorithm_depthwise_nhwc, p, is_window_kernel);
+  const bool takes_window = (p->s == 3 || p->s == 5 || p->s == 7) && p->dil_w == 1 &&
+                            p->stride_w <= 2;
+  printf("%s: %d window-form configs\n", name, windows);
+  CHECK_MSG(takes_window == (windows > 0), "window configs %s on %s", windows ? "ran" : "did not run",
+            name);
+  return TEST_PASS;
+}
+
+/* Channels-last depthwise problems through cuDNN and depthwise_nhwc: the
+ * ConvNeXt and MobileNet shapes, every filter form (window 3/5/7 with
+ * stride 1 and 2, generic for other sizes, dilation and strides), channels
+ * that float4 cannot take (6, multiplier 2), partial channel blocks and
+ * row bands, every epilogue, both math modes. */
+static int nhwc_depthwise_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
+  const conv_epilogue NONE = CONV_EPILOGUE_NONE, BIAS = CONV_EPILOGUE_BIAS,
+                      RELU = CONV_EPILOGUE_BIAS_RELU;
+  conv_problem cases[] = {
+      direct_problem(2, 96, 14, 14, 96, 7, 7, 1, 3, 1, 96, BIAS, S),  /* ConvNeXt block */
+      direct_problem(1, 40, 19, 23, 40, 3, 3, 2, 1, 1, 40, RELU, T),  /* MobileNet s2 */
+      direct_problem(2, 36, 17, 18, 36, 5, 5, 1, 2, 1, 36, NONE, S),  /* 5x5 */
+      direct_problem(1, 132, 9, 11, 132, 5, 5, 2, 2, 1, 132, BIAS, S),/* 5x5 s2, 132 > 128 */
+      direct_problem(1, 6, 20, 21, 6, 3, 3, 1, 2, 2, 6, BIAS, S),     /* dilation 2: generic */
+      direct_problem(2, 8, 13, 12, 16, 3, 3, 1, 1, 1, 8, RELU, S),    /* multiplier 2 */
+      direct_problem(1, 12, 16, 16, 12, 4, 2, 3, 0, 1, 12, NONE, T),  /* 4x2 stride 3 */
+      direct_problem(3, 5, 7, 9, 5, 7, 7, 1, 3, 1, 5, BIAS, S),       /* 5 channels, 7x7 */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) cases[i].layout = CONV_LAYOUT_NHWC;
+  family_count count;
+  if (run_family_on_cases(&conv_algorithm_depthwise_nhwc, cases, sizeof cases / sizeof cases[0],
+                          check_nhwc_kernels, &count) != TEST_PASS)
+    return TEST_FAIL;
+  CHECK(count.wrong_caught == 0);
+  /* cuDNN's NHWC strides, on the shapes models have (it need not take the
+   * odd ones, and a wrong engine only has to be caught). */
+  return run_family_on_cases(&conv_algorithm_cudnn, cases, 3, NULL, &count);
 }
 
 /* channel_split on small outputs with many channels: the 3x3 and 1x1
@@ -1138,6 +1262,8 @@ static const test_case tests[] = {
     {"fft_matches_reference", fft_matches_reference},
     {"patch_matches_reference", patch_matches_reference},
     {"channel_split_matches_reference", channel_split_matches_reference},
+    {"nhwc_depthwise_matches_reference", nhwc_depthwise_matches_reference},
+    {"bias_pass_matches_host", bias_pass_matches_host},
     {"plan_executes_correctly", plan_executes_correctly},
     {"plans_of_one_problem_are_shared", plans_of_one_problem_are_shared},
     {"graph_replay_matches_direct", graph_replay_matches_direct},

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "algorithms/channel_split.h"
+#include "algorithms/depthwise_nhwc.h"
 #include "algorithms/direct_channel.h"
 #include "algorithms/direct_window.h"
 #include "algorithms/patch.h"
@@ -335,6 +336,69 @@ static int divisor_matches_division(void) {
       CHECK_MSG(divide_like_kernel(n, v) == n / (uint32_t)d, "%u / %d", n, d);
     }
   }
+  return TEST_PASS;
+}
+
+/* Channels-last problems: depthwise ones are valid and keyed "nhwc", dense
+ * ones are refused with the reason, specs take layout=, and only the
+ * families written for NHWC take them. */
+static int nhwc_problems(void) {
+  conv_problem p = depthwise_problem();
+  p.layout = CONV_LAYOUT_NHWC;
+  char key[CONV_PROBLEM_KEY_MAX], message[256];
+  CHECK_STATUS(CONV_OK, conv_problem_validate(&p, message, sizeof message));
+  CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, sizeof key));
+  CHECK(strncmp(key, "fwd f32 nhwc strict none n32 c144", 33) == 0);
+  conv_problem parsed;
+  CHECK_STATUS(CONV_OK, conv_problem_parse("n=32 c=144 h=56 w=56 k=144 r=3 s=3 pad=1 g=144 "
+                                           "layout=NHWC", &parsed, message, sizeof message));
+  CHECK(parsed.layout == CONV_LAYOUT_NHWC && memcmp(&parsed, &p, sizeof p) == 0);
+  CHECK_STATUS(CONV_INVALID_ARGUMENT,
+               conv_problem_parse("n=1 c=1 h=3 w=3 k=1 r=3 s=3 layout=chwn", &parsed, message,
+                                  sizeof message));
+  CHECK(strstr(message, "layout=chwn") != NULL);
+  conv_problem dense = p;
+  dense.groups = 72; /* two input channels per group */
+  CHECK_STATUS(CONV_UNSUPPORTED, conv_problem_validate(&dense, message, sizeof message));
+  CHECK(strstr(message, "nhwc") != NULL && strstr(message, "depthwise") != NULL);
+  dense.layout = (conv_layout)7;
+  CHECK_STATUS(CONV_UNSUPPORTED, conv_problem_validate(&dense, message, sizeof message));
+
+  int count;
+  const conv_algorithm *const *algos = conv_registry(&count);
+  for (int i = 0; i < count; i++) {
+    const bool nhwc_family = algos[i]->id == CONV_ALGO_CUDNN ||
+                             algos[i]->id == CONV_ALGO_DEPTHWISE_NHWC;
+    CHECK_MSG(algos[i]->applicable(&p, NULL) == nhwc_family, "%s on NHWC", algos[i]->name);
+  }
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  conv_config configs[64];
+  int n = -1;
+  const conv_algorithm *dw = conv_registry_find(CONV_ALGO_DEPTHWISE_NHWC);
+  CHECK(dw != NULL && strcmp(dw->name, "depthwise_nhwc") == 0);
+  CHECK_STATUS(CONV_OK, dw->configs(&p, &env, configs, 64, &n, NULL));
+  CHECK(n > 0 && configs[0].values[0] == 4); /* float4 channels first */
+  for (int i = 0; i < n; i++) {
+    conv_dwnhwc_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1],
+                            (int)configs[i].values[2], (int)configs[i].values[3]};
+    conv_dwnhwc_launch l;
+    CHECK(conv_dwnhwc_plan(&p, &t, &l, NULL, 0) && l.kernel != NULL);
+    /* The grid covers every output once: bands of rows x tiles of columns. */
+    CHECK((int64_t)l.grid[1] * l.block_channels >= p.k);
+    CHECK((int64_t)l.q_tiles * t.tq * t.px >= l.q);
+  }
+  /* 6 channels cannot be float4s: every config is single-channel. */
+  conv_problem six = p;
+  six.c = six.k = six.groups = 6;
+  CHECK_STATUS(CONV_OK, dw->configs(&six, &env, configs, 64, &n, NULL));
+  CHECK(n > 0);
+  for (int i = 0; i < n; i++) CHECK(configs[i].values[0] == 1);
+  /* The NCHW depthwise problem is not this family's. */
+  conv_problem nchw = depthwise_problem();
+  CHECK(!dw->applicable(&nchw, &env));
+  CHECK_STATUS(CONV_OK, dw->configs(&nchw, &env, configs, 64, &n, NULL));
+  CHECK(n == 0);
   return TEST_PASS;
 }
 
@@ -755,6 +819,7 @@ static const test_case tests[] = {
     {"output_dims", output_dims},         {"problem_key", problem_key},
     {"parse_spec", parse_spec},           {"config_text", config_text},
     {"default_cache_path", default_cache_path}, {"direct_channel_configs", direct_channel_configs},
+    {"nhwc_problems", nhwc_problems},
     {"divisor_matches_division", divisor_matches_division}, {"fft_configs", fft_configs},
     {"patch_configs", patch_configs}, {"set_patches", set_patches},
     {"channel_split_configs", channel_split_configs},

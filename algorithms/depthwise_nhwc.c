@@ -1,0 +1,117 @@
+/*
+ * depthwise_nhwc.c -- the `depthwise_nhwc` candidate: our direct depthwise
+ * convolution on channels-last tensors (ConvNeXt's 7x7 blocks, MobileNet's
+ * 3x3 layers in a channels-last model), where cuDNN's NHWC fp32 engines
+ * run far from the memory-bandwidth floor.  Kernels in depthwise_nhwc.cu.
+ *
+ * Config values: {vec, px, tc, tq} (conv_dwnhwc_tiling).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "algorithms/depthwise_nhwc.h"
+#include "runtime/internal.h"
+
+static bool dw_applicable(const conv_problem *problem, const conv_env *env) {
+  (void)env;
+  return problem != NULL && conv_problem_supported(problem) &&
+         problem->layout == CONV_LAYOUT_NHWC && problem->groups == problem->c;
+}
+
+/* Configs, most promising first: float4 channels before single ones, more
+ * outputs per thread first; for each, a warp's worth of channel groups
+ * (or all of them) and then 8, with 256 and 128 threads a block. */
+static conv_status dw_configs(const conv_problem *problem, conv_env *env, conv_config *out,
+                              int max, int *count, conv_error *err) {
+  if (problem == NULL || out == NULL || count == NULL || max < 0)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "depthwise_nhwc: bad configs() arguments");
+  *count = 0;
+  if (!dw_applicable(problem, env)) return CONV_OK;
+  conv_shape shape;
+  if (conv_problem_shape(problem, &shape) != CONV_OK)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "depthwise_nhwc: invalid problem");
+  const int vecs[] = {4, 1}, pxs[] = {4, 2, 1}, thread_counts[] = {256, 128};
+  int n = 0;
+  for (int v = 0; v < 2; v++) {
+    for (int i = 0; i < 3; i++) {
+      const int64_t groups = (problem->k + vecs[v] - 1) / vecs[v];
+      const int64_t columns = (shape.q + pxs[i] - 1) / pxs[i];
+      const int tcs[] = {groups < 32 ? (int)groups : 32, 8};
+      for (int c = 0; c < 2; c++) {
+        if (c == 1 && tcs[1] >= tcs[0]) continue;
+        for (int t = 0; t < 2; t++) {
+          int64_t tq = thread_counts[t] / tcs[c];
+          if (tq > columns) tq = columns;
+          conv_dwnhwc_tiling tiling = {vecs[v], pxs[i], tcs[c], tq < 1 ? 1 : (int)tq};
+          conv_dwnhwc_launch launch;
+          if (!conv_dwnhwc_plan(problem, &tiling, &launch, NULL, 0)) continue;
+          const conv_config cfg = {4, {tiling.vec, tiling.px, tiling.tc, tiling.tq}, 0};
+          bool seen = false;
+          for (int j = 0; j < n && !seen; j++) seen = conv_config_equal(&out[j], &cfg);
+          if (seen) continue;
+          if (n == max) goto done;
+          out[n++] = cfg;
+        }
+      }
+    }
+  }
+done:
+  *count = n;
+  return CONV_OK;
+}
+
+static void dw_release(void *state) { free(state); }
+
+static conv_status dw_prepare(const conv_problem *problem, conv_env *env,
+                              const conv_config *config, conv_prepared *out, conv_error *err) {
+  if (problem == NULL || env == NULL || config == NULL || out == NULL)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "depthwise_nhwc: NULL argument");
+  if (!dw_applicable(problem, env))
+    return conv_error_set(err, CONV_UNSUPPORTED,
+                          "depthwise_nhwc: only fp32 NHWC depthwise forward convolutions");
+  conv_status st = conv_config_check(config, "depthwise_nhwc", 4, 0, 1024, err);
+  if (st != CONV_OK) return st;
+  const conv_dwnhwc_tiling tiling = {(int)config->values[0], (int)config->values[1],
+                                     (int)config->values[2], (int)config->values[3]};
+  conv_dwnhwc_launch *launch = malloc(sizeof *launch);
+  if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "depthwise_nhwc: malloc");
+  char why[160];
+  if (!conv_dwnhwc_plan(problem, &tiling, launch, why, sizeof why)) {
+    free(launch);
+    return conv_error_set(err, CONV_UNSUPPORTED, "depthwise_nhwc: %s", why);
+  }
+  out->state = launch;
+  out->workspace_bytes = 0;
+  out->arith = CONV_ARITH_DIRECT;
+  return CONV_OK;
+}
+
+static conv_status dw_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
+  return conv_check_cuda(err,
+                         conv_dwnhwc_forward((const conv_dwnhwc_launch *)ex->state, ex->x, ex->w,
+                                             ex->bias, ex->y, stream),
+                         "depthwise_nhwc: kernel launch");
+}
+
+static void dw_describe(const conv_config *config, char *text, size_t size) {
+  if (text == NULL || size == 0) return;
+  if (config == NULL || config->count != 4) {
+    snprintf(text, size, "invalid config");
+    return;
+  }
+  snprintf(text, size, "vec=%lld px=%lld threads=%lldx%lld", (long long)config->values[0],
+           (long long)config->values[1], (long long)config->values[2],
+           (long long)config->values[3]);
+}
+
+const conv_algorithm conv_algorithm_depthwise_nhwc = {
+    .id = CONV_ALGO_DEPTHWISE_NHWC,
+    .version = 1,
+    .name = "depthwise_nhwc",
+    .applicable = dw_applicable,
+    .configs = dw_configs,
+    .prepare = dw_prepare,
+    .run = dw_run,
+    .release = dw_release,
+    .describe = dw_describe,
+};
