@@ -133,7 +133,8 @@ def _channels_error(groups, w_shape, x_shape):
                       % (groups, list(w_shape), list(x_shape), w_shape[1] * groups, x_shape[1]))
 
 
-def _problem_key(x_shape, w_shape, stride, padding, dilation, groups, bias, activation, math):
+def _problem_key(x_shape, w_shape, stride, padding, dilation, groups, bias, activation, math,
+                 layout="nchw"):
     """The conv_problem's field values, in _lib.PROBLEM_FIELDS order (also the plan dict key)."""
     n, c, h, w = _shape4("x_shape", x_shape)
     k, c_per_group, r, s = _shape4("w_shape", w_shape)
@@ -155,10 +156,12 @@ def _problem_key(x_shape, w_shape, stride, padding, dilation, groups, bias, acti
                          "torch.relu to the output")
     if math not in _lib.MATH:
         raise ValueError("math must be 'strict' or 'tf32', got %r" % (math,))
+    if layout not in _lib.LAYOUTS:
+        raise ValueError("layout must be 'nchw' or 'nhwc', got %r" % (layout,))
     epilogue = (_lib.EPILOGUE_BIAS_RELU if activation == "relu"
                 else _lib.EPILOGUE_BIAS if bias else _lib.EPILOGUE_NONE)
     return (n, c, h, w, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups,
-            _lib.DTYPE_F32, _lib.LAYOUT_NCHW, _lib.FORWARD, _lib.MATH[math], epilogue)
+            _lib.DTYPE_F32, _lib.LAYOUTS[layout], _lib.FORWARD, _lib.MATH[math], epilogue)
 
 
 # ---------------------------------------------------------------- contexts
@@ -226,16 +229,21 @@ class Context:
             raise ValueError("this convtune Context is closed")
 
     def plan(self, x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1, bias=False,
-             activation=None, math="strict"):
+             activation=None, math="strict", layout="nchw"):
         """The Plan for a forward convolution of x_shape (N, C, H, W) with w_shape (K, C/groups, R, S).
 
         stride, padding, dilation: ints or (h, w) pairs, as in torch.nn.functional.conv2d.
         bias=True adds a bias of shape (K,); activation="relu" (needs bias) applies ReLU after it.
         math: "strict" (IEEE fp32) or "tf32" (TF32 tensor cores allowed).
+        layout: "nchw" (x and the output contiguous) or "nhwc" (x and the output in
+        torch.channels_last memory format; shapes stay (N, C, H, W) as in PyTorch).  In
+        this version "nhwc" takes depthwise filters only (one input channel per group,
+        whose memory is the same in both formats).
         The first call for a problem looks it up in the cache or tunes it (milliseconds
         to seconds); later calls return the same Plan object.
         """
-        key = _problem_key(x_shape, w_shape, stride, padding, dilation, groups, bias, activation, math)
+        key = _problem_key(x_shape, w_shape, stride, padding, dilation, groups, bias, activation, math,
+                           layout)
         plan = self._plans.get(key)  # lock-free fast path: dict reads are atomic
         if plan is not None and plan._handle is not None:
             return plan
@@ -350,7 +358,7 @@ def _device_index(device):
 # ---------------------------------------------------------------- plans
 
 
-def _check_tensor(name, t, shape, device):
+def _check_tensor(name, t, shape, device, channels_last=False):
     torch = _torch_mod
     # For inputs, say how to fix them; `out` must be fixed by the caller's allocation.
     fix = (lambda hint: ": pass %s%s" % (name, hint)) if name != "out" else (lambda hint: "")
@@ -364,7 +372,11 @@ def _check_tensor(name, t, shape, device):
     if t.shape != shape:  # torch.Size compares with a tuple
         raise ValueError("%s has shape %s, but the plan %s %s"
                          % (name, tuple(t.shape), "outputs" if name == "out" else "was made for", shape))
-    if t.layout != torch.strided or not t.is_contiguous():
+    if channels_last:
+        if t.layout != torch.strided or not t.is_contiguous(memory_format=torch.channels_last):
+            raise ValueError("%s is not in channels-last memory format (this plan was made with "
+                             "layout='nhwc')%s" % (name, fix(".contiguous(memory_format=torch.channels_last)")))
+    elif t.layout != torch.strided or not t.is_contiguous():
         raise ValueError("%s is not contiguous (convtune reads and writes dense NCHW)%s" % (name, fix(".contiguous()")))
     ptr = t.data_ptr()
     if ptr % _lib.POINTER_ALIGNMENT:
@@ -405,6 +417,9 @@ def _overlaps(a, b):
     a0, b0 = a.data_ptr(), b.data_ptr()
     return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
 
+
+# is_contiguous() arguments of a dense NCHW tensor (Plan._tensor_fits).
+_DENSE = {}
 
 # Calls without out= make outputs up to this size from a kept prototype (Plan._output_maker).
 _PROTOTYPE_MAX_BYTES = 1 << 20
@@ -479,6 +494,9 @@ class Plan:
         self._x_shape = (n, c, h, w)
         self._w_shape = (k, c // groups, r, s)
         self._has_bias = fields["epilogue"] != _lib.EPILOGUE_NONE
+        self._channels_last = fields["layout"] == _lib.LAYOUT_NHWC
+        self._activation_format = ({"memory_format": torch.channels_last} if self._channels_last
+                                   else _DENSE)
         self._device = torch.device("cuda", context.device)
         self._device_index = context.device
         self._torch, self._tensor_type, self._float32 = torch, torch.Tensor, torch.float32
@@ -518,9 +536,12 @@ class Plan:
         """
         shape = self.output_shape
         if 4 * shape[0] * shape[1] * shape[2] * shape[3] <= _PROTOTYPE_MAX_BYTES:
-            prototype = torch.empty(shape, dtype=torch.float32, device=self._device)
+            # empty_like keeps the prototype's memory format.
+            prototype = torch.empty(shape, dtype=torch.float32, device=self._device,
+                                    **self._activation_format)
             return functools.partial(torch.empty_like, prototype)
-        return functools.partial(torch.empty, shape, dtype=torch.float32, device=self._device)
+        return functools.partial(torch.empty, shape, dtype=torch.float32, device=self._device,
+                                 **self._activation_format)
 
     def _make_launcher(self, torch, lib):
         """The compiled call path for this plan (python/convtune/_launch.c),
@@ -540,6 +561,7 @@ class Plan:
             x_shape=self._x_shape, w_shape=self._w_shape,
             bias_shape=tuple(self._bias_shape) if self._has_bias else None,
             out_shape=self.output_shape,
+            activation_format=self._activation_format or None,
             tensor_type=torch.Tensor, float32=torch.float32,
             empty=self._new_output,
             current_stream=self._current_stream,
@@ -613,18 +635,19 @@ class Plan:
             self._last_stream = stream
         return out
 
-    def _tensor_fits(self, t, shape):
+    def _tensor_fits(self, t, shape, formats=_DENSE):
         # The common case in a few attribute reads; _explain_bad_arguments says what is wrong.
         return (isinstance(t, self._tensor_type) and t.dtype is self._float32 and t.shape == shape
-                and t.get_device() == self._device_index and t.is_contiguous()
+                and t.get_device() == self._device_index and t.is_contiguous(**formats)
                 and t.data_ptr() % _lib.POINTER_ALIGNMENT == 0)
 
     def _arguments_fit(self, x, w, bias, out):
-        if not (self._tensor_fits(x, self._x_shape) and self._tensor_fits(w, self._w_shape)):
+        activations = self._activation_format  # x and out: the plan's layout
+        if not (self._tensor_fits(x, self._x_shape, activations) and self._tensor_fits(w, self._w_shape)):
             return False
         if (bias is None) == self._has_bias or (bias is not None and not self._tensor_fits(bias, self._bias_shape)):
             return False
-        if out is not None and (not self._tensor_fits(out, self.output_shape)
+        if out is not None and (not self._tensor_fits(out, self.output_shape, activations)
                                 or any(t is not None and _overlaps(out, t) for t in (x, w, bias))):
             return False
         return not (self._torch.is_grad_enabled()
@@ -632,7 +655,7 @@ class Plan:
 
     def _explain_bad_arguments(self, x, w, bias, out):
         torch, device = self._torch, self._device
-        _check_tensor("x", x, self._x_shape, device)
+        _check_tensor("x", x, self._x_shape, device, self._channels_last)
         _check_tensor("w", w, self._w_shape, device)
         k = self._w_shape[0]
         if self._has_bias:
@@ -647,7 +670,7 @@ class Plan:
             raise NotImplementedError("convtune has no backward: run it under torch.no_grad() or "
                                       "torch.inference_mode(), or pass detached tensors")
         if out is not None:
-            _check_tensor("out", out, self.output_shape, device)
+            _check_tensor("out", out, self.output_shape, device, self._channels_last)
             for name, t in (("x", x), ("w", w), ("bias", bias)):
                 if t is not None and _overlaps(out, t):
                     raise ValueError("out overlaps %s: convtune cannot write its output over an input" % name)

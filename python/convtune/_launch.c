@@ -33,6 +33,7 @@ typedef conv_status (*execute_fn)(conv_plan *plan, void *stream, const void *x, 
 /* Interned attribute names, made once at module import. */
 static PyObject *name_dtype, *name_shape, *name_get_device, *name_is_contiguous, *name_data_ptr,
     *name_requires_grad;
+static PyObject *no_arguments; /* () */
 
 typedef struct {
   PyObject_HEAD
@@ -44,6 +45,9 @@ typedef struct {
   long device_index;
   uint64_t x_bytes, w_bytes, bias_bytes, out_bytes;
   PyObject *x_shape, *w_shape, *bias_shape, *out_shape; /* tuples of ints */
+  /* is_contiguous() keywords for x and out: None for NCHW plans,
+   * {"memory_format": torch.channels_last} for NHWC ones. */
+  PyObject *activation_format;
   PyObject *device_index_object;
   PyObject *tensor_type;     /* torch.Tensor */
   PyObject *float32;         /* torch.float32 */
@@ -106,10 +110,25 @@ static int shape_bytes(PyObject *shape, uint64_t *bytes)
   return 0;
 }
 
+/* tensor.is_contiguous(**format), format None: no keywords. */
+static int is_contiguous(PyObject *tensor, PyObject *format)
+{
+  if (format == Py_None)
+    return is_true(PyObject_CallMethodObjArgs(tensor, name_is_contiguous, NULL));
+  PyObject *method = PyObject_GetAttr(tensor, name_is_contiguous);
+  if (method == NULL)
+    return -1;
+  PyObject *result = PyObject_Call(method, no_arguments, format);
+  Py_DECREF(method);
+  return is_true(result);
+}
+
 /* The tensor test of Plan._tensor_fits: a float32 torch.Tensor of `shape`
- * on the plan's device, contiguous, its data aligned.  1 and *data set when
- * it fits, 0 when not (the binding then says why), -1 on an exception. */
-static int tensor_fits(const Launcher *self, PyObject *tensor, PyObject *shape, uintptr_t *data)
+ * on the plan's device, contiguous in `format`, its data aligned.  1 and
+ * *data set when it fits, 0 when not (the binding then says why), -1 on an
+ * exception. */
+static int tensor_fits(const Launcher *self, PyObject *tensor, PyObject *shape, PyObject *format,
+                       uintptr_t *data)
 {
   int yes = PyObject_IsInstance(tensor, self->tensor_type);
   if (yes == 1)
@@ -132,7 +151,7 @@ static int tensor_fits(const Launcher *self, PyObject *tensor, PyObject *shape, 
     yes = index == self->device_index;
   }
   if (yes == 1)
-    yes = is_true(PyObject_CallMethodObjArgs(tensor, name_is_contiguous, NULL));
+    yes = is_contiguous(tensor, format);
   if (yes == 1) {
     uint64_t pointer;
     if (call_unsigned(tensor, name_data_ptr, &pointer) < 0)
@@ -170,15 +189,15 @@ static int no_autograd(const Launcher *self, PyObject *const tensors[], int coun
 static int arguments_fit(const Launcher *self, PyObject *x, PyObject *w, PyObject *bias, PyObject *out,
                          uintptr_t pointers[4])
 {
-  int yes = tensor_fits(self, x, self->x_shape, &pointers[0]);
+  int yes = tensor_fits(self, x, self->x_shape, self->activation_format, &pointers[0]);
   if (yes == 1)
-    yes = tensor_fits(self, w, self->w_shape, &pointers[1]);
+    yes = tensor_fits(self, w, self->w_shape, Py_None, &pointers[1]);
   if (yes == 1)
     yes = (bias != Py_None) == self->has_bias;
   if (yes == 1 && bias != Py_None)
-    yes = tensor_fits(self, bias, self->bias_shape, &pointers[2]);
+    yes = tensor_fits(self, bias, self->bias_shape, Py_None, &pointers[2]);
   if (yes == 1 && out != Py_None) {
-    yes = tensor_fits(self, out, self->out_shape, &pointers[3]);
+    yes = tensor_fits(self, out, self->out_shape, self->activation_format, &pointers[3]);
     if (yes == 1)
       yes = !overlaps(pointers[3], self->out_bytes, pointers[0], self->x_bytes) &&
             !overlaps(pointers[3], self->out_bytes, pointers[1], self->w_bytes) &&
@@ -310,23 +329,28 @@ fail:
  * in keyword order, then the device index as an int. */
 #define LAUNCHER_OBJECT_SLOTS(self)                                                                \
   {&(self)->x_shape, &(self)->w_shape, &(self)->bias_shape, &(self)->out_shape,                    \
-   &(self)->tensor_type, &(self)->float32, &(self)->empty, &(self)->current_stream,                \
+   &(self)->activation_format, &(self)->tensor_type, &(self)->float32, &(self)->empty, &(self)->current_stream,                \
    &(self)->is_grad_enabled, &(self)->order_streams, &(self)->fail, &(self)->device_index_object}
 
 static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = {"execute_address", "plan_address", "device_index", "x_shape", "w_shape",
-                             "bias_shape", "out_shape", "tensor_type", "float32", "empty",
+                             "bias_shape", "out_shape", "activation_format", "tensor_type",
+                             "float32", "empty",
                              "current_stream", "is_grad_enabled", "order_streams", "fail", NULL};
   unsigned long long execute_address, plan_address;
   long device_index;
-  PyObject *x_shape, *w_shape, *bias_shape, *out_shape, *tensor_type, *float32, *empty, *stream,
-      *grad, *order, *fail;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KKlO!O!OO!OOOOOOO", keywords, &execute_address,
+  PyObject *x_shape, *w_shape, *bias_shape, *out_shape, *format, *tensor_type, *float32, *empty,
+      *stream, *grad, *order, *fail;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KKlO!O!OO!OOOOOOOO", keywords, &execute_address,
                                    &plan_address, &device_index, &PyTuple_Type, &x_shape, &PyTuple_Type,
-                                   &w_shape, &bias_shape, &PyTuple_Type, &out_shape, &tensor_type,
-                                   &float32, &empty, &stream, &grad, &order, &fail))
+                                   &w_shape, &bias_shape, &PyTuple_Type, &out_shape, &format,
+                                   &tensor_type, &float32, &empty, &stream, &grad, &order, &fail))
     return NULL;
+  if (format != Py_None && !PyDict_Check(format)) {
+    PyErr_SetString(PyExc_TypeError, "activation_format must be a dict or None");
+    return NULL;
+  }
   if (execute_address == 0 || plan_address == 0) {
     PyErr_SetString(PyExc_ValueError, "a Launcher needs conv_plan_execute's address and a plan");
     return NULL;
@@ -345,8 +369,8 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
   self->has_bias = bias_shape != Py_None;
   PyObject *index = PyLong_FromLong(device_index);
   PyObject **slots[] = LAUNCHER_OBJECT_SLOTS(self);
-  PyObject *values[] = {x_shape, w_shape, bias_shape, out_shape, tensor_type, float32, empty, stream,
-                        grad, order, fail, index};
+  PyObject *values[] = {x_shape, w_shape, bias_shape, out_shape, format, tensor_type, float32, empty,
+                        stream, grad, order, fail, index};
   _Static_assert(sizeof values / sizeof values[0] == sizeof slots / sizeof slots[0],
                  "one value for each slot");
   for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
@@ -423,8 +447,9 @@ PyMODINIT_FUNC PyInit__convtune_launch(void)
     name_is_contiguous = intern("is_contiguous");
     name_data_ptr = intern("data_ptr");
     name_requires_grad = intern("requires_grad");
+    no_arguments = PyTuple_New(0);
     if (!name_dtype || !name_shape || !name_get_device || !name_is_contiguous || !name_data_ptr ||
-        !name_requires_grad)
+        !name_requires_grad || !no_arguments)
       return NULL;
   }
   PyObject *module = PyModule_Create(&launch_module);

@@ -10,7 +10,9 @@
 A converted layer is an nn.Conv2d (same parameters, buffers, hooks and
 state_dict) whose forward runs a convtune plan when it can:
 
-- float32 CUDA input, 4-D or unbatched 3-D, contiguous and 16-byte aligned;
+- float32 CUDA input, 4-D or unbatched 3-D, 16-byte aligned, and contiguous,
+  or in channels-last memory format for a depthwise layer (groups ==
+  in_channels: ConvNeXt's blocks; the output is then channels-last too);
 - no autograd: under torch.no_grad() / torch.inference_mode(), or with
   nothing that records gradients (convtune has no backward yet);
 - not under CUDA autocast (PyTorch would compute in half precision).
@@ -139,8 +141,9 @@ class Conv2d(torch.nn.Conv2d):
             return "input is not a tensor"
         # First, as the cheapest test: activations in channels-last strides
         # (ConvNeXt's blocks make them) reach every call of such a layer.
-        if not x.is_contiguous():
-            return "input not contiguous (NCHW)"
+        if self._layout_of(x) is None:
+            return ("input neither contiguous nor channels-last" if self.groups == self.in_channels
+                    else "input not contiguous (NCHW; channels-last only for depthwise layers)")
         if x.device.type != "cuda" or self.weight.device != x.device:
             return "input on %s" % x.device.type if x.device.type != "cuda" else "weight on another device"
         if x.dtype != torch.float32 or self.weight.dtype != torch.float32:
@@ -158,6 +161,16 @@ class Conv2d(torch.nn.Conv2d):
         for name, t in (("weight", self.weight), ("bias", self.bias)):
             if t is not None and (not t.is_contiguous() or t.data_ptr() % _lib.POINTER_ALIGNMENT):
                 return "%s not contiguous and 16-byte aligned" % name
+        return None
+
+    def _layout_of(self, x):
+        """The plan layout that reads x as it is: "nchw", "nhwc" (channels-last,
+        depthwise layers only), or None."""
+        if x.is_contiguous():
+            return "nchw"
+        if (self.groups == self.in_channels and x.dim() == 4
+                and x.is_contiguous(memory_format=torch.channels_last)):
+            return "nhwc"
         return None
 
     def _records_gradients(self, x):
@@ -191,10 +204,13 @@ class Conv2d(torch.nn.Conv2d):
         x = input.unsqueeze(0) if unbatched else input
         x, padding, padded = self._padded_input(x)
         math = _math_now(self.math)
-        key = (tuple(x.shape), math)
+        layout = self._layout_of(x)  # F.pad may have changed it
+        if layout is None:
+            x, layout = x.contiguous(), "nchw"
+        key = (tuple(x.shape), math, layout)
         entry = self._plans.get(key)
         if entry is None:
-            entry = self._plans[key] = self._plan_entry(x, padding, math)
+            entry = self._plans[key] = self._plan_entry(x, padding, math, layout)
         launch, plan = entry
         if launch is None:  # no convtune plan for this shape: `plan` says why
             self.fallbacks[plan] += 1
@@ -208,12 +224,13 @@ class Conv2d(torch.nn.Conv2d):
             self._launch, self._launch_math = launch, math
         return y.squeeze(0) if unbatched else y
 
-    def _plan_entry(self, x, padding, math):
+    def _plan_entry(self, x, padding, math, layout):
         """(launch, plan) for this input, or (None, why PyTorch runs it)."""
         context = self.context if self.context is not None else _default_context(x.device.index)
         try:
             plan = context.plan(tuple(x.shape), tuple(self.weight.shape), self.stride, padding,
-                                self.dilation, self.groups, self.bias is not None, None, math)
+                                self.dilation, self.groups, self.bias is not None, None, math,
+                                layout)
         except ConvtuneError as e:
             if e.status not in _NO_PLAN:
                 raise
@@ -232,8 +249,11 @@ class Conv2d(torch.nn.Conv2d):
             x = x.unsqueeze(0)
         x, padding, _ = self._padded_input(x)
         math = self.math or ("tf32" if _traced_cudnn_tf32() else "strict")
+        # Decided on the traced strides, and passed on, so that the compiled
+        # graph's output strides (the fake kernel's) are the plan's.
+        layout = self._layout_of(x) or "nchw"
         y = torch.ops.convtune.conv2d(x, self.weight, self.bias, list(self.stride), list(padding),
-                                      list(self.dilation), self.groups, math)
+                                      list(self.dilation), self.groups, math, layout)
         return y.squeeze(0) if unbatched else y
 
     def plan_info(self):

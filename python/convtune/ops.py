@@ -1,11 +1,14 @@
 """convtune.ops: torch.ops.convtune.conv2d, the operator torch.compile and torch.export trace.
 
-    torch.ops.convtune.conv2d(x, weight, bias, stride, padding, dilation, groups, math) -> Tensor
+    torch.ops.convtune.conv2d(x, weight, bias, stride, padding, dilation, groups, math,
+                              layout="nchw") -> Tensor
 
-stride, padding, dilation: [h, w]; math: "strict" or "tf32".  It is
-F.conv2d's forward for float32 CUDA tensors, computed by convtune plans
-from the module's default Context per device, on torch's current stream.
-Inputs need not be contiguous (they are made so).  Its fake (meta) kernel
+stride, padding, dilation: [h, w]; math: "strict" or "tf32"; layout: "nchw"
+(the output is contiguous) or "nhwc" (channels-last output, depthwise
+layers only).  It is F.conv2d's forward for float32 CUDA tensors, computed
+by convtune plans from the module's default Context per device, on torch's
+current stream.  Inputs need not be in the layout's memory format (they are
+copied into it).  Its fake (meta) kernel
 gives the output's shape, so graphs trace without running it; it has no
 autograd formula (convtune has no backward yet).  convtune.nn.Conv2d calls
 it when traced and runs plans directly in eager mode, which costs less
@@ -18,7 +21,7 @@ from . import _default_context, _lib
 __all__ = ["plan_launch"]
 
 _SCHEMA = ("conv2d(Tensor x, Tensor weight, Tensor? bias, int[2] stride, int[2] padding, "
-           "int[2] dilation, int groups, str math) -> Tensor")
+           "int[2] dilation, int groups, str math, str layout=\"nchw\") -> Tensor")
 
 
 def plan_launch(plan):
@@ -38,19 +41,26 @@ def _output_size(size, kernel, stride, padding, dilation):
     return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
 
 
-def _fake(x, weight, bias, stride, padding, dilation, groups, math):
+def _memory_format(layout):
+    if layout not in ("nchw", "nhwc"):
+        raise ValueError("convtune.conv2d: layout must be 'nchw' or 'nhwc', got %r" % (layout,))
+    return torch.channels_last if layout == "nhwc" else torch.contiguous_format
+
+
+def _fake(x, weight, bias, stride, padding, dilation, groups, math, layout="nchw"):
     n, _, h, w = x.shape
     k, _, r, s = weight.shape
     return x.new_empty((n, k, _output_size(h, r, stride[0], padding[0], dilation[0]),
-                        _output_size(w, s, stride[1], padding[1], dilation[1])))
+                        _output_size(w, s, stride[1], padding[1], dilation[1])),
+                       memory_format=_memory_format(layout))
 
 
-def _dense(t):
-    """t as the library reads it: contiguous, its data 16-byte aligned."""
+def _dense(t, memory_format=torch.contiguous_format):
+    """t as the library reads it: contiguous in memory_format, its data 16-byte aligned."""
     if t is None:
         return None
-    if not t.is_contiguous():
-        t = t.contiguous()
+    if not t.is_contiguous(memory_format=memory_format):
+        t = t.contiguous(memory_format=memory_format)
     if t.data_ptr() % _lib.POINTER_ALIGNMENT:
         t = t.clone()
     return t
@@ -59,20 +69,20 @@ def _dense(t):
 _launches = {}  # the problem's arguments -> (launch, plan)
 
 
-def _cuda(x, weight, bias, stride, padding, dilation, groups, math):
-    x, weight, bias = _dense(x), _dense(weight), _dense(bias)
+def _cuda(x, weight, bias, stride, padding, dilation, groups, math, layout="nchw"):
+    x, weight, bias = _dense(x, _memory_format(layout)), _dense(weight), _dense(bias)
     key = (x.shape, weight.shape, bias is None, tuple(stride), tuple(padding), tuple(dilation),
-           groups, math, x.device.index)
+           groups, math, layout, x.device.index)
     entry = _launches.get(key)
     if entry is None:
         plan = _default_context(x.device.index).plan(
             tuple(x.shape), tuple(weight.shape), tuple(stride), tuple(padding), tuple(dilation), groups,
-            bias is not None, None, math)
+            bias is not None, None, math, layout)
         entry = _launches[key] = (plan_launch(plan), plan)
     launch, plan = entry
     if plan.closed:  # the default context was closed: make the plan again
         del _launches[key]
-        return _cuda(x, weight, bias, stride, padding, dilation, groups, math)
+        return _cuda(x, weight, bias, stride, padding, dilation, groups, math, layout)
     y = launch(x, weight, bias, None)
     if y is None:
         return plan(x, weight, bias)  # raises the reason (dtype, device, autograd...)

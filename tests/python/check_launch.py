@@ -17,6 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from convtune import _lib  # noqa: E402  (needs neither torch nor the library to import)
 
 FLOAT32, FLOAT16 = object(), object()
+CHANNELS_LAST = object()
 X_SHAPE, W_SHAPE, OUT_SHAPE, BIAS_SHAPE = (2, 3, 8, 8), (4, 3, 3, 3), (2, 4, 6, 6), (4,)
 X_BYTES = 2 * 3 * 8 * 8 * 4
 PLAN = 0x5000
@@ -25,15 +26,17 @@ PLAN = 0x5000
 class Tensor:
     """What the Launcher reads of a torch.Tensor."""
 
-    def __init__(self, shape, data, dtype=FLOAT32, device=0, contiguous=True, requires_grad=False):
+    def __init__(self, shape, data, dtype=FLOAT32, device=0, contiguous=True, requires_grad=False,
+                 memory_format=None):
         self.shape, self.dtype, self.requires_grad = tuple(shape), dtype, requires_grad
         self._data, self._device, self._contiguous = data, device, contiguous
+        self._format = memory_format  # None: torch.contiguous_format
 
     def get_device(self):
         return self._device
 
-    def is_contiguous(self):
-        return self._contiguous
+    def is_contiguous(self, memory_format=None):
+        return self._contiguous and memory_format is self._format
 
     def data_ptr(self):
         return self._data
@@ -54,7 +57,7 @@ def make_launcher(module, execute, **changes):
     """A Launcher over the ctypes callback `execute`, with harmless defaults."""
     kwargs = dict(execute_address=ctypes.cast(execute, ctypes.c_void_p).value, plan_address=PLAN,
                   device_index=0, x_shape=X_SHAPE, w_shape=W_SHAPE, bias_shape=None, out_shape=OUT_SHAPE,
-                  tensor_type=Tensor, float32=FLOAT32, empty=lambda: Tensor(OUT_SHAPE, 0x90000),
+                  activation_format=None, tensor_type=Tensor, float32=FLOAT32, empty=lambda: Tensor(OUT_SHAPE, 0x90000),
                   current_stream=lambda index: 1, is_grad_enabled=lambda: False,
                   order_streams=lambda earlier, later: None, fail=lambda status: None)
     kwargs.update(changes)
@@ -73,7 +76,7 @@ def expect_raises(exception, call):
 class Harness:
     """A Launcher over a fake conv_plan_execute, with a log of every call."""
 
-    def __init__(self, module, bias=False, status=0):
+    def __init__(self, module, bias=False, status=0, activation_format=None):
         self.calls, self.orders, self.stream, self.grad, self.status = [], [], 0x100, False, status
         self.next_output = 0x90000
         self.made = []
@@ -85,6 +88,7 @@ class Harness:
         self._execute = EXECUTE(execute)  # kept alive while the launcher may call it
         self.launcher = make_launcher(
             module, self._execute, bias_shape=BIAS_SHAPE if bias else None, empty=self.empty,
+            activation_format=activation_format,
             current_stream=lambda index: self.stream, is_grad_enabled=lambda: self.grad,
             order_streams=lambda earlier, later: self.orders.append((earlier, later)), fail=self.fail)
 
@@ -147,6 +151,23 @@ def check_refuses_what_does_not_fit(module):
     assert hb(x, w, Tensor((5,), 0x40000), out) is None, "bias shape"
     assert hb(x, w, bias, Tensor(OUT_SHAPE, 0x40000 - 16)) is None, "out over the bias"
     assert hb.calls == []
+
+
+def check_channels_last_activations(module):
+    """An NHWC plan's launcher asks x and out for channels-last contiguity
+    (is_contiguous(memory_format=...)), and w and bias for plain."""
+    h = Harness(module, bias=True, activation_format={"memory_format": CHANNELS_LAST})
+    x_cl = Tensor(X_SHAPE, 0x10000, memory_format=CHANNELS_LAST)
+    out_cl = Tensor(OUT_SHAPE, 0x30000, memory_format=CHANNELS_LAST)
+    x, w = inputs()
+    bias = Tensor(BIAS_SHAPE, 0x40000)
+    assert h(x_cl, w, bias, out_cl) is out_cl and len(h.calls) == 1
+    assert h(x, w, bias, out_cl) is None, "an NCHW x"
+    assert h(x_cl, w, bias, Tensor(OUT_SHAPE, 0x30000)) is None, "an NCHW out"
+    assert h(x_cl, Tensor(W_SHAPE, 0x20000, memory_format=CHANNELS_LAST), bias, out_cl) is None, \
+        "w is read as plain contiguous"
+    assert len(h.calls) == 1
+    expect_raises(TypeError, lambda: make_launcher(module, h._execute, activation_format=[1]))
 
 
 def check_autograd_only_when_enabled(module):
@@ -270,7 +291,8 @@ def check_no_reference_leaks(module):
     assert sum(ref() is not None for ref in h.made) == 0, "outputs outlived their callers"
 
 
-CHECKS = [check_executes_with_the_pointers, check_refuses_what_does_not_fit, check_autograd_only_when_enabled,
+CHECKS = [check_executes_with_the_pointers, check_refuses_what_does_not_fit, check_channels_last_activations,
+          check_autograd_only_when_enabled,
           check_orders_streams, check_orders_again_after_a_call_during_ordering, check_execute_failure_raises,
           check_a_fail_function_that_returns, check_closed, check_errors_from_tensors_propagate,
           check_arguments, check_no_reference_leaks]

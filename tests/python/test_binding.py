@@ -105,6 +105,8 @@ def test_plan_argument_errors_before_any_device():
         key((1, 4, 8, 8), (4, 4, 3, 3), **dict(args, stride=1.5))
     assert key((1, 4, 8, 8), (4, 4, 3, 3), **dict(args, padding=(1, 1))) == \
         key((1, 4, 8, 8), (4, 4, 3, 3), **dict(args, padding=1))
+    with pytest.raises(ValueError, match="layout"):
+        key((1, 4, 8, 8), (4, 1, 3, 3), **dict(args, groups=4), layout="NHWC")
 
 
 # ---------------------------------------------------------------- correctness
@@ -485,6 +487,29 @@ def test_rejects_non_contiguous(small):
         plan(x.to(memory_format=torch.channels_last), w)
     assert rel_l2(plan(x.transpose(2, 3).contiguous(), w),
                   reference(x.transpose(2, 3), w, padding=1)) < STRICT_BOUND
+
+
+@gpu
+def test_channels_last_depthwise_plans(ctx, cuda):
+    """layout="nhwc": depthwise only; channels-last in and out; an NCHW
+    tensor is refused with the fix; a dense filter is UNSUPPORTED."""
+    x = torch.randn(2, 12, 9, 10, device=cuda).to(memory_format=torch.channels_last)
+    w = torch.randn(12, 1, 5, 5, device=cuda)
+    b = torch.randn(12, device=cuda)
+    plan = ctx.plan(x.shape, w.shape, padding=2, groups=12, bias=True, layout="nhwc")
+    assert plan.key.startswith("fwd f32 nhwc strict bias")
+    y = plan(x, w, b)
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    assert rel_l2(y, reference(x, w, b, padding=2, groups=12)) < STRICT_BOUND
+    out = torch.full_like(y, float("nan"))
+    assert plan(x, w, b, out=out) is out and rel_l2(out, y) == 0
+    with pytest.raises(ValueError, match=r"x is not in channels-last.*channels_last"):
+        plan(x.contiguous(), w, b)
+    with pytest.raises(ValueError, match="out is not in channels-last"):
+        plan(x, w, b, out=torch.empty(y.shape, device=cuda))
+    with pytest.raises(convtune.ConvtuneError, match="depthwise") as e:
+        ctx.plan((2, 12, 9, 10), (12, 6, 3, 3), groups=2, layout="nhwc")
+    assert e.value.status_name == "UNSUPPORTED"
 
 
 @gpu

@@ -161,9 +161,55 @@ def test_fallbacks_give_pytorch_results(ctx, cuda):
         with pytest.raises(RuntimeError):  # PyTorch's own error for a wrong channel count
             ours(torch.randn(2, 7, 10, 10, device=cuda))
     assert set(ours.fallbacks) == {"autograd (convtune has no backward yet)", "dtype torch.float16",
-                                   "input not contiguous (NCHW)", "input data not 16-byte aligned",
+                                   "input not contiguous (NCHW; channels-last only for depthwise layers)",
+                                   "input data not 16-byte aligned",
                                    "autocast",
                                    "input shape (2, 7, 10, 10)"}, ours.fallbacks
+
+
+class ConvNeXtLike(nn.Module):
+    """Depthwise convolutions fed channels-last activations, as ConvNeXt's
+    blocks make them (a permute around LayerNorm), and a dense one."""
+
+    def __init__(self, channels=32):
+        super().__init__()
+        self.dw7 = nn.Conv2d(channels, channels, 7, padding=3, groups=channels)
+        self.norm = nn.LayerNorm(channels)
+        self.dw3 = nn.Conv2d(channels, 2 * channels, 3, stride=2, padding=1, groups=channels,
+                             bias=False)
+        self.dense = nn.Conv2d(2 * channels, 16, 2, stride=2)
+
+    def forward(self, x):
+        x = self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)  # channels-last strides
+        x = x + self.dw7(x)
+        return self.dense(torch.relu(self.dw3(x)))
+
+
+@gpu
+def test_channels_last_depthwise_runs_nhwc_plans(ctx, cuda, strict_math):
+    model, ours, _ = converted_pair(ConvNeXtLike(), cuda, context=ctx)
+    x = torch.randn(2, 32, 15, 14, device=cuda)
+    with torch.inference_mode():
+        for _ in range(3):  # the first call plans, the later ones take the fast path
+            y = ours(x)
+        assert rel_l2(y, model(x)) < STRICT_BOUND, SEED
+        for layer in (ours.dw7, ours.dw3):
+            assert not layer.fallbacks, layer.fallbacks
+            assert layer._last_plan.key.split()[2] == "nhwc"
+        # Channels-last in, channels-last out, as PyTorch does it.
+        xs = ours.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        out = ours.dw7(xs)
+        assert out.is_contiguous(memory_format=torch.channels_last)
+        assert rel_l2(out, torch.nn.functional.conv2d(xs.double(), ours.dw7.weight.double(),
+                                                      ours.dw7.bias.double(), padding=3,
+                                                      groups=32)) < STRICT_BOUND, SEED
+        # A dense layer does not take them (yet): PyTorch's forward runs it.
+        assert set(ours.dense.fallbacks) == {
+            "input not contiguous (NCHW; channels-last only for depthwise layers)"}
+        # Under torch.compile the operator gets the layout, and keeps it.
+        torch._dynamo.reset()
+        compiled = torch.compile(ours, fullgraph=True)
+        assert rel_l2(compiled(x), model(x)) < STRICT_BOUND, SEED
 
 
 @gpu
@@ -293,3 +339,16 @@ def test_operator_checks_and_fake_shapes(cuda):
         assert fake.shape == ref.shape
     with pytest.raises(Exception, match="float32"):
         torch.ops.convtune.conv2d(x.half(), w.half(), None, [1, 1], [0, 0], [1, 1], 2, "strict")
+    # layout="nhwc": a depthwise convolution in channels-last memory format,
+    # whatever the input's format; the fake kernel gives the same strides.
+    xd = torch.randn(2, 8, 9, 7, device=cuda)
+    wd = torch.randn(8, 1, 3, 3, device=cuda)
+    ref_d = torch.nn.functional.conv2d(xd.double(), wd.double(), padding=1, groups=8)
+    yd = torch.ops.convtune.conv2d(xd, wd, None, [1, 1], [1, 1], [1, 1], 8, "strict", "nhwc")
+    assert yd.is_contiguous(memory_format=torch.channels_last) and rel_l2(yd, ref_d) < STRICT_BOUND
+    with FakeTensorMode() as mode:
+        fake = torch.ops.convtune.conv2d(mode.from_tensor(xd), mode.from_tensor(wd), None,
+                                         [1, 1], [1, 1], [1, 1], 8, "strict", "nhwc")
+        assert fake.shape == yd.shape and fake.stride() == yd.stride()
+    with pytest.raises(Exception, match="layout"):
+        torch.ops.convtune.conv2d(xd, wd, None, [1, 1], [1, 1], [1, 1], 8, "strict", "hwcn")
