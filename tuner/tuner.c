@@ -24,6 +24,11 @@
 /* Held before each timed replay: longer than the host takes to queue the
  * start event and the launch behind it. */
 #define HOLD_US 50
+/* A run this long is GPU-bound even launched directly (a launch costs the
+ * host at most ~30 us, under 3% of it): it is timed without a graph, and
+ * when its first timed run already took ABANDON_FACTOR times the best, that
+ * run is its time. */
+#define DIRECT_MS 1.0
 
 /* Device tensors and timing objects for one tuning. */
 typedef struct bench {
@@ -176,18 +181,22 @@ static int compare_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* Median time of one run.  A direct run first warms up and sizes the
- * batch; then samples of t.runs runs each. */
+/* Median time of one run.  A direct run (after validation's) first sizes
+ * the batch; then samples of t.runs runs each. */
 static conv_status measure(bench *b, const conv_algorithm *algo, const conv_prepared *prep,
                            void *workspace, double best_ms, double *median_ms, conv_error *err) {
   timed_work t = {b, algo, prep, workspace, 1, NULL};
   double warm = 0, samples[MAX_SAMPLES], total = 0, fastest = 0;
   conv_status st = time_work(&t, &warm, err);
   if (st != CONV_OK) return st;
+  if (warm >= DIRECT_MS && best_ms > 0 && warm > ABANDON_FACTOR * best_ms) {
+    *median_ms = warm; /* cannot win */
+    return CONV_OK;
+  }
   int runs = warm > 0 ? (int)(BATCH_MS / warm) : MAX_BATCH_RUNS;
   t.runs = runs < 1 ? 1 : runs > MAX_BATCH_RUNS ? MAX_BATCH_RUNS : runs;
   int n = 0;
-  CONV_TRY(st, capture_work(&t, err), done);
+  if (warm < DIRECT_MS) CONV_TRY(st, capture_work(&t, err), done);
   while (n < MAX_SAMPLES && (n < MIN_SAMPLES || total < MIN_TOTAL_MS)) {
     double ms;
     CONV_TRY(st, time_work(&t, &ms, err), done);
