@@ -50,9 +50,9 @@ def _memory_format(layout):
 def _fake(x, weight, bias, stride, padding, dilation, groups, math, layout="nchw"):
     n, _, h, w = x.shape
     k, _, r, s = weight.shape
-    return x.new_empty((n, k, _output_size(h, r, stride[0], padding[0], dilation[0]),
+    return torch.empty((n, k, _output_size(h, r, stride[0], padding[0], dilation[0]),
                         _output_size(w, s, stride[1], padding[1], dilation[1])),
-                       memory_format=_memory_format(layout))
+                       dtype=x.dtype, device=x.device, memory_format=_memory_format(layout))
 
 
 def _dense(t, memory_format=torch.contiguous_format):
