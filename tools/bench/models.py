@@ -78,6 +78,9 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--out-json", default=None)
     p.add_argument("--notes", metavar="FILE", default=None,
                    help="remarks written by hand about the run, put into --out-md")
+    p.add_argument("--merge", metavar="JSON", nargs="+", default=[],
+                   help="with --render: add the rows of these runs' JSON (same machine and build); "
+                        "--out-json then writes the merged runs")
     p.add_argument("--render", metavar="JSON", default=None,
                    help="only render --out-md from an earlier run's --out-json (no torch, no GPU)")
     return p.parse_args(argv)
@@ -349,17 +352,21 @@ def render(results: dict) -> str:
              f"PyTorch {env['torch_version']}, torchvision {run['torchvision']}; cuDNN {env['torch_cudnn']}",
              f"- convtune: `{env['convtune_versions']}`; cache `{run['cache']}`, policy `{run['policy']}`; "
              f"wall time {run['elapsed_s']:.0f} s",
-             "", "Command (from the repository root):", "", "```", run["command"], "```", "",
-             "torchvision models with random weights in eval mode, input `randn(batch, 3, 224, 224)`. "
-             "PyTorch: the model as built, `cudnn.benchmark = True`. convtune: a deep copy after "
-             "`convtune.convert(model)`. Both under `torch.no_grad()`, the TF32 flags per mode. "
-             "Eager: CUDA events around back-to-back forwards (bench.py's helper, alternating "
-             "rounds, median). Graph: the forward captured once into a `torch.cuda.CUDAGraph` "
-             "per library and replayed. Compile: `torch.compile(model, fullgraph=True)` (inductor, "
-             "default mode), then timed as eager. Ratios are PyTorch time / convtune time. "
-             f"Error: relative L2 of the output against the model in float64; ok when convtune's "
-             f"is at most max({MODEL_LIMIT['strict']:g} strict / {MODEL_LIMIT['tf32']:g} TF32, "
-             "2x PyTorch's).", ""]
+             "", "Command (from the repository root):", "", "```", run["command"], "```", ""]
+    for more in results.get("more_runs", []):
+        lines += [f"Also in the tables: rows of a run of {more['date_utc']} (wall time "
+                  f"{more['elapsed_s']:.0f} s, policy `{more['policy']}`), same machine, build and cache file:",
+                  "", "```", more["command"], "```", ""]
+    lines += ["torchvision models with random weights in eval mode, input `randn(batch, 3, 224, 224)`. "
+              "PyTorch: the model as built, `cudnn.benchmark = True`. convtune: a deep copy after "
+              "`convtune.convert(model)`. Both under `torch.no_grad()`, the TF32 flags per mode. "
+              "Eager: CUDA events around back-to-back forwards (bench.py's helper, alternating "
+              "rounds, median). Graph: the forward captured once into a `torch.cuda.CUDAGraph` "
+              "per library and replayed. Compile: `torch.compile(model, fullgraph=True)` (inductor, "
+              "default mode), then timed as eager. Ratios are PyTorch time / convtune time. "
+              f"Error: relative L2 of the output against the model in float64; ok when convtune's "
+              f"is at most max({MODEL_LIMIT['strict']:g} strict / {MODEL_LIMIT['tf32']:g} TF32, "
+              "2x PyTorch's).", ""]
     if results.get("notes_md"):
         lines += ["### Reading these numbers", "",
                   f"_Written by hand about this run and added with `--notes {results.get('notes_path')}`; "
@@ -441,6 +448,12 @@ def main(argv: list | None = None) -> int:
              if args.notes else {})
     if args.render:
         results = json.loads(Path(args.render).read_text(encoding="utf-8"))
+        for path in args.merge:
+            more = json.loads(Path(path).read_text(encoding="utf-8"))
+            results["rows"] += more["rows"]
+            results.setdefault("more_runs", []).append(more["run"])
+        if args.out_json:  # the merged runs, without the notes (kept in their own file)
+            Path(args.out_json).write_text(json.dumps(results, indent=1) + "\n")
         results.update(notes)
         if args.out_md:
             write_markdown(args.out_md, render(results))
