@@ -131,10 +131,9 @@ static void graph_destroy(conv_graph *g) {
   free_desc(&g->x);
 }
 
-/* A packed fp32 NCHW tensor. */
-/* dims are (N, C, H, W) whatever the layout, as cuDNN wants them; the
- * strides say where the channels are: NCHW (packed), or NHWC (channels
- * innermost; for the filter KRSC). */
+/* A packed fp32 tensor.  dims are (N, C, H, W) whatever the layout, as
+ * cuDNN wants them; the strides say where the channels are: NCHW, or NHWC
+ * (channels innermost; for the filter KRSC). */
 static conv_status make_tensor(int64_t uid, const int64_t dims[4], conv_layout layout,
                                cudnnBackendDescriptor_t *desc, conv_error *err) {
   int64_t strides[4] = {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};

@@ -37,9 +37,10 @@ void layout_strides(conv_layout layout, int64_t n, int64_t c, int64_t h, int64_t
 
 }  // namespace
 
-/* One output y[ni][ko][oh][ow] (in the problem's layout) per grid-stride step.  Consecutive threads take
- * consecutive ow, so the input reads of a warp are close together and the
- * filter reads are mostly one broadcast address. */
+/* One output y[ni][ko][oh][ow] (in the problem's layout) per grid-stride
+ * step.  Consecutive threads take consecutive ow, so in NCHW the input reads
+ * of a warp are close together and the filter reads are mostly one
+ * broadcast address. */
 template <conv_epilogue EPILOGUE>
 __global__ static void reference_kernel(const reference_params prm, const float *__restrict__ x,
                                         const float *__restrict__ w,

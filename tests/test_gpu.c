@@ -117,8 +117,8 @@ typedef struct host_case {
 /* Offset of element (a, b, i, j) of a packed tensor of dims (A, B, I, J),
  * NCHW or NHWC (b innermost): the layouts are written out here apart from
  * the library's reference kernel, as a second opinion. */
-static int64_t at(conv_layout layout, int64_t a, int64_t b, int64_t i, int64_t j, int64_t B,
-                  int64_t I, int64_t J) {
+static int64_t element_offset(conv_layout layout, int64_t a, int64_t b, int64_t i, int64_t j,
+                              int64_t B, int64_t I, int64_t J) {
   return layout == CONV_LAYOUT_NHWC ? ((a * I + i) * J + j) * B + b : ((a * B + b) * I + i) * J + j;
 }
 
@@ -139,12 +139,12 @@ static void cpu_reference(host_case *hc) {
                 int64_t iw = oq * p->stride_w - p->pad_w + t * p->dil_w;
                 if (ih < 0 || ih >= p->h || iw < 0 || iw >= p->w) continue;
                 int64_t c = g * s->c_per_group + cg;
-                acc += (double)hc->x[at(L, n, c, ih, iw, p->c, p->h, p->w)] *
-                       hc->w[at(L, k, cg, r, t, s->c_per_group, p->r, p->s)];
+                acc += (double)hc->x[element_offset(L, n, c, ih, iw, p->c, p->h, p->w)] *
+                       hc->w[element_offset(L, k, cg, r, t, s->c_per_group, p->r, p->s)];
               }
           if (p->epilogue != CONV_EPILOGUE_NONE) acc += hc->bias[k];
           if (p->epilogue == CONV_EPILOGUE_BIAS_RELU && acc < 0) acc = 0;
-          hc->ref[at(L, n, k, op, oq, p->k, s->p, s->q)] = (float)acc;
+          hc->ref[element_offset(L, n, k, op, oq, p->k, s->p, s->q)] = (float)acc;
         }
     }
 }

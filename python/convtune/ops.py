@@ -8,9 +8,9 @@ stride, padding, dilation: [h, w]; math: "strict" or "tf32"; layout: "nchw"
 layers only).  It is F.conv2d's forward for float32 CUDA tensors, computed
 by convtune plans from the module's default Context per device, on torch's
 current stream.  Inputs need not be in the layout's memory format (they are
-copied into it).  Its fake (meta) kernel
-gives the output's shape, so graphs trace without running it; it has no
-autograd formula (convtune has no backward yet).  convtune.nn.Conv2d calls
+copied into it).  Its fake (meta) kernel gives the output's shape and
+memory format, so graphs trace without running it; it has no autograd
+formula (convtune has no backward yet).  convtune.nn.Conv2d calls
 it when traced and runs plans directly in eager mode, which costs less
 host time than a dispatcher call.
 """
