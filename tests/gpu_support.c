@@ -1,0 +1,382 @@
+/* gpu_support.c -- the GPU tests' shared helpers (gpu_support.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "algorithms/kernels.h"
+#include "tests/gpu_support.h"
+
+/* Sanitizer runs set CONVTUNE_TEST_QUICK=1: compute-sanitizer slows every
+ * kernel 10-100x, and exhaustive tuning times hundreds of configs for 30 ms
+ * each.  Quick runs try fewer random shapes and tune plans with the fast
+ * policy; every family, kernel kind and check still runs. */
+bool quick_mode(void) {
+  const char *quick = getenv("CONVTUNE_TEST_QUICK");
+  return quick != NULL && quick[0] != '\0' && strcmp(quick, "0") != 0;
+}
+
+conv_policy tuning_policy(void) {
+  return quick_mode() ? CONV_POLICY_FAST : CONV_POLICY_EXHAUSTIVE;
+}
+
+static uint64_t rng_state;
+
+void seed_rng(void) {
+  const char *fixed = getenv("CONVTUNE_TEST_SEED");
+  rng_state = fixed ? strtoull(fixed, NULL, 10) : (uint64_t)uv_hrtime();
+  printf("CONVTUNE_TEST_SEED=%llu\n", (unsigned long long)rng_state);
+}
+
+static uint64_t rng_next(void) { /* splitmix64 */
+  uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+int64_t rng_int(int64_t lo, int64_t hi) {
+  return lo + (int64_t)(rng_next() % (uint64_t)(hi - lo + 1));
+}
+
+float rng_float(void) { return (float)((rng_next() >> 11) * (2.0 / 9007199254740992.0) - 1.0); }
+
+/* A random valid problem with odd sizes, strides, padding, dilation, groups. */
+conv_problem random_problem(conv_math math) {
+  for (;;) {
+    conv_problem p;
+    conv_problem_init(&p);
+    p.groups = rng_int(1, 3);
+    p.n = rng_int(1, 3);
+    p.c = p.groups * rng_int(1, 6);
+    p.k = p.groups * rng_int(1, 6);
+    p.h = rng_int(1, 21);
+    p.w = rng_int(1, 21);
+    p.r = rng_int(1, 5);
+    p.s = rng_int(1, 5);
+    p.pad_h = rng_int(0, 3);
+    p.pad_w = rng_int(0, 3);
+    p.stride_h = rng_int(1, 3);
+    p.stride_w = rng_int(1, 3);
+    p.dil_h = rng_int(1, 3);
+    p.dil_w = rng_int(1, 3);
+    p.math = math;
+    p.epilogue = (conv_epilogue)rng_int(0, 2);
+    if (conv_problem_validate(&p, NULL, 0) == CONV_OK) return p;
+  }
+}
+
+/* A random valid channels-last depthwise problem (with a channel
+ * multiplier of 1 or 2), the NHWC layout's scope. */
+conv_problem random_nhwc_problem(conv_math math) {
+  for (;;) {
+    conv_problem p = random_problem(math);
+    p.layout = CONV_LAYOUT_NHWC;
+    p.c = p.groups = rng_int(1, 3) == 1 ? rng_int(1, 7) : 4 * rng_int(1, 12);
+    p.k = p.c * rng_int(1, 2);
+    if (conv_problem_validate(&p, NULL, 0) == CONV_OK) return p;
+  }
+}
+
+/* Offset of element (a, b, i, j) of a packed tensor of dims (A, B, I, J),
+ * NCHW or NHWC (b innermost): the layouts are written out here apart from
+ * the library's reference kernel, as a second opinion. */
+static int64_t element_offset(conv_layout layout, int64_t a, int64_t b, int64_t i, int64_t j,
+                              int64_t B, int64_t I, int64_t J) {
+  return layout == CONV_LAYOUT_NHWC ? ((a * I + i) * J + j) * B + b : ((a * B + b) * I + i) * J + j;
+}
+
+static void cpu_reference(host_case *hc) {
+  const conv_problem *p = &hc->p;
+  const conv_shape *s = &hc->sh;
+  const conv_layout L = p->layout;
+  for (int64_t n = 0; n < p->n; n++)
+    for (int64_t k = 0; k < p->k; k++) {
+      int64_t g = k / s->k_per_group;
+      for (int64_t op = 0; op < s->p; op++)
+        for (int64_t oq = 0; oq < s->q; oq++) {
+          double acc = 0;
+          for (int64_t cg = 0; cg < s->c_per_group; cg++)
+            for (int64_t r = 0; r < p->r; r++)
+              for (int64_t t = 0; t < p->s; t++) {
+                int64_t ih = op * p->stride_h - p->pad_h + r * p->dil_h;
+                int64_t iw = oq * p->stride_w - p->pad_w + t * p->dil_w;
+                if (ih < 0 || ih >= p->h || iw < 0 || iw >= p->w) continue;
+                int64_t c = g * s->c_per_group + cg;
+                acc += (double)hc->x[element_offset(L, n, c, ih, iw, p->c, p->h, p->w)] *
+                       hc->w[element_offset(L, k, cg, r, t, s->c_per_group, p->r, p->s)];
+              }
+          if (p->epilogue != CONV_EPILOGUE_NONE) acc += hc->bias[k];
+          if (p->epilogue == CONV_EPILOGUE_BIAS_RELU && acc < 0) acc = 0;
+          hc->ref[element_offset(L, n, k, op, oq, p->k, s->p, s->q)] = (float)acc;
+        }
+    }
+}
+
+int host_case_make(host_case *hc, const conv_problem *p) {
+  memset(hc, 0, sizeof *hc);
+  hc->p = *p;
+  CHECK_STATUS(CONV_OK, conv_problem_shape(p, &hc->sh));
+  hc->x = malloc((size_t)hc->sh.x_elems * sizeof(float));
+  hc->w = malloc((size_t)hc->sh.w_elems * sizeof(float));
+  hc->bias = malloc((size_t)p->k * sizeof(float));
+  hc->ref = malloc((size_t)hc->sh.y_elems * sizeof(float));
+  CHECK(hc->x && hc->w && hc->bias && hc->ref);
+  for (int64_t i = 0; i < hc->sh.x_elems; i++) hc->x[i] = rng_float();
+  for (int64_t i = 0; i < hc->sh.w_elems; i++) hc->w[i] = rng_float();
+  for (int64_t i = 0; i < p->k; i++) hc->bias[i] = rng_float();
+  cpu_reference(hc);
+  return TEST_PASS;
+}
+
+void host_case_free(host_case *hc) {
+  free(hc->x);
+  free(hc->w);
+  free(hc->bias);
+  free(hc->ref);
+}
+
+int dev_case_make(dev_case *d, const host_case *hc) {
+  memset(d, 0, sizeof *d);
+  CUDA_OK(cudaMalloc((void **)&d->x, (size_t)hc->sh.x_elems * sizeof(float)));
+  CUDA_OK(cudaMalloc((void **)&d->w, (size_t)hc->sh.w_elems * sizeof(float)));
+  CUDA_OK(cudaMalloc((void **)&d->bias, (size_t)hc->p.k * sizeof(float)));
+  CUDA_OK(cudaMalloc((void **)&d->y, (size_t)hc->sh.y_elems * sizeof(float)));
+  CUDA_OK(cudaMemcpy(d->x, hc->x, (size_t)hc->sh.x_elems * sizeof(float), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d->w, hc->w, (size_t)hc->sh.w_elems * sizeof(float), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d->bias, hc->bias, (size_t)hc->p.k * sizeof(float), cudaMemcpyHostToDevice));
+  return TEST_PASS;
+}
+
+void dev_case_free(dev_case *d) {
+  cudaFree(d->x);
+  cudaFree(d->w);
+  cudaFree(d->bias);
+  cudaFree(d->y);
+}
+
+int poison(const dev_case *d, const host_case *hc, cudaStream_t stream) {
+  CUDA_OK(cudaMemsetAsync(d->y, 0xFF, (size_t)hc->sh.y_elems * sizeof(float), stream));
+  return TEST_PASS;
+}
+
+/* Copies y back and measures it against the CPU reference: the relative L2
+ * error and the number of non-finite (or unwritten) elements. */
+static int measure_output(const dev_case *d, const host_case *hc, cudaStream_t stream, double *rel,
+                          int64_t *bad) {
+  size_t bytes = (size_t)hc->sh.y_elems * sizeof(float);
+  float *y = malloc(bytes);
+  CHECK(y != NULL);
+  CUDA_OK(cudaMemcpyAsync(y, d->y, bytes, cudaMemcpyDeviceToHost, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  double num = 0, den = 0;
+  *bad = 0;
+  for (int64_t i = 0; i < hc->sh.y_elems; i++) {
+    if (!isfinite(y[i])) (*bad)++;
+    double diff = (double)y[i] - hc->ref[i];
+    num += diff * diff;
+    den += (double)hc->ref[i] * hc->ref[i];
+  }
+  free(y);
+  *rel = den > 0 ? sqrt(num / den) : sqrt(num);
+  return TEST_PASS;
+}
+
+/* Every element written and finite, relative L2 error within bound. */
+int check_output(const dev_case *d, const host_case *hc, cudaStream_t stream, double bound,
+                 const char *what) {
+  double rel;
+  int64_t bad;
+  if (measure_output(d, hc, stream, &rel, &bad) != TEST_PASS) return TEST_FAIL;
+  CHECK_MSG(bad == 0 && rel <= bound, "%s: %lld non-finite outputs, relative L2 error %.3g (bound %.1g)",
+            what, (long long)bad, rel, bound);
+  return TEST_PASS;
+}
+
+void describe_problem(const conv_problem *p, char *text, size_t size) {
+  if (conv_problem_key(p, text, size) != CONV_OK) snprintf(text, size, "(unprintable problem)");
+}
+
+void temp_path(char *path, size_t size, const char *name) {
+  const char *tmp = getenv("CONVTUNE_TEST_TMP");
+  snprintf(path, size, "%s/gpu-%s-%d.db", tmp ? tmp : "/tmp", name, (int)getpid());
+  unlink(path);
+}
+
+void remove_db(const char *path) {
+  char side[4200];
+  unlink(path);
+  snprintf(side, sizeof side, "%s-wal", path);
+  unlink(side);
+  snprintf(side, sizeof side, "%s-shm", path);
+  unlink(side);
+}
+
+/* Runs one prepared config on poisoned output and judges it twice: against
+ * the CPU reference, and the way the tuner does (device reference kernel,
+ * device comparison).  The two verdicts must agree, so a wrong config can
+ * never win a tuning.  Our own families must also be right; a cuDNN engine
+ * that is wrong for a shape (cuDNN bugs exist) only has to be caught. */
+static int judge_config(conv_env *env, const conv_algorithm *algo, const conv_prepared *prep,
+                        const host_case *hc, const dev_case *d, const float *dev_ref, void *scratch,
+                        const char *what, family_count *count) {
+  void *ws = NULL;
+  conv_error err = {CONV_OK, ""};
+  if (prep->workspace_bytes) CUDA_OK(cudaMalloc(&ws, prep->workspace_bytes));
+  if (poison(d, hc, 0) != TEST_PASS) return TEST_FAIL;
+  conv_exec ex = {&hc->p, env, prep->state, d->x, d->w, d->bias, d->y, ws, prep->workspace_bytes};
+  conv_status st = algo->run(&ex, 0, &err);
+  CHECK_MSG(st == CONV_OK, "%s: run: %s", what, err.message);
+  double bound = conv_error_bound(hc->p.math, prep->arith), host_rel, dev_rel;
+  int64_t host_bad, dev_bad;
+  if (measure_output(d, hc, 0, &host_rel, &host_bad) != TEST_PASS) return TEST_FAIL;
+  CUDA_OK(conv_relative_l2(d->y, dev_ref, hc->sh.y_elems, scratch, 0, &dev_rel, &dev_bad));
+  bool host_ok = host_bad == 0 && host_rel <= bound, dev_ok = dev_bad == 0 && dev_rel <= bound;
+  CHECK_MSG(host_ok == dev_ok, "%s: CPU check says %s (rel %.3g), tuner's check says %s (rel %.3g)",
+            what, host_ok ? "right" : "wrong", host_rel, dev_ok ? "right" : "wrong", dev_rel);
+  if (!host_ok) {
+    CHECK_MSG(algo->id == CONV_ALGO_CUDNN, "%s: relative L2 error %.3g, %lld non-finite (bound %.1g)",
+              what, host_rel, (long long)host_bad, bound);
+    printf("caught a wrong result: %s: relative L2 error %.3g\n", what, host_rel);
+    count->wrong_caught++;
+  } else {
+    count->ran++;
+  }
+  cudaFree(ws);
+  return TEST_PASS;
+}
+
+int run_every_config(conv_env *env, const conv_algorithm *algo, const host_case *hc,
+                     const dev_case *d, const float *dev_ref, void *scratch,
+                     family_count *count) {
+  enum { MAX = 512 };
+  static conv_config configs[MAX];
+  int n = 0, ran_before = count->ran;
+  conv_error err = {CONV_OK, ""};
+  char name[CONV_PROBLEM_KEY_MAX], what[CONV_PROBLEM_KEY_MAX + 200];
+  describe_problem(&hc->p, name, sizeof name);
+  CHECK_MSG(algo->configs(&hc->p, env, configs, MAX, &n, &err) == CONV_OK, "%s configs: %s", algo->name, err.message);
+  for (int i = 0; i < n; i++) {
+    conv_prepared prep = {0};
+    conv_status st = algo->prepare(&hc->p, env, &configs[i], &prep, &err);
+    if (st == CONV_UNSUPPORTED) {
+      count->unsupported++;
+      continue;
+    }
+    char cfg[128];
+    algo->describe(&configs[i], cfg, sizeof cfg);
+    snprintf(what, sizeof what, "%s %s on %s", algo->name, cfg, name);
+    CHECK_MSG(st == CONV_OK, "%s: prepare: %s", what, err.message);
+    int rc = judge_config(env, algo, &prep, hc, d, dev_ref, scratch, what, count);
+    algo->release(prep.state);
+    if (rc != TEST_PASS) return rc;
+  }
+  CHECK_MSG(count->ran > ran_before, "%s: none of %d configs is right on %s", algo->name, n, name);
+  return TEST_PASS;
+}
+
+int open_env(conv_env *env) {
+  memset(env, 0, sizeof *env);
+  CHECK(uv_mutex_init(&env->cudnn_lock) == 0);
+  CHECK_STATUS(CONV_OK, conv_device_query(0, &env->device, NULL));
+  CHECK(cudnnCreate(&env->cudnn) == CUDNN_STATUS_SUCCESS);
+  CHECK(cublasLtCreate(&env->cublaslt) == CUBLAS_STATUS_SUCCESS);
+  return TEST_PASS;
+}
+
+void close_env(conv_env *env) {
+  cudnnDestroy(env->cudnn);
+  cublasLtDestroy(env->cublaslt);
+  uv_mutex_destroy(&env->cudnn_lock);
+}
+
+/* Runs every config of `algo` on one problem (which it must take) with fresh
+ * random inputs, each judged against the CPU reference (run_every_config). */
+static int run_family_on_case(conv_env *env, const conv_algorithm *algo, const conv_problem *p,
+                              void *scratch, family_count *count) {
+  char name[CONV_PROBLEM_KEY_MAX];
+  describe_problem(p, name, sizeof name);
+  CHECK_MSG(conv_problem_validate(p, NULL, 0) == CONV_OK, "invalid: %s", name);
+  CHECK_MSG(algo->applicable(p, env), "%s not applicable: %s", algo->name, name);
+  host_case hc;
+  dev_case d;
+  if (host_case_make(&hc, p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
+  float *dev_ref;
+  CUDA_OK(cudaMalloc((void **)&dev_ref, (size_t)hc.sh.y_elems * sizeof(float)));
+  CUDA_OK(conv_reference_forward(p, d.x, d.w, d.bias, dev_ref, 0));
+  const int rc = run_every_config(env, algo, &hc, &d, dev_ref, scratch, count);
+  cudaFree(dev_ref);
+  dev_case_free(&d);
+  host_case_free(&hc);
+  return rc;
+}
+
+/* A problem for the direct_channel shapes: n c h w k r s, then stride,
+ * pad, dilation (both axes unless the _w values differ), groups. */
+conv_problem direct_problem(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k,
+                            int64_t r, int64_t s, int64_t stride, int64_t pad, int64_t dil,
+                            int64_t groups, conv_epilogue epilogue, conv_math math) {
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = n; p.c = c; p.h = h; p.w = w; p.k = k; p.r = r; p.s = s;
+  p.stride_h = p.stride_w = stride;
+  p.pad_h = p.pad_w = pad;
+  p.dil_h = p.dil_w = dil;
+  p.groups = groups;
+  p.epilogue = epilogue;
+  p.math = math;
+  return p;
+}
+
+/* How many of `algo`'s configs for `p` prepare with a state `accept` takes
+ * (run_every_config ran every config that prepares). */
+int prepared_configs(conv_env *env, const conv_algorithm *algo, const conv_problem *p,
+                     bool (*accept)(const void *state)) {
+  static conv_config configs[512];
+  int n = 0, accepted = 0;
+  if (algo->configs(p, env, configs, 512, &n, NULL) != CONV_OK) return -1;
+  for (int i = 0; i < n; i++) {
+    conv_prepared prep = {0};
+    if (algo->prepare(p, env, &configs[i], &prep, NULL) != CONV_OK) continue;
+    accepted += accept(prep.state);
+    algo->release(prep.state);
+  }
+  return accepted;
+}
+
+/* Runs every config of `algo` on each case (run_family_on_case), then
+ * `check` (may be NULL); prints per case and in all how many matched the
+ * CPU reference, and leaves the totals in *count. */
+int run_family_on_cases(const conv_algorithm *algo, const conv_problem *cases,
+                        size_t ncases, case_check check, family_count *count) {
+  conv_env env;
+  if (open_env(&env) != TEST_PASS) return TEST_FAIL;
+  void *scratch;
+  CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
+  *count = (family_count){0, 0, 0};
+  for (size_t i = 0; i < ncases; i++) {
+    char name[CONV_PROBLEM_KEY_MAX];
+    describe_problem(&cases[i], name, sizeof name);
+    const int before = count->ran;
+    if (run_family_on_case(&env, algo, &cases[i], scratch, count) != TEST_PASS) return TEST_FAIL;
+    printf("%s: %d %s configs matched\n", name, count->ran - before, algo->name);
+    if (check != NULL && check(&env, &cases[i], name) != TEST_PASS) return TEST_FAIL;
+  }
+  printf("%s: %d configs matched the CPU reference, %d not supported for their shape\n",
+         algo->name, count->ran, count->unsupported);
+  cudaFree(scratch);
+  close_env(&env);
+  return TEST_PASS;
+}
+
+int make_context(conv_context **ctx, const char *cache, conv_policy policy, size_t ws_limit) {
+  conv_context_options o;
+  conv_context_options_init(&o);
+  o.cache_path = cache;
+  o.policy = policy;
+  o.workspace_limit = ws_limit;
+  conv_status st = conv_context_create(ctx, &o);
+  CHECK_MSG(st == CONV_OK, "conv_context_create: %s", conv_context_last_error(NULL));
+  return TEST_PASS;
+}
+

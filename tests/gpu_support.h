@@ -1,0 +1,97 @@
+/*
+ * gpu_support.h -- what the GPU test programs (test_gpu.c: the reference
+ * and every candidate family; test_plans.c: plans end to end) share:
+ * seeded random problems, host and device test cases with a CPU reference
+ * in double, the family runners that judge every config, contexts and
+ * temporary caches.  Definitions and their comments in gpu_support.c.
+ */
+#ifndef CONVTUNE_TESTS_GPU_SUPPORT_H
+#define CONVTUNE_TESTS_GPU_SUPPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/internal.h"
+#include "tests/test.h"
+
+#define SKIP_WITHOUT_GPU()                                                     \
+  do {                                                                         \
+    int count_ = 0;                                                            \
+    cudaError_t rc_ = cudaGetDeviceCount(&count_);                             \
+    if (rc_ != cudaSuccess || count_ == 0) {                                   \
+      printf("no CUDA device (%s): skipping\n", cudaGetErrorString(rc_));     \
+      return TEST_SKIP;                                                        \
+    }                                                                          \
+  } while (0)
+
+#define CUDA_OK(call)                                                          \
+  do {                                                                         \
+    cudaError_t e_ = (call);                                                   \
+    CHECK_MSG(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));     \
+  } while (0)
+
+/* Host tensors of a problem plus the CPU reference output. */
+typedef struct host_case {
+  conv_problem p;
+  conv_shape sh;
+  float *x, *w, *bias, *ref;
+} host_case;
+
+/* Device copies of a host case and an output buffer. */
+typedef struct dev_case {
+  float *x, *w, *bias, *y;
+} dev_case;
+
+/* Counts per family, printed as the test's summary. */
+typedef struct family_count {
+  int ran, unsupported, wrong_caught;
+} family_count;
+
+/* Checks a family's reference test makes per case, after every config ran. */
+typedef int (*case_check)(conv_env *env, const conv_problem *p, const char *name);
+
+/* ---- runs, seeds, random problems */
+
+/* CONVTUNE_TEST_QUICK=1 (sanitizer runs): fewer random shapes, fast tuning. */
+bool quick_mode(void);
+conv_policy tuning_policy(void);
+/* Seeds the generator from CONVTUNE_TEST_SEED or the clock, and prints it. */
+void seed_rng(void);
+int64_t rng_int(int64_t lo, int64_t hi);
+float rng_float(void); /* in [-1, 1) */
+conv_problem random_problem(conv_math math);
+conv_problem random_nhwc_problem(conv_math math);
+/* n c h w k r s, then stride, pad, dilation (both axes), groups, epilogue, math. */
+conv_problem direct_problem(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t r,
+                            int64_t s, int64_t stride, int64_t pad, int64_t dil, int64_t groups,
+                            conv_epilogue epilogue, conv_math math);
+void describe_problem(const conv_problem *p, char *text, size_t size);
+
+/* ---- test cases: host tensors with the CPU reference, device copies */
+
+int host_case_make(host_case *hc, const conv_problem *p);
+void host_case_free(host_case *hc);
+int dev_case_make(dev_case *d, const host_case *hc);
+void dev_case_free(dev_case *d);
+int poison(const dev_case *d, const host_case *hc, cudaStream_t stream);
+int check_output(const dev_case *d, const host_case *hc, cudaStream_t stream, double bound,
+                 const char *what);
+
+/* ---- candidate families */
+
+int open_env(conv_env *env);
+void close_env(conv_env *env);
+int run_every_config(conv_env *env, const conv_algorithm *algo, const host_case *hc,
+                     const dev_case *d, const float *dev_ref, void *scratch, family_count *count);
+int run_family_on_cases(const conv_algorithm *algo, const conv_problem *cases, size_t ncases,
+                        case_check check, family_count *count);
+int prepared_configs(conv_env *env, const conv_algorithm *algo, const conv_problem *p,
+                     bool (*accept)(const void *state));
+
+/* ---- contexts and caches */
+
+int make_context(conv_context **ctx, const char *cache, conv_policy policy, size_t ws_limit);
+void temp_path(char *path, size_t size, const char *name);
+void remove_db(const char *path);
+
+#endif /* CONVTUNE_TESTS_GPU_SUPPORT_H */
