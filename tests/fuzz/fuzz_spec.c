@@ -17,7 +17,8 @@
 static void spec_of(const conv_problem *p, char *out, size_t size) {
   snprintf(out, size,
            "n=%lld c=%lld h=%lld w=%lld k=%lld r=%lld s=%lld pad_h=%lld pad_w=%lld "
-           "stride_h=%lld stride_w=%lld dil_h=%lld dil_w=%lld groups=%lld math=%s epilogue=%s",
+           "stride_h=%lld stride_w=%lld dil_h=%lld dil_w=%lld groups=%lld math=%s epilogue=%s "
+           "layout=%s",
            (long long)p->n, (long long)p->c, (long long)p->h, (long long)p->w, (long long)p->k,
            (long long)p->r, (long long)p->s, (long long)p->pad_h, (long long)p->pad_w,
            (long long)p->stride_h, (long long)p->stride_w, (long long)p->dil_h,
@@ -25,7 +26,8 @@ static void spec_of(const conv_problem *p, char *out, size_t size) {
            p->math == CONV_MATH_TF32 ? "tf32" : "strict",
            p->epilogue == CONV_EPILOGUE_BIAS_RELU ? "bias_relu"
            : p->epilogue == CONV_EPILOGUE_BIAS    ? "bias"
-                                                   : "none");
+                                                   : "none",
+           p->layout == CONV_LAYOUT_NHWC ? "nhwc" : "nchw");
 }
 
 static int same_problem(const conv_problem *a, const conv_problem *b) {
