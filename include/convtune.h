@@ -29,9 +29,10 @@
  *
  * Tensors (this version): fp32, NCHW input x[n][c][h][w], filter
  * w[k][c/groups][r][s], bias b[k], output y[n][k][p][q] where p, q come from
- * conv_problem_output_dims(); or, for depthwise problems with layout NHWC
- * (PyTorch's channels_last), x[n][h][w][c] and y[n][p][q][k] with the same
- * filter and bias.  All pointers passed to conv_plan_execute are
+ * conv_problem_output_dims(); or, with layout NHWC (PyTorch's
+ * channels_last), x[n][h][w][c], w[k][r][s][c/groups] and y[n][p][q][k]
+ * (for depthwise filters, c/groups == 1, the two filter layouts are the same
+ * bytes).  All pointers passed to conv_plan_execute are
  * device pointers aligned to CONV_POINTER_ALIGNMENT bytes (cudaMalloc gives
  * 256), which lets the vectorised cuDNN and cuBLAS kernels run.  This is
  * cross-correlation (no filter flip), as in cuDNN and PyTorch.
@@ -121,10 +122,9 @@ typedef struct conv_problem {
   int64_t dil_h, dil_w;     /* dilation                                       */
   int64_t groups;           /* divides c and k; c/groups channels per filter  */
   conv_dtype dtype;         /* this version: CONV_DTYPE_F32                   */
-  conv_layout layout;       /* NCHW; or NHWC (channels innermost in x and y, *
-                             * and the filter KRSC), which this version      *
-                             * takes for c == groups only (depthwise, whose  *
-                             * KRSC filter is the KCRS one)                  */
+  conv_layout layout;       /* NCHW; or NHWC: channels innermost in x and  *
+                             * y, the filter KRSC (cuDNN and, for depthwise *
+                             * problems, depthwise_nhwc run it)             */
   conv_direction direction; /* this version: CONV_FORWARD                     */
   conv_math math;
   conv_epilogue epilogue;

@@ -73,19 +73,6 @@ static conv_status check_groups(const conv_problem *pr, conv_error *err) {
   return CONV_OK;
 }
 
-/* NHWC takes filters of one input channel per group (depthwise, and
- * depthwise with a channel multiplier) in this version: their KCRS and KRSC
- * layouts are the same bytes, so the filter of an nn.Conv2d serves both
- * layouts as it is. */
-static conv_status check_layout(const conv_problem *pr, conv_error *err) {
-  if (pr->layout == CONV_LAYOUT_NHWC && pr->c != pr->groups)
-    return conv_error_set(err, CONV_UNSUPPORTED,
-                          "layout nhwc: only one input channel per group (depthwise; here %lld) "
-                          "is supported in this version",
-                          (long long)(pr->c / pr->groups));
-  return CONV_OK;
-}
-
 static conv_status check_supported(const conv_problem *pr, conv_error *err);
 
 bool conv_problem_supported(const conv_problem *problem) {
@@ -136,7 +123,6 @@ static conv_status shape_checked(const conv_problem *pr, conv_shape *sh, conv_er
   if ((st = check_extents(pr, err)) != CONV_OK) return st;
   if ((st = check_window(pr, err)) != CONV_OK) return st;
   if ((st = check_groups(pr, err)) != CONV_OK) return st;
-  if ((st = check_layout(pr, err)) != CONV_OK) return st;
   conv_shape s;
   s.p = (pr->h + 2 * pr->pad_h - pr->dil_h * (pr->r - 1) - 1) / pr->stride_h + 1;
   s.q = (pr->w + 2 * pr->pad_w - pr->dil_w * (pr->s - 1) - 1) / pr->stride_w + 1;

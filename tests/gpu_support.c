@@ -66,14 +66,17 @@ conv_problem random_problem(conv_math math) {
   }
 }
 
-/* A random valid channels-last depthwise problem (with a channel
- * multiplier of 1 or 2), the NHWC layout's scope. */
+/* A random valid channels-last problem: half of them depthwise (with a
+ * channel multiplier of 1 or 2, which depthwise_nhwc takes too), half any
+ * problem (dense and grouped, which only cuDNN runs in NHWC). */
 conv_problem random_nhwc_problem(conv_math math) {
   for (;;) {
     conv_problem p = random_problem(math);
     p.layout = CONV_LAYOUT_NHWC;
-    p.c = p.groups = rng_int(1, 3) == 1 ? rng_int(1, 7) : 4 * rng_int(1, 12);
-    p.k = p.c * rng_int(1, 2);
+    if (rng_int(0, 1)) {
+      p.c = p.groups = rng_int(1, 3) == 1 ? rng_int(1, 7) : 4 * rng_int(1, 12);
+      p.k = p.c * rng_int(1, 2);
+    }
     if (conv_problem_validate(&p, NULL, 0) == CONV_OK) return p;
   }
 }

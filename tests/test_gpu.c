@@ -405,6 +405,31 @@ static int nhwc_depthwise_matches_reference(void) {
   return run_family_on_cases(&conv_algorithm_cudnn, cases, 3, NULL, &count);
 }
 
+/* Channels-last dense and grouped problems, which cuDNN runs (KRSC
+ * filters): ConvNeXt's 2x2 stride-2 downsampling, a 3x3, a 1x1, a grouped
+ * 3x3 and a strided one, every epilogue, both math modes.  cuDNN must take
+ * each of them with at least one engine. */
+static int nhwc_dense_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
+  conv_problem cases[] = {
+      direct_problem(2, 96, 28, 28, 192, 2, 2, 2, 0, 1, 1, CONV_EPILOGUE_BIAS, S), /* ConvNeXt */
+      direct_problem(1, 32, 15, 17, 48, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS_RELU, T),
+      direct_problem(3, 64, 7, 9, 40, 1, 1, 1, 0, 1, 1, CONV_EPILOGUE_NONE, S),
+      direct_problem(2, 64, 12, 12, 64, 3, 3, 1, 1, 1, 4, CONV_EPILOGUE_BIAS, T), /* 16 per group */
+      direct_problem(1, 24, 20, 19, 36, 3, 3, 2, 1, 1, 1, CONV_EPILOGUE_NONE, T),
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cases[i].layout = CONV_LAYOUT_NHWC;
+    family_count count;
+    if (run_family_on_cases(&conv_algorithm_cudnn, &cases[i], 1, NULL, &count) != TEST_PASS)
+      return TEST_FAIL;
+    CHECK_MSG(count.ran > 0, "case %zu: no cuDNN engine ran the NHWC problem", i);
+  }
+  return TEST_PASS;
+}
+
 /* channel_split on small outputs with many channels: the 3x3 and 1x1
  * kernels and the generic one (5x3, stride 2; dilation; 11x11, too large
  * to stage for 64 output channels), K and C that no tile divides, a batch
@@ -439,6 +464,7 @@ static const test_case tests[] = {
     {"patch_matches_reference", patch_matches_reference},
     {"channel_split_matches_reference", channel_split_matches_reference},
     {"nhwc_depthwise_matches_reference", nhwc_depthwise_matches_reference},
+    {"nhwc_dense_matches_reference", nhwc_dense_matches_reference},
     {"bias_pass_matches_host", bias_pass_matches_host},
 };
 TEST_MAIN(tests)

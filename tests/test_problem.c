@@ -53,7 +53,7 @@ static void negative_pad(conv_problem *p) { p->pad_w = -1; }
 static void zero_stride(conv_problem *p) { p->stride_h = 0; }
 static void zero_dilation(conv_problem *p) { p->dil_w = 0; }
 static void fp16(conv_problem *p) { p->dtype = CONV_DTYPE_F16; }
-static void nhwc(conv_problem *p) { p->layout = CONV_LAYOUT_NHWC; }
+static void bad_layout(conv_problem *p) { p->layout = (conv_layout)7; }
 static void backward(conv_problem *p) { p->direction = CONV_BACKWARD_DATA; }
 static void bad_math(conv_problem *p) { p->math = (conv_math)7; }
 static void bad_epilogue(conv_problem *p) { p->epilogue = (conv_epilogue)9; }
@@ -73,7 +73,7 @@ static int validate_each_failure(void) {
       {"stride 0", zero_stride, CONV_BAD_STRIDE},
       {"dilation 0", zero_dilation, CONV_BAD_STRIDE},
       {"fp16", fp16, CONV_UNSUPPORTED},
-      {"nhwc", nhwc, CONV_UNSUPPORTED},
+      {"layout 7", bad_layout, CONV_UNSUPPORTED},
       {"backward", backward, CONV_UNSUPPORTED},
       {"math 7", bad_math, CONV_UNSUPPORTED},
       {"epilogue 9", bad_epilogue, CONV_UNSUPPORTED},
@@ -339,9 +339,9 @@ static int divisor_matches_division(void) {
   return TEST_PASS;
 }
 
-/* Channels-last problems: depthwise ones are valid and keyed "nhwc", dense
- * ones are refused with the reason, specs take layout=, and only the
- * families written for NHWC take them. */
+/* Channels-last problems: depthwise, grouped and dense ones are valid and
+ * keyed "nhwc", specs take layout=, and only the families written for NHWC
+ * take them. */
 static int nhwc_problems(void) {
   conv_problem p = depthwise_problem();
   p.layout = CONV_LAYOUT_NHWC;
@@ -357,19 +357,29 @@ static int nhwc_problems(void) {
                conv_problem_parse("n=1 c=1 h=3 w=3 k=1 r=3 s=3 layout=chwn", &parsed, message,
                                   sizeof message));
   CHECK(strstr(message, "layout=chwn") != NULL);
+  conv_problem grouped = p;
+  grouped.groups = 72; /* two input channels per group */
   conv_problem dense = p;
-  dense.groups = 72; /* two input channels per group */
-  CHECK_STATUS(CONV_UNSUPPORTED, conv_problem_validate(&dense, message, sizeof message));
-  CHECK(strstr(message, "nhwc") != NULL && strstr(message, "depthwise") != NULL);
+  dense.groups = 1;
+  CHECK_STATUS(CONV_OK, conv_problem_validate(&grouped, message, sizeof message));
+  CHECK_STATUS(CONV_OK, conv_problem_validate(&dense, message, sizeof message));
+  CHECK_STATUS(CONV_OK, conv_problem_key(&dense, key, sizeof key));
+  CHECK(strncmp(key, "fwd f32 nhwc strict none n32 c144", 33) == 0);
   dense.layout = (conv_layout)7;
   CHECK_STATUS(CONV_UNSUPPORTED, conv_problem_validate(&dense, message, sizeof message));
+  CHECK(strstr(message, "layout 7") != NULL);
+  dense.layout = CONV_LAYOUT_NHWC;
 
+  /* cuDNN takes every NHWC problem, depthwise_nhwc the depthwise ones,
+   * the NCHW families none. */
   int count;
   const conv_algorithm *const *algos = conv_registry(&count);
   for (int i = 0; i < count; i++) {
-    const bool nhwc_family = algos[i]->id == CONV_ALGO_CUDNN ||
-                             algos[i]->id == CONV_ALGO_DEPTHWISE_NHWC;
-    CHECK_MSG(algos[i]->applicable(&p, NULL) == nhwc_family, "%s on NHWC", algos[i]->name);
+    const bool cudnn = algos[i]->id == CONV_ALGO_CUDNN;
+    const bool depthwise = cudnn || algos[i]->id == CONV_ALGO_DEPTHWISE_NHWC;
+    CHECK_MSG(algos[i]->applicable(&p, NULL) == depthwise, "%s on NHWC depthwise", algos[i]->name);
+    CHECK_MSG(algos[i]->applicable(&grouped, NULL) == cudnn, "%s on NHWC grouped", algos[i]->name);
+    CHECK_MSG(algos[i]->applicable(&dense, NULL) == cudnn, "%s on NHWC dense", algos[i]->name);
   }
   conv_env env;
   memset(&env, 0, sizeof env);

@@ -235,10 +235,9 @@ class Context:
         stride, padding, dilation: ints or (h, w) pairs, as in torch.nn.functional.conv2d.
         bias=True adds a bias of shape (K,); activation="relu" (needs bias) applies ReLU after it.
         math: "strict" (IEEE fp32) or "tf32" (TF32 tensor cores allowed).
-        layout: "nchw" (x and the output contiguous) or "nhwc" (x and the output in
-        torch.channels_last memory format; shapes stay (N, C, H, W) as in PyTorch).  In
-        this version "nhwc" takes depthwise filters only (one input channel per group,
-        whose memory is the same in both formats).
+        layout: "nchw" (x, w and the output contiguous) or "nhwc" (x, w and the output
+        in torch.channels_last memory format; shapes stay (N, C, H, W) as in PyTorch).
+        A depthwise filter (one input channel per group) is both at once.
         The first call for a problem looks it up in the cache or tunes it (milliseconds
         to seconds); later calls return the same Plan object.
         """
@@ -495,7 +494,7 @@ class Plan:
         self._w_shape = (k, c // groups, r, s)
         self._has_bias = fields["epilogue"] != _lib.EPILOGUE_NONE
         self._channels_last = fields["layout"] == _lib.LAYOUT_NHWC
-        self._activation_format = ({"memory_format": torch.channels_last} if self._channels_last
+        self._memory_format = ({"memory_format": torch.channels_last} if self._channels_last
                                    else _DENSE)
         self._device = torch.device("cuda", context.device)
         self._device_index = context.device
@@ -538,10 +537,10 @@ class Plan:
         if 4 * shape[0] * shape[1] * shape[2] * shape[3] <= _PROTOTYPE_MAX_BYTES:
             # empty_like keeps the prototype's memory format.
             prototype = torch.empty(shape, dtype=torch.float32, device=self._device,
-                                    **self._activation_format)
+                                    **self._memory_format)
             return functools.partial(torch.empty_like, prototype)
         return functools.partial(torch.empty, shape, dtype=torch.float32, device=self._device,
-                                 **self._activation_format)
+                                 **self._memory_format)
 
     def _make_launcher(self, torch, lib):
         """The compiled call path for this plan (python/convtune/_launch.c),
@@ -561,7 +560,7 @@ class Plan:
             x_shape=self._x_shape, w_shape=self._w_shape,
             bias_shape=tuple(self._bias_shape) if self._has_bias else None,
             out_shape=self.output_shape,
-            activation_format=self._activation_format or None,
+            memory_format=self._memory_format or None,
             tensor_type=torch.Tensor, float32=torch.float32,
             empty=self._new_output,
             current_stream=self._current_stream,
@@ -602,7 +601,8 @@ class Plan:
 
         x (N, C, H, W), w (K, C/groups, R, S), bias (K,) exactly when the plan was made
         with bias=True, out (N, K, P, Q) or None to allocate it.  All float32,
-        contiguous, 16-byte aligned, on the plan's device.
+        16-byte aligned, on the plan's device; x, w and out contiguous (layout "nchw")
+        or channels-last (layout "nhwc").
         """
         launcher = self._launcher
         if launcher is not None:
@@ -642,8 +642,9 @@ class Plan:
                 and t.data_ptr() % _lib.POINTER_ALIGNMENT == 0)
 
     def _arguments_fit(self, x, w, bias, out):
-        activations = self._activation_format  # x and out: the plan's layout
-        if not (self._tensor_fits(x, self._x_shape, activations) and self._tensor_fits(w, self._w_shape)):
+        activations = self._memory_format  # x, w and out: the plan's layout
+        if not (self._tensor_fits(x, self._x_shape, activations)
+                and self._tensor_fits(w, self._w_shape, activations)):
             return False
         if (bias is None) == self._has_bias or (bias is not None and not self._tensor_fits(bias, self._bias_shape)):
             return False
@@ -656,7 +657,7 @@ class Plan:
     def _explain_bad_arguments(self, x, w, bias, out):
         torch, device = self._torch, self._device
         _check_tensor("x", x, self._x_shape, device, self._channels_last)
-        _check_tensor("w", w, self._w_shape, device)
+        _check_tensor("w", w, self._w_shape, device, self._channels_last)
         k = self._w_shape[0]
         if self._has_bias:
             if bias is None:

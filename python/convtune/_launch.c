@@ -45,9 +45,9 @@ typedef struct {
   long device_index;
   uint64_t x_bytes, w_bytes, bias_bytes, out_bytes;
   PyObject *x_shape, *w_shape, *bias_shape, *out_shape; /* tuples of ints */
-  /* is_contiguous() keywords for x and out: None for NCHW plans,
+  /* is_contiguous() keywords for x, w and out: None for NCHW plans,
    * {"memory_format": torch.channels_last} for NHWC ones. */
-  PyObject *activation_format;
+  PyObject *memory_format;
   PyObject *device_index_object;
   PyObject *tensor_type;     /* torch.Tensor */
   PyObject *float32;         /* torch.float32 */
@@ -189,15 +189,15 @@ static int no_autograd(const Launcher *self, PyObject *const tensors[], int coun
 static int arguments_fit(const Launcher *self, PyObject *x, PyObject *w, PyObject *bias, PyObject *out,
                          uintptr_t pointers[4])
 {
-  int yes = tensor_fits(self, x, self->x_shape, self->activation_format, &pointers[0]);
+  int yes = tensor_fits(self, x, self->x_shape, self->memory_format, &pointers[0]);
   if (yes == 1)
-    yes = tensor_fits(self, w, self->w_shape, Py_None, &pointers[1]);
+    yes = tensor_fits(self, w, self->w_shape, self->memory_format, &pointers[1]);
   if (yes == 1)
     yes = (bias != Py_None) == self->has_bias;
   if (yes == 1 && bias != Py_None)
     yes = tensor_fits(self, bias, self->bias_shape, Py_None, &pointers[2]);
   if (yes == 1 && out != Py_None) {
-    yes = tensor_fits(self, out, self->out_shape, self->activation_format, &pointers[3]);
+    yes = tensor_fits(self, out, self->out_shape, self->memory_format, &pointers[3]);
     if (yes == 1)
       yes = !overlaps(pointers[3], self->out_bytes, pointers[0], self->x_bytes) &&
             !overlaps(pointers[3], self->out_bytes, pointers[1], self->w_bytes) &&
@@ -329,13 +329,13 @@ fail:
  * in keyword order, then the device index as an int. */
 #define LAUNCHER_OBJECT_SLOTS(self)                                                                \
   {&(self)->x_shape, &(self)->w_shape, &(self)->bias_shape, &(self)->out_shape,                    \
-   &(self)->activation_format, &(self)->tensor_type, &(self)->float32, &(self)->empty, &(self)->current_stream,                \
+   &(self)->memory_format, &(self)->tensor_type, &(self)->float32, &(self)->empty, &(self)->current_stream,                \
    &(self)->is_grad_enabled, &(self)->order_streams, &(self)->fail, &(self)->device_index_object}
 
 static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = {"execute_address", "plan_address", "device_index", "x_shape", "w_shape",
-                             "bias_shape", "out_shape", "activation_format", "tensor_type",
+                             "bias_shape", "out_shape", "memory_format", "tensor_type",
                              "float32", "empty",
                              "current_stream", "is_grad_enabled", "order_streams", "fail", NULL};
   unsigned long long execute_address, plan_address;
@@ -348,7 +348,7 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
                                    &tensor_type, &float32, &empty, &stream, &grad, &order, &fail))
     return NULL;
   if (format != Py_None && !PyDict_Check(format)) {
-    PyErr_SetString(PyExc_TypeError, "activation_format must be a dict or None");
+    PyErr_SetString(PyExc_TypeError, "memory_format must be a dict or None");
     return NULL;
   }
   if (execute_address == 0 || plan_address == 0) {

@@ -10,9 +10,10 @@
 A converted layer is an nn.Conv2d (same parameters, buffers, hooks and
 state_dict) whose forward runs a convtune plan when it can:
 
-- float32 CUDA input, 4-D or unbatched 3-D, 16-byte aligned, and contiguous,
-  or in channels-last memory format for a depthwise layer (groups ==
-  in_channels: ConvNeXt's blocks; the output is then channels-last too);
+- float32 CUDA input, 4-D or unbatched 3-D, 16-byte aligned, and contiguous
+  or in channels-last memory format (the output is then channels-last too,
+  as in PyTorch; the weight is read in the input's format, copied for the
+  call where it is in the other one, as PyTorch does);
 - no autograd: under torch.no_grad() / torch.inference_mode(), or with
   nothing that records gradients (convtune has no backward yet);
 - not under CUDA autocast (PyTorch would compute in half precision).
@@ -93,18 +94,22 @@ class Conv2d(torch.nn.Conv2d):
         self._forget_plans()
 
     def _forget_plans(self):
-        # (input shape, math) -> (launch, plan), or (None, why PyTorch runs it);
-        # launch(x, w, bias, out) returns y, or None when the tensors do not fit.
+        # (input shape, math, layout) -> (launch, plan), or (None, why PyTorch
+        # runs it); launch(x, w, bias, out) returns y, or None when the
+        # tensors do not fit.
         self._plans = {}
         self._launch = None  # the last one used, tried first
         self._launch_math = None
+        self._launch_format = None  # the memory format its weight is read in
+        self._launch_copies = False  # whether that is a copy (_weight_in)
         self._last_plan = None
 
     # Plans and launchers hold a device's library handles: they are not
     # copied or pickled with the module, which makes its own on first use.
     def __getstate__(self):
         state = super().__getstate__().copy()
-        for name in ("_plans", "_launch", "_launch_math", "_last_plan"):
+        for name in ("_plans", "_launch", "_launch_math", "_launch_format", "_launch_copies",
+                     "_last_plan"):
             state.pop(name, None)
         return state
 
@@ -130,10 +135,18 @@ class Conv2d(torch.nn.Conv2d):
         # the tensors in C and returns None when anything does not fit.
         launch = self._launch
         if launch is not None and self._launch_math == _math_now(self.math) and not _autocast_on():
-            y = launch(input, self.weight, self.bias, None)
+            w = self._weight_in(self._launch_format) if self._launch_copies else self.weight
+            y = launch(input, w, self.bias, None)
             if y is not None:
                 return y
         return self._eager_forward(input)
+
+    def _weight_in(self, memory_format):
+        """The weight in memory_format: itself, or a copy made for this call.
+        PyTorch's cuDNN path copies the same way; a copy kept across calls
+        could go stale where the weight changes through .data, which no
+        version counter sees."""
+        return self.weight.contiguous(memory_format=memory_format)
 
     def _why_pytorch(self, x):
         """Why PyTorch's forward runs this call, or None when convtune does."""
@@ -142,8 +155,7 @@ class Conv2d(torch.nn.Conv2d):
         # First, as the cheapest test: activations in channels-last strides
         # (ConvNeXt's blocks make them) reach every call of such a layer.
         if self._layout_of(x) is None:
-            return ("input neither contiguous nor channels-last" if self.groups == self.in_channels
-                    else "input not contiguous (NCHW; channels-last only for depthwise layers)")
+            return "input neither contiguous nor channels-last"
         if x.device.type != "cuda" or self.weight.device != x.device:
             return "input on %s" % x.device.type if x.device.type != "cuda" else "weight on another device"
         if x.dtype != torch.float32 or self.weight.dtype != torch.float32:
@@ -158,18 +170,17 @@ class Conv2d(torch.nn.Conv2d):
             return "autograd (convtune has no backward yet)"
         if x.data_ptr() % _lib.POINTER_ALIGNMENT:
             return "input data not 16-byte aligned"
-        for name, t in (("weight", self.weight), ("bias", self.bias)):
-            if t is not None and (not t.is_contiguous() or t.data_ptr() % _lib.POINTER_ALIGNMENT):
-                return "%s not contiguous and 16-byte aligned" % name
+        b = self.bias
+        if b is not None and (not b.is_contiguous() or b.data_ptr() % _lib.POINTER_ALIGNMENT):
+            return "bias not contiguous and 16-byte aligned"
         return None
 
-    def _layout_of(self, x):
-        """The plan layout that reads x as it is: "nchw", "nhwc" (channels-last,
-        depthwise layers only), or None."""
+    @staticmethod
+    def _layout_of(x):
+        """The plan layout that reads x as it is: "nchw", "nhwc" (channels-last), or None."""
         if x.is_contiguous():
             return "nchw"
-        if (self.groups == self.in_channels and x.dim() == 4
-                and x.is_contiguous(memory_format=torch.channels_last)):
+        if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last):
             return "nhwc"
         return None
 
@@ -215,13 +226,16 @@ class Conv2d(torch.nn.Conv2d):
         if launch is None:  # no convtune plan for this shape: `plan` says why
             self.fallbacks[plan] += 1
             return super().forward(input)
-        y = launch(x, self.weight, self.bias, None)
+        memory_format = _ops.memory_format(layout)
+        w = self._weight_in(memory_format)
+        y = launch(x, w, self.bias, None)
         if y is None:  # _why_pytorch passed, so this is a bug: let the plan say what
-            plan(x, self.weight, self.bias)
+            plan(x, w, self.bias)
             raise RuntimeError("convtune: the plan refused arguments it was made for")
         self._last_plan = plan
         if not (unbatched or padded):  # later calls go straight to the launcher
             self._launch, self._launch_math = launch, math
+            self._launch_format, self._launch_copies = memory_format, w is not self.weight
         return y.squeeze(0) if unbatched else y
 
     def _plan_entry(self, x, padding, math, layout):
@@ -252,7 +266,8 @@ class Conv2d(torch.nn.Conv2d):
         # Decided on the traced strides, and passed on, so that the compiled
         # graph's output strides (the fake kernel's) are the plan's.
         layout = self._layout_of(x) or "nchw"
-        y = torch.ops.convtune.conv2d(x, self.weight, self.bias, list(self.stride), list(padding),
+        w = self.weight.contiguous(memory_format=_ops.memory_format(layout))
+        y = torch.ops.convtune.conv2d(x, w, self.bias, list(self.stride), list(padding),
                                       list(self.dilation), self.groups, math, layout)
         return y.squeeze(0) if unbatched else y
 

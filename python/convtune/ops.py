@@ -4,8 +4,7 @@
                               layout="nchw") -> Tensor
 
 stride, padding, dilation: [h, w]; math: "strict" or "tf32"; layout: "nchw"
-(the output is contiguous) or "nhwc" (channels-last output, depthwise
-layers only).  It is F.conv2d's forward for float32 CUDA tensors, computed
+(the output is contiguous) or "nhwc" (the output is channels-last).  It is F.conv2d's forward for float32 CUDA tensors, computed
 by convtune plans from the module's default Context per device, on torch's
 current stream.  Inputs need not be in the layout's memory format (they are
 copied into it).  Its fake (meta) kernel gives the output's shape and
@@ -18,7 +17,7 @@ import torch
 
 from . import _default_context, _lib
 
-__all__ = ["plan_launch"]
+__all__ = ["plan_launch", "memory_format"]
 
 _SCHEMA = ("conv2d(Tensor x, Tensor weight, Tensor? bias, int[2] stride, int[2] padding, "
            "int[2] dilation, int groups, str math, str layout=\"nchw\") -> Tensor")
@@ -41,7 +40,8 @@ def _output_size(size, kernel, stride, padding, dilation):
     return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
 
 
-def _memory_format(layout):
+def memory_format(layout):
+    """The torch memory format of a plan layout ("nchw" or "nhwc")."""
     if layout not in ("nchw", "nhwc"):
         raise ValueError("convtune.conv2d: layout must be 'nchw' or 'nhwc', got %r" % (layout,))
     return torch.channels_last if layout == "nhwc" else torch.contiguous_format
@@ -52,7 +52,7 @@ def _fake(x, weight, bias, stride, padding, dilation, groups, math, layout="nchw
     k, _, r, s = weight.shape
     return torch.empty((n, k, _output_size(h, r, stride[0], padding[0], dilation[0]),
                         _output_size(w, s, stride[1], padding[1], dilation[1])),
-                       dtype=x.dtype, device=x.device, memory_format=_memory_format(layout))
+                       dtype=x.dtype, device=x.device, memory_format=memory_format(layout))
 
 
 def _dense(t, memory_format=torch.contiguous_format):
@@ -70,7 +70,8 @@ _launches = {}  # the problem's arguments -> (launch, plan)
 
 
 def _cuda(x, weight, bias, stride, padding, dilation, groups, math, layout="nchw"):
-    x, weight, bias = _dense(x, _memory_format(layout)), _dense(weight), _dense(bias)
+    fmt = memory_format(layout)
+    x, weight, bias = _dense(x, fmt), _dense(weight, fmt), _dense(bias)
     key = (x.shape, weight.shape, bias is None, tuple(stride), tuple(padding), tuple(dilation),
            groups, math, layout, x.device.index)
     entry = _launches.get(key)

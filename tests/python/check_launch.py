@@ -57,7 +57,7 @@ def make_launcher(module, execute, **changes):
     """A Launcher over the ctypes callback `execute`, with harmless defaults."""
     kwargs = dict(execute_address=ctypes.cast(execute, ctypes.c_void_p).value, plan_address=PLAN,
                   device_index=0, x_shape=X_SHAPE, w_shape=W_SHAPE, bias_shape=None, out_shape=OUT_SHAPE,
-                  activation_format=None, tensor_type=Tensor, float32=FLOAT32, empty=lambda: Tensor(OUT_SHAPE, 0x90000),
+                  memory_format=None, tensor_type=Tensor, float32=FLOAT32, empty=lambda: Tensor(OUT_SHAPE, 0x90000),
                   current_stream=lambda index: 1, is_grad_enabled=lambda: False,
                   order_streams=lambda earlier, later: None, fail=lambda status: None)
     kwargs.update(changes)
@@ -76,7 +76,7 @@ def expect_raises(exception, call):
 class Harness:
     """A Launcher over a fake conv_plan_execute, with a log of every call."""
 
-    def __init__(self, module, bias=False, status=0, activation_format=None):
+    def __init__(self, module, bias=False, status=0, memory_format=None):
         self.calls, self.orders, self.stream, self.grad, self.status = [], [], 0x100, False, status
         self.next_output = 0x90000
         self.made = []
@@ -88,7 +88,7 @@ class Harness:
         self._execute = EXECUTE(execute)  # kept alive while the launcher may call it
         self.launcher = make_launcher(
             module, self._execute, bias_shape=BIAS_SHAPE if bias else None, empty=self.empty,
-            activation_format=activation_format,
+            memory_format=memory_format,
             current_stream=lambda index: self.stream, is_grad_enabled=lambda: self.grad,
             order_streams=lambda earlier, later: self.orders.append((earlier, later)), fail=self.fail)
 
@@ -153,21 +153,23 @@ def check_refuses_what_does_not_fit(module):
     assert hb.calls == []
 
 
-def check_channels_last_activations(module):
-    """An NHWC plan's launcher asks x and out for channels-last contiguity
-    (is_contiguous(memory_format=...)), and w and bias for plain."""
-    h = Harness(module, bias=True, activation_format={"memory_format": CHANNELS_LAST})
+def check_channels_last_tensors(module):
+    """An NHWC plan's launcher asks x, w and out for channels-last
+    contiguity (is_contiguous(memory_format=...)), and the bias for plain."""
+    h = Harness(module, bias=True, memory_format={"memory_format": CHANNELS_LAST})
     x_cl = Tensor(X_SHAPE, 0x10000, memory_format=CHANNELS_LAST)
+    w_cl = Tensor(W_SHAPE, 0x20000, memory_format=CHANNELS_LAST)
     out_cl = Tensor(OUT_SHAPE, 0x30000, memory_format=CHANNELS_LAST)
     x, w = inputs()
     bias = Tensor(BIAS_SHAPE, 0x40000)
-    assert h(x_cl, w, bias, out_cl) is out_cl and len(h.calls) == 1
-    assert h(x, w, bias, out_cl) is None, "an NCHW x"
-    assert h(x_cl, w, bias, Tensor(OUT_SHAPE, 0x30000)) is None, "an NCHW out"
-    assert h(x_cl, Tensor(W_SHAPE, 0x20000, memory_format=CHANNELS_LAST), bias, out_cl) is None, \
-        "w is read as plain contiguous"
+    assert h(x_cl, w_cl, bias, out_cl) is out_cl and len(h.calls) == 1
+    assert h(x, w_cl, bias, out_cl) is None, "an NCHW x"
+    assert h(x_cl, w_cl, bias, Tensor(OUT_SHAPE, 0x30000)) is None, "an NCHW out"
+    assert h(x_cl, w, bias, out_cl) is None, "a KCRS w"
+    assert h(x_cl, w_cl, Tensor(BIAS_SHAPE, 0x40000, memory_format=CHANNELS_LAST), out_cl) is None, \
+        "the bias is read as plain contiguous"
     assert len(h.calls) == 1
-    expect_raises(TypeError, lambda: make_launcher(module, h._execute, activation_format=[1]))
+    expect_raises(TypeError, lambda: make_launcher(module, h._execute, memory_format=[1]))
 
 
 def check_autograd_only_when_enabled(module):
@@ -291,7 +293,7 @@ def check_no_reference_leaks(module):
     assert sum(ref() is not None for ref in h.made) == 0, "outputs outlived their callers"
 
 
-CHECKS = [check_executes_with_the_pointers, check_refuses_what_does_not_fit, check_channels_last_activations,
+CHECKS = [check_executes_with_the_pointers, check_refuses_what_does_not_fit, check_channels_last_tensors,
           check_autograd_only_when_enabled,
           check_orders_streams, check_orders_again_after_a_call_during_ordering, check_execute_failure_raises,
           check_a_fail_function_that_returns, check_closed, check_errors_from_tensors_propagate,

@@ -490,9 +490,9 @@ def test_rejects_non_contiguous(small):
 
 
 @gpu
-def test_channels_last_depthwise_plans(ctx, cuda):
-    """layout="nhwc": depthwise only; channels-last in and out; an NCHW
-    tensor is refused with the fix; a dense filter is UNSUPPORTED."""
+def test_channels_last_plans(ctx, cuda):
+    """layout="nhwc": channels-last in and out; an NCHW tensor is refused
+    with the fix; dense and grouped filters must be channels-last (KRSC)."""
     x = torch.randn(2, 12, 9, 10, device=cuda).to(memory_format=torch.channels_last)
     w = torch.randn(12, 1, 5, 5, device=cuda)
     b = torch.randn(12, device=cuda)
@@ -507,9 +507,15 @@ def test_channels_last_depthwise_plans(ctx, cuda):
         plan(x.contiguous(), w, b)
     with pytest.raises(ValueError, match="out is not in channels-last"):
         plan(x, w, b, out=torch.empty(y.shape, device=cuda))
-    with pytest.raises(convtune.ConvtuneError, match="depthwise") as e:
-        ctx.plan((2, 12, 9, 10), (12, 6, 3, 3), groups=2, layout="nhwc")
-    assert e.value.status_name == "UNSUPPORTED"
+    # Dense and grouped filters: KRSC, that is channels-last too.
+    for groups in (1, 2):
+        wd = torch.randn(8, 12 // groups, 3, 3, device=cuda)
+        dense = ctx.plan(x.shape, wd.shape, padding=1, groups=groups, layout="nhwc")
+        with pytest.raises(ValueError, match=r"w is not in channels-last.*channels_last"):
+            dense(x, wd)
+        yd = dense(x, wd.contiguous(memory_format=torch.channels_last))
+        assert yd.is_contiguous(memory_format=torch.channels_last)
+        assert rel_l2(yd, reference(x, wd, padding=1, groups=groups)) < STRICT_BOUND
 
 
 @gpu

@@ -153,7 +153,7 @@ def test_fallbacks_give_pytorch_results(ctx, cuda):
     with torch.inference_mode():
         with pytest.raises(RuntimeError):  # PyTorch's error: input and weight types differ
             ours(x.detach().half())
-        assert ours(x.detach().to(memory_format=torch.channels_last)).shape == (2, 16, 10, 10)
+        assert ours(x.detach().transpose(2, 3)).shape == (2, 16, 10, 10)
         offset = torch.randn(2 * 8 * 10 * 10 + 1, device=cuda)[1:].view(2, 8, 10, 10)
         assert ours(offset).shape == (2, 16, 10, 10)
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -161,7 +161,7 @@ def test_fallbacks_give_pytorch_results(ctx, cuda):
         with pytest.raises(RuntimeError):  # PyTorch's own error for a wrong channel count
             ours(torch.randn(2, 7, 10, 10, device=cuda))
     assert set(ours.fallbacks) == {"autograd (convtune has no backward yet)", "dtype torch.float16",
-                                   "input not contiguous (NCHW; channels-last only for depthwise layers)",
+                                   "input neither contiguous nor channels-last",
                                    "input data not 16-byte aligned",
                                    "autocast",
                                    "input shape (2, 7, 10, 10)"}, ours.fallbacks
@@ -169,7 +169,8 @@ def test_fallbacks_give_pytorch_results(ctx, cuda):
 
 class ConvNeXtLike(nn.Module):
     """Depthwise convolutions fed channels-last activations, as ConvNeXt's
-    blocks make them (a permute around LayerNorm), and a dense one."""
+    blocks make them (a permute around LayerNorm), and a dense one (its
+    downsampling)."""
 
     def __init__(self, channels=32):
         super().__init__()
@@ -186,14 +187,14 @@ class ConvNeXtLike(nn.Module):
 
 
 @gpu
-def test_channels_last_depthwise_runs_nhwc_plans(ctx, cuda, strict_math):
+def test_channels_last_input_runs_nhwc_plans(ctx, cuda, strict_math):
     model, ours, _ = converted_pair(ConvNeXtLike(), cuda, context=ctx)
     x = torch.randn(2, 32, 15, 14, device=cuda)
     with torch.inference_mode():
         for _ in range(3):  # the first call plans, the later ones take the fast path
             y = ours(x)
         assert rel_l2(y, model(x)) < STRICT_BOUND, SEED
-        for layer in (ours.dw7, ours.dw3):
+        for layer in (ours.dw7, ours.dw3, ours.dense):
             assert not layer.fallbacks, layer.fallbacks
             assert layer._last_plan.key.split()[2] == "nhwc"
         # Channels-last in, channels-last out, as PyTorch does it.
@@ -203,9 +204,26 @@ def test_channels_last_depthwise_runs_nhwc_plans(ctx, cuda, strict_math):
         assert rel_l2(out, torch.nn.functional.conv2d(xs.double(), ours.dw7.weight.double(),
                                                       ours.dw7.bias.double(), padding=3,
                                                       groups=32)) < STRICT_BOUND, SEED
-        # A dense layer does not take them (yet): PyTorch's forward runs it.
-        assert set(ours.dense.fallbacks) == {
-            "input not contiguous (NCHW; channels-last only for depthwise layers)"}
+        # A dense layer reads its (contiguous) weight from a channels-last
+        # copy made for the call; the weight itself is left as it was.
+        h = torch.relu(ours.dw3(xs)).detach()
+        assert ours.dense.weight.is_contiguous()
+        out = ours.dense(h)
+        assert out.is_contiguous(memory_format=torch.channels_last)
+        assert ours.dense.weight.is_contiguous()
+        assert rel_l2(out, torch.nn.functional.conv2d(h.double(), ours.dense.weight.double(),
+                                                      ours.dense.bias.double(), stride=2)) < STRICT_BOUND, SEED
+        # A weight changed in place (through .data, which no version
+        # counter sees) is read afresh.
+        ours.dense.weight.data.mul_(-1)
+        assert rel_l2(ours.dense(h), torch.nn.functional.conv2d(
+            h.double(), ours.dense.weight.double(), ours.dense.bias.double(),
+            stride=2)) < STRICT_BOUND, SEED
+        ours.dense.weight.data.mul_(-1)
+        # A model converted to channels-last (weights too) runs without copies.
+        cl = copy.deepcopy(ours).to(memory_format=torch.channels_last)
+        assert rel_l2(cl(x.to(memory_format=torch.channels_last)), model(x)) < STRICT_BOUND, SEED
+        assert all(not layer.fallbacks for layer in (cl.dw7, cl.dw3, cl.dense))
         # Under torch.compile the operator gets the layout, and keeps it.
         torch._dynamo.reset()
         compiled = torch.compile(ours, fullgraph=True)

@@ -41,7 +41,7 @@ static void print_usage(FILE *out) {
       "SHAPE is one argument of NAME=VALUE fields separated by spaces or commas:\n"
       "  n c h w k r s, pad stride dil (both axes) or pad_h pad_w stride_h stride_w\n"
       "  dil_h dil_w, groups, math=strict|tf32, epilogue=none|bias|bias_relu,\n"
-      "  layout=nchw|nhwc (nhwc: channels-last, depthwise only), e.g.\n"
+      "  layout=nchw|nhwc (nhwc: channels-last, KRSC filter), e.g.\n"
       "  convtune tune \"n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1\"\n"
       "A suite FILE is {\"shapes\": [ROW, ...]} or [ROW, ...], each ROW an object\n"
       "with name, N, C, H, W, K, R, S and optional stride, pad, dil, groups; rows\n"
