@@ -12,12 +12,26 @@ memory format, so graphs trace without running it; it has no autograd
 formula (convtune has no backward yet).  convtune.nn.Conv2d calls
 it when traced and runs plans directly in eager mode, which costs less
 host time than a dispatcher call.
+
+Its CUDA kernel is C++ (python/convtune/_torch_op.cpp, the library
+_convtune_torch_op.so built beside libconvtune.so where CMake finds a CUDA
+torch) or, where that is not built or does not load, or with
+CONVTUNE_TORCH_OP=0 in the environment, the Python function _cuda here.
+`kernel` says which, and why.  The C++ kernel keeps its own context per
+device (library defaults, as convtune.Context(device)) and its plans until
+close(), called at exit.
 """
+import atexit
+import ctypes
+import os
+
 import torch
 
 from . import _default_context, _lib
 
-__all__ = ["plan_launch", "memory_format"]
+__all__ = ["plan_launch", "memory_format", "kernel", "close"]
+
+TORCH_OP_FILE = "_convtune_torch_op.so"
 
 _SCHEMA = ("conv2d(Tensor x, Tensor weight, Tensor? bias, int[2] stride, int[2] padding, "
            "int[2] dilation, int groups, str math, str layout=\"nchw\") -> Tensor")
@@ -90,15 +104,47 @@ def _cuda(x, weight, bias, stride, padding, dilation, groups, math, layout="nchw
     return y
 
 
+def _load_cpp_kernel():
+    """(ctypes handle, "C++ (path)") after registering the C++ kernel, or
+    (None, "Python (why not C++)")."""
+    if os.environ.get("CONVTUNE_TORCH_OP", "1") == "0":
+        return None, "Python (CONVTUNE_TORCH_OP=0)"
+    try:
+        _lib.load()
+    except OSError as e:
+        return None, "Python (%s)" % e
+    path = os.path.join(os.path.dirname(_lib._lib_path), TORCH_OP_FILE)
+    if not os.path.isfile(path):
+        return None, "Python (%s is not built)" % path
+    try:
+        torch.ops.load_library(path)  # registers the CUDA kernel
+        handle = ctypes.CDLL(path)    # the same loaded copy, for close()
+    except (OSError, RuntimeError) as e:  # e.g. built against another torch
+        return None, "Python (%s does not load: %s)" % (path, e)
+    handle.convtune_torch_op_close.restype = ctypes.c_int
+    handle.convtune_torch_op_plans.restype = ctypes.c_int
+    return handle, "C++ (%s)" % path
+
+
+def close():
+    """Frees the C++ kernel's plans and contexts (later calls make new ones);
+    returns how many plans it freed (0 with the Python kernel)."""
+    return _cpp.convtune_torch_op_close() if _cpp is not None else 0
+
+
 def _register():
     if hasattr(torch.ops, "convtune") and hasattr(torch.ops.convtune, "conv2d"):
-        return None  # registered by an earlier import of this file (e.g. a reload)
+        return None, None, "unchanged (registered by an earlier import)"  # e.g. a reload
     library = torch.library.Library("convtune", "DEF")
     library.define(_SCHEMA)
-    library.impl("conv2d", _cuda, "CUDA")
+    cpp, kernel = _load_cpp_kernel()
+    if cpp is None:
+        library.impl("conv2d", _cuda, "CUDA")
+    else:
+        atexit.register(cpp.convtune_torch_op_close)  # while CUDA is still up
     torch.library.register_fake("convtune::conv2d", _fake, lib=library)
-    return library
+    return library, cpp, kernel
 
 
 # Kept for the process's life: dropping the Library unregisters the operator.
-_library = _register()
+_library, _cpp, kernel = _register()

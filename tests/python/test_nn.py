@@ -370,3 +370,45 @@ def test_operator_checks_and_fake_shapes(cuda):
         assert fake.shape == yd.shape and fake.stride() == yd.stride()
     with pytest.raises(Exception, match="layout"):
         torch.ops.convtune.conv2d(xd, wd, None, [1, 1], [1, 1], [1, 1], 8, "strict", "hwcn")
+
+
+@gpu
+def test_operator_cpp_kernel(cuda):
+    """The C++ kernel serves the operator wherever it is built, reads any
+    layout and alignment, orders a plan's calls on two streams, says what is
+    wrong with bad arguments, and makes its plans again after close()."""
+    import convtune.ops as ops
+    built = os.path.isfile(os.path.join(os.path.dirname(convtune._lib._lib_path), ops.TORCH_OP_FILE))
+    if not built or os.environ.get("CONVTUNE_TORCH_OP", "1") == "0":
+        pytest.skip("the operator runs its Python kernel: " + ops.kernel)
+    assert ops.kernel.startswith("C++"), ops.kernel
+    op = torch.ops.convtune.conv2d
+    x = torch.randn(3, 16, 11, 10, device=cuda)
+    w = torch.randn(24, 16, 3, 3, device=cuda)
+    b = torch.randn(24, device=cuda)
+    ref = torch.nn.functional.conv2d(x.double(), w.double(), b.double(), padding=1)
+    y = op(x, w, b, [1, 1], [1, 1], [1, 1], 1, "strict")
+    assert y.is_contiguous() and rel_l2(y, ref) < STRICT_BOUND, SEED
+    # A dense layer in channels-last: the weight is made KRSC for the call.
+    y_cl = op(x, w, b, [1, 1], [1, 1], [1, 1], 1, "strict", "nhwc")
+    assert y_cl.is_contiguous(memory_format=torch.channels_last) and rel_l2(y_cl, ref) < STRICT_BOUND, SEED
+    # Data at an offset that is not 16-byte aligned is copied first.
+    shifted = torch.randn(x.numel() + 1, device=cuda)[1:].view_as(x).copy_(x)
+    assert rel_l2(op(shifted, w, b, [1, 1], [1, 1], [1, 1], 1, "strict"), ref) < STRICT_BOUND, SEED
+    # The same plan on another stream waits for its last call's workspace.
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y_side = op(x, w, b, [1, 1], [1, 1], [1, 1], 1, "strict")
+    torch.cuda.current_stream().wait_stream(side)
+    assert rel_l2(y_side, ref) < STRICT_BOUND, SEED
+    with pytest.raises(RuntimeError, match="math must be 'strict' or 'tf32'"):
+        op(x, w, b, [1, 1], [1, 1], [1, 1], 1, "fast")
+    with pytest.raises(RuntimeError, match="x has 16 channels, weight takes 8 per group x 1 groups"):
+        op(x, w[:, :8].contiguous(), b, [1, 1], [1, 1], [1, 1], 1, "strict")
+    with pytest.raises(RuntimeError, match="bias must be a float32 tensor of shape"):
+        op(x, w, b[:5], [1, 1], [1, 1], [1, 1], 1, "strict")
+    with pytest.raises(RuntimeError, match="no plan for"):  # a filter larger than the padded input
+        op(x, torch.randn(4, 16, 13, 3, device=cuda), None, [1, 1], [0, 0], [1, 1], 1, "strict")
+    assert ops.close() >= 2  # the nchw and nhwc plans at least
+    assert rel_l2(op(x, w, b, [1, 1], [1, 1], [1, 1], 1, "strict"), ref) < STRICT_BOUND, SEED
