@@ -66,19 +66,25 @@ conv_problem random_problem(conv_math math) {
   }
 }
 
-/* A random valid channels-last problem: half of them depthwise (with a
- * channel multiplier of 1 or 2, which depthwise_nhwc takes too), half any
- * problem (dense and grouped, which only cuDNN runs in NHWC). */
-conv_problem random_nhwc_problem(conv_math math) {
+/* A random valid channels-last depthwise problem, with a channel
+ * multiplier of 1 or 2 (depthwise_nhwc and cuDNN take it). */
+conv_problem random_nhwc_depthwise_problem(conv_math math) {
   for (;;) {
     conv_problem p = random_problem(math);
     p.layout = CONV_LAYOUT_NHWC;
-    if (rng_int(0, 1)) {
-      p.c = p.groups = rng_int(1, 3) == 1 ? rng_int(1, 7) : 4 * rng_int(1, 12);
-      p.k = p.c * rng_int(1, 2);
-    }
+    p.c = p.groups = rng_int(1, 3) == 1 ? rng_int(1, 7) : 4 * rng_int(1, 12);
+    p.k = p.c * rng_int(1, 2);
     if (conv_problem_validate(&p, NULL, 0) == CONV_OK) return p;
   }
+}
+
+/* A random valid channels-last problem: half of them depthwise, half any
+ * (dense and grouped ones, which only cuDNN runs in NHWC). */
+conv_problem random_nhwc_problem(conv_math math) {
+  if (rng_int(0, 1)) return random_nhwc_depthwise_problem(math);
+  conv_problem p = random_problem(math);
+  p.layout = CONV_LAYOUT_NHWC;
+  return p;
 }
 
 /* Offset of element (a, b, i, j) of a packed tensor of dims (A, B, I, J),

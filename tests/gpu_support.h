@@ -60,6 +60,7 @@ void seed_rng(void);
 int64_t rng_int(int64_t lo, int64_t hi);
 float rng_float(void); /* in [-1, 1) */
 conv_problem random_problem(conv_math math);
+conv_problem random_nhwc_depthwise_problem(conv_math math);
 conv_problem random_nhwc_problem(conv_math math);
 /* n c h w k r s, then stride, pad, dilation (both axes), groups, epilogue, math. */
 conv_problem direct_problem(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t r,

@@ -79,11 +79,13 @@ static int every_candidate_matches_reference(void) {
   CHECK(count <= 8);
   void *scratch;
   CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
-  /* Shapes 0-3 already cover strict and TF32, random, channels-last and
-   * plain shapes and a batch of patches: every family. */
+  /* Shapes 0-3 already cover strict and TF32, random, channels-last
+   * depthwise and plain shapes and a batch of patches: every family; shape
+   * 5 is channels-last of any kind (dense and grouped too). */
   for (int i = 0; i < (quick_mode() ? 4 : 16); i++) {
     conv_problem p = random_problem(i % 2 ? CONV_MATH_TF32 : CONV_MATH_STRICT);
-    if (i % 8 == 1) p = random_nhwc_problem(CONV_MATH_TF32); /* cudnn and depthwise_nhwc */
+    if (i % 8 == 1) p = random_nhwc_depthwise_problem(CONV_MATH_TF32); /* cudnn, depthwise_nhwc */
+    if (i % 16 == 5) p = random_nhwc_problem(CONV_MATH_TF32);
     if (i % 4 >= 2) { /* a plain convolution, which every family (fft too) takes */
       p.stride_h = p.stride_w = p.dil_h = p.dil_w = 1;
       p.c /= p.groups, p.k /= p.groups, p.groups = 1;
