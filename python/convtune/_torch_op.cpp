@@ -30,6 +30,7 @@
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -110,8 +111,12 @@ PlanEntry &entry_for(const Key &key, int device, const conv_problem &problem) {
   auto found = s.plans.find(key);
   if (found != s.plans.end()) return *found->second;
   conv_context *ctx = context_for(s, device);
-  char problem_text[CONV_PROBLEM_KEY_MAX] = "";
-  conv_problem_key(&problem, problem_text, sizeof problem_text);
+  char problem_text[CONV_PROBLEM_KEY_MAX];
+  if (conv_problem_key(&problem, problem_text, sizeof problem_text) != CONV_OK)  // invalid
+    snprintf(problem_text, sizeof problem_text, "n%lld c%lld h%lld w%lld k%lld r%lld s%lld",
+             (long long)problem.n, (long long)problem.c, (long long)problem.h,
+             (long long)problem.w, (long long)problem.k, (long long)problem.r,
+             (long long)problem.s);
   int64_t p = 0, q = 0;
   conv_status st = conv_problem_output_dims(&problem, &p, &q);
   conv_plan *plan = nullptr;
