@@ -79,7 +79,7 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--notes", metavar="FILE", default=None,
                    help="remarks written by hand about the run, put into --out-md")
     p.add_argument("--merge", metavar="JSON", nargs="+", default=[],
-                   help="with --render: add the rows of these runs' JSON (same machine and build); "
+                   help="with --render: add the rows of these runs' JSON (same GPU, PyTorch and convtune versions); "
                         "--out-json then writes the merged runs")
     p.add_argument("--render", metavar="JSON", default=None,
                    help="only render --out-md from an earlier run's --out-json (no torch, no GPU)")
@@ -355,7 +355,8 @@ def render(results: dict) -> str:
              "", "Command (from the repository root):", "", "```", run["command"], "```", ""]
     for more in results.get("more_runs", []):
         lines += [f"Also in the tables: rows of a run of {more['date_utc']} (wall time "
-                  f"{more['elapsed_s']:.0f} s, policy `{more['policy']}`), same machine, build and cache file:",
+                  f"{more['elapsed_s']:.0f} s, policy `{more['policy']}`), on the same GPU model with the "
+                  "same convtune versions (checked when merged), into the same cache:",
                   "", "```", more["command"], "```", ""]
     lines += ["torchvision models with random weights in eval mode, input `randn(batch, 3, 224, 224)`. "
               "PyTorch: the model as built, `cudnn.benchmark = True`. convtune: a deep copy after "
@@ -441,6 +442,15 @@ def save(results: dict, args: argparse.Namespace) -> None:
         write_markdown(args.out_md, render(results))
 
 
+def merge_mismatch(first: dict, more: dict) -> str | None:
+    """What differs between two runs' environments that would make one table
+    of their rows misleading, or None."""
+    for key, what in (("gpu", "GPU"), ("torch_version", "PyTorch"), ("convtune_versions", "convtune build")):
+        if first.get(key) != more.get(key):
+            return f"{what} ({more.get(key)} against {first.get(key)})"
+    return None
+
+
 def main(argv: list | None = None) -> int:
     argv = list(sys.argv if argv is None else argv)
     args = parse_args(argv[1:])
@@ -450,6 +460,10 @@ def main(argv: list | None = None) -> int:
         results = json.loads(Path(args.render).read_text(encoding="utf-8"))
         for path in args.merge:
             more = json.loads(Path(path).read_text(encoding="utf-8"))
+            mismatch = merge_mismatch(results["environment"], more["environment"])
+            if mismatch:
+                print(f"models.py: {path} was measured with another {mismatch}: not merged", file=sys.stderr)
+                return 2
             results["rows"] += more["rows"]
             results.setdefault("more_runs", []).append(more["run"])
         if args.out_json:  # the merged runs, without the notes (kept in their own file)
