@@ -10,10 +10,13 @@
 A converted layer is an nn.Conv2d (same parameters, buffers, hooks and
 state_dict) whose forward runs a convtune plan when it can:
 
-- float32 CUDA input, 4-D or unbatched 3-D, 16-byte aligned, and contiguous
-  or in channels-last memory format (the output is then channels-last too,
-  as in PyTorch; the weight is read in the input's format, copied for the
-  call where it is in the other one, as PyTorch does);
+- float32 CUDA input, 4-D or unbatched 3-D: contiguous or channels-last
+  (the output is then channels-last too, as in PyTorch) and 16-byte
+  aligned, or any other strides (a channel slice, as ShuffleNet's and
+  CSP blocks' chunk() makes), copied into the memory format PyTorch would
+  pick, as its cuDNN path copies; the weight is read in the input's
+  format, copied for the call where it is in the other one, as PyTorch
+  does;
 - no autograd: under torch.no_grad() / torch.inference_mode(), or with
   nothing that records gradients (convtune has no backward yet);
 - not under CUDA autocast (PyTorch would compute in half precision).
@@ -152,10 +155,6 @@ class Conv2d(torch.nn.Conv2d):
         """Why PyTorch's forward runs this call, or None when convtune does."""
         if not isinstance(x, torch.Tensor):
             return "input is not a tensor"
-        # First, as the cheapest test: activations in channels-last strides
-        # (ConvNeXt's blocks make them) reach every call of such a layer.
-        if self._layout_of(x) is None:
-            return "input neither contiguous nor channels-last"
         if x.device.type != "cuda" or self.weight.device != x.device:
             return "input on %s" % x.device.type if x.device.type != "cuda" else "weight on another device"
         if x.dtype != torch.float32 or self.weight.dtype != torch.float32:
@@ -168,7 +167,8 @@ class Conv2d(torch.nn.Conv2d):
             return "autocast"
         if torch.is_grad_enabled() and self._records_gradients(x):
             return "autograd (convtune has no backward yet)"
-        if x.data_ptr() % _lib.POINTER_ALIGNMENT:
+        # A strided input is copied (_eager_forward), which aligns it.
+        if x.data_ptr() % _lib.POINTER_ALIGNMENT and self._layout_of(x) is not None:
             return "input data not 16-byte aligned"
         b = self.bias
         if b is not None and (not b.is_contiguous() or b.data_ptr() % _lib.POINTER_ALIGNMENT):
@@ -183,6 +183,17 @@ class Conv2d(torch.nn.Conv2d):
         if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last):
             return "nhwc"
         return None
+
+    @staticmethod
+    def _dense_copy(x):
+        """(a contiguous copy of a strided 4-D input, its plan layout), in the
+        memory format PyTorch's convolution would give it: channels-last
+        where channels vary fastest (a channel slice of a channels-last
+        tensor), else NCHW."""
+        s = x.stride()
+        if s[1] < s[3] <= s[2]:
+            return x.contiguous(memory_format=torch.channels_last), "nhwc"
+        return x.contiguous(), "nchw"
 
     def _records_gradients(self, x):
         return x.requires_grad or self.weight.requires_grad or (self.bias is not None and self.bias.requires_grad)
@@ -215,9 +226,9 @@ class Conv2d(torch.nn.Conv2d):
         x = input.unsqueeze(0) if unbatched else input
         x, padding, padded = self._padded_input(x)
         math = _math_now(self.math)
-        layout = self._layout_of(x)  # F.pad may have changed it
-        if layout is None:
-            x, layout = x.contiguous(), "nchw"
+        layout = self._layout_of(x)
+        if layout is None:  # strided input (or F.pad's output of it)
+            x, layout = self._dense_copy(x)
         key = (tuple(x.shape), math, layout)
         entry = self._plans.get(key)
         if entry is None:
@@ -265,7 +276,9 @@ class Conv2d(torch.nn.Conv2d):
         math = self.math or ("tf32" if _traced_cudnn_tf32() else "strict")
         # Decided on the traced strides, and passed on, so that the compiled
         # graph's output strides (the fake kernel's) are the plan's.
-        layout = self._layout_of(x) or "nchw"
+        layout = self._layout_of(x)
+        if layout is None:
+            x, layout = self._dense_copy(x)
         w = self.weight.contiguous(memory_format=_ops.memory_format(layout))
         y = torch.ops.convtune.conv2d(x, w, self.bias, list(self.stride), list(padding),
                                       list(self.dilation), self.groups, math, layout)
