@@ -15,9 +15,10 @@ one process with bench.py's timing helpers:
   both libraries, as graph replays of back-to-back calls (GPU time), with
   the plan's algorithm; and the sums over all conv calls of the model;
 - host: host microseconds of each conv layer's call inside the model loop
-  (batch 1, between forward hooks), PyTorch's nn.Conv2d against the
-  converted layer, and how the plans' calls ran (graph replays, captures,
-  direct runs) once warm.
+  (--host-batch, between forward hooks, the two models in alternating
+  rounds), PyTorch's nn.Conv2d against the converted layer, per layer and
+  as the median over layers, and how the plans' calls ran (graph replays,
+  captures, direct runs).
 
     python3 tools/bench/models.py --cache build-gpu/models-cache.db --out-md BENCHMARKS.md
 
@@ -55,7 +56,10 @@ MARKER = bench_render.MODELS_MARKER
 # each layer's error compounds through 50-odd layers.
 MODEL_LIMIT = {"strict": 1e-3, "tf32": 5e-2}
 LAYER_CAP_MS = 400.0     # per library and layer, over both rounds
-HOST_ITERATIONS = 30
+HOST_WARMUP = 5      # forwards of each model before the host-cost loop times
+HOST_ROUNDS = 3      # alternating rounds of the host-cost loop ...
+HOST_PER_ROUND = 10  # ... of this many forwards per model
+HOST_SHOWN = 8       # layers a row's host-cost detail lists, highest ratio first
 NOT_BELOW = 0.97          # the issue's bound for a layer alone
 MODES_ALL = ("strict", "tf32")
 
@@ -219,46 +223,67 @@ def layer_table(base, ours, x) -> list:
         mine, theirs = ours_layers[name], base_layers[name]
         with torch.no_grad():
             mine(inp)
-            info = mine.plan_info() or {}
+            algorithm = plan_text(mine)
             timing = graph_pair(lambda: theirs(inp), lambda: mine(inp), cap_ms=LAYER_CAP_MS)
         rows.append({"layer": name, "count": len(names), "spec": layer_spec_text(key), **timing,
-                     "algorithm": f"{info.get('algorithm', 'PyTorch (fallback)')} {info.get('config', '')}".strip()})
+                     "algorithm": algorithm})
     return rows
 
 
+def plan_text(layer) -> str:
+    """The algorithm and config of the plan the layer's last call ran."""
+    info = (layer.plan_info() if hasattr(layer, "plan_info") else None) or {}  # None: left by convert
+    return f"{info.get('algorithm', 'PyTorch (fallback)')} {info.get('config', '')}".strip()
+
+
 def host_costs(base, ours, x) -> dict:
-    """Median host microseconds of a conv layer's call inside the model
-    loop, between a forward pre-hook and a forward hook (the same hooks on
-    both models), synchronising after each forward so that no launch waits
-    for a full queue."""
+    """Host microseconds of each conv layer's call inside the model loop,
+    between a forward pre-hook and a forward hook (the same hooks on both
+    models), synchronising after each forward so that no launch waits for
+    a full queue.  The two models run in alternating rounds, so that load
+    on the host while it measures falls on both."""
     import torch
 
-    def measure(model):
-        stamps, per_layer, hooks = {}, {}, []
+    def hook(model, samples):
+        stamps, hooks = {}, []
         for name, layer in conv_layers(model).items():
             hooks.append(layer.register_forward_pre_hook(
                 lambda m, a, name=name: stamps.__setitem__(name, time.perf_counter_ns())))
             hooks.append(layer.register_forward_hook(
-                lambda m, a, y, name=name: per_layer.setdefault(name, []).append(
+                lambda m, a, y, name=name: samples.setdefault(name, []).append(
                     time.perf_counter_ns() - stamps[name])))
+        return hooks
+
+    def forwards(model, count):
+        for _ in range(count):
+            model(x)
+            torch.cuda.synchronize()
+
+    before = plan_counters(ours)
+    samples = {"pytorch": {}, "convtune": {}}
+    with torch.no_grad():
+        forwards(base, HOST_WARMUP)  # plans record their graphs here
+        forwards(ours, HOST_WARMUP)
+        hooks = hook(base, samples["pytorch"]) + hook(ours, samples["convtune"])
         try:
-            with torch.no_grad():
-                for _ in range(HOST_ITERATIONS):
-                    model(x)
-                    torch.cuda.synchronize()
+            for _ in range(HOST_ROUNDS):
+                forwards(base, HOST_PER_ROUND)
+                forwards(ours, HOST_PER_ROUND)
         finally:
             for h in hooks:
                 h.remove()
-        medians = [statistics.median(v[5:]) / 1e3 for v in per_layer.values()]  # drop warm-up
-        return statistics.median(medians), sum(medians)
-
-    before = plan_counters(ours)
-    pt_median, pt_sum = measure(base)
-    ct_median, ct_sum = measure(ours)
     after = plan_counters(ours)
+    pt, ct = ({name: statistics.median(v) / 1e3 for name, v in samples[lib].items()}
+              for lib in ("pytorch", "convtune"))
+    ours_layers = conv_layers(ours)
+    layers = sorted(({"layer": name, "pytorch_us": pt[name], "convtune_us": ct[name],
+                      "ratio": ct[name] / pt[name], "algorithm": plan_text(ours_layers[name])}
+                     for name in ct if name in pt), key=lambda l: -l["ratio"])
+    pt_median, ct_median = statistics.median(pt.values()), statistics.median(ct.values())
     return {"pytorch_us": pt_median, "convtune_us": ct_median, "ratio": ct_median / pt_median,
-            "pytorch_sum_us": pt_sum, "convtune_sum_us": ct_sum,
-            "calls": {k: after[k] - before[k] for k in after}}
+            "pytorch_sum_us": sum(pt.values()), "convtune_sum_us": sum(ct.values()),
+            "calls": {k: after[k] - before[k] for k in after}, "method": "alternating",
+            "layers": layers}
 
 
 # ---------------------------------------------------------------- one configuration
@@ -395,9 +420,16 @@ def render(results: dict) -> str:
               r["layer_sum"]["below"]] for r in layered]) + [""]
     hosted = [r for r in rows if "host" in r]
     if hosted:
+        methods = {r["host"].get("method", "sequential") for r in hosted}
+        how = {"sequential": "30 forwards of PyTorch's model, then 30 of convtune's (the first 5 of "
+                             "each dropped)",
+               "alternating": f"{HOST_WARMUP} forwards of each model untimed, then {HOST_ROUNDS} "
+                              f"alternating rounds of {HOST_PER_ROUND} forwards of each"}
         lines += ["### Host cost of a conv layer's call in the model loop", "",
-                  f"Batch {results['run']['host_batch']}, {HOST_ITERATIONS} forwards (the first 5 "
-                  "dropped), synchronised after each: host microseconds between a forward pre-hook "
+                  f"Batch {results['run']['host_batch']}; "
+                  + (how[methods.pop()] if len(methods) == 1 else
+                     f"rows with a host-cost detail below: {how['alternating']}; the others: {how['sequential']}")
+                  + "; synchronised after each forward: host microseconds between a forward pre-hook "
                   "and a forward hook of every conv layer, median per layer, then the median over "
                   "layers. PyTorch: `nn.Conv2d` (F.conv2d inside); convtune: the converted layer. "
                   "Calls: how the convtune plans' executes ran during those forwards.", ""]
@@ -407,6 +439,15 @@ def render(results: dict) -> str:
             [[r["model"], r["mode"], f"{r['host']['pytorch_us']:.1f}", f"{r['host']['convtune_us']:.1f}",
               f"{r['host']['ratio']:.2f}", r["host"]["calls"]["graph_launches"],
               r["host"]["calls"]["graph_captures"], r["host"]["calls"]["direct_runs"]] for r in hosted]) + [""]
+        for r in hosted:
+            if "layers" not in r["host"]:
+                continue
+            lines += [f"<details><summary>{r['model']} batch {r['batch']} {r['mode']}: host cost of the "
+                      f"{HOST_SHOWN} layers with the highest ratio</summary>", ""]
+            lines += bench_render.md_table(
+                ["layer", "PyTorch us", "convtune us", "convtune / PyTorch", "convtune algorithm"],
+                [[l["layer"], f"{l['pytorch_us']:.1f}", f"{l['convtune_us']:.1f}", f"{l['ratio']:.2f}",
+                  l["algorithm"]] for l in r["host"]["layers"][:HOST_SHOWN]]) + ["", "</details>", ""]
     for r in layered:
         lines += [f"<details><summary>{r['model']} batch {r['batch']} {r['mode']}: per-layer table</summary>", ""]
         lines += bench_render.md_table(
