@@ -122,9 +122,9 @@ typedef struct conv_problem {
   int64_t dil_h, dil_w;     /* dilation                                       */
   int64_t groups;           /* divides c and k; c/groups channels per filter  */
   conv_dtype dtype;         /* this version: CONV_DTYPE_F32                   */
-  conv_layout layout;       /* NCHW; or NHWC: channels innermost in x and  *
-                             * y, the filter KRSC (cuDNN and, for depthwise *
-                             * problems, depthwise_nhwc run it)             */
+  conv_layout layout;       /* NCHW; or NHWC: channels innermost in x and y,   *
+                             * the filter KRSC (cuDNN runs it, and for         *
+                             * depthwise problems depthwise_nhwc too)         */
   conv_direction direction; /* this version: CONV_FORWARD                     */
   conv_math math;
   conv_epilogue epilogue;
