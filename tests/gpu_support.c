@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "algorithms/kernels.h"
+#include "tests/cpu_reference.h"
 #include "tests/gpu_support.h"
 
 /* Sanitizer runs set CONVTUNE_TEST_QUICK=1: compute-sanitizer slows every
@@ -20,106 +21,20 @@ conv_policy tuning_policy(void) {
   return quick_mode() ? CONV_POLICY_FAST : CONV_POLICY_EXHAUSTIVE;
 }
 
-static uint64_t rng_state;
-
-void seed_rng(void) {
-  const char *fixed = getenv("CONVTUNE_TEST_SEED");
-  rng_state = fixed ? strtoull(fixed, NULL, 10) : (uint64_t)uv_hrtime();
-  printf("CONVTUNE_TEST_SEED=%llu\n", (unsigned long long)rng_state);
-}
-
-static uint64_t rng_next(void) { /* splitmix64 */
-  uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-int64_t rng_int(int64_t lo, int64_t hi) {
-  return lo + (int64_t)(rng_next() % (uint64_t)(hi - lo + 1));
-}
-
-float rng_float(void) { return (float)((rng_next() >> 11) * (2.0 / 9007199254740992.0) - 1.0); }
-
-/* A random valid problem with odd sizes, strides, padding, dilation, groups. */
-conv_problem random_problem(conv_math math) {
-  for (;;) {
-    conv_problem p;
-    conv_problem_init(&p);
-    p.groups = rng_int(1, 3);
-    p.n = rng_int(1, 3);
-    p.c = p.groups * rng_int(1, 6);
-    p.k = p.groups * rng_int(1, 6);
-    p.h = rng_int(1, 21);
-    p.w = rng_int(1, 21);
-    p.r = rng_int(1, 5);
-    p.s = rng_int(1, 5);
-    p.pad_h = rng_int(0, 3);
-    p.pad_w = rng_int(0, 3);
-    p.stride_h = rng_int(1, 3);
-    p.stride_w = rng_int(1, 3);
-    p.dil_h = rng_int(1, 3);
-    p.dil_w = rng_int(1, 3);
-    p.math = math;
-    p.epilogue = (conv_epilogue)rng_int(0, 2);
-    if (conv_problem_validate(&p, NULL, 0) == CONV_OK) return p;
-  }
-}
-
-/* A random valid channels-last depthwise problem, with a channel
- * multiplier of 1 or 2 (depthwise_nhwc and cuDNN take it). */
-conv_problem random_nhwc_depthwise_problem(conv_math math) {
-  for (;;) {
-    conv_problem p = random_problem(math);
-    p.layout = CONV_LAYOUT_NHWC;
-    p.c = p.groups = rng_int(1, 3) == 1 ? rng_int(1, 7) : 4 * rng_int(1, 12);
-    p.k = p.c * rng_int(1, 2);
-    if (conv_problem_validate(&p, NULL, 0) == CONV_OK) return p;
-  }
-}
-
-/* A random valid channels-last problem: half of them depthwise, half any
- * (dense and grouped ones, which only cuDNN runs in NHWC). */
-conv_problem random_nhwc_problem(conv_math math) {
-  if (rng_int(0, 1)) return random_nhwc_depthwise_problem(math);
-  conv_problem p = random_problem(math);
-  p.layout = CONV_LAYOUT_NHWC;
-  return p;
-}
-
-/* Offset of element (a, b, i, j) of a packed tensor of dims (A, B, I, J),
- * NCHW or NHWC (b innermost): the layouts are written out here apart from
- * the library's reference kernel, as a second opinion. */
-static int64_t element_offset(conv_layout layout, int64_t a, int64_t b, int64_t i, int64_t j,
-                              int64_t B, int64_t I, int64_t J) {
-  return layout == CONV_LAYOUT_NHWC ? ((a * I + i) * J + j) * B + b : ((a * B + b) * I + i) * J + j;
-}
-
 static void cpu_reference(host_case *hc) {
   const conv_problem *p = &hc->p;
   const conv_shape *s = &hc->sh;
-  const conv_layout L = p->layout;
-  for (int64_t n = 0; n < p->n; n++)
-    for (int64_t k = 0; k < p->k; k++) {
-      int64_t g = k / s->k_per_group;
-      for (int64_t op = 0; op < s->p; op++)
-        for (int64_t oq = 0; oq < s->q; oq++) {
-          double acc = 0;
-          for (int64_t cg = 0; cg < s->c_per_group; cg++)
-            for (int64_t r = 0; r < p->r; r++)
-              for (int64_t t = 0; t < p->s; t++) {
-                int64_t ih = op * p->stride_h - p->pad_h + r * p->dil_h;
-                int64_t iw = oq * p->stride_w - p->pad_w + t * p->dil_w;
-                if (ih < 0 || ih >= p->h || iw < 0 || iw >= p->w) continue;
-                int64_t c = g * s->c_per_group + cg;
-                acc += (double)hc->x[element_offset(L, n, c, ih, iw, p->c, p->h, p->w)] *
-                       hc->w[element_offset(L, k, cg, r, t, s->c_per_group, p->r, p->s)];
-              }
-          if (p->epilogue != CONV_EPILOGUE_NONE) acc += hc->bias[k];
-          if (p->epilogue == CONV_EPILOGUE_BIAS_RELU && acc < 0) acc = 0;
-          hc->ref[element_offset(L, n, k, op, oq, p->k, s->p, s->q)] = (float)acc;
-        }
-    }
+  double *y = malloc((size_t)s->y_elems * sizeof *y);
+  if (y == NULL) abort(); /* a test's few kilobytes */
+  cpu_forward(p, s, hc->x, hc->w, y);
+  for (int64_t i = 0; i < s->y_elems; i++) {
+    int64_t k = p->layout == CONV_LAYOUT_NHWC ? i % p->k : i / (s->p * s->q) % p->k;
+    double v = y[i];
+    if (p->epilogue != CONV_EPILOGUE_NONE) v += hc->bias[k];
+    if (p->epilogue == CONV_EPILOGUE_BIAS_RELU && v < 0) v = 0;
+    hc->ref[i] = (float)v;
+  }
+  free(y);
 }
 
 int host_case_make(host_case *hc, const conv_problem *p) {

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "runtime/internal.h"
+#include "tests/random_problems.h"
 #include "tests/test.h"
 
 #define SKIP_WITHOUT_GPU()                                                     \
@@ -55,13 +56,6 @@ typedef int (*case_check)(conv_env *env, const conv_problem *p, const char *name
 /* CONVTUNE_TEST_QUICK=1 (sanitizer runs): fewer random shapes, fast tuning. */
 bool quick_mode(void);
 conv_policy tuning_policy(void);
-/* Seeds the generator from CONVTUNE_TEST_SEED or the clock, and prints it. */
-void seed_rng(void);
-int64_t rng_int(int64_t lo, int64_t hi);
-float rng_float(void); /* in [-1, 1) */
-conv_problem random_problem(conv_math math);
-conv_problem random_nhwc_depthwise_problem(conv_math math);
-conv_problem random_nhwc_problem(conv_math math);
 /* n c h w k r s, then stride, pad, dilation (both axes), groups, epilogue, math. */
 conv_problem direct_problem(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t r,
                             int64_t s, int64_t stride, int64_t pad, int64_t dil, int64_t groups,
