@@ -1,9 +1,10 @@
 /*
  * gpu_support.h -- what the GPU test programs (test_gpu.c: the reference
  * and every candidate family; test_plans.c: plans end to end) share:
- * seeded random problems, host and device test cases with a CPU reference
- * in double, the family runners that judge every config, contexts and
- * temporary caches.  Definitions and their comments in gpu_support.c.
+ * host and device test cases with the CPU reference (cpu_reference.h),
+ * the family runners that judge every config, contexts and temporary
+ * caches; and, through random_problems.h, seeded random problems.
+ * Definitions and their comments in gpu_support.c.
  */
 #ifndef CONVTUNE_TESTS_GPU_SUPPORT_H
 #define CONVTUNE_TESTS_GPU_SUPPORT_H
