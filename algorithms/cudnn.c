@@ -14,8 +14,10 @@
  * no attribute: the filter tensor's C dimension (c / groups) against the
  * input's c tells cuDNN the group count, as cudnn-frontend and PyTorch do it.
  *
- * Layouts: NCHW, and NHWC (conv_problem_validate admits it for filters of
- * one channel per group, whose KRSC filter is the caller's KCRS one).
+ * Layouts: NCHW, and NHWC with KRSC filters.
+ *
+ * Directions: forward, backward-data and backward-filter are one operation
+ * each in the same graph; engines, knobs and configs work alike.
  *
  * TF32: the graph API has no math-type switch.  An fp32 engine that runs on
  * tensor cores (TF32) carries CUDNN_NUMERICAL_NOTE_TENSOR_CORE, so strict
@@ -116,7 +118,7 @@ static void free_desc(cudnnBackendDescriptor_t *desc) {
 
 /* ---------------------------------------------------------------- graph */
 
-/* One forward convolution as a finalized operation graph.  The parts stay
+/* One convolution pass as a finalized operation graph.  The parts stay
  * alive as long as the graph: cudnn-frontend keeps them too. */
 typedef struct conv_graph {
   cudnnBackendDescriptor_t x, w, y, conv, op, graph;
@@ -189,25 +191,61 @@ done:
   return st;
 }
 
-/* y = 1 * conv(x, w) + 0 * y: beta 0 so that y is write-only. */
-static conv_status make_conv_op(conv_graph *g, conv_error *err) {
+/* The operation descriptor and its attributes for one direction.  The
+ * tensors keep their forward roles: x (dx), w (dw), y (dy). */
+typedef struct conv_op_kind {
+  cudnnBackendDescriptorType_t type;
+  cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
+  const char *what;
+} conv_op_kind;
+
+static const conv_op_kind *op_kind(conv_direction direction) {
+  static const conv_op_kind forward = {
+      CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+      "finalize convolution forward operation"};
+  static const conv_op_kind backward_data = {
+      CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+      "finalize convolution backward-data operation"};
+  static const conv_op_kind backward_filter = {
+      CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+      "finalize convolution backward-filter operation"};
+  return direction == CONV_BACKWARD_DATA     ? &backward_data
+         : direction == CONV_BACKWARD_FILTER ? &backward_filter
+                                             : &forward;
+}
+
+/* out = 1 * pass(inputs) + 0 * out: beta 0 so that the output is
+ * write-only. */
+static conv_status make_conv_op(conv_direction direction, conv_graph *g, conv_error *err) {
+  const conv_op_kind *kind = op_kind(direction);
   float alpha = 1.0f, beta = 0.0f;
   conv_status st;
-  CONV_TRY(st, make_desc(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, &g->op, err),
-           done);
-  CONV_TRY(st, SET_ATTR(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
-                        CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->x), done);
-  CONV_TRY(st, SET_ATTR(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
-                        CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->w), done);
-  CONV_TRY(st, SET_ATTR(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
-                        CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->y), done);
-  CONV_TRY(st, SET_ATTR(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
-                        CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->conv), done);
-  CONV_TRY(st, SET_ATTR(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1,
-                        &alpha), done);
-  CONV_TRY(st, SET_ATTR(g->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1,
-                        &beta), done);
-  CONV_TRY(st, FINALIZE(g->op, "convolution forward operation"), done);
+  CONV_TRY(st, make_desc(kind->type, &g->op, err), done);
+  CONV_TRY(st, SET_ATTR(g->op, kind->x, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->x), done);
+  CONV_TRY(st, SET_ATTR(g->op, kind->w, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->w), done);
+  CONV_TRY(st, SET_ATTR(g->op, kind->y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->y), done);
+  CONV_TRY(st, SET_ATTR(g->op, kind->conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->conv), done);
+  CONV_TRY(st, SET_ATTR(g->op, kind->alpha, CUDNN_TYPE_FLOAT, 1, &alpha), done);
+  CONV_TRY(st, SET_ATTR(g->op, kind->beta, CUDNN_TYPE_FLOAT, 1, &beta), done);
+  CONV_TRY(st, cudnn_refused(err, cudnnBackendFinalize(g->op), kind->what), done);
 done:
   if (st != CONV_OK) free_desc(&g->op);
   return st;
@@ -228,7 +266,7 @@ static conv_status graph_build(const conv_problem *p, conv_env *env, conv_graph 
   CONV_TRY(st, make_tensor(UID_W, w_dims, p->layout, &g->w, err), done);
   CONV_TRY(st, make_tensor(UID_Y, y_dims, p->layout, &g->y, err), done);
   CONV_TRY(st, make_conv_desc(p, &g->conv, err), done);
-  CONV_TRY(st, make_conv_op(g, err), done);
+  CONV_TRY(st, make_conv_op(p->direction, g, err), done);
   CONV_TRY(st, make_desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &g->graph, err), done);
   CONV_TRY(st, SET_ATTR(g->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
                         &g->op), done);

@@ -15,7 +15,8 @@
 static bool dw_applicable(const conv_problem *problem, const conv_env *env) {
   (void)env;
   return problem != NULL && conv_problem_supported(problem) &&
-         problem->layout == CONV_LAYOUT_NHWC && problem->groups == problem->c;
+         problem->direction == CONV_FORWARD && problem->layout == CONV_LAYOUT_NHWC &&
+         problem->groups == problem->c;
 }
 
 /* Configs, most promising first: float4 channels before single ones, more

@@ -23,6 +23,15 @@ extern "C" {
 cudaError_t conv_reference_forward(const conv_problem *problem, const float *x, const float *w,
                                    const float *bias, float *y, cudaStream_t stream);
 
+/* The same for the backward passes: dx from dy and w (a CONV_BACKWARD_DATA
+ * problem), dw from x and dy (CONV_BACKWARD_FILTER).  Each computes its own
+ * sums (a gather over the outputs a pixel fed; a sum over images and
+ * output pixels), not the forward loop run backwards. */
+cudaError_t conv_reference_backward_data(const conv_problem *problem, const float *dy,
+                                         const float *w, float *dx, cudaStream_t stream);
+cudaError_t conv_reference_backward_filter(const conv_problem *problem, const float *x,
+                                           const float *dy, float *dw, cudaStream_t stream);
+
 /* y[n][k][i] = act(y[n][k][i] + bias[k]) for the problem's epilogue over the
  * output tensor (y[n][i][k] for NHWC); a no-op for CONV_EPILOGUE_NONE. */
 cudaError_t conv_bias_act(const conv_problem *problem, float *y, const float *bias,

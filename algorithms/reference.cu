@@ -1,7 +1,8 @@
 /*
  * reference.cu -- the direct convolution every candidate is validated
- * against.  It is written to be checked by reading, not to be fast: one
- * thread per output element, the textbook triple loop, double accumulation.
+ * against, in each direction.  It is written to be checked by reading, not
+ * to be fast: one thread per output element, the textbook loops, double
+ * accumulation.
  */
 #include "algorithms/kernels.h"
 #include "runtime/internal.h"
@@ -18,7 +19,7 @@ struct reference_params {
   int64_t stride_h, stride_w;
   int64_t dil_h, dil_w;
   int64_t c_per_group, k_per_group;
-  int64_t count; /* n * k * p * q */
+  int64_t count; /* elements of the pass's output: y, dx or dw */
   /* Element strides of the n, c (k), h (p) and w (q) dims for the layout;
    * the filter's are of k, c/groups, r and s. */
   int64_t xs[4], ws[4], ys[4];
@@ -95,30 +96,100 @@ static reference_params reference_params_make(const conv_problem *pb) {
   prm.dil_w = pb->dil_w;
   prm.c_per_group = pb->c / pb->groups;
   prm.k_per_group = pb->k / pb->groups;
-  prm.count = prm.n * prm.k * prm.p * prm.q;
+  prm.count = pb->direction == CONV_BACKWARD_DATA     ? prm.n * prm.c * prm.h * prm.w
+              : pb->direction == CONV_BACKWARD_FILTER ? prm.k * prm.c_per_group * prm.r * prm.s
+                                                      : prm.n * prm.k * prm.p * prm.q;
   layout_strides(pb->layout, prm.n, prm.c, prm.h, prm.w, prm.xs);
   layout_strides(pb->layout, prm.k, prm.c_per_group, prm.r, prm.s, prm.ws);
   layout_strides(pb->layout, prm.n, prm.k, prm.p, prm.q, prm.ys);
   return prm;
 }
 
+/* One dx[ni][ci][ih][iw] per grid-stride step: the sum over the outputs
+ * its pixel fed, found by inverting oh * stride - pad + ri * dil = ih
+ * (only where the stride divides), not by scattering the forward loop. */
+__global__ static void reference_backward_data_kernel(const reference_params prm,
+                                                      const float *__restrict__ dy,
+                                                      const float *__restrict__ w,
+                                                      float *__restrict__ dx) {
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < prm.count; o += step) {
+    const int64_t iw = o % prm.w;
+    const int64_t ih = (o / prm.w) % prm.h;
+    const int64_t ci = (o / (prm.w * prm.h)) % prm.c;
+    const int64_t ni = o / (prm.w * prm.h * prm.c);
+    const int64_t group = ci / prm.c_per_group, cg = ci % prm.c_per_group;
+
+    double acc = 0.0;
+    for (int64_t ko = group * prm.k_per_group; ko < (group + 1) * prm.k_per_group; ++ko) {
+      for (int64_t ri = 0; ri < prm.r; ++ri) {
+        const int64_t th = ih + prm.pad_h - ri * prm.dil_h;
+        if (th < 0 || th % prm.stride_h != 0 || th / prm.stride_h >= prm.p) continue;
+        for (int64_t si = 0; si < prm.s; ++si) {
+          const int64_t tw = iw + prm.pad_w - si * prm.dil_w;
+          if (tw < 0 || tw % prm.stride_w != 0 || tw / prm.stride_w >= prm.q) continue;
+          acc += (double)dy[ni * prm.ys[0] + ko * prm.ys[1] + th / prm.stride_h * prm.ys[2] +
+                            tw / prm.stride_w * prm.ys[3]] *
+                 (double)w[ko * prm.ws[0] + cg * prm.ws[1] + ri * prm.ws[2] + si * prm.ws[3]];
+        }
+      }
+    }
+    dx[ni * prm.xs[0] + ci * prm.xs[1] + ih * prm.xs[2] + iw * prm.xs[3]] = (float)acc;
+  }
+}
+
+/* One dw[ko][cg][ri][si] per grid-stride step: the sum over every image
+ * and output pixel of the input it multiplied times dy. */
+__global__ static void reference_backward_filter_kernel(const reference_params prm,
+                                                        const float *__restrict__ x,
+                                                        const float *__restrict__ dy,
+                                                        float *__restrict__ dw) {
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < prm.count; o += step) {
+    const int64_t si = o % prm.s;
+    const int64_t ri = (o / prm.s) % prm.r;
+    const int64_t cg = (o / (prm.s * prm.r)) % prm.c_per_group;
+    const int64_t ko = o / (prm.s * prm.r * prm.c_per_group);
+    const int64_t ci = (ko / prm.k_per_group) * prm.c_per_group + cg;
+
+    double acc = 0.0;
+    for (int64_t ni = 0; ni < prm.n; ++ni) {
+      for (int64_t oh = 0; oh < prm.p; ++oh) {
+        const int64_t ih = oh * prm.stride_h - prm.pad_h + ri * prm.dil_h;
+        if (ih < 0 || ih >= prm.h) continue;
+        for (int64_t ow = 0; ow < prm.q; ++ow) {
+          const int64_t iw = ow * prm.stride_w - prm.pad_w + si * prm.dil_w;
+          if (iw < 0 || iw >= prm.w) continue;
+          acc += (double)x[ni * prm.xs[0] + ci * prm.xs[1] + ih * prm.xs[2] + iw * prm.xs[3]] *
+                 (double)dy[ni * prm.ys[0] + ko * prm.ys[1] + oh * prm.ys[2] + ow * prm.ys[3]];
+        }
+      }
+    }
+    dw[ko * prm.ws[0] + cg * prm.ws[1] + ri * prm.ws[2] + si * prm.ws[3]] = (float)acc;
+  }
+}
+
+/* Enough blocks to fill any current GPU many times over; the grid-stride
+ * loops cover the rest, so huge outputs never overflow gridDim.x. */
+static unsigned reference_blocks(int64_t count, int threads) {
+  const int64_t max_blocks = 1 << 20;
+  int64_t blocks = (count + threads - 1) / threads;
+  return (unsigned)(blocks > max_blocks ? max_blocks : blocks);
+}
+
 template <conv_epilogue EPILOGUE>
 static cudaError_t reference_launch(const reference_params &prm, const float *x, const float *w,
                                     const float *bias, float *y, cudaStream_t stream) {
   const int threads = 256;
-  /* Enough blocks to fill any current GPU many times over; the grid-stride
-   * loop covers the rest, so huge outputs never overflow gridDim.x. */
-  const int64_t max_blocks = 1 << 20;
-  int64_t blocks = (prm.count + threads - 1) / threads;
-  if (blocks > max_blocks) blocks = max_blocks;
-  reference_kernel<EPILOGUE><<<(unsigned)blocks, threads, 0, stream>>>(prm, x, w, bias, y);
+  reference_kernel<EPILOGUE><<<reference_blocks(prm.count, threads), threads, 0, stream>>>(
+      prm, x, w, bias, y);
   return cudaGetLastError();
 }
 
 extern "C" cudaError_t conv_reference_forward(const conv_problem *problem, const float *x,
                                               const float *w, const float *bias, float *y,
                                               cudaStream_t stream) {
-  if (problem == NULL) return cudaErrorInvalidValue;
+  if (problem == NULL || problem->direction != CONV_FORWARD) return cudaErrorInvalidValue;
   const reference_params prm = reference_params_make(problem);
   if (prm.count <= 0) return cudaSuccess;
   switch (problem->epilogue) {
@@ -130,4 +201,30 @@ extern "C" cudaError_t conv_reference_forward(const conv_problem *problem, const
       return reference_launch<CONV_EPILOGUE_BIAS_RELU>(prm, x, w, bias, y, stream);
   }
   return cudaErrorInvalidValue;
+}
+
+extern "C" cudaError_t conv_reference_backward_data(const conv_problem *problem, const float *dy,
+                                                    const float *w, float *dx,
+                                                    cudaStream_t stream) {
+  if (problem == NULL || problem->direction != CONV_BACKWARD_DATA) return cudaErrorInvalidValue;
+  const reference_params prm = reference_params_make(problem);
+  if (prm.count <= 0) return cudaSuccess;
+  const int threads = 256;
+  reference_backward_data_kernel<<<reference_blocks(prm.count, threads), threads, 0, stream>>>(
+      prm, dy, w, dx);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t conv_reference_backward_filter(const conv_problem *problem, const float *x,
+                                                      const float *dy, float *dw,
+                                                      cudaStream_t stream) {
+  if (problem == NULL || problem->direction != CONV_BACKWARD_FILTER)
+    return cudaErrorInvalidValue;
+  const reference_params prm = reference_params_make(problem);
+  if (prm.count <= 0) return cudaSuccess;
+  /* Few outputs, each a long sum: smaller blocks spread them over more SMs. */
+  const int threads = 64;
+  reference_backward_filter_kernel<<<reference_blocks(prm.count, threads), threads, 0, stream>>>(
+      prm, x, dy, dw);
+  return cudaGetLastError();
 }

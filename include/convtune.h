@@ -92,6 +92,15 @@ const char *conv_status_string(conv_status status);
 
 typedef enum conv_dtype { CONV_DTYPE_F32 = 0, CONV_DTYPE_F16, CONV_DTYPE_BF16 } conv_dtype;
 typedef enum conv_layout { CONV_LAYOUT_NCHW = 0, CONV_LAYOUT_NHWC } conv_layout;
+/* Which pass of the convolution y = conv(x, w) a problem is:
+ * FORWARD          y  from x and w  (conv_plan_execute);
+ * BACKWARD_DATA    dx from dy and w (conv_plan_backward_data): the gradient of
+ *                  a loss with respect to x, given dy, its gradient with
+ *                  respect to y;
+ * BACKWARD_FILTER  dw from x and dy (conv_plan_backward_filter).
+ * dx, dy and dw have the shapes and layout of x, y and w.  Backward problems
+ * take no epilogue (the bias gradient is dy summed over n, p and q).  This
+ * version runs them with cuDNN's engines only. */
 typedef enum conv_direction {
   CONV_FORWARD = 0,
   CONV_BACKWARD_DATA,
@@ -125,7 +134,9 @@ typedef struct conv_problem {
   conv_layout layout;       /* NCHW; or NHWC: channels innermost in x and y,   *
                              * the filter KRSC (cuDNN runs it, and for         *
                              * depthwise problems depthwise_nhwc too)         */
-  conv_direction direction; /* this version: CONV_FORWARD                     */
+  conv_direction direction; /* forward; or a backward pass (below): x, w and y *
+                             * keep their forward shapes, and the pass        *
+                             * writes dx or dw instead of y                    */
   conv_math math;
   conv_epilogue epilogue;
 } conv_problem;
@@ -161,7 +172,8 @@ conv_status conv_problem_set_patches(conv_problem *problem, int64_t batch, int64
 #define CONV_PROBLEM_KEY_MAX 256
 
 /* Canonical, human-readable key of the problem, the one the cache stores,
- * e.g. "fwd f32 nchw strict none n32 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1".
+ * e.g. "fwd f32 nchw strict none n32 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1"
+ * ("bwd_data ..." and "bwd_filter ..." for the backward passes).
  * The problem is validated first: an invalid one returns its
  * conv_problem_validate status.  Returns CONV_INVALID_ARGUMENT when
  * `key_size` is too small (CONV_PROBLEM_KEY_MAX always suffices).  `key` is
@@ -171,7 +183,8 @@ conv_status conv_problem_key(const conv_problem *problem, char *key /* OUT */, s
 /* Parses a one-line shape spec into `problem` (which it conv_problem_init()s first):
  * space- or comma-separated NAME=VALUE fields n c h w k r s pad stride dil groups
  * (pad/stride/dil set both axes; pad_h pad_w stride_h stride_w dil_h dil_w set one),
- * math=strict|tf32, epilogue=none|bias|bias_relu, e.g.
+ * math=strict|tf32, epilogue=none|bias|bias_relu, layout=nchw|nhwc,
+ * dir=fwd|bwd_data|bwd_filter, e.g.
  * "n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1".  Unknown fields are an error. */
 conv_status conv_problem_parse(const char *spec, conv_problem *problem /* OUT */, char *message,
                                size_t message_size);
@@ -320,6 +333,17 @@ conv_status conv_plan_create(conv_context *context, const conv_problem *problem,
  * conv_plan_destroy may run meanwhile on other threads. */
 conv_status conv_plan_execute(conv_plan *plan, void *stream, const void *x, const void *w,
                               const void *bias, void *y);
+
+/* The backward passes of a plan made for a CONV_BACKWARD_DATA or
+ * CONV_BACKWARD_FILTER problem, as conv_plan_execute runs a forward one (the
+ * same alignment rule, graph replay, threads and streams):
+ * dx = dconv/dx(dy, w), and dw = dconv/dw(x, dy).  The output is
+ * overwritten, not accumulated into.  Calling the execute function of
+ * another direction than the plan's returns CONV_INVALID_ARGUMENT. */
+conv_status conv_plan_backward_data(conv_plan *plan, void *stream, const void *dy, const void *w,
+                                    void *dx);
+conv_status conv_plan_backward_filter(conv_plan *plan, void *stream, const void *x,
+                                      const void *dy, void *dw);
 
 /* Describes the plan's choice. */
 conv_status conv_plan_info_get(const conv_plan *plan, conv_plan_info *info /* OUT */);

@@ -136,8 +136,11 @@ typedef enum conv_arith {
   CONV_ARITH_TRANSFORM   /* Winograd or FFT: larger, still bounded, error   */
 } conv_arith;
 
-/* Relative-L2 error bound for validation. */
+/* Relative-L2 error bound for validation, for sums of up to 4096 products. */
 double conv_error_bound(conv_math math, conv_arith arith);
+/* The bound for a valid problem's pass: conv_error_bound, grown with the
+ * length of the pass's sums past 4096 products (see config.c). */
+double conv_error_bound_for(const conv_problem *problem, conv_arith arith);
 
 /* What prepare() returns for one config. */
 typedef struct conv_prepared {
@@ -146,7 +149,10 @@ typedef struct conv_prepared {
   conv_arith arith;
 } conv_prepared;
 
-/* One execution's arguments; run() keeps no other state. */
+/* One execution's arguments; run() keeps no other state.  The tensors are
+ * the forward convolution's in every direction: a backward-data pass reads
+ * y as dy and writes x (dx), a backward-filter pass reads x and y (dy) and
+ * writes w (dw); x and w are const for the forward families. */
 typedef struct conv_exec {
   const conv_problem *problem;
   conv_env *env;
@@ -238,8 +244,9 @@ conv_status conv_problem_shape(const conv_problem *problem, conv_shape *shape /*
  * candidate's applicable(). */
 bool conv_problem_supported(const conv_problem *problem);
 
-/* conv_problem_supported, in the NCHW layout: what the families written
- * for NCHW tensors take (all but cudnn and depthwise_nhwc). */
+/* conv_problem_supported, forward in the NCHW layout: what the families
+ * written for NCHW forward convolutions take (all but cudnn and
+ * depthwise_nhwc; cudnn alone runs the backward directions). */
 bool conv_problem_nchw(const conv_problem *problem);
 
 #ifdef __cplusplus

@@ -403,19 +403,33 @@ static conv_status execute_error(conv_plan *plan, conv_error *err) {
   return err->status;
 }
 
-conv_status conv_plan_execute(conv_plan *plan, void *stream, const void *x, const void *w,
-                              const void *bias, void *y) {
+static const char *direction_text(conv_direction d) {
+  return d == CONV_BACKWARD_DATA     ? "backward-data (conv_plan_backward_data)"
+         : d == CONV_BACKWARD_FILTER ? "backward-filter (conv_plan_backward_filter)"
+                                     : "forward (conv_plan_execute)";
+}
+
+/* One pass of the plan.  x, w, bias and y are the forward convolution's
+ * tensors, as run() takes them in every direction (a backward pass reads
+ * y as dy and writes x or w); `names` are the caller's names for them. */
+static conv_status execute_pass(conv_plan *plan, conv_direction direction, void *stream,
+                                const void *x, const void *w, const void *bias, void *y,
+                                const char *const names[4]) {
   if (plan == NULL) return CONV_INVALID_ARGUMENT;
   conv_error err = {CONV_OK, ""};
-  bool needs_bias = plan->problem.epilogue != CONV_EPILOGUE_NONE;
-  if (x == NULL || w == NULL || y == NULL || (needs_bias && bias == NULL)) {
-    conv_error_set(&err, CONV_INVALID_ARGUMENT, "execute: %s is NULL",
-                   x == NULL ? "x" : w == NULL ? "w" : y == NULL ? "y" : "bias (the epilogue adds it)");
+  if (plan->problem.direction != direction) {
+    conv_error_set(&err, CONV_INVALID_ARGUMENT, "execute: the plan is for a %s pass, not %s",
+                   direction_text(plan->problem.direction), direction_text(direction));
     return execute_error(plan, &err);
   }
+  bool needs_bias = plan->problem.epilogue != CONV_EPILOGUE_NONE;
   const void *ptrs[] = {x, w, y, needs_bias ? bias : NULL};
-  const char *names[] = {"x", "w", "y", "bias"};
   for (int i = 0; i < 4; i++) {
+    if (ptrs[i] == NULL && (i < 3 || needs_bias)) {
+      conv_error_set(&err, CONV_INVALID_ARGUMENT, "execute: %s is NULL%s", names[i],
+                     i == 3 ? " (the epilogue adds it)" : "");
+      return execute_error(plan, &err);
+    }
     if ((uintptr_t)ptrs[i] % CONV_POINTER_ALIGNMENT != 0) {
       conv_error_set(&err, CONV_INVALID_ARGUMENT, "execute: %s is not %d-byte aligned", names[i],
                      CONV_POINTER_ALIGNMENT);
@@ -443,6 +457,25 @@ conv_status conv_plan_execute(conv_plan *plan, void *stream, const void *x, cons
     return execute_error(plan, &err);
   }
   return CONV_OK;
+}
+
+conv_status conv_plan_execute(conv_plan *plan, void *stream, const void *x, const void *w,
+                              const void *bias, void *y) {
+  static const char *const names[4] = {"x", "w", "y", "bias"};
+  return execute_pass(plan, CONV_FORWARD, stream, x, w, bias, y, names);
+}
+
+/* dy is only read; run() takes it as y, the forward pass's output. */
+conv_status conv_plan_backward_data(conv_plan *plan, void *stream, const void *dy, const void *w,
+                                    void *dx) {
+  static const char *const names[4] = {"dx", "w", "dy", "bias"};
+  return execute_pass(plan, CONV_BACKWARD_DATA, stream, dx, w, NULL, (void *)dy, names);
+}
+
+conv_status conv_plan_backward_filter(conv_plan *plan, void *stream, const void *x,
+                                      const void *dy, void *dw) {
+  static const char *const names[4] = {"x", "dw", "dy", "bias"};
+  return execute_pass(plan, CONV_BACKWARD_FILTER, stream, x, dw, NULL, (void *)dy, names);
 }
 
 conv_status conv_plan_info_get(const conv_plan *plan, conv_plan_info *info) {

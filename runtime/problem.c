@@ -80,7 +80,8 @@ bool conv_problem_supported(const conv_problem *problem) {
 }
 
 bool conv_problem_nchw(const conv_problem *problem) {
-  return conv_problem_supported(problem) && problem->layout == CONV_LAYOUT_NCHW;
+  return conv_problem_supported(problem) && problem->layout == CONV_LAYOUT_NCHW &&
+         problem->direction == CONV_FORWARD;
 }
 
 static conv_status check_supported(const conv_problem *pr, conv_error *err) {
@@ -89,15 +90,23 @@ static conv_status check_supported(const conv_problem *pr, conv_error *err) {
                           (int)pr->dtype);
   if (pr->layout != CONV_LAYOUT_NCHW && pr->layout != CONV_LAYOUT_NHWC)
     return conv_error_set(err, CONV_UNSUPPORTED, "layout %d is not nchw or nhwc", (int)pr->layout);
-  if (pr->direction != CONV_FORWARD)
+  if (pr->direction != CONV_FORWARD && pr->direction != CONV_BACKWARD_DATA &&
+      pr->direction != CONV_BACKWARD_FILTER)
     return conv_error_set(err, CONV_UNSUPPORTED,
-                          "direction %d: only forward is supported in this version", (int)pr->direction);
+                          "direction %d is not forward, backward-data or backward-filter",
+                          (int)pr->direction);
   if (pr->math != CONV_MATH_STRICT && pr->math != CONV_MATH_TF32)
     return conv_error_set(err, CONV_UNSUPPORTED, "math mode %d is not strict or tf32", (int)pr->math);
   if (pr->epilogue != CONV_EPILOGUE_NONE && pr->epilogue != CONV_EPILOGUE_BIAS &&
       pr->epilogue != CONV_EPILOGUE_BIAS_RELU)
     return conv_error_set(err, CONV_UNSUPPORTED, "epilogue %d is not none, bias or bias_relu",
                           (int)pr->epilogue);
+  /* A backward pass has no epilogue to fuse: the bias gradient is a plain
+   * sum of dy over n, p and q, and the activation's gradient is the
+   * caller's. */
+  if (pr->direction != CONV_FORWARD && pr->epilogue != CONV_EPILOGUE_NONE)
+    return conv_error_set(err, CONV_UNSUPPORTED, "epilogue %s: backward problems take none",
+                          pr->epilogue == CONV_EPILOGUE_BIAS ? "bias" : "bias_relu");
   return CONV_OK;
 }
 
@@ -169,6 +178,10 @@ static const char *math_name(conv_math m) { return m == CONV_MATH_TF32 ? "tf32" 
 
 static const char *layout_name(conv_layout l) { return l == CONV_LAYOUT_NHWC ? "nhwc" : "nchw"; }
 
+static const char *direction_name(conv_direction d) {
+  return d == CONV_BACKWARD_DATA ? "bwd_data" : d == CONV_BACKWARD_FILTER ? "bwd_filter" : "fwd";
+}
+
 static const char *epilogue_name(conv_epilogue e) {
   return e == CONV_EPILOGUE_BIAS ? "bias" : e == CONV_EPILOGUE_BIAS_RELU ? "bias_relu" : "none";
 }
@@ -180,15 +193,16 @@ conv_status conv_problem_key(const conv_problem *pr, char *key, size_t key_size)
   /* Formatted aside first: the caller's buffer is written only on success. */
   char text[CONV_PROBLEM_KEY_MAX];
   int len = snprintf(text, sizeof text,
-                     "fwd f32 %s %s %s n%lld c%lld h%lld w%lld k%lld r%lld s%lld pad%lld,%lld "
+                     "%s f32 %s %s %s n%lld c%lld h%lld w%lld k%lld r%lld s%lld pad%lld,%lld "
                      "str%lld,%lld dil%lld,%lld g%lld",
-                     layout_name(pr->layout), math_name(pr->math), epilogue_name(pr->epilogue), (long long)pr->n,
-                     (long long)pr->c, (long long)pr->h, (long long)pr->w, (long long)pr->k,
-                     (long long)pr->r, (long long)pr->s, (long long)pr->pad_h, (long long)pr->pad_w,
+                     direction_name(pr->direction), layout_name(pr->layout), math_name(pr->math),
+                     epilogue_name(pr->epilogue), (long long)pr->n, (long long)pr->c,
+                     (long long)pr->h, (long long)pr->w, (long long)pr->k, (long long)pr->r,
+                     (long long)pr->s, (long long)pr->pad_h, (long long)pr->pad_w,
                      (long long)pr->stride_h, (long long)pr->stride_w, (long long)pr->dil_h,
                      (long long)pr->dil_w, (long long)pr->groups);
   /* A valid problem's fields have at most 10 digits (<= 2^30), so its key
-   * has at most 200 characters: never truncated here. */
+   * has at most 220 characters: never truncated here. */
   if (len < 0 || (size_t)len >= sizeof text) return CONV_INTERNAL;
   if ((size_t)len >= key_size) return CONV_INVALID_ARGUMENT;
   memcpy(key, text, (size_t)len + 1);
@@ -210,7 +224,7 @@ static const spec_field spec_fields[] = {
     BOTH("stride", stride_h, stride_w), ONE("stride_h", stride_h), ONE("stride_w", stride_w),
     BOTH("dil", dil_h, dil_w), ONE("dil_h", dil_h), ONE("dil_w", dil_w),
     ONE("groups", groups), ONE("g", groups),
-    ONE("math", math), ONE("epilogue", epilogue), ONE("layout", layout)};
+    ONE("math", math), ONE("epilogue", epilogue), ONE("layout", layout), ONE("dir", direction)};
 #undef ONE
 #undef BOTH
 
@@ -250,10 +264,19 @@ static conv_status parse_int(const char *name, const char *text, int64_t *out, c
   return CONV_OK;
 }
 
-/* math=, layout= and epilogue= values, in any case as names are ("TF32",
- * "NHWC", "Bias"). */
+/* math=, layout=, dir= and epilogue= values, in any case as names are
+ * ("TF32", "NHWC", "Bias"). */
 static conv_status parse_enum_field(const char *name, const char *value, conv_problem *pr,
                                     conv_error *err) {
+  if (strcmp(name, "dir") == 0) {
+    if (strcasecmp(value, "fwd") == 0) pr->direction = CONV_FORWARD;
+    else if (strcasecmp(value, "bwd_data") == 0) pr->direction = CONV_BACKWARD_DATA;
+    else if (strcasecmp(value, "bwd_filter") == 0) pr->direction = CONV_BACKWARD_FILTER;
+    else
+      return conv_error_set(err, CONV_INVALID_ARGUMENT,
+                            "dir=%s: expected fwd, bwd_data or bwd_filter", value);
+    return CONV_OK;
+  }
   if (strcmp(name, "layout") == 0) {
     if (strcasecmp(value, "nchw") == 0) pr->layout = CONV_LAYOUT_NCHW;
     else if (strcasecmp(value, "nhwc") == 0) pr->layout = CONV_LAYOUT_NHWC;
@@ -292,7 +315,7 @@ static conv_status parse_field(char *token, spec_state *spec, conv_error *err) {
   if (st != CONV_OK) return st;
   conv_problem *pr = &spec->problem;
   if (strcmp(field->name, "math") == 0 || strcmp(field->name, "epilogue") == 0 ||
-      strcmp(field->name, "layout") == 0)
+      strcmp(field->name, "layout") == 0 || strcmp(field->name, "dir") == 0)
     return parse_enum_field(field->name, value, pr, err);
   int64_t v = 0;
   if ((st = parse_int(field->name, value, &v, err)) != CONV_OK) return st;

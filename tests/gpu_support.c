@@ -152,7 +152,7 @@ static int judge_config(conv_env *env, const conv_algorithm *algo, const conv_pr
   conv_exec ex = {&hc->p, env, prep->state, d->x, d->w, d->bias, d->y, ws, prep->workspace_bytes};
   conv_status st = algo->run(&ex, 0, &err);
   CHECK_MSG(st == CONV_OK, "%s: run: %s", what, err.message);
-  double bound = conv_error_bound(hc->p.math, prep->arith), host_rel, dev_rel;
+  double bound = conv_error_bound_for(&hc->p, prep->arith), host_rel, dev_rel;
   int64_t host_bad, dev_bad;
   if (measure_output(d, hc, 0, &host_rel, &host_bad) != TEST_PASS) return TEST_FAIL;
   CUDA_OK(conv_relative_l2(d->y, dev_ref, hc->sh.y_elems, scratch, 0, &dev_rel, &dev_bad));

@@ -350,6 +350,8 @@ static int test_bad_arguments(void) {
       {{"tune"}, "at least one"},
       {{"tune", SPEC, "--math", "fp64"}, "--math"},
       {{"tune", SPEC, "--epilogue", "gelu"}, "--epilogue"},
+      {{"tune", SPEC, "--direction", "up"}, "expected fwd, bwd_data or bwd_filter"},
+      {{"tune", SPEC " dir=sideways"}, "dir=sideways: expected fwd, bwd_data or bwd_filter"},
       {{"tune", SPEC, "--policy=slow"}, "--policy"},
       {{"tune", SPEC, "--json=yes"}, "takes no value"},
       {{"show"}, "exactly one shape"},

@@ -54,7 +54,11 @@ static void zero_stride(conv_problem *p) { p->stride_h = 0; }
 static void zero_dilation(conv_problem *p) { p->dil_w = 0; }
 static void fp16(conv_problem *p) { p->dtype = CONV_DTYPE_F16; }
 static void bad_layout(conv_problem *p) { p->layout = (conv_layout)7; }
-static void backward(conv_problem *p) { p->direction = CONV_BACKWARD_DATA; }
+static void bad_direction(conv_problem *p) { p->direction = (conv_direction)5; }
+static void backward_with_bias(conv_problem *p) {
+  p->direction = CONV_BACKWARD_FILTER;
+  p->epilogue = CONV_EPILOGUE_BIAS;
+}
 static void bad_math(conv_problem *p) { p->math = (conv_math)7; }
 static void bad_epilogue(conv_problem *p) { p->epilogue = (conv_epilogue)9; }
 
@@ -74,7 +78,8 @@ static int validate_each_failure(void) {
       {"dilation 0", zero_dilation, CONV_BAD_STRIDE},
       {"fp16", fp16, CONV_UNSUPPORTED},
       {"layout 7", bad_layout, CONV_UNSUPPORTED},
-      {"backward", backward, CONV_UNSUPPORTED},
+      {"direction 5", bad_direction, CONV_UNSUPPORTED},
+      {"backward with an epilogue", backward_with_bias, CONV_UNSUPPORTED},
       {"math 7", bad_math, CONV_UNSUPPORTED},
       {"epilogue 9", bad_epilogue, CONV_UNSUPPORTED},
   };
@@ -147,6 +152,14 @@ static int problem_key(void) {
   q.pad_w = 2;
   CHECK_STATUS(CONV_OK, conv_problem_key(&q, other, sizeof other));
   CHECK(strstr(other, "pad1,2") != NULL);
+  q = p;
+  q.direction = CONV_BACKWARD_DATA;
+  CHECK_STATUS(CONV_OK, conv_problem_key(&q, other, sizeof other));
+  CHECK_MSG(strcmp(other, "bwd_data f32 nchw strict none n2 c8 h17 w13 k6 r3 s3 pad1,1 str1,1 dil1,1 g1") == 0,
+            "%s", other);
+  q.direction = CONV_BACKWARD_FILTER;
+  CHECK_STATUS(CONV_OK, conv_problem_key(&q, other, sizeof other));
+  CHECK_MSG(strncmp(other, "bwd_filter f32 ", 15) == 0, "%s", other);
   /* Written only on success: a short buffer or an invalid problem leaves
    * it as it was, and an invalid problem gets its validation status. */
   char sentinel[CONV_PROBLEM_KEY_MAX];
@@ -208,6 +221,7 @@ static int parse_spec(void) {
       {"n=1 c=1 h=4 w=4 k=1 r=3 s=3 dil_h=2 dil=1", "'dil_h' and 'dil' both set"},
       {"n=1 c=1 h=4 w=4 k=1 r=3 s=3 math=tf32 math=strict", "math given twice"},
       {"n=1 c=1 h=4 w=4 k=1 r=3 s=3 epilogue=bias Epilogue=bias", "epilogue given twice"},
+      {"n=1 c=1 h=4 w=4 k=1 r=3 s=3 dir=bwd_data dir=fwd", "dir given twice"},
   };
   for (size_t i = 0; i < sizeof twice / sizeof twice[0]; i++) {
     p = before;
@@ -219,6 +233,19 @@ static int parse_spec(void) {
   CHECK_STATUS(CONV_OK, conv_problem_parse("N=1 C=1 H=4 W=4 K=1 R=3 S=3 MATH=TF32 Epilogue=Bias_ReLU",
                                            &p, msg, sizeof msg));
   CHECK(p.math == CONV_MATH_TF32 && p.epilogue == CONV_EPILOGUE_BIAS_RELU);
+  /* dir= names the pass; a backward pass takes no epilogue. */
+  CHECK(p.direction == CONV_FORWARD);
+  CHECK_STATUS(CONV_OK, conv_problem_parse("n=1 c=1 h=4 w=4 k=1 r=3 s=3 dir=bwd_data", &p, msg, sizeof msg));
+  CHECK(p.direction == CONV_BACKWARD_DATA);
+  CHECK_STATUS(CONV_OK, conv_problem_parse("n=1 c=1 h=4 w=4 k=1 r=3 s=3 DIR=BWD_Filter", &p, msg, sizeof msg));
+  CHECK(p.direction == CONV_BACKWARD_FILTER);
+  before = p;
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_problem_parse("n=1 c=1 h=4 w=4 k=1 r=3 s=3 dir=backward", &p, msg, sizeof msg));
+  CHECK_MSG(strstr(msg, "expected fwd, bwd_data or bwd_filter") != NULL, "%s", msg);
+  CHECK_STATUS(CONV_UNSUPPORTED,
+               conv_problem_parse("n=1 c=1 h=4 w=4 k=1 r=3 s=3 dir=bwd_data epilogue=bias", &p, msg, sizeof msg));
+  CHECK_MSG(strstr(msg, "backward problems take none") != NULL, "%s", msg);
+  CHECK(memcmp(&before, &p, sizeof p) == 0);
   return TEST_PASS;
 }
 
@@ -243,6 +270,15 @@ static int config_text(void) {
   CHECK(!conv_config_equal(&c, &d));
   CHECK(conv_error_bound(CONV_MATH_STRICT, CONV_ARITH_DIRECT) < 3e-4); /* catches TF32 */
   CHECK(conv_error_bound(CONV_MATH_TF32, CONV_ARITH_DIRECT) > 3e-4);
+  /* Long sums widen the bound, never past catching TF32 in strict mode. */
+  conv_problem sums = base_problem();
+  CHECK(conv_error_bound_for(&sums, CONV_ARITH_DIRECT) == conv_error_bound(CONV_MATH_STRICT, CONV_ARITH_DIRECT));
+  sums.n = 1; sums.c = 16; sums.k = 1; sums.h = sums.w = 1024; sums.pad_h = sums.pad_w = 1;
+  sums.direction = CONV_BACKWARD_FILTER; /* sums over 1024 * 1024 pixels */
+  CHECK(conv_error_bound_for(&sums, CONV_ARITH_DIRECT) == 8 * conv_error_bound(CONV_MATH_STRICT, CONV_ARITH_DIRECT));
+  CHECK(conv_error_bound_for(&sums, CONV_ARITH_TRANSFORM) < 3e-4);
+  sums.direction = CONV_BACKWARD_DATA; /* sums over k * r * s = 9 products */
+  CHECK(conv_error_bound_for(&sums, CONV_ARITH_DIRECT) == conv_error_bound(CONV_MATH_STRICT, CONV_ARITH_DIRECT));
   /* Untrusted configs: count and range, each named in the message. */
   conv_error err = {CONV_OK, ""};
   const conv_config three = {3, {0, 5, 64}, 0};

@@ -35,6 +35,8 @@ typedef struct bench {
   const conv_tune_request *req;
   conv_shape shape;
   float *x, *w, *bias, *y, *ref;
+  float *out;        /* what the problem's pass writes: y, x (dx) or w (dw) */
+  int64_t out_elems; /* and its size, which ref has too                      */
   void *scratch;
   cudaStream_t stream;
   cudaEvent_t start, stop;
@@ -43,15 +45,20 @@ typedef struct bench {
 static conv_status bench_alloc(bench *b, conv_error *err) {
   conv_status st;
   const size_t f = sizeof(float);
+  const conv_direction direction = b->req->problem->direction;
+  b->out_elems = direction == CONV_BACKWARD_DATA     ? b->shape.x_elems
+                 : direction == CONV_BACKWARD_FILTER ? b->shape.w_elems
+                                                     : b->shape.y_elems;
   CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->x, (size_t)b->shape.x_elems * f), "cudaMalloc(x)"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->w, (size_t)b->shape.w_elems * f), "cudaMalloc(w)"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->bias, (size_t)b->req->problem->k * f), "cudaMalloc(bias)"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->y, (size_t)b->shape.y_elems * f), "cudaMalloc(y)"), done);
-  CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->ref, (size_t)b->shape.y_elems * f), "cudaMalloc(reference)"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->ref, (size_t)b->out_elems * f), "cudaMalloc(reference)"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaMalloc(&b->scratch, CONV_COMPARE_SCRATCH_BYTES), "cudaMalloc(scratch)"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking), "cudaStreamCreate"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaEventCreate(&b->start), "cudaEventCreate"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaEventCreate(&b->stop), "cudaEventCreate"), done);
+  b->out = direction == CONV_BACKWARD_DATA ? b->x : direction == CONV_BACKWARD_FILTER ? b->w : b->y;
 done:
   return st;
 }
@@ -69,7 +76,22 @@ static void bench_free(bench *b) {
   if (b->stream) cudaStreamDestroy(b->stream);
 }
 
-/* Fresh random inputs for every tuning (never zeros), and the reference. */
+/* The reference output of the problem's pass into b->ref. */
+static cudaError_t bench_reference(bench *b) {
+  const conv_problem *p = b->req->problem;
+  switch (p->direction) {
+    case CONV_BACKWARD_DATA:
+      return conv_reference_backward_data(p, b->y, b->w, b->ref, b->stream);
+    case CONV_BACKWARD_FILTER:
+      return conv_reference_backward_filter(p, b->x, b->y, b->ref, b->stream);
+    case CONV_FORWARD: break;
+  }
+  return conv_reference_forward(p, b->x, b->w, b->bias, b->ref, b->stream);
+}
+
+/* Fresh random inputs for every tuning (never zeros), and the reference.
+ * Every tensor is filled, y too (dy of a backward pass); the pass's output
+ * is poisoned before each validation run. */
 static conv_status bench_inputs(bench *b, conv_error *err) {
   uint64_t seed = uv_hrtime();
   const conv_problem *p = b->req->problem;
@@ -77,7 +99,8 @@ static conv_status bench_inputs(bench *b, conv_error *err) {
   CONV_TRY(st, conv_check_cuda(err, conv_fill_uniform(b->x, b->shape.x_elems, seed, -1.f, 1.f, b->stream), "fill x"), done);
   CONV_TRY(st, conv_check_cuda(err, conv_fill_uniform(b->w, b->shape.w_elems, seed + 1, -1.f, 1.f, b->stream), "fill w"), done);
   CONV_TRY(st, conv_check_cuda(err, conv_fill_uniform(b->bias, p->k, seed + 2, -1.f, 1.f, b->stream), "fill bias"), done);
-  CONV_TRY(st, conv_check_cuda(err, conv_reference_forward(p, b->x, b->w, b->bias, b->ref, b->stream), "reference convolution"), done);
+  CONV_TRY(st, conv_check_cuda(err, conv_fill_uniform(b->y, b->shape.y_elems, seed + 3, -1.f, 1.f, b->stream), "fill y"), done);
+  CONV_TRY(st, conv_check_cuda(err, bench_reference(b), "reference convolution"), done);
   st = conv_check_cuda(err, cudaStreamSynchronize(b->stream), "reference convolution");
 done:
   return st;
@@ -90,16 +113,16 @@ static conv_status run_once(bench *b, const conv_algorithm *algo, const conv_pre
   return algo->run(&exec, b->stream, err);
 }
 
-/* Poisons y, runs once, compares with the reference. */
+/* Poisons the pass's output, runs once, compares with the reference. */
 static conv_status validate(bench *b, const conv_algorithm *algo, const conv_prepared *prep,
                             void *workspace, conv_trial *trial, conv_error *err) {
   conv_status st;
-  CONV_TRY(st, conv_check_cuda(err, conv_fill_poison(b->y, b->shape.y_elems, b->stream), "poison y"), done);
+  CONV_TRY(st, conv_check_cuda(err, conv_fill_poison(b->out, b->out_elems, b->stream), "poison the output"), done);
   CONV_TRY(st, run_once(b, algo, prep, workspace, err), done);
   CONV_TRY(st, conv_check_cuda(err, cudaStreamSynchronize(b->stream), "first run"), done);
   int64_t nonfinite = 0;
-  CONV_TRY(st, conv_check_cuda(err, conv_relative_l2(b->y, b->ref, b->shape.y_elems, b->scratch, b->stream, &trial->rel_error, &nonfinite), "compare with reference"), done);
-  double bound = conv_error_bound(b->req->problem->math, prep->arith);
+  CONV_TRY(st, conv_check_cuda(err, conv_relative_l2(b->out, b->ref, b->out_elems, b->scratch, b->stream, &trial->rel_error, &nonfinite), "compare with reference"), done);
+  double bound = conv_error_bound_for(b->req->problem, prep->arith);
   if (nonfinite > 0)
     st = conv_error_set(err, CONV_VALIDATION_FAILED, "%lld outputs are NaN/Inf or unwritten",
                         (long long)nonfinite);

@@ -38,15 +38,16 @@ typedef struct cli_args {
   bool help, json, verbose;
   const char *cache_path; /* NULL: the default */
   const char *suite_path; /* show --suite */
-  bool have_math, have_epilogue;
+  bool have_math, have_epilogue, have_direction;
   conv_math math;
   conv_epilogue epilogue;
+  conv_direction direction;
   conv_policy policy;
   const char **inputs; /* positional arguments, pointing into argv */
   size_t input_count;
 } cli_args;
 
-/* Applies --math and --epilogue to a problem. */
+/* Applies --math, --epilogue and --direction to a problem. */
 void apply_overrides(const cli_args *a, conv_problem *p);
 
 /* Parses a shape spec; a usage error (said) when it is bad. */

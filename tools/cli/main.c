@@ -33,6 +33,9 @@ static void print_usage(FILE *out) {
       "  --math strict|tf32  (tune, show) math mode of every shape\n"
       "  --epilogue none|bias|bias_relu\n"
       "                      (tune, show) epilogue of every shape\n"
+      "  --direction fwd|bwd_data|bwd_filter\n"
+      "                      (tune, show) pass of every shape: forward, or the\n"
+      "                      gradient for the input or for the filter\n"
       "  --policy exhaustive|fast\n"
       "                      (tune) time every candidate, or a few best guesses\n"
       "  --verbose           (tune) report each candidate on stderr\n"
@@ -41,10 +44,11 @@ static void print_usage(FILE *out) {
       "SHAPE is one argument of NAME=VALUE fields separated by spaces or commas:\n"
       "  n c h w k r s, pad stride dil (both axes) or pad_h pad_w stride_h stride_w\n"
       "  dil_h dil_w, groups, math=strict|tf32, epilogue=none|bias|bias_relu,\n"
-      "  layout=nchw|nhwc (nhwc: channels-last, KRSC filter), e.g.\n"
+      "  layout=nchw|nhwc (nhwc: channels-last, KRSC filter),\n"
+      "  dir=fwd|bwd_data|bwd_filter (backward passes take no epilogue), e.g.\n"
       "  convtune tune \"n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1\"\n"
       "A suite FILE is {\"shapes\": [ROW, ...]} or [ROW, ...], each ROW an object\n"
-      "with name, N, C, H, W, K, R, S and optional stride, pad, dil, groups; rows\n"
+      "with name, N, C, H, W, K, R, S and optional stride, pad, dil, groups, dir; rows\n"
       "whose \"op\" is not \"conv\" are skipped, other keys are ignored.\n"
       "\n"
       "exit status:\n"
@@ -70,6 +74,7 @@ static const option_spec *find_option(const char *name, size_t len) {
   static const option_spec options[] = {
       {"--cache", true, CMD_ALL},         {"--json", false, CMD_ALL},
       {"--math", true, CMD_TUNE | CMD_SHOW}, {"--epilogue", true, CMD_TUNE | CMD_SHOW},
+      {"--direction", true, CMD_TUNE | CMD_SHOW},
       {"--policy", true, CMD_TUNE},       {"--verbose", false, CMD_TUNE},
       {"--suite", true, CMD_SHOW},        {"--help", false, CMD_ALL},
       {"-h", false, CMD_ALL},
@@ -95,6 +100,7 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
   static const char *const maths[] = {"strict", "tf32", NULL};
   static const char *const epilogues[] = {"none", "bias", "bias_relu", NULL};
   static const char *const policies[] = {"exhaustive", "fast", NULL};
+  static const char *const directions[] = {"fwd", "bwd_data", "bwd_filter", NULL};
   int i;
   if (strcmp(o->name, "--cache") == 0) {
     if (value[0] == '\0') return usage_error("--cache needs a non-empty path");
@@ -120,6 +126,12 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
     a->have_epilogue = true;
     a->epilogue = i == 2 ? CONV_EPILOGUE_BIAS_RELU : i == 1 ? CONV_EPILOGUE_BIAS
                                                             : CONV_EPILOGUE_NONE;
+  } else if (strcmp(o->name, "--direction") == 0) {
+    if ((i = lookup_name(value, directions)) < 0) {
+      return usage_error("bad --direction '%s' (expected fwd, bwd_data or bwd_filter)", value);
+    }
+    a->have_direction = true;
+    a->direction = i == 2 ? CONV_BACKWARD_FILTER : i == 1 ? CONV_BACKWARD_DATA : CONV_FORWARD;
   } else if (strcmp(o->name, "--policy") == 0) {
     if ((i = lookup_name(value, policies)) < 0) {
       return usage_error("bad --policy '%s' (expected exhaustive or fast)", value);
@@ -222,6 +234,7 @@ static void cli_args_free(cli_args *a) {
 void apply_overrides(const cli_args *a, conv_problem *p) {
   if (a->have_math) p->math = a->math;
   if (a->have_epilogue) p->epilogue = a->epilogue;
+  if (a->have_direction) p->direction = a->direction;
 }
 
 int parse_spec(const char *spec, conv_problem *p) {
