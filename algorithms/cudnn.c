@@ -564,11 +564,12 @@ static void make_variants(int64_t index, engine_probe *probe) {
 }
 
 /* The ranked heuristic configs in cuDNN's order, then the other
- * heuristics' configs, then every usable engine's default, then knob
- * variants engine by engine in turns, so that a small `max` still covers
- * every engine before it covers any engine's knobs. */
+ * heuristics' configs, then every usable engine's default, then (with
+ * `variants`) knob variants engine by engine in turns, so that a small
+ * `max` still covers every engine before it covers any engine's knobs. */
 static int emit_configs(int64_t engines, engine_probe *probes, const conv_config *heur,
-                        int heur_count, int ranked_count, conv_config *out, int max) {
+                        int heur_count, int ranked_count, bool variants, conv_config *out,
+                        int max) {
   int n = 0;
   for (int i = 0; i < heur_count; i++) {
     int64_t e = heur[i].values[0];
@@ -583,7 +584,7 @@ static int emit_configs(int64_t engines, engine_probe *probes, const conv_config
     config_append(out, max, &n, &c);
     make_variants(e, &probes[e]);
   }
-  for (int v = 0; v < MAX_VARIANTS && n < max; v++)
+  for (int v = 0; variants && v < MAX_VARIANTS && n < max; v++)
     for (int64_t e = 0; e < engines; e++)
       if (probes[e].usable && v < probes[e].variant_count)
         config_append(out, max, &n, &probes[e].variants[v]);
@@ -739,7 +740,13 @@ static conv_status cudnn_configs(const conv_problem *problem, conv_env *env, con
     heur_count += got;
     if (m == 0) ranked_count = heur_count;
   }
-  *count = emit_configs(engines, probes, heur, heur_count, ranked_count, out, max);
+  /* Backward passes get no knob values of our own choosing: on an H100
+   * (cuDNN 9.19), one such variant of a backward-filter engine (engine 69,
+   * a tiny NHWC TF32 problem) ran for over a minute without finishing, and
+   * a running kernel cannot be stopped.  The heuristics' configs and every
+   * engine's defaults still cover each engine. */
+  const bool variants = problem->direction == CONV_FORWARD;
+  *count = emit_configs(engines, probes, heur, heur_count, ranked_count, variants, out, max);
 done:
   uv_mutex_unlock(&env->cudnn_lock);
   free(heur);

@@ -138,14 +138,19 @@ __global__ static void reference_backward_data_kernel(const reference_params prm
   }
 }
 
-/* One dw[ko][cg][ri][si] per grid-stride step: the sum over every image
- * and output pixel of the input it multiplied times dy. */
+/* One dw[ko][cg][ri][si] per warp and grid-stride step: the sum over
+ * every image and output pixel of the input it multiplied times dy.  Its
+ * n*p*q terms (a million for one 1024x1024 image) are split over the
+ * warp's lanes, each summing every 32nd, then added up in a fixed order:
+ * one thread per element would take seconds. */
 __global__ static void reference_backward_filter_kernel(const reference_params prm,
                                                         const float *__restrict__ x,
                                                         const float *__restrict__ dy,
                                                         float *__restrict__ dw) {
-  const int64_t step = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < prm.count; o += step) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = (int64_t)gridDim.x * blockDim.x / 32;
+  const int64_t terms = prm.n * prm.p * prm.q;
+  for (int64_t o = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; o < prm.count; o += warps) {
     const int64_t si = o % prm.s;
     const int64_t ri = (o / prm.s) % prm.r;
     const int64_t cg = (o / (prm.s * prm.r)) % prm.c_per_group;
@@ -153,19 +158,18 @@ __global__ static void reference_backward_filter_kernel(const reference_params p
     const int64_t ci = (ko / prm.k_per_group) * prm.c_per_group + cg;
 
     double acc = 0.0;
-    for (int64_t ni = 0; ni < prm.n; ++ni) {
-      for (int64_t oh = 0; oh < prm.p; ++oh) {
-        const int64_t ih = oh * prm.stride_h - prm.pad_h + ri * prm.dil_h;
-        if (ih < 0 || ih >= prm.h) continue;
-        for (int64_t ow = 0; ow < prm.q; ++ow) {
-          const int64_t iw = ow * prm.stride_w - prm.pad_w + si * prm.dil_w;
-          if (iw < 0 || iw >= prm.w) continue;
-          acc += (double)x[ni * prm.xs[0] + ci * prm.xs[1] + ih * prm.xs[2] + iw * prm.xs[3]] *
-                 (double)dy[ni * prm.ys[0] + ko * prm.ys[1] + oh * prm.ys[2] + ow * prm.ys[3]];
-        }
-      }
+    for (int64_t t = lane; t < terms; t += 32) {
+      const int64_t ow = t % prm.q, oh = (t / prm.q) % prm.p, ni = t / (prm.q * prm.p);
+      const int64_t ih = oh * prm.stride_h - prm.pad_h + ri * prm.dil_h;
+      const int64_t iw = ow * prm.stride_w - prm.pad_w + si * prm.dil_w;
+      if (ih < 0 || ih >= prm.h || iw < 0 || iw >= prm.w) continue;
+      acc += (double)x[ni * prm.xs[0] + ci * prm.xs[1] + ih * prm.xs[2] + iw * prm.xs[3]] *
+             (double)dy[ni * prm.ys[0] + ko * prm.ys[1] + oh * prm.ys[2] + ow * prm.ys[3]];
     }
-    dw[ko * prm.ws[0] + cg * prm.ws[1] + ri * prm.ws[2] + si * prm.ws[3]] = (float)acc;
+    for (int offset = 16; offset > 0; offset /= 2)
+      acc += __shfl_down_sync(0xFFFFFFFFu, acc, offset);
+    if (lane == 0)
+      dw[ko * prm.ws[0] + cg * prm.ws[1] + ri * prm.ws[2] + si * prm.ws[3]] = (float)acc;
   }
 }
 
@@ -222,9 +226,10 @@ extern "C" cudaError_t conv_reference_backward_filter(const conv_problem *proble
     return cudaErrorInvalidValue;
   const reference_params prm = reference_params_make(problem);
   if (prm.count <= 0) return cudaSuccess;
-  /* Few outputs, each a long sum: smaller blocks spread them over more SMs. */
+  /* A warp per output (the whole warp loops together: the shuffles need
+   * every lane); 2 warps a block spread few outputs over many SMs. */
   const int threads = 64;
-  reference_backward_filter_kernel<<<reference_blocks(prm.count, threads), threads, 0, stream>>>(
-      prm, x, dy, dw);
+  reference_backward_filter_kernel<<<reference_blocks(prm.count * 32, threads), threads, 0,
+                                     stream>>>(prm, x, dy, dw);
   return cudaGetLastError();
 }

@@ -16,15 +16,16 @@ Whole models: convtune.convert(model) turns every nn.Conv2d into a
 convtune.nn.Conv2d (see convtune/nn.py); torch.ops.convtune.conv2d is the
 operator torch.compile and torch.export trace (convtune/ops.py).
 
-Forward only: float32, contiguous NCHW tensors on one CUDA device, each
-data pointer 16-byte aligned; no autograd.  The library is
+float32, contiguous NCHW (or channels-last) tensors on one CUDA device,
+each data pointer 16-byte aligned.  convtune.conv2d and convtune.nn.Conv2d
+are differentiable; a Plan runs one pass (forward, or with direction=
+"bwd_data" / "bwd_filter" a backward one) and records no gradients.  The library is
 $CONVTUNE_LIB, else build/libconvtune.so or build-gpu/libconvtune.so of
 this repository.
 """
 import atexit
 import ctypes
 import functools
-import operator
 import os
 import threading
 import weakref
@@ -85,83 +86,8 @@ def library_versions():
     return raw.decode("utf-8", "replace") if raw else ""
 
 
-# ---------------------------------------------------------------- argument helpers
-
-
-def _int(name, value):
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError("%s must be an int, got %r" % (name, value)) from None
-
-
-def _pair(name, value):
-    """An int or a 1- or 2-sequence of ints, as PyTorch's conv2d takes them."""
-    if isinstance(value, str):
-        raise TypeError("%s must be an int or a pair of ints, got %r (string paddings such as "
-                        "'same' are not supported)" % (name, value))
-    if isinstance(value, (tuple, list)):  # torch.Size is a tuple
-        if len(value) == 1:
-            value = (value[0], value[0])
-        if len(value) != 2:
-            raise ValueError("%s must be an int or a pair of ints, got %r" % (name, tuple(value)))
-        return _int(name, value[0]), _int(name, value[1])
-    v = _int(name, value)
-    return v, v
-
-
-def _shape4(name, shape):
-    try:
-        dims = tuple(shape)
-    except TypeError:
-        raise TypeError("%s must be a sequence of 4 ints, got %r" % (name, shape)) from None
-    if len(dims) != 4:
-        raise ValueError("%s must have 4 dimensions, got %r" % (name, dims))
-    return tuple(_int(name, d) for d in dims)
-
-
-def _groups(groups):
-    g = _int("groups", groups)
-    if g < 1:
-        raise ValueError("groups must be a positive integer, got %d" % g)
-    return g
-
-
-def _channels_error(groups, w_shape, x_shape):
-    return ValueError("Given groups=%d, weight of size %s, expected input%s to have %d channels, "
-                      "but got %d channels instead"
-                      % (groups, list(w_shape), list(x_shape), w_shape[1] * groups, x_shape[1]))
-
-
-def _problem_key(x_shape, w_shape, stride, padding, dilation, groups, bias, activation, math,
-                 layout="nchw"):
-    """The conv_problem's field values, in _lib.PROBLEM_FIELDS order (also the plan dict key)."""
-    n, c, h, w = _shape4("x_shape", x_shape)
-    k, c_per_group, r, s = _shape4("w_shape", w_shape)
-    groups = _groups(groups)
-    # The library sees only c and groups; the filter's second extent must agree.
-    if c_per_group * groups != c:
-        raise _channels_error(groups, (k, c_per_group, r, s), (n, c, h, w))
-    stride_h, stride_w = _pair("stride", stride)
-    pad_h, pad_w = _pair("padding", padding)
-    dil_h, dil_w = _pair("dilation", dilation)
-    if not isinstance(bias, bool):
-        raise TypeError("bias must be True or False here (whether the plan adds a bias); "
-                        "the bias tensor is passed when calling the plan")
-    if activation not in (None, "relu"):
-        raise ValueError("activation must be None or 'relu', got %r" % (activation,))
-    if activation == "relu" and not bias:
-        raise ValueError("activation='relu' needs bias: convtune fuses ReLU only after a bias add "
-                         "(epilogue BIAS_RELU). Pass a bias (zeros give a plain ReLU) or apply "
-                         "torch.relu to the output")
-    if math not in _lib.MATH:
-        raise ValueError("math must be 'strict' or 'tf32', got %r" % (math,))
-    if layout not in _lib.LAYOUTS:
-        raise ValueError("layout must be 'nchw' or 'nhwc', got %r" % (layout,))
-    epilogue = (_lib.EPILOGUE_BIAS_RELU if activation == "relu"
-                else _lib.EPILOGUE_BIAS if bias else _lib.EPILOGUE_NONE)
-    return (n, c, h, w, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups,
-            _lib.DTYPE_F32, _lib.LAYOUTS[layout], _lib.FORWARD, _lib.MATH[math], epilogue)
+# Argument checks and problem keys: _problem.py.
+from ._problem import _channels_error, _groups, _int, _problem_key  # noqa: E402
 
 
 # ---------------------------------------------------------------- contexts
@@ -229,8 +155,8 @@ class Context:
             raise ValueError("this convtune Context is closed")
 
     def plan(self, x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1, bias=False,
-             activation=None, math="strict", layout="nchw"):
-        """The Plan for a forward convolution of x_shape (N, C, H, W) with w_shape (K, C/groups, R, S).
+             activation=None, math="strict", layout="nchw", direction="fwd"):
+        """The Plan for a convolution of x_shape (N, C, H, W) with w_shape (K, C/groups, R, S).
 
         stride, padding, dilation: ints or (h, w) pairs, as in torch.nn.functional.conv2d.
         bias=True adds a bias of shape (K,); activation="relu" (needs bias) applies ReLU after it.
@@ -238,11 +164,17 @@ class Context:
         layout: "nchw" (x, w and the output contiguous) or "nhwc" (x, w and the output
         in torch.channels_last memory format; shapes stay (N, C, H, W) as in PyTorch).
         A depthwise filter (one input channel per group) is both at once.
+        direction: "fwd" (call the plan), or a backward pass of the same convolution,
+        "bwd_data" (plan.backward_data(dy, w) gives dx) or "bwd_filter"
+        (plan.backward_filter(x, dy) gives dw); backward passes take no bias or activation.
         The first call for a problem looks it up in the cache or tunes it (milliseconds
         to seconds); later calls return the same Plan object.
         """
-        key = _problem_key(x_shape, w_shape, stride, padding, dilation, groups, bias, activation, math,
-                           layout)
+        return self._plan_for_key(_problem_key(x_shape, w_shape, stride, padding, dilation, groups,
+                                               bias, activation, math, layout, direction))
+
+    def _plan_for_key(self, key):
+        """The Plan for a _problem_key tuple: from this context's dict, else made."""
         plan = self._plans.get(key)  # lock-free fast path: dict reads are atomic
         if plan is not None and plan._handle is not None:
             return plan
@@ -488,6 +420,7 @@ class Plan:
         except BaseException:
             self._release()
             raise
+        self._problem_fields = key
         fields = dict(zip(_lib.PROBLEM_FIELDS, key))
         n, c, h, w, k, r, s, groups = (fields[f] for f in "n c h w k r s groups".split())
         self._x_shape = (n, c, h, w)
@@ -500,12 +433,19 @@ class Plan:
         self._device_index = context.device
         self._torch, self._tensor_type, self._float32 = torch, torch.Tensor, torch.float32
         self._bias_shape = torch.Size((k,))
-        self.output_shape = (n, k, p.value, q.value)
+        self._direction = fields["direction"]
+        self._y_shape = (n, k, p.value, q.value)
+        # What the pass writes: y, or dx (x's shape) or dw (w's shape).
+        self.output_shape = {_lib.BACKWARD_DATA: self._x_shape,
+                             _lib.BACKWARD_FILTER: self._w_shape}.get(self._direction, self._y_shape)
         self.key = text.value.decode()
         self._current_stream = _stream_query(torch)
         try:
             self._new_output = self._output_maker(torch)
-            self._launcher, call = self._make_launcher(torch, lib)
+            if self._direction == _lib.FORWARD:
+                self._launcher, call = self._make_launcher(torch, lib)
+            else:  # backward passes run through ctypes (Plan.backward_data/_filter)
+                self._launcher, call = None, "ctypes (backward pass)"
         except BaseException:
             self._release()
             raise
@@ -611,14 +551,56 @@ class Plan:
                 return y
             self._explain_bad_arguments(x, w, bias, out)  # raises with the reason
             raise ValueError("convtune: the arguments do not fit this plan")
+        self._check_direction(_lib.FORWARD)
         return self._call_through_ctypes(x, w, bias, out)
 
+    def backward_data(self, dy, w, out=None):
+        """dx, the gradient for x, from dy (N, K, P, Q) and w, for a plan made with
+        direction="bwd_data"; out (N, C, H, W) or None to allocate it.  Tensors as
+        for a forward call (float32, the plan's layout, aligned); out is overwritten."""
+        self._check_direction(_lib.BACKWARD_DATA)
+        return self._backward(self._context._lib.conv_plan_backward_data,
+                              (("dy", dy, self._y_shape), ("w", w, self._w_shape)), out)
+
+    def backward_filter(self, x, dy, out=None):
+        """dw, the gradient for w, from x and dy (N, K, P, Q), for a plan made with
+        direction="bwd_filter"; out (K, C/groups, R, S) or None to allocate it."""
+        self._check_direction(_lib.BACKWARD_FILTER)
+        return self._backward(self._context._lib.conv_plan_backward_filter,
+                              (("x", x, self._x_shape), ("dy", dy, self._y_shape)), out)
+
+    def _check_direction(self, direction):
+        if self._direction != direction:
+            calls = {_lib.FORWARD: "plan(x, w, bias)", _lib.BACKWARD_DATA: "plan.backward_data(dy, w)",
+                     _lib.BACKWARD_FILTER: "plan.backward_filter(x, dy)"}
+            raise ValueError("this plan (%s) runs %s, not %s"
+                             % (self.key, calls[self._direction], calls[direction]))
+
+    def _backward(self, execute, inputs, out):
+        for name, t, shape in inputs:
+            _check_tensor(name, t, shape, self._device, self._channels_last)
+        if out is None:
+            out = self._new_output()
+        else:
+            _check_tensor("out", out, self.output_shape, self._device, self._channels_last)
+            for name, t, _ in inputs:
+                if _overlaps(out, t):
+                    raise ValueError("out overlaps %s: convtune cannot write its output over an input" % name)
+        self._launch(execute, inputs[0][1].data_ptr(), inputs[1][1].data_ptr(), out.data_ptr())
+        return out
+
     def _call_through_ctypes(self, x, w, bias, out):
-        torch = self._torch
         if not self._arguments_fit(x, w, bias, out):
             self._explain_bad_arguments(x, w, bias, out)  # raises with the reason, if any
         if out is None:
             out = self._new_output()
+        self._launch(self._execute, x.data_ptr(), w.data_ptr(),
+                     None if bias is None else bias.data_ptr(), out.data_ptr())
+        return out
+
+    def _launch(self, execute, *pointers):
+        """execute(plan, stream, *pointers) on torch's current stream, after the
+        plan's last stream where that was another one."""
         stream = self._current_stream(self._device_index)
         with self._lock:  # one execution at a time: the plan has one workspace
             handle = self._handle
@@ -626,14 +608,12 @@ class Plan:
                 raise ValueError("this convtune Plan is closed")
             if self._last_stream is not None and self._last_stream != stream:
                 # The workspace may still be in use by the other stream's launch.
-                _order_streams(torch, self._device_index, self._last_stream, stream)
+                _order_streams(self._torch, self._device_index, self._last_stream, stream)
             # The library makes the plan's device current and restores the caller's.
-            status = self._execute(handle, stream, x.data_ptr(), w.data_ptr(),
-                                   None if bias is None else bias.data_ptr(), out.data_ptr())
+            status = execute(handle, stream, *pointers)
             if status != _lib.OK:
                 raise ConvtuneError(status, _lib.last_error(self._context._lib, self._ctx_handle))
             self._last_stream = stream
-        return out
 
     def _tensor_fits(self, t, shape, formats=_DENSE):
         # The common case in a few attribute reads; _explain_bad_arguments says what is wrong.
@@ -668,8 +648,9 @@ class Plan:
             raise ValueError("this plan was made without bias, so a bias would be ignored: make the "
                              "plan with bias=True")
         if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, w, bias)):
-            raise NotImplementedError("convtune has no backward: run it under torch.no_grad() or "
-                                      "torch.inference_mode(), or pass detached tensors")
+            raise NotImplementedError("a Plan call records no gradients: use convtune.conv2d or "
+                                      "convtune.nn.Conv2d, which are differentiable, or run under "
+                                      "torch.no_grad() / torch.inference_mode()")
         if out is not None:
             _check_tensor("out", out, self.output_shape, device, self._channels_last)
             for name, t in (("x", x), ("w", w), ("bias", bias)):
@@ -732,6 +713,11 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, activatio
     per device with the library's default cache and exhaustive tuning (the first
     call of each shape tunes it).  out: optional preallocated output.
 
+    Differentiable: where x, w or bias requires grad (and grad mode is on), the
+    backward pass runs tuned backward-data and backward-filter plans from the
+    same context (made, and tuned, on the first backward), the bias gradient is
+    dy summed, and the fused ReLU's gradient is masked by the output.
+
     Batches of patches: a contiguous 5-D x (B, P, C, H, W) is convolved as the
     B * P images it holds (no copy: the layout is the same) and the output is
     (B, P, K, P', Q'); out, if given, has that shape too.
@@ -778,7 +764,14 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, activatio
         raise ValueError("conv2d: x is on %s but the context is on cuda:%d" % (x.device, context.device))
     plan = context.plan(tuple(x.shape), tuple(w.shape), stride, padding, dilation, groups,
                         bias is not None, activation, math)
-    y = plan(x, w, bias, out=out)
+    from . import _autograd  # imports torch: not at package import
+    if _autograd.records_gradients(x, w, bias):
+        if out is not None:  # as PyTorch: out= functions are not differentiable
+            raise RuntimeError("conv2d(): functions with out=... arguments don't support automatic "
+                               "differentiation, but one of the arguments requires grad.")
+        y = _autograd.conv2d(plan, x, w, bias)
+    else:
+        y = plan(x, w, bias, out=out)
     return y if patches is None else y.view(*patches, *y.shape[1:])
 
 

@@ -42,7 +42,8 @@ DTYPE_F32 = 0
 LAYOUT_NCHW = 0
 LAYOUT_NHWC = 1
 LAYOUTS = {"nchw": LAYOUT_NCHW, "nhwc": LAYOUT_NHWC}
-FORWARD = 0
+FORWARD, BACKWARD_DATA, BACKWARD_FILTER = 0, 1, 2
+DIRECTIONS = {"fwd": FORWARD, "bwd_data": BACKWARD_DATA, "bwd_filter": BACKWARD_FILTER}
 MATH = {"strict": 0, "tf32": 1}
 EPILOGUE_NONE, EPILOGUE_BIAS, EPILOGUE_BIAS_RELU = 0, 1, 2
 POLICIES = {"exhaustive": 0, "fast": 1, "cache_only": 2}
@@ -131,6 +132,9 @@ _SIGNATURES = {
     "conv_plan_create": (_status, [ContextPtr, POINTER(Problem), POINTER(PlanPtr)]),
     # plan, stream, x, w, bias, y: the pointers are passed as Python ints.
     "conv_plan_execute": (_status, [PlanPtr, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
+    # plan, stream, then dy, w, dx / x, dy, dw.
+    "conv_plan_backward_data": (_status, [PlanPtr, c_void_p, c_void_p, c_void_p, c_void_p]),
+    "conv_plan_backward_filter": (_status, [PlanPtr, c_void_p, c_void_p, c_void_p, c_void_p]),
     "conv_plan_info_get": (_status, [PlanPtr, POINTER(PlanInfo)]),
     "conv_plan_destroy": (None, [PlanPtr]),
     "conv_library_versions": (c_char_p, []),

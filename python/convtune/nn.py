@@ -17,9 +17,13 @@ state_dict) whose forward runs a convtune plan when it can:
   pick, as its cuDNN path copies; the weight is read in the input's
   format, copied for the call where it is in the other one, as PyTorch
   does;
-- no autograd: under torch.no_grad() / torch.inference_mode(), or with
-  nothing that records gradients (convtune has no backward yet);
 - not under CUDA autocast (PyTorch would compute in half precision).
+
+Training works: where the input or the parameters record gradients, the
+call goes through an autograd function whose backward runs tuned
+backward-data and backward-filter plans of the layer's convolution (see
+convtune.conv2d).  Under torch.compile a layer that records gradients runs
+PyTorch's convolution (the operator has no autograd formula yet).
 
 Anything else runs PyTorch's own forward, so results and errors are
 PyTorch's; `layer.fallbacks` counts those calls by reason.  padding="same"
@@ -37,7 +41,7 @@ import collections
 import torch
 import torch.nn.functional as F
 
-from . import ConvtuneError, _default_context, _lib
+from . import ConvtuneError, _autograd, _default_context, _lib
 from . import ops as _ops
 
 __all__ = ["Conv2d", "convert", "ConvertReport"]
@@ -165,8 +169,6 @@ class Conv2d(torch.nn.Conv2d):
             return "empty input"
         if _autocast_on():
             return "autocast"
-        if torch.is_grad_enabled() and self._records_gradients(x):
-            return "autograd (convtune has no backward yet)"
         # A strided input is copied (_eager_forward), which aligns it.
         if x.data_ptr() % _lib.POINTER_ALIGNMENT and self._layout_of(x) is not None:
             return "input data not 16-byte aligned"
@@ -239,7 +241,10 @@ class Conv2d(torch.nn.Conv2d):
             return super().forward(input)
         memory_format = _ops.memory_format(layout)
         w = self._weight_in(memory_format)
-        y = launch(x, w, self.bias, None)
+        if _autograd.records_gradients(x, w, self.bias):
+            y = _autograd.conv2d(plan, x, w, self.bias)
+        else:
+            y = launch(x, w, self.bias, None)
         if y is None:  # _why_pytorch passed, so this is a bug: let the plan say what
             plan(x, w, self.bias)
             raise RuntimeError("convtune: the plan refused arguments it was made for")

@@ -147,9 +147,6 @@ def test_fallbacks_give_pytorch_results(ctx, cuda):
     plain = nn.Conv2d(8, 16, 3, padding=1).to(cuda)
     ours = convtune.nn.Conv2d.from_torch(copy.deepcopy(plain), math="strict", context=ctx)
     x = torch.randn(2, 8, 10, 10, device=cuda, requires_grad=True)
-    y = ours(x)  # autograd: PyTorch's forward, so gradients flow
-    y.square().sum().backward()
-    assert ours.weight.grad is not None and x.grad is not None
     with torch.inference_mode():
         with pytest.raises(RuntimeError):  # PyTorch's error: input and weight types differ
             ours(x.detach().half())
@@ -160,7 +157,7 @@ def test_fallbacks_give_pytorch_results(ctx, cuda):
             assert ours(x.detach()).dtype == torch.bfloat16
         with pytest.raises(RuntimeError):  # PyTorch's own error for a wrong channel count
             ours(torch.randn(2, 7, 10, 10, device=cuda))
-    assert set(ours.fallbacks) == {"autograd (convtune has no backward yet)", "dtype torch.float16",
+    assert set(ours.fallbacks) == {"dtype torch.float16",
                                    "input data not 16-byte aligned",
                                    "autocast",
                                    "input shape (2, 7, 10, 10)"}, ours.fallbacks

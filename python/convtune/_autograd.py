@@ -1,0 +1,64 @@
+"""Gradients of convtune's convolution: an autograd Function whose backward
+runs the tuned backward-data and backward-filter plans of the forward
+plan's convolution (Plan.backward_data / Plan.backward_filter), made from
+the forward plan's context on first use, as the forward plan was."""
+import torch
+from torch.autograd.function import once_differentiable
+
+from . import _lib
+
+_DIRECTION = _lib.PROBLEM_FIELDS.index("direction")
+_EPILOGUE = _lib.PROBLEM_FIELDS.index("epilogue")
+
+
+def backward_plan(plan, direction):
+    """The plan of a backward pass (_lib.BACKWARD_DATA or _lib.BACKWARD_FILTER)
+    of a forward plan's convolution, from the same context."""
+    key = list(plan._problem_fields)
+    key[_DIRECTION] = direction
+    key[_EPILOGUE] = _lib.EPILOGUE_NONE  # a backward pass has none: bias and ReLU are handled here
+    return plan.context._plan_for_key(tuple(key))
+
+
+def _aligned(t, memory_format):
+    """t dense in the plan's layout with its data 16-byte aligned, copied if need be."""
+    t = t.contiguous(**memory_format)
+    return t if t.data_ptr() % _lib.POINTER_ALIGNMENT == 0 else t.clone(**memory_format)
+
+
+class _Conv2d(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, bias, plan):
+        y = plan(x, w, bias)  # grad mode is off in here, so the plan takes tensors that record
+        relu = plan._problem_fields[_EPILOGUE] == _lib.EPILOGUE_BIAS_RELU
+        ctx.plan = plan
+        ctx.has_bias = bias is not None
+        ctx.save_for_backward(x, w, y if relu else None)
+        return y
+
+    @staticmethod
+    @once_differentiable  # the backward plans' outputs carry no graph of their own
+    def backward(ctx, dy):
+        x, w, y = ctx.saved_tensors
+        plan = ctx.plan
+        if y is not None:
+            dy = dy * (y > 0)  # through the fused ReLU: y = relu(conv + b)
+        dy = _aligned(dy, plan._memory_format)
+        dx = dw = db = None
+        if ctx.needs_input_grad[0]:
+            dx = backward_plan(plan, _lib.BACKWARD_DATA).backward_data(dy, w)
+        if ctx.needs_input_grad[1]:
+            dw = backward_plan(plan, _lib.BACKWARD_FILTER).backward_filter(x, dy)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            db = dy.sum((0, 2, 3))
+        return dx, dw, db, None
+
+
+def conv2d(plan, x, w, bias):
+    """plan(x, w, bias), differentiable in x, w and bias (a forward plan)."""
+    return _Conv2d.apply(x, w, bias, plan)
+
+
+def records_gradients(*tensors):
+    """Whether autograd would record an operation on these tensors (None skipped)."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)

@@ -1,0 +1,90 @@
+"""Argument checks shared by the binding's entry points, and the problem
+key: the conv_problem's fields as a tuple, which is also the key of a
+Context's plans."""
+import operator
+
+from . import _lib
+
+
+def _int(name, value):
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError("%s must be an int, got %r" % (name, value)) from None
+
+
+def _pair(name, value):
+    """An int or a 1- or 2-sequence of ints, as PyTorch's conv2d takes them."""
+    if isinstance(value, str):
+        raise TypeError("%s must be an int or a pair of ints, got %r (string paddings such as "
+                        "'same' are not supported)" % (name, value))
+    if isinstance(value, (tuple, list)):  # torch.Size is a tuple
+        if len(value) == 1:
+            value = (value[0], value[0])
+        if len(value) != 2:
+            raise ValueError("%s must be an int or a pair of ints, got %r" % (name, tuple(value)))
+        return _int(name, value[0]), _int(name, value[1])
+    v = _int(name, value)
+    return v, v
+
+
+def _shape4(name, shape):
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise TypeError("%s must be a sequence of 4 ints, got %r" % (name, shape)) from None
+    if len(dims) != 4:
+        raise ValueError("%s must have 4 dimensions, got %r" % (name, dims))
+    return tuple(_int(name, d) for d in dims)
+
+
+def _groups(groups):
+    g = _int("groups", groups)
+    if g < 1:
+        raise ValueError("groups must be a positive integer, got %d" % g)
+    return g
+
+
+def _channels_error(groups, w_shape, x_shape):
+    return ValueError("Given groups=%d, weight of size %s, expected input%s to have %d channels, "
+                      "but got %d channels instead"
+                      % (groups, list(w_shape), list(x_shape), w_shape[1] * groups, x_shape[1]))
+
+
+def _problem_key(x_shape, w_shape, stride, padding, dilation, groups, bias, activation, math,
+                 layout="nchw", direction="fwd"):
+    """The conv_problem's field values, in _lib.PROBLEM_FIELDS order (also the plan dict key).
+
+    direction: "fwd", or a backward pass, "bwd_data" (the gradient for x) or
+    "bwd_filter" (for w), which takes no bias or activation."""
+    n, c, h, w = _shape4("x_shape", x_shape)
+    k, c_per_group, r, s = _shape4("w_shape", w_shape)
+    groups = _groups(groups)
+    # The library sees only c and groups; the filter's second extent must agree.
+    if c_per_group * groups != c:
+        raise _channels_error(groups, (k, c_per_group, r, s), (n, c, h, w))
+    stride_h, stride_w = _pair("stride", stride)
+    pad_h, pad_w = _pair("padding", padding)
+    dil_h, dil_w = _pair("dilation", dilation)
+    if not isinstance(bias, bool):
+        raise TypeError("bias must be True or False here (whether the plan adds a bias); "
+                        "the bias tensor is passed when calling the plan")
+    if activation not in (None, "relu"):
+        raise ValueError("activation must be None or 'relu', got %r" % (activation,))
+    if activation == "relu" and not bias:
+        raise ValueError("activation='relu' needs bias: convtune fuses ReLU only after a bias add "
+                         "(epilogue BIAS_RELU). Pass a bias (zeros give a plain ReLU) or apply "
+                         "torch.relu to the output")
+    if math not in _lib.MATH:
+        raise ValueError("math must be 'strict' or 'tf32', got %r" % (math,))
+    if layout not in _lib.LAYOUTS:
+        raise ValueError("layout must be 'nchw' or 'nhwc', got %r" % (layout,))
+    if direction not in _lib.DIRECTIONS:
+        raise ValueError("direction must be 'fwd', 'bwd_data' or 'bwd_filter', got %r" % (direction,))
+    if direction != "fwd" and (bias or activation is not None):
+        raise ValueError("a backward pass takes no bias or activation (the bias gradient is the "
+                         "sum of dy over N, H and W)")
+    epilogue = (_lib.EPILOGUE_BIAS_RELU if activation == "relu"
+                else _lib.EPILOGUE_BIAS if bias else _lib.EPILOGUE_NONE)
+    return (n, c, h, w, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups,
+            _lib.DTYPE_F32, _lib.LAYOUTS[layout], _lib.DIRECTIONS[direction], _lib.MATH[math], epilogue)

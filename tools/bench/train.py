@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""Training steps of torchvision models through convtune against the same models on PyTorch.
+
+For each model (random weights, train mode, no download) and math mode it
+makes the model as PyTorch runs it (cuDNN benchmark mode) and a deep copy
+converted with convtune.convert (same weights), each with its own SGD
+optimizer (momentum 0.9), and on one random batch and random labels:
+
+- losses: 20 steps (forward, cross-entropy, backward, SGD step) of each
+  from the same start, so that both libraries' losses can be compared; the
+  first convtune step tunes the backward passes' plans (and any forward plan
+  missing from --cache) and its time is reported apart;
+- timing: training steps of both, side by side with bench.py's helper
+  (CUDA events around batches of steps, alternating rounds, median).
+
+    python3 tools/bench/train.py --cache build-gpu/train-cache.db --out-md BENCHMARKS-train.md
+
+Ratios are PyTorch's step time / convtune's.  Exit status: 0 done (whatever
+the ratios), 1 losses that disagree beyond the mode's bound, 2 usage error,
+3 no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_common  # noqa: E402
+import bench_env  # noqa: E402
+import bench_render  # noqa: E402
+import bench_suite  # noqa: E402
+import bench_timing  # noqa: E402
+
+MODELS = ("resnet50", "mobilenet_v2", "convnext_tiny")
+IMAGE = 224
+CLASSES = 1000
+STEPS = 20
+LR = 0.01
+# Relative difference allowed between the two libraries' loss after STEPS
+# steps: strict fp32 differs only by summation order; TF32 rounds inputs.
+LOSS_BOUND = {"strict": 1e-3, "tf32": 2e-2}
+
+
+def parse_args(argv: list) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default=",".join(MODELS), help="comma-separated torchvision names")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--modes", default="strict,tf32")
+    p.add_argument("--cache", default=None, help="convtune cache (default: the library's)")
+    p.add_argument("--policy", default="exhaustive", choices=("exhaustive", "fast", "cache_only"))
+    p.add_argument("--out-md", default=None, help="write the markdown report here")
+    p.add_argument("--out-json", default=None)
+    return p.parse_args(argv)
+
+
+def split(text: str) -> list:
+    return [t for t in text.split(",") if t.strip()]
+
+
+def make_step(model, x, target):
+    """One training step of `model` with its own SGD optimizer; returns the loss tensor."""
+    import torch
+    import torch.nn.functional as F
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), target)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def fallbacks(model) -> dict:
+    import convtune.nn
+    counts = {}
+    for m in model.modules():
+        if isinstance(m, convtune.nn.Conv2d):
+            for why, n in m.fallbacks.items():
+                counts[why] = counts.get(why, 0) + n
+    return counts
+
+
+def run_config(name: str, batch: int, mode: str, context) -> dict:
+    import torch
+    import torchvision
+    import convtune
+    bench_suite.set_math_mode(mode)
+    torch.manual_seed(0)
+    base = torchvision.models.get_model(name, weights=None, num_classes=CLASSES).cuda().train()
+    ours = copy.deepcopy(base)
+    report = convtune.convert(ours, context=context)
+    x = torch.randn(batch, 3, IMAGE, IMAGE, device="cuda")
+    target = torch.randint(0, CLASSES, (batch,), device="cuda")
+    steps = {"pytorch": make_step(base, x, target), "convtune": make_step(ours, x, target)}
+    row = {"model": name, "mode": mode, "batch": batch, "converted": len(report.converted),
+           "left": [list(item) for item in report.left]}
+    started = time.perf_counter()
+    first = steps["convtune"]().item()
+    torch.cuda.synchronize()
+    row["first_step_s"] = time.perf_counter() - started
+    losses = {"pytorch": [steps["pytorch"]().item()], "convtune": [first]}
+    for _ in range(STEPS - 1):
+        for lib in ("pytorch", "convtune"):
+            losses[lib].append(steps[lib]().item())
+    row["losses"] = losses
+    last_pt, last_ct = losses["pytorch"][-1], losses["convtune"][-1]
+    row["loss_rel_diff"] = abs(last_ct - last_pt) / abs(last_pt)
+    row["ok"] = row["loss_rel_diff"] <= LOSS_BOUND[mode]
+    a, b = bench_timing.time_pair(steps["pytorch"], steps["convtune"])
+    row.update({"pytorch_ms": a.median_ms, "convtune_ms": b.median_ms, "ratio": a.median_ms / b.median_ms,
+                "spread": max(a.spread, b.spread), "fallbacks": fallbacks(ours)})
+    return row
+
+
+def brief(row: dict) -> str:
+    return (f"{row['model']} b{row['batch']} {row['mode']}: step {row['pytorch_ms']:.2f} vs "
+            f"{row['convtune_ms']:.2f} ms ({row['ratio']:.2f}x); loss after {STEPS} steps "
+            f"{row['losses']['pytorch'][-1]:.5f} vs {row['losses']['convtune'][-1]:.5f} "
+            f"({'ok' if row['ok'] else 'DIFFERS'}); first convtune step {row['first_step_s']:.1f} s; "
+            f"fallbacks {row['fallbacks']}")
+
+
+def render(results: dict) -> str:
+    env, run = results["environment"], results["run"]
+    lines = ["# Training steps: convtune against PyTorch", "",
+             f"Measured {run['date_utc']} on {env.get('gpu')} (driver {env.get('driver')}), "
+             f"PyTorch {env.get('torch_version')}, torchvision {run['torchvision']}, convtune "
+             f"{env.get('convtune_versions')}.", "", f"Command: `{run['command']}`", "",
+             "torchvision models with random weights in train mode, batch "
+             f"{run['batch']}, input `randn(batch, 3, {IMAGE}, {IMAGE})` and random labels. One step: "
+             "zero the gradients, forward, cross-entropy, backward, SGD (lr "
+             f"{LR}, momentum 0.9). PyTorch: the model as built, `cudnn.benchmark = True`. convtune: a "
+             "deep copy after `convtune.convert(model)`, whose convolutions run convtune's tuned "
+             "forward, backward-data and backward-filter plans. Step times: CUDA events around "
+             "batches of steps, alternating rounds, median. Losses: "
+             f"{STEPS} steps of each from the same weights on the same batch; ok when the last "
+             f"differs by at most {LOSS_BOUND['strict']:g} (strict) / {LOSS_BOUND['tf32']:g} (TF32), "
+             "relative. The first convtune step tunes what the cache lacks (its time is not in the "
+             "step times).", ""]
+    rows = [[r["model"], r["mode"], f"{r['pytorch_ms']:.2f}", f"{r['convtune_ms']:.2f}",
+             f"{r['ratio']:.2f}x", f"{r['losses']['pytorch'][-1]:.5f}", f"{r['losses']['convtune'][-1]:.5f}",
+             "ok" if r["ok"] else "DIFFERS", f"{r['first_step_s']:.1f}",
+             ", ".join(f"{k}: {v}" for k, v in r["fallbacks"].items()) or "none"]
+            for r in results["rows"]]
+    lines += bench_render.md_table(["model", "mode", "PyTorch ms/step", "convtune ms/step",
+                                    "ratio", f"PyTorch loss @{STEPS}", f"convtune loss @{STEPS}",
+                                    "losses", "first convtune step s", "fallbacks"], rows)
+    return "\n".join(lines) + "\n"
+
+
+def save(results: dict, args: argparse.Namespace) -> None:
+    if args.out_json:
+        Path(args.out_json).write_text(json.dumps(bench_render.json_safe(results), indent=1) + "\n")
+    if args.out_md:
+        Path(args.out_md).write_text(render(results), encoding="utf-8")
+
+
+def main(argv: list | None = None) -> int:
+    argv = list(sys.argv if argv is None else argv)
+    args = parse_args(argv[1:])
+    started = time.perf_counter()
+    try:
+        torch, convtune = bench_env.import_libraries()
+    except bench_common.UsageError as e:
+        print(f"train.py: {e}", file=sys.stderr)
+        return 2
+    except bench_common.NoGpuError as e:
+        print(f"train.py: {e}", file=sys.stderr)
+        return 3
+    import torchvision
+    import convtune.nn  # noqa: F401
+    torch.backends.cudnn.benchmark = True
+    device = torch.cuda.current_device()
+    context = convtune.Context(device=device, cache=args.cache, policy=args.policy)
+    rows = []
+    results = {"run": {"command": bench_env.command_line(argv, os.environ), "cache": args.cache,
+                       "policy": args.policy, "batch": args.batch, "torchvision": torchvision.__version__,
+                       "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                       "elapsed_s": 0.0},
+               "environment": bench_env.gather_environment(convtune, device), "rows": rows}
+    for name in split(args.models):
+        for mode in split(args.modes):
+            row = run_config(name, args.batch, mode, context)
+            torch.cuda.empty_cache()
+            bench_common.log(brief(row))
+            rows.append(row)
+            results["run"]["elapsed_s"] = time.perf_counter() - started
+            save(results, args)  # after every row: a run cut short keeps what it measured
+    context.close()
+    print(render(results))
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
