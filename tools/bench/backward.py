@@ -53,6 +53,8 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--policy", default="exhaustive", choices=("exhaustive", "fast", "cache_only"))
     p.add_argument("--out-md", default=None)
     p.add_argument("--out-json", default=None)
+    p.add_argument("--render", metavar="JSON", default=None,
+                   help="only render --out-md from an earlier run's --out-json (no torch, no GPU)")
     return p.parse_args(argv)
 
 
@@ -154,6 +156,11 @@ def save(results: dict, args: argparse.Namespace) -> None:
 def main(argv: list | None = None) -> int:
     argv = list(sys.argv if argv is None else argv)
     args = parse_args(argv[1:])
+    if args.render:
+        results = json.loads(Path(args.render).read_text(encoding="utf-8"))
+        if args.out_md:
+            Path(args.out_md).write_text(render(results), encoding="utf-8")
+        return 0
     try:
         shapes, _ = bench_suite.load_suite(args.suite)
         if args.shapes:

@@ -11,7 +11,11 @@ optimizer (momentum 0.9), and on one random batch and random labels:
   first convtune step tunes the backward passes' plans (and any forward plan
   missing from --cache) and its time is reported apart;
 - timing: training steps of both, side by side with bench.py's helper
-  (CUDA events around batches of steps, alternating rounds, median).
+  (CUDA events around batches of steps, alternating rounds, median);
+- gradients: one forward and backward of each from the starting weights
+  (fresh copies), every conv weight's gradient against the same model's in
+  float64: PyTorch's error and convtune's, so that losses that drift apart
+  can be told from gradients that are wrong.
 
     python3 tools/bench/train.py --cache build-gpu/train-cache.db --out-md BENCHMARKS-train.md
 
@@ -57,6 +61,10 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--policy", default="exhaustive", choices=("exhaustive", "fast", "cache_only"))
     p.add_argument("--out-md", default=None, help="write the markdown report here")
     p.add_argument("--out-json", default=None)
+    p.add_argument("--notes", metavar="FILE", default=None,
+                   help="remarks written by hand about the run, put into --out-md")
+    p.add_argument("--render", metavar="JSON", default=None,
+                   help="only render --out-md from an earlier run's --out-json (no torch, no GPU)")
     return p.parse_args(argv)
 
 
@@ -77,6 +85,28 @@ def make_step(model, x, target):
         opt.step()
         return loss
     return step
+
+
+def rel_l2(a, ref) -> float:
+    return ((a.double() - ref).norm() / ref.norm()).item()
+
+
+def gradient_errors(base, ours, x, target) -> dict:
+    """Each library's relative L2 error, per conv weight, of the gradients of
+    one forward and backward against the float64 model's (BatchNorm in
+    train mode uses the same batch statistics in all three)."""
+    import torch.nn.functional as F
+    ref = copy.deepcopy(base).double()
+    for model, inp in ((base, x), (ours, x), (ref, x.double())):
+        model.zero_grad(set_to_none=True)
+        F.cross_entropy(model(inp), target).backward()
+    layers = [{"weight": name, "pytorch": rel_l2(pb.grad, pr.grad), "convtune": rel_l2(po.grad, pr.grad)}
+              for (name, pb), po, pr in zip(base.named_parameters(), ours.parameters(), ref.parameters())
+              if pr.dim() == 4 and pr.grad is not None]
+    del ref
+    worst = max(layers, key=lambda l: l["convtune"])
+    return {"max_pytorch": max(l["pytorch"] for l in layers), "max_convtune": worst["convtune"],
+            "worst_weight": worst["weight"], "layers": layers}
 
 
 def fallbacks(model) -> dict:
@@ -100,6 +130,7 @@ def run_config(name: str, batch: int, mode: str, context) -> dict:
     report = convtune.convert(ours, context=context)
     x = torch.randn(batch, 3, IMAGE, IMAGE, device="cuda")
     target = torch.randint(0, CLASSES, (batch,), device="cuda")
+    starts = copy.deepcopy(base), copy.deepcopy(ours)  # the starting weights, for the gradient check
     steps = {"pytorch": make_step(base, x, target), "convtune": make_step(ours, x, target)}
     row = {"model": name, "mode": mode, "batch": batch, "converted": len(report.converted),
            "left": [list(item) for item in report.left]}
@@ -118,6 +149,8 @@ def run_config(name: str, batch: int, mode: str, context) -> dict:
     a, b = bench_timing.time_pair(steps["pytorch"], steps["convtune"])
     row.update({"pytorch_ms": a.median_ms, "convtune_ms": b.median_ms, "ratio": a.median_ms / b.median_ms,
                 "spread": max(a.spread, b.spread), "fallbacks": fallbacks(ours)})
+    del steps, base, ours
+    row["gradients"] = gradient_errors(*starts, x, target)
     return row
 
 
@@ -126,7 +159,14 @@ def brief(row: dict) -> str:
             f"{row['convtune_ms']:.2f} ms ({row['ratio']:.2f}x); loss after {STEPS} steps "
             f"{row['losses']['pytorch'][-1]:.5f} vs {row['losses']['convtune'][-1]:.5f} "
             f"({'ok' if row['ok'] else 'DIFFERS'}); first convtune step {row['first_step_s']:.1f} s; "
-            f"fallbacks {row['fallbacks']}")
+            f"fallbacks {row['fallbacks']}; worst conv-weight gradient error against float64: "
+            f"PyTorch {row['gradients']['max_pytorch']:.1e}, convtune {row['gradients']['max_convtune']:.1e} "
+            f"({row['gradients']['worst_weight']})")
+
+
+def gradient_cell(row: dict) -> str:
+    g = row.get("gradients")
+    return "not measured" if g is None else f"{g['max_pytorch']:.1e} / {g['max_convtune']:.1e}"
 
 
 def render(results: dict) -> str:
@@ -145,15 +185,19 @@ def render(results: dict) -> str:
              f"{STEPS} steps of each from the same weights on the same batch; ok when the last "
              f"differs by at most {LOSS_BOUND['strict']:g} (strict) / {LOSS_BOUND['tf32']:g} (TF32), "
              "relative. The first convtune step tunes what the cache lacks (its time is not in the "
-             "step times).", ""]
+             "step times). Gradient error: the largest relative L2 error, over the conv weights, of "
+             "one backward's gradients against the model's in float64, from the starting weights "
+             "(PyTorch / convtune).", ""]
     rows = [[r["model"], r["mode"], f"{r['pytorch_ms']:.2f}", f"{r['convtune_ms']:.2f}",
              f"{r['ratio']:.2f}x", f"{r['losses']['pytorch'][-1]:.5f}", f"{r['losses']['convtune'][-1]:.5f}",
-             "ok" if r["ok"] else "DIFFERS", f"{r['first_step_s']:.1f}",
+             "ok" if r["ok"] else "DIFFERS", gradient_cell(r), f"{r['first_step_s']:.1f}",
              ", ".join(f"{k}: {v}" for k, v in r["fallbacks"].items()) or "none"]
             for r in results["rows"]]
     lines += bench_render.md_table(["model", "mode", "PyTorch ms/step", "convtune ms/step",
                                     "ratio", f"PyTorch loss @{STEPS}", f"convtune loss @{STEPS}",
-                                    "losses", "first convtune step s", "fallbacks"], rows)
+                                    "losses", "gradient error", "first convtune step s", "fallbacks"], rows)
+    if results.get("notes_md"):
+        lines += ["", "## Notes", "", results["notes_md"].strip()]
     return "\n".join(lines) + "\n"
 
 
@@ -167,6 +211,13 @@ def save(results: dict, args: argparse.Namespace) -> None:
 def main(argv: list | None = None) -> int:
     argv = list(sys.argv if argv is None else argv)
     args = parse_args(argv[1:])
+    notes = {"notes_md": Path(args.notes).read_text(encoding="utf-8")} if args.notes else {}
+    if args.render:
+        results = json.loads(Path(args.render).read_text(encoding="utf-8"))
+        results.update(notes)
+        if args.out_md:
+            Path(args.out_md).write_text(render(results), encoding="utf-8")
+        return 0
     started = time.perf_counter()
     try:
         torch, convtune = bench_env.import_libraries()
@@ -186,7 +237,7 @@ def main(argv: list | None = None) -> int:
                        "policy": args.policy, "batch": args.batch, "torchvision": torchvision.__version__,
                        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                        "elapsed_s": 0.0},
-               "environment": bench_env.gather_environment(convtune, device), "rows": rows}
+               "environment": bench_env.gather_environment(convtune, device), "rows": rows, **notes}
     for name in split(args.models):
         for mode in split(args.modes):
             row = run_config(name, args.batch, mode, context)
