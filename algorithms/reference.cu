@@ -1,8 +1,8 @@
 /*
  * reference.cu -- the direct convolution every candidate is validated
  * against, in each direction.  It is written to be checked by reading, not
- * to be fast: one thread per output element, the textbook loops, double
- * accumulation.
+ * to be fast: one thread per output element (a warp for the filter
+ * gradient's long sums), the textbook loops, double accumulation.
  */
 #include "algorithms/kernels.h"
 #include "runtime/internal.h"
