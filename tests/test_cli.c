@@ -1038,6 +1038,60 @@ static int test_read_only_cache(void) {
   return rc;
 }
 
+/* A backward pass is its own problem in the cache: show finds its trials
+ * through --direction, dir= in a spec or "dir" in a suite row, and the
+ * forward problem's stay apart. */
+static int test_show_by_direction(void) {
+  isolate_default_cache();
+  char db[1024], key[CONV_PROBLEM_KEY_MAX], bwd_key[CONV_PROBLEM_KEY_MAX];
+  tmp_path(db, sizeof db, "direction.db");
+  int rc = fill_cache(db, key, sizeof key);
+  if (rc != TEST_PASS) return rc;
+  conv_problem p;
+  CHECK_STATUS(CONV_OK, conv_problem_parse(SPEC " dir=bwd_filter", &p, NULL, 0));
+  CHECK_STATUS(CONV_OK, conv_problem_key(&p, bwd_key, sizeof bwd_key));
+  CHECK(strncmp(bwd_key, "bwd_filter ", 11) == 0 && strcmp(bwd_key + 11, key + 4) == 0);
+  conv_cache *cache = NULL;
+  conv_error err = {CONV_OK, ""};
+  CHECK_MSG(conv_cache_open(db, false, &cache, &err) == CONV_OK, "%s", err.message);
+  conv_cache_key k = {bwd_key, DEVICE_A, VERSIONS};
+  conv_trial t = make_trial(40, "engine=40 knobs=3", CONV_OK, 1.5, 3e-6);
+  conv_status st = conv_cache_begin_tuning(cache, &k, &err);
+  if (st == CONV_OK) st = conv_cache_add_trial(cache, &k, &t, &err);
+  if (st == CONV_OK) st = conv_cache_set_winner(cache, &k, t.algorithm_id, &t.config, &err);
+  conv_cache_close(cache);
+  CHECK_MSG(st == CONV_OK, "%s", err.message);
+
+  char suite_file[1024];
+  tmp_path(suite_file, sizeof suite_file, "direction-suite.json");
+  CHECK(write_file(suite_file, "[{\"name\": \"tiny_dw\", \"N\": 2, \"C\": 8, \"H\": 12, \"W\": 12,"
+                               " \"K\": 16, \"R\": 3, \"S\": 3, \"pad\": 1, \"dir\": \"bwd_filter\"}]"));
+  const char *const backward[][8] = {
+      {"show", SPEC, "--direction", "bwd_filter", "--cache", db, NULL},
+      {"show", SPEC " dir=bwd_filter", "--cache", db, NULL},
+      {"show", "tiny_dw", "--suite", suite_file, "--cache", db, NULL},
+  };
+  for (size_t i = 0; i < sizeof backward / sizeof backward[0]; i++) {
+    cli_result r;
+    CHECK(run_cli(backward[i], &r));
+    CHECK_MSG(r.exit_status == 0, "case %zu: exit %lld\n%s", i, (long long)r.exit_status, r.err.data);
+    CHECK_MSG(contains(r.out.data, bwd_key) && contains(r.out.data, "engine=40 knobs=3"),
+              "case %zu:\n%s", i, r.out.data);
+    CHECK(!contains(r.out.data, "engine=12 knobs=3"));
+    cli_result_free(&r);
+  }
+  cli_result r;
+  RUN_EXPECT(r, 0, "show", SPEC, "--cache", db);
+  CHECK(contains(r.out.data, "engine=12 knobs=3") && !contains(r.out.data, "engine=40 knobs=3"));
+  cli_result_free(&r);
+  RUN_EXPECT(r, 0, "list", "--cache", db);
+  CHECK(contains(r.out.data, bwd_key) && contains(r.out.data, key));
+  cli_result_free(&r);
+  remove(suite_file);
+  remove_db(db);
+  return TEST_PASS;
+}
+
 /* A suite row that is not a valid problem is a usage error (exit 2) for
  * tune and show alike, before any cache or GPU is touched, and the message
  * names the row and the field. */
@@ -1081,6 +1135,7 @@ static const test_case tests[] = {
     {"hostile_cache_strings", test_hostile_cache_strings},
     {"special_files", test_special_files},
     {"read_only_cache", test_read_only_cache},
+    {"show_by_direction", test_show_by_direction},
 };
 
 TEST_MAIN(tests)
