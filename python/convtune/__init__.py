@@ -363,9 +363,11 @@ class Plan:
     source ("memory", "cache" or "tuned") and replay ("graph": each call is one
     CUDA graph launch; "direct", with replay_note; "pending" before a call), call
     ("extension": calls run through the compiled module, holding the GIL;
-    "ctypes (why)" otherwise); .output_shape: (N, K, P, Q);
-    .key: the problem's cache key.  Call it as plan(x, w, bias=None, out=None).
-    A plan owns one workspace: calls from different streams are ordered one
+    "ctypes (why)" otherwise); .output_shape: what the plan's pass writes, the
+    output (N, K, P, Q) of a forward plan, dx or dw of a backward one;
+    .key: the problem's cache key.  Call a forward plan as plan(x, w, bias=None,
+    out=None); a backward one as plan.backward_data(dy, w) or
+    plan.backward_filter(x, dy).  A plan owns one workspace: calls from different streams are ordered one
     after the other (the later stream waits for the earlier one).
     """
 
