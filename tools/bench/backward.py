@@ -107,10 +107,6 @@ def run_row(shape, direction: str, mode: str, context) -> dict:
     return row
 
 
-def geomean(values: list) -> float | None:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
-
-
 def render(results: dict) -> str:
     env, run = results["environment"], results["run"]
     lines = ["# Backward passes: convtune against PyTorch", "",
@@ -136,8 +132,8 @@ def render(results: dict) -> str:
                   bench_render.fmt_ms(r.get("pytorch_graph_ms")), bench_render.fmt_ms(r.get("convtune_graph_ms")),
                   bench_render.fmt_ratio(r.get("graph_ratio")), r["algorithm"], f"{r['rel_l2']:.1e}"]
                  for r in rows])
-            eager = geomean([r["ratio"] for r in rows if "ratio" in r])
-            graph = geomean([r["graph_ratio"] for r in rows if "graph_ratio" in r])
+            eager = bench_suite.geomean([r["ratio"] for r in rows if "ratio" in r])
+            graph = bench_suite.geomean([r["graph_ratio"] for r in rows if "graph_ratio" in r])
             worst = min((r for r in rows if "ratio" in r), key=lambda r: r["ratio"], default=None)
             lines += ["", f"Geomean ratio: eager **{eager:.2f}x**, graph **{graph:.2f}x**"
                       if eager and graph else "Geomean ratio: none", ""]
@@ -166,13 +162,10 @@ def main(argv: list | None = None) -> int:
         if args.shapes:
             wanted = set(split(args.shapes))
             shapes = [s for s in shapes if s.name in wanted]
-        torch, convtune = bench_env.import_libraries()
     except bench_common.UsageError as e:
         print(f"backward.py: {e}", file=sys.stderr)
         return 2
-    except bench_common.NoGpuError as e:
-        print(f"backward.py: {e}", file=sys.stderr)
-        return 3
+    torch, convtune = bench_env.import_or_exit("backward.py")
     torch.backends.cudnn.benchmark = True
     started = time.perf_counter()
     device = torch.cuda.current_device()

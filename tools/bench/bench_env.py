@@ -150,6 +150,19 @@ def import_libraries() -> tuple:
     return torch, convtune
 
 
+def import_or_exit(tool: str) -> tuple:
+    """import_libraries() for a tool's main: on failure it says why on stderr
+    as `tool` and exits with status 2 (usage) or 3 (no CUDA GPU)."""
+    try:
+        return import_libraries()
+    except UsageError as e:
+        print(f"{tool}: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except NoGpuError as e:
+        print(f"{tool}: {e}", file=sys.stderr)
+        raise SystemExit(3) from None
+
+
 def warn_versions(env: dict) -> None:
     log(f"cuDNN: PyTorch {env['torch_cudnn']}; convtune {env['convtune_versions']}")
     if env["cudnn_mismatch"]:

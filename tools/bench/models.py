@@ -514,14 +514,7 @@ def main(argv: list | None = None) -> int:
             write_markdown(args.out_md, render(results))
         return 0
     started = time.perf_counter()
-    try:
-        torch, convtune = bench_env.import_libraries()
-    except bench_common.UsageError as e:
-        print(f"models.py: {e}", file=sys.stderr)
-        return 2
-    except bench_common.NoGpuError as e:
-        print(f"models.py: {e}", file=sys.stderr)
-        return 3
+    torch, convtune = bench_env.import_or_exit("models.py")
     import torchvision
     import convtune.nn  # noqa: F401
     torch.backends.cudnn.benchmark = True

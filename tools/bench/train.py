@@ -41,6 +41,7 @@ import bench_env  # noqa: E402
 import bench_render  # noqa: E402
 import bench_suite  # noqa: E402
 import bench_timing  # noqa: E402
+from models import fallbacks  # noqa: E402  (a converted model's fallback counts)
 
 MODELS = ("resnet50", "mobilenet_v2", "convnext_tiny")
 IMAGE = 224
@@ -87,10 +88,6 @@ def make_step(model, x, target):
     return step
 
 
-def rel_l2(a, ref) -> float:
-    return ((a.double() - ref).norm() / ref.norm()).item()
-
-
 def gradient_errors(base, ours, x, target) -> dict:
     """Each library's relative L2 error, per conv weight, of the gradients of
     one forward and backward against the float64 model's (BatchNorm in
@@ -100,23 +97,14 @@ def gradient_errors(base, ours, x, target) -> dict:
     for model, inp in ((base, x), (ours, x), (ref, x.double())):
         model.zero_grad(set_to_none=True)
         F.cross_entropy(model(inp), target).backward()
-    layers = [{"weight": name, "pytorch": rel_l2(pb.grad, pr.grad), "convtune": rel_l2(po.grad, pr.grad)}
+    layers = [{"weight": name, "pytorch": bench_timing.rel_l2(pb.grad, pr.grad),
+               "convtune": bench_timing.rel_l2(po.grad, pr.grad)}
               for (name, pb), po, pr in zip(base.named_parameters(), ours.parameters(), ref.parameters())
               if pr.dim() == 4 and pr.grad is not None]
     del ref
     worst = max(layers, key=lambda l: l["convtune"])
     return {"max_pytorch": max(l["pytorch"] for l in layers), "max_convtune": worst["convtune"],
             "worst_weight": worst["weight"], "layers": layers}
-
-
-def fallbacks(model) -> dict:
-    import convtune.nn
-    counts = {}
-    for m in model.modules():
-        if isinstance(m, convtune.nn.Conv2d):
-            for why, n in m.fallbacks.items():
-                counts[why] = counts.get(why, 0) + n
-    return counts
 
 
 def run_config(name: str, batch: int, mode: str, context) -> dict:
@@ -219,14 +207,7 @@ def main(argv: list | None = None) -> int:
             Path(args.out_md).write_text(render(results), encoding="utf-8")
         return 0
     started = time.perf_counter()
-    try:
-        torch, convtune = bench_env.import_libraries()
-    except bench_common.UsageError as e:
-        print(f"train.py: {e}", file=sys.stderr)
-        return 2
-    except bench_common.NoGpuError as e:
-        print(f"train.py: {e}", file=sys.stderr)
-        return 3
+    torch, convtune = bench_env.import_or_exit("train.py")
     import torchvision
     import convtune.nn  # noqa: F401
     torch.backends.cudnn.benchmark = True
