@@ -197,9 +197,6 @@ class Conv2d(torch.nn.Conv2d):
             return x.contiguous(memory_format=torch.channels_last), "nhwc"
         return x.contiguous(), "nchw"
 
-    def _records_gradients(self, x):
-        return x.requires_grad or self.weight.requires_grad or (self.bias is not None and self.bias.requires_grad)
-
     def _padded_input(self, x):
         """(input as the convolution reads it, the symmetric padding left,
         whether the input was padded here), as nn.Conv2d pads: F.pad for
@@ -272,7 +269,7 @@ class Conv2d(torch.nn.Conv2d):
         # (decided on the traced tensors' metadata).
         if (x.device.type != "cuda" or x.dtype != torch.float32 or self.weight.dtype != torch.float32
                 or x.dim() not in (3, 4) or x.numel() == 0 or _autocast_on()
-                or (torch.is_grad_enabled() and self._records_gradients(x))):
+                or _autograd.records_gradients(x, self.weight, self.bias)):
             return super().forward(x)
         unbatched = x.dim() == 3
         if unbatched:
