@@ -37,3 +37,13 @@ def cuda():
     import torch
     torch.manual_seed(int(os.environ["CONVTUNE_TEST_SEED"]))
     return torch.device("cuda", torch.cuda.current_device())
+
+
+@pytest.fixture
+def strict_math():
+    """PyTorch's cuDNN in IEEE fp32 (converted layers follow the flag)."""
+    import torch
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32 = old

@@ -26,14 +26,6 @@ STRICT_BOUND = 1e-5
 RELU_BOUND = 1e-4
 
 
-@pytest.fixture
-def strict_math():
-    old = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = False
-    yield
-    torch.backends.cudnn.allow_tf32 = old
-
-
 def rel_l2(y, ref):
     return ((y.double() - ref.double()).norm() / ref.double().norm()).item()
 

@@ -24,15 +24,6 @@ STRICT_BOUND = 1e-5
 TF32_BOUND = 5e-3
 
 
-@pytest.fixture
-def strict_math():
-    """PyTorch's cuDNN in IEEE fp32 (converted layers follow the flag)."""
-    old = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = False
-    yield
-    torch.backends.cudnn.allow_tf32 = old
-
-
 def rel_l2(y, ref):
     return ((y.double() - ref.double()).norm() / ref.double().norm()).item()
 
