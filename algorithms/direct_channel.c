@@ -2,7 +2,10 @@
  * direct_channel.c -- the `direct_channel` candidate: our own direct
  * convolution for few channels per group (depthwise, 1->1, 16->1, 3->16,
  * small grouped convs), where cuDNN's GEMM-shaped engines leave most of the
- * GPU idle.  The kernels are in direct_channel.cu.
+ * GPU idle.  The kernels are in direct_channel.cu.  A stride-1
+ * backward-data pass is the transposed convolution, a forward one with the
+ * filter read mirrored (conv_direct_backward_data_view), so the same
+ * kernels and configs run it.
  *
  * Config values: {layout, px, py, kb, tx, ty} (conv_direct_tiling).
  */
@@ -19,13 +22,39 @@
 #define DC_MAX_CHANNELS_IN 32
 #define DC_MAX_CHANNELS_OUT 128
 
-static bool dc_problem_supported(const conv_problem *pb) {
-  return conv_problem_nchw(pb) && pb->c / pb->groups <= DC_MAX_CHANNELS_IN &&
-         pb->k / pb->groups <= DC_MAX_CHANNELS_OUT;
+bool conv_direct_backward_data_view(const conv_problem *pb, conv_problem *forward) {
+  if (!conv_problem_supported(pb) || pb->direction != CONV_BACKWARD_DATA ||
+      pb->layout != CONV_LAYOUT_NCHW || pb->stride_h != 1 || pb->stride_w != 1)
+    return false;
+  const int64_t pad_h = pb->dil_h * (pb->r - 1) - pb->pad_h;
+  const int64_t pad_w = pb->dil_w * (pb->s - 1) - pb->pad_w;
+  conv_shape shape;
+  if (pad_h < 0 || pad_w < 0 || conv_problem_shape(pb, &shape) != CONV_OK) return false;
+  conv_problem f = *pb;
+  f.direction = CONV_FORWARD;
+  f.c = pb->k, f.h = shape.p, f.w = shape.q;
+  f.k = pb->c;
+  f.pad_h = pad_h, f.pad_w = pad_w;
+  f.epilogue = CONV_EPILOGUE_NONE;
+  *forward = f;
+  return true;
+}
+
+/* The forward convolution the kernels run for `pb`: the problem itself, or
+ * a stride-1 backward-data pass's transposed view.  False for any other
+ * problem, or where the channels per group are past the kernels' limits. */
+static bool dc_forward_view(const conv_problem *pb, conv_problem *view) {
+  if (conv_problem_nchw(pb))
+    *view = *pb;
+  else if (!conv_direct_backward_data_view(pb, view))
+    return false;
+  return view->c / view->groups <= DC_MAX_CHANNELS_IN &&
+         view->k / view->groups <= DC_MAX_CHANNELS_OUT;
 }
 
 static bool dc_applicable(const conv_problem *problem, const conv_env *env) {
-  return problem != NULL && env != NULL && dc_problem_supported(problem);
+  conv_problem view;
+  return problem != NULL && env != NULL && dc_forward_view(problem, &view);
 }
 
 static void dc_tiling_from_config(const conv_config *config, conv_direct_tiling *t) {
@@ -101,7 +130,9 @@ static conv_status dc_configs(const conv_problem *problem, conv_env *env, conv_c
   if (problem == NULL || out == NULL || count == NULL || max < 0)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "direct_channel: bad configs() arguments");
   *count = 0;
-  if (!dc_applicable(problem, env)) return CONV_OK;
+  conv_problem view;
+  if (env == NULL || !dc_forward_view(problem, &view)) return CONV_OK;
+  problem = &view;
   const int thread_counts[] = {256, 128};
   int n = 0;
   /* Tile shapes ranked (row width option, then thread count), and every
@@ -142,10 +173,12 @@ static conv_status dc_prepare(const conv_problem *problem, conv_env *env,
                               const conv_config *config, conv_prepared *out, conv_error *err) {
   if (problem == NULL || env == NULL || config == NULL || out == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "direct_channel: NULL argument");
-  if (!dc_problem_supported(problem))
+  conv_problem view;
+  if (!dc_forward_view(problem, &view))
     return conv_error_set(err, CONV_UNSUPPORTED,
-                          "direct_channel: only fp32 NCHW forward with at most %d input and %d "
-                          "output channels per group",
+                          "direct_channel: only fp32 NCHW forward, or stride-1 backward-data "
+                          "within the filter's padding, with at most %d input and %d output "
+                          "channels per group (of the transposed convolution for backward-data)",
                           DC_MAX_CHANNELS_IN, DC_MAX_CHANNELS_OUT);
   /* Then conv_direct_plan checks every value against the problem. */
   conv_status st = conv_config_check(config, "direct_channel", 6, 0, 1024, err);
@@ -155,10 +188,11 @@ static conv_status dc_prepare(const conv_problem *problem, conv_env *env,
   conv_direct_launch *launch = malloc(sizeof *launch);
   if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "direct_channel: malloc");
   char why[160];
-  if (!conv_direct_plan(problem, &tiling, launch, why, sizeof why)) {
+  if (!conv_direct_plan(&view, &tiling, launch, why, sizeof why)) {
     free(launch);
     return conv_error_set(err, CONV_UNSUPPORTED, "direct_channel: %s", why);
   }
+  launch->transposed_filter = problem->direction == CONV_BACKWARD_DATA;
   st = conv_check_cuda(err, conv_direct_configure(launch), "direct_channel: shared-memory limit");
   if (st != CONV_OK) {
     free(launch);
@@ -171,10 +205,13 @@ static conv_status dc_prepare(const conv_problem *problem, conv_env *env,
 }
 
 static conv_status dc_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
-  return conv_check_cuda(err,
-                         conv_direct_forward((const conv_direct_launch *)ex->state, ex->x, ex->w,
-                                             ex->bias, ex->y, stream),
-                         "direct_channel: kernel launch");
+  const conv_direct_launch *launch = ex->state;
+  /* Backward-data: the transposed convolution reads dy (exec's y) and
+   * writes dx (exec's x). */
+  const cudaError_t e = launch->transposed_filter
+                            ? conv_direct_forward(launch, ex->y, ex->w, NULL, (float *)ex->x, stream)
+                            : conv_direct_forward(launch, ex->x, ex->w, ex->bias, ex->y, stream);
+  return conv_check_cuda(err, e, "direct_channel: kernel launch");
 }
 
 static void dc_describe(const conv_config *config, char *text, size_t size) {
@@ -195,8 +232,8 @@ static void dc_describe(const conv_config *config, char *text, size_t size) {
 const conv_algorithm conv_algorithm_direct_channel = {
     .id = CONV_ALGO_DIRECT_CHANNEL,
     /* 2: the window layout; 3: its float4 window loads; 4: up to 128
-     * output channels per group. */
-    .version = 4,
+     * output channels per group; 5: stride-1 backward-data. */
+    .version = 5,
     .name = "direct_channel",
     .applicable = dc_applicable,
     .configs = dc_configs,

@@ -45,8 +45,9 @@ __device__ inline void stage_filters(const conv_direct_launch &L, int kb, const 
   const int total = rows * L.s_pitch;
   for (int i = threadIdx.x; i < total; i += blockDim.x) {
     const int row = i / L.s_pitch, s = i - row * L.s_pitch;
-    /* Rows of consecutive output channels k0, k0+1, ... are consecutive in w. */
-    dst[i] = s < L.s ? w[((int64_t)k0 * L.cg * L.r + row) * L.s + s] : 0.0f;
+    const int kc = row / L.r, r = row - kc * L.r; /* row = (kk * cg + c) * L.r + r */
+    const int kk = kc / L.cg, c = kc - kk * L.cg;
+    dst[i] = s < L.s ? w[conv_direct_weight_offset(L, k0 + kk, c, r * L.s + s)] : 0.0f;
   }
 }
 

@@ -84,13 +84,43 @@ typedef struct conv_direct_launch {
   int row_spacing, col_spacing; /* between a thread's outputs            */
   conv_divisor by_kchunks, by_groups, by_row_spacing, by_col_spacing;
   bool vector_stores;  /* a thread's px columns are one aligned vector   */
+  /* A backward-data pass run as a forward convolution (see
+   * conv_direct_backward_data_view): w is the pass's filter, read flipped
+   * and with input and output channels swapped. */
+  bool transposed_filter;
   unsigned grid[3];
   size_t smem_bytes;
 } conv_direct_launch;
 
+#ifdef __CUDACC__
+/* Offset in w of the launch's filter tap `tap` (r * s + s') of output
+ * channel k and input channel c (within its group), as the forward kernels
+ * see the filter.  With transposed_filter, the launch's k is the pass's
+ * input channel (group g = k / kg, index k - g*kg) and c its output channel
+ * within group g, and the tap is mirrored in both axes: the transposed
+ * convolution's filter, read in place rather than copied. */
+__device__ __forceinline__ int64_t conv_direct_weight_offset(const conv_direct_launch &L, int k,
+                                                             int c, int tap) {
+  const int taps = L.r * L.s;
+  if (!L.transposed_filter) return ((int64_t)k * L.cg + c) * taps + tap;
+  const int g = k / L.kg;
+  return (((int64_t)g * L.cg + c) * L.kg + (k - g * L.kg)) * taps + (taps - 1 - tap);
+}
+#endif
+
 /* Largest shared memory one block may use (the opt-in limit is larger;
  * staying here leaves room for two blocks per SM on sm_80+). */
 #define CONV_DIRECT_SMEM_MAX ((size_t)96 << 10)
+
+/* A stride-1 NCHW backward-data problem as the forward convolution that
+ * computes its dx: dy convolved with the filters mirrored in both axes,
+ * input and output channels swapped within each group, and padding
+ * dil*(r-1) - pad, which makes the output dx's size (the transposed
+ * convolution).  Run with transposed_filter set, the forward kernels read
+ * the pass's own filter that way.  False when `problem` is no such pass
+ * (another direction or layout, a stride above 1, or padding past the
+ * dilated filter's reach, which would need cropping). */
+bool conv_direct_backward_data_view(const conv_problem *problem, conv_problem *forward /* OUT */);
 
 /* Checks `tiling` against a valid fp32 NCHW forward `problem` and fills
  * *launch.  Returns false, with the reason in `why`, when the tiling cannot

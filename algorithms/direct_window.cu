@@ -72,12 +72,12 @@ __device__ __forceinline__ int first_output(int t, const conv_divisor &spacing) 
 template <int TAPS, int KB>
 __device__ __forceinline__ void stage_filters(const conv_direct_launch &L, const float *w, int k0,
                                               float *dst) {
-  const int per_k = L.cg * TAPS;
-  const int total = per_k * KB;
+  const int total = L.cg * TAPS * KB;
   const int threads = blockDim.x * blockDim.y;
   for (int i = threadIdx.y * blockDim.x + threadIdx.x; i < total; i += threads) {
     const int kk = i % KB, ctap = i / KB;
-    dst[i] = __ldg(w + (int64_t)(k0 + kk) * per_k + ctap);
+    const int c = ctap / TAPS, tap = ctap - c * TAPS;
+    dst[i] = __ldg(w + conv_direct_weight_offset(L, k0 + kk, c, tap));
   }
 }
 

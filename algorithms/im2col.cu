@@ -58,7 +58,7 @@ static im2col_params im2col_params_make(const conv_problem *pb, int64_t n0, int6
   prm.cg = pb->c / pb->groups;
   prm.r = pb->r;
   prm.s = pb->s;
-  conv_shape shape = {0, 0, 0, 0, 0, 0, 0}; /* stays empty (no work) for an invalid problem */
+  conv_shape shape = {}; /* stays empty (no work) for an invalid problem */
   conv_problem_shape(pb, &shape);
   prm.p = shape.p;
   prm.q = shape.q;

@@ -84,7 +84,7 @@ static reference_params reference_params_make(const conv_problem *pb) {
   prm.k = pb->k;
   prm.r = pb->r;
   prm.s = pb->s;
-  conv_shape shape = {0, 0, 0, 0, 0, 0, 0}; /* stays empty (no work) for an invalid problem */
+  conv_shape shape = {}; /* stays empty (no work) for an invalid problem */
   conv_problem_shape(pb, &shape);
   prm.p = shape.p;
   prm.q = shape.q;

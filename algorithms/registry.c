@@ -13,6 +13,7 @@ static const conv_algorithm *const registry[] = {
     &conv_algorithm_patch,
     &conv_algorithm_channel_split,
     &conv_algorithm_depthwise_nhwc,
+    &conv_algorithm_filter_reduce,
 };
 
 const conv_algorithm *const *conv_registry(int *count) {

@@ -201,6 +201,7 @@ enum {
   /* 6 dynamic: reserved for a later family */
   CONV_ALGO_CHANNEL_SPLIT = 7,
   CONV_ALGO_DEPTHWISE_NHWC = 8,
+  CONV_ALGO_FILTER_REDUCE = 9,
 };
 const conv_algorithm *const *conv_registry(int *count /* OUT */);
 const conv_algorithm *conv_registry_find(uint32_t id);
@@ -213,6 +214,7 @@ extern const conv_algorithm conv_algorithm_fft;
 extern const conv_algorithm conv_algorithm_patch;
 extern const conv_algorithm conv_algorithm_channel_split;
 extern const conv_algorithm conv_algorithm_depthwise_nhwc;
+extern const conv_algorithm conv_algorithm_filter_reduce;
 
 /* ---------------------------------------------------------------- context */
 
@@ -234,6 +236,7 @@ conv_status conv_default_cache_path(char *path /* OUT */, size_t size, bool crea
 typedef struct conv_shape {
   int64_t p, q;                     /* output height, width          */
   int64_t x_elems, w_elems, y_elems; /* element counts               */
+  int64_t out_elems;  /* the pass's output: y, dx (x_elems) or dw (w_elems) */
   int64_t c_per_group, k_per_group;
 } conv_shape;
 

@@ -141,6 +141,9 @@ static conv_status shape_checked(const conv_problem *pr, conv_shape *sh, conv_er
   if ((st = tensor_elems("filter", pr->k, s.c_per_group, pr->r, pr->s, &s.w_elems, err)) != CONV_OK)
     return st;
   if ((st = tensor_elems("output", pr->n, pr->k, s.p, s.q, &s.y_elems, err)) != CONV_OK) return st;
+  s.out_elems = pr->direction == CONV_BACKWARD_DATA     ? s.x_elems
+                : pr->direction == CONV_BACKWARD_FILTER ? s.w_elems
+                                                        : s.y_elems;
   if (sh) *sh = s;
   return CONV_OK;
 }

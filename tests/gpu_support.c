@@ -21,36 +21,51 @@ conv_policy tuning_policy(void) {
   return quick_mode() ? CONV_POLICY_FAST : CONV_POLICY_EXHAUSTIVE;
 }
 
-/* hc->ref: the forward in double, then the epilogue, rounded to float. */
+/* hc->ref: the pass in double (forward then the epilogue), rounded to float. */
 static int cpu_reference(host_case *hc) {
   const conv_problem *p = &hc->p;
   const conv_shape *s = &hc->sh;
-  double *y = malloc((size_t)s->y_elems * sizeof *y);
-  CHECK(y != NULL);
-  cpu_forward(p, s, hc->x, hc->w, y);
-  for (int64_t i = 0; i < s->y_elems; i++) {
-    int64_t k = p->layout == CONV_LAYOUT_NHWC ? i % p->k : i / (s->p * s->q) % p->k;
-    double v = y[i];
-    if (p->epilogue != CONV_EPILOGUE_NONE) v += hc->bias[k];
-    if (p->epilogue == CONV_EPILOGUE_BIAS_RELU && v < 0) v = 0;
+  double *out = malloc((size_t)s->out_elems * sizeof *out);
+  CHECK(out != NULL);
+  if (p->direction == CONV_BACKWARD_DATA)
+    cpu_backward_data(p, s, hc->dy, hc->w, out);
+  else if (p->direction == CONV_BACKWARD_FILTER)
+    cpu_backward_filter(p, s, hc->x, hc->dy, out);
+  else
+    cpu_forward(p, s, hc->x, hc->w, out);
+  for (int64_t i = 0; i < s->out_elems; i++) {
+    double v = out[i];
+    if (p->direction == CONV_FORWARD) {
+      int64_t k = p->layout == CONV_LAYOUT_NHWC ? i % p->k : i / (s->p * s->q) % p->k;
+      if (p->epilogue != CONV_EPILOGUE_NONE) v += hc->bias[k];
+      if (p->epilogue == CONV_EPILOGUE_BIAS_RELU && v < 0) v = 0;
+    }
     hc->ref[i] = (float)v;
   }
-  free(y);
+  free(out);
   return TEST_PASS;
+}
+
+static float *random_floats(int64_t count) {
+  float *v = malloc((size_t)(count > 0 ? count : 1) * sizeof *v);
+  if (v != NULL)
+    for (int64_t i = 0; i < count; i++) v[i] = rng_float();
+  return v;
 }
 
 int host_case_make(host_case *hc, const conv_problem *p) {
   memset(hc, 0, sizeof *hc);
   hc->p = *p;
   CHECK_STATUS(CONV_OK, conv_problem_shape(p, &hc->sh));
-  hc->x = malloc((size_t)hc->sh.x_elems * sizeof(float));
-  hc->w = malloc((size_t)hc->sh.w_elems * sizeof(float));
-  hc->bias = malloc((size_t)p->k * sizeof(float));
-  hc->ref = malloc((size_t)hc->sh.y_elems * sizeof(float));
+  hc->x = random_floats(hc->sh.x_elems);
+  hc->w = random_floats(hc->sh.w_elems);
+  hc->bias = random_floats(p->k);
+  if (p->direction != CONV_FORWARD) {
+    hc->dy = random_floats(hc->sh.y_elems);
+    CHECK(hc->dy != NULL);
+  }
+  hc->ref = malloc((size_t)hc->sh.out_elems * sizeof(float));
   CHECK(hc->x && hc->w && hc->bias && hc->ref);
-  for (int64_t i = 0; i < hc->sh.x_elems; i++) hc->x[i] = rng_float();
-  for (int64_t i = 0; i < hc->sh.w_elems; i++) hc->w[i] = rng_float();
-  for (int64_t i = 0; i < p->k; i++) hc->bias[i] = rng_float();
   return cpu_reference(hc);
 }
 
@@ -58,7 +73,9 @@ void host_case_free(host_case *hc) {
   free(hc->x);
   free(hc->w);
   free(hc->bias);
+  free(hc->dy);
   free(hc->ref);
+  memset(hc, 0, sizeof *hc);
 }
 
 int dev_case_make(dev_case *d, const host_case *hc) {
@@ -70,6 +87,21 @@ int dev_case_make(dev_case *d, const host_case *hc) {
   CUDA_OK(cudaMemcpy(d->x, hc->x, (size_t)hc->sh.x_elems * sizeof(float), cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(d->w, hc->w, (size_t)hc->sh.w_elems * sizeof(float), cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(d->bias, hc->bias, (size_t)hc->p.k * sizeof(float), cudaMemcpyHostToDevice));
+  if (hc->dy != NULL)
+    CUDA_OK(cudaMemcpy(d->y, hc->dy, (size_t)hc->sh.y_elems * sizeof(float), cudaMemcpyHostToDevice));
+  const conv_direction direction = hc->p.direction;
+  d->out = direction == CONV_BACKWARD_DATA ? d->x : direction == CONV_BACKWARD_FILTER ? d->w : d->y;
+  return TEST_PASS;
+}
+
+int reference_pass(const dev_case *d, const host_case *hc, float *ref) {
+  const conv_problem *p = &hc->p;
+  if (p->direction == CONV_BACKWARD_DATA)
+    CUDA_OK(conv_reference_backward_data(p, d->y, d->w, ref, 0));
+  else if (p->direction == CONV_BACKWARD_FILTER)
+    CUDA_OK(conv_reference_backward_filter(p, d->x, d->y, ref, 0));
+  else
+    CUDA_OK(conv_reference_forward(p, d->x, d->w, d->bias, ref, 0));
   return TEST_PASS;
 }
 
@@ -81,22 +113,23 @@ void dev_case_free(dev_case *d) {
 }
 
 int poison(const dev_case *d, const host_case *hc, cudaStream_t stream) {
-  CUDA_OK(cudaMemsetAsync(d->y, 0xFF, (size_t)hc->sh.y_elems * sizeof(float), stream));
+  CUDA_OK(cudaMemsetAsync(d->out, 0xFF, (size_t)hc->sh.out_elems * sizeof(float), stream));
   return TEST_PASS;
 }
 
-/* Copies y back and measures it against the CPU reference: the relative L2
- * error and the number of non-finite (or unwritten) elements. */
+/* Copies the pass's output back and measures it against the CPU reference:
+ * the relative L2 error and the number of non-finite (or unwritten)
+ * elements. */
 static int measure_output(const dev_case *d, const host_case *hc, cudaStream_t stream, double *rel,
                           int64_t *bad) {
-  size_t bytes = (size_t)hc->sh.y_elems * sizeof(float);
+  size_t bytes = (size_t)hc->sh.out_elems * sizeof(float);
   float *y = malloc(bytes);
   CHECK(y != NULL);
-  CUDA_OK(cudaMemcpyAsync(y, d->y, bytes, cudaMemcpyDeviceToHost, stream));
+  CUDA_OK(cudaMemcpyAsync(y, d->out, bytes, cudaMemcpyDeviceToHost, stream));
   CUDA_OK(cudaStreamSynchronize(stream));
   double num = 0, den = 0;
   *bad = 0;
-  for (int64_t i = 0; i < hc->sh.y_elems; i++) {
+  for (int64_t i = 0; i < hc->sh.out_elems; i++) {
     if (!isfinite(y[i])) (*bad)++;
     double diff = (double)y[i] - hc->ref[i];
     num += diff * diff;
@@ -155,7 +188,7 @@ static int judge_config(conv_env *env, const conv_algorithm *algo, const conv_pr
   double bound = conv_error_bound_for(&hc->p, prep->arith), host_rel, dev_rel;
   int64_t host_bad, dev_bad;
   if (measure_output(d, hc, 0, &host_rel, &host_bad) != TEST_PASS) return TEST_FAIL;
-  CUDA_OK(conv_relative_l2(d->y, dev_ref, hc->sh.y_elems, scratch, 0, &dev_rel, &dev_bad));
+  CUDA_OK(conv_relative_l2(d->out, dev_ref, hc->sh.out_elems, scratch, 0, &dev_rel, &dev_bad));
   bool host_ok = host_bad == 0 && host_rel <= bound, dev_ok = dev_bad == 0 && dev_rel <= bound;
   CHECK_MSG(host_ok == dev_ok, "%s: CPU check says %s (rel %.3g), tuner's check says %s (rel %.3g)",
             what, host_ok ? "right" : "wrong", host_rel, dev_ok ? "right" : "wrong", dev_rel);
@@ -227,8 +260,8 @@ static int run_family_on_case(conv_env *env, const conv_algorithm *algo, const c
   dev_case d;
   if (host_case_make(&hc, p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
   float *dev_ref;
-  CUDA_OK(cudaMalloc((void **)&dev_ref, (size_t)hc.sh.y_elems * sizeof(float)));
-  CUDA_OK(conv_reference_forward(p, d.x, d.w, d.bias, dev_ref, 0));
+  CUDA_OK(cudaMalloc((void **)&dev_ref, (size_t)hc.sh.out_elems * sizeof(float)));
+  if (reference_pass(&d, &hc, dev_ref) != TEST_PASS) return TEST_FAIL;
   const int rc = run_every_config(env, algo, &hc, &d, dev_ref, scratch, count);
   cudaFree(dev_ref);
   dev_case_free(&d);

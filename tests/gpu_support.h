@@ -32,16 +32,20 @@
     CHECK_MSG(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));     \
   } while (0)
 
-/* Host tensors of a problem plus the CPU reference output. */
+/* Host tensors of a problem, in any direction, plus the CPU reference of
+ * the pass's output (sh.out_elems values: y, dx or dw).  dy is random for
+ * the backward passes and NULL for forward. */
 typedef struct host_case {
   conv_problem p;
   conv_shape sh;
-  float *x, *w, *bias, *ref;
+  float *x, *w, *bias, *dy, *ref;
 } host_case;
 
-/* Device copies of a host case and an output buffer. */
+/* Device copies of a host case (y holds dy for the backward passes) and
+ * `out`, the one of x, w and y that the pass writes. */
 typedef struct dev_case {
   float *x, *w, *bias, *y;
+  float *out;
 } dev_case;
 
 /* Counts per family, printed as the test's summary. */
@@ -70,6 +74,8 @@ void host_case_free(host_case *hc);
 int dev_case_make(dev_case *d, const host_case *hc);
 void dev_case_free(dev_case *d);
 int poison(const dev_case *d, const host_case *hc, cudaStream_t stream);
+/* The device reference kernel of the case's pass into ref (sh.out_elems). */
+int reference_pass(const dev_case *d, const host_case *hc, float *ref);
 int check_output(const dev_case *d, const host_case *hc, cudaStream_t stream, double bound,
                  const char *what);
 

@@ -3,7 +3,8 @@
  * reference kernels and tuned backward-data and backward-filter plans, each
  * against the CPU reference (tests/cpu_reference.c, whose adjoint checks
  * are in test_reference.c), on fresh random inputs with poisoned outputs;
- * and the execute functions' refusals.  Each skips (exit 77) without a GPU;
+ * every config of every family that runs a backward pass; and the execute
+ * functions' refusals.  Each skips (exit 77) without a GPU;
  * the seed is printed (CONVTUNE_TEST_SEED replays it).
  */
 #include <math.h>
@@ -12,102 +13,43 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algorithms/direct_channel.h"
+#include "algorithms/filter_reduce.h"
 #include "algorithms/kernels.h"
-#include "tests/cpu_reference.h"
 #include "tests/gpu_support.h"
 
-/* One backward test case: host x, w and dy (random, never zero), the CPU
- * reference of the pass's output, and device copies with an output buffer. */
+/* A backward case: host tensors and the CPU reference (host_case), device
+ * copies whose `out` is dx or dw (dev_case). */
 typedef struct pass_case {
-  conv_problem p;
-  conv_shape sh;
-  float *x, *w, *dy;       /* host inputs; the pass reads two of them     */
-  double *ref;             /* CPU reference of dx or dw                   */
-  int64_t out_elems;
-  float *dev_x, *dev_w, *dev_dy, *dev_out;
+  host_case hc;
+  dev_case d;
 } pass_case;
-
-static float *random_host(int64_t count) {
-  float *v = malloc((size_t)(count > 0 ? count : 1) * sizeof *v);
-  if (v != NULL)
-    for (int64_t i = 0; i < count; i++) v[i] = rng_float();
-  return v;
-}
-
-static float *device_copy(const float *host, int64_t count) {
-  float *dev = NULL;
-  if (cudaMalloc((void **)&dev, (size_t)count * sizeof *dev) != cudaSuccess) return NULL;
-  if (cudaMemcpy(dev, host, (size_t)count * sizeof *dev, cudaMemcpyHostToDevice) != cudaSuccess) {
-    cudaFree(dev);
-    return NULL;
-  }
-  return dev;
-}
-
-static void pass_case_free(pass_case *pc) {
-  free(pc->x);
-  free(pc->w);
-  free(pc->dy);
-  free(pc->ref);
-  cudaFree(pc->dev_x);
-  cudaFree(pc->dev_w);
-  cudaFree(pc->dev_dy);
-  cudaFree(pc->dev_out);
-  memset(pc, 0, sizeof *pc);
-}
 
 static int pass_case_make(pass_case *pc, const conv_problem *p) {
   memset(pc, 0, sizeof *pc);
-  pc->p = *p;
-  CHECK_STATUS(CONV_OK, conv_problem_shape(p, &pc->sh));
-  const bool data = p->direction == CONV_BACKWARD_DATA;
-  pc->out_elems = data ? pc->sh.x_elems : pc->sh.w_elems;
-  pc->x = random_host(pc->sh.x_elems);
-  pc->w = random_host(pc->sh.w_elems);
-  pc->dy = random_host(pc->sh.y_elems);
-  pc->ref = malloc((size_t)pc->out_elems * sizeof *pc->ref);
-  CHECK_MSG(pc->x && pc->w && pc->dy && pc->ref, "out of host memory");
-  if (data)
-    cpu_backward_data(p, &pc->sh, pc->dy, pc->w, pc->ref);
-  else
-    cpu_backward_filter(p, &pc->sh, pc->x, pc->dy, pc->ref);
-  pc->dev_x = device_copy(pc->x, pc->sh.x_elems);
-  pc->dev_w = device_copy(pc->w, pc->sh.w_elems);
-  pc->dev_dy = device_copy(pc->dy, pc->sh.y_elems);
-  CHECK_MSG(pc->dev_x && pc->dev_w && pc->dev_dy, "device copies failed");
-  CUDA_OK(cudaMalloc((void **)&pc->dev_out, (size_t)pc->out_elems * sizeof(float)));
-  return TEST_PASS;
+  if (host_case_make(&pc->hc, p) != TEST_PASS) return TEST_FAIL;
+  return dev_case_make(&pc->d, &pc->hc);
+}
+
+static void pass_case_free(pass_case *pc) {
+  dev_case_free(&pc->d);
+  host_case_free(&pc->hc);
 }
 
 /* NaN in every output element, so that one left unwritten fails. */
 static int pass_poison(const pass_case *pc) {
-  CUDA_OK(conv_fill_poison(pc->dev_out, pc->out_elems, 0));
+  if (poison(&pc->d, &pc->hc, 0) != TEST_PASS) return TEST_FAIL;
   CUDA_OK(cudaDeviceSynchronize());
   return TEST_PASS;
 }
 
-/* Relative L2 error of dev_out against the CPU reference; fails on any
+/* Relative L2 error of the output against the CPU reference; fails on any
  * non-finite value or an error above `bound`. */
 static int pass_check(const pass_case *pc, double bound, const char *what) {
-  float *got = malloc((size_t)pc->out_elems * sizeof *got);
-  CHECK_MSG(got != NULL, "out of host memory");
-  CUDA_OK(cudaMemcpy(got, pc->dev_out, (size_t)pc->out_elems * sizeof *got,
-                     cudaMemcpyDeviceToHost));
-  double num = 0, den = 0;
-  int64_t bad = 0;
-  for (int64_t i = 0; i < pc->out_elems; i++) {
-    if (!isfinite(got[i])) bad++;
-    const double d = (double)got[i] - pc->ref[i];
-    num += d * d;
-    den += pc->ref[i] * pc->ref[i];
-  }
-  free(got);
-  const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
-  char key[CONV_PROBLEM_KEY_MAX];
-  describe_problem(&pc->p, key, sizeof key);
-  CHECK_MSG(bad == 0 && rel <= bound, "%s, %s: %lld non-finite outputs, relative L2 error %.3g (bound %.1g)",
-            what, key, (long long)bad, rel, bound);
-  return TEST_PASS;
+  char key[CONV_PROBLEM_KEY_MAX], text[CONV_PROBLEM_KEY_MAX + 64];
+  describe_problem(&pc->hc.p, key, sizeof key);
+  snprintf(text, sizeof text, "%s, %s", what, key);
+  return check_output(&pc->d, &pc->hc, 0, bound, text);
 }
 
 /* A random problem of the generator's kinds (odd sizes, strides, padding,
@@ -133,10 +75,7 @@ static int reference_backward_matches_cpu(void) {
     const conv_problem p = random_pass(direction, i / 2);
     pass_case pc;
     if (pass_case_make(&pc, &p) != TEST_PASS || pass_poison(&pc) != TEST_PASS) return TEST_FAIL;
-    if (direction == CONV_BACKWARD_DATA)
-      CUDA_OK(conv_reference_backward_data(&p, pc.dev_dy, pc.dev_w, pc.dev_out, 0));
-    else
-      CUDA_OK(conv_reference_backward_filter(&p, pc.dev_x, pc.dev_dy, pc.dev_out, 0));
+    if (reference_pass(&pc.d, &pc.hc, pc.d.out) != TEST_PASS) return TEST_FAIL;
     CUDA_OK(cudaDeviceSynchronize());
     if (pass_check(&pc, 1e-6, "reference kernel") != TEST_PASS) return TEST_FAIL;
     pass_case_free(&pc);
@@ -146,9 +85,10 @@ static int reference_backward_matches_cpu(void) {
 
 /* Runs the plan's pass on pc (output poisoned first). */
 static conv_status run_pass(conv_plan *plan, const pass_case *pc) {
-  if (pc->p.direction == CONV_BACKWARD_DATA)
-    return conv_plan_backward_data(plan, 0, pc->dev_dy, pc->dev_w, pc->dev_out);
-  return conv_plan_backward_filter(plan, 0, pc->dev_x, pc->dev_dy, pc->dev_out);
+  const dev_case *d = &pc->d;
+  if (pc->hc.p.direction == CONV_BACKWARD_DATA)
+    return conv_plan_backward_data(plan, 0, d->y, d->w, d->x);
+  return conv_plan_backward_filter(plan, 0, d->x, d->y, d->w);
 }
 
 /* Tuned backward plans, executed as a user would, match the CPU reference,
@@ -209,21 +149,21 @@ static int passes_reject_wrong_calls(void) {
   if (pass_case_make(&pc, &p) != TEST_PASS || pass_poison(&pc) != TEST_PASS) return TEST_FAIL;
   conv_plan *plan = NULL;
   CHECK_MSG(conv_plan_create(ctx, &p, &plan) == CONV_OK, "%s", conv_context_last_error(ctx));
-  CHECK_STATUS(CONV_INVALID_ARGUMENT,
-               conv_plan_execute(plan, 0, pc.dev_out, pc.dev_w, NULL, pc.dev_dy));
+  const dev_case *d = &pc.d;
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_plan_execute(plan, 0, d->x, d->w, NULL, d->y));
   CHECK(strstr(conv_context_last_error(ctx), "backward-data") != NULL);
-  CHECK_STATUS(CONV_INVALID_ARGUMENT,
-               conv_plan_backward_filter(plan, 0, pc.dev_x, pc.dev_dy, pc.dev_out));
-  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_plan_backward_data(plan, 0, NULL, pc.dev_w, pc.dev_out));
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_plan_backward_filter(plan, 0, d->x, d->y, d->w));
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_plan_backward_data(plan, 0, NULL, d->w, d->x));
   CHECK(strstr(conv_context_last_error(ctx), "dy is NULL") != NULL);
   CHECK_STATUS(CONV_INVALID_ARGUMENT,
-               conv_plan_backward_data(plan, 0, pc.dev_dy, pc.dev_w, (char *)pc.dev_out + 4));
+               conv_plan_backward_data(plan, 0, d->y, d->w, (float *)((char *)d->x + 4)));
   CHECK(strstr(conv_context_last_error(ctx), "dx is not") != NULL);
   /* Nothing ran: the output is still all NaN. */
-  float *got = malloc((size_t)pc.out_elems * sizeof *got);
+  const int64_t count = pc.hc.sh.out_elems;
+  float *got = malloc((size_t)count * sizeof *got);
   CHECK(got != NULL);
-  CUDA_OK(cudaMemcpy(got, pc.dev_out, (size_t)pc.out_elems * sizeof *got, cudaMemcpyDeviceToHost));
-  for (int64_t i = 0; i < pc.out_elems; i++) CHECK_MSG(isnan(got[i]), "dx[%lld] was written", (long long)i);
+  CUDA_OK(cudaMemcpy(got, d->x, (size_t)count * sizeof *got, cudaMemcpyDeviceToHost));
+  for (int64_t i = 0; i < count; i++) CHECK_MSG(isnan(got[i]), "dx[%lld] was written", (long long)i);
   free(got);
   /* A forward plan refuses the backward calls. */
   conv_problem f = p;
@@ -231,8 +171,7 @@ static int passes_reject_wrong_calls(void) {
   conv_plan *forward = NULL;
   CHECK_MSG(conv_plan_create(ctx, &f, &forward) == CONV_OK, "%s", conv_context_last_error(ctx));
   CHECK(forward != plan);
-  CHECK_STATUS(CONV_INVALID_ARGUMENT,
-               conv_plan_backward_data(forward, 0, pc.dev_dy, pc.dev_w, pc.dev_out));
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_plan_backward_data(forward, 0, d->y, d->w, d->x));
   CHECK(strstr(conv_context_last_error(ctx), "forward") != NULL);
   conv_plan_destroy(forward);
   conv_plan_destroy(plan);
@@ -242,9 +181,126 @@ static int passes_reject_wrong_calls(void) {
   return TEST_PASS;
 }
 
+/* A random backward problem that our own families take as well as cuDNN:
+ * NCHW, stride 1, a square filter of a size filter_reduce compiles, and
+ * padding within the dilated filter's reach (direct_channel's transposed
+ * view of backward-data). */
+static conv_problem random_direct_pass(conv_direction direction, conv_math math) {
+  for (;;) {
+    conv_problem p = random_problem(math);
+    p.epilogue = CONV_EPILOGUE_NONE;
+    p.direction = direction;
+    p.stride_h = p.stride_w = 1;
+    p.r = p.s = rng_int(0, 4) == 0 ? 7 : rng_int(1, 5);
+    p.pad_h = rng_int(0, p.dil_h * (p.r - 1));
+    p.pad_w = rng_int(0, p.dil_w * (p.s - 1));
+    if (conv_problem_validate(&p, NULL, 0) == CONV_OK) return p;
+  }
+}
+
+/* Every config of every family that takes a backward problem, judged on
+ * random problems (half of them ones our own families take) against the
+ * CPU reference and the way the tuner judges it (run_every_config): our
+ * families must be right, a wrong cuDNN engine must be caught. */
+static int every_backward_candidate_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  conv_env env;
+  if (open_env(&env) != TEST_PASS) return TEST_FAIL;
+  int count;
+  const conv_algorithm *const *algos = conv_registry(&count);
+  family_count counts[16] = {{0, 0, 0}};
+  CHECK(count <= 16);
+  void *scratch;
+  CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
+  for (int i = 0; i < 2 * case_count(); i++) {
+    const conv_direction direction = i % 2 ? CONV_BACKWARD_FILTER : CONV_BACKWARD_DATA;
+    const conv_math math = i / 2 % 2 ? CONV_MATH_TF32 : CONV_MATH_STRICT;
+    const conv_problem p = i / 4 % 2 ? random_direct_pass(direction, math) : random_pass(direction, i / 2);
+    host_case hc;
+    dev_case d;
+    if (host_case_make(&hc, &p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
+    float *dev_ref;
+    CUDA_OK(cudaMalloc((void **)&dev_ref, (size_t)hc.sh.out_elems * sizeof(float)));
+    if (reference_pass(&d, &hc, dev_ref) != TEST_PASS) return TEST_FAIL;
+    for (int a = 0; a < count; a++) {
+      if (!algos[a]->applicable(&p, &env)) continue;
+      if (run_every_config(&env, algos[a], &hc, &d, dev_ref, scratch, &counts[a]) != TEST_PASS)
+        return TEST_FAIL;
+    }
+    cudaFree(dev_ref);
+    dev_case_free(&d);
+    host_case_free(&hc);
+  }
+  for (int a = 0; a < count; a++) {
+    printf("%s: %d backward configs matched the CPU reference, %d wrong and caught by validation, "
+           "%d not supported for their shape\n",
+           algos[a]->name, counts[a].ran, counts[a].wrong_caught, counts[a].unsupported);
+    const uint32_t id = algos[a]->id;
+    if (id == CONV_ALGO_CUDNN || id == CONV_ALGO_DIRECT_CHANNEL || id == CONV_ALGO_FILTER_REDUCE)
+      CHECK_MSG(counts[a].ran > 0, "%s ran no backward config", algos[a]->name);
+  }
+  cudaFree(scratch);
+  close_env(&env);
+  return TEST_PASS;
+}
+
+/* Our backward kernels on the layers they are for (depthwise, 1->1 and
+ * 16->1 dilated, 3->16, channel multipliers, odd sizes, many bands), in
+ * both directions: direct_channel's transposed convolution for each
+ * stride-1 case's dx, filter_reduce for every case's dw. */
+static int direct_backward_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
+  const conv_epilogue N = CONV_EPILOGUE_NONE;
+  conv_problem cases[] = {
+      direct_problem(2, 8, 56, 56, 8, 3, 3, 1, 1, 1, 8, N, S),       /* depthwise */
+      direct_problem(2, 6, 57, 57, 6, 3, 3, 2, 1, 1, 6, N, S),       /* depthwise s2 */
+      direct_problem(1, 1, 130, 131, 1, 3, 3, 1, 8, 8, 1, N, S),     /* 1->1, d8 */
+      direct_problem(1, 1, 128, 128, 1, 3, 3, 1, 1, 1, 1, N, T),
+      direct_problem(1, 16, 67, 64, 1, 3, 3, 1, 4, 4, 1, N, S),      /* 16->1, d4 */
+      direct_problem(1, 3, 64, 64, 16, 3, 3, 1, 1, 1, 1, N, S),      /* 3->16 */
+      direct_problem(2, 4, 33, 30, 8, 5, 5, 1, 4, 2, 4, N, S),       /* multiplier 2, d2 */
+      direct_problem(2, 6, 31, 29, 6, 7, 7, 1, 3, 1, 6, N, S),       /* depthwise 7x7 */
+      direct_problem(1, 5, 38, 41, 5, 5, 5, 2, 2, 1, 5, N, S),       /* depthwise 5x5 s2 */
+      direct_problem(1, 2, 30, 26, 2, 3, 3, 1, 0, 2, 2, N, S),       /* valid, d2 */
+      direct_problem(1, 16, 20, 20, 16, 3, 3, 1, 1, 1, 2, N, S),     /* 8x8 groups */
+      direct_problem(3, 4, 300, 37, 4, 3, 3, 1, 1, 1, 4, N, S),      /* many bands */
+      direct_problem(2, 3, 44, 48, 16, 4, 4, 4, 0, 1, 1, N, S),      /* 4x4 stride-4 stem */
+      direct_problem(1, 32, 23, 26, 16, 1, 1, 1, 0, 1, 1, N, T),     /* 1x1, 32->16 */
+      direct_problem(2, 4, 32, 32, 4, 2, 2, 2, 0, 1, 4, N, S),       /* 2x2 s2 */
+      direct_problem(1, 3, 41, 50, 6, 3, 3, 1, 3, 2, 1, N, S),       /* dilation 2 x 3 */
+  };
+  cases[6].pad_w = 1; /* asymmetric padding */
+  cases[15].dil_w = 3;
+  const int ncases = (int)(sizeof cases / sizeof cases[0]);
+  conv_problem data[sizeof cases / sizeof cases[0]], filter[sizeof cases / sizeof cases[0]];
+  int ndata = 0, nfilter = 0;
+  conv_env env; /* applicable() reads the problem alone */
+  memset(&env, 0, sizeof env);
+  for (int i = 0; i < ncases; i++) {
+    conv_problem p = cases[i];
+    p.direction = CONV_BACKWARD_DATA;
+    if (conv_algorithm_direct_channel.applicable(&p, &env)) data[ndata++] = p;
+    p.direction = CONV_BACKWARD_FILTER;
+    CHECK_MSG(conv_algorithm_filter_reduce.applicable(&p, &env), "filter_reduce refuses case %d", i);
+    filter[nfilter++] = p;
+  }
+  CHECK_MSG(ndata == ncases - 4, "direct_channel takes %d of the %d stride-1 cases", ndata, ncases - 4);
+  family_count data_count, filter_count;
+  if (run_family_on_cases(&conv_algorithm_direct_channel, data, (size_t)ndata, NULL, &data_count) != TEST_PASS ||
+      run_family_on_cases(&conv_algorithm_filter_reduce, filter, (size_t)nfilter, NULL, &filter_count) != TEST_PASS)
+    return TEST_FAIL;
+  CHECK(data_count.wrong_caught == 0 && filter_count.wrong_caught == 0);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"reference_backward_matches_cpu", reference_backward_matches_cpu},
     {"backward_plans_match_cpu", backward_plans_match_cpu},
     {"passes_reject_wrong_calls", passes_reject_wrong_calls},
+    {"every_backward_candidate_matches_reference", every_backward_candidate_matches_reference},
+    {"direct_backward_matches_reference", direct_backward_matches_reference},
 };
 TEST_MAIN(tests)

@@ -35,8 +35,7 @@ typedef struct bench {
   const conv_tune_request *req;
   conv_shape shape;
   float *x, *w, *bias, *y, *ref;
-  float *out;        /* what the problem's pass writes: y, x (dx) or w (dw) */
-  int64_t out_elems; /* and its size, which ref has too                      */
+  float *out; /* what the problem's pass writes: y, x (dx) or w (dw); shape.out_elems */
   void *scratch;
   cudaStream_t stream;
   cudaEvent_t start, stop;
@@ -46,14 +45,11 @@ static conv_status bench_alloc(bench *b, conv_error *err) {
   conv_status st;
   const size_t f = sizeof(float);
   const conv_direction direction = b->req->problem->direction;
-  b->out_elems = direction == CONV_BACKWARD_DATA     ? b->shape.x_elems
-                 : direction == CONV_BACKWARD_FILTER ? b->shape.w_elems
-                                                     : b->shape.y_elems;
   CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->x, (size_t)b->shape.x_elems * f), "cudaMalloc(x)"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->w, (size_t)b->shape.w_elems * f), "cudaMalloc(w)"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->bias, (size_t)b->req->problem->k * f), "cudaMalloc(bias)"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->y, (size_t)b->shape.y_elems * f), "cudaMalloc(y)"), done);
-  CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->ref, (size_t)b->out_elems * f), "cudaMalloc(reference)"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->ref, (size_t)b->shape.out_elems * f), "cudaMalloc(reference)"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaMalloc(&b->scratch, CONV_COMPARE_SCRATCH_BYTES), "cudaMalloc(scratch)"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking), "cudaStreamCreate"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaEventCreate(&b->start), "cudaEventCreate"), done);
@@ -117,11 +113,11 @@ static conv_status run_once(bench *b, const conv_algorithm *algo, const conv_pre
 static conv_status validate(bench *b, const conv_algorithm *algo, const conv_prepared *prep,
                             void *workspace, conv_trial *trial, conv_error *err) {
   conv_status st;
-  CONV_TRY(st, conv_check_cuda(err, conv_fill_poison(b->out, b->out_elems, b->stream), "poison the output"), done);
+  CONV_TRY(st, conv_check_cuda(err, conv_fill_poison(b->out, b->shape.out_elems, b->stream), "poison the output"), done);
   CONV_TRY(st, run_once(b, algo, prep, workspace, err), done);
   CONV_TRY(st, conv_check_cuda(err, cudaStreamSynchronize(b->stream), "first run"), done);
   int64_t nonfinite = 0;
-  CONV_TRY(st, conv_check_cuda(err, conv_relative_l2(b->out, b->ref, b->out_elems, b->scratch, b->stream, &trial->rel_error, &nonfinite), "compare with reference"), done);
+  CONV_TRY(st, conv_check_cuda(err, conv_relative_l2(b->out, b->ref, b->shape.out_elems, b->scratch, b->stream, &trial->rel_error, &nonfinite), "compare with reference"), done);
   double bound = conv_error_bound_for(b->req->problem, prep->arith);
   if (nonfinite > 0)
     st = conv_error_set(err, CONV_VALIDATION_FAILED, "%lld outputs are NaN/Inf or unwritten",

@@ -1,0 +1,183 @@
+/*
+ * filter_reduce.cu -- see filter_reduce.h.
+ */
+#include "algorithms/filter_reduce.h"
+#include "runtime/internal.h"
+
+#include <stdio.h>
+
+#define REJECT(...)                                                        \
+  do {                                                                     \
+    if (why != NULL && why_size > 0) snprintf(why, why_size, __VA_ARGS__); \
+    return false;                                                          \
+  } while (0)
+
+namespace {
+
+const int kMaxThreads = 256;
+const int kSumThreads = 256;
+
+/* Block (band, pair): the R x S sums of pair (k, c) over one band of one
+ * image, written to out[(pair * R*S + tap) * bands + band] (with one band,
+ * dw itself).  Threads walk the band's pixels in order, so that a warp
+ * reads consecutive dy values and, at stride 1, consecutive x values; the
+ * x values a pixel's taps share with its neighbours come from L1. */
+template <int R, int S>
+__global__ void __launch_bounds__(kMaxThreads)
+    band_kernel(const conv_filter_reduce_launch L, const float *__restrict__ x,
+                const float *__restrict__ dy, float *__restrict__ out) {
+  constexpr int TAPS = R * S;
+  const int pair = (int)blockIdx.y, band = (int)blockIdx.x;
+  const int k = pair / L.cg, c = pair - k * L.cg;
+  const int g = k / L.kg;
+  const int n = band / L.bands_per_image;
+  const int p0 = (band - n * L.bands_per_image) * L.tiling.rows;
+  const int pixels = min(L.tiling.rows, L.p - p0) * L.q;
+  const float *xc = x + ((int64_t)n * L.c + (int64_t)g * L.cg + c) * L.h * L.w;
+  const float *dyb = dy + (((int64_t)n * L.k + k) * L.p + p0) * L.q;
+
+  float acc[TAPS];
+#pragma unroll
+  for (int t = 0; t < TAPS; t++) acc[t] = 0.0f;
+  for (int i = threadIdx.x; i < pixels; i += blockDim.x) {
+    const int row = (int)conv_divide((uint32_t)i, L.by_q);
+    const int q = i - row * L.q;
+    const float d = __ldg(dyb + i);
+    const int iy0 = (p0 + row) * L.stride_h - L.pad_h, ix0 = q * L.stride_w - L.pad_w;
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+      const int iy = iy0 + r * L.dil_h;
+      if ((unsigned)iy >= (unsigned)L.h) continue;
+      const float *xr = xc + (int64_t)iy * L.w;
+#pragma unroll
+      for (int s = 0; s < S; s++) {
+        const int ix = ix0 + s * L.dil_w;
+        if ((unsigned)ix < (unsigned)L.w) acc[r * S + s] = fmaf(d, __ldg(xr + ix), acc[r * S + s]);
+      }
+    }
+  }
+
+  /* The block's sum per tap: within each warp by a butterfly, then over the
+   * warps in their order. */
+  __shared__ float warp_sums[kMaxThreads / 32][TAPS];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int t = 0; t < TAPS; t++) {
+    float v = acc[t];
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    if (lane == 0) warp_sums[warp][t] = v;
+  }
+  __syncthreads();
+  const int warps = (int)blockDim.x >> 5;
+  for (int t = threadIdx.x; t < TAPS; t += blockDim.x) {
+    float v = 0.0f;
+    for (int w = 0; w < warps; w++) v += warp_sums[w][t];
+    out[((int64_t)pair * TAPS + t) * L.bands + band] = v;
+  }
+}
+
+/* dw[i] = the sum of partial[i * bands .. (i + 1) * bands), one warp per i:
+ * each lane sums every 32nd band in order, then a butterfly. */
+__global__ void __launch_bounds__(kSumThreads)
+    sum_bands(const float *__restrict__ partial, int64_t outputs, int bands,
+              float *__restrict__ dw) {
+  const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (i >= outputs) return; /* the whole warp: i is the same for its lanes */
+  const float *src = partial + i * bands;
+  float v = 0.0f;
+  for (int b = lane; b < bands; b += 32) v += src[b];
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  if (lane == 0) dw[i] = v;
+}
+
+typedef void (*band_fn)(conv_filter_reduce_launch, const float *, const float *, float *);
+
+struct instance {
+  int r, s;
+  band_fn fn;
+};
+
+/* Square filters of the depthwise and few-channel layers in use. */
+const instance kInstances[] = {
+    {1, 1, band_kernel<1, 1>}, {2, 2, band_kernel<2, 2>}, {3, 3, band_kernel<3, 3>},
+    {4, 4, band_kernel<4, 4>}, {5, 5, band_kernel<5, 5>}, {7, 7, band_kernel<7, 7>},
+};
+
+band_fn find_kernel(int64_t r, int64_t s) {
+  for (const instance &in : kInstances)
+    if (in.r == r && in.s == s) return in.fn;
+  return nullptr;
+}
+
+bool fits_int(int64_t v) { return v >= 0 && v <= INT32_MAX; }
+
+}  // namespace
+
+extern "C" bool conv_filter_reduce_compiled(int64_t r, int64_t s) {
+  return find_kernel(r, s) != nullptr;
+}
+
+extern "C" bool conv_filter_reduce_plan(const conv_problem *pb, const conv_filter_reduce_tiling *t,
+                                        conv_filter_reduce_launch *L, char *why,
+                                        size_t why_size) {
+  if (pb->direction != CONV_BACKWARD_FILTER || pb->layout != CONV_LAYOUT_NCHW)
+    REJECT("only NCHW backward-filter passes");
+  if (t->threads < 32 || t->threads > kMaxThreads || t->threads % 32 != 0)
+    REJECT("%d threads: not a multiple of 32 in [32, %d]", t->threads, kMaxThreads);
+  if (t->rows < 1) REJECT("%d rows per band", t->rows);
+  conv_shape shape;
+  if (conv_problem_shape(pb, &shape) != CONV_OK) REJECT("invalid problem");
+  const band_fn kernel = find_kernel(pb->r, pb->s);
+  if (kernel == nullptr) REJECT("no kernel compiled for a %lld x %lld filter", (long long)pb->r, (long long)pb->s);
+  const int64_t dims[] = {pb->n, pb->c, pb->h, pb->w, pb->k, shape.p, shape.q,
+                          pb->h * pb->w, shape.p * shape.q, pb->pad_h, pb->pad_w,
+                          pb->stride_h * shape.p, pb->stride_w * shape.q,
+                          pb->dil_h * pb->r, pb->dil_w * pb->s, (int64_t)t->rows * shape.q};
+  for (int64_t d : dims)
+    if (!fits_int(d)) REJECT("a size past 32-bit indexing");
+
+  conv_filter_reduce_launch l = {};
+  l.tiling = *t;
+  l.kernel = (const void *)kernel;
+  l.n = (int)pb->n, l.c = (int)pb->c, l.h = (int)pb->h, l.w = (int)pb->w, l.k = (int)pb->k;
+  l.p = (int)shape.p, l.q = (int)shape.q, l.r = (int)pb->r, l.s = (int)pb->s;
+  l.stride_h = (int)pb->stride_h, l.stride_w = (int)pb->stride_w;
+  l.pad_h = (int)pb->pad_h, l.pad_w = (int)pb->pad_w;
+  l.dil_h = (int)pb->dil_h, l.dil_w = (int)pb->dil_w;
+  l.cg = (int)shape.c_per_group, l.kg = (int)shape.k_per_group;
+  if ((int64_t)l.k * l.cg > 65535) REJECT("%lld filter planes: more than one grid column takes", (long long)l.k * l.cg);
+  l.pairs = l.k * l.cg;
+  l.bands_per_image = (l.p + t->rows - 1) / t->rows;
+  if ((int64_t)l.n * l.bands_per_image > INT32_MAX) REJECT("too many bands for one launch");
+  l.bands = l.n * l.bands_per_image;
+  l.by_q = conv_divisor_make(l.q);
+  if (l.bands > 1) {
+    const double bytes = (double)l.bands * (double)shape.w_elems * sizeof(float);
+    if (bytes > (double)CONV_FILTER_REDUCE_WORKSPACE_MAX)
+      REJECT("%d bands' partial sums need %.0f MiB, more than %zu", l.bands, bytes / (1 << 20),
+             CONV_FILTER_REDUCE_WORKSPACE_MAX >> 20);
+    l.workspace_bytes = (size_t)bytes;
+  }
+  *L = l;
+  return true;
+}
+
+extern "C" cudaError_t conv_filter_reduce_run(const conv_filter_reduce_launch *L, const float *x,
+                                              const float *dy, float *dw, void *workspace,
+                                              cudaStream_t stream) {
+  if (L == NULL || L->kernel == NULL || x == NULL || dy == NULL || dw == NULL ||
+      (L->bands > 1 && workspace == NULL))
+    return cudaErrorInvalidValue;
+  float *sums = L->bands > 1 ? (float *)workspace : dw;
+  ((band_fn)L->kernel)<<<dim3((unsigned)L->bands, (unsigned)L->pairs), (unsigned)L->tiling.threads,
+                         0, stream>>>(*L, x, dy, sums);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess || L->bands == 1) return e;
+  const int64_t outputs = (int64_t)L->pairs * L->r * L->s;
+  const int64_t blocks = (outputs * 32 + kSumThreads - 1) / kSumThreads;
+  sum_bands<<<(unsigned)blocks, kSumThreads, 0, stream>>>(sums, outputs, L->bands, dw);
+  return cudaGetLastError();
+}
