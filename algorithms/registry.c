@@ -14,6 +14,7 @@ static const conv_algorithm *const registry[] = {
     &conv_algorithm_channel_split,
     &conv_algorithm_depthwise_nhwc,
     &conv_algorithm_filter_reduce,
+    &conv_algorithm_data_gather,
 };
 
 const conv_algorithm *const *conv_registry(int *count) {

@@ -202,6 +202,7 @@ enum {
   CONV_ALGO_CHANNEL_SPLIT = 7,
   CONV_ALGO_DEPTHWISE_NHWC = 8,
   CONV_ALGO_FILTER_REDUCE = 9,
+  CONV_ALGO_DATA_GATHER = 10,
 };
 const conv_algorithm *const *conv_registry(int *count /* OUT */);
 const conv_algorithm *conv_registry_find(uint32_t id);
@@ -215,6 +216,7 @@ extern const conv_algorithm conv_algorithm_patch;
 extern const conv_algorithm conv_algorithm_channel_split;
 extern const conv_algorithm conv_algorithm_depthwise_nhwc;
 extern const conv_algorithm conv_algorithm_filter_reduce;
+extern const conv_algorithm conv_algorithm_data_gather;
 
 /* ---------------------------------------------------------------- context */
 
@@ -249,7 +251,8 @@ bool conv_problem_supported(const conv_problem *problem);
 
 /* conv_problem_supported, forward in the NCHW layout: what the families
  * written for NCHW forward convolutions take (all but cudnn and
- * depthwise_nhwc; cudnn alone runs the backward directions). */
+ * depthwise_nhwc, and the backward families filter_reduce and
+ * data_gather; direct_channel runs stride-1 backward-data too). */
 bool conv_problem_nchw(const conv_problem *problem);
 
 #ifdef __cplusplus

@@ -13,8 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algorithms/direct_channel.h"
-#include "algorithms/filter_reduce.h"
 #include "algorithms/kernels.h"
 #include "tests/gpu_support.h"
 
@@ -247,8 +245,9 @@ static int every_backward_candidate_matches_reference(void) {
 
 /* Our backward kernels on the layers they are for (depthwise, 1->1 and
  * 16->1 dilated, 3->16, channel multipliers, odd sizes, many bands), in
- * both directions: direct_channel's transposed convolution for each
- * stride-1 case's dx, filter_reduce for every case's dw. */
+ * both directions: each case's dx by direct_channel's transposed
+ * convolution (stride 1) or else data_gather, which take no case both;
+ * every case's dw by filter_reduce. */
 static int direct_backward_matches_reference(void) {
   SKIP_WITHOUT_GPU();
   seed_rng();
@@ -271,28 +270,37 @@ static int direct_backward_matches_reference(void) {
       direct_problem(1, 32, 23, 26, 16, 1, 1, 1, 0, 1, 1, N, T),     /* 1x1, 32->16 */
       direct_problem(2, 4, 32, 32, 4, 2, 2, 2, 0, 1, 4, N, S),       /* 2x2 s2 */
       direct_problem(1, 3, 41, 50, 6, 3, 3, 1, 3, 2, 1, N, S),       /* dilation 2 x 3 */
+      direct_problem(1, 2, 20, 24, 2, 3, 3, 1, 5, 1, 2, N, S),       /* padding past the filter */
+      direct_problem(2, 4, 29, 31, 8, 3, 3, 3, 1, 1, 4, N, T),       /* stride 3, multiplier 2 */
+      direct_problem(1, 6, 33, 35, 6, 3, 3, 2, 2, 2, 6, N, S),       /* depthwise s2, d2 */
   };
   cases[6].pad_w = 1; /* asymmetric padding */
   cases[15].dil_w = 3;
-  const int ncases = (int)(sizeof cases / sizeof cases[0]);
-  conv_problem data[sizeof cases / sizeof cases[0]], filter[sizeof cases / sizeof cases[0]];
-  int ndata = 0, nfilter = 0;
+  enum { CASES = sizeof cases / sizeof cases[0] };
+  conv_problem transposed[CASES], gathered[CASES], filter[CASES];
+  int ntransposed = 0, ngathered = 0, nfilter = 0;
   conv_env env; /* applicable() reads the problem alone */
   memset(&env, 0, sizeof env);
-  for (int i = 0; i < ncases; i++) {
+  for (int i = 0; i < CASES; i++) {
     conv_problem p = cases[i];
     p.direction = CONV_BACKWARD_DATA;
-    if (conv_algorithm_direct_channel.applicable(&p, &env)) data[ndata++] = p;
+    const bool direct = conv_algorithm_direct_channel.applicable(&p, &env);
+    const bool gather = conv_algorithm_data_gather.applicable(&p, &env);
+    CHECK_MSG(direct != gather, "case %d: direct_channel %s it, data_gather %s", i,
+              direct ? "takes" : "refuses", gather ? "takes" : "refuses");
+    if (direct) transposed[ntransposed++] = p;
+    if (gather) gathered[ngathered++] = p;
     p.direction = CONV_BACKWARD_FILTER;
     CHECK_MSG(conv_algorithm_filter_reduce.applicable(&p, &env), "filter_reduce refuses case %d", i);
     filter[nfilter++] = p;
   }
-  CHECK_MSG(ndata == ncases - 4, "direct_channel takes %d of the %d stride-1 cases", ndata, ncases - 4);
-  family_count data_count, filter_count;
-  if (run_family_on_cases(&conv_algorithm_direct_channel, data, (size_t)ndata, NULL, &data_count) != TEST_PASS ||
-      run_family_on_cases(&conv_algorithm_filter_reduce, filter, (size_t)nfilter, NULL, &filter_count) != TEST_PASS)
+  CHECK_MSG(ngathered == 7, "data_gather takes %d of the 7 strided or over-padded cases", ngathered);
+  family_count count[3];
+  if (run_family_on_cases(&conv_algorithm_direct_channel, transposed, (size_t)ntransposed, NULL, &count[0]) != TEST_PASS ||
+      run_family_on_cases(&conv_algorithm_data_gather, gathered, (size_t)ngathered, NULL, &count[1]) != TEST_PASS ||
+      run_family_on_cases(&conv_algorithm_filter_reduce, filter, (size_t)nfilter, NULL, &count[2]) != TEST_PASS)
     return TEST_FAIL;
-  CHECK(data_count.wrong_caught == 0 && filter_count.wrong_caught == 0);
+  CHECK(count[0].wrong_caught == 0 && count[1].wrong_caught == 0 && count[2].wrong_caught == 0);
   return TEST_PASS;
 }
 

@@ -1,9 +1,11 @@
 /* test_backward_configs.c -- CPU tests of how our backward families plan:
- * direct_channel's transposed view of backward-data and filter_reduce's
- * bands.  No GPU needed; test_backward runs the kernels. */
+ * direct_channel's transposed view of backward-data, data_gather's share
+ * of the rest, and filter_reduce's bands.  No GPU needed; test_backward
+ * runs the kernels. */
 #include <stdint.h>
 #include <string.h>
 
+#include "algorithms/data_gather.h"
 #include "algorithms/direct_channel.h"
 #include "algorithms/filter_reduce.h"
 #include "runtime/internal.h"
@@ -61,6 +63,25 @@ static int backward_data_view(void) {
   CHECK(!dc->applicable(&strided, &env) && !dc->applicable(&cropped, &env));
   depthwise.direction = CONV_BACKWARD_FILTER;
   CHECK(!dc->applicable(&depthwise, &env));
+
+  /* data_gather takes exactly the few-channel passes the view cannot run. */
+  const conv_algorithm *dg = &conv_algorithm_data_gather;
+  CHECK(dg->applicable(&strided, &env) && dg->applicable(&cropped, &env));
+  CHECK(!dg->applicable(&depthwise, &env)); /* backward-filter */
+  depthwise.direction = CONV_BACKWARD_DATA;
+  CHECK(!dg->applicable(&depthwise, &env)); /* direct_channel's */
+  conv_config configs[8];
+  int n = -1;
+  CHECK_STATUS(CONV_OK, dg->configs(&strided, &env, configs, 8, &n, NULL));
+  CHECK(n == 3);
+  conv_data_gather_launch l;
+  char why[160] = "";
+  CHECK(conv_data_gather_plan(&strided, 256, &l, why, sizeof why));
+  CHECK((int64_t)l.blocks * 256 >= 2 * 4 * 37 * 29 && l.p == 19 && l.q == 15);
+  CHECK(!conv_data_gather_plan(&strided, 100, &l, why, sizeof why) && strstr(why, "100 threads"));
+  conv_problem wide = strided; /* a 9x9 filter: no kernel */
+  wide.r = wide.s = 9;
+  CHECK(!dg->applicable(&wide, &env));
   return TEST_PASS;
 }
 

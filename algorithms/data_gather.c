@@ -1,0 +1,105 @@
+/*
+ * data_gather.c -- the `data_gather` candidate: our own backward-data pass
+ * for the strided (or over-padded) convolutions with few channels per
+ * group that direct_channel's transposed view cannot run, depthwise 3x3
+ * stride 2 above all.  The kernels are in data_gather.cu.
+ *
+ * Config values: {threads}.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "algorithms/data_gather.h"
+#include "algorithms/direct_channel.h"
+#include "runtime/internal.h"
+
+/* Each dx element sums kg x r x s products: past these, a dense layer is
+ * GEMM work. */
+#define DG_MAX_CHANNELS_IN 32
+#define DG_MAX_CHANNELS_OUT 32
+
+static bool dg_applicable(const conv_problem *pb, const conv_env *env) {
+  if (pb == NULL || env == NULL || !conv_problem_supported(pb) ||
+      pb->direction != CONV_BACKWARD_DATA || pb->layout != CONV_LAYOUT_NCHW)
+    return false;
+  conv_problem transposed; /* direct_channel runs these, faster */
+  if (conv_direct_backward_data_view(pb, &transposed)) return false;
+  return pb->c / pb->groups <= DG_MAX_CHANNELS_IN && pb->k / pb->groups <= DG_MAX_CHANNELS_OUT &&
+         conv_data_gather_compiled(pb->r, pb->s);
+}
+
+static const int dg_threads[] = {256, 128, 512};
+#define DG_THREADS ((int)(sizeof dg_threads / sizeof dg_threads[0]))
+
+static conv_status dg_configs(const conv_problem *problem, conv_env *env, conv_config *out,
+                              int max, int *count, conv_error *err) {
+  if (problem == NULL || out == NULL || count == NULL || max < 0)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "data_gather: bad configs() arguments");
+  *count = 0;
+  if (!dg_applicable(problem, env)) return CONV_OK;
+  int n = 0;
+  for (int i = 0; i < DG_THREADS && n < max; i++) {
+    conv_data_gather_launch launch;
+    if (conv_data_gather_plan(problem, dg_threads[i], &launch, NULL, 0))
+      out[n++] = (conv_config){1, {dg_threads[i]}, 0};
+  }
+  *count = n;
+  return CONV_OK;
+}
+
+static void dg_release(void *state) { free(state); }
+
+static conv_status dg_prepare(const conv_problem *problem, conv_env *env,
+                              const conv_config *config, conv_prepared *out, conv_error *err) {
+  if (problem == NULL || env == NULL || config == NULL || out == NULL)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "data_gather: NULL argument");
+  if (!dg_applicable(problem, env))
+    return conv_error_set(err, CONV_UNSUPPORTED,
+                          "data_gather: only fp32 NCHW backward-data that direct_channel does not "
+                          "run (a stride above 1, or padding past the filter), of a square 1, 2, "
+                          "3, 4, 5 or 7 filter, with at most %d input and %d output channels per "
+                          "group",
+                          DG_MAX_CHANNELS_IN, DG_MAX_CHANNELS_OUT);
+  /* Then conv_data_gather_plan checks the value against the problem. */
+  conv_status st = conv_config_check(config, "data_gather", 1, 1, 1024, err);
+  if (st != CONV_OK) return st;
+  conv_data_gather_launch *launch = malloc(sizeof *launch);
+  if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "data_gather: malloc");
+  char why[160];
+  if (!conv_data_gather_plan(problem, (int)config->values[0], launch, why, sizeof why)) {
+    free(launch);
+    return conv_error_set(err, CONV_UNSUPPORTED, "data_gather: %s", why);
+  }
+  out->state = launch;
+  out->workspace_bytes = 0;
+  out->arith = CONV_ARITH_DIRECT;
+  return CONV_OK;
+}
+
+static conv_status dg_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
+  /* Backward-data: dy (exec's y) and w in, dx (exec's x) out. */
+  return conv_check_cuda(err,
+                         conv_data_gather_run(ex->state, ex->y, ex->w, (float *)ex->x, stream),
+                         "data_gather: kernel launch");
+}
+
+static void dg_describe(const conv_config *config, char *text, size_t size) {
+  if (text == NULL || size == 0) return;
+  if (config == NULL || config->count != 1) {
+    snprintf(text, size, "invalid config");
+    return;
+  }
+  snprintf(text, size, "threads=%lld", (long long)config->values[0]);
+}
+
+const conv_algorithm conv_algorithm_data_gather = {
+    .id = CONV_ALGO_DATA_GATHER,
+    .version = 1,
+    .name = "data_gather",
+    .applicable = dg_applicable,
+    .configs = dg_configs,
+    .prepare = dg_prepare,
+    .run = dg_run,
+    .release = dg_release,
+    .describe = dg_describe,
+};

@@ -1,0 +1,141 @@
+/*
+ * data_gather.cu -- see data_gather.h.
+ */
+#include "algorithms/data_gather.h"
+#include "runtime/internal.h"
+
+#include <stdio.h>
+
+#define REJECT(...)                                                        \
+  do {                                                                     \
+    if (why != NULL && why_size > 0) snprintf(why, why_size, __VA_ARGS__); \
+    return false;                                                          \
+  } while (0)
+
+namespace {
+
+const int kMaxThreads = 512;
+
+/* Output coordinate o = (i + pad - tap * dil) / stride of input coordinate
+ * i, when the division is exact and o < outputs; else -1. */
+template <int STRIDE>
+__device__ __forceinline__ int source_of(int i, int pad, int tap, int dil, int stride,
+                                         int outputs) {
+  const int t = i + pad - tap * dil;
+  if (t < 0) return -1;
+  const int st = STRIDE ? STRIDE : stride;
+  const int o = t / st;
+  return o * st == t && o < outputs ? o : -1;
+}
+
+/* One thread per dx element.  STRIDE: both strides when nonzero (2, the
+ * common case, divides by a shift), else the launch's. */
+template <int R, int S, int STRIDE>
+__global__ void __launch_bounds__(kMaxThreads)
+    gather_kernel(const conv_data_gather_launch L, const float *__restrict__ dy,
+                  const float *__restrict__ w, float *__restrict__ dx) {
+  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (uint32_t)L.n * L.c * L.h * L.w) return;
+  const uint32_t row = conv_divide(i, L.by_w);
+  const int ix = (int)(i - row * (uint32_t)L.w);
+  const uint32_t plane = conv_divide(row, L.by_h);
+  const int iy = (int)(row - plane * (uint32_t)L.h);
+  const uint32_t n = conv_divide(plane, L.by_c);
+  const int c = (int)(plane - n * (uint32_t)L.c);
+  const int g = (int)conv_divide((uint32_t)c, L.by_cg);
+  const int ci = c - g * L.cg;
+
+  int rows[R], cols[S];
+#pragma unroll
+  for (int r = 0; r < R; r++)
+    rows[r] = source_of<STRIDE>(iy, L.pad_h, r, L.dil_h, L.stride_h, L.p);
+#pragma unroll
+  for (int s = 0; s < S; s++)
+    cols[s] = source_of<STRIDE>(ix, L.pad_w, s, L.dil_w, L.stride_w, L.q);
+
+  const int64_t plane_out = (int64_t)L.p * L.q;
+  const float *dyg = dy + ((int64_t)n * L.k + (int64_t)g * L.kg) * plane_out;
+  const float *wg = w + ((int64_t)g * L.kg * L.cg + ci) * (R * S);
+  float acc = 0.0f;
+  for (int k = 0; k < L.kg; k++) {
+    const float *dyk = dyg + k * plane_out;
+    const float *wk = wg + (int64_t)k * L.cg * (R * S);
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+      if (rows[r] < 0) continue;
+      const float *dyr = dyk + (int64_t)rows[r] * L.q;
+#pragma unroll
+      for (int s = 0; s < S; s++)
+        if (cols[s] >= 0) acc = fmaf(__ldg(dyr + cols[s]), __ldg(wk + r * S + s), acc);
+    }
+  }
+  dx[i] = acc;
+}
+
+typedef void (*gather_fn)(conv_data_gather_launch, const float *, const float *, float *);
+
+struct instance {
+  int size, stride; /* stride 0: any */
+  gather_fn fn;
+};
+
+#define SIZE(n) {n, 2, gather_kernel<n, n, 2>}, {n, 0, gather_kernel<n, n, 0>}
+const instance kInstances[] = {SIZE(1), SIZE(2), SIZE(3), SIZE(4), SIZE(5), SIZE(7)};
+#undef SIZE
+
+gather_fn find_kernel(int64_t r, int64_t s, int64_t stride_h, int64_t stride_w) {
+  if (r != s) return nullptr;
+  const int stride = stride_h == 2 && stride_w == 2 ? 2 : 0;
+  for (const instance &in : kInstances)
+    if (in.size == r && in.stride == stride) return in.fn;
+  return nullptr;
+}
+
+bool fits_int(int64_t v) { return v >= 0 && v <= INT32_MAX; }
+
+}  // namespace
+
+extern "C" bool conv_data_gather_compiled(int64_t r, int64_t s) {
+  return find_kernel(r, s, 1, 1) != nullptr;
+}
+
+extern "C" bool conv_data_gather_plan(const conv_problem *pb, int threads,
+                                      conv_data_gather_launch *L, char *why, size_t why_size) {
+  if (pb->direction != CONV_BACKWARD_DATA || pb->layout != CONV_LAYOUT_NCHW)
+    REJECT("only NCHW backward-data passes");
+  if (threads < 32 || threads > kMaxThreads || threads % 32 != 0)
+    REJECT("%d threads: not a multiple of 32 in [32, %d]", threads, kMaxThreads);
+  conv_shape shape;
+  if (conv_problem_shape(pb, &shape) != CONV_OK) REJECT("invalid problem");
+  const gather_fn kernel = find_kernel(pb->r, pb->s, pb->stride_h, pb->stride_w);
+  if (kernel == nullptr)
+    REJECT("no kernel compiled for a %lld x %lld filter", (long long)pb->r, (long long)pb->s);
+  const int64_t dims[] = {shape.x_elems, shape.y_elems, shape.w_elems, pb->pad_h + pb->h,
+                          pb->pad_w + pb->w, pb->dil_h * pb->r, pb->dil_w * pb->s,
+                          shape.x_elems + threads};
+  for (int64_t d : dims)
+    if (!fits_int(d)) REJECT("a size past 32-bit indexing");
+
+  conv_data_gather_launch l = {};
+  l.threads = threads;
+  l.kernel = (const void *)kernel;
+  l.n = (int)pb->n, l.c = (int)pb->c, l.h = (int)pb->h, l.w = (int)pb->w, l.k = (int)pb->k;
+  l.p = (int)shape.p, l.q = (int)shape.q, l.r = (int)pb->r, l.s = (int)pb->s;
+  l.stride_h = (int)pb->stride_h, l.stride_w = (int)pb->stride_w;
+  l.pad_h = (int)pb->pad_h, l.pad_w = (int)pb->pad_w;
+  l.dil_h = (int)pb->dil_h, l.dil_w = (int)pb->dil_w;
+  l.cg = (int)shape.c_per_group, l.kg = (int)shape.k_per_group;
+  l.by_w = conv_divisor_make(l.w), l.by_h = conv_divisor_make(l.h);
+  l.by_c = conv_divisor_make(l.c), l.by_cg = conv_divisor_make(l.cg);
+  l.blocks = (unsigned)((shape.x_elems + threads - 1) / threads);
+  *L = l;
+  return true;
+}
+
+extern "C" cudaError_t conv_data_gather_run(const conv_data_gather_launch *L, const float *dy,
+                                            const float *w, float *dx, cudaStream_t stream) {
+  if (L == NULL || L->kernel == NULL || dy == NULL || w == NULL || dx == NULL)
+    return cudaErrorInvalidValue;
+  ((gather_fn)L->kernel)<<<L->blocks, (unsigned)L->threads, 0, stream>>>(*L, dy, w, dx);
+  return cudaGetLastError();
+}
