@@ -100,7 +100,8 @@ typedef enum conv_layout { CONV_LAYOUT_NCHW = 0, CONV_LAYOUT_NHWC } conv_layout;
  * BACKWARD_FILTER  dw from x and dy (conv_plan_backward_filter).
  * dx, dy and dw have the shapes and layout of x, y and w.  Backward problems
  * take no epilogue (the bias gradient is dy summed over n, p and q).  This
- * version runs them with cuDNN's engines only. */
+ * version runs them with cuDNN's engines and, for NCHW layers with few
+ * channels per group, its own direct kernels. */
 typedef enum conv_direction {
   CONV_FORWARD = 0,
   CONV_BACKWARD_DATA,
