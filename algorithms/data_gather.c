@@ -4,7 +4,7 @@
  * group that direct_channel's transposed view cannot run, depthwise 3x3
  * stride 2 above all.  The kernels are in data_gather.cu.
  *
- * Config values: {threads}.
+ * Config values: {kernel, threads} (conv_data_gather_tiling).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,8 +28,12 @@ static bool dg_applicable(const conv_problem *pb, const conv_env *env) {
          conv_data_gather_compiled(pb->r, pb->s);
 }
 
-static const int dg_threads[] = {256, 128, 512};
-#define DG_THREADS ((int)(sizeof dg_threads / sizeof dg_threads[0]))
+/* The quad kernel first (it plans at stride 2 only), then per element. */
+static const conv_data_gather_tiling dg_tilings[] = {
+    {CONV_GATHER_QUAD, 256},    {CONV_GATHER_QUAD, 128},    {CONV_GATHER_QUAD, 512},
+    {CONV_GATHER_ELEMENT, 256}, {CONV_GATHER_ELEMENT, 128}, {CONV_GATHER_ELEMENT, 512},
+};
+#define DG_TILINGS ((int)(sizeof dg_tilings / sizeof dg_tilings[0]))
 
 static conv_status dg_configs(const conv_problem *problem, conv_env *env, conv_config *out,
                               int max, int *count, conv_error *err) {
@@ -38,10 +42,10 @@ static conv_status dg_configs(const conv_problem *problem, conv_env *env, conv_c
   *count = 0;
   if (!dg_applicable(problem, env)) return CONV_OK;
   int n = 0;
-  for (int i = 0; i < DG_THREADS && n < max; i++) {
+  for (int i = 0; i < DG_TILINGS && n < max; i++) {
     conv_data_gather_launch launch;
-    if (conv_data_gather_plan(problem, dg_threads[i], &launch, NULL, 0))
-      out[n++] = (conv_config){1, {dg_threads[i]}, 0};
+    if (conv_data_gather_plan(problem, &dg_tilings[i], &launch, NULL, 0))
+      out[n++] = (conv_config){2, {dg_tilings[i].kernel, dg_tilings[i].threads}, 0};
   }
   *count = n;
   return CONV_OK;
@@ -61,12 +65,13 @@ static conv_status dg_prepare(const conv_problem *problem, conv_env *env,
                           "group",
                           DG_MAX_CHANNELS_IN, DG_MAX_CHANNELS_OUT);
   /* Then conv_data_gather_plan checks the value against the problem. */
-  conv_status st = conv_config_check(config, "data_gather", 1, 1, 1024, err);
+  conv_status st = conv_config_check(config, "data_gather", 2, 0, 1024, err);
   if (st != CONV_OK) return st;
+  const conv_data_gather_tiling tiling = {(int)config->values[0], (int)config->values[1]};
   conv_data_gather_launch *launch = malloc(sizeof *launch);
   if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "data_gather: malloc");
   char why[160];
-  if (!conv_data_gather_plan(problem, (int)config->values[0], launch, why, sizeof why)) {
+  if (!conv_data_gather_plan(problem, &tiling, launch, why, sizeof why)) {
     free(launch);
     return conv_error_set(err, CONV_UNSUPPORTED, "data_gather: %s", why);
   }
@@ -85,16 +90,18 @@ static conv_status dg_run(const conv_exec *ex, cudaStream_t stream, conv_error *
 
 static void dg_describe(const conv_config *config, char *text, size_t size) {
   if (text == NULL || size == 0) return;
-  if (config == NULL || config->count != 1) {
+  if (config == NULL || config->count != 2) {
     snprintf(text, size, "invalid config");
     return;
   }
-  snprintf(text, size, "threads=%lld", (long long)config->values[0]);
+  snprintf(text, size, "%s threads=%lld", config->values[0] == CONV_GATHER_QUAD ? "quad" : "element",
+           (long long)config->values[1]);
 }
 
 const conv_algorithm conv_algorithm_data_gather = {
     .id = CONV_ALGO_DATA_GATHER,
-    .version = 1,
+    /* 2: the quad kernel for stride 2. */
+    .version = 2,
     .name = "data_gather",
     .applicable = dg_applicable,
     .configs = dg_configs,

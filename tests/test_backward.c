@@ -273,6 +273,7 @@ static int direct_backward_matches_reference(void) {
       direct_problem(1, 2, 20, 24, 2, 3, 3, 1, 5, 1, 2, N, S),       /* padding past the filter */
       direct_problem(2, 4, 29, 31, 8, 3, 3, 3, 1, 1, 4, N, T),       /* stride 3, multiplier 2 */
       direct_problem(1, 6, 33, 35, 6, 3, 3, 2, 2, 2, 6, N, S),       /* depthwise s2, d2 */
+      direct_problem(2, 4, 30, 27, 8, 3, 3, 2, 1, 1, 4, N, T),       /* s2, multiplier 2 */
   };
   cases[6].pad_w = 1; /* asymmetric padding */
   cases[15].dil_w = 3;
@@ -294,7 +295,7 @@ static int direct_backward_matches_reference(void) {
     CHECK_MSG(conv_algorithm_filter_reduce.applicable(&p, &env), "filter_reduce refuses case %d", i);
     filter[nfilter++] = p;
   }
-  CHECK_MSG(ngathered == 7, "data_gather takes %d of the 7 strided or over-padded cases", ngathered);
+  CHECK_MSG(ngathered == 8, "data_gather takes %d of the 8 strided or over-padded cases", ngathered);
   family_count count[3];
   if (run_family_on_cases(&conv_algorithm_direct_channel, transposed, (size_t)ntransposed, NULL, &count[0]) != TEST_PASS ||
       run_family_on_cases(&conv_algorithm_data_gather, gathered, (size_t)ngathered, NULL, &count[1]) != TEST_PASS ||

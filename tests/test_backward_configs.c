@@ -73,12 +73,20 @@ static int backward_data_view(void) {
   conv_config configs[8];
   int n = -1;
   CHECK_STATUS(CONV_OK, dg->configs(&strided, &env, configs, 8, &n, NULL));
-  CHECK(n == 3);
+  CHECK(n == 6 && configs[0].values[0] == CONV_GATHER_QUAD); /* quad first at stride 2 */
+  CHECK_STATUS(CONV_OK, dg->configs(&cropped, &env, configs, 8, &n, NULL));
+  CHECK(n == 3 && configs[0].values[0] == CONV_GATHER_ELEMENT); /* stride 1: no quad */
   conv_data_gather_launch l;
   char why[160] = "";
-  CHECK(conv_data_gather_plan(&strided, 256, &l, why, sizeof why));
-  CHECK((int64_t)l.blocks * 256 >= 2 * 4 * 37 * 29 && l.p == 19 && l.q == 15);
-  CHECK(!conv_data_gather_plan(&strided, 100, &l, why, sizeof why) && strstr(why, "100 threads"));
+  const conv_data_gather_tiling element = {CONV_GATHER_ELEMENT, 256}, quad = {CONV_GATHER_QUAD, 128};
+  CHECK(conv_data_gather_plan(&strided, &element, &l, why, sizeof why));
+  CHECK(l.threads_needed == 2 * 4 * 37 * 29 && (int64_t)l.blocks * 256 >= l.threads_needed);
+  CHECK(l.p == 19 && l.q == 15);
+  CHECK(conv_data_gather_plan(&strided, &quad, &l, why, sizeof why));
+  CHECK(l.rows == 19 && l.cols == 15 && l.threads_needed == 2 * 4 * 19 * 15); /* 2x2 blocks */
+  CHECK(!conv_data_gather_plan(&cropped, &quad, &l, why, sizeof why) && strstr(why, "stride 2"));
+  const conv_data_gather_tiling odd = {CONV_GATHER_ELEMENT, 100};
+  CHECK(!conv_data_gather_plan(&strided, &odd, &l, why, sizeof why) && strstr(why, "100 threads"));
   conv_problem wide = strided; /* a 9x9 filter: no kernel */
   wide.r = wide.s = 9;
   CHECK(!dg->applicable(&wide, &env));
