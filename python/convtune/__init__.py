@@ -444,10 +444,7 @@ class Plan:
         self._current_stream = _stream_query(torch)
         try:
             self._new_output = self._output_maker(torch)
-            if self._direction == _lib.FORWARD:
-                self._launcher, call = self._make_launcher(torch, lib)
-            else:  # backward passes run through ctypes (Plan.backward_data/_filter)
-                self._launcher, call = None, "ctypes (backward pass)"
+            self._launcher, call = self._make_launcher(torch, lib)
         except BaseException:
             self._release()
             raise
@@ -495,11 +492,16 @@ class Plan:
         def fail(status):  # no reference to the Plan: the launcher makes no cycle
             raise ConvtuneError(status, _lib.last_error(ctx_lib, ctx_handle))
 
+        # A backward pass's launcher takes its two inputs in the places of x and w.
+        execute, inputs = {
+            _lib.BACKWARD_DATA: (lib.conv_plan_backward_data, (self._y_shape, self._w_shape)),
+            _lib.BACKWARD_FILTER: (lib.conv_plan_backward_filter, (self._x_shape, self._y_shape)),
+        }.get(self._direction, (lib.conv_plan_execute, (self._x_shape, self._w_shape)))
         launcher = module.Launcher(
-            execute_address=ctypes.cast(lib.conv_plan_execute, ctypes.c_void_p).value,
+            execute_address=ctypes.cast(execute, ctypes.c_void_p).value,
             plan_address=ctypes.cast(self._handle, ctypes.c_void_p).value,
             device_index=self._device_index,
-            x_shape=self._x_shape, w_shape=self._w_shape,
+            x_shape=inputs[0], w_shape=inputs[1],
             bias_shape=tuple(self._bias_shape) if self._has_bias else None,
             out_shape=self.output_shape,
             memory_format=self._memory_format or None,
@@ -508,7 +510,7 @@ class Plan:
             current_stream=self._current_stream,
             is_grad_enabled=torch.is_grad_enabled,
             order_streams=functools.partial(_order_streams, torch, self._device_index),
-            fail=fail)
+            fail=fail, backward=self._direction != _lib.FORWARD)
         return launcher, "extension"
 
     @property
@@ -547,7 +549,7 @@ class Plan:
         or channels-last (layout "nhwc").
         """
         launcher = self._launcher
-        if launcher is not None:
+        if launcher is not None and self._direction == _lib.FORWARD:
             y = launcher(x, w, bias, out)  # checks, allocates and executes in C
             if y is not None:
                 return y
@@ -561,6 +563,10 @@ class Plan:
         direction="bwd_data"; out (N, C, H, W) or None to allocate it.  Tensors as
         for a forward call (float32, the plan's layout, aligned); out is overwritten."""
         self._check_direction(_lib.BACKWARD_DATA)
+        if self._launcher is not None:
+            dx = self._launcher(dy, w, None, out)  # checks, allocates and executes in C
+            if dx is not None:
+                return dx
         return self._backward(self._context._lib.conv_plan_backward_data,
                               (("dy", dy, self._y_shape), ("w", w, self._w_shape)), out)
 
@@ -568,6 +574,10 @@ class Plan:
         """dw, the gradient for w, from x and dy (N, K, P, Q), for a plan made with
         direction="bwd_filter"; out (K, C/groups, R, S) or None to allocate it."""
         self._check_direction(_lib.BACKWARD_FILTER)
+        if self._launcher is not None:
+            dw = self._launcher(x, dy, None, out)
+            if dw is not None:
+                return dw
         return self._backward(self._context._lib.conv_plan_backward_filter,
                               (("x", x, self._x_shape), ("dy", dy, self._y_shape)), out)
 

@@ -10,9 +10,10 @@
  *
  * It uses Python's stable ABI only (one build serves CPython 3.9 and later)
  * and nothing of torch's C++ API: tensors are read through their Python
- * attributes, so it links neither libpython nor torch.  conv_plan_execute is
- * reached through the address ctypes resolved, so plans and this module
- * always use the same loaded copy of libconvtune.so.
+ * attributes, so it links neither libpython nor torch.  conv_plan_execute (or
+ * a backward plan's conv_plan_backward_data / _filter) is reached through the
+ * address ctypes resolved, so plans and this module always use the same
+ * loaded copy of libconvtune.so.
  *
  * Threads: a Launcher executes with the GIL held.  The GIL is what keeps two
  * threads from executing one plan at once (include/convtune.h, "Threads"),
@@ -29,6 +30,8 @@
 
 typedef conv_status (*execute_fn)(conv_plan *plan, void *stream, const void *x, const void *w,
                                   const void *bias, void *y);
+/* conv_plan_backward_data (dy, w -> dx) and conv_plan_backward_filter (x, dy -> dw). */
+typedef conv_status (*pass_fn)(conv_plan *plan, void *stream, const void *a, const void *b, void *out);
 
 /* Interned attribute names, made once at module import. */
 static PyObject *name_dtype, *name_shape, *name_get_device, *name_is_contiguous, *name_data_ptr,
@@ -38,6 +41,10 @@ static PyObject *no_arguments; /* () */
 typedef struct {
   PyObject_HEAD
   execute_fn execute;
+  /* A backward pass's plan: `backward` is called with the two inputs and the
+   * output (the Launcher's x and w are those inputs; there is no bias), and
+   * records no gradients itself, so their requires_grad is not read. */
+  pass_fn backward;
   conv_plan *plan; /* NULL once closed */
   void *last_stream;
   int has_last_stream;
@@ -203,7 +210,7 @@ static int arguments_fit(const Launcher *self, PyObject *x, PyObject *w, PyObjec
             !overlaps(pointers[3], self->out_bytes, pointers[1], self->w_bytes) &&
             (bias == Py_None || !overlaps(pointers[3], self->out_bytes, pointers[2], self->bias_bytes));
   }
-  if (yes == 1) {
+  if (yes == 1 && self->backward == NULL) {
     PyObject *const tensors[3] = {x, w, bias};
     yes = no_autograd(self, tensors, 3);
   }
@@ -269,7 +276,8 @@ static PyObject *output_for(const Launcher *self, PyObject *out, uintptr_t *data
 /* launcher(x, w, bias, out) -> out (a new tensor when out is None) after
  * queueing the convolution on torch's current stream; None, having done
  * nothing, when an argument does not fit the plan (the binding then says
- * which and why). */
+ * which and why).  A backward pass's launcher: launcher(dy, w, None, out)
+ * or launcher(x, dy, None, out). */
 static PyObject *launcher_call(PyObject *object, PyObject *args, PyObject *kwargs)
 {
   Launcher *self = (Launcher *)object;
@@ -302,15 +310,19 @@ static PyObject *launcher_call(PyObject *object, PyObject *args, PyObject *kwarg
     PyErr_SetString(PyExc_ValueError, "this convtune Plan is closed");
     goto fail;
   }
-  conv_status status = self->execute(self->plan, stream, (const void *)pointers[0], (const void *)pointers[1],
-                                     (const void *)pointers[2], (void *)pointers[3]);
+  conv_status status =
+      self->backward != NULL
+          ? self->backward(self->plan, stream, (const void *)pointers[0], (const void *)pointers[1],
+                           (void *)pointers[3])
+          : self->execute(self->plan, stream, (const void *)pointers[0], (const void *)pointers[1],
+                          (const void *)pointers[2], (void *)pointers[3]);
   if (status != CONV_OK) {
     PyObject *code = PyLong_FromLong((long)status);
     PyObject *raised = code ? PyObject_CallFunctionObjArgs(self->fail, code, NULL) : NULL;
     Py_XDECREF(code);
     if (raised != NULL) {
       Py_DECREF(raised);
-      PyErr_Format(PyExc_RuntimeError, "convtune: conv_plan_execute failed with status %d", (int)status);
+      PyErr_Format(PyExc_RuntimeError, "convtune: the plan's execute failed with status %d", (int)status);
     }
     goto fail;
   }
@@ -337,16 +349,23 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
   static char *keywords[] = {"execute_address", "plan_address", "device_index", "x_shape", "w_shape",
                              "bias_shape", "out_shape", "memory_format", "tensor_type",
                              "float32", "empty",
-                             "current_stream", "is_grad_enabled", "order_streams", "fail", NULL};
+                             "current_stream", "is_grad_enabled", "order_streams", "fail", "backward",
+                             NULL};
   unsigned long long execute_address, plan_address;
   long device_index;
+  int backward = 0;
   PyObject *x_shape, *w_shape, *bias_shape, *out_shape, *format, *tensor_type, *float32, *empty,
       *stream, *grad, *order, *fail;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KKlO!O!OO!OOOOOOOO", keywords, &execute_address,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KKlO!O!OO!OOOOOOOO|p", keywords, &execute_address,
                                    &plan_address, &device_index, &PyTuple_Type, &x_shape, &PyTuple_Type,
                                    &w_shape, &bias_shape, &PyTuple_Type, &out_shape, &format,
-                                   &tensor_type, &float32, &empty, &stream, &grad, &order, &fail))
+                                   &tensor_type, &float32, &empty, &stream, &grad, &order, &fail,
+                                   &backward))
     return NULL;
+  if (backward && bias_shape != Py_None) {
+    PyErr_SetString(PyExc_ValueError, "a backward pass's Launcher takes no bias");
+    return NULL;
+  }
   if (format != Py_None && !PyDict_Check(format)) {
     PyErr_SetString(PyExc_TypeError, "memory_format must be a dict or None");
     return NULL;
@@ -363,7 +382,10 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
   Launcher *self = (Launcher *)alloc(type, 0);
   if (self == NULL)
     return NULL;
-  self->execute = (execute_fn)(uintptr_t)execute_address;
+  if (backward)
+    self->backward = (pass_fn)(uintptr_t)execute_address;
+  else
+    self->execute = (execute_fn)(uintptr_t)execute_address;
   self->plan = (conv_plan *)(uintptr_t)plan_address;
   self->device_index = device_index;
   self->has_bias = bias_shape != Py_None;

@@ -122,6 +122,31 @@ def check_executes_with_the_pointers(module):
     assert hb.calls == [(PLAN, 0x100, 0x10000, 0x20000, 0x40000, 0x30000)], hb.calls
 
 
+PASS = ctypes.CFUNCTYPE(ctypes.c_int, *[ctypes.c_void_p] * 5)
+
+
+def check_backward_pass(module):
+    """A backward pass's Launcher calls its pass with the two inputs and the
+    output, reads no requires_grad (a backward runs where grad mode may be
+    on, on tensors that record), and takes no bias."""
+    calls = []
+
+    def backward(plan, stream, a, b, out):
+        calls.append((plan, stream, a, b, out))
+        return 0
+
+    fn = PASS(backward)
+    dy, w = Tensor(X_SHAPE, 0x10000, requires_grad=True), Tensor(W_SHAPE, 0x20000)
+    launcher = make_launcher(module, fn, backward=True, is_grad_enabled=lambda: True)
+    out = Tensor(OUT_SHAPE, 0x30000)
+    assert launcher(dy, w, None, out) is out
+    assert calls == [(PLAN, 1, 0x10000, 0x20000, 0x30000)], calls
+    assert launcher(dy, w, Tensor(BIAS_SHAPE, 0x40000), None) is None  # no bias to take
+    assert launcher(dy, Tensor((4, 3, 3, 2), 0x20000), None, None) is None  # w shape
+    assert len(calls) == 1, calls
+    expect_raises(ValueError, lambda: make_launcher(module, fn, backward=True, bias_shape=BIAS_SHAPE))
+
+
 def check_refuses_what_does_not_fit(module):
     """Each misfit: None back, nothing executed, nothing allocated."""
     x, w = inputs()
@@ -293,7 +318,7 @@ def check_no_reference_leaks(module):
     assert sum(ref() is not None for ref in h.made) == 0, "outputs outlived their callers"
 
 
-CHECKS = [check_executes_with_the_pointers, check_refuses_what_does_not_fit, check_channels_last_tensors,
+CHECKS = [check_executes_with_the_pointers, check_backward_pass, check_refuses_what_does_not_fit, check_channels_last_tensors,
           check_autograd_only_when_enabled,
           check_orders_streams, check_orders_again_after_a_call_during_ordering, check_execute_failure_raises,
           check_a_fail_function_that_returns, check_closed, check_errors_from_tensors_propagate,
