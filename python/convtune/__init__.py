@@ -436,6 +436,7 @@ class Plan:
         self._torch, self._tensor_type, self._float32 = torch, torch.Tensor, torch.float32
         self._bias_shape = torch.Size((k,))
         self._direction = fields["direction"]
+        self._backward_plans = {}  # a forward plan's, by direction (_autograd.backward_plan)
         self._y_shape = (n, k, p.value, q.value)
         # What the pass writes: y, or dx (x's shape) or dw (w's shape).
         self.output_shape = {_lib.BACKWARD_DATA: self._x_shape,

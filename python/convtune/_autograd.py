@@ -13,11 +13,17 @@ _EPILOGUE = _lib.PROBLEM_FIELDS.index("epilogue")
 
 def backward_plan(plan, direction):
     """The plan of a backward pass (_lib.BACKWARD_DATA or _lib.BACKWARD_FILTER)
-    of a forward plan's convolution, from the same context."""
+    of a forward plan's convolution, from the same context; kept on the
+    forward plan for its next backward while it is open."""
+    kept = plan._backward_plans
+    found = kept.get(direction)
+    if found is not None and not found.closed:
+        return found
     key = list(plan._problem_fields)
     key[_DIRECTION] = direction
     key[_EPILOGUE] = _lib.EPILOGUE_NONE  # a backward pass has none: bias and ReLU are handled here
-    return plan.context._plan_for_key(tuple(key))
+    found = kept[direction] = plan.context._plan_for_key(tuple(key))
+    return found
 
 
 def _aligned(t, memory_format):
@@ -26,10 +32,17 @@ def _aligned(t, memory_format):
     return t if t.data_ptr() % _lib.POINTER_ALIGNMENT == 0 else t.clone(**memory_format)
 
 
+class _Misfit(Exception):
+    """The launcher refused the tensors (conv2d then returns None)."""
+
+
 class _Conv2d(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, w, bias, plan):
-        y = plan(x, w, bias)  # grad mode is off in here, so the plan takes tensors that record
+    def forward(ctx, x, w, bias, plan, launch):
+        # Grad mode is off in here, so the plan takes tensors that record.
+        y = plan(x, w, bias) if launch is None else launch(x, w, bias, None)
+        if y is None:
+            raise _Misfit()
         relu = plan._problem_fields[_EPILOGUE] == _lib.EPILOGUE_BIAS_RELU
         ctx.plan = plan
         ctx.has_bias = bias is not None
@@ -51,12 +64,19 @@ class _Conv2d(torch.autograd.Function):
             dw = backward_plan(plan, _lib.BACKWARD_FILTER).backward_filter(x, dy)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             db = dy.sum((0, 2, 3))
-        return dx, dw, db, None
+        return dx, dw, db, None, None
 
 
-def conv2d(plan, x, w, bias):
-    """plan(x, w, bias), differentiable in x, w and bias (a forward plan)."""
-    return _Conv2d.apply(x, w, bias, plan)
+def conv2d(plan, x, w, bias, launch=None):
+    """plan(x, w, bias), differentiable in x, w and bias (a forward plan).
+    With the plan's launcher (ops.plan_launch), it runs the forward and, where
+    the tensors do not fit, returns None having done nothing."""
+    if launch is None:
+        return _Conv2d.apply(x, w, bias, plan, None)
+    try:
+        return _Conv2d.apply(x, w, bias, plan, launch)
+    except _Misfit:
+        return None
 
 
 def records_gradients(*tensors):

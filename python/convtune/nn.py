@@ -106,6 +106,7 @@ class Conv2d(torch.nn.Conv2d):
         # tensors do not fit.
         self._plans = {}
         self._launch = None  # the last one used, tried first
+        self._launch_plan = None  # its plan (the autograd function runs it)
         self._launch_math = None
         self._launch_format = None  # the memory format its weight is read in
         self._launch_copies = False  # whether that is a copy (_weight_in)
@@ -115,8 +116,8 @@ class Conv2d(torch.nn.Conv2d):
     # copied or pickled with the module, which makes its own on first use.
     def __getstate__(self):
         state = super().__getstate__().copy()
-        for name in ("_plans", "_launch", "_launch_math", "_launch_format", "_launch_copies",
-                     "_last_plan"):
+        for name in ("_plans", "_launch", "_launch_plan", "_launch_math", "_launch_format",
+                     "_launch_copies", "_last_plan"):
             state.pop(name, None)
         return state
 
@@ -139,11 +140,15 @@ class Conv2d(torch.nn.Conv2d):
         if _compiling():
             return self._traced_forward(input)
         # The steady state of a model loop: the last plan's launcher checks
-        # the tensors in C and returns None when anything does not fit.
+        # the tensors in C and returns None when anything does not fit; in
+        # training it runs inside the autograd function.
         launch = self._launch
         if launch is not None and self._launch_math == _math_now(self.math) and not _autocast_on():
             w = self._weight_in(self._launch_format) if self._launch_copies else self.weight
-            y = launch(input, w, self.bias, None)
+            if _autograd.records_gradients(input, w, self.bias):
+                y = _autograd.conv2d(self._launch_plan, input, w, self.bias, launch)
+            else:
+                y = launch(input, w, self.bias, None)
             if y is not None:
                 return y
         return self._eager_forward(input)
@@ -247,7 +252,7 @@ class Conv2d(torch.nn.Conv2d):
             raise RuntimeError("convtune: the plan refused arguments it was made for")
         self._last_plan = plan
         if not (unbatched or padded):  # later calls go straight to the launcher
-            self._launch, self._launch_math = launch, math
+            self._launch, self._launch_plan, self._launch_math = launch, plan, math
             self._launch_format, self._launch_copies = memory_format, w is not self.weight
         return y.squeeze(0) if unbatched else y
 

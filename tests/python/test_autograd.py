@@ -189,3 +189,33 @@ def test_converted_model_trains_like_pytorch(ctx, cuda, strict_math, channels_la
     layers = [m for m in ours.modules() if isinstance(m, convtune.nn.Conv2d)]
     assert all(not m.fallbacks for m in layers), [m.fallbacks for m in layers]
     assert all(m.plan_info()["algorithm"] for m in layers)
+
+
+@gpu
+def test_training_calls_take_the_fast_path(ctx, cuda, strict_math):
+    """In training, a converted layer's repeated call runs its last plan's
+    launcher inside the autograd function (not the full path), with the
+    same gradients; an input the last plan does not fit takes the full path
+    (and its own plan), and so does the first shape again after it."""
+    layer = convtune.nn.Conv2d(4, 6, 3, padding=1, math="strict", context=ctx).to(cuda)
+    ref = nn.Conv2d(4, 6, 3, padding=1).to(cuda)
+    ref.load_state_dict(layer.state_dict())
+    ref = ref.double()
+    full = []
+    eager = layer._eager_forward
+    layer._eager_forward = lambda inp: (full.append(tuple(inp.shape)), eager(inp))[1]
+    shapes = [(2, 4, 9, 11), (2, 4, 9, 11), (3, 4, 7, 8), (2, 4, 9, 11)]
+    for shape in shapes:
+        x = torch.randn(shape, device=cuda, requires_grad=True)
+        xr = x.detach().double().requires_grad_()
+        layer.zero_grad()
+        ref.zero_grad()
+        y = layer(x)
+        g = torch.randn_like(y)
+        (y * g).sum().backward()
+        (ref(xr) * g.double()).sum().backward()
+        for got, want in ((x.grad, xr.grad), (layer.weight.grad, ref.weight.grad),
+                          (layer.bias.grad, ref.bias.grad)):
+            assert rel_l2(got, want) < STRICT_BOUND, (SEED, shape)
+    assert full == [shapes[0], shapes[2], shapes[3]], full
+    assert not layer.fallbacks
