@@ -278,6 +278,9 @@ typedef struct conv_plan_info {
   uint64_t graph_launches; /* one cudaGraphLaunch of a kept graph             */
   uint64_t graph_captures; /* graphs recorded (new, or updated in place)      */
   uint64_t direct_runs;    /* the pieces launched directly                    */
+  conv_direction direction; /* the pass the plan runs: conv_plan_execute for
+                             * CONV_FORWARD, conv_plan_backward_data or
+                             * conv_plan_backward_filter for the others     */
 } conv_plan_info;
 
 /* Returns a plan for `problem` on the context's device: from memory, from the

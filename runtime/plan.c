@@ -162,6 +162,7 @@ static conv_status instantiate(conv_context *ctx, const conv_problem *problem,
   info->time_ms = choice->time_ms;
   info->workspace_bytes = plan->prepared.workspace_bytes;
   info->source = source;
+  info->direction = plan->problem.direction;
   info->replay = CONV_REPLAY_PENDING;
   if (ctx->direct_launches) {
     plan->graphs_off = true;

@@ -109,6 +109,7 @@ static int backward_plans_match_cpu(void) {
               conv_context_last_error(ctx));
     conv_plan_info info;
     CHECK_STATUS(CONV_OK, conv_plan_info_get(plan, &info));
+    CHECK(info.direction == p.direction);
     char key[CONV_PROBLEM_KEY_MAX];
     describe_problem(&p, key, sizeof key);
     printf("%s: %s %s %.4f ms\n", key, info.algorithm, info.config, info.time_ms);

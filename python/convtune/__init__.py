@@ -363,7 +363,8 @@ class Plan:
     source ("memory", "cache" or "tuned") and replay ("graph": each call is one
     CUDA graph launch; "direct", with replay_note; "pending" before a call), call
     ("extension": calls run through the compiled module, holding the GIL;
-    "ctypes (why)" otherwise); .output_shape: what the plan's pass writes, the
+    "ctypes (why)" otherwise) and direction ("fwd", "bwd_data" or "bwd_filter");
+    .output_shape: what the plan's pass writes, the
     output (N, K, P, Q) of a forward plan, dx or dw of a backward one;
     .key: the problem's cache key.  Call a forward plan as plan(x, w, bias=None,
     out=None); a backward one as plan.backward_data(dy, w) or
@@ -462,6 +463,7 @@ class Plan:
             "graph_captures": 0,
             "direct_runs": 0,
             "call": call,
+            "direction": {v: k for k, v in _lib.DIRECTIONS.items()}.get(info.direction, "unknown(%d)" % info.direction),
         }
         return self
 

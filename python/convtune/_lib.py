@@ -98,6 +98,7 @@ class PlanInfo(Structure):
         ("graph_launches", ctypes.c_uint64),
         ("graph_captures", ctypes.c_uint64),
         ("direct_runs", ctypes.c_uint64),
+        ("direction", c_int),
     ]
 
 

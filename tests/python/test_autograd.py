@@ -58,6 +58,7 @@ def test_backward_plans_match_pytorch(ctx, cuda, layout):
         data = ctx.plan(*args, math="strict", layout=layout, direction="bwd_data")
         filt = ctx.plan(*args, math="strict", layout=layout, direction="bwd_filter")
         assert data.output_shape == x_shape and filt.output_shape == w_shape
+        assert data.info["direction"] == "bwd_data" and filt.info["direction"] == "bwd_filter"
         dx, dw = data.backward_data(dy, w), filt.backward_filter(x, dy)
         ref_dx = torch.nn.grad.conv2d_input(x_shape, w.double(), dy.double(), stride, pad, dil, groups)
         ref_dw = torch.nn.grad.conv2d_weight(x.double(), w_shape, dy.double(), stride, pad, dil, groups)
@@ -82,6 +83,9 @@ def test_passes_refuse_other_calls(ctx, cuda):
     with pytest.raises(ValueError, match="dy has shape"):
         data.backward_data(x, w)
     forward = ctx.plan(x.shape, w.shape, padding=1)
+    assert forward.info["direction"] == "fwd"
+    # Backward calls take the compiled path where forward calls do.
+    assert data.info["call"] == forward.info["call"]
     with pytest.raises(ValueError, match="runs plan"):
         forward.backward_data(dy, w)
     with pytest.raises(ValueError, match="no bias or activation"):

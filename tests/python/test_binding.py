@@ -74,7 +74,7 @@ def test_struct_layouts():
     assert ctypes.sizeof(_lib.ContextOptions) == 40
     assert _lib.ContextOptions.workspace_limit.offset == 24
     assert _lib.ContextOptions.direct_launches.offset == 36
-    assert ctypes.sizeof(_lib.PlanInfo) == 336
+    assert ctypes.sizeof(_lib.PlanInfo) == 344
     assert _lib.PlanInfo.time_ms.offset == 160 and _lib.PlanInfo.source.offset == 176
     assert _lib.PlanInfo.replay.offset == 180 and _lib.PlanInfo.replay_note.offset == 184
     assert _lib.PlanInfo.graph_launches.offset == 312 and _lib.PlanInfo.direct_runs.offset == 328
@@ -363,7 +363,8 @@ def test_plan_info_and_sources(tmp_path, cuda):
         info = p1.info
         assert set(info) == {"algorithm", "config", "time_ms", "workspace_bytes", "source",
                              "replay", "replay_note", "call", "graph_launches", "graph_captures",
-                             "direct_runs"}
+                             "direct_runs", "direction"}
+        assert info["direction"] == "fwd"
         assert info["source"] == "tuned" and info["replay"] == "pending"
         assert isinstance(info["algorithm"], str) and info["algorithm"]
         assert isinstance(info["config"], str)
