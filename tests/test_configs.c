@@ -1,0 +1,659 @@
+/* test_configs.c -- CPU tests of the candidate families' scope, configs
+ * and launch planning: which problems each family takes, that every config
+ * it lists plans and covers its output, and what it refuses; forward
+ * families (direct_channel, fft, channel_split, patch, depthwise_nhwc and
+ * the NHWC scope) and backward ones (direct_channel's transposed view,
+ * data_gather, filter_reduce).  No GPU needed: the GPU tests run the
+ * kernels. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algorithms/channel_split.h"
+#include "algorithms/data_gather.h"
+#include "algorithms/depthwise_nhwc.h"
+#include "algorithms/direct_channel.h"
+#include "algorithms/direct_window.h"
+#include "algorithms/filter_reduce.h"
+#include "algorithms/patch.h"
+#include "runtime/internal.h"
+#include "tests/test.h"
+
+static conv_problem depthwise_problem(void) {
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = 32; p.c = 144; p.h = 56; p.w = 56; p.k = 144; p.r = 3; p.s = 3;
+  p.pad_h = p.pad_w = 1;
+  p.groups = 144;
+  return p;
+}
+
+/* Whether the window layout's threads [0, threads) own every output in
+ * [0, outputs) exactly once: thread t's first output is
+ * (t / spacing) * per_thread * spacing + t % spacing, the others follow
+ * `spacing` apart (direct_window.cu). */
+static bool window_covers(int64_t outputs, int per_thread, int64_t spacing, int64_t threads) {
+  unsigned char *seen = calloc((size_t)outputs, 1);
+  if (seen == NULL) return false;
+  for (int64_t t = 0; t < threads; t++) {
+    const int64_t first = (t / spacing) * per_thread * spacing + t % spacing;
+    for (int j = 0; j < per_thread; j++) {
+      const int64_t o = first + j * spacing;
+      if (o < outputs) seen[o]++;
+    }
+  }
+  bool once = true;
+  for (int64_t o = 0; o < outputs; o++) once = once && seen[o] == 1;
+  free(seen);
+  return once;
+}
+
+/* The kernels' division by a launch constant: (umulhi(n, m) + n) >> s in
+ * 32-bit arithmetic, as direct_window.cu computes it, must be n / d. */
+static uint32_t divide_like_kernel(uint32_t n, conv_divisor d) {
+  const uint32_t hi = (uint32_t)(((uint64_t)n * d.multiplier) >> 32);
+  return (hi + n) >> d.shift;
+}
+
+static int divisor_matches_division(void) {
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  for (int d = 1; d <= 70000; d += d < 300 ? 1 : 997) {
+    const conv_divisor v = conv_divisor_make(d);
+    CHECK(v.divisor == (uint32_t)d);
+    const uint32_t edges[] = {0, 1, (uint32_t)d - 1, (uint32_t)d, (uint32_t)d + 1,
+                              2u * (uint32_t)d - 1, 0x7FFFFFFFu, 0x7FFFFFFFu - (uint32_t)d};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+      CHECK_MSG(divide_like_kernel(edges[i], v) == edges[i] / (uint32_t)d, "%u / %d",
+                edges[i], d);
+    for (int i = 0; i < 2000; i++) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      const uint32_t n = (uint32_t)(state >> 33); /* below 2^31 */
+      CHECK_MSG(divide_like_kernel(n, v) == n / (uint32_t)d, "%u / %d", n, d);
+    }
+  }
+  return TEST_PASS;
+}
+
+/* Channels-last problems: depthwise, grouped and dense ones are valid and
+ * keyed "nhwc", specs take layout=, and only the families written for NHWC
+ * take them. */
+static int nhwc_problems(void) {
+  conv_problem p = depthwise_problem();
+  p.layout = CONV_LAYOUT_NHWC;
+  char key[CONV_PROBLEM_KEY_MAX], message[256];
+  CHECK_STATUS(CONV_OK, conv_problem_validate(&p, message, sizeof message));
+  CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, sizeof key));
+  CHECK(strncmp(key, "fwd f32 nhwc strict none n32 c144", 33) == 0);
+  conv_problem parsed;
+  CHECK_STATUS(CONV_OK, conv_problem_parse("n=32 c=144 h=56 w=56 k=144 r=3 s=3 pad=1 g=144 "
+                                           "layout=NHWC", &parsed, message, sizeof message));
+  CHECK(parsed.layout == CONV_LAYOUT_NHWC && memcmp(&parsed, &p, sizeof p) == 0);
+  CHECK_STATUS(CONV_INVALID_ARGUMENT,
+               conv_problem_parse("n=1 c=1 h=3 w=3 k=1 r=3 s=3 layout=chwn", &parsed, message,
+                                  sizeof message));
+  CHECK(strstr(message, "layout=chwn") != NULL);
+  conv_problem grouped = p;
+  grouped.groups = 72; /* two input channels per group */
+  conv_problem dense = p;
+  dense.groups = 1;
+  CHECK_STATUS(CONV_OK, conv_problem_validate(&grouped, message, sizeof message));
+  CHECK_STATUS(CONV_OK, conv_problem_validate(&dense, message, sizeof message));
+  CHECK_STATUS(CONV_OK, conv_problem_key(&dense, key, sizeof key));
+  CHECK(strncmp(key, "fwd f32 nhwc strict none n32 c144", 33) == 0);
+  dense.layout = (conv_layout)7;
+  CHECK_STATUS(CONV_UNSUPPORTED, conv_problem_validate(&dense, message, sizeof message));
+  CHECK(strstr(message, "layout 7") != NULL);
+  dense.layout = CONV_LAYOUT_NHWC;
+
+  /* cuDNN takes every NHWC problem, depthwise_nhwc the depthwise ones,
+   * the NCHW families none. */
+  int count;
+  const conv_algorithm *const *algos = conv_registry(&count);
+  for (int i = 0; i < count; i++) {
+    const bool cudnn = algos[i]->id == CONV_ALGO_CUDNN;
+    const bool depthwise = cudnn || algos[i]->id == CONV_ALGO_DEPTHWISE_NHWC;
+    CHECK_MSG(algos[i]->applicable(&p, NULL) == depthwise, "%s on NHWC depthwise", algos[i]->name);
+    CHECK_MSG(algos[i]->applicable(&grouped, NULL) == cudnn, "%s on NHWC grouped", algos[i]->name);
+    CHECK_MSG(algos[i]->applicable(&dense, NULL) == cudnn, "%s on NHWC dense", algos[i]->name);
+  }
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  conv_config configs[64];
+  int n = -1;
+  const conv_algorithm *dw = conv_registry_find(CONV_ALGO_DEPTHWISE_NHWC);
+  CHECK(dw != NULL && strcmp(dw->name, "depthwise_nhwc") == 0);
+  CHECK_STATUS(CONV_OK, dw->configs(&p, &env, configs, 64, &n, NULL));
+  CHECK(n > 0 && configs[0].values[0] == 4); /* float4 channels first */
+  for (int i = 0; i < n; i++) {
+    conv_dwnhwc_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1],
+                            (int)configs[i].values[2], (int)configs[i].values[3]};
+    conv_dwnhwc_launch l;
+    CHECK(conv_dwnhwc_plan(&p, &t, &l, NULL, 0) && l.kernel != NULL);
+    /* The grid covers every output once: bands of rows x tiles of columns. */
+    CHECK((int64_t)l.grid[1] * l.block_channels >= p.k);
+    CHECK((int64_t)l.q_tiles * t.tq * t.px >= l.q);
+  }
+  /* 6 channels cannot be float4s: every config is single-channel. */
+  conv_problem six = p;
+  six.c = six.k = six.groups = 6;
+  CHECK_STATUS(CONV_OK, dw->configs(&six, &env, configs, 64, &n, NULL));
+  CHECK(n > 0);
+  for (int i = 0; i < n; i++) CHECK(configs[i].values[0] == 1);
+  /* The NCHW depthwise problem is not this family's. */
+  conv_problem nchw = depthwise_problem();
+  CHECK(!dw->applicable(&nchw, &env));
+  CHECK_STATUS(CONV_OK, dw->configs(&nchw, &env, configs, 64, &n, NULL));
+  CHECK(n == 0);
+  return TEST_PASS;
+}
+
+/* The direct_channel candidate's configs and tiling checks need no GPU. */
+static int direct_channel_configs(void) {
+  const conv_algorithm *dc = conv_registry_find(CONV_ALGO_DIRECT_CHANNEL);
+  CHECK(dc != NULL && strcmp(dc->name, "direct_channel") == 0);
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  conv_config configs[512];
+  int n = -1;
+  conv_problem p = depthwise_problem();
+  CHECK(dc->applicable(&p, &env));
+  CHECK_STATUS(CONV_OK, dc->configs(&p, &env, configs, 512, &n, NULL));
+  CHECK(n > 0 && n < 512);
+  int windows = 0;
+  for (int i = 0; i < n; i++) {
+    CHECK(configs[i].count == 6);
+    for (int j = 0; j < i; j++) CHECK(!conv_config_equal(&configs[i], &configs[j]));
+    conv_direct_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1],
+                            (int)configs[i].values[2], (int)configs[i].values[3],
+                            (int)configs[i].values[4], (int)configs[i].values[5]};
+    conv_direct_launch l;
+    CHECK(conv_direct_plan(&p, &t, &l, NULL, 0));
+    CHECK(l.kernel != NULL);
+    if (t.layout == CONV_DIRECT_WINDOW) {
+      windows++;
+      CHECK(l.grid[0] == 32 * 144 && l.smem_bytes == 9 * sizeof(float));
+      CHECK(window_covers(l.q, t.px, l.col_spacing, (int64_t)l.grid[2] * t.tx));
+      CHECK(window_covers(l.p, t.py, l.row_spacing, (int64_t)l.grid[1] * t.ty));
+    } else {
+      CHECK(l.tiles_p * l.tile_rows >= l.p && l.tiles_q * l.tile_cols >= l.q);
+      CHECK(l.smem_bytes <= CONV_DIRECT_SMEM_MAX && l.pitch % 4 == 0);
+    }
+  }
+  CHECK(windows > 0);
+  /* The first config is the window layout with 2 x 8 outputs per thread:
+   * 28 threads cover the 56 columns, 7 rows of them the 56 rows. */
+  CHECK(configs[0].values[0] == CONV_DIRECT_WINDOW && configs[0].values[1] == 2 &&
+        configs[0].values[2] == 8 && configs[0].values[4] == 28 && configs[0].values[5] == 7);
+  /* A max of 3 (the fast policy) gets the first 3 of the full list. */
+  conv_config few[3];
+  int m = -1;
+  CHECK_STATUS(CONV_OK, dc->configs(&p, &env, few, 3, &m, NULL));
+  CHECK(m == 3 && conv_config_equal(&few[2], &configs[2]));
+
+  /* Tilings that cannot run are refused with a reason. */
+  char why[160];
+  conv_direct_launch l;
+  conv_direct_tiling unit = {CONV_DIRECT_UNIT, 4, 4, 1, 14, 14};
+  p.stride_h = p.stride_w = 2;
+  CHECK(!conv_direct_plan(&p, &unit, &l, why, sizeof why) && strstr(why, "stride") != NULL);
+  p = depthwise_problem();
+  conv_direct_tiling kb16 = {CONV_DIRECT_UNIT, 4, 1, 16, 14, 14}; /* depthwise: 1 per group */
+  CHECK(!conv_direct_plan(&p, &kb16, &l, why, sizeof why) && strstr(why, "divide") != NULL);
+  conv_direct_tiling odd = {CONV_DIRECT_UNIT, 4, 3, 1, 14, 14}; /* not compiled */
+  CHECK(!conv_direct_plan(&p, &odd, &l, why, sizeof why) && strstr(why, "compiled") != NULL);
+  conv_direct_tiling wide = {CONV_DIRECT_UNIT, 4, 4, 1, 32, 16}; /* 512 threads */
+  CHECK(!conv_direct_plan(&p, &wide, &l, why, sizeof why) && strstr(why, "threads") != NULL);
+  p.r = p.s = 201; /* a 31 x 31 is fine, a 201 x 201 halo is not */
+  p.pad_h = p.pad_w = 100;
+  conv_direct_tiling big = {CONV_DIRECT_UNIT, 4, 4, 1, 14, 14};
+  CHECK(!conv_direct_plan(&p, &big, &l, why, sizeof why) && strstr(why, "shared memory") != NULL);
+
+  /* The window layout: compiled filters, strides and blockings only. */
+  conv_direct_tiling window = {CONV_DIRECT_WINDOW, 2, 4, 1, 28, 8};
+  p = depthwise_problem();
+  p.s = 5;
+  CHECK(!conv_direct_plan(&p, &window, &l, why, sizeof why) && strstr(why, "3x3") != NULL);
+  p = depthwise_problem();
+  p.stride_h = p.stride_w = 3;
+  CHECK(!conv_direct_plan(&p, &window, &l, why, sizeof why) && strstr(why, "stride") != NULL);
+  p.stride_h = p.stride_w = 2;
+  p.dil_h = 2;
+  CHECK(!conv_direct_plan(&p, &window, &l, why, sizeof why) && strstr(why, "undilated") != NULL);
+  p.dil_h = 1;
+  CHECK(conv_direct_plan(&p, &window, &l, why, sizeof why));
+  CHECK(l.col_spacing == 1 && l.row_spacing == 1 && l.vector_stores); /* 28 columns, 2 a thread */
+  /* float4 window loads: px * stride == 4, width a multiple of 4, and a
+   * kernel compiled for the padding (3x3: pad % 4 == 1). */
+  const void *vector_kernel = l.kernel;
+  CHECK(l.vector_loads);
+  p.pad_h = p.pad_w = 0;
+  CHECK(conv_direct_plan(&p, &window, &l, why, sizeof why) && !l.vector_loads);
+  CHECK(l.kernel != vector_kernel);
+  p.pad_h = p.pad_w = 5;
+  CHECK(conv_direct_plan(&p, &window, &l, why, sizeof why) && l.vector_loads);
+  p.pad_h = p.pad_w = 1;
+  p.w = 60;
+  CHECK(conv_direct_plan(&p, &window, &l, why, sizeof why) && l.vector_loads);
+  p.w = 58;
+  CHECK(conv_direct_plan(&p, &window, &l, why, sizeof why) && !l.vector_loads);
+  p.w = 56;
+  conv_direct_tiling window_px1 = {CONV_DIRECT_WINDOW, 1, 4, 1, 28, 8};
+  CHECK(conv_direct_plan(&p, &window_px1, &l, why, sizeof why) && !l.vector_loads);
+  conv_direct_tiling window_odd = {CONV_DIRECT_WINDOW, 2, 3, 1, 28, 8}; /* not compiled */
+  CHECK(!conv_direct_plan(&p, &window_odd, &l, why, sizeof why) && strstr(why, "compiled") != NULL);
+  /* Dilation 8, stride 1: each thread's outputs are 8 apart, and groups of
+   * 8 threads interleave; 1000 columns need ceil(1000 / 16) groups. */
+  p = depthwise_problem();
+  p.n = 1;
+  p.h = p.w = 1000;
+  p.dil_h = p.dil_w = p.pad_h = p.pad_w = 8;
+  CHECK(conv_direct_plan(&p, &window, &l, why, sizeof why));
+  CHECK(l.col_spacing == 8 && l.row_spacing == 8 && !l.vector_stores);
+  int64_t columns, rows;
+  conv_direct_threads_needed(&p, &window, &columns, &rows);
+  CHECK(columns == 63 * 8 && rows == 32 * 8);
+  CHECK(l.grid[2] == (unsigned)((columns + 27) / 28) && l.grid[1] == (unsigned)(rows / 8));
+  CHECK(window_covers(l.q, 2, 8, columns) && window_covers(l.p, 4, 8, rows));
+  /* Filters past 48 KiB of shared memory: 32 channels x 7x7 x 16. */
+  conv_problem dense7;
+  conv_problem_init(&dense7);
+  dense7.n = 1; dense7.c = 32; dense7.h = 40; dense7.w = 40; dense7.k = 16;
+  dense7.r = dense7.s = 7;
+  conv_direct_tiling window16 = {CONV_DIRECT_WINDOW, 2, 2, 16, 20, 10};
+  CHECK(!conv_direct_plan(&dense7, &window16, &l, why, sizeof why) &&
+        strstr(why, "shared memory") != NULL);
+  dense7.c = 16; /* 16 x 49 x 16 floats: 50176 bytes, still too many */
+  CHECK(!conv_direct_plan(&dense7, &window16, &l, why, sizeof why));
+  dense7.c = 8;
+  CHECK(conv_direct_plan(&dense7, &window16, &l, why, sizeof why));
+
+  /* Dense convolutions with many channels are left to GEMM engines. */
+  conv_problem dense;
+  conv_problem_init(&dense);
+  dense.n = 1; dense.c = 64; dense.h = 56; dense.w = 56; dense.k = 64; dense.r = dense.s = 3;
+  CHECK(!dc->applicable(&dense, &env));
+  CHECK_STATUS(CONV_OK, dc->configs(&dense, &env, configs, 512, &n, NULL));
+  CHECK(n == 0);
+  return TEST_PASS;
+}
+
+/* The fft candidate's applicability and transform sizes need no GPU. */
+static int fft_configs(void) {
+  const conv_algorithm *fft = conv_registry_find(CONV_ALGO_FFT);
+  CHECK(fft != NULL && strcmp(fft->name, "fft") == 0);
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  env.cublaslt = (cublasLtHandle_t)&env; /* applicable() only checks it is there */
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = 8; p.c = 4; p.h = 512; p.w = 512; p.k = 4; p.r = 31; p.s = 31; /* fft_few_ch_31 */
+  p.pad_h = p.pad_w = 15;
+  CHECK(fft->applicable(&p, &env));
+  conv_config configs[16];
+  int n = -1;
+  CHECK_STATUS(CONV_OK, fft->configs(&p, &env, configs, 16, &n, NULL));
+  /* The whole padded image (542 rounded up to 560 = 2^4*5*7), then the
+   * powers of two that keep at least 31 outputs of a tile; each with our
+   * product kernel first (4 x 4 channels), then the GEMM. */
+  static const int64_t expected[] = {560, 512, 256, 128, 64};
+  CHECK(n == 10);
+  for (int i = 0; i < n; i++)
+    CHECK(configs[i].count == 3 && configs[i].values[0] == expected[i / 2] &&
+          configs[i].values[1] == expected[i / 2] && configs[i].values[2] == i % 2);
+  int m = -1;
+  CHECK_STATUS(CONV_OK, fft->configs(&p, &env, configs, 3, &m, NULL));
+  CHECK(m == 3 && configs[2].values[0] == 512);
+  /* 64 x 64 channels: the GEMM first. */
+  p.c = p.k = 64;
+  CHECK_STATUS(CONV_OK, fft->configs(&p, &env, configs, 16, &n, NULL));
+  CHECK(n == 10 && configs[0].values[2] == 1 && configs[1].values[2] == 0);
+  /* A wide image with a 3x11 filter (whole extents 24 and 315 = 3^2*5*7):
+   * each axis has its own sizes, and an axis with no tile of a size keeps
+   * its whole extent. */
+  p.h = 20; p.w = 300; p.r = 3; p.s = 11; p.pad_h = 1; p.pad_w = 5;
+  CHECK_STATUS(CONV_OK, fft->configs(&p, &env, configs, 16, &n, NULL));
+  CHECK(n >= 4 && configs[0].values[0] == 24 && configs[0].values[1] == 315);
+  CHECK(configs[2].values[0] == 24 && configs[2].values[1] == 256);
+  /* Not applicable: strides, dilations, groups, 1x1 filters. */
+  p = (conv_problem){0};
+  conv_problem_init(&p);
+  p.n = 1; p.c = 4; p.h = 32; p.w = 32; p.k = 4; p.r = 3; p.s = 3;
+  CHECK(fft->applicable(&p, &env));
+  p.stride_h = 2;
+  CHECK(!fft->applicable(&p, &env));
+  p.stride_h = 1; p.dil_w = 2;
+  CHECK(!fft->applicable(&p, &env));
+  p.dil_w = 1; p.groups = 2;
+  CHECK(!fft->applicable(&p, &env));
+  p.groups = 1; p.r = p.s = 1;
+  CHECK(!fft->applicable(&p, &env));
+  CHECK_STATUS(CONV_OK, fft->configs(&p, &env, configs, 16, &n, NULL));
+  CHECK(n == 0);
+  return TEST_PASS;
+}
+
+/* Whether a channel_split launch's threads own every output pixel exactly
+ * once and read inside the staged window, by the mapping of
+ * channel_split.cu: block b's tile starts at row (b / tiles_q) * ty and
+ * column (b % tiles_q) * tx * pixels; thread (py, px) has row oh0 + py
+ * and columns ow0 + px + j * tx. */
+static bool split_tiles_cover(const conv_split_launch *l, const conv_problem *p) {
+  unsigned char *seen = calloc((size_t)(l->p * l->q), 1);
+  if (seen == NULL) return false;
+  bool inside = true;
+  const int pixels = l->tiling.pixels;
+  for (unsigned b = 0; b < l->grid[0]; b++) {
+    const int oh0 = (int)(b / (unsigned)l->tiles_q) * l->ty;
+    const int ow0 = (int)(b % (unsigned)l->tiles_q) * l->tx * pixels;
+    for (int py = 0; py < l->ty; py++) {
+      for (int px = 0; px < l->tx; px++) {
+        for (int j = 0; j < pixels; j++) {
+          const int col = px + j * l->tx; /* in the tile */
+          /* The last tap this output reads, in window coordinates. */
+          inside = inside && py * p->stride_h + (p->r - 1) * p->dil_h < l->window_h &&
+                   col * p->stride_w + (p->s - 1) * p->dil_w < l->window_w;
+          if (oh0 + py < l->p && ow0 + col < l->q) seen[(oh0 + py) * l->q + ow0 + col]++;
+        }
+      }
+    }
+  }
+  bool once = true;
+  for (int i = 0; i < l->p * l->q; i++) once = once && seen[i] == 1;
+  free(seen);
+  return once && inside;
+}
+
+/* The channel_split candidate's configs and launch shapes need no GPU. */
+static int channel_split_configs(void) {
+  const conv_algorithm *split = conv_registry_find(CONV_ALGO_CHANNEL_SPLIT);
+  CHECK(split != NULL && strcmp(split->name, "channel_split") == 0);
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  /* lc0_b1_8x8, latency_n1_c64, and a strided 5x3 with odd sizes. */
+  const int64_t shapes[][10] = {
+      /* n, c, h, w, k, r, s, stride, pad, dilation */
+      {1, 256, 8, 8, 256, 3, 3, 1, 1, 1},
+      {1, 64, 56, 56, 64, 3, 3, 1, 1, 1},
+      {1, 13, 15, 14, 16, 5, 3, 2, 2, 1},
+      {2, 9, 20, 19, 24, 3, 3, 1, 2, 2},
+  };
+  conv_config configs[256];
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    const int64_t *v = shapes[i];
+    conv_problem p;
+    conv_problem_init(&p);
+    p.n = v[0]; p.c = v[1]; p.h = v[2]; p.w = v[3]; p.k = v[4]; p.r = v[5]; p.s = v[6];
+    p.stride_h = p.stride_w = v[7];
+    p.pad_h = p.pad_w = v[8];
+    p.dil_h = p.dil_w = v[9];
+    CHECK(split->applicable(&p, &env));
+    int n = -1;
+    CHECK_STATUS(CONV_OK, split->configs(&p, &env, configs, 256, &n, NULL));
+    CHECK_MSG(n > 0 && n < 256, "shape %zu: %d configs", i, n);
+    for (int c = 0; c < n; c++) {
+      CHECK(configs[c].count == 3);
+      const conv_split_tiling t = {(int)configs[c].values[0], (int)configs[c].values[1],
+                                   (int)configs[c].values[2]};
+      conv_split_launch l;
+      CHECK(conv_split_plan(&p, &t, &l, NULL, 0) && l.kernel != NULL);
+      CHECK(l.threads == t.k_tile / CONV_SPLIT_K_PER_THREAD * l.tx * l.ty &&
+            l.threads <= CONV_SPLIT_MAX_THREADS);
+      CHECK(l.smem_bytes <= CONV_SPLIT_STAGE_FLOATS * sizeof(float) && l.stage_channels >= 1);
+      CHECK((int64_t)l.c_per_split * (t.splits - 1) < p.c && l.c_per_split * t.splits >= p.c);
+      CHECK_MSG(split_tiles_cover(&l, &p), "shape %zu, config %d", i, c);
+      CHECK(l.workspace_bytes ==
+            (t.splits > 1 ? (size_t)t.splits * p.n * p.k * l.p * l.q * sizeof(float) : 0));
+    }
+  }
+  /* lc0 at 32 channels a block and 2 pixels a thread: 4 x 8 threads of
+   * one group cover the board, the window is the padded 10 x 10 board. */
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = 1; p.c = 256; p.h = 8; p.w = 8; p.k = 256; p.r = 3; p.s = 3;
+  p.pad_h = p.pad_w = 1;
+  conv_split_launch l;
+  char why[160];
+  const conv_split_tiling lc0 = {32, 2, 32};
+  CHECK(conv_split_plan(&p, &lc0, &l, why, sizeof why));
+  CHECK(l.tx == 4 && l.ty == 8 && l.threads == 128 && l.window_h == 10 && l.window_w == 10);
+  CHECK(l.grid[0] == 1 && l.grid[1] == 8 && l.grid[2] == 32 && l.c_per_split == 8);
+  const conv_split_tiling odd_pixels = {32, 3, 32}, odd_k = {8, 1, 1}, wasted = {32, 4, 32};
+  CHECK(!conv_split_plan(&p, &odd_pixels, &l, why, sizeof why) && strstr(why, "pixels") != NULL);
+  CHECK(!conv_split_plan(&p, &odd_k, &l, why, sizeof why) && strstr(why, "k_tile") != NULL);
+  p.w = 2; /* q = 2: a thread's fourth pixel has no column */
+  CHECK(!conv_split_plan(&p, &wasted, &l, why, sizeof why) && strstr(why, "fewer pixels") != NULL);
+  p.w = 8;
+  p.c = 4; p.h = p.w = 16; p.k = 64; p.r = p.s = 11; p.pad_h = p.pad_w = 5;
+  const conv_split_tiling wide = {64, 1, 1};
+  CHECK(!conv_split_plan(&p, &wide, &l, why, sizeof why) && strstr(why, "shared memory") != NULL);
+  return TEST_PASS;
+}
+
+/* The patch candidate's scope and launch shapes need no GPU. */
+static int patch_configs(void) {
+  const conv_algorithm *patch = conv_registry_find(CONV_ALGO_PATCH);
+  CHECK(patch != NULL && strcmp(patch->name, "patch") == 0);
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = 20480; p.c = 32; p.h = 4; p.w = 4; p.k = 64; p.r = 3; p.s = 3; /* seed1_patch4 */
+  p.pad_h = p.pad_w = 1;
+  CHECK(patch->applicable(&p, &env));
+  /* Strict: FMA kernels only; TF32: tensor cores first, then FMA. */
+  conv_config configs[64];
+  int n = -1;
+  CHECK_STATUS(CONV_OK, patch->configs(&p, &env, configs, 64, &n, NULL));
+  CHECK(n > 0);
+  for (int i = 0; i < n; i++) CHECK(configs[i].count == 4 && configs[i].values[0] == CONV_PATCH_FMA);
+  p.math = CONV_MATH_TF32;
+  int m = -1;
+  CHECK_STATUS(CONV_OK, patch->configs(&p, &env, configs, 64, &m, NULL));
+  CHECK(m > n && configs[0].values[0] == CONV_PATCH_MMA &&
+        configs[m - 1].values[0] == CONV_PATCH_FMA);
+  /* On compute capability 9.0 the wgmma kernels come first. */
+  env.device.cc_major = 9;
+  int h = -1;
+  CHECK_STATUS(CONV_OK, patch->configs(&p, &env, configs, 64, &h, NULL));
+  CHECK(h > m && configs[0].values[0] == CONV_PATCH_WGMMA &&
+        configs[h - m].values[0] == CONV_PATCH_MMA);
+  env.device.cc_major = 0;
+  /* A launch: 16 outputs (4 rows) and 8 channels a thread, 8 warps along
+   * K: one block computes all 64 channels of 32 images, with the bank of
+   * 32 x 9 x 64 floats and two buffers of 16 channels of 32 images. */
+  conv_patch_tiling t = {CONV_PATCH_FMA, 4, 8, 8};
+  conv_patch_launch l;
+  char why[160];
+  CHECK(conv_patch_plan(&p, &t, &l, why, sizeof why));
+  CHECK(l.threads == 256 && l.block_k == 64 && l.k_blocks == 1 && l.images_per_block == 32);
+  CHECK(l.image_groups == 640 && l.chunk == 16 && l.chunks == 2 && l.image_floats == 16 * 16 + 4);
+  CHECK(l.smem_bytes == sizeof(float) * (32 * 9 * 64 + 2 * 32 * (size_t)l.image_floats));
+  /* Tensor cores: 8 warps of 2 pixel tiles = 16 images a block, 8 channel
+   * tiles = all 64 output channels; 16 channels staged at once, in padded
+   * planes of 6 rows of 8 floats (48: 16 mod 32, for the bank pattern). */
+  t = (conv_patch_tiling){CONV_PATCH_MMA, 2, 8, 8};
+  CHECK(conv_patch_plan(&p, &t, &l, why, sizeof why));
+  CHECK(l.threads == 256 && l.images_per_block == 16 && l.block_k == 64 && l.k_blocks == 1);
+  CHECK(l.chunk == 16 && l.chunks == 2 && l.image_floats == 16 * 48 + 4);
+  /* wgmma: the same layout, one pixel tile a warp, whole warpgroups. */
+  t = (conv_patch_tiling){CONV_PATCH_WGMMA, 1, 8, 16};
+  CHECK(conv_patch_plan(&p, &t, &l, why, sizeof why));
+  CHECK(l.threads == 512 && l.images_per_block == 16 && l.block_k == 64 && l.k_blocks == 1);
+  CHECK(l.image_floats == 16 * 48 + 4 && l.bank_floats == 32 * 9 * 64);
+  t.warps = 6;
+  CHECK(!conv_patch_plan(&p, &t, &l, why, sizeof why) && strstr(why, "warpgroups") != NULL);
+  /* 4 channel tiles: two blocks along K, each with half the bank. */
+  t = (conv_patch_tiling){CONV_PATCH_MMA, 2, 4, 8};
+  CHECK(conv_patch_plan(&p, &t, &l, why, sizeof why));
+  CHECK(l.block_k == 32 && l.k_blocks == 2 && l.bank_floats == 32 * 9 * 32);
+  p.math = CONV_MATH_STRICT;
+  CHECK(!conv_patch_plan(&p, &t, &l, why, sizeof why) && strstr(why, "TF32") != NULL);
+  /* Tilings that do not divide: 3 warps of 8 channels against K = 64. */
+  t = (conv_patch_tiling){CONV_PATCH_FMA, 4, 8, 3};
+  CHECK(!conv_patch_plan(&p, &t, &l, why, sizeof why) && strstr(why, "divide") != NULL);
+  /* Not applicable: strides, dilations, groups, other paddings and sizes,
+   * K not a multiple of 8. */
+  const conv_problem base = p;
+  p.stride_h = 2;
+  CHECK(!patch->applicable(&p, &env));
+  p = base, p.dil_w = 2, p.pad_w = 2;
+  CHECK(!patch->applicable(&p, &env));
+  p = base, p.groups = 2;
+  CHECK(!patch->applicable(&p, &env));
+  p = base, p.pad_h = 0;
+  CHECK(!patch->applicable(&p, &env));
+  p = base, p.h = p.w = 32;
+  CHECK(!patch->applicable(&p, &env));
+  p = base, p.h = 8;
+  CHECK(!patch->applicable(&p, &env));
+  p = base, p.k = 12;
+  CHECK(!patch->applicable(&p, &env));
+  CHECK_STATUS(CONV_OK, patch->configs(&p, &env, configs, 64, &n, NULL));
+  CHECK(n == 0);
+  p = base, p.h = p.w = 16, p.k = 8;
+  CHECK(patch->applicable(&p, &env));
+  return TEST_PASS;
+}
+
+static conv_problem pass(int64_t c, int64_t k, int64_t groups, int64_t r, int64_t stride,
+                         int64_t pad, int64_t dil, conv_direction direction) {
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = 2; p.c = c; p.h = 37; p.w = 29; p.k = k; p.r = p.s = r;
+  p.stride_h = p.stride_w = stride;
+  p.pad_h = p.pad_w = pad;
+  p.dil_h = p.dil_w = dil;
+  p.groups = groups;
+  p.direction = direction;
+  return p;
+}
+
+/* The transposed view of a stride-1 backward-data pass is a valid forward
+ * convolution whose input is dy and whose output has dx's shape; passes it
+ * cannot express are refused. */
+static int backward_data_view(void) {
+  conv_problem p = pass(16, 1, 1, 3, 1, 4, 4, CONV_BACKWARD_DATA), f;
+  p.pad_w = 2; /* asymmetric */
+  CHECK(conv_direct_backward_data_view(&p, &f));
+  CHECK_STATUS(CONV_OK, conv_problem_validate(&f, NULL, 0));
+  int64_t ph, pw, fp, fq;
+  CHECK_STATUS(CONV_OK, conv_problem_output_dims(&p, &ph, &pw));
+  CHECK(f.direction == CONV_FORWARD && f.c == 1 && f.k == 16 && f.h == ph && f.w == pw);
+  CHECK(f.pad_h == 4 && f.pad_w == 6 && f.dil_h == 4 && f.stride_h == 1);
+  CHECK_STATUS(CONV_OK, conv_problem_output_dims(&f, &fp, &fq));
+  CHECK(fp == p.h && fq == p.w);
+
+  conv_problem grouped = pass(8, 16, 4, 5, 1, 2, 1, CONV_BACKWARD_DATA);
+  CHECK(conv_direct_backward_data_view(&grouped, &f));
+  CHECK(f.c == 16 && f.k == 8 && f.groups == 4 && f.pad_h == 2);
+
+  conv_problem strided = pass(4, 4, 4, 3, 2, 1, 1, CONV_BACKWARD_DATA);
+  CHECK(!conv_direct_backward_data_view(&strided, &f));
+  conv_problem cropped = pass(4, 4, 4, 3, 1, 3, 1, CONV_BACKWARD_DATA); /* pad past r - 1 */
+  CHECK(!conv_direct_backward_data_view(&cropped, &f));
+  conv_problem forward = pass(4, 4, 4, 3, 1, 1, 1, CONV_FORWARD);
+  CHECK(!conv_direct_backward_data_view(&forward, &f));
+  conv_problem nhwc = pass(4, 4, 4, 3, 1, 1, 1, CONV_BACKWARD_DATA);
+  nhwc.layout = CONV_LAYOUT_NHWC;
+  CHECK(!conv_direct_backward_data_view(&nhwc, &f));
+
+  /* The candidate follows the view: it takes the depthwise pass, not the
+   * strided or cropped ones, nor a backward-filter pass. */
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  const conv_algorithm *dc = &conv_algorithm_direct_channel;
+  conv_problem depthwise = pass(8, 8, 8, 3, 1, 1, 1, CONV_BACKWARD_DATA);
+  CHECK(dc->applicable(&depthwise, &env));
+  CHECK(!dc->applicable(&strided, &env) && !dc->applicable(&cropped, &env));
+  depthwise.direction = CONV_BACKWARD_FILTER;
+  CHECK(!dc->applicable(&depthwise, &env));
+
+  /* data_gather takes exactly the few-channel passes the view cannot run. */
+  const conv_algorithm *dg = &conv_algorithm_data_gather;
+  CHECK(dg->applicable(&strided, &env) && dg->applicable(&cropped, &env));
+  CHECK(!dg->applicable(&depthwise, &env)); /* backward-filter */
+  depthwise.direction = CONV_BACKWARD_DATA;
+  CHECK(!dg->applicable(&depthwise, &env)); /* direct_channel's */
+  conv_config configs[8];
+  int n = -1;
+  CHECK_STATUS(CONV_OK, dg->configs(&strided, &env, configs, 8, &n, NULL));
+  CHECK(n == 6 && configs[0].values[0] == CONV_GATHER_QUAD); /* quad first at stride 2 */
+  CHECK_STATUS(CONV_OK, dg->configs(&cropped, &env, configs, 8, &n, NULL));
+  CHECK(n == 3 && configs[0].values[0] == CONV_GATHER_ELEMENT); /* stride 1: no quad */
+  conv_data_gather_launch l;
+  char why[160] = "";
+  const conv_data_gather_tiling element = {CONV_GATHER_ELEMENT, 256}, quad = {CONV_GATHER_QUAD, 128};
+  CHECK(conv_data_gather_plan(&strided, &element, &l, why, sizeof why));
+  CHECK(l.threads_needed == 2 * 4 * 37 * 29 && (int64_t)l.blocks * 256 >= l.threads_needed);
+  CHECK(l.p == 19 && l.q == 15);
+  CHECK(conv_data_gather_plan(&strided, &quad, &l, why, sizeof why));
+  CHECK(l.rows == 19 && l.cols == 15 && l.threads_needed == 2 * 4 * 19 * 15); /* 2x2 blocks */
+  CHECK(!conv_data_gather_plan(&cropped, &quad, &l, why, sizeof why) && strstr(why, "stride 2"));
+  const conv_data_gather_tiling odd = {CONV_GATHER_ELEMENT, 100};
+  CHECK(!conv_data_gather_plan(&strided, &odd, &l, why, sizeof why) && strstr(why, "100 threads"));
+  conv_problem wide = strided; /* a 9x9 filter: no kernel */
+  wide.r = wide.s = 9;
+  CHECK(!dg->applicable(&wide, &env));
+  return TEST_PASS;
+}
+
+/* filter_reduce's configs all plan, cover every output row once, keep
+ * their partial sums within the workspace cap, and the family refuses
+ * what it has no kernel or no use for. */
+static int filter_reduce_configs(void) {
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  const conv_algorithm *fr = conv_registry_find(CONV_ALGO_FILTER_REDUCE);
+  CHECK(fr != NULL && strcmp(fr->name, "filter_reduce") == 0);
+  conv_problem p = pass(144, 144, 144, 3, 1, 1, 1, CONV_BACKWARD_FILTER);
+  p.n = 32, p.h = p.w = 56;
+  CHECK(fr->applicable(&p, &env));
+  conv_config configs[64];
+  int n = -1;
+  CHECK_STATUS(CONV_OK, fr->configs(&p, &env, configs, 64, &n, NULL));
+  CHECK(n > 2);
+  for (int i = 0; i < n; i++) {
+    CHECK(configs[i].count == 2);
+    for (int j = 0; j < i; j++) CHECK(!conv_config_equal(&configs[i], &configs[j]));
+    const conv_filter_reduce_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1]};
+    conv_filter_reduce_launch l;
+    CHECK(conv_filter_reduce_plan(&p, &t, &l, NULL, 0));
+    CHECK((int64_t)l.bands_per_image * t.rows >= l.p && (int64_t)(l.bands_per_image - 1) * t.rows < l.p);
+    CHECK(l.bands == l.n * l.bands_per_image && l.pairs == 144);
+    CHECK(l.workspace_bytes == (l.bands > 1 ? (size_t)l.bands * 144 * 9 * sizeof(float) : 0));
+    CHECK(l.workspace_bytes <= CONV_FILTER_REDUCE_WORKSPACE_MAX);
+  }
+  /* Bad configs are refused with a reason, not planned. */
+  char why[160] = "";
+  conv_filter_reduce_launch l;
+  const conv_filter_reduce_tiling odd = {8, 100}, none = {0, 128};
+  CHECK(!conv_filter_reduce_plan(&p, &odd, &l, why, sizeof why) && strstr(why, "100 threads"));
+  CHECK(!conv_filter_reduce_plan(&p, &none, &l, why, sizeof why) && strstr(why, "0 rows"));
+  const conv_config too_many = {2, {8, 1 << 21}, 0};
+  conv_prepared prep;
+  CHECK_STATUS(CONV_UNSUPPORTED, fr->prepare(&p, &env, &too_many, &prep, NULL));
+
+  conv_problem wide = p; /* a 9x9 filter: no kernel */
+  wide.r = wide.s = 9, wide.pad_h = wide.pad_w = 4;
+  CHECK(!fr->applicable(&wide, &env));
+  conv_problem dense = pass(64, 64, 1, 3, 1, 1, 1, CONV_BACKWARD_FILTER);
+  CHECK(!fr->applicable(&dense, &env));
+  conv_problem data = p;
+  data.direction = CONV_BACKWARD_DATA;
+  CHECK(!fr->applicable(&data, &env));
+  CHECK_STATUS(CONV_OK, fr->configs(&data, &env, configs, 64, &n, NULL));
+  CHECK(n == 0);
+  return TEST_PASS;
+}
+
+static const test_case tests[] = {
+    {"divisor_matches_division", divisor_matches_division},
+    {"nhwc_problems", nhwc_problems},
+    {"direct_channel_configs", direct_channel_configs},
+    {"fft_configs", fft_configs},
+    {"channel_split_configs", channel_split_configs},
+    {"patch_configs", patch_configs},
+    {"backward_data_view", backward_data_view},
+    {"filter_reduce_configs", filter_reduce_configs},
+};
+TEST_MAIN(tests)
