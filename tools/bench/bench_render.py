@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import statistics
@@ -393,6 +394,20 @@ def json_safe(value):
     if isinstance(value, (list, tuple)):
         return [json_safe(v) for v in value]
     return value
+
+
+def save_results(results: dict, out_json: str | None, out_md: str | None, render,
+                 write_md=None) -> None:
+    """A run's --out-json (results, json_safe) and --out-md (render(results),
+    written by write_md(path, text) where given, else as the whole file)."""
+    if out_json:
+        Path(out_json).write_text(json.dumps(json_safe(results), indent=1) + "\n")
+    if out_md:
+        text = render(results)
+        if write_md is not None:
+            write_md(out_md, text)
+        else:
+            Path(out_md).write_text(text, encoding="utf-8")
 
 
 # tools/bench/models.py owns BENCHMARKS.md from this line to the end.

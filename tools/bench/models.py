@@ -477,10 +477,7 @@ def write_markdown(path: str, section: str) -> None:
 
 
 def save(results: dict, args: argparse.Namespace) -> None:
-    if args.out_json:
-        Path(args.out_json).write_text(json.dumps(bench_render.json_safe(results), indent=1) + "\n")
-    if args.out_md:
-        write_markdown(args.out_md, render(results))
+    bench_render.save_results(results, args.out_json, args.out_md, render, write_md=write_markdown)
 
 
 def merge_mismatch(first: dict, more: dict) -> str | None:

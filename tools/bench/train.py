@@ -231,10 +231,7 @@ def render(results: dict) -> str:
 
 
 def save(results: dict, args: argparse.Namespace) -> None:
-    if args.out_json:
-        Path(args.out_json).write_text(json.dumps(bench_render.json_safe(results), indent=1) + "\n")
-    if args.out_md:
-        Path(args.out_md).write_text(render(results), encoding="utf-8")
+    bench_render.save_results(results, args.out_json, args.out_md, render)
 
 
 def main(argv: list | None = None) -> int:
