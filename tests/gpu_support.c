@@ -248,25 +248,44 @@ void close_env(conv_env *env) {
   uv_mutex_destroy(&env->cudnn_lock);
 }
 
-/* Runs every config of `algo` on one problem (which it must take) with fresh
- * random inputs, each judged against the CPU reference (run_every_config). */
-static int run_family_on_case(conv_env *env, const conv_algorithm *algo, const conv_problem *p,
-                              void *scratch, family_count *count) {
-  char name[CONV_PROBLEM_KEY_MAX];
-  describe_problem(p, name, sizeof name);
-  CHECK_MSG(conv_problem_validate(p, NULL, 0) == CONV_OK, "invalid: %s", name);
-  CHECK_MSG(algo->applicable(p, env), "%s not applicable: %s", algo->name, name);
+/* Runs every config of each of the `nalgos` families that takes `p` on one
+ * case of fresh random inputs, each judged against the CPU reference
+ * (run_every_config); counts[i] is algos[i]'s. */
+static int run_families_on_case(conv_env *env, const conv_algorithm *const *algos, int nalgos,
+                                const conv_problem *p, void *scratch, family_count counts[]) {
   host_case hc;
   dev_case d;
   if (host_case_make(&hc, p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
   float *dev_ref;
   CUDA_OK(cudaMalloc((void **)&dev_ref, (size_t)hc.sh.out_elems * sizeof(float)));
   if (reference_pass(&d, &hc, dev_ref) != TEST_PASS) return TEST_FAIL;
-  const int rc = run_every_config(env, algo, &hc, &d, dev_ref, scratch, count);
+  for (int a = 0; a < nalgos; a++) {
+    if (!algos[a]->applicable(p, env)) continue;
+    if (run_every_config(env, algos[a], &hc, &d, dev_ref, scratch, &counts[a]) != TEST_PASS)
+      return TEST_FAIL;
+  }
   cudaFree(dev_ref);
   dev_case_free(&d);
   host_case_free(&hc);
-  return rc;
+  return TEST_PASS;
+}
+
+int run_every_family(conv_env *env, const conv_problem *p, void *scratch, family_count counts[],
+                     int max) {
+  int count;
+  const conv_algorithm *const *algos = conv_registry(&count);
+  CHECK_MSG(count <= max, "%d families, room for %d", count, max);
+  return run_families_on_case(env, algos, count, p, scratch, counts);
+}
+
+/* Runs every config of `algo` on one problem, which it must take. */
+static int run_family_on_case(conv_env *env, const conv_algorithm *algo, const conv_problem *p,
+                              void *scratch, family_count *count) {
+  char name[CONV_PROBLEM_KEY_MAX];
+  describe_problem(p, name, sizeof name);
+  CHECK_MSG(conv_problem_validate(p, NULL, 0) == CONV_OK, "invalid: %s", name);
+  CHECK_MSG(algo->applicable(p, env), "%s not applicable: %s", algo->name, name);
+  return run_families_on_case(env, &algo, 1, p, scratch, count);
 }
 
 /* A problem for the direct_channel shapes: n c h w k r s, then stride,

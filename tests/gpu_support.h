@@ -87,6 +87,11 @@ int run_every_config(conv_env *env, const conv_algorithm *algo, const host_case 
                      const dev_case *d, const float *dev_ref, void *scratch, family_count *count);
 int run_family_on_cases(const conv_algorithm *algo, const conv_problem *cases, size_t ncases,
                         case_check check, family_count *count);
+/* Every config of every registered family that takes `p` (run_every_config)
+ * on one case of fresh random inputs; counts[i] adds up family i's (in
+ * registry order, at most `max` families). */
+int run_every_family(conv_env *env, const conv_problem *p, void *scratch, family_count counts[],
+                     int max);
 int prepared_configs(conv_env *env, const conv_algorithm *algo, const conv_problem *p,
                      bool (*accept)(const void *state));
 

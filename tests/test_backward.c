@@ -216,20 +216,7 @@ static int every_backward_candidate_matches_reference(void) {
     const conv_direction direction = i % 2 ? CONV_BACKWARD_FILTER : CONV_BACKWARD_DATA;
     const conv_math math = i / 2 % 2 ? CONV_MATH_TF32 : CONV_MATH_STRICT;
     const conv_problem p = i / 4 % 2 ? random_direct_pass(direction, math) : random_pass(direction, i / 2);
-    host_case hc;
-    dev_case d;
-    if (host_case_make(&hc, &p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
-    float *dev_ref;
-    CUDA_OK(cudaMalloc((void **)&dev_ref, (size_t)hc.sh.out_elems * sizeof(float)));
-    if (reference_pass(&d, &hc, dev_ref) != TEST_PASS) return TEST_FAIL;
-    for (int a = 0; a < count; a++) {
-      if (!algos[a]->applicable(&p, &env)) continue;
-      if (run_every_config(&env, algos[a], &hc, &d, dev_ref, scratch, &counts[a]) != TEST_PASS)
-        return TEST_FAIL;
-    }
-    cudaFree(dev_ref);
-    dev_case_free(&d);
-    host_case_free(&hc);
+    if (run_every_family(&env, &p, scratch, counts, 16) != TEST_PASS) return TEST_FAIL;
   }
   for (int a = 0; a < count; a++) {
     printf("%s: %d backward configs matched the CPU reference, %d wrong and caught by validation, "

@@ -97,20 +97,7 @@ static int every_candidate_matches_reference(void) {
       }
       CHECK(conv_problem_validate(&p, NULL, 0) == CONV_OK);
     }
-    host_case hc;
-    dev_case d;
-    if (host_case_make(&hc, &p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
-    float *dev_ref;
-    CUDA_OK(cudaMalloc((void **)&dev_ref, (size_t)hc.sh.y_elems * sizeof(float)));
-    CUDA_OK(conv_reference_forward(&p, d.x, d.w, d.bias, dev_ref, 0));
-    for (int a = 0; a < count; a++) {
-      if (!algos[a]->applicable(&p, &env)) continue;
-      if (run_every_config(&env, algos[a], &hc, &d, dev_ref, scratch, &counts[a]) != TEST_PASS)
-        return TEST_FAIL;
-    }
-    cudaFree(dev_ref);
-    dev_case_free(&d);
-    host_case_free(&hc);
+    if (run_every_family(&env, &p, scratch, counts, 16) != TEST_PASS) return TEST_FAIL;
   }
   for (int a = 0; a < count; a++) {
     printf("%s: %d configs matched the CPU reference, %d wrong and caught by validation, "
