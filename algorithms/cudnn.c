@@ -300,6 +300,7 @@ typedef struct engine_notes {
   bool down_convert;      /* inputs converted below fp32 (e.g. to fp16)    */
   bool reduced_reduction; /* accumulation below fp32                       */
   bool transform;         /* Winograd or FFT                               */
+  bool nondeterministic;  /* results may differ run to run (atomics)       */
 } engine_notes;
 
 /* A finalized engine; failing to finalize means it cannot run this graph. */
@@ -370,7 +371,8 @@ static conv_status read_notes(cudnnBackendDescriptor_t engine, engine_notes *not
       case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4:
       case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6:
       case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13: notes->transform = true; break;
-      default: break; /* nondeterminism and NaN handling do not matter here */
+      case CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC: notes->nondeterministic = true; break;
+      default: break; /* NaN handling does not matter here */
     }
   }
   return CONV_OK;
@@ -515,7 +517,10 @@ static conv_status probe_engine(const conv_problem *p, cudnnBackendDescriptor_t 
   probe->usable = false;
   CONV_TRY(st, make_engine(graph, index, &engine, err), done);
   CONV_TRY(st, read_notes(engine, &notes, err), done);
-  if (math_refusal(p, &notes) != NULL) goto done;
+  /* Engines a deterministic problem cannot take are left out here, as
+   * those of another math mode are, so that a short (fast-policy) list
+   * holds ones it can. */
+  if (math_refusal(p, &notes) != NULL || (p->deterministic && notes.nondeterministic)) goto done;
   CONV_TRY(st, read_knobs(engine, probe->knobs, &probe->knob_count, err), done);
   probe->usable = true;
 done:
@@ -796,6 +801,7 @@ done:
   out->state = s;
   out->workspace_bytes = s->workspace_bytes;
   out->arith = notes.transform ? CONV_ARITH_TRANSFORM : CONV_ARITH_DIRECT;
+  out->deterministic = !notes.nondeterministic;
   return CONV_OK;
 }
 

@@ -89,6 +89,7 @@ static conv_status fr_prepare(const conv_problem *problem, conv_env *env,
   out->state = launch;
   out->workspace_bytes = launch->workspace_bytes;
   out->arith = CONV_ARITH_DIRECT;
+  out->deterministic = true; /* bands summed in a fixed order, no atomics */
   return CONV_OK;
 }
 

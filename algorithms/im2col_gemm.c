@@ -416,6 +416,10 @@ static conv_status ig_prepare(const conv_problem *problem, conv_env *env,
   out->state = st;
   out->workspace_bytes = st->col_offset + st->col_bytes;
   out->arith = CONV_ARITH_DIRECT;
+  /* cuBLASLt with a fixed algorithm (the config) gives bit-identical
+   * results run to run on one GPU (cuBLAS's "results reproducibility"):
+   * its split-K reductions are sequential, without atomics. */
+  out->deterministic = true;
   return CONV_OK;
 fail:
   ig_release(st);

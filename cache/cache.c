@@ -2,13 +2,19 @@
  * cache.c -- the SQLite plan cache (see cache.h).
  *
  * Schema (version CONV_CACHE_SCHEMA_VERSION):
- *   meta(key TEXT PRIMARY KEY, value TEXT)   -- 'schema_version' -> "1"
+ *   meta(key TEXT PRIMARY KEY, value TEXT)   -- 'schema_version' -> "2"
  *   trials(id, problem, device, versions, algorithm_id, algorithm, config,
  *          config_text, status, status_name, reason, time_ms, rel_error,
- *          workspace_bytes, heuristic_pick, winner, tuned_at)
+ *          workspace_bytes, heuristic_pick, winner, tuned_at, deterministic)
  *   index trials_key on trials(problem, device, versions)
  * time_ms and rel_error are NULL when not timed / not validated (< 0 in a
- * conv_trial).  tuned_at is UTC ISO-8601 ("2025-01-31T12:00:00Z").
+ * conv_trial), deterministic when not known (-1).  tuned_at is UTC
+ * ISO-8601 ("2025-01-31T12:00:00Z").
+ *
+ * Version 1 lacked `deterministic`.  A writable open of a version-1 file
+ * adds the column (NULL in every old row) and stamps version 2 in one
+ * transaction; a read-only open reads the file as it is, every trial's
+ * determinism unknown.
  *
  * Concurrency: the file uses WAL (synchronous=NORMAL: a crash of the process
  * loses nothing committed; a power loss may lose the last trials, never the
@@ -60,6 +66,7 @@ struct conv_cache {
   sqlite3 *db;
   bool read_only;
   bool empty; /* read-only open of a database with no tables: reads find nothing */
+  int schema_version; /* of the file, as inspect() read it */
   char *path; /* for messages */
 };
 
@@ -217,14 +224,15 @@ static const char *const schema_sql[] = {
     " workspace_bytes INTEGER NOT NULL,"
     " heuristic_pick INTEGER NOT NULL,"
     " winner INTEGER NOT NULL DEFAULT 0,"
-    " tuned_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')))",
+    " tuned_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),"
+    " deterministic INTEGER)",
     "CREATE INDEX IF NOT EXISTS trials_key ON trials (problem, device, versions)",
 };
 
 /* Reads the schema without writing anything.  *empty: the database has no
- * schema objects at all.  Anything but empty or our current schema is
- * CONV_CACHE_ERROR. */
-static conv_status inspect(const conv_cache *c, bool *empty, conv_error *err) {
+ * schema objects at all; else *version_out is its version, 1 or 2.
+ * Anything but empty or one of our schemas is CONV_CACHE_ERROR. */
+static conv_status inspect(const conv_cache *c, bool *empty, int *version_out, conv_error *err) {
   sqlite3_stmt *st;
   conv_status s = prepare(c,
                           "SELECT count(*),"
@@ -269,9 +277,8 @@ static conv_status inspect(const conv_cache *c, bool *empty, conv_error *err) {
   }
   finalize(st);
 
-  char expected[16];
-  snprintf(expected, sizeof expected, "%d", CONV_CACHE_SCHEMA_VERSION);
-  if (strcmp(version, expected) != 0)
+  int known = strcmp(version, "1") == 0 ? 1 : strcmp(version, "2") == 0 ? 2 : 0;
+  if (known == 0)
     return conv_error_set(err, CONV_CACHE_ERROR,
                           "cache %s: schema version %s, but this convtune uses version %d; "
                           "leaving it untouched (use another cache path)",
@@ -281,19 +288,24 @@ static conv_status inspect(const conv_cache *c, bool *empty, conv_error *err) {
                           "cache %s: schema version %s but no trials table (corrupt)", c->path,
                           version);
   *empty = false;
+  *version_out = known;
   return CONV_OK;
 }
 
 /* Creates the schema in one BEGIN IMMEDIATE transaction.  The schema is
  * inspected again under the write lock: another process may have created it
  * (or something else) since our first look. */
-static conv_status create_schema(const conv_cache *c, conv_error *err) {
+static conv_status create_schema(conv_cache *c, conv_error *err) {
   conv_status s = tx_begin(c, err);
   if (s != CONV_OK) return s;
   bool empty = false;
-  s = inspect(c, &empty, err);
+  int found_version = 0;
+  s = inspect(c, &empty, &found_version, err);
   if (s != CONV_OK) goto fail;
-  if (!empty) return tx_commit(c, err); /* someone else created it */
+  if (!empty) { /* someone else created it */
+    c->schema_version = found_version;
+    return tx_commit(c, err);
+  }
 
   for (size_t i = 0; i < sizeof schema_sql / sizeof schema_sql[0]; i++) {
     s = exec_sql(c, schema_sql[i], "cannot create the schema", err);
@@ -312,7 +324,33 @@ static conv_status create_schema(const conv_cache *c, conv_error *err) {
     goto fail;
   }
   finalize(st);
+  c->schema_version = CONV_CACHE_SCHEMA_VERSION;
   return tx_commit(c, err);
+
+fail:
+  tx_rollback(c, err);
+  return s;
+}
+
+/* Brings a version-1 file to version 2 in one BEGIN IMMEDIATE transaction,
+ * inspecting it again under the write lock (another process may have
+ * upgraded it meanwhile).  Old rows keep NULL: their determinism is not
+ * known. */
+static conv_status upgrade_schema(conv_cache *c, conv_error *err) {
+  conv_status s = tx_begin(c, err);
+  if (s != CONV_OK) return s;
+  bool empty = false;
+  int version = 0;
+  CONV_TRY(s, inspect(c, &empty, &version, err), fail);
+  if (version == 1) {
+    CONV_TRY(s, exec_sql(c, "ALTER TABLE trials ADD COLUMN deterministic INTEGER",
+                         "cannot upgrade the schema to version 2", err), fail);
+    CONV_TRY(s, exec_sql(c, "UPDATE meta SET value = '2' WHERE key = 'schema_version'",
+                         "cannot upgrade the schema to version 2", err), fail);
+  }
+  CONV_TRY(s, tx_commit(c, err), fail);
+  c->schema_version = 2;
+  return CONV_OK;
 
 fail:
   tx_rollback(c, err);
@@ -402,7 +440,7 @@ static conv_status open_connection(conv_cache *c, bool immutable, conv_error *er
 static conv_status open_and_inspect(conv_cache *c, bool immutable, bool *empty, conv_error *err) {
   conv_status s = open_connection(c, immutable, err);
   if (s == CONV_OK) s = check_wal_owner(c, err);
-  if (s == CONV_OK) s = inspect(c, empty, err);
+  if (s == CONV_OK) s = inspect(c, empty, &c->schema_version, err);
   return s;
 }
 
@@ -448,6 +486,7 @@ conv_status conv_cache_open(const char *path, bool read_only, conv_cache **cache
     const char *file = sqlite3_db_filename(c->db, "main");
     if (file != NULL && file[0] != '\0') CONV_TRY(s, enable_wal(c, err), fail);
     if (empty) CONV_TRY(s, create_schema(c, err), fail);
+    if (c->schema_version < CONV_CACHE_SCHEMA_VERSION) CONV_TRY(s, upgrade_schema(c, err), fail);
     if (sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL) != SQLITE_OK) {
       s = db_fail(c, err, "cannot restore the checkpoint on close");
       goto fail;
@@ -513,9 +552,10 @@ static conv_status insert_trial(const conv_cache *c, const conv_cache_key *key,
   conv_status s = prepare(c,
                           "INSERT INTO trials (problem, device, versions, algorithm_id,"
                           " algorithm, config, config_text, status, status_name, reason,"
-                          " time_ms, rel_error, workspace_bytes, heuristic_pick, winner)"
+                          " time_ms, rel_error, workspace_bytes, heuristic_pick, winner,"
+                          " deterministic)"
                           " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
-                          " ?14, ?15)",
+                          " ?14, ?15, ?16)",
                           &st, "cannot store a trial", err);
   if (s != CONV_OK) return s;
   sqlite3_int64 workspace =
@@ -544,6 +584,10 @@ static conv_status insert_trial(const conv_cache *c, const conv_cache_key *key,
   if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 13, workspace);
   if (rc == SQLITE_OK) rc = sqlite3_bind_int(st, 14, t->heuristic_pick ? 1 : 0);
   if (rc == SQLITE_OK) rc = sqlite3_bind_int(st, 15, t->winner ? 1 : 0);
+  if (rc == SQLITE_OK)
+    rc = t->deterministic == 0 || t->deterministic == 1
+             ? sqlite3_bind_int(st, 16, t->deterministic)
+             : sqlite3_bind_null(st, 16);
   if (rc == SQLITE_OK) rc = sqlite3_step(st);
   if (rc != SQLITE_DONE) s = db_fail(c, err, "cannot store a trial");
   finalize(st);
@@ -630,10 +674,15 @@ out:
 #define ROW_COLUMNS                                                                              \
   "id, problem, device, versions, algorithm_id, algorithm, config, config_text, status,"        \
   " reason, time_ms, rel_error, workspace_bytes, heuristic_pick, winner, tuned_at"
+/* "SELECT <the row's columns> <tail>": a version-1 file has no
+ * deterministic column, so NULL (unknown) stands in for it. */
+#define SELECT_ROWS(c, tail)                                                                     \
+  ((c)->schema_version >= 2 ? "SELECT " ROW_COLUMNS ", deterministic " tail                       \
+                            : "SELECT " ROW_COLUMNS ", NULL " tail)
 enum {
   COL_ID, COL_PROBLEM, COL_DEVICE, COL_VERSIONS, COL_ALGORITHM_ID, COL_ALGORITHM, COL_CONFIG,
   COL_CONFIG_TEXT, COL_STATUS, COL_REASON, COL_TIME_MS, COL_REL_ERROR, COL_WORKSPACE,
-  COL_HEURISTIC, COL_WINNER, COL_TUNED_AT
+  COL_HEURISTIC, COL_WINNER, COL_TUNED_AT, COL_DETERMINISTIC
 };
 
 static bool is_number_or_null(int type) {
@@ -651,6 +700,7 @@ static conv_status decode_trial(const conv_cache *c, sqlite3_stmt *st, conv_tria
   int type_workspace = sqlite3_column_type(st, COL_WORKSPACE);
   int type_time = sqlite3_column_type(st, COL_TIME_MS);
   int type_error = sqlite3_column_type(st, COL_REL_ERROR);
+  int type_deterministic = sqlite3_column_type(st, COL_DETERMINISTIC);
   long long id = (long long)sqlite3_column_int64(st, COL_ID);
   memset(t, 0, sizeof *t);
 
@@ -695,6 +745,9 @@ static conv_status decode_trial(const conv_cache *c, sqlite3_stmt *st, conv_tria
   t->heuristic_pick = sqlite3_column_int64(st, COL_HEURISTIC) != 0;
   t->config.flags = t->heuristic_pick ? CONV_CONFIG_HEURISTIC_RANKED : 0u;
   t->winner = sqlite3_column_int64(st, COL_WINNER) != 0;
+  t->deterministic = type_deterministic == SQLITE_NULL
+                         ? -1
+                         : sqlite3_column_int64(st, COL_DETERMINISTIC) != 0;
   return CONV_OK;
 }
 
@@ -710,8 +763,8 @@ conv_status conv_cache_lookup_winner(conv_cache *cache, const conv_cache_key *ke
   }
   sqlite3_stmt *st;
   s = prepare(cache,
-              "SELECT " ROW_COLUMNS " FROM trials WHERE problem = ?1 AND device = ?2"
-              " AND versions = ?3 AND winner <> 0 ORDER BY id DESC LIMIT 1",
+              SELECT_ROWS(cache, " FROM trials WHERE problem = ?1 AND device = ?2"
+                                 " AND versions = ?3 AND winner <> 0 ORDER BY id DESC LIMIT 1"),
               &st, "cannot look up the winner", err);
   if (s != CONV_OK) return s;
   int rc = bind_key(st, 1, key);
@@ -763,8 +816,8 @@ conv_status conv_cache_list_winners(conv_cache *cache, conv_cache_row_fn fn, voi
   if (cache->empty) return CONV_OK;
   sqlite3_stmt *st;
   conv_status s = prepare(cache,
-                          "SELECT " ROW_COLUMNS " FROM trials WHERE winner <> 0"
-                          " ORDER BY problem, device, versions, id",
+                          SELECT_ROWS(cache, " FROM trials WHERE winner <> 0"
+                                             " ORDER BY problem, device, versions, id"),
                           &st, "cannot list winners", err);
   if (s != CONV_OK) return s;
   s = list_rows(cache, st, fn, user, "cannot list winners", err);
@@ -781,8 +834,8 @@ conv_status conv_cache_list_trials(conv_cache *cache, const char *problem, conv_
   sqlite3_stmt *st;
   /* Winners first, then timed trials fastest first, then the untimed. */
   conv_status s = prepare(cache,
-                          "SELECT " ROW_COLUMNS " FROM trials WHERE problem = ?1"
-                          " ORDER BY winner <> 0 DESC, time_ms IS NULL, time_ms, id",
+                          SELECT_ROWS(cache, " FROM trials WHERE problem = ?1"
+                                             " ORDER BY winner <> 0 DESC, time_ms IS NULL, time_ms, id"),
                           &st, "cannot list trials", err);
   if (s != CONV_OK) return s;
   if (sqlite3_bind_text(st, 1, problem, -1, SQLITE_STATIC) != SQLITE_OK)

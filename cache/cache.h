@@ -20,7 +20,10 @@
 extern "C" {
 #endif
 
-#define CONV_CACHE_SCHEMA_VERSION 1
+/* 2 added trials.deterministic; a version-1 file is upgraded in place when
+ * opened for writing and read as it is otherwise (every trial's
+ * determinism then unknown). */
+#define CONV_CACHE_SCHEMA_VERSION 2
 
 typedef struct conv_cache conv_cache;
 
@@ -44,6 +47,8 @@ typedef struct conv_trial {
   size_t workspace_bytes;
   bool heuristic_pick;   /* what an untuned caller gets (tuner)  */
   bool winner;
+  int deterministic;     /* 1: bit-identical run to run, 0: may
+                          * not be, -1: unknown (not prepared)   */
 } conv_trial;
 
 /* A row as listed, with its key (strings valid during the callback only). */

@@ -140,11 +140,16 @@ typedef struct conv_problem {
                              * writes dx or dw instead of y                    */
   conv_math math;
   conv_epilogue epilogue;
+  int deterministic;        /* 1: only candidates whose results do not depend *
+                             * on scheduling (no float atomics, a fixed       *
+                             * reduction order) may run it, so that two runs  *
+                             * on one GPU give bit-identical results; 0: any  *
+                             * (default).  Part of the key (" det").          */
 } conv_problem;
 
 /* Sets every field to its default: zero sizes (the caller must set n, c, h, w,
  * k, r, s), pads 0, strides 1, dilations 1, groups 1, fp32, NCHW, forward,
- * strict fp32, no epilogue. */
+ * strict fp32, no epilogue, not deterministic. */
 void conv_problem_init(conv_problem *problem);
 
 /* Checks the problem without touching any device.  Returns CONV_OK or the
@@ -174,7 +179,8 @@ conv_status conv_problem_set_patches(conv_problem *problem, int64_t batch, int64
 
 /* Canonical, human-readable key of the problem, the one the cache stores,
  * e.g. "fwd f32 nchw strict none n32 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1"
- * ("bwd_data ..." and "bwd_filter ..." for the backward passes).
+ * ("bwd_data ..." and "bwd_filter ..." for the backward passes; " det" at
+ * the end of a deterministic problem's).
  * The problem is validated first: an invalid one returns its
  * conv_problem_validate status.  Returns CONV_INVALID_ARGUMENT when
  * `key_size` is too small (CONV_PROBLEM_KEY_MAX always suffices).  `key` is
@@ -185,7 +191,7 @@ conv_status conv_problem_key(const conv_problem *problem, char *key /* OUT */, s
  * space- or comma-separated NAME=VALUE fields n c h w k r s pad stride dil groups
  * (pad/stride/dil set both axes; pad_h pad_w stride_h stride_w dil_h dil_w set one),
  * math=strict|tf32, epilogue=none|bias|bias_relu, layout=nchw|nhwc,
- * dir=fwd|bwd_data|bwd_filter, e.g.
+ * dir=fwd|bwd_data|bwd_filter, det=0|1 (deterministic), e.g.
  * "n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1".  Unknown fields are an error. */
 conv_status conv_problem_parse(const char *spec, conv_problem *problem /* OUT */, char *message,
                                size_t message_size);
@@ -209,6 +215,8 @@ typedef struct conv_context_options {
   int verbose;             /* nonzero: progress lines on stderr while tuning       */
   int direct_launches;     /* nonzero: plans never replay CUDA graphs (see
                             * conv_plan_execute); for comparisons and debugging   */
+  int deterministic;       /* nonzero: every plan of this context is made as if
+                            * its problem's `deterministic` were 1              */
 } conv_context_options;
 
 typedef struct conv_context conv_context;
@@ -281,6 +289,9 @@ typedef struct conv_plan_info {
   conv_direction direction; /* the pass the plan runs: conv_plan_execute for
                              * CONV_FORWARD, conv_plan_backward_data or
                              * conv_plan_backward_filter for the others     */
+  int deterministic;        /* 1: the chosen candidate gives bit-identical
+                             * results run to run on this GPU (always so for
+                             * a deterministic problem), 0: it may not       */
 } conv_plan_info;
 
 /* Returns a plan for `problem` on the context's device: from memory, from the

@@ -1,4 +1,4 @@
-/* config.c -- candidate configs as text, and validation bounds. */
+/* config.c -- candidate configs as text, their admission, and validation bounds. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +23,14 @@ conv_status conv_config_check(const conv_config *config, const char *family, int
     if (config->values[i] < lo || config->values[i] > hi)
       return conv_error_set(err, CONV_UNSUPPORTED, "%s: config value %lld out of range", family,
                             (long long)config->values[i]);
+  return CONV_OK;
+}
+
+conv_status conv_prepared_admits(const conv_problem *problem, const conv_prepared *prepared,
+                                 const char *family, conv_error *err) {
+  if (problem->deterministic && !prepared->deterministic)
+    return conv_error_set(err, CONV_UNSUPPORTED,
+                          "%s: not deterministic (its results may differ run to run)", family);
   return CONV_OK;
 }
 

@@ -201,6 +201,7 @@ conv_status conv_context_create(conv_context **context, const conv_context_optio
   ctx->policy = o->policy;
   ctx->verbose = o->verbose;
   ctx->direct_launches = o->direct_launches != 0;
+  ctx->deterministic = o->deterministic != 0;
   ctx->id = atomic_fetch_add(&next_context_id, 1);
   atomic_init(&ctx->interrupt, 0);
   if (init_locks(ctx) != 0) {

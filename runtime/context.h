@@ -30,6 +30,7 @@ struct conv_context {
   size_t workspace_limit;
   int verbose;
   bool direct_launches; /* plans never replay graphs */
+  bool deterministic;   /* every plan is made for a deterministic problem */
   char cache_path[4096];
   conv_cache *cache;
   uv_mutex_t lock; /* plan creation: map, cache, tuning */

@@ -147,7 +147,17 @@ typedef struct conv_prepared {
   void *state;            /* owned; freed by the algorithm's release()      */
   size_t workspace_bytes; /* device scratch run() needs                     */
   conv_arith arith;
+  /* The config's results do not depend on scheduling: no float atomics, a
+   * fixed reduction order, so two runs on one GPU are bit-identical.  False
+   * (prepare()'s zeroed default) keeps it from deterministic problems. */
+  bool deterministic;
 } conv_prepared;
+
+/* CONV_OK when a prepared config may run `problem`: a deterministic
+ * problem takes deterministic configs only (else CONV_UNSUPPORTED, with a
+ * message that starts with `family`). */
+conv_status conv_prepared_admits(const conv_problem *problem, const conv_prepared *prepared,
+                                 const char *family, conv_error *err);
 
 /* One execution's arguments; run() keeps no other state.  The tensors are
  * the forward convolution's in every direction: a backward-data pass reads

@@ -58,12 +58,12 @@ static void plan_free(conv_plan *plan);
 
 /* Every field of a problem, in one list for its hash and its equality
  * (the struct's padding bytes are the caller's garbage: no memcmp). */
-enum { PROBLEM_FIELDS = 19 };
+enum { PROBLEM_FIELDS = 20 };
 static void problem_fields(const conv_problem *p, int64_t out[PROBLEM_FIELDS]) {
   const int64_t fields[PROBLEM_FIELDS] = {
       p->n,     p->c,        p->h,        p->w,     p->k,     p->r,      p->s,
       p->pad_h, p->pad_w,    p->stride_h, p->stride_w, p->dil_h, p->dil_w, p->groups,
-      p->dtype, p->layout,   p->direction, p->math, p->epilogue};
+      p->dtype, p->layout,   p->direction, p->math, p->epilogue, p->deterministic};
   memcpy(out, fields, sizeof fields);
 }
 
@@ -148,6 +148,11 @@ static conv_status instantiate(conv_context *ctx, const conv_problem *problem,
     free(plan);
     return st;
   }
+  /* A cache row is untrusted: a deterministic key's winner is checked again. */
+  if ((st = conv_prepared_admits(problem, &plan->prepared, algo->name, err)) != CONV_OK) {
+    plan_free(plan);
+    return st;
+  }
   if (plan->prepared.workspace_bytes > 0) {
     st = conv_check_cuda(err, cudaMalloc(&plan->workspace, plan->prepared.workspace_bytes),
                          "cudaMalloc(plan workspace)");
@@ -163,6 +168,7 @@ static conv_status instantiate(conv_context *ctx, const conv_problem *problem,
   info->workspace_bytes = plan->prepared.workspace_bytes;
   info->source = source;
   info->direction = plan->problem.direction;
+  info->deterministic = plan->prepared.deterministic;
   info->replay = CONV_REPLAY_PENDING;
   if (ctx->direct_launches) {
     plan->graphs_off = true;
@@ -253,6 +259,12 @@ conv_status conv_plan_create(conv_context *ctx, const conv_problem *problem, con
     st = conv_error_set(&err, CONV_INVALID_ARGUMENT, "plan is NULL");
   else
     st = conv_problem_validate(problem, err.message, sizeof err.message);
+  conv_problem forced;
+  if (st == CONV_OK && ctx->deterministic && !problem->deterministic) {
+    forced = *problem;
+    forced.deterministic = 1;
+    problem = &forced;
+  }
   if (st == CONV_OK) {
     /* The hot path: a live plan is one hash lookup away. */
     conv_plan *made = live_acquire(ctx, problem);

@@ -107,6 +107,9 @@ static conv_status check_supported(const conv_problem *pr, conv_error *err) {
   if (pr->direction != CONV_FORWARD && pr->epilogue != CONV_EPILOGUE_NONE)
     return conv_error_set(err, CONV_UNSUPPORTED, "epilogue %s: backward problems take none",
                           pr->epilogue == CONV_EPILOGUE_BIAS ? "bias" : "bias_relu");
+  if (pr->deterministic != 0 && pr->deterministic != 1)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "deterministic = %d: must be 0 or 1",
+                          pr->deterministic);
   return CONV_OK;
 }
 
@@ -197,15 +200,16 @@ conv_status conv_problem_key(const conv_problem *pr, char *key, size_t key_size)
   char text[CONV_PROBLEM_KEY_MAX];
   int len = snprintf(text, sizeof text,
                      "%s f32 %s %s %s n%lld c%lld h%lld w%lld k%lld r%lld s%lld pad%lld,%lld "
-                     "str%lld,%lld dil%lld,%lld g%lld",
+                     "str%lld,%lld dil%lld,%lld g%lld%s",
                      direction_name(pr->direction), layout_name(pr->layout), math_name(pr->math),
                      epilogue_name(pr->epilogue), (long long)pr->n, (long long)pr->c,
                      (long long)pr->h, (long long)pr->w, (long long)pr->k, (long long)pr->r,
                      (long long)pr->s, (long long)pr->pad_h, (long long)pr->pad_w,
                      (long long)pr->stride_h, (long long)pr->stride_w, (long long)pr->dil_h,
-                     (long long)pr->dil_w, (long long)pr->groups);
+                     (long long)pr->dil_w, (long long)pr->groups, pr->deterministic ? " det" : "");
   /* A valid problem's fields have at most 10 digits (<= 2^30), so its key
-   * has at most 220 characters: never truncated here. */
+   * has at most 224 characters: never truncated here.  " det" is appended,
+   * not inserted, so that the keys of other problems stay as they were. */
   if (len < 0 || (size_t)len >= sizeof text) return CONV_INTERNAL;
   if ((size_t)len >= key_size) return CONV_INVALID_ARGUMENT;
   memcpy(key, text, (size_t)len + 1);
@@ -227,7 +231,8 @@ static const spec_field spec_fields[] = {
     BOTH("stride", stride_h, stride_w), ONE("stride_h", stride_h), ONE("stride_w", stride_w),
     BOTH("dil", dil_h, dil_w), ONE("dil_h", dil_h), ONE("dil_w", dil_w),
     ONE("groups", groups), ONE("g", groups),
-    ONE("math", math), ONE("epilogue", epilogue), ONE("layout", layout), ONE("dir", direction)};
+    ONE("math", math), ONE("epilogue", epilogue), ONE("layout", layout), ONE("dir", direction),
+    ONE("det", deterministic)};
 #undef ONE
 #undef BOTH
 
@@ -267,10 +272,16 @@ static conv_status parse_int(const char *name, const char *text, int64_t *out, c
   return CONV_OK;
 }
 
-/* math=, layout=, dir= and epilogue= values, in any case as names are
+/* math=, layout=, dir=, det= and epilogue= values, in any case as names are
  * ("TF32", "NHWC", "Bias"). */
 static conv_status parse_enum_field(const char *name, const char *value, conv_problem *pr,
                                     conv_error *err) {
+  if (strcmp(name, "det") == 0) {
+    if (strcmp(value, "0") == 0) pr->deterministic = 0;
+    else if (strcmp(value, "1") == 0) pr->deterministic = 1;
+    else return conv_error_set(err, CONV_INVALID_ARGUMENT, "det=%s: expected 0 or 1", value);
+    return CONV_OK;
+  }
   if (strcmp(name, "dir") == 0) {
     if (strcasecmp(value, "fwd") == 0) pr->direction = CONV_FORWARD;
     else if (strcasecmp(value, "bwd_data") == 0) pr->direction = CONV_BACKWARD_DATA;
@@ -318,7 +329,8 @@ static conv_status parse_field(char *token, spec_state *spec, conv_error *err) {
   if (st != CONV_OK) return st;
   conv_problem *pr = &spec->problem;
   if (strcmp(field->name, "math") == 0 || strcmp(field->name, "epilogue") == 0 ||
-      strcmp(field->name, "layout") == 0 || strcmp(field->name, "dir") == 0)
+      strcmp(field->name, "layout") == 0 || strcmp(field->name, "dir") == 0 ||
+      strcmp(field->name, "det") == 0)
     return parse_enum_field(field->name, value, pr, err);
   int64_t v = 0;
   if ((st = parse_int(field->name, value, &v, err)) != CONV_OK) return st;

@@ -161,6 +161,7 @@ static conv_trial make_trial(int i) {
   snprintf(t.config_text, sizeof t.config_text, "engine=%d knobs=%d", i, -i);
   t.heuristic_pick = i == 0;
   t.config.flags = t.heuristic_pick ? CONV_CONFIG_HEURISTIC_RANKED : 0u;
+  t.deterministic = i % 3 == 0 ? 1 : i % 3 == 1 ? 0 : -1; /* yes, no, unknown */
   if (i % 5 == 4) {
     t.status = CONV_UNSUPPORTED;
     snprintf(t.reason, sizeof t.reason, "config %d does not fit", i);
@@ -194,6 +195,8 @@ static int check_trial(const conv_trial *got, const conv_trial *want, bool winne
             want->workspace_bytes);
   CHECK(got->heuristic_pick == want->heuristic_pick);
   CHECK(got->winner == winner);
+  CHECK_MSG(got->deterministic == want->deterministic, "%d vs %d", got->deterministic,
+            want->deterministic);
   return TEST_PASS;
 }
 
@@ -803,9 +806,72 @@ static int schema_version_checked_in(const char *path, const char *path2) {
   sql_text(path2, "SELECT value FROM meta WHERE key = 'schema_version'", version, sizeof version);
   CHECK(atoi(version) == CONV_CACHE_SCHEMA_VERSION);
   /* ... until its version is bumped behind its back. */
-  CHECK(sql_exec(path2, "UPDATE meta SET value = '2' WHERE key = 'schema_version'") == SQLITE_OK);
-  CHECK(check_refused(path2, "version 2") == TEST_PASS);
+  CHECK(sql_exec(path2, "UPDATE meta SET value = '3' WHERE key = 'schema_version'") == SQLITE_OK);
+  CHECK(check_refused(path2, "version 3") == TEST_PASS);
   return TEST_PASS;
+}
+
+/* A cache as schema version 1 wrote it (no deterministic column), with
+ * one winner: make_trial(0)'s values. */
+static bool write_version1_cache(const char *path) {
+  char sql[2048];
+  snprintf(sql, sizeof sql,
+           "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+           "INSERT INTO meta VALUES ('schema_version', '1');"
+           "CREATE TABLE trials (id INTEGER PRIMARY KEY, problem TEXT NOT NULL,"
+           " device TEXT NOT NULL, versions TEXT NOT NULL, algorithm_id INTEGER NOT NULL,"
+           " algorithm TEXT NOT NULL, config TEXT NOT NULL, config_text TEXT NOT NULL,"
+           " status INTEGER NOT NULL, status_name TEXT NOT NULL, reason TEXT NOT NULL,"
+           " time_ms REAL, rel_error REAL, workspace_bytes INTEGER NOT NULL,"
+           " heuristic_pick INTEGER NOT NULL, winner INTEGER NOT NULL DEFAULT 0,"
+           " tuned_at TEXT NOT NULL DEFAULT (strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ', 'now')));"
+           "CREATE INDEX trials_key ON trials (problem, device, versions);"
+           "INSERT INTO trials (problem, device, versions, algorithm_id, algorithm, config,"
+           " config_text, status, status_name, reason, time_ms, rel_error, workspace_bytes,"
+           " heuristic_pick, winner) VALUES ('%s', '%s', '%s', %d, 'cudnn', '0,0,0',"
+           " 'engine=0 knobs=0', 0, 'success', '', 1.0, 1e-7, 0, 1, 1);",
+           PROBLEM, DEVICE, VERSIONS, CONV_ALGO_CUDNN);
+  return sql_exec(path, sql) == SQLITE_OK;
+}
+
+/* Version 1 is read as it is (determinism unknown) by a read-only handle,
+ * which leaves it alone, and upgraded in place by a writable one, old rows
+ * kept. */
+static int schema_upgraded_in(const char *path) {
+  CHECK(write_version1_cache(path));
+  conv_error err = {0};
+  conv_cache *cache = NULL;
+  conv_trial got;
+  bool found = false;
+  CHECK_OK(conv_cache_open(path, true, &cache, &err));
+  CHECK_OK(conv_cache_lookup_winner(cache, &KEY, &got, &found, &err));
+  CHECK(found && got.deterministic == -1 && got.time_ms == 1.0);
+  conv_cache_close(cache);
+  char version[32];
+  sql_text(path, "SELECT value FROM meta WHERE key = 'schema_version'", version, sizeof version);
+  CHECK_MSG(strcmp(version, "1") == 0, "a read-only open wrote version '%s'", version);
+
+  cache = NULL;
+  CHECK_OK(conv_cache_open(path, false, &cache, &err));
+  sql_text(path, "SELECT value FROM meta WHERE key = 'schema_version'", version, sizeof version);
+  CHECK_MSG(strcmp(version, "2") == 0, "version '%s' after a writable open", version);
+  found = false;
+  CHECK_OK(conv_cache_lookup_winner(cache, &KEY, &got, &found, &err));
+  CHECK(found && got.deterministic == -1 && got.time_ms == 1.0);
+  CHECK(add_trials(cache, &KEY, 1, 3) == TEST_PASS); /* deterministic 0, unknown, 1 */
+  CHECK(count_trials(cache, PROBLEM) == 4);
+  conv_cache_close(cache);
+  CHECK(sql_int(path, "SELECT count(*) FROM trials WHERE deterministic IS NULL") == 2);
+  CHECK(sql_int(path, "SELECT count(*) FROM trials WHERE deterministic = 1") == 1);
+  return TEST_PASS;
+}
+
+static int test_schema_upgraded(void) {
+  char path[1024];
+  tmp_path(path, sizeof path, "schema_upgraded");
+  int rc = schema_upgraded_in(path);
+  remove_db(path);
+  return rc;
 }
 
 static int test_schema_version_checked(void) {
@@ -1258,6 +1324,7 @@ static const test_case tests[] = {
     {"stale_versions_ignored", test_stale_versions_ignored},
     {"winner_unique", test_winner_unique},
     {"schema_version_checked", test_schema_version_checked},
+    {"schema_upgraded", test_schema_upgraded},
     {"bad_config_text_rejected", test_bad_config_text_rejected},
     {"persistence_across_processes", test_persistence_across_processes},
     {"two_writers_at_once", test_two_writers_at_once},

@@ -276,6 +276,7 @@ static conv_trial make_trial(int64_t engine, const char *text, conv_status statu
   t.time_ms = time_ms;
   t.rel_error = rel_error;
   t.workspace_bytes = (size_t)engine * 1024 * 1024;
+  t.deterministic = 1;
   return t;
 }
 
@@ -1092,6 +1093,61 @@ static int test_show_by_direction(void) {
   return TEST_PASS;
 }
 
+/* A deterministic problem is its own key (" det"): show finds its trials
+ * through --deterministic or det=1; a trial that is not deterministic is
+ * marked in the table and in JSON. */
+static int test_show_deterministic(void) {
+  isolate_default_cache();
+  char db[1024], key[CONV_PROBLEM_KEY_MAX], det_key[CONV_PROBLEM_KEY_MAX];
+  tmp_path(db, sizeof db, "deterministic.db");
+  int rc = fill_cache(db, key, sizeof key);
+  if (rc != TEST_PASS) return rc;
+  conv_problem p;
+  CHECK_STATUS(CONV_OK, conv_problem_parse(SPEC " det=1", &p, NULL, 0));
+  CHECK_STATUS(CONV_OK, conv_problem_key(&p, det_key, sizeof det_key));
+  CHECK(strncmp(det_key, key, strlen(key)) == 0 && strcmp(det_key + strlen(key), " det") == 0);
+  conv_cache *cache = NULL;
+  conv_error err = {CONV_OK, ""};
+  CHECK_MSG(conv_cache_open(db, false, &cache, &err) == CONV_OK, "%s", err.message);
+  conv_cache_key det = {det_key, DEVICE_A, VERSIONS}, plain = {key, DEVICE_A, VERSIONS};
+  conv_trial winner = make_trial(40, "engine=40 knobs=3", CONV_OK, 1.5, 3e-6);
+  conv_trial racy = make_trial(9, "engine=9 knobs=3", CONV_OK, 0.3, 3e-7);
+  racy.deterministic = 0;
+  conv_status st = conv_cache_begin_tuning(cache, &det, &err);
+  if (st == CONV_OK) st = conv_cache_add_trial(cache, &det, &winner, &err);
+  if (st == CONV_OK) st = conv_cache_set_winner(cache, &det, winner.algorithm_id, &winner.config, &err);
+  if (st == CONV_OK) st = conv_cache_add_trial(cache, &plain, &racy, &err);
+  conv_cache_close(cache);
+  CHECK_MSG(st == CONV_OK, "%s", err.message);
+
+  const char *const deterministic[][8] = {
+      {"show", SPEC, "--deterministic", "--cache", db, NULL},
+      {"show", SPEC " det=1", "--cache", db, NULL},
+  };
+  for (size_t i = 0; i < sizeof deterministic / sizeof deterministic[0]; i++) {
+    cli_result r;
+    CHECK(run_cli(deterministic[i], &r));
+    CHECK_MSG(r.exit_status == 0, "case %zu: exit %lld\n%s", i, (long long)r.exit_status, r.err.data);
+    CHECK_MSG(contains(r.out.data, det_key) && contains(r.out.data, "engine=40 knobs=3") &&
+                  !contains(r.out.data, "engine=12 knobs=3"),
+              "case %zu:\n%s", i, r.out.data);
+    cli_result_free(&r);
+  }
+  cli_result r;
+  RUN_EXPECT(r, 0, "show", SPEC, "--cache", db);
+  CHECK_MSG(contains(r.out.data, "n  cudnn      engine=9 knobs=3") && contains(r.out.data, "n not deterministic") &&
+                !contains(r.out.data, "engine=40 knobs=3"),
+            "%s", r.out.data);
+  cli_result_free(&r);
+  RUN_EXPECT(r, 0, "show", SPEC, "--json", "--cache", db);
+  CHECK_MSG(contains(r.out.data, "\"deterministic\": false") &&
+                contains(r.out.data, "\"deterministic\": true"),
+            "%s", r.out.data);
+  cli_result_free(&r);
+  remove_db(db);
+  return TEST_PASS;
+}
+
 /* A suite row that is not a valid problem is a usage error (exit 2) for
  * tune and show alike, before any cache or GPU is touched, and the message
  * names the row and the field. */
@@ -1136,6 +1192,7 @@ static const test_case tests[] = {
     {"special_files", test_special_files},
     {"read_only_cache", test_read_only_cache},
     {"show_by_direction", test_show_by_direction},
+    {"show_deterministic", test_show_deterministic},
 };
 
 TEST_MAIN(tests)

@@ -58,6 +58,7 @@ static void backward_with_bias(conv_problem *p) {
 }
 static void bad_math(conv_problem *p) { p->math = (conv_math)7; }
 static void bad_epilogue(conv_problem *p) { p->epilogue = (conv_epilogue)9; }
+static void deterministic_2(conv_problem *p) { p->deterministic = 2; }
 
 static int validate_each_failure(void) {
   const bad_case cases[] = {
@@ -79,6 +80,7 @@ static int validate_each_failure(void) {
       {"backward with an epilogue", backward_with_bias, CONV_UNSUPPORTED},
       {"math 7", bad_math, CONV_UNSUPPORTED},
       {"epilogue 9", bad_epilogue, CONV_UNSUPPORTED},
+      {"deterministic 2", deterministic_2, CONV_INVALID_ARGUMENT},
   };
   conv_problem good = base_problem();
   char msg[256];
@@ -157,6 +159,11 @@ static int problem_key(void) {
   q.direction = CONV_BACKWARD_FILTER;
   CHECK_STATUS(CONV_OK, conv_problem_key(&q, other, sizeof other));
   CHECK_MSG(strncmp(other, "bwd_filter f32 ", 15) == 0, "%s", other);
+  /* A deterministic problem's key ends in " det"; the others' are as before. */
+  q.deterministic = 1;
+  CHECK_STATUS(CONV_OK, conv_problem_key(&q, other, sizeof other));
+  CHECK_MSG(strcmp(other, "bwd_filter f32 nchw strict none n2 c8 h17 w13 k6 r3 s3 pad1,1 str1,1 dil1,1 g1 det") == 0,
+            "%s", other);
   /* Written only on success: a short buffer or an invalid problem leaves
    * it as it was, and an invalid problem gets its validation status. */
   char sentinel[CONV_PROBLEM_KEY_MAX];
@@ -242,6 +249,15 @@ static int parse_spec(void) {
   CHECK_STATUS(CONV_UNSUPPORTED,
                conv_problem_parse("n=1 c=1 h=4 w=4 k=1 r=3 s=3 dir=bwd_data epilogue=bias", &p, msg, sizeof msg));
   CHECK_MSG(strstr(msg, "backward problems take none") != NULL, "%s", msg);
+  CHECK(memcmp(&before, &p, sizeof p) == 0);
+  /* det= asks for a deterministic problem. */
+  CHECK_STATUS(CONV_OK, conv_problem_parse("n=1 c=1 h=4 w=4 k=1 r=3 s=3 det=1", &p, msg, sizeof msg));
+  CHECK(p.deterministic == 1);
+  CHECK_STATUS(CONV_OK, conv_problem_parse("n=1 c=1 h=4 w=4 k=1 r=3 s=3 det=0", &p, msg, sizeof msg));
+  CHECK(p.deterministic == 0);
+  before = p;
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_problem_parse("n=1 c=1 h=4 w=4 k=1 r=3 s=3 det=yes", &p, msg, sizeof msg));
+  CHECK_MSG(strstr(msg, "det=yes: expected 0 or 1") != NULL, "%s", msg);
   CHECK(memcmp(&before, &p, sizeof p) == 0);
   return TEST_PASS;
 }

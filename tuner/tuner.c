@@ -238,6 +238,8 @@ static void run_trial(bench *b, const conv_algorithm *algo, const conv_config *c
   conv_prepared prep = {0};
   void *workspace = NULL;
   conv_status st = algo->prepare(b->req->problem, b->req->env, config, &prep, &err);
+  if (st == CONV_OK) st = conv_prepared_admits(b->req->problem, &prep, algo->name, &err);
+  trial->deterministic = st == CONV_OK ? prep.deterministic : -1;
   if (st == CONV_OK) {
     trial->workspace_bytes = prep.workspace_bytes;
     if (prep.workspace_bytes > b->req->workspace_limit)
@@ -268,6 +270,7 @@ static void trial_init(conv_trial *trial, const conv_algorithm *algo, const conv
   algo->describe(config, trial->config_text, sizeof trial->config_text);
   trial->time_ms = -1;
   trial->rel_error = -1;
+  trial->deterministic = -1;
 }
 
 static void report(const conv_tune_request *req, const conv_trial *t) {

@@ -5,7 +5,7 @@
  * Input: the values of one row of the trials table, a line per column in
  * the table's order (problem, device, versions, algorithm_id, algorithm,
  * config, config_text, status, status_name, reason, time_ms, rel_error,
- * workspace_bytes, heuristic_pick, winner, tuned_at), each line a type
+ * workspace_bytes, heuristic_pick, winner, tuned_at, deterministic), each line a type
  * letter and the value: "i" integer, "r" real, "t" text (the rest of the
  * line, any bytes), "x" text in hex (for newlines and NULs), "b" blob in
  * hex, "n" NULL.  The row is stored behind the cache's back with raw SQL
@@ -29,7 +29,7 @@
 
 /* One in-memory database shared by the raw connection and the cache's. */
 #define DB_URI "file:fuzz_cache_row?mode=memory&cache=shared"
-#define COLUMNS 16
+#define COLUMNS 17
 
 static sqlite3 *raw;
 static conv_cache *cache;
@@ -104,8 +104,8 @@ static bool store_row(const uint8_t *data, size_t size) {
                              "INSERT INTO trials (problem, device, versions, algorithm_id,"
                              " algorithm, config, config_text, status, status_name, reason,"
                              " time_ms, rel_error, workspace_bytes, heuristic_pick, winner,"
-                             " tuned_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
-                             " ?12, ?13, ?14, ?15, ?16)",
+                             " tuned_at, deterministic) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
+                             " ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
                              -1, &st, NULL) == SQLITE_OK);
   const char *text = (const char *)data, *end = text + size;
   int rc = SQLITE_OK;
@@ -148,6 +148,7 @@ static void check_trial(const conv_trial *t) {
   REQUIRE(memchr(t->algorithm, '\0', sizeof t->algorithm) != NULL);
   REQUIRE(memchr(t->config_text, '\0', sizeof t->config_text) != NULL);
   REQUIRE(memchr(t->reason, '\0', sizeof t->reason) != NULL);
+  REQUIRE(t->deterministic >= -1 && t->deterministic <= 1);
   check_text(t->algorithm);
   check_text(t->config_text);
   check_text(t->reason);

@@ -39,6 +39,7 @@ typedef struct cli_args {
   const char *cache_path; /* NULL: the default */
   const char *suite_path; /* show --suite */
   bool have_math, have_epilogue, have_direction;
+  bool deterministic; /* --deterministic */
   conv_math math;
   conv_epilogue epilogue;
   conv_direction direction;
@@ -47,7 +48,7 @@ typedef struct cli_args {
   size_t input_count;
 } cli_args;
 
-/* Applies --math, --epilogue and --direction to a problem. */
+/* Applies --math, --epilogue, --direction and --deterministic to a problem. */
 void apply_overrides(const cli_args *a, conv_problem *p);
 
 /* Parses a shape spec; a usage error (said) when it is bad. */

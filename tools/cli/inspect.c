@@ -124,6 +124,8 @@ static void write_record_json(FILE *out, const record *r, bool full) {
     json_write_number(out, t->rel_error >= 0 ? t->rel_error : NAN);
     fprintf(out, ", \"heuristic_pick\": %s, \"winner\": %s", t->heuristic_pick ? "true" : "false",
             t->winner ? "true" : "false");
+    fprintf(out, ", \"deterministic\": %s",
+            t->deterministic < 0 ? "null" : t->deterministic ? "true" : "false");
   }
   fputc('}', out);
 }
@@ -209,6 +211,7 @@ static bool add_trial_row(text_table *t, const record *r) {
   char marks[4] = "", ms[32], err[32], ws[32];
   if (tr->winner) strcat(marks, "*");
   if (tr->heuristic_pick) strcat(marks, "h");
+  if (tr->deterministic == 0) strcat(marks, "n");
   if (tr->rel_error >= 0) snprintf(err, sizeof err, "%.1e", tr->rel_error);
   const char *cells[] = {marks,
                          tr->algorithm,
@@ -247,7 +250,8 @@ static int print_trials(const char *key, record_list *l) {
     int rc = print_trial_group(l, &i);
     if (rc != EXIT_OK_) return rc;
   }
-  printf("\n* winner   h cuDNN's own choice (heuristic #1), the untuned default\n");
+  printf("\n* winner   h cuDNN's own choice (heuristic #1), the untuned default\n"
+         "n not deterministic (results may differ run to run)\n");
   return EXIT_OK_;
 }
 

@@ -36,6 +36,8 @@ static void print_usage(FILE *out) {
       "  --direction fwd|bwd_data|bwd_filter\n"
       "                      (tune, show) pass of every shape: forward, or the\n"
       "                      gradient for the input or for the filter\n"
+      "  --deterministic     (tune, show) every shape deterministic: only\n"
+      "                      candidates with bit-identical results run to run\n"
       "  --policy exhaustive|fast\n"
       "                      (tune) time every candidate, or a few best guesses\n"
       "  --verbose           (tune) report each candidate on stderr\n"
@@ -45,7 +47,8 @@ static void print_usage(FILE *out) {
       "  n c h w k r s, pad stride dil (both axes) or pad_h pad_w stride_h stride_w\n"
       "  dil_h dil_w, groups, math=strict|tf32, epilogue=none|bias|bias_relu,\n"
       "  layout=nchw|nhwc (nhwc: channels-last, KRSC filter),\n"
-      "  dir=fwd|bwd_data|bwd_filter (backward passes take no epilogue), e.g.\n"
+      "  dir=fwd|bwd_data|bwd_filter (backward passes take no epilogue),\n"
+      "  det=0|1 (deterministic), e.g.\n"
       "  convtune tune \"n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1\"\n"
       "A suite FILE is {\"shapes\": [ROW, ...]} or [ROW, ...], each ROW an object\n"
       "with name, N, C, H, W, K, R, S and optional stride, pad, dil, groups, dir; rows\n"
@@ -74,7 +77,7 @@ static const option_spec *find_option(const char *name, size_t len) {
   static const option_spec options[] = {
       {"--cache", true, CMD_ALL},         {"--json", false, CMD_ALL},
       {"--math", true, CMD_TUNE | CMD_SHOW}, {"--epilogue", true, CMD_TUNE | CMD_SHOW},
-      {"--direction", true, CMD_TUNE | CMD_SHOW},
+      {"--direction", true, CMD_TUNE | CMD_SHOW}, {"--deterministic", false, CMD_TUNE | CMD_SHOW},
       {"--policy", true, CMD_TUNE},       {"--verbose", false, CMD_TUNE},
       {"--suite", true, CMD_SHOW},        {"--help", false, CMD_ALL},
       {"-h", false, CMD_ALL},
@@ -111,6 +114,8 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
     a->json = true;
   } else if (strcmp(o->name, "--verbose") == 0) {
     a->verbose = true;
+  } else if (strcmp(o->name, "--deterministic") == 0) {
+    a->deterministic = true;
   } else if (strcmp(o->name, "--help") == 0 || strcmp(o->name, "-h") == 0) {
     a->help = true;
   } else if (strcmp(o->name, "--math") == 0) {
@@ -235,6 +240,7 @@ void apply_overrides(const cli_args *a, conv_problem *p) {
   if (a->have_math) p->math = a->math;
   if (a->have_epilogue) p->epilogue = a->epilogue;
   if (a->have_direction) p->direction = a->direction;
+  if (a->deterministic) p->deterministic = 1;
 }
 
 int parse_spec(const char *spec, conv_problem *p) {
