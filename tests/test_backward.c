@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "algorithms/kernels.h"
+#include "cache/cache.h"
 #include "tests/gpu_support.h"
 
 /* A backward case: host tensors and the CPU reference (host_case), device
@@ -293,11 +294,134 @@ static int direct_backward_matches_reference(void) {
   return TEST_PASS;
 }
 
+/* Counts a key's stored trials: valid ones, and valid ones that are not
+ * (or not known to be) deterministic. */
+typedef struct trial_tally {
+  int valid, valid_nondeterministic;
+} trial_tally;
+
+static int tally_trial(const conv_cache_row *row, void *user) {
+  trial_tally *t = user;
+  if (row->trial->status != CONV_OK) return 0;
+  t->valid++;
+  if (row->trial->deterministic != 1) t->valid_nondeterministic++;
+  return 0;
+}
+
+static int tally_trials(conv_context *ctx, const conv_problem *p, trial_tally *t) {
+  char key[CONV_PROBLEM_KEY_MAX];
+  CHECK_STATUS(CONV_OK, conv_problem_key(p, key, sizeof key));
+  conv_error err = {CONV_OK, ""};
+  memset(t, 0, sizeof *t);
+  CHECK_MSG(conv_cache_list_trials(conv_context_cache(ctx), key, tally_trial, t, &err) == CONV_OK,
+            "%s", err.message);
+  return TEST_PASS;
+}
+
+/* One pass of the plan into a poisoned output, checked against the CPU
+ * reference and copied to host `bits`. */
+static int run_into(conv_plan *plan, pass_case *pc, float *bits, const char *what) {
+  if (pass_poison(pc) != TEST_PASS) return TEST_FAIL;
+  CHECK_STATUS(CONV_OK, run_pass(plan, pc));
+  CUDA_OK(cudaDeviceSynchronize());
+  if (pass_check(pc, conv_error_bound_for(&pc->hc.p, CONV_ARITH_TRANSFORM), what) != TEST_PASS)
+    return TEST_FAIL;
+  CUDA_OK(cudaMemcpy(bits, pc->d.out, (size_t)pc->hc.sh.out_elems * sizeof(float),
+                     cudaMemcpyDeviceToHost));
+  return TEST_PASS;
+}
+
+/* Deterministic problems (conv_problem.deterministic, or a context made
+ * with conv_context_options.deterministic): the tuner keeps only
+ * candidates that say they are deterministic (every valid trial stored
+ * for the key), the plan says so, and two runs on the same inputs give
+ * the same bits.  The same shapes without the flag show what it excludes
+ * (printed: cuDNN's atomics-based backward-filter engines, mostly). */
+static int deterministic_plans_repeat_bits(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  char cache[4096];
+  temp_path(cache, sizeof cache, "deterministic");
+  conv_context *ctx, *det_ctx;
+  if (make_context(&ctx, cache, tuning_policy(), 0) != TEST_PASS) return TEST_FAIL;
+  conv_context_options o;
+  conv_context_options_init(&o);
+  o.cache_path = cache;
+  o.policy = tuning_policy();
+  o.deterministic = 1;
+  CHECK_MSG(conv_context_create(&det_ctx, &o) == CONV_OK, "%s", conv_context_last_error(NULL));
+  const conv_problem shapes[] = {
+      direct_problem(16, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE, CONV_MATH_STRICT),
+      direct_problem(8, 96, 56, 56, 96, 3, 3, 2, 1, 1, 96, CONV_EPILOGUE_NONE, CONV_MATH_STRICT),
+      direct_problem(8, 1, 64, 64, 1, 3, 3, 1, 4, 4, 1, CONV_EPILOGUE_NONE, CONV_MATH_STRICT),
+      direct_problem(4, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE, CONV_MATH_TF32),
+  };
+  const size_t count = quick_mode() ? 2 : sizeof shapes / sizeof shapes[0];
+  for (size_t i = 0; i < 2 * count; i++) {
+    conv_problem p = shapes[i / 2];
+    p.direction = i % 2 ? CONV_BACKWARD_FILTER : CONV_BACKWARD_DATA;
+    conv_problem plain = p;
+    p.deterministic = 1;
+    conv_plan *plan = NULL, *via_context = NULL, *any = NULL;
+    CHECK_MSG(conv_plan_create(ctx, &p, &plan) == CONV_OK, "%s", conv_context_last_error(ctx));
+    /* The context's option makes the same problem as the flag. */
+    CHECK_MSG(conv_plan_create(det_ctx, &plain, &via_context) == CONV_OK, "%s",
+              conv_context_last_error(det_ctx));
+    CHECK_MSG(conv_plan_create(ctx, &plain, &any) == CONV_OK, "%s", conv_context_last_error(ctx));
+    conv_plan_info info, info_context, info_any;
+    CHECK_STATUS(CONV_OK, conv_plan_info_get(plan, &info));
+    CHECK_STATUS(CONV_OK, conv_plan_info_get(via_context, &info_context));
+    CHECK_STATUS(CONV_OK, conv_plan_info_get(any, &info_any));
+    CHECK(info.deterministic == 1 && info_context.deterministic == 1);
+    CHECK_MSG(info_context.source == CONV_SOURCE_CACHE,
+              "a deterministic context found no tuned plan for the deterministic key (source %d)",
+              (int)info_context.source);
+    trial_tally det, all;
+    if (tally_trials(ctx, &p, &det) != TEST_PASS || tally_trials(ctx, &plain, &all) != TEST_PASS)
+      return TEST_FAIL;
+    char key[CONV_PROBLEM_KEY_MAX];
+    describe_problem(&p, key, sizeof key);
+    printf("%s: %s %s %.4f ms (%d valid); without det=1: %s %s %.4f ms%s (%d valid, %d not "
+           "deterministic)\n",
+           key, info.algorithm, info.config, info.time_ms, det.valid, info_any.algorithm,
+           info_any.config, info_any.time_ms, info_any.deterministic ? "" : ", not deterministic",
+           all.valid, all.valid_nondeterministic);
+    CHECK_MSG(det.valid > 0 && det.valid_nondeterministic == 0,
+              "%d of %d valid trials of a deterministic key are not deterministic",
+              det.valid_nondeterministic, det.valid);
+
+    pass_case pc;
+    if (pass_case_make(&pc, &p) != TEST_PASS) return TEST_FAIL;
+    const size_t bytes = (size_t)pc.hc.sh.out_elems * sizeof(float);
+    float *first = malloc(bytes), *again = malloc(bytes);
+    CHECK(first != NULL && again != NULL);
+    for (int run = 0; run < 4; run++) {
+      if (run_into(run % 2 ? via_context : plan, &pc, run == 0 ? first : again,
+                   run == 0 ? "deterministic, first run" : "deterministic, later run") != TEST_PASS)
+        return TEST_FAIL;
+      if (run > 0)
+        CHECK_MSG(memcmp(first, again, bytes) == 0, "%s: run %d differs from run 0 in its bits",
+                  key, run);
+    }
+    free(first);
+    free(again);
+    pass_case_free(&pc);
+    conv_plan_destroy(plan);
+    conv_plan_destroy(via_context);
+    conv_plan_destroy(any);
+  }
+  CHECK_STATUS(CONV_OK, conv_context_destroy(det_ctx));
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  remove_db(cache);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"reference_backward_matches_cpu", reference_backward_matches_cpu},
     {"backward_plans_match_cpu", backward_plans_match_cpu},
     {"passes_reject_wrong_calls", passes_reject_wrong_calls},
     {"every_backward_candidate_matches_reference", every_backward_candidate_matches_reference},
     {"direct_backward_matches_reference", direct_backward_matches_reference},
+    {"deterministic_plans_repeat_bits", deterministic_plans_repeat_bits},
 };
 TEST_MAIN(tests)

@@ -27,6 +27,7 @@ import atexit
 import ctypes
 import functools
 import os
+import sys
 import threading
 import weakref
 
@@ -59,6 +60,12 @@ def _torch():
             raise ImportError("convtune works on PyTorch tensors: install torch") from e
         _torch_mod = torch
     return _torch_mod
+
+
+def _torch_deterministic():
+    """torch.are_deterministic_algorithms_enabled(), or False where torch is not imported."""
+    torch = sys.modules.get("torch")
+    return torch is not None and bool(torch.are_deterministic_algorithms_enabled())
 
 
 class ConvtuneError(RuntimeError):
@@ -105,9 +112,11 @@ class Context:
     "cache_only" (never tune: a miss raises ConvtuneError CACHE_MISS).
     workspace_limit: bytes of scratch a candidate may use; 0 is a quarter of the free memory.
     verbose: progress lines on stderr while tuning.
+    deterministic: every plan of this context deterministic (see Context.plan).
     """
 
-    def __init__(self, device=None, cache=None, policy="exhaustive", workspace_limit=0, verbose=False):
+    def __init__(self, device=None, cache=None, policy="exhaustive", workspace_limit=0, verbose=False,
+                 deterministic=False):
         self._handle = None  # first, so that close() and __del__ work if __init__ fails
         self._plans = {}
         self._lock = threading.RLock()
@@ -122,6 +131,7 @@ class Context:
         self.policy = policy
         self.workspace_limit = workspace_limit
         self.verbose = bool(verbose)
+        self.deterministic = bool(deterministic)
 
         options = _lib.ContextOptions()
         lib.conv_context_options_init(ctypes.byref(options))
@@ -131,6 +141,7 @@ class Context:
         options.policy = _lib.POLICIES[policy]
         options.workspace_limit = workspace_limit
         options.verbose = int(self.verbose)
+        options.deterministic = int(self.deterministic)
         handle = _lib.ContextPtr()
         # The library leaves torch's current device as it was, in every call.
         status = lib.conv_context_create(ctypes.byref(handle), ctypes.byref(options))
@@ -155,7 +166,7 @@ class Context:
             raise ValueError("this convtune Context is closed")
 
     def plan(self, x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1, bias=False,
-             activation=None, math="strict", layout="nchw", direction="fwd"):
+             activation=None, math="strict", layout="nchw", direction="fwd", deterministic=None):
         """The Plan for a convolution of x_shape (N, C, H, W) with w_shape (K, C/groups, R, S).
 
         stride, padding, dilation: ints or (h, w) pairs, as in torch.nn.functional.conv2d.
@@ -167,11 +178,17 @@ class Context:
         direction: "fwd" (call the plan), or a backward pass of the same convolution,
         "bwd_data" (plan.backward_data(dy, w) gives dx) or "bwd_filter"
         (plan.backward_filter(x, dy) gives dw); backward passes take no bias or activation.
+        deterministic: True admits only candidates whose results are bit-identical run
+        to run (no float atomics); None follows torch.are_deterministic_algorithms_enabled()
+        (False where torch is not imported); a deterministic context makes every plan so.
         The first call for a problem looks it up in the cache or tunes it (milliseconds
         to seconds); later calls return the same Plan object.
         """
+        if deterministic is None:
+            deterministic = _torch_deterministic()
         return self._plan_for_key(_problem_key(x_shape, w_shape, stride, padding, dilation, groups,
-                                               bias, activation, math, layout, direction))
+                                               bias, activation, math, layout, direction,
+                                               deterministic or self.deterministic))
 
     def _plan_for_key(self, key):
         """The Plan for a _problem_key tuple: from this context's dict, else made."""
@@ -464,6 +481,7 @@ class Plan:
             "direct_runs": 0,
             "call": call,
             "direction": {v: k for k, v in _lib.DIRECTIONS.items()}.get(info.direction, "unknown(%d)" % info.direction),
+            "deterministic": bool(info.deterministic),
         }
         return self
 

@@ -64,12 +64,12 @@ def status_name(status):
 
 PROBLEM_INT_FIELDS = ("n", "c", "h", "w", "k", "r", "s", "pad_h", "pad_w",
                       "stride_h", "stride_w", "dil_h", "dil_w", "groups")
-PROBLEM_ENUM_FIELDS = ("dtype", "layout", "direction", "math", "epilogue")
+PROBLEM_ENUM_FIELDS = ("dtype", "layout", "direction", "math", "epilogue", "deterministic")
 PROBLEM_FIELDS = PROBLEM_INT_FIELDS + PROBLEM_ENUM_FIELDS
 
 
 class Problem(Structure):
-    """struct conv_problem: 14 int64_t, then 5 enums (int-sized)."""
+    """struct conv_problem: 14 int64_t, then 5 enums and an int (all int-sized)."""
     _fields_ = [(f, c_int64) for f in PROBLEM_INT_FIELDS] + [(f, c_int) for f in PROBLEM_ENUM_FIELDS]
 
 
@@ -82,6 +82,7 @@ class ContextOptions(Structure):
         ("workspace_limit", c_size_t),
         ("verbose", c_int),
         ("direct_launches", c_int),
+        ("deterministic", c_int),
     ]
 
 
@@ -99,6 +100,7 @@ class PlanInfo(Structure):
         ("graph_captures", ctypes.c_uint64),
         ("direct_runs", ctypes.c_uint64),
         ("direction", c_int),
+        ("deterministic", c_int),
     ]
 
 

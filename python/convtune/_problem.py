@@ -52,11 +52,12 @@ def _channels_error(groups, w_shape, x_shape):
 
 
 def _problem_key(x_shape, w_shape, stride, padding, dilation, groups, bias, activation, math,
-                 layout="nchw", direction="fwd"):
+                 layout="nchw", direction="fwd", deterministic=False):
     """The conv_problem's field values, in _lib.PROBLEM_FIELDS order (also the plan dict key).
 
     direction: "fwd", or a backward pass, "bwd_data" (the gradient for x) or
-    "bwd_filter" (for w), which takes no bias or activation."""
+    "bwd_filter" (for w), which takes no bias or activation.
+    deterministic: only candidates with bit-identical results run to run."""
     n, c, h, w = _shape4("x_shape", x_shape)
     k, c_per_group, r, s = _shape4("w_shape", w_shape)
     groups = _groups(groups)
@@ -87,4 +88,5 @@ def _problem_key(x_shape, w_shape, stride, padding, dilation, groups, bias, acti
     epilogue = (_lib.EPILOGUE_BIAS_RELU if activation == "relu"
                 else _lib.EPILOGUE_BIAS if bias else _lib.EPILOGUE_NONE)
     return (n, c, h, w, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups,
-            _lib.DTYPE_F32, _lib.LAYOUTS[layout], _lib.DIRECTIONS[direction], _lib.MATH[math], epilogue)
+            _lib.DTYPE_F32, _lib.LAYOUTS[layout], _lib.DIRECTIONS[direction], _lib.MATH[math], epilogue,
+            int(bool(deterministic)))

@@ -59,7 +59,7 @@ struct PlanEntry {
 };
 
 // The problem: device, layout, math, bias, x and w sizes, stride, padding,
-// dilation, groups.
+// dilation, groups, deterministic.
 using Key = std::array<int64_t, 20>;
 
 struct State {
@@ -89,7 +89,7 @@ conv_context *context_for(State &s, int device) {
 
 conv_problem make_problem(const at::Tensor &x, const at::Tensor &w, bool has_bias,
                           at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
-                          int64_t groups, bool tf32, bool nhwc) {
+                          int64_t groups, bool tf32, bool nhwc, bool deterministic) {
   conv_problem p;
   conv_problem_init(&p);
   p.n = x.size(0), p.c = x.size(1), p.h = x.size(2), p.w = x.size(3);
@@ -101,6 +101,7 @@ conv_problem make_problem(const at::Tensor &x, const at::Tensor &w, bool has_bia
   p.math = tf32 ? CONV_MATH_TF32 : CONV_MATH_STRICT;
   p.layout = nhwc ? CONV_LAYOUT_NHWC : CONV_LAYOUT_NCHW;
   p.epilogue = has_bias ? CONV_EPILOGUE_BIAS : CONV_EPILOGUE_NONE;
+  p.deterministic = deterministic;
   return p;
 }
 
@@ -188,11 +189,13 @@ at::Tensor conv2d_cuda(const at::Tensor &x_in, const at::Tensor &w_in,
   const at::Tensor x = dense(x_in, format), w = dense(w_in, format);
   const at::Tensor bias = has_bias ? dense(*bias_in, at::MemoryFormat::Contiguous) : at::Tensor();
   const int device = x.get_device();
+  // torch.use_deterministic_algorithms(True): a deterministic plan.
+  const bool deterministic = at::globalContext().deterministicAlgorithms();
   const Key key = {device, nhwc, tf32, has_bias, x.size(0), x.size(1), x.size(2), x.size(3),
                    w.size(0), w.size(2), w.size(3), stride[0], stride[1], padding[0],
-                   padding[1], dilation[0], dilation[1], groups, 0, 0};
+                   padding[1], dilation[0], dilation[1], groups, deterministic, 0};
   PlanEntry &e = entry_for(key, device, make_problem(x, w, has_bias, stride, padding, dilation,
-                                                     groups, tf32, nhwc));
+                                                     groups, tf32, nhwc, deterministic));
   at::Tensor y = at::empty(e.out_shape, x.options().memory_format(format));
   const c10::cuda::CUDAGuard device_guard(x.device());
   cudaStream_t stream = at::cuda::getCurrentCUDAStream(device).stream();

@@ -29,7 +29,9 @@ Anything else runs PyTorch's own forward, so results and errors are
 PyTorch's; `layer.fallbacks` counts those calls by reason.  padding="same"
 / "valid" and the non-zero padding modes are done as nn.Conv2d does them.
 TF32 follows torch.backends.cudnn.allow_tf32 at each call unless math=
-("strict" or "tf32") is given.  Plans come from `context`, by default the
+("strict" or "tf32") is given; with torch.use_deterministic_algorithms(True)
+every plan, forward and backward, is deterministic (bit-identical results
+run to run).  Plans come from `context`, by default the
 module's Context per device (the library's default cache, exhaustive
 tuning: the first call of each shape tunes it).
 
@@ -68,6 +70,14 @@ def _math_now(math):
     return "tf32" if _cudnn_tf32() else "strict"
 
 
+_deterministic_now = torch.are_deterministic_algorithms_enabled
+
+
+def _mode_now(math):
+    """(math, deterministic) of a call: a plan made for another mode is not used."""
+    return _math_now(math), _deterministic_now()
+
+
 @torch.compiler.assume_constant_result
 def _traced_cudnn_tf32():
     # Read once when a graph is traced (Dynamo cannot trace the flag's
@@ -101,13 +111,13 @@ class Conv2d(torch.nn.Conv2d):
         self._forget_plans()
 
     def _forget_plans(self):
-        # (input shape, math, layout) -> (launch, plan), or (None, why PyTorch
+        # (input shape, math, deterministic, layout) -> (launch, plan), or (None, why PyTorch
         # runs it); launch(x, w, bias, out) returns y, or None when the
         # tensors do not fit.
         self._plans = {}
         self._launch = None  # the last one used, tried first
         self._launch_plan = None  # its plan (the autograd function runs it)
-        self._launch_math = None
+        self._launch_mode = None  # its (math, deterministic)
         self._launch_format = None  # the memory format its weight is read in
         self._launch_copies = False  # whether that is a copy (_weight_in)
         self._last_plan = None
@@ -116,7 +126,7 @@ class Conv2d(torch.nn.Conv2d):
     # copied or pickled with the module, which makes its own on first use.
     def __getstate__(self):
         state = super().__getstate__().copy()
-        for name in ("_plans", "_launch", "_launch_plan", "_launch_math", "_launch_format",
+        for name in ("_plans", "_launch", "_launch_plan", "_launch_mode", "_launch_format",
                      "_launch_copies", "_last_plan"):
             state.pop(name, None)
         return state
@@ -143,7 +153,7 @@ class Conv2d(torch.nn.Conv2d):
         # the tensors in C and returns None when anything does not fit; in
         # training it runs inside the autograd function.
         launch = self._launch
-        if launch is not None and self._launch_math == _math_now(self.math) and not _autocast_on():
+        if launch is not None and self._launch_mode == _mode_now(self.math) and not _autocast_on():
             w = self._weight_in(self._launch_format) if self._launch_copies else self.weight
             if _autograd.records_gradients(input, w, self.bias):
                 y = _autograd.conv2d(self._launch_plan, input, w, self.bias, launch)
@@ -229,14 +239,14 @@ class Conv2d(torch.nn.Conv2d):
         unbatched = input.dim() == 3
         x = input.unsqueeze(0) if unbatched else input
         x, padding, padded = self._padded_input(x)
-        math = _math_now(self.math)
+        math, deterministic = mode = _mode_now(self.math)
         layout = self._layout_of(x)
         if layout is None:  # strided input (or F.pad's output of it)
             x, layout = self._dense_copy(x)
-        key = (tuple(x.shape), math, layout)
+        key = (tuple(x.shape), math, deterministic, layout)
         entry = self._plans.get(key)
         if entry is None:
-            entry = self._plans[key] = self._plan_entry(x, padding, math, layout)
+            entry = self._plans[key] = self._plan_entry(x, padding, math, layout, deterministic)
         launch, plan = entry
         if launch is None:  # no convtune plan for this shape: `plan` says why
             self.fallbacks[plan] += 1
@@ -252,17 +262,17 @@ class Conv2d(torch.nn.Conv2d):
             raise RuntimeError("convtune: the plan refused arguments it was made for")
         self._last_plan = plan
         if not (unbatched or padded):  # later calls go straight to the launcher
-            self._launch, self._launch_plan, self._launch_math = launch, plan, math
+            self._launch, self._launch_plan, self._launch_mode = launch, plan, mode
             self._launch_format, self._launch_copies = memory_format, w is not self.weight
         return y.squeeze(0) if unbatched else y
 
-    def _plan_entry(self, x, padding, math, layout):
+    def _plan_entry(self, x, padding, math, layout, deterministic):
         """(launch, plan) for this input, or (None, why PyTorch runs it)."""
         context = self.context if self.context is not None else _default_context(x.device.index)
         try:
             plan = context.plan(tuple(x.shape), tuple(self.weight.shape), self.stride, padding,
                                 self.dilation, self.groups, self.bias is not None, None, math,
-                                layout)
+                                layout, deterministic=deterministic)
         except ConvtuneError as e:
             if e.status not in _NO_PLAN:
                 raise

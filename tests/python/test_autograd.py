@@ -223,3 +223,49 @@ def test_training_calls_take_the_fast_path(ctx, cuda, strict_math):
             assert rel_l2(got, want) < STRICT_BOUND, (SEED, shape)
     assert full == [shapes[0], shapes[2], shapes[3]], full
     assert not layer.fallbacks
+
+
+def _bits(t):
+    return t.detach().contiguous().view(torch.int32).cpu()
+
+
+@gpu
+def test_deterministic_mode_repeats_gradients(ctx, cuda, strict_math):
+    """With torch.use_deterministic_algorithms(True), a converted layer's
+    forward and backward plans are deterministic ones (their keys end in
+    " det"), its gradients match PyTorch's in float64, and two backward
+    passes on the same inputs give the same bits; switched off, the layer
+    takes its other plans again."""
+    torch.manual_seed(SEED)
+    layer = convtune.nn.Conv2d(32, 48, 3, padding=1, math="strict", context=ctx).to(cuda)
+    ref = nn.Conv2d(32, 48, 3, padding=1).to(cuda)
+    ref.load_state_dict(layer.state_dict())
+    ref = ref.double()
+    x = torch.randn(8, 32, 20, 20, device=cuda, requires_grad=True)
+    g = torch.randn(8, 48, 20, 20, device=cuda)
+    xr = x.detach().double().requires_grad_()
+    (ref(xr) * g.double()).sum().backward()
+
+    def gradients():
+        x.grad = None
+        layer.zero_grad()
+        (layer(x) * g).sum().backward()
+        return x.grad.clone(), layer.weight.grad.clone(), layer.bias.grad.clone()
+
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        first, again = gradients(), gradients()
+        plan = layer._last_plan
+        data = ctx.plan((8, 32, 20, 20), (48, 32, 3, 3), 1, 1, direction="bwd_data")
+        filt = ctx.plan((8, 32, 20, 20), (48, 32, 3, 3), 1, 1, direction="bwd_filter")
+    finally:
+        torch.use_deterministic_algorithms(was)
+    for p in (plan, data, filt):
+        assert p.key.endswith(" det") and p.info["deterministic"], p.key
+    assert plan._backward_plans[convtune._lib.BACKWARD_FILTER] is filt
+    for a, b, want in zip(first, again, (xr.grad, ref.weight.grad, ref.bias.grad)):
+        assert rel_l2(a, want) < STRICT_BOUND, SEED
+        assert torch.equal(_bits(a), _bits(b)), SEED
+    gradients()
+    assert not layer._last_plan.key.endswith(" det")
