@@ -1,0 +1,67 @@
+"""What the package's modules share: torch imported on first need, the
+error type and CUDA device ordinals (convtune re-exports ConvtuneError)."""
+import sys
+
+from . import _lib
+
+_torch_mod = None
+
+
+def _torch():
+    """torch, imported on first need so that the module imports without it."""
+    global _torch_mod
+    if _torch_mod is None:
+        try:
+            import torch
+        except ImportError as e:
+            raise ImportError("convtune works on PyTorch tensors: install torch") from e
+        _torch_mod = torch
+    return _torch_mod
+
+
+def _torch_deterministic():
+    """torch.are_deterministic_algorithms_enabled(), or False where torch is not imported."""
+    torch = sys.modules.get("torch")
+    return torch is not None and bool(torch.are_deterministic_algorithms_enabled())
+
+
+class ConvtuneError(RuntimeError):
+    """A failing status from libconvtune.
+
+    .status is the conv_status code, .status_name its name ("BAD_GROUPS"),
+    .message the library's detailed message (conv_context_last_error).
+    """
+
+    def __init__(self, status, message=""):
+        self.status = int(status)
+        self.status_name = _lib.status_name(self.status)
+        self.message = message
+        text = _lib.status_text(self.status)
+        head = "%s (%s)" % (self.status_name, text) if text else self.status_name
+        super().__init__("%s: %s" % (head, message) if message else head)
+
+    def __reduce__(self):  # pickle with the constructor's arguments
+        return (type(self), (self.status, self.message))
+
+
+ConvtuneError.__module__ = "convtune"  # the public name
+
+
+def _device_index(device):
+    """A CUDA ordinal from None (torch's current device), an int, a torch.device or a string."""
+    if device is None:
+        torch = _torch()
+        # Without a usable GPU, let the library report NO_DEVICE with its reason.
+        return torch.cuda.current_device() if torch.cuda.is_available() else 0
+    if isinstance(device, int):
+        return device
+    torch = _torch()
+    d = torch.device(device)
+    if d.type != "cuda":
+        raise ValueError("convtune runs on CUDA devices, got %s" % d)
+    if d.index is not None:
+        return d.index
+    return torch.cuda.current_device() if torch.cuda.is_available() else 0
+
+
+# ---------------------------------------------------------------- plans
