@@ -70,12 +70,10 @@ def _math_now(math):
     return "tf32" if _cudnn_tf32() else "strict"
 
 
-_deterministic_now = torch.are_deterministic_algorithms_enabled
-
-
-def _mode_now(math):
-    """(math, deterministic) of a call: a plan made for another mode is not used."""
-    return _math_now(math), _deterministic_now()
+# torch.are_deterministic_algorithms_enabled() without its Python frame:
+# the fast path reads it on every call.
+_deterministic_now = (getattr(torch._C, "_get_deterministic_algorithms", None)
+                      or torch.are_deterministic_algorithms_enabled)
 
 
 @torch.compiler.assume_constant_result
@@ -117,7 +115,8 @@ class Conv2d(torch.nn.Conv2d):
         self._plans = {}
         self._launch = None  # the last one used, tried first
         self._launch_plan = None  # its plan (the autograd function runs it)
-        self._launch_mode = None  # its (math, deterministic)
+        self._launch_math = None
+        self._launch_deterministic = None
         self._launch_format = None  # the memory format its weight is read in
         self._launch_copies = False  # whether that is a copy (_weight_in)
         self._last_plan = None
@@ -126,7 +125,8 @@ class Conv2d(torch.nn.Conv2d):
     # copied or pickled with the module, which makes its own on first use.
     def __getstate__(self):
         state = super().__getstate__().copy()
-        for name in ("_plans", "_launch", "_launch_plan", "_launch_mode", "_launch_format",
+        for name in ("_plans", "_launch", "_launch_plan", "_launch_math", "_launch_deterministic",
+                     "_launch_format",
                      "_launch_copies", "_last_plan"):
             state.pop(name, None)
         return state
@@ -153,7 +153,8 @@ class Conv2d(torch.nn.Conv2d):
         # the tensors in C and returns None when anything does not fit; in
         # training it runs inside the autograd function.
         launch = self._launch
-        if launch is not None and self._launch_mode == _mode_now(self.math) and not _autocast_on():
+        if (launch is not None and self._launch_math == _math_now(self.math)
+                and self._launch_deterministic == _deterministic_now() and not _autocast_on()):
             w = self._weight_in(self._launch_format) if self._launch_copies else self.weight
             if _autograd.records_gradients(input, w, self.bias):
                 y = _autograd.conv2d(self._launch_plan, input, w, self.bias, launch)
@@ -239,7 +240,7 @@ class Conv2d(torch.nn.Conv2d):
         unbatched = input.dim() == 3
         x = input.unsqueeze(0) if unbatched else input
         x, padding, padded = self._padded_input(x)
-        math, deterministic = mode = _mode_now(self.math)
+        math, deterministic = _math_now(self.math), _deterministic_now()
         layout = self._layout_of(x)
         if layout is None:  # strided input (or F.pad's output of it)
             x, layout = self._dense_copy(x)
@@ -262,7 +263,8 @@ class Conv2d(torch.nn.Conv2d):
             raise RuntimeError("convtune: the plan refused arguments it was made for")
         self._last_plan = plan
         if not (unbatched or padded):  # later calls go straight to the launcher
-            self._launch, self._launch_plan, self._launch_mode = launch, plan, mode
+            self._launch, self._launch_plan = launch, plan
+            self._launch_math, self._launch_deterministic = math, deterministic
             self._launch_format, self._launch_copies = memory_format, w is not self.weight
         return y.squeeze(0) if unbatched else y
 

@@ -69,12 +69,14 @@ def test_status_names_follow_the_header():
 
 def test_struct_layouts():
     # LP64 sizes of the header's structs (checked against a C program's sizeof/offsetof).
-    assert ctypes.sizeof(_lib.Problem) == 14 * 8 + 5 * 4 + 4
+    assert ctypes.sizeof(_lib.Problem) == 14 * 8 + 6 * 4
     assert _lib.Problem.math.offset == 14 * 8 + 3 * 4
-    assert ctypes.sizeof(_lib.ContextOptions) == 40
+    assert _lib.Problem.deterministic.offset == 14 * 8 + 5 * 4
+    assert ctypes.sizeof(_lib.ContextOptions) == 48
     assert _lib.ContextOptions.workspace_limit.offset == 24
     assert _lib.ContextOptions.direct_launches.offset == 36
-    assert ctypes.sizeof(_lib.PlanInfo) == 344
+    assert _lib.ContextOptions.deterministic.offset == 40
+    assert ctypes.sizeof(_lib.PlanInfo) == 344 and _lib.PlanInfo.deterministic.offset == 340
     assert _lib.PlanInfo.time_ms.offset == 160 and _lib.PlanInfo.source.offset == 176
     assert _lib.PlanInfo.replay.offset == 180 and _lib.PlanInfo.replay_note.offset == 184
     assert _lib.PlanInfo.graph_launches.offset == 312 and _lib.PlanInfo.direct_runs.offset == 328
@@ -363,7 +365,7 @@ def test_plan_info_and_sources(tmp_path, cuda):
         info = p1.info
         assert set(info) == {"algorithm", "config", "time_ms", "workspace_bytes", "source",
                              "replay", "replay_note", "call", "graph_launches", "graph_captures",
-                             "direct_runs", "direction"}
+                             "direct_runs", "direction", "deterministic"}
         assert info["direction"] == "fwd"
         assert info["source"] == "tuned" and info["replay"] == "pending"
         assert isinstance(info["algorithm"], str) and info["algorithm"]
