@@ -22,8 +22,9 @@ state_dict) whose forward runs a convtune plan when it can:
 Training works: where the input or the parameters record gradients, the
 call goes through an autograd function whose backward runs tuned
 backward-data and backward-filter plans of the layer's convolution (see
-convtune.conv2d).  Under torch.compile a layer that records gradients runs
-PyTorch's convolution (the operator has no autograd formula yet).
+convtune.conv2d).  Under torch.compile it calls the operator, whose
+autograd formula calls the backward passes' operators (convtune.ops), so
+compiled training runs convtune's plans in both directions.
 
 Anything else runs PyTorch's own forward, so results and errors are
 PyTorch's; `layer.fallbacks` counts those calls by reason.  padding="same"
@@ -285,8 +286,7 @@ class Conv2d(torch.nn.Conv2d):
         # What the eager path would hand to PyTorch goes to PyTorch here too
         # (decided on the traced tensors' metadata).
         if (x.device.type != "cuda" or x.dtype != torch.float32 or self.weight.dtype != torch.float32
-                or x.dim() not in (3, 4) or x.numel() == 0 or _autocast_on()
-                or _autograd.records_gradients(x, self.weight, self.bias)):
+                or x.dim() not in (3, 4) or x.numel() == 0 or _autocast_on()):
             return super().forward(x)
         unbatched = x.dim() == 3
         if unbatched:

@@ -8,10 +8,21 @@ stride, padding, dilation: [h, w]; math: "strict" or "tf32"; layout: "nchw"
 by convtune plans from the module's default Context per device, on torch's
 current stream.  Inputs need not be in the layout's memory format (they are
 copied into it).  Its fake (meta) kernel gives the output's shape and
-memory format, so graphs trace without running it; it has no autograd
-formula (convtune has no backward yet).  convtune.nn.Conv2d calls
+memory format, so graphs trace without running it.  convtune.nn.Conv2d calls
 it when traced and runs plans directly in eager mode, which costs less
 host time than a dispatcher call.
+
+It is differentiable: its autograd formula calls two more operators, the
+tuned backward passes (with fake kernels too, so that torch.compile traces
+training, forward and backward, through convtune),
+
+    torch.ops.convtune.conv2d_backward_data(grad, weight, input_size, stride, padding,
+                                            dilation, groups, math, layout="nchw") -> Tensor
+    torch.ops.convtune.conv2d_backward_filter(x, grad, weight_size, stride, padding,
+                                              dilation, groups, math, layout="nchw") -> Tensor
+
+and sums grad for the bias.  Their kernels are the Python functions below.
+Every plan follows torch.use_deterministic_algorithms (Context.plan).
 
 Its CUDA kernel is C++ (python/convtune/_torch_op.cpp, the library
 _convtune_torch_op.so built beside libconvtune.so where CMake finds a CUDA
@@ -35,6 +46,12 @@ TORCH_OP_FILE = "_convtune_torch_op.so"
 
 _SCHEMA = ("conv2d(Tensor x, Tensor weight, Tensor? bias, int[2] stride, int[2] padding, "
            "int[2] dilation, int groups, str math, str layout=\"nchw\") -> Tensor")
+_PASS_ARGS = ("int[2] stride, int[2] padding, int[2] dilation, int groups, str math, "
+              "str layout=\"nchw\") -> Tensor")
+_BACKWARD_SCHEMAS = (
+    "conv2d_backward_data(Tensor grad, Tensor weight, SymInt[4] input_size, " + _PASS_ARGS,
+    "conv2d_backward_filter(Tensor x, Tensor grad, SymInt[4] weight_size, " + _PASS_ARGS,
+)
 
 
 def plan_launch(plan):
@@ -80,12 +97,18 @@ def _dense(t, memory_format=torch.contiguous_format):
     return t
 
 
+def _plain(t):
+    """t without its autograd history: a kernel runs below autograd, where
+    inputs may still require grad, and plans refuse such tensors."""
+    return t.detach() if t is not None and t.requires_grad else t
+
+
 _launches = {}  # the problem's arguments -> (launch, plan)
 
 
 def _cuda(x, weight, bias, stride, padding, dilation, groups, math, layout="nchw"):
     fmt = memory_format(layout)
-    x, weight, bias = _dense(x, fmt), _dense(weight, fmt), _dense(bias)
+    x, weight, bias = _dense(_plain(x), fmt), _dense(_plain(weight), fmt), _dense(_plain(bias))
     key = (x.shape, weight.shape, bias is None, tuple(stride), tuple(padding), tuple(dilation),
            groups, math, layout, x.device.index)
     entry = _launches.get(key)
@@ -102,6 +125,88 @@ def _cuda(x, weight, bias, stride, padding, dilation, groups, math, layout="nchw
     if y is None:
         return plan(x, weight, bias)  # raises the reason (dtype, device, autograd...)
     return y
+
+
+# ---------------------------------------------------------------- backward
+
+_backward_plans = {}  # (pass, the problem's arguments, deterministic) -> plan
+
+
+def _backward_plan(direction, x_size, w_size, stride, padding, dilation, groups, math, layout, device):
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    key = (direction, x_size, w_size, tuple(stride), tuple(padding), tuple(dilation), groups, math,
+           layout, device, deterministic)
+    plan = _backward_plans.get(key)
+    if plan is None or plan.closed:  # closed: the default context was closed
+        plan = _backward_plans[key] = _default_context(device).plan(
+            x_size, w_size, tuple(stride), tuple(padding), tuple(dilation), groups, False, None,
+            math, layout, direction, deterministic)
+    return plan
+
+
+def _backward_data_cuda(grad, weight, input_size, stride, padding, dilation, groups, math,
+                        layout="nchw"):
+    fmt = memory_format(layout)
+    grad, weight = _dense(_plain(grad), fmt), _dense(_plain(weight), fmt)
+    plan = _backward_plan("bwd_data", tuple(input_size), tuple(weight.shape), stride, padding,
+                          dilation, groups, math, layout, grad.device.index)
+    return plan.backward_data(grad, weight)
+
+
+def _backward_filter_cuda(x, grad, weight_size, stride, padding, dilation, groups, math,
+                          layout="nchw"):
+    fmt = memory_format(layout)
+    x, grad = _dense(_plain(x), fmt), _dense(_plain(grad), fmt)
+    plan = _backward_plan("bwd_filter", tuple(x.shape), tuple(weight_size), stride, padding,
+                          dilation, groups, math, layout, grad.device.index)
+    return plan.backward_filter(x, grad)
+
+
+def _backward_data_fake(grad, weight, input_size, stride, padding, dilation, groups, math,
+                        layout="nchw"):
+    return torch.empty(input_size, dtype=grad.dtype, device=grad.device,
+                       memory_format=memory_format(layout))
+
+
+def _backward_filter_fake(x, grad, weight_size, stride, padding, dilation, groups, math,
+                          layout="nchw"):
+    return torch.empty(weight_size, dtype=grad.dtype, device=grad.device,
+                       memory_format=memory_format(layout))
+
+
+def _setup_context(ctx, inputs, output):
+    x, weight, bias, stride, padding, dilation, groups, math = inputs[:8]
+    layout = inputs[8] if len(inputs) > 8 else "nchw"
+    ctx.save_for_backward(x, weight)
+    ctx.has_bias = bias is not None
+    ctx.pass_args = (stride, padding, dilation, groups, math, layout)
+
+
+def _backward(ctx, grad):
+    x, weight = ctx.saved_tensors
+    dx = dw = db = None
+    if ctx.needs_input_grad[0]:
+        dx = torch.ops.convtune.conv2d_backward_data(grad, weight, list(x.shape), *ctx.pass_args)
+    if ctx.needs_input_grad[1]:
+        dw = torch.ops.convtune.conv2d_backward_filter(x, grad, list(weight.shape), *ctx.pass_args)
+    if ctx.has_bias and ctx.needs_input_grad[2]:
+        db = grad.sum((0, 2, 3))
+    return dx, dw, db, None, None, None, None, None, None
+
+
+def _define_backward(library):
+    for schema in _BACKWARD_SCHEMAS:
+        library.define(schema)
+    library.impl("conv2d_backward_data", _backward_data_cuda, "CUDA")
+    library.impl("conv2d_backward_filter", _backward_filter_cuda, "CUDA")
+    torch.library.register_fake("convtune::conv2d_backward_data", _backward_data_fake, lib=library)
+    torch.library.register_fake("convtune::conv2d_backward_filter", _backward_filter_fake,
+                                lib=library)
+    torch.library.register_autograd("convtune::conv2d", _backward, setup_context=_setup_context,
+                                    lib=library)
+
+
+# ---------------------------------------------------------------- registration
 
 
 def _load_cpp_kernel():
@@ -143,6 +248,7 @@ def _register():
     else:
         atexit.register(cpp.convtune_torch_op_close)  # while CUDA is still up
     torch.library.register_fake("convtune::conv2d", _fake, lib=library)
+    _define_backward(library)
     return library, cpp, kernel
 
 

@@ -338,6 +338,61 @@ def test_torch_compile_fullgraph_traces_the_operator(cuda, strict_math):
 
 
 @gpu
+def test_operators_pass_opcheck(cuda, strict_math):
+    """torch.library.opcheck on the operator and its two backward operators
+    (schema, fake kernels, autograd registration, AOT dispatch), in
+    deterministic mode, whose plans repeat their results bit for bit."""
+    x = torch.randn(2, 4, 9, 7, device=cuda, requires_grad=True)
+    w = torch.randn(6, 2, 3, 3, device=cuda, requires_grad=True)
+    b = torch.randn(6, device=cuda, requires_grad=True)
+    pass_args = ([2, 1], [1, 0], [1, 1], 2, "strict")
+    dy = torch.randn(2, 6, 5, 5, device=cuda)
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        torch.library.opcheck(torch.ops.convtune.conv2d, (x, w, b) + pass_args)
+        for layout in ("nchw", "nhwc"):
+            torch.library.opcheck(torch.ops.convtune.conv2d_backward_data,
+                                  (dy, w.detach(), list(x.shape)) + pass_args + (layout,))
+            torch.library.opcheck(torch.ops.convtune.conv2d_backward_filter,
+                                  (x.detach(), dy, list(w.shape)) + pass_args + (layout,))
+    finally:
+        torch.use_deterministic_algorithms(was)
+    xd, wd, bd = (t.detach().double().requires_grad_() for t in (x, w, b))
+    ref = torch.nn.functional.conv2d(xd, wd, bd, (2, 1), (1, 0), 1, 2)
+    dx, dw, db = torch.autograd.grad(torch.ops.convtune.conv2d(x, w, b, *pass_args), (x, w, b), dy)
+    rx, rw, rb = torch.autograd.grad(ref, (xd, wd, bd), dy.double())
+    for got, want in ((dx, rx), (dw, rw), (db, rb)):
+        assert rel_l2(got, want) < STRICT_BOUND, SEED
+
+
+@gpu
+def test_torch_compile_trains_through_convtune(cuda, strict_math):
+    """A converted model compiled with fullgraph=True trains through convtune
+    in both directions: its gradients match the model's in float64, and the
+    backward operators made their plans."""
+    import convtune.ops as ops
+    model, ours, _ = converted_pair(Net(), cuda)
+    ref = copy.deepcopy(model).double()
+    compiled = torch.compile(ours, fullgraph=True)
+    before = set(ops._backward_plans)
+    for step in range(2):
+        x = torch.randn(2, 3, 16, 16, device=cuda)
+        ours.zero_grad()
+        ref.zero_grad()
+        y = compiled(x)
+        g = torch.randn_like(y)
+        (y * g).sum().backward()
+        (ref(x.double()) * g.double()).sum().backward()
+        for (name, got), want in zip(ours.named_parameters(), ref.parameters()):
+            assert rel_l2(got.grad, want.grad) < 2 * STRICT_BOUND, (SEED, step, name)
+    # Five conv shapes: each a backward-filter plan, and all but the stem
+    # (whose input records no gradient) a backward-data plan.
+    added = sorted(k[:3] for k in set(ops._backward_plans) - before)
+    assert len(added) == 9 and {k[0] for k in added} == {"bwd_data", "bwd_filter"}, added
+
+
+@gpu
 def test_torch_export_keeps_the_operator(cuda, strict_math):
     model, ours, _ = converted_pair(Net(), cuda)
     x = torch.randn(2, 3, 16, 16, device=cuda)
