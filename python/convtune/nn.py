@@ -58,6 +58,8 @@ _NO_PLAN = frozenset(_lib.STATUS_NAMES.index(name) for name in (
 
 _compiling = torch.compiler.is_compiling
 _cudnn_tf32 = getattr(torch._C, "_get_cudnn_allow_tf32", None) or (lambda: torch.backends.cudnn.allow_tf32)
+_grad_enabled = torch.is_grad_enabled
+_autocast_enabled = torch.is_autocast_enabled
 
 
 def _autocast_on():
@@ -153,14 +155,27 @@ class Conv2d(torch.nn.Conv2d):
         # The steady state of a model loop: the last plan's launcher checks
         # the tensors in C and returns None when anything does not fit; in
         # training it runs inside the autograd function.
+        # Written out flat: every call of a model's every layer pays for
+        # this code, so it avoids Python calls it can (the checks of
+        # _math_now, _autocast_on and records_gradients inline) and
+        # nn.Module's attribute lookup of parameters.
         launch = self._launch
-        if (launch is not None and self._launch_math == _math_now(self.math)
-                and self._launch_deterministic == _deterministic_now() and not _autocast_on()):
-            w = self._weight_in(self._launch_format) if self._launch_copies else self.weight
-            if _autograd.records_gradients(input, w, self.bias):
-                y = _autograd.conv2d(self._launch_plan, input, w, self.bias, launch)
+        if (launch is not None
+                and self._launch_math == (self.math or ("tf32" if _cudnn_tf32() else "strict"))
+                and self._launch_deterministic == _deterministic_now()
+                and not _autocast_enabled("cuda")):
+            try:
+                params = self._parameters
+                w, b = params["weight"], params["bias"]
+            except KeyError:  # parametrized: the properties compute them
+                w, b = self.weight, self.bias
+            if self._launch_copies:
+                w = w.contiguous(memory_format=self._launch_format)
+            if _grad_enabled() and (input.requires_grad or w.requires_grad
+                                    or (b is not None and b.requires_grad)):
+                y = _autograd.conv2d(self._launch_plan, input, w, b, launch)
             else:
-                y = launch(input, w, self.bias, None)
+                y = launch(input, w, b, None)
             if y is not None:
                 return y
         return self._eager_forward(input)
