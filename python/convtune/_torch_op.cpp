@@ -343,11 +343,6 @@ const c10::TypedOperatorHandle<BackwardSignature> &backward_filter_op() {
   return handle;
 }
 
-// GCC 13 at -O3 warns, wrongly, of an out-of-bounds memmove in the
-// std::vector<bool>::reserve that torch's Function::apply inlines below.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Warray-bounds"
-
 // y = conv2d(x, w) + bias: dx and dw from the backward operators, db the
 // sum of grad over n, h and w.
 class Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
@@ -399,7 +394,6 @@ at::Tensor conv2d_autograd(const at::Tensor &x, const at::Tensor &w,
                            c10::string_view math, c10::string_view layout) {
   return Conv2dFunction::apply(x, w, bias, stride, padding, dilation, groups, math, layout);
 }
-#pragma GCC diagnostic pop
 
 }  // namespace
 
