@@ -21,13 +21,13 @@ training, forward and backward, through convtune),
     torch.ops.convtune.conv2d_backward_filter(x, grad, weight_size, stride, padding,
                                               dilation, groups, math, layout="nchw") -> Tensor
 
-and sums grad for the bias.  Every plan follows
-torch.use_deterministic_algorithms.
+and sums grad for the bias.  Their kernels are the Python functions below.
+Every plan follows torch.use_deterministic_algorithms (Context.plan).
 
-The CUDA kernels and the autograd formula are C++ (python/convtune/_torch_op.cpp,
-the library _convtune_torch_op.so built beside libconvtune.so where CMake
-finds a CUDA torch) or, where that is not built or does not load, or with
-CONVTUNE_TORCH_OP=0 in the environment, the Python functions here.
+Its CUDA kernel is C++ (python/convtune/_torch_op.cpp, the library
+_convtune_torch_op.so built beside libconvtune.so where CMake finds a CUDA
+torch) or, where that is not built or does not load, or with
+CONVTUNE_TORCH_OP=0 in the environment, the Python function _cuda here.
 `kernel` says which, and why.  The C++ kernel keeps its own context per
 device (library defaults, as convtune.Context(device)) and its plans until
 close(), called at exit.
@@ -194,11 +194,14 @@ def _backward(ctx, grad):
     return dx, dw, db, None, None, None, None, None, None
 
 
-def _register_python_kernels(library):
-    """The CUDA kernels and the autograd formula, where the C++ ones are not loaded."""
-    library.impl("conv2d", _cuda, "CUDA")
+def _define_backward(library):
+    for schema in _BACKWARD_SCHEMAS:
+        library.define(schema)
     library.impl("conv2d_backward_data", _backward_data_cuda, "CUDA")
     library.impl("conv2d_backward_filter", _backward_filter_cuda, "CUDA")
+    torch.library.register_fake("convtune::conv2d_backward_data", _backward_data_fake, lib=library)
+    torch.library.register_fake("convtune::conv2d_backward_filter", _backward_filter_fake,
+                                lib=library)
     torch.library.register_autograd("convtune::conv2d", _backward, setup_context=_setup_context,
                                     lib=library)
 
@@ -238,17 +241,14 @@ def _register():
     if hasattr(torch.ops, "convtune") and hasattr(torch.ops.convtune, "conv2d"):
         return None, None, "unchanged (registered by an earlier import)"  # e.g. a reload
     library = torch.library.Library("convtune", "DEF")
-    for schema in (_SCHEMA,) + _BACKWARD_SCHEMAS:  # before the C++ kernels register
-        library.define(schema)
+    library.define(_SCHEMA)
     cpp, kernel = _load_cpp_kernel()
     if cpp is None:
-        _register_python_kernels(library)
+        library.impl("conv2d", _cuda, "CUDA")
     else:
         atexit.register(cpp.convtune_torch_op_close)  # while CUDA is still up
     torch.library.register_fake("convtune::conv2d", _fake, lib=library)
-    torch.library.register_fake("convtune::conv2d_backward_data", _backward_data_fake, lib=library)
-    torch.library.register_fake("convtune::conv2d_backward_filter", _backward_filter_fake,
-                                lib=library)
+    _define_backward(library)
     return library, cpp, kernel
 
 
