@@ -47,6 +47,18 @@
 extern "C" {
 #endif
 
+/* This header's version (CMake reads it from here: it is the project's).
+ * MAJOR changes when the ABI does (the shared library's SONAME is
+ * libconvtune.so.MAJOR); MINOR when functions or struct fields are added,
+ * at the end of the structs, whose init functions set the new fields'
+ * defaults; PATCH for fixes.  conv_version() says which library a program
+ * runs with. */
+#define CONVTUNE_VERSION_MAJOR 0
+#define CONVTUNE_VERSION_MINOR 2
+#define CONVTUNE_VERSION_PATCH 0
+#define CONVTUNE_VERSION \
+  (CONVTUNE_VERSION_MAJOR * 10000 + CONVTUNE_VERSION_MINOR * 100 + CONVTUNE_VERSION_PATCH)
+
 /* Alignment, in bytes, that conv_plan_execute requires of every tensor. */
 #define CONV_POINTER_ALIGNMENT 16
 
@@ -369,6 +381,11 @@ conv_status conv_plan_info_get(const conv_plan *plan, conv_plan_info *info /* OU
 void conv_plan_destroy(conv_plan *plan);
 
 /* ---------------------------------------------------------------- versions */
+
+/* CONVTUNE_VERSION of the library this process runs with (MAJOR * 10000 +
+ * MINOR * 100 + PATCH), which may be newer than the header a program was
+ * built with.  Needs no device. */
+int conv_version(void);
 
 /* Versions this process runs with, the candidate families this build has
  * with their versions (family id "v" version) and the tuner's timing method,

@@ -74,6 +74,8 @@ static void read_versions(void) {
            driver, cudnnGetVersion(), cublasLtGetVersion(), candidates, CONV_TIMING_VERSION);
 }
 
+int conv_version(void) { return CONVTUNE_VERSION; }
+
 const char *conv_library_versions(void) {
   uv_once(&versions_once, read_versions);
   return versions_text;

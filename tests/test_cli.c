@@ -334,6 +334,18 @@ static int test_help_and_usage(void) {
   CHECK(r.out.len == 0);
   CHECK(contains(r.err.data, "--help"));
   cli_result_free(&r);
+  /* --version and version: the library's version (the header's, in this
+   * static build) and the versions text; no GPU needed. */
+  char version[64];
+  snprintf(version, sizeof version, "convtune %d.%d.%d\n", CONVTUNE_VERSION_MAJOR,
+           CONVTUNE_VERSION_MINOR, CONVTUNE_VERSION_PATCH);
+  static const char *const version_forms[] = {"--version", "version"};
+  for (size_t i = 0; i < 2; i++) {
+    RUN_EXPECT(r, 0, version_forms[i]);
+    CHECK_MSG(strncmp(r.out.data, version, strlen(version)) == 0, "%s", r.out.data);
+    CHECK_MSG(contains(r.out.data, conv_library_versions()), "%s", r.out.data);
+    cli_result_free(&r);
+  }
   return TEST_PASS;
 }
 

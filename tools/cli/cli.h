@@ -35,7 +35,7 @@ enum { CMD_TUNE = 1u, CMD_LIST = 2u, CMD_SHOW = 4u, CMD_ALL = 7u };
 typedef struct cli_args {
   unsigned command; /* CMD_*, 0 for help */
   const char *command_name;
-  bool help, json, verbose;
+  bool help, version, json, verbose;
   const char *cache_path; /* NULL: the default */
   const char *suite_path; /* show --suite */
   bool have_math, have_epilogue, have_direction;

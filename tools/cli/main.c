@@ -24,6 +24,8 @@ static void print_usage(FILE *out) {
       "  list                list every winner in the cache (needs no GPU)\n"
       "  show SHAPE          list every trial stored for one shape (needs no GPU)\n"
       "  help                print this help\n"
+      "  version             print the library's version and the versions it\n"
+      "                      runs with (also --version)\n"
       "\n"
       "options:\n"
       "  --cache PATH        cache file; default $CONVTUNE_CACHE, else\n"
@@ -180,6 +182,10 @@ static int parse_command(cli_args *a, const char *name) {
     a->help = true;
     return EXIT_OK_;
   }
+  if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
+    a->version = true;
+    return EXIT_OK_;
+  }
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
     if (strcmp(name, commands[i].name) == 0) {
       a->command = commands[i].command;
@@ -209,7 +215,7 @@ static int parse_args(int argc, char **argv, cli_args *a) {
   a->policy = CONV_POLICY_EXHAUSTIVE;
   if (argc < 2) return usage_error("missing command (tune, list, show or help)");
   int rc = parse_command(a, argv[1]);
-  if (rc != EXIT_OK_ || a->help) return rc;
+  if (rc != EXIT_OK_ || a->help || a->version) return rc;
   a->inputs = calloc((size_t)argc, sizeof *a->inputs);
   if (a->inputs == NULL) {
     say("out of memory");
@@ -280,6 +286,12 @@ int main(int argc, char **argv) {
   if (rc == EXIT_OK_) {
     if (a.help) {
       print_usage(stdout);
+    } else if (a.version) {
+      /* The library's version, which a shared build may take from
+       * another install than the header this tool was built with. */
+      int v = conv_version();
+      printf("convtune %d.%d.%d\n%s\n", v / 10000, v / 100 % 100, v % 100,
+             conv_library_versions());
     } else if (a.command == CMD_TUNE) {
       rc = cmd_tune(&a);
     } else if (a.command == CMD_LIST) {
