@@ -238,8 +238,10 @@ static void run_trial(bench *b, const conv_algorithm *algo, const conv_config *c
   conv_prepared prep = {0};
   void *workspace = NULL;
   conv_status st = algo->prepare(b->req->problem, b->req->env, config, &prep, &err);
-  if (st == CONV_OK) st = conv_prepared_admits(b->req->problem, &prep, algo->name, &err);
-  trial->deterministic = st == CONV_OK ? prep.deterministic : -1;
+  if (st == CONV_OK) {
+    trial->deterministic = prep.deterministic; /* also where it is refused for it */
+    st = conv_prepared_admits(b->req->problem, &prep, algo->name, &err);
+  }
   if (st == CONV_OK) {
     trial->workspace_bytes = prep.workspace_bytes;
     if (prep.workspace_bytes > b->req->workspace_limit)
