@@ -112,9 +112,9 @@ class Conv2d(torch.nn.Conv2d):
         self._forget_plans()
 
     def _forget_plans(self):
-        # (input shape, math, deterministic, layout) -> (launch, plan), or (None, why PyTorch
-        # runs it); launch(x, w, bias, out) returns y, or None when the
-        # tensors do not fit.
+        # (input shape, math, deterministic, layout) -> (launch, plan), or
+        # (None, why PyTorch runs it); launch(x, w, bias, out) returns y, or
+        # None when the tensors do not fit.
         self._plans = {}
         self._launch = None  # the last one used, tried first
         self._launch_plan = None  # its plan (the autograd function runs it)
@@ -129,8 +129,7 @@ class Conv2d(torch.nn.Conv2d):
     def __getstate__(self):
         state = super().__getstate__().copy()
         for name in ("_plans", "_launch", "_launch_plan", "_launch_math", "_launch_deterministic",
-                     "_launch_format",
-                     "_launch_copies", "_last_plan"):
+                     "_launch_format", "_launch_copies", "_last_plan"):
             state.pop(name, None)
         return state
 
