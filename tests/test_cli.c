@@ -315,7 +315,7 @@ static int fill_cache(const char *path, char *key, size_t key_size) {
 static int test_help_and_usage(void) {
   isolate_default_cache();
   static const char *const forms[][2] = {{"--help", NULL}, {"help", NULL}, {"-h", NULL},
-                                         {"tune", "--help"}};
+                                         {"--json", "--help"}};
   for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
     cli_result r;
     RUN_EXPECT(r, 0, forms[i][0], forms[i][1]);
@@ -327,7 +327,22 @@ static int test_help_and_usage(void) {
     CHECK_MSG(r.err.len == 0, "stderr: %s", r.err.data);
     cli_result_free(&r);
   }
+  /* A command's help: its synopsis and its options only, before or after it. */
+  static const char *const tune_forms[][2] = {{"tune", "--help"}, {"--help", "tune"}, {"tune", "-h"}};
+  for (size_t i = 0; i < sizeof tune_forms / sizeof tune_forms[0]; i++) {
+    cli_result r;
+    RUN_EXPECT(r, 0, tune_forms[i][0], tune_forms[i][1]);
+    CHECK_MSG(contains(r.out.data, "usage: convtune tune FILE|SHAPE...") &&
+                  contains(r.out.data, "--policy") && !contains(r.out.data, "--suite"),
+              "%s", r.out.data);
+    cli_result_free(&r);
+  }
   cli_result r;
+  RUN_EXPECT(r, 0, "show", "--help");
+  CHECK_MSG(contains(r.out.data, "usage: convtune show SHAPE") && contains(r.out.data, "--suite") &&
+                !contains(r.out.data, "--policy"),
+            "%s", r.out.data);
+  cli_result_free(&r);
   const char *none[] = {NULL};
   CHECK(run_cli(none, &r));
   CHECK(r.exit_status == 2);
@@ -370,7 +385,9 @@ static int test_bad_arguments(void) {
       {{"show"}, "exactly one shape"},
       {{"show", SPEC, OTHER_SPEC}, "exactly one shape"},
       {{"tune", "/nonexistent/shapes.json"}, "cannot read"},
-      {{"--cache", "x.db", "list"}, "expected a command"},
+      {{"--policy", "fast", "list"}, "does not apply to 'list'"},
+      {{"--json"}, "missing command"},
+      {{"--cache"}, "missing command"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     cli_result r;
@@ -1099,6 +1116,15 @@ static int test_show_by_direction(void) {
   cli_result_free(&r);
   RUN_EXPECT(r, 0, "list", "--cache", db);
   CHECK(contains(r.out.data, bwd_key) && contains(r.out.data, key));
+  /* Options may come before the command, with the same output. */
+  cli_result before;
+  RUN_EXPECT(before, 0, "--cache", db, "list");
+  CHECK_MSG(before.out.len == r.out.len && memcmp(before.out.data, r.out.data, r.out.len) == 0,
+            "%s\n---\n%s", before.out.data, r.out.data);
+  cli_result_free(&before);
+  cli_result_free(&r);
+  RUN_EXPECT(r, 0, "--direction=bwd_filter", "--cache", db, "show", SPEC);
+  CHECK(contains(r.out.data, bwd_key) && contains(r.out.data, "engine=40 knobs=3"));
   cli_result_free(&r);
   remove(suite_file);
   remove_db(db);

@@ -11,59 +11,121 @@
 #include "runtime/internal.h"
 #include "tools/cli/cli.h"
 
-static void print_usage(FILE *out) {
-  fputs(
-      "usage: convtune COMMAND [OPTIONS]\n"
-      "\n"
-      "Finds the fastest correct way to run each 2-D convolution on this GPU and\n"
-      "keeps every timing in a cache (SQLite).\n"
-      "\n"
-      "commands:\n"
-      "  tune FILE|SHAPE...  tune each shape (suite files, shape specs) and print\n"
-      "                      the winners: algorithm, time, cuDNN's default, speedup\n"
-      "  list                list every winner in the cache (needs no GPU)\n"
-      "  show SHAPE          list every trial stored for one shape (needs no GPU)\n"
-      "  help                print this help\n"
-      "  version             print the library's version and the versions it\n"
-      "                      runs with (also --version)\n"
-      "\n"
-      "options:\n"
-      "  --cache PATH        cache file; default $CONVTUNE_CACHE, else\n"
-      "                      $XDG_CACHE_HOME/convtune/cache.db, else\n"
-      "                      ~/.cache/convtune/cache.db\n"
-      "  --json              print a JSON array of rows instead of a table\n"
-      "  --math strict|tf32  (tune, show) math mode of every shape\n"
-      "  --epilogue none|bias|bias_relu\n"
-      "                      (tune, show) epilogue of every shape\n"
-      "  --direction fwd|bwd_data|bwd_filter\n"
-      "                      (tune, show) pass of every shape: forward, or the\n"
-      "                      gradient for the input or for the filter\n"
-      "  --deterministic     (tune, show) every shape deterministic: only\n"
-      "                      candidates with bit-identical results run to run\n"
-      "  --policy exhaustive|fast\n"
-      "                      (tune) time every candidate, or a few best guesses\n"
-      "  --verbose           (tune) report each candidate on stderr\n"
-      "  --suite FILE        (show) SHAPE may be the name of a shape in FILE\n"
-      "\n"
-      "SHAPE is one argument of NAME=VALUE fields separated by spaces or commas:\n"
-      "  n c h w k r s, pad stride dil (both axes) or pad_h pad_w stride_h stride_w\n"
-      "  dil_h dil_w, groups, math=strict|tf32, epilogue=none|bias|bias_relu,\n"
-      "  layout=nchw|nhwc (nhwc: channels-last, KRSC filter),\n"
-      "  dir=fwd|bwd_data|bwd_filter (backward passes take no epilogue),\n"
-      "  det=0|1 (deterministic), e.g.\n"
-      "  convtune tune \"n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1\"\n"
-      "A suite FILE is {\"shapes\": [ROW, ...]} or [ROW, ...], each ROW an object\n"
-      "with name, N, C, H, W, K, R, S and optional stride, pad, dil, groups, dir; rows\n"
-      "whose \"op\" is not \"conv\" are skipped, other keys are ignored.\n"
-      "\n"
-      "exit status:\n"
-      "  0    success\n"
-      "  1    a shape failed (tune), or nothing found (show)\n"
-      "  2    usage error: command, option, shape spec or suite file\n"
-      "  3    no usable CUDA GPU\n"
-      "  4    cache error: missing, unreadable or invalid cache file\n"
-      "  130  interrupted (Ctrl-C); trials measured so far stay in the cache\n",
-      out);
+enum { CMD_HELP_ALL = 0 };
+
+/* Each command's synopsis and what it does. */
+static const struct {
+  unsigned command;
+  const char *name, *synopsis, *text;
+} command_help[] = {
+    {CMD_TUNE, "tune", "tune FILE|SHAPE...",
+     "tune each shape (suite files, shape specs) and print\n"
+     "the winners: algorithm, time, cuDNN's default, speedup"},
+    {CMD_LIST, "list", "list", "list every winner in the cache (needs no GPU)"},
+    {CMD_SHOW, "show", "show SHAPE", "list every trial stored for one shape (needs no GPU)"},
+};
+
+/* Each option: its spelling, the commands it applies to, what it does. */
+static const struct {
+  const char *spelling;
+  unsigned commands;
+  const char *text;
+} option_help[] = {
+    {"--cache PATH", CMD_ALL,
+     "cache file; default $CONVTUNE_CACHE, else\n"
+     "$XDG_CACHE_HOME/convtune/cache.db, else\n"
+     "~/.cache/convtune/cache.db"},
+    {"--json", CMD_ALL, "print a JSON array of rows instead of a table"},
+    {"--math strict|tf32", CMD_TUNE | CMD_SHOW, "math mode of every shape"},
+    {"--epilogue none|bias|bias_relu", CMD_TUNE | CMD_SHOW, "epilogue of every shape"},
+    {"--direction fwd|bwd_data|bwd_filter", CMD_TUNE | CMD_SHOW,
+     "pass of every shape: forward, or the\n"
+     "gradient for the input or for the filter"},
+    {"--deterministic", CMD_TUNE | CMD_SHOW,
+     "every shape deterministic: only\n"
+     "candidates with bit-identical results run to run"},
+    {"--policy exhaustive|fast", CMD_TUNE, "time every candidate, or a few best guesses"},
+    {"--verbose", CMD_TUNE, "report each candidate on stderr"},
+    {"--suite FILE", CMD_SHOW, "SHAPE may be the name of a shape in FILE"},
+};
+
+/* Prints `text` indented to column 22, after `head` (on its own line when
+ * it does not fit before the column). */
+static void print_entry(FILE *out, const char *head, const char *text) {
+  int width = fprintf(out, "  %s", head);
+  if (width > 20) {
+    fputc('\n', out);
+    width = 0;
+  }
+  for (const char *line = text; *line;) {
+    const char *nl = strchr(line, '\n');
+    int len = nl ? (int)(nl - line) : (int)strlen(line);
+    fprintf(out, "%*s%.*s\n", 22 - width, "", len, line);
+    width = 0;
+    line += len + (nl != NULL);
+  }
+}
+
+static const char shape_help[] =
+    "SHAPE is one argument of NAME=VALUE fields separated by spaces or commas:\n"
+    "  n c h w k r s, pad stride dil (both axes) or pad_h pad_w stride_h stride_w\n"
+    "  dil_h dil_w, groups, math=strict|tf32, epilogue=none|bias|bias_relu,\n"
+    "  layout=nchw|nhwc (nhwc: channels-last, KRSC filter),\n"
+    "  dir=fwd|bwd_data|bwd_filter (backward passes take no epilogue),\n"
+    "  det=0|1 (deterministic), e.g.\n"
+    "  convtune tune \"n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1\"\n";
+
+static const char suite_help[] =
+    "A suite FILE is {\"shapes\": [ROW, ...]} or [ROW, ...], each ROW an object\n"
+    "with name, N, C, H, W, K, R, S and optional stride, pad, dil, groups, dir; rows\n"
+    "whose \"op\" is not \"conv\" are skipped, other keys are ignored.\n";
+
+static const char exit_help[] =
+    "exit status:\n"
+    "  0    success\n"
+    "  1    a shape failed (tune), or nothing found (show)\n"
+    "  2    usage error: command, option, shape spec or suite file\n"
+    "  3    no usable CUDA GPU\n"
+    "  4    cache error: missing, unreadable or invalid cache file\n"
+    "  130  interrupted (Ctrl-C); trials measured so far stay in the cache\n";
+
+/* The help of one command (its options only), or of the tool
+ * (CMD_HELP_ALL). */
+static void print_usage(FILE *out, unsigned command) {
+  size_t c = 0;
+  while (c < sizeof command_help / sizeof command_help[0] && command_help[c].command != command) c++;
+  bool one = command != CMD_HELP_ALL && c < sizeof command_help / sizeof command_help[0];
+  if (one) {
+    fprintf(out, "usage: convtune %s [OPTIONS]\n\n", command_help[c].synopsis);
+    print_entry(out, command_help[c].name, command_help[c].text);
+  } else {
+    fputs("usage: convtune [OPTIONS] COMMAND [OPTIONS]\n"
+          "\n"
+          "Finds the fastest correct way to run each 2-D convolution on this GPU and\n"
+          "keeps every timing in a cache (SQLite).  Options go before or after the\n"
+          "command; `convtune COMMAND --help` describes one command.\n"
+          "\ncommands:\n",
+          out);
+    for (size_t i = 0; i < sizeof command_help / sizeof command_help[0]; i++)
+      print_entry(out, command_help[i].synopsis, command_help[i].text);
+    print_entry(out, "help", "print this help");
+    print_entry(out, "version", "print the library's version and the versions it\n"
+                                "runs with (also --version)");
+  }
+  fputs("\noptions:\n", out);
+  for (size_t i = 0; i < sizeof option_help / sizeof option_help[0]; i++) {
+    if (one && !(option_help[i].commands & command)) continue;
+    char text[256];
+    const char *scope = option_help[i].commands == CMD_TUNE ? "(tune) "
+                        : option_help[i].commands == CMD_SHOW ? "(show) "
+                        : option_help[i].commands == (CMD_TUNE | CMD_SHOW) ? "(tune, show) "
+                                                                            : "";
+    snprintf(text, sizeof text, "%s%s", one ? "" : scope, option_help[i].text);
+    print_entry(out, option_help[i].spelling, text);
+  }
+  if (!one || command != CMD_LIST) fprintf(out, "\n%s", shape_help);
+  if (!one || command != CMD_LIST) fputs(suite_help, out);
+  fprintf(out, "\n%s", exit_help);
 }
 
 /* ================================================================ arguments */
@@ -82,6 +144,7 @@ static const option_spec *find_option(const char *name, size_t len) {
       {"--direction", true, CMD_TUNE | CMD_SHOW}, {"--deterministic", false, CMD_TUNE | CMD_SHOW},
       {"--policy", true, CMD_TUNE},       {"--verbose", false, CMD_TUNE},
       {"--suite", true, CMD_SHOW},        {"--help", false, CMD_ALL},
+      {"--version", false, CMD_ALL},
       {"-h", false, CMD_ALL},
   };
   for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
@@ -120,6 +183,8 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
     a->deterministic = true;
   } else if (strcmp(o->name, "--help") == 0 || strcmp(o->name, "-h") == 0) {
     a->help = true;
+  } else if (strcmp(o->name, "--version") == 0) {
+    a->version = true;
   } else if (strcmp(o->name, "--math") == 0) {
     if ((i = lookup_name(value, maths)) < 0) {
       return usage_error("bad --math '%s' (expected strict or tf32)", value);
@@ -178,11 +243,11 @@ static int parse_command(cli_args *a, const char *name) {
     const char *name;
     unsigned command;
   } commands[] = {{"tune", CMD_TUNE}, {"list", CMD_LIST}, {"show", CMD_SHOW}};
-  if (strcmp(name, "help") == 0 || strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+  if (strcmp(name, "help") == 0) {
     a->help = true;
     return EXIT_OK_;
   }
-  if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
+  if (strcmp(name, "version") == 0) {
     a->version = true;
     return EXIT_OK_;
   }
@@ -193,8 +258,31 @@ static int parse_command(cli_args *a, const char *name) {
       return EXIT_OK_;
     }
   }
-  if (name[0] == '-') return usage_error("expected a command before '%s'", name);
   return usage_error("unknown command '%s'", name);
+}
+
+/* Where the command is: the first argument that is neither an option nor
+ * an option's value; -1 when there is none. */
+static int command_index(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "--") == 0) return -1;
+    if (arg[0] != '-' || arg[1] == '\0') return i;
+    const char *eq = strchr(arg, '=');
+    const option_spec *o = find_option(arg, eq ? (size_t)(eq - arg) : strlen(arg));
+    if (o != NULL && o->takes_value && eq == NULL) i++; /* its value */
+  }
+  return -1;
+}
+
+/* Without a command: --help, -h and --version alone, else a usage error. */
+static int parse_no_command(cli_args *a, int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) a->help = true;
+    else if (strcmp(argv[i], "--version") == 0) a->version = true;
+  }
+  if (a->help || a->version) return EXIT_OK_;
+  return usage_error("missing command (tune, list, show, help or version)");
 }
 
 static int check_input_count(const cli_args *a) {
@@ -213,8 +301,9 @@ static int check_input_count(const cli_args *a) {
 static int parse_args(int argc, char **argv, cli_args *a) {
   memset(a, 0, sizeof *a);
   a->policy = CONV_POLICY_EXHAUSTIVE;
-  if (argc < 2) return usage_error("missing command (tune, list, show or help)");
-  int rc = parse_command(a, argv[1]);
+  const int at = command_index(argc, argv);
+  if (at < 0) return parse_no_command(a, argc, argv);
+  int rc = parse_command(a, argv[at]);
   if (rc != EXIT_OK_ || a->help || a->version) return rc;
   a->inputs = calloc((size_t)argc, sizeof *a->inputs);
   if (a->inputs == NULL) {
@@ -222,8 +311,9 @@ static int parse_args(int argc, char **argv, cli_args *a) {
     return EXIT_FAILED;
   }
   bool options_done = false;
-  for (int i = 2; i < argc; i++) {
+  for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
+    if (i == at) continue;
     if (!options_done && strcmp(arg, "--") == 0) {
       options_done = true;
     } else if (!options_done && arg[0] == '-' && arg[1] != '\0') {
@@ -285,7 +375,7 @@ int main(int argc, char **argv) {
   int rc = parse_args(argc, argv, &a);
   if (rc == EXIT_OK_) {
     if (a.help) {
-      print_usage(stdout);
+      print_usage(stdout, a.command);
     } else if (a.version) {
       /* The library's version, which a shared build may take from
        * another install than the header this tool was built with. */
