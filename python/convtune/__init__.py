@@ -33,7 +33,13 @@ from . import _lib
 from ._base import ConvtuneError, _device_index, _torch, _torch_deterministic
 from ._plan import Plan
 
-__all__ = ["ConvtuneError", "Context", "Plan", "conv2d", "convert", "library_versions", "nn", "ops"]
+__all__ = ["ConvtuneError", "Context", "Plan", "conv2d", "convert", "library_version", "library_versions",
+           "nn", "ops",
+           "__version__"]
+
+# The package's version: the C header's (CONVTUNE_VERSION_*), which
+# tests/python/check_version.py holds it to, with the loaded library's.
+__version__ = "0.2.0"
 
 
 def __getattr__(name):
@@ -46,6 +52,12 @@ def __getattr__(name):
         from .nn import convert
         return convert
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
+
+
+def library_version():
+    """The loaded libconvtune's version, "MAJOR.MINOR.PATCH" (conv_version())."""
+    v = _lib.load().conv_version()
+    return "%d.%d.%d" % (v // 10000, v // 100 % 100, v % 100)
 
 
 def library_versions():

@@ -141,6 +141,7 @@ _SIGNATURES = {
     "conv_plan_info_get": (_status, [PlanPtr, POINTER(PlanInfo)]),
     "conv_plan_destroy": (None, [PlanPtr]),
     "conv_library_versions": (c_char_p, []),
+    "conv_version": (c_int, []),
 }
 
 # ---------------------------------------------------------------- loading
