@@ -1,9 +1,10 @@
 #!/bin/sh
 # Installs what building convtune needs and this machine lacks, with apt
 # (Debian, Ubuntu): SQLite's and libuv's development files, CMake, and
-# Python's headers where there is a python3 (the binding's compiled call
-# path).  Does nothing when all are there.  The CUDA toolkit and cuDNN come
-# from NVIDIA, not from here: without nvcc it says so and fails.
+# Python's headers and venv where there is a python3 (the binding's
+# compiled call path; pip install into a virtual environment).  Does
+# nothing when all are there.  The CUDA toolkit and cuDNN come from
+# NVIDIA, not from here: without nvcc it says so and fails.
 # The README's two set-up commands and .ci/run start with it.
 set -eu
 
@@ -14,6 +15,8 @@ command -v cmake >/dev/null 2>&1 || need="$need cmake"
 if command -v python3 >/dev/null 2>&1; then
   py_include=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null || true)
   { [ -n "$py_include" ] && [ -f "$py_include/Python.h" ]; } || need="$need python3-dev"
+  # `python3 -m venv` (pip install into a virtual environment, .ci/run).
+  python3 -c 'import ensurepip' 2>/dev/null || need="$need python3-venv"
 fi
 
 if [ -n "$need" ]; then

@@ -155,11 +155,13 @@ _load_lock = threading.Lock()
 
 
 def candidate_paths():
-    """Where libconvtune.so is looked for, in order."""
+    """Where libconvtune.so is looked for, in order: $CONVTUNE_LIB alone; else
+    the package's own folder (pip install), then a build of this repository."""
     env = os.environ.get("CONVTUNE_LIB")
     if env:
         return [env]
-    return [os.path.join(REPO_DIR, d, "libconvtune.so") for d in ("build", "build-gpu")]
+    return [os.path.join(_PACKAGE_DIR, "libconvtune.so")] + [
+        os.path.join(REPO_DIR, d, "libconvtune.so") for d in ("build", "build-gpu")]
 
 
 def _find():
