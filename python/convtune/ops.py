@@ -103,25 +103,31 @@ def _plain(t):
     return t.detach() if t is not None and t.requires_grad else t
 
 
-_launches = {}  # the problem's arguments -> (launch, plan)
+_plans = {}  # (pass, the problem's arguments, deterministic) -> plan
+
+
+def _operator_plan(direction, x_size, w_size, bias, stride, padding, dilation, groups, math, layout,
+                   device):
+    """The default context's plan of one pass, kept here by the operator's
+    arguments so that a call skips Context.plan's argument checks, and
+    made again for torch's deterministic setting or a closed context."""
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    key = (direction, x_size, w_size, bias, tuple(stride), tuple(padding), tuple(dilation), groups,
+           math, layout, device, deterministic)
+    plan = _plans.get(key)
+    if plan is None or plan.closed:  # closed: the default context was closed
+        plan = _plans[key] = _default_context(device).plan(
+            x_size, w_size, tuple(stride), tuple(padding), tuple(dilation), groups, bias, None,
+            math, layout, direction, deterministic)
+    return plan
 
 
 def _cuda(x, weight, bias, stride, padding, dilation, groups, math, layout="nchw"):
     fmt = memory_format(layout)
     x, weight, bias = _dense(_plain(x), fmt), _dense(_plain(weight), fmt), _dense(_plain(bias))
-    key = (x.shape, weight.shape, bias is None, tuple(stride), tuple(padding), tuple(dilation),
-           groups, math, layout, x.device.index)
-    entry = _launches.get(key)
-    if entry is None:
-        plan = _default_context(x.device.index).plan(
-            tuple(x.shape), tuple(weight.shape), tuple(stride), tuple(padding), tuple(dilation), groups,
-            bias is not None, None, math, layout)
-        entry = _launches[key] = (plan_launch(plan), plan)
-    launch, plan = entry
-    if plan.closed:  # the default context was closed: make the plan again
-        del _launches[key]
-        return _cuda(x, weight, bias, stride, padding, dilation, groups, math, layout)
-    y = launch(x, weight, bias, None)
+    plan = _operator_plan("fwd", tuple(x.shape), tuple(weight.shape), bias is not None, stride,
+                          padding, dilation, groups, math, layout, x.device.index)
+    y = plan_launch(plan)(x, weight, bias, None)
     if y is None:
         return plan(x, weight, bias)  # raises the reason (dtype, device, autograd...)
     return y
@@ -129,27 +135,13 @@ def _cuda(x, weight, bias, stride, padding, dilation, groups, math, layout="nchw
 
 # ---------------------------------------------------------------- backward
 
-_backward_plans = {}  # (pass, the problem's arguments, deterministic) -> plan
-
-
-def _backward_plan(direction, x_size, w_size, stride, padding, dilation, groups, math, layout, device):
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    key = (direction, x_size, w_size, tuple(stride), tuple(padding), tuple(dilation), groups, math,
-           layout, device, deterministic)
-    plan = _backward_plans.get(key)
-    if plan is None or plan.closed:  # closed: the default context was closed
-        plan = _backward_plans[key] = _default_context(device).plan(
-            x_size, w_size, tuple(stride), tuple(padding), tuple(dilation), groups, False, None,
-            math, layout, direction, deterministic)
-    return plan
-
 
 def _backward_data_cuda(grad, weight, input_size, stride, padding, dilation, groups, math,
                         layout="nchw"):
     fmt = memory_format(layout)
     grad, weight = _dense(_plain(grad), fmt), _dense(_plain(weight), fmt)
-    plan = _backward_plan("bwd_data", tuple(input_size), tuple(weight.shape), stride, padding,
-                          dilation, groups, math, layout, grad.device.index)
+    plan = _operator_plan("bwd_data", tuple(input_size), tuple(weight.shape), False, stride,
+                          padding, dilation, groups, math, layout, grad.device.index)
     return plan.backward_data(grad, weight)
 
 
@@ -157,8 +149,8 @@ def _backward_filter_cuda(x, grad, weight_size, stride, padding, dilation, group
                           layout="nchw"):
     fmt = memory_format(layout)
     x, grad = _dense(_plain(x), fmt), _dense(_plain(grad), fmt)
-    plan = _backward_plan("bwd_filter", tuple(x.shape), tuple(weight_size), stride, padding,
-                          dilation, groups, math, layout, grad.device.index)
+    plan = _operator_plan("bwd_filter", tuple(x.shape), tuple(weight_size), False, stride,
+                          padding, dilation, groups, math, layout, grad.device.index)
     return plan.backward_filter(x, grad)
 
 
