@@ -1068,6 +1068,20 @@ static int test_read_only_cache(void) {
   return rc;
 }
 
+/* `args` (a show command) exits 0 and prints `key` with the trial `want`,
+ * and not the trial `unwanted` (another key's). */
+static int show_finds(const char *const args[], const char *key, const char *want,
+                      const char *unwanted) {
+  cli_result r;
+  CHECK(run_cli(args, &r));
+  CHECK_MSG(r.exit_status == 0, "%s %s: exit %lld\n%s", args[0], args[1], (long long)r.exit_status,
+            r.err.data);
+  CHECK_MSG(contains(r.out.data, key) && contains(r.out.data, want) && !contains(r.out.data, unwanted),
+            "%s %s:\n%s", args[0], args[1], r.out.data);
+  cli_result_free(&r);
+  return TEST_PASS;
+}
+
 /* A backward pass is its own problem in the cache: show finds its trials
  * through --direction, dir= in a spec or "dir" in a suite row, and the
  * forward problem's stay apart. */
@@ -1101,15 +1115,9 @@ static int test_show_by_direction(void) {
       {"show", SPEC " dir=bwd_filter", "--cache", db, NULL},
       {"show", "tiny_dw", "--suite", suite_file, "--cache", db, NULL},
   };
-  for (size_t i = 0; i < sizeof backward / sizeof backward[0]; i++) {
-    cli_result r;
-    CHECK(run_cli(backward[i], &r));
-    CHECK_MSG(r.exit_status == 0, "case %zu: exit %lld\n%s", i, (long long)r.exit_status, r.err.data);
-    CHECK_MSG(contains(r.out.data, bwd_key) && contains(r.out.data, "engine=40 knobs=3"),
-              "case %zu:\n%s", i, r.out.data);
-    CHECK(!contains(r.out.data, "engine=12 knobs=3"));
-    cli_result_free(&r);
-  }
+  for (size_t i = 0; i < sizeof backward / sizeof backward[0]; i++)
+    if (show_finds(backward[i], bwd_key, "engine=40 knobs=3", "engine=12 knobs=3") != TEST_PASS)
+      return TEST_FAIL;
   cli_result r;
   RUN_EXPECT(r, 0, "show", SPEC, "--cache", db);
   CHECK(contains(r.out.data, "engine=12 knobs=3") && !contains(r.out.data, "engine=40 knobs=3"));
@@ -1162,15 +1170,9 @@ static int test_show_deterministic(void) {
       {"show", SPEC, "--deterministic", "--cache", db, NULL},
       {"show", SPEC " det=1", "--cache", db, NULL},
   };
-  for (size_t i = 0; i < sizeof deterministic / sizeof deterministic[0]; i++) {
-    cli_result r;
-    CHECK(run_cli(deterministic[i], &r));
-    CHECK_MSG(r.exit_status == 0, "case %zu: exit %lld\n%s", i, (long long)r.exit_status, r.err.data);
-    CHECK_MSG(contains(r.out.data, det_key) && contains(r.out.data, "engine=40 knobs=3") &&
-                  !contains(r.out.data, "engine=12 knobs=3"),
-              "case %zu:\n%s", i, r.out.data);
-    cli_result_free(&r);
-  }
+  for (size_t i = 0; i < sizeof deterministic / sizeof deterministic[0]; i++)
+    if (show_finds(deterministic[i], det_key, "engine=40 knobs=3", "engine=12 knobs=3") != TEST_PASS)
+      return TEST_FAIL;
   cli_result r;
   RUN_EXPECT(r, 0, "show", SPEC, "--cache", db);
   CHECK_MSG(contains(r.out.data, "n  cudnn      engine=9 knobs=3") && contains(r.out.data, "n not deterministic") &&
