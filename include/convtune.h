@@ -49,10 +49,21 @@ extern "C" {
 
 /* This header's version (CMake reads it from here: it is the project's).
  * MAJOR changes when the ABI does (the shared library's SONAME is
- * libconvtune.so.MAJOR); MINOR when functions or struct fields are added,
- * at the end of the structs, whose init functions set the new fields'
- * defaults; PATCH for fixes.  conv_version() says which library a program
- * runs with. */
+ * libconvtune.so.MAJOR); MINOR when functions or struct fields are added;
+ * PATCH for fixes.  conv_version() says which library a program runs with.
+ *
+ * Structs grow without breaking programs built against an older header:
+ * fields are only ever added at the end, with 0 as their default, and the
+ * library learns the size of the caller's struct.  conv_problem and
+ * conv_context_options carry it in `struct_size`, which their init macros
+ * set from the caller's sizeof; functions that fill a struct are macros that
+ * pass it (conv_problem_parse, conv_plan_info_get).  A newer library reads
+ * an older, shorter struct with defaults for the missing fields and writes
+ * only its bytes; an older library accepts a newer, longer struct whose
+ * unknown fields are all 0 and refuses one that sets them
+ * (CONV_UNSUPPORTED).  So: always fill structs with their init macro; the
+ * *_sized functions behind the macros are for bindings, which pass the size
+ * of their own copy of the struct. */
 #define CONVTUNE_VERSION_MAJOR 0
 #define CONVTUNE_VERSION_MINOR 2
 #define CONVTUNE_VERSION_PATCH 0
@@ -136,6 +147,8 @@ typedef enum conv_epilogue {
 /* A convolution.  Always fill with conv_problem_init() first so that fields
  * added in later versions get their defaults. */
 typedef struct conv_problem {
+  size_t struct_size;       /* set by conv_problem_init (see the versions    *
+                             * note at the top); never set by hand            */
   int64_t n, c, h, w;       /* input: batch, channels, height, width          */
   int64_t k;                /* output channels                                */
   int64_t r, s;             /* filter height, width                           */
@@ -161,8 +174,11 @@ typedef struct conv_problem {
 
 /* Sets every field to its default: zero sizes (the caller must set n, c, h, w,
  * k, r, s), pads 0, strides 1, dilations 1, groups 1, fp32, NCHW, forward,
- * strict fp32, no epilogue, not deterministic. */
-void conv_problem_init(conv_problem *problem);
+ * strict fp32, no epilogue, not deterministic; and struct_size.  Every
+ * function taking a conv_problem checks struct_size: a problem not made by
+ * conv_problem_init (or conv_problem_parse) is CONV_INVALID_ARGUMENT. */
+#define conv_problem_init(problem) conv_problem_init_sized((problem), sizeof *(problem))
+void conv_problem_init_sized(conv_problem *problem, size_t struct_size);
 
 /* Checks the problem without touching any device.  Returns CONV_OK or the
  * specific status of the first problem found; `message` (may be NULL)
@@ -199,14 +215,17 @@ conv_status conv_problem_set_patches(conv_problem *problem, int64_t batch, int64
  * written only on success. */
 conv_status conv_problem_key(const conv_problem *problem, char *key /* OUT */, size_t key_size);
 
-/* Parses a one-line shape spec into `problem` (which it conv_problem_init()s first):
+/* Parses a one-line shape spec into `problem` (which it conv_problem_init()s first;
+ * a macro, for the struct's size, like conv_problem_init):
  * space- or comma-separated NAME=VALUE fields n c h w k r s pad stride dil groups
  * (pad/stride/dil set both axes; pad_h pad_w stride_h stride_w dil_h dil_w set one),
  * math=strict|tf32, epilogue=none|bias|bias_relu, layout=nchw|nhwc,
  * dir=fwd|bwd_data|bwd_filter, det=0|1 (deterministic), e.g.
  * "n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1".  Unknown fields are an error. */
-conv_status conv_problem_parse(const char *spec, conv_problem *problem /* OUT */, char *message,
-                               size_t message_size);
+#define conv_problem_parse(spec, problem, message, message_size) \
+  conv_problem_parse_sized((spec), (problem), sizeof *(problem), (message), (message_size))
+conv_status conv_problem_parse_sized(const char *spec, conv_problem *problem /* OUT */,
+                                     size_t struct_size, char *message, size_t message_size);
 
 /* ---------------------------------------------------------------- context */
 
@@ -217,6 +236,7 @@ typedef enum conv_policy {
 } conv_policy;
 
 typedef struct conv_context_options {
+  size_t struct_size;      /* set by conv_context_options_init; never by hand      */
   int device;              /* CUDA device ordinal; default 0                       */
   const char *cache_path;  /* NULL: $CONVTUNE_CACHE, else $XDG_CACHE_HOME/convtune/
                             * cache.db, else ~/.cache/convtune/cache.db; ":memory:"
@@ -233,8 +253,11 @@ typedef struct conv_context_options {
 
 typedef struct conv_context conv_context;
 
-/* Fills options with the defaults above. */
-void conv_context_options_init(conv_context_options *options);
+/* Fills options with the defaults above, and struct_size.  A macro, for the
+ * struct's size (see the versions note at the top). */
+#define conv_context_options_init(options) \
+  conv_context_options_init_sized((options), sizeof *(options))
+void conv_context_options_init_sized(conv_context_options *options, size_t struct_size);
 
 /* Opens device `options->device`, creates the cuDNN and cuBLASLt handles and
  * opens (creating as needed) the cache.  `options` may be NULL for defaults.
@@ -372,8 +395,13 @@ conv_status conv_plan_backward_data(conv_plan *plan, void *stream, const void *d
 conv_status conv_plan_backward_filter(conv_plan *plan, void *stream, const void *x,
                                       const void *dy, void *dw);
 
-/* Describes the plan's choice. */
-conv_status conv_plan_info_get(const conv_plan *plan, conv_plan_info *info /* OUT */);
+/* Describes the plan's choice.  A macro, for the size of the caller's
+ * conv_plan_info (see the versions note at the top): fields a newer library
+ * has beyond it are not written; fields an older library does not know are
+ * set to 0. */
+#define conv_plan_info_get(plan, info) conv_plan_info_get_sized((plan), (info), sizeof *(info))
+conv_status conv_plan_info_get_sized(const conv_plan *plan, conv_plan_info *info /* OUT */,
+                                     size_t struct_size);
 
 /* Drops one reference to the plan (one per conv_plan_create that returned
  * it); the last frees it, its graphs and its workspace.  NULL is a no-op.

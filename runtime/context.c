@@ -23,10 +23,19 @@ static _Thread_local error_slot error_slots[ERROR_SLOTS];
 static _Thread_local uint64_t error_clock;
 static atomic_uint_fast64_t next_context_id = 1;
 
-void conv_context_options_init(conv_context_options *options) {
-  if (options == NULL) return;
+static void options_defaults(conv_context_options *options) {
   memset(options, 0, sizeof *options);
+  options->struct_size = sizeof *options;
   options->policy = CONV_POLICY_EXHAUSTIVE;
+}
+
+void conv_context_options_init_sized(conv_context_options *options, size_t struct_size) {
+  if (options == NULL) return;
+  conv_context_options defaults;
+  options_defaults(&defaults);
+  conv_struct_export(options, struct_size, &defaults, sizeof defaults);
+  /* Kept as given, so that conv_context_create can say what is wrong. */
+  if (struct_size >= sizeof options->struct_size) options->struct_size = struct_size;
 }
 
 static error_slot *find_error_slot(uint64_t context_id) {
@@ -190,10 +199,14 @@ conv_status conv_context_create(conv_context **context, const conv_context_optio
   memset(err, 0, sizeof *err);
   if (context == NULL) return conv_error_set(err, CONV_INVALID_ARGUMENT, "context is NULL");
   *context = NULL;
-  conv_context_options defaults;
-  conv_context_options_init(&defaults);
-  const conv_context_options *o = options ? options : &defaults;
-  conv_status st = check_options(o, err);
+  conv_context_options ours;
+  options_defaults(&ours);
+  const conv_context_options *o = &ours;
+  conv_status st = CONV_OK;
+  if (options != NULL)
+    st = conv_struct_import(&ours, sizeof ours, options, options->struct_size,
+                            CONV_OPTIONS_FIRST_SIZE, "conv_context_options", err);
+  if (st == CONV_OK) st = check_options(o, err);
   if (st != CONV_OK) return st;
 
   conv_context *ctx = calloc(1, sizeof *ctx);

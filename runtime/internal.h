@@ -242,6 +242,35 @@ const conv_device *conv_context_device(const conv_context *context);
 conv_status conv_default_cache_path(char *path /* OUT */, size_t size, bool create_dirs,
                                     conv_error *err);
 
+/* ---------------------------------------------------------------- structs */
+
+/* The size of conv_problem and conv_context_options in the first header
+ * that versioned them (0.2.0): anything smaller was not made by their init
+ * macros.  Fields added later go after these. */
+#define CONV_PROBLEM_FIRST_SIZE \
+  (offsetof(conv_problem, deterministic) + sizeof(((conv_problem *)0)->deterministic))
+#define CONV_OPTIONS_FIRST_SIZE \
+  (offsetof(conv_context_options, deterministic) + \
+   sizeof(((conv_context_options *)0)->deterministic))
+#define CONV_PLAN_INFO_FIRST_SIZE \
+  (offsetof(conv_plan_info, deterministic) + sizeof(((conv_plan_info *)0)->deterministic))
+
+/* Copies a caller's struct of their_size bytes over `ours` (our_size bytes,
+ * already holding the defaults, which fill what an older caller's struct
+ * lacks).  CONV_INVALID_ARGUMENT when their_size is below first_size (not
+ * made by `name`_init), CONV_UNSUPPORTED when a longer struct sets fields
+ * this library does not know; `ours` is unchanged then. */
+conv_status conv_struct_import(void *ours, size_t our_size, const void *theirs, size_t their_size,
+                               size_t first_size, const char *name, conv_error *err);
+
+/* Writes `ours` into a caller's struct of their_size bytes: what fits, and
+ * zeros (the defaults) for fields of a newer header that we do not have. */
+void conv_struct_export(void *theirs, size_t their_size, const void *ours, size_t our_size);
+
+/* A caller's problem (any header version) as this library's, in `ours`;
+ * the statuses of conv_struct_import, and CONV_INVALID_ARGUMENT for NULL. */
+conv_status conv_problem_import(const conv_problem *theirs, conv_problem *ours, conv_error *err);
+
 /* ---------------------------------------------------------------- problems */
 
 /* Sizes derived from a valid problem. */

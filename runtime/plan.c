@@ -255,17 +255,15 @@ conv_status conv_plan_create(conv_context *ctx, const conv_problem *problem, con
   if (ctx == NULL) return CONV_INVALID_ARGUMENT;
   conv_error err = {CONV_OK, ""};
   conv_status st = CONV_OK;
+  conv_problem ours;
   if (plan == NULL)
     st = conv_error_set(&err, CONV_INVALID_ARGUMENT, "plan is NULL");
   else
-    st = conv_problem_validate(problem, err.message, sizeof err.message);
-  conv_problem forced;
-  if (st == CONV_OK && ctx->deterministic && !problem->deterministic) {
-    forced = *problem;
-    forced.deterministic = 1;
-    problem = &forced;
-  }
+    st = conv_problem_import(problem, &ours, &err);
+  if (st == CONV_OK) st = conv_problem_validate(&ours, err.message, sizeof err.message);
   if (st == CONV_OK) {
+    if (ctx->deterministic) ours.deterministic = 1;
+    problem = &ours;
     /* The hot path: a live plan is one hash lookup away. */
     conv_plan *made = live_acquire(ctx, problem);
     if (made == NULL) st = create_shared(ctx, problem, &made, &err);
@@ -491,9 +489,11 @@ conv_status conv_plan_backward_filter(conv_plan *plan, void *stream, const void 
   return execute_pass(plan, CONV_BACKWARD_FILTER, stream, x, dw, NULL, (void *)dy, names);
 }
 
-conv_status conv_plan_info_get(const conv_plan *plan, conv_plan_info *info) {
-  if (plan == NULL || info == NULL) return CONV_INVALID_ARGUMENT;
-  *info = plan->info;
+conv_status conv_plan_info_get_sized(const conv_plan *plan, conv_plan_info *info,
+                                     size_t struct_size) {
+  if (plan == NULL || info == NULL || struct_size < CONV_PLAN_INFO_FIRST_SIZE)
+    return CONV_INVALID_ARGUMENT;
+  conv_struct_export(info, struct_size, &plan->info, sizeof plan->info);
   return CONV_OK;
 }
 

@@ -14,9 +14,9 @@
 /* Any single extent beyond this is a caller bug, not a convolution. */
 #define MAX_EXTENT ((int64_t)1 << 30)
 
-void conv_problem_init(conv_problem *problem) {
-  if (problem == NULL) return;
+static void problem_defaults(conv_problem *problem) {
   memset(problem, 0, sizeof *problem);
+  problem->struct_size = sizeof *problem;
   problem->stride_h = problem->stride_w = 1;
   problem->dil_h = problem->dil_w = 1;
   problem->groups = 1;
@@ -25,6 +25,29 @@ void conv_problem_init(conv_problem *problem) {
   problem->direction = CONV_FORWARD;
   problem->math = CONV_MATH_STRICT;
   problem->epilogue = CONV_EPILOGUE_NONE;
+}
+
+/* The caller's struct_size is kept even when it is not one we know: the
+ * functions that read the problem then say what is wrong with it. */
+static void problem_export(conv_problem *theirs, size_t their_size, const conv_problem *ours) {
+  conv_struct_export(theirs, their_size, ours, sizeof *ours);
+  if (their_size >= sizeof theirs->struct_size) theirs->struct_size = their_size;
+}
+
+void conv_problem_init_sized(conv_problem *problem, size_t struct_size) {
+  if (problem == NULL) return;
+  conv_problem defaults;
+  problem_defaults(&defaults);
+  problem_export(problem, struct_size, &defaults);
+}
+
+conv_status conv_problem_import(const conv_problem *theirs, conv_problem *ours, conv_error *err) {
+  if (theirs == NULL) return conv_error_set(err, CONV_INVALID_ARGUMENT, "problem is NULL");
+  problem_defaults(ours);
+  conv_status st = conv_struct_import(ours, sizeof *ours, theirs, theirs->struct_size,
+                                      CONV_PROBLEM_FIRST_SIZE, "conv_problem", err);
+  ours->struct_size = sizeof *ours;
+  return st;
 }
 
 static conv_status check_extents(const conv_problem *pr, conv_error *err) {
@@ -157,15 +180,20 @@ conv_status conv_problem_shape(const conv_problem *problem, conv_shape *shape) {
 
 conv_status conv_problem_validate(const conv_problem *problem, char *message, size_t message_size) {
   conv_error err = {CONV_OK, ""};
-  conv_status st = shape_checked(problem, NULL, &err);
+  conv_problem ours;
+  conv_status st = conv_problem_import(problem, &ours, &err);
+  if (st == CONV_OK) st = shape_checked(&ours, NULL, &err);
   if (message != NULL && message_size > 0) snprintf(message, message_size, "%s", err.message);
   return st;
 }
 
 conv_status conv_problem_output_dims(const conv_problem *problem, int64_t *p, int64_t *q) {
   if (p == NULL || q == NULL) return CONV_INVALID_ARGUMENT;
+  conv_problem ours;
+  conv_status st = conv_problem_import(problem, &ours, NULL);
+  if (st != CONV_OK) return st;
   conv_shape sh;
-  conv_status st = conv_problem_shape(problem, &sh);
+  st = conv_problem_shape(&ours, &sh);
   if (st != CONV_OK) return st;
   *p = sh.p;
   *q = sh.q;
@@ -173,7 +201,9 @@ conv_status conv_problem_output_dims(const conv_problem *problem, int64_t *p, in
 }
 
 conv_status conv_problem_set_patches(conv_problem *problem, int64_t batch, int64_t patches) {
-  if (problem == NULL) return CONV_INVALID_ARGUMENT;
+  conv_problem ours;
+  conv_status st = conv_problem_import(problem, &ours, NULL);
+  if (st != CONV_OK) return st;
   if (batch < 1 || patches < 1) return CONV_BAD_DIMENSION;
   if (batch > INT64_MAX / patches) return CONV_SIZE_OVERFLOW;
   problem->n = batch * patches;
@@ -192,9 +222,12 @@ static const char *epilogue_name(conv_epilogue e) {
   return e == CONV_EPILOGUE_BIAS ? "bias" : e == CONV_EPILOGUE_BIAS_RELU ? "bias_relu" : "none";
 }
 
-conv_status conv_problem_key(const conv_problem *pr, char *key, size_t key_size) {
-  if (pr == NULL || key == NULL) return CONV_INVALID_ARGUMENT;
-  conv_status st = shape_checked(pr, NULL, NULL);
+conv_status conv_problem_key(const conv_problem *problem, char *key, size_t key_size) {
+  if (problem == NULL || key == NULL) return CONV_INVALID_ARGUMENT;
+  conv_problem ours;
+  const conv_problem *pr = &ours;
+  conv_status st = conv_problem_import(problem, &ours, NULL);
+  if (st == CONV_OK) st = shape_checked(pr, NULL, NULL);
   if (st != CONV_OK) return st;
   /* Formatted aside first: the caller's buffer is written only on success. */
   char text[CONV_PROBLEM_KEY_MAX];
@@ -339,13 +372,18 @@ static conv_status parse_field(char *token, spec_state *spec, conv_error *err) {
   return CONV_OK;
 }
 
-conv_status conv_problem_parse(const char *spec, conv_problem *problem, char *message,
-                               size_t message_size) {
+conv_status conv_problem_parse_sized(const char *spec, conv_problem *problem, size_t struct_size,
+                                     char *message, size_t message_size) {
   conv_error err = {CONV_OK, ""};
   conv_status st = CONV_OK;
   char buf[1024];
   if (spec == NULL || problem == NULL) {
     st = conv_error_set(&err, CONV_INVALID_ARGUMENT, "spec or problem is NULL");
+  } else if (struct_size < CONV_PROBLEM_FIRST_SIZE) {
+    st = conv_error_set(&err, CONV_INVALID_ARGUMENT,
+                        "struct_size %zu is smaller than any conv_problem (call the "
+                        "conv_problem_parse macro, which passes it)",
+                        struct_size);
   } else if (strlen(spec) >= sizeof buf) {
     st = conv_error_set(&err, CONV_INVALID_ARGUMENT, "spec longer than %zu characters", sizeof buf - 1);
   } else {
@@ -358,7 +396,7 @@ conv_status conv_problem_parse(const char *spec, conv_problem *problem, char *me
          tok = strtok_r(NULL, " \t,", &save))
       st = parse_field(tok, &parsed, &err);
     if (st == CONV_OK) st = shape_checked(&parsed.problem, NULL, &err);
-    if (st == CONV_OK) *problem = parsed.problem;
+    if (st == CONV_OK) problem_export(problem, struct_size, &parsed.problem);
   }
   if (message != NULL && message_size > 0) snprintf(message, message_size, "%s", err.message);
   return st;

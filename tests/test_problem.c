@@ -1,6 +1,7 @@
 /* test_problem.c -- CPU tests: statuses, validation, output sizes, keys,
  * specs, config text, cache paths, patches, and a context without a GPU.
  * The candidate families' configs: test_configs.c. */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -377,11 +378,89 @@ static int set_patches(void) {
   return TEST_PASS;
 }
 
+/* Structs of other header versions (convtune.h's versions note): an older,
+ * shorter problem reads with defaults and is written only within its size;
+ * a newer, longer one is accepted while its unknown fields are 0. */
+typedef struct newer_problem {
+  conv_problem known;
+  int64_t added_later;
+} newer_problem;
+
+static int structs_of_other_versions(void) {
+  char key[CONV_PROBLEM_KEY_MAX], older_key[CONV_PROBLEM_KEY_MAX];
+  conv_problem full = base_problem();
+  CHECK_STATUS(CONV_OK, conv_problem_key(&full, key, sizeof key));
+
+  /* Not made by conv_problem_init: refused, whichever function reads it. */
+  conv_problem raw = full;
+  raw.struct_size = 0;
+  char message[256] = "";
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_problem_validate(&raw, message, sizeof message));
+  CHECK_MSG(strstr(message, "conv_problem_init") != NULL, "%s", message);
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_problem_key(&raw, older_key, sizeof older_key));
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_problem_set_patches(&raw, 2, 3));
+  CHECK(raw.n == full.n);
+
+  /* Older: the header before `deterministic` existed would have been this
+   * short; such a caller is refused (0.2.0 is the first size we accept),
+   * and a struct one byte short of ours too. */
+  raw.struct_size = offsetof(conv_problem, deterministic);
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_problem_validate(&raw, NULL, 0));
+
+  /* Newer, unknown field at its default 0: read as ours. */
+  newer_problem newer;
+  memset(&newer, 0x5a, sizeof newer);
+  conv_problem_init_sized(&newer.known, sizeof newer); /* as a newer header's macro would */
+  CHECK(newer.known.struct_size == sizeof newer && newer.added_later == 0);
+  CHECK(newer.known.groups == 1 && newer.known.stride_h == 1);
+  conv_problem kept = newer.known;
+  newer.known = full;
+  newer.known.struct_size = kept.struct_size;
+  CHECK_STATUS(CONV_OK, conv_problem_key(&newer.known, older_key, sizeof older_key));
+  CHECK(strcmp(key, older_key) == 0);
+  /* ... and set: refused with its own status, nothing written. */
+  newer.added_later = 3;
+  message[0] = '\0';
+  CHECK_STATUS(CONV_UNSUPPORTED, conv_problem_validate(&newer.known, message, sizeof message));
+  CHECK_MSG(strstr(message, "newer convtune.h") != NULL, "%s", message);
+  CHECK_STATUS(CONV_UNSUPPORTED, conv_problem_set_patches(&newer.known, 2, 3));
+  CHECK(newer.known.n == full.n);
+
+  /* Parsing into a newer struct writes its unknown tail as 0, the default. */
+  newer.added_later = 9;
+  CHECK_STATUS(CONV_OK, conv_problem_parse_sized("n=1 c=2 h=5 w=5 k=3 r=3 s=3", &newer.known,
+                                                   sizeof newer, NULL, 0));
+  CHECK(newer.known.struct_size == sizeof newer && newer.added_later == 0 && newer.known.k == 3);
+  CHECK_STATUS(CONV_INVALID_ARGUMENT,
+               conv_problem_parse_sized("n=1 c=2 h=5 w=5 k=3 r=3 s=3", &full, 8, NULL, 0));
+
+  /* Options: the same rules, checked before any device is opened. */
+  conv_context_options o;
+  conv_context_options_init(&o);
+  CHECK(o.struct_size == sizeof o && o.policy == CONV_POLICY_EXHAUSTIVE);
+  o.struct_size = 4;
+  conv_context *ctx = NULL;
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_context_create(&ctx, &o));
+  CHECK(ctx == NULL && strstr(conv_context_last_error(NULL), "conv_context_options_init") != NULL);
+  struct {
+    conv_context_options known;
+    int added_later;
+  } newer_options;
+  conv_context_options_init_sized(&newer_options.known, sizeof newer_options);
+  newer_options.added_later = 1;
+  CHECK_STATUS(CONV_UNSUPPORTED, conv_context_create(&ctx, &newer_options.known));
+  CHECK(ctx == NULL);
+
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_plan_info_get_sized(NULL, NULL, sizeof(conv_plan_info)));
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"status_strings", status_strings},   {"validate_each_failure", validate_each_failure},
     {"output_dims", output_dims},         {"problem_key", problem_key},
     {"parse_spec", parse_spec},           {"config_text", config_text},
     {"default_cache_path", default_cache_path}, {"set_patches", set_patches},
     {"no_device_is_clean", no_device_is_clean},
+    {"structs_of_other_versions", structs_of_other_versions},
 };
 TEST_MAIN(tests)

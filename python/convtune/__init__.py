@@ -107,7 +107,7 @@ class Context:
         self.deterministic = bool(deterministic)
 
         options = _lib.ContextOptions()
-        lib.conv_context_options_init(ctypes.byref(options))
+        lib.conv_context_options_init_sized(ctypes.byref(options), ctypes.sizeof(options))
         options.device = self.device
         # The library copies the path during create; the bytes only need to live until then.
         options.cache_path = None if cache is None else os.fsencode(self.cache)

@@ -69,13 +69,17 @@ PROBLEM_FIELDS = PROBLEM_INT_FIELDS + PROBLEM_ENUM_FIELDS
 
 
 class Problem(Structure):
-    """struct conv_problem: 14 int64_t, then 5 enums and an int (all int-sized)."""
-    _fields_ = [(f, c_int64) for f in PROBLEM_INT_FIELDS] + [(f, c_int) for f in PROBLEM_ENUM_FIELDS]
+    """struct conv_problem: its size, 14 int64_t, then 5 enums and an int (all int-sized).
+    The library reads struct_size (set by conv_problem_init_sized with
+    ctypes.sizeof of this definition), so a newer library still reads it."""
+    _fields_ = ([("struct_size", c_size_t)] + [(f, c_int64) for f in PROBLEM_INT_FIELDS]
+                + [(f, c_int) for f in PROBLEM_ENUM_FIELDS])
 
 
 class ContextOptions(Structure):
     """struct conv_context_options."""
     _fields_ = [
+        ("struct_size", c_size_t),
         ("device", c_int),
         ("cache_path", c_char_p),
         ("policy", c_int),
@@ -121,13 +125,15 @@ _status = c_int  # conv_status: a C enum, int-sized
 
 _SIGNATURES = {
     "conv_status_string": (c_char_p, [_status]),
-    "conv_problem_init": (None, [POINTER(Problem)]),
+    # The *_sized functions behind the header's macros: callers pass
+    # ctypes.sizeof of the struct (see the versions note in convtune.h).
+    "conv_problem_init_sized": (None, [POINTER(Problem), c_size_t]),
     "conv_problem_validate": (_status, [POINTER(Problem), c_char_p, c_size_t]),
     "conv_problem_output_dims": (_status, [POINTER(Problem), POINTER(c_int64), POINTER(c_int64)]),
     "conv_problem_key": (_status, [POINTER(Problem), c_char_p, c_size_t]),
-    "conv_problem_parse": (_status, [c_char_p, POINTER(Problem), c_char_p, c_size_t]),
+    "conv_problem_parse_sized": (_status, [c_char_p, POINTER(Problem), c_size_t, c_char_p, c_size_t]),
     "conv_problem_set_patches": (_status, [POINTER(Problem), c_int64, c_int64]),
-    "conv_context_options_init": (None, [POINTER(ContextOptions)]),
+    "conv_context_options_init_sized": (None, [POINTER(ContextOptions), c_size_t]),
     "conv_context_create": (_status, [POINTER(ContextPtr), POINTER(ContextOptions)]),
     "conv_context_destroy": (_status, [ContextPtr]),
     "conv_context_last_error": (c_char_p, [ContextPtr]),
@@ -138,7 +144,7 @@ _SIGNATURES = {
     # plan, stream, then dy, w, dx / x, dy, dw.
     "conv_plan_backward_data": (_status, [PlanPtr, c_void_p, c_void_p, c_void_p, c_void_p]),
     "conv_plan_backward_filter": (_status, [PlanPtr, c_void_p, c_void_p, c_void_p, c_void_p]),
-    "conv_plan_info_get": (_status, [PlanPtr, POINTER(PlanInfo)]),
+    "conv_plan_info_get_sized": (_status, [PlanPtr, POINTER(PlanInfo), c_size_t]),
     "conv_plan_destroy": (None, [PlanPtr]),
     "conv_library_versions": (c_char_p, []),
     "conv_version": (c_int, []),

@@ -99,7 +99,7 @@ class Plan:
         torch = _torch()  # before anything is allocated: a plan is useless without it
         lib = context._lib
         problem = _lib.Problem()
-        lib.conv_problem_init(ctypes.byref(problem))  # defaults for fields of later versions
+        lib.conv_problem_init_sized(ctypes.byref(problem), ctypes.sizeof(problem))
         for field, value in zip(_lib.PROBLEM_FIELDS, key):
             setattr(problem, field, value)
         ctx_handle = context._handle
@@ -128,9 +128,9 @@ class Plan:
         self._last_stream = None
         try:
             info = _lib.PlanInfo()
-            status = lib.conv_plan_info_get(handle, ctypes.byref(info))
+            status = lib.conv_plan_info_get_sized(handle, ctypes.byref(info), ctypes.sizeof(info))
             if status != _lib.OK:
-                raise ConvtuneError(status, "conv_plan_info_get failed")
+                raise ConvtuneError(status, "conv_plan_info_get_sized failed")
             p, q = ctypes.c_int64(), ctypes.c_int64()
             status = lib.conv_problem_output_dims(ctypes.byref(problem), ctypes.byref(p), ctypes.byref(q))
             if status != _lib.OK:
@@ -246,7 +246,8 @@ class Plan:
         with self._lock:
             if self._handle is not None:  # closed: the last values read
                 raw = _lib.PlanInfo()
-                if self._context._lib.conv_plan_info_get(self._handle, ctypes.byref(raw)) == _lib.OK:
+                if self._context._lib.conv_plan_info_get_sized(
+                        self._handle, ctypes.byref(raw), ctypes.sizeof(raw)) == _lib.OK:
                     replay = raw.replay
                     self._info["replay"] = (_lib.REPLAYS[replay] if 0 <= replay < len(_lib.REPLAYS)
                                             else "unknown(%d)" % replay)

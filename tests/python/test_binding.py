@@ -69,13 +69,15 @@ def test_status_names_follow_the_header():
 
 def test_struct_layouts():
     # LP64 sizes of the header's structs (checked against a C program's sizeof/offsetof).
-    assert ctypes.sizeof(_lib.Problem) == 14 * 8 + 6 * 4
-    assert _lib.Problem.math.offset == 14 * 8 + 3 * 4
-    assert _lib.Problem.deterministic.offset == 14 * 8 + 5 * 4
-    assert ctypes.sizeof(_lib.ContextOptions) == 48
-    assert _lib.ContextOptions.workspace_limit.offset == 24
-    assert _lib.ContextOptions.direct_launches.offset == 36
-    assert _lib.ContextOptions.deterministic.offset == 40
+    assert ctypes.sizeof(_lib.Problem) == 8 + 14 * 8 + 6 * 4
+    assert _lib.Problem.n.offset == 8
+    assert _lib.Problem.math.offset == 8 + 14 * 8 + 3 * 4
+    assert _lib.Problem.deterministic.offset == 8 + 14 * 8 + 5 * 4
+    assert ctypes.sizeof(_lib.ContextOptions) == 56
+    assert _lib.ContextOptions.device.offset == 8
+    assert _lib.ContextOptions.workspace_limit.offset == 32
+    assert _lib.ContextOptions.direct_launches.offset == 44
+    assert _lib.ContextOptions.deterministic.offset == 48
     assert ctypes.sizeof(_lib.PlanInfo) == 344 and _lib.PlanInfo.deterministic.offset == 340
     assert _lib.PlanInfo.time_ms.offset == 160 and _lib.PlanInfo.source.offset == 176
     assert _lib.PlanInfo.replay.offset == 180 and _lib.PlanInfo.replay_note.offset == 184
@@ -172,7 +174,7 @@ def test_patches_fold_into_the_batch(ctx, cuda, math):
 def test_set_patches_in_the_c_api():
     lib = _lib.load()
     p = _lib.Problem()
-    lib.conv_problem_init(ctypes.byref(p))
+    lib.conv_problem_init_sized(ctypes.byref(p), ctypes.sizeof(p))
     assert lib.conv_problem_set_patches(ctypes.byref(p), 8, 2560) == _lib.OK and p.n == 20480
     assert lib.conv_problem_set_patches(ctypes.byref(p), 0, 3) != _lib.OK and p.n == 20480
 

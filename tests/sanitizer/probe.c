@@ -4,7 +4,7 @@
  * report appears (PASS_REGULAR_EXPRESSION in CMakeLists.txt), so a build
  * whose flags stop instrumenting, or that recovers from a report, fails.
  *
- *   sanitizer_probe library_store   an 8-byte store by library code into a
+ *   sanitizer_probe library_overflow  an 8-byte read by library code from a
  *                                   4-byte heap block: only instrumented
  *                                   library code can see it (no libc call
  *                                   is involved for an interceptor to check)
@@ -17,8 +17,8 @@
 
 #include "convtune.h"
 
-static int library_store(void) {
-  /* conv_problem_set_patches writes problem->n (8 bytes at offset 0). */
+static int library_overflow(void) {
+  /* conv_problem_set_patches reads problem->struct_size (8 bytes at offset 0). */
   conv_problem *too_small = malloc(4);
   if (too_small == NULL) return 2;
   conv_status st = conv_problem_set_patches(too_small, 2, 3);
@@ -47,11 +47,11 @@ int main(int argc, char **argv) {
   static const struct {
     const char *name;
     int (*fn)(void);
-  } modes[] = {{"library_store", library_store},
+  } modes[] = {{"library_overflow", library_overflow},
                {"signed_overflow", signed_overflow},
                {"leak", leak}};
   for (size_t i = 0; argc == 2 && i < sizeof modes / sizeof modes[0]; i++)
     if (strcmp(argv[1], modes[i].name) == 0) return modes[i].fn();
-  fprintf(stderr, "usage: sanitizer_probe library_store|signed_overflow|leak\n");
+  fprintf(stderr, "usage: sanitizer_probe library_overflow|signed_overflow|leak\n");
   return 2;
 }

@@ -1,0 +1,34 @@
+/* struct_layout.c -- prints the size of every public struct and the offset
+ * of each of its fields, as this compiler lays them out, for
+ * tests/python/check_structs.py to compare with the binding's ctypes mirror. */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "convtune.h"
+
+#define FIELD(type, field) printf(#type " " #field " %zu\n", offsetof(type, field))
+#define SIZE(type) printf(#type " sizeof %zu\n", sizeof(type))
+
+int main(void) {
+  SIZE(conv_problem);
+  FIELD(conv_problem, struct_size); FIELD(conv_problem, n); FIELD(conv_problem, c);
+  FIELD(conv_problem, h); FIELD(conv_problem, w); FIELD(conv_problem, k); FIELD(conv_problem, r);
+  FIELD(conv_problem, s); FIELD(conv_problem, pad_h); FIELD(conv_problem, pad_w);
+  FIELD(conv_problem, stride_h); FIELD(conv_problem, stride_w); FIELD(conv_problem, dil_h);
+  FIELD(conv_problem, dil_w); FIELD(conv_problem, groups); FIELD(conv_problem, dtype);
+  FIELD(conv_problem, layout); FIELD(conv_problem, direction); FIELD(conv_problem, math);
+  FIELD(conv_problem, epilogue); FIELD(conv_problem, deterministic);
+  SIZE(conv_context_options);
+  FIELD(conv_context_options, struct_size); FIELD(conv_context_options, device);
+  FIELD(conv_context_options, cache_path); FIELD(conv_context_options, policy);
+  FIELD(conv_context_options, workspace_limit); FIELD(conv_context_options, verbose);
+  FIELD(conv_context_options, direct_launches); FIELD(conv_context_options, deterministic);
+  SIZE(conv_plan_info);
+  FIELD(conv_plan_info, algorithm); FIELD(conv_plan_info, config); FIELD(conv_plan_info, time_ms);
+  FIELD(conv_plan_info, workspace_bytes); FIELD(conv_plan_info, source);
+  FIELD(conv_plan_info, replay); FIELD(conv_plan_info, replay_note);
+  FIELD(conv_plan_info, graph_launches); FIELD(conv_plan_info, graph_captures);
+  FIELD(conv_plan_info, direct_runs); FIELD(conv_plan_info, direction);
+  FIELD(conv_plan_info, deterministic);
+  return 0;
+}
