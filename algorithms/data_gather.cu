@@ -2,15 +2,10 @@
  * data_gather.cu -- see data_gather.h.
  */
 #include "algorithms/data_gather.h"
+#include "algorithms/launch_checks.h"
 #include "runtime/internal.h"
 
 #include <stdio.h>
-
-#define REJECT(...)                                                        \
-  do {                                                                     \
-    if (why != NULL && why_size > 0) snprintf(why, why_size, __VA_ARGS__); \
-    return false;                                                          \
-  } while (0)
 
 namespace {
 
@@ -160,8 +155,6 @@ gather_fn find_kernel(int kernel, int64_t r, int64_t s, int64_t stride_h, int64_
   return nullptr;
 }
 
-bool fits_int(int64_t v) { return v >= 0 && v <= INT32_MAX; }
-
 }  // namespace
 
 extern "C" bool conv_data_gather_compiled(int64_t r, int64_t s) {
@@ -171,24 +164,24 @@ extern "C" bool conv_data_gather_compiled(int64_t r, int64_t s) {
 extern "C" bool conv_data_gather_plan(const conv_problem *pb, const conv_data_gather_tiling *t,
                                       conv_data_gather_launch *L, char *why, size_t why_size) {
   if (pb->direction != CONV_BACKWARD_DATA || pb->layout != CONV_LAYOUT_NCHW)
-    REJECT("only NCHW backward-data passes");
+    CONV_REJECT("only NCHW backward-data passes");
   const int threads = t->threads;
   if (threads < 32 || threads > kMaxThreads || threads % 32 != 0)
-    REJECT("%d threads: not a multiple of 32 in [32, %d]", threads, kMaxThreads);
+    CONV_REJECT("%d threads: not a multiple of 32 in [32, %d]", threads, kMaxThreads);
   if (t->kernel != CONV_GATHER_ELEMENT && t->kernel != CONV_GATHER_QUAD)
-    REJECT("no kernel %d", t->kernel);
+    CONV_REJECT("no kernel %d", t->kernel);
   const bool quad = t->kernel == CONV_GATHER_QUAD;
-  if (quad && (pb->stride_h != 2 || pb->stride_w != 2)) REJECT("the quad kernel needs stride 2");
+  if (quad && (pb->stride_h != 2 || pb->stride_w != 2)) CONV_REJECT("the quad kernel needs stride 2");
   conv_shape shape;
-  if (conv_problem_shape(pb, &shape) != CONV_OK) REJECT("invalid problem");
+  if (conv_problem_shape(pb, &shape) != CONV_OK) CONV_REJECT("invalid problem");
   const gather_fn kernel = find_kernel(t->kernel, pb->r, pb->s, pb->stride_h, pb->stride_w);
   if (kernel == nullptr)
-    REJECT("no kernel compiled for a %lld x %lld filter", (long long)pb->r, (long long)pb->s);
+    CONV_REJECT("no kernel compiled for a %lld x %lld filter", (long long)pb->r, (long long)pb->s);
   const int64_t dims[] = {shape.x_elems, shape.y_elems, shape.w_elems, pb->pad_h + pb->h,
                           pb->pad_w + pb->w, pb->dil_h * pb->r, pb->dil_w * pb->s,
                           shape.x_elems + threads};
   for (int64_t d : dims)
-    if (!fits_int(d)) REJECT("a size past 32-bit indexing");
+    if (!conv_fits_int(d)) CONV_REJECT("a size past 32-bit indexing");
 
   conv_data_gather_launch l = {};
   l.tiling = *t;

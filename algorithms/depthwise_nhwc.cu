@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "algorithms/depthwise_nhwc.h"
+#include "algorithms/launch_checks.h"
 
 namespace {
 
@@ -199,15 +200,7 @@ dw_kernel_fn find_kernel(int s, int stride, int px, int vec) {
   return nullptr;
 }
 
-bool fits_int(int64_t v) { return v >= 0 && v <= INT32_MAX; }
-
 }  // namespace
-
-#define DW_REJECT(...)                                           \
-  do {                                                           \
-    if (why != NULL && why_size > 0) snprintf(why, why_size, __VA_ARGS__); \
-    return false;                                                \
-  } while (0)
 
 /* Rows per block: a band of output rows shares the staged filters. */
 static int rows_per_block(const conv_problem *pb) { return pb->h >= 16 ? 4 : 1; }
@@ -215,21 +208,21 @@ static int rows_per_block(const conv_problem *pb) { return pb->h >= 16 ? 4 : 1; 
 extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tiling *t,
                                  conv_dwnhwc_launch *L, char *why, size_t why_size) {
   if (pb->layout != CONV_LAYOUT_NHWC || pb->groups != pb->c)
-    DW_REJECT("not an NHWC depthwise problem");
-  if (t->vec != 1 && t->vec != 4) DW_REJECT("vec %d: not 1 or 4", t->vec);
-  if (t->px != 1 && t->px != 2 && t->px != 4) DW_REJECT("px %d: not 1, 2 or 4", t->px);
+    CONV_REJECT("not an NHWC depthwise problem");
+  if (t->vec != 1 && t->vec != 4) CONV_REJECT("vec %d: not 1 or 4", t->vec);
+  if (t->px != 1 && t->px != 2 && t->px != 4) CONV_REJECT("px %d: not 1, 2 or 4", t->px);
   if (t->tc < 1 || t->tq < 1 || t->tc * t->tq > kMaxThreads)
-    DW_REJECT("%d x %d threads: not in [1, %d]", t->tc, t->tq, kMaxThreads);
+    CONV_REJECT("%d x %d threads: not in [1, %d]", t->tc, t->tq, kMaxThreads);
   const int64_t multiplier = pb->k / pb->c;
   if (t->vec == 4 && (multiplier != 1 || pb->c % 4 != 0))
-    DW_REJECT("vec 4 needs a multiple of 4 channels and no channel multiplier");
+    CONV_REJECT("vec 4 needs a multiple of 4 channels and no channel multiplier");
   const int64_t p = (pb->h + 2 * pb->pad_h - pb->dil_h * (pb->r - 1) - 1) / pb->stride_h + 1;
   const int64_t q = (pb->w + 2 * pb->pad_w - pb->dil_w * (pb->s - 1) - 1) / pb->stride_w + 1;
   const int64_t dims[] = {pb->n * pb->h * pb->w * pb->c, pb->n * p * q * pb->k, pb->r * pb->s,
                           pb->pad_h, pb->pad_w, pb->stride_h * p, pb->stride_w * q,
                           pb->dil_h * pb->r, pb->dil_w * pb->s};
   for (int64_t d : dims)
-    if (!fits_int(d)) DW_REJECT("a size past 32-bit indexing");
+    if (!conv_fits_int(d)) CONV_REJECT("a size past 32-bit indexing");
 
   const bool window = (pb->s == 3 || pb->s == 5 || pb->s == 7) && pb->dil_w == 1 &&
                       (pb->stride_w == 1 || pb->stride_w == 2);
@@ -237,7 +230,7 @@ extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tilin
   l.tiling = *t;
   l.kernel = (const void *)find_kernel(window ? (int)pb->s : 0, window ? (int)pb->stride_w : 0,
                                        t->px, t->vec);
-  if (l.kernel == NULL) DW_REJECT("no kernel compiled for this filter and tiling");
+  if (l.kernel == NULL) CONV_REJECT("no kernel compiled for this filter and tiling");
   l.n = (int)pb->n, l.c = (int)pb->c, l.h = (int)pb->h, l.w = (int)pb->w, l.k = (int)pb->k;
   l.p = (int)p, l.q = (int)q, l.r = (int)pb->r, l.s = (int)pb->s;
   l.stride_h = (int)pb->stride_h, l.stride_w = (int)pb->stride_w;
@@ -251,13 +244,13 @@ extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tilin
   const int64_t p_tiles = (p + l.rows - 1) / l.rows;
   const int64_t blocks_x = pb->n * p_tiles * l.q_tiles;
   const int64_t blocks_y = (pb->k + l.block_channels - 1) / l.block_channels;
-  if (!fits_int(blocks_x) || blocks_y > 65535) DW_REJECT("grid too large");
+  if (!conv_fits_int(blocks_x) || blocks_y > 65535) CONV_REJECT("grid too large");
   l.by_q_tiles = conv_divisor_make(l.q_tiles);
   l.by_p = conv_divisor_make((int)p_tiles);
   l.grid[0] = (unsigned)blocks_x;
   l.grid[1] = (unsigned)blocks_y;
   l.smem_bytes = (size_t)l.block_channels * (size_t)(pb->r * pb->s) * sizeof(float);
-  if (l.smem_bytes > (48u << 10)) DW_REJECT("filters of %zu bytes: past 48 KiB", l.smem_bytes);
+  if (l.smem_bytes > (48u << 10)) CONV_REJECT("filters of %zu bytes: past 48 KiB", l.smem_bytes);
   *L = l;
   return true;
 }

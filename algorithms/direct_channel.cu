@@ -316,8 +316,6 @@ const void *find_kernel(const conv_direct_tiling *t) {
   return nullptr;
 }
 
-bool fits_int(int64_t v) { return v >= 0 && v <= INT32_MAX; }
-
 }  // namespace
 
 /* The tiled layouts (GENERIC, UNIT): one block per output tile, with the
@@ -327,10 +325,10 @@ static bool plan_tiled(const conv_direct_launch *common, conv_direct_launch *L, 
   conv_direct_launch l = *common;
   const conv_direct_tiling *t = &l.tiling;
   l.kernel = find_kernel(t);
-  if (l.kernel == nullptr) CONV_DIRECT_REJECT("no kernel compiled for this layout/px/py/kb");
+  if (l.kernel == nullptr) CONV_REJECT("no kernel compiled for this layout/px/py/kb");
   const bool unit = l.stride_h == 1 && l.stride_w == 1 && l.dil_h == 1 && l.dil_w == 1;
   if (t->layout == CONV_DIRECT_UNIT && !unit)
-    CONV_DIRECT_REJECT("unit layout needs stride 1, dilation 1");
+    CONV_REJECT("unit layout needs stride 1, dilation 1");
 
   l.tile_rows = t->ty * t->py;
   l.tile_cols = t->tx * t->px;
@@ -351,7 +349,7 @@ static bool plan_tiled(const conv_direct_launch *common, conv_direct_launch *L, 
   const size_t filt_bytes = sizeof(float) * (size_t)t->kb * l.cg * l.r * l.s_pitch;
   const size_t tile_bytes = sizeof(float) * (size_t)l.halo_rows * l.pitch;
   if (filt_bytes + tile_bytes > CONV_DIRECT_SMEM_MAX)
-    CONV_DIRECT_REJECT("needs %zu bytes of shared memory, more than %zu", filt_bytes + tile_bytes,
+    CONV_REJECT("needs %zu bytes of shared memory, more than %zu", filt_bytes + tile_bytes,
            (size_t)CONV_DIRECT_SMEM_MAX);
   /* Stage as many input channels at once as fit in 48 KiB (at least one):
    * fewer barriers, more loads in flight, still several blocks per SM. */
@@ -362,7 +360,7 @@ static bool plan_tiled(const conv_direct_launch *common, conv_direct_launch *L, 
 
   const int64_t blocks = (int64_t)l.n * l.groups * l.kchunks * l.tiles_p * l.tiles_q;
   if (blocks > INT32_MAX)
-    CONV_DIRECT_REJECT("%lld blocks: too many for one launch", (long long)blocks);
+    CONV_REJECT("%lld blocks: too many for one launch", (long long)blocks);
   l.grid[0] = (unsigned)blocks;
   l.grid[1] = l.grid[2] = 1;
   *L = l;
@@ -373,18 +371,18 @@ extern "C" bool conv_direct_plan(const conv_problem *pb, const conv_direct_tilin
                                  conv_direct_launch *L, char *why, size_t why_size) {
   if (t->layout != CONV_DIRECT_GENERIC && t->layout != CONV_DIRECT_UNIT &&
       t->layout != CONV_DIRECT_WINDOW)
-    CONV_DIRECT_REJECT("no layout %d", t->layout);
+    CONV_REJECT("no layout %d", t->layout);
   if (t->tx < 1 || t->ty < 1 || t->tx * t->ty > kMaxThreads)
-    CONV_DIRECT_REJECT("%d x %d threads: not in [1, %d]", t->tx, t->ty, kMaxThreads);
+    CONV_REJECT("%d x %d threads: not in [1, %d]", t->tx, t->ty, kMaxThreads);
 
   conv_shape shape;
-  if (conv_problem_shape(pb, &shape) != CONV_OK) CONV_DIRECT_REJECT("invalid problem");
+  if (conv_problem_shape(pb, &shape) != CONV_OK) CONV_REJECT("invalid problem");
   const int64_t p = shape.p, q = shape.q;
   const int64_t dims[] = {pb->n, pb->c, pb->h, pb->w, pb->k, p, q, pb->r, pb->s,
                           pb->h * pb->w, p * q, pb->pad_h, pb->pad_w, pb->stride_h * pb->h,
                           pb->stride_w * pb->w, pb->dil_h * pb->r, pb->dil_w * pb->s};
   for (int64_t d : dims)
-    if (!fits_int(d)) CONV_DIRECT_REJECT("a size past 32-bit indexing");
+    if (!conv_fits_int(d)) CONV_REJECT("a size past 32-bit indexing");
 
   conv_direct_launch l = {};
   l.tiling = *t;
@@ -397,7 +395,7 @@ extern "C" bool conv_direct_plan(const conv_problem *pb, const conv_direct_tilin
   l.cg = (int)shape.c_per_group, l.kg = (int)shape.k_per_group;
   l.epilogue = (int)pb->epilogue;
   if (l.kg % t->kb != 0)
-    CONV_DIRECT_REJECT("kb %d does not divide %d output channels per group", t->kb, l.kg);
+    CONV_REJECT("kb %d does not divide %d output channels per group", t->kb, l.kg);
   l.kchunks = l.kg / t->kb;
   if (t->layout == CONV_DIRECT_WINDOW) return conv_direct_window_plan(&l, L, why, why_size);
   return plan_tiled(&l, L, why, why_size);

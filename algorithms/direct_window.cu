@@ -389,15 +389,15 @@ extern "C" bool conv_direct_window_plan(const conv_direct_launch *common,
   conv_direct_launch l = *common;
   const conv_direct_tiling &t = l.tiling;
   if (l.r != l.s || (l.r != 3 && l.r != 5 && l.r != 7))
-    CONV_DIRECT_REJECT("window layout: filters 3x3, 5x5 or 7x7 only, not %dx%d", l.r, l.s);
+    CONV_REJECT("window layout: filters 3x3, 5x5 or 7x7 only, not %dx%d", l.r, l.s);
   if (l.stride_h != l.stride_w || l.stride_h > 2)
-    CONV_DIRECT_REJECT("window layout: equal strides of 1 or 2 only");
+    CONV_REJECT("window layout: equal strides of 1 or 2 only");
   const int stride = l.stride_h;
   if (stride == 2 && (l.dil_h != 1 || l.dil_w != 1))
-    CONV_DIRECT_REJECT("window layout: stride 2 must be undilated");
+    CONV_REJECT("window layout: stride 2 must be undilated");
   const bool unit_dil = l.dil_h == 1 && l.dil_w == 1;
   l.kernel = find_kernel(l.r, stride, unit_dil, -1, t);
-  if (l.kernel == nullptr) CONV_DIRECT_REJECT("no kernel compiled for this layout/px/py/kb");
+  if (l.kernel == nullptr) CONV_REJECT("no kernel compiled for this layout/px/py/kb");
   /* The float4 kernel, where one is compiled: window column pad % 4 of
    * every thread is then a multiple of 4 (conv_plan_execute's pointers are
    * 16-byte aligned). */
@@ -420,14 +420,14 @@ extern "C" bool conv_direct_window_plan(const conv_direct_launch *common,
   const int64_t planes = (int64_t)l.n * l.groups * l.kchunks;
   const int64_t row_blocks = (rows + t.ty - 1) / t.ty, col_blocks = (columns + t.tx - 1) / t.tx;
   if (planes > INT32_MAX || row_blocks > 65535 || col_blocks > 65535)
-    CONV_DIRECT_REJECT("grid %lld x %lld x %lld: too large for one launch", (long long)planes,
+    CONV_REJECT("grid %lld x %lld x %lld: too large for one launch", (long long)planes,
            (long long)row_blocks, (long long)col_blocks);
   l.grid[0] = (unsigned)planes;
   l.grid[1] = (unsigned)row_blocks;
   l.grid[2] = (unsigned)col_blocks;
   l.smem_bytes = sizeof(float) * (size_t)t.kb * l.cg * l.r * l.s;
   if (l.smem_bytes > CONV_DIRECT_WINDOW_SMEM_MAX)
-    CONV_DIRECT_REJECT("window layout: filters need %zu bytes of shared memory, more than %zu",
+    CONV_REJECT("window layout: filters need %zu bytes of shared memory, more than %zu",
                        l.smem_bytes, (size_t)CONV_DIRECT_WINDOW_SMEM_MAX);
   *launch = l;
   return true;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "algorithms/direct_channel.h"
+#include "algorithms/launch_checks.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,12 +40,6 @@ static inline int conv_direct_window_spacing(int stride, int dilation) {
 
 /* For the planning functions of direct_channel.cu and direct_window.cu:
  * writes the reason to `why` and returns false. */
-#define CONV_DIRECT_REJECT(...)                                            \
-  do {                                                                     \
-    if (why != NULL && why_size > 0) snprintf(why, why_size, __VA_ARGS__); \
-    return false;                                                          \
-  } while (0)
-
 /* Only the filters are in shared memory: the default 48 KiB suffice. */
 #define CONV_DIRECT_WINDOW_SMEM_MAX ((size_t)48 << 10)
 

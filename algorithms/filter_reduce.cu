@@ -2,15 +2,10 @@
  * filter_reduce.cu -- see filter_reduce.h.
  */
 #include "algorithms/filter_reduce.h"
+#include "algorithms/launch_checks.h"
 #include "runtime/internal.h"
 
 #include <stdio.h>
-
-#define REJECT(...)                                                        \
-  do {                                                                     \
-    if (why != NULL && why_size > 0) snprintf(why, why_size, __VA_ARGS__); \
-    return false;                                                          \
-  } while (0)
 
 namespace {
 
@@ -112,8 +107,6 @@ band_fn find_kernel(int64_t r, int64_t s) {
   return nullptr;
 }
 
-bool fits_int(int64_t v) { return v >= 0 && v <= INT32_MAX; }
-
 }  // namespace
 
 extern "C" bool conv_filter_reduce_compiled(int64_t r, int64_t s) {
@@ -124,20 +117,20 @@ extern "C" bool conv_filter_reduce_plan(const conv_problem *pb, const conv_filte
                                         conv_filter_reduce_launch *L, char *why,
                                         size_t why_size) {
   if (pb->direction != CONV_BACKWARD_FILTER || pb->layout != CONV_LAYOUT_NCHW)
-    REJECT("only NCHW backward-filter passes");
+    CONV_REJECT("only NCHW backward-filter passes");
   if (t->threads < 32 || t->threads > kMaxThreads || t->threads % 32 != 0)
-    REJECT("%d threads: not a multiple of 32 in [32, %d]", t->threads, kMaxThreads);
-  if (t->rows < 1) REJECT("%d rows per band", t->rows);
+    CONV_REJECT("%d threads: not a multiple of 32 in [32, %d]", t->threads, kMaxThreads);
+  if (t->rows < 1) CONV_REJECT("%d rows per band", t->rows);
   conv_shape shape;
-  if (conv_problem_shape(pb, &shape) != CONV_OK) REJECT("invalid problem");
+  if (conv_problem_shape(pb, &shape) != CONV_OK) CONV_REJECT("invalid problem");
   const band_fn kernel = find_kernel(pb->r, pb->s);
-  if (kernel == nullptr) REJECT("no kernel compiled for a %lld x %lld filter", (long long)pb->r, (long long)pb->s);
+  if (kernel == nullptr) CONV_REJECT("no kernel compiled for a %lld x %lld filter", (long long)pb->r, (long long)pb->s);
   const int64_t dims[] = {pb->n, pb->c, pb->h, pb->w, pb->k, shape.p, shape.q,
                           pb->h * pb->w, shape.p * shape.q, pb->pad_h, pb->pad_w,
                           pb->stride_h * shape.p, pb->stride_w * shape.q,
                           pb->dil_h * pb->r, pb->dil_w * pb->s, (int64_t)t->rows * shape.q};
   for (int64_t d : dims)
-    if (!fits_int(d)) REJECT("a size past 32-bit indexing");
+    if (!conv_fits_int(d)) CONV_REJECT("a size past 32-bit indexing");
 
   conv_filter_reduce_launch l = {};
   l.tiling = *t;
@@ -148,16 +141,16 @@ extern "C" bool conv_filter_reduce_plan(const conv_problem *pb, const conv_filte
   l.pad_h = (int)pb->pad_h, l.pad_w = (int)pb->pad_w;
   l.dil_h = (int)pb->dil_h, l.dil_w = (int)pb->dil_w;
   l.cg = (int)shape.c_per_group, l.kg = (int)shape.k_per_group;
-  if ((int64_t)l.k * l.cg > 65535) REJECT("%lld filter planes: more than one grid column takes", (long long)l.k * l.cg);
+  if ((int64_t)l.k * l.cg > 65535) CONV_REJECT("%lld filter planes: more than one grid column takes", (long long)l.k * l.cg);
   l.pairs = l.k * l.cg;
   l.bands_per_image = (l.p + t->rows - 1) / t->rows;
-  if ((int64_t)l.n * l.bands_per_image > INT32_MAX) REJECT("too many bands for one launch");
+  if ((int64_t)l.n * l.bands_per_image > INT32_MAX) CONV_REJECT("too many bands for one launch");
   l.bands = l.n * l.bands_per_image;
   l.by_q = conv_divisor_make(l.q);
   if (l.bands > 1) {
     const double bytes = (double)l.bands * (double)shape.w_elems * sizeof(float);
     if (bytes > (double)CONV_FILTER_REDUCE_WORKSPACE_MAX)
-      REJECT("%d bands' partial sums need %.0f MiB, more than %zu", l.bands, bytes / (1 << 20),
+      CONV_REJECT("%d bands' partial sums need %.0f MiB, more than %zu", l.bands, bytes / (1 << 20),
              CONV_FILTER_REDUCE_WORKSPACE_MAX >> 20);
     l.workspace_bytes = (size_t)bytes;
   }

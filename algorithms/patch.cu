@@ -11,6 +11,7 @@
 #include <cstdio>
 
 #include "algorithms/patch_kernels.cuh"
+#include "algorithms/launch_checks.h"
 
 namespace {
 
@@ -348,12 +349,6 @@ const kernel_instance *find_instance(int h, int w, int r, int s, const conv_patc
   return found;
 }
 
-#define REJECT(...)                                                           \
-  do {                                                                        \
-    if (why != nullptr && why_size > 0) snprintf(why, why_size, __VA_ARGS__); \
-    return false;                                                             \
-  } while (0)
-
 /* Staged inputs, both buffers, at most this: room for the filter bank. */
 constexpr size_t kStageBytesMax = (size_t)64 << 10;
 /* Shared memory an FMA block that has the SM to itself takes: within
@@ -362,11 +357,11 @@ constexpr size_t kWholeSmBytes = (size_t)160 << 10;
 
 bool plan_fma(conv_patch_launch &l, char *why, size_t why_size) {
   const conv_patch_tiling &t = l.tiling;
-  if (l.h % t.rows != 0) REJECT("%d rows per thread do not divide %d", t.rows, l.h);
+  if (l.h % t.rows != 0) CONV_REJECT("%d rows per thread do not divide %d", t.rows, l.h);
   l.threads = kWarp * (l.h / t.rows) * t.warps;
   l.block_k = t.channels * t.warps;
   if (l.k % l.block_k != 0)
-    REJECT("%d x %d channels per block do not divide K = %d", t.warps, t.channels, l.k);
+    CONV_REJECT("%d x %d channels per block do not divide K = %d", t.warps, t.channels, l.k);
   l.images_per_block = kWarp;
   l.bank_floats = l.c * l.r * l.s * l.block_k;
   /* The most channels (a power of two, up to 32, at most C rounded up)
@@ -398,11 +393,11 @@ bool plan_mma(conv_patch_launch &l, const kernel_instance &in, char *why, size_t
   l.block_k = 8 * t.channels;
   /* wgmma: a warpgroup (4 warps) multiplies its 64 pixels at once. */
   if (t.kind == CONV_PATCH_WGMMA && t.warps % 4 != 0)
-    REJECT("%d warps are not whole warpgroups", t.warps);
+    CONV_REJECT("%d warps are not whole warpgroups", t.warps);
   if (l.k % l.block_k != 0)
-    REJECT("%d channel tiles per warp do not divide K / 8 = %d", t.channels, l.k / 8);
+    CONV_REJECT("%d channel tiles per warp do not divide K / 8 = %d", t.channels, l.k / 8);
   if (t.warps * t.rows % tiles_per_image != 0)
-    REJECT("%d x %d pixel tiles are not whole %dx%d images", t.warps, t.rows, l.h, l.w);
+    CONV_REJECT("%d x %d pixel tiles are not whole %dx%d images", t.warps, t.rows, l.h, l.w);
   l.threads = kWarp * t.warps;
   l.images_per_block = t.warps * t.rows / tiles_per_image;
   l.chunk = kMmaChunk;
@@ -438,17 +433,17 @@ extern "C" int conv_patch_kernels(const conv_problem *pb, conv_patch_tiling *out
 extern "C" bool conv_patch_plan(const conv_problem *pb, const conv_patch_tiling *t,
                                 conv_patch_launch *L, char *why, size_t why_size) {
   if (!conv_patch_geometry(pb))
-    REJECT("no patch kernel for %lldx%lld images, %lldx%lld filters, pads %lld,%lld, K %lld",
+    CONV_REJECT("no patch kernel for %lldx%lld images, %lldx%lld filters, pads %lld,%lld, K %lld",
            (long long)pb->h, (long long)pb->w, (long long)pb->r, (long long)pb->s,
            (long long)pb->pad_h, (long long)pb->pad_w, (long long)pb->k);
   const kernel_instance *in = find_instance((int)pb->h, (int)pb->w, (int)pb->r, (int)pb->s, t);
   if (in == nullptr)
-    REJECT("tiling %d/%d/%d not compiled for this geometry", t->kind, t->rows, t->channels);
+    CONV_REJECT("tiling %d/%d/%d not compiled for this geometry", t->kind, t->rows, t->channels);
   if (t->kind != CONV_PATCH_FMA && pb->math != CONV_MATH_TF32)
-    REJECT("the tensor-core kernel needs TF32 mode");
-  if (t->warps < 1 || t->warps > kMaxThreads / kWarp) REJECT("%d warps", t->warps);
+    CONV_REJECT("the tensor-core kernel needs TF32 mode");
+  if (t->warps < 1 || t->warps > kMaxThreads / kWarp) CONV_REJECT("%d warps", t->warps);
   /* Indexing inside a plane or the filter bank is 32-bit. */
-  if (pb->n > INT32_MAX || pb->c * pb->r * pb->s * pb->k > INT32_MAX) REJECT("too large");
+  if (pb->n > INT32_MAX || pb->c * pb->r * pb->s * pb->k > INT32_MAX) CONV_REJECT("too large");
 
   conv_patch_launch l = {};
   l.tiling = *t;
@@ -458,9 +453,9 @@ extern "C" bool conv_patch_plan(const conv_problem *pb, const conv_patch_tiling 
   if (!(t->kind == CONV_PATCH_FMA ? plan_fma(l, why, why_size) : plan_mma(l, *in, why, why_size)))
     return false;
   if (l.threads > in->max_threads)
-    REJECT("%d threads per block, more than %d", l.threads, in->max_threads);
+    CONV_REJECT("%d threads per block, more than %d", l.threads, in->max_threads);
   if (l.smem_bytes > CONV_PATCH_SMEM_MAX)
-    REJECT("needs %zu bytes of shared memory, more than %zu", l.smem_bytes,
+    CONV_REJECT("needs %zu bytes of shared memory, more than %zu", l.smem_bytes,
            (size_t)CONV_PATCH_SMEM_MAX);
   l.k_blocks = l.k / l.block_k;
   l.image_groups = (int)((pb->n + l.images_per_block - 1) / l.images_per_block);
