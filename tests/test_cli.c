@@ -1,7 +1,7 @@
 /*
  * test_cli.c -- the convtune command-line tool, run as a child process
  * ($CONVTUNE_CLI) with its stdout and stderr captured through libuv pipes,
- * and the suite / JSON reader of tools/json.c called directly.
+ * and the suite loader and JSON reading of tools/json.c called directly.
  *
  * All of these run without a GPU.  The one test about the no-GPU message
  * skips itself where a context can be created (a real GPU is there); the
@@ -541,49 +541,41 @@ static int test_list_and_show_without_gpu(void) {
 
 /* ================================================================ JSON */
 
-static const json_value *array_item(const json_value *v, size_t i) {
-  return v->type == JSON_ARRAY && i < v->u.array.count ? &v->u.array.items[i] : NULL;
+static bool has_string(const json_t *obj, const char *key, const char *value) {
+  const char *v = json_string_value(json_object_get(obj, key));
+  return v != NULL && strcmp(v, value) == 0;
 }
 
-static bool has_string(const json_value *obj, const char *key, const char *value) {
-  const json_value *v = json_object_get(obj, key);
-  return v != NULL && v->type == JSON_STRING && strcmp(v->u.string.chars, value) == 0;
-}
-
-static bool is_true(const json_value *obj, const char *key) {
-  const json_value *v = json_object_get(obj, key);
-  return v != NULL && v->type == JSON_BOOL && v->u.boolean;
+static bool is_true(const json_t *obj, const char *key) {
+  return json_is_true(json_object_get(obj, key));
 }
 
 static int check_list_json(const char *text, const char *key) {
-  json_value doc;
-  json_error err;
-  CHECK_MSG(json_parse(text, strlen(text), &doc, &err), "%d:%d: %s\n%s", err.line, err.column,
-            err.message, text);
-  bool ok = doc.type == JSON_ARRAY && doc.u.array.count == 2;
+  json_error_t err;
+  json_t *doc = json_load_strict(text, strlen(text), &err);
+  CHECK_MSG(doc != NULL, "%d:%d: %s\n%s", err.line, err.column, err.text, text);
+  bool ok = json_is_array(doc) && json_array_size(doc) == 2;
   for (size_t i = 0; ok && i < 2; i++) {
-    const json_value *row = array_item(&doc, i);
-    const json_value *ms = json_object_get(row, "time_ms");
+    const json_t *row = json_array_get(doc, i);
     ok = has_string(row, "problem", key) && has_string(row, "algorithm", "cudnn") &&
-         has_string(row, "versions", VERSIONS) && ms != NULL && ms->type == JSON_NUMBER;
+         has_string(row, "versions", VERSIONS) && json_is_number(json_object_get(row, "time_ms"));
   }
-  ok = ok && has_string(array_item(&doc, 0), "device", DEVICE_A) &&
-       has_string(array_item(&doc, 0), "config", "engine=12 knobs=3") &&
-       json_object_get(array_item(&doc, 0), "time_ms")->u.number == 0.25;
-  json_free(&doc);
+  ok = ok && has_string(json_array_get(doc, 0), "device", DEVICE_A) &&
+       has_string(json_array_get(doc, 0), "config", "engine=12 knobs=3") &&
+       json_number_value(json_object_get(json_array_get(doc, 0), "time_ms")) == 0.25;
+  json_decref(doc);
   CHECK_MSG(ok, "unexpected list JSON:\n%s", text);
   return TEST_PASS;
 }
 
 static int check_show_json(const char *text, const char *key) {
-  json_value doc;
-  json_error err;
-  CHECK_MSG(json_parse(text, strlen(text), &doc, &err), "%d:%d: %s\n%s", err.line, err.column,
-            err.message, text);
+  json_error_t err;
+  json_t *doc = json_load_strict(text, strlen(text), &err);
+  CHECK_MSG(doc != NULL, "%d:%d: %s\n%s", err.line, err.column, err.text, text);
   size_t winners = 0, picks = 0, failed = 0;
-  bool ok = doc.type == JSON_ARRAY && doc.u.array.count == 4;
-  for (size_t i = 0; ok && i < doc.u.array.count; i++) {
-    const json_value *row = array_item(&doc, i);
+  bool ok = json_is_array(doc) && json_array_size(doc) == 4;
+  for (size_t i = 0; ok && i < json_array_size(doc); i++) {
+    const json_t *row = json_array_get(doc, i);
     ok = has_string(row, "problem", key) && json_object_get(row, "rel_error") != NULL;
     winners += is_true(row, "winner");
     picks += is_true(row, "heuristic_pick");
@@ -592,53 +584,56 @@ static int check_show_json(const char *text, const char *key) {
       ok = ok && has_string(row, "reason", "relative error 2.0e-02 above bound 1.0e-05");
     }
   }
-  json_free(&doc);
+  json_decref(doc);
   CHECK_MSG(ok && winners == 2 && picks == 1 && failed == 1, "unexpected show JSON:\n%s", text);
   return TEST_PASS;
 }
 
-/* The strict reader: what it must refuse, where it says the error is. */
+/* The strict reading (json_load_strict): what it must refuse, where it
+ * says the error is. */
 static int check_parser(void) {
   static const char *const bad[] = {
       "", "[1,]", "{\"a\": 1,}", "[01]", "{'a': 1}", "[1] x", "\"\\x\"", "[\"a\tb\"]",
       "{\"a\": 1, \"a\": 2}", "nul", "[1e999]", "\"\\ud800\"", "\"\xff\"", "[-]", "[1.]",
-      "{\"a\" 1}", "[1 2]", "NaN", "// c\n1", "\"\xc0\xaf\"", "\"\\udc00\"",
+      "{\"a\" 1}", "[1 2]", "NaN", "// c\n1", "\"\xc0\xaf\"", "\"\\udc00\"", "\"a\\u0000b\"",
+      "\xef\xbb\xbf\xef\xbb\xbf[]",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    json_value v;
-    json_error err;
-    CHECK_MSG(!json_parse(bad[i], strlen(bad[i]), &v, &err), "accepted bad[%zu]: %s", i, bad[i]);
-    CHECK(err.message[0] != '\0');
+    json_error_t err;
+    json_t *v = json_load_strict(bad[i], strlen(bad[i]), &err);
+    CHECK_MSG(v == NULL, "accepted bad[%zu]: %s", i, bad[i]);
+    CHECK(err.text[0] != '\0');
   }
-  json_value v;
-  json_error err;
+  json_error_t err;
   const char *where = "[1,\n  2,\n  x]";
-  CHECK(!json_parse(where, strlen(where), &v, &err));
+  CHECK(json_load_strict(where, strlen(where), &err) == NULL);
   CHECK_MSG(err.line == 3 && err.column == 3, "error at %d:%d: %s", err.line, err.column,
-            err.message);
+            err.text);
 
-  char deep[2 * JSON_MAX_DEPTH + 3];
-  for (int depth = JSON_MAX_DEPTH; depth <= JSON_MAX_DEPTH + 1; depth++) {
+  /* Nesting past jansson's limit is an error, not a deep recursion. */
+  static char deep[2 * (JSON_PARSER_MAX_DEPTH + 1)];
+  for (int depth = JSON_PARSER_MAX_DEPTH; depth <= JSON_PARSER_MAX_DEPTH + 1; depth++) {
     memset(deep, '[', (size_t)depth);
     memset(deep + depth, ']', (size_t)depth);
-    bool ok = json_parse(deep, 2 * (size_t)depth, &v, &err);
-    CHECK_MSG(ok == (depth == JSON_MAX_DEPTH), "depth %d: %s", depth, err.message);
-    if (ok) json_free(&v);
+    json_t *v = json_load_strict(deep, 2 * (size_t)depth, &err);
+    CHECK_MSG((v != NULL) == (depth == JSON_PARSER_MAX_DEPTH), "depth %d: %s", depth, err.text);
+    json_decref(v);
   }
 
-  const char *good = " {\"s\": \"\\u00e9\\ud83d\\ude00\\n\\\"\", \"n\": -0.5e+2, \"a\": "
-                     "[true, false, null, {}], \"z\": 0} ";
-  CHECK_MSG(json_parse(good, strlen(good), &v, &err), "%s", err.message);
-  const json_value *s = json_object_get(&v, "s");
-  CHECK(s != NULL && strcmp(s->u.string.chars, "\xc3\xa9\xf0\x9f\x98\x80\n\"") == 0);
-  CHECK(json_object_get(&v, "n")->u.number == -50.0);
-  CHECK(json_object_get(&v, "a")->u.array.count == 4);
-  CHECK(json_object_get(&v, "missing") == NULL);
-  json_free(&v);
+  const char *good = "\xef\xbb\xbf {\"s\": \"\\u00e9\\ud83d\\ude00\\n\\\"\", \"n\": -0.5e+2, "
+                     "\"a\": [true, false, null, {}], \"z\": 0} ";
+  json_t *v = json_load_strict(good, strlen(good), &err);
+  CHECK_MSG(v != NULL, "%s", err.text);
+  const char *s = json_string_value(json_object_get(v, "s"));
+  CHECK(s != NULL && strcmp(s, "\xc3\xa9\xf0\x9f\x98\x80\n\"") == 0);
+  CHECK(json_number_value(json_object_get(v, "n")) == -50.0);
+  CHECK(json_array_size(json_object_get(v, "a")) == 4);
+  CHECK(json_object_get(v, "missing") == NULL);
+  json_decref(v);
   return TEST_PASS;
 }
 
-/* json_write_string / json_write_number read back through json_parse. */
+/* json_write_string / json_write_number read back through jansson. */
 static int check_writer(void) {
   FILE *f = tmpfile();
   CHECK(f != NULL);
@@ -658,13 +653,14 @@ static int check_writer(void) {
   fclose(f);
   CHECK(n == (size_t)size);
   text[n] = '\0';
-  json_value v;
-  json_error err;
-  CHECK_MSG(json_parse(text, n, &v, &err), "%s: %s", text, err.message);
-  CHECK(strcmp(v.u.array.items[0].u.string.chars, nasty) == 0);
-  CHECK(v.u.array.items[1].u.number == 0.1);
-  CHECK(v.u.array.items[2].u.number == 1.0 / 3.0);
-  json_free(&v);
+  json_error_t err;
+  json_t *v = json_load_strict(text, n, &err);
+  CHECK_MSG(v != NULL, "%s: %s", text, err.text);
+  const char *s = json_string_value(json_array_get(v, 0));
+  CHECK(s != NULL && strcmp(s, nasty) == 0);
+  CHECK(json_number_value(json_array_get(v, 1)) == 0.1);
+  CHECK(json_number_value(json_array_get(v, 2)) == 1.0 / 3.0);
+  json_decref(v);
   return TEST_PASS;
 }
 
@@ -691,11 +687,10 @@ static int test_json_output(void) {
 
   /* Nothing found: still a valid (empty) array on stdout. */
   RUN_EXPECT(r, 1, "show", OTHER_SPEC, "--json", "--cache", db);
-  json_value v;
-  json_error err;
-  CHECK_MSG(json_parse(r.out.data, r.out.len, &v, &err), "%s", r.out.data);
-  CHECK(v.type == JSON_ARRAY && v.u.array.count == 0);
-  json_free(&v);
+  json_t *v = json_load_strict(r.out.data, r.out.len, NULL);
+  CHECK_MSG(v != NULL, "%s", r.out.data);
+  CHECK(json_is_array(v) && json_array_size(v) == 0);
+  json_decref(v);
   cli_result_free(&r);
   remove_db(db);
   return TEST_PASS;
@@ -736,51 +731,61 @@ static int check_suite_rows(const suite *s) {
   return TEST_PASS;
 }
 
-/* A document suite_parse must refuse, and what its message must say. */
-static int check_suite_error(const char *text, const char *what, int line) {
+/* A document suite_parse must refuse, what its message must say and where
+ * it places it. */
+static int check_suite_error(const char *text, const char *what, int line, int column) {
   suite s;
   suite_init(&s);
-  json_error err;
+  suite_error err;
   bool ok = suite_parse(text, strlen(text), &s, &err);
   suite_free(&s);
   CHECK_MSG(!ok, "accepted: %s", text);
   CHECK_MSG(contains(err.message, what), "message \"%s\" lacks \"%s\"", err.message, what);
-  CHECK_MSG(err.line == line, "line %d, expected %d (%s)", err.line, line, err.message);
+  CHECK_MSG(err.line == line && err.column == column, "at %d:%d, expected %d:%d (%s)", err.line,
+            err.column, line, column, err.message);
   return TEST_PASS;
 }
 
 static int check_suite_errors(void) {
   static const struct {
     const char *text, *what;
-    int line;
+    int line, column;
   } cases[] = {
       {"{\"shapes\": [{\"name\": \"x\", \"N\": 1, \"C\": 1, \"H\": 1,\n \"W\": 1, \"R\": 1, "
        "\"S\": 1}]}",
-       "missing \"K\"", 1},
+       "missing \"K\"", 1, 13},
       {"[{\"name\": \"x\", \"N\": 1.5, \"C\": 1, \"H\": 1, \"W\": 1, \"K\": 1, \"R\": 1, "
        "\"S\": 1}]",
-       "\"N\" must be an integer", 1},
+       "\"N\" must be an integer", 1, 21},
       {"[{\"name\": \"x\", \"N\": 1, \"C\": 1, \"H\": 1, \"W\": 1, \"K\": 1, \"R\": 1, "
        "\"S\": 1,\n \"pad\": \"1\"}]",
-       "\"pad\"", 2},
-      {"[{\"N\": 1}]", "missing \"name\"", 1},
-      {"{\"shapes\": 3}", "got number", 1},
-      {"{\"rows\": []}", "missing \"shapes\"", 1},
-      {"[{\"name\": \"x\", \"op\": 7}]", "\"op\" must be a string", 1},
-      {"{\"shapes\": [\n  {\"name\": \"x\",}\n]}", "trailing comma", 2},
+       "\"pad\"", 2, 9},
+      {"[{\"N\": 1}]", "missing \"name\"", 1, 2},
+      {"{\"shapes\": 3}", "got number", 1, 12},
+      {"{\"rows\": []}", "missing \"shapes\"", 1, 1},
+      {"[{\"name\": \"x\", \"op\": 7}]", "\"op\" must be a string", 1, 22},
+      /* A trailing comma: jansson's words, where it stopped reading. */
+      {"{\"shapes\": [\n  {\"name\": \"x\",}\n]}", "string or '}' expected near '}'", 2, 16},
+      /* Placed past strings holding brackets, quotes and commas, a nested
+       * member and an escaped key; the column counts characters. */
+      {"{\"why\": \"a \\\"}], [\\\" b\", \"shapes\": [\n"
+       " {\"name\": \"ok\", \"N\": 1, \"C\": 1, \"H\": 1, \"W\": 1, \"K\": 1, \"R\": 1, \"S\": 1},\n"
+       " {\"name\": \"\xc3\xa9\\\"]\", \"note\": {\"x\": [1, {\"y\": \"}\"}]}, \"N\": 1, \"C\": 1,"
+       " \"H\": 1, \"W\": 1, \"K\": 1, \"R\": 1, \"\\u0053\": 1.5}]}",
+       "shape 1 (\"\xc3\xa9\"]\"): \"S\" must be an integer", 3, 109},
       /* Rows are validated as problems, naming the field. */
       {"[{\"name\": \"x\", \"N\": 1, \"C\": 1, \"H\": 1, \"W\": 1, \"K\": 1, \"R\": 1, \"S\": 1},\n"
        " {\"name\": \"neg\", \"N\": -1, \"C\": 1, \"H\": 1, \"W\": 1, \"K\": 1, \"R\": 1, \"S\": 1}]",
-       "shape 1 (\"neg\"): n = -1: must be at least 1", 2},
+       "shape 1 (\"neg\"): n = -1: must be at least 1", 2, 2},
       {"[{\"name\": \"huge\", \"N\": 1, \"C\": 1, \"H\": 9007199254740992, \"W\": 1, \"K\": 1,"
        " \"R\": 1, \"S\": 1}]",
-       "h = 9007199254740992: larger than", 1},
+       "h = 9007199254740992: larger than", 1, 2},
       {"[{\"name\": \"g\", \"N\": 1, \"C\": 4, \"H\": 4, \"W\": 4, \"K\": 6, \"R\": 1, \"S\": 1,"
        " \"groups\": 4}]",
-       "groups = 4 must be positive and divide", 1},
+       "groups = 4 must be positive and divide", 1, 2},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    int rc = check_suite_error(cases[i].text, cases[i].what, cases[i].line);
+    int rc = check_suite_error(cases[i].text, cases[i].what, cases[i].line, cases[i].column);
     if (rc != TEST_PASS) return rc;
   }
   return TEST_PASS;
@@ -802,7 +807,7 @@ static int test_suite_file_parsing(void) {
   /* A top-level array of rows. */
   const char *array = "[{\"name\": \"one\", \"N\": 1, \"C\": 2, \"H\": 3, \"W\": 4, \"K\": 5, "
                       "\"R\": 1, \"S\": 1}]";
-  json_error err;
+  suite_error err;
   CHECK_MSG(suite_parse(array, strlen(array), &s, &err), "%s", err.message);
   CHECK(s.count == 1 && strcmp(s.shapes[0].name, "one") == 0 && s.shapes[0].problem.k == 5);
   CHECK(s.shapes[0].problem.stride_w == 1 && s.shapes[0].problem.pad_w == 0);
@@ -920,15 +925,15 @@ static int test_hostile_cache_strings(void) {
     cli_result r;
     CHECK(run_cli(args, &r));
     CHECK(r.exit_status == 0);
-    json_value doc;
-    json_error err;
-    CHECK_MSG(json_parse(r.out.data, r.out.len, &doc, &err), "%s --json is not JSON: %d:%d: %s\n%s",
-              args[0], err.line, err.column, err.message, r.out.data);
-    const json_value *row = array_item(&doc, 0);
+    json_error_t err;
+    json_t *doc = json_load_strict(r.out.data, r.out.len, &err);
+    CHECK_MSG(doc != NULL, "%s --json is not JSON: %d:%d: %s\n%s", args[0], err.line, err.column,
+              err.text, r.out.data);
+    const json_t *row = json_array_get(doc, 0);
     bool ok = has_string(row, "algorithm", EVIL_ALGORITHM) && has_string(row, "config", EVIL_CONFIG) &&
               has_string(row, "device", EVIL_DEVICE) &&
               has_string(row, "versions", "cuda=1 \xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd");
-    json_free(&doc);
+    json_decref(doc);
     CHECK_MSG(ok, "%s --json lost or changed a string:\n%s", args[0], r.out.data);
     cli_result_free(&r);
   }

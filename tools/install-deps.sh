@@ -1,9 +1,9 @@
 #!/bin/sh
 # Installs what building convtune needs and this machine lacks, with apt
-# (Debian, Ubuntu): SQLite's and libuv's development files, CMake, and
-# Python's headers and venv where there is a python3 (the binding's
-# compiled call path; pip install into a virtual environment).  Does
-# nothing when all are there.  The CUDA toolkit and cuDNN come from
+# (Debian, Ubuntu): SQLite's, libuv's and jansson's development files,
+# CMake, and Python's headers and venv where there is a python3 (the
+# binding's compiled call path; pip install into a virtual environment).
+# Does nothing when all are there.  The CUDA toolkit and cuDNN come from
 # NVIDIA, not from here: without nvcc it says so and fails.
 # The README's two set-up commands and .ci/run start with it.
 set -eu
@@ -11,6 +11,7 @@ set -eu
 need=""
 [ -f /usr/include/uv.h ] || need="$need libuv1-dev"
 [ -f /usr/include/sqlite3.h ] || need="$need libsqlite3-dev"
+[ -f /usr/include/jansson.h ] || need="$need libjansson-dev"
 command -v cmake >/dev/null 2>&1 || need="$need cmake"
 if command -v python3 >/dev/null 2>&1; then
   py_include=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null || true)

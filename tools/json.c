@@ -1,5 +1,5 @@
 /*
- * json.c -- a small, strict JSON reader and writer, and the suite loader.
+ * json.c -- reading JSON with jansson, the writer, and the suite loader.
  * See json.h for what is accepted.
  */
 #include "tools/json.h"
@@ -18,524 +18,21 @@
 
 /* ================================================================ reader */
 
-typedef struct json_parser {
-  const char *text;
-  size_t len, pos;
-  int line;          /* line of pos, 1-based                           */
-  size_t line_start; /* offset of that line's first byte                */
-  int depth;
-  json_error *err;
-} json_parser;
-
-/* A growable byte buffer for decoded strings. */
-typedef struct json_buf {
-  char *data;
-  size_t len, cap;
-} json_buf;
-
-static void position_of(const json_parser *p, size_t at, int *line, int *column) {
-  int l = 1;
-  size_t start = 0;
-  for (size_t i = 0; i < at && i < p->len; i++) {
-    if (p->text[i] == '\n') {
-      l++;
-      start = i + 1;
-    }
-  }
-  *line = l;
-  *column = (int)(at - start + 1);
+static json_t *load(const char *text, size_t len, json_error_t *err) {
+  return json_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, err);
 }
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static bool fail(json_parser *p, size_t at, const char *fmt, ...) {
-  if (p->err == NULL) return false;
-  position_of(p, at, &p->err->line, &p->err->column);
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(p->err->message, sizeof p->err->message, fmt, ap);
-  va_end(ap);
-  return false;
-}
-
-static bool out_of_memory(json_parser *p) {
-  return fail(p, p->pos, "out of memory");
-}
-
-/* "'x'" for a printable byte, "byte 0xNN" otherwise. */
-static const char *describe_byte(unsigned char c, char *buf, size_t size) {
-  if (c >= 0x20 && c < 0x7f) {
-    snprintf(buf, size, "'%c'", c);
-  } else {
-    snprintf(buf, size, "byte 0x%02x", (unsigned)c);
-  }
-  return buf;
-}
-
-static void skip_ws(json_parser *p) {
-  while (p->pos < p->len) {
-    char c = p->text[p->pos];
-    if (c == '\n') {
-      p->pos++;
-      p->line++;
-      p->line_start = p->pos;
-    } else if (c == ' ' || c == '\t' || c == '\r') {
-      p->pos++;
-    } else {
-      break;
-    }
+/* Steps over a leading UTF-8 byte order mark. */
+static void skip_bom(const char **text, size_t *len) {
+  if (*len >= 3 && memcmp(*text, "\xef\xbb\xbf", 3) == 0) {
+    *text += 3;
+    *len -= 3;
   }
 }
 
-static bool buf_push(json_buf *b, const char *bytes, size_t n) {
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 32;
-    while (cap < b->len + n + 1) cap *= 2;
-    char *data = realloc(b->data, cap);
-    if (data == NULL) return false;
-    b->data = data;
-    b->cap = cap;
-  }
-  memcpy(b->data + b->len, bytes, n);
-  b->len += n;
-  b->data[b->len] = '\0';
-  return true;
-}
-
-static size_t utf8_encode(uint32_t cp, char out[4]) {
-  if (cp < 0x80) {
-    out[0] = (char)cp;
-    return 1;
-  }
-  if (cp < 0x800) {
-    out[0] = (char)(0xc0 | (cp >> 6));
-    out[1] = (char)(0x80 | (cp & 0x3f));
-    return 2;
-  }
-  if (cp < 0x10000) {
-    out[0] = (char)(0xe0 | (cp >> 12));
-    out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    out[2] = (char)(0x80 | (cp & 0x3f));
-    return 3;
-  }
-  out[0] = (char)(0xf0 | (cp >> 18));
-  out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-  out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-  out[3] = (char)(0x80 | (cp & 0x3f));
-  return 4;
-}
-
-/* Reads the 4 hex digits at p->pos. */
-static bool parse_hex4(json_parser *p, uint32_t *out) {
-  if (p->len - p->pos < 4) return fail(p, p->pos, "incomplete \\u escape");
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) {
-    char c = p->text[p->pos + (size_t)i];
-    uint32_t d;
-    if (c >= '0' && c <= '9') {
-      d = (uint32_t)(c - '0');
-    } else if (c >= 'a' && c <= 'f') {
-      d = (uint32_t)(c - 'a' + 10);
-    } else if (c >= 'A' && c <= 'F') {
-      d = (uint32_t)(c - 'A' + 10);
-    } else {
-      return fail(p, p->pos + (size_t)i, "bad hex digit in \\u escape");
-    }
-    v = v * 16 + d;
-  }
-  p->pos += 4;
-  *out = v;
-  return true;
-}
-
-/* After "\u": one code point, joining a surrogate pair. */
-static bool parse_unicode_escape(json_parser *p, size_t escape_at, uint32_t *cp) {
-  uint32_t hi = 0;
-  if (!parse_hex4(p, &hi)) return false;
-  if (hi >= 0xdc00 && hi <= 0xdfff) {
-    return fail(p, escape_at, "lone low surrogate \\u%04x", (unsigned)hi);
-  }
-  if (hi < 0xd800 || hi > 0xdbff) {
-    *cp = hi;
-    return true;
-  }
-  if (p->len - p->pos < 2 || p->text[p->pos] != '\\' || p->text[p->pos + 1] != 'u') {
-    return fail(p, escape_at, "high surrogate \\u%04x not followed by a low surrogate",
-                (unsigned)hi);
-  }
-  p->pos += 2;
-  uint32_t lo = 0;
-  if (!parse_hex4(p, &lo)) return false;
-  if (lo < 0xdc00 || lo > 0xdfff) {
-    return fail(p, escape_at, "high surrogate \\u%04x not followed by a low surrogate",
-                (unsigned)hi);
-  }
-  *cp = 0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00);
-  return true;
-}
-
-/* One escape after the backslash at escape_at; appends its bytes. */
-static bool parse_escape(json_parser *p, size_t escape_at, json_buf *b) {
-  if (p->pos >= p->len) return fail(p, escape_at, "unterminated string");
-  char c = p->text[p->pos++];
-  char one;
-  switch (c) {
-  case '"': one = '"'; break;
-  case '\\': one = '\\'; break;
-  case '/': one = '/'; break;
-  case 'b': one = '\b'; break;
-  case 'f': one = '\f'; break;
-  case 'n': one = '\n'; break;
-  case 'r': one = '\r'; break;
-  case 't': one = '\t'; break;
-  case 'u': {
-    uint32_t cp = 0;
-    if (!parse_unicode_escape(p, escape_at, &cp)) return false;
-    char bytes[4];
-    size_t n = utf8_encode(cp, bytes);
-    return buf_push(b, bytes, n) || out_of_memory(p);
-  }
-  default: {
-    char what[16];
-    return fail(p, escape_at, "invalid escape \\%s in string",
-                describe_byte((unsigned char)c, what, sizeof what));
-  }
-  }
-  return buf_push(b, &one, 1) || out_of_memory(p);
-}
-
-/* A string at p->pos (which is '"'); on success *chars is owned by the caller. */
-static bool parse_string(json_parser *p, char **chars, size_t *len) {
-  size_t start = p->pos++;
-  json_buf b = {NULL, 0, 0};
-  if (!buf_push(&b, "", 0)) return out_of_memory(p);
-  for (;;) {
-    if (p->pos >= p->len) {
-      free(b.data);
-      return fail(p, start, "unterminated string");
-    }
-    unsigned char c = (unsigned char)p->text[p->pos];
-    if (c == '"') {
-      p->pos++;
-      break;
-    }
-    bool ok;
-    if (c == '\\') {
-      size_t at = p->pos++;
-      ok = parse_escape(p, at, &b);
-    } else if (c < 0x20) {
-      ok = fail(p, p->pos, "raw control character 0x%02x in string (escape it)", (unsigned)c);
-    } else if (c < 0x80) {
-      ok = buf_push(&b, (const char *)&c, 1) || out_of_memory(p);
-      p->pos++;
-    } else {
-      size_t n = utf8_sequence_length((const unsigned char *)p->text + p->pos, p->len - p->pos);
-      if (n == 0) {
-        ok = fail(p, p->pos, "invalid UTF-8 in string");
-      } else {
-        ok = buf_push(&b, p->text + p->pos, n) || out_of_memory(p);
-        p->pos += n;
-      }
-    }
-    if (!ok) {
-      free(b.data);
-      return false;
-    }
-  }
-  *chars = b.data;
-  *len = b.len;
-  return true;
-}
-
-static bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-static size_t skip_digits(const json_parser *p, size_t i) {
-  while (i < p->len && is_digit(p->text[i])) i++;
-  return i;
-}
-
-static bool parse_number(json_parser *p, json_value *out) {
-  size_t start = p->pos, i = p->pos;
-  if (p->text[i] == '-') i++;
-  if (i >= p->len || !is_digit(p->text[i])) return fail(p, i, "expected a digit");
-  if (p->text[i] == '0') {
-    i++;
-    if (i < p->len && is_digit(p->text[i])) return fail(p, start, "leading zeros are not allowed");
-  } else {
-    i = skip_digits(p, i);
-  }
-  if (i < p->len && p->text[i] == '.') {
-    i++;
-    if (i >= p->len || !is_digit(p->text[i])) return fail(p, i, "expected a digit after '.'");
-    i = skip_digits(p, i);
-  }
-  if (i < p->len && (p->text[i] == 'e' || p->text[i] == 'E')) {
-    i++;
-    if (i < p->len && (p->text[i] == '+' || p->text[i] == '-')) i++;
-    if (i >= p->len || !is_digit(p->text[i])) return fail(p, i, "expected a digit in the exponent");
-    i = skip_digits(p, i);
-  }
-  size_t n = i - start;
-  char local[128];
-  char *copy = n < sizeof local ? local : malloc(n + 1);
-  if (copy == NULL) return out_of_memory(p);
-  memcpy(copy, p->text + start, n);
-  copy[n] = '\0';
-  double v = strtod(copy, NULL);
-  if (copy != local) free(copy);
-  if (isinf(v)) return fail(p, start, "number out of range");
-  out->type = JSON_NUMBER;
-  out->u.number = v;
-  p->pos = i;
-  return true;
-}
-
-static bool parse_literal(json_parser *p, const char *word, json_value *out) {
-  size_t n = strlen(word);
-  if (p->len - p->pos < n || memcmp(p->text + p->pos, word, n) != 0) {
-    return fail(p, p->pos, "invalid literal (expected %s)", word);
-  }
-  p->pos += n;
-  if (word[0] == 'n') {
-    out->type = JSON_NULL;
-  } else {
-    out->type = JSON_BOOL;
-    out->u.boolean = word[0] == 't';
-  }
-  return true;
-}
-
-static bool parse_value(json_parser *p, json_value *out);
-
-static bool enter(json_parser *p) {
-  if (p->depth >= JSON_MAX_DEPTH) {
-    return fail(p, p->pos, "nesting deeper than %d levels", JSON_MAX_DEPTH);
-  }
-  p->depth++;
-  p->pos++; /* the '[' or '{' */
-  return true;
-}
-
-/* After a member or item: ',' (not before the closing bracket) or `close`. */
-static bool parse_separator(json_parser *p, char close, bool *done) {
-  skip_ws(p);
-  if (p->pos >= p->len) return fail(p, p->pos, "unexpected end of input, expected ',' or '%c'", close);
-  char c = p->text[p->pos];
-  if (c == close) {
-    p->pos++;
-    *done = true;
-    return true;
-  }
-  if (c != ',') {
-    char what[16];
-    return fail(p, p->pos, "expected ',' or '%c', got %s", close,
-                describe_byte((unsigned char)c, what, sizeof what));
-  }
-  size_t comma = p->pos++;
-  skip_ws(p);
-  if (p->pos < p->len && p->text[p->pos] == close) return fail(p, comma, "trailing comma");
-  *done = false;
-  return true;
-}
-
-static bool parse_array(json_parser *p, json_value *out) {
-  if (!enter(p)) return false;
-  json_value *items = NULL;
-  size_t count = 0, cap = 0;
-  skip_ws(p);
-  bool done = p->pos < p->len && p->text[p->pos] == ']';
-  if (done) p->pos++;
-  while (!done) {
-    if (count == cap) {
-      size_t ncap = cap ? cap * 2 : 4;
-      json_value *grown = realloc(items, ncap * sizeof *grown);
-      if (grown == NULL) goto oom;
-      items = grown;
-      cap = ncap;
-    }
-    if (!parse_value(p, &items[count])) goto fail;
-    count++;
-    if (!parse_separator(p, ']', &done)) goto fail;
-  }
-  p->depth--;
-  out->type = JSON_ARRAY;
-  out->u.array.items = items;
-  out->u.array.count = count;
-  return true;
-oom:
-  out_of_memory(p);
-fail:
-  for (size_t i = 0; i < count; i++) json_free(&items[i]);
-  free(items);
-  return false;
-}
-
-static bool has_key(const json_member *members, size_t count, const char *key, size_t key_len) {
-  for (size_t i = 0; i < count; i++) {
-    if (members[i].key_len == key_len && memcmp(members[i].key, key, key_len) == 0) return true;
-  }
-  return false;
-}
-
-/* One "key": value member into *m. */
-static bool parse_member(json_parser *p, const json_member *done_members, size_t done_count,
-                         json_member *m) {
-  skip_ws(p);
-  if (p->pos >= p->len || p->text[p->pos] != '"') {
-    if (p->pos >= p->len) return fail(p, p->pos, "unexpected end of input, expected a key");
-    char what[16];
-    return fail(p, p->pos, "expected a string key, got %s",
-                describe_byte((unsigned char)p->text[p->pos], what, sizeof what));
-  }
-  size_t key_at = p->pos;
-  if (!parse_string(p, &m->key, &m->key_len)) return false;
-  if (has_key(done_members, done_count, m->key, m->key_len)) {
-    fail(p, key_at, "duplicate key \"%s\"", m->key);
-    free(m->key);
-    return false;
-  }
-  skip_ws(p);
-  if (p->pos >= p->len || p->text[p->pos] != ':') {
-    fail(p, p->pos, "expected ':' after key \"%s\"", m->key);
-    free(m->key);
-    return false;
-  }
-  p->pos++;
-  if (!parse_value(p, &m->value)) {
-    free(m->key);
-    return false;
-  }
-  return true;
-}
-
-static bool parse_object(json_parser *p, json_value *out) {
-  if (!enter(p)) return false;
-  json_member *members = NULL;
-  size_t count = 0, cap = 0;
-  skip_ws(p);
-  bool done = p->pos < p->len && p->text[p->pos] == '}';
-  if (done) p->pos++;
-  while (!done) {
-    if (count == cap) {
-      size_t ncap = cap ? cap * 2 : 4;
-      json_member *grown = realloc(members, ncap * sizeof *grown);
-      if (grown == NULL) goto oom;
-      members = grown;
-      cap = ncap;
-    }
-    if (!parse_member(p, members, count, &members[count])) goto fail;
-    count++;
-    if (!parse_separator(p, '}', &done)) goto fail;
-  }
-  p->depth--;
-  out->type = JSON_OBJECT;
-  out->u.object.members = members;
-  out->u.object.count = count;
-  return true;
-oom:
-  out_of_memory(p);
-fail:
-  for (size_t i = 0; i < count; i++) {
-    free(members[i].key);
-    json_free(&members[i].value);
-  }
-  free(members);
-  return false;
-}
-
-static bool parse_value(json_parser *p, json_value *out) {
-  skip_ws(p);
-  memset(out, 0, sizeof *out);
-  out->type = JSON_NULL;
-  out->line = p->line;
-  out->column = (int)(p->pos - p->line_start + 1);
-  if (p->pos >= p->len) return fail(p, p->pos, "unexpected end of input, expected a value");
-  char c = p->text[p->pos];
-  switch (c) {
-  case '{': return parse_object(p, out);
-  case '[': return parse_array(p, out);
-  case '"':
-    if (!parse_string(p, &out->u.string.chars, &out->u.string.len)) return false;
-    out->type = JSON_STRING;
-    return true;
-  case 't': return parse_literal(p, "true", out);
-  case 'f': return parse_literal(p, "false", out);
-  case 'n': return parse_literal(p, "null", out);
-  default: break;
-  }
-  if (c == '-' || is_digit(c)) return parse_number(p, out);
-  char what[16];
-  return fail(p, p->pos, "unexpected %s, expected a value",
-              describe_byte((unsigned char)c, what, sizeof what));
-}
-
-bool json_parse(const char *text, size_t len, json_value *out, json_error *err) {
-  json_error scratch;
-  json_parser p = {text, len, 0, 1, 0, 0, err ? err : &scratch};
-  if (text == NULL || out == NULL) {
-    p.err->line = p.err->column = 0;
-    snprintf(p.err->message, sizeof p.err->message, "no input");
-    return false;
-  }
-  if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) {
-    p.pos = 3;
-    p.line_start = 3;
-  }
-  json_value v;
-  if (!parse_value(&p, &v)) return false;
-  skip_ws(&p);
-  if (p.pos < p.len) {
-    json_free(&v);
-    return fail(&p, p.pos, "unexpected data after the JSON value");
-  }
-  *out = v;
-  return true;
-}
-
-void json_free(json_value *value) {
-  if (value == NULL) return;
-  switch (value->type) {
-  case JSON_STRING:
-    free(value->u.string.chars);
-    break;
-  case JSON_ARRAY:
-    for (size_t i = 0; i < value->u.array.count; i++) json_free(&value->u.array.items[i]);
-    free(value->u.array.items);
-    break;
-  case JSON_OBJECT:
-    for (size_t i = 0; i < value->u.object.count; i++) {
-      free(value->u.object.members[i].key);
-      json_free(&value->u.object.members[i].value);
-    }
-    free(value->u.object.members);
-    break;
-  default:
-    break;
-  }
-  value->type = JSON_NULL;
-}
-
-const json_value *json_object_get(const json_value *value, const char *key) {
-  if (value == NULL || value->type != JSON_OBJECT || key == NULL) return NULL;
-  size_t n = strlen(key);
-  for (size_t i = 0; i < value->u.object.count; i++) {
-    const json_member *m = &value->u.object.members[i];
-    if (m->key_len == n && memcmp(m->key, key, n) == 0) return &m->value;
-  }
-  return NULL;
-}
-
-const char *json_type_name(json_type type) {
-  switch (type) {
-  case JSON_NULL: return "null";
-  case JSON_BOOL: return "boolean";
-  case JSON_NUMBER: return "number";
-  case JSON_STRING: return "string";
-  case JSON_ARRAY: return "array";
-  case JSON_OBJECT: return "object";
-  }
-  return "unknown";
+json_t *json_load_strict(const char *text, size_t len, json_error_t *err) {
+  skip_bom(&text, &len);
+  return load(text, len, err);
 }
 
 /* ================================================================ writer */
@@ -641,25 +138,105 @@ static bool suite_add_note(suite *s, char *note /* owned */) {
   return true;
 }
 
-/* Where a row error points, and which row it is about. */
+/* ---------------------------------------------------------------- where */
+
+/* jansson places only syntax errors.  A message about a row or a field is
+ * placed by scanning the text again for where that value starts: jansson
+ * has read the text, so it is valid JSON, and a scan needs only strings
+ * (skipped whole), brackets and commas. */
+
+static size_t skip_space(const char *t, size_t len, size_t i) {
+  while (i < len && (t[i] == ' ' || t[i] == '\t' || t[i] == '\r' || t[i] == '\n')) i++;
+  return i;
+}
+
+/* The offset of the '"' that closes the string opening at t[i]. */
+static size_t closing_quote(const char *t, size_t len, size_t i) {
+  for (i++; i < len && t[i] != '"'; i++) {
+    if (t[i] == '\\') i++;
+  }
+  return i < len ? i : len;
+}
+
+/* From an element of an array or object (a value, or "key": value) at
+ * t[i]: where the next element starts, or the container's closing bracket. */
+static size_t next_element(const char *t, size_t len, size_t i) {
+  int depth = 0;
+  for (; i < len; i++) {
+    if (t[i] == '"') {
+      i = closing_quote(t, len, i);
+    } else if (t[i] == '[' || t[i] == '{') {
+      depth++;
+    } else if (t[i] == ']' || t[i] == '}') {
+      if (depth-- == 0) return i;
+    } else if (t[i] == ',' && depth == 0) {
+      return skip_space(t, len, i + 1);
+    }
+  }
+  return len;
+}
+
+/* Item `index` of the array at t[at]; the array itself if it is shorter. */
+static size_t find_item(const char *t, size_t len, size_t at, size_t index) {
+  size_t i = skip_space(t, len, at + 1);
+  for (size_t n = 0; n < index && i < len && t[i] != ']'; n++) i = next_element(t, len, i);
+  return i < len && t[i] != ']' ? i : at;
+}
+
+/* The value of member `key` of the object at t[at]; the object itself if
+ * it has none.  Keys are compared decoded (jansson reads each). */
+static size_t find_member(const char *t, size_t len, size_t at, const char *key) {
+  for (size_t i = skip_space(t, len, at + 1); i < len && t[i] == '"';
+       i = next_element(t, len, i)) {
+    size_t key_end = closing_quote(t, len, i) + 1;
+    if (key_end > len) break;
+    json_t *k = load(t + i, key_end - i, NULL);
+    bool same = json_is_string(k) && strcmp(json_string_value(k), key) == 0;
+    json_decref(k);
+    if (same) return skip_space(t, len, skip_space(t, len, key_end) + 1); /* past ':' */
+  }
+  return at;
+}
+
+/* Line and column (characters, UTF-8's lead bytes) of t[at]. */
+static void set_position(suite_error *err, const char *t, size_t len, size_t at) {
+  err->line = err->column = 1;
+  for (size_t i = 0; i < at && i < len; i++) {
+    if (t[i] == '\n') {
+      err->line++;
+      err->column = 1;
+    } else if (((unsigned char)t[i] & 0xc0) != 0x80) {
+      err->column++;
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- rows */
+
+/* A row being read: which one, and where the rows are in the text. */
 typedef struct row_ctx {
+  const char *text; /* the document, which jansson accepted */
+  size_t len;
+  size_t rows_at; /* offset of the array of rows */
   size_t index;
   const char *name; /* NULL until known */
-  json_error *err;
+  suite_error *err;
 } row_ctx;
 
+/* Fails the row with a message placed at the value of field `key`, or at
+ * the row itself when key is NULL. */
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static bool row_fail(const row_ctx *r, const json_value *at, const char *fmt, ...) {
-  if (r->err == NULL) return false;
+static bool row_fail(const row_ctx *r, const char *key, const char *fmt, ...) {
   char what[160];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
-  r->err->line = at->line;
-  r->err->column = at->column;
+  size_t at = find_item(r->text, r->len, r->rows_at, r->index);
+  if (key != NULL) at = find_member(r->text, r->len, at, key);
+  set_position(r->err, r->text, r->len, at);
   if (r->name != NULL) {
     snprintf(r->err->message, sizeof r->err->message, "shape %zu (\"%.48s\"): %s", r->index,
              r->name, what);
@@ -669,18 +246,35 @@ static bool row_fail(const row_ctx *r, const json_value *at, const char *fmt, ..
   return false;
 }
 
-static bool oom_error(json_error *err) {
-  if (err != NULL) {
-    err->line = err->column = 0;
-    snprintf(err->message, sizeof err->message, "out of memory");
-  }
+static bool oom_error(suite_error *err) {
+  err->line = err->column = 0;
+  snprintf(err->message, sizeof err->message, "out of memory");
   return false;
 }
 
-/* A JSON number that is an exact integer within +-2^53. */
-static bool json_to_int(const json_value *v, int64_t *out) {
-  if (v->type != JSON_NUMBER) return false;
-  double d = v->u.number;
+/* "null", "boolean", "number", "string", "array", "object". */
+static const char *type_name(const json_t *v) {
+  switch (json_typeof(v)) {
+  case JSON_NULL: return "null";
+  case JSON_TRUE:
+  case JSON_FALSE: return "boolean";
+  case JSON_INTEGER:
+  case JSON_REAL: return "number";
+  case JSON_STRING: return "string";
+  case JSON_ARRAY: return "array";
+  case JSON_OBJECT: return "object";
+  }
+  return "unknown";
+}
+
+/* A JSON integer, or a number without a fraction within +-2^53 (2.0, 1e3). */
+static bool json_to_int(const json_t *v, int64_t *out) {
+  if (json_is_integer(v)) {
+    *out = json_integer_value(v);
+    return true;
+  }
+  if (!json_is_real(v)) return false;
+  double d = json_real_value(v);
   if (!(d >= -9007199254740992.0 && d <= 9007199254740992.0)) return false;
   int64_t i = (int64_t)d;
   if ((double)i != d) return false;
@@ -688,33 +282,32 @@ static bool json_to_int(const json_value *v, int64_t *out) {
   return true;
 }
 
-static bool row_int(const row_ctx *r, const json_value *row, const char *key, bool required,
+static bool row_int(const row_ctx *r, const json_t *row, const char *key, bool required,
                     int64_t *out) {
-  const json_value *v = json_object_get(row, key);
-  if (v == NULL) return !required || row_fail(r, row, "missing \"%s\"", key);
+  const json_t *v = json_object_get(row, key);
+  if (v == NULL) return !required || row_fail(r, NULL, "missing \"%s\"", key);
   if (!json_to_int(v, out)) {
-    return row_fail(r, v, "\"%s\" must be an integer, got %s", key,
-                    v->type == JSON_NUMBER ? "a fraction or a huge number"
-                                           : json_type_name(v->type));
+    return row_fail(r, key, "\"%s\" must be an integer, got %s", key,
+                    json_is_number(v) ? "a fraction or a huge number" : type_name(v));
   }
   return true;
 }
 
 /* "stride", "pad", "dil": an integer for both axes or [h, w]. */
-static bool row_pair(const row_ctx *r, const json_value *row, const char *key, int64_t *h,
+static bool row_pair(const row_ctx *r, const json_t *row, const char *key, int64_t *h,
                      int64_t *w) {
-  const json_value *v = json_object_get(row, key);
+  const json_t *v = json_object_get(row, key);
   if (v == NULL) return true;
-  if (v->type == JSON_ARRAY) {
-    if (v->u.array.count != 2 || !json_to_int(&v->u.array.items[0], h) ||
-        !json_to_int(&v->u.array.items[1], w)) {
-      return row_fail(r, v, "\"%s\" must be an integer or [height, width] integers", key);
+  if (json_is_array(v)) {
+    if (json_array_size(v) != 2 || !json_to_int(json_array_get(v, 0), h) ||
+        !json_to_int(json_array_get(v, 1), w)) {
+      return row_fail(r, key, "\"%s\" must be an integer or [height, width] integers", key);
     }
     return true;
   }
   if (!json_to_int(v, h)) {
-    return row_fail(r, v, "\"%s\" must be an integer or [height, width] integers, got %s", key,
-                    json_type_name(v->type));
+    return row_fail(r, key, "\"%s\" must be an integer or [height, width] integers, got %s", key,
+                    type_name(v));
   }
   *w = *h;
   return true;
@@ -722,24 +315,24 @@ static bool row_pair(const row_ctx *r, const json_value *row, const char *key, i
 
 /* An optional string member that must be one of `names` (NULL-terminated);
  * *index is left alone when the member is absent. */
-static bool row_enum(const row_ctx *r, const json_value *row, const char *key,
+static bool row_enum(const row_ctx *r, const json_t *row, const char *key,
                      const char *const *names, int *index) {
-  const json_value *v = json_object_get(row, key);
+  const json_t *v = json_object_get(row, key);
   if (v == NULL) return true;
-  if (v->type == JSON_STRING) {
+  if (json_is_string(v)) {
     for (int i = 0; names[i] != NULL; i++) {
-      if (strcmp(v->u.string.chars, names[i]) == 0 && strlen(names[i]) == v->u.string.len) {
+      if (strcmp(json_string_value(v), names[i]) == 0) {
         *index = i;
         return true;
       }
     }
   }
-  return row_fail(r, v, "\"%s\" must be one of the strings %s%s%s%s%s", key, names[0],
+  return row_fail(r, key, "\"%s\" must be one of the strings %s%s%s%s%s", key, names[0],
                   names[1] ? ", " : "", names[1] ? names[1] : "", names[2] ? ", " : "",
                   names[2] ? names[2] : "");
 }
 
-static bool row_dims(const row_ctx *r, const json_value *row, conv_problem *p) {
+static bool row_dims(const row_ctx *r, const json_t *row, conv_problem *p) {
   static const struct {
     const char *key;
     size_t offset;
@@ -759,7 +352,7 @@ static bool row_dims(const row_ctx *r, const json_value *row, conv_problem *p) {
          row_int(r, row, "groups", false, &p->groups);
 }
 
-static bool row_modes(const row_ctx *r, const json_value *row, conv_problem *p) {
+static bool row_modes(const row_ctx *r, const json_t *row, conv_problem *p) {
   static const char *const maths[] = {"strict", "tf32", NULL};
   static const char *const epilogues[] = {"none", "bias", "bias_relu", NULL};
   static const char *const directions[] = {"fwd", "bwd_data", "bwd_filter", NULL};
@@ -778,7 +371,7 @@ static bool row_modes(const row_ctx *r, const json_value *row, conv_problem *p) 
 }
 
 /* Adds the note for a row whose op is not "conv". */
-static bool skip_row(suite *s, const char *name, const char *op, json_error *err) {
+static bool skip_row(suite *s, const char *name, const char *op, suite_error *err) {
   size_t size = strlen(name) + strlen(op) + 64;
   char *note = malloc(size);
   if (note == NULL) return oom_error(err);
@@ -786,67 +379,74 @@ static bool skip_row(suite *s, const char *name, const char *op, json_error *err
   return suite_add_note(s, note) || oom_error(err);
 }
 
-static bool suite_add_row(suite *s, const json_value *row, size_t index, json_error *err) {
-  row_ctx r = {index, NULL, err};
-  if (row->type != JSON_OBJECT) {
-    return row_fail(&r, row, "expected an object, got %s", json_type_name(row->type));
+static bool suite_add_row(suite *s, const json_t *row, row_ctx *r) {
+  if (!json_is_object(row)) return row_fail(r, NULL, "expected an object, got %s", type_name(row));
+  const json_t *name = json_object_get(row, "name");
+  if (name == NULL) return row_fail(r, NULL, "missing \"name\"");
+  if (!json_is_string(name) || json_string_length(name) == 0) {
+    return row_fail(r, "name", "\"name\" must be a non-empty string");
   }
-  const json_value *name = json_object_get(row, "name");
-  if (name == NULL) return row_fail(&r, row, "missing \"name\"");
-  if (name->type != JSON_STRING || name->u.string.len == 0 ||
-      strlen(name->u.string.chars) != name->u.string.len) {
-    return row_fail(&r, name, "\"name\" must be a non-empty string");
-  }
-  r.name = name->u.string.chars;
-  const json_value *op = json_object_get(row, "op");
+  r->name = json_string_value(name);
+  const json_t *op = json_object_get(row, "op");
   if (op != NULL) {
-    if (op->type != JSON_STRING) {
-      return row_fail(&r, op, "\"op\" must be a string, got %s", json_type_name(op->type));
+    if (!json_is_string(op)) {
+      return row_fail(r, "op", "\"op\" must be a string, got %s", type_name(op));
     }
-    if (strcmp(op->u.string.chars, "conv") != 0) {
-      return skip_row(s, r.name, op->u.string.chars, err);
+    if (strcmp(json_string_value(op), "conv") != 0) {
+      return skip_row(s, r->name, json_string_value(op), r->err);
     }
   }
   conv_problem p;
   conv_problem_init(&p);
-  if (!row_dims(&r, row, &p) || !row_modes(&r, row, &p)) return false;
+  if (!row_dims(r, row, &p) || !row_modes(r, row, &p)) return false;
   /* Judged here, as a spec is when parsed: a bad row never reaches a key
    * or a GPU, and its message names the row and the field. */
   char why[256];
-  if (conv_problem_validate(&p, why, sizeof why) != CONV_OK) return row_fail(&r, row, "%s", why);
-  return suite_add(s, r.name, &p) || oom_error(err);
+  if (conv_problem_validate(&p, why, sizeof why) != CONV_OK) return row_fail(r, NULL, "%s", why);
+  return suite_add(s, r->name, &p) || oom_error(r->err);
 }
 
-bool suite_parse(const char *text, size_t len, suite *s, json_error *err) {
-  json_value doc;
-  if (!json_parse(text, len, &doc, err)) return false;
-  const json_value *rows = &doc;
-  bool ok = true;
-  if (doc.type == JSON_OBJECT) {
-    rows = json_object_get(&doc, "shapes");
-    if (rows == NULL) {
-      if (err != NULL) {
-        err->line = doc.line;
-        err->column = doc.column;
-        snprintf(err->message, sizeof err->message, "missing \"shapes\" (an array of shapes)");
-      }
-      ok = false;
-    }
+/* A malformed document: jansson's message, line and column (its column 0,
+ * before a line's first character, counts as 1). */
+static bool syntax_error(suite_error *err, const json_error_t *e) {
+  bool placed = e->line > 0;
+  err->line = placed ? e->line : 0;
+  err->column = placed ? (e->column > 0 ? e->column : 1) : 0;
+  snprintf(err->message, sizeof err->message, "%s", e->text);
+  return false;
+}
+
+bool suite_parse(const char *text, size_t len, suite *s, suite_error *err) {
+  suite_error scratch;
+  if (err == NULL) err = &scratch;
+  skip_bom(&text, &len);
+  json_error_t syntax;
+  json_t *doc = load(text, len, &syntax);
+  if (doc == NULL) return syntax_error(err, &syntax);
+  size_t doc_at = skip_space(text, len, 0);
+  row_ctx r = {text, len, doc_at, 0, NULL, err};
+  const json_t *rows = doc;
+  if (json_is_object(doc)) {
+    rows = json_object_get(doc, "shapes");
+    r.rows_at = find_member(text, len, doc_at, "shapes");
   }
-  if (ok && rows->type != JSON_ARRAY) {
-    if (err != NULL) {
-      err->line = rows->line;
-      err->column = rows->column;
-      snprintf(err->message, sizeof err->message,
-               "expected {\"shapes\": [...]} or an array of shapes, got %s",
-               json_type_name(rows->type));
-    }
-    ok = false;
+  bool ok = false;
+  if (rows == NULL) {
+    set_position(err, text, len, doc_at);
+    snprintf(err->message, sizeof err->message, "missing \"shapes\" (an array of shapes)");
+  } else if (!json_is_array(rows)) {
+    set_position(err, text, len, r.rows_at);
+    snprintf(err->message, sizeof err->message,
+             "expected {\"shapes\": [...]} or an array of shapes, got %s", type_name(rows));
+  } else {
+    ok = true;
   }
-  for (size_t i = 0; ok && i < rows->u.array.count; i++) {
-    ok = suite_add_row(s, &rows->u.array.items[i], i, err);
+  for (size_t i = 0; ok && i < json_array_size(rows); i++) {
+    r.index = i;
+    r.name = NULL;
+    ok = suite_add_row(s, json_array_get(rows, i), &r);
   }
-  json_free(&doc);
+  json_decref(doc);
   return ok;
 }
 
@@ -916,7 +516,7 @@ bool suite_load(const char *path, suite *s, char *message, size_t message_size) 
   char *text;
   size_t len;
   if (!json_read_file(path, (size_t)64 << 20, &text, &len, message, message_size)) return false;
-  json_error err;
+  suite_error err;
   bool ok = suite_parse(text, len, s, &err);
   free(text);
   if (!ok) {

@@ -1,12 +1,13 @@
 /*
- * json.h -- a small, strict JSON reader and writer for the convtune CLI, and
- * the loader of benchmark suite files (bench/suite.json's format).
+ * json.h -- JSON for the convtune CLI: documents read with jansson, the
+ * writer of its --json output, and the loader of benchmark suite files
+ * (bench/suite.json's format).
  *
- * The reader accepts RFC 8259 JSON only: objects, arrays, strings (escapes,
- * surrogate pairs, valid UTF-8), numbers, true, false, null.  No comments,
- * no trailing commas, no duplicate keys, no NaN, nothing after the value
- * (whitespace aside; a leading UTF-8 byte order mark is skipped).  Nesting is
- * limited to JSON_MAX_DEPTH.  Errors carry a 1-based line and column (bytes).
+ * Documents are read strictly (json_load_strict): RFC 8259 JSON only, with
+ * no duplicate keys and no NUL in strings (\u0000); any value may be at the
+ * top; nesting is limited to JSON_PARSER_MAX_DEPTH (jansson's); a leading
+ * UTF-8 byte order mark is skipped.  jansson places a malformed document's
+ * error at a 1-based line and column (characters), where reading stopped.
  */
 #ifndef CONVTUNE_TOOLS_JSON_H
 #define CONVTUNE_TOOLS_JSON_H
@@ -16,6 +17,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "convtune.h"
 
 #ifdef __cplusplus
@@ -24,64 +27,9 @@ extern "C" {
 
 /* ---------------------------------------------------------------- reader */
 
-#define JSON_MAX_DEPTH 64
-
-typedef enum json_type {
-  JSON_NULL = 0,
-  JSON_BOOL,
-  JSON_NUMBER,
-  JSON_STRING,
-  JSON_ARRAY,
-  JSON_OBJECT
-} json_type;
-
-typedef struct json_member json_member;
-
-typedef struct json_value {
-  json_type type;
-  int line, column; /* where the value starts in the text */
-  union {
-    bool boolean;
-    double number;
-    struct {
-      char *chars; /* NUL-terminated; may hold NULs from \u0000, see len */
-      size_t len;
-    } string;
-    struct {
-      struct json_value *items;
-      size_t count;
-    } array;
-    struct {
-      json_member *members; /* in the text's order */
-      size_t count;
-    } object;
-  } u;
-} json_value;
-
-struct json_member {
-  char *key; /* NUL-terminated */
-  size_t key_len;
-  json_value value;
-};
-
-typedef struct json_error {
-  int line, column; /* 1-based; 0 when the error has no position */
-  char message[256];
-} json_error;
-
-/* Parses text[0..len) into *out (which the caller frees with json_free).
- * Returns false and fills err (may be NULL) on malformed input or when
- * memory runs out; *out is then untouched. */
-bool json_parse(const char *text, size_t len, json_value *out /* OUT */, json_error *err);
-
-/* Frees what json_parse allocated inside value (not value itself). */
-void json_free(json_value *value);
-
-/* The member `key` of an object, or NULL (also when value is not an object). */
-const json_value *json_object_get(const json_value *value, const char *key);
-
-/* "null", "boolean", "number", "string", "array", "object". */
-const char *json_type_name(json_type type);
+/* text[0..len) as a jansson value (json_decref() it), or NULL with err
+ * (may be NULL) filled when the text is malformed or memory runs out. */
+json_t *json_load_strict(const char *text, size_t len, json_error_t *err);
 
 /* ---------------------------------------------------------------- writer */
 
@@ -117,6 +65,12 @@ void suite_free(suite *s); /* frees the contents; the suite is empty again */
 /* Appends a copy of name and problem.  Returns false when memory runs out. */
 bool suite_add(suite *s, const char *name, const conv_problem *problem);
 
+/* Where and why a suite document was refused. */
+typedef struct suite_error {
+  int line, column; /* 1-based (column in characters); 0 when there is no position */
+  char message[256];
+} suite_error;
+
 /* Appends the rows of a suite document to s.  The document is either
  * {"shapes": [ROW, ...]} or [ROW, ...]; a ROW is an object with
  *   "name" (non-empty string), "N" "C" "H" "W" "K" "R" "S" (integers),
@@ -126,10 +80,11 @@ bool suite_add(suite *s, const char *name, const conv_problem *problem);
  * A row whose op is not "conv" adds a note and is skipped (its other fields
  * are not checked).  Other keys ("why", "bwd", ...) are ignored.  Each
  * row's problem must pass conv_problem_validate().
- * Returns false on malformed JSON, a wrong shape or type, an invalid
- * problem (err names the row, the field and its position) or when memory
- * runs out; s may then hold some of the rows. */
-bool suite_parse(const char *text, size_t len, suite *s, json_error *err);
+ * Returns false on malformed JSON (err says where jansson stopped), a
+ * wrong shape or type, an invalid problem (err names the row and the
+ * field, and is placed where the row or the field's value starts) or when
+ * memory runs out; s may then hold some of the rows.  err may be NULL. */
+bool suite_parse(const char *text, size_t len, suite *s, suite_error *err);
 
 /* Reads the file at path and suite_parse()s it.  On failure writes
  * "PATH:LINE:COL: what" (or "PATH: reason" for I/O errors) to message. */

@@ -128,10 +128,9 @@ static void check_text(const char *s) {
   REQUIRE(f != NULL);
   json_write_string(f, s);
   REQUIRE(fclose(f) == 0);
-  json_value v;
-  json_error err;
-  REQUIRE(json_parse(out, out_size, &v, &err)); /* valid JSON, whatever the bytes */
-  json_free(&v);
+  json_t *v = json_load_strict(out, out_size, NULL);
+  REQUIRE(v != NULL); /* valid JSON, whatever the bytes */
+  json_decref(v);
   free(out);
   size_t size = 4 * strlen(s) + 1;
   char *line = malloc(size);
