@@ -73,11 +73,13 @@ def test_struct_layouts():
     assert _lib.Problem.n.offset == 8
     assert _lib.Problem.math.offset == 8 + 14 * 8 + 3 * 4
     assert _lib.Problem.deterministic.offset == 8 + 14 * 8 + 5 * 4
-    assert ctypes.sizeof(_lib.ContextOptions) == 56
+    assert ctypes.sizeof(_lib.ContextOptions) == 80
     assert _lib.ContextOptions.device.offset == 8
     assert _lib.ContextOptions.workspace_limit.offset == 32
     assert _lib.ContextOptions.direct_launches.offset == 44
     assert _lib.ContextOptions.deterministic.offset == 48
+    assert _lib.ContextOptions.log.offset == 56 and _lib.ContextOptions.log_user.offset == 64
+    assert _lib.ContextOptions.log_level.offset == 72
     assert ctypes.sizeof(_lib.PlanInfo) == 344 and _lib.PlanInfo.deterministic.offset == 340
     assert _lib.PlanInfo.time_ms.offset == 160 and _lib.PlanInfo.source.offset == 176
     assert _lib.PlanInfo.replay.offset == 180 and _lib.PlanInfo.replay_note.offset == 184

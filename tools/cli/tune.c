@@ -311,12 +311,28 @@ static void print_notes(const suite *shapes) {
   }
 }
 
+/* The library's messages (the context's log callback, on the worker thread):
+ * warnings always, and with --verbose the start and end of each tuning and
+ * each candidate's outcome, as lines on stderr. */
+static void on_log(void *user, conv_log_level level, const char *message) {
+  const cli_args *a = user;
+  char line[2048];
+  if (level <= CONV_LOG_WARN) {
+    say("%s%s", level == CONV_LOG_ERROR ? "error: " : "warning: ", message);
+  } else if (a->verbose && strncmp(message, "timing ", 7) != 0) {
+    fprintf(stderr, "%s%s\n", level == CONV_LOG_DEBUG ? "  " : "",
+            one_line(message, line, sizeof line));
+  }
+}
+
 static int open_context(const cli_args *a, const char *path, conv_context **ctx) {
   conv_context_options options;
   conv_context_options_init(&options);
   options.cache_path = path;
   options.policy = a->policy;
-  options.verbose = a->verbose ? 1 : 0;
+  options.log = on_log;
+  options.log_user = (void *)a;
+  options.log_level = a->verbose ? CONV_LOG_DEBUG : CONV_LOG_WARN;
   conv_status st = conv_context_create(ctx, &options);
   if (st == CONV_OK) return EXIT_OK_;
   const char *msg = conv_context_last_error(NULL);
