@@ -335,7 +335,8 @@ static int test_help_and_usage(void) {
     cli_result r;
     RUN_EXPECT(r, 0, tune_forms[i][0], tune_forms[i][1]);
     CHECK_MSG(contains(r.out.data, "usage: convtune tune FILE|SHAPE...") &&
-                  contains(r.out.data, "--policy") && !contains(r.out.data, "--suite"),
+                  contains(r.out.data, "--policy") && contains(r.out.data, "--progress") &&
+                  !contains(r.out.data, "--suite"),
               "%s", r.out.data);
     cli_result_free(&r);
   }
@@ -384,6 +385,8 @@ static int test_bad_arguments(void) {
       {{"tune", SPEC " dir=sideways"}, "dir=sideways: expected fwd, bwd_data or bwd_filter"},
       {{"tune", SPEC, "--policy=slow"}, "--policy"},
       {{"tune", SPEC, "--json=yes"}, "takes no value"},
+      {{"tune", SPEC, "--progress", "sometimes"}, "expected auto, always or never"},
+      {{"list", "--progress", "never"}, "does not apply to 'list'"},
       {{"show"}, "exactly one shape"},
       {{"show", SPEC, OTHER_SPEC}, "exactly one shape"},
       {{"tune", "/nonexistent/shapes.json"}, "cannot read"},
@@ -449,9 +452,11 @@ static int test_no_gpu_tune_is_one_line(void) {
   CHECK(write_file(suite_file, "[{\"name\": \"a\", \"N\": 1, \"C\": 4, \"H\": 8, \"W\": 8, "
                                "\"K\": 4, \"R\": 3, \"S\": 3},\n"
                                " {\"name\": \"d\", \"op\": \"dynamic\", \"N\": 1}]\n"));
+  /* The progress line starts after the context: nothing of it here. */
   const char *variants[][7] = {{"tune", SPEC, "--cache", db, NULL},
                                {"tune", suite_file, SPEC, "--json", "--cache", db},
-                               {"tune", SPEC, NULL}};
+                               {"tune", SPEC, NULL},
+                               {"tune", SPEC, "--progress=always", "--verbose", NULL}};
   for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
     cli_result r;
     CHECK(run_cli(variants[i], &r));
@@ -464,6 +469,55 @@ static int test_no_gpu_tune_is_one_line(void) {
     cli_result_free(&r);
   }
   remove(suite_file);
+  remove_db(db);
+  return TEST_PASS;
+}
+
+/* What tune writes on stderr, where a GPU tunes a shape: not a terminal, a
+ * line per shape and nothing from the library; --verbose adds the
+ * library's lines from the CLI's log callback (each candidate's outcome,
+ * not the "timing" lines that feed the progress line); --progress=always
+ * draws the progress line in place and leaves its last state. */
+static int test_tune_messages(void) {
+  isolate_default_cache();
+  conv_context_options options;
+  conv_context_options_init(&options);
+  options.cache_path = ":memory:";
+  conv_context *ctx = NULL;
+  if (conv_context_create(&ctx, &options) != CONV_OK) {
+    fprintf(stderr, "no usable CUDA GPU (%s): tune's messages cannot be checked\n",
+            conv_context_last_error(NULL));
+    return TEST_SKIP;
+  }
+  conv_context_destroy(ctx);
+  char db[1024];
+  tmp_path(db, sizeof db, "messages.db");
+  static const char *const modes[][3] = {{"--progress=auto", NULL},
+                                         {"--verbose", "--progress=never"},
+                                         {"--progress=always", NULL}};
+  for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+    remove_db(db);
+    cli_result r;
+    const char *args[] = {"tune", SPEC, "--policy", "fast", "--cache", db, modes[i][0], modes[i][1], NULL};
+    CHECK(run_cli(args, &r));
+    CHECK_MSG(r.exit_status == 0, "mode %zu: exit %lld\n%s", i, (long long)r.exit_status, r.err.data);
+    CHECK(contains(r.out.data, "tuned"));
+    CHECK_MSG(!contains(r.err.data, "timing "), "mode %zu:\n%s", i, r.err.data);
+    if (i == 0) {
+      CHECK_MSG(strcmp(r.err.data, "[1/1] " SPEC " ...\n") == 0, "stderr:\n%s", r.err.data);
+    } else if (i == 1) {
+      CHECK_MSG(strncmp(r.err.data, "[1/1] " SPEC " ...\ntuning fwd ", 11 + strlen(SPEC) + 11) == 0 &&
+                    contains(r.err.data, "\n  ") && contains(r.err.data, "\ntuned in ") &&
+                    contains(r.err.data, "fastest"),
+                "stderr:\n%s", r.err.data);
+    } else {
+      CHECK_MSG(r.err.data[0] == '\r' && contains(r.err.data, "\x1b[K") &&
+                    contains(r.err.data, "1/1  ") && contains(r.err.data, "done\x1b[K\n") &&
+                    !contains(r.err.data, "[1/1]"),
+                "stderr:\n%s", r.err.data);
+    }
+    cli_result_free(&r);
+  }
   remove_db(db);
   return TEST_PASS;
 }
@@ -1339,6 +1393,7 @@ static const test_case tests[] = {
     {"bad_arguments", test_bad_arguments},
     {"bad_shape_spec", test_bad_shape_spec},
     {"no_gpu_tune_is_one_line", test_no_gpu_tune_is_one_line},
+    {"tune_messages", test_tune_messages},
     {"list_and_show_without_gpu", test_list_and_show_without_gpu},
     {"json_output", test_json_output},
     {"suite_file_parsing", test_suite_file_parsing},
