@@ -235,6 +235,40 @@ typedef enum conv_policy {
   CONV_POLICY_CACHE_ONLY      /* never tune: a miss is CONV_CACHE_MISS         */
 } conv_policy;
 
+/* Levels of the messages a context passes to its log callback, most severe
+ * first (0 is no level: as conv_context_options.log_level it stands for the
+ * default, CONV_LOG_INFO).  The library itself never prints (nothing on stderr or stdout): what
+ * it has to say goes to conv_context_options.log, or nowhere.
+ * ERROR  a failure the library cannot return to a caller (none so far:
+ *        failures are returned as statuses, see conv_context_last_error);
+ * WARN   something went wrong and was worked around, e.g. a cached choice
+ *        that no longer builds is tuned again ("KEY: the cached choice no
+ *        longer builds (WHY); tuning again");
+ * INFO   one line as a problem's tuning starts ("tuning KEY") and one as it
+ *        ends ("tuned in 1.25 s: 212 configs, 17 failed; fastest ALGORITHM
+ *        CONFIG (0.1234 ms)", or "tuning failed after 0.50 s (STATUS): ...");
+ * DEBUG  two lines per candidate config: "timing ALGORITHM CONFIG" before it
+ *        runs, and its outcome after (ALGORITHM, CONFIG and "0.1234 ms  err
+ *        3.1e-07", or why it failed), so that a program can show which
+ *        candidate is being timed.
+ * The texts are for people; they may change between versions. */
+typedef enum conv_log_level {
+  CONV_LOG_ERROR = 1,
+  CONV_LOG_WARN = 2,
+  CONV_LOG_INFO = 3,
+  CONV_LOG_DEBUG = 4
+} conv_log_level;
+
+/* A log callback: `message` is one line without its newline, valid during the
+ * call only; `user` is conv_context_options.log_user.  It is called on the
+ * thread that called conv_plan_create (the thread that tunes), synchronously,
+ * while that call holds the context's plan-creation lock: calls for one
+ * context never overlap, but a callback shared by contexts used from several
+ * threads must be thread-safe.  It must return, and must not call
+ * conv_plan_create or conv_context_destroy on the same context (it may call
+ * conv_context_interrupt). */
+typedef void (*conv_log_fn)(void *user, conv_log_level level, const char *message);
+
 typedef struct conv_context_options {
   size_t struct_size;      /* set by conv_context_options_init; never by hand      */
   int device;              /* CUDA device ordinal; default 0                       */
@@ -244,17 +278,26 @@ typedef struct conv_context_options {
   conv_policy policy;      /* default CONV_POLICY_EXHAUSTIVE                        */
   size_t workspace_limit;  /* bytes a candidate may use as scratch; 0: 1/4 of the
                             * device memory free when the context is created       */
-  int verbose;             /* nonzero: progress lines on stderr while tuning       */
+  int verbose;             /* nonzero: log_level is at least CONV_LOG_DEBUG (each
+                            * candidate); like every message, those lines go
+                            * to `log` only, never to stderr                    */
   int direct_launches;     /* nonzero: plans never replay CUDA graphs (see
                             * conv_plan_execute); for comparisons and debugging   */
   int deterministic;       /* nonzero: every plan of this context is made as if
                             * its problem's `deterministic` were 1              */
+  conv_log_fn log;         /* receives the library's messages (see conv_log_level);
+                            * NULL (default): they are dropped                  */
+  void *log_user;          /* passed to `log` as its first argument; default NULL */
+  conv_log_level log_level; /* the most detailed level passed to `log`; 0
+                             * (default): CONV_LOG_INFO (tuning start and
+                             * end, warnings)                                  */
 } conv_context_options;
 
 typedef struct conv_context conv_context;
 
-/* Fills options with the defaults above, and struct_size.  A macro, for the
- * struct's size (see the versions note at the top). */
+/* Fills options with the defaults above (no log callback: silence), and
+ * struct_size.  A macro, for the struct's size (see the versions note at
+ * the top). */
 #define conv_context_options_init(options) \
   conv_context_options_init_sized((options), sizeof *(options))
 void conv_context_options_init_sized(conv_context_options *options, size_t struct_size);
@@ -263,9 +306,10 @@ void conv_context_options_init_sized(conv_context_options *options, size_t struc
  * opens (creating as needed) the cache.  `options` may be NULL for defaults.
  * On failure *context is set to NULL and the status says why (CONV_NO_DEVICE
  * on a machine without a usable GPU; CONV_CACHE_ERROR when the cache cannot
- * be opened); conv_context_last_error(NULL) then holds the message.
- * A context may be shared between threads: plan creation is serialised
- * internally. */
+ * be opened; CONV_INVALID_ARGUMENT for a negative device, or a policy or
+ * log_level out of its enum); conv_context_last_error(NULL) then holds the
+ * message.  A context may be shared between threads: plan creation is
+ * serialised internally. */
 conv_status conv_context_create(conv_context **context /* OUT */,
                                 const conv_context_options *options);
 

@@ -173,6 +173,10 @@ static conv_status check_options(const conv_context_options *o, conv_error *err)
   if (o->policy != CONV_POLICY_EXHAUSTIVE && o->policy != CONV_POLICY_FAST &&
       o->policy != CONV_POLICY_CACHE_ONLY)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "policy %d is not a conv_policy", (int)o->policy);
+  if ((int)o->log_level < 0 || o->log_level > CONV_LOG_DEBUG)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT,
+                          "log_level %d is neither 0 (the default) nor a conv_log_level",
+                          (int)o->log_level);
   return CONV_OK;
 }
 
@@ -212,7 +216,7 @@ conv_status conv_context_create(conv_context **context, const conv_context_optio
   conv_context *ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "allocating the context");
   ctx->policy = o->policy;
-  ctx->verbose = o->verbose;
+  ctx->log = conv_logger_from_options(o);
   ctx->direct_launches = o->direct_launches != 0;
   ctx->deterministic = o->deterministic != 0;
   ctx->id = atomic_fetch_add(&next_context_id, 1);

@@ -28,7 +28,7 @@ struct conv_context {
   conv_env env;
   conv_policy policy;
   size_t workspace_limit;
-  int verbose;
+  conv_logger log; /* the options' callback and level */
   bool direct_launches; /* plans never replay graphs */
   bool deterministic;   /* every plan is made for a deterministic problem */
   char cache_path[4096];

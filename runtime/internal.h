@@ -52,6 +52,32 @@ conv_status conv_check_cublas(conv_error *err, cublasStatus_t code, const char *
     if ((st) != CONV_OK) goto label;                                           \
   } while (0)
 
+/* ---------------------------------------------------------------- log */
+
+/* Where a context's messages go (conv_context_options.log): nowhere without a
+ * callback.  Everything the library says passes through conv_log; no part of
+ * it writes to stderr or stdout. */
+typedef struct conv_logger {
+  conv_log_fn fn;        /* NULL: messages are dropped          */
+  void *user;
+  conv_log_level level;  /* the most detailed level passed to fn */
+} conv_logger;
+
+/* The logger the options ask for: their callback, at log_level (0: INFO),
+ * or at CONV_LOG_DEBUG when `verbose` is set. */
+conv_logger conv_logger_from_options(const conv_context_options *options);
+
+/* Whether a message at `level` would reach a callback (to skip formatting). */
+bool conv_log_enabled(const conv_logger *logger, conv_log_level level);
+
+/* Formats a message (one line, truncated to 1 KiB) and passes it to the
+ * callback when conv_log_enabled. */
+void conv_log(const conv_logger *logger, conv_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
 /* ---------------------------------------------------------------- device */
 
 /* What identifies a GPU model for the cache, read once per context. */

@@ -198,7 +198,7 @@ static conv_status tune(conv_context *ctx, const conv_problem *problem, const co
                           key->problem, ctx->cache_path);
   atomic_store(&ctx->interrupt, 0);
   conv_tune_request req = {problem, &ctx->env, ctx->cache, key, ctx->policy,
-                           ctx->workspace_limit, ctx->verbose, &ctx->interrupt};
+                           ctx->workspace_limit, &ctx->log, &ctx->interrupt};
   return conv_tune(&req, choice, err);
 }
 
@@ -218,6 +218,8 @@ static conv_status create_locked(conv_context *ctx, const conv_problem *problem,
   if (found) {
     st = instantiate(ctx, problem, &choice, source, plan, err);
     if (st == CONV_OK || ctx->policy == CONV_POLICY_CACHE_ONLY) goto remember;
+    conv_log(&ctx->log, CONV_LOG_WARN, "%s: the cached choice no longer builds (%s); tuning again",
+             problem_key, err->message);
   }
   source = CONV_SOURCE_TUNED;
   st = tune(ctx, problem, &key, &choice, err);

@@ -13,6 +13,7 @@
 #endif
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -29,6 +30,7 @@
 #include "convtune.h"
 #include "runtime/internal.h"
 #include "test.h"
+#include "tools/cli/progress.h"
 #include "tools/json.h"
 #include "tools/text.h"
 
@@ -333,7 +335,8 @@ static int test_help_and_usage(void) {
     cli_result r;
     RUN_EXPECT(r, 0, tune_forms[i][0], tune_forms[i][1]);
     CHECK_MSG(contains(r.out.data, "usage: convtune tune FILE|SHAPE...") &&
-                  contains(r.out.data, "--policy") && !contains(r.out.data, "--suite"),
+                  contains(r.out.data, "--policy") && contains(r.out.data, "--progress") &&
+                  !contains(r.out.data, "--suite"),
               "%s", r.out.data);
     cli_result_free(&r);
   }
@@ -382,6 +385,8 @@ static int test_bad_arguments(void) {
       {{"tune", SPEC " dir=sideways"}, "dir=sideways: expected fwd, bwd_data or bwd_filter"},
       {{"tune", SPEC, "--policy=slow"}, "--policy"},
       {{"tune", SPEC, "--json=yes"}, "takes no value"},
+      {{"tune", SPEC, "--progress", "sometimes"}, "expected auto, always or never"},
+      {{"list", "--progress", "never"}, "does not apply to 'list'"},
       {{"show"}, "exactly one shape"},
       {{"show", SPEC, OTHER_SPEC}, "exactly one shape"},
       {{"tune", "/nonexistent/shapes.json"}, "cannot read"},
@@ -447,9 +452,11 @@ static int test_no_gpu_tune_is_one_line(void) {
   CHECK(write_file(suite_file, "[{\"name\": \"a\", \"N\": 1, \"C\": 4, \"H\": 8, \"W\": 8, "
                                "\"K\": 4, \"R\": 3, \"S\": 3},\n"
                                " {\"name\": \"d\", \"op\": \"dynamic\", \"N\": 1}]\n"));
+  /* The progress line starts after the context: nothing of it here. */
   const char *variants[][7] = {{"tune", SPEC, "--cache", db, NULL},
                                {"tune", suite_file, SPEC, "--json", "--cache", db},
-                               {"tune", SPEC, NULL}};
+                               {"tune", SPEC, NULL},
+                               {"tune", SPEC, "--progress=always", "--verbose", NULL}};
   for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
     cli_result r;
     CHECK(run_cli(variants[i], &r));
@@ -462,6 +469,55 @@ static int test_no_gpu_tune_is_one_line(void) {
     cli_result_free(&r);
   }
   remove(suite_file);
+  remove_db(db);
+  return TEST_PASS;
+}
+
+/* What tune writes on stderr, where a GPU tunes a shape: not a terminal, a
+ * line per shape and nothing from the library; --verbose adds the
+ * library's lines from the CLI's log callback (each candidate's outcome,
+ * not the "timing" lines that feed the progress line); --progress=always
+ * draws the progress line in place and leaves its last state. */
+static int test_tune_messages(void) {
+  isolate_default_cache();
+  conv_context_options options;
+  conv_context_options_init(&options);
+  options.cache_path = ":memory:";
+  conv_context *ctx = NULL;
+  if (conv_context_create(&ctx, &options) != CONV_OK) {
+    fprintf(stderr, "no usable CUDA GPU (%s): tune's messages cannot be checked\n",
+            conv_context_last_error(NULL));
+    return TEST_SKIP;
+  }
+  conv_context_destroy(ctx);
+  char db[1024];
+  tmp_path(db, sizeof db, "messages.db");
+  static const char *const modes[][3] = {{"--progress=auto", NULL},
+                                         {"--verbose", "--progress=never"},
+                                         {"--progress=always", NULL}};
+  for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+    remove_db(db);
+    cli_result r;
+    const char *args[] = {"tune", SPEC, "--policy", "fast", "--cache", db, modes[i][0], modes[i][1], NULL};
+    CHECK(run_cli(args, &r));
+    CHECK_MSG(r.exit_status == 0, "mode %zu: exit %lld\n%s", i, (long long)r.exit_status, r.err.data);
+    CHECK(contains(r.out.data, "tuned"));
+    CHECK_MSG(!contains(r.err.data, "timing "), "mode %zu:\n%s", i, r.err.data);
+    if (i == 0) {
+      CHECK_MSG(strcmp(r.err.data, "[1/1] " SPEC " ...\n") == 0, "stderr:\n%s", r.err.data);
+    } else if (i == 1) {
+      CHECK_MSG(strncmp(r.err.data, "[1/1] " SPEC " ...\ntuning fwd ", 11 + strlen(SPEC) + 11) == 0 &&
+                    contains(r.err.data, "\n  ") && contains(r.err.data, "\ntuned in ") &&
+                    contains(r.err.data, "fastest"),
+                "stderr:\n%s", r.err.data);
+    } else {
+      CHECK_MSG(r.err.data[0] == '\r' && contains(r.err.data, "\x1b[K") &&
+                    contains(r.err.data, "1/1  ") && contains(r.err.data, "done\x1b[K\n") &&
+                    !contains(r.err.data, "[1/1]"),
+                "stderr:\n%s", r.err.data);
+    }
+    cli_result_free(&r);
+  }
   remove_db(db);
   return TEST_PASS;
 }
@@ -1224,11 +1280,125 @@ static int test_invalid_suite_rows(void) {
   return TEST_PASS;
 }
 
+/* ================================================================ progress line */
+
+/* Columns of a line (one per UTF-8 character), or -1 when it is not valid
+ * printable UTF-8 on one line. */
+static int line_columns(const char *s) {
+  int cols = 0;
+  for (size_t i = 0; s[i] != '\0'; cols++) {
+    const unsigned char *u = (const unsigned char *)s + i;
+    if (*u < 0x80) {
+      if (*u < 0x20 || *u == 0x7f) return -1;
+      i++;
+      continue;
+    }
+    size_t n = utf8_sequence_length(u, strlen(s + i));
+    if (n == 0) return -1;
+    i += n;
+  }
+  return cols;
+}
+
+/* Renders p at `width` into buf and checks the invariants of every line:
+ * the returned length, at most width - 1 columns, printable UTF-8. */
+#define RENDER(buf, p, width)                                                             \
+  do {                                                                                    \
+    size_t n_ = progress_line((buf), sizeof(buf), (p), (width));                          \
+    CHECK_MSG(n_ == strlen(buf), "length %zu for \"%s\"", n_, (buf));                     \
+    int cols_ = line_columns(buf);                                                        \
+    CHECK_MSG(cols_ >= 0 && cols_ <= ((width) > 1 ? (width) - 1 : 0),                     \
+              "width %d: %d columns: \"%s\"", (width), cols_, (buf));                      \
+  } while (0)
+
+static int test_progress_durations(void) {
+  static const struct {
+    double seconds;
+    const char *text;
+  } cases[] = {{0, "0s"},          {0.4, "0s"},         {42, "42s"},       {59.4, "59s"},
+               {59.6, "1:00"},     {187, "3:07"},       {3599, "59:59"},   {3600, "1:00:00"},
+               {3723, "1:02:03"},  {90061, "25:01:01"}, {-1, "?"},         {NAN, "?"},
+               {INFINITY, "?"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char buf[32];
+    CHECK_MSG(strcmp(format_duration(cases[i].seconds, buf, sizeof buf), cases[i].text) == 0,
+              "%g s: \"%s\", expected \"%s\"", cases[i].seconds, buf, cases[i].text);
+  }
+  /* The mean time of a finished shape times those left, less what the
+   * current one took so far. */
+  progress p = {2, 10, "a", NULL, 25, 20};
+  CHECK(fabs(progress_eta(&p) - 75) < 1e-9);
+  p.done = 0;
+  p.finished_s = 0;
+  CHECK(progress_eta(&p) == -1);
+  p = (progress){9, 10, "a", NULL, 100, 45}; /* the last shape overran the mean */
+  CHECK(progress_eta(&p) == 0);
+  p.done = 10;
+  CHECK(progress_eta(&p) == 0);
+  return TEST_PASS;
+}
+
+static int test_progress_line(void) {
+  char buf[512];
+  progress p = {3, 40, "resnet50_layer3_conv2", "cudnn engine=12 knobs=3", 42, 30};
+  /* ETA: 10 s a shape, 37 to go, 12 s into the current one: 358 s. */
+  RENDER(buf, &p, 200);
+  CHECK_MSG(strcmp(buf, "[#...................]   3/40  42s  ETA 5:58  resnet50_layer3_conv2  "
+                        "cudnn engine=12 knobs=3") == 0,
+            "%s", buf);
+  RENDER(buf, &p, 80);
+  CHECK_MSG(strcmp(buf, "[#...................]   3/40  42s  ETA 5:58  resnet50_layer3_...  "
+                        "cudnn eng...") == 0,
+            "%s", buf);
+  RENDER(buf, &p, 40);
+  CHECK_MSG(strcmp(buf, " 3/40  42s  ETA 5:58  resnet5...") == 0, "%s", buf);
+  RENDER(buf, &p, 60);
+  CHECK_MSG(strncmp(buf, "[..........]   3/40  42s  ETA 5:58  ", 36) == 0, "%s", buf);
+
+  /* Nothing done yet: an empty bar and no ETA. */
+  progress first = {0, 12, "conv1", "timing", 3.2, 0};
+  RENDER(buf, &first, 80);
+  CHECK_MSG(strcmp(buf, "[....................]   0/12  3s  ETA ?  conv1  timing") == 0, "%s", buf);
+  /* All done: a full bar, the total time, "done". */
+  progress all = {12, 12, NULL, NULL, 3723, 3723};
+  RENDER(buf, &all, 80);
+  CHECK_MSG(strcmp(buf, "[####################]  12/12  1:02:03  done") == 0, "%s", buf);
+  RENDER(buf, &all, 200);
+  CHECK(strstr(buf, "done") != NULL && strstr(buf, "ETA") == NULL);
+
+  /* Long names are cut at a character boundary, "..." at the end (at 1000
+   * columns to the 511 bytes of buf). */
+  char long_name[700] = "";
+  for (int i = 0; i < 300; i++) strcat(long_name, i % 2 ? "\xc3\xa9" : "x"); /* x and e-acute */
+  progress wide = {1, 2, long_name, long_name, 1, 1};
+  static const int widths[] = {40, 80, 200, 1000};
+  for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
+    RENDER(buf, &wide, widths[i]);
+    size_t len = strlen(buf);
+    CHECK_MSG(len > 3 && strcmp(buf + len - 3, "...") == 0, "width %d: %s", widths[i], buf);
+  }
+  /* A hostile name cannot drive the terminal. */
+  progress hostile = {0, 1, "evil\x1b[2J\x1b]0;title\x07", "cfg\r\n", 0, 0};
+  RENDER(buf, &hostile, 200);
+  CHECK_MSG(strchr(buf, '\x1b') == NULL && strstr(buf, "evil\\x1b") != NULL, "%s", buf);
+  /* Tiny widths and buffers: parts left out whole, nothing overflows. */
+  RENDER(buf, &p, 1);
+  CHECK(buf[0] == '\0');
+  RENDER(buf, &p, 12);
+  CHECK_MSG(strcmp(buf, " 3/40  42s") == 0, "%s", buf);
+  char small[12];
+  memset(small, 'z', sizeof small);
+  size_t n = progress_line(small, sizeof small, &p, 200);
+  CHECK_MSG(n < sizeof small && n == strlen(small), "%zu", n);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"help_and_usage", test_help_and_usage},
     {"bad_arguments", test_bad_arguments},
     {"bad_shape_spec", test_bad_shape_spec},
     {"no_gpu_tune_is_one_line", test_no_gpu_tune_is_one_line},
+    {"tune_messages", test_tune_messages},
     {"list_and_show_without_gpu", test_list_and_show_without_gpu},
     {"json_output", test_json_output},
     {"suite_file_parsing", test_suite_file_parsing},
@@ -1238,6 +1408,8 @@ static const test_case tests[] = {
     {"read_only_cache", test_read_only_cache},
     {"show_by_direction", test_show_by_direction},
     {"show_deterministic", test_show_deterministic},
+    {"progress_durations", test_progress_durations},
+    {"progress_line", test_progress_line},
 };
 
 TEST_MAIN(tests)

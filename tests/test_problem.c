@@ -1,5 +1,6 @@
 /* test_problem.c -- CPU tests: statuses, validation, output sizes, keys,
- * specs, config text, cache paths, patches, and a context without a GPU.
+ * specs, config text, cache paths, patches, a context without a GPU, and
+ * the routing of the library's messages to a log callback.
  * The candidate families' configs: test_configs.c. */
 #include <stddef.h>
 #include <stdint.h>
@@ -455,12 +456,83 @@ static int structs_of_other_versions(void) {
   return TEST_PASS;
 }
 
+/* ---------------------------------------------------------------- log */
+
+typedef struct log_record {
+  int count;
+  conv_log_level level[8];
+  char message[8][1100];
+} log_record;
+
+static void record_log(void *user, conv_log_level level, const char *message) {
+  log_record *r = user;
+  if (r->count < 8) {
+    r->level[r->count] = level;
+    snprintf(r->message[r->count], sizeof r->message[0], "%s", message);
+  }
+  r->count++;
+}
+
+/* Messages reach the options' callback up to its level (verbose raises it
+ * to DEBUG), as one line; without a callback they go nowhere; a level out
+ * of the enum is refused before any device is touched. */
+static int log_routing(void) {
+  conv_context_options o;
+  memset(&o, 0x5a, sizeof o);
+  conv_context_options_init(&o);
+  /* New fields default to 0 (convtune.h's versions note): level 0 is INFO. */
+  CHECK(o.log == NULL && o.log_user == NULL && (int)o.log_level == 0 && o.verbose == 0);
+
+  conv_logger silent = conv_logger_from_options(&o);
+  CHECK(silent.level == CONV_LOG_INFO);
+  CHECK(!conv_log_enabled(&silent, CONV_LOG_ERROR));
+  conv_log(&silent, CONV_LOG_ERROR, "dropped %d", 1); /* no callback: nothing, no crash */
+  CHECK(!conv_log_enabled(NULL, CONV_LOG_ERROR));
+
+  log_record r = {0};
+  o.log = record_log;
+  o.log_user = &r;
+  conv_logger info = conv_logger_from_options(&o);
+  conv_log(&info, CONV_LOG_INFO, "tuning %s", "fwd n1");
+  conv_log(&info, CONV_LOG_DEBUG, "timing %s", "hidden");
+  conv_log(&info, CONV_LOG_WARN, "two\nlines\r");
+  CHECK(r.count == 2);
+  CHECK(r.level[0] == CONV_LOG_INFO && strcmp(r.message[0], "tuning fwd n1") == 0);
+  CHECK_MSG(r.level[1] == CONV_LOG_WARN && strcmp(r.message[1], "two lines ") == 0, "%s",
+            r.message[1]);
+
+  o.log_level = CONV_LOG_ERROR;
+  o.verbose = 1; /* shorthand for DEBUG, whatever log_level says */
+  conv_logger verbose = conv_logger_from_options(&o);
+  CHECK(verbose.level == CONV_LOG_DEBUG && conv_log_enabled(&verbose, CONV_LOG_DEBUG));
+  o.verbose = 0;
+  conv_logger errors = conv_logger_from_options(&o);
+  CHECK(conv_log_enabled(&errors, CONV_LOG_ERROR) && !conv_log_enabled(&errors, CONV_LOG_WARN));
+
+  r.count = 0;
+  char long_text[3000];
+  memset(long_text, 'x', sizeof long_text - 1);
+  long_text[sizeof long_text - 1] = '\0';
+  conv_log(&verbose, CONV_LOG_DEBUG, "%s", long_text);
+  CHECK(r.count == 1 && strlen(r.message[0]) == 1023);
+
+  conv_context *ctx = (conv_context *)0x1;
+  static const int bad_levels[] = {CONV_LOG_DEBUG + 1, -1};
+  for (size_t i = 0; i < sizeof bad_levels / sizeof bad_levels[0]; i++) {
+    o.log_level = (conv_log_level)bad_levels[i];
+    CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_context_create(&ctx, &o));
+    CHECK(ctx == NULL && strstr(conv_context_last_error(NULL), "log_level") != NULL);
+  }
+  CHECK(r.count == 1);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"status_strings", status_strings},   {"validate_each_failure", validate_each_failure},
     {"output_dims", output_dims},         {"problem_key", problem_key},
     {"parse_spec", parse_spec},           {"config_text", config_text},
     {"default_cache_path", default_cache_path}, {"set_patches", set_patches},
     {"no_device_is_clean", no_device_is_clean},
-    {"structs_of_other_versions", structs_of_other_versions},
+    {"structs_of_other_versions", structs_of_other_versions}, {"log_routing", log_routing},
 };
 TEST_MAIN(tests)

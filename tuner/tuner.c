@@ -275,13 +275,13 @@ static void trial_init(conv_trial *trial, const conv_algorithm *algo, const conv
   trial->deterministic = -1;
 }
 
+/* A trial's outcome, for the context's log (DEBUG). */
 static void report(const conv_tune_request *req, const conv_trial *t) {
-  if (!req->verbose) return;
   if (t->status == CONV_OK)
-    fprintf(stderr, "  %-12s %-40s %10.4f ms  err %.2g%s\n", t->algorithm, t->config_text,
-            t->time_ms, t->rel_error, t->heuristic_pick ? "  (heuristic pick)" : "");
+    conv_log(req->log, CONV_LOG_DEBUG, "%-12s %-40s %10.4f ms  err %.2g%s", t->algorithm,
+             t->config_text, t->time_ms, t->rel_error, t->heuristic_pick ? "  (heuristic pick)" : "");
   else
-    fprintf(stderr, "  %-12s %-40s %s\n", t->algorithm, t->config_text, t->reason);
+    conv_log(req->log, CONV_LOG_DEBUG, "%-12s %-40s %s", t->algorithm, t->config_text, t->reason);
 }
 
 /* Tracks the best valid trial and the first failure, for the final message. */
@@ -317,6 +317,7 @@ static conv_status tune_family(bench *b, const conv_algorithm *algo, tally *t, c
     }
     conv_trial trial;
     trial_init(&trial, algo, &configs[i]);
+    conv_log(req->log, CONV_LOG_DEBUG, "timing %s %s", trial.algorithm, trial.config_text);
     run_trial(b, algo, &configs[i], t->have_best ? t->best.time_ms : 0, &trial);
     if (!pick_taken && trial.status == CONV_OK && (configs[i].flags & CONV_CONFIG_HEURISTIC_RANKED))
       pick_taken = trial.heuristic_pick = true;
@@ -344,13 +345,28 @@ static conv_status tune_all(bench *b, tally *t, conv_error *err) {
   return st;
 }
 
+/* The end of a tuning, for the context's log (INFO). */
+static void log_outcome(const conv_tune_request *req, conv_status st, const tally *t, double s) {
+  if (!conv_log_enabled(req->log, CONV_LOG_INFO)) return;
+  if (st != CONV_OK) {
+    conv_log(req->log, CONV_LOG_INFO, "tuning failed after %.2f s (%s): %d configs, %d failed", s,
+             conv_status_string(st), t->tried, t->failed);
+    return;
+  }
+  const conv_algorithm *algo = conv_registry_find(t->best.algorithm_id);
+  char config[128] = "";
+  if (algo != NULL) algo->describe(&t->best.config, config, sizeof config);
+  conv_log(req->log, CONV_LOG_INFO, "tuned in %.2f s: %d configs, %d failed; fastest %s %s (%.4f ms)",
+           s, t->tried, t->failed, algo ? algo->name : "?", config, t->best.time_ms);
+}
+
 conv_status conv_tune(const conv_tune_request *req, conv_choice *winner, conv_error *err) {
   bench b = {.req = req};
   tally t = {.tried = 0};
   conv_status st = conv_problem_shape(req->problem, &b.shape);
   if (st != CONV_OK) return conv_error_set(err, st, "invalid problem");
   uint64_t started = uv_hrtime();
-  if (req->verbose) fprintf(stderr, "tuning %s\n", req->key->problem);
+  conv_log(req->log, CONV_LOG_INFO, "tuning %s", req->key->problem);
   CONV_TRY(st, bench_alloc(&b, err), done);
   CONV_TRY(st, bench_inputs(&b, err), done);
   CONV_TRY(st, tune_all(&b, &t, err), done);
@@ -362,9 +378,7 @@ conv_status conv_tune(const conv_tune_request *req, conv_choice *winner, conv_er
   CONV_TRY(st, conv_cache_set_winner(req->cache, req->key, t.best.algorithm_id, &t.best.config, err), done);
   *winner = t.best;
 done:
-  if (req->verbose)
-    fprintf(stderr, "tuned in %.2f s: %d configs, %d failed\n", (uv_hrtime() - started) * 1e-9,
-            t.tried, t.failed);
+  log_outcome(req, st, &t, (uv_hrtime() - started) * 1e-9);
   bench_free(&b);
   return st;
 }

@@ -35,7 +35,7 @@ typedef struct conv_tune_request {
   const conv_cache_key *key;
   conv_policy policy;         /* EXHAUSTIVE or FAST                             */
   size_t workspace_limit;     /* bytes                                          */
-  int verbose;                /* progress lines on stderr                       */
+  const conv_logger *log;     /* progress: INFO per tuning, DEBUG per config    */
   atomic_int *interrupt;      /* nonzero: stop after the current candidate      */
 } conv_tune_request;
 

@@ -25,6 +25,7 @@ this repository.
 """
 import atexit
 import ctypes
+import logging
 import os
 import threading
 import weakref
@@ -74,6 +75,26 @@ from ._problem import _channels_error, _groups, _int, _problem_key  # noqa: E402
 
 _live_contexts = weakref.WeakSet()
 
+# The library never prints: every Context passes its messages (conv_log_level)
+# to this logger, at the matching logging level.
+_logger = logging.getLogger("convtune")
+_LOG_LEVELS = {_lib.LOG_LEVELS.index("ERROR"): logging.ERROR, _lib.LOG_LEVELS.index("WARN"): logging.WARNING,
+               _lib.LOG_LEVELS.index("INFO"): logging.INFO, _lib.LOG_LEVELS.index("DEBUG"): logging.DEBUG}
+
+
+def _log_message(user, level, message):
+    """The contexts' conv_log_fn, called on the thread that tunes (GIL taken by ctypes)."""
+    try:
+        py_level = _LOG_LEVELS.get(level, logging.ERROR)
+        if _logger.isEnabledFor(py_level):
+            _logger.log(py_level, "%s", message.decode("utf-8", "replace"))
+    except Exception:  # nothing may propagate into the C caller
+        pass
+
+
+# One C function pointer for every context; the module and each Context hold it.
+_log_callback = _lib.LogFn(_log_message)
+
 
 class Context:
     """A libconvtune context on one CUDA device: cuDNN/cuBLASLt handles, the plan cache, plans.
@@ -84,7 +105,9 @@ class Context:
     policy: "exhaustive" (time every config), "fast" (a few best guesses) or
     "cache_only" (never tune: a miss raises ConvtuneError CACHE_MISS).
     workspace_limit: bytes of scratch a candidate may use; 0 is a quarter of the free memory.
-    verbose: progress lines on stderr while tuning.
+    verbose: also log each candidate config as it is timed (DEBUG).  The library's messages go
+    to the logging module's "convtune" logger: warnings, and at INFO a line as each tuning
+    starts and ends (logging.basicConfig(level=logging.INFO) shows them); nothing is printed.
     deterministic: every plan of this context deterministic (see Context.plan).
     """
 
@@ -115,6 +138,8 @@ class Context:
         options.workspace_limit = workspace_limit
         options.verbose = int(self.verbose)
         options.deterministic = int(self.deterministic)
+        self._log_callback = _log_callback  # lives while the context can call it
+        options.log = _log_callback  # at the default level, INFO (DEBUG with verbose)
         handle = _lib.ContextPtr()
         # The library leaves torch's current device as it was, in every call.
         status = lib.conv_context_create(ctypes.byref(handle), ctypes.byref(options))

@@ -76,6 +76,14 @@ class Problem(Structure):
                 + [(f, c_int) for f in PROBLEM_ENUM_FIELDS])
 
 
+# enum conv_log_level, most severe first: the enum value is the index (0, as
+# conv_context_options.log_level, is the default: INFO).
+LOG_LEVELS = ("DEFAULT", "ERROR", "WARN", "INFO", "DEBUG")
+
+# conv_log_fn: void (*)(void *user, conv_log_level level, const char *message).
+LogFn = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_char_p)
+
+
 class ContextOptions(Structure):
     """struct conv_context_options."""
     _fields_ = [
@@ -87,6 +95,9 @@ class ContextOptions(Structure):
         ("verbose", c_int),
         ("direct_launches", c_int),
         ("deterministic", c_int),
+        ("log", LogFn),
+        ("log_user", c_void_p),
+        ("log_level", c_int),
     ]
 
 

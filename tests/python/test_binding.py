@@ -7,6 +7,7 @@ numbers each run; the seed is in every failure message (CONVTUNE_TEST_SEED
 replays it).  Plans are tuned with policy "fast" into temporary caches.
 """
 import ctypes
+import logging
 import os
 import pathlib
 import re
@@ -73,11 +74,13 @@ def test_struct_layouts():
     assert _lib.Problem.n.offset == 8
     assert _lib.Problem.math.offset == 8 + 14 * 8 + 3 * 4
     assert _lib.Problem.deterministic.offset == 8 + 14 * 8 + 5 * 4
-    assert ctypes.sizeof(_lib.ContextOptions) == 56
+    assert ctypes.sizeof(_lib.ContextOptions) == 80
     assert _lib.ContextOptions.device.offset == 8
     assert _lib.ContextOptions.workspace_limit.offset == 32
     assert _lib.ContextOptions.direct_launches.offset == 44
     assert _lib.ContextOptions.deterministic.offset == 48
+    assert _lib.ContextOptions.log.offset == 56 and _lib.ContextOptions.log_user.offset == 64
+    assert _lib.ContextOptions.log_level.offset == 72
     assert ctypes.sizeof(_lib.PlanInfo) == 344 and _lib.PlanInfo.deterministic.offset == 340
     assert _lib.PlanInfo.time_ms.offset == 160 and _lib.PlanInfo.source.offset == 176
     assert _lib.PlanInfo.replay.offset == 180 and _lib.PlanInfo.replay_note.offset == 184
@@ -356,6 +359,28 @@ def test_extension_refuses_like_ctypes(small, cuda):
 
 
 # ---------------------------------------------------------------- plans, cache, sources
+
+
+@gpu
+def test_tuning_logs_to_the_convtune_logger(tmp_path, cuda, caplog, capfd):
+    # The library prints nothing; its messages reach logging: INFO as a tuning
+    # starts and ends, and with verbose=True each candidate at DEBUG.
+    caplog.set_level(logging.DEBUG, logger="convtune")
+    shapes = ((1, 3, 8, 8), (4, 3, 3, 3))
+    with convtune.Context(cache=tmp_path / "quiet.db", policy="fast") as c:
+        c.plan(*shapes, padding=1)
+    quiet = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "convtune"]
+    assert [level for level, _ in quiet] == [logging.INFO, logging.INFO], quiet
+    assert quiet[0][1].startswith("tuning fwd ") and quiet[1][1].startswith("tuned in "), quiet
+    caplog.clear()
+    with convtune.Context(cache=tmp_path / "verbose.db", policy="fast", verbose=True) as c:
+        c.plan(*shapes, padding=1)
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    assert any(m.startswith("timing ") for m in messages), messages
+    assert len(messages) >= 2 * sum(m.startswith("timing ") for m in messages)
+    out, err = capfd.readouterr()
+    assert out == "" and err == "", (out, err)
+
 
 
 @gpu

@@ -6,7 +6,8 @@
  *   main.c     the command line, help, main()
  *   output.c   messages, number formats, tables
  *   inspect.c  list and show: reading the cache without a GPU
- *   tune.c     tune: shapes, the worker thread, Ctrl-C, the report
+ *   tune.c     tune: shapes, the worker thread, Ctrl-C, progress, the report
+ *   progress.c the progress line tune redraws on a terminal (progress.h)
  */
 #ifndef CONVTUNE_TOOLS_CLI_H
 #define CONVTUNE_TOOLS_CLI_H
@@ -32,6 +33,9 @@ typedef enum cli_exit {
 
 enum { CMD_TUNE = 1u, CMD_LIST = 2u, CMD_SHOW = 4u, CMD_ALL = 7u };
 
+/* --progress: tune's progress line on a terminal (auto), always or never. */
+typedef enum cli_progress { PROGRESS_AUTO = 0, PROGRESS_ALWAYS, PROGRESS_NEVER } cli_progress;
+
 typedef struct cli_args {
   unsigned command; /* CMD_*, 0 for help */
   const char *command_name;
@@ -44,6 +48,7 @@ typedef struct cli_args {
   conv_epilogue epilogue;
   conv_direction direction;
   conv_policy policy;
+  cli_progress progress;
   const char **inputs; /* positional arguments, pointing into argv */
   size_t input_count;
 } cli_args;

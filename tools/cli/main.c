@@ -45,7 +45,15 @@ static const struct {
      "every shape deterministic: only\n"
      "candidates with bit-identical results run to run"},
     {"--policy exhaustive|fast", CMD_TUNE, "time every candidate, or a few best guesses"},
-    {"--verbose", CMD_TUNE, "report each candidate on stderr"},
+    {"--verbose", CMD_TUNE,
+     "print each candidate's outcome, and the start\n"
+     "and end of each tuning, on stderr"},
+    {"--progress auto|always|never", CMD_TUNE,
+     "a progress line on stderr, redrawn in place\n"
+     "(shapes done, elapsed time, ETA, the shape\n"
+     "and the candidate being timed): when stderr\n"
+     "is a terminal (auto, the default), always,\n"
+     "or never (a line per shape)"},
     {"--suite FILE", CMD_SHOW, "SHAPE may be the name of a shape in FILE"},
 };
 
@@ -143,6 +151,7 @@ static const option_spec *find_option(const char *name, size_t len) {
       {"--math", true, CMD_TUNE | CMD_SHOW}, {"--epilogue", true, CMD_TUNE | CMD_SHOW},
       {"--direction", true, CMD_TUNE | CMD_SHOW}, {"--deterministic", false, CMD_TUNE | CMD_SHOW},
       {"--policy", true, CMD_TUNE},       {"--verbose", false, CMD_TUNE},
+      {"--progress", true, CMD_TUNE},
       {"--suite", true, CMD_SHOW},        {"--help", false, CMD_ALL},
       {"--version", false, CMD_ALL},
       {"-h", false, CMD_ALL},
@@ -169,6 +178,7 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
   static const char *const epilogues[] = {"none", "bias", "bias_relu", NULL};
   static const char *const policies[] = {"exhaustive", "fast", NULL};
   static const char *const directions[] = {"fwd", "bwd_data", "bwd_filter", NULL};
+  static const char *const progress_modes[] = {"auto", "always", "never", NULL};
   int i;
   if (strcmp(o->name, "--cache") == 0) {
     if (value[0] == '\0') return usage_error("--cache needs a non-empty path");
@@ -209,6 +219,11 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
       return usage_error("bad --policy '%s' (expected exhaustive or fast)", value);
     }
     a->policy = i == 1 ? CONV_POLICY_FAST : CONV_POLICY_EXHAUSTIVE;
+  } else if (strcmp(o->name, "--progress") == 0) {
+    if ((i = lookup_name(value, progress_modes)) < 0) {
+      return usage_error("bad --progress '%s' (expected auto, always or never)", value);
+    }
+    a->progress = i == 2 ? PROGRESS_NEVER : i == 1 ? PROGRESS_ALWAYS : PROGRESS_AUTO;
   }
   return EXIT_OK_;
 }

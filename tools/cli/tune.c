@@ -3,22 +3,28 @@
  * thread runs a libuv loop that watches SIGINT: the first Ctrl-C asks the
  * context to stop after the candidate being timed (what was measured stays
  * in the cache) and restores the default action, so a second Ctrl-C ends the
- * process at once.
+ * process at once.  On stderr, a terminal gets a progress line redrawn in
+ * place (the loop's timer keeps its clock going; the candidate comes from
+ * the library's log callback), anything else a line per shape.
  */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <uv.h>
 
 #include "cache/cache.h"
 #include "runtime/internal.h"
 #include "tools/cli/cli.h"
+#include "tools/cli/progress.h"
 #include "tools/json.h"
 
 /* A tune argument: an existing file is a suite, else it must be a spec. */
@@ -53,6 +59,154 @@ static int load_inputs(const cli_args *a, suite *shapes) {
   return EXIT_OK_;
 }
 
+/* ================================================================ display */
+
+/* What tune shows on stderr while it runs.  The worker (shapes, the log
+ * callback) and the loop thread (the clock, Ctrl-C) both write, under
+ * `lock`; with `bar`, every other line clears the progress line first and
+ * redraws it after. */
+typedef struct tune_display {
+  uv_mutex_t lock;
+  bool bar;     /* the progress line, redrawn in place */
+  bool verbose; /* the library's INFO lines and each candidate's outcome */
+  bool drawn;   /* a progress line is on the screen */
+  uint64_t started, shape_started, finished_ns; /* uv_hrtime; the finished shapes' time */
+  size_t done, total;
+  char shape[1024];    /* printable, "" between shapes */
+  char candidate[512]; /* the config being timed, "" when none */
+} tune_display;
+
+/* Whether tune draws a progress line: --progress, and for auto a terminal
+ * on stderr that is not TERM=dumb. */
+static bool wants_bar(const cli_args *a) {
+  if (a->progress != PROGRESS_AUTO) return a->progress == PROGRESS_ALWAYS;
+  const char *term = getenv("TERM");
+  return isatty(STDERR_FILENO) && !(term != NULL && strcmp(term, "dumb") == 0);
+}
+
+static int display_init(tune_display *d, const cli_args *a, size_t total) {
+  memset(d, 0, sizeof *d);
+  d->bar = wants_bar(a);
+  d->verbose = a->verbose;
+  d->total = total;
+  d->started = d->shape_started = uv_hrtime();
+  return uv_mutex_init(&d->lock);
+}
+
+/* stderr's width in columns: the terminal's, else $COLUMNS, else 80. */
+static int terminal_width(void) {
+  struct winsize ws;
+  if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  const char *columns = getenv("COLUMNS");
+  int n = columns ? atoi(columns) : 0;
+  return n > 0 ? n : 80;
+}
+
+/* The caller holds d->lock for these three. */
+static void display_clear(tune_display *d) {
+  if (d->drawn) fputs("\r\x1b[K", stderr);
+  d->drawn = false;
+}
+
+static void display_draw(tune_display *d) {
+  if (!d->bar) return;
+  uint64_t now = uv_hrtime();
+  progress p = {d->done, d->total, d->shape, d->candidate, (now - d->started) * 1e-9,
+                d->finished_ns * 1e-9};
+  char line[4096];
+  progress_line(line, sizeof line, &p, terminal_width());
+  fprintf(stderr, "\r%s\x1b[K", line);
+  fflush(stderr);
+  d->drawn = true;
+}
+
+/* A line of its own on stderr, above the progress line. */
+static void display_print(tune_display *d, const char *text) {
+  display_clear(d);
+  fprintf(stderr, "%s\n", text);
+  display_draw(d);
+}
+
+/* say() without breaking the progress line. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void display_say(tune_display *d, const char *fmt, ...) {
+  char message[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(message, sizeof message, fmt, ap);
+  va_end(ap);
+  uv_mutex_lock(&d->lock);
+  display_clear(d);
+  say("%s", message);
+  display_draw(d);
+  uv_mutex_unlock(&d->lock);
+}
+
+static void display_shape_start(tune_display *d, size_t i, const char *name) {
+  uv_mutex_lock(&d->lock);
+  one_line(name, d->shape, sizeof d->shape);
+  d->candidate[0] = '\0';
+  d->shape_started = uv_hrtime();
+  if (d->bar) {
+    display_draw(d);
+  } else {
+    fprintf(stderr, "[%zu/%zu] %s ...\n", i + 1, d->total, d->shape);
+  }
+  uv_mutex_unlock(&d->lock);
+}
+
+static void display_shape_end(tune_display *d) {
+  uv_mutex_lock(&d->lock);
+  d->done++;
+  d->finished_ns += uv_hrtime() - d->shape_started;
+  d->shape[0] = d->candidate[0] = '\0';
+  display_draw(d);
+  uv_mutex_unlock(&d->lock);
+}
+
+/* The loop's timer: the clock and the ETA move between messages. */
+static void display_tick(uv_timer_t *timer) {
+  tune_display *d = timer->data;
+  uv_mutex_lock(&d->lock);
+  if (d->drawn) display_draw(d);
+  uv_mutex_unlock(&d->lock);
+}
+
+/* The last progress line stays on the screen (after the worker ended). */
+static void display_finish(tune_display *d) {
+  if (!d->drawn) return;
+  display_draw(d);
+  fputc('\n', stderr);
+  d->drawn = false;
+}
+
+/* The library's messages (the context's log callback, on the worker
+ * thread): warnings always; "timing ..." (DEBUG, a candidate starting) is
+ * the progress line's candidate; with --verbose the other INFO and DEBUG
+ * lines (a tuning's start and end, each candidate's outcome). */
+static void on_log(void *user, conv_log_level level, const char *message) {
+  tune_display *d = user;
+  char line[2048], text[2048];
+  uv_mutex_lock(&d->lock);
+  if (level <= CONV_LOG_WARN) {
+    display_clear(d);
+    say("%s%s", level == CONV_LOG_ERROR ? "error: " : "warning: ", message);
+    display_draw(d);
+  } else if (strncmp(message, "timing ", 7) == 0) {
+    if (d->bar) {
+      one_line(message + 7, d->candidate, sizeof d->candidate);
+      display_draw(d);
+    }
+  } else if (d->verbose) {
+    snprintf(text, sizeof text, "%s%s", level == CONV_LOG_DEBUG ? "  " : "",
+             one_line(message, line, sizeof line));
+    display_print(d, text);
+  }
+  uv_mutex_unlock(&d->lock);
+}
+
 /* ================================================================ tune */
 
 typedef struct tune_row {
@@ -74,6 +228,9 @@ typedef struct tune_job {
   atomic_bool stop; /* set by the SIGINT callback */
   uv_signal_t sigint;
   uv_async_t finished;
+  uv_timer_t clock; /* redraws the progress line (with display->bar) */
+  bool clock_open;
+  tune_display *display;
 } tune_job;
 
 typedef struct default_query {
@@ -92,20 +249,22 @@ static int find_default_row(const conv_cache_row *row, void *user) {
 }
 
 /* The time of cuDNN's own pick for this key on this device and build. */
-static double default_time_ms(conv_context *ctx, const char *key, const char *name) {
+static double default_time_ms(conv_context *ctx, const char *key, const char *name,
+                              tune_display *display) {
   conv_cache *cache = conv_context_cache(ctx);
   const conv_device *device = conv_context_device(ctx);
   if (cache == NULL || device == NULL) return -1;
   default_query q = {device->key, conv_library_versions(), -1};
   conv_error err = {CONV_OK, ""};
   if (conv_cache_list_trials(cache, key, find_default_row, &q, &err) != CONV_OK) {
-    say("warning: %s: cannot read its trials: %s", name, err.message);
+    display_say(display, "warning: %s: cannot read its trials: %s", name, err.message);
     return -1;
   }
   return q.ms;
 }
 
-static void tune_one(conv_context *ctx, const suite_shape *shape, tune_row *row) {
+static void tune_one(conv_context *ctx, const suite_shape *shape, tune_row *row,
+                     tune_display *display) {
   memset(row, 0, sizeof *row);
   row->shape = shape;
   row->default_ms = -1;
@@ -120,7 +279,7 @@ static void tune_one(conv_context *ctx, const suite_shape *shape, tune_row *row)
     one_line(conv_context_last_error(ctx), row->error, sizeof row->error);
     return;
   }
-  if (row->key[0] != '\0') row->default_ms = default_time_ms(ctx, row->key, shape->name);
+  if (row->key[0] != '\0') row->default_ms = default_time_ms(ctx, row->key, shape->name, display);
 }
 
 static void tune_worker(void *arg) {
@@ -132,10 +291,10 @@ static void tune_worker(void *arg) {
       break;
     }
     const suite_shape *shape = &job->shapes->shapes[i];
-    char name[1024];
-    fprintf(stderr, "[%zu/%zu] %s ...\n", i + 1, count, one_line(shape->name, name, sizeof name));
-    tune_one(job->ctx, shape, &job->rows[i]);
+    display_shape_start(job->display, i, shape->name);
+    tune_one(job->ctx, shape, &job->rows[i], job->display);
     job->done = i + 1;
+    display_shape_end(job->display);
     if (job->rows[i].status == CONV_INTERRUPTED) {
       job->interrupted = true;
       break;
@@ -150,9 +309,8 @@ static void on_sigint(uv_signal_t *handle, int signum) {
   tune_job *job = handle->data;
   atomic_store(&job->stop, true);
   conv_context_interrupt(job->ctx);
-  fprintf(stderr,
-          "convtune: interrupted; stopping after the current candidate (measured trials are "
-          "kept)\n");
+  display_say(job->display,
+              "interrupted; stopping after the current candidate (measured trials are kept)");
   /* Back to the default action: a second Ctrl-C ends the process at once. */
   int e = uv_signal_stop(handle);
   if (e != 0) say("uv_signal_stop: %s", uv_strerror(e));
@@ -162,6 +320,18 @@ static void on_finished(uv_async_t *handle) {
   tune_job *job = handle->data;
   uv_close((uv_handle_t *)&job->sigint, NULL);
   uv_close((uv_handle_t *)&job->finished, NULL);
+  if (job->clock_open) uv_close((uv_handle_t *)&job->clock, NULL);
+  job->clock_open = false;
+}
+
+/* With a progress line, a timer that redraws it twice a second. */
+static int start_clock(uv_loop_t *loop, tune_job *job) {
+  if (!job->display->bar) return 0;
+  int e = uv_timer_init(loop, &job->clock);
+  if (e != 0) return e;
+  job->clock_open = true;
+  job->clock.data = job->display;
+  return uv_timer_start(&job->clock, display_tick, 500, 500);
 }
 
 static int uv_failed(const char *what, int e) {
@@ -185,6 +355,9 @@ static int run_tuning(tune_job *job) {
     uv_close((uv_handle_t *)&job->finished, NULL);
   } else if ((e = uv_signal_start(&job->sigint, on_sigint, SIGINT)) != 0) {
     rc = uv_failed("uv_signal_start", e);
+    on_finished(&job->finished);
+  } else if ((e = start_clock(&loop, job)) != 0) {
+    rc = uv_failed("uv_timer_start", e);
     on_finished(&job->finished);
   } else if ((e = uv_thread_create(&worker, tune_worker, job)) != 0) {
     rc = uv_failed("uv_thread_create", e);
@@ -311,12 +484,16 @@ static void print_notes(const suite *shapes) {
   }
 }
 
-static int open_context(const cli_args *a, const char *path, conv_context **ctx) {
+static int open_context(const cli_args *a, const char *path, tune_display *display,
+                        conv_context **ctx) {
   conv_context_options options;
   conv_context_options_init(&options);
   options.cache_path = path;
   options.policy = a->policy;
-  options.verbose = a->verbose ? 1 : 0;
+  options.log = on_log;
+  options.log_user = display;
+  /* DEBUG: the candidates, for the progress line or --verbose. */
+  options.log_level = display->bar || a->verbose ? CONV_LOG_DEBUG : CONV_LOG_WARN;
   conv_status st = conv_context_create(ctx, &options);
   if (st == CONV_OK) return EXIT_OK_;
   const char *msg = conv_context_last_error(NULL);
@@ -334,25 +511,35 @@ static int open_context(const cli_args *a, const char *path, conv_context **ctx)
 }
 
 static int tune_shapes(const cli_args *a, const suite *shapes, const char *path) {
+  tune_display display;
+  int e = display_init(&display, a, shapes->count);
+  if (e != 0) return uv_failed("uv_mutex_init", e);
   conv_context *ctx = NULL;
-  int rc = open_context(a, path, &ctx);
-  if (rc != EXIT_OK_) return rc;
+  int rc = open_context(a, path, &display, &ctx);
+  if (rc != EXIT_OK_) {
+    uv_mutex_destroy(&display.lock);
+    return rc;
+  }
   print_notes(shapes);
   tune_job job;
   memset(&job, 0, sizeof job);
   job.ctx = ctx;
   job.shapes = shapes;
+  job.display = &display;
   atomic_init(&job.stop, false);
   job.rows = calloc(shapes->count, sizeof *job.rows);
   if (job.rows == NULL) {
     say("out of memory");
     rc = EXIT_FAILED;
   } else {
+    display.started = uv_hrtime();
     rc = run_tuning(&job);
+    display_finish(&display); /* the worker has ended: no lock needed */
     if (rc == EXIT_OK_) rc = report_tuning(a, &job);
   }
   free(job.rows);
   conv_context_destroy(ctx);
+  uv_mutex_destroy(&display.lock);
   return rc;
 }
 
