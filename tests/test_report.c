@@ -2,9 +2,15 @@
  * test_report.c -- `convtune report` and its roofline arithmetic, without a
  * GPU: the tests write made-up trials straight into a cache file through
  * the cache API, run the tool ($CONVTUNE_CLI) on it, and read the page.
+ *
+ * report_in_browser opens the page in headless Chromium (Debian's package
+ * `chromium`), counts the charts in the DOM it renders and checks the
+ * screenshot's colours (decoded by tests/report_png.py); it reports itself
+ * skipped where chromium or python3 is not installed.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <spawn.h>
@@ -539,6 +545,106 @@ static int test_report_help(void) {
   return TEST_PASS;
 }
 
+/* ================================================================ in a browser */
+
+/* The first of names (NULL-terminated) that is an executable on PATH. */
+static bool find_program(const char *const *names, char *path, size_t size) {
+  const char *dirs = getenv("PATH");
+  for (size_t i = 0; names[i] != NULL; i++) {
+    for (const char *d = dirs ? dirs : ""; *d;) {
+      size_t len = strcspn(d, ":");
+      snprintf(path, size, "%.*s/%s", (int)len, d, names[i]);
+      if (len > 0 && access(path, X_OK) == 0) return true;
+      d += len + (d[len] == ':');
+    }
+  }
+  return false;
+}
+
+/* Chromium's profile folder, and everything in it. */
+static void remove_tree(const char *path) {
+  const char *args[] = {"rm", "-rf", path, NULL};
+  run_result r;
+  if (run(args, &r)) run_result_free(&r);
+}
+
+/* `chromium --headless ... ARG URL` with a profile of its own. */
+static bool run_chromium(const char *chromium, const char *profile, const char *arg,
+                         const char *url, run_result *r) {
+  char user_data[1100];
+  snprintf(user_data, sizeof user_data, "--user-data-dir=%s", profile);
+  const char *args[] = {chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                        "--hide-scrollbars", "--no-first-run", "--window-size=1200,2000",
+                        user_data, arg, url, NULL};
+  return run(args, r);
+}
+
+/* The number after `name ` in report_png.py's output, or -1. */
+static double png_fact(const char *facts, const char *name) {
+  char line[64];
+  snprintf(line, sizeof line, "%s ", name);
+  for (const char *p = facts; p != NULL && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+    if (strncmp(p, line, strlen(line)) == 0) return atof(p + strlen(line));
+  return -1;
+}
+
+/* The page, rendered by headless Chromium: one chart per shape in its
+ * DOM, and a screenshot that is not blank and shows the bars' colours. */
+static int test_report_in_browser(void) {
+  static const char *const chromiums[] = {"chromium", "chromium-browser", NULL};
+  static const char *const pythons[] = {"python3", NULL};
+  char chromium[1024], python[1024];
+  if (!find_program(chromiums, chromium, sizeof chromium) ||
+      !find_program(pythons, python, sizeof python)) {
+    fprintf(stderr, "chromium or python3 is not installed (Debian: apt-get install chromium)\n");
+    return TEST_SKIP;
+  }
+  char db[1024], html_path[1024], *html = NULL, full[PATH_MAX], url[PATH_MAX + 8];
+  int rc = make_report(db, html_path, sizeof db, &html);
+  if (rc != TEST_PASS) return rc;
+  free(html);
+  CHECK(realpath(html_path, full) != NULL);
+  snprintf(url, sizeof url, "file://%s", full);
+  char profile[1024], shot[1024], shot_arg[1100];
+  tmp_path(profile, sizeof profile, "chromium-profile");
+  tmp_path(shot, sizeof shot, "shot.png");
+  snprintf(shot_arg, sizeof shot_arg, "--screenshot=%s", shot);
+  remove(shot);
+
+  run_result r;
+  CHECK(run_chromium(chromium, profile, "--dump-dom", url, &r));
+  CHECK_MSG(r.status == 0, "chromium --dump-dom: exit %d\n%s", r.status, r.err);
+  CHECK_MSG(count(r.out, "<svg class=\"chart\"") == REPORT_SHAPES, "%zu charts in the DOM:\n%s",
+            count(r.out, "<svg class=\"chart\""), r.out);
+  CHECK(count(r.out, "<section class=\"shape\"") == REPORT_SHAPES);
+  run_result_free(&r);
+
+  CHECK(run_chromium(chromium, profile, shot_arg, url, &r));
+  CHECK_MSG(r.status == 0 && file_exists(shot), "chromium --screenshot: exit %d\n%s", r.status,
+            r.err);
+  run_result_free(&r);
+  remove_tree(profile);
+
+  /* The winner's green, cuDNN default's orange and the other cuDNN
+   * configs' blue (report.c's style) are among the pixels. */
+  char script[1024];
+  snprintf(script, sizeof script, "%s/tests/report_png.py", CONVTUNE_SOURCE_DIR);
+  const char *args[] = {python, script, shot, "2ca02c", "ff7f0e", "6f9fd8", NULL};
+  CHECK(run(args, &r));
+  CHECK_MSG(r.status == 0, "report_png.py: exit %d\n%s", r.status, r.err);
+  fprintf(stderr, "screenshot %s:\n%s", shot, r.out);
+  CHECK_MSG(png_fact(r.out, "colours") >= 64, "blank? %s", r.out);
+  CHECK_MSG(png_fact(r.out, "most") > 0 && png_fact(r.out, "most") <= 0.97, "blank? %s", r.out);
+  CHECK_MSG(png_fact(r.out, "2ca02c") >= 50 && png_fact(r.out, "ff7f0e") >= 50 &&
+                png_fact(r.out, "6f9fd8") >= 50,
+            "no bars? %s", r.out);
+  run_result_free(&r);
+  remove(shot);
+  remove(html_path);
+  remove_db(db);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"floor_matches_bench", test_floor_matches_bench},
     {"peaks_by_device", test_peaks_by_device},
@@ -547,6 +653,7 @@ static const test_case tests[] = {
     {"report_escapes_text", test_report_escapes_text},
     {"report_errors", test_report_errors},
     {"report_help", test_report_help},
+    {"report_in_browser", test_report_in_browser},
 };
 
 TEST_MAIN(tests)
