@@ -8,6 +8,7 @@
  *   inspect.c  list and show: reading the cache without a GPU
  *   tune.c     tune: shapes, the worker thread, Ctrl-C, progress, the report
  *   progress.c the progress line tune redraws on a terminal (progress.h)
+ *   report.c   report: the cache as an HTML page (roofline.c: floors)
  */
 #ifndef CONVTUNE_TOOLS_CLI_H
 #define CONVTUNE_TOOLS_CLI_H
@@ -20,7 +21,8 @@
 
 typedef enum cli_exit {
   EXIT_OK_ = 0,
-  EXIT_FAILED = 1,      /* a shape failed (tune) or nothing was found (show) */
+  EXIT_FAILED = 1,      /* a shape failed (tune), nothing was found (show,
+                         * report) or the report could not be written      */
   EXIT_USAGE = 2,       /* bad command line, shape spec or suite file        */
   EXIT_NO_GPU = 3,      /* no usable CUDA GPU                                */
   EXIT_CACHE = 4,       /* the cache is missing, unreadable or bad           */
@@ -31,7 +33,7 @@ typedef enum cli_exit {
 
 /* ---------------------------------------------------------------- command line */
 
-enum { CMD_TUNE = 1u, CMD_LIST = 2u, CMD_SHOW = 4u, CMD_ALL = 7u };
+enum { CMD_TUNE = 1u, CMD_LIST = 2u, CMD_SHOW = 4u, CMD_REPORT = 8u, CMD_ALL = 15u };
 
 /* --progress: tune's progress line on a terminal (auto), always or never. */
 typedef enum cli_progress { PROGRESS_AUTO = 0, PROGRESS_ALWAYS, PROGRESS_NEVER } cli_progress;
@@ -42,6 +44,7 @@ typedef struct cli_args {
   bool help, version, json, verbose;
   const char *cache_path; /* NULL: the default */
   const char *suite_path; /* show --suite */
+  const char *output_path; /* report -o */
   bool have_math, have_epilogue, have_direction;
   bool deterministic; /* --deterministic */
   conv_math math;
@@ -65,6 +68,12 @@ int cache_path(const cli_args *a, bool create_dirs, char *path, size_t size);
 int cmd_tune(const cli_args *a);
 int cmd_list(const cli_args *a);
 int cmd_show(const cli_args *a);
+int cmd_report(const cli_args *a);
+
+struct conv_cache;
+/* Opens an existing cache read-only (list, show, report): no GPU, no
+ * context.  EXIT_OK_, or EXIT_CACHE after saying why. */
+int open_cache_read_only(const char *path, struct conv_cache **cache /* OUT */);
 
 /* ---------------------------------------------------------------- output */
 

@@ -10,8 +10,8 @@
 #include "tools/cli/cli.h"
 #include "tools/json.h"
 
-/* Opens an existing cache read-only (list, show): no GPU, no context. */
-static int open_cache_read_only(const char *path, conv_cache **cache) {
+/* Opens an existing cache read-only: no GPU, no context (cli.h). */
+int open_cache_read_only(const char *path, conv_cache **cache) {
   struct stat st;
   if (strcmp(path, ":memory:") != 0 && stat(path, &st) != 0) {
     if (errno == ENOENT) {

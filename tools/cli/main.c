@@ -1,7 +1,7 @@
 /*
  * main.c -- the convtune command-line tool: tune shapes, list the cache, show
- * the trials of one shape.  `convtune --help` describes it; exit codes are
- * the cli_exit values of cli.h.
+ * the trials of one shape, write a report of the cache.  `convtune --help`
+ * describes it; exit codes are the cli_exit values of cli.h.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +23,14 @@ static const struct {
      "the winners: algorithm, time, cuDNN's default, speedup"},
     {CMD_LIST, "list", "list", "list every winner in the cache (needs no GPU)"},
     {CMD_SHOW, "show", "show SHAPE", "list every trial stored for one shape (needs no GPU)"},
+    {CMD_REPORT, "report", "report -o FILE",
+     "write the cache as one HTML page: a summary table\n"
+     "and a bar chart of every config's time per tuned\n"
+     "shape, with the winner, cuDNN's default and the\n"
+     "roofline floor (needs no GPU)"},
 };
+
+#define COMMAND_COUNT (sizeof command_help / sizeof command_help[0])
 
 /* Each option: its spelling, the commands it applies to, what it does. */
 static const struct {
@@ -35,7 +42,10 @@ static const struct {
      "cache file; default $CONVTUNE_CACHE, else\n"
      "$XDG_CACHE_HOME/convtune/cache.db, else\n"
      "~/.cache/convtune/cache.db"},
-    {"--json", CMD_ALL, "print a JSON array of rows instead of a table"},
+    {"--json", CMD_TUNE | CMD_LIST | CMD_SHOW,
+     "print a JSON array of rows\n"
+     "instead of a table"},
+    {"-o, --output FILE", CMD_REPORT, "the HTML file to write; - for stdout"},
     {"--math strict|tf32", CMD_TUNE | CMD_SHOW, "math mode of every shape"},
     {"--epilogue none|bias|bias_relu", CMD_TUNE | CMD_SHOW, "epilogue of every shape"},
     {"--direction fwd|bwd_data|bwd_filter", CMD_TUNE | CMD_SHOW,
@@ -91,18 +101,32 @@ static const char suite_help[] =
 static const char exit_help[] =
     "exit status:\n"
     "  0    success\n"
-    "  1    a shape failed (tune), or nothing found (show)\n"
+    "  1    a shape failed (tune), nothing found (show, report), or the\n"
+    "       report could not be written\n"
     "  2    usage error: command, option, shape spec or suite file\n"
     "  3    no usable CUDA GPU\n"
     "  4    cache error: missing, unreadable or invalid cache file\n"
     "  130  interrupted (Ctrl-C); trials measured so far stay in the cache\n";
 
+/* "(tune, show) ": the commands an option applies to; "" for all. */
+static const char *option_scope(unsigned commands, char *text, size_t size) {
+  size_t used = 0;
+  text[0] = '\0';
+  for (size_t i = 0; i < COMMAND_COUNT && commands != CMD_ALL && used < size; i++) {
+    if (commands & command_help[i].command)
+      used += (size_t)snprintf(text + used, size - used, "%s%s", used ? ", " : "(",
+                               command_help[i].name);
+  }
+  if (used > 0 && used < size) snprintf(text + used, size - used, ") ");
+  return text;
+}
+
 /* The help of one command (its options only), or of the tool
  * (CMD_HELP_ALL). */
 static void print_usage(FILE *out, unsigned command) {
   size_t c = 0;
-  while (c < sizeof command_help / sizeof command_help[0] && command_help[c].command != command) c++;
-  bool one = command != CMD_HELP_ALL && c < sizeof command_help / sizeof command_help[0];
+  while (c < COMMAND_COUNT && command_help[c].command != command) c++;
+  bool one = command != CMD_HELP_ALL && c < COMMAND_COUNT;
   if (one) {
     fprintf(out, "usage: convtune %s [OPTIONS]\n\n", command_help[c].synopsis);
     print_entry(out, command_help[c].name, command_help[c].text);
@@ -114,7 +138,7 @@ static void print_usage(FILE *out, unsigned command) {
           "command; `convtune COMMAND --help` describes one command.\n"
           "\ncommands:\n",
           out);
-    for (size_t i = 0; i < sizeof command_help / sizeof command_help[0]; i++)
+    for (size_t i = 0; i < COMMAND_COUNT; i++)
       print_entry(out, command_help[i].synopsis, command_help[i].text);
     print_entry(out, "help", "print this help");
     print_entry(out, "version", "print the library's version and the versions it\n"
@@ -123,16 +147,15 @@ static void print_usage(FILE *out, unsigned command) {
   fputs("\noptions:\n", out);
   for (size_t i = 0; i < sizeof option_help / sizeof option_help[0]; i++) {
     if (one && !(option_help[i].commands & command)) continue;
-    char text[256];
-    const char *scope = option_help[i].commands == CMD_TUNE ? "(tune) "
-                        : option_help[i].commands == CMD_SHOW ? "(show) "
-                        : option_help[i].commands == (CMD_TUNE | CMD_SHOW) ? "(tune, show) "
-                                                                            : "";
-    snprintf(text, sizeof text, "%s%s", one ? "" : scope, option_help[i].text);
+    char text[256], scope[64];
+    snprintf(text, sizeof text, "%s%s",
+             one ? "" : option_scope(option_help[i].commands, scope, sizeof scope),
+             option_help[i].text);
     print_entry(out, option_help[i].spelling, text);
   }
-  if (!one || command != CMD_LIST) fprintf(out, "\n%s", shape_help);
-  if (!one || command != CMD_LIST) fputs(suite_help, out);
+  bool shapes = !one || command == CMD_TUNE || command == CMD_SHOW;
+  if (shapes) fprintf(out, "\n%s", shape_help);
+  if (shapes) fputs(suite_help, out);
   fprintf(out, "\n%s", exit_help);
 }
 
@@ -147,12 +170,13 @@ typedef struct option_spec {
 
 static const option_spec *find_option(const char *name, size_t len) {
   static const option_spec options[] = {
-      {"--cache", true, CMD_ALL},         {"--json", false, CMD_ALL},
+      {"--cache", true, CMD_ALL},         {"--json", false, CMD_TUNE | CMD_LIST | CMD_SHOW},
       {"--math", true, CMD_TUNE | CMD_SHOW}, {"--epilogue", true, CMD_TUNE | CMD_SHOW},
       {"--direction", true, CMD_TUNE | CMD_SHOW}, {"--deterministic", false, CMD_TUNE | CMD_SHOW},
       {"--policy", true, CMD_TUNE},       {"--verbose", false, CMD_TUNE},
       {"--progress", true, CMD_TUNE},
-      {"--suite", true, CMD_SHOW},        {"--help", false, CMD_ALL},
+      {"--suite", true, CMD_SHOW},        {"-o", true, CMD_REPORT},
+      {"--output", true, CMD_REPORT},     {"--help", false, CMD_ALL},
       {"--version", false, CMD_ALL},
       {"-h", false, CMD_ALL},
   };
@@ -185,6 +209,9 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
     a->cache_path = value;
   } else if (strcmp(o->name, "--suite") == 0) {
     a->suite_path = value;
+  } else if (strcmp(o->name, "-o") == 0 || strcmp(o->name, "--output") == 0) {
+    if (value[0] == '\0') return usage_error("%s needs a non-empty path", o->name);
+    a->output_path = value;
   } else if (strcmp(o->name, "--json") == 0) {
     a->json = true;
   } else if (strcmp(o->name, "--verbose") == 0) {
@@ -257,7 +284,8 @@ static int parse_command(cli_args *a, const char *name) {
   static const struct {
     const char *name;
     unsigned command;
-  } commands[] = {{"tune", CMD_TUNE}, {"list", CMD_LIST}, {"show", CMD_SHOW}};
+  } commands[] = {{"tune", CMD_TUNE}, {"list", CMD_LIST}, {"show", CMD_SHOW},
+                  {"report", CMD_REPORT}};
   if (strcmp(name, "help") == 0) {
     a->help = true;
     return EXIT_OK_;
@@ -297,7 +325,7 @@ static int parse_no_command(cli_args *a, int argc, char **argv) {
     else if (strcmp(argv[i], "--version") == 0) a->version = true;
   }
   if (a->help || a->version) return EXIT_OK_;
-  return usage_error("missing command (tune, list, show, help or version)");
+  return usage_error("missing command (tune, list, show, report, help or version)");
 }
 
 static int check_input_count(const cli_args *a) {
@@ -309,6 +337,13 @@ static int check_input_count(const cli_args *a) {
   }
   if (a->command == CMD_SHOW && a->input_count != 1) {
     return usage_error("show needs exactly one shape (got %zu arguments)", a->input_count);
+  }
+  if (a->command == CMD_REPORT && a->input_count > 0) {
+    return usage_error("report takes no arguments (got '%s'; the file to write is -o FILE)",
+                       a->inputs[0]);
+  }
+  if (a->command == CMD_REPORT && a->output_path == NULL) {
+    return usage_error("report needs -o FILE (the HTML file to write; - for stdout)");
   }
   return EXIT_OK_;
 }
@@ -401,8 +436,10 @@ int main(int argc, char **argv) {
       rc = cmd_tune(&a);
     } else if (a.command == CMD_LIST) {
       rc = cmd_list(&a);
-    } else {
+    } else if (a.command == CMD_SHOW) {
       rc = cmd_show(&a);
+    } else {
+      rc = cmd_report(&a);
     }
   }
   cli_args_free(&a);

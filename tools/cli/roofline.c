@@ -1,0 +1,117 @@
+/* roofline.c -- roofline floors of convolutions on known GPUs (roofline.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/cli/roofline.h"
+
+/* Known GPUs, matched by name and SM count.  The H200 numbers are the
+ * ceilings measured on an H200 SXM for the benchmark anchors (ANCHORS.md,
+ * which tools/bench/README.md cites: a device copy, and torch.mm with TF32
+ * off and on).  The H100 SXM has the same GH100 chip with the same SM count and
+ * clocks, so the same matmul rates; its HBM3 is slower, and no copy was
+ * measured on one: its bandwidth is NVIDIA's datasheet figure (3.35 TB/s,
+ * also what its memory clock and bus width give), a peak, so its floors are
+ * lower bounds too. */
+static const roofline_peaks known_gpus[] = {
+    {"NVIDIA H200", 132, 4.2e12, 50.8e12, 400e12,
+     "copy 4.2 TB/s, fp32 50.8 TFLOP/s and TF32 400 TFLOP/s, measured on an H200 SXM "
+     "for the benchmark anchors"},
+    {"NVIDIA H100 80GB HBM3", 132, 3.35e12, 50.8e12, 400e12,
+     "fp32 50.8 TFLOP/s and TF32 400 TFLOP/s as measured on an H200 SXM (the same "
+     "GH100 chip and clocks); copy 3.35 TB/s, NVIDIA's datasheet figure for the H100 "
+     "SXM (not measured)"},
+};
+
+const roofline_peaks *roofline_peaks_for(const char *device_key) {
+  if (device_key == NULL) return NULL;
+  const char *bar = strchr(device_key, '|');
+  if (bar == NULL) return NULL;
+  size_t name_len = (size_t)(bar - device_key);
+  int cc = 0, sms = 0, used = 0;
+  /* "|smXY|Nsm|": the compute capability, then the SM count. */
+  if (sscanf(bar, "|sm%d|%dsm|%n", &cc, &sms, &used) != 2 || used == 0) return NULL;
+  for (size_t i = 0; i < sizeof known_gpus / sizeof known_gpus[0]; i++) {
+    const roofline_peaks *g = &known_gpus[i];
+    if (strlen(g->name) == name_len && strncmp(g->name, device_key, name_len) == 0 &&
+        g->sm_count == sms)
+      return g;
+  }
+  return NULL;
+}
+
+/* An enum field of a key: the index of `word` in names, or -1. */
+static int key_word(const char *word, const char *const *names, int count) {
+  for (int i = 0; i < count; i++)
+    if (strcmp(word, names[i]) == 0) return i;
+  return -1;
+}
+
+/* Reads the key's words into p; the caller checks the result by making
+ * its key again. */
+static bool scan_key(const char *key, conv_problem *p) {
+  static const char *const directions[] = {"fwd", "bwd_data", "bwd_filter"};
+  static const char *const layouts[] = {"nchw", "nhwc"};
+  static const char *const maths[] = {"strict", "tf32"};
+  static const char *const epilogues[] = {"none", "bias", "bias_relu"};
+  char dir[16], layout[16], math[16], epilogue[16];
+  long long v[15];
+  int end = 0;
+  int got = sscanf(key,
+                   "%15s f32 %15s %15s %15s n%lld c%lld h%lld w%lld k%lld r%lld s%lld "
+                   "pad%lld,%lld str%lld,%lld dil%lld,%lld g%lld%n",
+                   dir, layout, math, epilogue, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+                   &v[7], &v[8], &v[9], &v[10], &v[11], &v[12], &v[13], &end);
+  if (got != 18 || end == 0) return false;
+  int d = key_word(dir, directions, 3), l = key_word(layout, layouts, 2);
+  int m = key_word(math, maths, 2), e = key_word(epilogue, epilogues, 3);
+  if (d < 0 || l < 0 || m < 0 || e < 0) return false;
+  conv_problem_init(p);
+  p->direction = d == 2 ? CONV_BACKWARD_FILTER : d == 1 ? CONV_BACKWARD_DATA : CONV_FORWARD;
+  p->layout = l == 1 ? CONV_LAYOUT_NHWC : CONV_LAYOUT_NCHW;
+  p->math = m == 1 ? CONV_MATH_TF32 : CONV_MATH_STRICT;
+  p->epilogue = e == 2 ? CONV_EPILOGUE_BIAS_RELU : e == 1 ? CONV_EPILOGUE_BIAS : CONV_EPILOGUE_NONE;
+  int64_t *fields[] = {&p->n,     &p->c,     &p->h,        &p->w,        &p->k,
+                       &p->r,     &p->s,     &p->pad_h,    &p->pad_w,    &p->stride_h,
+                       &p->stride_w, &p->dil_h, &p->dil_w, &p->groups};
+  for (int i = 0; i < 14; i++) *fields[i] = (int64_t)v[i];
+  p->deterministic = strcmp(key + end, " det") == 0;
+  return true;
+}
+
+bool roofline_problem_from_key(const char *key, conv_problem *p) {
+  if (key == NULL) return false;
+  conv_problem parsed;
+  char again[CONV_PROBLEM_KEY_MAX];
+  if (!scan_key(key, &parsed) || conv_problem_key(&parsed, again, sizeof again) != CONV_OK ||
+      strcmp(again, key) != 0)
+    return false;
+  *p = parsed;
+  return true;
+}
+
+/* P * Q of a valid problem. */
+static double output_pixels(const conv_problem *p) {
+  int64_t out_h = 0, out_w = 0;
+  if (conv_problem_output_dims(p, &out_h, &out_w) != CONV_OK) return 0;
+  return (double)out_h * (double)out_w;
+}
+
+double roofline_flops(const conv_problem *p) {
+  return 2.0 * (double)p->n * (double)p->k * output_pixels(p) * (double)(p->c / p->groups) *
+         (double)p->r * (double)p->s;
+}
+
+double roofline_bytes(const conv_problem *p) {
+  double x = (double)p->n * (double)p->c * (double)p->h * (double)p->w;
+  double w = (double)p->k * (double)(p->c / p->groups) * (double)p->r * (double)p->s;
+  double y = (double)p->n * (double)p->k * output_pixels(p);
+  double bias = p->epilogue != CONV_EPILOGUE_NONE ? (double)p->k : 0.0;
+  return 4.0 * (x + w + y + bias);
+}
+
+double roofline_floor_ms(const conv_problem *p, const roofline_peaks *peaks) {
+  double rate = p->math == CONV_MATH_TF32 ? peaks->tf32_flops_per_s : peaks->fp32_flops_per_s;
+  double compute = roofline_flops(p) / rate, memory = roofline_bytes(p) / peaks->copy_bytes_per_s;
+  return (compute > memory ? compute : memory) * 1e3;
+}
