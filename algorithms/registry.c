@@ -11,6 +11,7 @@ static const conv_algorithm *const registry[] = {
     &conv_algorithm_fft,
     &conv_algorithm_direct_channel,
     &conv_algorithm_patch,
+    &conv_algorithm_dynamic_direct,
     &conv_algorithm_channel_split,
     &conv_algorithm_depthwise_nhwc,
     &conv_algorithm_filter_reduce,
