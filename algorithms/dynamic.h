@@ -2,7 +2,8 @@
  * dynamic.h -- the sizes of a dynamic problem (CONV_OP_DYNAMIC; convtune.h,
  * conv_op) as the dynamic op's kernels read them: the reference kernels
  * (reference_dynamic.cu) and the dynamic_direct and dynamic_unfold_gemm
- * families.  C and CUDA; no linkage of its own.
+ * families; and dynamic_unfold_gemm's unfold kernel (dynamic_unfold.cu),
+ * with C linkage.
  *
  * Tensors, all contiguous: x[b][c][h][w], y[b][c][p][q] and the weights
  * wt[b][g][tap][p][q] with tap = i*k + j; channel c is in group c / cg.
@@ -13,8 +14,15 @@
 #define CONVTUNE_DYNAMIC_H
 
 #include <stdbool.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
 
 #include "convtune.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct conv_dynamic_dims {
   int b, c, h, w;
@@ -38,4 +46,16 @@ static inline bool conv_dynamic_dims_make(const conv_problem *pb, conv_dynamic_d
   return true;
 }
 
+/* Unfolds images [b0, b0 + images) of x into
+ * u[b - b0][g][p*Q + q][ci][i*k + j] = x[b][g*cg + ci][p*stride - pad + i*dil][q*stride - pad + j*dil]
+ * (0 outside the image): for every output pixel, its group's window as a
+ * k*k x cg column-major matrix, the layout dynamic_unfold_gemm's batched
+ * GEMMs read with a uniform stride.  `d` must come from
+ * conv_dynamic_dims_make. */
+cudaError_t conv_dynamic_unfold(const conv_dynamic_dims *d, const float *x, int b0, int images,
+                                float *u, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
 #endif /* CONVTUNE_DYNAMIC_H */
