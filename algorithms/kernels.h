@@ -32,6 +32,18 @@ cudaError_t conv_reference_backward_data(const conv_problem *problem, const floa
 cudaError_t conv_reference_backward_filter(const conv_problem *problem, const float *x,
                                            const float *dy, float *dw, cudaStream_t stream);
 
+/* The dynamic op's (CONV_OP_DYNAMIC; reference_dynamic.cu), which the
+ * three entry points above call for a dynamic problem: y from x and the
+ * weights wt, dx from dy and wt, dwt from x and dy, in double.  A problem
+ * of another direction is cudaErrorInvalidValue. */
+cudaError_t conv_reference_dynamic_forward(const conv_problem *problem, const float *x,
+                                           const float *wt, float *y, cudaStream_t stream);
+cudaError_t conv_reference_dynamic_backward_data(const conv_problem *problem, const float *dy,
+                                                 const float *wt, float *dx, cudaStream_t stream);
+cudaError_t conv_reference_dynamic_backward_filter(const conv_problem *problem, const float *x,
+                                                   const float *dy, float *dwt,
+                                                   cudaStream_t stream);
+
 /* y[n][k][i] = act(y[n][k][i] + bias[k]) for the problem's epilogue over the
  * output tensor (y[n][i][k] for NHWC); a no-op for CONV_EPILOGUE_NONE. */
 cudaError_t conv_bias_act(const conv_problem *problem, float *y, const float *bias,

@@ -194,6 +194,8 @@ extern "C" cudaError_t conv_reference_forward(const conv_problem *problem, const
                                               const float *w, const float *bias, float *y,
                                               cudaStream_t stream) {
   if (problem == NULL || problem->direction != CONV_FORWARD) return cudaErrorInvalidValue;
+  if (problem->op == CONV_OP_DYNAMIC)
+    return conv_reference_dynamic_forward(problem, x, w, y, stream);
   const reference_params prm = reference_params_make(problem);
   if (prm.count <= 0) return cudaSuccess;
   switch (problem->epilogue) {
@@ -211,6 +213,8 @@ extern "C" cudaError_t conv_reference_backward_data(const conv_problem *problem,
                                                     const float *w, float *dx,
                                                     cudaStream_t stream) {
   if (problem == NULL || problem->direction != CONV_BACKWARD_DATA) return cudaErrorInvalidValue;
+  if (problem->op == CONV_OP_DYNAMIC)
+    return conv_reference_dynamic_backward_data(problem, dy, w, dx, stream);
   const reference_params prm = reference_params_make(problem);
   if (prm.count <= 0) return cudaSuccess;
   const int threads = 256;
@@ -224,6 +228,8 @@ extern "C" cudaError_t conv_reference_backward_filter(const conv_problem *proble
                                                       cudaStream_t stream) {
   if (problem == NULL || problem->direction != CONV_BACKWARD_FILTER)
     return cudaErrorInvalidValue;
+  if (problem->op == CONV_OP_DYNAMIC)
+    return conv_reference_dynamic_backward_filter(problem, x, dy, dw, stream);
   const reference_params prm = reference_params_make(problem);
   if (prm.count <= 0) return cudaSuccess;
   /* A warp per output (the whole warp loops together: the shuffles need

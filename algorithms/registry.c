@@ -11,10 +11,12 @@ static const conv_algorithm *const registry[] = {
     &conv_algorithm_fft,
     &conv_algorithm_direct_channel,
     &conv_algorithm_patch,
+    &conv_algorithm_dynamic_direct,
     &conv_algorithm_channel_split,
     &conv_algorithm_depthwise_nhwc,
     &conv_algorithm_filter_reduce,
     &conv_algorithm_data_gather,
+    &conv_algorithm_dynamic_unfold_gemm,
 };
 
 const conv_algorithm *const *conv_registry(int *count) {

@@ -99,7 +99,8 @@ extern "C" {
   X(VALIDATION_FAILED, "result differs from the reference")                    \
   X(INTERRUPTED, "interrupted")                                                \
   X(INTERNAL, "internal error")                                                \
-  X(BUSY, "still in use (a context with live plans)")
+  X(BUSY, "still in use (a context with live plans)")                         \
+  X(EVEN_FILTER, "a dynamic convolution's filter size is even (it must be odd)")
 
 typedef enum conv_status {
 #define CONV_STATUS_ENUM_(name, msg) CONV_##name,
@@ -144,6 +145,40 @@ typedef enum conv_epilogue {
   CONV_EPILOGUE_BIAS_RELU
 } conv_epilogue;
 
+/* What a problem computes.
+ * CONVOLUTION  the convolution y = conv(x, w) described above (default).
+ * DYNAMIC      the per-pixel ("high order") dynamic convolution, of which
+ *              involution is the grouped form: every output pixel of every
+ *              image has its own k x k filter per channel group, an input
+ *              tensor like x rather than a learned filter.  With
+ *              g(c) = c / (C/G) and pad = (k-1)/2 * d,
+ *                y[b][c][p][q] = sum over i, j < k of
+ *                    wt[b][g(c)][i*k + j][p][q] *
+ *                    x[b][c][p*stride - pad + i*d][q*stride - pad + j*d]
+ *              (zero outside the image).  The conv_problem fields read:
+ *                n = B, c = C, h = H, w = W     x[B][C][H][W]
+ *                r = s = k                      odd (CONV_EVEN_FILTER else)
+ *                k = C                          the output has x's channels
+ *                groups = G                     divides C; 1 for the seed's
+ *                                               form, G for involution
+ *                dil_h = dil_w = d
+ *                stride_h = stride_w            1 or 2
+ *                pad_h = pad_w = (k-1)/2 * d    'same' padding, so
+ *                                               P = ceil(H / stride), Q likewise
+ *              and the filter tensor ("weights", the `w` argument of the
+ *              execute calls) is wt[B][G][k*k][P][Q], contiguous, tap i*k + j
+ *              (row i, column j of the window) at index i*k + j.  This is
+ *              involution's layout; the seed's (k*k, B, 1, H, W) weights are
+ *              its permutation (k*k first) for G = 1.  y is y[B][C][P][Q].
+ *              Directions: FORWARD (conv_plan_execute(plan, stream, x, wt,
+ *              NULL, y)), BACKWARD_DATA (conv_plan_backward_data(plan, stream,
+ *              dy, wt, dx)) and BACKWARD_FILTER (conv_plan_backward_filter(
+ *              plan, stream, x, dy, dwt): the gradient of the weights, each
+ *              element a sum over the C/G channels of its group).  NCHW fp32
+ *              only, no epilogue.  Keys start "dyn " ("dyn fwd f32 nchw
+ *              strict ..."), so they never meet a convolution's. */
+typedef enum conv_op { CONV_OP_CONVOLUTION = 0, CONV_OP_DYNAMIC } conv_op;
+
 /* A convolution.  Always fill with conv_problem_init() first so that fields
  * added in later versions get their defaults. */
 typedef struct conv_problem {
@@ -170,11 +205,15 @@ typedef struct conv_problem {
                              * reduction order) may run it, so that two runs  *
                              * on one GPU give bit-identical results; 0: any  *
                              * (default).  Part of the key (" det").          */
+  /* Added after 0.2.0 (the fields above are 0.2.0's): */
+  conv_op op;               /* CONV_OP_CONVOLUTION (0, default) or             *
+                             * CONV_OP_DYNAMIC, which reads the fields above  *
+                             * as conv_op says                                 */
 } conv_problem;
 
 /* Sets every field to its default: zero sizes (the caller must set n, c, h, w,
  * k, r, s), pads 0, strides 1, dilations 1, groups 1, fp32, NCHW, forward,
- * strict fp32, no epilogue, not deterministic; and struct_size.  Every
+ * strict fp32, no epilogue, not deterministic, a convolution; and struct_size.  Every
  * function taking a conv_problem checks struct_size: a problem not made by
  * conv_problem_init (or conv_problem_parse) is CONV_INVALID_ARGUMENT. */
 #define conv_problem_init(problem) conv_problem_init_sized((problem), sizeof *(problem))
@@ -208,7 +247,9 @@ conv_status conv_problem_set_patches(conv_problem *problem, int64_t batch, int64
 /* Canonical, human-readable key of the problem, the one the cache stores,
  * e.g. "fwd f32 nchw strict none n32 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1"
  * ("bwd_data ..." and "bwd_filter ..." for the backward passes; " det" at
- * the end of a deterministic problem's).
+ * the end of a deterministic problem's; "dyn " before the direction of a
+ * dynamic problem's, e.g. "dyn fwd f32 nchw strict none n64 c3 h224 w224
+ * k3 r5 s5 pad2,2 str1,1 dil1,1 g1").
  * The problem is validated first: an invalid one returns its
  * conv_problem_validate status.  Returns CONV_INVALID_ARGUMENT when
  * `key_size` is too small (CONV_PROBLEM_KEY_MAX always suffices).  `key` is
@@ -220,8 +261,11 @@ conv_status conv_problem_key(const conv_problem *problem, char *key /* OUT */, s
  * space- or comma-separated NAME=VALUE fields n c h w k r s pad stride dil groups
  * (pad/stride/dil set both axes; pad_h pad_w stride_h stride_w dil_h dil_w set one),
  * math=strict|tf32, epilogue=none|bias|bias_relu, layout=nchw|nhwc,
- * dir=fwd|bwd_data|bwd_filter, det=0|1 (deterministic), e.g.
- * "n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1".  Unknown fields are an error. */
+ * dir=fwd|bwd_data|bwd_filter, det=0|1 (deterministic),
+ * op=conv|dynamic, e.g. "n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1".  Unknown
+ * fields are an error.  With op=dynamic, fields it determines may be left
+ * out: k (= c), s (= r) and pad (= (r-1)/2 * dil), e.g.
+ * "op=dynamic n=32 c=64 h=56 w=56 r=7 g=4". */
 #define conv_problem_parse(spec, problem, message, message_size) \
   conv_problem_parse_sized((spec), (problem), sizeof *(problem), (message), (message_size))
 conv_status conv_problem_parse_sized(const char *spec, conv_problem *problem /* OUT */,

@@ -93,6 +93,10 @@ double conv_error_bound(conv_math math, conv_arith arith) {
 static double reduction_terms(const conv_problem *p) {
   conv_shape sh;
   if (conv_problem_shape(p, &sh) != CONV_OK) return 1.0;
+  /* Dynamic: an output sums its k*k taps, a dx element at most k*k taps,
+   * a weight gradient the C/G channels of its group. */
+  if (p->op == CONV_OP_DYNAMIC)
+    return p->direction == CONV_BACKWARD_FILTER ? (double)sh.c_per_group : (double)(p->r * p->s);
   if (p->direction == CONV_BACKWARD_FILTER) return (double)p->n * (double)sh.p * (double)sh.q;
   if (p->direction == CONV_BACKWARD_DATA) return (double)sh.k_per_group * (double)(p->r * p->s);
   return (double)sh.c_per_group * (double)(p->r * p->s);

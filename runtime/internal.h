@@ -234,11 +234,12 @@ enum {
   CONV_ALGO_FFT = 3,
   CONV_ALGO_DIRECT_CHANNEL = 4,
   CONV_ALGO_PATCH = 5,
-  /* 6 dynamic: reserved for a later family */
+  CONV_ALGO_DYNAMIC_DIRECT = 6, /* the id reserved for the dynamic op's first family */
   CONV_ALGO_CHANNEL_SPLIT = 7,
   CONV_ALGO_DEPTHWISE_NHWC = 8,
   CONV_ALGO_FILTER_REDUCE = 9,
   CONV_ALGO_DATA_GATHER = 10,
+  CONV_ALGO_DYNAMIC_UNFOLD_GEMM = 11,
 };
 const conv_algorithm *const *conv_registry(int *count /* OUT */);
 const conv_algorithm *conv_registry_find(uint32_t id);
@@ -253,6 +254,8 @@ extern const conv_algorithm conv_algorithm_channel_split;
 extern const conv_algorithm conv_algorithm_depthwise_nhwc;
 extern const conv_algorithm conv_algorithm_filter_reduce;
 extern const conv_algorithm conv_algorithm_data_gather;
+extern const conv_algorithm conv_algorithm_dynamic_direct;
+extern const conv_algorithm conv_algorithm_dynamic_unfold_gemm;
 
 /* ---------------------------------------------------------------- context */
 
@@ -299,7 +302,9 @@ conv_status conv_problem_import(const conv_problem *theirs, conv_problem *ours, 
 
 /* ---------------------------------------------------------------- problems */
 
-/* Sizes derived from a valid problem. */
+/* Sizes derived from a valid problem.  For a dynamic problem (op
+ * CONV_OP_DYNAMIC) w_elems counts the weights wt[n][groups][r*s][p][q],
+ * k_per_group is c_per_group (k = c) and y_elems is n*c*p*q. */
 typedef struct conv_shape {
   int64_t p, q;                     /* output height, width          */
   int64_t x_elems, w_elems, y_elems; /* element counts               */
@@ -310,9 +315,14 @@ typedef struct conv_shape {
 conv_status conv_problem_shape(const conv_problem *problem, conv_shape *shape /* OUT */);
 
 /* Whether dtype, layout, direction, math and epilogue are ones this version
- * supports (conv_problem_validate's own check): the common ground of every
- * candidate's applicable(). */
+ * supports (conv_problem_validate's own check) for a convolution (op
+ * CONV_OP_CONVOLUTION): the common ground of every convolution family's
+ * applicable(), so that none of them takes a dynamic problem. */
 bool conv_problem_supported(const conv_problem *problem);
+
+/* The same for the dynamic op (CONV_OP_DYNAMIC, NCHW, no epilogue): the
+ * common ground of the dynamic families' applicable(). */
+bool conv_problem_dynamic(const conv_problem *problem);
 
 /* conv_problem_supported, forward in the NCHW layout: what the families
  * written for NCHW forward convolutions take (all but cudnn and

@@ -58,12 +58,12 @@ static void plan_free(conv_plan *plan);
 
 /* Every field of a problem, in one list for its hash and its equality
  * (the struct's padding bytes are the caller's garbage: no memcmp). */
-enum { PROBLEM_FIELDS = 20 };
+enum { PROBLEM_FIELDS = 21 };
 static void problem_fields(const conv_problem *p, int64_t out[PROBLEM_FIELDS]) {
   const int64_t fields[PROBLEM_FIELDS] = {
       p->n,     p->c,        p->h,        p->w,     p->k,     p->r,      p->s,
       p->pad_h, p->pad_w,    p->stride_h, p->stride_w, p->dil_h, p->dil_w, p->groups,
-      p->dtype, p->layout,   p->direction, p->math, p->epilogue, p->deterministic};
+      p->dtype, p->layout,   p->direction, p->math, p->epilogue, p->deterministic, p->op};
   memcpy(out, fields, sizeof fields);
 }
 

@@ -25,6 +25,7 @@ static void problem_defaults(conv_problem *problem) {
   problem->direction = CONV_FORWARD;
   problem->math = CONV_MATH_STRICT;
   problem->epilogue = CONV_EPILOGUE_NONE;
+  problem->op = CONV_OP_CONVOLUTION;
 }
 
 /* The caller's struct_size is kept even when it is not one we know: the
@@ -65,7 +66,8 @@ static conv_status check_extents(const conv_problem *pr, conv_error *err) {
   return CONV_OK;
 }
 
-static conv_status check_window(const conv_problem *pr, conv_error *err) {
+/* Padding, strides and dilations in range. */
+static conv_status check_steps(const conv_problem *pr, conv_error *err) {
   if (pr->pad_h < 0 || pr->pad_w < 0)
     return conv_error_set(err, CONV_BAD_PADDING, "padding %lld,%lld: must not be negative",
                           (long long)pr->pad_h, (long long)pr->pad_w);
@@ -79,6 +81,12 @@ static conv_status check_window(const conv_problem *pr, conv_error *err) {
   if (pr->dil_h < 1 || pr->dil_w < 1 || pr->dil_h > MAX_EXTENT || pr->dil_w > MAX_EXTENT)
     return conv_error_set(err, CONV_BAD_STRIDE, "dilation %lld,%lld: must be in [1, %lld]",
                           (long long)pr->dil_h, (long long)pr->dil_w, (long long)MAX_EXTENT);
+  return CONV_OK;
+}
+
+/* After check_steps (and check_dynamic, whose padding message is the
+ * better one for a dynamic problem). */
+static conv_status check_span(const conv_problem *pr, conv_error *err) {
   /* All operands are at most 2^30 here, so these sums cannot overflow. */
   int64_t span_h = pr->dil_h * (pr->r - 1) + 1, span_w = pr->dil_w * (pr->s - 1) + 1;
   if (span_h > pr->h + 2 * pr->pad_h || span_w > pr->w + 2 * pr->pad_w)
@@ -98,8 +106,17 @@ static conv_status check_groups(const conv_problem *pr, conv_error *err) {
 
 static conv_status check_supported(const conv_problem *pr, conv_error *err);
 
+/* Only convolutions: every family written before the dynamic op gates on
+ * this (directly or through conv_problem_nchw), so none of them can claim
+ * a dynamic problem, whose fields mean something else. */
 bool conv_problem_supported(const conv_problem *problem) {
-  return problem != NULL && check_supported(problem, NULL) == CONV_OK;
+  return problem != NULL && check_supported(problem, NULL) == CONV_OK &&
+         problem->op == CONV_OP_CONVOLUTION;
+}
+
+bool conv_problem_dynamic(const conv_problem *problem) {
+  return problem != NULL && check_supported(problem, NULL) == CONV_OK &&
+         problem->op == CONV_OP_DYNAMIC;
 }
 
 bool conv_problem_nchw(const conv_problem *problem) {
@@ -133,6 +150,54 @@ static conv_status check_supported(const conv_problem *pr, conv_error *err) {
   if (pr->deterministic != 0 && pr->deterministic != 1)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "deterministic = %d: must be 0 or 1",
                           pr->deterministic);
+  if (pr->op != CONV_OP_CONVOLUTION && pr->op != CONV_OP_DYNAMIC)
+    return conv_error_set(err, CONV_UNSUPPORTED, "op %d is not convolution or dynamic", (int)pr->op);
+  if (pr->op == CONV_OP_DYNAMIC && pr->layout != CONV_LAYOUT_NCHW)
+    return conv_error_set(err, CONV_UNSUPPORTED, "dynamic: layout nhwc: this version runs nchw only");
+  /* y is a sum of per-pixel products; a bias or ReLU after it is the
+   * caller's (no family fuses one). */
+  if (pr->op == CONV_OP_DYNAMIC && pr->epilogue != CONV_EPILOGUE_NONE)
+    return conv_error_set(err, CONV_UNSUPPORTED, "dynamic: epilogue %s: dynamic problems take none",
+                          pr->epilogue == CONV_EPILOGUE_BIAS ? "bias" : "bias_relu");
+  return CONV_OK;
+}
+
+/* The dynamic op's reading of the fields (convtune.h, conv_op): a square
+ * odd window, as many outputs as inputs, groups dividing C, equal strides
+ * of 1 or 2, equal dilations, and 'same' padding.  Runs after
+ * check_extents and check_steps, so every value is in [0, 2^30]. */
+static conv_status check_dynamic(const conv_problem *pr, conv_error *err) {
+  if (pr->r != pr->s)
+    return conv_error_set(err, CONV_BAD_DIMENSION,
+                          "dynamic: r = %lld and s = %lld must be equal (the k x k window)",
+                          (long long)pr->r, (long long)pr->s);
+  if (pr->r % 2 == 0)
+    return conv_error_set(err, CONV_EVEN_FILTER,
+                          "dynamic: k = %lld is even: the window must have a centre pixel",
+                          (long long)pr->r);
+  if (pr->k != pr->c)
+    return conv_error_set(err, CONV_BAD_DIMENSION,
+                          "dynamic: k = %lld must equal c = %lld (the output has the input's "
+                          "channels)",
+                          (long long)pr->k, (long long)pr->c);
+  if (pr->groups < 1 || pr->c % pr->groups != 0)
+    return conv_error_set(err, CONV_BAD_GROUPS, "dynamic: groups = %lld must divide c = %lld",
+                          (long long)pr->groups, (long long)pr->c);
+  if (pr->dil_h != pr->dil_w)
+    return conv_error_set(err, CONV_UNSUPPORTED,
+                          "dynamic: dilation %lld,%lld: this version needs equal dilations",
+                          (long long)pr->dil_h, (long long)pr->dil_w);
+  if (pr->stride_h != pr->stride_w || pr->stride_h > 2)
+    return conv_error_set(err, CONV_UNSUPPORTED,
+                          "dynamic: stride %lld,%lld: this version runs stride 1,1 and 2,2",
+                          (long long)pr->stride_h, (long long)pr->stride_w);
+  const int64_t same = (pr->r - 1) / 2 * pr->dil_h; /* <= 2^29 * 2^30: no overflow */
+  if (pr->pad_h != same || pr->pad_w != same)
+    return conv_error_set(err, CONV_BAD_PADDING,
+                          "dynamic: pad %lld,%lld must be (k-1)/2*dil = %lld,%lld ('same' "
+                          "padding)",
+                          (long long)pr->pad_h, (long long)pr->pad_w, (long long)same,
+                          (long long)same);
   return CONV_OK;
 }
 
@@ -151,21 +216,33 @@ static conv_status tensor_elems(const char *name, int64_t a, int64_t b, int64_t 
   return CONV_OK;
 }
 
+/* The dynamic op's weights wt[B][G][k*k][P][Q]: five extents, the last
+ * two folded first (P*Q <= 2^60 cannot overflow). */
+static conv_status weights_elems(const conv_problem *pr, const conv_shape *s, int64_t *out,
+                                 conv_error *err) {
+  return tensor_elems("weights", pr->n, pr->groups, pr->r * pr->s, s->p * s->q, out, err);
+}
+
 static conv_status shape_checked(const conv_problem *pr, conv_shape *sh, conv_error *err) {
   if (pr == NULL) return conv_error_set(err, CONV_INVALID_ARGUMENT, "problem is NULL");
   conv_status st;
+  const bool dynamic = pr->op == CONV_OP_DYNAMIC;
   if ((st = check_supported(pr, err)) != CONV_OK) return st;
   if ((st = check_extents(pr, err)) != CONV_OK) return st;
-  if ((st = check_window(pr, err)) != CONV_OK) return st;
-  if ((st = check_groups(pr, err)) != CONV_OK) return st;
+  if ((st = check_steps(pr, err)) != CONV_OK) return st;
+  if ((st = (dynamic ? check_dynamic : check_groups)(pr, err)) != CONV_OK) return st;
+  if ((st = check_span(pr, err)) != CONV_OK) return st;
   conv_shape s;
   s.p = (pr->h + 2 * pr->pad_h - pr->dil_h * (pr->r - 1) - 1) / pr->stride_h + 1;
   s.q = (pr->w + 2 * pr->pad_w - pr->dil_w * (pr->s - 1) - 1) / pr->stride_w + 1;
   s.c_per_group = pr->c / pr->groups;
   s.k_per_group = pr->k / pr->groups;
   if ((st = tensor_elems("input", pr->n, pr->c, pr->h, pr->w, &s.x_elems, err)) != CONV_OK) return st;
-  if ((st = tensor_elems("filter", pr->k, s.c_per_group, pr->r, pr->s, &s.w_elems, err)) != CONV_OK)
-    return st;
+  if (dynamic)
+    st = weights_elems(pr, &s, &s.w_elems, err);
+  else
+    st = tensor_elems("filter", pr->k, s.c_per_group, pr->r, pr->s, &s.w_elems, err);
+  if (st != CONV_OK) return st;
   if ((st = tensor_elems("output", pr->n, pr->k, s.p, s.q, &s.y_elems, err)) != CONV_OK) return st;
   s.out_elems = pr->direction == CONV_BACKWARD_DATA     ? s.x_elems
                 : pr->direction == CONV_BACKWARD_FILTER ? s.w_elems
@@ -232,17 +309,19 @@ conv_status conv_problem_key(const conv_problem *problem, char *key, size_t key_
   /* Formatted aside first: the caller's buffer is written only on success. */
   char text[CONV_PROBLEM_KEY_MAX];
   int len = snprintf(text, sizeof text,
-                     "%s f32 %s %s %s n%lld c%lld h%lld w%lld k%lld r%lld s%lld pad%lld,%lld "
+                     "%s%s f32 %s %s %s n%lld c%lld h%lld w%lld k%lld r%lld s%lld pad%lld,%lld "
                      "str%lld,%lld dil%lld,%lld g%lld%s",
-                     direction_name(pr->direction), layout_name(pr->layout), math_name(pr->math),
+                     pr->op == CONV_OP_DYNAMIC ? "dyn " : "", direction_name(pr->direction),
+                     layout_name(pr->layout), math_name(pr->math),
                      epilogue_name(pr->epilogue), (long long)pr->n, (long long)pr->c,
                      (long long)pr->h, (long long)pr->w, (long long)pr->k, (long long)pr->r,
                      (long long)pr->s, (long long)pr->pad_h, (long long)pr->pad_w,
                      (long long)pr->stride_h, (long long)pr->stride_w, (long long)pr->dil_h,
                      (long long)pr->dil_w, (long long)pr->groups, pr->deterministic ? " det" : "");
   /* A valid problem's fields have at most 10 digits (<= 2^30), so its key
-   * has at most 224 characters: never truncated here.  " det" is appended,
-   * not inserted, so that the keys of other problems stay as they were. */
+   * has at most 228 characters: never truncated here.  " det" is appended,
+   * and "dyn " prefixed to dynamic keys only, so that the keys of other
+   * problems stay as they were. */
   if (len < 0 || (size_t)len >= sizeof text) return CONV_INTERNAL;
   if ((size_t)len >= key_size) return CONV_INVALID_ARGUMENT;
   memcpy(key, text, (size_t)len + 1);
@@ -265,7 +344,7 @@ static const spec_field spec_fields[] = {
     BOTH("dil", dil_h, dil_w), ONE("dil_h", dil_h), ONE("dil_w", dil_w),
     ONE("groups", groups), ONE("g", groups),
     ONE("math", math), ONE("epilogue", epilogue), ONE("layout", layout), ONE("dir", direction),
-    ONE("det", deterministic)};
+    ONE("det", deterministic), ONE("op", op)};
 #undef ONE
 #undef BOTH
 
@@ -309,6 +388,13 @@ static conv_status parse_int(const char *name, const char *text, int64_t *out, c
  * ("TF32", "NHWC", "Bias"). */
 static conv_status parse_enum_field(const char *name, const char *value, conv_problem *pr,
                                     conv_error *err) {
+  if (strcmp(name, "op") == 0) {
+    if (strcasecmp(value, "conv") == 0 || strcasecmp(value, "convolution") == 0)
+      pr->op = CONV_OP_CONVOLUTION;
+    else if (strcasecmp(value, "dynamic") == 0) pr->op = CONV_OP_DYNAMIC;
+    else return conv_error_set(err, CONV_INVALID_ARGUMENT, "op=%s: expected conv or dynamic", value);
+    return CONV_OK;
+  }
   if (strcmp(name, "det") == 0) {
     if (strcmp(value, "0") == 0) pr->deterministic = 0;
     else if (strcmp(value, "1") == 0) pr->deterministic = 1;
@@ -363,13 +449,35 @@ static conv_status parse_field(char *token, spec_state *spec, conv_error *err) {
   conv_problem *pr = &spec->problem;
   if (strcmp(field->name, "math") == 0 || strcmp(field->name, "epilogue") == 0 ||
       strcmp(field->name, "layout") == 0 || strcmp(field->name, "dir") == 0 ||
-      strcmp(field->name, "det") == 0)
+      strcmp(field->name, "det") == 0 || strcmp(field->name, "op") == 0)
     return parse_enum_field(field->name, value, pr, err);
   int64_t v = 0;
   if ((st = parse_int(field->name, value, &v, err)) != CONV_OK) return st;
   *(int64_t *)((char *)pr + field->offset_a) = v;
   *(int64_t *)((char *)pr + field->offset_b) = v;
   return CONV_OK;
+}
+
+static bool spec_has(const spec_state *spec, size_t offset) {
+  for (size_t i = 0; i < spec->set_count; i++)
+    if (spec->set[i].offset == offset) return true;
+  return false;
+}
+
+/* A dynamic spec may leave out what the op determines (k = c, s = r, pad =
+ * (r-1)/2 * dil); given ones are kept, and validation judges them. */
+static void spec_dynamic_defaults(spec_state *spec) {
+  conv_problem *pr = &spec->problem;
+  if (pr->op != CONV_OP_DYNAMIC) return;
+  if (!spec_has(spec, offsetof(conv_problem, k))) pr->k = pr->c;
+  if (!spec_has(spec, offsetof(conv_problem, s))) pr->s = pr->r;
+  /* Out-of-range r or dil are left for validation to name; no overflow. */
+  if (pr->r < 1 || pr->r > MAX_EXTENT || pr->s < 1 || pr->s > MAX_EXTENT || pr->dil_h < 1 ||
+      pr->dil_h > MAX_EXTENT ||
+      pr->dil_w < 1 || pr->dil_w > MAX_EXTENT)
+    return;
+  if (!spec_has(spec, offsetof(conv_problem, pad_h))) pr->pad_h = (pr->r - 1) / 2 * pr->dil_h;
+  if (!spec_has(spec, offsetof(conv_problem, pad_w))) pr->pad_w = (pr->s - 1) / 2 * pr->dil_w;
 }
 
 conv_status conv_problem_parse_sized(const char *spec, conv_problem *problem, size_t struct_size,
@@ -395,6 +503,7 @@ conv_status conv_problem_parse_sized(const char *spec, conv_problem *problem, si
     for (char *tok = strtok_r(buf, " \t,", &save); tok && st == CONV_OK;
          tok = strtok_r(NULL, " \t,", &save))
       st = parse_field(tok, &parsed, &err);
+    if (st == CONV_OK) spec_dynamic_defaults(&parsed);
     if (st == CONV_OK) st = shape_checked(&parsed.problem, NULL, &err);
     if (st == CONV_OK) problem_export(problem, struct_size, &parsed.problem);
   }

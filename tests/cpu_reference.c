@@ -95,3 +95,79 @@ void cpu_backward_filter(const conv_problem *p, const conv_shape *s, const float
         }
   }
 }
+
+/* ---------------------------------------------------------------- dynamic */
+
+/* Offset of wt[n][g][tap][op][oq], the dynamic op's weights. */
+static int64_t weights_offset(const conv_problem *p, const conv_shape *s, int64_t n, int64_t g,
+                              int64_t tap, int64_t op, int64_t oq) {
+  return (((n * p->groups + g) * (p->r * p->s) + tap) * s->p + op) * s->q + oq;
+}
+
+void cpu_dynamic_forward(const conv_problem *p, const conv_shape *s, const float *x,
+                         const float *wt, double *y) {
+  for (int64_t n = 0; n < p->n; n++)
+    for (int64_t c = 0; c < p->c; c++) {
+      const int64_t g = c / s->c_per_group;
+      for (int64_t op = 0; op < s->p; op++)
+        for (int64_t oq = 0; oq < s->q; oq++) {
+          double acc = 0;
+          for (int64_t r = 0; r < p->r; r++)
+            for (int64_t t = 0; t < p->s; t++) {
+              const int64_t ih = op * p->stride_h - p->pad_h + r * p->dil_h;
+              const int64_t iw = oq * p->stride_w - p->pad_w + t * p->dil_w;
+              if (ih < 0 || ih >= p->h || iw < 0 || iw >= p->w) continue;
+              acc += (double)x[((n * p->c + c) * p->h + ih) * p->w + iw] *
+                     wt[weights_offset(p, s, n, g, r * p->s + t, op, oq)];
+            }
+          y[((n * p->c + c) * s->p + op) * s->q + oq] = acc;
+        }
+    }
+}
+
+/* Gathers, as cpu_backward_data does: the outputs whose window tap reads
+ * input pixel (ih, iw), found by dividing by the stride. */
+void cpu_dynamic_backward_data(const conv_problem *p, const conv_shape *s, const float *dy,
+                               const float *wt, double *dx) {
+  for (int64_t n = 0; n < p->n; n++)
+    for (int64_t c = 0; c < p->c; c++) {
+      const int64_t g = c / s->c_per_group;
+      for (int64_t ih = 0; ih < p->h; ih++)
+        for (int64_t iw = 0; iw < p->w; iw++) {
+          double acc = 0;
+          for (int64_t r = 0; r < p->r; r++) {
+            const int64_t op = output_reading(ih, r, p->stride_h, p->pad_h, p->dil_h, s->p);
+            if (op < 0) continue;
+            for (int64_t t = 0; t < p->s; t++) {
+              const int64_t oq = output_reading(iw, t, p->stride_w, p->pad_w, p->dil_w, s->q);
+              if (oq < 0) continue;
+              acc += (double)dy[((n * p->c + c) * s->p + op) * s->q + oq] *
+                     wt[weights_offset(p, s, n, g, r * p->s + t, op, oq)];
+            }
+          }
+          dx[((n * p->c + c) * p->h + ih) * p->w + iw] = acc;
+        }
+    }
+}
+
+void cpu_dynamic_backward_filter(const conv_problem *p, const conv_shape *s, const float *x,
+                                 const float *dy, double *dwt) {
+  for (int64_t n = 0; n < p->n; n++)
+    for (int64_t g = 0; g < p->groups; g++)
+      for (int64_t r = 0; r < p->r; r++)
+        for (int64_t t = 0; t < p->s; t++)
+          for (int64_t op = 0; op < s->p; op++)
+            for (int64_t oq = 0; oq < s->q; oq++) {
+              const int64_t ih = op * p->stride_h - p->pad_h + r * p->dil_h;
+              const int64_t iw = oq * p->stride_w - p->pad_w + t * p->dil_w;
+              double acc = 0;
+              for (int64_t cg = 0; cg < s->c_per_group && ih >= 0 && ih < p->h && iw >= 0 &&
+                                   iw < p->w;
+                   cg++) {
+                const int64_t c = g * s->c_per_group + cg;
+                acc += (double)x[((n * p->c + c) * p->h + ih) * p->w + iw] *
+                       dy[((n * p->c + c) * s->p + op) * s->q + oq];
+              }
+              dwt[weights_offset(p, s, n, g, r * p->s + t, op, oq)] = acc;
+            }
+}

@@ -30,4 +30,16 @@ void cpu_backward_data(const conv_problem *p, const conv_shape *shape, const flo
 void cpu_backward_filter(const conv_problem *p, const conv_shape *shape, const float *x,
                          const float *dy, double *dw);
 
+/* The dynamic op (CONV_OP_DYNAMIC, convtune.h's conv_op): per-pixel
+ * filters wt[n][groups][r*s][p][q] applied to every channel of their group,
+ * NCHW.  cpu_dynamic_forward: y (shape->y_elems) from x and wt;
+ * cpu_dynamic_backward_data: dx (x_elems) from dy and wt;
+ * cpu_dynamic_backward_filter: dwt (w_elems) from x and dy. */
+void cpu_dynamic_forward(const conv_problem *p, const conv_shape *shape, const float *x,
+                         const float *wt, double *y);
+void cpu_dynamic_backward_data(const conv_problem *p, const conv_shape *shape, const float *dy,
+                               const float *wt, double *dx);
+void cpu_dynamic_backward_filter(const conv_problem *p, const conv_shape *shape, const float *x,
+                                 const float *dy, double *dwt);
+
 #endif /* CONVTUNE_TESTS_CPU_REFERENCE_H */

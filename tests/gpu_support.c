@@ -21,13 +21,20 @@ conv_policy tuning_policy(void) {
   return quick_mode() ? CONV_POLICY_FAST : CONV_POLICY_EXHAUSTIVE;
 }
 
-/* hc->ref: the pass in double (forward then the epilogue), rounded to float. */
+/* hc->ref: the pass in double (forward then the epilogue), rounded to
+ * float; the dynamic op's passes for a dynamic problem. */
 static int cpu_reference(host_case *hc) {
   const conv_problem *p = &hc->p;
   const conv_shape *s = &hc->sh;
   double *out = malloc((size_t)s->out_elems * sizeof *out);
   CHECK(out != NULL);
-  if (p->direction == CONV_BACKWARD_DATA)
+  if (p->op == CONV_OP_DYNAMIC && p->direction == CONV_BACKWARD_DATA)
+    cpu_dynamic_backward_data(p, s, hc->dy, hc->w, out);
+  else if (p->op == CONV_OP_DYNAMIC && p->direction == CONV_BACKWARD_FILTER)
+    cpu_dynamic_backward_filter(p, s, hc->x, hc->dy, out);
+  else if (p->op == CONV_OP_DYNAMIC)
+    cpu_dynamic_forward(p, s, hc->x, hc->w, out); /* no epilogue: dynamic takes none */
+  else if (p->direction == CONV_BACKWARD_DATA)
     cpu_backward_data(p, s, hc->dy, hc->w, out);
   else if (p->direction == CONV_BACKWARD_FILTER)
     cpu_backward_filter(p, s, hc->x, hc->dy, out);

@@ -72,3 +72,24 @@ conv_problem random_nhwc_problem(conv_math math) {
   p.layout = CONV_LAYOUT_NHWC;
   return p;
 }
+
+/* A random valid dynamic problem (CONV_OP_DYNAMIC): odd and even image
+ * sizes from 1, k in {3, 5, 7} (now and then 1), dilation 1 or 2, groups
+ * 1, 2 or 4 with 1 to 6 channels each, stride 1 or 2, 'same' padding. */
+conv_problem random_dynamic_problem(conv_math math) {
+  static const int64_t groups[] = {1, 2, 4}, windows[] = {3, 5, 7, 1};
+  conv_problem p;
+  conv_problem_init(&p);
+  p.op = CONV_OP_DYNAMIC;
+  p.groups = groups[rng_int(0, 2)];
+  p.n = rng_int(1, 3);
+  p.c = p.k = p.groups * rng_int(1, 6);
+  p.h = rng_int(1, 23);
+  p.w = rng_int(1, 23);
+  p.r = p.s = windows[rng_int(0, 9) == 0 ? 3 : rng_int(0, 2)];
+  p.dil_h = p.dil_w = rng_int(1, 2);
+  p.stride_h = p.stride_w = rng_int(1, 2);
+  p.pad_h = p.pad_w = (p.r - 1) / 2 * p.dil_h;
+  p.math = math;
+  return p;
+}

@@ -17,5 +17,7 @@ float rng_float(void); /* in [-1, 1) */
 conv_problem random_problem(conv_math math);
 conv_problem random_nhwc_depthwise_problem(conv_math math);
 conv_problem random_nhwc_problem(conv_math math);
+/* A random valid dynamic problem (CONV_OP_DYNAMIC; see random_problems.c). */
+conv_problem random_dynamic_problem(conv_math math);
 
 #endif /* CONVTUNE_TESTS_RANDOM_PROBLEMS_H */

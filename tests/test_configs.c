@@ -14,6 +14,7 @@
 #include "algorithms/depthwise_nhwc.h"
 #include "algorithms/direct_channel.h"
 #include "algorithms/direct_window.h"
+#include "algorithms/dynamic_direct.h"
 #include "algorithms/filter_reduce.h"
 #include "algorithms/patch.h"
 #include "runtime/internal.h"
@@ -646,6 +647,127 @@ static int filter_reduce_configs(void) {
   return TEST_PASS;
 }
 
+/* Which families take dynamic problems: the two dynamic ones (the unfold
+ * GEMM not backward-data) and no other, whatever the direction; and the
+ * dynamic ones no convolution.  The handles only need to be non-NULL. */
+static int dynamic_scope(void) {
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  env.cudnn = (cudnnHandle_t)&env;
+  env.cublaslt = (cublasLtHandle_t)&env;
+  conv_problem dyn;
+  conv_problem_init(&dyn);
+  dyn.op = CONV_OP_DYNAMIC;
+  dyn.n = 2; dyn.c = dyn.k = 8; dyn.h = dyn.w = 15; dyn.r = dyn.s = 3;
+  dyn.pad_h = dyn.pad_w = 1;
+  dyn.groups = 8; /* depthwise-like: the shape direct_channel would take */
+  conv_problem conv = dyn;
+  conv.op = CONV_OP_CONVOLUTION;
+  int count;
+  const conv_algorithm *const *algos = conv_registry(&count);
+  const conv_direction directions[] = {CONV_FORWARD, CONV_BACKWARD_DATA, CONV_BACKWARD_FILTER};
+  for (int i = 0; i < count; i++)
+    for (int d = 0; d < 3; d++) {
+      dyn.direction = conv.direction = directions[d];
+      const bool direct = algos[i]->id == CONV_ALGO_DYNAMIC_DIRECT;
+      const bool unfold = algos[i]->id == CONV_ALGO_DYNAMIC_UNFOLD_GEMM;
+      const bool takes = direct || (unfold && directions[d] != CONV_BACKWARD_DATA);
+      CHECK_MSG(algos[i]->applicable(&dyn, &env) == takes, "%s on a dynamic problem, direction %d",
+                algos[i]->name, d);
+      if (direct || unfold)
+        CHECK_MSG(!algos[i]->applicable(&conv, &env), "%s on a convolution", algos[i]->name);
+      /* configs() of a convolution family lists nothing for it. */
+      conv_config configs[8];
+      int n = -1;
+      if (!direct && !unfold && algos[i]->id != CONV_ALGO_CUDNN &&
+          algos[i]->id != CONV_ALGO_IM2COL_GEMM && algos[i]->id != CONV_ALGO_FFT) {
+        CHECK_STATUS(CONV_OK, algos[i]->configs(&dyn, &env, configs, 8, &n, NULL));
+        CHECK_MSG(n == 0, "%s lists %d configs for a dynamic problem", algos[i]->name, n);
+      }
+      conv_prepared prepared = {0};
+      conv_error err = {CONV_OK, ""};
+      if (!direct && !unfold && algos[i]->id != CONV_ALGO_CUDNN) {
+        CHECK_STATUS(CONV_UNSUPPORTED, algos[i]->prepare(&dyn, &env, &(conv_config){0}, &prepared,
+                                                         &err));
+        CHECK(prepared.state == NULL);
+      }
+    }
+  return TEST_PASS;
+}
+
+/* dynamic_direct: every listed config plans and its grid covers the
+ * pass's pixels, channels and images; what it refuses, with reasons. */
+static int dynamic_direct_configs(void) {
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  const conv_algorithm *dd = conv_registry_find(CONV_ALGO_DYNAMIC_DIRECT);
+  CHECK(dd != NULL && strcmp(dd->name, "dynamic_direct") == 0);
+  conv_problem p;
+  char message[256];
+  CHECK_STATUS(CONV_OK, conv_problem_parse("op=dynamic n=32 c=64 h=56 w=56 r=7 g=4", &p, message,
+                                           sizeof message));
+  const conv_direction directions[] = {CONV_FORWARD, CONV_BACKWARD_DATA, CONV_BACKWARD_FILTER};
+  conv_config configs[64];
+  for (int d = 0; d < 3; d++)
+    for (int stride = 1; stride <= 2; stride++) {
+      p.direction = directions[d];
+      p.stride_h = p.stride_w = stride;
+      int n = -1;
+      CHECK_STATUS(CONV_OK, dd->configs(&p, &env, configs, 64, &n, NULL));
+      CHECK_MSG(n > 0, "direction %d stride %d: no configs", d, stride);
+      for (int i = 0; i < n; i++) {
+        const conv_dyn_direct_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1],
+                                          (int)configs[i].values[2]};
+        conv_dyn_direct_launch l;
+        char why[160] = "";
+        CHECK_MSG(conv_dyn_direct_plan(&p, &t, &l, why, sizeof why), "%s", why);
+        const bool data = p.direction == CONV_BACKWARD_DATA;
+        CHECK((int64_t)l.tiles_x * t.tw >= (data ? p.w : l.d.q));
+        CHECK((int64_t)l.tiles_y * t.th >= (data ? p.h : l.d.p));
+        CHECK((int64_t)l.chunks * t.cb >= 16 && (int64_t)(l.chunks - 1) * t.cb < 16);
+        CHECK((int64_t)l.blocks == (int64_t)l.tiles_x * l.tiles_y * l.chunks * 4 * 32);
+        CHECK(p.direction != CONV_BACKWARD_FILTER || t.cb == 16);
+        CHECK(data ? l.smem_bytes == 0 : l.smem_bytes <= 48 * 1024 && l.in_w >= (t.tw - 1) * stride + 7);
+        conv_prepared prepared = {0};
+        CHECK_STATUS(CONV_OK, dd->prepare(&p, &env, &configs[i], &prepared, NULL));
+        CHECK(prepared.deterministic && prepared.workspace_bytes == 0);
+        dd->release(prepared.state);
+      }
+    }
+  /* Refusals. */
+  p.direction = CONV_FORWARD;
+  p.stride_h = p.stride_w = 1;
+  conv_dyn_direct_launch l;
+  char why[160] = "";
+  CHECK(!conv_dyn_direct_plan(&p, &(conv_dyn_direct_tiling){12, 8, 16}, &l, why, sizeof why));
+  CHECK(strstr(why, "multiple of 8") != NULL);
+  CHECK(!conv_dyn_direct_plan(&p, &(conv_dyn_direct_tiling){32, 16, 16}, &l, why, sizeof why));
+  CHECK(!conv_dyn_direct_plan(&p, &(conv_dyn_direct_tiling){32, 8, 17}, &l, why, sizeof why));
+  CHECK(strstr(why, "cb = 17") != NULL);
+  p.direction = CONV_BACKWARD_FILTER;
+  CHECK(!conv_dyn_direct_plan(&p, &(conv_dyn_direct_tiling){32, 8, 4}, &l, why, sizeof why));
+  CHECK(strstr(why, "whole group") != NULL);
+  /* A dilation whose halo does not fit in shared memory. */
+  conv_problem wide = p;
+  wide.dil_h = wide.dil_w = 200;
+  wide.pad_h = wide.pad_w = 600;
+  CHECK(!conv_dyn_direct_plan(&wide, &(conv_dyn_direct_tiling){32, 8, 16}, &l, why, sizeof why));
+  CHECK(strstr(why, "shared memory") != NULL);
+  /* 9x9 has no kernel: not applicable, and a cached config is refused. */
+  conv_problem nine = p;
+  nine.r = nine.s = 9;
+  nine.pad_h = nine.pad_w = 4;
+  CHECK_STATUS(CONV_OK, conv_problem_validate(&nine, NULL, 0));
+  CHECK(!dd->applicable(&nine, &env));
+  conv_prepared prepared = {0};
+  CHECK_STATUS(CONV_UNSUPPORTED,
+               dd->prepare(&nine, &env, &(conv_config){3, {32, 8, 16}, 0}, &prepared, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED,
+               dd->prepare(&p, &env, &(conv_config){3, {32, 8, -1}, 0}, &prepared, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, dd->prepare(&p, &env, &(conv_config){2, {32, 8}, 0}, &prepared, NULL));
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"divisor_matches_division", divisor_matches_division},
     {"nhwc_problems", nhwc_problems},
@@ -655,5 +777,7 @@ static const test_case tests[] = {
     {"patch_configs", patch_configs},
     {"backward_data_view", backward_data_view},
     {"filter_reduce_configs", filter_reduce_configs},
+    {"dynamic_scope", dynamic_scope},
+    {"dynamic_direct_configs", dynamic_direct_configs},
 };
 TEST_MAIN(tests)

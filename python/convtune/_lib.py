@@ -33,6 +33,7 @@ STATUS_NAMES = (
     "INTERRUPTED",
     "INTERNAL",
     "BUSY",
+    "EVEN_FILTER",
 )
 OK = 0
 
@@ -69,11 +70,13 @@ PROBLEM_FIELDS = PROBLEM_INT_FIELDS + PROBLEM_ENUM_FIELDS
 
 
 class Problem(Structure):
-    """struct conv_problem: its size, 14 int64_t, then 5 enums and an int (all int-sized).
-    The library reads struct_size (set by conv_problem_init_sized with
-    ctypes.sizeof of this definition), so a newer library still reads it."""
+    """struct conv_problem: its size, 14 int64_t, then 5 enums and an int (all int-sized),
+    then `op` (conv_op).  The library reads struct_size (set by conv_problem_init_sized with
+    ctypes.sizeof of this definition), so a newer library still reads it.  `op` stays
+    out of PROBLEM_FIELDS: the binding makes convolutions only (op 0, set by init) until
+    it gains the dynamic op."""
     _fields_ = ([("struct_size", c_size_t)] + [(f, c_int64) for f in PROBLEM_INT_FIELDS]
-                + [(f, c_int) for f in PROBLEM_ENUM_FIELDS])
+                + [(f, c_int) for f in PROBLEM_ENUM_FIELDS] + [("op", c_int)])
 
 
 # enum conv_log_level, most severe first: the enum value is the index (0, as

@@ -1,0 +1,77 @@
+/*
+ * dynamic_direct.h -- the dynamic op's direct kernels (CONV_OP_DYNAMIC;
+ * convtune.h, conv_op), in all three directions.  C linkage; implemented
+ * in dynamic_direct.cu, driven by the `dynamic_direct` candidate
+ * (dynamic_direct.c).
+ *
+ * A block owns a tw x th tile of pixels of one image and one group, one
+ * pixel a thread, and a chunk of cb of the group's channels:
+ *   FORWARD          each thread loads its output pixel's k*k filter into
+ *                    registers once and applies it to every channel of the
+ *                    chunk (the op's reuse: a filter serves C/G channels);
+ *                    per channel the block stages the input tile with its
+ *                    halo in shared memory, so neighbouring windows share
+ *                    their loads.
+ *   BACKWARD_DATA    each thread owns one dx pixel and gathers from the
+ *                    outputs whose windows read it (no atomics): which
+ *                    taps reach it, and their weights, are found once and
+ *                    reused for every channel of the chunk.
+ *   BACKWARD_FILTER  each thread owns the k*k weight gradients of one
+ *                    output pixel and sums over the group's channels in
+ *                    registers, in a fixed order (no atomics:
+ *                    deterministic); per channel the input tile is staged
+ *                    as in forward.  The chunk is the whole group.
+ * Kernels are compiled for k = 1, 3, 5, 7 and stride 1, 2.
+ */
+#ifndef CONVTUNE_DYNAMIC_DIRECT_H
+#define CONVTUNE_DYNAMIC_DIRECT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cuda_runtime_api.h>
+
+#include "algorithms/dynamic.h"
+#include "convtune.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A candidate config: tile width and height (threads), channels a block. */
+typedef struct conv_dyn_direct_tiling {
+  int tw, th, cb;
+} conv_dyn_direct_tiling;
+
+typedef struct conv_dyn_direct_launch {
+  conv_dyn_direct_tiling tiling;
+  conv_dynamic_dims d;
+  conv_direction direction;
+  int tiles_x, tiles_y; /* over q, p (forward, filter) or w, h (data)  */
+  int chunks;           /* of cb channels per group                    */
+  int in_w, in_h;       /* the staged input tile, halo included        */
+  size_t smem_bytes;
+  unsigned blocks;
+} conv_dyn_direct_launch;
+
+/* Whether kernels exist for a k x k window (1, 3, 5 or 7). */
+bool conv_dyn_direct_compiled(int64_t k);
+
+/* Checks `tiling` against a valid dynamic `problem` and fills *launch.
+ * False, with the reason in `why`, for a window without kernels, a tile
+ * that is not 1..256 threads with tw a multiple of 8 (whole sectors of a
+ * row), cb outside [1, C/G] (or not C/G for backward-filter), a staged
+ * tile past 48 KiB of shared memory, or a grid past 2^31 - 1 blocks. */
+bool conv_dyn_direct_plan(const conv_problem *problem, const conv_dyn_direct_tiling *tiling,
+                          conv_dyn_direct_launch *launch /* OUT */, char *why, size_t why_size);
+
+/* The pass on `stream`: forward reads x and wt and writes y; backward-data
+ * reads dy (y) and wt and writes dx (x); backward-filter reads x and dy
+ * (y) and writes dwt (wt).  The tensors it does not write are const. */
+cudaError_t conv_dyn_direct_run(const conv_dyn_direct_launch *launch, float *x, float *wt,
+                                float *y, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CONVTUNE_DYNAMIC_DIRECT_H */

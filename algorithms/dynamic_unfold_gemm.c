@@ -1,0 +1,312 @@
+/*
+ * dynamic_unfold_gemm.c -- the `dynamic_unfold_gemm` candidate: the dynamic
+ * op (CONV_OP_DYNAMIC) as unfold + cuBLASLt strided-batched GEMMs, the
+ * baseline the direct kernels are measured against (what PyTorch's
+ * unfold + einsum does).  Forward and backward-filter; backward-data would
+ * need a fold (col2im) of per-pixel outer products and is left to
+ * dynamic_direct.
+ *
+ * The workspace holds the unfolded input of a chunk of images,
+ * u[b][g][pixel][ci][tap] (dynamic.h), in which every pixel's window is a
+ * k*k x cg column-major matrix at a uniform stride.  Per image b and group
+ * g one strided-batched GEMM, batched over the P*Q pixels, takes the
+ * weights and y (or dy, dwt) where they lie: a pixel's row of weights or
+ * outputs is a 1 x n matrix with ld = P*Q, and the next pixel's starts one
+ * element later (batch stride 1):
+ *   forward          y_pix  (1 x cg)  = wt_pix (1 x k*k) * U_pix (k*k x cg)
+ *   backward-filter  dwt_pix (1 x k*k) = dy_pix (1 x cg) * U_pix^T (cg x k*k)
+ * Across images and groups the weights' and outputs' pixels do not share
+ * one stride (their planes are k*k and cg planes apart), hence a GEMM per
+ * (b, g).
+ *
+ * Config values: {images, algo_index}: images unfolded at a time (the
+ * workspace is their unfolded tensor, which the context's workspace limit
+ * bounds), and the rank of cuBLASLt's heuristic answer.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "algorithms/dynamic.h"
+#include "runtime/internal.h"
+
+#define DU_GEMM_WS_MAX ((size_t)32 << 20)
+#define DU_WS_ALIGN 256u
+#define DU_HEURISTIC_MAX 8
+#define DU_ALGOS_OFFERED 3
+/* One launch per image and group: past this the baseline is only launches. */
+#define DU_MAX_GEMMS 65536
+/* Past this an unfolded chunk is not worth timing. */
+#define DU_UNFOLD_BYTES_MAX ((int64_t)8 << 30)
+
+typedef struct du_state {
+  conv_dynamic_dims d;
+  conv_direction direction;
+  int images; /* per unfold */
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t a, b, dl;
+  cublasLtMatmulAlgo_t algo;
+  size_t gemm_ws_bytes; /* rounded up to DU_WS_ALIGN; u follows */
+  size_t unfold_bytes;
+} du_state;
+
+static bool du_applicable(const conv_problem *pb, const conv_env *env) {
+  return pb != NULL && env != NULL && env->cublaslt != NULL && conv_problem_dynamic(pb) &&
+         pb->direction != CONV_BACKWARD_DATA && pb->groups >= 1 &&
+         pb->n <= DU_MAX_GEMMS / pb->groups;
+}
+
+/* Bytes of u per image, or -1 past DU_UNFOLD_BYTES_MAX. */
+static int64_t du_unfold_bytes_per_image(const conv_dynamic_dims *d) {
+  const int64_t elems = (int64_t)d->c * d->taps * d->p * d->q; /* < 2^31 * 49 */
+  const int64_t bytes = elems * (int64_t)sizeof(float);
+  return bytes > DU_UNFOLD_BYTES_MAX ? -1 : bytes;
+}
+
+static void du_release(void *state) {
+  du_state *st = state;
+  if (st == NULL) return;
+  if (st->a) cublasLtMatrixLayoutDestroy(st->a);
+  if (st->b) cublasLtMatrixLayoutDestroy(st->b);
+  if (st->dl) cublasLtMatrixLayoutDestroy(st->dl);
+  if (st->desc) cublasLtMatmulDescDestroy(st->desc);
+  free(st);
+}
+
+/* rows x cols column-major, batched over the P*Q pixels. */
+static conv_status du_layout(cublasLtMatrixLayout_t *layout, int64_t rows, int64_t cols,
+                             int64_t ld, int pixels, int64_t batch_stride, conv_error *err) {
+  conv_status st = conv_check_cublas(
+      err, cublasLtMatrixLayoutCreate(layout, CUDA_R_32F, (uint64_t)rows, (uint64_t)cols, ld),
+      "dynamic_unfold_gemm: cublasLtMatrixLayoutCreate");
+  const int32_t count = pixels;
+  if (st == CONV_OK)
+    st = conv_check_cublas(err, cublasLtMatrixLayoutSetAttribute(*layout,
+                                                                 CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                                 &count, sizeof count),
+                           "dynamic_unfold_gemm: batch count");
+  if (st == CONV_OK)
+    st = conv_check_cublas(err, cublasLtMatrixLayoutSetAttribute(
+                                    *layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                    &batch_stride, sizeof batch_stride),
+                           "dynamic_unfold_gemm: batch stride");
+  return st;
+}
+
+/* The descriptor and the three layouts of one (b, g) GEMM (file comment). */
+static conv_status du_gemm_describe(const conv_problem *pb, du_state *st, conv_error *err) {
+  const conv_dynamic_dims *d = &st->d;
+  const int64_t plane = (int64_t)d->p * d->q, u_stride = (int64_t)d->cg * d->taps;
+  const cublasComputeType_t compute =
+      pb->math == CONV_MATH_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  conv_status s;
+  CONV_TRY(s, conv_check_cublas(err, cublasLtMatmulDescCreate(&st->desc, compute, CUDA_R_32F),
+                                "dynamic_unfold_gemm: cublasLtMatmulDescCreate"), out);
+  const int pixels = (int)plane;
+  if (st->direction == CONV_FORWARD) {
+    CONV_TRY(s, du_layout(&st->a, 1, d->taps, plane, pixels, 1, err), out);
+    CONV_TRY(s, du_layout(&st->b, d->taps, d->cg, d->taps, pixels, u_stride, err), out);
+    CONV_TRY(s, du_layout(&st->dl, 1, d->cg, plane, pixels, 1, err), out);
+  } else {
+    const cublasOperation_t transpose = CUBLAS_OP_T;
+    CONV_TRY(s, conv_check_cublas(err, cublasLtMatmulDescSetAttribute(
+                                           st->desc, CUBLASLT_MATMUL_DESC_TRANSB, &transpose,
+                                           sizeof transpose),
+                                  "dynamic_unfold_gemm: transb"), out);
+    CONV_TRY(s, du_layout(&st->a, 1, d->cg, plane, pixels, 1, err), out);
+    CONV_TRY(s, du_layout(&st->b, d->taps, d->cg, d->taps, pixels, u_stride, err), out);
+    CONV_TRY(s, du_layout(&st->dl, 1, d->taps, plane, pixels, 1, err), out);
+  }
+out:
+  return s;
+}
+
+/* cuBLASLt's ranked algorithms for the GEMM; *found counts the usable
+ * ones (0 where it has none, which is not an error).  Every pointer is
+ * only float-aligned: pixels are one element apart. */
+static conv_status du_heuristic(conv_env *env, const conv_problem *pb, const du_state *st,
+                                cublasLtMatmulHeuristicResult_t res[DU_HEURISTIC_MAX], int *found,
+                                conv_error *err) {
+  cublasLtMatmulPreference_t pref = NULL;
+  const conv_gemm_align align = {4, 4, 4};
+  conv_status s;
+  *found = 0;
+  CONV_TRY(s, conv_check_cublas(err, cublasLtMatmulPreferenceCreate(&pref),
+                                "dynamic_unfold_gemm: cublasLtMatmulPreferenceCreate"), out);
+  CONV_TRY(s, conv_cublaslt_pref_fill(pref, pb->math, DU_GEMM_WS_MAX, &align, err), out);
+  int returned = 0;
+  const cublasStatus_t cs = cublasLtMatmulAlgoGetHeuristic(
+      env->cublaslt, st->desc, st->a, st->b, st->dl, st->dl, pref, DU_HEURISTIC_MAX, res, &returned);
+  if (cs == CUBLAS_STATUS_NOT_SUPPORTED) returned = 0;
+  else CONV_TRY(s, conv_check_cublas(err, cs, "dynamic_unfold_gemm: cublasLtMatmulAlgoGetHeuristic"), out);
+  while (*found < returned && res[*found].state == CUBLAS_STATUS_SUCCESS &&
+         res[*found].workspaceSize <= DU_GEMM_WS_MAX)
+    ++*found;
+out:
+  if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  return s;
+}
+
+static conv_status du_state_create(const conv_problem *pb, int64_t images, du_state **out,
+                                   conv_error *err) {
+  du_state *st = calloc(1, sizeof *st);
+  if (st == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "dynamic_unfold_gemm: malloc");
+  conv_status s = CONV_OK;
+  if (!conv_dynamic_dims_make(pb, &st->d)) {
+    s = conv_error_set(err, CONV_UNSUPPORTED, "dynamic_unfold_gemm: not a valid dynamic problem");
+    goto fail;
+  }
+  st->direction = pb->direction;
+  const int64_t per_image = du_unfold_bytes_per_image(&st->d);
+  if (images < 1 || images > st->d.b || per_image < 0 || images > DU_UNFOLD_BYTES_MAX / per_image) {
+    s = conv_error_set(err, CONV_UNSUPPORTED,
+                       "dynamic_unfold_gemm: %lld images a chunk: not in [1, %d], or their "
+                       "unfolded input past %lld bytes",
+                       (long long)images, st->d.b, (long long)DU_UNFOLD_BYTES_MAX);
+    goto fail;
+  }
+  st->images = (int)images;
+  st->unfold_bytes = (size_t)(images * per_image);
+  CONV_TRY(s, du_gemm_describe(pb, st, err), fail);
+  *out = st;
+  return CONV_OK;
+fail:
+  du_release(st);
+  return s;
+}
+
+static conv_status du_prepare(const conv_problem *problem, conv_env *env,
+                              const conv_config *config, conv_prepared *out, conv_error *err) {
+  if (problem == NULL || env == NULL || config == NULL || out == NULL)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "dynamic_unfold_gemm: NULL argument");
+  if (!du_applicable(problem, env))
+    return conv_error_set(err, CONV_UNSUPPORTED,
+                          "dynamic_unfold_gemm: only dynamic forward and backward-filter, at "
+                          "most %d images x groups",
+                          DU_MAX_GEMMS);
+  conv_status s = conv_config_check(config, "dynamic_unfold_gemm", 2, 0, 1 << 30, err);
+  if (s != CONV_OK) return s;
+  if (config->values[1] >= DU_HEURISTIC_MAX)
+    return conv_error_set(err, CONV_UNSUPPORTED, "dynamic_unfold_gemm: gemm algo %lld not in [0, %d)",
+                          (long long)config->values[1], DU_HEURISTIC_MAX);
+  du_state *st = NULL;
+  CONV_TRY(s, du_state_create(problem, config->values[0], &st, err), fail);
+  cublasLtMatmulHeuristicResult_t res[DU_HEURISTIC_MAX];
+  int found = 0;
+  CONV_TRY(s, du_heuristic(env, problem, st, res, &found, err), fail);
+  const int index = (int)config->values[1];
+  if (found <= index) {
+    s = conv_error_set(err, CONV_UNSUPPORTED,
+                       "dynamic_unfold_gemm: cuBLASLt offers %d algorithms for this GEMM, not %d",
+                       found, index + 1);
+    goto fail;
+  }
+  st->algo = res[index].algo;
+  st->gemm_ws_bytes = (res[index].workspaceSize + DU_WS_ALIGN - 1) / DU_WS_ALIGN * DU_WS_ALIGN;
+  out->state = st;
+  out->workspace_bytes = st->gemm_ws_bytes + st->unfold_bytes;
+  out->arith = CONV_ARITH_DIRECT;
+  /* A fixed cuBLASLt algorithm is bit-reproducible on one GPU (as for
+   * im2col_gemm); the unfold is a copy. */
+  out->deterministic = true;
+  return CONV_OK;
+fail:
+  du_release(st);
+  return s;
+}
+
+/* Chunks worth timing: the whole batch (fewest unfold launches) and one
+ * image (least workspace, so a tight limit still leaves a candidate). */
+static conv_status du_configs(const conv_problem *problem, conv_env *env, conv_config *out, int max,
+                              int *count, conv_error *err) {
+  if (problem == NULL || count == NULL || max < 0 || (max > 0 && out == NULL))
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "dynamic_unfold_gemm: bad configs() arguments");
+  *count = 0;
+  if (!du_applicable(problem, env)) return CONV_OK;
+  const int64_t chunks[2] = {problem->n, 1};
+  int n = 0;
+  for (int c = 0; c < (problem->n > 1 ? 2 : 1); c++) {
+    du_state *st = NULL;
+    conv_status s = du_state_create(problem, chunks[c], &st, err);
+    if (s == CONV_UNSUPPORTED) continue; /* too large unfolded: not offered */
+    if (s != CONV_OK) return s;
+    cublasLtMatmulHeuristicResult_t res[DU_HEURISTIC_MAX];
+    int found = 0;
+    s = du_heuristic(env, problem, st, res, &found, err);
+    du_release(st);
+    if (s != CONV_OK) return s;
+    for (int a = 0; a < found && a < DU_ALGOS_OFFERED && n < max; a++)
+      out[n++] = (conv_config){2, {chunks[c], a}, 0};
+  }
+  *count = n;
+  return CONV_OK;
+}
+
+/* The (b, g) GEMMs of one unfolded chunk of images [b0, b0 + images). */
+static conv_status du_gemms(const conv_exec *ex, int b0, int images, const float *u,
+                            cudaStream_t stream, conv_error *err) {
+  const du_state *st = ex->state;
+  const conv_dynamic_dims *d = &st->d;
+  const int64_t plane = (int64_t)d->p * d->q;
+  const float one = 1.0f, zero = 0.0f;
+  void *ws = st->gemm_ws_bytes ? ex->workspace : NULL;
+  conv_status s = CONV_OK;
+  for (int i = 0; i < images * d->groups && s == CONV_OK; i++) {
+    const int b = b0 + i / d->groups, g = i % d->groups;
+    const float *ub = u + (int64_t)i * plane * d->cg * d->taps;
+    const int64_t channels = ((int64_t)b * d->c + (int64_t)g * d->cg) * plane;
+    const int64_t weights = ((int64_t)b * d->groups + g) * d->taps * plane;
+    const float *a = st->direction == CONV_FORWARD ? ex->w + weights : ex->y + channels;
+    float *out = st->direction == CONV_FORWARD ? ex->y + channels : (float *)ex->w + weights;
+    s = conv_check_cublas(err,
+                          cublasLtMatmul(ex->env->cublaslt, st->desc, &one, a, st->a, ub, st->b,
+                                         &zero, out, st->dl, out, st->dl, &st->algo, ws,
+                                         st->gemm_ws_bytes, stream),
+                          "dynamic_unfold_gemm: cublasLtMatmul");
+  }
+  return s;
+}
+
+static conv_status du_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
+  if (ex == NULL || ex->state == NULL || ex->env == NULL || ex->x == NULL || ex->w == NULL ||
+      ex->y == NULL)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "dynamic_unfold_gemm: NULL argument");
+  const du_state *st = ex->state;
+  const size_t need = st->gemm_ws_bytes + st->unfold_bytes;
+  if (ex->workspace == NULL || ex->workspace_bytes < need ||
+      (uintptr_t)ex->workspace % DU_WS_ALIGN != 0)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT,
+                          "dynamic_unfold_gemm: workspace of %zu bytes (%u-byte aligned), %zu "
+                          "needed",
+                          ex->workspace_bytes, DU_WS_ALIGN, need);
+  float *u = (float *)((char *)ex->workspace + st->gemm_ws_bytes);
+  conv_status s = CONV_OK;
+  for (int b0 = 0; b0 < st->d.b && s == CONV_OK; b0 += st->images) {
+    const int images = st->d.b - b0 < st->images ? st->d.b - b0 : st->images;
+    s = conv_check_cuda(err, conv_dynamic_unfold(&st->d, ex->x, b0, images, u, stream),
+                        "dynamic_unfold_gemm: unfold launch");
+    if (s == CONV_OK) s = du_gemms(ex, b0, images, u, stream, err);
+  }
+  return s;
+}
+
+static void du_describe(const conv_config *config, char *text, size_t size) {
+  if (text == NULL || size == 0) return;
+  if (config == NULL || config->count != 2)
+    snprintf(text, size, "invalid config");
+  else
+    snprintf(text, size, "images=%lld gemm_algo=%lld", (long long)config->values[0],
+             (long long)config->values[1]);
+}
+
+const conv_algorithm conv_algorithm_dynamic_unfold_gemm = {
+    .id = CONV_ALGO_DYNAMIC_UNFOLD_GEMM,
+    .version = 1,
+    .name = "dynamic_unfold_gemm",
+    .applicable = du_applicable,
+    .configs = du_configs,
+    .prepare = du_prepare,
+    .run = du_run,
+    .release = du_release,
+    .describe = du_describe,
+};
