@@ -50,7 +50,8 @@ extern "C" {
 /* This header's version (CMake reads it from here: it is the project's).
  * MAJOR changes when the ABI does (the shared library's SONAME is
  * libconvtune.so.MAJOR); MINOR when functions or struct fields are added;
- * PATCH for fixes.  conv_version() says which library a program runs with.
+ * PATCH for fixes.  Before 1.0 a MINOR may also change the ABI, so the
+ * SONAME is libconvtune.so.0.MINOR (0.3 did: struct_size, below).  conv_version() says which library a program runs with.
  *
  * Structs grow without breaking programs built against an older header:
  * fields are only ever added at the end, with 0 as their default, and the
@@ -65,7 +66,7 @@ extern "C" {
  * *_sized functions behind the macros are for bindings, which pass the size
  * of their own copy of the struct. */
 #define CONVTUNE_VERSION_MAJOR 0
-#define CONVTUNE_VERSION_MINOR 2
+#define CONVTUNE_VERSION_MINOR 3
 #define CONVTUNE_VERSION_PATCH 0
 #define CONVTUNE_VERSION \
   (CONVTUNE_VERSION_MAJOR * 10000 + CONVTUNE_VERSION_MINOR * 100 + CONVTUNE_VERSION_PATCH)

@@ -40,7 +40,7 @@ __all__ = ["ConvtuneError", "Context", "Plan", "conv2d", "convert", "library_ver
 
 # The package's version: the C header's (CONVTUNE_VERSION_*), which
 # tests/python/check_version.py holds it to, with the loaded library's.
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 
 def __getattr__(name):

@@ -10,7 +10,9 @@ prefix=$work/prefix
 cmake --install "$build" --prefix "$prefix" > "$work.install.log" 2>&1 || { cat "$work.install.log"; exit 1; }
 lib=$(ls "$prefix"/lib*/libconvtune.so.*.*.* "$prefix"/lib/*/libconvtune.so.*.*.* 2>/dev/null | head -1)
 [ -n "$lib" ] || { echo "no versioned libconvtune.so installed"; exit 1; }
-readelf -d "$lib" | grep -q "SONAME.*libconvtune.so.0" || { echo "$lib: SONAME is not libconvtune.so.0"; exit 1; }
+# SONAME libconvtune.so.0.MINOR before 1.0 (a minor release may change the ABI).
+soname=$(sed -n 's/^#define CONVTUNE_VERSION_MINOR \([0-9]*\)$/libconvtune.so.0.\1/p' "$source/include/convtune.h")
+readelf -d "$lib" | grep -q "SONAME.*\[$soname\]" || { echo "$lib: SONAME is not $soname"; exit 1; }
 nm -D --defined-only "$lib" | grep -q " conv_plan_create@@CONVTUNE_0$" || { echo "$lib: symbols not versioned"; exit 1; }
 [ -x "$prefix/bin/convtune" ] && [ -f "$prefix/include/convtune.h" ] || { echo "tool or header missing"; exit 1; }
 

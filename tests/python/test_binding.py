@@ -70,7 +70,9 @@ def test_status_names_follow_the_header():
 
 def test_struct_layouts():
     # LP64 sizes of the header's structs (checked against a C program's sizeof/offsetof).
-    assert ctypes.sizeof(_lib.Problem) == 8 + 14 * 8 + 6 * 4
+    # struct_size, 14 int64_t, 6 ints, `op`, padded to 8 bytes.
+    assert ctypes.sizeof(_lib.Problem) == 8 + 14 * 8 + 8 * 4
+    assert _lib.Problem.op.offset == 8 + 14 * 8 + 6 * 4
     assert _lib.Problem.n.offset == 8
     assert _lib.Problem.math.offset == 8 + 14 * 8 + 3 * 4
     assert _lib.Problem.deterministic.offset == 8 + 14 * 8 + 5 * 4
