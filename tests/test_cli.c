@@ -451,7 +451,9 @@ static int test_no_gpu_tune_is_one_line(void) {
   tmp_path(suite_file, sizeof suite_file, "nogpu.json");
   CHECK(write_file(suite_file, "[{\"name\": \"a\", \"N\": 1, \"C\": 4, \"H\": 8, \"W\": 8, "
                                "\"K\": 4, \"R\": 3, \"S\": 3},\n"
-                               " {\"name\": \"d\", \"op\": \"dynamic\", \"N\": 1}]\n"));
+                               " {\"name\": \"d\", \"op\": \"dynamic\", \"N\": 1, \"C\": 4, "
+                               "\"H\": 8, \"W\": 8, \"R\": 3},\n"
+                               " {\"name\": \"f\", \"op\": \"deform\", \"N\": 1}]\n"));
   /* The progress line starts after the context: nothing of it here. */
   const char *variants[][7] = {{"tune", SPEC, "--cache", db, NULL},
                                {"tune", suite_file, SPEC, "--json", "--cache", db},
@@ -764,25 +766,32 @@ static const char SUITE_TEXT[] =
     "   \"W\": 56, \"R\": 7, \"S\": 7, \"groups\": 4},\n"
     "  {\"name\": \"mbv2_dw_s2\", \"op\": \"conv\", \"N\": 8, \"C\": 96, \"H\": 112,\n"
     "   \"W\": 112, \"K\": 96, \"R\": 3, \"S\": 3, \"stride\": 2, \"pad\": [1, 0],\n"
-    "   \"dil\": 1, \"groups\": 96, \"math\": \"tf32\"}\n"
+    "   \"dil\": 1, \"groups\": 96, \"math\": \"tf32\"},\n"
+    "  {\"name\": \"warp\", \"op\": \"deform\", \"N\": 1}\n"
     " ]\n"
     "}\n";
 
 static int check_suite_rows(const suite *s) {
-  CHECK(s->count == 2);
-  const suite_shape *a = &s->shapes[0], *b = &s->shapes[1];
+  CHECK(s->count == 3);
+  const suite_shape *a = &s->shapes[0], *d = &s->shapes[1], *b = &s->shapes[2];
   CHECK(strcmp(a->name, "rn50_conv2_3x3") == 0);
   CHECK(a->problem.n == 32 && a->problem.c == 64 && a->problem.h == 56 && a->problem.w == 56);
   CHECK(a->problem.k == 64 && a->problem.r == 3 && a->problem.s == 3);
   CHECK(a->problem.pad_h == 1 && a->problem.pad_w == 1 && a->problem.stride_h == 1);
   CHECK(a->problem.dil_h == 1 && a->problem.groups == 1);
   CHECK(a->problem.math == CONV_MATH_STRICT && a->problem.epilogue == CONV_EPILOGUE_NONE);
+  /* A dynamic row: K, S and the 'same' padding filled in. */
+  CHECK(strcmp(d->name, "involution_7x7") == 0 && d->problem.op == CONV_OP_DYNAMIC);
+  CHECK(d->problem.n == 32 && d->problem.c == 64 && d->problem.k == 64 && d->problem.h == 56);
+  CHECK(d->problem.r == 7 && d->problem.s == 7 && d->problem.groups == 4);
+  CHECK(d->problem.pad_h == 3 && d->problem.pad_w == 3 && d->problem.stride_h == 1);
+  CHECK(a->problem.op == CONV_OP_CONVOLUTION && b->problem.op == CONV_OP_CONVOLUTION);
   CHECK(strcmp(b->name, "mbv2_dw_s2") == 0);
   CHECK(b->problem.stride_h == 2 && b->problem.stride_w == 2);
   CHECK(b->problem.pad_h == 1 && b->problem.pad_w == 0);
   CHECK(b->problem.groups == 96 && b->problem.math == CONV_MATH_TF32);
   CHECK(s->note_count == 1);
-  CHECK_MSG(strcmp(s->notes[0], "skipping involution_7x7: op 'dynamic' is not supported yet") == 0,
+  CHECK_MSG(strcmp(s->notes[0], "skipping warp: op 'deform' is not supported yet") == 0,
             "note: %s", s->notes[0]);
   return TEST_PASS;
 }
@@ -839,6 +848,16 @@ static int check_suite_errors(void) {
       {"[{\"name\": \"g\", \"N\": 1, \"C\": 4, \"H\": 4, \"W\": 4, \"K\": 6, \"R\": 1, \"S\": 1,"
        " \"groups\": 4}]",
        "groups = 4 must be positive and divide", 1, 2},
+      /* Dynamic rows are judged as dynamic problems. */
+      {"[{\"name\": \"d\", \"op\": \"dynamic\", \"N\": 1, \"C\": 4, \"H\": 8, \"W\": 8,"
+       " \"R\": 4}]",
+       "k = 4 is even", 1, 2},
+      {"[{\"name\": \"d\", \"op\": \"dynamic\", \"N\": 1, \"C\": 4, \"H\": 8, \"W\": 8,"
+       " \"R\": 3, \"K\": 8}]",
+       "must equal c = 4", 1, 2},
+      {"[{\"name\": \"d\", \"op\": \"dynamic\", \"N\": 1, \"C\": 4, \"H\": 8, \"W\": 8,"
+       " \"R\": 3, \"pad\": 0}]",
+       "pad 0,0 must be", 1, 2},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int rc = check_suite_error(cases[i].text, cases[i].what, cases[i].line, cases[i].column);
@@ -886,9 +905,9 @@ static int test_suite_file_parsing(void) {
   /* Only skipped rows: the note, nothing to tune, no GPU touched. */
   char dyn[1024];
   tmp_path(dyn, sizeof dyn, "dynamic-suite.json");
-  CHECK(write_file(dyn, "[{\"name\": \"inv\", \"op\": \"dynamic\", \"N\": 1}]"));
+  CHECK(write_file(dyn, "[{\"name\": \"warp\", \"op\": \"deform\", \"N\": 1}]"));
   RUN_EXPECT(r, 0, "tune", dyn, "--cache", "/nonexistent/cache.db");
-  CHECK(contains(r.err.data, "skipping inv: op 'dynamic' is not supported yet"));
+  CHECK(contains(r.err.data, "skipping warp: op 'deform' is not supported yet"));
   CHECK(r.out.len == 0);
   cli_result_free(&r);
   remove(dyn);

@@ -64,6 +64,9 @@ static int test_floor_matches_bench(void) {
       {"n=32 c=144 h=56 w=56 k=144 r=3 s=3 pad=1 groups=144", 0.0276},
       {"n=1 c=512 h=128 w=256 k=1024 r=3 s=3", 5.9454},
       {"n=32 c=3 h=224 w=224 k=64 r=7 s=7 stride=2 pad=3", 0.1487},
+      /* seed4_highorder: the issue's "about 0.1 ms" forward, bound by the
+       * per-pixel weights' bytes. */
+      {"op=dynamic n=64 c=3 h=224 w=224 r=5", 0.0948},
   };
   const roofline_peaks *h200 = roofline_peaks_for(H200);
   CHECK(h200 != NULL);
@@ -84,6 +87,12 @@ static int test_floor_matches_bench(void) {
   CHECK_STATUS(CONV_OK, conv_problem_parse("n=2 c=4 h=8 w=8 k=6 r=3 s=3 epilogue=bias", &p, NULL, 0));
   CHECK(roofline_bytes(&p) == 4.0 * (2 * 4 * 8 * 8 + 6 * 4 * 9 + 2 * 6 * 6 * 6 + 6));
   CHECK(roofline_flops(&p) == 2.0 * 2 * 6 * 6 * 6 * 4 * 9);
+  /* A dynamic problem: x, the per-pixel weights (B x G x k*k x P x Q) and y;
+   * a k*k window's products for every output element. */
+  CHECK_STATUS(CONV_OK, conv_problem_parse("op=dynamic n=2 c=4 h=8 w=8 r=3 groups=2 stride=2", &p,
+                                           NULL, 0));
+  CHECK(roofline_bytes(&p) == 4.0 * (2 * 4 * 8 * 8 + 2 * 2 * 9 * 4 * 4 + 2 * 4 * 4 * 4));
+  CHECK(roofline_flops(&p) == 2.0 * 2 * 4 * 4 * 4 * 9);
   return TEST_PASS;
 }
 
@@ -107,7 +116,9 @@ static int test_problem_from_key(void) {
       "n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1",
       "n=8 c=3 h=224 w=224 k=64 r=7 s=7 pad_h=3 pad_w=2 stride=2 math=tf32 epilogue=bias_relu",
       "n=4 c=144 h=28 w=28 k=144 r=3 s=3 pad=2 dil=2 groups=144 layout=nhwc dir=bwd_data det=1",
-      "n=1 c=8 h=9 w=7 k=16 r=1 s=1 dir=bwd_filter epilogue=none"};
+      "n=1 c=8 h=9 w=7 k=16 r=1 s=1 dir=bwd_filter epilogue=none",
+      "op=dynamic n=32 c=64 h=56 w=56 r=7 groups=4 math=tf32",
+      "op=dynamic n=2 c=6 h=9 w=9 r=3 dil=2 stride=2 dir=bwd_filter det=1"};
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
     conv_problem p, back;
     char key[CONV_PROBLEM_KEY_MAX], again[CONV_PROBLEM_KEY_MAX];

@@ -332,24 +332,44 @@ static bool row_enum(const row_ctx *r, const json_t *row, const char *key,
                   names[2] ? names[2] : "");
 }
 
+/* What a dynamic row may leave out, filled as a dynamic spec's are: K = C,
+ * S = R and 'same' padding, (R-1)/2 * dil.  Given values are kept for
+ * validation to judge; an out-of-range R or dil is left to it too. */
+static void row_dynamic_defaults(const json_t *row, conv_problem *p) {
+  const int64_t most = (int64_t)1 << 24;
+  if (json_object_get(row, "K") == NULL) p->k = p->c;
+  if (json_object_get(row, "S") == NULL) p->s = p->r;
+  if (json_object_get(row, "pad") != NULL) return;
+  if (p->r >= 1 && p->r <= most && p->dil_h >= 1 && p->dil_h <= most)
+    p->pad_h = (p->r - 1) / 2 * p->dil_h;
+  if (p->s >= 1 && p->s <= most && p->dil_w >= 1 && p->dil_w <= most)
+    p->pad_w = (p->s - 1) / 2 * p->dil_w;
+}
+
 static bool row_dims(const row_ctx *r, const json_t *row, conv_problem *p) {
+  const bool dynamic = p->op == CONV_OP_DYNAMIC;
   static const struct {
     const char *key;
     size_t offset;
+    bool dynamic_optional; /* a dynamic row may leave it out */
   } dims[] = {
-      {"N", offsetof(conv_problem, n)}, {"C", offsetof(conv_problem, c)},
-      {"H", offsetof(conv_problem, h)}, {"W", offsetof(conv_problem, w)},
-      {"K", offsetof(conv_problem, k)}, {"R", offsetof(conv_problem, r)},
-      {"S", offsetof(conv_problem, s)},
+      {"N", offsetof(conv_problem, n), false}, {"C", offsetof(conv_problem, c), false},
+      {"H", offsetof(conv_problem, h), false}, {"W", offsetof(conv_problem, w), false},
+      {"K", offsetof(conv_problem, k), true},  {"R", offsetof(conv_problem, r), false},
+      {"S", offsetof(conv_problem, s), true},
   };
   for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
     int64_t *field = (int64_t *)((char *)p + dims[i].offset);
-    if (!row_int(r, row, dims[i].key, true, field)) return false;
+    bool required = !(dynamic && dims[i].dynamic_optional);
+    if (!row_int(r, row, dims[i].key, required, field)) return false;
   }
-  return row_pair(r, row, "stride", &p->stride_h, &p->stride_w) &&
-         row_pair(r, row, "pad", &p->pad_h, &p->pad_w) &&
-         row_pair(r, row, "dil", &p->dil_h, &p->dil_w) &&
-         row_int(r, row, "groups", false, &p->groups);
+  if (!row_pair(r, row, "stride", &p->stride_h, &p->stride_w) ||
+      !row_pair(r, row, "pad", &p->pad_h, &p->pad_w) ||
+      !row_pair(r, row, "dil", &p->dil_h, &p->dil_w) ||
+      !row_int(r, row, "groups", false, &p->groups))
+    return false;
+  if (dynamic) row_dynamic_defaults(row, p);
+  return true;
 }
 
 static bool row_modes(const row_ctx *r, const json_t *row, conv_problem *p) {
@@ -387,17 +407,19 @@ static bool suite_add_row(suite *s, const json_t *row, row_ctx *r) {
     return row_fail(r, "name", "\"name\" must be a non-empty string");
   }
   r->name = json_string_value(name);
+  conv_problem p;
+  conv_problem_init(&p);
   const json_t *op = json_object_get(row, "op");
   if (op != NULL) {
     if (!json_is_string(op)) {
       return row_fail(r, "op", "\"op\" must be a string, got %s", type_name(op));
     }
-    if (strcmp(json_string_value(op), "conv") != 0) {
+    if (strcmp(json_string_value(op), "dynamic") == 0) {
+      p.op = CONV_OP_DYNAMIC;
+    } else if (strcmp(json_string_value(op), "conv") != 0) {
       return skip_row(s, r->name, json_string_value(op), r->err);
     }
   }
-  conv_problem p;
-  conv_problem_init(&p);
   if (!row_dims(r, row, &p) || !row_modes(r, row, &p)) return false;
   /* Judged here, as a spec is when parsed: a bad row never reaches a key
    * or a GPU, and its message names the row and the field. */

@@ -50,7 +50,7 @@ typedef struct suite_shape {
 } suite_shape;
 
 /* Shapes to tune, and one note per row that was skipped, e.g.
- * "skipping seed4_highorder: op 'dynamic' is not supported yet". */
+ * "skipping warp: op 'deform' is not supported yet". */
 typedef struct suite {
   suite_shape *shapes;
   size_t count, cap;
@@ -76,9 +76,12 @@ typedef struct suite_error {
  *   "name" (non-empty string), "N" "C" "H" "W" "K" "R" "S" (integers),
  *   optional "stride" "pad" "dil" (integer, or [h, w]; default 1, 0, 1),
  *   optional "groups" (integer, default 1), "math" ("strict" | "tf32"),
- *   "epilogue" ("none" | "bias" | "bias_relu"), and "op" (default "conv").
- * A row whose op is not "conv" adds a note and is skipped (its other fields
- * are not checked).  Other keys ("why", "bwd", ...) are ignored.  Each
+ *   "epilogue" ("none" | "bias" | "bias_relu"), "dir" ("fwd" | "bwd_data"
+ *   | "bwd_filter"), and "op" ("conv", the default, or "dynamic").
+ * A dynamic row (conv_op in convtune.h) reads N C H W as B C H W and R as
+ * the window k, and may leave out K (default C), S (default R) and "pad"
+ * (default 'same': (R-1)/2 * dil).  A row whose op is neither adds a note
+ * and is skipped (its other fields are not checked).  Other keys ("why", "bwd", ...) are ignored.  Each
  * row's problem must pass conv_problem_validate().
  * Returns false on malformed JSON (err says where jansson stopped), a
  * wrong shape or type, an invalid problem (err names the row and the

@@ -90,13 +90,16 @@ static const char shape_help[] =
     "  dil_h dil_w, groups, math=strict|tf32, epilogue=none|bias|bias_relu,\n"
     "  layout=nchw|nhwc (nhwc: channels-last, KRSC filter),\n"
     "  dir=fwd|bwd_data|bwd_filter (backward passes take no epilogue),\n"
-    "  det=0|1 (deterministic), e.g.\n"
-    "  convtune tune \"n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1\"\n";
+    "  det=0|1 (deterministic), op=conv|dynamic (dynamic: per-pixel k x k\n"
+    "  filters, r the window, groups G; k, s and pad follow), e.g.\n"
+    "  convtune tune \"n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1\"\n"
+    "  convtune tune \"op=dynamic n=32 c=64 h=56 w=56 r=7 groups=4\"\n";
 
 static const char suite_help[] =
     "A suite FILE is {\"shapes\": [ROW, ...]} or [ROW, ...], each ROW an object\n"
-    "with name, N, C, H, W, K, R, S and optional stride, pad, dil, groups, dir; rows\n"
-    "whose \"op\" is not \"conv\" are skipped, other keys are ignored.\n";
+    "with name, N, C, H, W, K, R, S and optional stride, pad, dil, groups, dir,\n"
+    "math, epilogue; \"op\": \"dynamic\" rows (per-pixel filters) may leave out K, S\n"
+    "and pad; rows of other ops are skipped, other keys are ignored.\n";
 
 static const char exit_help[] =
     "exit status:\n"

@@ -57,6 +57,8 @@ static bool scan_key(const char *key, conv_problem *p) {
   char dir[16], layout[16], math[16], epilogue[16];
   long long v[15];
   int end = 0;
+  const bool dynamic = strncmp(key, "dyn ", 4) == 0;
+  if (dynamic) key += 4;
   int got = sscanf(key,
                    "%15s f32 %15s %15s %15s n%lld c%lld h%lld w%lld k%lld r%lld s%lld "
                    "pad%lld,%lld str%lld,%lld dil%lld,%lld g%lld%n",
@@ -67,6 +69,7 @@ static bool scan_key(const char *key, conv_problem *p) {
   int m = key_word(math, maths, 2), e = key_word(epilogue, epilogues, 3);
   if (d < 0 || l < 0 || m < 0 || e < 0) return false;
   conv_problem_init(p);
+  p->op = dynamic ? CONV_OP_DYNAMIC : CONV_OP_CONVOLUTION;
   p->direction = d == 2 ? CONV_BACKWARD_FILTER : d == 1 ? CONV_BACKWARD_DATA : CONV_FORWARD;
   p->layout = l == 1 ? CONV_LAYOUT_NHWC : CONV_LAYOUT_NCHW;
   p->math = m == 1 ? CONV_MATH_TF32 : CONV_MATH_STRICT;
@@ -97,12 +100,28 @@ static double output_pixels(const conv_problem *p) {
   return (double)out_h * (double)out_w;
 }
 
+/* A dynamic problem (conv_op in convtune.h): every output element is a
+ * k x k window's dot product with its pixel's filter; the weights hold
+ * B x G x k*k x P x Q numbers.  The same totals hold for both gradients. */
+static double dynamic_flops(const conv_problem *p) {
+  return 2.0 * (double)p->n * (double)p->c * output_pixels(p) * (double)p->r * (double)p->s;
+}
+
+static double dynamic_bytes(const conv_problem *p) {
+  double x = (double)p->n * (double)p->c * (double)p->h * (double)p->w;
+  double weights = (double)p->n * (double)p->groups * (double)p->r * (double)p->s * output_pixels(p);
+  double y = (double)p->n * (double)p->c * output_pixels(p);
+  return 4.0 * (x + weights + y);
+}
+
 double roofline_flops(const conv_problem *p) {
+  if (p->op == CONV_OP_DYNAMIC) return dynamic_flops(p);
   return 2.0 * (double)p->n * (double)p->k * output_pixels(p) * (double)(p->c / p->groups) *
          (double)p->r * (double)p->s;
 }
 
 double roofline_bytes(const conv_problem *p) {
+  if (p->op == CONV_OP_DYNAMIC) return dynamic_bytes(p);
   double x = (double)p->n * (double)p->c * (double)p->h * (double)p->w;
   double w = (double)p->k * (double)(p->c / p->groups) * (double)p->r * (double)p->s;
   double y = (double)p->n * (double)p->k * output_pixels(p);
