@@ -2,6 +2,7 @@
 the checks and stream ordering its calls need.  Made by Context.plan."""
 import ctypes
 import functools
+import math
 import threading
 
 from . import _base, _lib
@@ -205,7 +206,7 @@ class Plan:
         time exceeds its GPU time; larger outputs are not worth a prototype.
         """
         shape = self.output_shape
-        if 4 * shape[0] * shape[1] * shape[2] * shape[3] <= _PROTOTYPE_MAX_BYTES:
+        if 4 * math.prod(shape) <= _PROTOTYPE_MAX_BYTES:  # 5-D for a dynamic plan's weights
             # empty_like keeps the prototype's memory format.
             prototype = torch.empty(shape, dtype=torch.float32, device=self._device,
                                     **self._memory_format)
