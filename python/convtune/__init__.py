@@ -12,13 +12,16 @@ compiled module for the per-call path where it is built (_launch.c)::
         y = plan(x, w)                                  # on torch's current stream
         print(plan.info)
 
+    y = convtune.dynamic_conv2d(x, weights)  # per-pixel filters (B, G, k*k, P, Q): involution
+
 Whole models: convtune.convert(model) turns every nn.Conv2d into a
 convtune.nn.Conv2d (see convtune/nn.py); torch.ops.convtune.conv2d is the
-operator torch.compile and torch.export trace (convtune/ops.py).
+operator torch.compile and torch.export trace (convtune/ops.py);
+convtune.nn.Involution is the involution layer on dynamic_conv2d.
 
 float32, contiguous NCHW (or channels-last) tensors on one CUDA device,
-each data pointer 16-byte aligned.  convtune.conv2d and convtune.nn.Conv2d
-are differentiable; a Plan runs one pass (forward, or with direction=
+each data pointer 16-byte aligned.  convtune.conv2d, convtune.dynamic_conv2d
+and convtune.nn's layers are differentiable; a Plan runs one pass (forward, or with direction=
 "bwd_data" / "bwd_filter" a backward one) and records no gradients.  The library is
 $CONVTUNE_LIB, else build/libconvtune.so or build-gpu/libconvtune.so of
 this repository.
@@ -34,7 +37,8 @@ from . import _lib
 from ._base import ConvtuneError, _device_index, _torch, _torch_deterministic
 from ._plan import Plan
 
-__all__ = ["ConvtuneError", "Context", "Plan", "conv2d", "convert", "library_version", "library_versions",
+__all__ = ["ConvtuneError", "Context", "Plan", "conv2d", "convert", "dynamic_conv2d", "library_version",
+           "library_versions",
            "nn", "ops",
            "__version__"]
 
@@ -68,7 +72,7 @@ def library_versions():
 
 
 # Argument checks and problem keys: _problem.py.
-from ._problem import _channels_error, _groups, _int, _problem_key  # noqa: E402
+from ._problem import _channels_error, _dynamic_key, _dynamic_shapes, _groups, _int, _problem_key  # noqa: E402
 
 
 # ---------------------------------------------------------------- contexts
@@ -187,6 +191,26 @@ class Context:
         return self._plan_for_key(_problem_key(x_shape, w_shape, stride, padding, dilation, groups,
                                                bias, activation, math, layout, direction,
                                                deterministic or self.deterministic))
+
+    def dynamic_plan(self, x_shape, kernel_size, stride=1, dilation=1, groups=1, math="strict",
+                     direction="fwd", deterministic=None):
+        """The Plan for a per-pixel dynamic convolution (involution) of x_shape (B, C, H, W)
+        with a kernel_size x kernel_size window (odd), each output pixel of each image
+        having its own filter per group of C/groups channels:
+
+            y[b, c, p, q] = sum over i, j of weights[b, c // (C/groups), i*k + j, p, q]
+                            * x[b, c, p*stride + (i - k//2)*dilation, q*stride + (j - k//2)*dilation]
+
+        zero outside the image ('same' padding, so P = ceil(H / stride)).  The plan takes
+        weights (B, groups, k*k, P, Q) where a convolution's takes w: plan(x, weights) -> y
+        (B, C, P, Q); direction "bwd_data": plan.backward_data(dy, weights) -> dx;
+        "bwd_filter": plan.backward_filter(x, dy) -> the weights' gradient.  math and
+        deterministic as in Context.plan; NCHW float32 only, no bias.
+        """
+        if deterministic is None:
+            deterministic = _torch_deterministic()
+        return self._plan_for_key(_dynamic_key(x_shape, kernel_size, stride, dilation, groups, math,
+                                               direction, deterministic or self.deterministic))
 
     def _plan_for_key(self, key):
         """The Plan for a _problem_key tuple: from this context's dict, else made."""
@@ -370,6 +394,79 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, activatio
     else:
         y = plan(x, w, bias, out=out)
     return y if patches is None else y.view(*patches, *y.shape[1:])
+
+
+def _check_dynamic_tensors(torch, x, weights, stride, dilation, groups):
+    """dynamic_conv2d's checks, all before any plan or device work: types, shapes
+    (ValueError naming the expected one), dtype (TypeError), device and memory
+    layout (ValueError saying how to fix them).  Returns (k, groups)."""
+    for name, t in (("x", x), ("weights", weights)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError("dynamic_conv2d: %s must be a torch.Tensor, got %s" % (name, type(t).__name__))
+    if x.dim() != 4:
+        raise ValueError("dynamic_conv2d: x must be 4-D (B, C, H, W), got shape %s" % list(x.shape))
+    k, groups = _dynamic_shapes(tuple(x.shape), tuple(weights.shape), stride, dilation, groups)
+    for name, t in (("x", x), ("weights", weights)):
+        if t.dtype != torch.float32:
+            raise TypeError("dynamic_conv2d: %s has dtype %s; convtune computes in float32 only: pass "
+                            "%s.float()" % (name, t.dtype, name))
+    if x.device.type != "cuda":
+        raise ValueError("dynamic_conv2d: x is on %s; convtune runs on CUDA tensors" % x.device)
+    if weights.device != x.device:
+        raise ValueError("dynamic_conv2d: weights are on %s but x is on %s" % (weights.device, x.device))
+    for name, t in (("x", x), ("weights", weights)):
+        if not t.is_contiguous():  # as conv2d's plans refuse them: a copy is the caller's choice
+            raise ValueError("dynamic_conv2d: %s is not contiguous (convtune reads dense NCHW): pass "
+                             "%s.contiguous()" % (name, name))
+    return k, groups
+
+
+def _math_default(torch, math):
+    """math=None: TF32 where torch.backends.cudnn.allow_tf32 allows it, as convtune.nn.Conv2d."""
+    if math is None:
+        return "tf32" if torch.backends.cudnn.allow_tf32 else "strict"
+    if math not in _lib.MATH:
+        raise ValueError("math must be None, 'strict' or 'tf32', got %r" % (math,))
+    return math
+
+
+def dynamic_conv2d(x, weights, stride=1, dilation=1, groups=None, math=None, *, out=None, context=None):
+    """The per-pixel dynamic convolution (involution's, Li et al. CVPR 2021) through convtune.
+
+    x (B, C, H, W) and weights (B, G, k*k, P, Q), float32 contiguous CUDA tensors: every
+    output pixel of every image has its own k x k filter (k odd) per group of C/G
+    channels, applied with zero 'same' padding (k-1)/2 * dilation, so P = ceil(H / stride)
+    and Q = ceil(W / stride):
+
+        y[b, c, p, q] = sum over i, j < k of weights[b, c // (C/G), i*k + j, p, q]
+                        * x[b, c, p*stride + (i - k//2)*dilation, q*stride + (j - k//2)*dilation]
+
+    which is F.unfold(x, k, dilation, (k-1)//2*dilation, stride) viewed as
+    (B, G, C/G, k*k, P, Q), times weights.unsqueeze(2), summed over k*k.  The seed's
+    form, one filter shared by all channels, is G = 1.  groups: None takes G from the
+    weights; a number must equal it.  stride: 1 or 2 in this version.  math: "strict",
+    "tf32", or None to follow torch.backends.cudnn.allow_tf32 (as convtune.nn.Conv2d).
+    Plans come from `context` as in conv2d (default: one Context per device).
+    Returns y (B, C, P, Q); out: optional preallocated y.
+
+    Differentiable in x and weights: the backward runs tuned backward-data and
+    backward-filter plans of the same problem, from the same context.
+    """
+    torch = _torch()
+    k, groups = _check_dynamic_tensors(torch, x, weights, stride, dilation, groups)
+    math = _math_default(torch, math)
+    if context is None:
+        context = _default_context(x.device.index)
+    elif context.device != x.device.index:
+        raise ValueError("dynamic_conv2d: x is on %s but the context is on cuda:%d" % (x.device, context.device))
+    from . import _autograd  # imports torch: not at package import
+    if _autograd.records_gradients(x, weights) and out is not None:  # as PyTorch: out= is not differentiable
+        raise RuntimeError("dynamic_conv2d(): functions with out=... arguments don't support automatic "
+                           "differentiation, but one of the arguments requires grad.")
+    plan = context.dynamic_plan(tuple(x.shape), k, stride, dilation, groups, math)
+    if _autograd.records_gradients(x, weights):
+        return _autograd.dynamic_conv2d(plan, x, weights)
+    return plan(x, weights, out=out)
 
 
 @atexit.register

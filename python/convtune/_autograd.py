@@ -1,7 +1,8 @@
-"""Gradients of convtune's convolution: an autograd Function whose backward
-runs the tuned backward-data and backward-filter plans of the forward
-plan's convolution (Plan.backward_data / Plan.backward_filter), made from
-the forward plan's context on first use, as the forward plan was."""
+"""Gradients of convtune's convolution and dynamic convolution: autograd
+Functions whose backward runs the tuned backward-data and backward-filter
+plans of the forward plan's problem (Plan.backward_data /
+Plan.backward_filter), made from the forward plan's context on first use,
+as the forward plan was."""
 import torch
 from torch.autograd.function import once_differentiable
 
@@ -77,6 +78,36 @@ def conv2d(plan, x, w, bias, launch=None):
         return _Conv2d.apply(x, w, bias, plan, launch)
     except _Misfit:
         return None
+
+
+class _DynamicConv2d(torch.autograd.Function):
+    """y = plan(x, weights) for a dynamic convolution's forward plan.  y is
+    bilinear in x and weights, so each gradient needs the other input only."""
+
+    @staticmethod
+    def forward(ctx, x, weights, plan):
+        y = plan(x, weights)  # grad mode is off in here
+        ctx.plan = plan
+        ctx.save_for_backward(x, weights)
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy):
+        x, weights = ctx.saved_tensors
+        plan = ctx.plan
+        dy = _aligned(dy, plan._memory_format)  # e.g. the expanded ones of y.sum()'s gradient
+        dx = dweights = None
+        if ctx.needs_input_grad[0]:
+            dx = backward_plan(plan, _lib.BACKWARD_DATA).backward_data(dy, weights)
+        if ctx.needs_input_grad[1]:
+            dweights = backward_plan(plan, _lib.BACKWARD_FILTER).backward_filter(x, dy)
+        return dx, dweights, None
+
+
+def dynamic_conv2d(plan, x, weights):
+    """plan(x, weights), differentiable in x and weights (a dynamic forward plan)."""
+    return _DynamicConv2d.apply(x, weights, plan)
 
 
 def records_gradients(*tensors):

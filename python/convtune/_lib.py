@@ -47,6 +47,7 @@ FORWARD, BACKWARD_DATA, BACKWARD_FILTER = 0, 1, 2
 DIRECTIONS = {"fwd": FORWARD, "bwd_data": BACKWARD_DATA, "bwd_filter": BACKWARD_FILTER}
 MATH = {"strict": 0, "tf32": 1}
 EPILOGUE_NONE, EPILOGUE_BIAS, EPILOGUE_BIAS_RELU = 0, 1, 2
+OP_CONVOLUTION, OP_DYNAMIC = 0, 1  # conv_op
 POLICIES = {"exhaustive": 0, "fast": 1, "cache_only": 2}
 SOURCES = ("memory", "cache", "tuned")  # conv_plan_source values
 REPLAYS = ("pending", "graph", "direct")  # conv_replay values
@@ -66,15 +67,16 @@ def status_name(status):
 PROBLEM_INT_FIELDS = ("n", "c", "h", "w", "k", "r", "s", "pad_h", "pad_w",
                       "stride_h", "stride_w", "dil_h", "dil_w", "groups")
 PROBLEM_ENUM_FIELDS = ("dtype", "layout", "direction", "math", "epilogue", "deterministic")
-PROBLEM_FIELDS = PROBLEM_INT_FIELDS + PROBLEM_ENUM_FIELDS
+# Every field a problem key (_problem.py) sets, in order: `op` last, as in the struct.
+PROBLEM_FIELDS = PROBLEM_INT_FIELDS + PROBLEM_ENUM_FIELDS + ("op",)
 
 
 class Problem(Structure):
     """struct conv_problem: its size, 14 int64_t, then 5 enums and an int (all int-sized),
-    then `op` (conv_op).  The library reads struct_size (set by conv_problem_init_sized with
-    ctypes.sizeof of this definition), so a newer library still reads it.  `op` stays
-    out of PROBLEM_FIELDS: the binding makes convolutions only (op 0, set by init) until
-    it gains the dynamic op."""
+    then `op` (conv_op: OP_CONVOLUTION or OP_DYNAMIC).  The library reads struct_size (set
+    by conv_problem_init_sized with ctypes.sizeof of this definition), so a newer library
+    still reads it.  `op` is the last of PROBLEM_FIELDS, so that a dynamic problem's key
+    never equals a convolution's with the same numbers."""
     _fields_ = ([("struct_size", c_size_t)] + [(f, c_int64) for f in PROBLEM_INT_FIELDS]
                 + [(f, c_int) for f in PROBLEM_ENUM_FIELDS] + [("op", c_int)])
 

@@ -2,6 +2,7 @@
 the checks and stream ordering its calls need.  Made by Context.plan."""
 import ctypes
 import functools
+import math
 import threading
 
 from . import _base, _lib
@@ -89,6 +90,11 @@ class Plan:
     out=None); a backward one as plan.backward_data(dy, w) or
     plan.backward_filter(x, dy).  A plan owns one workspace: calls from different streams are ordered one
     after the other (the later stream waits for the earlier one).
+
+    A dynamic convolution's plan (Context.dynamic_plan) takes the per-pixel
+    filters, weights (B, G, k*k, P, Q), where a convolution's takes w:
+    plan(x, weights), plan.backward_data(dy, weights), and
+    plan.backward_filter(x, dy) gives the weights' gradient; no bias.
     """
 
     def __init__(self):
@@ -146,7 +152,11 @@ class Plan:
         fields = dict(zip(_lib.PROBLEM_FIELDS, key))
         n, c, h, w, k, r, s, groups = (fields[f] for f in "n c h w k r s groups".split())
         self._x_shape = (n, c, h, w)
-        self._w_shape = (k, c // groups, r, s)
+        self._dynamic = fields["op"] == _lib.OP_DYNAMIC
+        if self._dynamic:  # the per-pixel filters wt[B][G][k*k][P][Q] (convtune.h, conv_op)
+            self._w_shape, self._w_name = (n, groups, r * s, p.value, q.value), "weights"
+        else:
+            self._w_shape, self._w_name = (k, c // groups, r, s), "w"
         self._has_bias = fields["epilogue"] != _lib.EPILOGUE_NONE
         self._channels_last = fields["layout"] == _lib.LAYOUT_NHWC
         self._memory_format = ({"memory_format": torch.channels_last} if self._channels_last
@@ -196,7 +206,7 @@ class Plan:
         time exceeds its GPU time; larger outputs are not worth a prototype.
         """
         shape = self.output_shape
-        if 4 * shape[0] * shape[1] * shape[2] * shape[3] <= _PROTOTYPE_MAX_BYTES:
+        if 4 * math.prod(shape) <= _PROTOTYPE_MAX_BYTES:  # 5-D for a dynamic plan's weights
             # empty_like keeps the prototype's memory format.
             prototype = torch.empty(shape, dtype=torch.float32, device=self._device,
                                     **self._memory_format)
@@ -292,7 +302,7 @@ class Plan:
             if dx is not None:
                 return dx
         return self._backward(self._context._lib.conv_plan_backward_data,
-                              (("dy", dy, self._y_shape), ("w", w, self._w_shape)), out)
+                              (("dy", dy, self._y_shape), (self._w_name, w, self._w_shape)), out)
 
     def backward_filter(self, x, dy, out=None):
         """dw, the gradient for w, from x and dy (N, K, P, Q), for a plan made with
@@ -373,23 +383,27 @@ class Plan:
     def _explain_bad_arguments(self, x, w, bias, out):
         torch, device = self._torch, self._device
         _check_tensor("x", x, self._x_shape, device, self._channels_last)
-        _check_tensor("w", w, self._w_shape, device, self._channels_last)
-        k = self._w_shape[0]
+        _check_tensor(self._w_name, w, self._w_shape, device, self._channels_last)
+        k = self._bias_shape[0]
         if self._has_bias:
             if bias is None:
                 raise ValueError("this plan adds a bias (made with bias=True): pass bias, a float32 "
                                  "tensor of shape (%d,)" % k)
             _check_tensor("bias", bias, (k,), device)
         elif bias is not None:
+            if self._dynamic:
+                raise ValueError("a dynamic convolution takes no bias: add it to the output")
             raise ValueError("this plan was made without bias, so a bias would be ignored: make the "
                              "plan with bias=True")
         if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, w, bias)):
-            raise NotImplementedError("a Plan call records no gradients: use convtune.conv2d or "
-                                      "convtune.nn.Conv2d, which are differentiable, or run under "
-                                      "torch.no_grad() / torch.inference_mode()")
+            raise NotImplementedError("a Plan call records no gradients: use %s, which %s "
+                                      "differentiable, or run under torch.no_grad() / "
+                                      "torch.inference_mode()"
+                                      % (("convtune.dynamic_conv2d", "is") if self._dynamic else
+                                         ("convtune.conv2d or convtune.nn.Conv2d", "are")))
         if out is not None:
             _check_tensor("out", out, self.output_shape, device, self._channels_last)
-            for name, t in (("x", x), ("w", w), ("bias", bias)):
+            for name, t in (("x", x), (self._w_name, w), ("bias", bias)):
                 if t is not None and _overlaps(out, t):
                     raise ValueError("out overlaps %s: convtune cannot write its output over an input" % name)
 

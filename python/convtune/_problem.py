@@ -1,7 +1,9 @@
 """Argument checks shared by the binding's entry points, and the problem
 key: the conv_problem's fields as a tuple, which is also the key of a
-Context's plans."""
+Context's plans; for convolutions (_problem_key) and dynamic convolutions
+(_dynamic_key, _dynamic_shapes)."""
 import operator
+from math import isqrt
 
 from . import _lib
 
@@ -89,4 +91,85 @@ def _problem_key(x_shape, w_shape, stride, padding, dilation, groups, bias, acti
                 else _lib.EPILOGUE_BIAS if bias else _lib.EPILOGUE_NONE)
     return (n, c, h, w, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups,
             _lib.DTYPE_F32, _lib.LAYOUTS[layout], _lib.DIRECTIONS[direction], _lib.MATH[math], epilogue,
-            int(bool(deterministic)))
+            int(bool(deterministic)), _lib.OP_CONVOLUTION)
+
+
+# ---------------------------------------------------------------- dynamic convolution
+
+
+def _positive_pair(name, value):
+    pair = _pair(name, value)
+    if min(pair) < 1:
+        raise ValueError("%s must be positive, got %r" % (name, value))
+    return pair
+
+
+def _dynamic_output_hw(h, w, stride):
+    """P, Q of a dynamic convolution: 'same' padding, so ceil(H / stride), likewise W."""
+    return (h - 1) // stride[0] + 1, (w - 1) // stride[1] + 1
+
+
+def _dynamic_kernel_size(kk):
+    """k from the k*k taps of the weights' third dimension: an odd square."""
+    k = isqrt(kk) if kk > 0 else -1
+    if k * k != kk:
+        raise ValueError("weights.shape[2] = %d is not k*k for any k: the weights are "
+                         "(B, G, k*k, P, Q)" % kk)
+    if k % 2 == 0:
+        raise ValueError("weights.shape[2] = %d is k*k for an even k = %d: the k x k window must "
+                         "have a centre pixel (odd k)" % (kk, k))
+    return k
+
+
+def _dynamic_shapes(x_shape, w_shape, stride=1, dilation=1, groups=None):
+    """(k, groups) of a dynamic convolution of x (B, C, H, W) with weights
+    (B, G, k*k, P, Q), after checking that the shapes agree; groups None
+    takes G from the weights, a number must equal it."""
+    n, c, h, w = _shape4("x_shape", x_shape)
+    try:
+        dims = tuple(w_shape)
+    except TypeError:
+        raise TypeError("weights' shape must be a sequence of 5 ints, got %r" % (w_shape,)) from None
+    if len(dims) != 5:
+        raise ValueError("weights must have 5 dimensions (B, G, k*k, P, Q), got shape %s" % (list(dims),))
+    b, g, kk, p, q = (_int("weights' shape", d) for d in dims)
+    stride = _positive_pair("stride", stride)
+    _positive_pair("dilation", dilation)
+    if groups is not None and _groups(groups) != g:
+        raise ValueError("groups=%d, but the weights %s have G = %d groups (dimension 1)"
+                         % (groups, list(dims), g))
+    if g < 1 or c % g:
+        raise ValueError("the weights' G = %d (dimension 1) must divide x's %d channels" % (g, c))
+    k = _dynamic_kernel_size(kk)
+    expected = (n, g, kk) + _dynamic_output_hw(h, w, stride)
+    if (b, g, kk, p, q) != expected:
+        raise ValueError("weights have shape %s, but x %s with stride %s needs (B, G, k*k, P, Q) = %s "
+                         "(P = ceil(H / stride), Q likewise)"
+                         % (list(dims), list((n, c, h, w)), stride, list(expected)))
+    return k, g
+
+
+def _dynamic_key(x_shape, kernel_size, stride=1, dilation=1, groups=1, math="strict", direction="fwd",
+                 deterministic=False):
+    """The conv_problem's field values (as _problem_key) of a dynamic convolution,
+    op OP_DYNAMIC: convtune.h's comment on conv_op says how the fields read (k = C,
+    r = s = kernel size, 'same' padding (k-1)/2 * dilation).  The library rules on
+    what this version runs (strides 1 and 2, equal dilations); an even kernel size
+    is refused here, since the padding needs a centre pixel."""
+    n, c, h, w = _shape4("x_shape", x_shape)
+    k = _int("kernel_size", kernel_size)
+    if k < 1 or k % 2 == 0:
+        raise ValueError("kernel_size must be a positive odd int (the window has a centre pixel), got %d" % k)
+    groups = _groups(groups)
+    if c % groups:
+        raise ValueError("groups=%d must divide x's %d channels" % (groups, c))
+    stride_h, stride_w = _positive_pair("stride", stride)
+    dil_h, dil_w = _positive_pair("dilation", dilation)
+    if math not in _lib.MATH:
+        raise ValueError("math must be 'strict' or 'tf32', got %r" % (math,))
+    if direction not in _lib.DIRECTIONS:
+        raise ValueError("direction must be 'fwd', 'bwd_data' or 'bwd_filter', got %r" % (direction,))
+    pad_h, pad_w = (k - 1) // 2 * dil_h, (k - 1) // 2 * dil_w
+    return (n, c, h, w, c, k, k, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups,
+            _lib.DTYPE_F32, _lib.LAYOUT_NCHW, _lib.DIRECTIONS[direction], _lib.MATH[math],
+            _lib.EPILOGUE_NONE, int(bool(deterministic)), _lib.OP_DYNAMIC)

@@ -1,4 +1,4 @@
-"""convtune.nn: a drop-in for torch.nn.Conv2d, and convert(model).
+"""convtune.nn: a drop-in for torch.nn.Conv2d, convert(model), and Involution.
 
     import convtune
 
@@ -44,10 +44,10 @@ import collections
 import torch
 import torch.nn.functional as F
 
-from . import ConvtuneError, _autograd, _default_context, _lib
+from . import ConvtuneError, _autograd, _default_context, _lib, dynamic_conv2d
 from . import ops as _ops
 
-__all__ = ["Conv2d", "convert", "ConvertReport"]
+__all__ = ["Conv2d", "Involution", "convert", "ConvertReport"]
 
 # Statuses that mean "convtune has no plan for this problem": the layer
 # then runs PyTorch's forward, as a drop-in must.  Anything else (CUDA
@@ -333,6 +333,86 @@ class Conv2d(torch.nn.Conv2d):
         layer.__class__ = cls
         layer._convtune_init(math, context)
         return layer
+
+
+# ---------------------------------------------------------------- involution
+
+
+def unfold_dynamic_conv2d(x, weights, stride=1, dilation=1):
+    """convtune.dynamic_conv2d's result computed by PyTorch (F.unfold), for any
+    device and dtype: what Involution runs where convtune cannot.  Holds the
+    unfolded input, k*k times x's size."""
+    b, c, _, _ = x.shape
+    _, g, kk, p, q = weights.shape
+    k = int(round(kk ** 0.5))
+    u = F.unfold(x, k, dilation=dilation, padding=(k - 1) // 2 * dilation, stride=stride)
+    u = u.view(b, g, c // g, kk, p, q)
+    return (u * weights.unsqueeze(2)).sum(3).view(b, c, p, q)
+
+
+class Involution(torch.nn.Module):
+    """Involution (Li et al., "Involution: Inverting the Inherence of Convolution for
+    Visual Recognition", CVPR 2021), its per-pixel filters applied by
+    convtune.dynamic_conv2d.
+
+    The filters are generated from the input: average pooling by `stride` (when
+    stride > 1), a 1x1 convolution reducing channels by reduction_ratio (no bias),
+    BatchNorm, ReLU, and a 1x1 convolution spanning to groups * k*k channels (with
+    bias), reshaped to (B, groups, k*k, P, Q); each group of channels // groups
+    channels shares its pixel's filter.  groups None: channels // 16 (16 channels a
+    group, the paper's choice), 1 for fewer than 16 channels or a count 16 does not
+    divide.  The parameters are named as in the official implementation
+    (conv1.conv, conv1.bn, conv2.conv), so its state_dicts load.
+
+    Unlike the official code, the pooling rounds up (ceil_mode), so that odd sizes
+    give the P = ceil(H / stride) pixels the filters are applied at; for even sizes
+    nothing changes.  math and context are dynamic_conv2d's.  Inputs convtune does
+    not take (not float32 CUDA, or under autocast) run PyTorch's unfold instead
+    (unfold_dynamic_conv2d).
+    """
+
+    def __init__(self, channels, kernel_size, stride=1, groups=None, reduction_ratio=4, dilation=1, *,
+                 math=None, context=None):
+        super().__init__()
+        if groups is None:
+            groups = channels // 16 if channels >= 16 and channels % 16 == 0 else 1
+        if kernel_size < 1 or kernel_size % 2 == 0:
+            raise ValueError("kernel_size must be a positive odd int, got %r" % (kernel_size,))
+        if groups < 1 or channels % groups:
+            raise ValueError("groups=%r must divide channels=%r" % (groups, channels))
+        if min(stride, dilation, reduction_ratio) < 1:  # convtune runs strides 1 and 2 (ConvtuneError else)
+            raise ValueError("stride, dilation and reduction_ratio must be positive")
+        if math not in (None, "strict", "tf32"):
+            raise ValueError("math must be None, 'strict' or 'tf32', got %r" % (math,))
+        self.channels, self.kernel_size, self.stride = channels, kernel_size, stride
+        self.groups, self.dilation, self.math, self.context = groups, dilation, math, context
+        hidden = max(1, channels // reduction_ratio)
+        self.avgpool = torch.nn.AvgPool2d(stride, stride, ceil_mode=True) if stride > 1 else torch.nn.Identity()
+        self.conv1 = torch.nn.Sequential(collections.OrderedDict(
+            conv=torch.nn.Conv2d(channels, hidden, 1, bias=False),
+            bn=torch.nn.BatchNorm2d(hidden),
+            activate=torch.nn.ReLU(inplace=True)))
+        self.conv2 = torch.nn.Sequential(collections.OrderedDict(
+            conv=torch.nn.Conv2d(hidden, groups * kernel_size * kernel_size, 1)))
+
+    def kernel_weights(self, x):
+        """The per-pixel filters of input x: (B, groups, k*k, P, Q), contiguous."""
+        w = self.conv2(self.conv1(self.avgpool(x)))
+        b, _, p, q = w.shape
+        return w.reshape(b, self.groups, self.kernel_size * self.kernel_size, p, q).contiguous()
+
+    def forward(self, x):
+        weights = self.kernel_weights(x)
+        if (x.device.type == "cuda" and x.dtype == torch.float32 and weights.dtype == torch.float32
+                and not _autocast_on()):
+            return dynamic_conv2d(x.contiguous(), weights, self.stride, self.dilation, self.groups,
+                                  math=self.math, context=self.context)
+        return unfold_dynamic_conv2d(x, weights, self.stride, self.dilation)
+
+    def extra_repr(self):
+        return "%d, kernel_size=%d, stride=%d, groups=%d, dilation=%d%s" % (
+            self.channels, self.kernel_size, self.stride, self.groups, self.dilation,
+            ", math=%r" % self.math if self.math is not None else "")
 
 
 # ---------------------------------------------------------------- convert
