@@ -98,7 +98,7 @@ static void dd_describe(const conv_config *config, char *text, size_t size) {
 
 const conv_algorithm conv_algorithm_dynamic_direct = {
     .id = CONV_ALGO_DYNAMIC_DIRECT,
-    .version = 1,
+    .version = 2, /* 2: channels staged two at a time, double-buffered */
     .name = "dynamic_direct",
     .applicable = dd_applicable,
     .configs = dd_configs,

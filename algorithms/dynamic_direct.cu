@@ -35,51 +35,116 @@ __device__ __forceinline__ block_place place_of_block(const conv_dyn_direct_laun
   return at;
 }
 
-/* Stages channel plane xc's input tile for output tile (y0, x0) into
- * `tile` (in_h x in_w, zeros outside the image).  The caller syncs. */
+/* Channels staged a step: independent sums for the FMA pipes, and half
+ * the barriers. */
+const int kStepChannels = 2;
+
+__device__ __forceinline__ void cp_async4(float *dst, const float *src, int src_bytes) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+/* Starts copying channel plane xc's input tile for output tile (y0, x0)
+ * into `tile` (in_h x in_w; cp.async's zero fill outside the image), rows
+ * by threadIdx.y and columns by threadIdx.x: no division per element. */
 template <int S>
-__device__ __forceinline__ void stage_tile(const conv_dyn_direct_launch &L, const float *xc,
-                                           int y0, int x0, float *tile) {
+__device__ __forceinline__ void stage_tile_async(const conv_dyn_direct_launch &L, const float *xc,
+                                                 int y0, int x0, float *tile) {
   const int top = y0 * S - L.d.pad, left = x0 * S - L.d.pad;
-  const int count = L.in_h * L.in_w;
-  const int threads = blockDim.x * blockDim.y;
-  for (int i = threadIdx.y * blockDim.x + threadIdx.x; i < count; i += threads) {
-    const int r = i / L.in_w, col = i - r * L.in_w;
-    const int ih = top + r, iw = left + col;
-    tile[i] = ih >= 0 && ih < L.d.h && iw >= 0 && iw < L.d.w ? __ldg(xc + ih * L.d.w + iw) : 0.0f;
+  for (int r = threadIdx.y; r < L.in_h; r += blockDim.y) {
+    const int ih = top + r;
+    const bool row_inside = ih >= 0 && ih < L.d.h;
+    for (int col = threadIdx.x; col < L.in_w; col += blockDim.x) {
+      const int iw = left + col;
+      const bool inside = row_inside && iw >= 0 && iw < L.d.w;
+      /* A zero-byte copy still names a valid address. */
+      cp_async4(tile + r * L.in_w + col, inside ? xc + ih * L.d.w + iw : xc, inside ? 4 : 0);
+    }
   }
 }
 
-/* FORWARD: the thread's filter in registers, applied to every channel of
- * the chunk against the staged tile. */
+/* The block's channels [c0, c1) in steps of kStepChannels, each step's
+ * tiles double-buffered: step s + 1 is copied while step s is summed.
+ * `use(tiles, tile_floats, c, count)` reads the staged tiles of channels
+ * c .. c+count-1 (tiles + i * tile_floats); the caller's shared memory holds
+ * 2 * kStepChannels tiles. */
+template <int S, typename Use>
+__device__ __forceinline__ void for_channel_steps(const conv_dyn_direct_launch &L, const float *x,
+                                                  const block_place &at, float *smem, Use use) {
+  const int tile_floats = L.in_h * L.in_w;
+  const int steps = (at.c1 - at.c0 + kStepChannels - 1) / kStepChannels;
+  auto issue = [&](int step) {
+    float *buffer = smem + (step & 1) * kStepChannels * tile_floats;
+    for (int i = 0; i < kStepChannels; i++) {
+      const int c = at.c0 + step * kStepChannels + i;
+      if (c < at.c1)
+        stage_tile_async<S>(L, x + ((size_t)at.b * L.d.c + c) * L.d.h * L.d.w, at.y0, at.x0,
+                            buffer + i * tile_floats);
+    }
+    cp_async_commit();
+  };
+  issue(0);
+  for (int step = 0; step < steps; step++) {
+    if (step + 1 < steps) {
+      issue(step + 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const int c = at.c0 + step * kStepChannels;
+    use(smem + (step & 1) * kStepChannels * tile_floats, tile_floats, c, min(kStepChannels, at.c1 - c));
+    __syncthreads(); /* the buffer is restaged two steps on */
+  }
+}
+
+/* The window's row offsets in a staged tile for this thread's pixel. */
 template <int K, int S>
+__device__ __forceinline__ void window_rows(const conv_dyn_direct_launch &L, int dil, int rows[K]) {
+#pragma unroll
+  for (int i = 0; i < K; i++) rows[i] = (threadIdx.y * S + i * dil) * L.in_w + threadIdx.x * S;
+}
+
+/* FORWARD: the thread's filter in registers, applied to every channel of
+ * the chunk against the staged tiles.  D: the dilation when it is 1 or 2
+ * (the taps' column offsets are then constants), else 0. */
+template <int K, int S, int D>
 __global__ void __launch_bounds__(kMaxThreads)
     forward_kernel(const conv_dyn_direct_launch L, const float *__restrict__ x,
                    const float *__restrict__ wt, float *__restrict__ y) {
-  extern __shared__ float tile[];
+  extern __shared__ float smem[];
   const block_place at = place_of_block(L);
   const int q = at.x0 + threadIdx.x, p = at.y0 + threadIdx.y;
   const bool inside = p < L.d.p && q < L.d.q;
   const int plane = L.d.p * L.d.q, pixel = p * L.d.q + q;
   float f[K * K];
-  const float *wp = wt + (at.b * L.d.groups + at.g) * (K * K) * plane + pixel;
+  const float *wp = wt + ((size_t)at.b * L.d.groups + at.g) * (K * K) * plane + pixel;
 #pragma unroll
-  for (int t = 0; t < K * K; t++) f[t] = inside ? __ldg(wp + t * plane) : 0.0f;
-  const int dil = L.d.dil;
-  for (int c = at.c0; c < at.c1; c++) {
-    stage_tile<S>(L, x + (at.b * L.d.c + c) * L.d.h * L.d.w, at.y0, at.x0, tile);
-    __syncthreads();
-    if (inside) {
-      const float *t0 = tile + threadIdx.y * S * L.in_w + threadIdx.x * S;
-      float acc = 0.0f;
+  for (int t = 0; t < K * K; t++) f[t] = inside ? __ldg(wp + (size_t)t * plane) : 0.0f;
+  const int dil = D > 0 ? D : L.d.dil;
+  int rows[K];
+  window_rows<K, S>(L, dil, rows);
+  for_channel_steps<S>(L, x, at, smem, [&](const float *tiles, int tile_floats, int c, int count) {
+    if (!inside) return;
+    float acc[kStepChannels];
 #pragma unroll
-      for (int i = 0; i < K; i++)
+    for (int n = 0; n < kStepChannels; n++) acc[n] = 0.0f;
 #pragma unroll
-        for (int j = 0; j < K; j++) acc = fmaf(f[i * K + j], t0[i * dil * L.in_w + j * dil], acc);
-      y[(at.b * L.d.c + c) * plane + pixel] = acc;
-    }
-    __syncthreads(); /* the tile is restaged for the next channel */
-  }
+    for (int i = 0; i < K; i++)
+#pragma unroll
+      for (int j = 0; j < K; j++)
+#pragma unroll
+        for (int n = 0; n < kStepChannels; n++)
+          acc[n] = fmaf(f[i * K + j], tiles[n * tile_floats + rows[i] + j * dil], acc[n]);
+#pragma unroll
+    for (int n = 0; n < kStepChannels; n++)
+      if (n < count) y[((size_t)at.b * L.d.c + c + n) * plane + pixel] = acc[n];
+  });
 }
 
 /* Output index along one axis that tap `tap` of input index `in` came
@@ -132,12 +197,13 @@ __global__ void __launch_bounds__(kMaxThreads)
 }
 
 /* BACKWARD_FILTER: the k*k gradients of one output pixel in registers,
- * summed over the group's channels in order. */
-template <int K, int S>
+ * summed over the group's channels in order; the input tiles staged as in
+ * forward. */
+template <int K, int S, int D>
 __global__ void __launch_bounds__(kMaxThreads)
     backward_filter_kernel(const conv_dyn_direct_launch L, const float *__restrict__ x,
                            const float *__restrict__ dy, float *__restrict__ dwt) {
-  extern __shared__ float tile[];
+  extern __shared__ float smem[];
   const block_place at = place_of_block(L);
   const int q = at.x0 + threadIdx.x, p = at.y0 + threadIdx.y;
   const bool inside = p < L.d.p && q < L.d.q;
@@ -145,40 +211,42 @@ __global__ void __launch_bounds__(kMaxThreads)
   float acc[K * K];
 #pragma unroll
   for (int t = 0; t < K * K; t++) acc[t] = 0.0f;
-  const int dil = L.d.dil;
-  for (int c = at.c0; c < at.c1; c++) {
-    stage_tile<S>(L, x + (at.b * L.d.c + c) * L.d.h * L.d.w, at.y0, at.x0, tile);
-    __syncthreads();
-    if (inside) {
-      const float g = __ldg(dy + (at.b * L.d.c + c) * plane + pixel);
-      const float *t0 = tile + threadIdx.y * S * L.in_w + threadIdx.x * S;
+  const int dil = D > 0 ? D : L.d.dil;
+  int rows[K];
+  window_rows<K, S>(L, dil, rows);
+  for_channel_steps<S>(L, x, at, smem, [&](const float *tiles, int tile_floats, int c, int count) {
+    if (!inside) return;
+    /* Channel by channel, in order: the sum's order is fixed. */
+#pragma unroll
+    for (int n = 0; n < kStepChannels; n++) {
+      if (n >= count) break;
+      const float g = __ldg(dy + ((size_t)at.b * L.d.c + c + n) * plane + pixel);
 #pragma unroll
       for (int i = 0; i < K; i++)
 #pragma unroll
         for (int j = 0; j < K; j++)
-          acc[i * K + j] = fmaf(g, t0[i * dil * L.in_w + j * dil], acc[i * K + j]);
+          acc[i * K + j] = fmaf(g, tiles[n * tile_floats + rows[i] + j * dil], acc[i * K + j]);
     }
-    __syncthreads();
-  }
+  });
   if (!inside) return;
-  float *out = dwt + (at.b * L.d.groups + at.g) * (K * K) * plane + pixel;
+  float *out = dwt + ((size_t)at.b * L.d.groups + at.g) * (K * K) * plane + pixel;
 #pragma unroll
-  for (int t = 0; t < K * K; t++) out[t * plane] = acc[t];
+  for (int t = 0; t < K * K; t++) out[(size_t)t * plane] = acc[t];
 }
 
-template <int K, int S>
+template <int K, int S, int D>
 cudaError_t launch(const conv_dyn_direct_launch &L, float *x, float *wt, float *y,
                    cudaStream_t stream) {
   const dim3 block((unsigned)L.tiling.tw, (unsigned)L.tiling.th);
   switch (L.direction) {
     case CONV_FORWARD:
-      forward_kernel<K, S><<<L.blocks, block, L.smem_bytes, stream>>>(L, x, wt, y);
+      forward_kernel<K, S, D><<<L.blocks, block, L.smem_bytes, stream>>>(L, x, wt, y);
       break;
     case CONV_BACKWARD_DATA:
       backward_data_kernel<K, S><<<L.blocks, block, 0, stream>>>(L, y, wt, x);
       break;
     case CONV_BACKWARD_FILTER:
-      backward_filter_kernel<K, S><<<L.blocks, block, L.smem_bytes, stream>>>(L, x, y, wt);
+      backward_filter_kernel<K, S, D><<<L.blocks, block, L.smem_bytes, stream>>>(L, x, y, wt);
       break;
     default:
       return cudaErrorInvalidValue;
@@ -186,10 +254,20 @@ cudaError_t launch(const conv_dyn_direct_launch &L, float *x, float *wt, float *
   return cudaGetLastError();
 }
 
+template <int K, int S>
+cudaError_t launch_s(const conv_dyn_direct_launch &L, float *x, float *wt, float *y,
+                     cudaStream_t stream) {
+  switch (L.d.dil) {
+    case 1: return launch<K, S, 1>(L, x, wt, y, stream);
+    case 2: return launch<K, S, 2>(L, x, wt, y, stream);
+    default: return launch<K, S, 0>(L, x, wt, y, stream);
+  }
+}
+
 template <int K>
 cudaError_t launch_k(const conv_dyn_direct_launch &L, float *x, float *wt, float *y,
                      cudaStream_t stream) {
-  return L.d.stride == 1 ? launch<K, 1>(L, x, wt, y, stream) : launch<K, 2>(L, x, wt, y, stream);
+  return L.d.stride == 1 ? launch_s<K, 1>(L, x, wt, y, stream) : launch_s<K, 2>(L, x, wt, y, stream);
 }
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -224,7 +302,8 @@ extern "C" bool conv_dyn_direct_plan(const conv_problem *pb, const conv_dyn_dire
     const int64_t span = (int64_t)(l.d.k - 1) * l.d.dil + 1;
     const int64_t in_w = (int64_t)(t->tw - 1) * l.d.stride + span;
     const int64_t in_h = (int64_t)(t->th - 1) * l.d.stride + span;
-    const int64_t bytes = in_w * in_h * (int64_t)sizeof(float);
+    /* Two buffers of kStepChannels tiles (for_channel_steps). */
+    const int64_t bytes = 2 * kStepChannels * in_w * in_h * (int64_t)sizeof(float);
     if (bytes > (int64_t)kMaxShared)
       CONV_REJECT("staged tile %lldx%lld needs %lld bytes of shared memory, over %zu",
                   (long long)in_h, (long long)in_w, (long long)bytes, kMaxShared);

@@ -9,9 +9,11 @@
  *   FORWARD          each thread loads its output pixel's k*k filter into
  *                    registers once and applies it to every channel of the
  *                    chunk (the op's reuse: a filter serves C/G channels);
- *                    per channel the block stages the input tile with its
- *                    halo in shared memory, so neighbouring windows share
- *                    their loads.
+ *                    the block stages the input tiles (with their halo)
+ *                    of two channels at a time in shared memory, so
+ *                    neighbouring windows share their loads, with
+ *                    cp.async into two buffers: the next two channels
+ *                    arrive while these are summed.
  *   BACKWARD_DATA    each thread owns one dx pixel and gathers from the
  *                    outputs whose windows read it (no atomics): which
  *                    taps reach it, and their weights, are found once and
@@ -19,9 +21,10 @@
  *   BACKWARD_FILTER  each thread owns the k*k weight gradients of one
  *                    output pixel and sums over the group's channels in
  *                    registers, in a fixed order (no atomics:
- *                    deterministic); per channel the input tile is staged
- *                    as in forward.  The chunk is the whole group.
- * Kernels are compiled for k = 1, 3, 5, 7 and stride 1, 2.
+ *                    deterministic); the input tiles are staged as in
+ *                    forward.  The chunk is the whole group.
+ * Kernels are compiled for k = 1, 3, 5, 7, stride 1, 2, and dilation 1,
+ * 2 (constant tap offsets) or any.
  */
 #ifndef CONVTUNE_DYNAMIC_DIRECT_H
 #define CONVTUNE_DYNAMIC_DIRECT_H
@@ -61,7 +64,7 @@ bool conv_dyn_direct_compiled(int64_t k);
  * False, with the reason in `why`, for a window without kernels, a tile
  * that is not 1..256 threads with tw a multiple of 8 (whole sectors of a
  * row), cb outside [1, C/G] (or not C/G for backward-filter), a staged
- * tile past 48 KiB of shared memory, or a grid past 2^31 - 1 blocks. */
+ * tile's buffers (4 tiles) past 48 KiB of shared memory, or a grid past 2^31 - 1 blocks. */
 bool conv_dyn_direct_plan(const conv_problem *problem, const conv_dyn_direct_tiling *tiling,
                           conv_dyn_direct_launch *launch /* OUT */, char *why, size_t why_size);
 
