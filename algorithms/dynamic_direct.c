@@ -4,7 +4,7 @@
  * directions, each output element one thread's own sum (deterministic).
  * The kernels, and why they are cut up so, are in dynamic_direct.h/.cu.
  *
- * Config values: {tw, th, cb} (conv_dyn_direct_tiling).
+ * Config values: {tw, th, cb, px} (conv_dyn_direct_tiling).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,12 +36,13 @@ static conv_status dd_configs(const conv_problem *problem, conv_env *env, conv_c
   for (int c = 0; c < DD_CHUNKS; c++) {
     const int64_t cb = dd_chunks[c] == 0 ? cg : dd_chunks[c];
     if (c > 0 && cb >= cg) continue; /* the whole group again */
-    for (int t = 0; t < DD_TILES && n < max; t++) {
-      const conv_dyn_direct_tiling tiling = {dd_tiles[t][0], dd_tiles[t][1], (int)cb};
-      conv_dyn_direct_launch launch;
-      if (conv_dyn_direct_plan(problem, &tiling, &launch, NULL, 0))
-        out[n++] = (conv_config){3, {tiling.tw, tiling.th, tiling.cb}, 0};
-    }
+    for (int t = 0; t < DD_TILES; t++)
+      for (int px = 1; px <= 2 && n < max; px++) {
+        const conv_dyn_direct_tiling tiling = {dd_tiles[t][0], dd_tiles[t][1], (int)cb, px};
+        conv_dyn_direct_launch launch;
+        if (conv_dyn_direct_plan(problem, &tiling, &launch, NULL, 0))
+          out[n++] = (conv_config){4, {tiling.tw, tiling.th, tiling.cb, tiling.px}, 0};
+      }
   }
   *count = n;
   return CONV_OK;
@@ -58,10 +59,10 @@ static conv_status dd_prepare(const conv_problem *problem, conv_env *env,
                           "dynamic_direct: only dynamic problems with a 1x1, 3x3, 5x5 or 7x7 "
                           "window");
   /* A cached config is untrusted: the range here, the rest in the plan. */
-  conv_status st = conv_config_check(config, "dynamic_direct", 3, 1, 1 << 30, err);
+  conv_status st = conv_config_check(config, "dynamic_direct", 4, 1, 1 << 30, err);
   if (st != CONV_OK) return st;
   const conv_dyn_direct_tiling tiling = {(int)config->values[0], (int)config->values[1],
-                                         (int)config->values[2]};
+                                         (int)config->values[2], (int)config->values[3]};
   conv_dyn_direct_launch *launch = malloc(sizeof *launch);
   if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "dynamic_direct: malloc");
   char why[160];
@@ -88,17 +89,17 @@ static conv_status dd_run(const conv_exec *ex, cudaStream_t stream, conv_error *
 
 static void dd_describe(const conv_config *config, char *text, size_t size) {
   if (text == NULL || size == 0) return;
-  if (config == NULL || config->count != 3) {
+  if (config == NULL || config->count != 4) {
     snprintf(text, size, "invalid config");
     return;
   }
-  snprintf(text, size, "tile=%lldx%lld channels=%lld", (long long)config->values[0],
-           (long long)config->values[1], (long long)config->values[2]);
+  snprintf(text, size, "tile=%lldx%lld channels=%lld pixels=%lld", (long long)config->values[0],
+           (long long)config->values[1], (long long)config->values[2], (long long)config->values[3]);
 }
 
 const conv_algorithm conv_algorithm_dynamic_direct = {
     .id = CONV_ALGO_DYNAMIC_DIRECT,
-    .version = 2, /* 2: channels staged two at a time, double-buffered */
+    .version = 2, /* 2: channels staged two at a time, double-buffered; pixel pairs */
     .name = "dynamic_direct",
     .applicable = dd_applicable,
     .configs = dd_configs,

@@ -30,7 +30,7 @@ __device__ __forceinline__ block_place place_of_block(const conv_dyn_direct_laun
   at.b = (int)(i / (unsigned)L.d.groups);
   at.c0 = at.g * L.d.cg + chunk * L.tiling.cb;
   at.c1 = min(at.c0 + L.tiling.cb, (at.g + 1) * L.d.cg);
-  at.x0 = tx * L.tiling.tw;
+  at.x0 = tx * L.tiling.tw * L.tiling.px;
   at.y0 = ty * L.tiling.th;
   return at;
 }
@@ -49,21 +49,29 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-/* Starts copying channel plane xc's input tile for output tile (y0, x0)
- * into `tile` (in_h x in_w; cp.async's zero fill outside the image), rows
- * by threadIdx.y and columns by threadIdx.x: no division per element. */
-template <int S>
-__device__ __forceinline__ void stage_tile_async(const conv_dyn_direct_launch &L, const float *xc,
-                                                 int y0, int x0, float *tile) {
-  const int top = y0 * S - L.d.pad, left = x0 * S - L.d.pad;
+/* Where a block's tiles come from: planes of `height` x `width` floats
+ * (x, or dy for backward-data), channel c's at src + (b*C + c) * plane, and
+ * the tile's first row and column in them (negative in the padding). */
+struct tile_source {
+  const float *src;
+  int height, width, top, left;
+};
+
+/* Starts copying one plane's in_h x in_w tile into `tile` (cp.async's zero
+ * fill outside the plane), rows by threadIdx.y and columns by threadIdx.x:
+ * no division per element. */
+__device__ __forceinline__ void stage_tile_async(const conv_dyn_direct_launch &L,
+                                                 const tile_source &from, const float *plane,
+                                                 float *tile) {
   for (int r = threadIdx.y; r < L.in_h; r += blockDim.y) {
-    const int ih = top + r;
-    const bool row_inside = ih >= 0 && ih < L.d.h;
+    const int ih = from.top + r;
+    const bool row_inside = ih >= 0 && ih < from.height;
     for (int col = threadIdx.x; col < L.in_w; col += blockDim.x) {
-      const int iw = left + col;
-      const bool inside = row_inside && iw >= 0 && iw < L.d.w;
+      const int iw = from.left + col;
+      const bool inside = row_inside && iw >= 0 && iw < from.width;
       /* A zero-byte copy still names a valid address. */
-      cp_async4(tile + r * L.in_w + col, inside ? xc + ih * L.d.w + iw : xc, inside ? 4 : 0);
+      cp_async4(tile + r * L.in_w + col, inside ? plane + ih * from.width + iw : plane,
+                inside ? 4 : 0);
     }
   }
 }
@@ -71,20 +79,22 @@ __device__ __forceinline__ void stage_tile_async(const conv_dyn_direct_launch &L
 /* The block's channels [c0, c1) in steps of kStepChannels, each step's
  * tiles double-buffered: step s + 1 is copied while step s is summed.
  * `use(tiles, tile_floats, c, count)` reads the staged tiles of channels
- * c .. c+count-1 (tiles + i * tile_floats); the caller's shared memory holds
- * 2 * kStepChannels tiles. */
-template <int S, typename Use>
-__device__ __forceinline__ void for_channel_steps(const conv_dyn_direct_launch &L, const float *x,
-                                                  const block_place &at, float *smem, Use use) {
+ * c .. c+count-1 (tiles + i * tile_floats); the caller's shared memory
+ * holds 2 * kStepChannels tiles. */
+template <typename Use>
+__device__ __forceinline__ void for_channel_steps(const conv_dyn_direct_launch &L,
+                                                  const tile_source &from, const block_place &at,
+                                                  float *smem, Use use) {
   const int tile_floats = L.in_h * L.in_w;
   const int steps = (at.c1 - at.c0 + kStepChannels - 1) / kStepChannels;
+  const size_t plane = (size_t)from.height * from.width;
   auto issue = [&](int step) {
     float *buffer = smem + (step & 1) * kStepChannels * tile_floats;
     for (int i = 0; i < kStepChannels; i++) {
       const int c = at.c0 + step * kStepChannels + i;
       if (c < at.c1)
-        stage_tile_async<S>(L, x + ((size_t)at.b * L.d.c + c) * L.d.h * L.d.w, at.y0, at.x0,
-                            buffer + i * tile_floats);
+        stage_tile_async(L, from, from.src + ((size_t)at.b * L.d.c + c) * plane,
+                         buffer + i * tile_floats);
     }
     cp_async_commit();
   };
@@ -103,47 +113,96 @@ __device__ __forceinline__ void for_channel_steps(const conv_dyn_direct_launch &
   }
 }
 
-/* The window's row offsets in a staged tile for this thread's pixel. */
-template <int K, int S>
-__device__ __forceinline__ void window_rows(const conv_dyn_direct_launch &L, int dil, int rows[K]) {
-#pragma unroll
-  for (int i = 0; i < K; i++) rows[i] = (threadIdx.y * S + i * dil) * L.in_w + threadIdx.x * S;
+/* Forward and backward-filter read x around their output tile. */
+template <int S>
+__device__ __forceinline__ tile_source input_tiles(const conv_dyn_direct_launch &L,
+                                                   const float *x, const block_place &at) {
+  return {x, L.d.h, L.d.w, at.y0 * S - L.d.pad, at.x0 * S - L.d.pad};
 }
 
-/* FORWARD: the thread's filter in registers, applied to every channel of
- * the chunk against the staged tiles.  D: the dilation when it is 1 or 2
- * (the taps' column offsets are then constants), else 0. */
+/* The window's row offsets in a staged tile for this thread's (first)
+ * pixel; PX pixels a thread, side by side. */
+template <int K, int S, int PX = 1>
+__device__ __forceinline__ void window_rows(const conv_dyn_direct_launch &L, int dil, int rows[K]) {
+#pragma unroll
+  for (int i = 0; i < K; i++) rows[i] = (threadIdx.y * S + i * dil) * L.in_w + threadIdx.x * PX * S;
+}
+
+/* One row of the window of a thread's PX = 2 pixels side by side: the
+ * tile's floats at row + [0, 2 * PAIRS), read as float2s (rows and tiles
+ * start at even offsets: in_w is even), which both pixels' taps share. */
 template <int K, int S, int D>
+struct pixel_pair {
+  static constexpr int PAIRS = (S + (K - 1) * D) / 2 + 1;
+  __device__ __forceinline__ static void sum_row(const float *row, const float *f0, const float *f1,
+                                                 float &acc0, float &acc1) {
+    float v[2 * PAIRS];
+#pragma unroll
+    for (int i = 0; i < PAIRS; i++) {
+      const float2 two = reinterpret_cast<const float2 *>(row)[i];
+      v[2 * i] = two.x, v[2 * i + 1] = two.y;
+    }
+#pragma unroll
+    for (int j = 0; j < K; j++) {
+      acc0 = fmaf(f0[j], v[j * D], acc0);
+      acc1 = fmaf(f1[j], v[S + j * D], acc1);
+    }
+  }
+};
+
+/* FORWARD: the thread's filters (of PX pixels side by side) in registers,
+ * applied to every channel of the chunk against the staged tiles.  D: the
+ * dilation when it is 1 or 2 (the taps' offsets are then constants), else
+ * 0 (PX = 1 only). */
+template <int K, int S, int D, int PX>
 __global__ void __launch_bounds__(kMaxThreads)
     forward_kernel(const conv_dyn_direct_launch L, const float *__restrict__ x,
                    const float *__restrict__ wt, float *__restrict__ y) {
+  static_assert(PX == 1 || (PX == 2 && D > 0), "pixel pairs need a constant dilation");
   extern __shared__ float smem[];
   const block_place at = place_of_block(L);
-  const int q = at.x0 + threadIdx.x, p = at.y0 + threadIdx.y;
-  const bool inside = p < L.d.p && q < L.d.q;
-  const int plane = L.d.p * L.d.q, pixel = p * L.d.q + q;
-  float f[K * K];
-  const float *wp = wt + ((size_t)at.b * L.d.groups + at.g) * (K * K) * plane + pixel;
+  const int q0 = at.x0 + threadIdx.x * PX, p = at.y0 + threadIdx.y;
+  const int plane = L.d.p * L.d.q;
+  bool inside[PX];
+  float f[PX][K * K];
+  const float *wp = wt + ((size_t)at.b * L.d.groups + at.g) * (K * K) * plane + p * L.d.q + q0;
 #pragma unroll
-  for (int t = 0; t < K * K; t++) f[t] = inside ? __ldg(wp + (size_t)t * plane) : 0.0f;
+  for (int u = 0; u < PX; u++) {
+    inside[u] = p < L.d.p && q0 + u < L.d.q;
+#pragma unroll
+    for (int t = 0; t < K * K; t++) f[u][t] = inside[u] ? __ldg(wp + (size_t)t * plane + u) : 0.0f;
+  }
   const int dil = D > 0 ? D : L.d.dil;
   int rows[K];
-  window_rows<K, S>(L, dil, rows);
-  for_channel_steps<S>(L, x, at, smem, [&](const float *tiles, int tile_floats, int c, int count) {
-    if (!inside) return;
-    float acc[kStepChannels];
+  window_rows<K, S, PX>(L, dil, rows);
+  for_channel_steps(L, input_tiles<S>(L, x, at), at, smem,
+                    [&](const float *tiles, int tile_floats, int c, int count) {
+    if (!inside[0]) return;
+    float acc[kStepChannels][PX];
 #pragma unroll
-    for (int n = 0; n < kStepChannels; n++) acc[n] = 0.0f;
+    for (int n = 0; n < kStepChannels; n++)
+#pragma unroll
+      for (int u = 0; u < PX; u++) acc[n][u] = 0.0f;
 #pragma unroll
     for (int i = 0; i < K; i++)
 #pragma unroll
-      for (int j = 0; j < K; j++)
+      for (int n = 0; n < kStepChannels; n++) {
+        const float *row = tiles + n * tile_floats + rows[i];
+        if constexpr (PX == 2) {
+          pixel_pair<K, S, D>::sum_row(row, f[0] + i * K, f[1] + i * K, acc[n][0], acc[n][1]);
+        } else {
 #pragma unroll
-        for (int n = 0; n < kStepChannels; n++)
-          acc[n] = fmaf(f[i * K + j], tiles[n * tile_floats + rows[i] + j * dil], acc[n]);
+          for (int j = 0; j < K; j++) acc[n][0] = fmaf(f[0][i * K + j], row[j * dil], acc[n][0]);
+        }
+      }
 #pragma unroll
-    for (int n = 0; n < kStepChannels; n++)
-      if (n < count) y[((size_t)at.b * L.d.c + c + n) * plane + pixel] = acc[n];
+    for (int n = 0; n < kStepChannels; n++) {
+      if (n >= count) break;
+      float *out = y + ((size_t)at.b * L.d.c + c + n) * plane + p * L.d.q + q0;
+#pragma unroll
+      for (int u = 0; u < PX; u++)
+        if (inside[u]) out[u] = acc[n][u];
+    }
   });
 }
 
@@ -196,6 +255,55 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
+/* BACKWARD_DATA with stride 1: dx[ih][iw] gathers dy at (ih + pad - i*dil,
+ * iw + pad - j*dil) for every tap, so the dy tiles around the block's dx
+ * tile are staged as forward stages x (zeros outside dy, where the weights
+ * are 0 too), and each thread's weights serve every channel. */
+template <int K, int D>
+__global__ void __launch_bounds__(kMaxThreads)
+    backward_data_staged_kernel(const conv_dyn_direct_launch L, const float *__restrict__ dy,
+                                const float *__restrict__ wt, float *__restrict__ dx) {
+  extern __shared__ float smem[];
+  const block_place at = place_of_block(L);
+  const int iw = at.x0 + threadIdx.x, ih = at.y0 + threadIdx.y;
+  const bool inside = ih < L.d.h && iw < L.d.w;
+  const int plane = L.d.p * L.d.q, dil = D > 0 ? D : L.d.dil;
+  float wv[K * K];
+  const float *wg = wt + ((size_t)at.b * L.d.groups + at.g) * (K * K) * plane;
+#pragma unroll
+  for (int i = 0; i < K; i++)
+#pragma unroll
+    for (int j = 0; j < K; j++) {
+      const int o_row = ih + L.d.pad - i * dil, o_col = iw + L.d.pad - j * dil;
+      const bool source = inside && o_row >= 0 && o_row < L.d.p && o_col >= 0 && o_col < L.d.q;
+      wv[i * K + j] = source ? __ldg(wg + (size_t)(i * K + j) * plane + o_row * L.d.q + o_col) : 0.0f;
+    }
+  int rows[K];
+#pragma unroll
+  for (int i = 0; i < K; i++) rows[i] = (threadIdx.y + (K - 1 - i) * dil) * L.in_w + threadIdx.x;
+  const int reach = (K - 1) * dil - L.d.pad; /* the tile starts this far above and left */
+  const tile_source from = {dy, L.d.p, L.d.q, at.y0 - reach, at.x0 - reach};
+  for_channel_steps(L, from, at, smem, [&](const float *tiles, int tile_floats, int c, int count) {
+    if (!inside) return;
+    float acc[kStepChannels];
+#pragma unroll
+    for (int n = 0; n < kStepChannels; n++) acc[n] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < K; i++)
+#pragma unroll
+      for (int n = 0; n < kStepChannels; n++) {
+        const float *row = tiles + n * tile_floats + rows[i];
+#pragma unroll
+        for (int j = 0; j < K; j++) acc[n] = fmaf(wv[i * K + j], row[(K - 1 - j) * dil], acc[n]);
+      }
+#pragma unroll
+    for (int n = 0; n < kStepChannels; n++) {
+      if (n >= count) break;
+      dx[((size_t)at.b * L.d.c + c + n) * L.d.h * L.d.w + ih * L.d.w + iw] = acc[n];
+    }
+  });
+}
+
 /* BACKWARD_FILTER: the k*k gradients of one output pixel in registers,
  * summed over the group's channels in order; the input tiles staged as in
  * forward. */
@@ -214,7 +322,8 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int dil = D > 0 ? D : L.d.dil;
   int rows[K];
   window_rows<K, S>(L, dil, rows);
-  for_channel_steps<S>(L, x, at, smem, [&](const float *tiles, int tile_floats, int c, int count) {
+  for_channel_steps(L, input_tiles<S>(L, x, at), at, smem,
+                    [&](const float *tiles, int tile_floats, int c, int count) {
     if (!inside) return;
     /* Channel by channel, in order: the sum's order is fixed. */
 #pragma unroll
@@ -240,10 +349,19 @@ cudaError_t launch(const conv_dyn_direct_launch &L, float *x, float *wt, float *
   const dim3 block((unsigned)L.tiling.tw, (unsigned)L.tiling.th);
   switch (L.direction) {
     case CONV_FORWARD:
-      forward_kernel<K, S, D><<<L.blocks, block, L.smem_bytes, stream>>>(L, x, wt, y);
+      if constexpr (D > 0) {
+        if (L.tiling.px == 2) {
+          forward_kernel<K, S, D, 2><<<L.blocks, block, L.smem_bytes, stream>>>(L, x, wt, y);
+          break;
+        }
+      }
+      forward_kernel<K, S, D, 1><<<L.blocks, block, L.smem_bytes, stream>>>(L, x, wt, y);
       break;
     case CONV_BACKWARD_DATA:
-      backward_data_kernel<K, S><<<L.blocks, block, 0, stream>>>(L, y, wt, x);
+      if (S == 1)
+        backward_data_staged_kernel<K, D><<<L.blocks, block, L.smem_bytes, stream>>>(L, y, wt, x);
+      else
+        backward_data_kernel<K, S><<<L.blocks, block, 0, stream>>>(L, y, wt, x);
       break;
     case CONV_BACKWARD_FILTER:
       backward_filter_kernel<K, S, D><<<L.blocks, block, L.smem_bytes, stream>>>(L, x, y, wt);
@@ -287,21 +405,29 @@ extern "C" bool conv_dyn_direct_plan(const conv_problem *pb, const conv_dyn_dire
     CONV_REJECT("tile %dx%d: tw a multiple of 8, at most %d threads", t->tw, t->th, kMaxThreads);
   if (t->cb < 1 || t->cb > l.d.cg) CONV_REJECT("cb = %d is not in [1, %d]", t->cb, l.d.cg);
   l.direction = pb->direction;
+  if (t->px != 1 && t->px != 2) CONV_REJECT("px = %d is not 1 or 2", t->px);
+  if (t->px == 2 && (l.direction != CONV_FORWARD || (l.d.dil != 1 && l.d.dil != 2)))
+    CONV_REJECT("two pixels a thread: forward only, dilation 1 or 2");
   if (l.direction == CONV_BACKWARD_FILTER && t->cb != l.d.cg)
     CONV_REJECT("backward-filter sums the whole group: cb must be %d", l.d.cg);
   l.tiling = *t;
   const bool data = l.direction == CONV_BACKWARD_DATA;
-  l.tiles_x = ceil_div(data ? l.d.w : l.d.q, t->tw);
+  const int tile_w = t->tw * t->px; /* pixels */
+  l.tiles_x = ceil_div(data ? l.d.w : l.d.q, tile_w);
   l.tiles_y = ceil_div(data ? l.d.h : l.d.p, t->th);
   l.chunks = ceil_div(l.d.cg, t->cb);
   const int64_t blocks =
       (int64_t)l.tiles_x * l.tiles_y * l.chunks * l.d.groups * (int64_t)l.d.b;
   if (!conv_fits_int(blocks)) CONV_REJECT("%lld blocks: past 2^31 - 1", (long long)blocks);
   l.blocks = (unsigned)blocks;
-  if (!data) {
+  /* Staged tiles: forward and backward-filter stage x, backward-data with
+   * stride 1 stages dy (the same extent: its window reaches as far). */
+  if (!data || l.d.stride == 1) {
     const int64_t span = (int64_t)(l.d.k - 1) * l.d.dil + 1;
-    const int64_t in_w = (int64_t)(t->tw - 1) * l.d.stride + span;
-    const int64_t in_h = (int64_t)(t->th - 1) * l.d.stride + span;
+    const int64_t stride = data ? 1 : l.d.stride;
+    int64_t in_w = (int64_t)(tile_w - 1) * stride + span;
+    const int64_t in_h = (int64_t)(t->th - 1) * stride + span;
+    if (t->px == 2) in_w += in_w & 1; /* even: rows are read as float2s */
     /* Two buffers of kStepChannels tiles (for_channel_steps). */
     const int64_t bytes = 2 * kStepChannels * in_w * in_h * (int64_t)sizeof(float);
     if (bytes > (int64_t)kMaxShared)

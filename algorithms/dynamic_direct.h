@@ -17,7 +17,9 @@
  *   BACKWARD_DATA    each thread owns one dx pixel and gathers from the
  *                    outputs whose windows read it (no atomics): which
  *                    taps reach it, and their weights, are found once and
- *                    reused for every channel of the chunk.
+ *                    reused for every channel of the chunk.  With stride
+ *                    1 the dy tiles around the dx tile are staged as in
+ *                    forward; with stride 2 dy is read through L1.
  *   BACKWARD_FILTER  each thread owns the k*k weight gradients of one
  *                    output pixel and sums over the group's channels in
  *                    registers, in a fixed order (no atomics:
@@ -41,9 +43,12 @@
 extern "C" {
 #endif
 
-/* A candidate config: tile width and height (threads), channels a block. */
+/* A candidate config: tile width and height (threads), channels a block,
+ * and pixels a thread (1, or in forward with dilation 1 or 2, 2 side by
+ * side: their windows overlap, so each row of the tile is read once, as
+ * float2s, for both). */
 typedef struct conv_dyn_direct_tiling {
-  int tw, th, cb;
+  int tw, th, cb, px;
 } conv_dyn_direct_tiling;
 
 typedef struct conv_dyn_direct_launch {

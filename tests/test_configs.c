@@ -716,18 +716,23 @@ static int dynamic_direct_configs(void) {
       CHECK_STATUS(CONV_OK, dd->configs(&p, &env, configs, 64, &n, NULL));
       CHECK_MSG(n > 0, "direction %d stride %d: no configs", d, stride);
       for (int i = 0; i < n; i++) {
+        CHECK(configs[i].count == 4);
         const conv_dyn_direct_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1],
-                                          (int)configs[i].values[2]};
+                                          (int)configs[i].values[2], (int)configs[i].values[3]};
         conv_dyn_direct_launch l;
         char why[160] = "";
         CHECK_MSG(conv_dyn_direct_plan(&p, &t, &l, why, sizeof why), "%s", why);
         const bool data = p.direction == CONV_BACKWARD_DATA;
-        CHECK((int64_t)l.tiles_x * t.tw >= (data ? p.w : l.d.q));
+        CHECK(t.px == 1 || (t.px == 2 && p.direction == CONV_FORWARD));
+        CHECK((int64_t)l.tiles_x * t.tw * t.px >= (data ? p.w : l.d.q));
         CHECK((int64_t)l.tiles_y * t.th >= (data ? p.h : l.d.p));
         CHECK((int64_t)l.chunks * t.cb >= 16 && (int64_t)(l.chunks - 1) * t.cb < 16);
         CHECK((int64_t)l.blocks == (int64_t)l.tiles_x * l.tiles_y * l.chunks * 4 * 32);
         CHECK(p.direction != CONV_BACKWARD_FILTER || t.cb == 16);
-        CHECK(data ? l.smem_bytes == 0 : l.smem_bytes <= 48 * 1024 && l.in_w >= (t.tw - 1) * stride + 7);
+        /* Staged: all but backward-data with stride 2; float2 rows with pixel pairs. */
+        if (data && stride == 2) CHECK(l.smem_bytes == 0);
+        else CHECK(l.smem_bytes <= 48 * 1024 && l.in_w >= (t.tw * t.px - 1) * (data ? 1 : stride) + 7);
+        CHECK(t.px == 1 || l.in_w % 2 == 0);
         conv_prepared prepared = {0};
         CHECK_STATUS(CONV_OK, dd->prepare(&p, &env, &configs[i], &prepared, NULL));
         CHECK(prepared.deterministic && prepared.workspace_bytes == 0);
@@ -739,19 +744,29 @@ static int dynamic_direct_configs(void) {
   p.stride_h = p.stride_w = 1;
   conv_dyn_direct_launch l;
   char why[160] = "";
-  CHECK(!conv_dyn_direct_plan(&p, &(conv_dyn_direct_tiling){12, 8, 16}, &l, why, sizeof why));
+  CHECK(!conv_dyn_direct_plan(&p, &(conv_dyn_direct_tiling){12, 8, 16, 1}, &l, why, sizeof why));
   CHECK(strstr(why, "multiple of 8") != NULL);
-  CHECK(!conv_dyn_direct_plan(&p, &(conv_dyn_direct_tiling){32, 16, 16}, &l, why, sizeof why));
-  CHECK(!conv_dyn_direct_plan(&p, &(conv_dyn_direct_tiling){32, 8, 17}, &l, why, sizeof why));
+  CHECK(!conv_dyn_direct_plan(&p, &(conv_dyn_direct_tiling){32, 16, 16, 1}, &l, why, sizeof why));
+  CHECK(!conv_dyn_direct_plan(&p, &(conv_dyn_direct_tiling){32, 8, 17, 1}, &l, why, sizeof why));
   CHECK(strstr(why, "cb = 17") != NULL);
+  CHECK(!conv_dyn_direct_plan(&p, &(conv_dyn_direct_tiling){32, 8, 16, 3}, &l, why, sizeof why));
+  CHECK(strstr(why, "px = 3") != NULL);
+  conv_problem dilated = p;
+  dilated.dil_h = dilated.dil_w = 3;
+  dilated.pad_h = dilated.pad_w = 9;
+  CHECK(conv_dyn_direct_plan(&dilated, &(conv_dyn_direct_tiling){32, 8, 16, 1}, &l, why, sizeof why));
+  CHECK(!conv_dyn_direct_plan(&dilated, &(conv_dyn_direct_tiling){32, 8, 16, 2}, &l, why, sizeof why));
+  CHECK(strstr(why, "dilation 1 or 2") != NULL);
   p.direction = CONV_BACKWARD_FILTER;
-  CHECK(!conv_dyn_direct_plan(&p, &(conv_dyn_direct_tiling){32, 8, 4}, &l, why, sizeof why));
+  CHECK(!conv_dyn_direct_plan(&p, &(conv_dyn_direct_tiling){32, 8, 4, 1}, &l, why, sizeof why));
   CHECK(strstr(why, "whole group") != NULL);
+  CHECK(!conv_dyn_direct_plan(&p, &(conv_dyn_direct_tiling){32, 8, 16, 2}, &l, why, sizeof why));
+  CHECK(strstr(why, "forward only") != NULL);
   /* A dilation whose halo does not fit in shared memory. */
   conv_problem wide = p;
   wide.dil_h = wide.dil_w = 200;
   wide.pad_h = wide.pad_w = 600;
-  CHECK(!conv_dyn_direct_plan(&wide, &(conv_dyn_direct_tiling){32, 8, 16}, &l, why, sizeof why));
+  CHECK(!conv_dyn_direct_plan(&wide, &(conv_dyn_direct_tiling){32, 8, 16, 1}, &l, why, sizeof why));
   CHECK(strstr(why, "shared memory") != NULL);
   /* 9x9 has no kernel: not applicable, and a cached config is refused. */
   conv_problem nine = p;

@@ -109,19 +109,36 @@ def parse_dynamic_rows(doc, names: str | None) -> list:
     return [s for s in shapes if not wanted or s.name in wanted]
 
 
-def pytorch_dynamic(s: DynamicShape):
-    """The PyTorch version a user writes: unfold, then einsum over the k*k taps."""
+def pytorch_dynamic(s: DynamicShape) -> dict:
+    """The PyTorch versions a user writes, by name: unfold, then a product
+    with the weights summed over the k*k taps (the anchors' form, and the
+    involution authors'), or an einsum over them.  Each row is timed
+    against the faster, per pass."""
     import torch
     import torch.nn.functional as F
     p, q = s.out_hw
     kk = s.k * s.k
 
-    def call(x, weights):
+    def unfolded(x):
         u = F.unfold(x, s.k, dilation=s.dil, padding=(s.k - 1) // 2 * s.dil, stride=s.stride)
-        u = u.view(s.N, s.groups, s.C // s.groups, kk, p * q)
-        y = torch.einsum("bgckl,bgkl->bgcl", u, weights.view(s.N, s.groups, kk, p * q))
+        return u.view(s.N, s.groups, s.C // s.groups, kk, p * q)
+
+    def mul_sum(x, weights):
+        y = (unfolded(x) * weights.view(s.N, s.groups, 1, kk, p * q)).sum(dim=3)
+        return y.view(s.N, s.C, p, q)
+
+    def einsum(x, weights):
+        y = torch.einsum("bgckl,bgkl->bgcl", unfolded(x), weights.view(s.N, s.groups, kk, p * q))
         return y.reshape(s.N, s.C, p, q)
-    return call
+    return {"unfold+mul": mul_sum, "unfold+einsum": einsum}
+
+
+def faster(forms: dict) -> tuple:
+    """(name, call, {name: ms}) of the fastest of forms {name: call}, by a
+    short timing of each (the full one follows, against convtune's)."""
+    times = {name: bench_timing.time_gpu(fn, cap_ms=200.0).median_ms for name, fn in forms.items()}
+    name = min(times, key=times.get)
+    return name, forms[name], times
 
 
 def convtune_dynamic(s: DynamicShape, convtune, mode: str, context):
@@ -201,10 +218,17 @@ def run_row(s: DynamicShape, mode: str, convtune, context, copy_rate: float, gra
     import torch
     bench_suite.set_math_mode(mode)
     x, weights, dy = make_inputs(s)
-    theirs, ours = pytorch_dynamic(s), convtune_dynamic(s, convtune, mode, context)
+    forms, ours = pytorch_dynamic(s), convtune_dynamic(s, convtune, mode, context)
     row = {"shape": s.name, "mode": mode, "N": s.N, "C": s.C, "H": s.H, "W": s.W, "k": s.k,
            "stride": s.stride, "dil": s.dil, "groups": s.groups}
-    y_theirs, grad_theirs = gradients(theirs, x, weights, dy)
+    with torch.no_grad():
+        row["pytorch_fwd_form"], theirs, row["pytorch_fwd_forms_ms"] = faster(
+            {name: (lambda fn=fn: fn(x, weights)) for name, fn in forms.items()})
+        theirs = forms[row["pytorch_fwd_form"]]
+    backward_forms = {name: gradients(fn, x, weights, dy)[1] for name, fn in forms.items()}
+    row["pytorch_bwd_form"], _, row["pytorch_bwd_forms_ms"] = faster(backward_forms)
+    del backward_forms
+    y_theirs, grad_theirs = gradients(forms[row["pytorch_bwd_form"]], x, weights, dy)
     started = time.perf_counter()
     y_ours, grad_ours = gradients(ours, x, weights, dy)   # tunes the forward plan
     dx_ours, dw_ours = grad_ours()                       # and the backward plans
@@ -229,6 +253,11 @@ def run_row(s: DynamicShape, mode: str, convtune, context, copy_rate: float, gra
     # Backward graphs would capture autograd's engine, whose ops run on the
     # forward's stream, outside the capture: eager only.
     time_pass(row, "bwd", grad_theirs, grad_ours, False, bwd_bytes / copy_rate * 1e3)
+    # convtune's two backward plans alone (the autograd call above runs both).
+    with torch.no_grad():
+        for d, call in (("bwd_data", lambda: plans["bwd_data"].backward_data(dy, weights)),
+                        ("bwd_filter", lambda: plans["bwd_filter"].backward_filter(x, dy))):
+            row[f"{d}_convtune_ms"] = bench_timing.time_gpu(call).median_ms
     return row
 
 
@@ -243,16 +272,26 @@ def _pct(v) -> str:
     return "-" if v is None else bench_render.fmt_pct(100.0 * v)
 
 
+def _backward_plans(r: dict) -> str:
+    """The two backward plans, each with its own time where measured."""
+    def one(d):
+        ms = r.get(f"{d}_convtune_ms")
+        return r["plans"][d] + ("" if ms is None else f" ({d} {bench_render.fmt_ms(ms)} ms)")
+    return f"{one('bwd_data')}; {one('bwd_filter')}"
+
+
 def render(results: dict) -> str:
     env, run = results["environment"], results["run"]
     rate = results["ceilings"]["copy_bytes_per_s"]
-    lines = ["# Dynamic convolution: convtune against PyTorch's unfold + einsum", "",
+    lines = ["# Dynamic convolution: convtune against PyTorch's unfold implementations", "",
              f"Measured {run['date_utc']} on {env.get('gpu')} (driver {env.get('driver')}), "
              f"PyTorch {env.get('torch_version')}, convtune {env.get('convtune_versions')}.", "",
              f"Command: `{run['command']}`", "",
              "Per suite row with `\"op\": \"dynamic\"` (y[b,c,p,q] = sum over the k x k window of "
-             "weights[b, c / (C/G), tap, p, q] * x[b, c, ...], 'same' padding): PyTorch's `F.unfold` + "
-             "`torch.einsum` (what a user writes; autograd for the gradients) against "
+             "weights[b, c / (C/G), tap, p, q] * x[b, c, ...], 'same' padding): PyTorch's `F.unfold`, "
+             "then either a product with the weights summed over the taps (`unfold+mul`, the anchors' "
+             "form) or `torch.einsum` (`unfold+einsum`), whichever is faster for the pass (a short "
+             "timing of both first; column 'PyTorch form'), with autograd for the gradients, against "
              "`convtune.dynamic_conv2d`, on the same `randn` inputs (weights / k), fp32 tensors, TF32 "
              "flags per mode. Forward: eager (CUDA events around batches of calls, alternating rounds, "
              "median) and graph replays. Backward: both gradients, "
@@ -269,16 +308,16 @@ def render(results: dict) -> str:
             continue
         lines += [f"## {bench_render.MODE_TITLES[mode]}", ""]
         lines += bench_render.md_table(
-            ["shape", "pass", "PyTorch ms", "convtune ms", "ratio", "PyTorch graph ms", "convtune graph ms",
+            ["shape", "pass", "PyTorch form", "PyTorch ms", "convtune ms", "ratio", "PyTorch graph ms", "convtune graph ms",
              "graph ratio", "floor ms", "PyTorch % floor", "convtune % floor", "convtune plan", "rel L2"],
-            [[r["shape"], p, bench_render.fmt_ms(r.get(f"{p}_pytorch_ms")),
+            [[r["shape"], p, r.get(f"pytorch_{p}_form", "-"), bench_render.fmt_ms(r.get(f"{p}_pytorch_ms")),
               bench_render.fmt_ms(r.get(f"{p}_convtune_ms")),
               bench_render.fmt_ratio(r.get(f"{p}_ratio")) if r["ok"] else "FAIL",
               bench_render.fmt_ms(r.get(f"{p}_pytorch_graph_ms")),
               bench_render.fmt_ms(r.get(f"{p}_convtune_graph_ms")),
               bench_render.fmt_ratio(r.get(f"{p}_graph_ratio")), bench_render.fmt_ms(r.get(f"{p}_floor_ms")),
               _pct(r.get(f"{p}_pytorch_floor")), _pct(r.get(f"{p}_convtune_floor")),
-              r["plans"]["fwd"] if p == "fwd" else f"{r['plans']['bwd_data']}; {r['plans']['bwd_filter']}",
+              r["plans"]["fwd"] if p == "fwd" else _backward_plans(r),
               bench_render.fmt_err(worst([r["rel_l2_y"]] if p == "fwd" else [r["rel_l2_dx"], r["rel_l2_dweights"]]))]
              for r in rows for p in ("fwd", "bwd")])
         notes = [f"- {r['shape']}: graph timing not measured: {r['fwd_graph_note']}"
