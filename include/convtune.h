@@ -513,6 +513,68 @@ int conv_version(void);
  * stay in the file for reports).  Needs no device. */
 const char *conv_library_versions(void);
 
+/* ---------------------------------------------------------------- caches */
+
+/* Reading a cache file without a GPU or a context: its winners, and every
+ * trial of a shape (what `convtune list`, `show` and `report` print).  A
+ * reader never changes the cache: it reads a cache shipped read-only (file
+ * and directory) as it is, and one other processes are tuning into (rows
+ * they commit later may or may not be seen; where the directory is
+ * writable, SQLite keeps its -wal and -shm files beside the cache for
+ * that, as for any reader of the file). */
+typedef struct conv_cache_reader conv_cache_reader;
+
+/* Most config values a trial has (conv_cache_entry.config_values). */
+#define CONV_CACHE_CONFIG_MAX 16
+
+/* One trial (a candidate config timed, or failed, on a shape), as the
+ * library passes it to a conv_cache_entry_fn: strings and the struct are
+ * valid during the call only.  struct_size is the library's: a field past
+ * it (a newer header than the library) is absent. */
+typedef struct conv_cache_entry {
+  size_t struct_size;
+  const char *problem;   /* conv_problem_key() of the shape                 */
+  const char *device;    /* the GPU's fingerprint ("NAME|smXY|Nsm|...")      */
+  const char *versions;  /* conv_library_versions() when it was tuned        */
+  const char *tuned_at;  /* UTC, "YYYY-MM-DD HH:MM:SS"                        */
+  const char *algorithm; /* the candidate family's name ("cudnn", "fft", ...) */
+  int algorithm_id;      /* its stable id                                    */
+  const char *config;    /* the config in words                              */
+  int config_count;      /* config_values used                               */
+  int64_t config_values[CONV_CACHE_CONFIG_MAX];
+  conv_status status;    /* CONV_OK: validated and timed                     */
+  const char *reason;    /* why it failed; "" when it did not                */
+  double time_ms;        /* median time; < 0 when not timed                  */
+  double rel_error;      /* against the reference; < 0 when not validated    */
+  size_t workspace_bytes;
+  int heuristic_pick;    /* 1: what an untuned caller gets (cuDNN's choice) */
+  int winner;            /* 1: the tuned choice of its shape, device and     *
+                          * versions                                         */
+  int deterministic;     /* 1 bit-identical run to run, 0 maybe not,        *
+                          * -1 unknown                                       */
+} conv_cache_entry;
+
+/* Returns nonzero to stop the walk (the walk then returns CONV_OK). */
+typedef int (*conv_cache_entry_fn)(const conv_cache_entry *entry, void *user);
+
+/* Opens the cache file at `path` for reading.  A missing file, one that is
+ * not a convtune cache or one of a newer schema is CONV_CACHE_ERROR; the
+ * reason goes to `message` (may be NULL; truncated to message_size). */
+conv_status conv_cache_reader_open(const char *path, conv_cache_reader **reader /* OUT */,
+                                   char *message, size_t message_size);
+void conv_cache_reader_close(conv_cache_reader *reader); /* NULL is a no-op */
+
+/* Calls fn for every winner (any device, any versions), ordered by problem
+ * key, device and versions. */
+conv_status conv_cache_reader_winners(conv_cache_reader *reader, conv_cache_entry_fn fn,
+                                      void *user, char *message, size_t message_size);
+
+/* Calls fn for every trial of the shape whose key is `problem` (any device
+ * or versions), each tuning's winner first, then by time. */
+conv_status conv_cache_reader_trials(conv_cache_reader *reader, const char *problem,
+                                     conv_cache_entry_fn fn, void *user, char *message,
+                                     size_t message_size);
+
 #ifdef __cplusplus
 }
 #endif

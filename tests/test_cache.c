@@ -1318,6 +1318,166 @@ static int test_foreign_wal_refused(void) {
   return rc;
 }
 
+/* ---------------------------------------------------------------- the public reader */
+
+/* Entries copied by a conv_cache_entry_fn (the library's own is valid in the call only). */
+typedef struct entry_copy {
+  conv_cache_entry entry;
+  char problem[256], device[256], versions[256], tuned_at[64], algorithm[32], config[128],
+      reason[256];
+} entry_copy;
+
+typedef struct entry_list {
+  entry_copy items[64];
+  int count;
+  int stop_after; /* > 0: stop the walk after this many entries */
+} entry_list;
+
+static int collect_entry(const conv_cache_entry *e, void *user) {
+  entry_list *l = user;
+  if (l->count < (int)(sizeof l->items / sizeof l->items[0])) {
+    entry_copy *c = &l->items[l->count];
+    c->entry = *e;
+    snprintf(c->problem, sizeof c->problem, "%s", e->problem);
+    snprintf(c->device, sizeof c->device, "%s", e->device);
+    snprintf(c->versions, sizeof c->versions, "%s", e->versions);
+    snprintf(c->tuned_at, sizeof c->tuned_at, "%s", e->tuned_at);
+    snprintf(c->algorithm, sizeof c->algorithm, "%s", e->algorithm);
+    snprintf(c->config, sizeof c->config, "%s", e->config);
+    snprintf(c->reason, sizeof c->reason, "%s", e->reason);
+  }
+  l->count++;
+  return l->stop_after > 0 && l->count >= l->stop_after;
+}
+
+/* An entry is make_trial(i) of key, every field. */
+static int check_entry(const entry_copy *c, const conv_cache_key *key, int i, bool winner) {
+  const conv_trial want = make_trial(i);
+  const conv_cache_entry *e = &c->entry;
+  CHECK(e->struct_size == sizeof(conv_cache_entry));
+  CHECK(strcmp(c->problem, key->problem) == 0 && strcmp(c->device, key->device) == 0);
+  CHECK(strcmp(c->versions, key->versions) == 0 && iso_utc(c->tuned_at));
+  CHECK(e->algorithm_id == (int)want.algorithm_id && strcmp(c->algorithm, want.algorithm) == 0);
+  CHECK_MSG(strcmp(c->config, want.config_text) == 0, "'%s'", c->config);
+  CHECK(e->config_count == want.config.count);
+  for (int v = 0; v < want.config.count; v++) CHECK(e->config_values[v] == want.config.values[v]);
+  CHECK(e->status == want.status && strcmp(c->reason, want.reason) == 0);
+  CHECK(e->time_ms == want.time_ms && e->rel_error == want.rel_error);
+  CHECK(e->workspace_bytes == want.workspace_bytes);
+  CHECK(e->heuristic_pick == (int)want.heuristic_pick && e->winner == (int)winner);
+  CHECK(e->deterministic == want.deterministic);
+  return TEST_PASS;
+}
+
+/* Lists directory `dir`'s entries (names joined by spaces) into out. */
+static void dir_listing(const char *dir, char *out, size_t size) {
+  char command[1200];
+  snprintf(command, sizeof command, "ls -A '%s'", dir);
+  out[0] = '\0';
+  FILE *p = popen(command, "r");
+  if (p == NULL) return;
+  size_t n = fread(out, 1, size - 1, p);
+  out[n] = '\0';
+  pclose(p);
+}
+
+static int public_reader_in(const char *dir, const char *path) {
+  conv_error err = {0};
+  conv_cache *cache = NULL;
+  const conv_cache_key key2 = {PROBLEM2, DEVICE2, VERSIONS};
+  CHECK_OK(conv_cache_open(path, false, &cache, &err));
+  CHECK(add_trials(cache, &KEY, 0, 10) == TEST_PASS);
+  CHECK(set_winner(cache, &KEY, 6) == TEST_PASS);
+  CHECK(add_trials(cache, &key2, 20, 3) == TEST_PASS);
+  CHECK(set_winner(cache, &key2, 21) == TEST_PASS);
+  conv_cache_close(cache);
+  /* Shipped read-only: file and directory (root may still write; the
+   * reader must not try, which the listing below shows). */
+  CHECK(chmod(path, 0444) == 0 && chmod(dir, 0555) == 0);
+  char listed_before[512], listed_after[512];
+  dir_listing(dir, listed_before, sizeof listed_before);
+  size_t before_size = 0, after_size = 0;
+  char *before = read_all(path, &before_size);
+  CHECK(before != NULL);
+
+  char message[512];
+  conv_cache_reader *reader = (conv_cache_reader *)&message; /* written only on success */
+  char missing[1100];
+  snprintf(missing, sizeof missing, "%s.missing", path);
+  CHECK_STATUS(CONV_CACHE_ERROR, conv_cache_reader_open(missing, &reader, message, sizeof message));
+  CHECK(reader == (conv_cache_reader *)&message && strstr(message, missing) != NULL);
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_cache_reader_open(NULL, &reader, message, sizeof message));
+  CHECK(message[0] != '\0');
+
+  CHECK_STATUS(CONV_OK, conv_cache_reader_open(path, &reader, message, sizeof message));
+  entry_list *l = calloc(1, sizeof *l);
+  CHECK(l != NULL);
+  /* Winners, ordered by problem key. */
+  CHECK_STATUS(CONV_OK, conv_cache_reader_winners(reader, collect_entry, l, message, sizeof message));
+  CHECK_MSG(l->count == 2, "%d winners", l->count);
+  CHECK(check_entry(&l->items[0], &KEY, 6, true) == TEST_PASS);
+  CHECK(check_entry(&l->items[1], &key2, 21, true) == TEST_PASS);
+  /* One shape's trials, the winner first. */
+  memset(l, 0, sizeof *l);
+  CHECK_STATUS(CONV_OK, conv_cache_reader_trials(reader, PROBLEM, collect_entry, l, message,
+                                                 sizeof message));
+  CHECK_MSG(l->count == 10, "%d trials", l->count);
+  CHECK(check_entry(&l->items[0], &KEY, 6, true) == TEST_PASS);
+  for (int i = 1; i < 10; i++) {
+    int which = (int)l->items[i].entry.config_values[0];
+    CHECK(which >= 0 && which < 10 && which != 6);
+    CHECK(check_entry(&l->items[i], &KEY, which, false) == TEST_PASS);
+  }
+  /* A callback stops the walk; an unknown shape has no trials. */
+  memset(l, 0, sizeof *l);
+  l->stop_after = 2;
+  CHECK_STATUS(CONV_OK, conv_cache_reader_trials(reader, PROBLEM, collect_entry, l, message,
+                                                 sizeof message));
+  CHECK(l->count == 2);
+  memset(l, 0, sizeof *l);
+  CHECK_STATUS(CONV_OK, conv_cache_reader_trials(reader, "fwd nothing", collect_entry, l, message,
+                                                 sizeof message));
+  CHECK(l->count == 0);
+  /* Bad arguments: a status and a message, nothing called. */
+  CHECK_STATUS(CONV_INVALID_ARGUMENT,
+               conv_cache_reader_trials(reader, NULL, collect_entry, l, message, sizeof message));
+  CHECK_STATUS(CONV_INVALID_ARGUMENT,
+               conv_cache_reader_winners(NULL, collect_entry, l, message, sizeof message));
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_cache_reader_winners(reader, NULL, l, NULL, 0));
+  CHECK(strstr(message, "NULL") != NULL && l->count == 0);
+  free(l);
+  conv_cache_reader_close(reader);
+  conv_cache_reader_close(NULL);
+
+  /* Nothing written: the same file. */
+  char *after = read_all(path, &after_size);
+  CHECK(after != NULL && after_size == before_size && memcmp(before, after, before_size) == 0);
+  free(before);
+  free(after);
+  /* Without write permission nothing may appear beside it (root has it
+   * anyway: SQLite then keeps its -wal and -shm there, as for any reader). */
+  dir_listing(dir, listed_after, sizeof listed_after);
+  if (geteuid() != 0)
+    CHECK_MSG(strcmp(listed_before, listed_after) == 0, "before: %s\nafter: %s", listed_before,
+              listed_after);
+  else
+    fprintf(stderr, "running as root: the read-only directory is writable; not checked\n");
+  return TEST_PASS;
+}
+
+static int test_public_reader(void) {
+  char dir[1024], path[1100];
+  tmp_path(dir, sizeof dir, "public_reader.d");
+  CHECK(mkdir(dir, 0755) == 0);
+  snprintf(path, sizeof path, "%s/cache.db", dir);
+  int rc = public_reader_in(dir, path);
+  chmod(dir, 0755);
+  chmod(path, 0644);
+  remove_db(path);
+  rmdir(dir);
+  return rc;
+}
+
 static const test_case tests[] = {
     {"roundtrip", test_roundtrip},
     {"every_trial_kept", test_every_trial_kept},
@@ -1332,6 +1492,7 @@ static const test_case tests[] = {
     {"special_files_refused", test_special_files_refused},
     {"identity_stamped", test_identity_stamped},
     {"foreign_wal_refused", test_foreign_wal_refused},
+    {"public_reader", test_public_reader},
 };
 
 TEST_MAIN(tests)

@@ -70,10 +70,27 @@ int cmd_list(const cli_args *a);
 int cmd_show(const cli_args *a);
 int cmd_report(const cli_args *a);
 
-struct conv_cache;
 /* Opens an existing cache read-only (list, show, report): no GPU, no
  * context.  EXIT_OK_, or EXIT_CACHE after saying why. */
-int open_cache_read_only(const char *path, struct conv_cache **cache /* OUT */);
+int open_cache_read_only(const char *path, conv_cache_reader **reader /* OUT */);
+
+/* A trial copied out of a conv_cache_reader callback, whose entry lives
+ * only during the call (the strings as the cache keeps them). */
+typedef struct cli_trial {
+  int algorithm_id;
+  char algorithm[32];
+  char config_text[128];
+  int config_count;
+  int64_t config_values[CONV_CACHE_CONFIG_MAX];
+  conv_status status;
+  char reason[256];
+  double time_ms, rel_error;
+  size_t workspace_bytes;
+  bool heuristic_pick, winner;
+  int deterministic;
+} cli_trial;
+
+void cli_trial_copy(const conv_cache_entry *entry, cli_trial *trial /* OUT */);
 
 /* ---------------------------------------------------------------- output */
 

@@ -6,12 +6,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cache/cache.h"
 #include "tools/cli/cli.h"
 #include "tools/json.h"
 
 /* Opens an existing cache read-only: no GPU, no context (cli.h). */
-int open_cache_read_only(const char *path, conv_cache **cache) {
+int open_cache_read_only(const char *path, conv_cache_reader **reader) {
   struct stat st;
   if (strcmp(path, ":memory:") != 0 && stat(path, &st) != 0) {
     if (errno == ENOENT) {
@@ -22,12 +21,29 @@ int open_cache_read_only(const char *path, conv_cache **cache) {
     }
     return EXIT_CACHE;
   }
-  conv_error err = {CONV_OK, ""};
-  if (conv_cache_open(path, true, cache, &err) != CONV_OK) {
-    say("cannot open the cache %s: %s", path, err.message);
+  char message[512];
+  if (conv_cache_reader_open(path, reader, message, sizeof message) != CONV_OK) {
+    say("cannot open the cache %s: %s", path, message);
     return EXIT_CACHE;
   }
   return EXIT_OK_;
+}
+
+void cli_trial_copy(const conv_cache_entry *e, cli_trial *t) {
+  memset(t, 0, sizeof *t);
+  t->algorithm_id = e->algorithm_id;
+  snprintf(t->algorithm, sizeof t->algorithm, "%s", e->algorithm);
+  snprintf(t->config_text, sizeof t->config_text, "%s", e->config);
+  t->config_count = e->config_count < 0 ? 0
+                    : e->config_count > CONV_CACHE_CONFIG_MAX ? CONV_CACHE_CONFIG_MAX
+                                                              : e->config_count;
+  memcpy(t->config_values, e->config_values, (size_t)t->config_count * sizeof t->config_values[0]);
+  t->status = e->status;
+  snprintf(t->reason, sizeof t->reason, "%s", e->reason);
+  t->time_ms = e->time_ms, t->rel_error = e->rel_error;
+  t->workspace_bytes = e->workspace_bytes;
+  t->heuristic_pick = e->heuristic_pick != 0, t->winner = e->winner != 0;
+  t->deterministic = e->deterministic;
 }
 
 /* ================================================================ cache rows */
@@ -35,7 +51,7 @@ int open_cache_read_only(const char *path, conv_cache **cache) {
 /* A cache row copied out of the iteration callback. */
 typedef struct record {
   char *problem, *device, *versions, *tuned_at;
-  conv_trial trial;
+  cli_trial trial;
   size_t order;
 } record;
 
@@ -56,7 +72,7 @@ static void record_list_free(record_list *l) {
   memset(l, 0, sizeof *l);
 }
 
-static int collect_row(const conv_cache_row *row, void *user) {
+static int collect_row(const conv_cache_entry *row, void *user) {
   record_list *l = user;
   if (l->count == l->cap) {
     size_t cap = l->cap ? l->cap * 2 : 16;
@@ -70,7 +86,7 @@ static int collect_row(const conv_cache_row *row, void *user) {
   r->device = copy_string(row->device);
   r->versions = copy_string(row->versions);
   r->tuned_at = copy_string(row->tuned_at);
-  r->trial = *row->trial;
+  cli_trial_copy(row, &r->trial);
   r->order = l->count;
   if (!r->problem || !r->device || !r->versions || !r->tuned_at) {
     free(r->problem);
@@ -86,18 +102,16 @@ oom:
   return 1;
 }
 
-static void write_config_values(FILE *out, const conv_config *config) {
+static void write_config_values(FILE *out, const cli_trial *t) {
   fputc('[', out);
-  int n = config->count < 0 ? 0
-          : config->count > CONV_CONFIG_MAX_VALUES ? CONV_CONFIG_MAX_VALUES
-                                                   : config->count;
-  for (int i = 0; i < n; i++) fprintf(out, "%s%lld", i ? ", " : "", (long long)config->values[i]);
+  for (int i = 0; i < t->config_count; i++)
+    fprintf(out, "%s%lld", i ? ", " : "", (long long)t->config_values[i]);
   fputc(']', out);
 }
 
 /* One record as a JSON object; `full` adds the trial fields of `show`. */
 static void write_record_json(FILE *out, const record *r, bool full) {
-  const conv_trial *t = &r->trial;
+  const cli_trial *t = &r->trial;
   fputs("{\"problem\": ", out);
   json_write_string(out, r->problem);
   fputs(", \"device\": ", out);
@@ -111,7 +125,7 @@ static void write_record_json(FILE *out, const record *r, bool full) {
   fputs(", \"config\": ", out);
   json_write_string(out, t->config_text);
   fputs(", \"config_values\": ", out);
-  write_config_values(out, &t->config);
+  write_config_values(out, t);
   fputs(", \"time_ms\": ", out);
   json_write_number(out, t->time_ms >= 0 ? t->time_ms : NAN);
   fprintf(out, ", \"workspace_bytes\": %zu", t->workspace_bytes);
@@ -161,20 +175,21 @@ static int print_winners_table(const record_list *l) {
  * cache, read-only, into *l.  Returns EXIT_OK_ or the exit code after saying
  * why on stderr. */
 static int read_rows(const cli_args *a, const char *key, record_list *l, char *path, size_t size) {
-  conv_cache *cache = NULL;
+  conv_cache_reader *reader = NULL;
   int rc = cache_path(a, false, path, size);
-  if (rc == EXIT_OK_) rc = open_cache_read_only(path, &cache);
+  if (rc == EXIT_OK_) rc = open_cache_read_only(path, &reader);
   if (rc != EXIT_OK_) return rc;
-  conv_error err = {CONV_OK, ""};
-  conv_status st = key ? conv_cache_list_trials(cache, key, collect_row, l, &err)
-                       : conv_cache_list_winners(cache, collect_row, l, &err);
-  conv_cache_close(cache);
+  char message[512];
+  conv_status st =
+      key ? conv_cache_reader_trials(reader, key, collect_row, l, message, sizeof message)
+          : conv_cache_reader_winners(reader, collect_row, l, message, sizeof message);
+  conv_cache_reader_close(reader);
   if (l->out_of_memory) {
     say("out of memory");
     return EXIT_FAILED;
   }
   if (st != CONV_OK) {
-    say("cannot read the cache %s: %s", path, err.message);
+    say("cannot read the cache %s: %s", path, message);
     return EXIT_CACHE;
   }
   return EXIT_OK_;
@@ -207,7 +222,7 @@ static int compare_group(const void *pa, const void *pb) {
 }
 
 static bool add_trial_row(text_table *t, const record *r) {
-  const conv_trial *tr = &r->trial;
+  const cli_trial *tr = &r->trial;
   char marks[4] = "", ms[32], err[32], ws[32];
   if (tr->winner) strcat(marks, "*");
   if (tr->heuristic_pick) strcat(marks, "h");

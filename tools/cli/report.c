@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cache/cache.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/roofline.h"
 #include "tools/text.h"
@@ -28,7 +27,7 @@
 /* One tuned shape: its key, its winner's tuning time and its trials. */
 typedef struct shape_rows {
   char *problem, *device, *versions, *tuned_at;
-  conv_trial *trials;
+  cli_trial *trials;
   size_t count, cap;
 } shape_rows;
 
@@ -62,7 +61,7 @@ static void *room_for_one(void *items, size_t *cap, size_t count, size_t size) {
   return grown;
 }
 
-static bool same_group(const shape_rows *s, const conv_cache_row *row) {
+static bool same_group(const shape_rows *s, const conv_cache_entry *row) {
   return strcmp(s->problem, row->problem) == 0 && strcmp(s->device, row->device) == 0 &&
          strcmp(s->versions, row->versions) == 0;
 }
@@ -70,7 +69,7 @@ static bool same_group(const shape_rows *s, const conv_cache_row *row) {
 /* A winner row starts a shape (rows come ordered by problem, device and
  * versions; a second winner of one group, which only a damaged file has,
  * adds none). */
-static int collect_shape(const conv_cache_row *row, void *user) {
+static int collect_shape(const conv_cache_entry *row, void *user) {
   shape_list *l = user;
   if (l->count > 0 && same_group(&l->items[l->count - 1], row)) return 0;
   shape_rows *items = room_for_one(l->items, &l->cap, l->count, sizeof *items);
@@ -90,37 +89,38 @@ oom:
 }
 
 /* A trial of the shape being read: of its problem, device and versions. */
-static int collect_trial(const conv_cache_row *row, void *user) {
+static int collect_trial(const conv_cache_entry *row, void *user) {
   shape_list *l = user;
   shape_rows *s = &l->items[l->reading];
   if (strcmp(row->device, s->device) != 0 || strcmp(row->versions, s->versions) != 0) return 0;
-  conv_trial *trials = room_for_one(s->trials, &s->cap, s->count, sizeof *trials);
+  cli_trial *trials = room_for_one(s->trials, &s->cap, s->count, sizeof *trials);
   if (trials == NULL) {
     l->out_of_memory = true;
     return 1;
   }
   s->trials = trials;
-  trials[s->count++] = *row->trial;
+  cli_trial_copy(row, &trials[s->count++]);
   return 0;
 }
 
 /* Every tuned shape of the cache at `path` with its trials.  Returns
  * EXIT_OK_ or the exit code after saying why. */
 static int read_shapes(const char *path, shape_list *l) {
-  conv_cache *cache = NULL;
-  int rc = open_cache_read_only(path, &cache);
+  conv_cache_reader *reader = NULL;
+  int rc = open_cache_read_only(path, &reader);
   if (rc != EXIT_OK_) return rc;
-  conv_error err = {CONV_OK, ""};
-  conv_status st = conv_cache_list_winners(cache, collect_shape, l, &err);
+  char message[512];
+  conv_status st = conv_cache_reader_winners(reader, collect_shape, l, message, sizeof message);
   for (l->reading = 0; l->reading < l->count && st == CONV_OK && !l->out_of_memory; l->reading++)
-    st = conv_cache_list_trials(cache, l->items[l->reading].problem, collect_trial, l, &err);
-  conv_cache_close(cache);
+    st = conv_cache_reader_trials(reader, l->items[l->reading].problem, collect_trial, l, message,
+                                  sizeof message);
+  conv_cache_reader_close(reader);
   if (l->out_of_memory) {
     say("out of memory");
     return EXIT_FAILED;
   }
   if (st != CONV_OK) {
-    say("cannot read the cache %s: %s", path, err.message);
+    say("cannot read the cache %s: %s", path, message);
     return EXIT_CACHE;
   }
   return EXIT_OK_;
@@ -129,9 +129,9 @@ static int read_shapes(const char *path, shape_list *l) {
 /* ================================================================ one shape's numbers */
 
 typedef struct shape_facts {
-  const conv_trial *winner;     /* NULL only in a damaged file              */
-  const conv_trial *pick;       /* cuDNN's default; NULL when not recorded  */
-  const conv_trial *best_cudnn; /* the fastest timed cuDNN config, or NULL  */
+  const cli_trial *winner;     /* NULL only in a damaged file              */
+  const cli_trial *pick;       /* cuDNN's default; NULL when not recorded  */
+  const cli_trial *best_cudnn; /* the fastest timed cuDNN config, or NULL  */
   conv_problem problem;
   bool have_problem;            /* the key read back (roofline.h)           */
   const roofline_peaks *peaks;  /* NULL: a GPU without known peaks          */
@@ -139,7 +139,7 @@ typedef struct shape_facts {
 } shape_facts;
 
 /* Valid and timed: it gets a bar. */
-static bool timed(const conv_trial *t) {
+static bool timed(const cli_trial *t) {
   return t->status == CONV_OK && t->time_ms > 0 && isfinite(t->time_ms);
 }
 
@@ -147,11 +147,11 @@ static void shape_facts_get(const shape_rows *s, shape_facts *f) {
   memset(f, 0, sizeof *f);
   f->floor_ms = -1;
   for (size_t i = 0; i < s->count; i++) {
-    const conv_trial *t = &s->trials[i];
+    const cli_trial *t = &s->trials[i];
     if (t->winner && f->winner == NULL) f->winner = t;
     if (!timed(t)) continue;
     if (t->heuristic_pick && f->pick == NULL) f->pick = t;
-    if (t->algorithm_id == CONV_ALGO_CUDNN &&
+    if (strcmp(t->algorithm, "cudnn") == 0 &&
         (f->best_cudnn == NULL || t->time_ms < f->best_cudnn->time_ms))
       f->best_cudnn = t;
   }
@@ -201,7 +201,7 @@ static void put_text_cut(FILE *out, const char *s, size_t max_chars) {
 static void put_text(FILE *out, const char *s) { put_text_cut(out, s, 0); }
 
 /* "ALGORITHM CONFIG" of a trial. */
-static void put_config(FILE *out, const conv_trial *t, size_t max_chars) {
+static void put_config(FILE *out, const cli_trial *t, size_t max_chars) {
   char both[sizeof t->algorithm + sizeof t->config_text + 1];
   snprintf(both, sizeof both, "%s %s", t->algorithm, t->config_text);
   put_text_cut(out, both, max_chars);
@@ -223,14 +223,14 @@ static const char *fmt_ms(double ms, char *buf, size_t size) {
 }
 
 /* base / time as "1.23x"; "-" without both. */
-static const char *fmt_speedup(const conv_trial *base, const conv_trial *t, char *buf, size_t size) {
+static const char *fmt_speedup(const cli_trial *base, const cli_trial *t, char *buf, size_t size) {
   if (base == NULL || t == NULL || !timed(base) || !timed(t)) snprintf(buf, size, "-");
   else snprintf(buf, size, "%.2fx", base->time_ms / t->time_ms);
   return buf;
 }
 
 /* floor / time in percent, two digits under 1% (as tools/bench does). */
-static const char *fmt_percent(double floor_ms, const conv_trial *t, char *buf, size_t size) {
+static const char *fmt_percent(double floor_ms, const cli_trial *t, char *buf, size_t size) {
   if (!(floor_ms > 0) || t == NULL || !timed(t)) {
     snprintf(buf, size, "-");
     return buf;
@@ -240,7 +240,7 @@ static const char *fmt_percent(double floor_ms, const conv_trial *t, char *buf, 
   return buf;
 }
 
-static double time_of(const conv_trial *t) { return t != NULL && timed(t) ? t->time_ms : -1; }
+static double time_of(const cli_trial *t) { return t != NULL && timed(t) ? t->time_ms : -1; }
 
 /* ================================================================ the chart */
 
@@ -310,18 +310,18 @@ static void put_floor_line(FILE *out, const log_scale *sc, double floor_ms, doub
 }
 
 /* The bar's class: what its colour says. */
-static const char *bar_kind(const conv_trial *t, const shape_facts *f) {
+static const char *bar_kind(const cli_trial *t, const shape_facts *f) {
   if (t == f->winner) return "winner";
   if (t == f->pick) return "default";
-  return t->algorithm_id == CONV_ALGO_CUDNN ? "cudnn" : "other";
+  return strcmp(t->algorithm, "cudnn") == 0 ? "cudnn" : "other";
 }
 
-static void put_marks(FILE *out, const conv_trial *t, const shape_facts *f) {
+static void put_marks(FILE *out, const cli_trial *t, const shape_facts *f) {
   if (t == f->winner) fputs(" \xe2\x98\x85 winner", out); /* a star */
   if (t == f->pick) fputs(t == f->winner ? ", cuDNN default" : " \xe2\x97\x86 cuDNN default", out);
 }
 
-static void put_bar(FILE *out, const log_scale *sc, const conv_trial *t, const shape_facts *f,
+static void put_bar(FILE *out, const log_scale *sc, const cli_trial *t, const shape_facts *f,
                     size_t row) {
   double y = CHART_TOP + (double)row * ROW_H, x = scale_x(sc, t->time_ms);
   double width = fmax(x - PLOT_X, 2.0);
@@ -341,12 +341,12 @@ static void put_bar(FILE *out, const log_scale *sc, const conv_trial *t, const s
 }
 
 static int compare_time(const void *pa, const void *pb) {
-  const conv_trial *a = *(const conv_trial *const *)pa, *b = *(const conv_trial *const *)pb;
+  const cli_trial *a = *(const cli_trial *const *)pa, *b = *(const cli_trial *const *)pb;
   return (a->time_ms > b->time_ms) - (a->time_ms < b->time_ms);
 }
 
 /* The timed trials of s, fastest first, into bars[] (s->count long). */
-static size_t sorted_bars(const shape_rows *s, const conv_trial **bars) {
+static size_t sorted_bars(const shape_rows *s, const cli_trial **bars) {
   size_t n = 0;
   for (size_t i = 0; i < s->count; i++)
     if (timed(&s->trials[i])) bars[n++] = &s->trials[i];
@@ -355,7 +355,7 @@ static size_t sorted_bars(const shape_rows *s, const conv_trial **bars) {
 }
 
 /* One chart: a bar per timed config on a log scale, the floor's line. */
-static void put_chart(FILE *out, const conv_trial *const *bars, size_t n, const shape_facts *f) {
+static void put_chart(FILE *out, const cli_trial *const *bars, size_t n, const shape_facts *f) {
   double bottom = CHART_TOP + (double)(n ? n : 1) * ROW_H;
   int height = (int)bottom + CHART_BOTTOM;
   fprintf(out, "<svg class=\"chart\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\">\n",
@@ -383,7 +383,7 @@ static void put_failures(FILE *out, const shape_rows *s) {
                "<table class=\"failed\"><tr><th>config</th><th>status</th><th>reason</th></tr>\n",
           n, n == 1 ? "" : "s");
   for (size_t i = 0; i < s->count; i++) {
-    const conv_trial *t = &s->trials[i];
+    const cli_trial *t = &s->trials[i];
     if (timed(t)) continue;
     fputs("<tr><td>", out);
     put_config(out, t, 0);
@@ -428,7 +428,7 @@ static void put_meta(FILE *out, const shape_rows *s, const shape_facts *f) {
 }
 
 static bool put_shape(FILE *out, size_t index, const shape_rows *s, const shape_facts *f) {
-  const conv_trial **bars = malloc((s->count ? s->count : 1) * sizeof *bars);
+  const cli_trial **bars = malloc((s->count ? s->count : 1) * sizeof *bars);
   if (bars == NULL) return false;
   size_t n = sorted_bars(s, bars);
   fprintf(out, "<section class=\"shape\" id=\"shape-%zu\">\n<h2>%zu. ", index + 1, index + 1);
