@@ -330,12 +330,22 @@ typedef struct conv_context_options {
                             * conv_plan_execute); for comparisons and debugging   */
   int deterministic;       /* nonzero: every plan of this context is made as if
                             * its problem's `deterministic` were 1              */
+  /* Added after 0.2.0 (the fields above are 0.2.0's): */
   conv_log_fn log;         /* receives the library's messages (see conv_log_level);
                             * NULL (default): they are dropped                  */
   void *log_user;          /* passed to `log` as its first argument; default NULL */
   conv_log_level log_level; /* the most detailed level passed to `log`; 0
                              * (default): CONV_LOG_INFO (tuning start and
                              * end, warnings)                                  */
+  const char *system_cache_path; /* a read-only cache under cache_path's, e.g.
+                             * one shipped per GPU model: a problem missing
+                             * from cache_path is looked up here before it is
+                             * tuned (CONV_SOURCE_SYSTEM_CACHE), and tuning
+                             * writes cache_path only.  NULL (default):
+                             * $CONVTUNE_SYSTEM_CACHE if set, else none; "":
+                             * none.  Opened read-only (a read-only file or
+                             * directory is fine); a missing or unreadable one
+                             * fails conv_context_create (CONV_CACHE_ERROR)     */
 } conv_context_options;
 
 typedef struct conv_context conv_context;
@@ -385,9 +395,10 @@ typedef struct conv_plan conv_plan;
 
 /* Where a plan's choice came from. */
 typedef enum conv_plan_source {
-  CONV_SOURCE_MEMORY = 0, /* in-memory map of this context                */
-  CONV_SOURCE_CACHE,      /* SQLite cache, tuned by an earlier process    */
-  CONV_SOURCE_TUNED       /* timed just now                               */
+  CONV_SOURCE_MEMORY = 0,  /* in-memory map of this context                */
+  CONV_SOURCE_CACHE,       /* SQLite cache, tuned by an earlier process    */
+  CONV_SOURCE_TUNED,       /* timed just now                               */
+  CONV_SOURCE_SYSTEM_CACHE /* the read-only system cache (system_cache_path) */
 } conv_plan_source;
 
 /* How conv_plan_execute launches a plan's work. */

@@ -33,6 +33,8 @@ struct conv_context {
   bool deterministic;   /* every plan is made for a deterministic problem */
   char cache_path[4096];
   conv_cache *cache;
+  char system_cache_path[4096]; /* "" when there is no system layer */
+  conv_cache *system_cache;     /* read-only; NULL when there is none */
   uv_mutex_t lock; /* plan creation: map, cache, tuning */
   plan_map map;
   /* Plans not yet destroyed, by problem.  Its own lock, taken after `lock`

@@ -179,10 +179,10 @@ static conv_status instantiate(conv_context *ctx, const conv_problem *problem,
   return CONV_OK;
 }
 
-static conv_status lookup_cache(conv_context *ctx, const conv_cache_key *key, conv_choice *choice,
+static conv_status lookup_cache(conv_cache *cache, const conv_cache_key *key, conv_choice *choice,
                                 bool *found, conv_error *err) {
   conv_trial winner;
-  conv_status st = conv_cache_lookup_winner(ctx->cache, key, &winner, found, err);
+  conv_status st = conv_cache_lookup_winner(cache, key, &winner, found, err);
   if (st == CONV_OK && *found) {
     choice->algorithm_id = winner.algorithm_id;
     choice->config = winner.config;
@@ -194,16 +194,41 @@ static conv_status lookup_cache(conv_context *ctx, const conv_cache_key *key, co
 static conv_status tune(conv_context *ctx, const conv_problem *problem, const conv_cache_key *key,
                         conv_choice *choice, conv_error *err) {
   if (ctx->policy == CONV_POLICY_CACHE_ONLY)
-    return conv_error_set(err, CONV_CACHE_MISS, "%s: not in the cache %s (policy cache-only)",
-                          key->problem, ctx->cache_path);
+    return conv_error_set(err, CONV_CACHE_MISS, "%s: not in the cache %s%s%s (policy cache-only)",
+                          key->problem, ctx->cache_path,
+                          ctx->system_cache ? " nor in the system cache " : "",
+                          ctx->system_cache ? ctx->system_cache_path : "");
   atomic_store(&ctx->interrupt, 0);
   conv_tune_request req = {problem, &ctx->env, ctx->cache, key, ctx->policy,
                            ctx->workspace_limit, &ctx->log, &ctx->interrupt};
   return conv_tune(&req, choice, err);
 }
 
-/* Memory, then cache, then tuning.  A cached choice that no longer
- * instantiates (another build, a corrupt row) is re-tuned, never trusted. */
+/* A cached choice of one layer: *done when it gave the plan (or, cache-only,
+ * its failure); a choice that no longer instantiates (another build, a
+ * corrupt row) is passed over with a warning, never trusted. */
+static conv_status from_layer(conv_context *ctx, conv_cache *cache, conv_plan_source source,
+                              const conv_problem *problem, const conv_cache_key *key,
+                              conv_choice *choice, conv_plan **plan, bool *done, conv_error *err) {
+  bool found = false;
+  *done = false;
+  if (cache == NULL) return CONV_OK;
+  conv_status st = lookup_cache(cache, key, choice, &found, err);
+  if (st != CONV_OK || !found) {
+    *done = st != CONV_OK;
+    return st;
+  }
+  st = instantiate(ctx, problem, choice, source, plan, err);
+  *done = st == CONV_OK || ctx->policy == CONV_POLICY_CACHE_ONLY;
+  if (!*done)
+    conv_log(&ctx->log, CONV_LOG_WARN, "%s: the %s choice no longer builds (%s); %s", key->problem,
+             source == CONV_SOURCE_SYSTEM_CACHE ? "system cache's" : "cached", err->message,
+             source == CONV_SOURCE_CACHE && ctx->system_cache ? "looking further" : "tuning again");
+  return *done ? st : CONV_OK;
+}
+
+/* Memory, then the cache, then the system cache, then tuning (into the
+ * cache only). */
 static conv_status create_locked(conv_context *ctx, const conv_problem *problem,
                                  const char *problem_key, conv_plan **plan, conv_error *err) {
   conv_cache_key key = {problem_key, ctx->env.device.key, conv_library_versions()};
@@ -211,19 +236,18 @@ static conv_status create_locked(conv_context *ctx, const conv_problem *problem,
   const conv_choice *known = plan_map_find(&ctx->map, problem_key);
   if (known) return instantiate(ctx, problem, known, CONV_SOURCE_MEMORY, plan, err);
 
-  bool found = false;
-  conv_status st = lookup_cache(ctx, &key, &choice, &found, err);
-  if (st != CONV_OK) return st;
-  conv_plan_source source = CONV_SOURCE_CACHE;
-  if (found) {
-    st = instantiate(ctx, problem, &choice, source, plan, err);
-    if (st == CONV_OK || ctx->policy == CONV_POLICY_CACHE_ONLY) goto remember;
-    conv_log(&ctx->log, CONV_LOG_WARN, "%s: the cached choice no longer builds (%s); tuning again",
-             problem_key, err->message);
+  bool done = false;
+  conv_status st = from_layer(ctx, ctx->cache, CONV_SOURCE_CACHE, problem, &key, &choice, plan,
+                              &done, err);
+  if (!done)
+    st = from_layer(ctx, ctx->system_cache, CONV_SOURCE_SYSTEM_CACHE, problem, &key, &choice, plan,
+                    &done, err);
+  if (done) {
+    if (st != CONV_OK) return st;
+    goto remember;
   }
-  source = CONV_SOURCE_TUNED;
   st = tune(ctx, problem, &key, &choice, err);
-  if (st == CONV_OK) st = instantiate(ctx, problem, &choice, source, plan, err);
+  if (st == CONV_OK) st = instantiate(ctx, problem, &choice, CONV_SOURCE_TUNED, plan, err);
 remember:
   if (st == CONV_OK && plan_map_put(&ctx->map, problem_key, &choice) != CONV_OK) {
     plan_free(*plan);

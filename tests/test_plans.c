@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -429,6 +430,114 @@ static int cache_only_policy(void) {
   return TEST_PASS;
 }
 
+/* The whole file at path (free() it), or NULL. */
+static char *file_contents(const char *path, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return NULL;
+  char *data = NULL;
+  size_t cap = 0, n = 0, got;
+  do {
+    if (n == cap) {
+      char *grown = realloc(data, cap = cap ? cap * 2 : 65536);
+      if (grown == NULL) break;
+      data = grown;
+    }
+    got = fread(data + n, 1, cap - n, f);
+    n += got;
+  } while (got > 0);
+  fclose(f);
+  *size = n;
+  return data;
+}
+
+static int count_winner(const conv_cache_entry *e, void *user) {
+  (void)e;
+  ++*(int *)user;
+  return 0;
+}
+
+/* Creates a context over `user` and `system` (NULL: the environment's). */
+static conv_status layered_context(conv_context **ctx, const char *user, const char *system,
+                                   conv_policy policy) {
+  conv_context_options o;
+  conv_context_options_init(&o);
+  o.cache_path = user;
+  o.system_cache_path = system;
+  o.policy = policy;
+  return conv_context_create(ctx, &o);
+}
+
+/* A read-only system cache under the user's: a shape tuned into it is
+ * found there by a context whose own cache lacks it, without timing or
+ * writing; a shape missing from both is tuned into the user's cache only;
+ * cache-only names both; a missing system cache fails the create; "" and
+ * $CONVTUNE_SYSTEM_CACHE choose none or one. */
+static int system_cache_layer(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  char system[4096], user[4096], user2[4096];
+  temp_path(system, sizeof system, "system");
+  temp_path(user, sizeof user, "user");
+  temp_path(user2, sizeof user2, "user2");
+  conv_problem p = fixed_problem(), q = fixed_problem(), r = fixed_problem();
+  q.n = 3;
+  r.n = 5;
+  conv_context *ctx;
+  if (make_context(&ctx, system, CONV_POLICY_FAST, 0) != TEST_PASS) return TEST_FAIL;
+  if (plan_roundtrip(ctx, &p, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  size_t before_size = 0, after_size = 0;
+  char *before = file_contents(system, &before_size);
+  CHECK(before != NULL && before_size > 0);
+
+  CHECK_MSG(layered_context(&ctx, user, system, CONV_POLICY_FAST) == CONV_OK, "%s",
+            conv_context_last_error(NULL));
+  if (plan_roundtrip(ctx, &p, 0, CONV_SOURCE_SYSTEM_CACHE) != TEST_PASS) return TEST_FAIL;
+  if (plan_roundtrip(ctx, &q, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  char *after = file_contents(system, &after_size);
+  CHECK(after != NULL && after_size == before_size && memcmp(before, after, before_size) == 0);
+  free(before);
+  free(after);
+  /* The user's cache holds q's tuning only. */
+  conv_cache_reader *reader = NULL;
+  char message[512];
+  CHECK_MSG(conv_cache_reader_open(user, &reader, message, sizeof message) == CONV_OK, "%s", message);
+  int winners = 0;
+  CHECK_STATUS(CONV_OK, conv_cache_reader_winners(reader, count_winner, &winners, message,
+                                                  sizeof message));
+  conv_cache_reader_close(reader);
+  CHECK_MSG(winners == 1, "%d winners in the user's cache", winners);
+
+  /* Cache-only: p from the system layer, r in neither (both named). */
+  CHECK(layered_context(&ctx, user2, system, CONV_POLICY_CACHE_ONLY) == CONV_OK);
+  if (plan_roundtrip(ctx, &p, 0, CONV_SOURCE_SYSTEM_CACHE) != TEST_PASS) return TEST_FAIL;
+  conv_plan *plan = NULL;
+  CHECK_STATUS(CONV_CACHE_MISS, conv_plan_create(ctx, &r, &plan));
+  CHECK(plan == NULL && strstr(conv_context_last_error(ctx), system) != NULL);
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+
+  /* A missing system cache is an error that names it, and no context. */
+  ctx = NULL;
+  CHECK_STATUS(CONV_CACHE_ERROR,
+               layered_context(&ctx, user2, "/nonexistent/convtune/system.db", CONV_POLICY_FAST));
+  CHECK(ctx == NULL && strstr(conv_context_last_error(NULL), "/nonexistent/convtune") != NULL);
+
+  /* NULL takes $CONVTUNE_SYSTEM_CACHE; "" is none. */
+  CHECK(setenv("CONVTUNE_SYSTEM_CACHE", system, 1) == 0);
+  CHECK(layered_context(&ctx, user2, NULL, CONV_POLICY_CACHE_ONLY) == CONV_OK);
+  if (plan_roundtrip(ctx, &p, 0, CONV_SOURCE_SYSTEM_CACHE) != TEST_PASS) return TEST_FAIL;
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  CHECK(layered_context(&ctx, user2, "", CONV_POLICY_CACHE_ONLY) == CONV_OK);
+  CHECK_STATUS(CONV_CACHE_MISS, conv_plan_create(ctx, &p, &plan));
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  CHECK(unsetenv("CONVTUNE_SYSTEM_CACHE") == 0);
+  remove_db(system);
+  remove_db(user);
+  remove_db(user2);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"plan_executes_correctly", plan_executes_correctly},
     {"plans_of_one_problem_are_shared", plans_of_one_problem_are_shared},
@@ -438,5 +547,6 @@ static const test_case tests[] = {
     {"execute_rejects_bad_arguments", execute_rejects_bad_arguments},
     {"failing_candidates_recorded", failing_candidates_recorded},
     {"cache_only_policy", cache_only_policy},
+    {"system_cache_layer", system_cache_layer},
 };
 TEST_MAIN(tests)

@@ -113,10 +113,13 @@ class Context:
     to the logging module's "convtune" logger: warnings, and at INFO a line as each tuning
     starts and ends (logging.basicConfig(level=logging.INFO) shows them); nothing is printed.
     deterministic: every plan of this context deterministic (see Context.plan).
+    system_cache: a read-only cache (e.g. one shipped per GPU model) looked up after `cache`
+    before a shape is tuned, never written (plan.info["source"] "system"); None follows
+    $CONVTUNE_SYSTEM_CACHE, "" is none.
     """
 
     def __init__(self, device=None, cache=None, policy="exhaustive", workspace_limit=0, verbose=False,
-                 deterministic=False):
+                 deterministic=False, system_cache=None):
         self._handle = None  # first, so that close() and __del__ work if __init__ fails
         self._plans = {}
         self._lock = threading.RLock()
@@ -128,6 +131,7 @@ class Context:
         lib = _lib.load()
         self.device = _device_index(device)
         self.cache = None if cache is None else os.fsdecode(os.fspath(cache))
+        self.system_cache = None if system_cache is None else os.fsdecode(os.fspath(system_cache))
         self.policy = policy
         self.workspace_limit = workspace_limit
         self.verbose = bool(verbose)
@@ -138,6 +142,7 @@ class Context:
         options.device = self.device
         # The library copies the path during create; the bytes only need to live until then.
         options.cache_path = None if cache is None else os.fsencode(self.cache)
+        options.system_cache_path = None if system_cache is None else os.fsencode(self.system_cache)
         options.policy = _lib.POLICIES[policy]
         options.workspace_limit = workspace_limit
         options.verbose = int(self.verbose)

@@ -43,6 +43,7 @@ typedef struct cli_args {
   const char *command_name;
   bool help, version, json, verbose;
   const char *cache_path; /* NULL: the default */
+  const char *system_cache_path; /* tune --system-cache; NULL: the library's default */
   const char *suite_path; /* show --suite */
   const char *output_path; /* report -o */
   bool have_math, have_epilogue, have_direction;

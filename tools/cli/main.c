@@ -55,6 +55,12 @@ static const struct {
      "every shape deterministic: only\n"
      "candidates with bit-identical results run to run"},
     {"--policy exhaustive|fast", CMD_TUNE, "time every candidate, or a few best guesses"},
+    {"--system-cache PATH", CMD_TUNE,
+     "a read-only cache (one shipped per GPU\n"
+     "model) looked up after --cache's before a\n"
+     "shape is tuned; never written (source\n"
+     "'system'); default $CONVTUNE_SYSTEM_CACHE,\n"
+     "\"\" for none"},
     {"--verbose", CMD_TUNE,
      "print each candidate's outcome, and the start\n"
      "and end of each tuning, on stderr"},
@@ -177,7 +183,7 @@ static const option_spec *find_option(const char *name, size_t len) {
       {"--math", true, CMD_TUNE | CMD_SHOW}, {"--epilogue", true, CMD_TUNE | CMD_SHOW},
       {"--direction", true, CMD_TUNE | CMD_SHOW}, {"--deterministic", false, CMD_TUNE | CMD_SHOW},
       {"--policy", true, CMD_TUNE},       {"--verbose", false, CMD_TUNE},
-      {"--progress", true, CMD_TUNE},
+      {"--progress", true, CMD_TUNE},     {"--system-cache", true, CMD_TUNE},
       {"--suite", true, CMD_SHOW},        {"-o", true, CMD_REPORT},
       {"--output", true, CMD_REPORT},     {"--help", false, CMD_ALL},
       {"--version", false, CMD_ALL},
@@ -212,6 +218,8 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
     a->cache_path = value;
   } else if (strcmp(o->name, "--suite") == 0) {
     a->suite_path = value;
+  } else if (strcmp(o->name, "--system-cache") == 0) {
+    a->system_cache_path = value; /* "": none, as in conv_context_options */
   } else if (strcmp(o->name, "-o") == 0 || strcmp(o->name, "--output") == 0) {
     if (value[0] == '\0') return usage_error("%s needs a non-empty path", o->name);
     a->output_path = value;

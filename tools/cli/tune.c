@@ -489,6 +489,7 @@ static int open_context(const cli_args *a, const char *path, tune_display *displ
   conv_context_options options;
   conv_context_options_init(&options);
   options.cache_path = path;
+  options.system_cache_path = a->system_cache_path;
   options.policy = a->policy;
   options.log = on_log;
   options.log_user = display;
