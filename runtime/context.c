@@ -176,7 +176,11 @@ static conv_status open_system_cache(conv_context *ctx, const char *path, conv_e
       (int)sizeof ctx->system_cache_path)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "system cache path too long");
   conv_status st = conv_cache_open(path, true, &ctx->system_cache, err);
-  if (st != CONV_OK) return conv_error_set(err, st, "system %s", err->message);
+  if (st != CONV_OK) {
+    char why[sizeof err->message];
+    snprintf(why, sizeof why, "%s", err->message); /* not formatted into itself */
+    return conv_error_set(err, st, "system %s", why);
+  }
   return CONV_OK;
 }
 
