@@ -546,16 +546,19 @@ static conv_status clear_winner(const conv_cache *c, const conv_cache_key *key, 
   return s;
 }
 
+/* tuned_at: when it was measured, kept by a copy from another cache; NULL
+ * for now. */
 static conv_status insert_trial(const conv_cache *c, const conv_cache_key *key,
-                                const conv_trial *t, const char *config, conv_error *err) {
+                                const conv_trial *t, const char *config, const char *tuned_at,
+                                conv_error *err) {
   sqlite3_stmt *st;
   conv_status s = prepare(c,
                           "INSERT INTO trials (problem, device, versions, algorithm_id,"
                           " algorithm, config, config_text, status, status_name, reason,"
                           " time_ms, rel_error, workspace_bytes, heuristic_pick, winner,"
-                          " deterministic)"
+                          " deterministic, tuned_at)"
                           " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
-                          " ?14, ?15, ?16)",
+                          " ?14, ?15, ?16, COALESCE(?17, strftime('%Y-%m-%dT%H:%M:%SZ', 'now')))",
                           &st, "cannot store a trial", err);
   if (s != CONV_OK) return s;
   sqlite3_int64 workspace =
@@ -588,6 +591,9 @@ static conv_status insert_trial(const conv_cache *c, const conv_cache_key *key,
     rc = t->deterministic == 0 || t->deterministic == 1
              ? sqlite3_bind_int(st, 16, t->deterministic)
              : sqlite3_bind_null(st, 16);
+  if (rc == SQLITE_OK)
+    rc = tuned_at ? sqlite3_bind_text(st, 17, tuned_at, -1, SQLITE_STATIC)
+                  : sqlite3_bind_null(st, 17);
   if (rc == SQLITE_OK) rc = sqlite3_step(st);
   if (rc != SQLITE_DONE) s = db_fail(c, err, "cannot store a trial");
   finalize(st);
@@ -613,7 +619,44 @@ conv_status conv_cache_add_trial(conv_cache *cache, const conv_cache_key *key,
                           trial->config.count);
   CONV_TRY(s, tx_begin(cache, err), out);
   if (trial->winner) CONV_TRY(s, clear_winner(cache, key, err), fail);
-  CONV_TRY(s, insert_trial(cache, key, trial, config, err), fail);
+  CONV_TRY(s, insert_trial(cache, key, trial, config, NULL, err), fail);
+  return tx_commit(cache, err);
+fail:
+  tx_rollback(cache, err);
+out:
+  return s;
+}
+
+conv_status conv_cache_replace_tuning(conv_cache *cache, const conv_cache_key *key,
+                                      const conv_trial *trials, const char *const *tuned_at,
+                                      size_t count, conv_error *err) {
+  conv_status s = check_key(cache, key, err);
+  if (s != CONV_OK) return s;
+  if (trials == NULL && count > 0)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: NULL trials");
+  CONV_TRY(s, check_writable(cache, err), out);
+  CONV_TRY(s, tx_begin(cache, err), out);
+  sqlite3_stmt *st;
+  CONV_TRY(s,
+           prepare(cache, "DELETE FROM trials WHERE problem = ?1 AND device = ?2 AND versions = ?3",
+                   &st, "cannot delete earlier trials", err),
+           fail);
+  int rc = bind_key(st, 1, key);
+  if (rc == SQLITE_OK) rc = sqlite3_step(st);
+  finalize(st);
+  if (rc != SQLITE_DONE) {
+    s = db_fail(cache, err, "cannot delete earlier trials");
+    goto fail;
+  }
+  for (size_t i = 0; i < count; i++) {
+    char config[CACHE_CONFIG_TEXT_MAX];
+    if (trials[i].algorithm_id == 0 || conv_config_format(&trials[i].config, config, sizeof config) != CONV_OK) {
+      s = conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: trial %zu cannot be stored", i);
+      goto fail;
+    }
+    CONV_TRY(s, insert_trial(cache, key, &trials[i], config, tuned_at ? tuned_at[i] : NULL, err),
+             fail);
+  }
   return tx_commit(cache, err);
 fail:
   tx_rollback(cache, err);

@@ -84,6 +84,14 @@ conv_status conv_cache_set_winner(conv_cache *cache, const conv_cache_key *key,
                                   uint32_t algorithm_id, const conv_config *config,
                                   conv_error *err);
 
+/* Replaces every trial of `key` with trials[0..count) (winner flags as
+ * they are; tuned_at[i], when tuned_at is not NULL, keeps when each was
+ * measured), in one transaction: what copying a tuning from another cache
+ * needs. */
+conv_status conv_cache_replace_tuning(conv_cache *cache, const conv_cache_key *key,
+                                      const conv_trial *trials, const char *const *tuned_at,
+                                      size_t count, conv_error *err);
+
 /* Finds the winner of `key`.  *found is false (and CONV_OK returned) when
  * there is none; a row whose config text does not parse is CONV_CACHE_ERROR. */
 conv_status conv_cache_lookup_winner(conv_cache *cache, const conv_cache_key *key,

@@ -586,6 +586,24 @@ conv_status conv_cache_reader_trials(conv_cache_reader *reader, const char *prob
                                      conv_cache_entry_fn fn, void *user, char *message,
                                      size_t message_size);
 
+/* Copies the finished tunings (those with a winner) of the cache at
+ * `from` into the cache at `into` (created if missing, in an existing
+ * directory), each with all of its trials as they were measured (device,
+ * versions and time of tuning kept); `from` is only read, so it may be
+ * read-only.  `device`: only tunings of this fingerprint (as
+ * conv_cache_entry.device); NULL: all.  A tuning of the same problem,
+ * device and versions already in `into` is replaced only when the copied
+ * winner is faster.  Counts of the tunings added, replaced and kept (each
+ * may be NULL).  Bad input (a NULL path, `from` and `into` naming one file
+ * (CONV_INVALID_ARGUMENT), a missing or invalid `from`, `into` in a
+ * missing directory (CONV_CACHE_ERROR)) is found before anything is
+ * written; each tuning is then copied whole in its own transaction, so an
+ * I/O failure part-way keeps the tunings copied before it.  What `convtune
+ * merge`, `export` and `import` run. */
+conv_status conv_cache_merge(const char *from, const char *into, const char *device,
+                             size_t *added /* OUT */, size_t *replaced /* OUT */,
+                             size_t *kept /* OUT */, char *message, size_t message_size);
+
 #ifdef __cplusplus
 }
 #endif

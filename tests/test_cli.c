@@ -915,6 +915,72 @@ static int test_suite_file_parsing(void) {
   return TEST_PASS;
 }
 
+/* ================================================================ sharing caches */
+
+/* export (one device), merge and import, as a user ships a cache; and
+ * their usage errors. */
+static int test_share_caches(void) {
+  isolate_default_cache();
+  char db[1024], exported[1024], merged[1024], imported[1024], key[CONV_PROBLEM_KEY_MAX];
+  tmp_path(db, sizeof db, "share.db");
+  tmp_path(exported, sizeof exported, "share-exported.db");
+  tmp_path(merged, sizeof merged, "share-merged.db");
+  tmp_path(imported, sizeof imported, "share-imported.db");
+  remove_db(exported);
+  remove_db(merged);
+  remove_db(imported);
+  int rc = fill_cache(db, key, sizeof key);
+  if (rc != TEST_PASS) return rc;
+  cli_result r;
+
+  RUN_EXPECT(r, 0, "export", "-o", exported, "--device", DEVICE_A, "--cache", db);
+  CHECK_MSG(contains(r.out.data, "1 tuning added"), "%s", r.out.data);
+  cli_result_free(&r);
+  RUN_EXPECT(r, 0, "list", "--cache", exported);
+  CHECK(contains(r.out.data, DEVICE_A) && !contains(r.out.data, DEVICE_B));
+  CHECK(contains(r.out.data, "engine=12 knobs=3"));
+  cli_result_free(&r);
+
+  RUN_EXPECT(r, 0, "merge", db, exported, "-o", merged);
+  CHECK_MSG(contains(r.out.data, "2 tunings added") && contains(r.out.data, "1 kept"), "%s",
+            r.out.data);
+  cli_result_free(&r);
+  RUN_EXPECT(r, 0, "list", "--cache", merged);
+  CHECK(contains(r.out.data, DEVICE_A) && contains(r.out.data, DEVICE_B));
+  cli_result_free(&r);
+  /* Every trial came along, cuDNN's pick and the failed one included. */
+  RUN_EXPECT(r, 0, "show", SPEC, "--cache", merged);
+  CHECK(contains(r.out.data, "engine=1 knobs=3") && contains(r.out.data, "VALIDATION_FAILED"));
+  cli_result_free(&r);
+
+  RUN_EXPECT(r, 0, "import", exported, "--cache", imported);
+  CHECK(contains(r.out.data, "1 tuning added"));
+  cli_result_free(&r);
+  RUN_EXPECT(r, 0, "list", "--cache", imported);
+  CHECK(contains(r.out.data, DEVICE_A) && !contains(r.out.data, DEVICE_B));
+  cli_result_free(&r);
+
+  RUN_EXPECT(r, 2, "merge", "-o", merged);
+  CHECK(contains(r.err.data, "at least one cache file"));
+  cli_result_free(&r);
+  RUN_EXPECT(r, 2, "export", "--cache", db);
+  CHECK(contains(r.err.data, "needs -o FILE"));
+  cli_result_free(&r);
+  RUN_EXPECT(r, 2, "merge", merged, "-o", merged);
+  CHECK(contains(r.err.data, "merged into"));
+  cli_result_free(&r);
+  RUN_EXPECT(r, 2, "list", "--device", DEVICE_A, "--cache", db);
+  cli_result_free(&r);
+  RUN_EXPECT(r, 4, "import", "/nonexistent/convtune.db", "--cache", imported);
+  CHECK(contains(r.err.data, "/nonexistent/convtune.db"));
+  cli_result_free(&r);
+  remove_db(db);
+  remove_db(exported);
+  remove_db(merged);
+  remove_db(imported);
+  return TEST_PASS;
+}
+
 /* ================================================================ hostile strings */
 
 /* Strings a hostile (or merely broken) cache may hold: terminal escape
@@ -1429,6 +1495,7 @@ static const test_case tests[] = {
     {"show_deterministic", test_show_deterministic},
     {"progress_durations", test_progress_durations},
     {"progress_line", test_progress_line},
+    {"share_caches", test_share_caches},
 };
 
 TEST_MAIN(tests)

@@ -551,7 +551,7 @@ static int test_report_help(void) {
             "%s", r.out);
   run_result_free(&r);
   RUN_CLI(r, 0, "--help");
-  CHECK(contains(r.out, "report -o FILE") && contains(r.out, "(report) the HTML file"));
+  CHECK(contains(r.out, "report -o FILE") && contains(r.out, "the HTML page"));
   run_result_free(&r);
   return TEST_PASS;
 }

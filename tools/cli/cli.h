@@ -33,7 +33,10 @@ typedef enum cli_exit {
 
 /* ---------------------------------------------------------------- command line */
 
-enum { CMD_TUNE = 1u, CMD_LIST = 2u, CMD_SHOW = 4u, CMD_REPORT = 8u, CMD_ALL = 15u };
+enum {
+  CMD_TUNE = 1u, CMD_LIST = 2u, CMD_SHOW = 4u, CMD_REPORT = 8u,
+  CMD_MERGE = 16u, CMD_EXPORT = 32u, CMD_IMPORT = 64u, CMD_ALL = 127u
+};
 
 /* --progress: tune's progress line on a terminal (auto), always or never. */
 typedef enum cli_progress { PROGRESS_AUTO = 0, PROGRESS_ALWAYS, PROGRESS_NEVER } cli_progress;
@@ -45,7 +48,8 @@ typedef struct cli_args {
   const char *cache_path; /* NULL: the default */
   const char *system_cache_path; /* tune --system-cache; NULL: the library's default */
   const char *suite_path; /* show --suite */
-  const char *output_path; /* report -o */
+  const char *output_path; /* report, merge and export -o */
+  const char *device;      /* merge and export --device: one fingerprint */
   bool have_math, have_epilogue, have_direction;
   bool deterministic; /* --deterministic */
   conv_math math;
@@ -70,6 +74,9 @@ int cmd_tune(const cli_args *a);
 int cmd_list(const cli_args *a);
 int cmd_show(const cli_args *a);
 int cmd_report(const cli_args *a);
+int cmd_merge(const cli_args *a);
+int cmd_export(const cli_args *a);
+int cmd_import(const cli_args *a);
 
 /* Opens an existing cache read-only (list, show, report): no GPU, no
  * context.  EXIT_OK_, or EXIT_CACHE after saying why. */

@@ -28,6 +28,17 @@ static const struct {
      "and a bar chart of every config's time per tuned\n"
      "shape, with the winner, cuDNN's default and the\n"
      "roofline floor (needs no GPU)"},
+    {CMD_MERGE, "merge", "merge FILE... -o OUT",
+     "copy the tunings of each cache FILE into OUT\n"
+     "(created if missing); where both have one,\n"
+     "the faster winner stays (needs no GPU)"},
+    {CMD_EXPORT, "export", "export -o FILE [--device FINGERPRINT]",
+     "copy the cache's tunings (of one GPU with\n"
+     "--device) into FILE, a cache to ship,\n"
+     "e.g. as --system-cache (needs no GPU)"},
+    {CMD_IMPORT, "import", "import FILE...",
+     "copy the tunings of each cache FILE into the\n"
+     "cache, the faster winner staying (needs no GPU)"},
 };
 
 #define COMMAND_COUNT (sizeof command_help / sizeof command_help[0])
@@ -45,7 +56,12 @@ static const struct {
     {"--json", CMD_TUNE | CMD_LIST | CMD_SHOW,
      "print a JSON array of rows\n"
      "instead of a table"},
-    {"-o, --output FILE", CMD_REPORT, "the HTML file to write; - for stdout"},
+    {"-o, --output FILE", CMD_REPORT | CMD_MERGE | CMD_EXPORT,
+     "the file to write: the HTML page\n"
+     "(report; - for stdout) or the cache"},
+    {"--device FINGERPRINT", CMD_MERGE | CMD_EXPORT,
+     "only the tunings of this GPU (its\n"
+     "fingerprint as 'convtune list' shows it)"},
     {"--math strict|tf32", CMD_TUNE | CMD_SHOW, "math mode of every shape"},
     {"--epilogue none|bias|bias_relu", CMD_TUNE | CMD_SHOW, "epilogue of every shape"},
     {"--direction fwd|bwd_data|bwd_filter", CMD_TUNE | CMD_SHOW,
@@ -184,8 +200,9 @@ static const option_spec *find_option(const char *name, size_t len) {
       {"--direction", true, CMD_TUNE | CMD_SHOW}, {"--deterministic", false, CMD_TUNE | CMD_SHOW},
       {"--policy", true, CMD_TUNE},       {"--verbose", false, CMD_TUNE},
       {"--progress", true, CMD_TUNE},     {"--system-cache", true, CMD_TUNE},
-      {"--suite", true, CMD_SHOW},        {"-o", true, CMD_REPORT},
-      {"--output", true, CMD_REPORT},     {"--help", false, CMD_ALL},
+      {"--suite", true, CMD_SHOW},        {"-o", true, CMD_REPORT | CMD_MERGE | CMD_EXPORT},
+      {"--output", true, CMD_REPORT | CMD_MERGE | CMD_EXPORT},
+      {"--device", true, CMD_MERGE | CMD_EXPORT}, {"--help", false, CMD_ALL},
       {"--version", false, CMD_ALL},
       {"-h", false, CMD_ALL},
   };
@@ -218,6 +235,9 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
     a->cache_path = value;
   } else if (strcmp(o->name, "--suite") == 0) {
     a->suite_path = value;
+  } else if (strcmp(o->name, "--device") == 0) {
+    if (value[0] == '\0') return usage_error("--device needs a device fingerprint");
+    a->device = value;
   } else if (strcmp(o->name, "--system-cache") == 0) {
     a->system_cache_path = value; /* "": none, as in conv_context_options */
   } else if (strcmp(o->name, "-o") == 0 || strcmp(o->name, "--output") == 0) {
@@ -295,8 +315,9 @@ static int parse_command(cli_args *a, const char *name) {
   static const struct {
     const char *name;
     unsigned command;
-  } commands[] = {{"tune", CMD_TUNE}, {"list", CMD_LIST}, {"show", CMD_SHOW},
-                  {"report", CMD_REPORT}};
+  } commands[] = {{"tune", CMD_TUNE},     {"list", CMD_LIST},     {"show", CMD_SHOW},
+                  {"report", CMD_REPORT}, {"merge", CMD_MERGE},   {"export", CMD_EXPORT},
+                  {"import", CMD_IMPORT}};
   if (strcmp(name, "help") == 0) {
     a->help = true;
     return EXIT_OK_;
@@ -336,7 +357,8 @@ static int parse_no_command(cli_args *a, int argc, char **argv) {
     else if (strcmp(argv[i], "--version") == 0) a->version = true;
   }
   if (a->help || a->version) return EXIT_OK_;
-  return usage_error("missing command (tune, list, show, report, help or version)");
+  return usage_error(
+      "missing command (tune, list, show, report, merge, export, import, help or version)");
 }
 
 static int check_input_count(const cli_args *a) {
@@ -355,6 +377,17 @@ static int check_input_count(const cli_args *a) {
   }
   if (a->command == CMD_REPORT && a->output_path == NULL) {
     return usage_error("report needs -o FILE (the HTML file to write; - for stdout)");
+  }
+  if ((a->command == CMD_MERGE || a->command == CMD_IMPORT) && a->input_count == 0) {
+    return usage_error("%s needs at least one cache file to copy from", a->command_name);
+  }
+  if (a->command == CMD_EXPORT && a->input_count > 0) {
+    return usage_error("export takes no arguments (got '%s'; the file to write is -o FILE)",
+                       a->inputs[0]);
+  }
+  if ((a->command == CMD_MERGE || a->command == CMD_EXPORT) &&
+      (a->output_path == NULL || strcmp(a->output_path, "-") == 0)) {
+    return usage_error("%s needs -o FILE (the cache to write)", a->command_name);
   }
   return EXIT_OK_;
 }
@@ -449,8 +482,14 @@ int main(int argc, char **argv) {
       rc = cmd_list(&a);
     } else if (a.command == CMD_SHOW) {
       rc = cmd_show(&a);
-    } else {
+    } else if (a.command == CMD_REPORT) {
       rc = cmd_report(&a);
+    } else if (a.command == CMD_MERGE) {
+      rc = cmd_merge(&a);
+    } else if (a.command == CMD_EXPORT) {
+      rc = cmd_export(&a);
+    } else {
+      rc = cmd_import(&a);
     }
   }
   cli_args_free(&a);
