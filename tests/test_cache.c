@@ -319,10 +319,11 @@ typedef struct child {
 } child;
 
 typedef struct children {
-  child kids[4];
+  child kids[8];
   int count, running;
   uv_timer_t timer;
   bool timed_out;
+  bool kill_expected; /* the timer is the test's SIGKILL, not a hang */
 } children;
 
 static void on_child_exit(uv_process_t *process, int64_t exit_status, int term_signal) {
@@ -350,9 +351,11 @@ static void on_timeout(uv_timer_t *timer) {
 
 /* Runs `count` writers at once (this binary in helper mode, reached through
  * the test named `test`), writer i storing `trials` trials of problems[i];
- * checks that each exits 0 within two minutes. */
-static int run_writers(const char *test, const char *path, int count, const char *const problems[],
-                       int trials, int winner) {
+ * checks that each exits 0 within two minutes, or with kill_after_ms > 0,
+ * SIGKILLs them all then and checks that each was killed. */
+static int run_writers_killed(const char *test, const char *path, int count,
+                              const char *const problems[], int trials, int winner,
+                              int kill_after_ms) {
   char exe[4096];
   size_t exe_size = sizeof exe;
   CHECK(uv_exepath(exe, &exe_size) == 0);
@@ -367,7 +370,9 @@ static int run_writers(const char *test, const char *path, int count, const char
   all->count = count;
   all->timer.data = all;
   CHECK(uv_timer_init(&loop, &all->timer) == 0);
-  CHECK(uv_timer_start(&all->timer, on_timeout, 120000, 0) == 0);
+  all->kill_expected = kill_after_ms > 0;
+  CHECK(uv_timer_start(&all->timer, on_timeout, kill_after_ms > 0 ? (uint64_t)kill_after_ms : 120000,
+                       0) == 0);
 
   uv_stdio_container_t stdio[3];
   for (int fd = 0; fd < 3; fd++) {
@@ -402,13 +407,19 @@ static int run_writers(const char *test, const char *path, int count, const char
   uv_run(&loop, UV_RUN_DEFAULT);
   int closed = uv_loop_close(&loop);
   int result = TEST_PASS;
-  if (spawned != count || closed != 0 || all->timed_out) {
+  if (spawned != count || closed != 0 || all->timed_out != all->kill_expected) {
     fprintf(stderr, "writers: %d of %d spawned, loop close %d, timed out %d\n", spawned, count,
             closed, all->timed_out);
     result = TEST_FAIL;
   }
   for (int i = 0; i < spawned; i++) {
-    if (all->kids[i].exit_status != 0 || all->kids[i].term_signal != 0) {
+    if (all->kill_expected) {
+      if (all->kids[i].term_signal != SIGKILL) {
+        fprintf(stderr, "writer %d: finished (exit %lld) before it was killed\n", i,
+                (long long)all->kids[i].exit_status);
+        result = TEST_FAIL;
+      }
+    } else if (all->kids[i].exit_status != 0 || all->kids[i].term_signal != 0) {
       fprintf(stderr, "writer %d: exit status %lld, signal %d\n", i,
               (long long)all->kids[i].exit_status, all->kids[i].term_signal);
       result = TEST_FAIL;
@@ -416,6 +427,11 @@ static int run_writers(const char *test, const char *path, int count, const char
   }
   free(all);
   return result;
+}
+
+static int run_writers(const char *test, const char *path, int count, const char *const problems[],
+                       int trials, int winner) {
+  return run_writers_killed(test, path, count, problems, trials, winner, 0);
 }
 
 /* ---------------------------------------------------------------- tests */
@@ -1614,6 +1630,99 @@ static int test_merge(void) {
   return rc;
 }
 
+/* ---------------------------------------------------------------- many writers, killed ones */
+
+/* Eight processes tuning one shape each into one new file lose no row. */
+static int eight_writers_in(const char *path) {
+  enum { WRITERS = 8, TRIALS = 100 };
+  static const char *const problems[WRITERS] = {
+      "fwd f32 nchw strict none n1 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1",
+      "fwd f32 nchw strict none n2 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1",
+      "fwd f32 nchw strict none n3 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1",
+      "fwd f32 nchw strict none n4 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1",
+      "fwd f32 nchw tf32 none n1 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1",
+      "fwd f32 nchw tf32 none n2 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1",
+      "fwd f32 nchw tf32 none n3 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1",
+      "fwd f32 nchw tf32 none n4 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1"};
+  remove_db(path);
+  CHECK(run_writers("eight_writers_at_once", path, WRITERS, problems, TRIALS, 60) == TEST_PASS);
+  CHECK(sql_int(path, "SELECT count(*) FROM trials") == WRITERS * TRIALS);
+  CHECK(sql_int(path, "SELECT count(DISTINCT problem) FROM trials") == WRITERS);
+  CHECK(sql_int(path, "SELECT count(*) FROM trials WHERE winner <> 0") == WRITERS);
+  char check[64];
+  sql_text(path, "PRAGMA integrity_check", check, sizeof check);
+  CHECK_MSG(strcmp(check, "ok") == 0, "integrity_check: %s", check);
+  conv_error err = {0};
+  conv_cache *cache = NULL;
+  CHECK_OK(conv_cache_open(path, true, &cache, &err));
+  for (int w = 0; w < WRITERS; w++) {
+    conv_cache_key key = {problems[w], DEVICE, VERSIONS};
+    CHECK(expect_winner(cache, &key, 60) == TEST_PASS);
+    CHECK(count_trials(cache, problems[w]) == TRIALS);
+  }
+  conv_cache_close(cache);
+  return TEST_PASS;
+}
+
+static int test_eight_writers_at_once(void) {
+  if (test_argc > 0) return writer_main();
+  char path[1024];
+  tmp_path(path, sizeof path, "eight_writers");
+  int rc = eight_writers_in(path);
+  remove_db(path);
+  return rc;
+}
+
+/* kill -9 during a tuning: the cache passes integrity_check, keeps every
+ * tuning finished before (rows intact), holds only whole trials of the
+ * killed one, and takes the next tuning as usual. */
+static int killed_writer_in(const char *path) {
+  static const char *const done[] = {PROBLEM2};
+  static const char *const victim[] = {PROBLEM};
+  remove_db(path);
+  CHECK(run_writers("killed_writer", path, 1, done, 50, 20) == TEST_PASS);
+  /* Far more trials than it can store before the kill. */
+  CHECK(run_writers_killed("killed_writer", path, 1, victim, 10000000, -1, 700) == TEST_PASS);
+  char check[64];
+  sql_text(path, "PRAGMA integrity_check", check, sizeof check);
+  CHECK_MSG(strcmp(check, "ok") == 0, "integrity_check: %s", check);
+  conv_error err = {0};
+  conv_cache *cache = NULL;
+  CHECK_OK(conv_cache_open(path, false, &cache, &err));
+  const conv_cache_key finished = {PROBLEM2, DEVICE, VERSIONS};
+  CHECK(expect_winner(cache, &finished, 20) == TEST_PASS);
+  CHECK(count_trials(cache, PROBLEM2) == 50);
+  /* Whatever the killed writer committed reads back whole. */
+  collector *c = new_collector();
+  CHECK(c != NULL);
+  CHECK_OK(conv_cache_list_trials(cache, PROBLEM, collect, c, &err));
+  /* How many depends on the machine's speed (none on a very slow one). */
+  fprintf(stderr, "killed writer: %d trials committed before the kill\n", c->count);
+  for (int r = 0; r < c->count && r < (int)(sizeof c->rows / sizeof c->rows[0]); r++) {
+    int i = (int)c->rows[r].trial.config.values[0];
+    conv_trial want = make_trial(i);
+    CHECK(check_trial(&c->rows[r].trial, &want, c->rows[r].trial.winner) == TEST_PASS);
+  }
+  free(c);
+  /* The next tuning of the killed shape starts clean. */
+  CHECK_OK(conv_cache_begin_tuning(cache, &KEY, &err));
+  CHECK(add_trials(cache, &KEY, 0, 5) == TEST_PASS);
+  CHECK(set_winner(cache, &KEY, 3) == TEST_PASS);
+  CHECK(count_trials(cache, PROBLEM) == 5);
+  CHECK(expect_winner(cache, &KEY, 3) == TEST_PASS);
+  conv_cache_close(cache);
+  return TEST_PASS;
+}
+
+static int test_killed_writer(void) {
+  if (test_argc > 0) return writer_main();
+  char path[1024];
+  tmp_path(path, sizeof path, "killed_writer");
+  int rc = killed_writer_in(path);
+  remove_db(path);
+  return rc;
+}
+
 static const test_case tests[] = {
     {"roundtrip", test_roundtrip},
     {"every_trial_kept", test_every_trial_kept},
@@ -1630,6 +1739,8 @@ static const test_case tests[] = {
     {"foreign_wal_refused", test_foreign_wal_refused},
     {"public_reader", test_public_reader},
     {"merge", test_merge},
+    {"eight_writers_at_once", test_eight_writers_at_once},
+    {"killed_writer", test_killed_writer},
 };
 
 TEST_MAIN(tests)
