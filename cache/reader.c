@@ -46,6 +46,26 @@ conv_status conv_cache_reader_open(const char *path, conv_cache_reader **reader,
   return CONV_OK;
 }
 
+conv_status conv_cache_default_path(char *path, size_t size, int create_dirs, char *message,
+                                    size_t message_size) {
+  conv_error err = {CONV_OK, ""};
+  char found[4096];
+  if (path == NULL || size == 0) {
+    conv_error_set(&err, CONV_INVALID_ARGUMENT, "cache default path: NULL or empty buffer");
+    return reader_fail(&err, message, message_size);
+  }
+  if (conv_default_cache_path(found, sizeof found, create_dirs != 0, &err) != CONV_OK)
+    return reader_fail(&err, message, message_size);
+  if (strlen(found) >= size) {
+    conv_error_set(&err, CONV_CACHE_ERROR, "cache path too long (%zu bytes) for the buffer",
+                   strlen(found));
+    return reader_fail(&err, message, message_size);
+  }
+  memcpy(path, found, strlen(found) + 1);
+  reader_ok(message, message_size);
+  return CONV_OK;
+}
+
 void conv_cache_reader_close(conv_cache_reader *reader) {
   if (reader == NULL) return;
   conv_cache_close(reader->cache);

@@ -586,6 +586,15 @@ conv_status conv_cache_reader_trials(conv_cache_reader *reader, const char *prob
                                      conv_cache_entry_fn fn, void *user, char *message,
                                      size_t message_size);
 
+/* The cache file a context uses when conv_context_options.cache_path is
+ * NULL: $CONVTUNE_CACHE, else $XDG_CACHE_HOME/convtune/cache.db, else
+ * ~/.cache/convtune/cache.db.  create_dirs nonzero: its directories are
+ * made (as a context does).  CONV_CACHE_ERROR where there is no home
+ * directory, the path does not fit `size` or a directory cannot be made;
+ * the reason goes to `message` (may be NULL). */
+conv_status conv_cache_default_path(char *path /* OUT */, size_t size, int create_dirs,
+                                    char *message, size_t message_size);
+
 /* Copies the finished tunings (those with a winner) of the cache at
  * `from` into the cache at `into` (created if missing, in an existing
  * directory), each with all of its trials as they were measured (device,

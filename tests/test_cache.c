@@ -1723,6 +1723,32 @@ static int test_killed_writer(void) {
   return rc;
 }
 
+/* conv_cache_default_path: $CONVTUNE_CACHE, else $XDG_CACHE_HOME's, made on
+ * request; a buffer too small and a NULL one refused. */
+static int test_default_path(void) {
+  char path[4096], message[512], xdg[1024], want[1100];
+  tmp_path(xdg, sizeof xdg, "default_path.d");
+  CHECK(setenv("CONVTUNE_CACHE", "/some/where/cache.db", 1) == 0);
+  CHECK_STATUS(CONV_OK, conv_cache_default_path(path, sizeof path, 0, message, sizeof message));
+  CHECK(strcmp(path, "/some/where/cache.db") == 0);
+  CHECK_STATUS(CONV_CACHE_ERROR, conv_cache_default_path(path, 8, 0, message, sizeof message));
+  CHECK(strstr(message, "too long") != NULL);
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_cache_default_path(NULL, 8, 0, message, sizeof message));
+  CHECK(unsetenv("CONVTUNE_CACHE") == 0 && setenv("XDG_CACHE_HOME", xdg, 1) == 0);
+  snprintf(want, sizeof want, "%s/convtune/cache.db", xdg);
+  CHECK_STATUS(CONV_OK, conv_cache_default_path(path, sizeof path, 0, NULL, 0));
+  CHECK(strcmp(path, want) == 0);
+  snprintf(want, sizeof want, "%s/convtune", xdg);
+  struct stat st;
+  CHECK(stat(want, &st) != 0); /* not made unless asked */
+  CHECK_STATUS(CONV_OK, conv_cache_default_path(path, sizeof path, 1, NULL, 0));
+  CHECK(stat(want, &st) == 0 && S_ISDIR(st.st_mode));
+  rmdir(want);
+  rmdir(xdg);
+  unsetenv("XDG_CACHE_HOME");
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"roundtrip", test_roundtrip},
     {"every_trial_kept", test_every_trial_kept},
@@ -1741,6 +1767,7 @@ static const test_case tests[] = {
     {"merge", test_merge},
     {"eight_writers_at_once", test_eight_writers_at_once},
     {"killed_writer", test_killed_writer},
+    {"default_path", test_default_path},
 };
 
 TEST_MAIN(tests)

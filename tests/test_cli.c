@@ -953,6 +953,8 @@ static int test_share_caches(void) {
   CHECK(contains(r.out.data, "engine=1 knobs=3") && contains(r.out.data, "VALIDATION_FAILED"));
   cli_result_free(&r);
 
+  /* Shipped read-only, imported as it is. */
+  CHECK(chmod(exported, 0444) == 0);
   RUN_EXPECT(r, 0, "import", exported, "--cache", imported);
   CHECK(contains(r.out.data, "1 tuning added"));
   cli_result_free(&r);
@@ -974,6 +976,7 @@ static int test_share_caches(void) {
   RUN_EXPECT(r, 4, "import", "/nonexistent/convtune.db", "--cache", imported);
   CHECK(contains(r.err.data, "/nonexistent/convtune.db"));
   cli_result_free(&r);
+  chmod(exported, 0644);
   remove_db(db);
   remove_db(exported);
   remove_db(merged);

@@ -1,14 +1,15 @@
 /*
  * main.c -- the convtune command-line tool: tune shapes, list the cache, show
- * the trials of one shape, write a report of the cache.  `convtune --help`
+ * the trials of one shape, write a report of the cache, copy tunings between
+ * caches (merge, export, import).  `convtune --help`
  * describes it; exit codes are the cli_exit values of cli.h.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "runtime/internal.h"
 #include "tools/cli/cli.h"
 
 enum { CMD_HELP_ALL = 0 };
@@ -454,9 +455,9 @@ int cache_path(const cli_args *a, bool create_dirs, char *path, size_t size) {
     memcpy(path, a->cache_path, strlen(a->cache_path) + 1);
     return EXIT_OK_;
   }
-  conv_error err = {CONV_OK, ""};
-  if (conv_default_cache_path(path, size, create_dirs, &err) != CONV_OK) {
-    say("no default cache path: %s", err.message);
+  char message[512];
+  if (conv_cache_default_path(path, size, create_dirs, message, sizeof message) != CONV_OK) {
+    say("no default cache path: %s", message);
     return EXIT_CACHE;
   }
   return EXIT_OK_;
