@@ -94,7 +94,8 @@ static void dd_describe(const conv_config *config, char *text, size_t size) {
     return;
   }
   snprintf(text, size, "tile=%lldx%lld channels=%lld pixels=%lld", (long long)config->values[0],
-           (long long)config->values[1], (long long)config->values[2], (long long)config->values[3]);
+           (long long)config->values[1], (long long)config->values[2],
+           (long long)config->values[3]);
 }
 
 const conv_algorithm conv_algorithm_dynamic_direct = {

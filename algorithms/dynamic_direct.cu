@@ -108,7 +108,8 @@ __device__ __forceinline__ void for_channel_steps(const conv_dyn_direct_launch &
     }
     __syncthreads();
     const int c = at.c0 + step * kStepChannels;
-    use(smem + (step & 1) * kStepChannels * tile_floats, tile_floats, c, min(kStepChannels, at.c1 - c));
+    use(smem + (step & 1) * kStepChannels * tile_floats, tile_floats, c,
+        min(kStepChannels, at.c1 - c));
     __syncthreads(); /* the buffer is restaged two steps on */
   }
 }
@@ -276,7 +277,8 @@ __global__ void __launch_bounds__(kMaxThreads)
     for (int j = 0; j < K; j++) {
       const int o_row = ih + L.d.pad - i * dil, o_col = iw + L.d.pad - j * dil;
       const bool source = inside && o_row >= 0 && o_row < L.d.p && o_col >= 0 && o_col < L.d.q;
-      wv[i * K + j] = source ? __ldg(wg + (size_t)(i * K + j) * plane + o_row * L.d.q + o_col) : 0.0f;
+      wv[i * K + j] =
+          source ? __ldg(wg + (size_t)(i * K + j) * plane + o_row * L.d.q + o_col) : 0.0f;
     }
   int rows[K];
 #pragma unroll
@@ -385,7 +387,8 @@ cudaError_t launch_s(const conv_dyn_direct_launch &L, float *x, float *wt, float
 template <int K>
 cudaError_t launch_k(const conv_dyn_direct_launch &L, float *x, float *wt, float *y,
                      cudaStream_t stream) {
-  return L.d.stride == 1 ? launch_s<K, 1>(L, x, wt, y, stream) : launch_s<K, 2>(L, x, wt, y, stream);
+  return L.d.stride == 1 ? launch_s<K, 1>(L, x, wt, y, stream)
+                         : launch_s<K, 2>(L, x, wt, y, stream);
 }
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }

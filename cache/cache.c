@@ -650,7 +650,8 @@ conv_status conv_cache_replace_tuning(conv_cache *cache, const conv_cache_key *k
   }
   for (size_t i = 0; i < count; i++) {
     char config[CACHE_CONFIG_TEXT_MAX];
-    if (trials[i].algorithm_id == 0 || conv_config_format(&trials[i].config, config, sizeof config) != CONV_OK) {
+    if (trials[i].algorithm_id == 0 ||
+        conv_config_format(&trials[i].config, config, sizeof config) != CONV_OK) {
       s = conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: trial %zu cannot be stored", i);
       goto fail;
     }

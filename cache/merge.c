@@ -110,9 +110,11 @@ static conv_status merge_tuning(conv_cache *from, conv_cache *into, const tuning
   }
   trial_list l = {t, NULL, NULL, 0, 0, false};
   s = conv_cache_list_trials(from, t->problem, collect_trial, &l, err);
-  if (s == CONV_OK && l.out_of_memory) s = conv_error_set(err, CONV_OUT_OF_MEMORY, "merge: out of memory");
+  if (s == CONV_OK && l.out_of_memory)
+    s = conv_error_set(err, CONV_OUT_OF_MEMORY, "merge: out of memory");
   if (s == CONV_OK)
-    s = conv_cache_replace_tuning(into, &key, l.trials, (const char *const *)l.tuned_at, l.count, err);
+    s = conv_cache_replace_tuning(into, &key, l.trials, (const char *const *)l.tuned_at, l.count,
+                                  err);
   if (s == CONV_OK) counts[found ? 1 : 0]++;
   trial_list_free(&l);
   return s;
@@ -135,9 +137,11 @@ static conv_status merge(const char *from_path, const char *into_path, const cha
   tuning_list l = {NULL, 0, 0, device, false};
   conv_status s = conv_cache_open(from_path, true, &from, err);
   if (s == CONV_OK) s = conv_cache_list_winners(from, collect_tuning, &l, err);
-  if (s == CONV_OK && l.out_of_memory) s = conv_error_set(err, CONV_OUT_OF_MEMORY, "merge: out of memory");
+  if (s == CONV_OK && l.out_of_memory)
+    s = conv_error_set(err, CONV_OUT_OF_MEMORY, "merge: out of memory");
   if (s == CONV_OK) s = conv_cache_open(into_path, false, &into, err);
-  for (size_t i = 0; s == CONV_OK && i < l.count; i++) s = merge_tuning(from, into, &l.items[i], counts, err);
+  for (size_t i = 0; s == CONV_OK && i < l.count; i++)
+    s = merge_tuning(from, into, &l.items[i], counts, err);
   tuning_list_free(&l);
   conv_cache_close(into);
   conv_cache_close(from);

@@ -371,8 +371,8 @@ static int run_writers_killed(const char *test, const char *path, int count,
   all->timer.data = all;
   CHECK(uv_timer_init(&loop, &all->timer) == 0);
   all->kill_expected = kill_after_ms > 0;
-  CHECK(uv_timer_start(&all->timer, on_timeout, kill_after_ms > 0 ? (uint64_t)kill_after_ms : 120000,
-                       0) == 0);
+  const uint64_t timeout_ms = kill_after_ms > 0 ? (uint64_t)kill_after_ms : 120000;
+  CHECK(uv_timer_start(&all->timer, on_timeout, timeout_ms, 0) == 0);
 
   uv_stdio_container_t stdio[3];
   for (int fd = 0; fd < 3; fd++) {
