@@ -32,5 +32,15 @@ int main(void) {
   FIELD(conv_plan_info, graph_launches); FIELD(conv_plan_info, graph_captures);
   FIELD(conv_plan_info, direct_runs); FIELD(conv_plan_info, direction);
   FIELD(conv_plan_info, deterministic);
+  SIZE(conv_cache_entry);
+  FIELD(conv_cache_entry, struct_size); FIELD(conv_cache_entry, problem);
+  FIELD(conv_cache_entry, device); FIELD(conv_cache_entry, versions);
+  FIELD(conv_cache_entry, tuned_at); FIELD(conv_cache_entry, algorithm);
+  FIELD(conv_cache_entry, algorithm_id); FIELD(conv_cache_entry, config);
+  FIELD(conv_cache_entry, config_count); FIELD(conv_cache_entry, config_values);
+  FIELD(conv_cache_entry, status); FIELD(conv_cache_entry, reason);
+  FIELD(conv_cache_entry, time_ms); FIELD(conv_cache_entry, rel_error);
+  FIELD(conv_cache_entry, workspace_bytes); FIELD(conv_cache_entry, heuristic_pick);
+  FIELD(conv_cache_entry, winner); FIELD(conv_cache_entry, deterministic);
   return 0;
 }

@@ -107,6 +107,38 @@ class ContextOptions(Structure):
     ]
 
 
+CACHE_CONFIG_MAX = 16  # CONV_CACHE_CONFIG_MAX
+
+
+class CacheEntry(Structure):
+    """struct conv_cache_entry: one trial as a cache reader passes it (valid in the callback only)."""
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("problem", c_char_p),
+        ("device", c_char_p),
+        ("versions", c_char_p),
+        ("tuned_at", c_char_p),
+        ("algorithm", c_char_p),
+        ("algorithm_id", c_int),
+        ("config", c_char_p),
+        ("config_count", c_int),
+        ("config_values", c_int64 * CACHE_CONFIG_MAX),
+        ("status", c_int),
+        ("reason", c_char_p),
+        ("time_ms", c_double),
+        ("rel_error", c_double),
+        ("workspace_bytes", c_size_t),
+        ("heuristic_pick", c_int),
+        ("winner", c_int),
+        ("deterministic", c_int),
+    ]
+
+
+# int (*conv_cache_entry_fn)(const conv_cache_entry *entry, void *user)
+CacheEntryFn = ctypes.CFUNCTYPE(c_int, POINTER(CacheEntry), c_void_p)
+CacheReaderPtr = c_void_p
+
+
 class PlanInfo(Structure):
     """struct conv_plan_info."""
     _fields_ = [
@@ -164,6 +196,14 @@ _SIGNATURES = {
     "conv_plan_info_get_sized": (_status, [PlanPtr, POINTER(PlanInfo), c_size_t]),
     "conv_plan_destroy": (None, [PlanPtr]),
     "conv_library_versions": (c_char_p, []),
+    "conv_cache_reader_open": (_status, [c_char_p, POINTER(CacheReaderPtr), c_char_p, c_size_t]),
+    "conv_cache_reader_close": (None, [CacheReaderPtr]),
+    "conv_cache_reader_winners": (_status, [CacheReaderPtr, CacheEntryFn, c_void_p, c_char_p, c_size_t]),
+    "conv_cache_reader_trials": (_status, [CacheReaderPtr, c_char_p, CacheEntryFn, c_void_p, c_char_p,
+                                           c_size_t]),
+    "conv_cache_default_path": (_status, [c_char_p, c_size_t, c_int, c_char_p, c_size_t]),
+    "conv_cache_merge": (_status, [c_char_p, c_char_p, c_char_p, POINTER(c_size_t), POINTER(c_size_t),
+                                   POINTER(c_size_t), c_char_p, c_size_t]),
     "conv_version": (c_int, []),
 }
 
