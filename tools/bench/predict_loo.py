@@ -1,0 +1,102 @@
+"""Leave-one-out measure of choosing candidates for an unseen shape from its
+tuned neighbours (issue 21, item 4), on a cache's own exhaustive trials, with
+no GPU: for each tuned shape S, the k nearest other shapes (same op,
+direction, math, layout, device, versions) give their winners' configs; the
+"prediction" times only those of them that S's own tuning also timed, and
+picks the fastest (--by config); or, --by family, times every config of the
+neighbours' winning families.  Compared with S's exhaustive winner: within
+10%?  A shape none of whose neighbours' picks applies to it would fall back
+to the full search.
+
+    CONVTUNE_LIB=build/libconvtune.so PYTHONPATH=python \
+        python3 tools/bench/predict_loo.py CACHE [--k 3] [--by config|family] [--out-md FILE]
+"""
+import argparse
+import math
+import re
+import sys
+
+import convtune
+
+_FIELDS = re.compile(r"n(\d+) c(\d+) h(\d+) w(\d+) k(\d+) r(\d+) s(\d+) pad(\d+),(\d+) str(\d+),(\d+) "
+                     r"dil(\d+),(\d+) g(\d+)")
+
+
+def parse_key(key):
+    """(class, features) of a problem key: what must match, and log2 sizes."""
+    words = key.split()
+    dynamic = words[0] == "dyn"
+    if dynamic:
+        words = words[1:]
+    direction, _dtype, layout, math_mode, epilogue = words[:5]
+    m = _FIELDS.search(key)
+    n, c, h, w, k, r, s, ph, pw, sh, sw, dh, dw, g = (int(v) for v in m.groups())
+    cls = (dynamic, direction, layout, math_mode, epilogue != "none", "det" in words)
+    depthwise = float(g == c and g > 1)
+    features = [math.log2(v) for v in (n, c, h, w, k, r, s, sh, dh)] + [math.log2(c // g), 3 * depthwise]
+    return cls, features
+
+
+def nearest(target, others, k):
+    tf = target["features"]
+    scored = sorted(others, key=lambda o: sum((a - b) ** 2 for a, b in zip(tf, o["features"])))
+    return scored[:k]
+
+
+def config_id(trial):
+    return trial["algorithm_id"], tuple(trial["config_values"])
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("cache")
+    p.add_argument("--k", type=int, default=3)
+    p.add_argument("--by", choices=("config", "family"), default="config")
+    p.add_argument("--out-md", default=None)
+    args = p.parse_args(argv)
+    shapes = []
+    for w in convtune.cache_winners(args.cache):
+        cls, features = parse_key(w["problem"])
+        timed = {config_id(t): t["time_ms"] for t in convtune.cache_trials(w["problem"], args.cache)
+                 if t["device"] == w["device"] and t["versions"] == w["versions"] and t["time_ms"] is not None
+                 and t["status"] == "OK"}
+        shapes.append({"key": w["problem"], "group": (cls, w["device"], w["versions"]), "features": features,
+                       "winner": config_id(w), "winner_ms": w["time_ms"], "timed": timed})
+    rows = []
+    for s in shapes:
+        peers = [o for o in shapes if o is not s and o["group"] == s["group"]]
+        winners = [o["winner"] for o in nearest(s, peers, args.k)]
+        if args.by == "config":
+            picks = set(winners)
+            usable = {c: s["timed"][c] for c in picks if c in s["timed"]}
+        else:
+            picks = {family for family, _ in winners}
+            usable = {c: ms for c, ms in s["timed"].items() if c[0] in picks}
+        best = min(usable.values()) if usable else None
+        rows.append({"key": s["key"], "peers": len(peers), "candidates": len(picks), "usable": len(usable),
+                     "winner_ms": s["winner_ms"], "predicted_ms": best,
+                     "ratio": best / s["winner_ms"] if best else None, "configs": len(s["timed"])})
+    predicted = [r for r in rows if r["ratio"] is not None]
+    within = [r for r in predicted if r["ratio"] <= 1.10]
+    lines = ["| shape | configs timed by the full search | neighbours' configs that apply | predicted ms | "
+             "exhaustive ms | predicted / exhaustive |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append("| %s | %d | %d of %d | %s | %.4f | %s |" % (
+            r["key"], r["configs"], r["usable"], r["candidates"],
+            "%.4f" % r["predicted_ms"] if r["predicted_ms"] else "- (full search)", r["winner_ms"],
+            "%.2fx" % r["ratio"] if r["ratio"] else "-"))
+    summary = ("%d shapes; %d predicted (the rest fall back to the full search), %d of them (%.0f%%) "
+               "within 10%% of the exhaustive winner, timing %.1f configs on average instead of %.1f"
+               % (len(rows), len(predicted), len(within), 100.0 * len(within) / max(1, len(predicted)),
+                  sum(r["usable"] for r in predicted) / max(1, len(predicted)),
+                  sum(r["configs"] for r in rows) / max(1, len(rows))))
+    text = "\n".join(lines + ["", summary]) + "\n"
+    if args.out_md:
+        with open(args.out_md, "w") as f:
+            f.write(text)
+    print(summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
