@@ -18,7 +18,7 @@ static void spec_of(const conv_problem *p, char *out, size_t size) {
   snprintf(out, size,
            "n=%lld c=%lld h=%lld w=%lld k=%lld r=%lld s=%lld pad_h=%lld pad_w=%lld "
            "stride_h=%lld stride_w=%lld dil_h=%lld dil_w=%lld groups=%lld math=%s epilogue=%s "
-           "layout=%s",
+           "layout=%s dir=%s det=%d op=%s",
            (long long)p->n, (long long)p->c, (long long)p->h, (long long)p->w, (long long)p->k,
            (long long)p->r, (long long)p->s, (long long)p->pad_h, (long long)p->pad_w,
            (long long)p->stride_h, (long long)p->stride_w, (long long)p->dil_h,
@@ -27,7 +27,11 @@ static void spec_of(const conv_problem *p, char *out, size_t size) {
            p->epilogue == CONV_EPILOGUE_BIAS_RELU ? "bias_relu"
            : p->epilogue == CONV_EPILOGUE_BIAS    ? "bias"
                                                    : "none",
-           p->layout == CONV_LAYOUT_NHWC ? "nhwc" : "nchw");
+           p->layout == CONV_LAYOUT_NHWC ? "nhwc" : "nchw",
+           p->direction == CONV_BACKWARD_FILTER ? "bwd_filter"
+           : p->direction == CONV_BACKWARD_DATA ? "bwd_data"
+                                                : "fwd",
+           p->deterministic ? 1 : 0, p->op == CONV_OP_DYNAMIC ? "dynamic" : "conv");
 }
 
 static int same_problem(const conv_problem *a, const conv_problem *b) {
@@ -36,7 +40,7 @@ static int same_problem(const conv_problem *a, const conv_problem *b) {
          a->stride_h == b->stride_h && a->stride_w == b->stride_w && a->dil_h == b->dil_h &&
          a->dil_w == b->dil_w && a->groups == b->groups && a->math == b->math &&
          a->epilogue == b->epilogue && a->dtype == b->dtype && a->layout == b->layout &&
-         a->direction == b->direction;
+         a->direction == b->direction && a->deterministic == b->deterministic && a->op == b->op;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
