@@ -511,22 +511,27 @@ void conv_cache_close(conv_cache *cache) {
 
 /* ---------------------------------------------------------------- writes */
 
+/* Deletes every trial of `key`, inside the caller's transaction. */
+static conv_status delete_tuning(conv_cache *cache, const conv_cache_key *key, conv_error *err) {
+  sqlite3_stmt *st;
+  conv_status s =
+      prepare(cache, "DELETE FROM trials WHERE problem = ?1 AND device = ?2 AND versions = ?3",
+              &st, "cannot delete earlier trials", err);
+  if (s != CONV_OK) return s;
+  if (bind_key(st, 1, key) != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE)
+    s = db_fail(cache, err, "cannot delete earlier trials");
+  finalize(st);
+  return s;
+}
+
 conv_status conv_cache_begin_tuning(conv_cache *cache, const conv_cache_key *key,
                                     conv_error *err) {
   conv_status s = check_key(cache, key, err);
   if (s == CONV_OK) s = check_writable(cache, err);
   if (s != CONV_OK) return s;
   CONV_TRY(s, tx_begin(cache, err), out);
-  sqlite3_stmt *st;
-  CONV_TRY(s,
-           prepare(cache,
-                   "DELETE FROM trials WHERE problem = ?1 AND device = ?2 AND versions = ?3", &st,
-                   "cannot delete earlier trials", err),
-           fail);
-  if (bind_key(st, 1, key) != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE)
-    s = db_fail(cache, err, "cannot delete earlier trials");
-  finalize(st);
-  if (s == CONV_OK) return tx_commit(cache, err);
+  CONV_TRY(s, delete_tuning(cache, key, err), fail);
+  return tx_commit(cache, err);
 fail:
   tx_rollback(cache, err);
 out:
@@ -636,18 +641,7 @@ conv_status conv_cache_replace_tuning(conv_cache *cache, const conv_cache_key *k
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: NULL trials");
   CONV_TRY(s, check_writable(cache, err), out);
   CONV_TRY(s, tx_begin(cache, err), out);
-  sqlite3_stmt *st;
-  CONV_TRY(s,
-           prepare(cache, "DELETE FROM trials WHERE problem = ?1 AND device = ?2 AND versions = ?3",
-                   &st, "cannot delete earlier trials", err),
-           fail);
-  int rc = bind_key(st, 1, key);
-  if (rc == SQLITE_OK) rc = sqlite3_step(st);
-  finalize(st);
-  if (rc != SQLITE_DONE) {
-    s = db_fail(cache, err, "cannot delete earlier trials");
-    goto fail;
-  }
+  CONV_TRY(s, delete_tuning(cache, key, err), fail);
   for (size_t i = 0; i < count; i++) {
     char config[CACHE_CONFIG_TEXT_MAX];
     if (trials[i].algorithm_id == 0 ||

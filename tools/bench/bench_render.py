@@ -396,6 +396,16 @@ def json_safe(value):
     return value
 
 
+def render_saved(json_path: str, out_md: str | None, render, extra: dict | None = None) -> int:
+    """--render: a saved run's JSON (updated with `extra`) drawn again into
+    out_md without a GPU; the exit status, 0."""
+    results = json.loads(Path(json_path).read_text(encoding="utf-8"))
+    results.update(extra or {})
+    if out_md:
+        Path(out_md).write_text(render(results), encoding="utf-8")
+    return 0
+
+
 def save_results(results: dict, out_json: str | None, out_md: str | None, render,
                  write_md=None) -> None:
     """A run's --out-json (results, json_safe) and --out-md (render(results),

@@ -378,10 +378,7 @@ def main(argv: list | None = None) -> int:
     argv = list(sys.argv if argv is None else argv)
     args = parse_args(argv[1:])
     if args.render:
-        results = json.loads(Path(args.render).read_text(encoding="utf-8"))
-        if args.out_md:
-            Path(args.out_md).write_text(render(results), encoding="utf-8")
-        return 0
+        return bench_render.render_saved(args.render, args.out_md, render)
     try:
         shapes, modes = load_rows(args)
     except bench_common.UsageError as e:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime
-import json
 import os
 import sys
 import time
@@ -239,11 +238,7 @@ def main(argv: list | None = None) -> int:
     args = parse_args(argv[1:])
     notes = {"notes_md": Path(args.notes).read_text(encoding="utf-8")} if args.notes else {}
     if args.render:
-        results = json.loads(Path(args.render).read_text(encoding="utf-8"))
-        results.update(notes)
-        if args.out_md:
-            Path(args.out_md).write_text(render(results), encoding="utf-8")
-        return 0
+        return bench_render.render_saved(args.render, args.out_md, render, notes)
     started = time.perf_counter()
     torch, convtune = bench_env.import_or_exit("train.py")
     import torchvision

@@ -1,20 +1,12 @@
 /* share.c -- merge, export and import: tunings copied between cache files
  * through conv_cache_merge (no GPU, no context). */
-#include <errno.h>
 #include <stdio.h>
-#include <string.h>
-#include <sys/stat.h>
 
 #include "tools/cli/cli.h"
 
 /* Copies `from` into `into` and says what it did; EXIT_OK_ or the exit
  * code after saying why. */
 static int copy_tunings(const char *from, const char *into, const char *device) {
-  struct stat st;
-  if (stat(from, &st) != 0) {
-    say("cannot read the cache %s: %s", from, strerror(errno));
-    return EXIT_CACHE;
-  }
   size_t added = 0, replaced = 0, kept = 0;
   char message[1024];
   conv_status s = conv_cache_merge(from, into, device, &added, &replaced, &kept, message,
