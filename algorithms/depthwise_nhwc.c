@@ -4,7 +4,9 @@
  * 3x3 layers in a channels-last model), where cuDNN's NHWC fp32 engines
  * run far from the memory-bandwidth floor.  Kernels in depthwise_nhwc.cu.
  *
- * Config values: {vec, px, tc, tq} (conv_dwnhwc_tiling).
+ * Config values: {vec, px, tc, tq, rows, form} (conv_dwnhwc_tiling).
+ * Version 2: the rolling form, rows as a config value, px 8, unrolled
+ * filter rows, and filters staged with coalesced loads, eight in flight.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,9 +21,46 @@ static bool dw_applicable(const conv_problem *problem, const conv_env *env) {
          problem->groups == problem->c;
 }
 
-/* Configs, most promising first: float4 channels before single ones, more
- * outputs per thread first; for each, a warp's worth of channel groups
- * (or all of them) and then 8, with 256 and 128 threads a block. */
+/* Appends the tilings of one form: for each pixel count, a warp's worth of
+ * channel groups (or all of them) and then 8, 256 and 128 threads a block,
+ * and each band of rows; those that do not plan, or repeat, are left out. */
+static void dw_add_form(const conv_problem *problem, const conv_shape *shape, int form, int vec,
+                        const int *pxs, int n_pxs, const int *band_rows, int n_bands,
+                        conv_config *out, int max, int *n) {
+  const int thread_counts[] = {256, 128};
+  const int64_t groups = (problem->k + vec - 1) / vec;
+  const int tcs[] = {groups < 32 ? (int)groups : 32, 8};
+  for (int i = 0; i < n_pxs; i++) {
+    const int64_t columns = (shape->q + pxs[i] - 1) / pxs[i];
+    for (int c = 0; c < 2; c++) {
+      if (c == 1 && tcs[1] >= tcs[0]) continue;
+      for (int t = 0; t < 2; t++) {
+        int64_t tq = thread_counts[t] / tcs[c];
+        if (tq > columns) tq = columns;
+        for (int b = 0; b < n_bands; b++) {
+          if (band_rows[b] > 1 && band_rows[b] >= shape->p * 2) continue;
+          const conv_dwnhwc_tiling tiling = {vec,       pxs[i], tcs[c], tq < 1 ? 1 : (int)tq,
+                                             band_rows[b], form};
+          conv_dwnhwc_launch launch;
+          if (!conv_dwnhwc_plan(problem, &tiling, &launch, NULL, 0)) continue;
+          const conv_config cfg = {
+              6, {tiling.vec, tiling.px, tiling.tc, tiling.tq, tiling.rows, tiling.form}, 0};
+          bool seen = false;
+          for (int j = 0; j < *n && !seen; j++) seen = conv_config_equal(&out[j], &cfg);
+          if (seen) continue;
+          if (*n == max) return;
+          out[(*n)++] = cfg;
+        }
+      }
+    }
+  }
+}
+
+/* Configs, most promising first: the rolling form where it applies (large
+ * images; taller bands first, which stage fewer extra rows), then the
+ * thread-loads form; float4 channels, single channels only where float4
+ * cannot run; bands of 4, 2 and 1 rows for thread loads (small images want
+ * more, smaller blocks; large ones fewer filter stagings). */
 static conv_status dw_configs(const conv_problem *problem, conv_env *env, conv_config *out,
                               int max, int *count, conv_error *err) {
   if (problem == NULL || out == NULL || count == NULL || max < 0)
@@ -31,32 +70,15 @@ static conv_status dw_configs(const conv_problem *problem, conv_env *env, conv_c
   conv_shape shape;
   if (conv_problem_shape(problem, &shape) != CONV_OK)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "depthwise_nhwc: invalid problem");
-  const int vecs[] = {4, 1}, pxs[] = {4, 2, 1}, thread_counts[] = {256, 128};
+  const bool float4_channels = problem->k == problem->c && problem->c % 4 == 0;
+  const int vec = float4_channels ? 4 : 1;
+  const int rolling_pxs[] = {4, 8, 2}, rolling_bands[] = {16, 8, 4};
+  const int pxs[] = {4, 8, 2, 1}, bands[] = {4, 2, 1};
   int n = 0;
-  for (int v = 0; v < 2; v++) {
-    for (int i = 0; i < 3; i++) {
-      const int64_t groups = (problem->k + vecs[v] - 1) / vecs[v];
-      const int64_t columns = (shape.q + pxs[i] - 1) / pxs[i];
-      const int tcs[] = {groups < 32 ? (int)groups : 32, 8};
-      for (int c = 0; c < 2; c++) {
-        if (c == 1 && tcs[1] >= tcs[0]) continue;
-        for (int t = 0; t < 2; t++) {
-          int64_t tq = thread_counts[t] / tcs[c];
-          if (tq > columns) tq = columns;
-          conv_dwnhwc_tiling tiling = {vecs[v], pxs[i], tcs[c], tq < 1 ? 1 : (int)tq};
-          conv_dwnhwc_launch launch;
-          if (!conv_dwnhwc_plan(problem, &tiling, &launch, NULL, 0)) continue;
-          const conv_config cfg = {4, {tiling.vec, tiling.px, tiling.tc, tiling.tq}, 0};
-          bool seen = false;
-          for (int j = 0; j < n && !seen; j++) seen = conv_config_equal(&out[j], &cfg);
-          if (seen) continue;
-          if (n == max) goto done;
-          out[n++] = cfg;
-        }
-      }
-    }
-  }
-done:
+  if (float4_channels)
+    dw_add_form(problem, &shape, CONV_DWNHWC_ROLLING, vec, rolling_pxs, 3, rolling_bands, 3, out,
+                max, &n);
+  dw_add_form(problem, &shape, CONV_DWNHWC_THREAD_LOADS, vec, pxs, 4, bands, 3, out, max, &n);
   *count = n;
   return CONV_OK;
 }
@@ -70,16 +92,22 @@ static conv_status dw_prepare(const conv_problem *problem, conv_env *env,
   if (!dw_applicable(problem, env))
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "depthwise_nhwc: only fp32 NHWC depthwise forward convolutions");
-  conv_status st = conv_config_check(config, "depthwise_nhwc", 4, 0, 1024, err);
+  conv_status st = conv_config_check(config, "depthwise_nhwc", 6, 0, 1024, err);
   if (st != CONV_OK) return st;
   const conv_dwnhwc_tiling tiling = {(int)config->values[0], (int)config->values[1],
-                                     (int)config->values[2], (int)config->values[3]};
+                                     (int)config->values[2], (int)config->values[3],
+                                     (int)config->values[4], (int)config->values[5]};
   conv_dwnhwc_launch *launch = malloc(sizeof *launch);
   if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "depthwise_nhwc: malloc");
   char why[160];
   if (!conv_dwnhwc_plan(problem, &tiling, launch, why, sizeof why)) {
     free(launch);
     return conv_error_set(err, CONV_UNSUPPORTED, "depthwise_nhwc: %s", why);
+  }
+  st = conv_check_cuda(err, conv_dwnhwc_configure(launch), "depthwise_nhwc: shared memory limit");
+  if (st != CONV_OK) {
+    free(launch);
+    return st;
   }
   out->state = launch;
   out->workspace_bytes = 0;
@@ -97,18 +125,20 @@ static conv_status dw_run(const conv_exec *ex, cudaStream_t stream, conv_error *
 
 static void dw_describe(const conv_config *config, char *text, size_t size) {
   if (text == NULL || size == 0) return;
-  if (config == NULL || config->count != 4) {
+  if (config == NULL || config->count != 6) {
     snprintf(text, size, "invalid config");
     return;
   }
-  snprintf(text, size, "vec=%lld px=%lld threads=%lldx%lld", (long long)config->values[0],
-           (long long)config->values[1], (long long)config->values[2],
-           (long long)config->values[3]);
+  snprintf(text, size, "%svec=%lld px=%lld threads=%lldx%lld rows=%lld",
+           config->values[5] == CONV_DWNHWC_ROLLING ? "rolling " : "",
+           (long long)config->values[0], (long long)config->values[1],
+           (long long)config->values[2], (long long)config->values[3],
+           (long long)config->values[4]);
 }
 
 const conv_algorithm conv_algorithm_depthwise_nhwc = {
     .id = CONV_ALGO_DEPTHWISE_NHWC,
-    .version = 1,
+    .version = 2,
     .name = "depthwise_nhwc",
     .applicable = dw_applicable,
     .configs = dw_configs,

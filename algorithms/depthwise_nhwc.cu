@@ -10,16 +10,18 @@
 
 #include "algorithms/depthwise_nhwc.h"
 #include "algorithms/launch_checks.h"
+#include "algorithms/staging.cuh"
 
 namespace {
 
 constexpr int kMaxThreads = 256;
+constexpr int kMaxRows = 16;
 
 /* The launch's numbers, by value: the kernel never reads host memory. */
 struct dw_params {
   int c, h, w, k, p, q, r, s;
   int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
-  int multiplier, block_channels, rows, epilogue;
+  int multiplier, block_channels, filter_ld, rows, epilogue;
   conv_divisor by_q_tiles, by_p_tiles;
 };
 
@@ -67,15 +69,35 @@ __device__ __forceinline__ dw_place place_thread(const dw_params &prm, int tq) {
   return at;
 }
 
-/* The block's filters, tap-major, zero past the last output channel. */
+/* The block's filters, tap-major with rows of prm.filter_ld floats, zero
+ * past the last output channel.  The block's filters are one contiguous
+ * run of w ([k][taps]), read in order so that the loads coalesce, eight in
+ * flight per thread (a loop that stored each before loading the next
+ * waited a memory latency per value: 49 of them a thread for 128 channels
+ * of 7x7 filters, most of a small image's time); the padded row length
+ * spreads the transposing stores over the banks. */
 __device__ __forceinline__ void stage_filters(const dw_params &prm, const float *__restrict__ w,
                                               float *sw) {
+  constexpr int kBatch = 8;
   const int taps = prm.r * prm.s, count = taps * prm.block_channels;
   const int first = (int)blockIdx.y * prm.block_channels;
+  const int valid = min(prm.block_channels, prm.k - first) * taps;
+  const float *src = w + (size_t)first * taps;
   const int tid = (int)(threadIdx.y * blockDim.x + threadIdx.x), threads = blockDim.x * blockDim.y;
-  for (int i = tid; i < count; i += threads) {
-    const int tap = i / prm.block_channels, kk = i - tap * prm.block_channels;
-    sw[i] = first + kk < prm.k ? w[(first + kk) * taps + tap] : 0.f;
+  for (int i0 = tid; i0 < count; i0 += kBatch * threads) {
+    float v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; j++) {
+      const int i = i0 + j * threads;
+      v[j] = i < valid ? __ldg(src + i) : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; j++) {
+      const int i = i0 + j * threads;
+      if (i >= count) break;
+      const int kk = i / taps, tap = i - kk * taps;
+      sw[tap * prm.filter_ld + kk] = v[j];
+    }
   }
   __syncthreads();
 }
@@ -89,14 +111,16 @@ __device__ __forceinline__ void store_outputs(const dw_params &prm, const dw_pla
     *reinterpret_cast<V *>(out + (size_t)j * prm.k) = epilogue_of(acc[j], bias, prm.epilogue);
 }
 
-/* WINDOW: compile-time filter width S, column stride and PX; each input
- * column of the thread's window is loaded once per filter row. */
-template <typename V, int S, int STRIDE, int PX>
+/* WINDOW: compile-time square filter K x K, column stride and PX; each
+ * input column of the thread's window is loaded once per filter row, and
+ * the filter rows are unrolled so that the next row's loads are in flight
+ * while this row's products are summed. */
+template <typename V, int K, int STRIDE, int PX>
 __global__ static void __launch_bounds__(kMaxThreads)
     dw_window_kernel(const dw_params prm, const float *__restrict__ x,
                      const float *__restrict__ w, const float *__restrict__ bias,
                      float *__restrict__ y, int tq) {
-  constexpr int VEC = sizeof(V) / sizeof(float), SPAN = (PX - 1) * STRIDE + S;
+  constexpr int VEC = sizeof(V) / sizeof(float), SPAN = (PX - 1) * STRIDE + K;
   extern __shared__ float sw[];
   stage_filters(prm, w, sw);
   const dw_place at = place_thread<VEC, PX>(prm, tq);
@@ -104,14 +128,16 @@ __global__ static void __launch_bounds__(kMaxThreads)
   const int in_channel = at.channel / prm.multiplier;
   const int outputs = min(PX, prm.q - at.col0);
   const int first_col = at.col0 * STRIDE - prm.pad_w;
+  const float *ximage = x + (size_t)at.image * prm.h * prm.w * prm.c + in_channel;
   for (int row = at.row0; row < min(at.row0 + prm.rows, prm.p); row++) {
     V acc[PX];
 #pragma unroll
     for (int j = 0; j < PX; j++) acc[j] = zero_of(V());
-    for (int fr = 0; fr < prm.r; fr++) {
+#pragma unroll
+    for (int fr = 0; fr < K; fr++) {
       const int ih = row * prm.stride_h - prm.pad_h + fr * prm.dil_h;
       if (ih < 0 || ih >= prm.h) continue;
-      const float *xrow = x + (size_t)(at.image * prm.h + ih) * prm.w * prm.c + in_channel;
+      const float *xrow = ximage + (size_t)ih * prm.w * prm.c;
       V window[SPAN];
 #pragma unroll
       for (int t = 0; t < SPAN; t++) {
@@ -121,14 +147,97 @@ __global__ static void __launch_bounds__(kMaxThreads)
                         : zero_of(V());
       }
 #pragma unroll
-      for (int fs = 0; fs < S; fs++) {
+      for (int fs = 0; fs < K; fs++) {
         const V tap =
-            *reinterpret_cast<const V *>(sw + (fr * S + fs) * prm.block_channels + at.local_channel);
+            *reinterpret_cast<const V *>(sw + (fr * K + fs) * prm.filter_ld + at.local_channel);
 #pragma unroll
         for (int j = 0; j < PX; j++) acc[j] = fma_of(window[j * STRIDE + fs], tap, acc[j]);
       }
     }
     store_outputs(prm, at, row, acc, outputs, bias == nullptr ? nullptr : bias + at.channel, y);
+  }
+}
+
+/* Starts copying input row `ih` of the block's column tile and channels
+ * into ring slot `slot` ([in_cols][block_channels] floats); rows and
+ * columns outside the image, and channels past the last, are zero-filled. */
+__device__ __forceinline__ void rolling_load_row(const dw_params &prm, const float *ximage,
+                                                 const float *x, int ih, int first_col,
+                                                 int first_channel, int in_cols, float *slot) {
+  const int groups = (int)blockDim.x; /* float4 channel groups a block */
+  const int tid = (int)(threadIdx.y * blockDim.x + threadIdx.x), threads = blockDim.x * blockDim.y;
+  const bool row_inside = ih >= 0 && ih < prm.h;
+  for (int i = tid; i < in_cols * groups; i += threads) {
+    const int col = i / groups, g = i - col * groups;
+    const int iw = first_col + col, ch = first_channel + g * 4;
+    const bool inside = row_inside && iw >= 0 && iw < prm.w && ch < prm.k;
+    const float *src = inside ? ximage + ((size_t)ih * prm.w + iw) * prm.c + ch : x;
+    cp_async16(slot + col * prm.block_channels + g * 4, src, inside ? 16 : 0);
+  }
+}
+
+/* ROLLING: stride 1, no dilation, square K x K, float4 channels.  A block
+ * walks down its band of output rows keeping the K input rows the current
+ * output row needs in a ring of K + 1 shared-memory rows, the extra one
+ * filling (cp.async) with the next row while this one is computed.  Each
+ * input element then comes from L2 once per block, where the other forms
+ * load it once per filter row and output row it serves and rely on L1,
+ * which the windows of a large image's resident blocks overflow. */
+template <int K, int PX>
+__global__ static void __launch_bounds__(kMaxThreads)
+    dw_rolling_kernel(const dw_params prm, const float *__restrict__ x,
+                      const float *__restrict__ w, const float *__restrict__ bias,
+                      float *__restrict__ y, int tq) {
+  constexpr int SPAN = PX + K - 1, SLOTS = K + 1;
+  extern __shared__ __align__(16) float smem[];
+  float *sw = smem;
+  float *ring = smem + K * K * prm.filter_ld;
+  const int in_cols = tq * PX + K - 1, slot_floats = in_cols * prm.block_channels;
+  const dw_place at = place_thread<4, PX>(prm, tq);
+  const int first_col = at.col0 - (int)threadIdx.y * PX - prm.pad_w;
+  const int first_channel = (int)blockIdx.y * prm.block_channels;
+  const float *ximage = x + (size_t)at.image * prm.h * prm.w * prm.c;
+  const int row_end = min(at.row0 + prm.rows, prm.p), ih0 = at.row0 - prm.pad_h;
+  for (int t = 0; t < K; t++)
+    rolling_load_row(prm, ximage, x, ih0 + t, first_col, first_channel, in_cols,
+                     ring + t * slot_floats);
+  cp_async_commit();
+  stage_filters(prm, w, sw);
+  /* No early return: every thread takes part in the loads and barriers. */
+  const bool active = at.channel < prm.k && at.col0 < prm.q;
+  const int outputs = min(PX, prm.q - at.col0);
+  for (int row = at.row0; row < row_end; row++) {
+    const int step = row - at.row0, base = step % SLOTS;
+    if (row + 1 < row_end)
+      rolling_load_row(prm, ximage, x, ih0 + step + K, first_col, first_channel, in_cols,
+                       ring + ((step + K) % SLOTS) * slot_floats);
+    cp_async_commit();
+    cp_async_wait<1>(); /* this row's inputs have landed; the next's may not */
+    __syncthreads();
+    if (active) {
+      float4 acc[PX];
+#pragma unroll
+      for (int j = 0; j < PX; j++) acc[j] = zero_of(float4());
+#pragma unroll
+      for (int fr = 0; fr < K; fr++) {
+        const int slot = base + fr < SLOTS ? base + fr : base + fr - SLOTS;
+        const float *srow = ring + slot * slot_floats +
+                            (int)threadIdx.y * PX * prm.block_channels + at.local_channel;
+        float4 window[SPAN];
+#pragma unroll
+        for (int t = 0; t < SPAN; t++)
+          window[t] = *reinterpret_cast<const float4 *>(srow + t * prm.block_channels);
+#pragma unroll
+        for (int fs = 0; fs < K; fs++) {
+          const float4 tap = *reinterpret_cast<const float4 *>(
+              sw + (fr * K + fs) * prm.filter_ld + at.local_channel);
+#pragma unroll
+          for (int j = 0; j < PX; j++) acc[j] = fma_of(window[j + fs], tap, acc[j]);
+        }
+      }
+      store_outputs(prm, at, row, acc, outputs, bias == nullptr ? nullptr : bias + at.channel, y);
+    }
+    __syncthreads(); /* before the next step's load reuses this step's first slot */
   }
 }
 
@@ -154,7 +263,7 @@ __global__ static void __launch_bounds__(kMaxThreads)
       if (ih < 0 || ih >= prm.h) continue;
       const float *xrow = x + (size_t)(at.image * prm.h + ih) * prm.w * prm.c + in_channel;
       for (int fs = 0; fs < prm.s; fs++) {
-        const V tap = *reinterpret_cast<const V *>(sw + (fr * prm.s + fs) * prm.block_channels +
+        const V tap = *reinterpret_cast<const V *>(sw + (fr * prm.s + fs) * prm.filter_ld +
                                                    at.local_channel);
 #pragma unroll
         for (int j = 0; j < PX; j++) {
@@ -173,44 +282,58 @@ typedef void (*dw_kernel_fn)(const dw_params, const float *, const float *, cons
                              float *, int);
 
 struct dw_instance {
-  int s, stride, px, vec; /* s == 0: the generic kernel */
+  int form, s, stride, px, vec; /* window and rolling: s x s; generic: s = 0 */
   dw_kernel_fn kernel;
 };
 
+#define W CONV_DWNHWC_THREAD_LOADS
 #define DW_WINDOWS(S, ST)                                                                \
-  {S, ST, 1, 4, dw_window_kernel<float4, S, ST, 1>},                                    \
-      {S, ST, 2, 4, dw_window_kernel<float4, S, ST, 2>},                                \
-      {S, ST, 4, 4, dw_window_kernel<float4, S, ST, 4>},                                \
-      {S, ST, 1, 1, dw_window_kernel<float, S, ST, 1>},                                 \
-      {S, ST, 2, 1, dw_window_kernel<float, S, ST, 2>},                                 \
-      {S, ST, 4, 1, dw_window_kernel<float, S, ST, 4>}
+  {W, S, ST, 1, 4, dw_window_kernel<float4, S, ST, 1>},                                 \
+      {W, S, ST, 2, 4, dw_window_kernel<float4, S, ST, 2>},                             \
+      {W, S, ST, 4, 4, dw_window_kernel<float4, S, ST, 4>},                             \
+      {W, S, ST, 8, 4, dw_window_kernel<float4, S, ST, 8>},                             \
+      {W, S, ST, 1, 1, dw_window_kernel<float, S, ST, 1>},                              \
+      {W, S, ST, 2, 1, dw_window_kernel<float, S, ST, 2>},                              \
+      {W, S, ST, 4, 1, dw_window_kernel<float, S, ST, 4>},                              \
+      {W, S, ST, 8, 1, dw_window_kernel<float, S, ST, 8>}
+#define R CONV_DWNHWC_ROLLING
+#define DW_ROLLING(S)                                                                    \
+  {R, S, 1, 2, 4, dw_rolling_kernel<S, 2>}, {R, S, 1, 4, 4, dw_rolling_kernel<S, 4>},    \
+      {R, S, 1, 8, 4, dw_rolling_kernel<S, 8>}
 
 const dw_instance kInstances[] = {
     DW_WINDOWS(3, 1), DW_WINDOWS(3, 2), DW_WINDOWS(5, 1),
     DW_WINDOWS(5, 2), DW_WINDOWS(7, 1), DW_WINDOWS(7, 2),
-    {0, 0, 1, 4, dw_generic_kernel<float4, 1>}, {0, 0, 2, 4, dw_generic_kernel<float4, 2>},
-    {0, 0, 4, 4, dw_generic_kernel<float4, 4>}, {0, 0, 1, 1, dw_generic_kernel<float, 1>},
-    {0, 0, 2, 1, dw_generic_kernel<float, 2>},  {0, 0, 4, 1, dw_generic_kernel<float, 4>},
+    DW_ROLLING(3),    DW_ROLLING(5),    DW_ROLLING(7),
+    {W, 0, 0, 1, 4, dw_generic_kernel<float4, 1>}, {W, 0, 0, 2, 4, dw_generic_kernel<float4, 2>},
+    {W, 0, 0, 4, 4, dw_generic_kernel<float4, 4>}, {W, 0, 0, 8, 4, dw_generic_kernel<float4, 8>},
+    {W, 0, 0, 1, 1, dw_generic_kernel<float, 1>},  {W, 0, 0, 2, 1, dw_generic_kernel<float, 2>},
+    {W, 0, 0, 4, 1, dw_generic_kernel<float, 4>},  {W, 0, 0, 8, 1, dw_generic_kernel<float, 8>},
 };
 #undef DW_WINDOWS
+#undef DW_ROLLING
+#undef W
+#undef R
 
-dw_kernel_fn find_kernel(int s, int stride, int px, int vec) {
+dw_kernel_fn find_kernel(int form, int s, int stride, int px, int vec) {
   for (const dw_instance &in : kInstances)
-    if (in.s == s && in.stride == stride && in.px == px && in.vec == vec) return in.kernel;
+    if (in.form == form && in.s == s && in.stride == stride && in.px == px && in.vec == vec)
+      return in.kernel;
   return nullptr;
 }
 
 }  // namespace
 
-/* Rows per block: a band of output rows shares the staged filters. */
-static int rows_per_block(const conv_problem *pb) { return pb->h >= 16 ? 4 : 1; }
-
 extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tiling *t,
                                  conv_dwnhwc_launch *L, char *why, size_t why_size) {
   if (pb->layout != CONV_LAYOUT_NHWC || pb->groups != pb->c)
     CONV_REJECT("not an NHWC depthwise problem");
+  if (t->form != CONV_DWNHWC_THREAD_LOADS && t->form != CONV_DWNHWC_ROLLING)
+    CONV_REJECT("form %d: not %d or %d", t->form, CONV_DWNHWC_THREAD_LOADS, CONV_DWNHWC_ROLLING);
   if (t->vec != 1 && t->vec != 4) CONV_REJECT("vec %d: not 1 or 4", t->vec);
-  if (t->px != 1 && t->px != 2 && t->px != 4) CONV_REJECT("px %d: not 1, 2 or 4", t->px);
+  if (t->px != 1 && t->px != 2 && t->px != 4 && t->px != 8)
+    CONV_REJECT("px %d: not 1, 2, 4 or 8", t->px);
+  if (t->rows < 1 || t->rows > kMaxRows) CONV_REJECT("rows %d: not in [1, %d]", t->rows, kMaxRows);
   if (t->tc < 1 || t->tq < 1 || t->tc * t->tq > kMaxThreads)
     CONV_REJECT("%d x %d threads: not in [1, %d]", t->tc, t->tq, kMaxThreads);
   const int64_t multiplier = pb->k / pb->c;
@@ -224,12 +347,16 @@ extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tilin
   for (int64_t d : dims)
     if (!conv_fits_int(d)) CONV_REJECT("a size past 32-bit indexing");
 
-  const bool window = (pb->s == 3 || pb->s == 5 || pb->s == 7) && pb->dil_w == 1 &&
-                      (pb->stride_w == 1 || pb->stride_w == 2);
+  const bool square = (pb->s == 3 || pb->s == 5 || pb->s == 7) && pb->r == pb->s;
+  const bool window = square && pb->dil_w == 1 && (pb->stride_w == 1 || pb->stride_w == 2);
+  const bool rolling = t->form == CONV_DWNHWC_ROLLING;
+  if (rolling && !(square && pb->stride_h == 1 && pb->stride_w == 1 && pb->dil_h == 1 &&
+                   pb->dil_w == 1 && t->vec == 4))
+    CONV_REJECT("the rolling form takes square 3, 5 or 7 filters, stride 1, no dilation, vec 4");
   conv_dwnhwc_launch l = {};
   l.tiling = *t;
-  l.kernel = (const void *)find_kernel(window ? (int)pb->s : 0, window ? (int)pb->stride_w : 0,
-                                       t->px, t->vec);
+  l.kernel = (const void *)find_kernel(t->form, window ? (int)pb->s : 0,
+                                       window ? (int)pb->stride_w : 0, t->px, t->vec);
   if (l.kernel == NULL) CONV_REJECT("no kernel compiled for this filter and tiling");
   l.n = (int)pb->n, l.c = (int)pb->c, l.h = (int)pb->h, l.w = (int)pb->w, l.k = (int)pb->k;
   l.p = (int)p, l.q = (int)q, l.r = (int)pb->r, l.s = (int)pb->s;
@@ -240,7 +367,7 @@ extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tilin
   l.epilogue = (int)pb->epilogue;
   l.block_channels = t->tc * t->vec;
   l.q_tiles = (int)((q + (int64_t)t->tq * t->px - 1) / ((int64_t)t->tq * t->px));
-  l.rows = rows_per_block(pb);
+  l.rows = t->rows;
   const int64_t p_tiles = (p + l.rows - 1) / l.rows;
   const int64_t blocks_x = pb->n * p_tiles * l.q_tiles;
   const int64_t blocks_y = (pb->k + l.block_channels - 1) / l.block_channels;
@@ -249,10 +376,25 @@ extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tilin
   l.by_p = conv_divisor_make((int)p_tiles);
   l.grid[0] = (unsigned)blocks_x;
   l.grid[1] = (unsigned)blocks_y;
-  l.smem_bytes = (size_t)l.block_channels * (size_t)(pb->r * pb->s) * sizeof(float);
-  if (l.smem_bytes > (48u << 10)) CONV_REJECT("filters of %zu bytes: past 48 KiB", l.smem_bytes);
+  l.filter_ld = l.block_channels + 4; /* keeps float4 rows aligned */
+  l.smem_bytes = (size_t)l.filter_ld * (size_t)(pb->r * pb->s) * sizeof(float);
+  if (rolling) /* and the ring of r + 1 input rows of the block's column tile */
+    l.smem_bytes += (size_t)(pb->r + 1) * (size_t)(t->tq * t->px + pb->s - 1) *
+                    (size_t)l.block_channels * sizeof(float);
+  const size_t smem_max = rolling ? CONV_DWNHWC_SMEM_MAX : (48u << 10);
+  if (l.smem_bytes > smem_max)
+    CONV_REJECT("%zu bytes of shared memory: past %zu", l.smem_bytes, smem_max);
   *L = l;
   return true;
+}
+
+extern "C" cudaError_t conv_dwnhwc_configure(const conv_dwnhwc_launch *L) {
+  if (L == NULL || L->kernel == NULL) return cudaErrorInvalidValue;
+  if (L->tiling.form != CONV_DWNHWC_ROLLING) return cudaSuccess; /* within 48 KiB */
+  /* Always the same value, never this plan's own need: the attribute
+   * belongs to the kernel, which other plans share. */
+  return cudaFuncSetAttribute(L->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              (int)CONV_DWNHWC_SMEM_MAX);
 }
 
 extern "C" cudaError_t conv_dwnhwc_forward(const conv_dwnhwc_launch *L, const float *x,
@@ -265,6 +407,7 @@ extern "C" cudaError_t conv_dwnhwc_forward(const conv_dwnhwc_launch *L, const fl
   prm.stride_h = L->stride_h, prm.stride_w = L->stride_w;
   prm.pad_h = L->pad_h, prm.pad_w = L->pad_w, prm.dil_h = L->dil_h, prm.dil_w = L->dil_w;
   prm.multiplier = L->multiplier, prm.block_channels = L->block_channels;
+  prm.filter_ld = L->filter_ld;
   prm.rows = L->rows;
   prm.epilogue = L->epilogue;
   prm.by_q_tiles = L->by_q_tiles, prm.by_p_tiles = L->by_p;

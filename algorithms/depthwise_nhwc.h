@@ -10,12 +10,19 @@
  * output pixels of a row.  The block's filters are staged once in shared
  * memory, tap-major, so that the vec channels of a tap are one load.
  *
- * Two kernel forms:
- *   WINDOW   square 3x3, 5x5 and 7x7 filters, stride 1 or 2, no column
- *            dilation: filter width, stride and px are compile-time, and a
- *            thread loads each input column of its px outputs' window once
- *            per filter row.
- *   GENERIC  any filter, stride and dilation; one load per tap and output.
+ * Kernel forms:
+ *   thread loads (CONV_DWNHWC_THREAD_LOADS): each thread loads its own
+ *   inputs from global memory (through L1), in one of two kernels:
+ *     WINDOW   square 3x3, 5x5 and 7x7 filters, stride 1 or 2, no column
+ *              dilation: filter size, stride and px are compile-time, the
+ *              filter rows unrolled, and a thread loads each input column
+ *              of its px outputs' window once per filter row;
+ *     GENERIC  any filter, stride and dilation; one load per tap and output.
+ *   ROLLING (CONV_DWNHWC_ROLLING): square 3x3, 5x5 and 7x7, stride 1, no
+ *            dilation, float4 channels: a block walks down its band of
+ *            output rows with the input rows they need in a shared-memory
+ *            ring, the next row arriving by cp.async while this one is
+ *            computed, so that each input element leaves L2 once a block.
  *
  * Multiplier (K = m * C): output channel k reads input channel k / m; only
  * m = 1 takes vec = 4.
@@ -36,11 +43,20 @@
 extern "C" {
 #endif
 
+enum { CONV_DWNHWC_THREAD_LOADS = 0, CONV_DWNHWC_ROLLING = 1 };
+
+/* The rolling form's shared-memory cap (opted into per kernel). */
+#define CONV_DWNHWC_SMEM_MAX ((size_t)96 << 10)
+
 /* A candidate config: how one launch is cut up. */
 typedef struct conv_dwnhwc_tiling {
   int vec;    /* channels per thread: 4 (float4) or 1                  */
-  int px;     /* consecutive output pixels of a row per thread: 1, 2, 4 */
-  int tc, tq; /* threads per block along channel groups and pixels     */
+  int px;     /* consecutive output pixels of a row per thread: 1, 2, 4, 8 */
+  int tc, tq; /* threads per block along channel groups and pixels        */
+  int rows;   /* output rows a block covers, one after another: 1 to 16;
+               * more rows share one staging of the filters, fewer make
+               * more blocks                                             */
+  int form;   /* CONV_DWNHWC_THREAD_LOADS or CONV_DWNHWC_ROLLING         */
 } conv_dwnhwc_tiling;
 
 /* Everything a launch needs, derived once by conv_dwnhwc_plan(). */
@@ -52,11 +68,12 @@ typedef struct conv_dwnhwc_launch {
   int multiplier;     /* k / c */
   int epilogue;       /* conv_epilogue */
   int block_channels; /* tc * vec: output channels a block covers */
+  int filter_ld;      /* floats per tap row of the staged filters      */
   int rows;           /* output rows a block covers, one after another */
   int q_tiles;        /* blocks along a row: q / (tq * px), rounded up */
   conv_divisor by_q_tiles, by_p;
   unsigned grid[2];   /* n * p * q_tiles, channel blocks */
-  size_t smem_bytes;  /* the block's filters */
+  size_t smem_bytes;  /* the block's filters (and rolling: input rows) */
 } conv_dwnhwc_launch;
 
 /* Checks `tiling` against a valid fp32 NHWC forward depthwise `problem` and
@@ -66,6 +83,10 @@ typedef struct conv_dwnhwc_launch {
  * memory, a grid too large). */
 bool conv_dwnhwc_plan(const conv_problem *problem, const conv_dwnhwc_tiling *tiling,
                       conv_dwnhwc_launch *launch /* OUT */, char *why, size_t why_size);
+
+/* Lets the launch's kernel use the shared memory its form may need; call
+ * once on the device before conv_dwnhwc_forward (prepare does). */
+cudaError_t conv_dwnhwc_configure(const conv_dwnhwc_launch *launch);
 
 /* y = depthwise conv(x, w) with the problem's epilogue, on `stream`. */
 cudaError_t conv_dwnhwc_forward(const conv_dwnhwc_launch *launch, const float *x, const float *w,

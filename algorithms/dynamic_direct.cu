@@ -3,6 +3,7 @@
  */
 #include "algorithms/dynamic_direct.h"
 #include "algorithms/launch_checks.h"
+#include "algorithms/staging.cuh"
 
 #include <stdio.h>
 
@@ -38,16 +39,6 @@ __device__ __forceinline__ block_place place_of_block(const conv_dyn_direct_laun
 /* Channels staged a step: independent sums for the FMA pipes, and half
  * the barriers. */
 const int kStepChannels = 2;
-
-__device__ __forceinline__ void cp_async4(float *dst, const float *src, int src_bytes) {
-  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 /* Where a block's tiles come from: planes of `height` x `width` floats
  * (x, or dy for backward-data), channel c's at src + (b*C + c) * plane, and

@@ -26,6 +26,16 @@ extern "C" {
 cudaError_t conv_im2col(const conv_problem *problem, const float *x, int64_t n0, int64_t images,
                         int64_t group, float *col, cudaStream_t stream);
 
+/* The channels-last form, for the gemm_nhwc candidate: for images
+ * [n0, n0 + images) of the NHWC input x (the whole tensor), one row per
+ * output pixel, its window in the KRSC filter's (r, s, c) order:
+ *   col[(img*p + oh)*q + ow][(ri*s + si)*c + ci] = x[n0+img][ih][iw][ci]
+ * with ih, iw as above and 0 in the padding.  Whole channel runs are
+ * copied, as float4s where c allows.  groups must be 1 and the col buffer
+ * fewer than 2^31 floats.  Enqueues on `stream`. */
+cudaError_t conv_im2col_nhwc(const conv_problem *problem, const float *x, int64_t n0,
+                             int64_t images, float *col, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

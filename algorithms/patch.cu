@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(max_threads(PT * G::W * KT)) fma_kernel(Args a
       fma_stage<G>(a, stage + ((step + 1) & 1) * buffer_floats, next.group * kWarp,
                    next.chunk * a.chunk);
     cp_async_commit();
-    cp_async_wait_previous();
+    cp_async_wait<1>();
     __syncthreads();
     if (now.chunk == 0) {
 #pragma unroll

@@ -43,16 +43,6 @@ struct Args {
   conv_divisor by_image_float4s; /* FMA staging: float4s of one image chunk */
 };
 
-__device__ __forceinline__ void cp_async16(float *dst, const float *src, int src_bytes) {
-  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
-               "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_previous() {
-  asm volatile("cp.async.wait_group 1;\n" ::);
-}
-
 /* A block's walk: steps over (image group, chunk of channels), chunks
  * innermost, groups blockIdx.x, + gridDim.x, ...; counters rather than
  * divisions, which would cost more than a step's bookkeeping. */
@@ -183,7 +173,7 @@ __device__ float *mma_step_inputs(const Args &a, float *stage, int buffer_floats
     mma_stage<G>(a, stage + ((step + 1) & 1) * buffer_floats, next.group * a.images_per_block,
                  next.chunk * kMmaChunk);
   cp_async_commit();
-  cp_async_wait_previous();
+  cp_async_wait<1>();
   float *const buf = stage + (step & 1) * buffer_floats;
   mma_round_staged<G>(a, buf);
   __syncthreads();

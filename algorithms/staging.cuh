@@ -27,4 +27,24 @@ __device__ __forceinline__ void load_batched(int count, Load load, Store store) 
   }
 }
 
+/* cp.async: global to shared memory without a trip through registers, so
+ * a block can compute on one buffer while the next one fills.  The
+ * src_bytes form copies that many bytes and zero-fills the rest (0: the
+ * padding, with `src` any valid address). */
+__device__ __forceinline__ void cp_async4(float *dst, const float *src, int src_bytes) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async16(float *dst, const float *src, int src_bytes) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+/* Waits until at most N of this thread's committed groups are in flight. */
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
 #endif /* CONVTUNE_STAGING_CUH */

@@ -107,16 +107,23 @@ static int nhwc_problems(void) {
   dense.layout = CONV_LAYOUT_NHWC;
 
   /* cuDNN takes every NHWC problem, depthwise_nhwc the depthwise ones,
-   * the NCHW families none. */
+   * gemm_nhwc the dense ones, the NCHW families none. */
   int count;
   const conv_algorithm *const *algos = conv_registry(&count);
   for (int i = 0; i < count; i++) {
     const bool cudnn = algos[i]->id == CONV_ALGO_CUDNN;
     const bool depthwise = cudnn || algos[i]->id == CONV_ALGO_DEPTHWISE_NHWC;
+    const bool dense_family = cudnn || algos[i]->id == CONV_ALGO_GEMM_NHWC;
     CHECK_MSG(algos[i]->applicable(&p, NULL) == depthwise, "%s on NHWC depthwise", algos[i]->name);
     CHECK_MSG(algos[i]->applicable(&grouped, NULL) == cudnn, "%s on NHWC grouped", algos[i]->name);
-    CHECK_MSG(algos[i]->applicable(&dense, NULL) == cudnn, "%s on NHWC dense", algos[i]->name);
+    CHECK_MSG(algos[i]->applicable(&dense, NULL) == dense_family, "%s on NHWC dense",
+              algos[i]->name);
   }
+  const conv_algorithm *gemm = conv_registry_find(CONV_ALGO_GEMM_NHWC);
+  CHECK(gemm != NULL && strcmp(gemm->name, "gemm_nhwc") == 0);
+  conv_problem backward = dense;
+  backward.direction = CONV_BACKWARD_DATA;
+  CHECK(!gemm->applicable(&backward, NULL));
   conv_env env;
   memset(&env, 0, sizeof env);
   conv_config configs[64];
@@ -125,21 +132,41 @@ static int nhwc_problems(void) {
   CHECK(dw != NULL && strcmp(dw->name, "depthwise_nhwc") == 0);
   CHECK_STATUS(CONV_OK, dw->configs(&p, &env, configs, 64, &n, NULL));
   CHECK(n > 0 && configs[0].values[0] == 4); /* float4 channels first */
+  int rolling = 0;
   for (int i = 0; i < n; i++) {
+    CHECK(configs[i].count == 6);
     conv_dwnhwc_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1],
-                            (int)configs[i].values[2], (int)configs[i].values[3]};
+                            (int)configs[i].values[2], (int)configs[i].values[3],
+                            (int)configs[i].values[4], (int)configs[i].values[5]};
+    rolling += t.form == CONV_DWNHWC_ROLLING;
     conv_dwnhwc_launch l;
     CHECK(conv_dwnhwc_plan(&p, &t, &l, NULL, 0) && l.kernel != NULL);
     /* The grid covers every output once: bands of rows x tiles of columns. */
     CHECK((int64_t)l.grid[1] * l.block_channels >= p.k);
     CHECK((int64_t)l.q_tiles * t.tq * t.px >= l.q);
+    CHECK((int64_t)l.grid[0] * t.rows >= p.n * l.p * l.q_tiles);
+    CHECK(l.filter_ld % 4 == 0 && l.filter_ld >= l.block_channels);
   }
+  /* The 3x3 stride-1 problem takes the rolling form, and lists it first. */
+  CHECK(rolling > 0 && configs[0].values[5] == CONV_DWNHWC_ROLLING);
   /* 6 channels cannot be float4s: every config is single-channel. */
   conv_problem six = p;
   six.c = six.k = six.groups = 6;
   CHECK_STATUS(CONV_OK, dw->configs(&six, &env, configs, 64, &n, NULL));
   CHECK(n > 0);
   for (int i = 0; i < n; i++) CHECK(configs[i].values[0] == 1);
+  /* Tilings that cannot run are refused with a reason. */
+  char why[160];
+  conv_dwnhwc_launch refused;
+  const conv_dwnhwc_tiling no_rows = {4, 4, 8, 8, 0, 0}, wide = {4, 3, 8, 8, 1, 0};
+  CHECK(!conv_dwnhwc_plan(&p, &no_rows, &refused, why, sizeof why) && strstr(why, "rows") != NULL);
+  CHECK(!conv_dwnhwc_plan(&p, &wide, &refused, why, sizeof why) && strstr(why, "px") != NULL);
+  conv_problem strided = p;
+  strided.stride_h = strided.stride_w = 2;
+  const conv_dwnhwc_tiling rolling_tiling = {4, 4, 8, 8, 4, CONV_DWNHWC_ROLLING};
+  CHECK(conv_dwnhwc_plan(&p, &rolling_tiling, &refused, why, sizeof why));
+  CHECK(!conv_dwnhwc_plan(&strided, &rolling_tiling, &refused, why, sizeof why) &&
+        strstr(why, "rolling") != NULL);
   /* The NCHW depthwise problem is not this family's. */
   conv_problem nchw = depthwise_problem();
   CHECK(!dw->applicable(&nchw, &env));

@@ -80,12 +80,19 @@ static int every_candidate_matches_reference(void) {
   void *scratch;
   CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
   /* Shapes 0-3 already cover strict and TF32, random, channels-last
-   * depthwise and plain shapes and a batch of patches: every family; shape
-   * 5 is channels-last of any kind (dense and grouped too). */
+   * depthwise and plain shapes and a batch of patches: every family but
+   * gemm_nhwc; shape 5 is channels-last of any kind (dense and grouped
+   * too), shape 9 channels-last and dense (gemm_nhwc). */
   for (int i = 0; i < (quick_mode() ? 4 : 16); i++) {
     conv_problem p = random_problem(i % 2 ? CONV_MATH_TF32 : CONV_MATH_STRICT);
     if (i % 8 == 1) p = random_nhwc_depthwise_problem(CONV_MATH_TF32); /* cudnn, depthwise_nhwc */
     if (i % 16 == 5) p = random_nhwc_problem(CONV_MATH_TF32);
+    if (i % 16 == 9) { /* cudnn, gemm_nhwc */
+      p = random_problem(CONV_MATH_STRICT);
+      p.c /= p.groups, p.k /= p.groups, p.groups = 1;
+      p.layout = CONV_LAYOUT_NHWC;
+      CHECK(conv_problem_validate(&p, NULL, 0) == CONV_OK);
+    }
     if (i % 4 >= 2) { /* a plain convolution, which every family (fft too) takes */
       p.stride_h = p.stride_w = p.dil_h = p.dil_w = 1;
       p.c /= p.groups, p.k /= p.groups, p.groups = 1;
@@ -104,10 +111,13 @@ static int every_candidate_matches_reference(void) {
            "%d not supported for their shape\n",
            algos[a]->name, counts[a].ran, counts[a].wrong_caught, counts[a].unsupported);
     /* The backward families take no forward problem (test_backward runs
-     * them), the dynamic ones no convolution (test_dynamic runs them). */
+     * them), the dynamic ones no convolution (test_dynamic runs them);
+     * the quick run's four shapes have no dense channels-last one
+     * (nhwc_dense_matches_reference runs gemm_nhwc). */
     const uint32_t id = algos[a]->id;
     const bool elsewhere = id == CONV_ALGO_FILTER_REDUCE || id == CONV_ALGO_DATA_GATHER ||
-                           id == CONV_ALGO_DYNAMIC_DIRECT || id == CONV_ALGO_DYNAMIC_UNFOLD_GEMM;
+                           id == CONV_ALGO_DYNAMIC_DIRECT || id == CONV_ALGO_DYNAMIC_UNFOLD_GEMM ||
+                           (id == CONV_ALGO_GEMM_NHWC && quick_mode());
     CHECK_MSG(counts[a].ran > 0 || elsewhere, "%s ran no config", algos[a]->name);
   }
   cudaFree(scratch);
@@ -352,24 +362,35 @@ static int check_splits(conv_env *env, const conv_problem *p, const char *name) 
 
 static bool is_window_kernel(const void *state) {
   const conv_dwnhwc_launch *l = state;
-  return (l->s == 3 || l->s == 5 || l->s == 7) && l->dil_w == 1 && l->stride_w <= 2;
+  return l->tiling.form == CONV_DWNHWC_THREAD_LOADS && (l->s == 3 || l->s == 5 || l->s == 7) &&
+         l->r == l->s && l->dil_w == 1 && l->stride_w <= 2;
 }
 
-/* Both window and generic kernels ran where the filter takes the window
+static bool is_rolling(const void *state) {
+  return ((const conv_dwnhwc_launch *)state)->tiling.form == CONV_DWNHWC_ROLLING;
+}
+
+/* Window, rolling and generic kernels ran where the filter takes their
  * form, and float4 configs where the channels allow them. */
 static int check_nhwc_kernels(conv_env *env, const conv_problem *p, const char *name) {
   const int windows = prepared_configs(env, &conv_algorithm_depthwise_nhwc, p, is_window_kernel);
-  const bool takes_window = (p->s == 3 || p->s == 5 || p->s == 7) && p->dil_w == 1 &&
-                            p->stride_w <= 2;
-  printf("%s: %d window-form configs\n", name, windows);
+  const int rolling = prepared_configs(env, &conv_algorithm_depthwise_nhwc, p, is_rolling);
+  const bool square = (p->s == 3 || p->s == 5 || p->s == 7) && p->r == p->s;
+  const bool takes_window = square && p->dil_w == 1 && p->stride_w <= 2;
+  const bool takes_rolling = square && p->stride_h == 1 && p->stride_w == 1 && p->dil_h == 1 &&
+                             p->dil_w == 1 && p->k == p->c && p->c % 4 == 0;
+  printf("%s: %d window-form configs, %d rolling\n", name, windows, rolling);
   CHECK_MSG(takes_window == (windows > 0), "window configs %s on %s", windows ? "ran" : "did not run",
             name);
+  CHECK_MSG(takes_rolling == (rolling > 0), "rolling configs %s on %s",
+            rolling ? "ran" : "did not run", name);
   return TEST_PASS;
 }
 
 /* Channels-last depthwise problems through cuDNN and depthwise_nhwc: the
  * ConvNeXt and MobileNet shapes, every filter form (window 3/5/7 with
- * stride 1 and 2, generic for other sizes, dilation and strides), channels
+ * stride 1 and 2, rolling at stride 1 over several bands of rows and
+ * column tiles, generic for other sizes, dilation and strides), channels
  * that float4 cannot take (6, multiplier 2), partial channel blocks and
  * row bands, every epilogue, both math modes. */
 static int nhwc_depthwise_matches_reference(void) {
@@ -387,6 +408,8 @@ static int nhwc_depthwise_matches_reference(void) {
       direct_problem(2, 8, 13, 12, 16, 3, 3, 1, 1, 1, 8, RELU, S),    /* multiplier 2 */
       direct_problem(1, 12, 16, 16, 12, 4, 2, 3, 0, 1, 12, NONE, T),  /* 4x2 stride 3 */
       direct_problem(3, 5, 7, 9, 5, 7, 7, 1, 3, 1, 5, BIAS, S),       /* 5 channels, 7x7 */
+      direct_problem(2, 132, 37, 29, 132, 3, 3, 1, 1, 1, 132, RELU, S), /* rolling: bands */
+      direct_problem(1, 64, 40, 61, 64, 7, 7, 1, 3, 1, 64, BIAS, T),  /* rolling: column tiles */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) cases[i].layout = CONV_LAYOUT_NHWC;
   family_count count;
@@ -399,10 +422,12 @@ static int nhwc_depthwise_matches_reference(void) {
   return run_family_on_cases(&conv_algorithm_cudnn, cases, 3, NULL, &count);
 }
 
-/* Channels-last dense and grouped problems, which cuDNN runs (KRSC
- * filters): ConvNeXt's 2x2 stride-2 downsampling, a 3x3, a 1x1, a grouped
- * 3x3 and a strided one, every epilogue, both math modes.  cuDNN must take
- * each of them with at least one engine. */
+/* Channels-last dense and grouped problems (KRSC filters) through cuDNN
+ * and, for one group, gemm_nhwc: ConvNeXt's 2x2 stride-2 downsampling and
+ * 4x4 stride-4 stem (3 channels: no float4 gather), a 3x3, a 1x1 (read in
+ * place), a grouped 3x3, strided and dilated ones, a batch of 5 (a partial
+ * last chunk of images), every epilogue, both math modes.  Each family
+ * must take each of its problems with at least one config. */
 static int nhwc_dense_matches_reference(void) {
   SKIP_WITHOUT_GPU();
   seed_rng();
@@ -413,6 +438,9 @@ static int nhwc_dense_matches_reference(void) {
       direct_problem(3, 64, 7, 9, 40, 1, 1, 1, 0, 1, 1, CONV_EPILOGUE_NONE, S),
       direct_problem(2, 64, 12, 12, 64, 3, 3, 1, 1, 1, 4, CONV_EPILOGUE_BIAS, T), /* 16 per group */
       direct_problem(1, 24, 20, 19, 36, 3, 3, 2, 1, 1, 1, CONV_EPILOGUE_NONE, T),
+      direct_problem(2, 3, 32, 36, 96, 4, 4, 4, 0, 1, 1, CONV_EPILOGUE_BIAS, S), /* stem */
+      direct_problem(5, 20, 11, 13, 24, 3, 3, 1, 2, 2, 1, CONV_EPILOGUE_BIAS_RELU, S),
+      direct_problem(5, 40, 9, 9, 36, 1, 1, 1, 0, 1, 1, CONV_EPILOGUE_BIAS_RELU, T),
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     cases[i].layout = CONV_LAYOUT_NHWC;
@@ -420,6 +448,11 @@ static int nhwc_dense_matches_reference(void) {
     if (run_family_on_cases(&conv_algorithm_cudnn, &cases[i], 1, NULL, &count) != TEST_PASS)
       return TEST_FAIL;
     CHECK_MSG(count.ran > 0, "case %zu: no cuDNN engine ran the NHWC problem", i);
+    if (cases[i].groups != 1) continue;
+    if (run_family_on_cases(&conv_algorithm_gemm_nhwc, &cases[i], 1, NULL, &count) != TEST_PASS)
+      return TEST_FAIL;
+    CHECK_MSG(count.ran > 0 && count.wrong_caught == 0, "case %zu: gemm_nhwc ran %d configs", i,
+              count.ran);
   }
   return TEST_PASS;
 }
