@@ -4,19 +4,22 @@
  * back; db.h is what these files share.
  *
  * Schema (version CONV_CACHE_SCHEMA_VERSION):
- *   meta(key TEXT PRIMARY KEY, value TEXT)   -- 'schema_version' -> "2"
+ *   meta(key TEXT PRIMARY KEY, value TEXT)   -- 'schema_version' -> "3"
  *   trials(id, problem, device, versions, algorithm_id, algorithm, config,
  *          config_text, status, status_name, reason, time_ms, rel_error,
  *          workspace_bytes, heuristic_pick, winner, tuned_at, deterministic)
  *   index trials_key on trials(problem, device, versions)
+ *   pending(problem, device, versions, reason, recorded_at)
+ *          primary key (problem, device, versions)   -- see pending.c
  * time_ms and rel_error are NULL when not timed / not validated (< 0 in a
- * conv_trial), deterministic when not known (-1).  tuned_at is UTC
- * ISO-8601 ("2025-01-31T12:00:00Z").
+ * conv_trial), deterministic when not known (-1).  tuned_at and
+ * recorded_at are UTC ISO-8601 ("2025-01-31T12:00:00Z").
  *
- * Version 1 lacked `deterministic`.  A writable open of a version-1 file
- * adds the column (NULL in every old row) and stamps version 2 in one
- * transaction; a read-only open reads the file as it is, every trial's
- * determinism unknown.
+ * Version 1 lacked `deterministic`, versions 1 and 2 the pending table.  A
+ * writable open of an older file adds what it lacks (the column NULL in
+ * every old row, the table empty) and stamps version 3 in one transaction;
+ * a read-only open reads the file as it is: every trial's determinism
+ * unknown in version 1, nothing pending before version 3.
  *
  * Concurrency: the file uses WAL (synchronous=NORMAL: a crash of the process
  * loses nothing committed; a power loss may lose the last trials, never the
@@ -218,10 +221,11 @@ static const char *const schema_sql[] = {
     " tuned_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),"
     " deterministic INTEGER)",
     "CREATE INDEX IF NOT EXISTS trials_key ON trials (problem, device, versions)",
+    PENDING_TABLE_SQL,
 };
 
 /* Reads the schema without writing anything.  *empty: the database has no
- * schema objects at all; else *version_out is its version, 1 or 2.
+ * schema objects at all; else *version_out is its version, 1 to 3.
  * Anything but empty or one of our schemas is CONV_CACHE_ERROR. */
 static conv_status inspect(const conv_cache *c, bool *empty, int *version_out, conv_error *err) {
   sqlite3_stmt *st;
@@ -269,7 +273,12 @@ static conv_status inspect(const conv_cache *c, bool *empty, int *version_out, c
   }
   cache_finalize(st);
 
-  int known = strcmp(version, "1") == 0 ? 1 : strcmp(version, "2") == 0 ? 2 : 0;
+  int known = 0;
+  for (int v = 1; v <= CONV_CACHE_SCHEMA_VERSION && known == 0; v++) {
+    char text[16];
+    snprintf(text, sizeof text, "%d", v);
+    if (strcmp(version, text) == 0) known = v;
+  }
   if (known == 0)
     return conv_error_set(err, CONV_CACHE_ERROR,
                           "cache %s: schema version %s, but this convtune uses version %d; "
@@ -324,24 +333,27 @@ fail:
   return s;
 }
 
-/* Brings a version-1 file to version 2 in one BEGIN IMMEDIATE transaction,
- * inspecting it again under the write lock (another process may have
- * upgraded it meanwhile).  Old rows keep NULL: their determinism is not
- * known. */
+/* Brings a version-1 or -2 file to version 3 in one BEGIN IMMEDIATE
+ * transaction, inspecting it again under the write lock (another process
+ * may have upgraded it meanwhile).  Old rows keep NULL: their determinism
+ * is not known; nothing is pending. */
 static conv_status upgrade_schema(conv_cache *c, conv_error *err) {
+  static const char what[] = "cannot upgrade the schema to version 3";
   conv_status s = cache_tx_begin(c, err);
   if (s != CONV_OK) return s;
   bool empty = false;
   int version = 0;
   CONV_TRY(s, inspect(c, &empty, &version, err), fail);
-  if (version == 1) {
-    CONV_TRY(s, cache_exec_sql(c, "ALTER TABLE trials ADD COLUMN deterministic INTEGER",
-                               "cannot upgrade the schema to version 2", err), fail);
-    CONV_TRY(s, cache_exec_sql(c, "UPDATE meta SET value = '2' WHERE key = 'schema_version'",
-                               "cannot upgrade the schema to version 2", err), fail);
+  if (version == 1)
+    CONV_TRY(s, cache_exec_sql(c, "ALTER TABLE trials ADD COLUMN deterministic INTEGER", what, err),
+             fail);
+  if (version < 3) {
+    CONV_TRY(s, cache_exec_sql(c, PENDING_TABLE_SQL, what, err), fail);
+    CONV_TRY(s, cache_exec_sql(c, "UPDATE meta SET value = '3' WHERE key = 'schema_version'",
+                               what, err), fail);
   }
   CONV_TRY(s, cache_tx_commit(c, err), fail);
-  c->schema_version = 2;
+  c->schema_version = 3;
   return CONV_OK;
 
 fail:

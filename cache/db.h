@@ -1,7 +1,7 @@
 /*
  * db.h -- what the cache's own files (cache.c, trials_write.c,
- * trials_read.c) share: the handle and the SQLite helpers that every
- * statement goes through.  Internal to cache/: the rest of the
+ * trials_read.c, pending.c) share: the handle and the SQLite helpers that
+ * every statement goes through.  Internal to cache/: the rest of the
  * library uses cache.h.
  */
 #ifndef CONVTUNE_CACHE_DB_H
@@ -20,6 +20,17 @@ extern "C" {
 
 /* conv_config_format of CONV_CONFIG_MAX_VALUES int64 values: 16 * 21 bytes. */
 #define CACHE_CONFIG_TEXT_MAX 512
+
+/* The pending table (schema version 3; pending.c says what it holds),
+ * created with a new cache or by the upgrade of an older one. */
+#define PENDING_TABLE_SQL                                                        \
+  "CREATE TABLE IF NOT EXISTS pending ("                                         \
+  " problem TEXT NOT NULL,"                                                      \
+  " device TEXT NOT NULL,"                                                       \
+  " versions TEXT NOT NULL,"                                                     \
+  " reason TEXT NOT NULL,"                                                       \
+  " recorded_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),"  \
+  " PRIMARY KEY (problem, device, versions))"
 
 struct conv_cache {
   sqlite3 *db;
@@ -68,6 +79,10 @@ conv_status cache_check_key(const conv_cache *c, const conv_cache_key *key, conv
 
 /* CONV_CACHE_ERROR for a handle opened read-only. */
 conv_status cache_check_writable(const conv_cache *c, conv_error *err);
+
+/* Deletes the pending rows of key's problem on key's device (any
+ * versions), inside the caller's transaction (pending.c). */
+conv_status cache_delete_pending(const conv_cache *c, const conv_cache_key *key, conv_error *err);
 
 #ifdef __cplusplus
 }

@@ -149,6 +149,8 @@ conv_status conv_cache_replace_tuning(conv_cache *cache, const conv_cache_key *k
   CONV_TRY(s, cache_check_writable(cache, err), out);
   CONV_TRY(s, cache_tx_begin(cache, err), out);
   CONV_TRY(s, delete_tuning(cache, key, err), fail);
+  /* The copied tuning replaces whatever was waiting to be tuned. */
+  CONV_TRY(s, cache_delete_pending(cache, key, err), fail);
   for (size_t i = 0; i < count; i++) {
     char config[CACHE_CONFIG_TEXT_MAX];
     if (trials[i].algorithm_id == 0 ||

@@ -68,6 +68,25 @@ void conv_context_interrupt(conv_context *context) {
 
 struct conv_cache *conv_context_cache(conv_context *context) { return context->cache; }
 
+_Static_assert(sizeof ((conv_device *)0)->key <= CONV_DEVICE_FINGERPRINT_MAX,
+               "CONV_DEVICE_FINGERPRINT_MAX holds every fingerprint");
+
+conv_status conv_context_device_fingerprint(const conv_context *context, char *fingerprint,
+                                            size_t size) {
+  if (context == NULL) return CONV_INVALID_ARGUMENT;
+  conv_error err = {CONV_OK, ""};
+  size_t len = strlen(context->env.device.key);
+  if (fingerprint == NULL || len >= size) {
+    conv_error_set(&err, CONV_INVALID_ARGUMENT,
+                   "conv_context_device_fingerprint: %s (the fingerprint needs %zu bytes)",
+                   fingerprint == NULL ? "NULL buffer" : "buffer too small", len + 1);
+    context_set_error(context, &err);
+    return err.status;
+  }
+  memcpy(fingerprint, context->env.device.key, len + 1);
+  return CONV_OK;
+}
+
 const conv_device *conv_context_device(const conv_context *context) {
   return &context->env.device;
 }
@@ -188,7 +207,7 @@ static conv_status check_options(const conv_context_options *o, conv_error *err)
   if (o->device < 0)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "device %d: must not be negative", o->device);
   if (o->policy != CONV_POLICY_EXHAUSTIVE && o->policy != CONV_POLICY_FAST &&
-      o->policy != CONV_POLICY_CACHE_ONLY)
+      o->policy != CONV_POLICY_CACHE_ONLY && o->policy != CONV_POLICY_RECORD)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "policy %d is not a conv_policy", (int)o->policy);
   if ((int)o->log_level < 0 || o->log_level > CONV_LOG_DEBUG)
     return conv_error_set(err, CONV_INVALID_ARGUMENT,

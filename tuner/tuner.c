@@ -231,9 +231,10 @@ done:
   return st;
 }
 
-/* One config from prepare to timing; failures are the trial's result. */
+/* One config from prepare to timing (or, untimed, to validation);
+ * failures are the trial's result. */
 static void run_trial(bench *b, const conv_algorithm *algo, const conv_config *config,
-                      double best_ms, conv_trial *trial) {
+                      bool timed, double best_ms, conv_trial *trial) {
   conv_error err = {CONV_OK, ""};
   conv_prepared prep = {0};
   void *workspace = NULL;
@@ -251,7 +252,8 @@ static void run_trial(bench *b, const conv_algorithm *algo, const conv_config *c
   if (st == CONV_OK && prep.workspace_bytes > 0)
     st = conv_check_cuda(&err, cudaMalloc(&workspace, prep.workspace_bytes), "cudaMalloc(workspace)");
   if (st == CONV_OK) st = validate(b, algo, &prep, workspace, trial, &err);
-  if (st == CONV_OK) st = measure(b, algo, &prep, workspace, best_ms, &trial->time_ms, &err);
+  if (st == CONV_OK && timed)
+    st = measure(b, algo, &prep, workspace, best_ms, &trial->time_ms, &err);
   if (st != CONV_OK) {
     /* A failed launch may leave an error behind for the next candidate. */
     cudaStreamSynchronize(b->stream);
@@ -318,7 +320,7 @@ static conv_status tune_family(bench *b, const conv_algorithm *algo, tally *t, c
     conv_trial trial;
     trial_init(&trial, algo, &configs[i]);
     conv_log(req->log, CONV_LOG_DEBUG, "timing %s %s", trial.algorithm, trial.config_text);
-    run_trial(b, algo, &configs[i], t->have_best ? t->best.time_ms : 0, &trial);
+    run_trial(b, algo, &configs[i], true, t->have_best ? t->best.time_ms : 0, &trial);
     if (!pick_taken && trial.status == CONV_OK && (configs[i].flags & CONV_CONFIG_HEURISTIC_RANKED))
       pick_taken = trial.heuristic_pick = true;
     report(req, &trial);
@@ -376,9 +378,99 @@ conv_status conv_tune(const conv_tune_request *req, conv_choice *winner, conv_er
     goto done;
   }
   CONV_TRY(st, conv_cache_set_winner(req->cache, req->key, t.best.algorithm_id, &t.best.config, err), done);
+  /* Tuned fully: nothing of this shape waits on this device any more. */
+  CONV_TRY(st, conv_cache_clear_pending(req->cache, req->key, err), done);
   *winner = t.best;
 done:
   log_outcome(req, st, &t, (uv_hrtime() - started) * 1e-9);
+  bench_free(&b);
+  return st;
+}
+
+/* ---------------------------------------------------------------- untimed */
+
+/* A config the untimed pick may try, in the order it tries them. */
+typedef struct untimed_candidate {
+  const conv_algorithm *algo;
+  conv_config config;
+} untimed_candidate;
+
+/* Every applicable family's fast-policy configs, those cuDNN's heuristic
+ * ranks first (in its order), then the others family by family. */
+static conv_status untimed_candidates(const conv_tune_request *req, untimed_candidate **out,
+                                      int *out_count, conv_error *err) {
+  int families;
+  const conv_algorithm *const *algos = conv_registry(&families);
+  untimed_candidate *all = calloc((size_t)families * MAX_CONFIGS_FAST, sizeof *all);
+  if (all == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "candidate list");
+  int n = 0;
+  for (int f = 0; f < families; f++) {
+    if (!algos[f]->applicable(req->problem, req->env)) continue;
+    conv_config configs[MAX_CONFIGS_FAST];
+    int count = 0;
+    conv_error ignored = {CONV_OK, ""};
+    if (algos[f]->configs(req->problem, req->env, configs, MAX_CONFIGS_FAST, &count, &ignored) !=
+        CONV_OK)
+      continue; /* a family that cannot list its configs offers none */
+    for (int i = 0; i < count; i++) all[n++] = (untimed_candidate){algos[f], configs[i]};
+  }
+  /* Stable: ranked ones to the front, each group keeping its order. */
+  untimed_candidate *ordered = calloc((size_t)(n > 0 ? n : 1), sizeof *ordered);
+  if (ordered == NULL) {
+    free(all);
+    return conv_error_set(err, CONV_OUT_OF_MEMORY, "candidate list");
+  }
+  int k = 0;
+  for (int ranked = 1; ranked >= 0; ranked--)
+    for (int i = 0; i < n; i++)
+      if (((all[i].config.flags & CONV_CONFIG_HEURISTIC_RANKED) != 0) == ranked)
+        ordered[k++] = all[i];
+  free(all);
+  *out = ordered;
+  *out_count = n;
+  return CONV_OK;
+}
+
+conv_status conv_pick_untimed(const conv_tune_request *req, conv_choice *choice,
+                              conv_error *err) {
+  bench b = {.req = req};
+  untimed_candidate *candidates = NULL;
+  int count = 0, tried = 0;
+  char first_failure[300] = "(no applicable candidate)";
+  conv_status st = conv_problem_shape(req->problem, &b.shape);
+  if (st != CONV_OK) return conv_error_set(err, st, "invalid problem");
+  CONV_TRY(st, untimed_candidates(req, &candidates, &count, err), done);
+  CONV_TRY(st, bench_alloc(&b, err), done);
+  CONV_TRY(st, bench_inputs(&b, err), done);
+  for (int i = 0; i < count; i++) {
+    if (atomic_load(req->interrupt)) {
+      st = conv_error_set(err, CONV_INTERRUPTED, "interrupted before a candidate validated");
+      goto done;
+    }
+    conv_trial trial;
+    trial_init(&trial, candidates[i].algo, &candidates[i].config);
+    conv_log(req->log, CONV_LOG_DEBUG, "checking %s %s", trial.algorithm, trial.config_text);
+    run_trial(&b, candidates[i].algo, &candidates[i].config, false, 0, &trial);
+    report(req, &trial);
+    tried++;
+    if (trial.status == CONV_OK) {
+      *choice = (conv_choice){candidates[i].algo->id, candidates[i].config, -1.0};
+      conv_log(req->log, CONV_LOG_INFO, "%s: untimed plan %s %s (%s%d checked)", req->key->problem,
+               trial.algorithm, trial.config_text,
+               candidates[i].config.flags & CONV_CONFIG_HEURISTIC_RANKED
+                   ? "cuDNN's heuristic choice; "
+                   : "",
+               tried);
+      goto done;
+    }
+    if (tried == 1)
+      snprintf(first_failure, sizeof first_failure, "%s %s: %s", trial.algorithm,
+               trial.config_text, trial.reason);
+  }
+  st = conv_error_set(err, CONV_NO_CANDIDATE, "%d configs checked, none valid; first failure: %s",
+                      tried, first_failure);
+done:
+  free(candidates);
   bench_free(&b);
   return st;
 }

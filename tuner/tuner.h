@@ -46,4 +46,15 @@ typedef struct conv_tune_request {
 conv_status conv_tune(const conv_tune_request *request, conv_choice *winner /* OUT */,
                       conv_error *err);
 
+/* Record mode (CONV_POLICY_RECORD): a plan chosen without timing
+ * anything.  The fast policy's configs of every applicable family are
+ * checked in turn, those cuDNN's heuristic ranks first, each prepared within
+ * the workspace limit and validated against the reference on random
+ * inputs, as tuning validates them; the first that passes is the choice
+ * (time_ms -1).  Nothing is written to the cache.  CONV_NO_CANDIDATE when
+ * none passes, CONV_INTERRUPTED, or the status of a failure that prevents
+ * checking at all (out of memory for the test tensors, a CUDA error). */
+conv_status conv_pick_untimed(const conv_tune_request *request, conv_choice *choice /* OUT */,
+                              conv_error *err);
+
 #endif /* CONVTUNE_TUNER_H */

@@ -107,8 +107,11 @@ class Context:
     device: a CUDA ordinal, torch.device or "cuda:N"; None is torch's current device.
     cache: SQLite cache file; None follows the library's rules ($CONVTUNE_CACHE,
     $XDG_CACHE_HOME/convtune/cache.db, ~/.cache/convtune/cache.db); ":memory:" keeps nothing.
-    policy: "exhaustive" (time every config), "fast" (a few best guesses) or
-    "cache_only" (never tune: a miss raises ConvtuneError CACHE_MISS).
+    policy: "exhaustive" (time every config), "fast" (a few best guesses),
+    "cache_only" (never tune: a miss raises ConvtuneError CACHE_MISS) or "record" (never
+    tune: a miss runs an untimed, validated plan, cuDNN's heuristic choice first, with
+    plan.info["source"] "heuristic" and time_ms -1, and is recorded as pending in the cache
+    for `convtune tune --pending` to tune later).
     workspace_limit: bytes of scratch a candidate may use; 0 is a quarter of the free memory.
     verbose: also log each candidate config as it is timed (DEBUG).  The library's messages go
     to the logging module's "convtune" logger: warnings, and at INFO a line as each tuning

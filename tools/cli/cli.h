@@ -6,6 +6,7 @@
  *   main.c     the command line, help, main()
  *   output.c   messages, number formats, tables
  *   inspect.c  list and show: reading the cache without a GPU
+ *   pending.c  list --pending, and tune --pending's shapes
  *   tune.c     tune: shapes, the worker thread, Ctrl-C, progress, the report
  *   progress.c the progress line tune redraws on a terminal (progress.h)
  *   report.c   report: the cache as an HTML page (roofline.c: floors)
@@ -52,6 +53,7 @@ typedef struct cli_args {
   const char *device;      /* merge and export --device: one fingerprint */
   bool have_math, have_epilogue, have_direction;
   bool deterministic; /* --deterministic */
+  bool pending;       /* tune and list --pending */
   conv_math math;
   conv_epilogue epilogue;
   conv_direction direction;
@@ -77,6 +79,14 @@ int cmd_report(const cli_args *a);
 int cmd_merge(const cli_args *a);
 int cmd_export(const cli_args *a);
 int cmd_import(const cli_args *a);
+int cmd_list_pending(const cli_args *a);
+
+/* tune --pending: appends the pending problems of the cache at `path` for
+ * the context's GPU to `shapes` (each named by its key, once), skipping
+ * with a warning a key that cannot be rebuilt.  EXIT_OK_ or the exit code
+ * after saying why. */
+struct suite;
+int load_pending_shapes(const char *path, conv_context *ctx, struct suite *shapes);
 
 /* Opens an existing cache read-only (list, show, report): no GPU, no
  * context.  EXIT_OK_, or EXIT_CACHE after saying why. */

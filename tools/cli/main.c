@@ -19,10 +19,14 @@ static const struct {
   unsigned command;
   const char *name, *synopsis, *text;
 } command_help[] = {
-    {CMD_TUNE, "tune", "tune FILE|SHAPE...",
-     "tune each shape (suite files, shape specs) and print\n"
-     "the winners: algorithm, time, cuDNN's default, speedup"},
-    {CMD_LIST, "list", "list", "list every winner in the cache (needs no GPU)"},
+    {CMD_TUNE, "tune", "tune FILE|SHAPE...|--pending",
+     "tune each shape (suite files, shape specs), or\n"
+     "every problem pending in the cache for this GPU,\n"
+     "and print the winners: algorithm, time, cuDNN's\n"
+     "default, speedup"},
+    {CMD_LIST, "list", "list [--pending]",
+     "list every winner in the cache, or every problem\n"
+     "waiting to be tuned (needs no GPU)"},
     {CMD_SHOW, "show", "show SHAPE", "list every trial stored for one shape (needs no GPU)"},
     {CMD_REPORT, "report", "report -o FILE",
      "write the cache as one HTML page: a summary table\n"
@@ -72,6 +76,11 @@ static const struct {
      "every shape deterministic: only\n"
      "candidates with bit-identical results run to run"},
     {"--policy exhaustive|fast", CMD_TUNE, "time every candidate, or a few best guesses"},
+    {"--pending", CMD_TUNE | CMD_LIST,
+     "the problems waiting in the cache: those a\n"
+     "record-mode program ran untimed (untuned)\n"
+     "and tunings cut short by their budget\n"
+     "(incomplete); tune removes each it tunes"},
     {"--system-cache PATH", CMD_TUNE,
      "a read-only cache (one shipped per GPU\n"
      "model) looked up after --cache's before a\n"
@@ -204,6 +213,7 @@ static const option_spec *find_option(const char *name, size_t len) {
       {"--suite", true, CMD_SHOW},        {"-o", true, CMD_REPORT | CMD_MERGE | CMD_EXPORT},
       {"--output", true, CMD_REPORT | CMD_MERGE | CMD_EXPORT},
       {"--device", true, CMD_MERGE | CMD_EXPORT}, {"--help", false, CMD_ALL},
+      {"--pending", false, CMD_TUNE | CMD_LIST},
       {"--version", false, CMD_ALL},
       {"-h", false, CMD_ALL},
   };
@@ -250,6 +260,8 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
     a->verbose = true;
   } else if (strcmp(o->name, "--deterministic") == 0) {
     a->deterministic = true;
+  } else if (strcmp(o->name, "--pending") == 0) {
+    a->pending = true;
   } else if (strcmp(o->name, "--help") == 0 || strcmp(o->name, "-h") == 0) {
     a->help = true;
   } else if (strcmp(o->name, "--version") == 0) {
@@ -363,8 +375,17 @@ static int parse_no_command(cli_args *a, int argc, char **argv) {
 }
 
 static int check_input_count(const cli_args *a) {
-  if (a->command == CMD_TUNE && a->input_count == 0) {
-    return usage_error("tune needs at least one suite file or shape spec");
+  if (a->command == CMD_TUNE && a->pending && a->input_count > 0) {
+    return usage_error("tune --pending takes no shapes (got '%s'): it tunes the cache's own",
+                       a->inputs[0]);
+  }
+  if (a->command == CMD_TUNE && a->pending &&
+      (a->have_math || a->have_epilogue || a->have_direction || a->deterministic)) {
+    return usage_error("tune --pending tunes each problem as it was recorded: --math, "
+                       "--epilogue, --direction and --deterministic do not apply");
+  }
+  if (a->command == CMD_TUNE && !a->pending && a->input_count == 0) {
+    return usage_error("tune needs at least one suite file or shape spec (or --pending)");
   }
   if (a->command == CMD_LIST && a->input_count > 0) {
     return usage_error("list takes no arguments (got '%s')", a->inputs[0]);
@@ -480,7 +501,7 @@ int main(int argc, char **argv) {
     } else if (a.command == CMD_TUNE) {
       rc = cmd_tune(&a);
     } else if (a.command == CMD_LIST) {
-      rc = cmd_list(&a);
+      rc = a.pending ? cmd_list_pending(&a) : cmd_list(&a);
     } else if (a.command == CMD_SHOW) {
       rc = cmd_show(&a);
     } else if (a.command == CMD_REPORT) {
