@@ -48,6 +48,10 @@ typedef struct conv_trial {
   size_t workspace_bytes;
   bool heuristic_pick;   /* what an untuned caller gets (tuner)  */
   bool winner;
+  bool abandoned;        /* timed, then dropped as slower than the best by
+                          * the tuner's margin; not stored as such (the
+                          * reason says "abandoned: ...") and false when
+                          * read back                                  */
   int deterministic;     /* 1: bit-identical run to run, 0: may
                           * not be, -1: unknown (not prepared)   */
 } conv_trial;

@@ -356,6 +356,19 @@ typedef struct conv_context_options {
                              * none.  Opened read-only (a read-only file or
                              * directory is fine); a missing or unreadable one
                              * fails conv_context_create (CONV_CACHE_ERROR)     */
+  /* Added after 0.3.0: */
+  double tuning_budget_ms; /* per problem: a tuning that has run this long
+                            * (its set-up and validation included) times no
+                            * further config and keeps the fastest so far,
+                            * once one config has validated; each family's
+                            * best guesses are timed first.  Its tuning is
+                            * stored as the winner and marked "incomplete"
+                            * in the pending table (conv_cache_reader_pending)
+                            * for `convtune tune --pending`, and a context
+                            * that may tune (EXHAUSTIVE or FAST) without a
+                            * budget tunes it again fully when it meets it.
+                            * 0 (default): none; negative or not finite:
+                            * CONV_INVALID_ARGUMENT                          */
 } conv_context_options;
 
 typedef struct conv_context conv_context;
@@ -371,8 +384,9 @@ void conv_context_options_init_sized(conv_context_options *options, size_t struc
  * opens (creating as needed) the cache.  `options` may be NULL for defaults.
  * On failure *context is set to NULL and the status says why (CONV_NO_DEVICE
  * on a machine without a usable GPU; CONV_CACHE_ERROR when the cache cannot
- * be opened; CONV_INVALID_ARGUMENT for a negative device, or a policy or
- * log_level out of its enum); conv_context_last_error(NULL) then holds the
+ * be opened; CONV_INVALID_ARGUMENT for a negative device, a policy or
+ * log_level out of its enum, or a negative or infinite tuning budget);
+ * conv_context_last_error(NULL) then holds the
  * message.  A context may be shared between threads: plan creation is
  * serialised internally. */
 conv_status conv_context_create(conv_context **context /* OUT */,
@@ -579,7 +593,11 @@ typedef struct conv_cache_entry {
   int config_count;      /* config_values used                               */
   int64_t config_values[CONV_CACHE_CONFIG_MAX];
   conv_status status;    /* CONV_OK: validated and timed                     */
-  const char *reason;    /* why it failed; "" when it did not                */
+  const char *reason;    /* why it failed; "" when it did not; for a trial  *
+                          * that ran (CONV_OK) but was abandoned, being     *
+                          * already slower than the best by the tuner's    *
+                          * margin, "abandoned: ..." (time_ms is then the  *
+                          * median of its few samples; never a winner)     */
   double time_ms;        /* median time; < 0 when not timed                  */
   double rel_error;      /* against the reference; < 0 when not validated    */
   size_t workspace_bytes;

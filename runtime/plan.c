@@ -215,11 +215,28 @@ static conv_status tune(conv_context *ctx, const conv_problem *problem, const co
                           ctx->system_cache ? " nor in the system cache " : "",
                           ctx->system_cache ? ctx->system_cache_path : "");
   atomic_store(&ctx->interrupt, 0);
-  conv_tune_request req = {problem, &ctx->env, ctx->cache, key, ctx->policy,
-                           ctx->workspace_limit, &ctx->log, &ctx->interrupt};
+  conv_tune_request req = {problem,         &ctx->env,          ctx->cache,
+                           key,             ctx->policy,        ctx->tuning_budget_ms,
+                           ctx->workspace_limit, &ctx->log,     &ctx->interrupt};
   *source = ctx->policy == CONV_POLICY_RECORD ? CONV_SOURCE_HEURISTIC : CONV_SOURCE_TUNED;
   if (ctx->policy == CONV_POLICY_RECORD) return pick_and_record(ctx, &req, choice, err);
   return conv_tune(&req, choice, err);
+}
+
+/* Whether the user's cache's tuning of `key` was cut short by a budget
+ * (pending) and this context should finish it: one that may tune, without
+ * a budget of its own.  A failed lookup counts as no. */
+static bool finishes_incomplete(conv_context *ctx, const conv_cache_key *key) {
+  if ((ctx->policy != CONV_POLICY_EXHAUSTIVE && ctx->policy != CONV_POLICY_FAST) ||
+      ctx->tuning_budget_ms > 0)
+    return false;
+  bool pending = false;
+  conv_error ignored = {CONV_OK, ""};
+  if (conv_cache_find_pending(ctx->cache, key, &pending, NULL, &ignored) != CONV_OK) return false;
+  if (pending)
+    conv_log(&ctx->log, CONV_LOG_INFO, "%s: its tuning was cut short by a budget; tuning it fully",
+             key->problem);
+  return pending;
 }
 
 /* A cached choice of one layer: *done when it gave the plan (or, cache-only,
@@ -232,6 +249,7 @@ static conv_status from_layer(conv_context *ctx, conv_cache *cache, conv_plan_so
   *done = false;
   if (cache == NULL) return CONV_OK;
   conv_status st = lookup_cache(cache, key, choice, &found, err);
+  if (st == CONV_OK && found && source == CONV_SOURCE_CACHE) found = !finishes_incomplete(ctx, key);
   if (st != CONV_OK || !found) {
     *done = st != CONV_OK;
     return st;

@@ -1,6 +1,7 @@
 /*
  * test_cli_cache.c -- the convtune tool's commands about what the cache
- * holds beyond winners: `list --pending` and `tune --pending`'s arguments.
+ * holds beyond winners: `list --pending`, and the arguments of `tune
+ * --pending` and `tune --budget`.
  * Runs without a GPU: rows are written through the cache API under
  * made-up device keys, and the one test that needs a context's failure
  * skips itself where a GPU is usable.
@@ -44,7 +45,7 @@ static int check_usage_errors(const usage_case *cases, size_t count) {
   return TEST_PASS;
 }
 
-static int test_pending_arguments(void) {
+static int test_tune_arguments(void) {
   isolate_default_cache();
   static const usage_case cases[] = {
       {{"tune", "--pending", SPEC}, "tune --pending takes no shapes"},
@@ -55,6 +56,14 @@ static int test_pending_arguments(void) {
       {{"merge", "a.db", "-o", "b.db", "--pending"}, "does not apply to 'merge'"},
       {{"list", "--pending", "extra"}, "list takes no arguments"},
       {{"tune"}, "(or --pending)"},
+      {{"tune", SPEC, "--budget", "0"}, "bad --budget '0'"},
+      {{"tune", SPEC, "--budget", "-5"}, "bad --budget"},
+      {{"tune", SPEC, "--budget", "2s"}, "bad --budget '2s'"},
+      {{"tune", SPEC, "--budget", ""}, "bad --budget"},
+      {{"tune", SPEC, "--budget", "nan"}, "bad --budget"},
+      {{"tune", SPEC, "--budget", "1e9"}, "bad --budget"},
+      {{"tune", SPEC, "--budget"}, "needs a value"},
+      {{"list", "--budget", "5"}, "does not apply to 'list'"},
   };
   return check_usage_errors(cases, sizeof cases / sizeof cases[0]);
 }
@@ -170,7 +179,7 @@ static int test_no_gpu_tune_pending(void) {
 }
 
 static const test_case tests[] = {
-    {"pending_arguments", test_pending_arguments},
+    {"tune_arguments", test_tune_arguments},
     {"list_pending", test_list_pending},
     {"no_gpu_tune_pending", test_no_gpu_tune_pending},
 };

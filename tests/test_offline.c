@@ -1,6 +1,7 @@
 /*
  * test_offline.c -- GPU tests of tuning put off or cut short: record mode
- * (an untimed plan now, `convtune tune --pending` later).  Each skips
+ * (an untimed plan now, `convtune tune --pending` later) and tuning
+ * budgets.  Each skips
  * (exit 77) on a machine without a GPU; the seed of the random inputs is
  * printed (CONVTUNE_TEST_SEED replays it).  The tool is $CONVTUNE_CLI.
  */
@@ -137,7 +138,57 @@ static int record_then_tune_pending(void) {
   return TEST_PASS;
 }
 
+static int budget_context(conv_context **ctx, const char *cache, conv_policy policy,
+                          double budget_ms) {
+  conv_context_options o;
+  conv_context_options_init(&o);
+  o.cache_path = cache;
+  o.policy = policy;
+  o.tuning_budget_ms = budget_ms;
+  CHECK_MSG(conv_context_create(ctx, &o) == CONV_OK, "conv_context_create: %s",
+            conv_context_last_error(NULL));
+  return TEST_PASS;
+}
+
+/* An exhaustive tuning with a 1 ms budget stops after its first valid
+ * config: the plan still matches the reference, the winner is stored and
+ * the tuning marked incomplete.  A budgeted context takes it from the
+ * cache as it is; one without a budget tunes it fully, which clears the
+ * mark. */
+static int small_budget_marks_incomplete(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  char cache[4096];
+  temp_path(cache, sizeof cache, "budget");
+  conv_problem p = small_problem();
+  conv_context *ctx;
+  if (budget_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 1.0) != TEST_PASS) return TEST_FAIL;
+  conv_plan_info info;
+  if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  CHECK(info.source == CONV_SOURCE_TUNED && info.time_ms > 0);
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  cache_counts c;
+  if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+  CHECK_MSG(c.winners == 1 && c.pending == 1, "%d winners, %d pending", c.winners, c.pending);
+  CHECK_MSG(strcmp(c.reason, "incomplete") == 0, "reason %s", c.reason);
+
+  if (budget_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 1.0) != TEST_PASS) return TEST_FAIL;
+  if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  CHECK_MSG(info.source == CONV_SOURCE_CACHE, "source %d", (int)info.source);
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+
+  if (budget_context(&ctx, cache, CONV_POLICY_FAST, 0) != TEST_PASS) return TEST_FAIL;
+  if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  CHECK_MSG(info.source == CONV_SOURCE_TUNED, "source %d", (int)info.source);
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+  CHECK_MSG(c.winners == 1 && c.pending == 0, "%d winners, %d pending", c.winners, c.pending);
+  remove_db(cache);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"record_then_tune_pending", record_then_tune_pending},
+    {"small_budget_marks_incomplete", small_budget_marks_incomplete},
 };
 TEST_MAIN(tests)

@@ -120,10 +120,13 @@ class Context:
     system_cache: a read-only cache (e.g. one shipped per GPU model) looked up after `cache`
     before a shape is tuned, never written (plan.info["source"] "system"); None follows
     $CONVTUNE_SYSTEM_CACHE, "" is none.
+    tuning_budget_ms: per problem, a tuning that has run this long keeps the fastest config so
+    far (each family's best guesses are timed first) and is marked incomplete in the cache, for
+    `convtune tune --pending` or a later context without a budget to finish; 0 is none.
     """
 
     def __init__(self, device=None, cache=None, policy="exhaustive", workspace_limit=0, verbose=False,
-                 deterministic=False, system_cache=None):
+                 deterministic=False, system_cache=None, tuning_budget_ms=0):
         self._handle = None  # first, so that close() and __del__ work if __init__ fails
         self._plans = {}
         self._lock = threading.RLock()
@@ -151,6 +154,7 @@ class Context:
         options.workspace_limit = workspace_limit
         options.verbose = int(self.verbose)
         options.deterministic = int(self.deterministic)
+        options.tuning_budget_ms = float(tuning_budget_ms)
         self._log_callback = _log_callback  # lives while the context can call it
         options.log = _log_callback  # at the default level, INFO (DEBUG with verbose)
         handle = _lib.ContextPtr()

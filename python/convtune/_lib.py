@@ -104,6 +104,7 @@ class ContextOptions(Structure):
         ("log_user", c_void_p),
         ("log_level", c_int),
         ("system_cache_path", c_char_p),
+        ("tuning_budget_ms", ctypes.c_double),
     ]
 
 

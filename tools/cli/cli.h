@@ -54,6 +54,7 @@ typedef struct cli_args {
   bool have_math, have_epilogue, have_direction;
   bool deterministic; /* --deterministic */
   bool pending;       /* tune and list --pending */
+  double budget_ms;   /* tune --budget, per problem; 0: none */
   conv_math math;
   conv_epilogue epilogue;
   conv_direction direction;

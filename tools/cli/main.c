@@ -76,6 +76,11 @@ static const struct {
      "every shape deterministic: only\n"
      "candidates with bit-identical results run to run"},
     {"--policy exhaustive|fast", CMD_TUNE, "time every candidate, or a few best guesses"},
+    {"--budget SECONDS", CMD_TUNE,
+     "per shape: stop timing after this long and\n"
+     "keep the fastest so far (each family's best\n"
+     "guesses first), marked incomplete in the\n"
+     "cache for a later tune --pending to finish"},
     {"--pending", CMD_TUNE | CMD_LIST,
      "the problems waiting in the cache: those a\n"
      "record-mode program ran untimed (untuned)\n"
@@ -213,7 +218,7 @@ static const option_spec *find_option(const char *name, size_t len) {
       {"--suite", true, CMD_SHOW},        {"-o", true, CMD_REPORT | CMD_MERGE | CMD_EXPORT},
       {"--output", true, CMD_REPORT | CMD_MERGE | CMD_EXPORT},
       {"--device", true, CMD_MERGE | CMD_EXPORT}, {"--help", false, CMD_ALL},
-      {"--pending", false, CMD_TUNE | CMD_LIST},
+      {"--pending", false, CMD_TUNE | CMD_LIST}, {"--budget", true, CMD_TUNE},
       {"--version", false, CMD_ALL},
       {"-h", false, CMD_ALL},
   };
@@ -262,6 +267,16 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
     a->deterministic = true;
   } else if (strcmp(o->name, "--pending") == 0) {
     a->pending = true;
+  } else if (strcmp(o->name, "--budget") == 0) {
+    char *end = NULL;
+    errno = 0;
+    double seconds = strtod(value, &end);
+    /* A week is far past any tuning; beyond it is a typo. */
+    if (value[0] == '\0' || *end != '\0' || errno != 0 || !(seconds > 0) ||
+        seconds > 7 * 24 * 3600.0)
+      return usage_error("bad --budget '%s' (expected seconds per shape, a positive number)",
+                         value);
+    a->budget_ms = seconds * 1000.0;
   } else if (strcmp(o->name, "--help") == 0 || strcmp(o->name, "-h") == 0) {
     a->help = true;
   } else if (strcmp(o->name, "--version") == 0) {

@@ -491,6 +491,7 @@ static int open_context(const cli_args *a, const char *path, tune_display *displ
   options.cache_path = path;
   options.system_cache_path = a->system_cache_path;
   options.policy = a->policy;
+  options.tuning_budget_ms = a->budget_ms;
   options.log = on_log;
   options.log_user = display;
   /* DEBUG: the candidates, for the progress line or --verbose. */
