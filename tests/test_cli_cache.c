@@ -1,7 +1,7 @@
 /*
  * test_cli_cache.c -- the convtune tool's commands about what the cache
- * holds beyond winners: `list --pending`, and the arguments of `tune
- * --pending` and `tune --budget`.
+ * holds beyond winners: `list --pending`, the arguments of `tune
+ * --pending` and `tune --budget`, and `verify`'s arguments and caches.
  * Runs without a GPU: rows are written through the cache API under
  * made-up device keys, and the one test that needs a context's failure
  * skips itself where a GPU is usable.
@@ -178,10 +178,70 @@ static int test_no_gpu_tune_pending(void) {
   return TEST_PASS;
 }
 
+static int test_verify_arguments(void) {
+  isolate_default_cache();
+  static const usage_case cases[] = {
+      {{"verify", "extra.db"}, "verify takes no arguments"},
+      {{"verify", "--tolerance", "-0.1"}, "bad --tolerance '-0.1'"},
+      {{"verify", "--tolerance", "10%"}, "bad --tolerance '10%'"},
+      {{"verify", "--tolerance", "nan"}, "bad --tolerance"},
+      {{"verify", "--tolerance"}, "needs a value"},
+      {{"verify", "--pending"}, "does not apply to 'verify'"},
+      {{"verify", "--json"}, "does not apply to 'verify'"},
+      {{"list", "--tolerance", "0.1"}, "does not apply to 'list'"},
+      {{"verify", "--system-cache", ""}, "--system-cache needs a path"},
+  };
+  return check_usage_errors(cases, sizeof cases / sizeof cases[0]);
+}
+
+/* A missing cache and one that is not a convtune cache are exit 4, found
+ * before any GPU is looked for; a real cache without a GPU is the one
+ * no-GPU line (exit 3). */
+static int test_verify_bad_caches(void) {
+  isolate_default_cache();
+  char missing[1024], foreign[1024], real[1024], key[CONV_PROBLEM_KEY_MAX];
+  tmp_path(missing, sizeof missing, "verify-missing.db");
+  tmp_path(foreign, sizeof foreign, "verify-foreign.db");
+  tmp_path(real, sizeof real, "verify-real.db");
+  remove_cache_files(missing);
+  cli_result r;
+  RUN_EXPECT(r, 4, "verify", "--cache", missing);
+  CHECK(contains(r.err.data, "no cache at") && r.out.len == 0);
+  cli_result_free(&r);
+  RUN_EXPECT(r, 4, "verify", "--system-cache", missing);
+  cli_result_free(&r);
+  CHECK(!file_exists(missing));
+
+  CHECK(write_file(foreign, "this is not a database, let alone a convtune cache\n"));
+  RUN_EXPECT(r, 4, "verify", "--cache", foreign);
+  CHECK(contains(r.err.data, foreign) && r.out.len == 0);
+  cli_result_free(&r);
+  remove_cache_files(foreign);
+
+  conv_context_options options;
+  conv_context_options_init(&options);
+  options.cache_path = ":memory:";
+  conv_context *ctx = NULL;
+  if (conv_context_create(&ctx, &options) == CONV_OK) {
+    conv_context_destroy(ctx);
+    fprintf(stderr, "a CUDA GPU is usable here: the no-GPU exit cannot be checked\n");
+    return TEST_PASS;
+  }
+  int rc = fill_pending(real, key, sizeof key); /* a valid cache */
+  if (rc != TEST_PASS) return rc;
+  RUN_EXPECT(r, 3, "verify", "--cache", real, "--tolerance", "0.2");
+  CHECK(count_lines(r.err.data) == 1 && contains(r.err.data, "no usable CUDA GPU"));
+  cli_result_free(&r);
+  remove_cache_files(real);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"tune_arguments", test_tune_arguments},
     {"list_pending", test_list_pending},
     {"no_gpu_tune_pending", test_no_gpu_tune_pending},
+    {"verify_arguments", test_verify_arguments},
+    {"verify_bad_caches", test_verify_bad_caches},
 };
 
 TEST_MAIN(tests)

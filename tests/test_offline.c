@@ -1,7 +1,7 @@
 /*
  * test_offline.c -- GPU tests of tuning put off or cut short: record mode
- * (an untimed plan now, `convtune tune --pending` later) and tuning
- * budgets.  Each skips
+ * (an untimed plan now, `convtune tune --pending` later), tuning budgets,
+ * and `convtune verify`.  Each skips
  * (exit 77) on a machine without a GPU; the seed of the random inputs is
  * printed (CONVTUNE_TEST_SEED replays it).  The tool is $CONVTUNE_CLI.
  */
@@ -187,8 +187,43 @@ static int small_budget_marks_incomplete(void) {
   return TEST_PASS;
 }
 
+/* `convtune verify` of a cache just tuned on this GPU flags nothing (exit
+ * 0, "ok" on every row) and leaves the file as it was. */
+static int verify_fresh_cache_flags_nothing(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  char cache[4096];
+  temp_path(cache, sizeof cache, "verify");
+  conv_problem p = small_problem(), q = small_problem();
+  q.k = 32;
+  q.epilogue = CONV_EPILOGUE_NONE;
+  conv_context *ctx;
+  if (make_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;
+  conv_plan_info info;
+  if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  if (plan_matches_reference(ctx, &q, &info) != TEST_PASS) return TEST_FAIL;
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  cache_counts before, after;
+  if (read_counts(cache, &before) != TEST_PASS) return TEST_FAIL;
+
+  cli_result r;
+  RUN_EXPECT(r, 0, "verify", "--cache", cache);
+  char key[CONV_PROBLEM_KEY_MAX];
+  CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, sizeof key));
+  CHECK_MSG(contains(r.out.data, key) && contains(r.out.data, " ok") &&
+                !contains(r.out.data, "SLOWER") && !contains(r.out.data, "FAILED"),
+            "stdout:\n%s\nstderr:\n%s", r.out.data, r.err.data);
+  CHECK_MSG(count_lines(r.out.data) == 4, "a header, a rule and 2 rows:\n%s", r.out.data);
+  cli_result_free(&r);
+  if (read_counts(cache, &after) != TEST_PASS) return TEST_FAIL;
+  CHECK(after.winners == before.winners && after.pending == 0);
+  remove_db(cache);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"record_then_tune_pending", record_then_tune_pending},
     {"small_budget_marks_incomplete", small_budget_marks_incomplete},
+    {"verify_fresh_cache_flags_nothing", verify_fresh_cache_flags_nothing},
 };
 TEST_MAIN(tests)

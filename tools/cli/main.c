@@ -1,7 +1,8 @@
 /*
  * main.c -- the convtune command-line tool: tune shapes, list the cache, show
  * the trials of one shape, write a report of the cache, copy tunings between
- * caches (merge, export, import).  `convtune --help`
+ * caches (merge, export, import), check a cache against fresh tunings
+ * (verify).  `convtune --help`
  * describes it; exit codes are the cli_exit values of cli.h.
  */
 #include <errno.h>
@@ -44,6 +45,11 @@ static const struct {
     {CMD_IMPORT, "import", "import FILE...",
      "copy the tunings of each cache FILE into the\n"
      "cache, the faster winner staying (needs no GPU)"},
+    {CMD_VERIFY, "verify", "verify [--system-cache FILE]",
+     "time each winner of this GPU in the cache (or\n"
+     "in FILE, a shipped one) against a fresh\n"
+     "tuning, and flag those slower by more than\n"
+     "the tolerance (exit 5)"},
 };
 
 #define COMMAND_COUNT (sizeof command_help / sizeof command_help[0])
@@ -54,6 +60,10 @@ static const struct {
   unsigned commands;
   const char *text;
 } option_help[] = {
+    {"--tolerance FRACTION", CMD_VERIFY,
+     "how much slower than a re-tune a shipped\n"
+     "winner may be before it is flagged;\n"
+     "default 0.10 (10%)"},
     {"--cache PATH", CMD_ALL,
      "cache file; default $CONVTUNE_CACHE, else\n"
      "$XDG_CACHE_HOME/convtune/cache.db, else\n"
@@ -86,12 +96,12 @@ static const struct {
      "record-mode program ran untimed (untuned)\n"
      "and tunings cut short by their budget\n"
      "(incomplete); tune removes each it tunes"},
-    {"--system-cache PATH", CMD_TUNE,
+    {"--system-cache PATH", CMD_TUNE | CMD_VERIFY,
      "a read-only cache (one shipped per GPU\n"
      "model) looked up after --cache's before a\n"
      "shape is tuned; never written (source\n"
      "'system'); default $CONVTUNE_SYSTEM_CACHE,\n"
-     "\"\" for none"},
+     "\"\" for none; verify: the cache to verify"},
     {"--verbose", CMD_TUNE,
      "print each candidate's outcome, and the start\n"
      "and end of each tuning, on stderr"},
@@ -146,6 +156,7 @@ static const char exit_help[] =
     "  2    usage error: command, option, shape spec or suite file\n"
     "  3    no usable CUDA GPU\n"
     "  4    cache error: missing, unreadable or invalid cache file\n"
+    "  5    verify: a shipped winner is slower here than a re-tune\n"
     "  130  interrupted (Ctrl-C); trials measured so far stay in the cache\n";
 
 /* "(tune, show) ": the commands an option applies to; "" for all. */
@@ -214,7 +225,8 @@ static const option_spec *find_option(const char *name, size_t len) {
       {"--math", true, CMD_TUNE | CMD_SHOW}, {"--epilogue", true, CMD_TUNE | CMD_SHOW},
       {"--direction", true, CMD_TUNE | CMD_SHOW}, {"--deterministic", false, CMD_TUNE | CMD_SHOW},
       {"--policy", true, CMD_TUNE},       {"--verbose", false, CMD_TUNE},
-      {"--progress", true, CMD_TUNE},     {"--system-cache", true, CMD_TUNE},
+      {"--progress", true, CMD_TUNE},     {"--system-cache", true, CMD_TUNE | CMD_VERIFY},
+      {"--tolerance", true, CMD_VERIFY},
       {"--suite", true, CMD_SHOW},        {"-o", true, CMD_REPORT | CMD_MERGE | CMD_EXPORT},
       {"--output", true, CMD_REPORT | CMD_MERGE | CMD_EXPORT},
       {"--device", true, CMD_MERGE | CMD_EXPORT}, {"--help", false, CMD_ALL},
@@ -277,6 +289,13 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
       return usage_error("bad --budget '%s' (expected seconds per shape, a positive number)",
                          value);
     a->budget_ms = seconds * 1000.0;
+  } else if (strcmp(o->name, "--tolerance") == 0) {
+    char *end = NULL;
+    errno = 0;
+    double fraction = strtod(value, &end);
+    if (value[0] == '\0' || *end != '\0' || errno != 0 || !(fraction >= 0) || fraction > 100)
+      return usage_error("bad --tolerance '%s' (expected a fraction such as 0.10)", value);
+    a->tolerance = fraction;
   } else if (strcmp(o->name, "--help") == 0 || strcmp(o->name, "-h") == 0) {
     a->help = true;
   } else if (strcmp(o->name, "--version") == 0) {
@@ -345,7 +364,7 @@ static int parse_command(cli_args *a, const char *name) {
     unsigned command;
   } commands[] = {{"tune", CMD_TUNE},     {"list", CMD_LIST},     {"show", CMD_SHOW},
                   {"report", CMD_REPORT}, {"merge", CMD_MERGE},   {"export", CMD_EXPORT},
-                  {"import", CMD_IMPORT}};
+                  {"import", CMD_IMPORT}, {"verify", CMD_VERIFY}};
   if (strcmp(name, "help") == 0) {
     a->help = true;
     return EXIT_OK_;
@@ -386,7 +405,8 @@ static int parse_no_command(cli_args *a, int argc, char **argv) {
   }
   if (a->help || a->version) return EXIT_OK_;
   return usage_error(
-      "missing command (tune, list, show, report, merge, export, import, help or version)");
+      "missing command (tune, list, show, report, merge, export, import, verify, help or "
+      "version)");
 }
 
 static int check_input_count(const cli_args *a) {
@@ -418,6 +438,10 @@ static int check_input_count(const cli_args *a) {
   if ((a->command == CMD_MERGE || a->command == CMD_IMPORT) && a->input_count == 0) {
     return usage_error("%s needs at least one cache file to copy from", a->command_name);
   }
+  if (a->command == CMD_VERIFY && a->input_count > 0) {
+    return usage_error("verify takes no arguments (got '%s'; the cache is --cache or "
+                       "--system-cache)", a->inputs[0]);
+  }
   if (a->command == CMD_EXPORT && a->input_count > 0) {
     return usage_error("export takes no arguments (got '%s'; the file to write is -o FILE)",
                        a->inputs[0]);
@@ -432,6 +456,7 @@ static int check_input_count(const cli_args *a) {
 static int parse_args(int argc, char **argv, cli_args *a) {
   memset(a, 0, sizeof *a);
   a->policy = CONV_POLICY_EXHAUSTIVE;
+  a->tolerance = 0.10;
   const int at = command_index(argc, argv);
   if (at < 0) return parse_no_command(a, argc, argv);
   int rc = parse_command(a, argv[at]);
@@ -525,6 +550,8 @@ int main(int argc, char **argv) {
       rc = cmd_merge(&a);
     } else if (a.command == CMD_EXPORT) {
       rc = cmd_export(&a);
+    } else if (a.command == CMD_VERIFY) {
+      rc = cmd_verify(&a);
     } else {
       rc = cmd_import(&a);
     }
