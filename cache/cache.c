@@ -1,20 +1,25 @@
 /*
- * cache.c -- the SQLite plan cache (see cache.h).
+ * cache.c -- the SQLite plan cache (see cache.h): the file, its schema and
+ * transactions.  trials_write.c stores trials, trials_read.c reads them
+ * back; db.h is what these files share.
  *
  * Schema (version CONV_CACHE_SCHEMA_VERSION):
- *   meta(key TEXT PRIMARY KEY, value TEXT)   -- 'schema_version' -> "2"
+ *   meta(key TEXT PRIMARY KEY, value TEXT)   -- 'schema_version' -> "3"
  *   trials(id, problem, device, versions, algorithm_id, algorithm, config,
  *          config_text, status, status_name, reason, time_ms, rel_error,
  *          workspace_bytes, heuristic_pick, winner, tuned_at, deterministic)
  *   index trials_key on trials(problem, device, versions)
+ *   pending(problem, device, versions, reason, recorded_at)
+ *          primary key (problem, device, versions)   -- see pending.c
  * time_ms and rel_error are NULL when not timed / not validated (< 0 in a
- * conv_trial), deterministic when not known (-1).  tuned_at is UTC
- * ISO-8601 ("2025-01-31T12:00:00Z").
+ * conv_trial), deterministic when not known (-1).  tuned_at and
+ * recorded_at are UTC ISO-8601 ("2025-01-31T12:00:00Z").
  *
- * Version 1 lacked `deterministic`.  A writable open of a version-1 file
- * adds the column (NULL in every old row) and stamps version 2 in one
- * transaction; a read-only open reads the file as it is, every trial's
- * determinism unknown.
+ * Version 1 lacked `deterministic`, versions 1 and 2 the pending table.  A
+ * writable open of an older file adds what it lacks (the column NULL in
+ * every old row, the table empty) and stamps version 3 in one transaction;
+ * a read-only open reads the file as it is: every trial's determinism
+ * unknown in version 1, nothing pending before version 3.
  *
  * Concurrency: the file uses WAL (synchronous=NORMAL: a crash of the process
  * loses nothing committed; a power loss may lose the last trials, never the
@@ -47,9 +52,9 @@
  * refused and never written to.
  */
 #include "cache/cache.h"
+#include "cache/db.h"
 #include "cache/file.h"
 
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,31 +64,21 @@
 
 #define CACHE_BUSY_TIMEOUT_MS 10000
 #define CACHE_RETRY_MS 5 /* between tries to switch a new file to WAL */
-/* conv_config_format of CONV_CONFIG_MAX_VALUES int64 values: 16 * 21 bytes. */
-#define CACHE_CONFIG_TEXT_MAX 512
-
-struct conv_cache {
-  sqlite3 *db;
-  bool read_only;
-  bool empty; /* read-only open of a database with no tables: reads find nothing */
-  int schema_version; /* of the file, as inspect() read it */
-  char *path; /* for messages */
-};
 
 /* ---------------------------------------------------------------- helpers */
 
 /* Records a SQLite failure: the path, what was being done, SQLite's text.
  * Must be called before the failing statement is finalized. */
-static conv_status db_fail(const conv_cache *c, conv_error *err, const char *what) {
+conv_status cache_db_fail(const conv_cache *c, conv_error *err, const char *what) {
   return conv_error_set(err, CONV_CACHE_ERROR, "cache %s: %s: %s", c->path, what,
                         sqlite3_errmsg(c->db));
 }
 
-static conv_status prepare(const conv_cache *c, const char *sql, sqlite3_stmt **st,
+conv_status cache_prepare(const conv_cache *c, const char *sql, sqlite3_stmt **st,
                            const char *what, conv_error *err) {
   *st = NULL;
   if (sqlite3_prepare_v2(c->db, sql, -1, st, NULL) != SQLITE_OK) {
-    conv_status s = db_fail(c, err, what);
+    conv_status s = cache_db_fail(c, err, what);
     (void)sqlite3_finalize(*st); /* NULL after a failed prepare; harmless */
     *st = NULL;
     return s;
@@ -93,42 +88,41 @@ static conv_status prepare(const conv_cache *c, const char *sql, sqlite3_stmt **
 
 /* The return value of sqlite3_finalize repeats the error of the last step,
  * which every caller has already checked and reported. */
-static void finalize(sqlite3_stmt *st) { (void)sqlite3_finalize(st); }
+void cache_finalize(sqlite3_stmt *st) { (void)sqlite3_finalize(st); }
 
 /* Runs one statement to completion, discarding any rows. */
-static conv_status exec_sql(const conv_cache *c, const char *sql, const char *what,
+conv_status cache_exec_sql(const conv_cache *c, const char *sql, const char *what,
                             conv_error *err) {
   sqlite3_stmt *st;
-  conv_status s = prepare(c, sql, &st, what, err);
+  conv_status s = cache_prepare(c, sql, &st, what, err);
   if (s != CONV_OK) return s;
   int rc;
   do rc = sqlite3_step(st);
   while (rc == SQLITE_ROW);
-  if (rc != SQLITE_DONE) s = db_fail(c, err, what);
-  finalize(st);
+  if (rc != SQLITE_DONE) s = cache_db_fail(c, err, what);
+  cache_finalize(st);
   return s;
 }
 
 /* The identity as SQLite reads it: through the WAL, if there is one. */
 static conv_status read_identity(const conv_cache *c, int32_t *identity, conv_error *err) {
   sqlite3_stmt *st;
-  conv_status s = prepare(c, "PRAGMA user_version", &st, "cannot read the cache identity", err);
+  conv_status s =
+      cache_prepare(c, "PRAGMA user_version", &st, "cannot read the cache identity", err);
   if (s != CONV_OK) return s;
   if (sqlite3_step(st) == SQLITE_ROW)
     *identity = (int32_t)sqlite3_column_int64(st, 0);
   else
-    s = db_fail(c, err, "cannot read the cache identity");
-  finalize(st);
+    s = cache_db_fail(c, err, "cannot read the cache identity");
+  cache_finalize(st);
   return s;
 }
-
-static void tx_rollback(const conv_cache *c, conv_error *err);
 
 /* BEGIN IMMEDIATE, then the identity stamp every write carries (see the
  * top of the file).  A cache without one gets one here, under the write
  * lock, so that two writers of an old cache agree on it. */
-static conv_status tx_begin(const conv_cache *c, conv_error *err) {
-  conv_status s = exec_sql(c, "BEGIN IMMEDIATE", "begin transaction", err);
+conv_status cache_tx_begin(const conv_cache *c, conv_error *err) {
+  conv_status s = cache_exec_sql(c, "BEGIN IMMEDIATE", "begin transaction", err);
   if (s != CONV_OK) return s;
   int32_t identity = 0;
   s = read_identity(c, &identity, err);
@@ -136,18 +130,18 @@ static conv_status tx_begin(const conv_cache *c, conv_error *err) {
   if (s == CONV_OK) {
     char sql[64];
     snprintf(sql, sizeof sql, "PRAGMA user_version = %ld", (long)identity);
-    s = exec_sql(c, sql, "cannot stamp the cache identity", err);
+    s = cache_exec_sql(c, sql, "cannot stamp the cache identity", err);
   }
-  if (s != CONV_OK) tx_rollback(c, err);
+  if (s != CONV_OK) cache_tx_rollback(c, err);
   return s;
 }
 
 /* Rolls back an open transaction (if SQLite has not already done so) after
  * `err` has been filled with the first error, which is kept. */
-static void tx_rollback(const conv_cache *c, conv_error *err) {
+void cache_tx_rollback(const conv_cache *c, conv_error *err) {
   if (sqlite3_get_autocommit(c->db)) return; /* no transaction left open */
   conv_error ignored;
-  if (exec_sql(c, "ROLLBACK", "rollback", &ignored) != CONV_OK && err != NULL) {
+  if (cache_exec_sql(c, "ROLLBACK", "rollback", &ignored) != CONV_OK && err != NULL) {
     char first[sizeof err->message];
     memcpy(first, err->message, sizeof first);
     first[sizeof first - 1] = '\0';
@@ -155,26 +149,26 @@ static void tx_rollback(const conv_cache *c, conv_error *err) {
   }
 }
 
-static conv_status tx_commit(const conv_cache *c, conv_error *err) {
-  conv_status s = exec_sql(c, "COMMIT", "commit", err);
-  if (s != CONV_OK) tx_rollback(c, err);
+conv_status cache_tx_commit(const conv_cache *c, conv_error *err) {
+  conv_status s = cache_exec_sql(c, "COMMIT", "commit", err);
+  if (s != CONV_OK) cache_tx_rollback(c, err);
   return s;
 }
 
 /* Length of s, at most max (s need not be NUL-terminated within max). */
-static size_t bounded_len(const char *s, size_t max) {
+size_t cache_bounded_len(const char *s, size_t max) {
   const char *nul = memchr(s, '\0', max);
   return nul ? (size_t)(nul - s) : max;
 }
 
 /* Copies column `col` into dst[size], truncating (at a UTF-8 character
  * boundary) and stopping at an embedded NUL; NULL becomes "". */
-static void copy_column_text(char *dst, size_t size, sqlite3_stmt *st, int col) {
+void cache_copy_column_text(char *dst, size_t size, sqlite3_stmt *st, int col) {
   const char *src = (const char *)sqlite3_column_text(st, col);
   dst[0] = '\0';
   if (src == NULL) return;
   size_t n = (size_t)sqlite3_column_bytes(st, col);
-  n = bounded_len(src, n);
+  n = cache_bounded_len(src, n);
   if (n >= size) {
     n = size - 1;
     while (n > 0 && ((unsigned char)src[n] & 0xC0) == 0x80) n--; /* inside a character */
@@ -183,21 +177,21 @@ static void copy_column_text(char *dst, size_t size, sqlite3_stmt *st, int col) 
   dst[n] = '\0';
 }
 
-static int bind_key(sqlite3_stmt *st, int first, const conv_cache_key *key) {
+int cache_bind_key(sqlite3_stmt *st, int first, const conv_cache_key *key) {
   int rc = sqlite3_bind_text(st, first, key->problem, -1, SQLITE_STATIC);
   if (rc == SQLITE_OK) rc = sqlite3_bind_text(st, first + 1, key->device, -1, SQLITE_STATIC);
   if (rc == SQLITE_OK) rc = sqlite3_bind_text(st, first + 2, key->versions, -1, SQLITE_STATIC);
   return rc;
 }
 
-static conv_status check_key(const conv_cache *c, const conv_cache_key *key, conv_error *err) {
+conv_status cache_check_key(const conv_cache *c, const conv_cache_key *key, conv_error *err) {
   if (c == NULL || key == NULL || key->problem == NULL || key->device == NULL ||
       key->versions == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: NULL cache or key field");
   return CONV_OK;
 }
 
-static conv_status check_writable(const conv_cache *c, conv_error *err) {
+conv_status cache_check_writable(const conv_cache *c, conv_error *err) {
   if (c->read_only)
     return conv_error_set(err, CONV_CACHE_ERROR, "cache %s: opened read-only", c->path);
   return CONV_OK;
@@ -227,30 +221,32 @@ static const char *const schema_sql[] = {
     " tuned_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),"
     " deterministic INTEGER)",
     "CREATE INDEX IF NOT EXISTS trials_key ON trials (problem, device, versions)",
+    PENDING_TABLE_SQL,
 };
 
 /* Reads the schema without writing anything.  *empty: the database has no
- * schema objects at all; else *version_out is its version, 1 or 2.
+ * schema objects at all; else *version_out is its version, 1 to 3.
  * Anything but empty or one of our schemas is CONV_CACHE_ERROR. */
 static conv_status inspect(const conv_cache *c, bool *empty, int *version_out, conv_error *err) {
   sqlite3_stmt *st;
-  conv_status s = prepare(c,
-                          "SELECT count(*),"
-                          " coalesce(sum(type = 'table' AND name = 'meta'), 0),"
-                          " coalesce(sum(type = 'table' AND name = 'trials'), 0)"
-                          " FROM sqlite_master",
-                          &st, "cannot read the schema (not a convtune cache?)", err);
+  conv_status s = cache_prepare(
+      c,
+      "SELECT count(*),"
+      " coalesce(sum(type = 'table' AND name = 'meta'), 0),"
+      " coalesce(sum(type = 'table' AND name = 'trials'), 0)"
+      " FROM sqlite_master",
+      &st, "cannot read the schema (not a convtune cache?)", err);
   if (s != CONV_OK) return s;
   int rc = sqlite3_step(st);
   if (rc != SQLITE_ROW) {
-    s = db_fail(c, err, "cannot read the schema (not a convtune cache?)");
-    finalize(st);
+    s = cache_db_fail(c, err, "cannot read the schema (not a convtune cache?)");
+    cache_finalize(st);
     return s;
   }
   sqlite3_int64 objects = sqlite3_column_int64(st, 0);
   bool has_meta = sqlite3_column_int64(st, 1) > 0;
   bool has_trials = sqlite3_column_int64(st, 2) > 0;
-  finalize(st);
+  cache_finalize(st);
   if (objects == 0) {
     *empty = true;
     return CONV_OK;
@@ -261,23 +257,28 @@ static conv_status inspect(const conv_cache *c, bool *empty, int *version_out, c
                           "unknown; this convtune uses version %d); leaving it untouched",
                           c->path, CONV_CACHE_SCHEMA_VERSION);
 
-  s = prepare(c, "SELECT value FROM meta WHERE key = 'schema_version'", &st,
-              "cannot read the schema version", err);
+  s = cache_prepare(c, "SELECT value FROM meta WHERE key = 'schema_version'", &st,
+                    "cannot read the schema version", err);
   if (s != CONV_OK) return s;
   char version[64];
   rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) {
-    copy_column_text(version, sizeof version, st, 0);
+    cache_copy_column_text(version, sizeof version, st, 0);
   } else if (rc == SQLITE_DONE) {
     snprintf(version, sizeof version, "%s", "(none)");
   } else {
-    s = db_fail(c, err, "cannot read the schema version");
-    finalize(st);
+    s = cache_db_fail(c, err, "cannot read the schema version");
+    cache_finalize(st);
     return s;
   }
-  finalize(st);
+  cache_finalize(st);
 
-  int known = strcmp(version, "1") == 0 ? 1 : strcmp(version, "2") == 0 ? 2 : 0;
+  int known = 0;
+  for (int v = 1; v <= CONV_CACHE_SCHEMA_VERSION && known == 0; v++) {
+    char text[16];
+    snprintf(text, sizeof text, "%d", v);
+    if (strcmp(version, text) == 0) known = v;
+  }
   if (known == 0)
     return conv_error_set(err, CONV_CACHE_ERROR,
                           "cache %s: schema version %s, but this convtune uses version %d; "
@@ -296,7 +297,7 @@ static conv_status inspect(const conv_cache *c, bool *empty, int *version_out, c
  * inspected again under the write lock: another process may have created it
  * (or something else) since our first look. */
 static conv_status create_schema(conv_cache *c, conv_error *err) {
-  conv_status s = tx_begin(c, err);
+  conv_status s = cache_tx_begin(c, err);
   if (s != CONV_OK) return s;
   bool empty = false;
   int found_version = 0;
@@ -304,56 +305,59 @@ static conv_status create_schema(conv_cache *c, conv_error *err) {
   if (s != CONV_OK) goto fail;
   if (!empty) { /* someone else created it */
     c->schema_version = found_version;
-    return tx_commit(c, err);
+    return cache_tx_commit(c, err);
   }
 
   for (size_t i = 0; i < sizeof schema_sql / sizeof schema_sql[0]; i++) {
-    s = exec_sql(c, schema_sql[i], "cannot create the schema", err);
+    s = cache_exec_sql(c, schema_sql[i], "cannot create the schema", err);
     if (s != CONV_OK) goto fail;
   }
   sqlite3_stmt *st;
-  s = prepare(c, "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?1)", &st,
-              "cannot write the schema version", err);
+  s = cache_prepare(c, "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?1)", &st,
+                    "cannot write the schema version", err);
   if (s != CONV_OK) goto fail;
   char version[16];
   snprintf(version, sizeof version, "%d", CONV_CACHE_SCHEMA_VERSION);
   if (sqlite3_bind_text(st, 1, version, -1, SQLITE_STATIC) != SQLITE_OK ||
       sqlite3_step(st) != SQLITE_DONE) {
-    s = db_fail(c, err, "cannot write the schema version");
-    finalize(st);
+    s = cache_db_fail(c, err, "cannot write the schema version");
+    cache_finalize(st);
     goto fail;
   }
-  finalize(st);
+  cache_finalize(st);
   c->schema_version = CONV_CACHE_SCHEMA_VERSION;
-  return tx_commit(c, err);
+  return cache_tx_commit(c, err);
 
 fail:
-  tx_rollback(c, err);
+  cache_tx_rollback(c, err);
   return s;
 }
 
-/* Brings a version-1 file to version 2 in one BEGIN IMMEDIATE transaction,
- * inspecting it again under the write lock (another process may have
- * upgraded it meanwhile).  Old rows keep NULL: their determinism is not
- * known. */
+/* Brings a version-1 or -2 file to version 3 in one BEGIN IMMEDIATE
+ * transaction, inspecting it again under the write lock (another process
+ * may have upgraded it meanwhile).  Old rows keep NULL: their determinism
+ * is not known; nothing is pending. */
 static conv_status upgrade_schema(conv_cache *c, conv_error *err) {
-  conv_status s = tx_begin(c, err);
+  static const char what[] = "cannot upgrade the schema to version 3";
+  conv_status s = cache_tx_begin(c, err);
   if (s != CONV_OK) return s;
   bool empty = false;
   int version = 0;
   CONV_TRY(s, inspect(c, &empty, &version, err), fail);
-  if (version == 1) {
-    CONV_TRY(s, exec_sql(c, "ALTER TABLE trials ADD COLUMN deterministic INTEGER",
-                         "cannot upgrade the schema to version 2", err), fail);
-    CONV_TRY(s, exec_sql(c, "UPDATE meta SET value = '2' WHERE key = 'schema_version'",
-                         "cannot upgrade the schema to version 2", err), fail);
+  if (version == 1)
+    CONV_TRY(s, cache_exec_sql(c, "ALTER TABLE trials ADD COLUMN deterministic INTEGER", what, err),
+             fail);
+  if (version < 3) {
+    CONV_TRY(s, cache_exec_sql(c, PENDING_TABLE_SQL, what, err), fail);
+    CONV_TRY(s, cache_exec_sql(c, "UPDATE meta SET value = '3' WHERE key = 'schema_version'",
+                               what, err), fail);
   }
-  CONV_TRY(s, tx_commit(c, err), fail);
-  c->schema_version = 2;
+  CONV_TRY(s, cache_tx_commit(c, err), fail);
+  c->schema_version = 3;
   return CONV_OK;
 
 fail:
-  tx_rollback(c, err);
+  cache_tx_rollback(c, err);
   return s;
 }
 
@@ -366,23 +370,23 @@ fail:
 static conv_status enable_wal(const conv_cache *c, conv_error *err) {
   for (int waited_ms = 0;; waited_ms += CACHE_RETRY_MS) {
     sqlite3_stmt *st;
-    conv_status s = prepare(c, "PRAGMA journal_mode = WAL", &st, "cannot set WAL mode", err);
+    conv_status s = cache_prepare(c, "PRAGMA journal_mode = WAL", &st, "cannot set WAL mode", err);
     if (s != CONV_OK) return s;
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
       const char *mode = (const char *)sqlite3_column_text(st, 0);
       bool wal = mode != NULL && sqlite3_stricmp(mode, "wal") == 0;
-      finalize(st);
+      cache_finalize(st);
       if (!wal) return CONV_OK;
-      return exec_sql(c, "PRAGMA synchronous = NORMAL", "cannot set synchronous mode", err);
+      return cache_exec_sql(c, "PRAGMA synchronous = NORMAL", "cannot set synchronous mode", err);
     }
     if ((rc & 0xff) == SQLITE_BUSY && waited_ms < CACHE_BUSY_TIMEOUT_MS) {
-      finalize(st);
+      cache_finalize(st);
       sqlite3_sleep(CACHE_RETRY_MS);
       continue;
     }
-    s = db_fail(c, err, "cannot set WAL mode");
-    finalize(st);
+    s = cache_db_fail(c, err, "cannot set WAL mode");
+    cache_finalize(st);
     return s;
   }
 }
@@ -429,10 +433,11 @@ static conv_status open_connection(conv_cache *c, bool immutable, conv_error *er
                           c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
   /* Until the WAL beside the file is known to be this cache's, closing
    * must not checkpoint it into the file. */
-  if (!c->read_only && sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL) != SQLITE_OK)
-    return db_fail(c, err, "cannot hold back the checkpoint on close");
+  if (!c->read_only &&
+      sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL) != SQLITE_OK)
+    return cache_db_fail(c, err, "cannot hold back the checkpoint on close");
   if (sqlite3_busy_timeout(c->db, CACHE_BUSY_TIMEOUT_MS) != SQLITE_OK)
-    return db_fail(c, err, "cannot set the busy timeout");
+    return cache_db_fail(c, err, "cannot set the busy timeout");
   return CONV_OK;
 }
 
@@ -488,7 +493,7 @@ conv_status conv_cache_open(const char *path, bool read_only, conv_cache **cache
     if (empty) CONV_TRY(s, create_schema(c, err), fail);
     if (c->schema_version < CONV_CACHE_SCHEMA_VERSION) CONV_TRY(s, upgrade_schema(c, err), fail);
     if (sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL) != SQLITE_OK) {
-      s = db_fail(c, err, "cannot restore the checkpoint on close");
+      s = cache_db_fail(c, err, "cannot restore the checkpoint on close");
       goto fail;
     }
   }
@@ -507,379 +512,4 @@ void conv_cache_close(conv_cache *cache) {
   (void)sqlite3_close_v2(cache->db);
   free(cache->path);
   free(cache);
-}
-
-/* ---------------------------------------------------------------- writes */
-
-/* Deletes every trial of `key`, inside the caller's transaction. */
-static conv_status delete_tuning(conv_cache *cache, const conv_cache_key *key, conv_error *err) {
-  sqlite3_stmt *st;
-  conv_status s =
-      prepare(cache, "DELETE FROM trials WHERE problem = ?1 AND device = ?2 AND versions = ?3",
-              &st, "cannot delete earlier trials", err);
-  if (s != CONV_OK) return s;
-  if (bind_key(st, 1, key) != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE)
-    s = db_fail(cache, err, "cannot delete earlier trials");
-  finalize(st);
-  return s;
-}
-
-conv_status conv_cache_begin_tuning(conv_cache *cache, const conv_cache_key *key,
-                                    conv_error *err) {
-  conv_status s = check_key(cache, key, err);
-  if (s == CONV_OK) s = check_writable(cache, err);
-  if (s != CONV_OK) return s;
-  CONV_TRY(s, tx_begin(cache, err), out);
-  CONV_TRY(s, delete_tuning(cache, key, err), fail);
-  return tx_commit(cache, err);
-fail:
-  tx_rollback(cache, err);
-out:
-  return s;
-}
-
-static conv_status clear_winner(const conv_cache *c, const conv_cache_key *key, conv_error *err) {
-  sqlite3_stmt *st;
-  conv_status s = prepare(c,
-                          "UPDATE trials SET winner = 0 WHERE problem = ?1 AND device = ?2"
-                          " AND versions = ?3 AND winner <> 0",
-                          &st, "cannot clear the winner", err);
-  if (s != CONV_OK) return s;
-  if (bind_key(st, 1, key) != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE)
-    s = db_fail(c, err, "cannot clear the winner");
-  finalize(st);
-  return s;
-}
-
-/* tuned_at: when it was measured, kept by a copy from another cache; NULL
- * for now. */
-static conv_status insert_trial(const conv_cache *c, const conv_cache_key *key,
-                                const conv_trial *t, const char *config, const char *tuned_at,
-                                conv_error *err) {
-  sqlite3_stmt *st;
-  conv_status s = prepare(c,
-                          "INSERT INTO trials (problem, device, versions, algorithm_id,"
-                          " algorithm, config, config_text, status, status_name, reason,"
-                          " time_ms, rel_error, workspace_bytes, heuristic_pick, winner,"
-                          " deterministic, tuned_at)"
-                          " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
-                          " ?14, ?15, ?16, COALESCE(?17, strftime('%Y-%m-%dT%H:%M:%SZ', 'now')))",
-                          &st, "cannot store a trial", err);
-  if (s != CONV_OK) return s;
-  sqlite3_int64 workspace =
-      t->workspace_bytes > (size_t)INT64_MAX ? INT64_MAX : (sqlite3_int64)t->workspace_bytes;
-  int rc = bind_key(st, 1, key);
-  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 4, t->algorithm_id);
-  if (rc == SQLITE_OK)
-    rc = sqlite3_bind_text(st, 5, t->algorithm, (int)bounded_len(t->algorithm, sizeof t->algorithm),
-                           SQLITE_STATIC);
-  if (rc == SQLITE_OK) rc = sqlite3_bind_text(st, 6, config, -1, SQLITE_STATIC);
-  if (rc == SQLITE_OK)
-    rc = sqlite3_bind_text(st, 7, t->config_text,
-                           (int)bounded_len(t->config_text, sizeof t->config_text), SQLITE_STATIC);
-  if (rc == SQLITE_OK) rc = sqlite3_bind_int(st, 8, (int)t->status);
-  if (rc == SQLITE_OK)
-    rc = sqlite3_bind_text(st, 9, conv_status_string(t->status), -1, SQLITE_STATIC);
-  if (rc == SQLITE_OK)
-    rc = sqlite3_bind_text(st, 10, t->reason, (int)bounded_len(t->reason, sizeof t->reason),
-                           SQLITE_STATIC);
-  if (rc == SQLITE_OK)
-    rc = t->time_ms >= 0 && isfinite(t->time_ms) ? sqlite3_bind_double(st, 11, t->time_ms)
-                                                 : sqlite3_bind_null(st, 11);
-  if (rc == SQLITE_OK)
-    rc = t->rel_error >= 0 && isfinite(t->rel_error) ? sqlite3_bind_double(st, 12, t->rel_error)
-                                                     : sqlite3_bind_null(st, 12);
-  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 13, workspace);
-  if (rc == SQLITE_OK) rc = sqlite3_bind_int(st, 14, t->heuristic_pick ? 1 : 0);
-  if (rc == SQLITE_OK) rc = sqlite3_bind_int(st, 15, t->winner ? 1 : 0);
-  if (rc == SQLITE_OK)
-    rc = t->deterministic == 0 || t->deterministic == 1
-             ? sqlite3_bind_int(st, 16, t->deterministic)
-             : sqlite3_bind_null(st, 16);
-  if (rc == SQLITE_OK)
-    rc = tuned_at ? sqlite3_bind_text(st, 17, tuned_at, -1, SQLITE_STATIC)
-                  : sqlite3_bind_null(st, 17);
-  if (rc == SQLITE_OK) rc = sqlite3_step(st);
-  if (rc != SQLITE_DONE) s = db_fail(c, err, "cannot store a trial");
-  finalize(st);
-  return s;
-}
-
-/* One transaction (every write is one: it carries the identity stamp); a
- * trial with winner set becomes the key's only winner (as set_winner). */
-conv_status conv_cache_add_trial(conv_cache *cache, const conv_cache_key *key,
-                                 const conv_trial *trial, conv_error *err) {
-  conv_status s = check_key(cache, key, err);
-  if (s != CONV_OK) return s;
-  if (trial == NULL) return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: NULL trial");
-  CONV_TRY(s, check_writable(cache, err), out);
-  if (trial->algorithm_id == 0)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: trial with algorithm id 0");
-  if ((int)trial->status < 0 || (int)trial->status >= (int)CONV_STATUS_COUNT_)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: trial with status %d",
-                          (int)trial->status);
-  char config[CACHE_CONFIG_TEXT_MAX];
-  if (conv_config_format(&trial->config, config, sizeof config) != CONV_OK)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: trial config with %d values",
-                          trial->config.count);
-  CONV_TRY(s, tx_begin(cache, err), out);
-  if (trial->winner) CONV_TRY(s, clear_winner(cache, key, err), fail);
-  CONV_TRY(s, insert_trial(cache, key, trial, config, NULL, err), fail);
-  return tx_commit(cache, err);
-fail:
-  tx_rollback(cache, err);
-out:
-  return s;
-}
-
-conv_status conv_cache_replace_tuning(conv_cache *cache, const conv_cache_key *key,
-                                      const conv_trial *trials, const char *const *tuned_at,
-                                      size_t count, conv_error *err) {
-  conv_status s = check_key(cache, key, err);
-  if (s != CONV_OK) return s;
-  if (trials == NULL && count > 0)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: NULL trials");
-  CONV_TRY(s, check_writable(cache, err), out);
-  CONV_TRY(s, tx_begin(cache, err), out);
-  CONV_TRY(s, delete_tuning(cache, key, err), fail);
-  for (size_t i = 0; i < count; i++) {
-    char config[CACHE_CONFIG_TEXT_MAX];
-    if (trials[i].algorithm_id == 0 ||
-        conv_config_format(&trials[i].config, config, sizeof config) != CONV_OK) {
-      s = conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: trial %zu cannot be stored", i);
-      goto fail;
-    }
-    CONV_TRY(s, insert_trial(cache, key, &trials[i], config, tuned_at ? tuned_at[i] : NULL, err),
-             fail);
-  }
-  return tx_commit(cache, err);
-fail:
-  tx_rollback(cache, err);
-out:
-  return s;
-}
-
-conv_status conv_cache_set_winner(conv_cache *cache, const conv_cache_key *key,
-                                  uint32_t algorithm_id, const conv_config *config,
-                                  conv_error *err) {
-  conv_status s = check_key(cache, key, err);
-  if (s != CONV_OK) return s;
-  if (config == NULL) return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: NULL config");
-  CONV_TRY(s, check_writable(cache, err), out);
-  char text[CACHE_CONFIG_TEXT_MAX];
-  if (conv_config_format(config, text, sizeof text) != CONV_OK)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: winner config with %d values",
-                          config->count);
-
-  CONV_TRY(s, tx_begin(cache, err), out);
-  CONV_TRY(s, clear_winner(cache, key, err), fail);
-  sqlite3_stmt *st;
-  /* The same config stored twice: mark one row only, a valid one if any. */
-  CONV_TRY(s,
-           prepare(cache,
-                   "UPDATE trials SET winner = 1 WHERE id = (SELECT id FROM trials"
-                   " WHERE problem = ?1 AND device = ?2 AND versions = ?3 AND algorithm_id = ?4"
-                   " AND config = ?5 ORDER BY status = 0 DESC, id DESC LIMIT 1)",
-                   &st, "cannot set the winner", err),
-           fail);
-  int rc = bind_key(st, 1, key);
-  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st, 4, algorithm_id);
-  if (rc == SQLITE_OK) rc = sqlite3_bind_text(st, 5, text, -1, SQLITE_STATIC);
-  if (rc == SQLITE_OK) rc = sqlite3_step(st);
-  if (rc != SQLITE_DONE) {
-    s = db_fail(cache, err, "cannot set the winner");
-    finalize(st);
-    goto fail;
-  }
-  finalize(st);
-  if (sqlite3_changes(cache->db) != 1) {
-    s = conv_error_set(err, CONV_CACHE_ERROR,
-                       "cache %s: no trial of algorithm %u with config \"%s\" for %s on %s (%s) "
-                       "to mark as the winner",
-                       cache->path, (unsigned)algorithm_id, text, key->problem, key->device,
-                       key->versions);
-    goto fail;
-  }
-  return tx_commit(cache, err);
-fail:
-  tx_rollback(cache, err);
-out:
-  return s;
-}
-
-/* ---------------------------------------------------------------- reads */
-
-#define ROW_COLUMNS                                                                              \
-  "id, problem, device, versions, algorithm_id, algorithm, config, config_text, status,"        \
-  " reason, time_ms, rel_error, workspace_bytes, heuristic_pick, winner, tuned_at"
-/* "SELECT <the row's columns> <tail>": a version-1 file has no
- * deterministic column, so NULL (unknown) stands in for it. */
-#define SELECT_ROWS(c, tail)                                                                     \
-  ((c)->schema_version >= 2 ? "SELECT " ROW_COLUMNS ", deterministic " tail                       \
-                            : "SELECT " ROW_COLUMNS ", NULL " tail)
-enum {
-  COL_ID, COL_PROBLEM, COL_DEVICE, COL_VERSIONS, COL_ALGORITHM_ID, COL_ALGORITHM, COL_CONFIG,
-  COL_CONFIG_TEXT, COL_STATUS, COL_REASON, COL_TIME_MS, COL_REL_ERROR, COL_WORKSPACE,
-  COL_HEURISTIC, COL_WINNER, COL_TUNED_AT, COL_DETERMINISTIC
-};
-
-static bool is_number_or_null(int type) {
-  return type == SQLITE_NULL || type == SQLITE_INTEGER || type == SQLITE_FLOAT;
-}
-
-/* Decodes the current row into *t, checking every value (the file is
- * untrusted).  Column types are read before any value: a conversion makes
- * sqlite3_column_type undefined. */
-static conv_status decode_trial(const conv_cache *c, sqlite3_stmt *st, conv_trial *t,
-                                conv_error *err) {
-  int type_algorithm_id = sqlite3_column_type(st, COL_ALGORITHM_ID);
-  int type_config = sqlite3_column_type(st, COL_CONFIG);
-  int type_status = sqlite3_column_type(st, COL_STATUS);
-  int type_workspace = sqlite3_column_type(st, COL_WORKSPACE);
-  int type_time = sqlite3_column_type(st, COL_TIME_MS);
-  int type_error = sqlite3_column_type(st, COL_REL_ERROR);
-  int type_deterministic = sqlite3_column_type(st, COL_DETERMINISTIC);
-  long long id = (long long)sqlite3_column_int64(st, COL_ID);
-  memset(t, 0, sizeof *t);
-
-  sqlite3_int64 algorithm_id = sqlite3_column_int64(st, COL_ALGORITHM_ID);
-  if (type_algorithm_id != SQLITE_INTEGER || algorithm_id <= 0 || algorithm_id > UINT32_MAX)
-    return conv_error_set(err, CONV_CACHE_ERROR, "cache %s: row %lld: corrupt algorithm id",
-                          c->path, id);
-  t->algorithm_id = (uint32_t)algorithm_id;
-
-  const char *config = NULL;
-  if (type_config == SQLITE_TEXT) config = (const char *)sqlite3_column_text(st, COL_CONFIG);
-  if (config == NULL || strlen(config) != (size_t)sqlite3_column_bytes(st, COL_CONFIG) ||
-      conv_config_parse(config, &t->config) != CONV_OK)
-    return conv_error_set(err, CONV_CACHE_ERROR, "cache %s: row %lld: corrupt config \"%.64s\"",
-                          c->path, id, config ? config : "(not text)");
-
-  sqlite3_int64 status = sqlite3_column_int64(st, COL_STATUS);
-  if (type_status != SQLITE_INTEGER || status < 0 || status >= CONV_STATUS_COUNT_)
-    return conv_error_set(err, CONV_CACHE_ERROR, "cache %s: row %lld: corrupt status", c->path,
-                          id);
-  t->status = (conv_status)status;
-
-  sqlite3_int64 workspace = sqlite3_column_int64(st, COL_WORKSPACE);
-  bool workspace_ok = type_workspace == SQLITE_INTEGER && workspace >= 0;
-#if SIZE_MAX < INT64_MAX
-  workspace_ok = workspace_ok && (uint64_t)workspace <= SIZE_MAX;
-#endif
-  if (!workspace_ok)
-    return conv_error_set(err, CONV_CACHE_ERROR, "cache %s: row %lld: corrupt workspace size",
-                          c->path, id);
-  t->workspace_bytes = (size_t)workspace;
-
-  if (!is_number_or_null(type_time) || !is_number_or_null(type_error))
-    return conv_error_set(err, CONV_CACHE_ERROR, "cache %s: row %lld: corrupt time or error",
-                          c->path, id);
-  t->time_ms = type_time == SQLITE_NULL ? -1.0 : sqlite3_column_double(st, COL_TIME_MS);
-  t->rel_error = type_error == SQLITE_NULL ? -1.0 : sqlite3_column_double(st, COL_REL_ERROR);
-
-  copy_column_text(t->algorithm, sizeof t->algorithm, st, COL_ALGORITHM);
-  copy_column_text(t->config_text, sizeof t->config_text, st, COL_CONFIG_TEXT);
-  copy_column_text(t->reason, sizeof t->reason, st, COL_REASON);
-  t->heuristic_pick = sqlite3_column_int64(st, COL_HEURISTIC) != 0;
-  t->config.flags = t->heuristic_pick ? CONV_CONFIG_HEURISTIC_RANKED : 0u;
-  t->winner = sqlite3_column_int64(st, COL_WINNER) != 0;
-  t->deterministic = type_deterministic == SQLITE_NULL
-                         ? -1
-                         : sqlite3_column_int64(st, COL_DETERMINISTIC) != 0;
-  return CONV_OK;
-}
-
-conv_status conv_cache_lookup_winner(conv_cache *cache, const conv_cache_key *key,
-                                     conv_trial *winner, bool *found, conv_error *err) {
-  conv_status s = check_key(cache, key, err);
-  if (s != CONV_OK) return s;
-  if (winner == NULL || found == NULL)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache lookup: NULL output");
-  if (cache->empty) {
-    *found = false;
-    return CONV_OK;
-  }
-  sqlite3_stmt *st;
-  s = prepare(cache,
-              SELECT_ROWS(cache, " FROM trials WHERE problem = ?1 AND device = ?2"
-                                 " AND versions = ?3 AND winner <> 0 ORDER BY id DESC LIMIT 1"),
-              &st, "cannot look up the winner", err);
-  if (s != CONV_OK) return s;
-  int rc = bind_key(st, 1, key);
-  if (rc == SQLITE_OK) rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW) {
-    conv_trial t;
-    s = decode_trial(cache, st, &t, err);
-    if (s == CONV_OK) {
-      *winner = t;
-      *found = true;
-    }
-  } else if (rc == SQLITE_DONE) {
-    *found = false;
-  } else {
-    s = db_fail(cache, err, "cannot look up the winner");
-  }
-  finalize(st);
-  return s;
-}
-
-/* Steps through a prepared, bound SELECT of ROW_COLUMNS calling fn. */
-static conv_status list_rows(const conv_cache *c, sqlite3_stmt *st, conv_cache_row_fn fn,
-                             void *user, const char *what, conv_error *err) {
-  for (;;) {
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_DONE) return CONV_OK;
-    if (rc != SQLITE_ROW) return db_fail(c, err, what);
-    conv_trial t;
-    conv_status s = decode_trial(c, st, &t, err);
-    if (s != CONV_OK) return s;
-    conv_cache_row row;
-    row.problem = (const char *)sqlite3_column_text(st, COL_PROBLEM);
-    row.device = (const char *)sqlite3_column_text(st, COL_DEVICE);
-    row.versions = (const char *)sqlite3_column_text(st, COL_VERSIONS);
-    row.tuned_at = (const char *)sqlite3_column_text(st, COL_TUNED_AT);
-    if (!row.problem) row.problem = "";
-    if (!row.device) row.device = "";
-    if (!row.versions) row.versions = "";
-    if (!row.tuned_at) row.tuned_at = "";
-    row.trial = &t;
-    if (fn(&row, user) != 0) return CONV_OK;
-  }
-}
-
-conv_status conv_cache_list_winners(conv_cache *cache, conv_cache_row_fn fn, void *user,
-                                    conv_error *err) {
-  if (cache == NULL || fn == NULL)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache list: NULL cache or callback");
-  if (cache->empty) return CONV_OK;
-  sqlite3_stmt *st;
-  conv_status s = prepare(cache,
-                          SELECT_ROWS(cache, " FROM trials WHERE winner <> 0"
-                                             " ORDER BY problem, device, versions, id"),
-                          &st, "cannot list winners", err);
-  if (s != CONV_OK) return s;
-  s = list_rows(cache, st, fn, user, "cannot list winners", err);
-  finalize(st);
-  return s;
-}
-
-conv_status conv_cache_list_trials(conv_cache *cache, const char *problem, conv_cache_row_fn fn,
-                                   void *user, conv_error *err) {
-  if (cache == NULL || problem == NULL || fn == NULL)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT,
-                          "cache list: NULL cache, problem or callback");
-  if (cache->empty) return CONV_OK;
-  sqlite3_stmt *st;
-  /* Winners first, then timed trials fastest first, then the untimed. */
-  conv_status s = prepare(cache,
-                          SELECT_ROWS(cache, " FROM trials WHERE problem = ?1"
-                                             " ORDER BY winner <> 0 DESC, time_ms IS NULL, time_ms, id"),
-                          &st, "cannot list trials", err);
-  if (s != CONV_OK) return s;
-  if (sqlite3_bind_text(st, 1, problem, -1, SQLITE_STATIC) != SQLITE_OK)
-    s = db_fail(cache, err, "cannot list trials");
-  else
-    s = list_rows(cache, st, fn, user, "cannot list trials", err);
-  finalize(st);
-  return s;
 }

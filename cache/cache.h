@@ -20,10 +20,11 @@
 extern "C" {
 #endif
 
-/* 2 added trials.deterministic; a version-1 file is upgraded in place when
- * opened for writing and read as it is otherwise (every trial's
- * determinism then unknown). */
-#define CONV_CACHE_SCHEMA_VERSION 2
+/* 2 added trials.deterministic, 3 the pending table; an older file is
+ * upgraded in place when opened for writing and read as it is otherwise
+ * (a version-1 trial's determinism then unknown, nothing pending before
+ * version 3). */
+#define CONV_CACHE_SCHEMA_VERSION 3
 
 typedef struct conv_cache conv_cache;
 
@@ -47,6 +48,10 @@ typedef struct conv_trial {
   size_t workspace_bytes;
   bool heuristic_pick;   /* what an untuned caller gets (tuner)  */
   bool winner;
+  bool abandoned;        /* timed, then dropped as slower than the best by
+                          * the tuner's margin; not stored as such (the
+                          * reason says "abandoned: ...") and false when
+                          * read back                                  */
   int deterministic;     /* 1: bit-identical run to run, 0: may
                           * not be, -1: unknown (not prepared)   */
 } conv_trial;
@@ -87,7 +92,8 @@ conv_status conv_cache_set_winner(conv_cache *cache, const conv_cache_key *key,
 /* Replaces every trial of `key` with trials[0..count) (winner flags as
  * they are; tuned_at[i], when tuned_at is not NULL, keeps when each was
  * measured), in one transaction: what copying a tuning from another cache
- * needs. */
+ * needs.  The problem's pending rows on key's device go with the old
+ * trials. */
 conv_status conv_cache_replace_tuning(conv_cache *cache, const conv_cache_key *key,
                                       const conv_trial *trials, const char *const *tuned_at,
                                       size_t count, conv_error *err);
@@ -107,6 +113,49 @@ conv_status conv_cache_list_winners(conv_cache *cache, conv_cache_row_fn fn, voi
  * versions), winner first, then by time. */
 conv_status conv_cache_list_trials(conv_cache *cache, const char *problem, conv_cache_row_fn fn,
                                    void *user, conv_error *err);
+
+/* ---------------------------------------------------------------- pending */
+
+/* Problems waiting for `convtune tune --pending` (pending.c). */
+typedef enum conv_pending_reason {
+  CONV_PENDING_UNTUNED = 0, /* "untuned": a record-mode context ran an untimed plan */
+  CONV_PENDING_INCOMPLETE   /* "incomplete": a tuning stopped by its budget; its
+                             * winner is the best of the configs it timed       */
+} conv_pending_reason;
+
+/* The reason as stored ("untuned", "incomplete"). */
+const char *conv_pending_reason_text(conv_pending_reason reason);
+
+/* Records `key` as pending (one row per problem, device and versions: a
+ * second record only updates the reason), in its own transaction.  A
+ * read-only handle is CONV_CACHE_ERROR and writes nothing. */
+conv_status conv_cache_record_pending(conv_cache *cache, const conv_cache_key *key,
+                                      conv_pending_reason reason, conv_error *err);
+
+/* Removes the pending rows of key's problem on key's device, whatever
+ * versions they were recorded under: the shape has been tuned fully. */
+conv_status conv_cache_clear_pending(conv_cache *cache, const conv_cache_key *key,
+                                     conv_error *err);
+
+/* Whether `key` (its exact versions) is pending, and why (*reason may be
+ * NULL).  A file without the table (read-only, before version 3) has
+ * nothing pending. */
+conv_status conv_cache_find_pending(conv_cache *cache, const conv_cache_key *key,
+                                    bool *found /* OUT */, conv_pending_reason *reason /* OUT */,
+                                    conv_error *err);
+
+/* A pending row as listed (strings valid during the callback only; the
+ * reason as the file holds it). */
+typedef struct conv_cache_pending_row {
+  const char *problem, *device, *versions, *reason, *recorded_at;
+} conv_cache_pending_row;
+
+typedef int (*conv_cache_pending_fn)(const conv_cache_pending_row *row, void *user);
+
+/* Calls fn for every pending row (any device, any versions), oldest
+ * first; fn returns nonzero to stop. */
+conv_status conv_cache_list_pending(conv_cache *cache, conv_cache_pending_fn fn, void *user,
+                                    conv_error *err);
 
 #ifdef __cplusplus
 }

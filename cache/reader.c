@@ -131,3 +131,32 @@ conv_status conv_cache_reader_trials(conv_cache_reader *reader, const char *prob
   reader_ok(message, message_size);
   return CONV_OK;
 }
+
+typedef struct pending_walk {
+  conv_cache_pending_entry_fn fn;
+  void *user;
+} pending_walk;
+
+static int pass_pending(const conv_cache_pending_row *row, void *user) {
+  const pending_walk *walk = user;
+  conv_cache_pending_entry e;
+  memset(&e, 0, sizeof e);
+  e.struct_size = sizeof e;
+  e.problem = row->problem, e.device = row->device, e.versions = row->versions;
+  e.reason = row->reason, e.recorded_at = row->recorded_at;
+  return walk->fn(&e, walk->user);
+}
+
+conv_status conv_cache_reader_pending(conv_cache_reader *reader, conv_cache_pending_entry_fn fn,
+                                      void *user, char *message, size_t message_size) {
+  conv_error err = {CONV_OK, ""};
+  if (reader == NULL || fn == NULL) {
+    conv_error_set(&err, CONV_INVALID_ARGUMENT, "cache reader: NULL reader or callback");
+    return reader_fail(&err, message, message_size);
+  }
+  pending_walk walk = {fn, user};
+  if (conv_cache_list_pending(reader->cache, pass_pending, &walk, &err) != CONV_OK)
+    return reader_fail(&err, message, message_size);
+  reader_ok(message, message_size);
+  return CONV_OK;
+}

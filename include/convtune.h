@@ -277,7 +277,17 @@ conv_status conv_problem_parse_sized(const char *spec, conv_problem *problem /* 
 typedef enum conv_policy {
   CONV_POLICY_EXHAUSTIVE = 0, /* time every applicable candidate configuration */
   CONV_POLICY_FAST,           /* time a few best-guess candidates only         */
-  CONV_POLICY_CACHE_ONLY      /* never tune: a miss is CONV_CACHE_MISS         */
+  CONV_POLICY_CACHE_ONLY,     /* never tune: a miss is CONV_CACHE_MISS         */
+  /* Never tune, never fail for want of a tuning: a problem missing from
+   * both caches gets a plan made without timing anything, the first
+   * candidate in the fast policy's order (cuDNN's heuristic ranking first)
+   * that builds within the workspace limit and matches the reference on
+   * random inputs (source CONV_SOURCE_HEURISTIC, time_ms -1), and is
+   * recorded as pending in the user's cache ("untuned"), for `convtune
+   * tune --pending` to tune later, offline.  Nothing is stored as a
+   * winner.  A read-only cache records nothing (a WARN message says so)
+   * and the plan is still returned.  Added after 0.3.0. */
+  CONV_POLICY_RECORD
 } conv_policy;
 
 /* Levels of the messages a context passes to its log callback, most severe
@@ -346,6 +356,19 @@ typedef struct conv_context_options {
                              * none.  Opened read-only (a read-only file or
                              * directory is fine); a missing or unreadable one
                              * fails conv_context_create (CONV_CACHE_ERROR)     */
+  /* Added after 0.3.0: */
+  double tuning_budget_ms; /* per problem: a tuning that has run this long
+                            * (its set-up and validation included) times no
+                            * further config and keeps the fastest so far,
+                            * once one config has validated; each family's
+                            * best guesses are timed first.  Its tuning is
+                            * stored as the winner and marked "incomplete"
+                            * in the pending table (conv_cache_reader_pending)
+                            * for `convtune tune --pending`, and a context
+                            * that may tune (EXHAUSTIVE or FAST) without a
+                            * budget tunes it again fully when it meets it.
+                            * 0 (default): none; negative or not finite:
+                            * CONV_INVALID_ARGUMENT                          */
 } conv_context_options;
 
 typedef struct conv_context conv_context;
@@ -361,8 +384,9 @@ void conv_context_options_init_sized(conv_context_options *options, size_t struc
  * opens (creating as needed) the cache.  `options` may be NULL for defaults.
  * On failure *context is set to NULL and the status says why (CONV_NO_DEVICE
  * on a machine without a usable GPU; CONV_CACHE_ERROR when the cache cannot
- * be opened; CONV_INVALID_ARGUMENT for a negative device, or a policy or
- * log_level out of its enum); conv_context_last_error(NULL) then holds the
+ * be opened; CONV_INVALID_ARGUMENT for a negative device, a policy or
+ * log_level out of its enum, or a negative or infinite tuning budget);
+ * conv_context_last_error(NULL) then holds the
  * message.  A context may be shared between threads: plan creation is
  * serialised internally. */
 conv_status conv_context_create(conv_context **context /* OUT */,
@@ -383,6 +407,16 @@ conv_status conv_context_destroy(conv_context *context);
  * failed conv_context_create(). */
 const char *conv_context_last_error(const conv_context *context);
 
+/* The fingerprint of the context's GPU as caches store it
+ * (conv_cache_entry.device, conv_cache_pending_entry.device; e.g.
+ * "NVIDIA H100 80GB HBM3|sm90|132sm|l2=52428800|mem=2619000kHz*5120bit"),
+ * NUL-terminated, into fingerprint[size].  CONV_INVALID_ARGUMENT for a
+ * NULL argument or a buffer too small (CONV_DEVICE_FINGERPRINT_MAX bytes
+ * always suffice); written only on success. */
+#define CONV_DEVICE_FINGERPRINT_MAX 512
+conv_status conv_context_device_fingerprint(const conv_context *context,
+                                            char *fingerprint /* OUT */, size_t size);
+
 /* Asks a tuning in progress on this context (in any thread) to stop after the
  * candidate it is timing; measurements already taken stay in the cache and
  * conv_plan_create returns CONV_INTERRUPTED.  Safe to call from a signal
@@ -398,7 +432,10 @@ typedef enum conv_plan_source {
   CONV_SOURCE_MEMORY = 0,  /* in-memory map of this context                */
   CONV_SOURCE_CACHE,       /* SQLite cache, tuned by an earlier process    */
   CONV_SOURCE_TUNED,       /* timed just now                               */
-  CONV_SOURCE_SYSTEM_CACHE /* the read-only system cache (system_cache_path) */
+  CONV_SOURCE_SYSTEM_CACHE, /* the read-only system cache (system_cache_path) */
+  CONV_SOURCE_HEURISTIC    /* untimed (CONV_POLICY_RECORD): the first
+                            * candidate that built and validated, cuDNN's
+                            * heuristic choice first; time_ms is -1       */
 } conv_plan_source;
 
 /* How conv_plan_execute launches a plan's work. */
@@ -411,7 +448,9 @@ typedef enum conv_replay {
 typedef struct conv_plan_info {
   char algorithm[32];      /* candidate family, e.g. "cudnn", "im2col_gemm"       */
   char config[128];        /* its configuration, human-readable                   */
-  double time_ms;          /* median measured time of one execution (at tuning)   */
+  double time_ms;          /* median measured time of one execution (at tuning);
+                            * -1 for a plan that was not timed
+                            * (CONV_SOURCE_HEURISTIC)                            */
   size_t workspace_bytes;  /* device scratch owned by the plan                     */
   conv_plan_source source;
   conv_replay replay;      /* as of the last execute                              */
@@ -554,7 +593,11 @@ typedef struct conv_cache_entry {
   int config_count;      /* config_values used                               */
   int64_t config_values[CONV_CACHE_CONFIG_MAX];
   conv_status status;    /* CONV_OK: validated and timed                     */
-  const char *reason;    /* why it failed; "" when it did not                */
+  const char *reason;    /* why it failed; "" when it did not; for a trial  *
+                          * that ran (CONV_OK) but was abandoned, being     *
+                          * already slower than the best by the tuner's    *
+                          * margin, "abandoned: ..." (time_ms is then the  *
+                          * median of its few samples; never a winner)     */
   double time_ms;        /* median time; < 0 when not timed                  */
   double rel_error;      /* against the reference; < 0 when not validated    */
   size_t workspace_bytes;
@@ -585,6 +628,31 @@ conv_status conv_cache_reader_winners(conv_cache_reader *reader, conv_cache_entr
 conv_status conv_cache_reader_trials(conv_cache_reader *reader, const char *problem,
                                      conv_cache_entry_fn fn, void *user, char *message,
                                      size_t message_size);
+
+/* A problem waiting to be tuned offline (`convtune tune --pending`), as the
+ * library passes it to a conv_cache_pending_entry_fn: strings and the
+ * struct are valid during the call only; struct_size is the library's. */
+typedef struct conv_cache_pending_entry {
+  size_t struct_size;
+  const char *problem;     /* conv_problem_key() of the shape                   */
+  const char *device;      /* the GPU's fingerprint it was met on               */
+  const char *versions;    /* conv_library_versions() when it was recorded      */
+  const char *reason;      /* "untuned": a CONV_POLICY_RECORD context ran an
+                            * untimed plan for it (no trials, no winner);
+                            * "incomplete": its tuning was stopped by its
+                            * time budget, and its winner is the best of the
+                            * configs it timed                                */
+  const char *recorded_at; /* UTC, "YYYY-MM-DDTHH:MM:SSZ"                         */
+} conv_cache_pending_entry;
+
+/* Returns nonzero to stop the walk (the walk then returns CONV_OK). */
+typedef int (*conv_cache_pending_entry_fn)(const conv_cache_pending_entry *entry, void *user);
+
+/* Calls fn for every pending problem of the cache (any device, any
+ * versions), oldest first.  A tuning that completes removes its problem's
+ * rows on its device; a cache written before schema version 3 has none. */
+conv_status conv_cache_reader_pending(conv_cache_reader *reader, conv_cache_pending_entry_fn fn,
+                                      void *user, char *message, size_t message_size);
 
 /* The cache file a context uses when conv_context_options.cache_path is
  * NULL: $CONVTUNE_CACHE, else $XDG_CACHE_HOME/convtune/cache.db, else

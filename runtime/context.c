@@ -1,4 +1,5 @@
 /* context.c -- contexts: device, library handles, cache, in-memory map. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,25 @@ void conv_context_interrupt(conv_context *context) {
 }
 
 struct conv_cache *conv_context_cache(conv_context *context) { return context->cache; }
+
+_Static_assert(sizeof ((conv_device *)0)->key <= CONV_DEVICE_FINGERPRINT_MAX,
+               "CONV_DEVICE_FINGERPRINT_MAX holds every fingerprint");
+
+conv_status conv_context_device_fingerprint(const conv_context *context, char *fingerprint,
+                                            size_t size) {
+  if (context == NULL) return CONV_INVALID_ARGUMENT;
+  conv_error err = {CONV_OK, ""};
+  size_t len = strlen(context->env.device.key);
+  if (fingerprint == NULL || len >= size) {
+    conv_error_set(&err, CONV_INVALID_ARGUMENT,
+                   "conv_context_device_fingerprint: %s (the fingerprint needs %zu bytes)",
+                   fingerprint == NULL ? "NULL buffer" : "buffer too small", len + 1);
+    context_set_error(context, &err);
+    return err.status;
+  }
+  memcpy(fingerprint, context->env.device.key, len + 1);
+  return CONV_OK;
+}
 
 const conv_device *conv_context_device(const conv_context *context) {
   return &context->env.device;
@@ -188,8 +208,12 @@ static conv_status check_options(const conv_context_options *o, conv_error *err)
   if (o->device < 0)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "device %d: must not be negative", o->device);
   if (o->policy != CONV_POLICY_EXHAUSTIVE && o->policy != CONV_POLICY_FAST &&
-      o->policy != CONV_POLICY_CACHE_ONLY)
+      o->policy != CONV_POLICY_CACHE_ONLY && o->policy != CONV_POLICY_RECORD)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "policy %d is not a conv_policy", (int)o->policy);
+  if (!(o->tuning_budget_ms >= 0) || isinf(o->tuning_budget_ms))
+    return conv_error_set(err, CONV_INVALID_ARGUMENT,
+                          "tuning_budget_ms %g: must be 0 (none) or a positive number of ms",
+                          o->tuning_budget_ms);
   if ((int)o->log_level < 0 || o->log_level > CONV_LOG_DEBUG)
     return conv_error_set(err, CONV_INVALID_ARGUMENT,
                           "log_level %d is neither 0 (the default) nor a conv_log_level",
@@ -233,6 +257,7 @@ conv_status conv_context_create(conv_context **context, const conv_context_optio
   conv_context *ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "allocating the context");
   ctx->policy = o->policy;
+  ctx->tuning_budget_ms = o->tuning_budget_ms;
   ctx->log = conv_logger_from_options(o);
   ctx->direct_launches = o->direct_launches != 0;
   ctx->deterministic = o->deterministic != 0;

@@ -27,6 +27,7 @@ typedef struct plan_map {
 struct conv_context {
   conv_env env;
   conv_policy policy;
+  double tuning_budget_ms; /* per problem; 0: none */
   size_t workspace_limit;
   conv_logger log; /* the options' callback and level */
   bool direct_launches; /* plans never replay graphs */

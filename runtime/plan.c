@@ -191,17 +191,52 @@ static conv_status lookup_cache(conv_cache *cache, const conv_cache_key *key, co
   return st;
 }
 
+/* Record mode's miss: an untimed plan now, the problem pending in the
+ * user's cache for `convtune tune --pending`.  Failing to record it (a
+ * read-only cache) costs the caller nothing: the plan is still returned. */
+static conv_status pick_and_record(conv_context *ctx, const conv_tune_request *req,
+                                   conv_choice *choice, conv_error *err) {
+  conv_status st = conv_pick_untimed(req, choice, err);
+  if (st != CONV_OK) return st;
+  conv_error why = {CONV_OK, ""};
+  if (conv_cache_record_pending(ctx->cache, req->key, CONV_PENDING_UNTUNED, &why) != CONV_OK)
+    conv_log(&ctx->log, CONV_LOG_WARN, "%s: not recorded as pending (%s); the untimed plan is used",
+             req->key->problem, why.message);
+  return CONV_OK;
+}
+
+/* A miss in every layer: tuned now (into the user's cache), or, in record
+ * mode, an untimed plan (*source says which). */
 static conv_status tune(conv_context *ctx, const conv_problem *problem, const conv_cache_key *key,
-                        conv_choice *choice, conv_error *err) {
+                        conv_choice *choice, conv_plan_source *source, conv_error *err) {
   if (ctx->policy == CONV_POLICY_CACHE_ONLY)
     return conv_error_set(err, CONV_CACHE_MISS, "%s: not in the cache %s%s%s (policy cache-only)",
                           key->problem, ctx->cache_path,
                           ctx->system_cache ? " nor in the system cache " : "",
                           ctx->system_cache ? ctx->system_cache_path : "");
   atomic_store(&ctx->interrupt, 0);
-  conv_tune_request req = {problem, &ctx->env, ctx->cache, key, ctx->policy,
-                           ctx->workspace_limit, &ctx->log, &ctx->interrupt};
+  conv_tune_request req = {problem,         &ctx->env,          ctx->cache,
+                           key,             ctx->policy,        ctx->tuning_budget_ms,
+                           ctx->workspace_limit, &ctx->log,     &ctx->interrupt};
+  *source = ctx->policy == CONV_POLICY_RECORD ? CONV_SOURCE_HEURISTIC : CONV_SOURCE_TUNED;
+  if (ctx->policy == CONV_POLICY_RECORD) return pick_and_record(ctx, &req, choice, err);
   return conv_tune(&req, choice, err);
+}
+
+/* Whether the user's cache's tuning of `key` was cut short by a budget
+ * (pending) and this context should finish it: one that may tune, without
+ * a budget of its own.  A failed lookup counts as no. */
+static bool finishes_incomplete(conv_context *ctx, const conv_cache_key *key) {
+  if ((ctx->policy != CONV_POLICY_EXHAUSTIVE && ctx->policy != CONV_POLICY_FAST) ||
+      ctx->tuning_budget_ms > 0)
+    return false;
+  bool pending = false;
+  conv_error ignored = {CONV_OK, ""};
+  if (conv_cache_find_pending(ctx->cache, key, &pending, NULL, &ignored) != CONV_OK) return false;
+  if (pending)
+    conv_log(&ctx->log, CONV_LOG_INFO, "%s: its tuning was cut short by a budget; tuning it fully",
+             key->problem);
+  return pending;
 }
 
 /* A cached choice of one layer: *done when it gave the plan (or, cache-only,
@@ -214,6 +249,7 @@ static conv_status from_layer(conv_context *ctx, conv_cache *cache, conv_plan_so
   *done = false;
   if (cache == NULL) return CONV_OK;
   conv_status st = lookup_cache(cache, key, choice, &found, err);
+  if (st == CONV_OK && found && source == CONV_SOURCE_CACHE) found = !finishes_incomplete(ctx, key);
   if (st != CONV_OK || !found) {
     *done = st != CONV_OK;
     return st;
@@ -228,7 +264,7 @@ static conv_status from_layer(conv_context *ctx, conv_cache *cache, conv_plan_so
 }
 
 /* Memory, then the cache, then the system cache, then tuning (into the
- * cache only). */
+ * cache only) or, in record mode, an untimed plan. */
 static conv_status create_locked(conv_context *ctx, const conv_problem *problem,
                                  const char *problem_key, conv_plan **plan, conv_error *err) {
   conv_cache_key key = {problem_key, ctx->env.device.key, conv_library_versions()};
@@ -246,8 +282,9 @@ static conv_status create_locked(conv_context *ctx, const conv_problem *problem,
     if (st != CONV_OK) return st;
     goto remember;
   }
-  st = tune(ctx, problem, &key, &choice, err);
-  if (st == CONV_OK) st = instantiate(ctx, problem, &choice, CONV_SOURCE_TUNED, plan, err);
+  conv_plan_source source = CONV_SOURCE_TUNED;
+  st = tune(ctx, problem, &key, &choice, &source, err);
+  if (st == CONV_OK) st = instantiate(ctx, problem, &choice, source, plan, err);
 remember:
   if (st == CONV_OK && plan_map_put(&ctx->map, problem_key, &choice) != CONV_OK) {
     plan_free(*plan);

@@ -822,8 +822,8 @@ static int schema_version_checked_in(const char *path, const char *path2) {
   sql_text(path2, "SELECT value FROM meta WHERE key = 'schema_version'", version, sizeof version);
   CHECK(atoi(version) == CONV_CACHE_SCHEMA_VERSION);
   /* ... until its version is bumped behind its back. */
-  CHECK(sql_exec(path2, "UPDATE meta SET value = '3' WHERE key = 'schema_version'") == SQLITE_OK);
-  CHECK(check_refused(path2, "version 3") == TEST_PASS);
+  CHECK(sql_exec(path2, "UPDATE meta SET value = '4' WHERE key = 'schema_version'") == SQLITE_OK);
+  CHECK(check_refused(path2, "version 4") == TEST_PASS);
   return TEST_PASS;
 }
 
@@ -870,7 +870,7 @@ static int schema_upgraded_in(const char *path) {
   cache = NULL;
   CHECK_OK(conv_cache_open(path, false, &cache, &err));
   sql_text(path, "SELECT value FROM meta WHERE key = 'schema_version'", version, sizeof version);
-  CHECK_MSG(strcmp(version, "2") == 0, "version '%s' after a writable open", version);
+  CHECK_MSG(strcmp(version, "3") == 0, "version '%s' after a writable open", version);
   found = false;
   CHECK_OK(conv_cache_lookup_winner(cache, &KEY, &got, &found, &err));
   CHECK(found && got.deterministic == -1 && got.time_ms == 1.0);

@@ -11,24 +11,20 @@
 #define MAX_CONFIGS_FAST 3
 /* Timing: a CUDA graph of back-to-back runs lasting about BATCH_MS, replayed
  * until MIN_SAMPLES replays and MIN_TOTAL_MS of runs, at most MAX_SAMPLES.
- * Once MIN_SAMPLES_SLOW replays all took ABANDON_FACTOR times the best time
- * so far, the candidate cannot win: it stops there (replays of one graph
- * vary by a few percent, not by 30%). */
+ * A candidate that cannot win stops earlier (conv_tuner_abandons, tuner.h):
+ * two samples instead of about thirty. */
 #define BATCH_MS 1.0
 #define MIN_SAMPLES 5
-#define MIN_SAMPLES_SLOW 2
 #define MIN_TOTAL_MS 30.0
 #define MAX_SAMPLES 50
 #define MAX_BATCH_RUNS 200
-#define ABANDON_FACTOR 1.3
 /* Held before each timed replay: longer than the host takes to queue the
  * start event and the launch behind it. */
 #define HOLD_US 50
 /* A run this long is GPU-bound even launched directly (a launch costs the
- * host at most ~30 us, under 3% of it): it is timed without a graph, and
- * when its first timed run already took ABANDON_FACTOR times the best, that
- * run is its time. */
-#define DIRECT_MS 1.0
+ * host at most ~30 us, under 3% of it): it is timed without a graph (and
+ * may be abandoned after that one run). */
+#define DIRECT_MS CONV_ABANDON_LONG_RUN_MS
 
 /* Device tensors and timing objects for one tuning. */
 typedef struct bench {
@@ -201,15 +197,19 @@ static int compare_double(const void *a, const void *b) {
 }
 
 /* Median time of one run.  A direct run (after validation's) first sizes
- * the batch; then samples of t.runs runs each. */
+ * the batch; then samples of t.runs runs each.  *abandoned_after: the
+ * samples taken when the config was abandoned (it cannot win), else 0. */
 static conv_status measure(bench *b, const conv_algorithm *algo, const conv_prepared *prep,
-                           void *workspace, double best_ms, double *median_ms, conv_error *err) {
+                           void *workspace, double best_ms, double *median_ms,
+                           int *abandoned_after, conv_error *err) {
   timed_work t = {b, algo, prep, workspace, 1, NULL};
   double warm = 0, samples[MAX_SAMPLES], total = 0, fastest = 0;
+  *abandoned_after = 0;
   conv_status st = time_work(&t, &warm, err);
   if (st != CONV_OK) return st;
-  if (warm >= DIRECT_MS && best_ms > 0 && warm > ABANDON_FACTOR * best_ms) {
-    *median_ms = warm; /* cannot win */
+  if (warm >= DIRECT_MS && conv_tuner_abandons(1, warm, best_ms)) {
+    *median_ms = warm;
+    *abandoned_after = 1;
     return CONV_OK;
   }
   int runs = warm > 0 ? (int)(BATCH_MS / warm) : MAX_BATCH_RUNS;
@@ -222,7 +222,10 @@ static conv_status measure(bench *b, const conv_algorithm *algo, const conv_prep
     samples[n++] = ms / t.runs;
     total += ms;
     fastest = n == 1 || samples[n - 1] < fastest ? samples[n - 1] : fastest;
-    if (n >= MIN_SAMPLES_SLOW && best_ms > 0 && fastest > ABANDON_FACTOR * best_ms) break;
+    if (conv_tuner_abandons(n, fastest, best_ms)) {
+      *abandoned_after = n;
+      break;
+    }
   }
   qsort(samples, (size_t)n, sizeof samples[0], compare_double);
   *median_ms = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
@@ -231,9 +234,10 @@ done:
   return st;
 }
 
-/* One config from prepare to timing; failures are the trial's result. */
+/* One config from prepare to timing (or, untimed, to validation);
+ * failures are the trial's result. */
 static void run_trial(bench *b, const conv_algorithm *algo, const conv_config *config,
-                      double best_ms, conv_trial *trial) {
+                      bool timed, double best_ms, conv_trial *trial) {
   conv_error err = {CONV_OK, ""};
   conv_prepared prep = {0};
   void *workspace = NULL;
@@ -251,7 +255,16 @@ static void run_trial(bench *b, const conv_algorithm *algo, const conv_config *c
   if (st == CONV_OK && prep.workspace_bytes > 0)
     st = conv_check_cuda(&err, cudaMalloc(&workspace, prep.workspace_bytes), "cudaMalloc(workspace)");
   if (st == CONV_OK) st = validate(b, algo, &prep, workspace, trial, &err);
-  if (st == CONV_OK) st = measure(b, algo, &prep, workspace, best_ms, &trial->time_ms, &err);
+  int abandoned_after = 0;
+  if (st == CONV_OK && timed)
+    st = measure(b, algo, &prep, workspace, best_ms, &trial->time_ms, &abandoned_after, &err);
+  if (st == CONV_OK && abandoned_after > 0) {
+    trial->abandoned = true;
+    snprintf(trial->reason, sizeof trial->reason,
+             "abandoned: %.4f ms after %d sample%s, over %.1fx the best so far (%.4f ms)",
+             trial->time_ms, abandoned_after, abandoned_after == 1 ? "" : "s",
+             CONV_ABANDON_FACTOR, best_ms);
+  }
   if (st != CONV_OK) {
     /* A failed launch may leave an error behind for the next candidate. */
     cudaStreamSynchronize(b->stream);
@@ -277,30 +290,58 @@ static void trial_init(conv_trial *trial, const conv_algorithm *algo, const conv
 
 /* A trial's outcome, for the context's log (DEBUG). */
 static void report(const conv_tune_request *req, const conv_trial *t) {
-  if (t->status == CONV_OK)
+  if (t->status == CONV_OK && t->abandoned)
+    conv_log(req->log, CONV_LOG_DEBUG, "%-12s %-40s %s", t->algorithm, t->config_text, t->reason);
+  else if (t->status == CONV_OK)
     conv_log(req->log, CONV_LOG_DEBUG, "%-12s %-40s %10.4f ms  err %.2g%s", t->algorithm,
              t->config_text, t->time_ms, t->rel_error, t->heuristic_pick ? "  (heuristic pick)" : "");
   else
     conv_log(req->log, CONV_LOG_DEBUG, "%-12s %-40s %s", t->algorithm, t->config_text, t->reason);
 }
 
-/* Tracks the best valid trial and the first failure, for the final message. */
+/* Tracks the best valid trial and the first failure, for the final message;
+ * and, with a budget, when the tuning started and whether it was cut. */
 typedef struct tally {
   conv_choice best;
   bool have_best;
-  int tried, failed;
+  int tried, failed, abandoned;
   char first_failure[300];
+  uint64_t started;       /* uv_hrtime() */
+  bool cut;               /* the budget stopped it */
+  int untimed;            /* configs left when it was cut */
 } tally;
 
-static conv_status tune_family(bench *b, const conv_algorithm *algo, tally *t, conv_error *err) {
+static bool budget_spent(const conv_tune_request *req, const tally *t) {
+  return conv_tuner_budget_spent((uv_hrtime() - t->started) * 1e-6, req->budget_ms, t->have_best);
+}
+
+/* What one family's pass runs: its configs up to `max`, leaving out those
+ * of `done` (an earlier pass's); the configs it ran go to ran[*ran_count]
+ * (up to ran_max).  *pick_taken persists across passes: one heuristic pick
+ * per family. */
+typedef struct family_pass {
+  int max;
+  const conv_config *done;
+  int done_count;
+  conv_config *ran;
+  int ran_max, *ran_count;
+  bool *pick_taken, *enumeration_failed;
+} family_pass;
+
+static bool already_done(const family_pass *pass, const conv_config *c) {
+  for (int i = 0; i < pass->done_count; i++)
+    if (conv_config_equal(&pass->done[i], c)) return true;
+  return false;
+}
+
+static conv_status tune_family(bench *b, const conv_algorithm *algo, const family_pass *pass,
+                               tally *t, conv_error *err) {
   const conv_tune_request *req = b->req;
-  int max = req->policy == CONV_POLICY_FAST ? MAX_CONFIGS_FAST : MAX_CONFIGS_EXHAUSTIVE;
-  conv_config *configs = calloc((size_t)max, sizeof *configs);
+  conv_config *configs = calloc((size_t)pass->max, sizeof *configs);
   if (configs == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "config list");
   int count = 0;
-  bool pick_taken = false;
   conv_error cerr = {CONV_OK, ""};
-  conv_status st = algo->configs(req->problem, req->env, configs, max, &count, &cerr);
+  conv_status st = algo->configs(req->problem, req->env, configs, pass->max, &count, &cerr);
   if (st != CONV_OK) { /* the family is recorded as failed, the others go on */
     conv_trial trial;
     trial_init(&trial, algo, &(conv_config){0});
@@ -308,22 +349,34 @@ static conv_status tune_family(bench *b, const conv_algorithm *algo, tally *t, c
     snprintf(trial.reason, sizeof trial.reason, "enumerating configs: %s", cerr.message);
     report(req, &trial);
     count = 0;
+    *pass->enumeration_failed = true;
     st = conv_cache_add_trial(req->cache, req->key, &trial, err);
   }
   for (int i = 0; i < count && st == CONV_OK; i++) {
+    if (already_done(pass, &configs[i])) continue;
     if (atomic_load(req->interrupt)) {
       st = conv_error_set(err, CONV_INTERRUPTED, "tuning interrupted; measured trials are kept");
       break;
     }
+    if (t->cut || budget_spent(req, t)) {
+      t->cut = true;
+      t->untimed++;
+      continue;
+    }
     conv_trial trial;
     trial_init(&trial, algo, &configs[i]);
     conv_log(req->log, CONV_LOG_DEBUG, "timing %s %s", trial.algorithm, trial.config_text);
-    run_trial(b, algo, &configs[i], t->have_best ? t->best.time_ms : 0, &trial);
-    if (!pick_taken && trial.status == CONV_OK && (configs[i].flags & CONV_CONFIG_HEURISTIC_RANKED))
-      pick_taken = trial.heuristic_pick = true;
+    run_trial(b, algo, &configs[i], true, t->have_best ? t->best.time_ms : 0, &trial);
+    if (!*pass->pick_taken && trial.status == CONV_OK &&
+        (configs[i].flags & CONV_CONFIG_HEURISTIC_RANKED))
+      *pass->pick_taken = trial.heuristic_pick = true;
     report(req, &trial);
     t->tried++;
-    if (trial.status == CONV_OK && (!t->have_best || trial.time_ms < t->best.time_ms)) {
+    if (pass->ran != NULL && *pass->ran_count < pass->ran_max)
+      pass->ran[(*pass->ran_count)++] = configs[i];
+    if (trial.status == CONV_OK && trial.abandoned) {
+      t->abandoned++; /* slower than the best by the margin: never the winner */
+    } else if (trial.status == CONV_OK && (!t->have_best || trial.time_ms < t->best.time_ms)) {
       t->best = (conv_choice){algo->id, configs[i], trial.time_ms};
       t->have_best = true;
     } else if (trial.status != CONV_OK && t->failed++ == 0) {
@@ -336,12 +389,43 @@ static conv_status tune_family(bench *b, const conv_algorithm *algo, tally *t, c
   return st;
 }
 
+/* Without a budget, each family's configs in turn.  With one, two passes:
+ * every family's best guesses (the fast policy's), then the rest of each
+ * (exhaustive policy), so that a budget spent early has tried every
+ * family's likeliest configs. */
 static conv_status tune_all(bench *b, tally *t, conv_error *err) {
   int count;
   const conv_algorithm *const *algos = conv_registry(&count);
-  conv_status st = conv_cache_begin_tuning(b->req->cache, b->req->key, err);
-  for (int i = 0; i < count && st == CONV_OK; i++)
-    if (algos[i]->applicable(b->req->problem, b->req->env)) st = tune_family(b, algos[i], t, err);
+  const conv_tune_request *req = b->req;
+  bool budgeted = req->budget_ms > 0 && req->policy == CONV_POLICY_EXHAUSTIVE;
+  int full = req->policy == CONV_POLICY_FAST ? MAX_CONFIGS_FAST : MAX_CONFIGS_EXHAUSTIVE;
+  conv_config *guesses = calloc((size_t)count * MAX_CONFIGS_FAST, sizeof *guesses);
+  int *guess_counts = calloc((size_t)count, sizeof *guess_counts);
+  bool *picks = calloc((size_t)count, sizeof *picks);
+  bool *failed = calloc((size_t)count, sizeof *failed);
+  conv_status st = CONV_OK;
+  if (guesses == NULL || guess_counts == NULL || picks == NULL || failed == NULL)
+    st = conv_error_set(err, CONV_OUT_OF_MEMORY, "tuning state");
+  if (st == CONV_OK) st = conv_cache_begin_tuning(req->cache, req->key, err);
+  for (int pass = budgeted ? 0 : 1; pass < 2 && st == CONV_OK; pass++) {
+    for (int i = 0; i < count && st == CONV_OK; i++) {
+      if (failed[i] || !algos[i]->applicable(req->problem, req->env)) continue;
+      conv_config *mine = guesses + (size_t)i * MAX_CONFIGS_FAST;
+      family_pass fp = {pass == 0 ? MAX_CONFIGS_FAST : full,
+                        mine,
+                        pass == 0 ? 0 : guess_counts[i],
+                        pass == 0 ? mine : NULL,
+                        MAX_CONFIGS_FAST,
+                        &guess_counts[i],
+                        &picks[i],
+                        &failed[i]};
+      st = tune_family(b, algos[i], &fp, t, err);
+    }
+  }
+  free(guesses);
+  free(guess_counts);
+  free(picks);
+  free(failed);
   return st;
 }
 
@@ -356,16 +440,22 @@ static void log_outcome(const conv_tune_request *req, conv_status st, const tall
   const conv_algorithm *algo = conv_registry_find(t->best.algorithm_id);
   char config[128] = "";
   if (algo != NULL) algo->describe(&t->best.config, config, sizeof config);
-  conv_log(req->log, CONV_LOG_INFO, "tuned in %.2f s: %d configs, %d failed; fastest %s %s (%.4f ms)",
-           s, t->tried, t->failed, algo ? algo->name : "?", config, t->best.time_ms);
+  conv_log(req->log, CONV_LOG_INFO,
+           "tuned in %.2f s: %d configs, %d failed, %d abandoned; fastest %s %s (%.4f ms)", s,
+           t->tried, t->failed, t->abandoned, algo ? algo->name : "?", config, t->best.time_ms);
+  if (t->cut)
+    conv_log(req->log, CONV_LOG_INFO,
+             "%s: tuning stopped by its budget (%.0f ms) with %d configs untimed; the fastest so "
+             "far is kept, marked incomplete (convtune tune --pending finishes it)",
+             req->key->problem, req->budget_ms, t->untimed);
 }
 
 conv_status conv_tune(const conv_tune_request *req, conv_choice *winner, conv_error *err) {
   bench b = {.req = req};
-  tally t = {.tried = 0};
+  tally t = {.started = uv_hrtime()};
   conv_status st = conv_problem_shape(req->problem, &b.shape);
   if (st != CONV_OK) return conv_error_set(err, st, "invalid problem");
-  uint64_t started = uv_hrtime();
+  uint64_t started = t.started;
   conv_log(req->log, CONV_LOG_INFO, "tuning %s", req->key->problem);
   CONV_TRY(st, bench_alloc(&b, err), done);
   CONV_TRY(st, bench_inputs(&b, err), done);
@@ -376,9 +466,104 @@ conv_status conv_tune(const conv_tune_request *req, conv_choice *winner, conv_er
     goto done;
   }
   CONV_TRY(st, conv_cache_set_winner(req->cache, req->key, t.best.algorithm_id, &t.best.config, err), done);
+  /* Tuned fully: nothing of this shape waits on this device any more; cut
+   * short: it waits to be finished. */
+  if (t.cut)
+    CONV_TRY(st, conv_cache_record_pending(req->cache, req->key, CONV_PENDING_INCOMPLETE, err),
+             done);
+  else
+    CONV_TRY(st, conv_cache_clear_pending(req->cache, req->key, err), done);
   *winner = t.best;
 done:
   log_outcome(req, st, &t, (uv_hrtime() - started) * 1e-9);
+  bench_free(&b);
+  return st;
+}
+
+/* ---------------------------------------------------------------- untimed */
+
+/* A config the untimed pick may try, in the order it tries them. */
+typedef struct untimed_candidate {
+  const conv_algorithm *algo;
+  conv_config config;
+} untimed_candidate;
+
+/* Every applicable family's fast-policy configs, those cuDNN's heuristic
+ * ranks first (in its order), then the others family by family. */
+static conv_status untimed_candidates(const conv_tune_request *req, untimed_candidate **out,
+                                      int *out_count, conv_error *err) {
+  int families;
+  const conv_algorithm *const *algos = conv_registry(&families);
+  untimed_candidate *all = calloc((size_t)families * MAX_CONFIGS_FAST, sizeof *all);
+  if (all == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "candidate list");
+  int n = 0;
+  for (int f = 0; f < families; f++) {
+    if (!algos[f]->applicable(req->problem, req->env)) continue;
+    conv_config configs[MAX_CONFIGS_FAST];
+    int count = 0;
+    conv_error ignored = {CONV_OK, ""};
+    if (algos[f]->configs(req->problem, req->env, configs, MAX_CONFIGS_FAST, &count, &ignored) !=
+        CONV_OK)
+      continue; /* a family that cannot list its configs offers none */
+    for (int i = 0; i < count; i++) all[n++] = (untimed_candidate){algos[f], configs[i]};
+  }
+  /* Stable: ranked ones to the front, each group keeping its order. */
+  untimed_candidate *ordered = calloc((size_t)(n > 0 ? n : 1), sizeof *ordered);
+  if (ordered == NULL) {
+    free(all);
+    return conv_error_set(err, CONV_OUT_OF_MEMORY, "candidate list");
+  }
+  int k = 0;
+  for (int ranked = 1; ranked >= 0; ranked--)
+    for (int i = 0; i < n; i++)
+      if (((all[i].config.flags & CONV_CONFIG_HEURISTIC_RANKED) != 0) == ranked)
+        ordered[k++] = all[i];
+  free(all);
+  *out = ordered;
+  *out_count = n;
+  return CONV_OK;
+}
+
+conv_status conv_pick_untimed(const conv_tune_request *req, conv_choice *choice,
+                              conv_error *err) {
+  bench b = {.req = req};
+  untimed_candidate *candidates = NULL;
+  int count = 0, tried = 0;
+  char first_failure[300] = "(no applicable candidate)";
+  conv_status st = conv_problem_shape(req->problem, &b.shape);
+  if (st != CONV_OK) return conv_error_set(err, st, "invalid problem");
+  CONV_TRY(st, untimed_candidates(req, &candidates, &count, err), done);
+  CONV_TRY(st, bench_alloc(&b, err), done);
+  CONV_TRY(st, bench_inputs(&b, err), done);
+  for (int i = 0; i < count; i++) {
+    if (atomic_load(req->interrupt)) {
+      st = conv_error_set(err, CONV_INTERRUPTED, "interrupted before a candidate validated");
+      goto done;
+    }
+    conv_trial trial;
+    trial_init(&trial, candidates[i].algo, &candidates[i].config);
+    conv_log(req->log, CONV_LOG_DEBUG, "checking %s %s", trial.algorithm, trial.config_text);
+    run_trial(&b, candidates[i].algo, &candidates[i].config, false, 0, &trial);
+    report(req, &trial);
+    tried++;
+    if (trial.status == CONV_OK) {
+      *choice = (conv_choice){candidates[i].algo->id, candidates[i].config, -1.0};
+      conv_log(req->log, CONV_LOG_INFO, "%s: untimed plan %s %s (%s%d checked)", req->key->problem,
+               trial.algorithm, trial.config_text,
+               candidates[i].config.flags & CONV_CONFIG_HEURISTIC_RANKED
+                   ? "cuDNN's heuristic choice; "
+                   : "",
+               tried);
+      goto done;
+    }
+    if (tried == 1)
+      snprintf(first_failure, sizeof first_failure, "%s %s: %s", trial.algorithm,
+               trial.config_text, trial.reason);
+  }
+  st = conv_error_set(err, CONV_NO_CANDIDATE, "%d configs checked, none valid; first failure: %s",
+                      tried, first_failure);
+done:
+  free(candidates);
   bench_free(&b);
   return st;
 }

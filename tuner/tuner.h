@@ -7,11 +7,16 @@
  * events the replays of a CUDA graph of its runs, as conv_plan_execute
  * replays them: the median of adaptively many.  Every trial, failed or not, is
  * written to the cache as it completes; the fastest valid one is the winner.
+ * With a budget, each family's best guesses (the fast policy's) are timed
+ * first, then the rest, until the budget is spent; such a tuning stores its
+ * winner and marks the problem pending ("incomplete").  A tuning that
+ * completes clears the problem's pending rows on this device.
  */
 #ifndef CONVTUNE_TUNER_H
 #define CONVTUNE_TUNER_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 
 #include "cache/cache.h"
 #include "runtime/internal.h"
@@ -34,6 +39,7 @@ typedef struct conv_tune_request {
   conv_cache *cache;          /* every trial is stored here                     */
   const conv_cache_key *key;
   conv_policy policy;         /* EXHAUSTIVE or FAST                             */
+  double budget_ms;           /* 0: none (conv_context_options.tuning_budget_ms) */
   size_t workspace_limit;     /* bytes                                          */
   const conv_logger *log;     /* progress: INFO per tuning, DEBUG per config    */
   atomic_int *interrupt;      /* nonzero: stop after the current candidate      */
@@ -45,5 +51,43 @@ typedef struct conv_tune_request {
  * tensors, a CUDA error in the reference, a cache write error). */
 conv_status conv_tune(const conv_tune_request *request, conv_choice *winner /* OUT */,
                       conv_error *err);
+
+/* Early abandonment (rules.c).  A config whose runs are already slower
+ * than the best median so far by CONV_ABANDON_FACTOR stops being timed:
+ * after CONV_ABANDON_MIN_SAMPLES timed samples whose fastest still took
+ * that long, or after its first run where that run took
+ * CONV_ABANDON_LONG_RUN_MS or more (such runs are timed launched directly,
+ * and one varies little).  It is kept as a trial that ran (CONV_OK), with
+ * the median of its samples and the reason "abandoned: ...", and is never
+ * the winner.  The fastest of its samples being above FACTOR x the best
+ * median, its own median is too: a config is dropped only when every
+ * sample it gave was at least FACTOR times the best, so a config truly
+ * faster than the best is lost only if each of its first samples ran over
+ * FACTOR times slower than it should (replays of one graph vary by a few
+ * percent). */
+#define CONV_ABANDON_FACTOR 1.3
+#define CONV_ABANDON_MIN_SAMPLES 2
+#define CONV_ABANDON_LONG_RUN_MS 1.0
+
+/* Whether a config stops being timed after `samples` samples, the fastest
+ * fastest_ms per run, against the best median so far (best_ms <= 0: none
+ * yet, so never). */
+bool conv_tuner_abandons(int samples, double fastest_ms, double best_ms);
+
+/* Whether a tuning with a budget (budget_ms > 0; 0: none, never spent) that
+ * has run elapsed_ms stops before its next config.  Never before one config
+ * has validated (have_valid): a tuning always returns a plan if it can. */
+bool conv_tuner_budget_spent(double elapsed_ms, double budget_ms, bool have_valid);
+
+/* Record mode (CONV_POLICY_RECORD): a plan chosen without timing
+ * anything.  The fast policy's configs of every applicable family are
+ * checked in turn, those cuDNN's heuristic ranks first, each prepared within
+ * the workspace limit and validated against the reference on random
+ * inputs, as tuning validates them; the first that passes is the choice
+ * (time_ms -1).  Nothing is written to the cache.  CONV_NO_CANDIDATE when
+ * none passes, CONV_INTERRUPTED, or the status of a failure that prevents
+ * checking at all (out of memory for the test tensors, a CUDA error). */
+conv_status conv_pick_untimed(const conv_tune_request *request, conv_choice *choice /* OUT */,
+                              conv_error *err);
 
 #endif /* CONVTUNE_TUNER_H */

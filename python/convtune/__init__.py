@@ -107,8 +107,11 @@ class Context:
     device: a CUDA ordinal, torch.device or "cuda:N"; None is torch's current device.
     cache: SQLite cache file; None follows the library's rules ($CONVTUNE_CACHE,
     $XDG_CACHE_HOME/convtune/cache.db, ~/.cache/convtune/cache.db); ":memory:" keeps nothing.
-    policy: "exhaustive" (time every config), "fast" (a few best guesses) or
-    "cache_only" (never tune: a miss raises ConvtuneError CACHE_MISS).
+    policy: "exhaustive" (time every config), "fast" (a few best guesses),
+    "cache_only" (never tune: a miss raises ConvtuneError CACHE_MISS) or "record" (never
+    tune: a miss runs an untimed, validated plan, cuDNN's heuristic choice first, with
+    plan.info["source"] "heuristic" and time_ms -1, and is recorded as pending in the cache
+    for `convtune tune --pending` to tune later).
     workspace_limit: bytes of scratch a candidate may use; 0 is a quarter of the free memory.
     verbose: also log each candidate config as it is timed (DEBUG).  The library's messages go
     to the logging module's "convtune" logger: warnings, and at INFO a line as each tuning
@@ -117,10 +120,13 @@ class Context:
     system_cache: a read-only cache (e.g. one shipped per GPU model) looked up after `cache`
     before a shape is tuned, never written (plan.info["source"] "system"); None follows
     $CONVTUNE_SYSTEM_CACHE, "" is none.
+    tuning_budget_ms: per problem, a tuning that has run this long keeps the fastest config so
+    far (each family's best guesses are timed first) and is marked incomplete in the cache, for
+    `convtune tune --pending` or a later context without a budget to finish; 0 is none.
     """
 
     def __init__(self, device=None, cache=None, policy="exhaustive", workspace_limit=0, verbose=False,
-                 deterministic=False, system_cache=None):
+                 deterministic=False, system_cache=None, tuning_budget_ms=0):
         self._handle = None  # first, so that close() and __del__ work if __init__ fails
         self._plans = {}
         self._lock = threading.RLock()
@@ -148,6 +154,7 @@ class Context:
         options.workspace_limit = workspace_limit
         options.verbose = int(self.verbose)
         options.deterministic = int(self.deterministic)
+        options.tuning_budget_ms = float(tuning_budget_ms)
         self._log_callback = _log_callback  # lives while the context can call it
         options.log = _log_callback  # at the default level, INFO (DEBUG with verbose)
         handle = _lib.ContextPtr()

@@ -48,8 +48,8 @@ DIRECTIONS = {"fwd": FORWARD, "bwd_data": BACKWARD_DATA, "bwd_filter": BACKWARD_
 MATH = {"strict": 0, "tf32": 1}
 EPILOGUE_NONE, EPILOGUE_BIAS, EPILOGUE_BIAS_RELU = 0, 1, 2
 OP_CONVOLUTION, OP_DYNAMIC = 0, 1  # conv_op
-POLICIES = {"exhaustive": 0, "fast": 1, "cache_only": 2}
-SOURCES = ("memory", "cache", "tuned", "system")  # conv_plan_source values
+POLICIES = {"exhaustive": 0, "fast": 1, "cache_only": 2, "record": 3}  # conv_policy values
+SOURCES = ("memory", "cache", "tuned", "system", "heuristic")  # conv_plan_source values
 REPLAYS = ("pending", "graph", "direct")  # conv_replay values
 
 PROBLEM_KEY_SIZE = 256  # CONV_PROBLEM_KEY_MAX of convtune.h
@@ -104,6 +104,7 @@ class ContextOptions(Structure):
         ("log_user", c_void_p),
         ("log_level", c_int),
         ("system_cache_path", c_char_p),
+        ("tuning_budget_ms", ctypes.c_double),
     ]
 
 

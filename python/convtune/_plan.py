@@ -79,8 +79,9 @@ _PROTOTYPE_MAX_BYTES = 1 << 20
 class Plan:
     """A tuned convolution for one problem on one device; made by Context.plan.
 
-    .info: algorithm, config, time_ms (median at tuning), workspace_bytes,
-    source ("memory", "cache", "tuned" or "system") and replay ("graph": each call is one
+    .info: algorithm, config, time_ms (median at tuning; -1 untimed), workspace_bytes,
+    source ("memory", "cache", "tuned", "system" or "heuristic": untimed, policy "record")
+    and replay ("graph": each call is one
     CUDA graph launch; "direct", with replay_note; "pending" before a call), call
     ("extension": calls run through the compiled module, holding the GIL;
     "ctypes (why)" otherwise) and direction ("fwd", "bwd_data" or "bwd_filter");
@@ -248,7 +249,8 @@ class Plan:
 
     @property
     def info(self):
-        """algorithm, config, time_ms, workspace_bytes, source ("memory", "cache", "tuned" or "system"),
+        """algorithm, config, time_ms, workspace_bytes, source ("memory", "cache", "tuned", "system"
+        or "heuristic"),
         as of the last call replay ("pending", "graph" or "direct") with replay_note,
         the calls so far by how they ran (graph_launches, graph_captures, direct_runs:
         see conv_plan_execute in include/convtune.h), and call ("extension" or

@@ -1,5 +1,5 @@
 /*
- * fuzz_cache_row.c -- libFuzzer target: decoding cache rows (cache.c) from
+ * fuzz_cache_row.c -- libFuzzer target: decoding cache rows (trials_read.c) from
  * an untrusted file, and printing them as the CLI does.
  *
  * Input: the values of one row of the trials table, a line per column in

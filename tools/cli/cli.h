@@ -6,6 +6,8 @@
  *   main.c     the command line, help, main()
  *   output.c   messages, number formats, tables
  *   inspect.c  list and show: reading the cache without a GPU
+ *   pending.c  list --pending, and tune --pending's shapes
+ *   verify.c   verify: a cache's winners timed against a fresh tuning
  *   tune.c     tune: shapes, the worker thread, Ctrl-C, progress, the report
  *   progress.c the progress line tune redraws on a terminal (progress.h)
  *   report.c   report: the cache as an HTML page (roofline.c: floors)
@@ -26,6 +28,8 @@ typedef enum cli_exit {
   EXIT_USAGE = 2,       /* bad command line, shape spec or suite file        */
   EXIT_NO_GPU = 3,      /* no usable CUDA GPU                                */
   EXIT_CACHE = 4,       /* the cache is missing, unreadable or bad           */
+  EXIT_FLAGGED = 5,     /* verify: a shipped winner is slower here than a
+                         * re-tune by more than the tolerance               */
   EXIT_INTERRUPTED = 130
 } cli_exit;
 
@@ -35,7 +39,7 @@ typedef enum cli_exit {
 
 enum {
   CMD_TUNE = 1u, CMD_LIST = 2u, CMD_SHOW = 4u, CMD_REPORT = 8u,
-  CMD_MERGE = 16u, CMD_EXPORT = 32u, CMD_IMPORT = 64u, CMD_ALL = 127u
+  CMD_MERGE = 16u, CMD_EXPORT = 32u, CMD_IMPORT = 64u, CMD_VERIFY = 128u, CMD_ALL = 255u
 };
 
 /* --progress: tune's progress line on a terminal (auto), always or never. */
@@ -46,12 +50,16 @@ typedef struct cli_args {
   const char *command_name;
   bool help, version, json, verbose;
   const char *cache_path; /* NULL: the default */
-  const char *system_cache_path; /* tune --system-cache; NULL: the library's default */
+  const char *system_cache_path; /* tune --system-cache (NULL: the library's default);
+                                  * verify --system-cache: the cache to verify */
   const char *suite_path; /* show --suite */
   const char *output_path; /* report, merge and export -o */
   const char *device;      /* merge and export --device: one fingerprint */
   bool have_math, have_epilogue, have_direction;
   bool deterministic; /* --deterministic */
+  bool pending;       /* tune and list --pending */
+  double budget_ms;   /* tune --budget, per problem; 0: none */
+  double tolerance;   /* verify --tolerance: a fraction, default 0.10 */
   conv_math math;
   conv_epilogue epilogue;
   conv_direction direction;
@@ -77,6 +85,15 @@ int cmd_report(const cli_args *a);
 int cmd_merge(const cli_args *a);
 int cmd_export(const cli_args *a);
 int cmd_import(const cli_args *a);
+int cmd_list_pending(const cli_args *a);
+int cmd_verify(const cli_args *a);
+
+/* tune --pending: appends the pending problems of the cache at `path` for
+ * the context's GPU to `shapes` (each named by its key, once), skipping
+ * with a warning a key that cannot be rebuilt.  EXIT_OK_ or the exit code
+ * after saying why. */
+struct suite;
+int load_pending_shapes(const char *path, conv_context *ctx, struct suite *shapes);
 
 /* Opens an existing cache read-only (list, show, report): no GPU, no
  * context.  EXIT_OK_, or EXIT_CACHE after saying why. */

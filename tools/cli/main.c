@@ -1,7 +1,8 @@
 /*
  * main.c -- the convtune command-line tool: tune shapes, list the cache, show
  * the trials of one shape, write a report of the cache, copy tunings between
- * caches (merge, export, import).  `convtune --help`
+ * caches (merge, export, import), check a cache against fresh tunings
+ * (verify).  `convtune --help`
  * describes it; exit codes are the cli_exit values of cli.h.
  */
 #include <errno.h>
@@ -19,10 +20,14 @@ static const struct {
   unsigned command;
   const char *name, *synopsis, *text;
 } command_help[] = {
-    {CMD_TUNE, "tune", "tune FILE|SHAPE...",
-     "tune each shape (suite files, shape specs) and print\n"
-     "the winners: algorithm, time, cuDNN's default, speedup"},
-    {CMD_LIST, "list", "list", "list every winner in the cache (needs no GPU)"},
+    {CMD_TUNE, "tune", "tune FILE|SHAPE...|--pending",
+     "tune each shape (suite files, shape specs), or\n"
+     "every problem pending in the cache for this GPU,\n"
+     "and print the winners: algorithm, time, cuDNN's\n"
+     "default, speedup"},
+    {CMD_LIST, "list", "list [--pending]",
+     "list every winner in the cache, or every problem\n"
+     "waiting to be tuned (needs no GPU)"},
     {CMD_SHOW, "show", "show SHAPE", "list every trial stored for one shape (needs no GPU)"},
     {CMD_REPORT, "report", "report -o FILE",
      "write the cache as one HTML page: a summary table\n"
@@ -40,6 +45,11 @@ static const struct {
     {CMD_IMPORT, "import", "import FILE...",
      "copy the tunings of each cache FILE into the\n"
      "cache, the faster winner staying (needs no GPU)"},
+    {CMD_VERIFY, "verify", "verify [--system-cache FILE]",
+     "time each winner of this GPU in the cache (or\n"
+     "in FILE, a shipped one) against a fresh\n"
+     "tuning, and flag those slower by more than\n"
+     "the tolerance (exit 5)"},
 };
 
 #define COMMAND_COUNT (sizeof command_help / sizeof command_help[0])
@@ -50,6 +60,10 @@ static const struct {
   unsigned commands;
   const char *text;
 } option_help[] = {
+    {"--tolerance FRACTION", CMD_VERIFY,
+     "how much slower than a re-tune a shipped\n"
+     "winner may be before it is flagged;\n"
+     "default 0.10 (10%)"},
     {"--cache PATH", CMD_ALL,
      "cache file; default $CONVTUNE_CACHE, else\n"
      "$XDG_CACHE_HOME/convtune/cache.db, else\n"
@@ -72,12 +86,22 @@ static const struct {
      "every shape deterministic: only\n"
      "candidates with bit-identical results run to run"},
     {"--policy exhaustive|fast", CMD_TUNE, "time every candidate, or a few best guesses"},
-    {"--system-cache PATH", CMD_TUNE,
+    {"--budget SECONDS", CMD_TUNE,
+     "per shape: stop timing after this long and\n"
+     "keep the fastest so far (each family's best\n"
+     "guesses first), marked incomplete in the\n"
+     "cache for a later tune --pending to finish"},
+    {"--pending", CMD_TUNE | CMD_LIST,
+     "the problems waiting in the cache: those a\n"
+     "record-mode program ran untimed (untuned)\n"
+     "and tunings cut short by their budget\n"
+     "(incomplete); tune removes each it tunes"},
+    {"--system-cache PATH", CMD_TUNE | CMD_VERIFY,
      "a read-only cache (one shipped per GPU\n"
      "model) looked up after --cache's before a\n"
      "shape is tuned; never written (source\n"
      "'system'); default $CONVTUNE_SYSTEM_CACHE,\n"
-     "\"\" for none"},
+     "\"\" for none; verify: the cache to verify"},
     {"--verbose", CMD_TUNE,
      "print each candidate's outcome, and the start\n"
      "and end of each tuning, on stderr"},
@@ -132,6 +156,7 @@ static const char exit_help[] =
     "  2    usage error: command, option, shape spec or suite file\n"
     "  3    no usable CUDA GPU\n"
     "  4    cache error: missing, unreadable or invalid cache file\n"
+    "  5    verify: a shipped winner is slower here than a re-tune\n"
     "  130  interrupted (Ctrl-C); trials measured so far stay in the cache\n";
 
 /* "(tune, show) ": the commands an option applies to; "" for all. */
@@ -200,10 +225,12 @@ static const option_spec *find_option(const char *name, size_t len) {
       {"--math", true, CMD_TUNE | CMD_SHOW}, {"--epilogue", true, CMD_TUNE | CMD_SHOW},
       {"--direction", true, CMD_TUNE | CMD_SHOW}, {"--deterministic", false, CMD_TUNE | CMD_SHOW},
       {"--policy", true, CMD_TUNE},       {"--verbose", false, CMD_TUNE},
-      {"--progress", true, CMD_TUNE},     {"--system-cache", true, CMD_TUNE},
+      {"--progress", true, CMD_TUNE},     {"--system-cache", true, CMD_TUNE | CMD_VERIFY},
+      {"--tolerance", true, CMD_VERIFY},
       {"--suite", true, CMD_SHOW},        {"-o", true, CMD_REPORT | CMD_MERGE | CMD_EXPORT},
       {"--output", true, CMD_REPORT | CMD_MERGE | CMD_EXPORT},
       {"--device", true, CMD_MERGE | CMD_EXPORT}, {"--help", false, CMD_ALL},
+      {"--pending", false, CMD_TUNE | CMD_LIST}, {"--budget", true, CMD_TUNE},
       {"--version", false, CMD_ALL},
       {"-h", false, CMD_ALL},
   };
@@ -250,6 +277,25 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
     a->verbose = true;
   } else if (strcmp(o->name, "--deterministic") == 0) {
     a->deterministic = true;
+  } else if (strcmp(o->name, "--pending") == 0) {
+    a->pending = true;
+  } else if (strcmp(o->name, "--budget") == 0) {
+    char *end = NULL;
+    errno = 0;
+    double seconds = strtod(value, &end);
+    /* A week is far past any tuning; beyond it is a typo. */
+    if (value[0] == '\0' || *end != '\0' || errno != 0 || !(seconds > 0) ||
+        seconds > 7 * 24 * 3600.0)
+      return usage_error("bad --budget '%s' (expected seconds per shape, a positive number)",
+                         value);
+    a->budget_ms = seconds * 1000.0;
+  } else if (strcmp(o->name, "--tolerance") == 0) {
+    char *end = NULL;
+    errno = 0;
+    double fraction = strtod(value, &end);
+    if (value[0] == '\0' || *end != '\0' || errno != 0 || !(fraction >= 0) || fraction > 100)
+      return usage_error("bad --tolerance '%s' (expected a fraction such as 0.10)", value);
+    a->tolerance = fraction;
   } else if (strcmp(o->name, "--help") == 0 || strcmp(o->name, "-h") == 0) {
     a->help = true;
   } else if (strcmp(o->name, "--version") == 0) {
@@ -318,7 +364,7 @@ static int parse_command(cli_args *a, const char *name) {
     unsigned command;
   } commands[] = {{"tune", CMD_TUNE},     {"list", CMD_LIST},     {"show", CMD_SHOW},
                   {"report", CMD_REPORT}, {"merge", CMD_MERGE},   {"export", CMD_EXPORT},
-                  {"import", CMD_IMPORT}};
+                  {"import", CMD_IMPORT}, {"verify", CMD_VERIFY}};
   if (strcmp(name, "help") == 0) {
     a->help = true;
     return EXIT_OK_;
@@ -359,12 +405,22 @@ static int parse_no_command(cli_args *a, int argc, char **argv) {
   }
   if (a->help || a->version) return EXIT_OK_;
   return usage_error(
-      "missing command (tune, list, show, report, merge, export, import, help or version)");
+      "missing command (tune, list, show, report, merge, export, import, verify, help or "
+      "version)");
 }
 
 static int check_input_count(const cli_args *a) {
-  if (a->command == CMD_TUNE && a->input_count == 0) {
-    return usage_error("tune needs at least one suite file or shape spec");
+  if (a->command == CMD_TUNE && a->pending && a->input_count > 0) {
+    return usage_error("tune --pending takes no shapes (got '%s'): it tunes the cache's own",
+                       a->inputs[0]);
+  }
+  if (a->command == CMD_TUNE && a->pending &&
+      (a->have_math || a->have_epilogue || a->have_direction || a->deterministic)) {
+    return usage_error("tune --pending tunes each problem as it was recorded: --math, "
+                       "--epilogue, --direction and --deterministic do not apply");
+  }
+  if (a->command == CMD_TUNE && !a->pending && a->input_count == 0) {
+    return usage_error("tune needs at least one suite file or shape spec (or --pending)");
   }
   if (a->command == CMD_LIST && a->input_count > 0) {
     return usage_error("list takes no arguments (got '%s')", a->inputs[0]);
@@ -382,6 +438,10 @@ static int check_input_count(const cli_args *a) {
   if ((a->command == CMD_MERGE || a->command == CMD_IMPORT) && a->input_count == 0) {
     return usage_error("%s needs at least one cache file to copy from", a->command_name);
   }
+  if (a->command == CMD_VERIFY && a->input_count > 0) {
+    return usage_error("verify takes no arguments (got '%s'; the cache is --cache or "
+                       "--system-cache)", a->inputs[0]);
+  }
   if (a->command == CMD_EXPORT && a->input_count > 0) {
     return usage_error("export takes no arguments (got '%s'; the file to write is -o FILE)",
                        a->inputs[0]);
@@ -396,6 +456,7 @@ static int check_input_count(const cli_args *a) {
 static int parse_args(int argc, char **argv, cli_args *a) {
   memset(a, 0, sizeof *a);
   a->policy = CONV_POLICY_EXHAUSTIVE;
+  a->tolerance = 0.10;
   const int at = command_index(argc, argv);
   if (at < 0) return parse_no_command(a, argc, argv);
   int rc = parse_command(a, argv[at]);
@@ -480,7 +541,7 @@ int main(int argc, char **argv) {
     } else if (a.command == CMD_TUNE) {
       rc = cmd_tune(&a);
     } else if (a.command == CMD_LIST) {
-      rc = cmd_list(&a);
+      rc = a.pending ? cmd_list_pending(&a) : cmd_list(&a);
     } else if (a.command == CMD_SHOW) {
       rc = cmd_show(&a);
     } else if (a.command == CMD_REPORT) {
@@ -489,6 +550,8 @@ int main(int argc, char **argv) {
       rc = cmd_merge(&a);
     } else if (a.command == CMD_EXPORT) {
       rc = cmd_export(&a);
+    } else if (a.command == CMD_VERIFY) {
+      rc = cmd_verify(&a);
     } else {
       rc = cmd_import(&a);
     }

@@ -70,6 +70,7 @@ const char *source_name(conv_plan_source source) {
   case CONV_SOURCE_CACHE: return "cache";
   case CONV_SOURCE_TUNED: return "tuned";
   case CONV_SOURCE_SYSTEM_CACHE: return "system";
+  case CONV_SOURCE_HEURISTIC: return "heuristic";
   }
   return "unknown";
 }

@@ -491,6 +491,7 @@ static int open_context(const cli_args *a, const char *path, tune_display *displ
   options.cache_path = path;
   options.system_cache_path = a->system_cache_path;
   options.policy = a->policy;
+  options.tuning_budget_ms = a->budget_ms;
   options.log = on_log;
   options.log_user = display;
   /* DEBUG: the candidates, for the progress line or --verbose. */
@@ -511,16 +512,25 @@ static int open_context(const cli_args *a, const char *path, tune_display *displ
   return EXIT_FAILED;
 }
 
-static int tune_shapes(const cli_args *a, const suite *shapes, const char *path) {
+/* --pending: the shapes are this GPU's pending problems, read once the
+ * context says which GPU this is. */
+static int tune_shapes(const cli_args *a, suite *shapes, const char *path) {
   tune_display display;
   int e = display_init(&display, a, shapes->count);
   if (e != 0) return uv_failed("uv_mutex_init", e);
   conv_context *ctx = NULL;
   int rc = open_context(a, path, &display, &ctx);
-  if (rc != EXIT_OK_) {
+  if (rc == EXIT_OK_ && a->pending) rc = load_pending_shapes(path, ctx, shapes);
+  if (rc == EXIT_OK_ && shapes->count == 0) {
+    say("nothing pending for this GPU in %s", path);
+    if (a->json) fputs("[]\n", stdout);
+  }
+  if (rc != EXIT_OK_ || shapes->count == 0) {
+    conv_context_destroy(ctx);
     uv_mutex_destroy(&display.lock);
     return rc;
   }
+  display.total = shapes->count;
   print_notes(shapes);
   tune_job job;
   memset(&job, 0, sizeof job);
@@ -548,7 +558,7 @@ int cmd_tune(const cli_args *a) {
   suite shapes;
   suite_init(&shapes);
   int rc = load_inputs(a, &shapes);
-  if (rc == EXIT_OK_ && shapes.count == 0) {
+  if (rc == EXIT_OK_ && shapes.count == 0 && !a->pending) {
     print_notes(&shapes);
     say("no convolution shapes to tune");
     if (a->json) fputs("[]\n", stdout);

@@ -1,0 +1,90 @@
+/*
+ * db.h -- what the cache's own files (cache.c, trials_write.c,
+ * trials_read.c, pending.c) share: the handle and the SQLite helpers that
+ * every statement goes through.  Internal to cache/: the rest of the
+ * library uses cache.h.
+ */
+#ifndef CONVTUNE_CACHE_DB_H
+#define CONVTUNE_CACHE_DB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <sqlite3.h>
+
+#include "cache/cache.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* conv_config_format of CONV_CONFIG_MAX_VALUES int64 values: 16 * 21 bytes. */
+#define CACHE_CONFIG_TEXT_MAX 512
+
+/* The pending table (schema version 3; pending.c says what it holds),
+ * created with a new cache or by the upgrade of an older one. */
+#define PENDING_TABLE_SQL                                                        \
+  "CREATE TABLE IF NOT EXISTS pending ("                                         \
+  " problem TEXT NOT NULL,"                                                      \
+  " device TEXT NOT NULL,"                                                       \
+  " versions TEXT NOT NULL,"                                                     \
+  " reason TEXT NOT NULL,"                                                       \
+  " recorded_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),"  \
+  " PRIMARY KEY (problem, device, versions))"
+
+struct conv_cache {
+  sqlite3 *db;
+  bool read_only;
+  bool empty; /* read-only open of a database with no tables: reads find nothing */
+  int schema_version; /* of the file, as inspect() read it */
+  char *path; /* for messages */
+};
+
+/* Records a SQLite failure: the path, what was being done, SQLite's text.
+ * Must be called before the failing statement is finalized. */
+conv_status cache_db_fail(const conv_cache *c, conv_error *err, const char *what);
+
+/* sqlite3_prepare_v2, reporting a failure as cache_db_fail does; *st is
+ * NULL on failure. */
+conv_status cache_prepare(const conv_cache *c, const char *sql, sqlite3_stmt **st,
+                          const char *what, conv_error *err);
+
+/* sqlite3_finalize, its return value ignored (it repeats the last step's
+ * error, which every caller has checked and reported). */
+void cache_finalize(sqlite3_stmt *st);
+
+/* Runs one statement to completion, discarding any rows. */
+conv_status cache_exec_sql(const conv_cache *c, const char *sql, const char *what,
+                           conv_error *err);
+
+/* Every write is one transaction: BEGIN IMMEDIATE plus the identity stamp
+ * (see cache.c); rollback keeps err's first message; commit rolls back
+ * when it fails. */
+conv_status cache_tx_begin(const conv_cache *c, conv_error *err);
+void cache_tx_rollback(const conv_cache *c, conv_error *err);
+conv_status cache_tx_commit(const conv_cache *c, conv_error *err);
+
+/* Length of s, at most max (s need not be NUL-terminated within max). */
+size_t cache_bounded_len(const char *s, size_t max);
+
+/* Copies column `col` into dst[size], truncating at a UTF-8 character
+ * boundary and stopping at an embedded NUL; NULL becomes "". */
+void cache_copy_column_text(char *dst, size_t size, sqlite3_stmt *st, int col);
+
+/* Binds key's problem, device and versions to parameters first..first+2. */
+int cache_bind_key(sqlite3_stmt *st, int first, const conv_cache_key *key);
+
+/* CONV_INVALID_ARGUMENT for a NULL cache, key or key field. */
+conv_status cache_check_key(const conv_cache *c, const conv_cache_key *key, conv_error *err);
+
+/* CONV_CACHE_ERROR for a handle opened read-only. */
+conv_status cache_check_writable(const conv_cache *c, conv_error *err);
+
+/* Deletes the pending rows of key's problem on key's device (any
+ * versions), inside the caller's transaction (pending.c). */
+conv_status cache_delete_pending(const conv_cache *c, const conv_cache_key *key, conv_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CONVTUNE_CACHE_DB_H */

@@ -1,0 +1,75 @@
+/*
+ * cli_run.h -- what the CLI tests (test_cli.c, test_cli_cache.c) share:
+ * the convtune tool ($CONVTUNE_CLI) run as a child process with its stdout
+ * and stderr captured through libuv pipes, and scratch files under
+ * $CONVTUNE_TEST_TMP.
+ */
+#ifndef CONVTUNE_TESTS_CLI_RUN_H
+#define CONVTUNE_TESTS_CLI_RUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+typedef struct capture {
+  uv_pipe_t pipe;
+  char *data;
+  size_t len, cap;
+  bool failed;
+} capture;
+
+typedef struct cli_result {
+  int64_t exit_status;
+  int term_signal;
+  bool exited;
+  capture out, err;
+  uv_timer_t timer;
+  uv_process_t process;
+} cli_result;
+
+void cli_result_free(cli_result *r);
+
+/* $CONVTUNE_CLI, the path of the convtune binary (NULL, said, when unset). */
+const char *cli_path(void);
+
+/* Runs the program `cli` with args (NULL-terminated, without argv[0]) as
+ * user `uid` (< 0: this process's); fills r.  Returns false (with a
+ * message) when the child could not be run. */
+bool run_program(const char *cli, const char *const *args, int uid, cli_result *r);
+
+/* run_program of $CONVTUNE_CLI as this user. */
+bool run_cli(const char *const *args, cli_result *r);
+
+bool contains(const char *haystack, const char *needle);
+size_t count_lines(const char *s);
+
+/* Runs the CLI and checks its exit status; on a mismatch prints its output. */
+#define RUN_EXPECT(result, expected, ...)                                                  \
+  do {                                                                                     \
+    const char *args_[] = {__VA_ARGS__, NULL};                                             \
+    CHECK(run_cli(args_, &(result)));                                                      \
+    CHECK_MSG((result).exit_status == (expected),                                          \
+              "exit status %lld, expected %d\n--- stdout:\n%s--- stderr:\n%s",             \
+              (long long)(result).exit_status, (expected), (result).out.data,              \
+              (result).err.data);                                                          \
+  } while (0)
+
+/* $CONVTUNE_TEST_TMP, else /tmp. */
+const char *tmp_dir(void);
+
+/* TMP/cli-<pid>-<name> */
+void tmp_path(char *path, size_t size, const char *name);
+
+/* Removes a database and its -wal, -shm and -journal files. */
+void remove_cache_files(const char *path);
+
+bool write_file(const char *path, const char *text);
+bool file_exists(const char *path);
+
+/* The default cache path of every child points into the temp folder, so
+ * that no test touches the user's own cache. */
+void isolate_default_cache(void);
+
+#endif /* CONVTUNE_TESTS_CLI_RUN_H */

@@ -1,0 +1,109 @@
+/*
+ * test_budget.c -- tuning budgets and early abandonment without a GPU: the
+ * tuner's rules as the pure functions they are (tuner.h), and the
+ * tuning_budget_ms option (defaults, checks, older and newer structs).
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "convtune.h"
+#include "test.h"
+#include "tuner/tuner.h"
+
+/* A config stops only when it is slower than the best by the margin, after
+ * enough samples (or one long run), and never before there is a best. */
+static int test_abandonment_rule(void) {
+  const double best = 0.100, slow = best * CONV_ABANDON_FACTOR * 1.01;
+  const double at_margin = best * CONV_ABANDON_FACTOR;
+  CHECK(!conv_tuner_abandons(CONV_ABANDON_MIN_SAMPLES, slow, 0));   /* no best yet */
+  CHECK(!conv_tuner_abandons(CONV_ABANDON_MIN_SAMPLES, slow, -1));
+  CHECK(!conv_tuner_abandons(CONV_ABANDON_MIN_SAMPLES - 1, slow, best)); /* too early */
+  CHECK(conv_tuner_abandons(CONV_ABANDON_MIN_SAMPLES, slow, best));
+  CHECK(conv_tuner_abandons(CONV_ABANDON_MIN_SAMPLES + 10, slow, best));
+  CHECK(!conv_tuner_abandons(CONV_ABANDON_MIN_SAMPLES, at_margin, best)); /* not over it */
+  CHECK(!conv_tuner_abandons(CONV_ABANDON_MIN_SAMPLES, best * 1.2, best));
+  CHECK(!conv_tuner_abandons(40, best * 0.5, best)); /* faster: never */
+  CHECK(!conv_tuner_abandons(CONV_ABANDON_MIN_SAMPLES, NAN, best));
+  CHECK(!conv_tuner_abandons(CONV_ABANDON_MIN_SAMPLES, slow, NAN));
+  /* One run of a long config says enough; a short one does not. */
+  const double long_best = CONV_ABANDON_LONG_RUN_MS;
+  CHECK(conv_tuner_abandons(1, long_best * 2, long_best));
+  CHECK(!conv_tuner_abandons(1, slow, best));
+  CHECK(!conv_tuner_abandons(0, long_best * 2, long_best));
+  /* The margin is what the header says it is, and generous: the fastest
+   * of the samples must exceed it, so the median does too. */
+  CHECK(CONV_ABANDON_FACTOR >= 1.25 && CONV_ABANDON_MIN_SAMPLES >= 2);
+  return TEST_PASS;
+}
+
+static int test_budget_rule(void) {
+  CHECK(!conv_tuner_budget_spent(1e9, 0, true)); /* no budget */
+  CHECK(!conv_tuner_budget_spent(99.9, 100, true));
+  CHECK(conv_tuner_budget_spent(100, 100, true));
+  CHECK(conv_tuner_budget_spent(250, 100, true));
+  CHECK(!conv_tuner_budget_spent(250, 100, false)); /* nothing valid yet: go on */
+  return TEST_PASS;
+}
+
+/* conv_context_create of options that are bad before any device is
+ * opened: the status and a message naming the field. */
+static int check_refused(const conv_context_options *o, conv_status expected, const char *word) {
+  conv_context *ctx = (conv_context *)1;
+  CHECK_STATUS(expected, conv_context_create(&ctx, o));
+  CHECK(ctx == NULL);
+  CHECK_MSG(strstr(conv_context_last_error(NULL), word) != NULL, "message: %s",
+            conv_context_last_error(NULL));
+  return TEST_PASS;
+}
+
+/* Past the options' checks: a context, or no device here. */
+static int check_accepted(const conv_context_options *o) {
+  conv_context *ctx = NULL;
+  conv_status st = conv_context_create(&ctx, o);
+  CHECK_MSG(st == CONV_OK || st == CONV_NO_DEVICE, "%s: %s", conv_status_string(st),
+            conv_context_last_error(NULL));
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  return TEST_PASS;
+}
+
+static int test_budget_option(void) {
+  conv_context_options o;
+  memset(&o, 0xab, sizeof o);
+  conv_context_options_init(&o);
+  CHECK(o.tuning_budget_ms == 0);
+  o.cache_path = ":memory:";
+  const double bad[] = {-1.0, -0.0001, NAN, INFINITY, -INFINITY};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    o.tuning_budget_ms = bad[i];
+    if (check_refused(&o, CONV_INVALID_ARGUMENT, "tuning_budget_ms") != TEST_PASS) return TEST_FAIL;
+  }
+  o.tuning_budget_ms = 250;
+  if (check_accepted(&o) != TEST_PASS) return TEST_FAIL;
+
+  /* A program built before the field: its shorter struct, the default. */
+  conv_context_options older;
+  conv_context_options_init_sized(&older, offsetof(conv_context_options, tuning_budget_ms));
+  older.cache_path = ":memory:";
+  if (check_accepted(&older) != TEST_PASS) return TEST_FAIL;
+
+  /* A newer header's field set beyond this library's struct is refused. */
+  struct {
+    conv_context_options o;
+    double newer_field;
+  } newer;
+  memset(&newer, 0, sizeof newer);
+  conv_context_options_init_sized(&newer.o, sizeof newer);
+  newer.o.cache_path = ":memory:";
+  newer.newer_field = 1;
+  return check_refused(&newer.o, CONV_UNSUPPORTED, "does not know");
+}
+
+static const test_case tests[] = {
+    {"abandonment_rule", test_abandonment_rule},
+    {"budget_rule", test_budget_rule},
+    {"budget_option", test_budget_option},
+};
+
+TEST_MAIN(tests)

@@ -1,0 +1,229 @@
+/*
+ * test_offline.c -- GPU tests of tuning put off or cut short: record mode
+ * (an untimed plan now, `convtune tune --pending` later), tuning budgets,
+ * and `convtune verify`.  Each skips
+ * (exit 77) on a machine without a GPU; the seed of the random inputs is
+ * printed (CONVTUNE_TEST_SEED replays it).  The tool is $CONVTUNE_CLI.
+ */
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/cli_run.h"
+#include "tests/gpu_support.h"
+
+static conv_problem small_problem(void) {
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = 2; p.c = 16; p.h = 23; p.w = 19; p.k = 24; p.r = 3; p.s = 3;
+  p.pad_h = p.pad_w = 1;
+  p.epilogue = CONV_EPILOGUE_BIAS_RELU;
+  return p;
+}
+
+/* Makes the plan of `p`, runs it on fresh random inputs and compares it
+ * with the CPU reference; *info gets its info. */
+static int plan_matches_reference(conv_context *ctx, const conv_problem *p, conv_plan_info *info) {
+  host_case hc;
+  dev_case d;
+  if (host_case_make(&hc, p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
+  conv_plan *plan = NULL;
+  CHECK_MSG(conv_plan_create(ctx, p, &plan) == CONV_OK, "conv_plan_create: %s",
+            conv_context_last_error(ctx));
+  CHECK_STATUS(CONV_OK, conv_plan_info_get(plan, info));
+  printf("plan: %s %s %.4f ms, source %d\n", info->algorithm, info->config, info->time_ms,
+         (int)info->source);
+  if (poison(&d, &hc, 0) != TEST_PASS) return TEST_FAIL;
+  CHECK_STATUS(CONV_OK, conv_plan_execute(plan, 0, d.x, d.w, d.bias, d.y));
+  if (check_output(&d, &hc, 0, conv_error_bound(p->math, CONV_ARITH_TRANSFORM), "plan") !=
+      TEST_PASS)
+    return TEST_FAIL;
+  conv_plan_destroy(plan);
+  dev_case_free(&d);
+  host_case_free(&hc);
+  return TEST_PASS;
+}
+
+/* What a cache holds, through the public reader. */
+typedef struct cache_counts {
+  int winners, pending;
+  char reason[32], device[CONV_DEVICE_FINGERPRINT_MAX];
+} cache_counts;
+
+static int count_winner(const conv_cache_entry *e, void *user) {
+  (void)e;
+  ((cache_counts *)user)->winners++;
+  return 0;
+}
+
+static int count_pending(const conv_cache_pending_entry *e, void *user) {
+  cache_counts *c = user;
+  snprintf(c->reason, sizeof c->reason, "%s", e->reason);
+  snprintf(c->device, sizeof c->device, "%s", e->device);
+  c->pending++;
+  return 0;
+}
+
+static int read_counts(const char *path, cache_counts *c) {
+  memset(c, 0, sizeof *c);
+  conv_cache_reader *reader = NULL;
+  char message[512];
+  CHECK_MSG(conv_cache_reader_open(path, &reader, message, sizeof message) == CONV_OK, "%s",
+            message);
+  CHECK_MSG(conv_cache_reader_winners(reader, count_winner, c, message, sizeof message) == CONV_OK,
+            "%s", message);
+  CHECK_MSG(conv_cache_reader_pending(reader, count_pending, c, message, sizeof message) ==
+                CONV_OK,
+            "%s", message);
+  conv_cache_reader_close(reader);
+  return TEST_PASS;
+}
+
+/* A record-mode context on an empty cache returns a working, untimed plan
+ * (source HEURISTIC), leaves one pending row for this GPU and no winner;
+ * `convtune tune --pending` then tunes it (a winner, nothing pending) and
+ * a new record-mode context finds it in the cache. */
+static int record_then_tune_pending(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  char cache[4096];
+  temp_path(cache, sizeof cache, "record");
+  conv_problem p = small_problem();
+  conv_context *ctx;
+  if (make_context(&ctx, cache, CONV_POLICY_RECORD, 0) != TEST_PASS) return TEST_FAIL;
+  char device[CONV_DEVICE_FINGERPRINT_MAX];
+  CHECK_STATUS(CONV_OK, conv_context_device_fingerprint(ctx, device, sizeof device));
+  char tiny[4];
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_context_device_fingerprint(ctx, tiny, sizeof tiny));
+  conv_plan_info info;
+  if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  CHECK_MSG(info.source == CONV_SOURCE_HEURISTIC, "source %d", (int)info.source);
+  CHECK(info.time_ms == -1.0);
+  /* Again in the same context: from memory, still recorded once. */
+  if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  CHECK(info.source == CONV_SOURCE_MEMORY);
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+
+  cache_counts c;
+  if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+  CHECK_MSG(c.winners == 0 && c.pending == 1, "%d winners, %d pending", c.winners, c.pending);
+  CHECK(strcmp(c.reason, "untuned") == 0 && strcmp(c.device, device) == 0);
+
+  cli_result r;
+  RUN_EXPECT(r, 0, "tune", "--pending", "--policy", "fast", "--cache", cache, "--progress",
+             "never");
+  char key[CONV_PROBLEM_KEY_MAX];
+  CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, sizeof key));
+  CHECK_MSG(contains(r.out.data, key) && contains(r.out.data, "tuned"), "stdout:\n%s",
+            r.out.data);
+  cli_result_free(&r);
+  if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+  CHECK_MSG(c.winners == 1 && c.pending == 0, "%d winners, %d pending", c.winners, c.pending);
+
+  /* Nothing left: said, exit 0. */
+  RUN_EXPECT(r, 0, "tune", "--pending", "--cache", cache);
+  CHECK(contains(r.err.data, "nothing pending"));
+  cli_result_free(&r);
+
+  if (make_context(&ctx, cache, CONV_POLICY_RECORD, 0) != TEST_PASS) return TEST_FAIL;
+  if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  CHECK(info.source == CONV_SOURCE_CACHE && info.time_ms > 0);
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+  CHECK(c.pending == 0);
+  remove_db(cache);
+  return TEST_PASS;
+}
+
+static int budget_context(conv_context **ctx, const char *cache, conv_policy policy,
+                          double budget_ms) {
+  conv_context_options o;
+  conv_context_options_init(&o);
+  o.cache_path = cache;
+  o.policy = policy;
+  o.tuning_budget_ms = budget_ms;
+  CHECK_MSG(conv_context_create(ctx, &o) == CONV_OK, "conv_context_create: %s",
+            conv_context_last_error(NULL));
+  return TEST_PASS;
+}
+
+/* An exhaustive tuning with a 1 ms budget stops after its first valid
+ * config: the plan still matches the reference, the winner is stored and
+ * the tuning marked incomplete.  A budgeted context takes it from the
+ * cache as it is; one without a budget tunes it fully, which clears the
+ * mark. */
+static int small_budget_marks_incomplete(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  char cache[4096];
+  temp_path(cache, sizeof cache, "budget");
+  conv_problem p = small_problem();
+  conv_context *ctx;
+  if (budget_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 1.0) != TEST_PASS) return TEST_FAIL;
+  conv_plan_info info;
+  if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  CHECK(info.source == CONV_SOURCE_TUNED && info.time_ms > 0);
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  cache_counts c;
+  if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+  CHECK_MSG(c.winners == 1 && c.pending == 1, "%d winners, %d pending", c.winners, c.pending);
+  CHECK_MSG(strcmp(c.reason, "incomplete") == 0, "reason %s", c.reason);
+
+  if (budget_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 1.0) != TEST_PASS) return TEST_FAIL;
+  if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  CHECK_MSG(info.source == CONV_SOURCE_CACHE, "source %d", (int)info.source);
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+
+  if (budget_context(&ctx, cache, CONV_POLICY_FAST, 0) != TEST_PASS) return TEST_FAIL;
+  if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  CHECK_MSG(info.source == CONV_SOURCE_TUNED, "source %d", (int)info.source);
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+  CHECK_MSG(c.winners == 1 && c.pending == 0, "%d winners, %d pending", c.winners, c.pending);
+  remove_db(cache);
+  return TEST_PASS;
+}
+
+/* `convtune verify` of a cache just tuned on this GPU flags nothing (exit
+ * 0, "ok" on every row) and leaves the file as it was. */
+static int verify_fresh_cache_flags_nothing(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  char cache[4096];
+  temp_path(cache, sizeof cache, "verify");
+  conv_problem p = small_problem(), q = small_problem();
+  q.k = 32;
+  q.epilogue = CONV_EPILOGUE_NONE;
+  conv_context *ctx;
+  if (make_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;
+  conv_plan_info info;
+  if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  if (plan_matches_reference(ctx, &q, &info) != TEST_PASS) return TEST_FAIL;
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  cache_counts before, after;
+  if (read_counts(cache, &before) != TEST_PASS) return TEST_FAIL;
+
+  cli_result r;
+  RUN_EXPECT(r, 0, "verify", "--cache", cache);
+  char key[CONV_PROBLEM_KEY_MAX];
+  CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, sizeof key));
+  CHECK_MSG(contains(r.out.data, key) && contains(r.out.data, " ok") &&
+                !contains(r.out.data, "SLOWER") && !contains(r.out.data, "FAILED"),
+            "stdout:\n%s\nstderr:\n%s", r.out.data, r.err.data);
+  CHECK_MSG(count_lines(r.out.data) == 4, "a header, a rule and 2 rows:\n%s", r.out.data);
+  cli_result_free(&r);
+  if (read_counts(cache, &after) != TEST_PASS) return TEST_FAIL;
+  CHECK(after.winners == before.winners && after.pending == 0);
+  remove_db(cache);
+  return TEST_PASS;
+}
+
+static const test_case tests[] = {
+    {"record_then_tune_pending", record_then_tune_pending},
+    {"small_budget_marks_incomplete", small_budget_marks_incomplete},
+    {"verify_fresh_cache_flags_nothing", verify_fresh_cache_flags_nothing},
+};
+TEST_MAIN(tests)

@@ -1,0 +1,21 @@
+/*
+ * rules.c -- the tuner's decisions that need no GPU (tuner.h): when a
+ * config being timed is abandoned, and when a budgeted tuning stops.
+ * Pure functions, so that CPU tests can hold them to their documented
+ * behaviour.
+ */
+#include <math.h>
+
+#include "tuner/tuner.h"
+
+bool conv_tuner_abandons(int samples, double fastest_ms, double best_ms) {
+  if (!(best_ms > 0) || !(fastest_ms > CONV_ABANDON_FACTOR * best_ms)) return false;
+  if (samples >= CONV_ABANDON_MIN_SAMPLES) return true;
+  /* A run this long is timed launched directly, where one run varies
+   * little: its first says enough. */
+  return samples >= 1 && fastest_ms >= CONV_ABANDON_LONG_RUN_MS;
+}
+
+bool conv_tuner_budget_spent(double elapsed_ms, double budget_ms, bool have_valid) {
+  return budget_ms > 0 && have_valid && elapsed_ms >= budget_ms;
+}
