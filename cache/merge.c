@@ -115,6 +115,13 @@ static conv_status merge_tuning(conv_cache *from, conv_cache *into, const tuning
   if (s == CONV_OK)
     s = conv_cache_replace_tuning(into, &key, l.trials, (const char *const *)l.tuned_at, l.count,
                                   err);
+  /* A tuning its budget cut short stays marked as such in `into`, so that
+   * a later run there finishes it rather than taking it as exhaustive. */
+  bool incomplete = false;
+  conv_pending_reason reason = CONV_PENDING_UNTUNED;
+  if (s == CONV_OK) s = conv_cache_find_pending(from, &key, &incomplete, &reason, err);
+  if (s == CONV_OK && incomplete && reason == CONV_PENDING_INCOMPLETE)
+    s = conv_cache_record_pending(into, &key, CONV_PENDING_INCOMPLETE, err);
   if (s == CONV_OK) counts[found ? 1 : 0]++;
   trial_list_free(&l);
   return s;

@@ -187,6 +187,58 @@ static int test_clear_removes_problem_on_device(void) {
   return TEST_PASS;
 }
 
+/* A winning trial of key's problem, `ms` long. */
+static conv_trial winning_trial(double ms) {
+  conv_trial t;
+  memset(&t, 0, sizeof t);
+  t.algorithm_id = CONV_ALGO_CUDNN;
+  snprintf(t.algorithm, sizeof t.algorithm, "cudnn");
+  t.config.count = 1;
+  t.time_ms = ms;
+  t.rel_error = 1e-7;
+  t.winner = true;
+  t.deterministic = 1;
+  return t;
+}
+
+/* Merging (export, import) copies a budget-cut tuning with its mark, so
+ * that the destination finishes it rather than taking it as exhaustive;
+ * a complete tuning arrives without one. */
+static int test_merge_keeps_incomplete_mark(void) {
+  char from_path[1024], into_path[1024];
+  tmp_path(from_path, sizeof from_path, "merge-from");
+  tmp_path(into_path, sizeof into_path, "merge-into");
+  conv_error err = {CONV_OK, ""};
+  conv_cache *from = NULL;
+  CHECK_OK(conv_cache_open(from_path, false, &from, &err));
+  const conv_cache_key complete = {PROBLEM2, DEVICE, VERSIONS};
+  const conv_trial fast = winning_trial(1.0), slow = winning_trial(2.0);
+  CHECK_OK(conv_cache_replace_tuning(from, &KEY, &fast, NULL, 1, &err));
+  CHECK_OK(conv_cache_record_pending(from, &KEY, CONV_PENDING_INCOMPLETE, &err));
+  CHECK_OK(conv_cache_replace_tuning(from, &complete, &fast, NULL, 1, &err));
+  conv_cache_close(from);
+
+  /* `into` had the complete problem pending (a record-mode run). */
+  conv_cache *into = NULL;
+  CHECK_OK(conv_cache_open(into_path, false, &into, &err));
+  CHECK_OK(conv_cache_replace_tuning(into, &complete, &slow, NULL, 1, &err));
+  CHECK_OK(conv_cache_record_pending(into, &complete, CONV_PENDING_UNTUNED, &err));
+  conv_cache_close(into);
+
+  size_t added = 0, replaced = 0, kept = 0;
+  char message[256];
+  CHECK(conv_cache_merge(from_path, into_path, NULL, &added, &replaced, &kept, message,
+                         sizeof message) == CONV_OK);
+  CHECK(added == 1 && replaced == 1 && kept == 0);
+  CHECK(sql_int(into_path, "SELECT count(*) FROM pending WHERE problem = '" PROBLEM
+                           "' AND reason = 'incomplete'") == 1);
+  CHECK(sql_int(into_path, "SELECT count(*) FROM pending WHERE problem = '" PROBLEM2 "'") == 0);
+  CHECK(pending_rows(into_path) == 1);
+  remove_db(from_path);
+  remove_db(into_path);
+  return TEST_PASS;
+}
+
 static int count_row(const conv_cache_pending_row *row, void *user) {
   (void)row;
   ++*(int *)user;
@@ -369,6 +421,7 @@ static int test_odd_rows_are_read_safely(void) {
 static const test_case tests[] = {
     {"record_twice_is_one_row", test_record_twice_is_one_row},
     {"clear_removes_problem_on_device", test_clear_removes_problem_on_device},
+    {"merge_keeps_incomplete_mark", test_merge_keeps_incomplete_mark},
     {"old_schema_gets_the_table", test_old_schema_gets_the_table},
     {"read_only_cache_records_nothing", test_read_only_cache_records_nothing},
     {"public_reader_lists_pending", test_public_reader_lists_pending},
