@@ -66,7 +66,7 @@ extern "C" {
  * *_sized functions behind the macros are for bindings, which pass the size
  * of their own copy of the struct. */
 #define CONVTUNE_VERSION_MAJOR 0
-#define CONVTUNE_VERSION_MINOR 3
+#define CONVTUNE_VERSION_MINOR 4
 #define CONVTUNE_VERSION_PATCH 0
 #define CONVTUNE_VERSION \
   (CONVTUNE_VERSION_MAJOR * 10000 + CONVTUNE_VERSION_MINOR * 100 + CONVTUNE_VERSION_PATCH)
