@@ -76,8 +76,9 @@ def test_struct_layouts():
     assert _lib.Problem.n.offset == 8
     assert _lib.Problem.math.offset == 8 + 14 * 8 + 3 * 4
     assert _lib.Problem.deterministic.offset == 8 + 14 * 8 + 5 * 4
-    assert ctypes.sizeof(_lib.ContextOptions) == 88
+    assert ctypes.sizeof(_lib.ContextOptions) == 96
     assert _lib.ContextOptions.system_cache_path.offset == 80
+    assert _lib.ContextOptions.tuning_budget_ms.offset == 88
     assert _lib.ContextOptions.device.offset == 8
     assert _lib.ContextOptions.workspace_limit.offset == 32
     assert _lib.ContextOptions.direct_launches.offset == 44
