@@ -21,8 +21,6 @@
 
 #include <uv.h>
 
-#include "cache/cache.h"
-#include "runtime/internal.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/progress.h"
 #include "tools/json.h"
@@ -219,6 +217,15 @@ typedef struct tune_row {
 } tune_row;
 
 /* Shared by the worker thread and the loop thread. */
+/* What finding cuDNN's own pick among a shape's trials needs: a reader of
+ * the cache the context writes (each query sees its latest tunings) and
+ * this GPU's fingerprint.  reader is NULL where there is none to read (an
+ * in-memory cache): the default time is then unknown. */
+typedef struct default_source {
+  conv_cache_reader *reader;
+  char device[CONV_DEVICE_FINGERPRINT_MAX];
+} default_source;
+
 typedef struct tune_job {
   conv_context *ctx;
   const suite *shapes;
@@ -231,6 +238,7 @@ typedef struct tune_job {
   uv_timer_t clock; /* redraws the progress line (with display->bar) */
   bool clock_open;
   tune_display *display;
+  default_source defaults;
 } tune_job;
 
 typedef struct default_query {
@@ -238,33 +246,44 @@ typedef struct default_query {
   double ms;
 } default_query;
 
-static int find_default_row(const conv_cache_row *row, void *user) {
+static int find_default_entry(const conv_cache_entry *e, void *user) {
   default_query *q = user;
-  if (!row->trial->heuristic_pick || strcmp(row->device, q->device) != 0 ||
-      strcmp(row->versions, q->versions) != 0) {
+  if (!e->heuristic_pick || strcmp(e->device, q->device) != 0 ||
+      strcmp(e->versions, q->versions) != 0)
     return 0;
-  }
-  if (row->trial->status == CONV_OK && row->trial->time_ms >= 0) q->ms = row->trial->time_ms;
+  if (e->status == CONV_OK && e->time_ms >= 0) q->ms = e->time_ms;
   return 1;
 }
 
+static void default_source_open(default_source *src, conv_context *ctx, const char *path,
+                                tune_display *display) {
+  src->reader = NULL;
+  if (strcmp(path, ":memory:") == 0) return;
+  char message[512];
+  if (conv_context_device_fingerprint(ctx, src->device, sizeof src->device) != CONV_OK ||
+      conv_cache_reader_open(path, &src->reader, message, sizeof message) != CONV_OK) {
+    display_say(display, "warning: cuDNN's default times unknown: %s",
+                src->reader == NULL ? message : conv_context_last_error(ctx));
+    src->reader = NULL;
+  }
+}
+
 /* The time of cuDNN's own pick for this key on this device and build. */
-static double default_time_ms(conv_context *ctx, const char *key, const char *name,
+static double default_time_ms(const default_source *src, const char *key, const char *name,
                               tune_display *display) {
-  conv_cache *cache = conv_context_cache(ctx);
-  const conv_device *device = conv_context_device(ctx);
-  if (cache == NULL || device == NULL) return -1;
-  default_query q = {device->key, conv_library_versions(), -1};
-  conv_error err = {CONV_OK, ""};
-  if (conv_cache_list_trials(cache, key, find_default_row, &q, &err) != CONV_OK) {
-    display_say(display, "warning: %s: cannot read its trials: %s", name, err.message);
+  if (src->reader == NULL) return -1;
+  default_query q = {src->device, conv_library_versions(), -1};
+  char message[512];
+  if (conv_cache_reader_trials(src->reader, key, find_default_entry, &q, message,
+                               sizeof message) != CONV_OK) {
+    display_say(display, "warning: %s: cannot read its trials: %s", name, message);
     return -1;
   }
   return q.ms;
 }
 
-static void tune_one(conv_context *ctx, const suite_shape *shape, tune_row *row,
-                     tune_display *display) {
+static void tune_one(conv_context *ctx, const default_source *defaults, const suite_shape *shape,
+                     tune_row *row, tune_display *display) {
   memset(row, 0, sizeof *row);
   row->shape = shape;
   row->default_ms = -1;
@@ -279,7 +298,8 @@ static void tune_one(conv_context *ctx, const suite_shape *shape, tune_row *row,
     one_line(conv_context_last_error(ctx), row->error, sizeof row->error);
     return;
   }
-  if (row->key[0] != '\0') row->default_ms = default_time_ms(ctx, row->key, shape->name, display);
+  if (row->key[0] != '\0')
+    row->default_ms = default_time_ms(defaults, row->key, shape->name, display);
 }
 
 static void tune_worker(void *arg) {
@@ -292,7 +312,7 @@ static void tune_worker(void *arg) {
     }
     const suite_shape *shape = &job->shapes->shapes[i];
     display_shape_start(job->display, i, shape->name);
-    tune_one(job->ctx, shape, &job->rows[i], job->display);
+    tune_one(job->ctx, &job->defaults, shape, &job->rows[i], job->display);
     job->done = i + 1;
     display_shape_end(job->display);
     if (job->rows[i].status == CONV_INTERRUPTED) {
@@ -537,6 +557,7 @@ static int tune_shapes(const cli_args *a, suite *shapes, const char *path) {
   job.ctx = ctx;
   job.shapes = shapes;
   job.display = &display;
+  default_source_open(&job.defaults, ctx, path, &display);
   atomic_init(&job.stop, false);
   job.rows = calloc(shapes->count, sizeof *job.rows);
   if (job.rows == NULL) {
@@ -549,6 +570,7 @@ static int tune_shapes(const cli_args *a, suite *shapes, const char *path) {
     if (rc == EXIT_OK_) rc = report_tuning(a, &job);
   }
   free(job.rows);
+  conv_cache_reader_close(job.defaults.reader);
   conv_context_destroy(ctx);
   uv_mutex_destroy(&display.lock);
   return rc;
