@@ -77,6 +77,8 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--host-batch", type=int, default=1, help="batch of the host-cost loop (0: skip)")
     p.add_argument("--cache", default=None, help="convtune cache (default: the library's)")
     p.add_argument("--policy", default="exhaustive", choices=("exhaustive", "fast", "cache_only"))
+    p.add_argument("--tuning-budget-ms", type=float, default=0.0,
+                   help="per-problem tuning budget of the layers' context (0: none)")
     p.add_argument("--tune-only", action="store_true", help="only make sure every plan is tuned")
     p.add_argument("--out-md", default=None, help="file whose models section is (re)written")
     p.add_argument("--out-json", default=None)
@@ -342,7 +344,7 @@ def run_config(name: str, batch: int, mode: str, ways: list, compile_batches: li
 
 def brief(row: dict) -> str:
     parts = [f"{row['model']} b{row['batch']} {row['mode']}: err {row['errors']['convtune']:.1e} "
-             f"(PyTorch {row['errors']['pytorch']:.1e})"]
+             f"(PyTorch {row['errors']['pytorch']:.1e}), first calls {row['first_calls_s']:.1f} s"]
     for way in ("eager", "graph", "compile"):
         r = row.get(way)
         if r:
@@ -519,11 +521,13 @@ def main(argv: list | None = None) -> int:
         os.environ["CONVTUNE_CACHE"] = os.path.abspath(args.cache)
     device = torch.cuda.current_device()
     env = bench_env.gather_environment(convtune, device)
-    context = convtune.Context(device=device, cache=args.cache, policy=args.policy)
+    context = convtune.Context(device=device, cache=args.cache, policy=args.policy,
+                               tuning_budget_ms=args.tuning_budget_ms)
     ways, batches = split(args.ways), split(args.batches, int)
     rows = []
     results = {"run": {"command": bench_env.command_line(argv, os.environ), "cache": args.cache,
-                       "policy": args.policy, "host_batch": args.host_batch,
+                       "policy": args.policy, "tuning_budget_ms": args.tuning_budget_ms,
+                       "host_batch": args.host_batch,
                        "torchvision": torchvision.__version__,
                        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                        "elapsed_s": 0.0},
