@@ -22,22 +22,18 @@
  * TF32: the graph API has no math-type switch.  An fp32 engine that runs on
  * tensor cores (TF32) carries CUDNN_NUMERICAL_NOTE_TENSOR_CORE, so strict
  * mode refuses those engines and TF32 mode admits them.
+ *
+ * This file holds the configs, the plans and running them; building the
+ * operation graph and reading engines, knobs and notes is cudnn_graph.c's.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "algorithms/cudnn_graph.h"
 #include "algorithms/kernels.h"
 #include "runtime/internal.h"
-
-/* Tensor ids in the operation graph and the variant pack. */
-enum { UID_X = 'x', UID_W = 'w', UID_Y = 'y' };
-
-/* Byte alignment promised for x, w and y.  16 lets the vectorised engines
- * in; run() checks the promise, since a plan outlives the pointers it was
- * tuned with (cudaMalloc gives 256). */
-#define TENSOR_ALIGNMENT 16
 
 /* Knob variants per engine besides its default config; with the default
  * and the heuristic's own config that is about eight timings per engine. */
@@ -46,348 +42,8 @@ enum { UID_X = 'x', UID_W = 'w', UID_Y = 'y' };
 /* The most knob pairs a config can hold. */
 #define MAX_CONFIG_KNOBS ((CONV_CONFIG_MAX_VALUES - 1) / 2)
 
-/* Sanity bound on the engine count an operation graph reports. */
-#define MAX_ENGINES 4096
 /* Heuristic results asked for even when few configs are wanted. */
 #define HEURISTIC_MIN_RESULTS 64
-
-/* ---------------------------------------------------------------- errors */
-
-/* cudnnGetLastErrorString often says which constraint failed; it can span
- * lines (JSON, then a warning), and messages are one line. */
-static void last_error(char *detail, size_t size) {
-  detail[0] = '\0';
-  cudnnGetLastErrorString(detail, size);
-  detail[size - 1] = '\0';
-  for (char *c = detail; *c; c++)
-    if (*c == '\n' || *c == '\r' || *c == '\t') *c = ' ';
-}
-
-/* Records a failed cuDNN call.  While plans are being built a refusal means
- * "this config does not fit here" (CONV_UNSUPPORTED); running out of memory
- * stays an error. */
-static conv_status cudnn_refused(conv_error *err, cudnnStatus_t code, const char *what) {
-  if (code == CUDNN_STATUS_SUCCESS) return CONV_OK;
-  char detail[256];
-  last_error(detail, sizeof detail);
-  conv_status st = code == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
-                           code == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED
-                       ? CONV_OUT_OF_MEMORY
-                       : CONV_UNSUPPORTED;
-  return conv_error_set(err, st, "%s: %s%s%.200s", what, cudnnGetErrorString(code),
-                        detail[0] ? ": " : "", detail);
-}
-
-/* At run time a failure is an error, reported the library-wide way. */
-static conv_status cudnn_failed(conv_error *err, cudnnStatus_t code, const char *what) {
-  conv_status st = conv_check_cudnn(err, code, what);
-  if (st == CONV_OK || err == NULL) return st;
-  char detail[256];
-  last_error(detail, sizeof detail);
-  size_t used = strlen(err->message);
-  if (detail[0] && used + 4 < sizeof err->message)
-    snprintf(err->message + used, sizeof err->message - used, " (%.200s)", detail);
-  return st;
-}
-
-/* ---------------------------------------------------------------- descriptors */
-
-static conv_status make_desc(cudnnBackendDescriptorType_t type, cudnnBackendDescriptor_t *desc,
-                             conv_error *err) {
-  *desc = NULL;
-  return cudnn_refused(err, cudnnBackendCreateDescriptor(type, desc),
-                       "cudnnBackendCreateDescriptor");
-}
-
-static void free_desc(cudnnBackendDescriptor_t *desc) {
-  if (*desc != NULL) cudnnBackendDestroyDescriptor(*desc);
-  *desc = NULL;
-}
-
-/* The attribute's name goes into the error message. */
-#define SET_ATTR(desc, attr, type, n, value)                                  \
-  cudnn_refused(err, cudnnBackendSetAttribute((desc), (attr), (type), (n), (value)), \
-                "set " #attr)
-#define GET_ATTR(desc, attr, type, n, got, value)                             \
-  cudnn_refused(err, cudnnBackendGetAttribute((desc), (attr), (type), (n), (got), (value)), \
-                "get " #attr)
-#define FINALIZE(desc, what) cudnn_refused(err, cudnnBackendFinalize(desc), "finalize " what)
-/* At run time a failure is an error, not a refusal. */
-#define PACK_SET(desc, attr, type, n, value)                                  \
-  cudnn_failed(err, cudnnBackendSetAttribute((desc), (attr), (type), (n), (value)), "set " #attr)
-
-/* ---------------------------------------------------------------- graph */
-
-/* One convolution pass as a finalized operation graph.  The parts stay
- * alive as long as the graph: cudnn-frontend keeps them too. */
-typedef struct conv_graph {
-  cudnnBackendDescriptor_t x, w, y, conv, op, graph;
-} conv_graph;
-
-static void graph_destroy(conv_graph *g) {
-  free_desc(&g->graph);
-  free_desc(&g->op);
-  free_desc(&g->conv);
-  free_desc(&g->y);
-  free_desc(&g->w);
-  free_desc(&g->x);
-}
-
-/* A packed fp32 tensor.  dims are (N, C, H, W) whatever the layout, as
- * cuDNN wants them; the strides say where the channels are: NCHW, or NHWC
- * (channels innermost; for the filter KRSC). */
-static conv_status make_tensor(int64_t uid, const int64_t dims[4], conv_layout layout,
-                               cudnnBackendDescriptor_t *desc, conv_error *err) {
-  int64_t strides[4] = {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
-  if (layout == CONV_LAYOUT_NHWC) {
-    strides[1] = 1;
-    strides[3] = dims[1];
-    strides[2] = dims[3] * dims[1];
-    strides[0] = dims[2] * dims[3] * dims[1];
-  }
-  cudnnDataType_t type = CUDNN_DATA_FLOAT;
-  int64_t alignment = TENSOR_ALIGNMENT;
-  conv_status st;
-  CONV_TRY(st, make_desc(CUDNN_BACKEND_TENSOR_DESCRIPTOR, desc, err), done);
-  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type), done);
-  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims), done);
-  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides), done);
-  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid), done);
-  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment),
-           done);
-  CONV_TRY(st, FINALIZE(*desc, "tensor"), done);
-done:
-  if (st != CONV_OK) free_desc(desc);
-  return st;
-}
-
-static conv_status make_conv_desc(const conv_problem *p, cudnnBackendDescriptor_t *desc,
-                                  conv_error *err) {
-  cudnnDataType_t compute = CUDNN_DATA_FLOAT;
-  cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-  int64_t spatial = 2;
-  int64_t pads[2] = {p->pad_h, p->pad_w};
-  int64_t strides[2] = {p->stride_h, p->stride_w};
-  int64_t dilations[2] = {p->dil_h, p->dil_w};
-  conv_status st;
-  CONV_TRY(st, make_desc(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, desc, err), done);
-  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute),
-           done);
-  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1,
-                        &mode), done);
-  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &spatial),
-           done);
-  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pads),
-           done);
-  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pads),
-           done);
-  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dilations),
-           done);
-  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2,
-                        strides), done);
-  CONV_TRY(st, FINALIZE(*desc, "convolution descriptor"), done);
-done:
-  if (st != CONV_OK) free_desc(desc);
-  return st;
-}
-
-/* The operation descriptor and its attributes for one direction.  The
- * tensors keep their forward roles: x (dx), w (dw), y (dy). */
-typedef struct conv_op_kind {
-  cudnnBackendDescriptorType_t type;
-  cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
-  const char *what;
-} conv_op_kind;
-
-static const conv_op_kind *op_kind(conv_direction direction) {
-  static const conv_op_kind forward = {
-      CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
-      "finalize convolution forward operation"};
-  static const conv_op_kind backward_data = {
-      CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
-      "finalize convolution backward-data operation"};
-  static const conv_op_kind backward_filter = {
-      CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
-      "finalize convolution backward-filter operation"};
-  return direction == CONV_BACKWARD_DATA     ? &backward_data
-         : direction == CONV_BACKWARD_FILTER ? &backward_filter
-                                             : &forward;
-}
-
-/* out = 1 * pass(inputs) + 0 * out: beta 0 so that the output is
- * write-only. */
-static conv_status make_conv_op(conv_direction direction, conv_graph *g, conv_error *err) {
-  const conv_op_kind *kind = op_kind(direction);
-  float alpha = 1.0f, beta = 0.0f;
-  conv_status st;
-  CONV_TRY(st, make_desc(kind->type, &g->op, err), done);
-  CONV_TRY(st, SET_ATTR(g->op, kind->x, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->x), done);
-  CONV_TRY(st, SET_ATTR(g->op, kind->w, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->w), done);
-  CONV_TRY(st, SET_ATTR(g->op, kind->y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->y), done);
-  CONV_TRY(st, SET_ATTR(g->op, kind->conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->conv), done);
-  CONV_TRY(st, SET_ATTR(g->op, kind->alpha, CUDNN_TYPE_FLOAT, 1, &alpha), done);
-  CONV_TRY(st, SET_ATTR(g->op, kind->beta, CUDNN_TYPE_FLOAT, 1, &beta), done);
-  CONV_TRY(st, cudnn_refused(err, cudnnBackendFinalize(g->op), kind->what), done);
-done:
-  if (st != CONV_OK) free_desc(&g->op);
-  return st;
-}
-
-/* Builds the graph; on failure nothing is left allocated.  The caller holds
- * env->cudnn_lock: finalizing the graph uses the shared handle. */
-static conv_status graph_build(const conv_problem *p, conv_env *env, conv_graph *g,
-                               conv_error *err) {
-  memset(g, 0, sizeof *g);
-  conv_shape shape;
-  conv_status st = conv_problem_shape(p, &shape);
-  if (st != CONV_OK) return conv_error_set(err, st, "cudnn: invalid problem");
-  int64_t x_dims[4] = {p->n, p->c, p->h, p->w};
-  int64_t w_dims[4] = {p->k, shape.c_per_group, p->r, p->s};
-  int64_t y_dims[4] = {p->n, p->k, shape.p, shape.q};
-  CONV_TRY(st, make_tensor(UID_X, x_dims, p->layout, &g->x, err), done);
-  CONV_TRY(st, make_tensor(UID_W, w_dims, p->layout, &g->w, err), done);
-  CONV_TRY(st, make_tensor(UID_Y, y_dims, p->layout, &g->y, err), done);
-  CONV_TRY(st, make_conv_desc(p, &g->conv, err), done);
-  CONV_TRY(st, make_conv_op(p->direction, g, err), done);
-  CONV_TRY(st, make_desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &g->graph, err), done);
-  CONV_TRY(st, SET_ATTR(g->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                        &g->op), done);
-  CONV_TRY(st, SET_ATTR(g->graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1,
-                        &env->cudnn), done);
-  CONV_TRY(st, FINALIZE(g->graph, "operation graph"), done);
-done:
-  if (st != CONV_OK) graph_destroy(g);
-  return st;
-}
-
-static conv_status engine_count(cudnnBackendDescriptor_t graph, int64_t *count, conv_error *err) {
-  int64_t got = 0;
-  *count = 0;
-  conv_status st = GET_ATTR(graph, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, CUDNN_TYPE_INT64,
-                            1, &got, count);
-  if (st == CONV_OK && (*count < 0 || *count > MAX_ENGINES))
-    st = conv_error_set(err, CONV_UNSUPPORTED, "cudnn: implausible engine count %" PRId64, *count);
-  return st;
-}
-
-/* ---------------------------------------------------------------- engines */
-
-typedef struct knob_info {
-  int64_t type, min, max, stride;
-} knob_info;
-
-/* What an engine's numerical notes mean for this convtune. */
-typedef struct engine_notes {
-  bool tensor_core;       /* fp32 on tensor cores: TF32                    */
-  bool down_convert;      /* inputs converted below fp32 (e.g. to fp16)    */
-  bool reduced_reduction; /* accumulation below fp32                       */
-  bool transform;         /* Winograd or FFT                               */
-  bool nondeterministic;  /* results may differ run to run (atomics)       */
-} engine_notes;
-
-/* A finalized engine; failing to finalize means it cannot run this graph. */
-static conv_status make_engine(cudnnBackendDescriptor_t graph, int64_t index,
-                               cudnnBackendDescriptor_t *engine, conv_error *err) {
-  conv_status st;
-  CONV_TRY(st, make_desc(CUDNN_BACKEND_ENGINE_DESCRIPTOR, engine, err), done);
-  CONV_TRY(st, SET_ATTR(*engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                        1, &graph), done);
-  CONV_TRY(st, SET_ATTR(*engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &index),
-           done);
-  CONV_TRY(st, FINALIZE(*engine, "engine"), done);
-done:
-  if (st != CONV_OK) free_desc(engine);
-  return st;
-}
-
-/* The knob info attribute fills descriptors the caller created, as many as
- * it asks for; CUDNN_KNOB_TYPE_COUNTS is enough for every knob type. */
-static conv_status read_knobs(cudnnBackendDescriptor_t engine,
-                              knob_info knobs[CUDNN_KNOB_TYPE_COUNTS], int *count,
-                              conv_error *err) {
-  cudnnBackendDescriptor_t info[CUDNN_KNOB_TYPE_COUNTS] = {0};
-  int64_t n = 0, got = 0;
-  conv_status st = CONV_OK;
-  *count = 0;
-  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; i++)
-    CONV_TRY(st, make_desc(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR, &info[i], err), done);
-  CONV_TRY(st, GET_ATTR(engine, CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                        CUDNN_KNOB_TYPE_COUNTS, &n, info), done);
-  if (n > CUDNN_KNOB_TYPE_COUNTS) n = CUDNN_KNOB_TYPE_COUNTS;
-  for (int64_t i = 0; i < n; i++) {
-    cudnnBackendKnobType_t type;
-    knob_info *k = &knobs[*count];
-    CONV_TRY(st, GET_ATTR(info[i], CUDNN_ATTR_KNOB_INFO_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got, &type),
-             done);
-    CONV_TRY(st, GET_ATTR(info[i], CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, CUDNN_TYPE_INT64, 1, &got,
-                          &k->min), done);
-    CONV_TRY(st, GET_ATTR(info[i], CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, CUDNN_TYPE_INT64, 1, &got,
-                          &k->max), done);
-    CONV_TRY(st, GET_ATTR(info[i], CUDNN_ATTR_KNOB_INFO_STRIDE, CUDNN_TYPE_INT64, 1, &got,
-                          &k->stride), done);
-    k->type = (int64_t)type;
-    (*count)++;
-  }
-done:
-  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; i++) free_desc(&info[i]);
-  return st;
-}
-
-static conv_status read_notes(cudnnBackendDescriptor_t engine, engine_notes *notes,
-                              conv_error *err) {
-  /* Room for note types newer than these headers. */
-  cudnnBackendNumericalNote_t list[32];
-  int64_t n = 0;
-  memset(notes, 0, sizeof *notes);
-  conv_status st = GET_ATTR(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                            32, &n, list);
-  if (st != CONV_OK) return st;
-  if (n > 32) n = 32;
-  for (int64_t i = 0; i < n; i++) {
-    switch (list[i]) {
-      case CUDNN_NUMERICAL_NOTE_TENSOR_CORE: notes->tensor_core = true; break;
-      case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS: notes->down_convert = true; break;
-      case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION: notes->reduced_reduction = true; break;
-      case CUDNN_NUMERICAL_NOTE_FFT:
-      case CUDNN_NUMERICAL_NOTE_WINOGRAD:
-      case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4:
-      case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6:
-      case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13: notes->transform = true; break;
-      case CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC: notes->nondeterministic = true; break;
-      default: break; /* NaN handling does not matter here */
-    }
-  }
-  return CONV_OK;
-}
-
-/* NULL when the math mode admits the engine, else why not.  Strict mode is
- * plain fp32 FMA, so no tensor cores.  Neither mode promises inputs below
- * TF32 or a reduced-precision accumulator (PyTorch refuses
- * DOWN_CONVERT_INPUTS for fp32 too). */
-static const char *math_refusal(const conv_problem *p, const engine_notes *notes) {
-  if (p->math == CONV_MATH_STRICT && notes->tensor_core) return "uses TF32 tensor cores";
-  if (notes->down_convert) return "down-converts its fp32 inputs";
-  if (notes->reduced_reduction) return "accumulates in reduced precision";
-  return NULL;
-}
 
 /* ---------------------------------------------------------------- configs */
 
@@ -426,13 +82,14 @@ static conv_status read_engine_config(cudnnBackendDescriptor_t cfg, conv_config 
   conv_status st;
   memset(out, 0, sizeof *out);
   *fits = false;
-  CONV_TRY(st, make_desc(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine, err), done);
+  CONV_TRY(st, conv_cudnn_make_desc(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine, err), done);
   CONV_TRY(st, GET_ATTR(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got,
                         &engine), done);
   CONV_TRY(st, GET_ATTR(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got, &index),
            done);
   for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; i++)
-    CONV_TRY(st, make_desc(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &choices[i], err), done);
+    CONV_TRY(st, conv_cudnn_make_desc(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &choices[i], err),
+             done);
   CONV_TRY(st, GET_ATTR(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                         CUDNN_KNOB_TYPE_COUNTS, &n, choices), done);
   if (n < 0 || n > MAX_CONFIG_KNOBS) goto done; /* st is CONV_OK: skipped, not failed */
@@ -450,8 +107,8 @@ static conv_status read_engine_config(cudnnBackendDescriptor_t cfg, conv_config 
   config_canonicalize(out);
   *fits = true;
 done:
-  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; i++) free_desc(&choices[i]);
-  free_desc(&engine);
+  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; i++) conv_cudnn_free_desc(&choices[i]);
+  conv_cudnn_free_desc(&engine);
   return st;
 }
 
@@ -464,7 +121,7 @@ static conv_status heuristic_configs(cudnnBackendDescriptor_t graph, cudnnBacken
   int64_t available = 0, got = 0;
   conv_status st;
   *count = 0;
-  CONV_TRY(st, make_desc(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur, err), done);
+  CONV_TRY(st, conv_cudnn_make_desc(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur, err), done);
   CONV_TRY(st, SET_ATTR(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                         1, &graph), done);
   CONV_TRY(st, SET_ATTR(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode), done);
@@ -479,7 +136,7 @@ static conv_status heuristic_configs(cudnnBackendDescriptor_t graph, cudnnBacken
     goto done;
   }
   for (int64_t i = 0; i < available; i++)
-    CONV_TRY(st, make_desc(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[i], err), done);
+    CONV_TRY(st, conv_cudnn_make_desc(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[i], err), done);
   CONV_TRY(st, GET_ATTR(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                         available, &got, cfgs), done);
   if (got > available) got = available;
@@ -492,9 +149,9 @@ static conv_status heuristic_configs(cudnnBackendDescriptor_t graph, cudnnBacken
   }
 done:
   if (cfgs != NULL)
-    for (int64_t i = 0; i < available; i++) free_desc(&cfgs[i]);
+    for (int64_t i = 0; i < available; i++) conv_cudnn_free_desc(&cfgs[i]);
   free(cfgs);
-  free_desc(&heur);
+  conv_cudnn_free_desc(&heur);
   if (st == CONV_UNSUPPORTED) st = CONV_OK; /* no ranking: the engines still get listed */
   return st;
 }
@@ -515,16 +172,17 @@ static conv_status probe_engine(const conv_problem *p, cudnnBackendDescriptor_t 
   engine_notes notes;
   conv_status st;
   probe->usable = false;
-  CONV_TRY(st, make_engine(graph, index, &engine, err), done);
-  CONV_TRY(st, read_notes(engine, &notes, err), done);
+  CONV_TRY(st, conv_cudnn_make_engine(graph, index, &engine, err), done);
+  CONV_TRY(st, conv_cudnn_read_notes(engine, &notes, err), done);
   /* Engines a deterministic problem cannot take are left out here, as
    * those of another math mode are, so that a short (fast-policy) list
    * holds ones it can. */
-  if (math_refusal(p, &notes) != NULL || (p->deterministic && notes.nondeterministic)) goto done;
-  CONV_TRY(st, read_knobs(engine, probe->knobs, &probe->knob_count, err), done);
+  if (conv_cudnn_math_refusal(p, &notes) != NULL || (p->deterministic && notes.nondeterministic))
+    goto done;
+  CONV_TRY(st, conv_cudnn_read_knobs(engine, probe->knobs, &probe->knob_count, err), done);
   probe->usable = true;
 done:
-  free_desc(&engine);
+  conv_cudnn_free_desc(&engine);
   return st;
 }
 
@@ -612,12 +270,12 @@ typedef struct cudnn_state {
 static void cudnn_release(void *opaque) {
   cudnn_state *s = opaque;
   if (s == NULL) return;
-  free_desc(&s->pack);
-  free_desc(&s->plan);
-  free_desc(&s->config);
-  for (int i = 0; i < MAX_CONFIG_KNOBS; i++) free_desc(&s->knobs[i]);
-  free_desc(&s->engine);
-  graph_destroy(&s->g);
+  conv_cudnn_free_desc(&s->pack);
+  conv_cudnn_free_desc(&s->plan);
+  conv_cudnn_free_desc(&s->config);
+  for (int i = 0; i < MAX_CONFIG_KNOBS; i++) conv_cudnn_free_desc(&s->knobs[i]);
+  conv_cudnn_free_desc(&s->engine);
+  conv_cudnn_graph_destroy(&s->g);
   free(s);
 }
 
@@ -648,14 +306,14 @@ static conv_status make_knob_choice(int64_t type, int64_t value, cudnnBackendDes
                                     conv_error *err) {
   cudnnBackendKnobType_t knob = (cudnnBackendKnobType_t)type;
   conv_status st;
-  CONV_TRY(st, make_desc(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, desc, err), done);
+  CONV_TRY(st, conv_cudnn_make_desc(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, desc, err), done);
   CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &knob),
            done);
   CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &value),
            done);
   CONV_TRY(st, FINALIZE(*desc, "knob choice"), done);
 done:
-  if (st != CONV_OK) free_desc(desc);
+  if (st != CONV_OK) conv_cudnn_free_desc(desc);
   return st;
 }
 
@@ -670,14 +328,14 @@ static conv_status build_plan(cudnn_state *s, conv_env *env, const conv_config *
   for (int i = 0; i < knob_count; i++)
     CONV_TRY(st, make_knob_choice(c->values[1 + 2 * i], c->values[2 + 2 * i], &s->knobs[i], err),
              done);
-  CONV_TRY(st, make_desc(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &s->config, err), done);
+  CONV_TRY(st, conv_cudnn_make_desc(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &s->config, err), done);
   CONV_TRY(st, SET_ATTR(s->config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
                         &s->engine), done);
   if (knob_count > 0)
     CONV_TRY(st, SET_ATTR(s->config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
                           CUDNN_TYPE_BACKEND_DESCRIPTOR, knob_count, s->knobs), done);
   CONV_TRY(st, FINALIZE(s->config, "engine config"), done);
-  CONV_TRY(st, make_desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &s->plan, err), done);
+  CONV_TRY(st, conv_cudnn_make_desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &s->plan, err), done);
   /* Deprecated in cuDNN 9.x (the graph carries the handle) and no longer
    * set by cudnn-frontend; older 9.x releases want it, so it is set, but a
    * release that refuses it does not make the config unsupported. */
@@ -717,8 +375,8 @@ static conv_status cudnn_configs(const conv_problem *problem, conv_env *env, con
     return CONV_OK;
   }
   uv_mutex_lock(&env->cudnn_lock);
-  CONV_TRY(st, graph_build(problem, env, &g, err), done);
-  CONV_TRY(st, engine_count(g.graph, &engines, err), done);
+  CONV_TRY(st, conv_cudnn_graph_build(problem, env, &g, err), done);
+  CONV_TRY(st, conv_cudnn_engine_count(g.graph, &engines, err), done);
   probes = calloc(engines > 0 ? (size_t)engines : 1, sizeof *probes);
   /* Ask the heuristics for more than `max`: in strict mode their first
    * picks are often TF32 engines, which emit_configs drops. */
@@ -741,7 +399,10 @@ static conv_status cudnn_configs(const conv_problem *problem, conv_env *env, con
   int ranked_count = 0;
   for (int m = 0; m < 3 && heur_count < heur_cap; m++) {
     int got = 0;
-    CONV_TRY(st, heuristic_configs(g.graph, modes[m], heur + heur_count, heur_cap - heur_count, &got, err), done);
+    CONV_TRY(st,
+             heuristic_configs(g.graph, modes[m], heur + heur_count, heur_cap - heur_count, &got,
+                               err),
+             done);
     heur_count += got;
     if (m == 0) ranked_count = heur_count;
   }
@@ -756,7 +417,7 @@ done:
   uv_mutex_unlock(&env->cudnn_lock);
   free(heur);
   free(probes);
-  graph_destroy(&g);
+  conv_cudnn_graph_destroy(&g);
   return st;
 }
 
@@ -774,22 +435,22 @@ static conv_status cudnn_prepare(const conv_problem *problem, conv_env *env,
   engine_notes notes = {0};
   conv_status st;
   uv_mutex_lock(&env->cudnn_lock);
-  CONV_TRY(st, graph_build(problem, env, &s->g, err), done);
-  CONV_TRY(st, engine_count(s->g.graph, &engines, err), done);
+  CONV_TRY(st, conv_cudnn_graph_build(problem, env, &s->g, err), done);
+  CONV_TRY(st, conv_cudnn_engine_count(s->g.graph, &engines, err), done);
   if (config->values[0] < 0 || config->values[0] >= engines) {
     st = conv_error_set(err, CONV_UNSUPPORTED, "cudnn: engine %" PRId64 " not in [0, %" PRId64 ")",
                         config->values[0], engines);
     goto done;
   }
-  CONV_TRY(st, make_engine(s->g.graph, config->values[0], &s->engine, err), done);
-  CONV_TRY(st, read_notes(s->engine, &notes, err), done);
-  const char *refusal = math_refusal(problem, &notes);
+  CONV_TRY(st, conv_cudnn_make_engine(s->g.graph, config->values[0], &s->engine, err), done);
+  CONV_TRY(st, conv_cudnn_read_notes(s->engine, &notes, err), done);
+  const char *refusal = conv_cudnn_math_refusal(problem, &notes);
   if (refusal != NULL) {
     st = conv_error_set(err, CONV_UNSUPPORTED, "cudnn: engine %" PRId64 " %s", config->values[0],
                         refusal);
     goto done;
   }
-  CONV_TRY(st, read_knobs(s->engine, knobs, &knob_count, err), done);
+  CONV_TRY(st, conv_cudnn_read_knobs(s->engine, knobs, &knob_count, err), done);
   CONV_TRY(st, check_config(config, knobs, knob_count, err), done);
   CONV_TRY(st, build_plan(s, env, config, err), done);
 done:
@@ -812,19 +473,20 @@ static conv_status bind_pack(cudnn_state *s, const conv_exec *exec, void *worksp
   if (s->pack != NULL && s->pack_x == exec->x && s->pack_w == exec->w && s->pack_y == exec->y &&
       s->pack_ws == workspace)
     return CONV_OK;
-  free_desc(&s->pack);
+  conv_cudnn_free_desc(&s->pack);
   void *pointers[3] = {(void *)exec->x, (void *)exec->w, exec->y};
   int64_t uids[3] = {UID_X, UID_W, UID_Y};
   cudnnBackendDescriptor_t pack = NULL;
   conv_status st;
-  CONV_TRY(st, cudnn_failed(err, cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR,
-                                                              &pack), "create variant pack"), done);
+  const cudnnStatus_t created =
+      cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
+  CONV_TRY(st, conv_cudnn_failed(err, created, "create variant pack"), done);
   CONV_TRY(st, PACK_SET(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3,
                         pointers), done);
   CONV_TRY(st, PACK_SET(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids), done);
   CONV_TRY(st, PACK_SET(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1,
                         &workspace), done);
-  CONV_TRY(st, cudnn_failed(err, cudnnBackendFinalize(pack), "finalize variant pack"), done);
+  CONV_TRY(st, conv_cudnn_failed(err, cudnnBackendFinalize(pack), "finalize variant pack"), done);
   s->pack = pack;
   pack = NULL;
   s->pack_x = exec->x;
@@ -832,7 +494,7 @@ static conv_status bind_pack(cudnn_state *s, const conv_exec *exec, void *worksp
   s->pack_y = exec->y;
   s->pack_ws = workspace;
 done:
-  free_desc(&pack);
+  conv_cudnn_free_desc(&pack);
   return st;
 }
 
@@ -860,10 +522,11 @@ static conv_status cudnn_run(const conv_exec *exec, cudaStream_t stream, conv_er
    * interleave with another thread's. */
   uv_mutex_lock(&env->cudnn_lock);
   st = bind_pack(s, exec, workspace, err);
-  if (st == CONV_OK) st = cudnn_failed(err, cudnnSetStream(env->cudnn, stream), "cudnnSetStream");
   if (st == CONV_OK)
-    st = cudnn_failed(err, cudnnBackendExecute(env->cudnn, s->plan, s->pack),
-                      "cudnnBackendExecute");
+    st = conv_cudnn_failed(err, cudnnSetStream(env->cudnn, stream), "cudnnSetStream");
+  if (st == CONV_OK)
+    st = conv_cudnn_failed(err, cudnnBackendExecute(env->cudnn, s->plan, s->pack),
+                           "cudnnBackendExecute");
   uv_mutex_unlock(&env->cudnn_lock);
   if (st != CONV_OK) return st;
   if (p->epilogue != CONV_EPILOGUE_NONE)

@@ -1,0 +1,325 @@
+/*
+ * cudnn_graph.c -- see cudnn_graph.h: building a convolution pass as a
+ * cuDNN operation graph, and reading its engines' knobs and notes.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algorithms/cudnn_graph.h"
+
+/* Sanity bound on the engine count an operation graph reports. */
+#define MAX_ENGINES 4096
+
+/* ---------------------------------------------------------------- errors */
+
+/* cudnnGetLastErrorString often says which constraint failed; it can span
+ * lines (JSON, then a warning), and messages are one line. */
+static void last_error(char *detail, size_t size) {
+  detail[0] = '\0';
+  cudnnGetLastErrorString(detail, size);
+  detail[size - 1] = '\0';
+  for (char *c = detail; *c; c++)
+    if (*c == '\n' || *c == '\r' || *c == '\t') *c = ' ';
+}
+
+/* Records a failed cuDNN call.  While plans are being built a refusal means
+ * "this config does not fit here" (CONV_UNSUPPORTED); running out of memory
+ * stays an error. */
+conv_status conv_cudnn_refused(conv_error *err, cudnnStatus_t code, const char *what) {
+  if (code == CUDNN_STATUS_SUCCESS) return CONV_OK;
+  char detail[256];
+  last_error(detail, sizeof detail);
+  conv_status st = code == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+                           code == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED
+                       ? CONV_OUT_OF_MEMORY
+                       : CONV_UNSUPPORTED;
+  return conv_error_set(err, st, "%s: %s%s%.200s", what, cudnnGetErrorString(code),
+                        detail[0] ? ": " : "", detail);
+}
+
+/* At run time a failure is an error, reported the library-wide way. */
+conv_status conv_cudnn_failed(conv_error *err, cudnnStatus_t code, const char *what) {
+  conv_status st = conv_check_cudnn(err, code, what);
+  if (st == CONV_OK || err == NULL) return st;
+  char detail[256];
+  last_error(detail, sizeof detail);
+  size_t used = strlen(err->message);
+  if (detail[0] && used + 4 < sizeof err->message)
+    snprintf(err->message + used, sizeof err->message - used, " (%.200s)", detail);
+  return st;
+}
+
+/* ---------------------------------------------------------------- descriptors */
+
+conv_status conv_cudnn_make_desc(cudnnBackendDescriptorType_t type, cudnnBackendDescriptor_t *desc,
+                                 conv_error *err) {
+  *desc = NULL;
+  return conv_cudnn_refused(err, cudnnBackendCreateDescriptor(type, desc),
+                            "cudnnBackendCreateDescriptor");
+}
+
+void conv_cudnn_free_desc(cudnnBackendDescriptor_t *desc) {
+  if (*desc != NULL) cudnnBackendDestroyDescriptor(*desc);
+  *desc = NULL;
+}
+
+
+/* ---------------------------------------------------------------- graph */
+
+
+void conv_cudnn_graph_destroy(conv_graph *g) {
+  conv_cudnn_free_desc(&g->graph);
+  conv_cudnn_free_desc(&g->op);
+  conv_cudnn_free_desc(&g->conv);
+  conv_cudnn_free_desc(&g->y);
+  conv_cudnn_free_desc(&g->w);
+  conv_cudnn_free_desc(&g->x);
+}
+
+/* A packed fp32 tensor.  dims are (N, C, H, W) whatever the layout, as
+ * cuDNN wants them; the strides say where the channels are: NCHW, or NHWC
+ * (channels innermost; for the filter KRSC). */
+static conv_status make_tensor(int64_t uid, const int64_t dims[4], conv_layout layout,
+                               cudnnBackendDescriptor_t *desc, conv_error *err) {
+  int64_t strides[4] = {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
+  if (layout == CONV_LAYOUT_NHWC) {
+    strides[1] = 1;
+    strides[3] = dims[1];
+    strides[2] = dims[3] * dims[1];
+    strides[0] = dims[2] * dims[3] * dims[1];
+  }
+  cudnnDataType_t type = CUDNN_DATA_FLOAT;
+  int64_t alignment = TENSOR_ALIGNMENT;
+  conv_status st;
+  CONV_TRY(st, conv_cudnn_make_desc(CUDNN_BACKEND_TENSOR_DESCRIPTOR, desc, err), done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type), done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims), done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides), done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid), done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment),
+           done);
+  CONV_TRY(st, FINALIZE(*desc, "tensor"), done);
+done:
+  if (st != CONV_OK) conv_cudnn_free_desc(desc);
+  return st;
+}
+
+static conv_status make_conv_desc(const conv_problem *p, cudnnBackendDescriptor_t *desc,
+                                  conv_error *err) {
+  cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  int64_t spatial = 2;
+  int64_t pads[2] = {p->pad_h, p->pad_w};
+  int64_t strides[2] = {p->stride_h, p->stride_w};
+  int64_t dilations[2] = {p->dil_h, p->dil_w};
+  conv_status st;
+  CONV_TRY(st, conv_cudnn_make_desc(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, desc, err), done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute),
+           done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1,
+                        &mode), done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &spatial),
+           done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pads),
+           done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pads),
+           done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dilations),
+           done);
+  CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2,
+                        strides), done);
+  CONV_TRY(st, FINALIZE(*desc, "convolution descriptor"), done);
+done:
+  if (st != CONV_OK) conv_cudnn_free_desc(desc);
+  return st;
+}
+
+/* The operation descriptor and its attributes for one direction.  The
+ * tensors keep their forward roles: x (dx), w (dw), y (dy). */
+typedef struct conv_op_kind {
+  cudnnBackendDescriptorType_t type;
+  cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
+  const char *what;
+} conv_op_kind;
+
+static const conv_op_kind *op_kind(conv_direction direction) {
+  static const conv_op_kind forward = {
+      CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+      "finalize convolution forward operation"};
+  static const conv_op_kind backward_data = {
+      CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+      "finalize convolution backward-data operation"};
+  static const conv_op_kind backward_filter = {
+      CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+      "finalize convolution backward-filter operation"};
+  return direction == CONV_BACKWARD_DATA     ? &backward_data
+         : direction == CONV_BACKWARD_FILTER ? &backward_filter
+                                             : &forward;
+}
+
+/* out = 1 * pass(inputs) + 0 * out: beta 0 so that the output is
+ * write-only. */
+static conv_status make_conv_op(conv_direction direction, conv_graph *g, conv_error *err) {
+  const conv_op_kind *kind = op_kind(direction);
+  float alpha = 1.0f, beta = 0.0f;
+  conv_status st;
+  CONV_TRY(st, conv_cudnn_make_desc(kind->type, &g->op, err), done);
+  CONV_TRY(st, SET_ATTR(g->op, kind->x, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->x), done);
+  CONV_TRY(st, SET_ATTR(g->op, kind->w, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->w), done);
+  CONV_TRY(st, SET_ATTR(g->op, kind->y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->y), done);
+  CONV_TRY(st, SET_ATTR(g->op, kind->conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->conv), done);
+  CONV_TRY(st, SET_ATTR(g->op, kind->alpha, CUDNN_TYPE_FLOAT, 1, &alpha), done);
+  CONV_TRY(st, SET_ATTR(g->op, kind->beta, CUDNN_TYPE_FLOAT, 1, &beta), done);
+  CONV_TRY(st, conv_cudnn_refused(err, cudnnBackendFinalize(g->op), kind->what), done);
+done:
+  if (st != CONV_OK) conv_cudnn_free_desc(&g->op);
+  return st;
+}
+
+/* Builds the graph; on failure nothing is left allocated.  The caller holds
+ * env->cudnn_lock: finalizing the graph uses the shared handle. */
+conv_status conv_cudnn_graph_build(const conv_problem *p, conv_env *env, conv_graph *g,
+                                   conv_error *err) {
+  memset(g, 0, sizeof *g);
+  conv_shape shape;
+  conv_status st = conv_problem_shape(p, &shape);
+  if (st != CONV_OK) return conv_error_set(err, st, "cudnn: invalid problem");
+  int64_t x_dims[4] = {p->n, p->c, p->h, p->w};
+  int64_t w_dims[4] = {p->k, shape.c_per_group, p->r, p->s};
+  int64_t y_dims[4] = {p->n, p->k, shape.p, shape.q};
+  CONV_TRY(st, make_tensor(UID_X, x_dims, p->layout, &g->x, err), done);
+  CONV_TRY(st, make_tensor(UID_W, w_dims, p->layout, &g->w, err), done);
+  CONV_TRY(st, make_tensor(UID_Y, y_dims, p->layout, &g->y, err), done);
+  CONV_TRY(st, make_conv_desc(p, &g->conv, err), done);
+  CONV_TRY(st, make_conv_op(p->direction, g, err), done);
+  CONV_TRY(st, conv_cudnn_make_desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &g->graph, err), done);
+  CONV_TRY(st, SET_ATTR(g->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                        &g->op), done);
+  CONV_TRY(st, SET_ATTR(g->graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1,
+                        &env->cudnn), done);
+  CONV_TRY(st, FINALIZE(g->graph, "operation graph"), done);
+done:
+  if (st != CONV_OK) conv_cudnn_graph_destroy(g);
+  return st;
+}
+
+conv_status conv_cudnn_engine_count(cudnnBackendDescriptor_t graph, int64_t *count,
+                                    conv_error *err) {
+  int64_t got = 0;
+  *count = 0;
+  conv_status st = GET_ATTR(graph, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, CUDNN_TYPE_INT64,
+                            1, &got, count);
+  if (st == CONV_OK && (*count < 0 || *count > MAX_ENGINES))
+    st = conv_error_set(err, CONV_UNSUPPORTED, "cudnn: implausible engine count %" PRId64, *count);
+  return st;
+}
+
+/* ---------------------------------------------------------------- engines */
+
+
+
+/* A finalized engine; failing to finalize means it cannot run this graph. */
+conv_status conv_cudnn_make_engine(cudnnBackendDescriptor_t graph, int64_t index,
+                                   cudnnBackendDescriptor_t *engine, conv_error *err) {
+  conv_status st;
+  CONV_TRY(st, conv_cudnn_make_desc(CUDNN_BACKEND_ENGINE_DESCRIPTOR, engine, err), done);
+  CONV_TRY(st, SET_ATTR(*engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                        1, &graph), done);
+  CONV_TRY(st, SET_ATTR(*engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &index),
+           done);
+  CONV_TRY(st, FINALIZE(*engine, "engine"), done);
+done:
+  if (st != CONV_OK) conv_cudnn_free_desc(engine);
+  return st;
+}
+
+/* The knob info attribute fills descriptors the caller created, as many as
+ * it asks for; CUDNN_KNOB_TYPE_COUNTS is enough for every knob type. */
+conv_status conv_cudnn_read_knobs(cudnnBackendDescriptor_t engine,
+                                  knob_info knobs[CUDNN_KNOB_TYPE_COUNTS], int *count,
+                                  conv_error *err) {
+  cudnnBackendDescriptor_t info[CUDNN_KNOB_TYPE_COUNTS] = {0};
+  int64_t n = 0, got = 0;
+  conv_status st = CONV_OK;
+  *count = 0;
+  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; i++)
+    CONV_TRY(st, conv_cudnn_make_desc(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR, &info[i], err), done);
+  CONV_TRY(st, GET_ATTR(engine, CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                        CUDNN_KNOB_TYPE_COUNTS, &n, info), done);
+  if (n > CUDNN_KNOB_TYPE_COUNTS) n = CUDNN_KNOB_TYPE_COUNTS;
+  for (int64_t i = 0; i < n; i++) {
+    cudnnBackendKnobType_t type;
+    knob_info *k = &knobs[*count];
+    CONV_TRY(st, GET_ATTR(info[i], CUDNN_ATTR_KNOB_INFO_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got, &type),
+             done);
+    CONV_TRY(st, GET_ATTR(info[i], CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, CUDNN_TYPE_INT64, 1, &got,
+                          &k->min), done);
+    CONV_TRY(st, GET_ATTR(info[i], CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, CUDNN_TYPE_INT64, 1, &got,
+                          &k->max), done);
+    CONV_TRY(st, GET_ATTR(info[i], CUDNN_ATTR_KNOB_INFO_STRIDE, CUDNN_TYPE_INT64, 1, &got,
+                          &k->stride), done);
+    k->type = (int64_t)type;
+    (*count)++;
+  }
+done:
+  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; i++) conv_cudnn_free_desc(&info[i]);
+  return st;
+}
+
+conv_status conv_cudnn_read_notes(cudnnBackendDescriptor_t engine, engine_notes *notes,
+                                  conv_error *err) {
+  /* Room for note types newer than these headers. */
+  cudnnBackendNumericalNote_t list[32];
+  int64_t n = 0;
+  memset(notes, 0, sizeof *notes);
+  conv_status st = GET_ATTR(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                            32, &n, list);
+  if (st != CONV_OK) return st;
+  if (n > 32) n = 32;
+  for (int64_t i = 0; i < n; i++) {
+    switch (list[i]) {
+      case CUDNN_NUMERICAL_NOTE_TENSOR_CORE: notes->tensor_core = true; break;
+      case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS: notes->down_convert = true; break;
+      case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION: notes->reduced_reduction = true; break;
+      case CUDNN_NUMERICAL_NOTE_FFT:
+      case CUDNN_NUMERICAL_NOTE_WINOGRAD:
+      case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4:
+      case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6:
+      case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13: notes->transform = true; break;
+      case CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC: notes->nondeterministic = true; break;
+      default: break; /* NaN handling does not matter here */
+    }
+  }
+  return CONV_OK;
+}
+
+/* NULL when the math mode admits the engine, else why not.  Strict mode is
+ * plain fp32 FMA, so no tensor cores.  Neither mode promises inputs below
+ * TF32 or a reduced-precision accumulator (PyTorch refuses
+ * DOWN_CONVERT_INPUTS for fp32 too). */
+const char *conv_cudnn_math_refusal(const conv_problem *p, const engine_notes *notes) {
+  if (p->math == CONV_MATH_STRICT && notes->tensor_core) return "uses TF32 tensor cores";
+  if (notes->down_convert) return "down-converts its fp32 inputs";
+  if (notes->reduced_reduction) return "accumulates in reduced precision";
+  return NULL;
+}

@@ -1,0 +1,97 @@
+/*
+ * cudnn_graph.h -- cuDNN's backend (graph) API as the `cudnn` candidate
+ * (cudnn.c) uses it: descriptors, the operation graph of one convolution
+ * pass, its engines, their knobs and numerical notes.  Implemented in
+ * cudnn_graph.c; C, internal to the library.
+ */
+#ifndef CONVTUNE_CUDNN_GRAPH_H
+#define CONVTUNE_CUDNN_GRAPH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/internal.h"
+
+/* Tensor ids in the operation graph and the variant pack. */
+enum { UID_X = 'x', UID_W = 'w', UID_Y = 'y' };
+
+/* Byte alignment promised for x, w and y.  16 lets the vectorised engines
+ * in; run() checks the promise, since a plan outlives the pointers it was
+ * tuned with (cudaMalloc gives 256). */
+#define TENSOR_ALIGNMENT 16
+
+/* The attribute's name goes into the error message. */
+#define SET_ATTR(desc, attr, type, n, value)                                  \
+  conv_cudnn_refused(err, cudnnBackendSetAttribute((desc), (attr), (type), (n), (value)), \
+                     "set " #attr)
+#define GET_ATTR(desc, attr, type, n, got, value)                             \
+  conv_cudnn_refused(err, cudnnBackendGetAttribute((desc), (attr), (type), (n), (got), (value)), \
+                     "get " #attr)
+#define FINALIZE(desc, what) conv_cudnn_refused(err, cudnnBackendFinalize(desc), "finalize " what)
+/* At run time a failure is an error, not a refusal. */
+#define PACK_SET(desc, attr, type, n, value)                                               \
+  conv_cudnn_failed(err, cudnnBackendSetAttribute((desc), (attr), (type), (n), (value)), \
+                    "set " #attr)
+
+/* One convolution pass as a finalized operation graph.  The parts stay
+ * alive as long as the graph: cudnn-frontend keeps them too. */
+typedef struct conv_graph {
+  cudnnBackendDescriptor_t x, w, y, conv, op, graph;
+} conv_graph;
+
+typedef struct knob_info {
+  int64_t type, min, max, stride;
+} knob_info;
+
+/* What an engine's numerical notes mean for this convtune. */
+typedef struct engine_notes {
+  bool tensor_core;       /* fp32 on tensor cores: TF32                    */
+  bool down_convert;      /* inputs converted below fp32 (e.g. to fp16)    */
+  bool reduced_reduction; /* accumulation below fp32                       */
+  bool transform;         /* Winograd or FFT                               */
+  bool nondeterministic;  /* results may differ run to run (atomics)       */
+} engine_notes;
+
+/* Records a failed cuDNN call.  While plans are being built a refusal means
+ * "this config does not fit here" (CONV_UNSUPPORTED); running out of memory
+ * stays an error. */
+conv_status conv_cudnn_refused(conv_error *err, cudnnStatus_t code, const char *what);
+
+/* At run time a failure is an error, reported the library-wide way. */
+conv_status conv_cudnn_failed(conv_error *err, cudnnStatus_t code, const char *what);
+
+conv_status conv_cudnn_make_desc(cudnnBackendDescriptorType_t type, cudnnBackendDescriptor_t *desc,
+                                 conv_error *err);
+
+void conv_cudnn_free_desc(cudnnBackendDescriptor_t *desc);
+
+void conv_cudnn_graph_destroy(conv_graph *g);
+
+/* Builds the graph; on failure nothing is left allocated.  The caller holds
+ * env->cudnn_lock: finalizing the graph uses the shared handle. */
+conv_status conv_cudnn_graph_build(const conv_problem *p, conv_env *env, conv_graph *g,
+                                   conv_error *err);
+
+conv_status conv_cudnn_engine_count(cudnnBackendDescriptor_t graph, int64_t *count,
+                                    conv_error *err);
+
+/* A finalized engine; failing to finalize means it cannot run this graph. */
+conv_status conv_cudnn_make_engine(cudnnBackendDescriptor_t graph, int64_t index,
+                                   cudnnBackendDescriptor_t *engine, conv_error *err);
+
+/* The knob info attribute fills descriptors the caller created, as many as
+ * it asks for; CUDNN_KNOB_TYPE_COUNTS is enough for every knob type. */
+conv_status conv_cudnn_read_knobs(cudnnBackendDescriptor_t engine,
+                                  knob_info knobs[CUDNN_KNOB_TYPE_COUNTS], int *count,
+                                  conv_error *err);
+
+conv_status conv_cudnn_read_notes(cudnnBackendDescriptor_t engine, engine_notes *notes,
+                                  conv_error *err);
+
+/* NULL when the math mode admits the engine, else why not.  Strict mode is
+ * plain fp32 FMA, so no tensor cores.  Neither mode promises inputs below
+ * TF32 or a reduced-precision accumulator (PyTorch refuses
+ * DOWN_CONVERT_INPUTS for fp32 too). */
+const char *conv_cudnn_math_refusal(const conv_problem *p, const engine_notes *notes);
+
+#endif /* CONVTUNE_CUDNN_GRAPH_H */
