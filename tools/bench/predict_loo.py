@@ -4,12 +4,16 @@ no GPU: for each tuned shape S, the k nearest other shapes (same op,
 direction, math, layout, device, versions) give their winners' configs; the
 "prediction" times only those of them that S's own tuning also timed, and
 picks the fastest (--by config); or, --by family, times every config of the
-neighbours' winning families.  Compared with S's exhaustive winner: within
-10%?  A shape none of whose neighbours' picks applies to it would fall back
-to the full search.
+neighbours' winning families; or, --by ranked, times the --top configs of
+those families that ran fastest on the neighbours (each config scored by
+its mean log slowdown against each neighbour's winner, a neighbour that did
+not time it counting as --missing-slowdown), plus cuDNN's heuristic pick.
+Compared with S's exhaustive winner: within 10%?  A shape none of whose
+neighbours' picks applies to it would fall back to the full search.
 
     CONVTUNE_LIB=build/libconvtune.so PYTHONPATH=python \
-        python3 tools/bench/predict_loo.py CACHE [--k 3] [--by config|family] [--out-md FILE]
+        python3 tools/bench/predict_loo.py CACHE [--k 3] [--by config|family|ranked] [--top N]
+        [--out-md FILE]
 """
 import argparse
 import math
@@ -47,21 +51,42 @@ def config_id(trial):
     return trial["algorithm_id"], tuple(trial["config_values"])
 
 
+def ranked_picks(shape, neighbours, top, missing_slowdown):
+    """The `top` configs of the neighbours' winning families that ran fastest
+    on the neighbours (mean log slowdown against each one's winner), among
+    those this shape's enumeration offers (its own trials stand for that),
+    plus cuDNN's heuristic pick, which costs nothing to know."""
+    families = {o["winner"][0] for o in neighbours}
+    offered = [c for c in shape["timed"] if c[0] in families]
+    def score(c):
+        return sum(math.log(o["timed"][c] / o["winner_ms"]) if c in o["timed"] else math.log(missing_slowdown)
+                   for o in neighbours) / max(1, len(neighbours))
+    picks = set(sorted(offered, key=score)[:top])
+    picks.update(shape["heuristic"])
+    return picks
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("cache")
     p.add_argument("--k", type=int, default=3)
-    p.add_argument("--by", choices=("config", "family"), default="config")
+    p.add_argument("--by", choices=("config", "family", "ranked"), default="config")
+    p.add_argument("--top", type=int, default=8, help="--by ranked: configs timed besides cuDNN's pick")
+    p.add_argument("--missing-slowdown", type=float, default=2.0,
+                   help="--by ranked: the slowdown a neighbour that did not time a config counts as")
     p.add_argument("--out-md", default=None)
     args = p.parse_args(argv)
     shapes = []
     for w in convtune.cache_winners(args.cache):
         cls, features = parse_key(w["problem"])
-        timed = {config_id(t): t["time_ms"] for t in convtune.cache_trials(w["problem"], args.cache)
-                 if t["device"] == w["device"] and t["versions"] == w["versions"] and t["time_ms"] is not None
-                 and t["status"] == "OK"}
+        mine = [t for t in convtune.cache_trials(w["problem"], args.cache)
+                if t["device"] == w["device"] and t["versions"] == w["versions"]]
+        timed = {config_id(t): t["time_ms"] for t in mine
+                 if t["time_ms"] is not None and t["status"] == "OK" and not t["reason"].startswith("abandoned")}
+        heuristic = [config_id(t) for t in mine if t["heuristic_pick"]]
         shapes.append({"key": w["problem"], "group": (cls, w["device"], w["versions"]), "features": features,
-                       "winner": config_id(w), "winner_ms": w["time_ms"], "timed": timed})
+                       "winner": config_id(w), "winner_ms": w["time_ms"], "timed": timed,
+                       "heuristic": heuristic})
     rows = []
     for s in shapes:
         peers = [o for o in shapes if o is not s and o["group"] == s["group"]]
@@ -69,9 +94,12 @@ def main(argv):
         if args.by == "config":
             picks = set(winners)
             usable = {c: s["timed"][c] for c in picks if c in s["timed"]}
-        else:
+        elif args.by == "family":
             picks = {family for family, _ in winners}
             usable = {c: ms for c, ms in s["timed"].items() if c[0] in picks}
+        else:
+            picks = ranked_picks(s, nearest(s, peers, args.k), args.top, args.missing_slowdown)
+            usable = {c: s["timed"][c] for c in picks if c in s["timed"]}
         best = min(usable.values()) if usable else None
         rows.append({"key": s["key"], "peers": len(peers), "candidates": len(picks), "usable": len(usable),
                      "winner_ms": s["winner_ms"], "predicted_ms": best,
