@@ -1,0 +1,72 @@
+/*
+ * cli_fixture.c -- see cli_fixture.h.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cache/cache.h"
+#include "convtune.h"
+#include "runtime/internal.h"
+#include "test.h"
+#include "tests/cli_fixture.h"
+#include "tests/cli_run.h"
+#include "tools/json.h"
+
+
+
+conv_trial make_trial(int64_t engine, const char *text, conv_status status,
+                             double time_ms, double rel_error) {
+  conv_trial t;
+  memset(&t, 0, sizeof t);
+  t.algorithm_id = CONV_ALGO_CUDNN;
+  snprintf(t.algorithm, sizeof t.algorithm, "cudnn");
+  t.config.count = 2;
+  t.config.values[0] = engine;
+  t.config.values[1] = 3;
+  snprintf(t.config_text, sizeof t.config_text, "%s", text);
+  t.status = status;
+  t.time_ms = time_ms;
+  t.rel_error = rel_error;
+  t.workspace_bytes = (size_t)engine * 1024 * 1024;
+  t.deterministic = 1;
+  return t;
+}
+
+/* SPEC's key gets 3 trials on DEVICE_A (a winner, cuDNN's heuristic pick, a
+ * wrong one) and 1 on DEVICE_B (its winner). */
+int fill_cache(const char *path, char *key, size_t key_size) {
+  conv_problem p;
+  CHECK_STATUS(CONV_OK, conv_problem_parse(SPEC, &p, NULL, 0));
+  CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, key_size));
+  remove_cache_files(path);
+  conv_cache *cache = NULL;
+  conv_error err = {CONV_OK, ""};
+  CHECK_MSG(conv_cache_open(path, false, &cache, &err) == CONV_OK, "%s", err.message);
+  conv_cache_key a = {key, DEVICE_A, VERSIONS}, b = {key, DEVICE_B, VERSIONS};
+  conv_trial best = make_trial(12, "engine=12 knobs=3", CONV_OK, 0.25, 1e-7);
+  conv_trial pick = make_trial(1, "engine=1 knobs=3", CONV_OK, 0.5, 2e-7);
+  pick.heuristic_pick = true;
+  pick.config.flags = CONV_CONFIG_HEURISTIC_RANKED;
+  conv_trial wrong = make_trial(7, "engine=7 knobs=3", CONV_VALIDATION_FAILED, 0.125, 2e-2);
+  snprintf(wrong.reason, sizeof wrong.reason, "relative error 2.0e-02 above bound 1.0e-05");
+  conv_trial other = make_trial(5, "engine=5 knobs=3", CONV_OK, 0.75, 1e-7);
+  conv_status st = conv_cache_begin_tuning(cache, &a, &err);
+  if (st == CONV_OK) st = conv_cache_begin_tuning(cache, &b, &err);
+  const conv_trial *on_a[] = {&best, &pick, &wrong};
+  for (size_t i = 0; i < 3 && st == CONV_OK; i++) st = conv_cache_add_trial(cache, &a, on_a[i], &err);
+  if (st == CONV_OK) st = conv_cache_set_winner(cache, &a, best.algorithm_id, &best.config, &err);
+  if (st == CONV_OK) st = conv_cache_add_trial(cache, &b, &other, &err);
+  if (st == CONV_OK) st = conv_cache_set_winner(cache, &b, other.algorithm_id, &other.config, &err);
+  conv_cache_close(cache);
+  CHECK_MSG(st == CONV_OK, "%s: %s", conv_status_string(st), err.message);
+  return TEST_PASS;
+}
+
+bool has_string(const json_t *obj, const char *key, const char *value) {
+  const char *v = json_string_value(json_object_get(obj, key));
+  return v != NULL && strcmp(v, value) == 0;
+}
+
+bool is_true(const json_t *obj, const char *key) {
+  return json_is_true(json_object_get(obj, key));
+}

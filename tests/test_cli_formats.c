@@ -1,0 +1,501 @@
+/*
+ * test_cli_formats.c -- what the convtune tool reads and writes: its JSON
+ * output (and tools/json.c's reader and writer called directly), suite
+ * files (the loader called directly, and invalid rows through the tool),
+ * and the progress line's text.  test_cli.c has the commands themselves.
+ *
+ * All of these run without a GPU.  The one test about the no-GPU message
+ * skips itself where a context can be created (a real GPU is there); the
+ * list/show tests write their rows straight into a cache file through the
+ * cache API, under made-up device keys, and never tune.
+ */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "cache/cache.h"
+#include "convtune.h"
+#include "runtime/internal.h"
+#include "test.h"
+#include "tests/cli_fixture.h"
+#include "tests/cli_run.h"
+#include "tools/cli/progress.h"
+#include "tools/json.h"
+#include "tools/text.h"
+
+/* ================================================================ JSON */
+
+static int check_list_json(const char *text, const char *key) {
+  json_error_t err;
+  json_t *doc = json_load_strict(text, strlen(text), &err);
+  CHECK_MSG(doc != NULL, "%d:%d: %s\n%s", err.line, err.column, err.text, text);
+  bool ok = json_is_array(doc) && json_array_size(doc) == 2;
+  for (size_t i = 0; ok && i < 2; i++) {
+    const json_t *row = json_array_get(doc, i);
+    ok = has_string(row, "problem", key) && has_string(row, "algorithm", "cudnn") &&
+         has_string(row, "versions", VERSIONS) && json_is_number(json_object_get(row, "time_ms"));
+  }
+  ok = ok && has_string(json_array_get(doc, 0), "device", DEVICE_A) &&
+       has_string(json_array_get(doc, 0), "config", "engine=12 knobs=3") &&
+       json_number_value(json_object_get(json_array_get(doc, 0), "time_ms")) == 0.25;
+  json_decref(doc);
+  CHECK_MSG(ok, "unexpected list JSON:\n%s", text);
+  return TEST_PASS;
+}
+
+static int check_show_json(const char *text, const char *key) {
+  json_error_t err;
+  json_t *doc = json_load_strict(text, strlen(text), &err);
+  CHECK_MSG(doc != NULL, "%d:%d: %s\n%s", err.line, err.column, err.text, text);
+  size_t winners = 0, picks = 0, failed = 0;
+  bool ok = json_is_array(doc) && json_array_size(doc) == 4;
+  for (size_t i = 0; ok && i < json_array_size(doc); i++) {
+    const json_t *row = json_array_get(doc, i);
+    ok = has_string(row, "problem", key) && json_object_get(row, "rel_error") != NULL;
+    winners += is_true(row, "winner");
+    picks += is_true(row, "heuristic_pick");
+    if (has_string(row, "status", "VALIDATION_FAILED")) {
+      failed++;
+      ok = ok && has_string(row, "reason", "relative error 2.0e-02 above bound 1.0e-05");
+    }
+  }
+  json_decref(doc);
+  CHECK_MSG(ok && winners == 2 && picks == 1 && failed == 1, "unexpected show JSON:\n%s", text);
+  return TEST_PASS;
+}
+
+/* The strict reading (json_load_strict): what it must refuse, where it
+ * says the error is. */
+static int check_parser(void) {
+  static const char *const bad[] = {
+      "", "[1,]", "{\"a\": 1,}", "[01]", "{'a': 1}", "[1] x", "\"\\x\"", "[\"a\tb\"]",
+      "{\"a\": 1, \"a\": 2}", "nul", "[1e999]", "\"\\ud800\"", "\"\xff\"", "[-]", "[1.]",
+      "{\"a\" 1}", "[1 2]", "NaN", "// c\n1", "\"\xc0\xaf\"", "\"\\udc00\"", "\"a\\u0000b\"",
+      "\xef\xbb\xbf\xef\xbb\xbf[]",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    json_error_t err;
+    json_t *v = json_load_strict(bad[i], strlen(bad[i]), &err);
+    CHECK_MSG(v == NULL, "accepted bad[%zu]: %s", i, bad[i]);
+    CHECK(err.text[0] != '\0');
+  }
+  json_error_t err;
+  const char *where = "[1,\n  2,\n  x]";
+  CHECK(json_load_strict(where, strlen(where), &err) == NULL);
+  CHECK_MSG(err.line == 3 && err.column == 3, "error at %d:%d: %s", err.line, err.column,
+            err.text);
+
+  /* Nesting past jansson's limit is an error, not a deep recursion. */
+  static char deep[2 * (JSON_PARSER_MAX_DEPTH + 1)];
+  for (int depth = JSON_PARSER_MAX_DEPTH; depth <= JSON_PARSER_MAX_DEPTH + 1; depth++) {
+    memset(deep, '[', (size_t)depth);
+    memset(deep + depth, ']', (size_t)depth);
+    json_t *v = json_load_strict(deep, 2 * (size_t)depth, &err);
+    CHECK_MSG((v != NULL) == (depth == JSON_PARSER_MAX_DEPTH), "depth %d: %s", depth, err.text);
+    json_decref(v);
+  }
+
+  const char *good = "\xef\xbb\xbf {\"s\": \"\\u00e9\\ud83d\\ude00\\n\\\"\", \"n\": -0.5e+2, "
+                     "\"a\": [true, false, null, {}], \"z\": 0} ";
+  json_t *v = json_load_strict(good, strlen(good), &err);
+  CHECK_MSG(v != NULL, "%s", err.text);
+  const char *s = json_string_value(json_object_get(v, "s"));
+  CHECK(s != NULL && strcmp(s, "\xc3\xa9\xf0\x9f\x98\x80\n\"") == 0);
+  CHECK(json_number_value(json_object_get(v, "n")) == -50.0);
+  CHECK(json_array_size(json_object_get(v, "a")) == 4);
+  CHECK(json_object_get(v, "missing") == NULL);
+  json_decref(v);
+  return TEST_PASS;
+}
+
+/* json_write_string / json_write_number read back through jansson. */
+static int check_writer(void) {
+  FILE *f = tmpfile();
+  CHECK(f != NULL);
+  const char *nasty = "q\"b\\s/\n\t\x01 \xc3\xa9";
+  fputc('[', f);
+  json_write_string(f, nasty);
+  fputc(',', f);
+  json_write_number(f, 0.1);
+  fputc(',', f);
+  json_write_number(f, 1.0 / 3.0);
+  fputc(']', f);
+  long size = ftell(f);
+  CHECK(size > 0);
+  rewind(f);
+  char text[256];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  CHECK(n == (size_t)size);
+  text[n] = '\0';
+  json_error_t err;
+  json_t *v = json_load_strict(text, n, &err);
+  CHECK_MSG(v != NULL, "%s: %s", text, err.text);
+  const char *s = json_string_value(json_array_get(v, 0));
+  CHECK(s != NULL && strcmp(s, nasty) == 0);
+  CHECK(json_number_value(json_array_get(v, 1)) == 0.1);
+  CHECK(json_number_value(json_array_get(v, 2)) == 1.0 / 3.0);
+  json_decref(v);
+  return TEST_PASS;
+}
+
+static int test_json_output(void) {
+  isolate_default_cache();
+  int rc = check_parser();
+  if (rc == TEST_PASS) rc = check_writer();
+  if (rc != TEST_PASS) return rc;
+
+  char db[1024], key[CONV_PROBLEM_KEY_MAX];
+  tmp_path(db, sizeof db, "json.db");
+  rc = fill_cache(db, key, sizeof key);
+  if (rc != TEST_PASS) return rc;
+  cli_result r;
+  RUN_EXPECT(r, 0, "list", "--json", "--cache", db);
+  rc = check_list_json(r.out.data, key);
+  cli_result_free(&r);
+  if (rc != TEST_PASS) return rc;
+
+  RUN_EXPECT(r, 0, "show", SPEC, "--json", "--cache", db);
+  rc = check_show_json(r.out.data, key);
+  cli_result_free(&r);
+  if (rc != TEST_PASS) return rc;
+
+  /* Nothing found: still a valid (empty) array on stdout. */
+  RUN_EXPECT(r, 1, "show", OTHER_SPEC, "--json", "--cache", db);
+  json_t *v = json_load_strict(r.out.data, r.out.len, NULL);
+  CHECK_MSG(v != NULL, "%s", r.out.data);
+  CHECK(json_is_array(v) && json_array_size(v) == 0);
+  json_decref(v);
+  cli_result_free(&r);
+  remove_cache_files(db);
+  return TEST_PASS;
+}
+
+/* ================================================================ suites */
+
+static const char SUITE_TEXT[] =
+    "{\n"
+    " \"shapes\": [\n"
+    "  {\"name\": \"rn50_conv2_3x3\", \"N\": 32, \"C\": 64, \"H\": 56, \"W\": 56, \"K\": 64,\n"
+    "   \"R\": 3, \"S\": 3, \"stride\": 1, \"pad\": 1, \"dil\": 1, \"groups\": 1,\n"
+    "   \"why\": \"resnet\", \"bwd\": true, \"patch_unfold\": false},\n"
+    "  {\"name\": \"involution_7x7\", \"op\": \"dynamic\", \"N\": 32, \"C\": 64, \"H\": 56,\n"
+    "   \"W\": 56, \"R\": 7, \"S\": 7, \"groups\": 4},\n"
+    "  {\"name\": \"mbv2_dw_s2\", \"op\": \"conv\", \"N\": 8, \"C\": 96, \"H\": 112,\n"
+    "   \"W\": 112, \"K\": 96, \"R\": 3, \"S\": 3, \"stride\": 2, \"pad\": [1, 0],\n"
+    "   \"dil\": 1, \"groups\": 96, \"math\": \"tf32\"},\n"
+    "  {\"name\": \"warp\", \"op\": \"deform\", \"N\": 1}\n"
+    " ]\n"
+    "}\n";
+
+static int check_suite_rows(const suite *s) {
+  CHECK(s->count == 3);
+  const suite_shape *a = &s->shapes[0], *d = &s->shapes[1], *b = &s->shapes[2];
+  CHECK(strcmp(a->name, "rn50_conv2_3x3") == 0);
+  CHECK(a->problem.n == 32 && a->problem.c == 64 && a->problem.h == 56 && a->problem.w == 56);
+  CHECK(a->problem.k == 64 && a->problem.r == 3 && a->problem.s == 3);
+  CHECK(a->problem.pad_h == 1 && a->problem.pad_w == 1 && a->problem.stride_h == 1);
+  CHECK(a->problem.dil_h == 1 && a->problem.groups == 1);
+  CHECK(a->problem.math == CONV_MATH_STRICT && a->problem.epilogue == CONV_EPILOGUE_NONE);
+  /* A dynamic row: K, S and the 'same' padding filled in. */
+  CHECK(strcmp(d->name, "involution_7x7") == 0 && d->problem.op == CONV_OP_DYNAMIC);
+  CHECK(d->problem.n == 32 && d->problem.c == 64 && d->problem.k == 64 && d->problem.h == 56);
+  CHECK(d->problem.r == 7 && d->problem.s == 7 && d->problem.groups == 4);
+  CHECK(d->problem.pad_h == 3 && d->problem.pad_w == 3 && d->problem.stride_h == 1);
+  CHECK(a->problem.op == CONV_OP_CONVOLUTION && b->problem.op == CONV_OP_CONVOLUTION);
+  CHECK(strcmp(b->name, "mbv2_dw_s2") == 0);
+  CHECK(b->problem.stride_h == 2 && b->problem.stride_w == 2);
+  CHECK(b->problem.pad_h == 1 && b->problem.pad_w == 0);
+  CHECK(b->problem.groups == 96 && b->problem.math == CONV_MATH_TF32);
+  CHECK(s->note_count == 1);
+  CHECK_MSG(strcmp(s->notes[0], "skipping warp: op 'deform' is not supported yet") == 0,
+            "note: %s", s->notes[0]);
+  return TEST_PASS;
+}
+
+/* A document suite_parse must refuse, what its message must say and where
+ * it places it. */
+static int check_suite_error(const char *text, const char *what, int line, int column) {
+  suite s;
+  suite_init(&s);
+  suite_error err;
+  bool ok = suite_parse(text, strlen(text), &s, &err);
+  suite_free(&s);
+  CHECK_MSG(!ok, "accepted: %s", text);
+  CHECK_MSG(contains(err.message, what), "message \"%s\" lacks \"%s\"", err.message, what);
+  CHECK_MSG(err.line == line && err.column == column, "at %d:%d, expected %d:%d (%s)", err.line,
+            err.column, line, column, err.message);
+  return TEST_PASS;
+}
+
+static int check_suite_errors(void) {
+  static const struct {
+    const char *text, *what;
+    int line, column;
+  } cases[] = {
+      {"{\"shapes\": [{\"name\": \"x\", \"N\": 1, \"C\": 1, \"H\": 1,\n \"W\": 1, \"R\": 1, "
+       "\"S\": 1}]}",
+       "missing \"K\"", 1, 13},
+      {"[{\"name\": \"x\", \"N\": 1.5, \"C\": 1, \"H\": 1, \"W\": 1, \"K\": 1, \"R\": 1, "
+       "\"S\": 1}]",
+       "\"N\" must be an integer", 1, 21},
+      {"[{\"name\": \"x\", \"N\": 1, \"C\": 1, \"H\": 1, \"W\": 1, \"K\": 1, \"R\": 1, "
+       "\"S\": 1,\n \"pad\": \"1\"}]",
+       "\"pad\"", 2, 9},
+      {"[{\"N\": 1}]", "missing \"name\"", 1, 2},
+      {"{\"shapes\": 3}", "got number", 1, 12},
+      {"{\"rows\": []}", "missing \"shapes\"", 1, 1},
+      {"[{\"name\": \"x\", \"op\": 7}]", "\"op\" must be a string", 1, 22},
+      /* A trailing comma: jansson's words, where it stopped reading. */
+      {"{\"shapes\": [\n  {\"name\": \"x\",}\n]}", "string or '}' expected near '}'", 2, 16},
+      /* Placed past strings holding brackets, quotes and commas, a nested
+       * member and an escaped key; the column counts characters. */
+      {"{\"why\": \"a \\\"}], [\\\" b\", \"shapes\": [\n"
+       " {\"name\": \"ok\", \"N\": 1, \"C\": 1, \"H\": 1, \"W\": 1, \"K\": 1, \"R\": 1, \"S\": 1},\n"
+       " {\"name\": \"\xc3\xa9\\\"]\", \"note\": {\"x\": [1, {\"y\": \"}\"}]}, \"N\": 1, \"C\": 1,"
+       " \"H\": 1, \"W\": 1, \"K\": 1, \"R\": 1, \"\\u0053\": 1.5}]}",
+       "shape 1 (\"\xc3\xa9\"]\"): \"S\" must be an integer", 3, 109},
+      /* Rows are validated as problems, naming the field. */
+      {"[{\"name\": \"x\", \"N\": 1, \"C\": 1, \"H\": 1, \"W\": 1, \"K\": 1, \"R\": 1, \"S\": 1},\n"
+       " {\"name\": \"neg\", \"N\": -1, \"C\": 1, \"H\": 1, \"W\": 1, \"K\": 1, \"R\": 1, \"S\": 1}]",
+       "shape 1 (\"neg\"): n = -1: must be at least 1", 2, 2},
+      {"[{\"name\": \"huge\", \"N\": 1, \"C\": 1, \"H\": 9007199254740992, \"W\": 1, \"K\": 1,"
+       " \"R\": 1, \"S\": 1}]",
+       "h = 9007199254740992: larger than", 1, 2},
+      {"[{\"name\": \"g\", \"N\": 1, \"C\": 4, \"H\": 4, \"W\": 4, \"K\": 6, \"R\": 1, \"S\": 1,"
+       " \"groups\": 4}]",
+       "groups = 4 must be positive and divide", 1, 2},
+      /* Dynamic rows are judged as dynamic problems. */
+      {"[{\"name\": \"d\", \"op\": \"dynamic\", \"N\": 1, \"C\": 4, \"H\": 8, \"W\": 8,"
+       " \"R\": 4}]",
+       "k = 4 is even", 1, 2},
+      {"[{\"name\": \"d\", \"op\": \"dynamic\", \"N\": 1, \"C\": 4, \"H\": 8, \"W\": 8,"
+       " \"R\": 3, \"K\": 8}]",
+       "must equal c = 4", 1, 2},
+      {"[{\"name\": \"d\", \"op\": \"dynamic\", \"N\": 1, \"C\": 4, \"H\": 8, \"W\": 8,"
+       " \"R\": 3, \"pad\": 0}]",
+       "pad 0,0 must be", 1, 2},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int rc = check_suite_error(cases[i].text, cases[i].what, cases[i].line, cases[i].column);
+    if (rc != TEST_PASS) return rc;
+  }
+  return TEST_PASS;
+}
+
+static int test_suite_file_parsing(void) {
+  isolate_default_cache();
+  char path[1024];
+  tmp_path(path, sizeof path, "suite.json");
+  CHECK(write_file(path, SUITE_TEXT));
+  suite s;
+  suite_init(&s);
+  char message[1024];
+  CHECK_MSG(suite_load(path, &s, message, sizeof message), "%s", message);
+  int rc = check_suite_rows(&s);
+  suite_free(&s);
+  if (rc != TEST_PASS) return rc;
+
+  /* A top-level array of rows. */
+  const char *array = "[{\"name\": \"one\", \"N\": 1, \"C\": 2, \"H\": 3, \"W\": 4, \"K\": 5, "
+                      "\"R\": 1, \"S\": 1}]";
+  suite_error err;
+  CHECK_MSG(suite_parse(array, strlen(array), &s, &err), "%s", err.message);
+  CHECK(s.count == 1 && strcmp(s.shapes[0].name, "one") == 0 && s.shapes[0].problem.k == 5);
+  CHECK(s.shapes[0].problem.stride_w == 1 && s.shapes[0].problem.pad_w == 0);
+  suite_free(&s);
+  rc = check_suite_errors();
+  if (rc != TEST_PASS) return rc;
+
+  /* The CLI: a malformed file is a usage error that says where. */
+  char bad[1024];
+  tmp_path(bad, sizeof bad, "bad-suite.json");
+  CHECK(write_file(bad, "{\"shapes\": [\n  {\"name\": \"x\" \"N\": 1}\n]}\n"));
+  cli_result r;
+  RUN_EXPECT(r, 2, "tune", bad, "--cache", "/nonexistent/cache.db");
+  char where[1100];
+  snprintf(where, sizeof where, "%s:2:", bad);
+  CHECK_MSG(contains(r.err.data, where), "stderr lacks \"%s\":\n%s", where, r.err.data);
+  cli_result_free(&r);
+  remove(bad);
+
+  /* Only skipped rows: the note, nothing to tune, no GPU touched. */
+  char dyn[1024];
+  tmp_path(dyn, sizeof dyn, "dynamic-suite.json");
+  CHECK(write_file(dyn, "[{\"name\": \"warp\", \"op\": \"deform\", \"N\": 1}]"));
+  RUN_EXPECT(r, 0, "tune", dyn, "--cache", "/nonexistent/cache.db");
+  CHECK(contains(r.err.data, "skipping warp: op 'deform' is not supported yet"));
+  CHECK(r.out.len == 0);
+  cli_result_free(&r);
+  remove(dyn);
+  remove(path);
+  return TEST_PASS;
+}
+
+/* A suite row that is not a valid problem is a usage error (exit 2) for
+ * tune and show alike, before any cache or GPU is touched, and the message
+ * names the row and the field. */
+static int test_invalid_suite_rows(void) {
+  isolate_default_cache();
+  char path[1024];
+  tmp_path(path, sizeof path, "invalid-rows.json");
+  CHECK(write_file(path, "{\"shapes\": [\n"
+                         " {\"name\": \"ok\", \"N\": 1, \"C\": 4, \"H\": 8, \"W\": 8, \"K\": 4,"
+                         " \"R\": 3, \"S\": 3},\n"
+                         " {\"name\": \"bad\", \"N\": -1, \"C\": 4, \"H\": 8, \"W\": 8, \"K\": 4,"
+                         " \"R\": 3, \"S\": 3}\n]}\n"));
+  const char *const commands[][8] = {
+      {"show", "bad", "--suite", path, "--cache", "/nonexistent/cache.db", NULL},
+      {"show", "ok", "--suite", path, "--cache", "/nonexistent/cache.db", NULL},
+      {"tune", path, "--cache", "/nonexistent/cache.db", NULL},
+  };
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+    cli_result r;
+    CHECK(run_cli(commands[i], &r));
+    CHECK_MSG(r.exit_status == 2, "%s: exit %lld\n%s", commands[i][0], (long long)r.exit_status,
+              r.err.data);
+    CHECK_MSG(contains(r.err.data, ":3:2: shape 1 (\"bad\"): n = -1: must be at least 1"),
+              "stderr:\n%s", r.err.data);
+    CHECK(r.out.len == 0);
+    cli_result_free(&r);
+  }
+  remove(path);
+  return TEST_PASS;
+}
+
+/* ================================================================ progress line */
+
+/* Columns of a line (one per UTF-8 character), or -1 when it is not valid
+ * printable UTF-8 on one line. */
+static int line_columns(const char *s) {
+  int cols = 0;
+  for (size_t i = 0; s[i] != '\0'; cols++) {
+    const unsigned char *u = (const unsigned char *)s + i;
+    if (*u < 0x80) {
+      if (*u < 0x20 || *u == 0x7f) return -1;
+      i++;
+      continue;
+    }
+    size_t n = utf8_sequence_length(u, strlen(s + i));
+    if (n == 0) return -1;
+    i += n;
+  }
+  return cols;
+}
+
+/* Renders p at `width` into buf and checks the invariants of every line:
+ * the returned length, at most width - 1 columns, printable UTF-8. */
+#define RENDER(buf, p, width)                                                             \
+  do {                                                                                    \
+    size_t n_ = progress_line((buf), sizeof(buf), (p), (width));                          \
+    CHECK_MSG(n_ == strlen(buf), "length %zu for \"%s\"", n_, (buf));                     \
+    int cols_ = line_columns(buf);                                                        \
+    CHECK_MSG(cols_ >= 0 && cols_ <= ((width) > 1 ? (width) - 1 : 0),                     \
+              "width %d: %d columns: \"%s\"", (width), cols_, (buf));                      \
+  } while (0)
+
+static int test_progress_durations(void) {
+  static const struct {
+    double seconds;
+    const char *text;
+  } cases[] = {{0, "0s"},          {0.4, "0s"},         {42, "42s"},       {59.4, "59s"},
+               {59.6, "1:00"},     {187, "3:07"},       {3599, "59:59"},   {3600, "1:00:00"},
+               {3723, "1:02:03"},  {90061, "25:01:01"}, {-1, "?"},         {NAN, "?"},
+               {INFINITY, "?"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char buf[32];
+    CHECK_MSG(strcmp(format_duration(cases[i].seconds, buf, sizeof buf), cases[i].text) == 0,
+              "%g s: \"%s\", expected \"%s\"", cases[i].seconds, buf, cases[i].text);
+  }
+  /* The mean time of a finished shape times those left, less what the
+   * current one took so far. */
+  progress p = {2, 10, "a", NULL, 25, 20};
+  CHECK(fabs(progress_eta(&p) - 75) < 1e-9);
+  p.done = 0;
+  p.finished_s = 0;
+  CHECK(progress_eta(&p) == -1);
+  p = (progress){9, 10, "a", NULL, 100, 45}; /* the last shape overran the mean */
+  CHECK(progress_eta(&p) == 0);
+  p.done = 10;
+  CHECK(progress_eta(&p) == 0);
+  return TEST_PASS;
+}
+
+static int test_progress_line(void) {
+  char buf[512];
+  progress p = {3, 40, "resnet50_layer3_conv2", "cudnn engine=12 knobs=3", 42, 30};
+  /* ETA: 10 s a shape, 37 to go, 12 s into the current one: 358 s. */
+  RENDER(buf, &p, 200);
+  CHECK_MSG(strcmp(buf, "[#...................]   3/40  42s  ETA 5:58  resnet50_layer3_conv2  "
+                        "cudnn engine=12 knobs=3") == 0,
+            "%s", buf);
+  RENDER(buf, &p, 80);
+  CHECK_MSG(strcmp(buf, "[#...................]   3/40  42s  ETA 5:58  resnet50_layer3_...  "
+                        "cudnn eng...") == 0,
+            "%s", buf);
+  RENDER(buf, &p, 40);
+  CHECK_MSG(strcmp(buf, " 3/40  42s  ETA 5:58  resnet5...") == 0, "%s", buf);
+  RENDER(buf, &p, 60);
+  CHECK_MSG(strncmp(buf, "[..........]   3/40  42s  ETA 5:58  ", 36) == 0, "%s", buf);
+
+  /* Nothing done yet: an empty bar and no ETA. */
+  progress first = {0, 12, "conv1", "timing", 3.2, 0};
+  RENDER(buf, &first, 80);
+  CHECK_MSG(strcmp(buf, "[....................]   0/12  3s  ETA ?  conv1  timing") == 0, "%s", buf);
+  /* All done: a full bar, the total time, "done". */
+  progress all = {12, 12, NULL, NULL, 3723, 3723};
+  RENDER(buf, &all, 80);
+  CHECK_MSG(strcmp(buf, "[####################]  12/12  1:02:03  done") == 0, "%s", buf);
+  RENDER(buf, &all, 200);
+  CHECK(strstr(buf, "done") != NULL && strstr(buf, "ETA") == NULL);
+
+  /* Long names are cut at a character boundary, "..." at the end (at 1000
+   * columns to the 511 bytes of buf). */
+  char long_name[700] = "";
+  for (int i = 0; i < 300; i++) strcat(long_name, i % 2 ? "\xc3\xa9" : "x"); /* x and e-acute */
+  progress wide = {1, 2, long_name, long_name, 1, 1};
+  static const int widths[] = {40, 80, 200, 1000};
+  for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
+    RENDER(buf, &wide, widths[i]);
+    size_t len = strlen(buf);
+    CHECK_MSG(len > 3 && strcmp(buf + len - 3, "...") == 0, "width %d: %s", widths[i], buf);
+  }
+  /* A hostile name cannot drive the terminal. */
+  progress hostile = {0, 1, "evil\x1b[2J\x1b]0;title\x07", "cfg\r\n", 0, 0};
+  RENDER(buf, &hostile, 200);
+  CHECK_MSG(strchr(buf, '\x1b') == NULL && strstr(buf, "evil\\x1b") != NULL, "%s", buf);
+  /* Tiny widths and buffers: parts left out whole, nothing overflows. */
+  RENDER(buf, &p, 1);
+  CHECK(buf[0] == '\0');
+  RENDER(buf, &p, 12);
+  CHECK_MSG(strcmp(buf, " 3/40  42s") == 0, "%s", buf);
+  char small[12];
+  memset(small, 'z', sizeof small);
+  size_t n = progress_line(small, sizeof small, &p, 200);
+  CHECK_MSG(n < sizeof small && n == strlen(small), "%zu", n);
+  return TEST_PASS;
+}
+
+static const test_case tests[] = {
+    {"json_output", test_json_output},
+    {"suite_file_parsing", test_suite_file_parsing},
+    {"invalid_suite_rows", test_invalid_suite_rows},
+    {"progress_durations", test_progress_durations},
+    {"progress_line", test_progress_line},
+};
+
+TEST_MAIN(tests)
