@@ -1,6 +1,7 @@
 /* struct_layout.c -- prints the size of every public struct and the offset
- * of each of its fields, as this compiler lays them out, for
- * tests/python/check_structs.py to compare with the binding's ctypes mirror. */
+ * of each of its fields, as this compiler lays them out, and the values of
+ * the enums the binding names (policies, plan sources), for
+ * tests/python/check_structs.py to compare with the binding's mirror. */
 #include <stddef.h>
 #include <stdio.h>
 
@@ -8,6 +9,7 @@
 
 #define FIELD(type, field) printf(#type " " #field " %zu\n", offsetof(type, field))
 #define SIZE(type) printf(#type " sizeof %zu\n", sizeof(type))
+#define ENUM(type, name, value) printf(#type " " name " %d\n", (int)(value))
 
 int main(void) {
   SIZE(conv_problem);
@@ -43,5 +45,14 @@ int main(void) {
   FIELD(conv_cache_entry, time_ms); FIELD(conv_cache_entry, rel_error);
   FIELD(conv_cache_entry, workspace_bytes); FIELD(conv_cache_entry, heuristic_pick);
   FIELD(conv_cache_entry, winner); FIELD(conv_cache_entry, deterministic);
+  ENUM(conv_policy, "exhaustive", CONV_POLICY_EXHAUSTIVE);
+  ENUM(conv_policy, "fast", CONV_POLICY_FAST);
+  ENUM(conv_policy, "cache_only", CONV_POLICY_CACHE_ONLY);
+  ENUM(conv_policy, "record", CONV_POLICY_RECORD);
+  ENUM(conv_plan_source, "memory", CONV_SOURCE_MEMORY);
+  ENUM(conv_plan_source, "cache", CONV_SOURCE_CACHE);
+  ENUM(conv_plan_source, "tuned", CONV_SOURCE_TUNED);
+  ENUM(conv_plan_source, "system", CONV_SOURCE_SYSTEM_CACHE);
+  ENUM(conv_plan_source, "heuristic", CONV_SOURCE_HEURISTIC);
   return 0;
 }

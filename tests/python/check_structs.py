@@ -1,6 +1,7 @@
 """CPU test, without torch or a GPU: the binding's ctypes structs
 (python/convtune/_lib.py) have the C compiler's layout of include/convtune.h,
-field by field, and no field the header lacks.
+field by field, and no field the header lacks; and its policy and plan-source
+names have the header's values, every one of them.
 
     python3 tests/python/check_structs.py build/struct_layout
 """
@@ -31,9 +32,22 @@ def differences(struct, c_layout, mirror):
             for f in sorted(set(c_layout) | set(python)) if c_layout.get(f) != python.get(f)]
 
 
+def enum_differences(layouts):
+    """The binding's names for conv_policy and conv_plan_source against the header's."""
+    policies = layouts.pop("conv_policy")
+    sources = layouts.pop("conv_plan_source")
+    wrong = ["conv_policy %s: C %s, Python %s" % (n, policies.get(n), _lib.POLICIES.get(n))
+             for n in sorted(set(policies) | set(_lib.POLICIES)) if policies.get(n) != _lib.POLICIES.get(n)]
+    python_sources = {n: i for i, n in enumerate(_lib.SOURCES)}
+    wrong += ["conv_plan_source %s: C %s, Python %s" % (n, sources.get(n), python_sources.get(n))
+              for n in sorted(set(sources) | set(python_sources)) if sources.get(n) != python_sources.get(n)]
+    return wrong
+
+
 def main(argv):
     layouts = c_layouts(argv[1])
-    wrong = [d for struct, mirror in MIRRORS.items() for d in differences(struct, layouts[struct], mirror)]
+    wrong = enum_differences(layouts)
+    wrong += [d for struct, mirror in MIRRORS.items() for d in differences(struct, layouts[struct], mirror)]
     if wrong:
         print("\n".join(wrong))
         return 1
