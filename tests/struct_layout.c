@@ -45,6 +45,10 @@ int main(void) {
   FIELD(conv_cache_entry, time_ms); FIELD(conv_cache_entry, rel_error);
   FIELD(conv_cache_entry, workspace_bytes); FIELD(conv_cache_entry, heuristic_pick);
   FIELD(conv_cache_entry, winner); FIELD(conv_cache_entry, deterministic);
+  SIZE(conv_cache_pending_entry);
+  FIELD(conv_cache_pending_entry, struct_size); FIELD(conv_cache_pending_entry, problem);
+  FIELD(conv_cache_pending_entry, device); FIELD(conv_cache_pending_entry, versions);
+  FIELD(conv_cache_pending_entry, reason); FIELD(conv_cache_pending_entry, recorded_at);
   ENUM(conv_policy, "exhaustive", CONV_POLICY_EXHAUSTIVE);
   ENUM(conv_policy, "fast", CONV_POLICY_FAST);
   ENUM(conv_policy, "cache_only", CONV_POLICY_CACHE_ONLY);

@@ -36,11 +36,11 @@ import weakref
 from . import _lib
 from ._base import ConvtuneError, _device_index, _torch, _torch_deterministic
 from ._plan import Plan
-from ._cache import cache_trials, cache_winners, default_cache_path, merge_caches
+from ._cache import cache_pending, cache_trials, cache_winners, default_cache_path, merge_caches
 
 __all__ = ["ConvtuneError", "Context", "Plan", "conv2d", "convert", "dynamic_conv2d", "library_version",
-           "library_versions", "cache_winners", "cache_trials", "merge_caches", "default_cache_path",
-           "nn", "ops",
+           "library_versions", "cache_winners", "cache_trials", "cache_pending", "merge_caches",
+           "default_cache_path", "nn", "ops",
            "__version__"]
 
 # The package's version: the C header's (CONVTUNE_VERSION_*), which

@@ -1,6 +1,7 @@
-"""Cache files without a GPU or torch: reading their tunings and copying
-tunings between them (the C API's conv_cache_reader_* and conv_cache_merge,
-which `convtune list`, `show`, `merge`, `export` and `import` run)."""
+"""Cache files without a GPU or torch: reading their tunings and pending
+problems and copying tunings between them (the C API's conv_cache_reader_*
+and conv_cache_merge, which `convtune list`, `show`, `merge`, `export` and
+`import` run)."""
 import ctypes
 import os
 
@@ -43,9 +44,16 @@ def default_cache_path(create_dirs=False):
     return os.fsdecode(path.value)
 
 
-def _read(path, walk):
+def _pending(e):
+    """A conv_cache_pending_entry as a dict (its strings copied)."""
+    return {"problem": _text(e.problem), "device": _text(e.device), "versions": _text(e.versions),
+            "reason": _text(e.reason), "recorded_at": _text(e.recorded_at)}
+
+
+def _read(path, walk, convert=_entry, callback_type=None):
     """Opens the cache at `path` (None: the default one) read-only and collects
-    what walk(lib, reader, callback, message) passes to the callback."""
+    what walk(lib, reader, callback, message) passes to the callback, each
+    through convert()."""
     lib = _lib.load()
     path = default_cache_path() if path is None else os.fsdecode(os.fspath(path))
     message = ctypes.create_string_buffer(_MESSAGE_BYTES)
@@ -55,10 +63,10 @@ def _read(path, walk):
     entries = []
 
     def collect(entry, _user):
-        entries.append(_entry(entry.contents))
+        entries.append(convert(entry.contents))
         return 0
 
-    callback = _lib.CacheEntryFn(collect)  # alive until the walk returns
+    callback = (callback_type or _lib.CacheEntryFn)(collect)  # alive until the walk returns
     try:
         _fail_if(walk(lib, reader, callback, message), message)
     finally:
@@ -81,6 +89,17 @@ def cache_trials(problem, path=None):
     key = problem.encode() if isinstance(problem, str) else bytes(problem)
     return _read(path, lambda lib, reader, fn, msg: lib.conv_cache_reader_trials(reader, key, fn, None, msg,
                                                                                 len(msg)))
+
+
+def cache_pending(path=None):
+    """The problems waiting for `convtune tune --pending` in the cache at `path`
+    (None: the default cache), oldest first, as dicts (problem, device,
+    versions, reason, recorded_at): reason "untuned" for a shape a
+    policy="record" context ran untimed, "incomplete" for a tuning its
+    budget cut short.  A cache written before 0.4 has none."""
+    return _read(path, lambda lib, reader, fn, msg: lib.conv_cache_reader_pending(reader, fn, None, msg,
+                                                                                 len(msg)),
+                 _pending, _lib.CachePendingEntryFn)
 
 
 def merge_caches(source, into, device=None):

@@ -137,6 +137,22 @@ class CacheEntry(Structure):
 
 # int (*conv_cache_entry_fn)(const conv_cache_entry *entry, void *user)
 CacheEntryFn = ctypes.CFUNCTYPE(c_int, POINTER(CacheEntry), c_void_p)
+
+
+class CachePendingEntry(ctypes.Structure):
+    """conv_cache_pending_entry (valid during the callback only)."""
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("problem", c_char_p),
+        ("device", c_char_p),
+        ("versions", c_char_p),
+        ("reason", c_char_p),
+        ("recorded_at", c_char_p),
+    ]
+
+
+# int (*conv_cache_pending_entry_fn)(const conv_cache_pending_entry *entry, void *user)
+CachePendingEntryFn = ctypes.CFUNCTYPE(c_int, POINTER(CachePendingEntry), c_void_p)
 CacheReaderPtr = c_void_p
 
 
@@ -202,6 +218,8 @@ _SIGNATURES = {
     "conv_cache_reader_winners": (_status, [CacheReaderPtr, CacheEntryFn, c_void_p, c_char_p, c_size_t]),
     "conv_cache_reader_trials": (_status, [CacheReaderPtr, c_char_p, CacheEntryFn, c_void_p, c_char_p,
                                            c_size_t]),
+    "conv_cache_reader_pending": (_status, [CacheReaderPtr, CachePendingEntryFn, c_void_p, c_char_p,
+                                            c_size_t]),
     "conv_cache_default_path": (_status, [c_char_p, c_size_t, c_int, c_char_p, c_size_t]),
     "conv_cache_merge": (_status, [c_char_p, c_char_p, c_char_p, POINTER(c_size_t), POINTER(c_size_t),
                                    POINTER(c_size_t), c_char_p, c_size_t]),

@@ -1,6 +1,7 @@
 """CPU test, without torch or a GPU: convtune.cache_winners, cache_trials,
-merge_caches and default_cache_path against a cache whose rows are written
-here with Python's sqlite3 (the library makes the file and its schema).
+cache_pending, merge_caches and default_cache_path against a cache whose
+rows are written here with Python's sqlite3 (the library makes the file and
+its schema).
 
     CONVTUNE_LIB=build/libconvtune.so python3 tests/python/check_cache.py TMPDIR
 """
@@ -37,6 +38,10 @@ def write_rows(path):
                        (p, d, V, aid, name, ",".join(map(str, values)), "config %d" % i, status, "x",
                         reason, ms, 1e-7 if ms is not None else None, 1024 * i, pick, winner,
                         "2026-11-2%dT10:00:00Z" % i, 1))
+        db.execute("INSERT INTO pending (problem, device, versions, reason, recorded_at)"
+                   " VALUES (?, ?, ?, 'incomplete', '2026-11-25T10:00:00Z')", (P2, D2, V))
+        db.execute("INSERT INTO pending (problem, device, versions, reason, recorded_at)"
+                   " VALUES (?, ?, ?, 'untuned', '2026-11-24T10:00:00Z')", (P1, D1, V))
     db.close()
 
 
@@ -78,11 +83,18 @@ def main(tmp):
     assert convtune.cache_winners(into)[0]["device"] == D1 and len(convtune.cache_winners(into)) == 1
     assert convtune.merge_caches(source, into) == {"added": 1, "replaced": 0, "kept": 1}
 
+    pending = convtune.cache_pending(source)
+    assert [(p["problem"], p["device"], p["reason"]) for p in pending] == \
+        [(P1, D1, "untuned"), (P2, D2, "incomplete")], pending  # oldest first
+    assert pending[0]["recorded_at"] == "2026-11-24T10:00:00Z" and pending[0]["versions"] == V
+    assert convtune.cache_pending(empty) == []
+
     expect_error("CACHE_ERROR", lambda: convtune.cache_winners(os.path.join(tmp, "missing.db")))
+    expect_error("CACHE_ERROR", lambda: convtune.cache_pending(os.path.join(tmp, "missing.db")))
     e = expect_error("INVALID_ARGUMENT", lambda: convtune.merge_caches(into, into))
     assert "merged into" in e.message, e.message
-    print("cache reading and merging from Python: %d winners, %d trials, merges as counted"
-          % (len(winners), len(trials)))
+    print("cache reading and merging from Python: %d winners, %d trials, %d pending, merges as counted"
+          % (len(winners), len(trials), len(pending)))
     return 0
 
 

@@ -13,7 +13,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from convtune import _lib  # noqa: E402  (needs neither torch nor a GPU)
 
 MIRRORS = {"conv_problem": _lib.Problem, "conv_context_options": _lib.ContextOptions,
-           "conv_plan_info": _lib.PlanInfo, "conv_cache_entry": _lib.CacheEntry}
+           "conv_plan_info": _lib.PlanInfo, "conv_cache_entry": _lib.CacheEntry,
+           "conv_cache_pending_entry": _lib.CachePendingEntry}
 
 
 def c_layouts(program):
