@@ -14,6 +14,7 @@
 
 #include <uv.h>
 
+#include "test.h"
 #include "tests/cli_run.h"
 
 #define CLI_TIMEOUT_MS 120000 /* a child still running by then is killed */
@@ -209,4 +210,19 @@ void isolate_default_cache(void) {
   char path[1024];
   tmp_path(path, sizeof path, "default.db");
   setenv("CONVTUNE_CACHE", path, 1);
+}
+
+int check_usage_errors(const usage_case *cases, size_t count) {
+  for (size_t i = 0; i < count; i++) {
+    cli_result r;
+    CHECK(run_cli(cases[i].args, &r));
+    CHECK_MSG(r.exit_status == 2, "case %zu (%s): exit %lld\n%s", i, cases[i].args[0],
+              (long long)r.exit_status, r.err.data);
+    CHECK_MSG(contains(r.err.data, cases[i].message), "case %zu: stderr lacks \"%s\":\n%s", i,
+              cases[i].message, r.err.data);
+    CHECK_MSG(contains(r.err.data, "--help"), "case %zu: no usage hint", i);
+    CHECK_MSG(r.out.len == 0, "case %zu: stdout: %s", i, r.out.data);
+    cli_result_free(&r);
+  }
+  return TEST_PASS;
 }

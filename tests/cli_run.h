@@ -45,6 +45,17 @@ bool run_cli(const char *const *args, cli_result *r);
 bool contains(const char *haystack, const char *needle);
 size_t count_lines(const char *s);
 
+/* A command line (NULL-terminated) the tool must refuse as a usage error,
+ * and the text its message must hold. */
+typedef struct usage_case {
+  const char *args[8];
+  const char *message;
+} usage_case;
+
+/* Every case is a usage error: exit 2, one message naming the problem and
+ * the hint to --help, nothing on stdout.  TEST_PASS or TEST_FAIL. */
+int check_usage_errors(const usage_case *cases, size_t count);
+
 /* Runs the CLI and checks its exit status; on a mismatch prints its output. */
 #define RUN_EXPECT(result, expected, ...)                                                  \
   do {                                                                                     \

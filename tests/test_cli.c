@@ -94,10 +94,7 @@ static int test_help_and_usage(void) {
 
 static int test_bad_arguments(void) {
   isolate_default_cache();
-  static const struct {
-    const char *args[5];
-    const char *message;
-  } cases[] = {
+  static const usage_case cases[] = {
       {{"frobnicate"}, "unknown command 'frobnicate'"},
       {{"list", "--bogus"}, "unknown option '--bogus'"},
       {{"list", "--cache"}, "needs a value"},
@@ -119,18 +116,7 @@ static int test_bad_arguments(void) {
       {{"--json"}, "missing command"},
       {{"--cache"}, "missing command"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    cli_result r;
-    CHECK(run_cli(cases[i].args, &r));
-    CHECK_MSG(r.exit_status == 2, "case %zu (%s): exit %lld\n%s", i, cases[i].args[0],
-              (long long)r.exit_status, r.err.data);
-    CHECK_MSG(contains(r.err.data, cases[i].message), "case %zu: stderr lacks \"%s\":\n%s", i,
-              cases[i].message, r.err.data);
-    CHECK_MSG(contains(r.err.data, "--help"), "case %zu: no usage hint", i);
-    CHECK_MSG(r.out.len == 0, "case %zu: stdout: %s", i, r.out.data);
-    cli_result_free(&r);
-  }
-  return TEST_PASS;
+  return check_usage_errors(cases, sizeof cases / sizeof cases[0]);
 }
 
 static int test_bad_shape_spec(void) {

@@ -23,28 +23,6 @@
 #define DEVICE_B "Test GPU B|sm80|108sm|l2=41943040|mem=1593000kHz*5120bit"
 #define VERSIONS "cuda=12080 driver=12080 cudnn=90800 cublas=120800"
 
-/* Every case is a usage error (exit 2, one message naming the problem and
- * the hint to --help, nothing on stdout). */
-typedef struct usage_case {
-  const char *args[8];
-  const char *message;
-} usage_case;
-
-static int check_usage_errors(const usage_case *cases, size_t count) {
-  for (size_t i = 0; i < count; i++) {
-    cli_result r;
-    CHECK(run_cli(cases[i].args, &r));
-    CHECK_MSG(r.exit_status == 2, "case %zu (%s): exit %lld\n%s", i, cases[i].args[1],
-              (long long)r.exit_status, r.err.data);
-    CHECK_MSG(contains(r.err.data, cases[i].message), "case %zu: stderr lacks \"%s\":\n%s", i,
-              cases[i].message, r.err.data);
-    CHECK_MSG(contains(r.err.data, "--help"), "case %zu: no usage hint", i);
-    CHECK_MSG(r.out.len == 0, "case %zu: stdout: %s", i, r.out.data);
-    cli_result_free(&r);
-  }
-  return TEST_PASS;
-}
-
 static int test_tune_arguments(void) {
   isolate_default_cache();
   static const usage_case cases[] = {

@@ -99,6 +99,11 @@ int load_pending_shapes(const char *path, conv_context *ctx, struct suite *shape
  * context.  EXIT_OK_, or EXIT_CACHE after saying why. */
 int open_cache_read_only(const char *path, conv_cache_reader **reader /* OUT */);
 
+/* How a walk over a reader of `path` ended: EXIT_OK_, or the exit code
+ * after saying why (out of memory in a callback, else the walk's status
+ * and message). */
+int cache_read_outcome(const char *path, conv_status st, bool out_of_memory, const char *message);
+
 /* A trial copied out of a conv_cache_reader callback, whose entry lives
  * only during the call (the strings as the cache keeps them). */
 typedef struct cli_trial {

@@ -29,6 +29,18 @@ int open_cache_read_only(const char *path, conv_cache_reader **reader) {
   return EXIT_OK_;
 }
 
+int cache_read_outcome(const char *path, conv_status st, bool out_of_memory, const char *message) {
+  if (out_of_memory) {
+    say("out of memory");
+    return EXIT_FAILED;
+  }
+  if (st != CONV_OK) {
+    say("cannot read the cache %s: %s", path, message);
+    return EXIT_CACHE;
+  }
+  return EXIT_OK_;
+}
+
 void cli_trial_copy(const conv_cache_entry *e, cli_trial *t) {
   memset(t, 0, sizeof *t);
   t->algorithm_id = e->algorithm_id;
@@ -184,15 +196,7 @@ static int read_rows(const cli_args *a, const char *key, record_list *l, char *p
       key ? conv_cache_reader_trials(reader, key, collect_row, l, message, sizeof message)
           : conv_cache_reader_winners(reader, collect_row, l, message, sizeof message);
   conv_cache_reader_close(reader);
-  if (l->out_of_memory) {
-    say("out of memory");
-    return EXIT_FAILED;
-  }
-  if (st != CONV_OK) {
-    say("cannot read the cache %s: %s", path, message);
-    return EXIT_CACHE;
-  }
-  return EXIT_OK_;
+  return cache_read_outcome(path, st, l->out_of_memory, message);
 }
 
 int cmd_list(const cli_args *a) {

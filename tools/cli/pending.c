@@ -74,15 +74,7 @@ static int read_pending(const char *path, const char *device, pending_list *l) {
   char message[512];
   conv_status st = conv_cache_reader_pending(reader, collect_pending, l, message, sizeof message);
   conv_cache_reader_close(reader);
-  if (l->out_of_memory) {
-    say("out of memory");
-    return EXIT_FAILED;
-  }
-  if (st != CONV_OK) {
-    say("cannot read the cache %s: %s", path, message);
-    return EXIT_CACHE;
-  }
-  return EXIT_OK_;
+  return cache_read_outcome(path, st, l->out_of_memory, message);
 }
 
 static void write_pending_json(FILE *out, const pending_list *l) {

@@ -115,15 +115,7 @@ static int read_shapes(const char *path, shape_list *l) {
     st = conv_cache_reader_trials(reader, l->items[l->reading].problem, collect_trial, l, message,
                                   sizeof message);
   conv_cache_reader_close(reader);
-  if (l->out_of_memory) {
-    say("out of memory");
-    return EXIT_FAILED;
-  }
-  if (st != CONV_OK) {
-    say("cannot read the cache %s: %s", path, message);
-    return EXIT_CACHE;
-  }
-  return EXIT_OK_;
+  return cache_read_outcome(path, st, l->out_of_memory, message);
 }
 
 /* ================================================================ one shape's numbers */

@@ -82,15 +82,7 @@ static int read_winners(const char *path, const char *device, shipped_list *l) {
   char message[512];
   conv_status st = conv_cache_reader_winners(reader, collect_winner, l, message, sizeof message);
   conv_cache_reader_close(reader);
-  if (l->out_of_memory) {
-    say("out of memory");
-    return EXIT_FAILED;
-  }
-  if (st != CONV_OK) {
-    say("cannot read the cache %s: %s", path, message);
-    return EXIT_CACHE;
-  }
-  return EXIT_OK_;
+  return cache_read_outcome(path, st, l->out_of_memory, message);
 }
 
 /* ---------------------------------------------------------------- timing */
