@@ -4,7 +4,7 @@
  * directions, each output element one thread's own sum (deterministic).
  * The kernels, and why they are cut up so, are in dynamic_direct.h/.cu.
  *
- * Config values: {tw, th, cb, px} (conv_dyn_direct_tiling).
+ * Config values: {tw, th, cb, px, form} (conv_dyn_direct_tiling).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,12 +37,15 @@ static conv_status dd_configs(const conv_problem *problem, conv_env *env, conv_c
     const int64_t cb = dd_chunks[c] == 0 ? cg : dd_chunks[c];
     if (c > 0 && cb >= cg) continue; /* the whole group again */
     for (int t = 0; t < DD_TILES; t++)
-      for (int px = 1; px <= 2 && n < max; px++) {
-        const conv_dyn_direct_tiling tiling = {dd_tiles[t][0], dd_tiles[t][1], (int)cb, px};
-        conv_dyn_direct_launch launch;
-        if (conv_dyn_direct_plan(problem, &tiling, &launch, NULL, 0))
-          out[n++] = (conv_config){4, {tiling.tw, tiling.th, tiling.cb, tiling.px}, 0};
-      }
+      for (int px = 1; px <= 2; px++)
+        for (int form = CONV_DYN_DIRECT_STEPS; form <= CONV_DYN_DIRECT_RESIDENT && n < max;
+             form++) {
+          const conv_dyn_direct_tiling tiling = {dd_tiles[t][0], dd_tiles[t][1], (int)cb, px,
+                                                 form};
+          conv_dyn_direct_launch launch;
+          if (conv_dyn_direct_plan(problem, &tiling, &launch, NULL, 0))
+            out[n++] = (conv_config){5, {tiling.tw, tiling.th, tiling.cb, tiling.px, form}, 0};
+        }
   }
   *count = n;
   return CONV_OK;
@@ -59,16 +62,22 @@ static conv_status dd_prepare(const conv_problem *problem, conv_env *env,
                           "dynamic_direct: only dynamic problems with a 1x1, 3x3, 5x5 or 7x7 "
                           "window");
   /* A cached config is untrusted: the range here, the rest in the plan. */
-  conv_status st = conv_config_check(config, "dynamic_direct", 4, 1, 1 << 30, err);
+  conv_status st = conv_config_check(config, "dynamic_direct", 5, 0, 1 << 30, err);
   if (st != CONV_OK) return st;
   const conv_dyn_direct_tiling tiling = {(int)config->values[0], (int)config->values[1],
-                                         (int)config->values[2], (int)config->values[3]};
+                                         (int)config->values[2], (int)config->values[3],
+                                         (int)config->values[4]};
   conv_dyn_direct_launch *launch = malloc(sizeof *launch);
   if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "dynamic_direct: malloc");
   char why[160];
   if (!conv_dyn_direct_plan(problem, &tiling, launch, why, sizeof why)) {
     free(launch);
     return conv_error_set(err, CONV_UNSUPPORTED, "dynamic_direct: %s", why);
+  }
+  st = conv_check_cuda(err, conv_dyn_direct_configure(launch), "dynamic_direct: shared memory limit");
+  if (st != CONV_OK) {
+    free(launch);
+    return st;
   }
   out->state = launch;
   out->workspace_bytes = 0;
@@ -89,18 +98,20 @@ static conv_status dd_run(const conv_exec *ex, cudaStream_t stream, conv_error *
 
 static void dd_describe(const conv_config *config, char *text, size_t size) {
   if (text == NULL || size == 0) return;
-  if (config == NULL || config->count != 4) {
+  if (config == NULL || config->count != 5) {
     snprintf(text, size, "invalid config");
     return;
   }
-  snprintf(text, size, "tile=%lldx%lld channels=%lld pixels=%lld", (long long)config->values[0],
+  snprintf(text, size, "tile=%lldx%lld channels=%lld pixels=%lld%s", (long long)config->values[0],
            (long long)config->values[1], (long long)config->values[2],
-           (long long)config->values[3]);
+           (long long)config->values[3],
+           config->values[4] == CONV_DYN_DIRECT_RESIDENT ? " resident" : "");
 }
 
 const conv_algorithm conv_algorithm_dynamic_direct = {
     .id = CONV_ALGO_DYNAMIC_DIRECT,
-    .version = 2, /* 2: channels staged two at a time, double-buffered; pixel pairs */
+    .version = 3, /* 2: channels staged two at a time, double-buffered; pixel pairs;
+                   * 3: the resident form (a fifth config value) */
     .name = "dynamic_direct",
     .applicable = dd_applicable,
     .configs = dd_configs,

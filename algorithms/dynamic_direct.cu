@@ -336,12 +336,116 @@ __global__ void __launch_bounds__(kMaxThreads)
   for (int t = 0; t < K * K; t++) out[(size_t)t * plane] = acc[t];
 }
 
+/* FORWARD, RESIDENT form (conv_dyn_direct_form): the chunk's channels
+ * (at most CB) staged at once, then the window a row of taps at a time:
+ * the row's filters of PX pixels in registers, the next row's loading
+ * while this one is applied to every channel. */
+template <int K, int S, int D, int PX, int CB>
+__global__ void __launch_bounds__(kMaxThreads)
+    forward_resident_kernel(const conv_dyn_direct_launch L, const float *__restrict__ x,
+                            const float *__restrict__ wt, float *__restrict__ y) {
+  static_assert(D > 0, "constant tap offsets");
+  extern __shared__ float smem[];
+  const block_place at = place_of_block(L);
+  const int count = at.c1 - at.c0; /* <= CB: the plan checks cb */
+  const int tile_floats = L.in_h * L.in_w;
+  const tile_source from = input_tiles<S>(L, x, at);
+  const size_t in_plane = (size_t)L.d.h * L.d.w;
+  for (int n = 0; n < count; n++)
+    stage_tile_async(L, from, x + ((size_t)at.b * L.d.c + at.c0 + n) * in_plane,
+                     smem + n * tile_floats);
+  cp_async_commit();
+
+  const int q0 = at.x0 + threadIdx.x * PX, p = at.y0 + threadIdx.y;
+  const int plane = L.d.p * L.d.q;
+  bool inside[PX];
+#pragma unroll
+  for (int u = 0; u < PX; u++) inside[u] = p < L.d.p && q0 + u < L.d.q;
+  const float *wp = wt + ((size_t)at.b * L.d.groups + at.g) * (K * K) * plane + p * L.d.q + q0;
+  float f[2][PX][K]; /* this row's filters and the next's */
+  auto load_row = [&](int i, float (&row)[PX][K]) {
+#pragma unroll
+    for (int u = 0; u < PX; u++)
+#pragma unroll
+      for (int j = 0; j < K; j++)
+        row[u][j] = inside[u] ? __ldg(wp + (size_t)(i * K + j) * plane + u) : 0.0f;
+  };
+  load_row(0, f[0]);
+  int rows[K];
+  window_rows<K, S, PX>(L, D, rows);
+  float acc[CB][PX];
+#pragma unroll
+  for (int n = 0; n < CB; n++)
+#pragma unroll
+    for (int u = 0; u < PX; u++) acc[n][u] = 0.0f;
+  cp_async_wait<0>();
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < K; i++) {
+    if (i + 1 < K) load_row(i + 1, f[(i + 1) & 1]);
+    const float(&now)[PX][K] = f[i & 1];
+#pragma unroll
+    for (int n = 0; n < CB; n++) {
+      if (n >= count) break;
+      const float *row = smem + n * tile_floats + rows[i];
+      if constexpr (PX == 2) {
+        pixel_pair<K, S, D>::sum_row(row, now[0], now[1], acc[n][0], acc[n][1]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < K; j++) acc[n][0] = fmaf(now[0][j], row[j * D], acc[n][0]);
+      }
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < CB; n++) {
+    if (n >= count) break;
+    float *out = y + ((size_t)at.b * L.d.c + at.c0 + n) * plane + p * L.d.q + q0;
+#pragma unroll
+    for (int u = 0; u < PX; u++)
+      if (inside[u]) out[u] = acc[n][u];
+  }
+}
+
+typedef void (*forward_fn)(const conv_dyn_direct_launch, const float *, const float *, float *);
+
+/* The RESIDENT kernel for the launch's window, stride, dilation, pixels
+ * and chunk; NULL where none is compiled (the plan refuses those). */
+template <int K, int S, int D>
+forward_fn resident_kernel_pd(const conv_dyn_direct_launch &L) {
+  const bool few = L.tiling.cb <= 4;
+  if (L.tiling.px == 2)
+    return few ? forward_resident_kernel<K, S, D, 2, 4> : forward_resident_kernel<K, S, D, 2, 16>;
+  return few ? forward_resident_kernel<K, S, D, 1, 4> : forward_resident_kernel<K, S, D, 1, 16>;
+}
+
+template <int K>
+forward_fn resident_kernel_k(const conv_dyn_direct_launch &L) {
+  const bool two = L.d.dil == 2;
+  if (L.d.stride == 1) return two ? resident_kernel_pd<K, 1, 2>(L) : resident_kernel_pd<K, 1, 1>(L);
+  return two ? resident_kernel_pd<K, 2, 2>(L) : resident_kernel_pd<K, 2, 1>(L);
+}
+
+forward_fn resident_kernel(const conv_dyn_direct_launch &L) {
+  switch (L.d.k) {
+    case 3: return resident_kernel_k<3>(L);
+    case 5: return resident_kernel_k<5>(L);
+    case 7: return resident_kernel_k<7>(L);
+  }
+  return NULL;
+}
+
 template <int K, int S, int D>
 cudaError_t launch(const conv_dyn_direct_launch &L, float *x, float *wt, float *y,
                    cudaStream_t stream) {
   const dim3 block((unsigned)L.tiling.tw, (unsigned)L.tiling.th);
   switch (L.direction) {
     case CONV_FORWARD:
+      if (L.tiling.form == CONV_DYN_DIRECT_RESIDENT) {
+        const forward_fn kernel = resident_kernel(L);
+        if (kernel == NULL) return cudaErrorInvalidValue;
+        kernel<<<L.blocks, block, L.smem_bytes, stream>>>(L, x, wt, y);
+        break;
+      }
       if constexpr (D > 0) {
         if (L.tiling.px == 2) {
           forward_kernel<K, S, D, 2><<<L.blocks, block, L.smem_bytes, stream>>>(L, x, wt, y);
@@ -404,6 +508,13 @@ extern "C" bool conv_dyn_direct_plan(const conv_problem *pb, const conv_dyn_dire
     CONV_REJECT("two pixels a thread: forward only, dilation 1 or 2");
   if (l.direction == CONV_BACKWARD_FILTER && t->cb != l.d.cg)
     CONV_REJECT("backward-filter sums the whole group: cb must be %d", l.d.cg);
+  const bool resident = t->form == CONV_DYN_DIRECT_RESIDENT;
+  if (!resident && t->form != CONV_DYN_DIRECT_STEPS) CONV_REJECT("form %d is unknown", t->form);
+  if (resident && (l.direction != CONV_FORWARD || l.d.k == 1 || (l.d.dil != 1 && l.d.dil != 2)))
+    CONV_REJECT("the resident form: forward only, k of 3, 5 or 7, dilation 1 or 2");
+  if (resident && t->cb > CONV_DYN_DIRECT_RESIDENT_MAX)
+    CONV_REJECT("the resident form stages at most %d channels, not cb = %d",
+                CONV_DYN_DIRECT_RESIDENT_MAX, t->cb);
   l.tiling = *t;
   const bool data = l.direction == CONV_BACKWARD_DATA;
   const int tile_w = t->tw * t->px; /* pixels */
@@ -422,16 +533,30 @@ extern "C" bool conv_dyn_direct_plan(const conv_problem *pb, const conv_dyn_dire
     int64_t in_w = (int64_t)(tile_w - 1) * stride + span;
     const int64_t in_h = (int64_t)(t->th - 1) * stride + span;
     if (t->px == 2) in_w += in_w & 1; /* even: rows are read as float2s */
-    /* Two buffers of kStepChannels tiles (for_channel_steps). */
-    const int64_t bytes = 2 * kStepChannels * in_w * in_h * (int64_t)sizeof(float);
-    if (bytes > (int64_t)kMaxShared)
-      CONV_REJECT("staged tile %lldx%lld needs %lld bytes of shared memory, over %zu",
-                  (long long)in_h, (long long)in_w, (long long)bytes, kMaxShared);
+    /* STEPS: two buffers of kStepChannels tiles (for_channel_steps);
+     * RESIDENT: the chunk's tiles. */
+    const int64_t tiles = resident ? t->cb : 2 * kStepChannels;
+    const int64_t bytes = tiles * in_w * in_h * (int64_t)sizeof(float);
+    const size_t limit = resident ? (size_t)CONV_DYN_DIRECT_SMEM_MAX : kMaxShared;
+    if (bytes > (int64_t)limit)
+      CONV_REJECT("staged tiles %lldx%lld x %lld need %lld bytes of shared memory, over %zu",
+                  (long long)in_h, (long long)in_w, (long long)tiles, (long long)bytes, limit);
     l.in_w = (int)in_w, l.in_h = (int)in_h;
     l.smem_bytes = (size_t)bytes;
   }
   *L = l;
   return true;
+}
+
+extern "C" cudaError_t conv_dyn_direct_configure(const conv_dyn_direct_launch *L) {
+  if (L == NULL) return cudaErrorInvalidValue;
+  if (L->tiling.form != CONV_DYN_DIRECT_RESIDENT || L->smem_bytes <= kMaxShared) return cudaSuccess;
+  const forward_fn kernel = resident_kernel(*L);
+  if (kernel == NULL) return cudaErrorInvalidValue;
+  /* Always the same value, never this plan's own need: the attribute
+   * belongs to the kernel, which other plans share. */
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              CONV_DYN_DIRECT_SMEM_MAX);
 }
 
 extern "C" cudaError_t conv_dyn_direct_run(const conv_dyn_direct_launch *L, float *x, float *wt,
