@@ -28,7 +28,7 @@
 #include <stdlib.h>
 
 #include "algorithms/dynamic.h"
-#include "runtime/internal.h"
+#include "runtime/cublaslt.h"
 
 #define DU_GEMM_WS_MAX ((size_t)32 << 20)
 #define DU_WS_ALIGN 256u

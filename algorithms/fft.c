@@ -39,7 +39,7 @@
 #include <stdlib.h>
 
 #include "algorithms/fft_tiles.h"
-#include "runtime/internal.h"
+#include "runtime/cublaslt.h"
 
 #define FFT_SIZE_MAX 4096
 #define FFT_GEMM_WS_MAX ((size_t)32 << 20)
