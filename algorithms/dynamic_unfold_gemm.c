@@ -24,15 +24,11 @@
  * bounds), and the rank of cuBLASLt's heuristic answer.
  */
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "algorithms/dynamic.h"
-#include "runtime/internal.h"
+#include "runtime/cublaslt.h"
 
-#define DU_GEMM_WS_MAX ((size_t)32 << 20)
-#define DU_WS_ALIGN 256u
-#define DU_HEURISTIC_MAX 8
 #define DU_ALGOS_OFFERED 3
 /* One launch per image and group: past this the baseline is only launches. */
 #define DU_MAX_GEMMS 65536
@@ -44,9 +40,9 @@ typedef struct du_state {
   conv_direction direction;
   int images; /* per unfold */
   cublasLtMatmulDesc_t desc;
-  cublasLtMatrixLayout_t a, b, dl;
+  conv_cublaslt_layouts lay;
   cublasLtMatmulAlgo_t algo;
-  size_t gemm_ws_bytes; /* rounded up to DU_WS_ALIGN; u follows */
+  size_t gemm_ws_bytes; /* rounded up to CONV_CUBLASLT_WS_ALIGN; u follows */
   size_t unfold_bytes;
 } du_state;
 
@@ -66,19 +62,17 @@ static int64_t du_unfold_bytes_per_image(const conv_dynamic_dims *d) {
 static void du_release(void *state) {
   du_state *st = state;
   if (st == NULL) return;
-  if (st->a) cublasLtMatrixLayoutDestroy(st->a);
-  if (st->b) cublasLtMatrixLayoutDestroy(st->b);
-  if (st->dl) cublasLtMatrixLayoutDestroy(st->dl);
+  conv_cublaslt_layouts_destroy(&st->lay);
   if (st->desc) cublasLtMatmulDescDestroy(st->desc);
   free(st);
 }
 
-/* rows x cols column-major, batched over the P*Q pixels. */
+/* rows x cols column-major, batched over the P*Q pixels.  Not
+ * conv_cublaslt_layout_batched: our messages name the attribute set. */
 static conv_status du_layout(cublasLtMatrixLayout_t *layout, int64_t rows, int64_t cols,
                              int64_t ld, int pixels, int64_t batch_stride, conv_error *err) {
-  conv_status st = conv_check_cublas(
-      err, cublasLtMatrixLayoutCreate(layout, CUDA_R_32F, (uint64_t)rows, (uint64_t)cols, ld),
-      "dynamic_unfold_gemm: cublasLtMatrixLayoutCreate");
+  conv_status st =
+      conv_cublaslt_layout(layout, CUDA_R_32F, rows, cols, ld, "dynamic_unfold_gemm", err);
   const int32_t count = pixels;
   if (st == CONV_OK)
     st = conv_check_cublas(err, cublasLtMatrixLayoutSetAttribute(*layout,
@@ -97,54 +91,36 @@ static conv_status du_layout(cublasLtMatrixLayout_t *layout, int64_t rows, int64
 static conv_status du_gemm_describe(const conv_problem *pb, du_state *st, conv_error *err) {
   const conv_dynamic_dims *d = &st->d;
   const int64_t plane = (int64_t)d->p * d->q, u_stride = (int64_t)d->cg * d->taps;
-  const cublasComputeType_t compute =
-      pb->math == CONV_MATH_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   conv_status s;
-  CONV_TRY(s, conv_check_cublas(err, cublasLtMatmulDescCreate(&st->desc, compute, CUDA_R_32F),
-                                "dynamic_unfold_gemm: cublasLtMatmulDescCreate"), out);
+  CONV_TRY(s,
+           conv_cublaslt_desc_create(pb->math, CUDA_R_32F, &st->desc, "dynamic_unfold_gemm", err),
+           out);
   const int pixels = (int)plane;
   if (st->direction == CONV_FORWARD) {
-    CONV_TRY(s, du_layout(&st->a, 1, d->taps, plane, pixels, 1, err), out);
-    CONV_TRY(s, du_layout(&st->b, d->taps, d->cg, d->taps, pixels, u_stride, err), out);
-    CONV_TRY(s, du_layout(&st->dl, 1, d->cg, plane, pixels, 1, err), out);
+    CONV_TRY(s, du_layout(&st->lay.a, 1, d->taps, plane, pixels, 1, err), out);
+    CONV_TRY(s, du_layout(&st->lay.b, d->taps, d->cg, d->taps, pixels, u_stride, err), out);
+    CONV_TRY(s, du_layout(&st->lay.d, 1, d->cg, plane, pixels, 1, err), out);
   } else {
     const cublasOperation_t transpose = CUBLAS_OP_T;
     CONV_TRY(s, conv_check_cublas(err, cublasLtMatmulDescSetAttribute(
                                            st->desc, CUBLASLT_MATMUL_DESC_TRANSB, &transpose,
                                            sizeof transpose),
                                   "dynamic_unfold_gemm: transb"), out);
-    CONV_TRY(s, du_layout(&st->a, 1, d->cg, plane, pixels, 1, err), out);
-    CONV_TRY(s, du_layout(&st->b, d->taps, d->cg, d->taps, pixels, u_stride, err), out);
-    CONV_TRY(s, du_layout(&st->dl, 1, d->taps, plane, pixels, 1, err), out);
+    CONV_TRY(s, du_layout(&st->lay.a, 1, d->cg, plane, pixels, 1, err), out);
+    CONV_TRY(s, du_layout(&st->lay.b, d->taps, d->cg, d->taps, pixels, u_stride, err), out);
+    CONV_TRY(s, du_layout(&st->lay.d, 1, d->taps, plane, pixels, 1, err), out);
   }
 out:
   return s;
 }
 
-/* cuBLASLt's ranked algorithms for the GEMM; *found counts the usable
- * ones (0 where it has none, which is not an error).  Every pointer is
- * only float-aligned: pixels are one element apart. */
-static conv_status du_heuristic(conv_env *env, const conv_problem *pb, const du_state *st,
-                                cublasLtMatmulHeuristicResult_t res[DU_HEURISTIC_MAX], int *found,
-                                conv_error *err) {
-  cublasLtMatmulPreference_t pref = NULL;
-  const conv_gemm_align align = {4, 4, 4};
-  conv_status s;
-  *found = 0;
-  CONV_TRY(s, conv_check_cublas(err, cublasLtMatmulPreferenceCreate(&pref),
-                                "dynamic_unfold_gemm: cublasLtMatmulPreferenceCreate"), out);
-  CONV_TRY(s, conv_cublaslt_pref_fill(pref, pb->math, DU_GEMM_WS_MAX, &align, err), out);
-  int returned = 0;
-  const cublasStatus_t cs = cublasLtMatmulAlgoGetHeuristic(
-      env->cublaslt, st->desc, st->a, st->b, st->dl, st->dl, pref, DU_HEURISTIC_MAX, res, &returned);
-  if (cs == CUBLAS_STATUS_NOT_SUPPORTED) returned = 0;
-  else CONV_TRY(s, conv_check_cublas(err, cs, "dynamic_unfold_gemm: cublasLtMatmulAlgoGetHeuristic"), out);
-  while (*found < returned && res[*found].state == CUBLAS_STATUS_SUCCESS &&
-         res[*found].workspaceSize <= DU_GEMM_WS_MAX)
-    ++*found;
-out:
-  if (pref) cublasLtMatmulPreferenceDestroy(pref);
-  return s;
+/* The GEMM as the heuristic is asked about it.  Every pointer is only
+ * float-aligned: pixels are one element apart. */
+static conv_cublaslt_query du_query(conv_env *env, const conv_problem *pb, const du_state *st) {
+  static const conv_gemm_align align = {4, 4, 4};
+  return (conv_cublaslt_query){.lt = env->cublaslt, .desc = st->desc, .layouts = &st->lay,
+                               .math = pb->math, .align = &align,
+                               .prefix = "dynamic_unfold_gemm"};
 }
 
 static conv_status du_state_create(const conv_problem *pb, int64_t images, du_state **out,
@@ -186,23 +162,19 @@ static conv_status du_prepare(const conv_problem *problem, conv_env *env,
                           DU_MAX_GEMMS);
   conv_status s = conv_config_check(config, "dynamic_unfold_gemm", 2, 0, 1 << 30, err);
   if (s != CONV_OK) return s;
-  if (config->values[1] >= DU_HEURISTIC_MAX)
+  if (config->values[1] >= CONV_CUBLASLT_HEURISTIC_MAX)
     return conv_error_set(err, CONV_UNSUPPORTED, "dynamic_unfold_gemm: gemm algo %lld not in [0, %d)",
-                          (long long)config->values[1], DU_HEURISTIC_MAX);
+                          (long long)config->values[1], CONV_CUBLASLT_HEURISTIC_MAX);
   du_state *st = NULL;
   CONV_TRY(s, du_state_create(problem, config->values[0], &st, err), fail);
-  cublasLtMatmulHeuristicResult_t res[DU_HEURISTIC_MAX];
-  int found = 0;
-  CONV_TRY(s, du_heuristic(env, problem, st, res, &found, err), fail);
-  const int index = (int)config->values[1];
-  if (found <= index) {
-    s = conv_error_set(err, CONV_UNSUPPORTED,
-                       "dynamic_unfold_gemm: cuBLASLt offers %d algorithms for this GEMM, not %d",
-                       found, index + 1);
-    goto fail;
-  }
-  st->algo = res[index].algo;
-  st->gemm_ws_bytes = (res[index].workspaceSize + DU_WS_ALIGN - 1) / DU_WS_ALIGN * DU_WS_ALIGN;
+  const conv_cublaslt_query q = du_query(env, problem, st);
+  cublasLtMatmulHeuristicResult_t picked;
+  CONV_TRY(s,
+           conv_cublaslt_ranked_algo(&q, (int)config->values[1], "dynamic_unfold_gemm", &picked,
+                                     err),
+           fail);
+  st->algo = picked.algo;
+  st->gemm_ws_bytes = conv_cublaslt_ws_round(picked.workspaceSize);
   out->state = st;
   out->workspace_bytes = st->gemm_ws_bytes + st->unfold_bytes;
   out->arith = CONV_ARITH_DIRECT;
@@ -230,9 +202,10 @@ static conv_status du_configs(const conv_problem *problem, conv_env *env, conv_c
     conv_status s = du_state_create(problem, chunks[c], &st, err);
     if (s == CONV_UNSUPPORTED) continue; /* too large unfolded: not offered */
     if (s != CONV_OK) return s;
-    cublasLtMatmulHeuristicResult_t res[DU_HEURISTIC_MAX];
+    const conv_cublaslt_query q = du_query(env, problem, st);
+    cublasLtMatmulHeuristicResult_t res[CONV_CUBLASLT_HEURISTIC_MAX];
     int found = 0;
-    s = du_heuristic(env, problem, st, res, &found, err);
+    s = conv_cublaslt_heuristic(&q, res, &found, err);
     du_release(st);
     if (s != CONV_OK) return s;
     for (int a = 0; a < found && a < DU_ALGOS_OFFERED && n < max; a++)
@@ -259,9 +232,9 @@ static conv_status du_gemms(const conv_exec *ex, int b0, int images, const float
     const float *a = st->direction == CONV_FORWARD ? ex->w + weights : ex->y + channels;
     float *out = st->direction == CONV_FORWARD ? ex->y + channels : (float *)ex->w + weights;
     s = conv_check_cublas(err,
-                          cublasLtMatmul(ex->env->cublaslt, st->desc, &one, a, st->a, ub, st->b,
-                                         &zero, out, st->dl, out, st->dl, &st->algo, ws,
-                                         st->gemm_ws_bytes, stream),
+                          cublasLtMatmul(ex->env->cublaslt, st->desc, &one, a, st->lay.a, ub,
+                                         st->lay.b, &zero, out, st->lay.d, out, st->lay.d,
+                                         &st->algo, ws, st->gemm_ws_bytes, stream),
                           "dynamic_unfold_gemm: cublasLtMatmul");
   }
   return s;
@@ -274,11 +247,11 @@ static conv_status du_run(const conv_exec *ex, cudaStream_t stream, conv_error *
   const du_state *st = ex->state;
   const size_t need = st->gemm_ws_bytes + st->unfold_bytes;
   if (ex->workspace == NULL || ex->workspace_bytes < need ||
-      (uintptr_t)ex->workspace % DU_WS_ALIGN != 0)
+      !conv_cublaslt_aligned(ex->workspace, CONV_CUBLASLT_WS_ALIGN))
     return conv_error_set(err, CONV_INVALID_ARGUMENT,
                           "dynamic_unfold_gemm: workspace of %zu bytes (%u-byte aligned), %zu "
                           "needed",
-                          ex->workspace_bytes, DU_WS_ALIGN, need);
+                          ex->workspace_bytes, CONV_CUBLASLT_WS_ALIGN, need);
   float *u = (float *)((char *)ex->workspace + st->gemm_ws_bytes);
   conv_status s = CONV_OK;
   for (int b0 = 0; b0 < st->d.b && s == CONV_OK; b0 += st->images) {
@@ -291,12 +264,7 @@ static conv_status du_run(const conv_exec *ex, cudaStream_t stream, conv_error *
 }
 
 static void du_describe(const conv_config *config, char *text, size_t size) {
-  if (text == NULL || size == 0) return;
-  if (config == NULL || config->count != 2)
-    snprintf(text, size, "invalid config");
-  else
-    snprintf(text, size, "images=%lld gemm_algo=%lld", (long long)config->values[0],
-             (long long)config->values[1]);
+  conv_cublaslt_config_describe(config, "images", text, size);
 }
 
 const conv_algorithm conv_algorithm_dynamic_unfold_gemm = {

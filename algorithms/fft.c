@@ -39,10 +39,9 @@
 #include <stdlib.h>
 
 #include "algorithms/fft_tiles.h"
-#include "runtime/internal.h"
+#include "runtime/cublaslt.h"
 
 #define FFT_SIZE_MAX 4096
-#define FFT_GEMM_WS_MAX ((size_t)32 << 20)
 #define FFT_ALIGN ((size_t)256)
 
 enum { FFT_PRODUCT_KERNEL = 0, FFT_PRODUCT_GEMM = 1 };
@@ -53,7 +52,7 @@ typedef struct fft_state {
   cufftHandle filters_fwd, input_fwd, output_inv;
   bool have_filters_fwd, have_input_fwd, have_output_inv;
   cublasLtMatmulDesc_t desc;
-  cublasLtMatrixLayout_t a, b, d;
+  conv_cublaslt_layouts lay;
   cublasLtMatmulAlgo_t algo;
   size_t gemm_ws;
   /* Workspace: byte offsets of each part, and the total; the *_t parts
@@ -67,9 +66,7 @@ static void fft_release(void *state) {
   if (st->have_filters_fwd) cufftDestroy(st->filters_fwd);
   if (st->have_input_fwd) cufftDestroy(st->input_fwd);
   if (st->have_output_inv) cufftDestroy(st->output_inv);
-  if (st->a) cublasLtMatrixLayoutDestroy(st->a);
-  if (st->b) cublasLtMatrixLayoutDestroy(st->b);
-  if (st->d) cublasLtMatrixLayoutDestroy(st->d);
+  conv_cublaslt_layouts_destroy(&st->lay);
   if (st->desc) cublasLtMatmulDescDestroy(st->desc);
   free(st);
 }
@@ -224,32 +221,11 @@ static uint32_t fft_batch_align(int64_t bytes) {
   return a;
 }
 
+/* A batch of packed rows x cols complex matrices. */
 static conv_status fft_layout(cublasLtMatrixLayout_t *layout, int64_t rows, int64_t cols,
                               int64_t batch, conv_error *err) {
-  conv_status s;
-  CONV_TRY(s,
-           conv_check_cublas(err,
-                             cublasLtMatrixLayoutCreate(layout, CUDA_C_32F, (uint64_t)rows,
-                                                        (uint64_t)cols, rows),
-                             "cublasLtMatrixLayoutCreate"),
-           out);
-  const int32_t count = (int32_t)batch;
-  const int64_t stride = rows * cols;
-  CONV_TRY(s,
-           conv_check_cublas(err,
-                             cublasLtMatrixLayoutSetAttribute(
-                                 *layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
-                             "cublasLtMatrixLayoutSetAttribute"),
-           out);
-  CONV_TRY(s,
-           conv_check_cublas(err,
-                             cublasLtMatrixLayoutSetAttribute(
-                                 *layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                 sizeof stride),
-                             "cublasLtMatrixLayoutSetAttribute"),
-           out);
-out:
-  return s;
+  return conv_cublaslt_layout_batched(layout, CUDA_C_32F, rows, cols, rows, (int32_t)batch,
+                                      rows * cols, err);
 }
 
 /* The per-frequency GEMM Y (m x k) = X (m x c) * W (c x k), batched over
@@ -259,17 +235,10 @@ static conv_status fft_gemm(const conv_problem *pb, conv_env *env, fft_state *st
   const conv_fft_tiles *t = &st->t;
   conv_status s;
   cublasLtMatmulPreference_t pref = NULL;
-  /* STRICT never reaches TF32 tensor cores (and the mask below refuses
-   * them even if a library setting would allow them). */
-  const cublasComputeType_t compute =
-      pb->math == CONV_MATH_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  CONV_TRY(s,
-           conv_check_cublas(err, cublasLtMatmulDescCreate(&st->desc, compute, CUDA_C_32F),
-                             "cublasLtMatmulDescCreate"),
-           out);
-  CONV_TRY(s, fft_layout(&st->a, t->m, t->c, t->freqs, err), out);
-  CONV_TRY(s, fft_layout(&st->b, t->c, t->k, t->freqs, err), out);
-  CONV_TRY(s, fft_layout(&st->d, t->m, t->k, t->freqs, err), out);
+  CONV_TRY(s, conv_cublaslt_desc_create(pb->math, CUDA_C_32F, &st->desc, NULL, err), out);
+  CONV_TRY(s, fft_layout(&st->lay.a, t->m, t->c, t->freqs, err), out);
+  CONV_TRY(s, fft_layout(&st->lay.b, t->c, t->k, t->freqs, err), out);
+  CONV_TRY(s, fft_layout(&st->lay.d, t->m, t->k, t->freqs, err), out);
   CONV_TRY(s,
            conv_check_cublas(err, cublasLtMatmulPreferenceCreate(&pref),
                              "cublasLtMatmulPreferenceCreate"),
@@ -277,11 +246,14 @@ static conv_status fft_gemm(const conv_problem *pb, conv_env *env, fft_state *st
   const conv_gemm_align align = {fft_batch_align((int64_t)t->m * t->c * 8),
                                  fft_batch_align((int64_t)t->c * t->k * 8),
                                  fft_batch_align((int64_t)t->m * t->k * 8)};
-  CONV_TRY(s, conv_cublaslt_pref_fill(pref, pb->math, FFT_GEMM_WS_MAX, &align, err), out);
+  CONV_TRY(s, conv_cublaslt_pref_fill(pref, pb->math, CONV_CUBLASLT_WS_MAX, &align, err), out);
   cublasLtMatmulHeuristicResult_t result;
   int found = 0;
-  const cublasStatus_t cs = cublasLtMatmulAlgoGetHeuristic(env->cublaslt, st->desc, st->a, st->b,
-                                                           st->d, st->d, pref, 1, &result, &found);
+  /* Not conv_cublaslt_heuristic: one answer is asked for, and none is
+   * CONV_UNSUPPORTED with the shape in the message. */
+  const conv_cublaslt_layouts *l = &st->lay;
+  const cublasStatus_t cs = cublasLtMatmulAlgoGetHeuristic(env->cublaslt, st->desc, l->a, l->b,
+                                                           l->d, l->d, pref, 1, &result, &found);
   if (cs == CUBLAS_STATUS_NOT_SUPPORTED || (cs == CUBLAS_STATUS_SUCCESS && found == 0)) {
     s = conv_error_set(err, CONV_UNSUPPORTED,
                        "fft: cuBLASLt has no complex GEMM for %lld x %lld x %lld, %lld batches",
@@ -410,8 +382,9 @@ static conv_status fft_product(const conv_exec *ex, const fft_state *st, char *w
   const cuComplex one = {1.0f, 0.0f}, zero = {0.0f, 0.0f};
   CONV_TRY(s,
            conv_check_cublas(err,
-                             cublasLtMatmul(ex->env->cublaslt, st->desc, &one, xt, st->a, wt,
-                                            st->b, &zero, yt, st->d, yt, st->d, &st->algo,
+                             cublasLtMatmul(ex->env->cublaslt, st->desc, &one, xt, st->lay.a,
+                                            wt, st->lay.b, &zero, yt, st->lay.d, yt, st->lay.d,
+                                            &st->algo,
                                             ws + st->off_gemm_ws, st->gemm_ws, stream),
                              "fft: cublasLtMatmul"),
            out);

@@ -24,24 +24,18 @@
  * cuBLASLt heuristic's answers for the full chunk.
  */
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "algorithms/im2col.h"
-#include "runtime/internal.h"
+#include "runtime/cublaslt.h"
 
-/* cuBLAS recommends 32 MiB of workspace on Hopper. */
-#define GN_GEMM_WS_MAX ((size_t)32 << 20)
 /* Past this a col buffer is not worth timing (and conv_im2col_nhwc
  * indexes it in 32 bits). */
 #define GN_COL_BYTES_MAX ((int64_t)4 << 30)
-#define GN_HEURISTIC_MAX 8
 #define GN_ALGOS_OFFERED 4
-/* cuBLASLt's workspace, like cuBLAS's, wants 256-byte alignment. */
-#define GN_WS_ALIGN 256u
 
 typedef struct gn_gemm {
-  cublasLtMatrixLayout_t a, b, d;
+  conv_cublaslt_layouts lay;
   cublasLtMatmulAlgo_t algo;
   size_t ws_bytes;
 } gn_gemm;
@@ -72,22 +66,16 @@ static bool gn_applicable(const conv_problem *pb, const conv_env *env) {
 static void gn_release(void *state) {
   gn_state *st = state;
   if (st == NULL) return;
-  const gn_gemm *gemms[2] = {&st->full, &st->tail};
-  for (int i = 0; i < 2; ++i) {
-    if (gemms[i]->a) cublasLtMatrixLayoutDestroy(gemms[i]->a);
-    if (gemms[i]->b) cublasLtMatrixLayoutDestroy(gemms[i]->b);
-    if (gemms[i]->d) cublasLtMatrixLayoutDestroy(gemms[i]->d);
-  }
+  conv_cublaslt_layouts_destroy(&st->full.lay);
+  conv_cublaslt_layouts_destroy(&st->tail.lay);
   if (st->desc) cublasLtMatmulDescDestroy(st->desc);
   free(st);
 }
 
-/* The largest power-of-two alignment (bytes, at most 16) that base + i *
- * offset keeps for every i, offsets in floats. */
+/* The alignment (bytes, at most 16) that base + i * offset keeps for
+ * every i, offset in floats. */
 static uint32_t gn_offset_align(int64_t offset) {
-  uint32_t align = 16;
-  while (align > 4 && offset % (align / 4) != 0) align /= 2;
-  return align;
+  return conv_cublaslt_offsets_align(16, &offset, 1);
 }
 
 static conv_status gn_desc_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
@@ -101,13 +89,8 @@ static conv_status gn_desc_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAtt
  * time; the heuristic needs only the epilogue's kind). */
 static conv_status gn_desc_create(const conv_problem *pb, const float *bias,
                                   cublasLtMatmulDesc_t *desc, conv_error *err) {
-  const cublasComputeType_t compute =
-      pb->math == CONV_MATH_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   conv_status st;
-  CONV_TRY(st,
-           conv_check_cublas(err, cublasLtMatmulDescCreate(desc, compute, CUDA_R_32F),
-                             "cublasLtMatmulDescCreate"),
-           out);
+  CONV_TRY(st, conv_cublaslt_desc_create(pb->math, CUDA_R_32F, desc, NULL, err), out);
   const cublasOperation_t transpose = CUBLAS_OP_T;
   CONV_TRY(st, gn_desc_attr(*desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof transpose, err),
            out);
@@ -126,56 +109,26 @@ out:
   return st;
 }
 
-static conv_status gn_layout(cublasLtMatrixLayout_t *layout, int64_t rows, int64_t cols,
-                             int64_t ld, conv_error *err) {
-  return conv_check_cublas(err,
-                           cublasLtMatrixLayoutCreate(layout, CUDA_R_32F, (uint64_t)rows,
-                                                      (uint64_t)cols, ld),
-                           "cublasLtMatrixLayoutCreate");
-}
-
 /* The layouts of one chunk of `images`: A the filter (rsc x k), B the
  * input rows (rsc x rows), D the output (k x rows). */
 static conv_status gn_gemm_layouts(const conv_problem *pb, const gn_state *st, int64_t images,
                                    gn_gemm *g, conv_error *err) {
   const int64_t rows = images * st->pixels;
   conv_status s;
-  CONV_TRY(s, gn_layout(&g->a, st->depth, pb->k, st->depth, err), out);
-  CONV_TRY(s, gn_layout(&g->b, st->depth, rows, st->depth, err), out);
-  CONV_TRY(s, gn_layout(&g->d, pb->k, rows, pb->k, err), out);
+  CONV_TRY(s, conv_cublaslt_layout(&g->lay.a, CUDA_R_32F, st->depth, pb->k, st->depth, NULL, err),
+           out);
+  CONV_TRY(s, conv_cublaslt_layout(&g->lay.b, CUDA_R_32F, st->depth, rows, st->depth, NULL, err),
+           out);
+  CONV_TRY(s, conv_cublaslt_layout(&g->lay.d, CUDA_R_32F, pb->k, rows, pb->k, NULL, err), out);
 out:
   return s;
 }
 
-/* Ranked algos for `g`; *found counts the usable leading ones (0 when
- * cuBLASLt has none, which is not an error). */
-static conv_status gn_heuristic(const conv_problem *pb, conv_env *env, const gn_state *st,
-                                const gn_gemm *g,
-                                cublasLtMatmulHeuristicResult_t results[GN_HEURISTIC_MAX],
-                                int *found, conv_error *err) {
-  cublasLtMatmulPreference_t pref = NULL;
-  conv_status s;
-  CONV_TRY(s,
-           conv_check_cublas(err, cublasLtMatmulPreferenceCreate(&pref),
-                             "cublasLtMatmulPreferenceCreate"),
-           out);
-  CONV_TRY(s, conv_cublaslt_pref_fill(pref, pb->math, GN_GEMM_WS_MAX, &st->align, err), out);
-  int returned = 0;
-  const cublasStatus_t cs = cublasLtMatmulAlgoGetHeuristic(
-      env->cublaslt, st->desc, g->a, g->b, g->d, g->d, pref, GN_HEURISTIC_MAX, results, &returned);
-  if (cs == CUBLAS_STATUS_NOT_SUPPORTED) {
-    returned = 0;
-  } else {
-    CONV_TRY(s, conv_check_cublas(err, cs, "cublasLtMatmulAlgoGetHeuristic"), out);
-  }
-  int usable = 0;
-  while (usable < returned && results[usable].state == CUBLAS_STATUS_SUCCESS &&
-         results[usable].workspaceSize <= GN_GEMM_WS_MAX)
-    ++usable;
-  *found = usable;
-out:
-  if (pref) cublasLtMatmulPreferenceDestroy(pref);
-  return s;
+/* GEMM `g` as the heuristic is asked about it. */
+static conv_cublaslt_query gn_query(const conv_problem *pb, const conv_env *env,
+                                    const gn_state *st, const gn_gemm *g) {
+  return (conv_cublaslt_query){.lt = env->cublaslt, .desc = st->desc, .layouts = &g->lay,
+                               .math = pb->math, .align = &st->align, .prefix = NULL};
 }
 
 /* Shapes, alignments, descriptor and the full chunk's layouts. */
@@ -218,46 +171,27 @@ fail:
   return s;
 }
 
-static size_t gn_round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
-
 /* The full chunk's algo (the heuristic's algo_index-th) and, where the
  * batch does not divide, the same algo for the tail if it takes it, else
  * the heuristic's first for the tail's shape. */
 static conv_status gn_pick_algos(const conv_problem *pb, conv_env *env, gn_state *st,
                                  int algo_index, conv_error *err) {
-  cublasLtMatmulHeuristicResult_t res[GN_HEURISTIC_MAX];
-  int found = 0;
+  const conv_cublaslt_query full = gn_query(pb, env, st, &st->full);
+  cublasLtMatmulHeuristicResult_t picked;
   conv_status s;
-  CONV_TRY(s, gn_heuristic(pb, env, st, &st->full, res, &found, err), out);
-  if (found <= algo_index) {
-    s = conv_error_set(err, CONV_UNSUPPORTED,
-                       "gemm_nhwc: cuBLASLt offers %d algorithms for this GEMM, not %d", found,
-                       algo_index + 1);
-    goto out;
-  }
-  st->full.algo = res[algo_index].algo;
-  st->full.ws_bytes = res[algo_index].workspaceSize;
+  CONV_TRY(s, conv_cublaslt_ranked_algo(&full, algo_index, "gemm_nhwc", &picked, err), out);
+  st->full.algo = picked.algo;
+  st->full.ws_bytes = picked.workspaceSize;
   const int64_t rest = pb->n % st->chunk;
   if (rest != 0) {
     st->has_tail = true;
     gn_gemm *t = &st->tail;
     CONV_TRY(s, gn_gemm_layouts(pb, st, rest, t, err), out);
-    cublasLtMatmulHeuristicResult_t check;
-    if (cublasLtMatmulAlgoCheck(env->cublaslt, st->desc, t->a, t->b, t->d, t->d, &st->full.algo,
-                                &check) == CUBLAS_STATUS_SUCCESS &&
-        check.workspaceSize <= GN_GEMM_WS_MAX) {
-      t->algo = st->full.algo;
-      t->ws_bytes = check.workspaceSize;
-    } else {
-      CONV_TRY(s, gn_heuristic(pb, env, st, t, res, &found, err), out);
-      if (found == 0) {
-        s = conv_error_set(err, CONV_UNSUPPORTED,
-                           "gemm_nhwc: cuBLASLt has no algorithm for the last partial chunk");
-        goto out;
-      }
-      t->algo = res[0].algo;
-      t->ws_bytes = res[0].workspaceSize;
-    }
+    const conv_cublaslt_query tail = gn_query(pb, env, st, t);
+    CONV_TRY(s,
+             conv_cublaslt_tail_algo(&tail, &st->full.algo, "gemm_nhwc", &t->algo, &t->ws_bytes,
+                                     err),
+             out);
   }
 out:
   return s;
@@ -277,16 +211,16 @@ static conv_status gn_prepare(const conv_problem *pb, conv_env *env, const conv_
   if (chunk < 1 || chunk > pb->n)
     return conv_error_set(err, CONV_UNSUPPORTED, "gemm_nhwc: batch chunk %lld not in [1, %lld]",
                           (long long)chunk, (long long)pb->n);
-  if (algo_index < 0 || algo_index >= GN_HEURISTIC_MAX)
+  if (algo_index < 0 || algo_index >= CONV_CUBLASLT_HEURISTIC_MAX)
     return conv_error_set(err, CONV_UNSUPPORTED, "gemm_nhwc: gemm algo %lld not in [0, %d)",
-                          (long long)algo_index, GN_HEURISTIC_MAX);
+                          (long long)algo_index, CONV_CUBLASLT_HEURISTIC_MAX);
   gn_state *st = NULL;
   conv_status s;
   CONV_TRY(s, gn_state_create(pb, chunk, &st, err), fail);
   CONV_TRY(s, gn_pick_algos(pb, env, st, (int)algo_index, err), fail);
   size_t ws = st->full.ws_bytes;
   if (st->has_tail && st->tail.ws_bytes > ws) ws = st->tail.ws_bytes;
-  st->gemm_ws_bytes = gn_round_up(ws, GN_WS_ALIGN);
+  st->gemm_ws_bytes = conv_cublaslt_ws_round(ws);
   st->col_offset = st->gemm_ws_bytes;
   out->state = st;
   out->workspace_bytes = st->col_offset + st->col_bytes;
@@ -337,10 +271,13 @@ static conv_status gn_configs(const conv_problem *pb, conv_env *env, conv_config
     const int n_chunks = gn_chunks(pb, env, chunks);
     for (int i = 0; i < n_chunks && written < max; ++i) {
       gn_state *st = NULL;
-      cublasLtMatmulHeuristicResult_t res[GN_HEURISTIC_MAX];
+      cublasLtMatmulHeuristicResult_t res[CONV_CUBLASLT_HEURISTIC_MAX];
       int found = 0;
       conv_status s = gn_state_create(pb, chunks[i], &st, err);
-      if (s == CONV_OK) s = gn_heuristic(pb, env, st, &st->full, res, &found, err);
+      if (s == CONV_OK) {
+        const conv_cublaslt_query q = gn_query(pb, env, st, &st->full);
+        s = conv_cublaslt_heuristic(&q, res, &found, err);
+      }
       gn_release(st);
       if (s == CONV_UNSUPPORTED) continue; /* a shape cuBLASLt or we refuse */
       if (s != CONV_OK) return s;
@@ -368,15 +305,11 @@ static conv_status gn_run_chunk(const conv_exec *ex, cublasLtMatmulDesc_t desc, 
   const float one = 1.0f, zero = 0.0f;
   float *d = ex->y + n0 * st->y_image;
   return conv_check_cublas(err,
-                           cublasLtMatmul(ex->env->cublaslt, desc, &one, ex->w, g->a, b, g->b,
-                                          &zero, d, g->d, d, g->d, &g->algo,
+                           cublasLtMatmul(ex->env->cublaslt, desc, &one, ex->w, g->lay.a, b,
+                                          g->lay.b, &zero, d, g->lay.d, d, g->lay.d, &g->algo,
                                           st->gemm_ws_bytes ? ex->workspace : NULL,
                                           st->gemm_ws_bytes, stream),
                            "cublasLtMatmul");
-}
-
-static bool gn_aligned(const void *ptr, uint32_t align) {
-  return ((uintptr_t)ptr & (uintptr_t)(align - 1u)) == 0;
 }
 
 static conv_status gn_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
@@ -387,13 +320,13 @@ static conv_status gn_run(const conv_exec *ex, cudaStream_t stream, conv_error *
   const gn_state *st = ex->state;
   const size_t need = st->col_offset + st->col_bytes;
   if (need > 0 && (ex->workspace == NULL || ex->workspace_bytes < need ||
-                   !gn_aligned(ex->workspace, GN_WS_ALIGN)))
+                   !conv_cublaslt_aligned(ex->workspace, CONV_CUBLASLT_WS_ALIGN)))
     return conv_error_set(err, CONV_INVALID_ARGUMENT,
                           "gemm_nhwc: workspace of %zu bytes (%u-byte aligned), %zu needed",
-                          ex->workspace_bytes, GN_WS_ALIGN, need);
+                          ex->workspace_bytes, CONV_CUBLASLT_WS_ALIGN, need);
   const void *ptrs[] = {ex->x, ex->w, ex->y, ex->bias};
   for (int i = 0; i < 4; ++i)
-    if (ptrs[i] != NULL && !gn_aligned(ptrs[i], CONV_POINTER_ALIGNMENT))
+    if (ptrs[i] != NULL && !conv_cublaslt_aligned(ptrs[i], CONV_POINTER_ALIGNMENT))
       return conv_error_set(err, CONV_INVALID_ARGUMENT,
                             "gemm_nhwc: a tensor pointer is not %d-byte aligned",
                             CONV_POINTER_ALIGNMENT);
@@ -412,12 +345,7 @@ static conv_status gn_run(const conv_exec *ex, cudaStream_t stream, conv_error *
 }
 
 static void gn_describe(const conv_config *config, char *text, size_t size) {
-  if (text == NULL || size == 0) return;
-  if (config == NULL || config->count != 2)
-    snprintf(text, size, "invalid config");
-  else
-    snprintf(text, size, "batch=%lld gemm_algo=%lld", (long long)config->values[0],
-             (long long)config->values[1]);
+  conv_cublaslt_config_describe(config, "batch", text, size);
 }
 
 const conv_algorithm conv_algorithm_gemm_nhwc = {

@@ -16,19 +16,14 @@
  * heuristic's answers for the full chunk.
  */
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "algorithms/im2col.h"
 #include "algorithms/kernels.h"
-#include "runtime/internal.h"
+#include "runtime/cublaslt.h"
 
-/* cuBLAS recommends 32 MiB of workspace on Hopper (4 MiB before). */
-#define IG_GEMM_WS_MAX ((size_t)32 << 20)
 /* Past this an im2col buffer is not worth timing. */
 #define IG_COL_BYTES_MAX ((int64_t)8 << 30)
-/* prepare() accepts algo_index below this; configs() offers fewer. */
-#define IG_HEURISTIC_MAX 8
 #define IG_ALGOS_OFFERED 4
 #define IG_CHUNKS_MAX 3
 /* The pointer alignment prepare() assumes for x, w, y and the workspace.
@@ -37,9 +32,6 @@
 #define IG_BASE_ALIGN 16u
 /* The weakest alignment a float pointer can have: the fallback algos'. */
 #define IG_MIN_ALIGN 4u
-/* cuBLAS documents 256-byte alignment for its workspace (cublasSetWorkspace);
- * we hold cuBLASLt's to the same, which cudaMalloc always meets. */
-#define IG_WS_ALIGN 256u
 
 /* ---------------------------------------------------------------- state */
 
@@ -52,7 +44,7 @@ typedef struct ig_dims {
 
 /* One matmul shape (full chunk or the last, partial one) and its algos. */
 typedef struct ig_gemm {
-  cublasLtMatrixLayout_t a, b, d;
+  conv_cublaslt_layouts lay;
   cublasLtMatmulAlgo_t algo;     /* valid when pointers meet ig_state.align */
   cublasLtMatmulAlgo_t fallback; /* valid for any float-aligned pointers     */
   bool has_fallback;
@@ -103,29 +95,13 @@ static int64_t ig_col_bytes_per_image(const ig_dims *d) {
 static void ig_release(void *state) {
   ig_state *st = state;
   if (st == NULL) return;
-  const ig_gemm *gemms[2] = {&st->full, &st->tail};
-  for (int i = 0; i < 2; ++i) {
-    if (gemms[i]->a) cublasLtMatrixLayoutDestroy(gemms[i]->a);
-    if (gemms[i]->b) cublasLtMatrixLayoutDestroy(gemms[i]->b);
-    if (gemms[i]->d) cublasLtMatrixLayoutDestroy(gemms[i]->d);
-  }
+  conv_cublaslt_layouts_destroy(&st->full.lay);
+  conv_cublaslt_layouts_destroy(&st->tail.lay);
   if (st->desc) cublasLtMatmulDescDestroy(st->desc);
   free(st);
 }
 
 /* ---------------------------------------------------------------- alignment */
-
-/* The alignment (bytes) every pointer base + i*offset keeps when base is
- * aligned to `base`: offsets in elements, 0 entries ignored. */
-static uint32_t ig_offsets_align(uint32_t base, const int64_t *offsets, int count) {
-  uint32_t align = base;
-  for (int i = 0; i < count; ++i) {
-    if (offsets[i] <= 0) continue;
-    const uint64_t low = (uint64_t)offsets[i] & (~(uint64_t)offsets[i] + 1u);
-    if (low < align / sizeof(float)) align = (uint32_t)(low * sizeof(float));
-  }
-  return align;
-}
 
 /* What run() will add to each base pointer: chunk starts, group starts and
  * cuBLASLt's own batch strides.  Only offsets that actually occur count, so
@@ -138,117 +114,46 @@ static void ig_align_compute(const conv_problem *pb, ig_state *st) {
   if (st->direct) {
     const int64_t a_off[3] = {chunk_step * st->x_image, grouped ? st->x_group : 0,
                               st->dims.a_batch_stride};
-    st->align.a = ig_offsets_align(IG_BASE_ALIGN, a_off, 3);
+    st->align.a = conv_cublaslt_offsets_align(IG_BASE_ALIGN, a_off, 3);
   } else {
     /* The col buffer starts at a 256-byte boundary of the workspace. */
     const int64_t a_off[1] = {st->dims.a_batch_stride};
-    st->align.a = ig_offsets_align(IG_BASE_ALIGN, a_off, 1);
+    st->align.a = conv_cublaslt_offsets_align(IG_BASE_ALIGN, a_off, 1);
   }
   const int64_t b_off[1] = {grouped ? st->w_group : 0};
-  st->align.b = ig_offsets_align(IG_BASE_ALIGN, b_off, 1);
+  st->align.b = conv_cublaslt_offsets_align(IG_BASE_ALIGN, b_off, 1);
   const int64_t d_off[3] = {chunk_step * st->y_image, grouped ? st->y_group : 0,
                             st->dims.d_batch_stride};
-  st->align.d = ig_offsets_align(IG_BASE_ALIGN, d_off, 3);
-}
-
-static bool ig_aligned(const void *ptr, uint32_t align) {
-  return ((uintptr_t)ptr & (uintptr_t)(align - 1u)) == 0;
+  st->align.d = conv_cublaslt_offsets_align(IG_BASE_ALIGN, d_off, 3);
 }
 
 /* ---------------------------------------------------------------- cuBLASLt */
 
-static conv_status ig_desc_create(conv_math math, cublasLtMatmulDesc_t *desc, conv_error *err) {
-  /* STRICT must never reach TF32 tensor cores: plain 32F compute guarantees
-   * IEEE fp32 products (the preference mask below double-checks). */
-  const cublasComputeType_t compute =
-      math == CONV_MATH_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  return conv_check_cublas(err, cublasLtMatmulDescCreate(desc, compute, CUDA_R_32F),
-                           "cublasLtMatmulDescCreate");
-}
-
-static conv_status ig_layout_set(cublasLtMatrixLayout_t layout,
-                                 cublasLtMatrixLayoutAttribute_t attr, const void *value,
-                                 size_t size, conv_error *err) {
-  return conv_check_cublas(err, cublasLtMatrixLayoutSetAttribute(layout, attr, value, size),
-                           "cublasLtMatrixLayoutSetAttribute");
-}
-
-/* A batch of `images` column-major rows x cols fp32 matrices; a created
- * layout is kept in *layout (and destroyed by ig_release) even on failure. */
-static conv_status ig_layout_create(cublasLtMatrixLayout_t *layout, int64_t rows, int64_t cols,
-                                    int64_t ld, int images, int64_t batch_stride,
-                                    conv_error *err) {
-  conv_status st;
-  CONV_TRY(st,
-           conv_check_cublas(err,
-                             cublasLtMatrixLayoutCreate(layout, CUDA_R_32F, (uint64_t)rows,
-                                                        (uint64_t)cols, ld),
-                             "cublasLtMatrixLayoutCreate"),
-           out);
-  const int32_t count = images;
-  CONV_TRY(st,
-           ig_layout_set(*layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count, err),
-           out);
-  CONV_TRY(st,
-           ig_layout_set(*layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &batch_stride,
-                         sizeof batch_stride, err),
-           out);
-out:
-  return st;
-}
-
+/* A, B and D of one group for a chunk of `images` (file comment). */
 static conv_status ig_gemm_layouts(const ig_dims *d, int images, ig_gemm *g, conv_error *err) {
   conv_status st;
-  CONV_TRY(st, ig_layout_create(&g->a, d->m, d->k, d->m, images, d->a_batch_stride, err), out);
-  /* Every image of the batch multiplies the same filter block. */
-  CONV_TRY(st, ig_layout_create(&g->b, d->k, d->n, d->k, images, 0, err), out);
-  CONV_TRY(st, ig_layout_create(&g->d, d->m, d->n, d->m, images, d->d_batch_stride, err), out);
-out:
-  return st;
-}
-
-/* Ranked algos for gemm `g` under alignments `al`; *found counts the usable
- * leading results (0 when cuBLASLt has none, which is not an error). */
-static conv_status ig_heuristic(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, const ig_gemm *g,
-                                conv_math math, const conv_gemm_align *al,
-                                cublasLtMatmulHeuristicResult_t results[IG_HEURISTIC_MAX],
-                                int *found, conv_error *err) {
-  cublasLtMatmulPreference_t pref = NULL;
-  conv_status st;
   CONV_TRY(st,
-           conv_check_cublas(err, cublasLtMatmulPreferenceCreate(&pref),
-                             "cublasLtMatmulPreferenceCreate"),
+           conv_cublaslt_layout_batched(&g->lay.a, CUDA_R_32F, d->m, d->k, d->m, images,
+                                        d->a_batch_stride, err),
            out);
-  CONV_TRY(st, conv_cublaslt_pref_fill(pref, math, IG_GEMM_WS_MAX, al, err), out);
-  int returned = 0;
-  const cublasStatus_t cs = cublasLtMatmulAlgoGetHeuristic(lt, desc, g->a, g->b, g->d, g->d, pref,
-                                                           IG_HEURISTIC_MAX, results, &returned);
-  if (cs == CUBLAS_STATUS_NOT_SUPPORTED) {
-    returned = 0;
-  } else {
-    CONV_TRY(st, conv_check_cublas(err, cs, "cublasLtMatmulAlgoGetHeuristic"), out);
-  }
-  int usable = 0;
-  while (usable < returned && results[usable].state == CUBLAS_STATUS_SUCCESS &&
-         results[usable].workspaceSize <= IG_GEMM_WS_MAX)
-    ++usable;
-  *found = usable;
+  /* Every image of the batch multiplies the same filter block. */
+  CONV_TRY(st,
+           conv_cublaslt_layout_batched(&g->lay.b, CUDA_R_32F, d->k, d->n, d->k, images, 0, err),
+           out);
+  CONV_TRY(st,
+           conv_cublaslt_layout_batched(&g->lay.d, CUDA_R_32F, d->m, d->n, d->m, images,
+                                        d->d_batch_stride, err),
+           out);
 out:
-  if (pref) cublasLtMatmulPreferenceDestroy(pref);
   return st;
 }
 
-/* Whether `algo`, chosen for the full chunk, also runs the tail's shape;
- * keeping the same kernel keeps the timing honest. */
-static bool ig_algo_fits(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, const ig_gemm *g,
-                         const cublasLtMatmulAlgo_t *algo, size_t *ws_bytes) {
-  cublasLtMatmulHeuristicResult_t res;
-  if (cublasLtMatmulAlgoCheck(lt, desc, g->a, g->b, g->d, g->d, algo, &res) !=
-      CUBLAS_STATUS_SUCCESS)
-    return false;
-  if (res.workspaceSize > IG_GEMM_WS_MAX) return false;
-  *ws_bytes = res.workspaceSize;
-  return true;
+/* GEMM `g` under alignments `al`, as the heuristic is asked about it. */
+static conv_cublaslt_query ig_query(const conv_problem *pb, const conv_env *env,
+                                    const ig_state *st, const ig_gemm *g,
+                                    const conv_gemm_align *al) {
+  return (conv_cublaslt_query){.lt = env->cublaslt, .desc = st->desc, .layouts = &g->lay,
+                               .math = pb->math, .align = al, .prefix = NULL};
 }
 
 static size_t ig_max_size(size_t a, size_t b) { return a > b ? a : b; }
@@ -257,25 +162,18 @@ static size_t ig_max_size(size_t a, size_t b) { return a > b ? a : b; }
  * and the heuristic's first choice for float-aligned pointers. */
 static conv_status ig_pick_full(const conv_problem *pb, conv_env *env, ig_state *st,
                                 int algo_index, conv_error *err) {
-  cublasLtMatmulHeuristicResult_t res[IG_HEURISTIC_MAX];
-  int found = 0;
+  const conv_cublaslt_query q = ig_query(pb, env, st, &st->full, &st->align);
+  cublasLtMatmulHeuristicResult_t picked;
   conv_status s;
-  CONV_TRY(s, ig_heuristic(env->cublaslt, st->desc, &st->full, pb->math, &st->align, res, &found,
-                           err),
-           out);
-  if (found <= algo_index) {
-    s = conv_error_set(err, CONV_UNSUPPORTED,
-                       "im2col_gemm: cuBLASLt offers %d algorithms for this GEMM, not %d", found,
-                       algo_index + 1);
-    goto out;
-  }
-  st->full.algo = res[algo_index].algo;
-  st->full.ws_bytes = res[algo_index].workspaceSize;
+  CONV_TRY(s, conv_cublaslt_ranked_algo(&q, algo_index, "im2col_gemm", &picked, err), out);
+  st->full.algo = picked.algo;
+  st->full.ws_bytes = picked.workspaceSize;
 
   const conv_gemm_align weakest = {IG_MIN_ALIGN, IG_MIN_ALIGN, IG_MIN_ALIGN};
-  CONV_TRY(s, ig_heuristic(env->cublaslt, st->desc, &st->full, pb->math, &weakest, res, &found,
-                           err),
-           out);
+  const conv_cublaslt_query loose = ig_query(pb, env, st, &st->full, &weakest);
+  cublasLtMatmulHeuristicResult_t res[CONV_CUBLASLT_HEURISTIC_MAX];
+  int found = 0;
+  CONV_TRY(s, conv_cublaslt_heuristic(&loose, res, &found, err), out);
   st->full.has_fallback = found > 0;
   if (found > 0) {
     st->full.fallback = res[0].algo;
@@ -289,35 +187,25 @@ out:
  * first choice for the tail's own shape. */
 static conv_status ig_pick_tail(const conv_problem *pb, conv_env *env, ig_state *st,
                                 conv_error *err) {
-  cublasLtMatmulHeuristicResult_t res[IG_HEURISTIC_MAX];
-  int found = 0;
-  size_t ws = 0;
-  conv_status s = CONV_OK;
   ig_gemm *t = &st->tail;
-  if (ig_algo_fits(env->cublaslt, st->desc, t, &st->full.algo, &ws)) {
-    t->algo = st->full.algo;
-  } else {
-    CONV_TRY(s, ig_heuristic(env->cublaslt, st->desc, t, pb->math, &st->align, res, &found, err),
-             out);
-    if (found == 0) {
-      s = conv_error_set(err, CONV_UNSUPPORTED,
-                         "im2col_gemm: cuBLASLt has no algorithm for the last partial chunk");
-      goto out;
-    }
-    t->algo = res[0].algo;
-    ws = res[0].workspaceSize;
-  }
-  t->ws_bytes = ws;
+  const conv_cublaslt_query q = ig_query(pb, env, st, t, &st->align);
+  conv_status s;
+  CONV_TRY(s,
+           conv_cublaslt_tail_algo(&q, &st->full.algo, "im2col_gemm", &t->algo, &t->ws_bytes,
+                                   err),
+           out);
 
+  size_t ws = 0;
   t->has_fallback = false;
-  if (st->full.has_fallback &&
-      ig_algo_fits(env->cublaslt, st->desc, t, &st->full.fallback, &ws)) {
+  if (st->full.has_fallback && conv_cublaslt_algo_fits(&q, &st->full.fallback, &ws)) {
     t->fallback = st->full.fallback;
     t->has_fallback = true;
   } else {
     const conv_gemm_align weakest = {IG_MIN_ALIGN, IG_MIN_ALIGN, IG_MIN_ALIGN};
-    CONV_TRY(s, ig_heuristic(env->cublaslt, st->desc, t, pb->math, &weakest, res, &found, err),
-             out);
+    const conv_cublaslt_query loose = ig_query(pb, env, st, t, &weakest);
+    cublasLtMatmulHeuristicResult_t res[CONV_CUBLASLT_HEURISTIC_MAX];
+    int found = 0;
+    CONV_TRY(s, conv_cublaslt_heuristic(&loose, res, &found, err), out);
     if (found > 0) {
       t->fallback = res[0].algo;
       t->has_fallback = true;
@@ -360,7 +248,7 @@ static conv_status ig_state_create(const conv_problem *pb, int64_t chunk, ig_sta
     st->col_bytes = (size_t)(chunk * per_image);
   }
   ig_align_compute(pb, st);
-  CONV_TRY(s, ig_desc_create(pb->math, &st->desc, err), fail);
+  CONV_TRY(s, conv_cublaslt_desc_create(pb->math, CUDA_R_32F, &st->desc, NULL, err), fail);
   CONV_TRY(s, ig_gemm_layouts(&st->dims, (int)chunk, &st->full, err), fail);
   *out = st;
   return CONV_OK;
@@ -368,8 +256,6 @@ fail:
   ig_release(st);
   return s;
 }
-
-static size_t ig_round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
 /* ---------------------------------------------------------------- interface */
 
@@ -394,9 +280,9 @@ static conv_status ig_prepare(const conv_problem *problem, conv_env *env,
   if (chunk < 1 || chunk > problem->n || chunk > INT32_MAX)
     return conv_error_set(err, CONV_UNSUPPORTED, "im2col_gemm: batch chunk %lld not in [1, %lld]",
                           (long long)chunk, (long long)problem->n);
-  if (algo_index < 0 || algo_index >= IG_HEURISTIC_MAX)
+  if (algo_index < 0 || algo_index >= CONV_CUBLASLT_HEURISTIC_MAX)
     return conv_error_set(err, CONV_UNSUPPORTED, "im2col_gemm: gemm algo %lld not in [0, %d)",
-                          (long long)algo_index, IG_HEURISTIC_MAX);
+                          (long long)algo_index, CONV_CUBLASLT_HEURISTIC_MAX);
 
   ig_state *st = NULL;
   conv_status s;
@@ -410,7 +296,7 @@ static conv_status ig_prepare(const conv_problem *problem, conv_env *env,
     CONV_TRY(s, ig_pick_tail(problem, env, st, err), fail);
     st->gemm_ws_bytes = ig_max_size(st->gemm_ws_bytes, st->tail.ws_bytes);
   }
-  st->gemm_ws_bytes = ig_round_up(st->gemm_ws_bytes, IG_WS_ALIGN);
+  st->gemm_ws_bytes = conv_cublaslt_ws_round(st->gemm_ws_bytes);
   st->col_offset = st->gemm_ws_bytes;
 
   out->state = st;
@@ -430,13 +316,12 @@ fail:
 static conv_status ig_count_algos(const conv_problem *pb, conv_env *env, int64_t chunk, int *count,
                                   conv_error *err) {
   ig_state *st = NULL;
-  cublasLtMatmulHeuristicResult_t res[IG_HEURISTIC_MAX];
+  cublasLtMatmulHeuristicResult_t res[CONV_CUBLASLT_HEURISTIC_MAX];
   int found = 0;
   conv_status s;
   CONV_TRY(s, ig_state_create(pb, chunk, &st, err), out);
-  CONV_TRY(s, ig_heuristic(env->cublaslt, st->desc, &st->full, pb->math, &st->align, res, &found,
-                           err),
-           out);
+  const conv_cublaslt_query q = ig_query(pb, env, st, &st->full, &st->align);
+  CONV_TRY(s, conv_cublaslt_heuristic(&q, res, &found, err), out);
   *count = found < IG_ALGOS_OFFERED ? found : IG_ALGOS_OFFERED;
 out:
   ig_release(st);
@@ -516,8 +401,8 @@ static conv_status ig_matmul(const conv_exec *ex, const ig_gemm *g, bool use_fal
   const float one = 1.0f, zero = 0.0f;
   void *ws = st->gemm_ws_bytes ? ex->workspace : NULL;
   return conv_check_cublas(err,
-                           cublasLtMatmul(ex->env->cublaslt, st->desc, &one, a, g->a, b, g->b,
-                                          &zero, d, g->d, d, g->d,
+                           cublasLtMatmul(ex->env->cublaslt, st->desc, &one, a, g->lay.a, b,
+                                          g->lay.b, &zero, d, g->lay.d, d, g->lay.d,
                                           use_fallback ? &g->fallback : &g->algo, ws,
                                           st->gemm_ws_bytes, stream),
                            "cublasLtMatmul");
@@ -557,11 +442,12 @@ static conv_status ig_choose_algos(const conv_exec *ex, bool *use_fallback, conv
                                   : (const void *)((const char *)ex->workspace + st->col_offset);
   const void *ptrs[4] = {ex->x, ex->w, ex->y, a_base};
   for (int i = 0; i < 4; ++i)
-    if (!ig_aligned(ptrs[i], IG_MIN_ALIGN))
+    if (!conv_cublaslt_aligned(ptrs[i], IG_MIN_ALIGN))
       return conv_error_set(err, CONV_INVALID_ARGUMENT,
                             "im2col_gemm: a tensor pointer is not 4-byte aligned");
-  *use_fallback = !(ig_aligned(a_base, st->align.a) && ig_aligned(ex->w, st->align.b) &&
-                    ig_aligned(ex->y, st->align.d));
+  *use_fallback = !(conv_cublaslt_aligned(a_base, st->align.a) &&
+                    conv_cublaslt_aligned(ex->w, st->align.b) &&
+                    conv_cublaslt_aligned(ex->y, st->align.d));
   if (*use_fallback && (!st->full.has_fallback || (st->has_tail && !st->tail.has_fallback)))
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "im2col_gemm: pointers less aligned than the plan's %u/%u/%u bytes "
@@ -581,9 +467,9 @@ static conv_status ig_run(const conv_exec *ex, cudaStream_t stream, conv_error *
     return conv_error_set(err, CONV_INVALID_ARGUMENT,
                           "im2col_gemm: workspace of %zu bytes, %zu needed", ex->workspace_bytes,
                           need);
-  if (st->gemm_ws_bytes > 0 && !ig_aligned(ex->workspace, IG_WS_ALIGN))
+  if (st->gemm_ws_bytes > 0 && !conv_cublaslt_aligned(ex->workspace, CONV_CUBLASLT_WS_ALIGN))
     return conv_error_set(err, CONV_INVALID_ARGUMENT,
-                          "im2col_gemm: workspace not %u-byte aligned", IG_WS_ALIGN);
+                          "im2col_gemm: workspace not %u-byte aligned", CONV_CUBLASLT_WS_ALIGN);
   bool use_fallback = false;
   conv_status s = ig_choose_algos(ex, &use_fallback, err);
   for (int64_t n0 = 0; n0 < ex->problem->n && s == CONV_OK; n0 += st->chunk) {
@@ -599,12 +485,7 @@ static conv_status ig_run(const conv_exec *ex, cudaStream_t stream, conv_error *
 }
 
 static void ig_describe(const conv_config *config, char *text, size_t size) {
-  if (text == NULL || size == 0) return;
-  if (config == NULL || config->count != 2)
-    snprintf(text, size, "invalid config");
-  else
-    snprintf(text, size, "batch=%lld gemm_algo=%lld", (long long)config->values[0],
-             (long long)config->values[1]);
+  conv_cublaslt_config_describe(config, "batch", text, size);
 }
 
 const conv_algorithm conv_algorithm_im2col_gemm = {

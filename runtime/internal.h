@@ -113,19 +113,6 @@ typedef struct conv_env {
   cublasLtHandle_t cublaslt;
 } conv_env;
 
-/* Alignments (bytes) a cuBLASLt GEMM may assume of its A, B and D (= C). */
-typedef struct conv_gemm_align {
-  uint32_t a, b, d;
-} conv_gemm_align;
-
-/* Fills a matmul preference as every GEMM candidate needs it: the
- * workspace cap, the alignments (which the heuristic cannot see and
- * otherwise assumes to be 256 bytes), and in strict mode an implementation
- * mask that refuses tensor-core and reduced-input kernels. */
-conv_status conv_cublaslt_pref_fill(cublasLtMatmulPreference_t pref, conv_math math,
-                                    uint64_t max_workspace, const conv_gemm_align *align,
-                                    conv_error *err);
-
 /* ---------------------------------------------------------------- candidates */
 
 /* A configuration: small plain data that serialises to the cache as text
