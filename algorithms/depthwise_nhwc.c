@@ -138,7 +138,8 @@ static void dw_describe(const conv_config *config, char *text, size_t size) {
 
 const conv_algorithm conv_algorithm_depthwise_nhwc = {
     .id = CONV_ALGO_DEPTHWISE_NHWC,
-    .version = 2,
+    .version = 3, /* 2: rolling form, filters staged eight loads at a time;
+                   * 3: filters staged by cp.async, all in flight at once */
     .name = "depthwise_nhwc",
     .applicable = dw_applicable,
     .configs = dw_configs,

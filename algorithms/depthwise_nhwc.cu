@@ -69,36 +69,35 @@ __device__ __forceinline__ dw_place place_thread(const dw_params &prm, int tq) {
   return at;
 }
 
-/* The block's filters, tap-major with rows of prm.filter_ld floats, zero
- * past the last output channel.  The block's filters are one contiguous
- * run of w ([k][taps]), read in order so that the loads coalesce, eight in
- * flight per thread (a loop that stored each before loading the next
- * waited a memory latency per value: 49 of them a thread for 128 channels
- * of 7x7 filters, most of a small image's time); the padded row length
- * spreads the transposing stores over the banks. */
-__device__ __forceinline__ void stage_filters(const dw_params &prm, const float *__restrict__ w,
-                                              float *sw) {
-  constexpr int kBatch = 8;
+/* Starts copying the block's filters into shared memory, tap-major with
+ * rows of prm.filter_ld floats, zero past the last output channel (one
+ * cp.async group; the caller waits).  The block's filters are one
+ * contiguous run of w ([k][taps]), read in order so that the loads
+ * coalesce, and all of a thread's copies are in flight at once: loads
+ * through registers, eight at a time, waited a memory latency per eight,
+ * which for 7x7 filters of 128 channels (49 values a thread) was most of
+ * a small image's time.  The padded row length spreads the transposing
+ * stores over the banks. */
+__device__ __forceinline__ void stage_filters_async(const dw_params &prm,
+                                                    const float *__restrict__ w, float *sw) {
   const int taps = prm.r * prm.s, count = taps * prm.block_channels;
   const int first = (int)blockIdx.y * prm.block_channels;
   const int valid = min(prm.block_channels, prm.k - first) * taps;
   const float *src = w + (size_t)first * taps;
   const int tid = (int)(threadIdx.y * blockDim.x + threadIdx.x), threads = blockDim.x * blockDim.y;
-  for (int i0 = tid; i0 < count; i0 += kBatch * threads) {
-    float v[kBatch];
-#pragma unroll
-    for (int j = 0; j < kBatch; j++) {
-      const int i = i0 + j * threads;
-      v[j] = i < valid ? __ldg(src + i) : 0.f;
-    }
-#pragma unroll
-    for (int j = 0; j < kBatch; j++) {
-      const int i = i0 + j * threads;
-      if (i >= count) break;
-      const int kk = i / taps, tap = i - kk * taps;
-      sw[tap * prm.filter_ld + kk] = v[j];
-    }
+  for (int i = tid; i < count; i += threads) {
+    const int kk = i / taps, tap = i - kk * taps;
+    const bool inside = i < valid;
+    cp_async4(sw + tap * prm.filter_ld + kk, inside ? src + i : w, inside ? 4 : 0);
   }
+  cp_async_commit();
+}
+
+/* The filters staged and visible to the whole block. */
+__device__ __forceinline__ void stage_filters(const dw_params &prm, const float *__restrict__ w,
+                                              float *sw) {
+  stage_filters_async(prm, w, sw);
+  cp_async_wait<0>();
   __syncthreads();
 }
 
@@ -202,7 +201,8 @@ __global__ static void __launch_bounds__(kMaxThreads)
     rolling_load_row(prm, ximage, x, ih0 + t, first_col, first_channel, in_cols,
                      ring + t * slot_floats);
   cp_async_commit();
-  stage_filters(prm, w, sw);
+  /* Waited for with the first row's inputs, in the loop. */
+  stage_filters_async(prm, w, sw);
   /* No early return: every thread takes part in the loads and barriers. */
   const bool active = at.channel < prm.k && at.col0 < prm.q;
   const int outputs = min(PX, prm.q - at.col0);
