@@ -73,11 +73,10 @@ __device__ __forceinline__ dw_place place_thread(const dw_params &prm, int tq) {
  * rows of prm.filter_ld floats, zero past the last output channel (one
  * cp.async group; the caller waits).  The block's filters are one
  * contiguous run of w ([k][taps]), read in order so that the loads
- * coalesce, and all of a thread's copies are in flight at once: loads
- * through registers, eight at a time, waited a memory latency per eight,
- * which for 7x7 filters of 128 channels (49 values a thread) was most of
- * a small image's time.  The padded row length spreads the transposing
- * stores over the banks. */
+ * coalesce, and all of a thread's copies are in flight at once (49 of
+ * them for 128 channels of 7x7 filters): loads through registers waited
+ * a memory latency per batch, 1-2% of ConvNeXt's small-image layers.
+ * The padded row length spreads the transposing stores over the banks. */
 __device__ __forceinline__ void stage_filters_async(const dw_params &prm,
                                                     const float *__restrict__ w, float *sw) {
   const int taps = prm.r * prm.s, count = taps * prm.block_channels;

@@ -19,7 +19,9 @@ static bool dd_applicable(const conv_problem *pb, const conv_env *env) {
 
 /* Tiles, wide ones first (a warp reads whole rows), and channels a block:
  * the whole group first (a filter serves the most channels), then fewer,
- * which gives small batches more blocks.  configs() keeps those that plan. */
+ * which gives small batches more blocks; each with one and two pixels a
+ * thread, in both forms.  configs() keeps those that plan (the resident
+ * form forward only, at most 16 channels a block). */
 static const int dd_tiles[][2] = {{32, 8}, {32, 4}, {16, 16}, {16, 8}, {64, 4}, {8, 8}};
 #define DD_TILES ((int)(sizeof dd_tiles / sizeof dd_tiles[0]))
 static const int dd_chunks[] = {0 /* the whole group */, 16, 4, 1};
