@@ -7,13 +7,16 @@ picks the fastest (--by config); or, --by family, times every config of the
 neighbours' winning families; or, --by ranked, times the --top configs of
 those families that ran fastest on the neighbours (each config scored by
 its mean log slowdown against each neighbour's winner, a neighbour that did
-not time it counting as --missing-slowdown), plus cuDNN's heuristic pick.
+not time it counting as --missing-slowdown), plus cuDNN's heuristic pick;
+or, --by per-family, the --top fastest configs of each of those families.
+With --fallback disagree, a shape whose neighbours' winners are not all of
+one family runs the full search (counted as exact, at its full cost).
 Compared with S's exhaustive winner: within 10%?  A shape none of whose
 neighbours' picks applies to it would fall back to the full search.
 
     CONVTUNE_LIB=build/libconvtune.so PYTHONPATH=python \
-        python3 tools/bench/predict_loo.py CACHE [--k 3] [--by config|family|ranked] [--top N]
-        [--out-md FILE]
+        python3 tools/bench/predict_loo.py CACHE [--k 3] [--by config|family|ranked|per-family]
+        [--top N] [--fallback none|disagree] [--out-md FILE]
 """
 import argparse
 import math
@@ -51,18 +54,20 @@ def config_id(trial):
     return trial["algorithm_id"], tuple(trial["config_values"])
 
 
-def ranked_picks(shape, neighbours, top, missing_slowdown):
+def ranked_picks(shape, neighbours, top, missing_slowdown, per_family=False):
     """The `top` configs of the neighbours' winning families that ran fastest
     on the neighbours (mean log slowdown against each one's winner), among
     those this shape's enumeration offers (its own trials stand for that),
-    plus cuDNN's heuristic pick, which costs nothing to know."""
+    or the `top` of each family (per_family); plus cuDNN's heuristic pick,
+    which costs nothing to know."""
     families = {o["winner"][0] for o in neighbours}
-    offered = [c for c in shape["timed"] if c[0] in families]
     def score(c):
         return sum(math.log(o["timed"][c] / o["winner_ms"]) if c in o["timed"] else math.log(missing_slowdown)
                    for o in neighbours) / max(1, len(neighbours))
-    picks = set(sorted(offered, key=score)[:top])
-    picks.update(shape["heuristic"])
+    picks = set(shape["heuristic"])
+    for group in ([{f} for f in families] if per_family else [families]):
+        offered = [c for c in shape["timed"] if c[0] in group]
+        picks.update(sorted(offered, key=score)[:top])
     return picks
 
 
@@ -70,8 +75,11 @@ def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("cache")
     p.add_argument("--k", type=int, default=3)
-    p.add_argument("--by", choices=("config", "family", "ranked"), default="config")
-    p.add_argument("--top", type=int, default=8, help="--by ranked: configs timed besides cuDNN's pick")
+    p.add_argument("--by", choices=("config", "family", "ranked", "per-family"), default="config")
+    p.add_argument("--top", type=int, default=8,
+                   help="--by ranked: configs timed besides cuDNN's pick; --by per-family: a family")
+    p.add_argument("--fallback", choices=("none", "disagree"), default="none",
+                   help="disagree: the full search where the neighbours' winners differ in family")
     p.add_argument("--missing-slowdown", type=float, default=2.0,
                    help="--by ranked: the slowdown a neighbour that did not time a config counts as")
     p.add_argument("--out-md", default=None)
@@ -91,6 +99,12 @@ def main(argv):
     for s in shapes:
         peers = [o for o in shapes if o is not s and o["group"] == s["group"]]
         winners = [o["winner"] for o in nearest(s, peers, args.k)]
+        if args.fallback == "disagree" and len({family for family, _ in winners}) > 1:
+            rows.append({"key": s["key"], "peers": len(peers), "candidates": len(s["timed"]),
+                         "usable": len(s["timed"]), "winner_ms": s["winner_ms"],
+                         "predicted_ms": s["winner_ms"], "ratio": 1.0, "configs": len(s["timed"]),
+                         "full": True})
+            continue
         if args.by == "config":
             picks = set(winners)
             usable = {c: s["timed"][c] for c in picks if c in s["timed"]}
@@ -98,12 +112,14 @@ def main(argv):
             picks = {family for family, _ in winners}
             usable = {c: ms for c, ms in s["timed"].items() if c[0] in picks}
         else:
-            picks = ranked_picks(s, nearest(s, peers, args.k), args.top, args.missing_slowdown)
+            picks = ranked_picks(s, nearest(s, peers, args.k), args.top, args.missing_slowdown,
+                                 per_family=args.by == "per-family")
             usable = {c: s["timed"][c] for c in picks if c in s["timed"]}
         best = min(usable.values()) if usable else None
         rows.append({"key": s["key"], "peers": len(peers), "candidates": len(picks), "usable": len(usable),
                      "winner_ms": s["winner_ms"], "predicted_ms": best,
-                     "ratio": best / s["winner_ms"] if best else None, "configs": len(s["timed"])})
+                     "ratio": best / s["winner_ms"] if best else None, "configs": len(s["timed"]),
+                     "full": False})
     predicted = [r for r in rows if r["ratio"] is not None]
     within = [r for r in predicted if r["ratio"] <= 1.10]
     lines = ["| shape | configs timed by the full search | neighbours' configs that apply | predicted ms | "
@@ -118,6 +134,8 @@ def main(argv):
                % (len(rows), len(predicted), len(within), 100.0 * len(within) / max(1, len(predicted)),
                   sum(r["usable"] for r in predicted) / max(1, len(predicted)),
                   sum(r["configs"] for r in rows) / max(1, len(rows))))
+    if args.fallback != "none":
+        summary += "; %d of them full searches" % sum(r["full"] for r in rows)
     text = "\n".join(lines + ["", summary]) + "\n"
     if args.out_md:
         with open(args.out_md, "w") as f:
