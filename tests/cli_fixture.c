@@ -34,14 +34,21 @@ conv_trial make_trial(int64_t engine, const char *text, conv_status status,
 
 /* SPEC's key gets 3 trials on DEVICE_A (a winner, cuDNN's heuristic pick, a
  * wrong one) and 1 on DEVICE_B (its winner). */
-int fill_cache(const char *path, char *key, size_t key_size) {
+int open_fixture_cache(const char *path, char *key, size_t key_size, conv_cache **cache) {
   conv_problem p;
   CHECK_STATUS(CONV_OK, conv_problem_parse(SPEC, &p, NULL, 0));
   CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, key_size));
   remove_cache_files(path);
-  conv_cache *cache = NULL;
   conv_error err = {CONV_OK, ""};
-  CHECK_MSG(conv_cache_open(path, false, &cache, &err) == CONV_OK, "%s", err.message);
+  CHECK_MSG(conv_cache_open(path, false, cache, &err) == CONV_OK, "%s", err.message);
+  return TEST_PASS;
+}
+
+int fill_cache(const char *path, char *key, size_t key_size) {
+  conv_cache *cache = NULL;
+  int rc = open_fixture_cache(path, key, key_size, &cache);
+  if (rc != TEST_PASS) return rc;
+  conv_error err = {CONV_OK, ""};
   conv_cache_key a = {key, DEVICE_A, VERSIONS}, b = {key, DEVICE_B, VERSIONS};
   conv_trial best = make_trial(12, "engine=12 knobs=3", CONV_OK, 0.25, 1e-7);
   conv_trial pick = make_trial(1, "engine=1 knobs=3", CONV_OK, 0.5, 2e-7);

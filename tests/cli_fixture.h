@@ -1,6 +1,6 @@
 /*
  * cli_fixture.h -- a cache with known rows for the CLI tests (test_cli.c,
- * test_cli_formats.c), written through the cache API under made-up device
+ * test_cli_formats.c, test_cli_cache.c), written through the cache API under made-up device
  * keys; nothing is tuned.
  */
 #ifndef CONVTUNE_TESTS_CLI_FIXTURE_H
@@ -18,6 +18,10 @@
 #define DEVICE_A "Test GPU A|sm90|132sm|l2=52428800|mem=2619000kHz*5120bit"
 #define DEVICE_B "Test GPU B|sm80|108sm|l2=41943040|mem=1593000kHz*5120bit"
 #define VERSIONS "cuda=12080 driver=12080 cudnn=90800 cublas=120800"
+
+/* A new, empty cache at path (any old one and its -wal/-shm removed),
+ * and SPEC's key in key.  TEST_PASS or TEST_FAIL (nothing left open). */
+int open_fixture_cache(const char *path, char *key, size_t key_size, conv_cache **cache /* OUT */);
 
 /* SPEC's key gets 3 trials on DEVICE_A (a winner, cuDNN's heuristic pick, a
  * wrong one) and 1 on DEVICE_B (its winner), in a new cache at path; the

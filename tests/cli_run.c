@@ -226,3 +226,13 @@ int check_usage_errors(const usage_case *cases, size_t count) {
   }
   return TEST_PASS;
 }
+
+conv_status probe_context(void) {
+  conv_context_options options;
+  conv_context_options_init(&options);
+  options.cache_path = ":memory:";
+  conv_context *ctx = NULL;
+  const conv_status st = conv_context_create(&ctx, &options);
+  if (st == CONV_OK) conv_context_destroy(ctx);
+  return st;
+}

@@ -13,6 +13,8 @@
 
 #include <uv.h>
 
+#include "convtune.h"
+
 typedef struct capture {
   uv_pipe_t pipe;
   char *data;
@@ -82,5 +84,10 @@ bool file_exists(const char *path);
 /* The default cache path of every child points into the temp folder, so
  * that no test touches the user's own cache. */
 void isolate_default_cache(void);
+
+/* Whether this process can open a context (on a :memory: cache): CONV_OK
+ * where a CUDA GPU is usable, else the status, its message left in
+ * conv_context_last_error(NULL).  The no-GPU tests skip where it is OK. */
+conv_status probe_context(void);
 
 #endif /* CONVTUNE_TESTS_CLI_RUN_H */

@@ -144,13 +144,8 @@ static int test_bad_shape_spec(void) {
 
 static int test_no_gpu_tune_is_one_line(void) {
   isolate_default_cache();
-  conv_context_options options;
-  conv_context_options_init(&options);
-  options.cache_path = ":memory:";
-  conv_context *ctx = NULL;
-  conv_status st = conv_context_create(&ctx, &options);
+  const conv_status st = probe_context();
   if (st == CONV_OK) {
-    conv_context_destroy(ctx);
     fprintf(stderr, "a CUDA GPU is usable here: the no-GPU message cannot be checked\n");
     return TEST_SKIP;
   }
@@ -193,16 +188,11 @@ static int test_no_gpu_tune_is_one_line(void) {
  * draws the progress line in place and leaves its last state. */
 static int test_tune_messages(void) {
   isolate_default_cache();
-  conv_context_options options;
-  conv_context_options_init(&options);
-  options.cache_path = ":memory:";
-  conv_context *ctx = NULL;
-  if (conv_context_create(&ctx, &options) != CONV_OK) {
+  if (probe_context() != CONV_OK) {
     fprintf(stderr, "no usable CUDA GPU (%s): tune's messages cannot be checked\n",
             conv_context_last_error(NULL));
     return TEST_SKIP;
   }
-  conv_context_destroy(ctx);
   char db[1024];
   tmp_path(db, sizeof db, "messages.db");
   static const char *const modes[][3] = {{"--progress=auto", NULL},
@@ -406,13 +396,10 @@ static long first_unsafe_byte(const char *text) {
 }
 
 static int fill_hostile_cache(const char *path, char *key, size_t key_size) {
-  conv_problem p;
-  CHECK_STATUS(CONV_OK, conv_problem_parse(SPEC, &p, NULL, 0));
-  CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, key_size));
-  remove_cache_files(path);
   conv_cache *cache = NULL;
+  int rc = open_fixture_cache(path, key, key_size, &cache);
+  if (rc != TEST_PASS) return rc;
   conv_error err = {CONV_OK, ""};
-  CHECK_MSG(conv_cache_open(path, false, &cache, &err) == CONV_OK, "%s", err.message);
   conv_cache_key k = {key, EVIL_DEVICE, EVIL_VERSIONS};
   conv_trial t = make_trial(3, EVIL_CONFIG, CONV_VALIDATION_FAILED, 0.5, 1e-2);
   snprintf(t.algorithm, sizeof t.algorithm, "%s", EVIL_ALGORITHM);

@@ -16,12 +16,8 @@
 #include "cache/cache.h"
 #include "convtune.h"
 #include "test.h"
+#include "tests/cli_fixture.h"
 #include "tests/cli_run.h"
-
-#define SPEC "n=2 c=8 h=12 w=12 k=16 r=3 s=3 pad=1"
-#define DEVICE_A "Test GPU A|sm90|132sm|l2=52428800|mem=2619000kHz*5120bit"
-#define DEVICE_B "Test GPU B|sm80|108sm|l2=41943040|mem=1593000kHz*5120bit"
-#define VERSIONS "cuda=12080 driver=12080 cudnn=90800 cublas=120800"
 
 static int test_tune_arguments(void) {
   isolate_default_cache();
@@ -49,13 +45,10 @@ static int test_tune_arguments(void) {
 /* Two pending problems on DEVICE_A (one recorded under older versions
  * too), one on DEVICE_B; *key gets SPEC's key. */
 static int fill_pending(const char *path, char *key, size_t key_size) {
-  conv_problem p;
-  CHECK_STATUS(CONV_OK, conv_problem_parse(SPEC, &p, NULL, 0));
-  CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, key_size));
-  remove_cache_files(path);
   conv_cache *cache = NULL;
+  int rc = open_fixture_cache(path, key, key_size, &cache);
+  if (rc != TEST_PASS) return rc;
   conv_error err = {CONV_OK, ""};
-  CHECK_MSG(conv_cache_open(path, false, &cache, &err) == CONV_OK, "%s", err.message);
   const conv_cache_key keys[] = {{key, DEVICE_A, VERSIONS},
                                  {key, DEVICE_A, "cuda=1 cudnn=1"},
                                  {"dyn fwd f32 nchw strict none n1 c4 h8 w8 k4 r3 s3 pad1,1 "
@@ -134,12 +127,7 @@ static int test_list_pending(void) {
  * reads anything. */
 static int test_no_gpu_tune_pending(void) {
   isolate_default_cache();
-  conv_context_options options;
-  conv_context_options_init(&options);
-  options.cache_path = ":memory:";
-  conv_context *ctx = NULL;
-  if (conv_context_create(&ctx, &options) == CONV_OK) {
-    conv_context_destroy(ctx);
+  if (probe_context() == CONV_OK) {
     fprintf(stderr, "a CUDA GPU is usable here: the no-GPU message cannot be checked\n");
     return TEST_SKIP;
   }
@@ -196,12 +184,7 @@ static int test_verify_bad_caches(void) {
   cli_result_free(&r);
   remove_cache_files(foreign);
 
-  conv_context_options options;
-  conv_context_options_init(&options);
-  options.cache_path = ":memory:";
-  conv_context *ctx = NULL;
-  if (conv_context_create(&ctx, &options) == CONV_OK) {
-    conv_context_destroy(ctx);
+  if (probe_context() == CONV_OK) {
     fprintf(stderr, "a CUDA GPU is usable here: the no-GPU exit cannot be checked\n");
     return TEST_PASS;
   }
