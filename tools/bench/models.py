@@ -59,6 +59,7 @@ LAYER_CAP_MS = 400.0     # per library and layer, over both rounds
 HOST_WARMUP = 5      # forwards of each model before the host-cost loop times
 HOST_ROUNDS = 3      # alternating rounds of the host-cost loop ...
 HOST_PER_ROUND = 10  # ... of this many forwards per model
+HOST_PROBES = 4      # hooked nn.Identity calls after each forward: the hooks' own cost
 HOST_SHOWN = 8       # layers a row's host-cost detail lists, highest ratio first
 NOT_BELOW = 0.97          # the issue's bound for a layer alone
 MODES_ALL = ("strict", "tf32")
@@ -243,12 +244,18 @@ def host_costs(base, ours, x) -> dict:
     between a forward pre-hook and a forward hook (the same hooks on both
     models), synchronising after each forward so that no launch waits for
     a full queue.  The two models run in alternating rounds, so that load
-    on the host while it measures falls on both."""
+    on the host while it measures falls on both.
+
+    The hooks and nn.Module's call with hooks cost time of their own,
+    the same on both sides.  An nn.Identity hooked the same way and called
+    HOST_PROBES times after each forward measures that floor; "net" is a
+    layer's time less its side's floor: what the layer's forward itself
+    costs (for PyTorch, nn.Conv2d.forward and the F.conv2d in it)."""
     import torch
 
-    def hook(model, samples):
+    def hook(layers, samples):
         stamps, hooks = {}, []
-        for name, layer in conv_layers(model).items():
+        for name, layer in layers.items():
             hooks.append(layer.register_forward_pre_hook(
                 lambda m, a, name=name: stamps.__setitem__(name, time.perf_counter_ns())))
             hooks.append(layer.register_forward_hook(
@@ -256,33 +263,45 @@ def host_costs(base, ours, x) -> dict:
                     time.perf_counter_ns() - stamps[name])))
         return hooks
 
-    def forwards(model, count):
+    probes = {"pytorch": torch.nn.Identity(), "convtune": torch.nn.Identity()}
+
+    def forwards(model, probe, count):
         for _ in range(count):
             model(x)
+            for _ in range(HOST_PROBES):
+                probe(x)
             torch.cuda.synchronize()
 
     before = plan_counters(ours)
     samples = {"pytorch": {}, "convtune": {}}
+    floors = {"pytorch": {}, "convtune": {}}
     with torch.no_grad():
-        forwards(base, HOST_WARMUP)  # plans record their graphs here
-        forwards(ours, HOST_WARMUP)
-        hooks = hook(base, samples["pytorch"]) + hook(ours, samples["convtune"])
+        forwards(base, probes["pytorch"], HOST_WARMUP)  # plans record their graphs here
+        forwards(ours, probes["convtune"], HOST_WARMUP)
+        hooks = (hook(conv_layers(base), samples["pytorch"]) + hook(conv_layers(ours), samples["convtune"])
+                 + hook({"probe": probes["pytorch"]}, floors["pytorch"])
+                 + hook({"probe": probes["convtune"]}, floors["convtune"]))
         try:
             for _ in range(HOST_ROUNDS):
-                forwards(base, HOST_PER_ROUND)
-                forwards(ours, HOST_PER_ROUND)
+                forwards(base, probes["pytorch"], HOST_PER_ROUND)
+                forwards(ours, probes["convtune"], HOST_PER_ROUND)
         finally:
             for h in hooks:
                 h.remove()
     after = plan_counters(ours)
     pt, ct = ({name: statistics.median(v) / 1e3 for name, v in samples[lib].items()}
               for lib in ("pytorch", "convtune"))
+    pt_floor, ct_floor = (statistics.median(floors[lib]["probe"]) / 1e3 for lib in ("pytorch", "convtune"))
     ours_layers = conv_layers(ours)
     layers = sorted(({"layer": name, "pytorch_us": pt[name], "convtune_us": ct[name],
-                      "ratio": ct[name] / pt[name], "algorithm": plan_text(ours_layers[name])}
+                      "ratio": ct[name] / pt[name],
+                      "net_ratio": (ct[name] - ct_floor) / (pt[name] - pt_floor),
+                      "algorithm": plan_text(ours_layers[name])}
                      for name in ct if name in pt), key=lambda l: -l["ratio"])
     pt_median, ct_median = statistics.median(pt.values()), statistics.median(ct.values())
     return {"pytorch_us": pt_median, "convtune_us": ct_median, "ratio": ct_median / pt_median,
+            "pytorch_floor_us": pt_floor, "convtune_floor_us": ct_floor,
+            "net_ratio": (ct_median - ct_floor) / (pt_median - pt_floor),
             "pytorch_sum_us": sum(pt.values()), "convtune_sum_us": sum(ct.values()),
             "calls": {k: after[k] - before[k] for k in after}, "method": "alternating",
             "layers": layers}
@@ -355,7 +374,8 @@ def brief(row: dict) -> str:
                      f"{s['below']}/{s['unique']} below {NOT_BELOW})")
     if "host" in row:
         h = row["host"]
-        parts.append(f"host {h['convtune_us']:.1f} vs {h['pytorch_us']:.1f} us ({h['ratio']:.2f}x) {h['calls']}")
+        parts.append(f"host {h['convtune_us']:.1f} vs {h['pytorch_us']:.1f} us ({h['ratio']:.2f}x"
+                     + (f", net of hooks {h['net_ratio']:.2f}x" if "net_ratio" in h else "") + f") {h['calls']}")
     return "; ".join(parts)
 
 
@@ -434,12 +454,26 @@ def render(results: dict) -> str:
                   + "; synchronised after each forward: host microseconds between a forward pre-hook "
                   "and a forward hook of every conv layer, median per layer, then the median over "
                   "layers. PyTorch: `nn.Conv2d` (F.conv2d inside); convtune: the converted layer. "
-                  "Calls: how the convtune plans' executes ran during those forwards.", ""]
+                  + (f"Hooks: the same interval on an `nn.Identity` hooked the same way and called "
+                     f"{HOST_PROBES} times after each forward of each model (the hooks' and nn.Module's "
+                     "own cost, median; - where a run did not measure it); net: each side's time less "
+                     "its hooks' (the layer's forward itself, for PyTorch nn.Conv2d.forward and its "
+                     "F.conv2d), median over layers. "
+                     if any("net_ratio" in r["host"] for r in hosted) else "")
+                  + "Calls: how the convtune plans' executes ran during those forwards.", ""]
+
+        def us(h, key):
+            return f"{h[key]:.1f}" if key in h else "-"
+
+        def net(h):
+            return f"{h['net_ratio']:.2f}" if "net_ratio" in h else "-"
+
         lines += bench_render.md_table(
-            ["model", "mode", "PyTorch us", "convtune us", "convtune / PyTorch", "graph replays",
-             "captures", "direct runs"],
-            [[r["model"], r["mode"], f"{r['host']['pytorch_us']:.1f}", f"{r['host']['convtune_us']:.1f}",
-              f"{r['host']['ratio']:.2f}", r["host"]["calls"]["graph_launches"],
+            ["model", "mode", "PyTorch us", "convtune us", "convtune / PyTorch", "hooks PyTorch us",
+             "hooks convtune us", "net convtune / PyTorch", "graph replays", "captures", "direct runs"],
+            [[r["model"], r["mode"], us(r["host"], "pytorch_us"), us(r["host"], "convtune_us"),
+              f"{r['host']['ratio']:.2f}", us(r["host"], "pytorch_floor_us"), us(r["host"], "convtune_floor_us"),
+              net(r["host"]), r["host"]["calls"]["graph_launches"],
               r["host"]["calls"]["graph_captures"], r["host"]["calls"]["direct_runs"]] for r in hosted]) + [""]
         for r in hosted:
             if "layers" not in r["host"]:
@@ -447,9 +481,9 @@ def render(results: dict) -> str:
             lines += [f"<details><summary>{r['model']} batch {r['batch']} {r['mode']}: host cost of the "
                       f"{HOST_SHOWN} layers with the highest ratio</summary>", ""]
             lines += bench_render.md_table(
-                ["layer", "PyTorch us", "convtune us", "convtune / PyTorch", "convtune algorithm"],
+                ["layer", "PyTorch us", "convtune us", "convtune / PyTorch", "net", "convtune algorithm"],
                 [[l["layer"], f"{l['pytorch_us']:.1f}", f"{l['convtune_us']:.1f}", f"{l['ratio']:.2f}",
-                  l["algorithm"]] for l in r["host"]["layers"][:HOST_SHOWN]]) + ["", "</details>", ""]
+                  net(l), l["algorithm"]] for l in r["host"]["layers"][:HOST_SHOWN]]) + ["", "</details>", ""]
     for r in layered:
         lines += [f"<details><summary>{r['model']} batch {r['batch']} {r['mode']}: per-layer table</summary>", ""]
         lines += bench_render.md_table(
