@@ -7,6 +7,7 @@
  * Config values: {vec, px, tc, tq, rows, form} (conv_dwnhwc_tiling).
  * Version 2: the rolling form, rows as a config value, px 8, unrolled
  * filter rows, and filters staged with coalesced loads, eight in flight.
+ * Version 3: filters staged by cp.async.  Version 4: the row-pairs form.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,10 +58,12 @@ static void dw_add_form(const conv_problem *problem, const conv_shape *shape, in
 }
 
 /* Configs, most promising first: the rolling form where it applies (large
- * images; taller bands first, which stage fewer extra rows), then the
- * thread-loads form; float4 channels, single channels only where float4
- * cannot run; bands of 4, 2 and 1 rows for thread loads (small images want
- * more, smaller blocks; large ones fewer filter stagings). */
+ * images; taller bands first, which stage fewer extra rows), then the row
+ * pairs (stride 1: small images, where rolling rows cost more than they
+ * share), then the thread-loads form; float4 channels, single channels
+ * only where float4 cannot run; bands of 4, 2 and 1 rows for thread loads
+ * (small images want more, smaller blocks; large ones fewer filter
+ * stagings), of 4 and 2 for pairs. */
 static conv_status dw_configs(const conv_problem *problem, conv_env *env, conv_config *out,
                               int max, int *count, conv_error *err) {
   if (problem == NULL || out == NULL || count == NULL || max < 0)
@@ -73,11 +76,14 @@ static conv_status dw_configs(const conv_problem *problem, conv_env *env, conv_c
   const bool float4_channels = problem->k == problem->c && problem->c % 4 == 0;
   const int vec = float4_channels ? 4 : 1;
   const int rolling_pxs[] = {4, 8, 2}, rolling_bands[] = {16, 8, 4};
+  const int pair_pxs[] = {4, 2, 1}, pair_bands[] = {4, 2};
   const int pxs[] = {4, 8, 2, 1}, bands[] = {4, 2, 1};
   int n = 0;
   if (float4_channels)
     dw_add_form(problem, &shape, CONV_DWNHWC_ROLLING, vec, rolling_pxs, 3, rolling_bands, 3, out,
                 max, &n);
+  dw_add_form(problem, &shape, CONV_DWNHWC_ROW_PAIRS, vec, pair_pxs, 3, pair_bands, 2, out, max,
+              &n);
   dw_add_form(problem, &shape, CONV_DWNHWC_THREAD_LOADS, vec, pxs, 4, bands, 3, out, max, &n);
   *count = n;
   return CONV_OK;
@@ -129,8 +135,9 @@ static void dw_describe(const conv_config *config, char *text, size_t size) {
     snprintf(text, size, "invalid config");
     return;
   }
+  const int64_t form = config->values[5];
   snprintf(text, size, "%svec=%lld px=%lld threads=%lldx%lld rows=%lld",
-           config->values[5] == CONV_DWNHWC_ROLLING ? "rolling " : "",
+           form == CONV_DWNHWC_ROLLING ? "rolling " : form == CONV_DWNHWC_ROW_PAIRS ? "pairs " : "",
            (long long)config->values[0], (long long)config->values[1],
            (long long)config->values[2], (long long)config->values[3],
            (long long)config->values[4]);
@@ -138,8 +145,9 @@ static void dw_describe(const conv_config *config, char *text, size_t size) {
 
 const conv_algorithm conv_algorithm_depthwise_nhwc = {
     .id = CONV_ALGO_DEPTHWISE_NHWC,
-    .version = 3, /* 2: rolling form, filters staged eight loads at a time;
-                   * 3: filters staged by cp.async, all in flight at once */
+    .version = 4, /* 2: rolling form, filters staged eight loads at a time;
+                   * 3: filters staged by cp.async, all in flight at once;
+                   * 4: the row-pairs form */
     .name = "depthwise_nhwc",
     .applicable = dw_applicable,
     .configs = dw_configs,

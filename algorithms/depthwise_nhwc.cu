@@ -156,6 +156,67 @@ __global__ static void __launch_bounds__(kMaxThreads)
   }
 }
 
+/* PAIRS: the window form two output rows at a time, for stride 1 and no
+ * dilation down the columns.  Input row i of a pair's K + 1 serves filter
+ * row i of its first output row and filter row i - 1 of its second, so a
+ * thread loads each input column once for both: K + 1 loads a column
+ * where the window form makes 2K (8 against 14 for 7x7).  ConvNeXt's
+ * 14x14 layers are latency-bound on those loads at the occupancy the
+ * window form's registers leave (convnext-notes.md). */
+template <typename V, int K, int PX>
+__global__ static void __launch_bounds__(kMaxThreads)
+    dw_pairs_kernel(const dw_params prm, const float *__restrict__ x,
+                    const float *__restrict__ w, const float *__restrict__ bias,
+                    float *__restrict__ y, int tq) {
+  constexpr int VEC = sizeof(V) / sizeof(float), SPAN = PX - 1 + K;
+  extern __shared__ float sw[];
+  stage_filters(prm, w, sw);
+  const dw_place at = place_thread<VEC, PX>(prm, tq);
+  if (at.channel >= prm.k || at.col0 >= prm.q) return;
+  const int in_channel = at.channel / prm.multiplier;
+  const int outputs = min(PX, prm.q - at.col0);
+  const int first_col = at.col0 - prm.pad_w;
+  const float *ximage = x + (size_t)at.image * prm.h * prm.w * prm.c + in_channel;
+  const int row_end = min(at.row0 + prm.rows, prm.p);
+  for (int row = at.row0; row < row_end; row += 2) {
+    V first[PX], second[PX];
+#pragma unroll
+    for (int j = 0; j < PX; j++) first[j] = second[j] = zero_of(V());
+#pragma unroll
+    for (int i = 0; i <= K; i++) {
+      const int ih = row - prm.pad_h + i;
+      if (ih < 0 || ih >= prm.h) continue;
+      const float *xrow = ximage + (size_t)ih * prm.w * prm.c;
+      V window[SPAN];
+#pragma unroll
+      for (int t = 0; t < SPAN; t++) {
+        const int iw = first_col + t;
+        window[t] = iw >= 0 && iw < prm.w
+                        ? __ldg(reinterpret_cast<const V *>(xrow + (size_t)iw * prm.c))
+                        : zero_of(V());
+      }
+#pragma unroll
+      for (int fs = 0; fs < K; fs++) {
+        if (i < K) {
+          const V tap =
+              *reinterpret_cast<const V *>(sw + (i * K + fs) * prm.filter_ld + at.local_channel);
+#pragma unroll
+          for (int j = 0; j < PX; j++) first[j] = fma_of(window[j + fs], tap, first[j]);
+        }
+        if (i > 0) {
+          const V tap = *reinterpret_cast<const V *>(sw + ((i - 1) * K + fs) * prm.filter_ld +
+                                                     at.local_channel);
+#pragma unroll
+          for (int j = 0; j < PX; j++) second[j] = fma_of(window[j + fs], tap, second[j]);
+        }
+      }
+    }
+    const float *b = bias == nullptr ? nullptr : bias + at.channel;
+    store_outputs(prm, at, row, first, outputs, b, y);
+    if (row + 1 < row_end) store_outputs(prm, at, row + 1, second, outputs, b, y);
+  }
+}
+
 /* Starts copying input row `ih` of the block's column tile and channels
  * into ring slot `slot` ([in_cols][block_channels] floats); rows and
  * columns outside the image, and channels past the last, are zero-filled. */
@@ -295,6 +356,12 @@ struct dw_instance {
       {W, S, ST, 2, 1, dw_window_kernel<float, S, ST, 2>},                              \
       {W, S, ST, 4, 1, dw_window_kernel<float, S, ST, 4>},                              \
       {W, S, ST, 8, 1, dw_window_kernel<float, S, ST, 8>}
+#define P CONV_DWNHWC_ROW_PAIRS
+#define DW_PAIRS(S)                                                                      \
+  {P, S, 1, 1, 4, dw_pairs_kernel<float4, S, 1>}, {P, S, 1, 2, 4, dw_pairs_kernel<float4, S, 2>}, \
+      {P, S, 1, 4, 4, dw_pairs_kernel<float4, S, 4>},                                   \
+      {P, S, 1, 1, 1, dw_pairs_kernel<float, S, 1>}, {P, S, 1, 2, 1, dw_pairs_kernel<float, S, 2>}, \
+      {P, S, 1, 4, 1, dw_pairs_kernel<float, S, 4>}
 #define R CONV_DWNHWC_ROLLING
 #define DW_ROLLING(S)                                                                    \
   {R, S, 1, 2, 4, dw_rolling_kernel<S, 2>}, {R, S, 1, 4, 4, dw_rolling_kernel<S, 4>},    \
@@ -304,6 +371,7 @@ const dw_instance kInstances[] = {
     DW_WINDOWS(3, 1), DW_WINDOWS(3, 2), DW_WINDOWS(5, 1),
     DW_WINDOWS(5, 2), DW_WINDOWS(7, 1), DW_WINDOWS(7, 2),
     DW_ROLLING(3),    DW_ROLLING(5),    DW_ROLLING(7),
+    DW_PAIRS(3),      DW_PAIRS(5),      DW_PAIRS(7),
     {W, 0, 0, 1, 4, dw_generic_kernel<float4, 1>}, {W, 0, 0, 2, 4, dw_generic_kernel<float4, 2>},
     {W, 0, 0, 4, 4, dw_generic_kernel<float4, 4>}, {W, 0, 0, 8, 4, dw_generic_kernel<float4, 8>},
     {W, 0, 0, 1, 1, dw_generic_kernel<float, 1>},  {W, 0, 0, 2, 1, dw_generic_kernel<float, 2>},
@@ -311,7 +379,9 @@ const dw_instance kInstances[] = {
 };
 #undef DW_WINDOWS
 #undef DW_ROLLING
+#undef DW_PAIRS
 #undef W
+#undef P
 #undef R
 
 dw_kernel_fn find_kernel(int form, int s, int stride, int px, int vec) {
@@ -327,8 +397,10 @@ extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tilin
                                  conv_dwnhwc_launch *L, char *why, size_t why_size) {
   if (pb->layout != CONV_LAYOUT_NHWC || pb->groups != pb->c)
     CONV_REJECT("not an NHWC depthwise problem");
-  if (t->form != CONV_DWNHWC_THREAD_LOADS && t->form != CONV_DWNHWC_ROLLING)
-    CONV_REJECT("form %d: not %d or %d", t->form, CONV_DWNHWC_THREAD_LOADS, CONV_DWNHWC_ROLLING);
+  if (t->form != CONV_DWNHWC_THREAD_LOADS && t->form != CONV_DWNHWC_ROLLING &&
+      t->form != CONV_DWNHWC_ROW_PAIRS)
+    CONV_REJECT("form %d: not %d, %d or %d", t->form, CONV_DWNHWC_THREAD_LOADS,
+                CONV_DWNHWC_ROLLING, CONV_DWNHWC_ROW_PAIRS);
   if (t->vec != 1 && t->vec != 4) CONV_REJECT("vec %d: not 1 or 4", t->vec);
   if (t->px != 1 && t->px != 2 && t->px != 4 && t->px != 8)
     CONV_REJECT("px %d: not 1, 2, 4 or 8", t->px);
@@ -352,6 +424,11 @@ extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tilin
   if (rolling && !(square && pb->stride_h == 1 && pb->stride_w == 1 && pb->dil_h == 1 &&
                    pb->dil_w == 1 && t->vec == 4))
     CONV_REJECT("the rolling form takes square 3, 5 or 7 filters, stride 1, no dilation, vec 4");
+  const bool pairs = t->form == CONV_DWNHWC_ROW_PAIRS;
+  if (pairs && !(square && pb->stride_h == 1 && pb->stride_w == 1 && pb->dil_h == 1 &&
+                 pb->dil_w == 1 && t->px <= 4 && t->rows >= 2))
+    CONV_REJECT("the row-pairs form takes square 3, 5 or 7 filters, stride 1, no dilation, "
+                "px up to 4 and bands of 2 rows or more");
   conv_dwnhwc_launch l = {};
   l.tiling = *t;
   l.kernel = (const void *)find_kernel(t->form, window ? (int)pb->s : 0,

@@ -23,6 +23,11 @@
  *            output rows with the input rows they need in a shared-memory
  *            ring, the next row arriving by cp.async while this one is
  *            computed, so that each input element leaves L2 once a block.
+ *   ROW PAIRS (CONV_DWNHWC_ROW_PAIRS): the window kernel computing two
+ *            output rows at once (square 3x3, 5x5 and 7x7, stride 1, no
+ *            dilation, px up to 4, bands of 2 rows or more): each input
+ *            row a thread loads serves both, K + 1 loads a column for two
+ *            rows where the window kernel makes 2K.
  *
  * Multiplier (K = m * C): output channel k reads input channel k / m; only
  * m = 1 takes vec = 4.
@@ -43,7 +48,7 @@
 extern "C" {
 #endif
 
-enum { CONV_DWNHWC_THREAD_LOADS = 0, CONV_DWNHWC_ROLLING = 1 };
+enum { CONV_DWNHWC_THREAD_LOADS = 0, CONV_DWNHWC_ROLLING = 1, CONV_DWNHWC_ROW_PAIRS = 2 };
 
 /* The rolling form's shared-memory cap (opted into per kernel). */
 #define CONV_DWNHWC_SMEM_MAX ((size_t)96 << 10)
@@ -56,7 +61,7 @@ typedef struct conv_dwnhwc_tiling {
   int rows;   /* output rows a block covers, one after another: 1 to 16;
                * more rows share one staging of the filters, fewer make
                * more blocks                                             */
-  int form;   /* CONV_DWNHWC_THREAD_LOADS or CONV_DWNHWC_ROLLING         */
+  int form;   /* CONV_DWNHWC_THREAD_LOADS, _ROLLING or _ROW_PAIRS          */
 } conv_dwnhwc_tiling;
 
 /* Everything a launch needs, derived once by conv_dwnhwc_plan(). */

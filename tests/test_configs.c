@@ -1,8 +1,8 @@
 /* test_configs.c -- CPU tests of the candidate families' scope, configs
  * and launch planning: which problems each family takes, that every config
  * it lists plans and covers its output, and what it refuses; forward
- * families (direct_channel, fft, channel_split, patch, depthwise_nhwc and
- * the NHWC scope) and backward ones (direct_channel's transposed view,
+ * families (direct_channel, fft, channel_split, patch, patchify,
+ * depthwise_nhwc and the NHWC scope) and backward ones (direct_channel's transposed view,
  * data_gather, filter_reduce).  The dynamic op's families:
  * test_configs_dynamic.c.  No GPU needed: the GPU tests run the kernels. */
 #include <stdint.h>
@@ -16,6 +16,7 @@
 #include "algorithms/direct_window.h"
 #include "algorithms/filter_reduce.h"
 #include "algorithms/patch.h"
+#include "algorithms/patchify.h"
 #include "runtime/internal.h"
 #include "tests/test.h"
 
@@ -125,19 +126,20 @@ static int nhwc_problems(void) {
   CHECK(!gemm->applicable(&backward, NULL));
   conv_env env;
   memset(&env, 0, sizeof env);
-  conv_config configs[64];
+  conv_config configs[128];
   int n = -1;
   const conv_algorithm *dw = conv_registry_find(CONV_ALGO_DEPTHWISE_NHWC);
   CHECK(dw != NULL && strcmp(dw->name, "depthwise_nhwc") == 0);
-  CHECK_STATUS(CONV_OK, dw->configs(&p, &env, configs, 64, &n, NULL));
-  CHECK(n > 0 && configs[0].values[0] == 4); /* float4 channels first */
-  int rolling = 0;
+  CHECK_STATUS(CONV_OK, dw->configs(&p, &env, configs, 128, &n, NULL));
+  CHECK(n > 0 && n < 128 && configs[0].values[0] == 4); /* float4 channels first */
+  int rolling = 0, pairs = 0;
   for (int i = 0; i < n; i++) {
     CHECK(configs[i].count == 6);
     conv_dwnhwc_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1],
                             (int)configs[i].values[2], (int)configs[i].values[3],
                             (int)configs[i].values[4], (int)configs[i].values[5]};
     rolling += t.form == CONV_DWNHWC_ROLLING;
+    pairs += t.form == CONV_DWNHWC_ROW_PAIRS;
     conv_dwnhwc_launch l;
     CHECK(conv_dwnhwc_plan(&p, &t, &l, NULL, 0) && l.kernel != NULL);
     /* The grid covers every output once: bands of rows x tiles of columns. */
@@ -148,10 +150,11 @@ static int nhwc_problems(void) {
   }
   /* The 3x3 stride-1 problem takes the rolling form, and lists it first. */
   CHECK(rolling > 0 && configs[0].values[5] == CONV_DWNHWC_ROLLING);
+  CHECK(pairs > 0);
   /* 6 channels cannot be float4s: every config is single-channel. */
   conv_problem six = p;
   six.c = six.k = six.groups = 6;
-  CHECK_STATUS(CONV_OK, dw->configs(&six, &env, configs, 64, &n, NULL));
+  CHECK_STATUS(CONV_OK, dw->configs(&six, &env, configs, 128, &n, NULL));
   CHECK(n > 0);
   for (int i = 0; i < n; i++) CHECK(configs[i].values[0] == 1);
   /* Tilings that cannot run are refused with a reason. */
@@ -166,6 +169,17 @@ static int nhwc_problems(void) {
   CHECK(conv_dwnhwc_plan(&p, &rolling_tiling, &refused, why, sizeof why));
   CHECK(!conv_dwnhwc_plan(&strided, &rolling_tiling, &refused, why, sizeof why) &&
         strstr(why, "rolling") != NULL);
+  /* Row pairs: stride 1 only, px up to 4, bands of two rows or more. */
+  const conv_dwnhwc_tiling pair_tiling = {4, 4, 8, 8, 2, CONV_DWNHWC_ROW_PAIRS};
+  const conv_dwnhwc_tiling pair_one_row = {4, 4, 8, 8, 1, CONV_DWNHWC_ROW_PAIRS};
+  const conv_dwnhwc_tiling pair_px8 = {4, 8, 8, 8, 2, CONV_DWNHWC_ROW_PAIRS};
+  CHECK(conv_dwnhwc_plan(&p, &pair_tiling, &refused, why, sizeof why));
+  CHECK(!conv_dwnhwc_plan(&strided, &pair_tiling, &refused, why, sizeof why) &&
+        strstr(why, "row-pairs") != NULL);
+  CHECK(!conv_dwnhwc_plan(&p, &pair_one_row, &refused, why, sizeof why) &&
+        strstr(why, "row-pairs") != NULL);
+  CHECK(!conv_dwnhwc_plan(&p, &pair_px8, &refused, why, sizeof why) &&
+        strstr(why, "row-pairs") != NULL);
   /* The NCHW depthwise problem is not this family's. */
   conv_problem nchw = depthwise_problem();
   CHECK(!dw->applicable(&nchw, &env));
@@ -673,6 +687,62 @@ static int filter_reduce_configs(void) {
   return TEST_PASS;
 }
 
+/* patchify takes the convolutions whose filter tiles the input and no
+ * others; every config it lists plans, its threads cover a row's channels
+ * and columns and its blocks every row, and bad tilings are refused. */
+static int patchify_configs(void) {
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  const conv_algorithm *pf = conv_registry_find(CONV_ALGO_PATCHIFY);
+  CHECK(pf != NULL && strcmp(pf->name, "patchify") == 0);
+  conv_problem stem; /* ConvNeXt's: 3 channels, 4x4 stride 4 */
+  conv_problem_init(&stem);
+  stem.n = 16, stem.c = 3, stem.h = stem.w = 224, stem.k = 96, stem.r = stem.s = 4;
+  stem.stride_h = stem.stride_w = 4;
+  CHECK(pf->applicable(&stem, &env));
+  conv_config configs[16];
+  int n = -1;
+  CHECK_STATUS(CONV_OK, pf->configs(&stem, &env, configs, 16, &n, NULL));
+  CHECK(n == 6);
+  for (int i = 0; i < n; i++) {
+    CHECK(configs[i].count == 2);
+    const conv_patchify_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1]};
+    conv_patchify_launch l;
+    CHECK(conv_patchify_plan(&stem, &t, &l, NULL, 0) && l.kernel != NULL);
+    CHECK(l.p == 56 && l.q == 56 && l.taps == 48);
+    CHECK((int64_t)l.channel_groups * t.kt >= 96 && l.column_groups * 4 >= l.q);
+    CHECK(l.threads % 32 == 0 && l.threads >= (unsigned)(l.channel_groups * l.column_groups));
+    CHECK((int64_t)l.grid * t.rows >= 16 * 56 && l.filter_ld % 4 == 0 && l.input_ld % 4 == 0);
+  }
+  char why[160] = "";
+  conv_patchify_launch l;
+  const conv_patchify_tiling odd = {5, 1}, tall = {4, 17};
+  CHECK(!conv_patchify_plan(&stem, &odd, &l, why, sizeof why) && strstr(why, "kt 5"));
+  CHECK(!conv_patchify_plan(&stem, &tall, &l, why, sizeof why) && strstr(why, "rows 17"));
+  conv_problem wide = stem; /* 1024 columns: 256 column groups x 24 channel groups */
+  wide.w = 4096;
+  const conv_patchify_tiling four = {4, 1};
+  CHECK(!conv_patchify_plan(&wide, &four, &l, why, sizeof why) && strstr(why, "work items"));
+
+  /* Not patchify problems: overlapping, padded, dilated, grouped,
+   * channels-last, backward, and 80 taps a pixel. */
+  conv_problem other[7];
+  for (int i = 0; i < 7; i++) other[i] = stem;
+  other[0].stride_h = other[0].stride_w = 2;
+  other[1].pad_h = other[1].pad_w = 1;
+  other[2].dil_h = other[2].dil_w = 2;
+  other[3].c = 6, other[3].groups = 3;
+  other[4].layout = CONV_LAYOUT_NHWC;
+  other[5].direction = CONV_BACKWARD_DATA;
+  other[6].c = 5;
+  for (int i = 0; i < 7; i++) {
+    CHECK_MSG(!pf->applicable(&other[i], &env), "patchify took case %d", i);
+    CHECK_STATUS(CONV_OK, pf->configs(&other[i], &env, configs, 16, &n, NULL));
+    CHECK(n == 0);
+  }
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"divisor_matches_division", divisor_matches_division},
     {"nhwc_problems", nhwc_problems},
@@ -680,6 +750,7 @@ static const test_case tests[] = {
     {"fft_configs", fft_configs},
     {"channel_split_configs", channel_split_configs},
     {"patch_configs", patch_configs},
+    {"patchify_configs", patchify_configs},
     {"backward_data_view", backward_data_view},
     {"filter_reduce_configs", filter_reduce_configs},
 };

@@ -117,7 +117,8 @@ static int every_candidate_matches_reference(void) {
     const uint32_t id = algos[a]->id;
     const bool elsewhere = id == CONV_ALGO_FILTER_REDUCE || id == CONV_ALGO_DATA_GATHER ||
                            id == CONV_ALGO_DYNAMIC_DIRECT || id == CONV_ALGO_DYNAMIC_UNFOLD_GEMM ||
-                           (id == CONV_ALGO_GEMM_NHWC && quick_mode());
+                           (id == CONV_ALGO_GEMM_NHWC && quick_mode()) ||
+                           id == CONV_ALGO_PATCHIFY; /* stride = filter: patchify_matches_reference */
     CHECK_MSG(counts[a].ran > 0 || elsewhere, "%s ran no config", algos[a]->name);
   }
   cudaFree(scratch);
@@ -370,27 +371,37 @@ static bool is_rolling(const void *state) {
   return ((const conv_dwnhwc_launch *)state)->tiling.form == CONV_DWNHWC_ROLLING;
 }
 
-/* Window, rolling and generic kernels ran where the filter takes their
- * form, and float4 configs where the channels allow them. */
+static bool is_row_pairs(const void *state) {
+  return ((const conv_dwnhwc_launch *)state)->tiling.form == CONV_DWNHWC_ROW_PAIRS;
+}
+
+/* Window, rolling, row-pairs and generic kernels ran where the filter
+ * takes their form, and float4 configs where the channels allow them. */
 static int check_nhwc_kernels(conv_env *env, const conv_problem *p, const char *name) {
   const int windows = prepared_configs(env, &conv_algorithm_depthwise_nhwc, p, is_window_kernel);
   const int rolling = prepared_configs(env, &conv_algorithm_depthwise_nhwc, p, is_rolling);
+  const int pairs = prepared_configs(env, &conv_algorithm_depthwise_nhwc, p, is_row_pairs);
   const bool square = (p->s == 3 || p->s == 5 || p->s == 7) && p->r == p->s;
   const bool takes_window = square && p->dil_w == 1 && p->stride_w <= 2;
   const bool takes_rolling = square && p->stride_h == 1 && p->stride_w == 1 && p->dil_h == 1 &&
                              p->dil_w == 1 && p->k == p->c && p->c % 4 == 0;
-  printf("%s: %d window-form configs, %d rolling\n", name, windows, rolling);
+  const bool takes_pairs = square && p->stride_h == 1 && p->stride_w == 1 && p->dil_h == 1 &&
+                           p->dil_w == 1;
+  printf("%s: %d window-form configs, %d rolling, %d row pairs\n", name, windows, rolling, pairs);
   CHECK_MSG(takes_window == (windows > 0), "window configs %s on %s", windows ? "ran" : "did not run",
             name);
   CHECK_MSG(takes_rolling == (rolling > 0), "rolling configs %s on %s",
             rolling ? "ran" : "did not run", name);
+  CHECK_MSG(takes_pairs == (pairs > 0), "row-pairs configs %s on %s", pairs ? "ran" : "did not run",
+            name);
   return TEST_PASS;
 }
 
 /* Channels-last depthwise problems through cuDNN and depthwise_nhwc: the
  * ConvNeXt and MobileNet shapes, every filter form (window 3/5/7 with
  * stride 1 and 2, rolling at stride 1 over several bands of rows and
- * column tiles, generic for other sizes, dilation and strides), channels
+ * column tiles, row pairs at stride 1 with an odd last row, generic for
+ * other sizes, dilation and strides), channels
  * that float4 cannot take (6, multiplier 2), partial channel blocks and
  * row bands, every epilogue, both math modes. */
 static int nhwc_depthwise_matches_reference(void) {
@@ -457,6 +468,34 @@ static int nhwc_dense_matches_reference(void) {
   return TEST_PASS;
 }
 
+/* patchify on convolutions whose filter tiles the input: ConvNeXt's stem,
+ * 2x2 (64 taps, the most it takes) on an image that leaves a row and a
+ * column over, channels that no thread's 4 or 8 divide and columns that
+ * no float4 does (scalar stores), 8x8 on one channel, 3x3 over 3
+ * channels, a 1x1, every epilogue, both math modes.  Each case must run
+ * every config it lists, none wrong. */
+static int patchify_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
+  conv_problem cases[] = {
+      direct_problem(2, 3, 32, 36, 96, 4, 4, 4, 0, 1, 1, CONV_EPILOGUE_BIAS, S), /* stem */
+      direct_problem(3, 16, 13, 15, 20, 2, 2, 2, 0, 1, 1, CONV_EPILOGUE_BIAS_RELU, T),
+      direct_problem(1, 1, 64, 64, 32, 8, 8, 8, 0, 1, 1, CONV_EPILOGUE_NONE, S),
+      direct_problem(2, 3, 30, 31, 24, 3, 3, 3, 0, 1, 1, CONV_EPILOGUE_BIAS_RELU, S),
+      direct_problem(2, 40, 9, 11, 12, 1, 1, 1, 0, 1, 1, CONV_EPILOGUE_BIAS, T),
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    family_count count;
+    if (run_family_on_cases(&conv_algorithm_patchify, &cases[i], 1, NULL, &count) != TEST_PASS)
+      return TEST_FAIL;
+    CHECK_MSG(count.ran > 0 && count.wrong_caught == 0 && count.unsupported == 0,
+              "case %zu: patchify ran %d configs, %d wrong, %d unsupported", i, count.ran,
+              count.wrong_caught, count.unsupported);
+  }
+  return TEST_PASS;
+}
+
 /* channel_split on small outputs with many channels: the 3x3 and 1x1
  * kernels and the generic one (5x3, stride 2; dilation; 11x11, too large
  * to stage for 64 output channels), K and C that no tile divides, a batch
@@ -492,6 +531,7 @@ static const test_case tests[] = {
     {"channel_split_matches_reference", channel_split_matches_reference},
     {"nhwc_depthwise_matches_reference", nhwc_depthwise_matches_reference},
     {"nhwc_dense_matches_reference", nhwc_dense_matches_reference},
+    {"patchify_matches_reference", patchify_matches_reference},
     {"bias_pass_matches_host", bias_pass_matches_host},
 };
 TEST_MAIN(tests)
