@@ -1,8 +1,8 @@
 /* test_configs.c -- CPU tests of the candidate families' scope, configs
  * and launch planning: which problems each family takes, that every config
  * it lists plans and covers its output, and what it refuses; forward
- * families (direct_channel, fft, channel_split, patch, patchify,
- * depthwise_nhwc and the NHWC scope) and backward ones (direct_channel's transposed view,
+ * families (direct_channel, fft, channel_split, patch, depthwise_nhwc and
+ * the NHWC scope) and backward ones (direct_channel's transposed view,
  * data_gather, filter_reduce).  The dynamic op's families:
  * test_configs_dynamic.c.  No GPU needed: the GPU tests run the kernels. */
 #include <stdint.h>
@@ -16,7 +16,6 @@
 #include "algorithms/direct_window.h"
 #include "algorithms/filter_reduce.h"
 #include "algorithms/patch.h"
-#include "algorithms/patchify.h"
 #include "runtime/internal.h"
 #include "tests/test.h"
 
@@ -687,62 +686,6 @@ static int filter_reduce_configs(void) {
   return TEST_PASS;
 }
 
-/* patchify takes the convolutions whose filter tiles the input and no
- * others; every config it lists plans, its threads cover a row's channels
- * and columns and its blocks every row, and bad tilings are refused. */
-static int patchify_configs(void) {
-  conv_env env;
-  memset(&env, 0, sizeof env);
-  const conv_algorithm *pf = conv_registry_find(CONV_ALGO_PATCHIFY);
-  CHECK(pf != NULL && strcmp(pf->name, "patchify") == 0);
-  conv_problem stem; /* ConvNeXt's: 3 channels, 4x4 stride 4 */
-  conv_problem_init(&stem);
-  stem.n = 16, stem.c = 3, stem.h = stem.w = 224, stem.k = 96, stem.r = stem.s = 4;
-  stem.stride_h = stem.stride_w = 4;
-  CHECK(pf->applicable(&stem, &env));
-  conv_config configs[16];
-  int n = -1;
-  CHECK_STATUS(CONV_OK, pf->configs(&stem, &env, configs, 16, &n, NULL));
-  CHECK(n == 6);
-  for (int i = 0; i < n; i++) {
-    CHECK(configs[i].count == 2);
-    const conv_patchify_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1]};
-    conv_patchify_launch l;
-    CHECK(conv_patchify_plan(&stem, &t, &l, NULL, 0) && l.kernel != NULL);
-    CHECK(l.p == 56 && l.q == 56 && l.taps == 48);
-    CHECK((int64_t)l.channel_groups * t.kt >= 96 && l.column_groups * 4 >= l.q);
-    CHECK(l.threads % 32 == 0 && l.threads >= (unsigned)(l.channel_groups * l.column_groups));
-    CHECK((int64_t)l.grid * t.rows >= 16 * 56 && l.filter_ld % 4 == 0 && l.input_ld % 4 == 0);
-  }
-  char why[160] = "";
-  conv_patchify_launch l;
-  const conv_patchify_tiling odd = {5, 1}, tall = {4, 17};
-  CHECK(!conv_patchify_plan(&stem, &odd, &l, why, sizeof why) && strstr(why, "kt 5"));
-  CHECK(!conv_patchify_plan(&stem, &tall, &l, why, sizeof why) && strstr(why, "rows 17"));
-  conv_problem wide = stem; /* 1024 columns: 256 column groups x 24 channel groups */
-  wide.w = 4096;
-  const conv_patchify_tiling four = {4, 1};
-  CHECK(!conv_patchify_plan(&wide, &four, &l, why, sizeof why) && strstr(why, "work items"));
-
-  /* Not patchify problems: overlapping, padded, dilated, grouped,
-   * channels-last, backward, and 80 taps a pixel. */
-  conv_problem other[7];
-  for (int i = 0; i < 7; i++) other[i] = stem;
-  other[0].stride_h = other[0].stride_w = 2;
-  other[1].pad_h = other[1].pad_w = 1;
-  other[2].dil_h = other[2].dil_w = 2;
-  other[3].c = 6, other[3].groups = 3;
-  other[4].layout = CONV_LAYOUT_NHWC;
-  other[5].direction = CONV_BACKWARD_DATA;
-  other[6].c = 5;
-  for (int i = 0; i < 7; i++) {
-    CHECK_MSG(!pf->applicable(&other[i], &env), "patchify took case %d", i);
-    CHECK_STATUS(CONV_OK, pf->configs(&other[i], &env, configs, 16, &n, NULL));
-    CHECK(n == 0);
-  }
-  return TEST_PASS;
-}
-
 static const test_case tests[] = {
     {"divisor_matches_division", divisor_matches_division},
     {"nhwc_problems", nhwc_problems},
@@ -750,7 +693,6 @@ static const test_case tests[] = {
     {"fft_configs", fft_configs},
     {"channel_split_configs", channel_split_configs},
     {"patch_configs", patch_configs},
-    {"patchify_configs", patchify_configs},
     {"backward_data_view", backward_data_view},
     {"filter_reduce_configs", filter_reduce_configs},
 };

@@ -117,8 +117,7 @@ static int every_candidate_matches_reference(void) {
     const uint32_t id = algos[a]->id;
     const bool elsewhere = id == CONV_ALGO_FILTER_REDUCE || id == CONV_ALGO_DATA_GATHER ||
                            id == CONV_ALGO_DYNAMIC_DIRECT || id == CONV_ALGO_DYNAMIC_UNFOLD_GEMM ||
-                           (id == CONV_ALGO_GEMM_NHWC && quick_mode()) ||
-                           id == CONV_ALGO_PATCHIFY; /* stride = filter: patchify_matches_reference */
+                           (id == CONV_ALGO_GEMM_NHWC && quick_mode());
     CHECK_MSG(counts[a].ran > 0 || elsewhere, "%s ran no config", algos[a]->name);
   }
   cudaFree(scratch);
@@ -468,34 +467,6 @@ static int nhwc_dense_matches_reference(void) {
   return TEST_PASS;
 }
 
-/* patchify on convolutions whose filter tiles the input: ConvNeXt's stem,
- * 2x2 (64 taps, the most it takes) on an image that leaves a row and a
- * column over, channels that no thread's 4 or 8 divide and columns that
- * no float4 does (scalar stores), 8x8 on one channel, 3x3 over 3
- * channels, a 1x1, every epilogue, both math modes.  Each case must run
- * every config it lists, none wrong. */
-static int patchify_matches_reference(void) {
-  SKIP_WITHOUT_GPU();
-  seed_rng();
-  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
-  conv_problem cases[] = {
-      direct_problem(2, 3, 32, 36, 96, 4, 4, 4, 0, 1, 1, CONV_EPILOGUE_BIAS, S), /* stem */
-      direct_problem(3, 16, 13, 15, 20, 2, 2, 2, 0, 1, 1, CONV_EPILOGUE_BIAS_RELU, T),
-      direct_problem(1, 1, 64, 64, 32, 8, 8, 8, 0, 1, 1, CONV_EPILOGUE_NONE, S),
-      direct_problem(2, 3, 30, 31, 24, 3, 3, 3, 0, 1, 1, CONV_EPILOGUE_BIAS_RELU, S),
-      direct_problem(2, 40, 9, 11, 12, 1, 1, 1, 0, 1, 1, CONV_EPILOGUE_BIAS, T),
-  };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    family_count count;
-    if (run_family_on_cases(&conv_algorithm_patchify, &cases[i], 1, NULL, &count) != TEST_PASS)
-      return TEST_FAIL;
-    CHECK_MSG(count.ran > 0 && count.wrong_caught == 0 && count.unsupported == 0,
-              "case %zu: patchify ran %d configs, %d wrong, %d unsupported", i, count.ran,
-              count.wrong_caught, count.unsupported);
-  }
-  return TEST_PASS;
-}
-
 /* channel_split on small outputs with many channels: the 3x3 and 1x1
  * kernels and the generic one (5x3, stride 2; dilation; 11x11, too large
  * to stage for 64 output channels), K and C that no tile divides, a batch
@@ -531,7 +502,6 @@ static const test_case tests[] = {
     {"channel_split_matches_reference", channel_split_matches_reference},
     {"nhwc_depthwise_matches_reference", nhwc_depthwise_matches_reference},
     {"nhwc_dense_matches_reference", nhwc_dense_matches_reference},
-    {"patchify_matches_reference", patchify_matches_reference},
     {"bias_pass_matches_host", bias_pass_matches_host},
 };
 TEST_MAIN(tests)
