@@ -57,13 +57,18 @@ static void dw_add_form(const conv_problem *problem, const conv_shape *shape, in
   }
 }
 
-/* Configs, most promising first: the rolling form where it applies (large
- * images; taller bands first, which stage fewer extra rows), then the row
- * pairs (stride 1: small images, where rolling rows cost more than they
- * share), then the thread-loads form; float4 channels, single channels
- * only where float4 cannot run; bands of 4, 2 and 1 rows for thread loads
- * (small images want more, smaller blocks; large ones fewer filter
- * stagings), of 4 and 2 for pairs. */
+/* Configs a form lists at most (rolling 36, pairs 24, thread loads 48). */
+#define DW_FORM_CONFIGS_MAX 64
+
+/* Configs, most promising first within each form, the forms interleaved
+ * (rolling, row pairs, thread loads, rolling, ...), so that the fast
+ * policy's and a budget's first few guesses try each form: which wins
+ * depends on the image (rolling on large ones, row pairs on ConvNeXt's
+ * 28x28 to 7x7 layers, one-row window bands at batch 1).  Rolling where it
+ * applies, taller bands first (they stage fewer extra rows); float4
+ * channels, single channels only where float4 cannot run; bands of 4, 2
+ * and 1 rows for thread loads (small images want more, smaller blocks;
+ * large ones fewer filter stagings), of 4 and 2 for pairs. */
 static conv_status dw_configs(const conv_problem *problem, conv_env *env, conv_config *out,
                               int max, int *count, conv_error *err) {
   if (problem == NULL || out == NULL || count == NULL || max < 0)
@@ -78,13 +83,19 @@ static conv_status dw_configs(const conv_problem *problem, conv_env *env, conv_c
   const int rolling_pxs[] = {4, 8, 2}, rolling_bands[] = {16, 8, 4};
   const int pair_pxs[] = {4, 2, 1}, pair_bands[] = {4, 2};
   const int pxs[] = {4, 8, 2, 1}, bands[] = {4, 2, 1};
-  int n = 0;
+  conv_config forms[3][DW_FORM_CONFIGS_MAX];
+  int listed[3] = {0, 0, 0};
   if (float4_channels)
-    dw_add_form(problem, &shape, CONV_DWNHWC_ROLLING, vec, rolling_pxs, 3, rolling_bands, 3, out,
-                max, &n);
-  dw_add_form(problem, &shape, CONV_DWNHWC_ROW_PAIRS, vec, pair_pxs, 3, pair_bands, 2, out, max,
-              &n);
-  dw_add_form(problem, &shape, CONV_DWNHWC_THREAD_LOADS, vec, pxs, 4, bands, 3, out, max, &n);
+    dw_add_form(problem, &shape, CONV_DWNHWC_ROLLING, vec, rolling_pxs, 3, rolling_bands, 3,
+                forms[0], DW_FORM_CONFIGS_MAX, &listed[0]);
+  dw_add_form(problem, &shape, CONV_DWNHWC_ROW_PAIRS, vec, pair_pxs, 3, pair_bands, 2, forms[1],
+              DW_FORM_CONFIGS_MAX, &listed[1]);
+  dw_add_form(problem, &shape, CONV_DWNHWC_THREAD_LOADS, vec, pxs, 4, bands, 3, forms[2],
+              DW_FORM_CONFIGS_MAX, &listed[2]);
+  int n = 0;
+  for (int i = 0; i < DW_FORM_CONFIGS_MAX && n < max; i++)
+    for (int f = 0; f < 3 && n < max; f++)
+      if (i < listed[f]) out[n++] = forms[f][i];
   *count = n;
   return CONV_OK;
 }

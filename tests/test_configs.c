@@ -147,9 +147,21 @@ static int nhwc_problems(void) {
     CHECK((int64_t)l.grid[0] * t.rows >= p.n * l.p * l.q_tiles);
     CHECK(l.filter_ld % 4 == 0 && l.filter_ld >= l.block_channels);
   }
-  /* The 3x3 stride-1 problem takes the rolling form, and lists it first. */
-  CHECK(rolling > 0 && configs[0].values[5] == CONV_DWNHWC_ROLLING);
-  CHECK(pairs > 0);
+  /* The 3x3 stride-1 problem takes every form, and lists them in turn
+   * (rolling first), so that the fast policy's three guesses try each. */
+  CHECK(rolling > 0 && pairs > 0);
+  CHECK(configs[0].values[5] == CONV_DWNHWC_ROLLING);
+  CHECK(configs[1].values[5] == CONV_DWNHWC_ROW_PAIRS);
+  CHECK(configs[2].values[5] == CONV_DWNHWC_THREAD_LOADS);
+  /* Asked for fewer, it gives the same first ones. */
+  conv_config first[3];
+  int n_first = -1;
+  CHECK_STATUS(CONV_OK, dw->configs(&p, &env, first, 3, &n_first, NULL));
+  CHECK(n_first == 3);
+  for (int i = 0; i < 3; i++) CHECK(conv_config_equal(&first[i], &configs[i]));
+  /* No config is listed twice. */
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < i; j++) CHECK(!conv_config_equal(&configs[i], &configs[j]));
   /* 6 channels cannot be float4s: every config is single-channel. */
   conv_problem six = p;
   six.c = six.k = six.groups = 6;
