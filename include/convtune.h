@@ -287,7 +287,20 @@ typedef enum conv_policy {
    * tune --pending` to tune later, offline.  Nothing is stored as a
    * winner.  A read-only cache records nothing (a WARN message says so)
    * and the plan is still returned.  Added after 0.3.0. */
-  CONV_POLICY_RECORD
+  CONV_POLICY_RECORD,
+  /* Tune a miss by prediction from the cache's own tunings: find the 3
+   * nearest problems of its kind (same op, direction, layout, math mode,
+   * epilogue or not, determinism) tuned on this device and library
+   * versions, by their sizes; where their winners are of one candidate
+   * family, time only that family's 8 configs that ran fastest on them
+   * and cuDNN's heuristic pick, keep the fastest valid one, and record the
+   * problem as pending ("incomplete") for `convtune tune --pending` (or an
+   * exhaustive context) to finish; where they are not, or fewer than 3 are
+   * tuned, or nothing predicted is valid, time every candidate as
+   * CONV_POLICY_EXHAUSTIVE does.  The log says which (INFO).  With a
+   * tuning budget, the fall back searches within it.  Added after 0.4.0;
+   * not yet measured against exhaustive tuning on a GPU. */
+  CONV_POLICY_PREDICT
 } conv_policy;
 
 /* Levels of the messages a context passes to its log callback, most severe

@@ -208,7 +208,8 @@ static conv_status check_options(const conv_context_options *o, conv_error *err)
   if (o->device < 0)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "device %d: must not be negative", o->device);
   if (o->policy != CONV_POLICY_EXHAUSTIVE && o->policy != CONV_POLICY_FAST &&
-      o->policy != CONV_POLICY_CACHE_ONLY && o->policy != CONV_POLICY_RECORD)
+      o->policy != CONV_POLICY_CACHE_ONLY && o->policy != CONV_POLICY_RECORD &&
+      o->policy != CONV_POLICY_PREDICT)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "policy %d is not a conv_policy", (int)o->policy);
   if (!(o->tuning_budget_ms >= 0) || isinf(o->tuning_budget_ms))
     return conv_error_set(err, CONV_INVALID_ARGUMENT,

@@ -510,3 +510,41 @@ conv_status conv_problem_parse_sized(const char *spec, conv_problem *problem, si
   if (message != NULL && message_size > 0) snprintf(message, message_size, "%s", err.message);
   return st;
 }
+
+/* ---------------------------------------------------------------- keys */
+
+conv_status conv_problem_from_key(const char *key, conv_problem *problem) {
+  if (key == NULL || problem == NULL) return CONV_INVALID_ARGUMENT;
+  const bool dynamic = strncmp(key, "dyn ", 4) == 0;
+  const char *body = dynamic ? key + 4 : key;
+  char dir[16], dtype[8], layout[8], math[8], epilogue[16];
+  long long v[14];
+  int used = -1;
+  if (sscanf(body,
+             "%15s %7s %7s %7s %15s n%lld c%lld h%lld w%lld k%lld r%lld s%lld pad%lld,%lld "
+             "str%lld,%lld dil%lld,%lld g%lld%n",
+             dir, dtype, layout, math, epilogue, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+             &v[7], &v[8], &v[9], &v[10], &v[11], &v[12], &v[13], &used) != 19 ||
+      used < 0 || strcmp(dtype, "f32") != 0)
+    return CONV_INVALID_ARGUMENT;
+  const char *rest = body + used;
+  const bool det = strcmp(rest, " det") == 0;
+  if (!det && rest[0] != '\0') return CONV_INVALID_ARGUMENT;
+  /* The key's words are the spec's values: parse them as a spec, which
+   * validates them, then insist on the same key back (a key this version
+   * would not write is not one of its problems). */
+  char spec[512];
+  snprintf(spec, sizeof spec,
+           "op=%s dir=%s layout=%s math=%s epilogue=%s n=%lld c=%lld h=%lld w=%lld k=%lld r=%lld "
+           "s=%lld pad_h=%lld pad_w=%lld stride_h=%lld stride_w=%lld dil_h=%lld dil_w=%lld "
+           "groups=%lld det=%d",
+           dynamic ? "dynamic" : "conv", dir, layout, math, epilogue, v[0], v[1], v[2], v[3], v[4],
+           v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], det ? 1 : 0);
+  conv_problem parsed;
+  char again[CONV_PROBLEM_KEY_MAX];
+  if (conv_problem_parse(spec, &parsed, NULL, 0) != CONV_OK ||
+      conv_problem_key(&parsed, again, sizeof again) != CONV_OK || strcmp(again, key) != 0)
+    return CONV_INVALID_ARGUMENT;
+  *problem = parsed;
+  return CONV_OK;
+}

@@ -53,6 +53,7 @@ int main(void) {
   ENUM(conv_policy, "fast", CONV_POLICY_FAST);
   ENUM(conv_policy, "cache_only", CONV_POLICY_CACHE_ONLY);
   ENUM(conv_policy, "record", CONV_POLICY_RECORD);
+  ENUM(conv_policy, "predict", CONV_POLICY_PREDICT);
   ENUM(conv_plan_source, "memory", CONV_SOURCE_MEMORY);
   ENUM(conv_plan_source, "cache", CONV_SOURCE_CACHE);
   ENUM(conv_plan_source, "tuned", CONV_SOURCE_TUNED);

@@ -2,7 +2,7 @@
  * test_plans.c -- GPU tests of plans end to end: tuning into a cache,
  * executing on streams, sharing plans, graph replay against direct runs,
  * plans read back by a new process, argument checks, failing candidates
- * recorded, the cache-only policy.  Each skips (exit 77) on a machine
+ * recorded, the cache-only and predict policies.  Each skips (exit 77) on a machine
  * without a GPU; the seed of the random inputs is printed
  * (CONVTUNE_TEST_SEED replays it).
  */
@@ -16,6 +16,7 @@
 
 #include "cache/cache.h"
 #include "tests/gpu_support.h"
+#include "tuner/tuner.h"
 
 /* Creates a plan, executes it on `stream` and checks the output. */
 static int plan_roundtrip(conv_context *ctx, const conv_problem *p, cudaStream_t stream,
@@ -538,6 +539,75 @@ static int system_cache_layer(void) {
   return TEST_PASS;
 }
 
+/* The trials of one problem in a cache, with the device and versions of
+ * the last (to look its pending state up). */
+typedef struct predict_census {
+  int trials;
+  char device[256], versions[512];
+} predict_census;
+
+static int note_predicted_trial(const conv_cache_row *row, void *user) {
+  predict_census *c = user;
+  c->trials++;
+  snprintf(c->device, sizeof c->device, "%s", row->device);
+  snprintf(c->versions, sizeof c->versions, "%s", row->versions);
+  return 0;
+}
+
+static int census_of(conv_context *ctx, const conv_problem *p, predict_census *c, bool *pending) {
+  char key[CONV_PROBLEM_KEY_MAX];
+  CHECK_STATUS(CONV_OK, conv_problem_key(p, key, sizeof key));
+  conv_error err = {CONV_OK, ""};
+  memset(c, 0, sizeof *c);
+  CHECK_STATUS(CONV_OK, conv_cache_list_trials(conv_context_cache(ctx), key, note_predicted_trial, c, &err));
+  const conv_cache_key k = {key, c->device, c->versions};
+  CHECK_STATUS(CONV_OK, conv_cache_find_pending(conv_context_cache(ctx), &k, pending, NULL, &err));
+  return TEST_PASS;
+}
+
+/* CONV_POLICY_PREDICT: with three tuned neighbours in the cache, a new
+ * problem's plan is valid and either predicted (at most the predicted
+ * configs and cuDNN's pick timed, marked incomplete) or, where the
+ * neighbours disagree, searched in full (not pending); an exhaustive
+ * context then finishes an incomplete one. */
+static int predict_policy(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  char cache[4096];
+  temp_path(cache, sizeof cache, "predict");
+  conv_context *ctx;
+  if (make_context(&ctx, cache, tuning_policy(), 0) != TEST_PASS) return TEST_FAIL;
+  const int sizes[][2] = {{21, 17}, {25, 21}, {27, 23}};
+  for (int i = 0; i < 3; i++) {
+    conv_problem p = fixed_problem();
+    p.h = sizes[i][0], p.w = sizes[i][1];
+    if (plan_roundtrip(ctx, &p, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
+  }
+  conv_context_destroy(ctx);
+  if (make_context(&ctx, cache, CONV_POLICY_PREDICT, 0) != TEST_PASS) return TEST_FAIL;
+  conv_problem target = fixed_problem();
+  target.h = 24, target.w = 20;
+  if (plan_roundtrip(ctx, &target, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
+  predict_census c;
+  bool pending = false;
+  if (census_of(ctx, &target, &c, &pending) != TEST_PASS) return TEST_FAIL;
+  printf("predict: %d trials, %s\n", c.trials, pending ? "predicted (incomplete)" : "full search");
+  CHECK(c.trials > 0);
+  if (pending) CHECK(c.trials <= CONV_PREDICT_CONFIGS + 1);
+  conv_context_destroy(ctx);
+  if (pending) { /* an exhaustive context times the rest */
+    if (make_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;
+    if (plan_roundtrip(ctx, &target, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
+    predict_census full;
+    if (census_of(ctx, &target, &full, &pending) != TEST_PASS) return TEST_FAIL;
+    printf("finished: %d trials\n", full.trials);
+    CHECK(!pending && full.trials > c.trials);
+    conv_context_destroy(ctx);
+  }
+  remove_db(cache);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"plan_executes_correctly", plan_executes_correctly},
     {"plans_of_one_problem_are_shared", plans_of_one_problem_are_shared},
@@ -548,5 +618,6 @@ static const test_case tests[] = {
     {"failing_candidates_recorded", failing_candidates_recorded},
     {"cache_only_policy", cache_only_policy},
     {"system_cache_layer", system_cache_layer},
+    {"predict_policy", predict_policy},
 };
 TEST_MAIN(tests)

@@ -692,6 +692,54 @@ static int dynamic_specs(void) {
   return TEST_PASS;
 }
 
+/* conv_problem_from_key inverts conv_problem_key: every layout,
+ * direction, math mode, epilogue, determinism and op comes back as it was
+ * keyed, and text that is not a key this version writes is refused. */
+static int key_round_trip(void) {
+  const char *specs[] = {
+      "n=16 c=3 h=224 w=224 k=96 r=4 s=4 stride=4 epilogue=bias",
+      "n=2 c=64 h=56 w=57 k=128 r=3 s=5 pad_h=1 pad_w=2 stride_h=2 stride_w=1 dil_h=2 groups=4 "
+      "math=tf32 epilogue=bias_relu",
+      "n=16 c=384 h=14 w=14 k=384 r=7 s=7 pad=3 groups=384 layout=nhwc epilogue=bias",
+      "n=32 c=96 h=28 w=28 k=96 r=3 s=3 pad=1 groups=96 dir=bwd_filter det=1",
+      "n=8 c=16 h=31 w=33 k=32 r=1 s=1 dir=bwd_data math=tf32",
+      "op=dynamic n=32 c=64 h=56 w=56 r=7 g=4",
+      "op=dynamic n=4 c=16 h=23 w=19 r=5 dil=2 dir=bwd_data det=1",
+  };
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+    conv_problem p, back;
+    char key[CONV_PROBLEM_KEY_MAX], again[CONV_PROBLEM_KEY_MAX];
+    CHECK_STATUS(CONV_OK, conv_problem_parse(specs[i], &p, NULL, 0));
+    CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, sizeof key));
+    CHECK_STATUS(CONV_OK, conv_problem_from_key(key, &back));
+    CHECK_STATUS(CONV_OK, conv_problem_key(&back, again, sizeof again));
+    CHECK_MSG(strcmp(key, again) == 0, "%s came back as %s", key, again);
+    CHECK(back.op == p.op && back.direction == p.direction && back.layout == p.layout &&
+          back.math == p.math && back.epilogue == p.epilogue &&
+          back.deterministic == p.deterministic && back.groups == p.groups);
+  }
+  const char *bad[] = {
+      "",
+      "fwd f16 nchw strict none n1 c3 h9 w9 k2 r3 s3 pad0,0 str1,1 dil1,1 g1",
+      "fwd f32 nchw strict none n1 c3 h9 w9 k2 r3 s3 pad0,0 str1,1 dil1,1",
+      "fwd f32 nchw strict none n1 c3 h9 w9 k2 r3 s3 pad0,0 str1,1 dil1,1 g1 fast",
+      "fwd f32 nchw strict none n1 c3 h9 w9 k2 r3 s3 pad0,0 str1,1 dil1,1 g1 ",
+      "fwd f32 nchw strict none n1 c3 h9 w9 k2 r3 s3 pad00,0 str1,1 dil1,1 g1",
+      "fwd f32 nchw strict none n1 c3 h9 w9 k2 r30 s3 pad0,0 str1,1 dil1,1 g1",
+      "sideways f32 nchw strict none n1 c3 h9 w9 k2 r3 s3 pad0,0 str1,1 dil1,1 g1",
+  };
+  conv_problem untouched;
+  conv_problem_init(&untouched);
+  untouched.n = 77;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    conv_problem p = untouched;
+    CHECK_MSG(conv_problem_from_key(bad[i], &p) == CONV_INVALID_ARGUMENT, "took '%s'", bad[i]);
+    CHECK(p.n == 77);
+  }
+  CHECK(conv_problem_from_key(NULL, &untouched) == CONV_INVALID_ARGUMENT);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"status_strings", status_strings},   {"validate_each_failure", validate_each_failure},
     {"output_dims", output_dims},         {"problem_key", problem_key},
@@ -702,5 +750,6 @@ static const test_case tests[] = {
     {"dynamic_problems", dynamic_problems},
     {"dynamic_validation", dynamic_validation},
     {"dynamic_specs", dynamic_specs},
+    {"key_round_trip", key_round_trip},
 };
 TEST_MAIN(tests)

@@ -309,6 +309,7 @@ typedef struct tally {
   uint64_t started;       /* uv_hrtime() */
   bool cut;               /* the budget stopped it */
   int untimed;            /* configs left when it was cut */
+  int predicted;          /* CONV_POLICY_PREDICT: configs the prediction timed (0: none) */
 } tally;
 
 static bool budget_spent(const conv_tune_request *req, const tally *t) {
@@ -332,6 +333,31 @@ static bool already_done(const family_pass *pass, const conv_config *c) {
   for (int i = 0; i < pass->done_count; i++)
     if (conv_config_equal(&pass->done[i], c)) return true;
   return false;
+}
+
+/* Times one config, keeps the best, stores the trial.  *pick_taken: one
+ * heuristic pick per family is marked as such. */
+static conv_status time_config(bench *b, const conv_algorithm *algo, const conv_config *config,
+                               bool *pick_taken, tally *t, conv_error *err) {
+  const conv_tune_request *req = b->req;
+  conv_trial trial;
+  trial_init(&trial, algo, config);
+  conv_log(req->log, CONV_LOG_DEBUG, "timing %s %s", trial.algorithm, trial.config_text);
+  run_trial(b, algo, config, true, t->have_best ? t->best.time_ms : 0, &trial);
+  if (!*pick_taken && trial.status == CONV_OK && (config->flags & CONV_CONFIG_HEURISTIC_RANKED))
+    *pick_taken = trial.heuristic_pick = true;
+  report(req, &trial);
+  t->tried++;
+  if (trial.status == CONV_OK && trial.abandoned) {
+    t->abandoned++; /* slower than the best by the margin: never the winner */
+  } else if (trial.status == CONV_OK && (!t->have_best || trial.time_ms < t->best.time_ms)) {
+    t->best = (conv_choice){algo->id, *config, trial.time_ms};
+    t->have_best = true;
+  } else if (trial.status != CONV_OK && t->failed++ == 0) {
+    snprintf(t->first_failure, sizeof t->first_failure, "%s %s: %s", trial.algorithm,
+             trial.config_text, trial.reason);
+  }
+  return conv_cache_add_trial(req->cache, req->key, &trial, err);
 }
 
 static conv_status tune_family(bench *b, const conv_algorithm *algo, const family_pass *pass,
@@ -363,29 +389,113 @@ static conv_status tune_family(bench *b, const conv_algorithm *algo, const famil
       t->untimed++;
       continue;
     }
-    conv_trial trial;
-    trial_init(&trial, algo, &configs[i]);
-    conv_log(req->log, CONV_LOG_DEBUG, "timing %s %s", trial.algorithm, trial.config_text);
-    run_trial(b, algo, &configs[i], true, t->have_best ? t->best.time_ms : 0, &trial);
-    if (!*pass->pick_taken && trial.status == CONV_OK &&
-        (configs[i].flags & CONV_CONFIG_HEURISTIC_RANKED))
-      *pass->pick_taken = trial.heuristic_pick = true;
-    report(req, &trial);
-    t->tried++;
     if (pass->ran != NULL && *pass->ran_count < pass->ran_max)
       pass->ran[(*pass->ran_count)++] = configs[i];
-    if (trial.status == CONV_OK && trial.abandoned) {
-      t->abandoned++; /* slower than the best by the margin: never the winner */
-    } else if (trial.status == CONV_OK && (!t->have_best || trial.time_ms < t->best.time_ms)) {
-      t->best = (conv_choice){algo->id, configs[i], trial.time_ms};
-      t->have_best = true;
-    } else if (trial.status != CONV_OK && t->failed++ == 0) {
-      snprintf(t->first_failure, sizeof t->first_failure, "%s %s: %s", trial.algorithm,
-               trial.config_text, trial.reason);
-    }
-    st = conv_cache_add_trial(req->cache, req->key, &trial, err);
+    st = time_config(b, algo, &configs[i], pass->pick_taken, t, err);
   }
   free(configs);
+  return st;
+}
+
+/* ---------------------------------------------------------------- predict */
+
+/* What a prediction times: the predicted family's ranked configs, and
+ * cuDNN's heuristic pick (free to know) where it is not among them. */
+typedef struct predicted_set {
+  const conv_algorithm *algo;
+  conv_config configs[CONV_PREDICT_CONFIGS];
+  int count;
+  const conv_algorithm *cudnn; /* NULL: no pick, or it is among configs */
+  conv_config cudnn_pick;
+} predicted_set;
+
+/* cuDNN's heuristic pick for the problem, unless cuDNN takes none. */
+static bool cudnn_pick(const conv_tune_request *req, const conv_algorithm **algo,
+                       conv_config *pick) {
+  const conv_algorithm *cudnn = conv_registry_find(CONV_ALGO_CUDNN);
+  if (cudnn == NULL || !cudnn->applicable(req->problem, req->env)) return false;
+  conv_config configs[MAX_CONFIGS_FAST];
+  int count = 0;
+  conv_error ignored = {CONV_OK, ""};
+  if (cudnn->configs(req->problem, req->env, configs, MAX_CONFIGS_FAST, &count, &ignored) !=
+      CONV_OK)
+    return false;
+  for (int i = 0; i < count; i++)
+    if (configs[i].flags & CONV_CONFIG_HEURISTIC_RANKED) {
+      *algo = cudnn;
+      *pick = configs[i];
+      return true;
+    }
+  return false;
+}
+
+/* Fills *set, or says in why[] why there is nothing to predict (the
+ * tuning then searches everything).  A cache it cannot read is no
+ * prediction, not a failed tuning. */
+static bool predict(const conv_tune_request *req, predicted_set *set, char *why,
+                    size_t why_size) {
+  conv_prediction pr;
+  conv_error perr = {CONV_OK, ""};
+  memset(set, 0, sizeof *set);
+  if (conv_predict_neighbours(req->cache, req->key, req->problem, &pr, &perr) != CONV_OK) {
+    snprintf(why, why_size, "reading the cache: %s", perr.message);
+    return false;
+  }
+  if (!pr.certain) {
+    snprintf(why, why_size, "%s", pr.why);
+    return false;
+  }
+  const conv_algorithm *algo = conv_registry_find(pr.algorithm_id);
+  if (algo == NULL || !algo->applicable(req->problem, req->env)) {
+    snprintf(why, why_size, "its neighbours' family (id %u) does not take it",
+             (unsigned)pr.algorithm_id);
+    return false;
+  }
+  conv_config *offered = calloc(MAX_CONFIGS_EXHAUSTIVE, sizeof *offered);
+  int offered_count = 0, order[CONV_PREDICT_CONFIGS];
+  int ranked = 0;
+  bool ok = offered != NULL &&
+            algo->configs(req->problem, req->env, offered, MAX_CONFIGS_EXHAUSTIVE,
+                          &offered_count, &perr) == CONV_OK &&
+            conv_predict_rank(req->cache, req->key, &pr, offered, offered_count, order,
+                              CONV_PREDICT_CONFIGS, &ranked, &perr) == CONV_OK &&
+            ranked > 0;
+  for (int i = 0; ok && i < ranked; i++) set->configs[i] = offered[order[i]];
+  free(offered);
+  if (!ok) {
+    snprintf(why, why_size, "%s offers no config to rank (%s)", algo->name, perr.message);
+    return false;
+  }
+  set->algo = algo;
+  set->count = ranked;
+  if (cudnn_pick(req, &set->cudnn, &set->cudnn_pick))
+    for (int i = 0; i < set->count && set->cudnn; i++)
+      if (set->algo == set->cudnn && conv_config_equal(&set->configs[i], &set->cudnn_pick))
+        set->cudnn = NULL;
+  return true;
+}
+
+/* CONV_POLICY_PREDICT: times the predicted configs; t->predicted says how
+ * many (0: no prediction, nothing timed, the caller searches everything). */
+static conv_status tune_predicted(bench *b, tally *t, predicted_set *set, conv_error *err) {
+  const conv_tune_request *req = b->req;
+  char why[200] = "";
+  if (!predict(req, set, why, sizeof why)) {
+    conv_log(req->log, CONV_LOG_INFO, "%s: no prediction (%s); timing every candidate",
+             req->key->problem, why);
+    return CONV_OK;
+  }
+  bool pick_taken = false, cudnn_pick_taken = false;
+  conv_status st = CONV_OK;
+  for (int i = 0; i <= set->count && st == CONV_OK; i++) {
+    if (atomic_load(req->interrupt))
+      return conv_error_set(err, CONV_INTERRUPTED, "tuning interrupted; measured trials are kept");
+    if (i < set->count)
+      st = time_config(b, set->algo, &set->configs[i], &pick_taken, t, err);
+    else if (set->cudnn != NULL)
+      st = time_config(b, set->cudnn, &set->cudnn_pick, &cudnn_pick_taken, t, err);
+  }
+  t->predicted = set->count + (set->cudnn != NULL);
   return st;
 }
 
@@ -397,7 +507,7 @@ static conv_status tune_all(bench *b, tally *t, conv_error *err) {
   int count;
   const conv_algorithm *const *algos = conv_registry(&count);
   const conv_tune_request *req = b->req;
-  bool budgeted = req->budget_ms > 0 && req->policy == CONV_POLICY_EXHAUSTIVE;
+  bool budgeted = req->budget_ms > 0 && req->policy != CONV_POLICY_FAST;
   int full = req->policy == CONV_POLICY_FAST ? MAX_CONFIGS_FAST : MAX_CONFIGS_EXHAUSTIVE;
   conv_config *guesses = calloc((size_t)count * MAX_CONFIGS_FAST, sizeof *guesses);
   int *guess_counts = calloc((size_t)count, sizeof *guess_counts);
@@ -407,13 +517,29 @@ static conv_status tune_all(bench *b, tally *t, conv_error *err) {
   if (guesses == NULL || guess_counts == NULL || picks == NULL || failed == NULL)
     st = conv_error_set(err, CONV_OUT_OF_MEMORY, "tuning state");
   if (st == CONV_OK) st = conv_cache_begin_tuning(req->cache, req->key, err);
+  predicted_set predicted = {0};
+  if (st == CONV_OK && req->policy == CONV_POLICY_PREDICT) {
+    st = tune_predicted(b, t, &predicted, err);
+    if (st == CONV_OK && t->have_best) goto out; /* the prediction gave a plan */
+    /* Nothing predicted, or nothing predicted ran: every candidate, except
+     * the predicted family's configs already timed. */
+    t->predicted = 0;
+  }
   for (int pass = budgeted ? 0 : 1; pass < 2 && st == CONV_OK; pass++) {
     for (int i = 0; i < count && st == CONV_OK; i++) {
       if (failed[i] || !algos[i]->applicable(req->problem, req->env)) continue;
       conv_config *mine = guesses + (size_t)i * MAX_CONFIGS_FAST;
+      /* Left out: this pass's earlier guesses (pass 1) and, for the
+       * predicted family, the configs the prediction timed. */
+      conv_config done[CONV_PREDICT_CONFIGS + 1 + MAX_CONFIGS_FAST];
+      int done_count = 0;
+      if (algos[i] == predicted.algo)
+        for (int j = 0; j < predicted.count; j++) done[done_count++] = predicted.configs[j];
+      if (algos[i] == predicted.cudnn) done[done_count++] = predicted.cudnn_pick;
+      for (int j = 0; pass == 1 && j < guess_counts[i]; j++) done[done_count++] = mine[j];
       family_pass fp = {pass == 0 ? MAX_CONFIGS_FAST : full,
-                        mine,
-                        pass == 0 ? 0 : guess_counts[i],
+                        done,
+                        done_count,
                         pass == 0 ? mine : NULL,
                         MAX_CONFIGS_FAST,
                         &guess_counts[i],
@@ -422,6 +548,7 @@ static conv_status tune_all(bench *b, tally *t, conv_error *err) {
       st = tune_family(b, algos[i], &fp, t, err);
     }
   }
+out:
   free(guesses);
   free(guess_counts);
   free(picks);
@@ -443,6 +570,11 @@ static void log_outcome(const conv_tune_request *req, conv_status st, const tall
   conv_log(req->log, CONV_LOG_INFO,
            "tuned in %.2f s: %d configs, %d failed, %d abandoned; fastest %s %s (%.4f ms)", s,
            t->tried, t->failed, t->abandoned, algo ? algo->name : "?", config, t->best.time_ms);
+  if (t->predicted > 0)
+    conv_log(req->log, CONV_LOG_INFO,
+             "%s: predicted from its tuned neighbours, %d configs timed; marked incomplete "
+             "(convtune tune --pending, or an exhaustive context, times the rest)",
+             req->key->problem, t->predicted);
   if (t->cut)
     conv_log(req->log, CONV_LOG_INFO,
              "%s: tuning stopped by its budget (%.0f ms) with %d configs untimed; the fastest so "
@@ -467,8 +599,9 @@ conv_status conv_tune(const conv_tune_request *req, conv_choice *winner, conv_er
   }
   CONV_TRY(st, conv_cache_set_winner(req->cache, req->key, t.best.algorithm_id, &t.best.config, err), done);
   /* Tuned fully: nothing of this shape waits on this device any more; cut
-   * short: it waits to be finished. */
-  if (t.cut)
+   * short by a budget, or only the predicted configs timed: it waits to be
+   * finished. */
+  if (t.cut || t.predicted > 0)
     CONV_TRY(st, conv_cache_record_pending(req->cache, req->key, CONV_PENDING_INCOMPLETE, err),
              done);
   else

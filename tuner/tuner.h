@@ -38,7 +38,7 @@ typedef struct conv_tune_request {
   conv_env *env;
   conv_cache *cache;          /* every trial is stored here                     */
   const conv_cache_key *key;
-  conv_policy policy;         /* EXHAUSTIVE or FAST                             */
+  conv_policy policy;         /* EXHAUSTIVE, FAST or PREDICT                    */
   double budget_ms;           /* 0: none (conv_context_options.tuning_budget_ms) */
   size_t workspace_limit;     /* bytes                                          */
   const conv_logger *log;     /* progress: INFO per tuning, DEBUG per config    */
@@ -51,6 +51,50 @@ typedef struct conv_tune_request {
  * tensors, a CUDA error in the reference, a cache write error). */
 conv_status conv_tune(const conv_tune_request *request, conv_choice *winner /* OUT */,
                       conv_error *err);
+
+/* Prediction (predict.c), for CONV_POLICY_PREDICT: the rule
+ * tools/bench/predict_loo.py measures offline.  The CONV_PREDICT_NEIGHBOURS
+ * nearest problems of the same kind (op, direction, layout, math, with or
+ * without an epilogue, determinism) that the cache holds a winner for on
+ * this device and versions, by the distance between their log2 sizes (n,
+ * c, h, w, k, r, s, stride, dilation, channels per group, and whether
+ * depthwise); where their winners are of one family the prediction is
+ * certain, and the tuning times that family's configs that ran fastest on
+ * them (CONV_PREDICT_CONFIGS, each scored by its mean log slowdown against
+ * each neighbour's winner, one a neighbour did not time counting as
+ * CONV_PREDICT_MISSING_SLOWDOWN times slower) and cuDNN's heuristic pick.
+ * Otherwise there is no prediction, and the tuning searches everything. */
+#define CONV_PREDICT_NEIGHBOURS 3
+#define CONV_PREDICT_CONFIGS 8
+#define CONV_PREDICT_MISSING_SLOWDOWN 2.0
+
+typedef struct conv_prediction_neighbour {
+  char problem[CONV_PROBLEM_KEY_MAX];
+  uint32_t algorithm_id; /* its winner's family */
+  double winner_ms;
+} conv_prediction_neighbour;
+
+typedef struct conv_prediction {
+  bool certain;          /* the neighbours' winners are of one family */
+  uint32_t algorithm_id; /* that family, when certain                 */
+  int neighbours;        /* found, nearest first                      */
+  conv_prediction_neighbour neighbour[CONV_PREDICT_NEIGHBOURS];
+  char why[128];         /* why not certain                           */
+} conv_prediction;
+
+/* Finds the neighbours of `problem` (key->problem) in `cache`, for
+ * key->device and key->versions, and says whether they agree. */
+conv_status conv_predict_neighbours(conv_cache *cache, const conv_cache_key *key,
+                                    const conv_problem *problem, conv_prediction *out /* OUT */,
+                                    conv_error *err);
+
+/* Ranks `offered` (the predicted family's configs for the problem) by
+ * their times on the neighbours: order[0..*count) are indices into
+ * offered, best first, at most max of them. */
+conv_status conv_predict_rank(conv_cache *cache, const conv_cache_key *key,
+                              const conv_prediction *prediction, const conv_config *offered,
+                              int offered_count, int *order /* OUT */, int max,
+                              int *count /* OUT */, conv_error *err);
 
 /* Early abandonment (rules.c).  A config whose runs are already slower
  * than the best median so far by CONV_ABANDON_FACTOR stops being timed:

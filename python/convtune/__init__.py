@@ -111,7 +111,9 @@ class Context:
     "cache_only" (never tune: a miss raises ConvtuneError CACHE_MISS) or "record" (never
     tune: a miss runs an untimed, validated plan, cuDNN's heuristic choice first, with
     plan.info["source"] "heuristic" and time_ms -1, and is recorded as pending in the cache
-    for `convtune tune --pending` to tune later).
+    for `convtune tune --pending` to tune later) or "predict" (a miss times only the configs its
+    3 nearest shapes tuned in the cache suggest, all where they disagree, and is marked
+    incomplete for `convtune tune --pending`; include/convtune.h, CONV_POLICY_PREDICT).
     workspace_limit: bytes of scratch a candidate may use; 0 is a quarter of the free memory.
     verbose: also log each candidate config as it is timed (DEBUG).  The library's messages go
     to the logging module's "convtune" logger: warnings, and at INFO a line as each tuning

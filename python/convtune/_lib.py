@@ -48,7 +48,7 @@ DIRECTIONS = {"fwd": FORWARD, "bwd_data": BACKWARD_DATA, "bwd_filter": BACKWARD_
 MATH = {"strict": 0, "tf32": 1}
 EPILOGUE_NONE, EPILOGUE_BIAS, EPILOGUE_BIAS_RELU = 0, 1, 2
 OP_CONVOLUTION, OP_DYNAMIC = 0, 1  # conv_op
-POLICIES = {"exhaustive": 0, "fast": 1, "cache_only": 2, "record": 3}  # conv_policy values
+POLICIES = {"exhaustive": 0, "fast": 1, "cache_only": 2, "record": 3, "predict": 4}  # conv_policy values
 SOURCES = ("memory", "cache", "tuned", "system", "heuristic")  # conv_plan_source values
 REPLAYS = ("pending", "graph", "direct")  # conv_replay values
 

@@ -85,7 +85,11 @@ static const struct {
     {"--deterministic", CMD_TUNE | CMD_SHOW,
      "every shape deterministic: only\n"
      "candidates with bit-identical results run to run"},
-    {"--policy exhaustive|fast", CMD_TUNE, "time every candidate, or a few best guesses"},
+    {"--policy exhaustive|fast|predict", CMD_TUNE,
+     "time every candidate, a few best guesses, or\n"
+     "the candidates its 3 nearest tuned shapes\n"
+     "suggest (all where they disagree), marked\n"
+     "incomplete for a later tune --pending"},
     {"--budget SECONDS", CMD_TUNE,
      "per shape: stop timing after this long and\n"
      "keep the fastest so far (each family's best\n"
@@ -254,7 +258,7 @@ static int lookup_name(const char *value, const char *const *names) {
 static int apply_option(cli_args *a, const option_spec *o, const char *value) {
   static const char *const maths[] = {"strict", "tf32", NULL};
   static const char *const epilogues[] = {"none", "bias", "bias_relu", NULL};
-  static const char *const policies[] = {"exhaustive", "fast", NULL};
+  static const char *const policies[] = {"exhaustive", "fast", "predict", NULL};
   static const char *const directions[] = {"fwd", "bwd_data", "bwd_filter", NULL};
   static const char *const progress_modes[] = {"auto", "always", "never", NULL};
   int i;
@@ -321,9 +325,9 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
     a->direction = i == 2 ? CONV_BACKWARD_FILTER : i == 1 ? CONV_BACKWARD_DATA : CONV_FORWARD;
   } else if (strcmp(o->name, "--policy") == 0) {
     if ((i = lookup_name(value, policies)) < 0) {
-      return usage_error("bad --policy '%s' (expected exhaustive or fast)", value);
+      return usage_error("bad --policy '%s' (expected exhaustive, fast or predict)", value);
     }
-    a->policy = i == 1 ? CONV_POLICY_FAST : CONV_POLICY_EXHAUSTIVE;
+    a->policy = i == 2 ? CONV_POLICY_PREDICT : i == 1 ? CONV_POLICY_FAST : CONV_POLICY_EXHAUSTIVE;
   } else if (strcmp(o->name, "--progress") == 0) {
     if ((i = lookup_name(value, progress_modes)) < 0) {
       return usage_error("bad --progress '%s' (expected auto, always or never)", value);

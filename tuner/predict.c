@@ -1,0 +1,177 @@
+/*
+ * predict.c -- which configs a new problem's tuning times under
+ * CONV_POLICY_PREDICT, from the cache's own tunings of its nearest
+ * neighbours (tuner.h).  The rule is the one tools/bench/predict_loo.py
+ * measures offline (predict-notes.md): the 3 nearest tuned problems of the
+ * same kind; where their winners are of one family, that family's configs
+ * ranked by how they ran on the neighbours; where they are not, or there
+ * are fewer than 3, no prediction (the tuner searches everything).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuner/tuner.h"
+
+/* A problem's place: the fields that must match, and log2 sizes. */
+typedef struct problem_point {
+  int op, direction, layout, math, deterministic;
+  bool epilogue;
+  double features[11];
+} problem_point;
+
+static problem_point point_of(const conv_problem *p) {
+  const bool depthwise = p->groups == p->c && p->groups > 1;
+  const double sizes[] = {(double)p->n, (double)p->c,        (double)p->h,
+                          (double)p->w, (double)p->k,        (double)p->r,
+                          (double)p->s, (double)p->stride_h, (double)p->dil_h,
+                          (double)(p->c / p->groups)};
+  problem_point pt = {(int)p->op,   (int)p->direction,    (int)p->layout,
+                      (int)p->math, p->deterministic ? 1 : 0, p->epilogue != CONV_EPILOGUE_NONE,
+                      {0}};
+  for (int i = 0; i < 10; i++) pt.features[i] = log2(sizes[i]);
+  pt.features[10] = depthwise ? 3.0 : 0.0; /* a depthwise neighbour is far from a dense one */
+  return pt;
+}
+
+static bool same_kind(const problem_point *a, const problem_point *b) {
+  return a->op == b->op && a->direction == b->direction && a->layout == b->layout &&
+         a->math == b->math && a->deterministic == b->deterministic && a->epilogue == b->epilogue;
+}
+
+static double distance(const problem_point *a, const problem_point *b) {
+  double d = 0;
+  for (int i = 0; i < 11; i++) d += (a->features[i] - b->features[i]) * (a->features[i] - b->features[i]);
+  return d;
+}
+
+typedef struct neighbour_search {
+  const conv_cache_key *key;
+  problem_point target;
+  conv_prediction *out;
+  double distances[CONV_PREDICT_NEIGHBOURS];
+} neighbour_search;
+
+/* Keeps the CONV_PREDICT_NEIGHBOURS nearest winners of this device and
+ * versions, nearest first (ties: the first listed, by problem key). */
+static int consider_winner(const conv_cache_row *row, void *user) {
+  neighbour_search *s = user;
+  if (strcmp(row->device, s->key->device) != 0 || strcmp(row->versions, s->key->versions) != 0 ||
+      strcmp(row->problem, s->key->problem) == 0 || row->trial->status != CONV_OK ||
+      !(row->trial->time_ms > 0))
+    return 0;
+  conv_problem p;
+  if (conv_problem_from_key(row->problem, &p) != CONV_OK) return 0; /* another version's key */
+  const problem_point pt = point_of(&p);
+  if (!same_kind(&pt, &s->target)) return 0;
+  const double d = distance(&pt, &s->target);
+  conv_prediction *out = s->out;
+  int at = out->neighbours;
+  while (at > 0 && d < s->distances[at - 1]) at--;
+  if (at >= CONV_PREDICT_NEIGHBOURS) return 0;
+  const int last = out->neighbours < CONV_PREDICT_NEIGHBOURS ? out->neighbours
+                                                            : CONV_PREDICT_NEIGHBOURS - 1;
+  for (int i = last; i > at; i--) {
+    s->distances[i] = s->distances[i - 1];
+    out->neighbour[i] = out->neighbour[i - 1];
+  }
+  s->distances[at] = d;
+  conv_prediction_neighbour *n = &out->neighbour[at];
+  snprintf(n->problem, sizeof n->problem, "%s", row->problem);
+  n->algorithm_id = row->trial->algorithm_id;
+  n->winner_ms = row->trial->time_ms;
+  if (out->neighbours < CONV_PREDICT_NEIGHBOURS) out->neighbours++;
+  return 0;
+}
+
+conv_status conv_predict_neighbours(conv_cache *cache, const conv_cache_key *key,
+                                    const conv_problem *problem, conv_prediction *out,
+                                    conv_error *err) {
+  if (cache == NULL || key == NULL || problem == NULL || out == NULL)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "predict: NULL argument");
+  memset(out, 0, sizeof *out);
+  neighbour_search s = {key, point_of(problem), out, {0}};
+  conv_status st = conv_cache_list_winners(cache, consider_winner, &s, err);
+  if (st != CONV_OK) return st;
+  if (out->neighbours < CONV_PREDICT_NEIGHBOURS) {
+    snprintf(out->why, sizeof out->why, "%d tuned neighbours of its kind (%d needed)",
+             out->neighbours, CONV_PREDICT_NEIGHBOURS);
+    return CONV_OK;
+  }
+  out->algorithm_id = out->neighbour[0].algorithm_id;
+  for (int i = 1; i < out->neighbours; i++)
+    if (out->neighbour[i].algorithm_id != out->algorithm_id) {
+      snprintf(out->why, sizeof out->why, "its %d nearest tuned neighbours' winners differ in family",
+               out->neighbours);
+      return CONV_OK;
+    }
+  out->certain = true;
+  return CONV_OK;
+}
+
+/* ---------------------------------------------------------------- ranking */
+
+typedef struct trial_times {
+  uint32_t algorithm_id;
+  const conv_cache_key *key; /* device and versions to match */
+  const conv_config *offered;
+  int count;
+  double *ms; /* per offered config: its time on this neighbour, 0 if none */
+} trial_times;
+
+static int note_time(const conv_cache_row *row, void *user) {
+  trial_times *t = user;
+  if (row->trial->algorithm_id != t->algorithm_id || row->trial->status != CONV_OK ||
+      !(row->trial->time_ms > 0) || strcmp(row->device, t->key->device) != 0 ||
+      strcmp(row->versions, t->key->versions) != 0 || row->trial->abandoned)
+    return 0;
+  for (int i = 0; i < t->count; i++)
+    if (t->ms[i] == 0 && conv_config_equal(&t->offered[i], &row->trial->config))
+      t->ms[i] = row->trial->time_ms;
+  return 0;
+}
+
+typedef struct scored_config {
+  double score;
+  int index;
+} scored_config;
+
+static int by_score(const void *a, const void *b) {
+  const scored_config *x = a, *y = b;
+  if (x->score != y->score) return x->score < y->score ? -1 : 1;
+  return x->index - y->index; /* stable: the family's own order breaks ties */
+}
+
+conv_status conv_predict_rank(conv_cache *cache, const conv_cache_key *key,
+                              const conv_prediction *prediction, const conv_config *offered,
+                              int offered_count, int *order, int max, int *count,
+                              conv_error *err) {
+  if (cache == NULL || key == NULL || prediction == NULL || count == NULL ||
+      (offered_count > 0 && (offered == NULL || order == NULL)) || offered_count < 0)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "predict: bad rank arguments");
+  *count = 0;
+  if (offered_count == 0) return CONV_OK;
+  double *ms = calloc((size_t)offered_count, sizeof *ms);
+  scored_config *scored = calloc((size_t)offered_count, sizeof *scored);
+  conv_status st = CONV_OK;
+  if (ms == NULL || scored == NULL) st = conv_error_set(err, CONV_OUT_OF_MEMORY, "predict: ranking");
+  for (int i = 0; i < offered_count && st == CONV_OK; i++) scored[i].index = i;
+  for (int n = 0; n < prediction->neighbours && st == CONV_OK; n++) {
+    const conv_prediction_neighbour *nb = &prediction->neighbour[n];
+    memset(ms, 0, (size_t)offered_count * sizeof *ms);
+    trial_times t = {prediction->algorithm_id, key, offered, offered_count, ms};
+    st = conv_cache_list_trials(cache, nb->problem, note_time, &t, err);
+    /* Each config's slowdown against the neighbour's winner, in log; one
+     * it did not time (or could not run) counts as twice as slow. */
+    for (int i = 0; i < offered_count && st == CONV_OK; i++)
+      scored[i].score += ms[i] > 0 ? log(ms[i] / nb->winner_ms) : log(CONV_PREDICT_MISSING_SLOWDOWN);
+  }
+  if (st == CONV_OK) {
+    qsort(scored, (size_t)offered_count, sizeof *scored, by_score);
+    for (int i = 0; i < offered_count && i < max; i++) order[(*count)++] = scored[i].index;
+  }
+  free(ms);
+  free(scored);
+  return st;
+}
