@@ -77,7 +77,7 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--no-layers", action="store_true", help="skip the per-layer timings")
     p.add_argument("--host-batch", type=int, default=1, help="batch of the host-cost loop (0: skip)")
     p.add_argument("--cache", default=None, help="convtune cache (default: the library's)")
-    p.add_argument("--policy", default="exhaustive", choices=("exhaustive", "fast", "cache_only"))
+    p.add_argument("--policy", default="exhaustive", choices=("exhaustive", "fast", "cache_only", "predict"))
     p.add_argument("--tuning-budget-ms", type=float, default=0.0,
                    help="per-problem tuning budget of the layers' context (0: none)")
     p.add_argument("--tune-only", action="store_true", help="only make sure every plan is tuned")
