@@ -1,6 +1,9 @@
 /*
  * fuzz_spec.c -- libFuzzer target: the one-line shape spec parser
- * (conv_problem_parse), with what must hold of whatever it accepts.
+ * (conv_problem_parse), with what must hold of whatever it accepts; and
+ * the same bytes as a cache row's problem key (conv_problem_from_key,
+ * which the predict policy runs on every key of a cache): accepted only
+ * where the key of what it returns is those bytes.
  *
  * Input: the spec's bytes (a NUL ends it early, as in C).  The last byte
  * also picks the message buffer's size, so truncation is exercised too.
@@ -11,6 +14,7 @@
 #include <string.h>
 
 #include "convtune.h"
+#include "runtime/internal.h"
 #include "tests/fuzz/fuzz.h"
 
 /* The spec conv_problem_parse must read back to the same problem. */
@@ -77,6 +81,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     conv_problem again;
     REQUIRE(conv_problem_parse(again_spec, &again, NULL, 0) == CONV_OK);
     REQUIRE(same_problem(&p, &again));
+    conv_problem from_key; /* the spec's key reads back as its problem */
+    REQUIRE(conv_problem_from_key(key, &from_key) == CONV_OK && same_problem(&p, &from_key));
+  }
+  conv_problem keyed = untouched;
+  if (conv_problem_from_key(spec, &keyed) == CONV_OK) {
+    char key[CONV_PROBLEM_KEY_MAX];
+    REQUIRE(conv_problem_key(&keyed, key, sizeof key) == CONV_OK && strcmp(key, spec) == 0);
+  } else {
+    REQUIRE(memcmp(&keyed, &untouched, sizeof keyed) == 0);
   }
   free(message);
   free(spec);
