@@ -697,9 +697,8 @@ static int dynamic_specs(void) {
  * keyed, and text that is not a key this version writes is refused. */
 static int key_round_trip(void) {
   const char *specs[] = {
-      "n=16 c=3 h=224 w=224 k=96 r=4 s=4 stride=4 epilogue=bias",
-      "n=2 c=64 h=56 w=57 k=128 r=3 s=5 pad_h=1 pad_w=2 stride_h=2 stride_w=1 dil_h=2 groups=4 "
-      "math=tf32 epilogue=bias_relu",
+      "n=16 c=3 h=224 w=224 k=96 r=4 s=4 stride=4 epilogue=bias_relu",
+      "n=2 c=64 h=56 w=57 k=128 r=3 s=5 pad_h=1 pad_w=2 stride_h=2 dil_h=2 g=4 math=tf32",
       "n=16 c=384 h=14 w=14 k=384 r=7 s=7 pad=3 groups=384 layout=nhwc epilogue=bias",
       "n=32 c=96 h=28 w=28 k=96 r=3 s=3 pad=1 groups=96 dir=bwd_filter det=1",
       "n=8 c=16 h=31 w=33 k=32 r=1 s=1 dir=bwd_data math=tf32",
