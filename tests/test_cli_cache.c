@@ -25,6 +25,7 @@ static int test_tune_arguments(void) {
       {{"tune", "--pending", SPEC}, "tune --pending takes no shapes"},
       {{"tune", "--pending", "--math", "tf32"}, "--math, --epilogue, --direction"},
       {{"tune", "--pending", "--deterministic"}, "do not apply"},
+      {{"tune", "--pending", "--policy", "predict"}, "would leave them unfinished"},
       {{"tune", "--pending=yes"}, "takes no value"},
       {{"show", SPEC, "--pending"}, "does not apply to 'show'"},
       {{"merge", "a.db", "-o", "b.db", "--pending"}, "does not apply to 'merge'"},

@@ -423,6 +423,10 @@ static int check_input_count(const cli_args *a) {
     return usage_error("tune --pending tunes each problem as it was recorded: --math, "
                        "--epilogue, --direction and --deterministic do not apply");
   }
+  if (a->command == CMD_TUNE && a->pending && a->policy == CONV_POLICY_PREDICT) {
+    return usage_error("tune --pending finishes tunings, and --policy predict would leave them "
+                       "unfinished: use --policy exhaustive (the default) or fast");
+  }
   if (a->command == CMD_TUNE && !a->pending && a->input_count == 0) {
     return usage_error("tune needs at least one suite file or shape spec (or --pending)");
   }
