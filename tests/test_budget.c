@@ -1,7 +1,8 @@
 /*
  * test_budget.c -- tuning budgets and early abandonment without a GPU: the
- * tuner's rules as the pure functions they are (tuner.h), and the
- * tuning_budget_ms option (defaults, checks, older and newer structs).
+ * tuner's rules as the pure functions they are (tuner.h), the
+ * tuning_budget_ms option (defaults, checks, older and newer structs) and
+ * the policy option.
  */
 #include <math.h>
 #include <stddef.h>
@@ -100,10 +101,32 @@ static int test_budget_option(void) {
   return check_refused(&newer.o, CONV_UNSUPPORTED, "does not know");
 }
 
+/* Every conv_policy is accepted (predict with a budget too, which its
+ * fall back searches within); a value past them is refused by name. */
+static int test_policy_option(void) {
+  conv_context_options o;
+  conv_context_options_init(&o);
+  o.cache_path = ":memory:";
+  const conv_policy all[] = {CONV_POLICY_EXHAUSTIVE, CONV_POLICY_FAST, CONV_POLICY_CACHE_ONLY,
+                             CONV_POLICY_RECORD, CONV_POLICY_PREDICT};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    o.policy = all[i];
+    if (check_accepted(&o) != TEST_PASS) return TEST_FAIL;
+  }
+  o.tuning_budget_ms = 500;
+  if (check_accepted(&o) != TEST_PASS) return TEST_FAIL;
+  o.tuning_budget_ms = 0;
+  o.policy = (conv_policy)(CONV_POLICY_PREDICT + 1);
+  if (check_refused(&o, CONV_INVALID_ARGUMENT, "policy 5") != TEST_PASS) return TEST_FAIL;
+  o.policy = (conv_policy)-1;
+  return check_refused(&o, CONV_INVALID_ARGUMENT, "policy -1");
+}
+
 static const test_case tests[] = {
     {"abandonment_rule", test_abandonment_rule},
     {"budget_rule", test_budget_rule},
     {"budget_option", test_budget_option},
+    {"policy_option", test_policy_option},
 };
 
 TEST_MAIN(tests)
