@@ -109,6 +109,33 @@ __device__ __forceinline__ void store_outputs(const dw_params &prm, const dw_pla
     *reinterpret_cast<V *>(out + (size_t)j * prm.k) = epilogue_of(acc[j], bias, prm.epilogue);
 }
 
+/* window[t] = input column first_col + t of row xrow (zero outside the
+ * image), one V of the thread's channels each. */
+template <typename V, int SPAN>
+__device__ __forceinline__ void load_window(const dw_params &prm, const float *xrow, int first_col,
+                                            V (&window)[SPAN]) {
+#pragma unroll
+  for (int t = 0; t < SPAN; t++) {
+    const int iw = first_col + t;
+    window[t] = iw >= 0 && iw < prm.w ? __ldg(reinterpret_cast<const V *>(xrow + (size_t)iw * prm.c))
+                                      : zero_of(V());
+  }
+}
+
+/* acc[j] += filter row fr's taps against the window, output j starting
+ * at window entry j * STRIDE. */
+template <typename V, int K, int STRIDE, int PX, int SPAN>
+__device__ __forceinline__ void add_filter_row(const dw_params &prm, const float *sw, int fr,
+                                               int local_channel, const V (&window)[SPAN],
+                                               V (&acc)[PX]) {
+#pragma unroll
+  for (int fs = 0; fs < K; fs++) {
+    const V tap = *reinterpret_cast<const V *>(sw + (fr * K + fs) * prm.filter_ld + local_channel);
+#pragma unroll
+    for (int j = 0; j < PX; j++) acc[j] = fma_of(window[j * STRIDE + fs], tap, acc[j]);
+  }
+}
+
 /* WINDOW: compile-time square filter K x K, column stride and PX; each
  * input column of the thread's window is loaded once per filter row, and
  * the filter rows are unrolled so that the next row's loads are in flight
@@ -135,22 +162,9 @@ __global__ static void __launch_bounds__(kMaxThreads)
     for (int fr = 0; fr < K; fr++) {
       const int ih = row * prm.stride_h - prm.pad_h + fr * prm.dil_h;
       if (ih < 0 || ih >= prm.h) continue;
-      const float *xrow = ximage + (size_t)ih * prm.w * prm.c;
       V window[SPAN];
-#pragma unroll
-      for (int t = 0; t < SPAN; t++) {
-        const int iw = first_col + t;
-        window[t] = iw >= 0 && iw < prm.w
-                        ? __ldg(reinterpret_cast<const V *>(xrow + (size_t)iw * prm.c))
-                        : zero_of(V());
-      }
-#pragma unroll
-      for (int fs = 0; fs < K; fs++) {
-        const V tap =
-            *reinterpret_cast<const V *>(sw + (fr * K + fs) * prm.filter_ld + at.local_channel);
-#pragma unroll
-        for (int j = 0; j < PX; j++) acc[j] = fma_of(window[j * STRIDE + fs], tap, acc[j]);
-      }
+      load_window(prm, ximage + (size_t)ih * prm.w * prm.c, first_col, window);
+      add_filter_row<V, K, STRIDE>(prm, sw, fr, at.local_channel, window, acc);
     }
     store_outputs(prm, at, row, acc, outputs, bias == nullptr ? nullptr : bias + at.channel, y);
   }
@@ -186,15 +200,10 @@ __global__ static void __launch_bounds__(kMaxThreads)
     for (int i = 0; i <= K; i++) {
       const int ih = row - prm.pad_h + i;
       if (ih < 0 || ih >= prm.h) continue;
-      const float *xrow = ximage + (size_t)ih * prm.w * prm.c;
       V window[SPAN];
-#pragma unroll
-      for (int t = 0; t < SPAN; t++) {
-        const int iw = first_col + t;
-        window[t] = iw >= 0 && iw < prm.w
-                        ? __ldg(reinterpret_cast<const V *>(xrow + (size_t)iw * prm.c))
-                        : zero_of(V());
-      }
+      load_window(prm, ximage + (size_t)ih * prm.w * prm.c, first_col, window);
+      /* Both rows' taps a column at a time (not add_filter_row twice):
+       * that order keeps the 7x7 float4 builds at 76-80 registers. */
 #pragma unroll
       for (int fs = 0; fs < K; fs++) {
         if (i < K) {
