@@ -124,7 +124,7 @@ static int note_time(const conv_cache_row *row, void *user) {
   trial_times *t = user;
   if (row->trial->algorithm_id != t->algorithm_id || row->trial->status != CONV_OK ||
       !(row->trial->time_ms > 0) || strcmp(row->device, t->key->device) != 0 ||
-      strcmp(row->versions, t->key->versions) != 0 || row->trial->abandoned)
+      strcmp(row->versions, t->key->versions) != 0)
     return 0;
   for (int i = 0; i < t->count; i++)
     if (t->ms[i] == 0 && conv_config_equal(&t->offered[i], &row->trial->config))
