@@ -1,5 +1,6 @@
 /*
- * cache_fixtures.h -- what the cache tests (test_cache.c, test_cache_share.c)
+ * cache_fixtures.h -- what the cache tests (test_cache.c, test_cache_share.c;
+ * test_predict.c for its keys and checks)
  * share: keys, temporary databases, SQL probes, made-up trials and their
  * checks, and writer child processes (cache_fixtures.c).  The writer mode:
  *     BINARY TESTNAME writer PATH PROBLEM TRIALS WINNER

@@ -376,11 +376,14 @@ static int execute_rejects_bad_arguments(void) {
 typedef struct trial_census {
   int total, workspace_limited, winners;
   size_t winner_workspace;
+  char device[256], versions[512]; /* the last row's, to look its pending state up */
 } trial_census;
 
 static int count_trial(const conv_cache_row *row, void *user) {
   trial_census *c = user;
   c->total++;
+  snprintf(c->device, sizeof c->device, "%s", row->device);
+  snprintf(c->versions, sizeof c->versions, "%s", row->versions);
   if (row->trial->status == CONV_WORKSPACE_LIMIT && row->trial->reason[0]) c->workspace_limited++;
   if (row->trial->winner) {
     c->winners++;
@@ -402,7 +405,7 @@ static int failing_candidates_recorded(void) {
   if (plan_roundtrip(ctx, &p, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
   char key[CONV_PROBLEM_KEY_MAX];
   CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, sizeof key));
-  trial_census census = {0, 0, 0, 0};
+  trial_census census = {0};
   conv_error err = {CONV_OK, ""};
   CHECK_STATUS(CONV_OK, conv_cache_list_trials(conv_context_cache(ctx), key, count_trial, &census, &err));
   printf("%d trials, %d over the workspace limit, %d winner\n", census.total, census.workspace_limited,
@@ -539,27 +542,13 @@ static int system_cache_layer(void) {
   return TEST_PASS;
 }
 
-/* The trials of one problem in a cache, with the device and versions of
- * the last (to look its pending state up). */
-typedef struct predict_census {
-  int trials;
-  char device[256], versions[512];
-} predict_census;
-
-static int note_predicted_trial(const conv_cache_row *row, void *user) {
-  predict_census *c = user;
-  c->trials++;
-  snprintf(c->device, sizeof c->device, "%s", row->device);
-  snprintf(c->versions, sizeof c->versions, "%s", row->versions);
-  return 0;
-}
-
-static int census_of(conv_context *ctx, const conv_problem *p, predict_census *c, bool *pending) {
+/* The trials of one problem in the context's cache, and whether it is pending. */
+static int census_of(conv_context *ctx, const conv_problem *p, trial_census *c, bool *pending) {
   char key[CONV_PROBLEM_KEY_MAX];
   CHECK_STATUS(CONV_OK, conv_problem_key(p, key, sizeof key));
   conv_error err = {CONV_OK, ""};
   memset(c, 0, sizeof *c);
-  CHECK_STATUS(CONV_OK, conv_cache_list_trials(conv_context_cache(ctx), key, note_predicted_trial, c, &err));
+  CHECK_STATUS(CONV_OK, conv_cache_list_trials(conv_context_cache(ctx), key, count_trial, c, &err));
   const conv_cache_key k = {key, c->device, c->versions};
   CHECK_STATUS(CONV_OK, conv_cache_find_pending(conv_context_cache(ctx), &k, pending, NULL, &err));
   return TEST_PASS;
@@ -588,20 +577,20 @@ static int predict_policy(void) {
   conv_problem target = fixed_problem();
   target.h = 24, target.w = 20;
   if (plan_roundtrip(ctx, &target, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
-  predict_census c;
+  trial_census c;
   bool pending = false;
   if (census_of(ctx, &target, &c, &pending) != TEST_PASS) return TEST_FAIL;
-  printf("predict: %d trials, %s\n", c.trials, pending ? "predicted (incomplete)" : "full search");
-  CHECK(c.trials > 0);
-  if (pending) CHECK(c.trials <= CONV_PREDICT_CONFIGS + 1);
+  printf("predict: %d trials, %s\n", c.total, pending ? "predicted (incomplete)" : "full search");
+  CHECK(c.total > 0);
+  if (pending) CHECK(c.total <= CONV_PREDICT_CONFIGS + 1);
   conv_context_destroy(ctx);
   if (pending) { /* an exhaustive context times the rest */
     if (make_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;
     if (plan_roundtrip(ctx, &target, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
-    predict_census full;
+    trial_census full;
     if (census_of(ctx, &target, &full, &pending) != TEST_PASS) return TEST_FAIL;
-    printf("finished: %d trials\n", full.trials);
-    CHECK(!pending && full.trials > c.trials);
+    printf("finished: %d trials\n", full.total);
+    CHECK(!pending && full.total > c.total);
     conv_context_destroy(ctx);
   }
   remove_db(cache);

@@ -9,19 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cache/cache.h"
-#include "tests/test.h"
+#include "tests/cache_fixtures.h"
 #include "tuner/tuner.h"
-
-#define DEVICE "NVIDIA H100 80GB HBM3|sm90|132sm|l2=52428800|mem=2619000kHz*5120bit"
-#define OTHER_DEVICE "NVIDIA A100-SXM4-40GB|sm80|108sm|l2=41943040|mem=1215000kHz*5120bit"
-#define VERSIONS "cuda=13000 driver=13000 cudnn=91900 cublaslt=130100 timing=2"
-
-#define CHECK_OK(call)                                                                           \
-  do {                                                                                           \
-    conv_status st_ = (call);                                                                    \
-    CHECK_MSG(st_ == CONV_OK, "%s: %s", conv_status_string(st_), err.message);                   \
-  } while (0)
 
 static conv_problem problem_of(const char *spec) {
   conv_problem p;
@@ -102,7 +91,7 @@ static int neighbours_agree(void) {
   if (rc == TEST_PASS)
     rc = store_tuning(cache, DW(14, 384) " math=tf32", DEVICE, CUDNN, dense_configs, dense_ms, 1);
   if (rc == TEST_PASS)
-    rc = store_tuning(cache, DW(14, 384), OTHER_DEVICE, CUDNN, dense_configs, dense_ms, 1);
+    rc = store_tuning(cache, DW(14, 384), DEVICE2, CUDNN, dense_configs, dense_ms, 1);
   if (rc == TEST_PASS) rc = store_tuning(cache, DW(14, 384), DEVICE, CUDNN, dense_configs, dense_ms, 1);
   if (rc != TEST_PASS) {
     conv_cache_close(cache);
