@@ -405,6 +405,13 @@ void conv_context_options_init_sized(conv_context_options *options, size_t struc
 conv_status conv_context_create(conv_context **context /* OUT */,
                                 const conv_context_options *options);
 
+/* The number of CUDA devices this process can use, into *count: the
+ * ordinals conv_context_options.device takes are 0 to *count - 1.  It
+ * creates no CUDA context.  CONV_NO_DEVICE where there is none or the
+ * driver cannot be loaded (conv_context_last_error(NULL) says why);
+ * CONV_INVALID_ARGUMENT for a NULL count. */
+conv_status conv_device_count(int *count /* OUT */);
+
 /* Releases everything the context owns and returns CONV_OK.  Plans made
  * from it must be destroyed first: while any is alive this returns
  * CONV_BUSY and changes nothing (the context stays usable; the message
@@ -417,7 +424,7 @@ conv_status conv_context_destroy(conv_context *context);
  * The text stays valid until this thread's next failed call on the
  * context.  A thread keeps the messages of the last 8 contexts it had
  * failures on.  NULL context: the message of the calling thread's last
- * failed conv_context_create(). */
+ * failed conv_context_create() or conv_device_count(). */
 const char *conv_context_last_error(const conv_context *context);
 
 /* The fingerprint of the context's GPU as caches store it

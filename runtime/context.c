@@ -146,11 +146,30 @@ conv_status conv_default_cache_path(char *path, size_t size, bool create_dirs, c
 
 static void context_free(conv_context *ctx);
 
+static conv_status count_devices(int *count, conv_error *err) {
+  *count = 0;
+  cudaError_t rc = cudaGetDeviceCount(count);
+  if (rc != cudaSuccess) {
+    *count = 0;
+    return conv_error_set(err, CONV_NO_DEVICE, "no CUDA device: %s", cudaGetErrorString(rc));
+  }
+  return *count > 0 ? CONV_OK : conv_error_set(err, CONV_NO_DEVICE, "no CUDA device");
+}
+
+conv_status conv_device_count(int *count) {
+  conv_error *err = &create_error;
+  memset(err, 0, sizeof *err);
+  if (count == NULL) return conv_error_set(err, CONV_INVALID_ARGUMENT, "count is NULL");
+  int found = 0;
+  conv_status st = count_devices(&found, err);
+  if (st == CONV_OK) *count = found;
+  return st;
+}
+
 static conv_status open_device(conv_context *ctx, int ordinal, conv_error *err) {
   int count = 0;
-  cudaError_t rc = cudaGetDeviceCount(&count);
-  if (rc != cudaSuccess)
-    return conv_error_set(err, CONV_NO_DEVICE, "no CUDA device: %s", cudaGetErrorString(rc));
+  conv_status st = count_devices(&count, err);
+  if (st != CONV_OK) return st;
   if (ordinal >= count)
     return conv_error_set(err, CONV_NO_DEVICE, "device %d requested but %d present", ordinal, count);
   return conv_device_query(ordinal, &ctx->env.device, err);

@@ -364,6 +364,35 @@ static int no_device_is_clean(void) {
   return TEST_PASS;
 }
 
+/* conv_device_count agrees with context creation: a count where a
+ * context opens, else CONV_NO_DEVICE with a message and the count left
+ * as it was; device `count` (one past the last) is refused. */
+static int device_count_agrees(void) {
+  int count = -7;
+  conv_status st = conv_device_count(&count);
+  conv_context_options o;
+  conv_context_options_init(&o);
+  o.cache_path = ":memory:";
+  conv_context *ctx = NULL;
+  if (st == CONV_OK) {
+    CHECK_MSG(count > 0, "count %d", count);
+    o.device = count - 1;
+    CHECK_MSG(conv_context_create(&ctx, &o) == CONV_OK, "device %d: %s", o.device,
+              conv_context_last_error(NULL));
+    conv_context_destroy(ctx);
+    o.device = count;
+    CHECK_STATUS(CONV_NO_DEVICE, conv_context_create(&ctx, &o));
+  } else {
+    CHECK_MSG(st == CONV_NO_DEVICE, "%s: %s", conv_status_string(st),
+              conv_context_last_error(NULL));
+    CHECK(count == -7);
+    CHECK(strlen(conv_context_last_error(NULL)) > 0);
+    CHECK_STATUS(CONV_NO_DEVICE, conv_context_create(&ctx, &o));
+  }
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_device_count(NULL));
+  return TEST_PASS;
+}
+
 /* B x P patches fold into the batch; bad counts change nothing. */
 static int set_patches(void) {
   conv_problem p;
@@ -750,5 +779,6 @@ static const test_case tests[] = {
     {"dynamic_validation", dynamic_validation},
     {"dynamic_specs", dynamic_specs},
     {"key_round_trip", key_round_trip},
+    {"device_count_agrees", device_count_agrees},
 };
 TEST_MAIN(tests)
