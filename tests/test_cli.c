@@ -116,6 +116,14 @@ static int test_bad_arguments(void) {
       {{"--policy", "fast", "list"}, "does not apply to 'list'"},
       {{"--json"}, "missing command"},
       {{"--cache"}, "missing command"},
+      {{"tune", SPEC, "--devices", "0,0"}, "names GPU 0 twice"},
+      {{"tune", SPEC, "--devices", "gpu1"}, "bad --devices 'gpu1'"},
+      {{"tune", SPEC, "--devices", "0,"}, "bad --devices '0,'"},
+      {{"tune", SPEC, "--devices", "-1"}, "bad --devices '-1'"},
+      {{"list", "--devices", "all"}, "does not apply to 'list'"},
+      {{"tune", "--worker-device", "0", SPEC}, "reads its problems on stdin"},
+      {{"tune", "--worker-device", "0", "--devices", "all"}, "reads its problems on stdin"},
+      {{"tune", "--worker-device", "one"}, "bad --worker-device 'one'"},
   };
   return check_usage_errors(cases, sizeof cases / sizeof cases[0]);
 }
@@ -165,7 +173,9 @@ static int test_no_gpu_tune_is_one_line(void) {
   const char *variants[][7] = {{"tune", SPEC, "--cache", db, NULL},
                                {"tune", suite_file, SPEC, "--json", "--cache", db},
                                {"tune", SPEC, NULL},
-                               {"tune", SPEC, "--progress=always", "--verbose", NULL}};
+                               {"tune", SPEC, "--progress=always", "--verbose", NULL},
+                               {"tune", SPEC, "--devices", "all", "--cache", db},
+                               {"tune", "--devices", "1,0", "--pending", "--cache", db}};
   for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
     cli_result r;
     CHECK(run_cli(variants[i], &r));
@@ -177,6 +187,13 @@ static int test_no_gpu_tune_is_one_line(void) {
     CHECK_MSG(r.out.len == 0, "stdout: %s", r.out.data);
     cli_result_free(&r);
   }
+  /* A --devices worker says why on stderr, and tells its parent the exit
+   * code on stdout. */
+  cli_result r;
+  RUN_EXPECT(r, 3, "tune", "--worker-device", "0", "--cache", db);
+  CHECK(strncmp(r.err.data, "convtune: no usable CUDA GPU", 28) == 0);
+  CHECK_MSG(strcmp(r.out.data, "failed\t3\n") == 0, "stdout: %s", r.out.data);
+  cli_result_free(&r);
   remove(suite_file);
   remove_cache_files(db);
   return TEST_PASS;

@@ -1,7 +1,8 @@
 /*
- * test_offline.c -- GPU tests of tuning put off or cut short: record mode
- * (an untimed plan now, `convtune tune --pending` later), tuning budgets,
- * and `convtune verify`.  Each skips
+ * test_offline.c -- GPU tests of tuning put off, cut short or shared out:
+ * record mode (an untimed plan now, `convtune tune --pending` later),
+ * tuning budgets, `convtune verify`, and `convtune tune --devices all` (a
+ * worker process per GPU).  Each skips
  * (exit 77) on a machine without a GPU; the seed of the random inputs is
  * printed (CONVTUNE_TEST_SEED replays it).  The tool is $CONVTUNE_CLI.
  */
@@ -221,9 +222,112 @@ static int verify_fresh_cache_flags_nothing(void) {
   return TEST_PASS;
 }
 
+/* Shape specs of `tune --devices`: more shapes than a two-GPU host has
+ * workers, so each worker takes several in turn. */
+static const char *const device_specs[] = {
+    "n=2 c=16 h=23 w=19 k=24 r=3 s=3 pad=1 epilogue=bias_relu",
+    "n=2 c=16 h=23 w=19 k=32 r=1 s=1",
+    "n=1 c=8 h=17 w=17 k=8 r=5 s=5 pad=2 groups=8",
+    "n=3 c=12 h=15 w=15 k=20 r=3 s=3 stride=2 pad=1",
+    "n=2 c=16 h=12 w=12 k=16 r=3 s=3 pad=2 dil=2",
+};
+#define DEVICE_SPECS (sizeof device_specs / sizeof device_specs[0])
+
+/* `tune --devices all` prints one OK row per shape in the order given,
+ * each shape handed to one of the GPUs (every GPU gets one), and leaves a
+ * winner per shape in the cache, which plans then read and run correctly. */
+static int tune_on_every_device(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  int gpus = 0;
+  CHECK_STATUS(CONV_OK, conv_device_count(&gpus));
+  printf("%d GPUs\n", gpus);
+  char cache[4096];
+  temp_path(cache, sizeof cache, "devices");
+  const char *args[16] = {"tune", "--devices", "all", "--json", "--progress", "never",
+                          "--policy", "fast", "--cache", cache};
+  size_t n = 10;
+  for (size_t i = 0; i < DEVICE_SPECS; i++) args[n++] = device_specs[i];
+  cli_result r;
+  CHECK(run_cli(args, &r));
+  CHECK_MSG(r.exit_status == 0, "exit %lld\n%s%s", (long long)r.exit_status, r.out.data,
+            r.err.data);
+  const char *at = r.out.data;
+  conv_problem problems[DEVICE_SPECS];
+  for (size_t i = 0; i < DEVICE_SPECS; i++) {
+    char key[CONV_PROBLEM_KEY_MAX], message[256];
+    CHECK_STATUS(CONV_OK, conv_problem_parse(device_specs[i], &problems[i], message,
+                                             sizeof message));
+    CHECK_STATUS(CONV_OK, conv_problem_key(&problems[i], key, sizeof key));
+    const char *row = strstr(at, key);
+    CHECK_MSG(row != NULL, "no row of %s after the previous one:\n%s", key, r.out.data);
+    at = row + strlen(key);
+  }
+  size_t ok = 0;
+  for (const char *p = r.out.data; (p = strstr(p, "\"status\": \"OK\"")) != NULL; p++) ok++;
+  CHECK_MSG(ok == DEVICE_SPECS, "%zu OK rows:\n%s", ok, r.out.data);
+  for (int g = 0; g < gpus; g++) {
+    char tag[32];
+    snprintf(tag, sizeof tag, "(GPU %d) ...", g);
+    CHECK_MSG(contains(r.err.data, tag), "no shape went to GPU %d:\n%s", g, r.err.data);
+  }
+  cli_result_free(&r);
+
+  cache_counts c;
+  if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+  CHECK_MSG(c.winners == (int)DEVICE_SPECS, "%d winners", c.winners);
+  conv_context *ctx;
+  if (make_context(&ctx, cache, CONV_POLICY_CACHE_ONLY, 0) != TEST_PASS) return TEST_FAIL;
+  for (size_t i = 0; i < DEVICE_SPECS; i++) {
+    conv_plan_info info;
+    if (plan_matches_reference(ctx, &problems[i], &info) != TEST_PASS) return TEST_FAIL;
+    CHECK(info.source == CONV_SOURCE_CACHE && info.time_ms > 0);
+  }
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  remove_db(cache);
+  return TEST_PASS;
+}
+
+/* `tune --devices all --pending` tunes what record-mode contexts left
+ * pending, on every GPU, and leaves nothing pending. */
+static int tune_pending_on_every_device(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  char cache[4096];
+  temp_path(cache, sizeof cache, "devices-pending");
+  conv_context *ctx;
+  if (make_context(&ctx, cache, CONV_POLICY_RECORD, 0) != TEST_PASS) return TEST_FAIL;
+  for (size_t i = 0; i < 3; i++) {
+    conv_problem p;
+    char message[256];
+    CHECK_STATUS(CONV_OK, conv_problem_parse(device_specs[i], &p, message, sizeof message));
+    conv_plan_info info;
+    if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  }
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  cache_counts c;
+  if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+  CHECK_MSG(c.winners == 0 && c.pending == 3, "%d winners, %d pending", c.winners, c.pending);
+
+  cli_result r;
+  RUN_EXPECT(r, 0, "tune", "--devices", "all", "--pending", "--policy", "fast", "--cache", cache,
+             "--progress", "never");
+  CHECK_MSG(count_lines(r.out.data) == 5, "a header, a rule and 3 rows:\n%s", r.out.data);
+  cli_result_free(&r);
+  if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+  CHECK_MSG(c.winners == 3 && c.pending == 0, "%d winners, %d pending", c.winners, c.pending);
+  RUN_EXPECT(r, 0, "tune", "--devices", "all", "--pending", "--cache", cache);
+  CHECK(contains(r.err.data, "nothing pending"));
+  cli_result_free(&r);
+  remove_db(cache);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"record_then_tune_pending", record_then_tune_pending},
     {"small_budget_marks_incomplete", small_budget_marks_incomplete},
     {"verify_fresh_cache_flags_nothing", verify_fresh_cache_flags_nothing},
+    {"tune_on_every_device", tune_on_every_device},
+    {"tune_pending_on_every_device", tune_pending_on_every_device},
 };
 TEST_MAIN(tests)

@@ -9,6 +9,7 @@
  *   pending.c  list --pending, and tune --pending's shapes
  *   verify.c   verify: a cache's winners timed against a fresh tuning
  *   tune.c     tune: shapes, the worker thread, Ctrl-C, progress, the report
+ *   devices.c  tune --devices: a worker process per GPU (worker.c; tune.h)
  *   progress.c the progress line tune redraws on a terminal (progress.h)
  *   report.c   report: the cache as an HTML page (roofline.c: floors)
  */
@@ -60,6 +61,8 @@ typedef struct cli_args {
   bool pending;       /* tune and list --pending */
   double budget_ms;   /* tune --budget, per problem; 0: none */
   double tolerance;   /* verify --tolerance: a fraction, default 0.10 */
+  const char *devices; /* tune --devices: "all" or ordinals "0,1"; NULL: one GPU */
+  int worker_device;   /* tune --worker-device N (a --devices worker); -1: none */
   conv_math math;
   conv_epilogue epilogue;
   conv_direction direction;
@@ -68,6 +71,11 @@ typedef struct cli_args {
   const char **inputs; /* positional arguments, pointing into argv */
   size_t input_count;
 } cli_args;
+
+/* tune --devices: "all" (*count 0) or distinct GPU ordinals "0,1" into
+ * ordinals[CLI_DEVICES_MAX].  EXIT_OK_, or a usage error (said). */
+#define CLI_DEVICES_MAX 64
+int parse_device_list(const char *text, int *ordinals /* OUT */, size_t *count /* OUT */);
 
 /* Applies --math, --epilogue, --direction and --deterministic to a problem. */
 void apply_overrides(const cli_args *a, conv_problem *p);
@@ -89,11 +97,11 @@ int cmd_list_pending(const cli_args *a);
 int cmd_verify(const cli_args *a);
 
 /* tune --pending: appends the pending problems of the cache at `path` for
- * the context's GPU to `shapes` (each named by its key, once), skipping
- * with a warning a key that cannot be rebuilt.  EXIT_OK_ or the exit code
- * after saying why. */
+ * the GPU of fingerprint `device` to `shapes` (each named by its key,
+ * once), skipping with a warning a key that cannot be rebuilt.  EXIT_OK_
+ * or the exit code after saying why. */
 struct suite;
-int load_pending_shapes(const char *path, conv_context *ctx, struct suite *shapes);
+int load_pending_shapes(const char *path, const char *device, struct suite *shapes);
 
 /* Opens an existing cache read-only (list, show, report): no GPU, no
  * context.  EXIT_OK_, or EXIT_CACHE after saying why. */

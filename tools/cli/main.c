@@ -90,6 +90,11 @@ static const struct {
      "the candidates its 3 nearest tuned shapes\n"
      "suggest (all where they disagree), marked\n"
      "incomplete for a later tune --pending"},
+    {"--devices all|N,N...", CMD_TUNE,
+     "tune on these GPUs at once (of one model):\n"
+     "a worker process per GPU takes the next\n"
+     "shape as it finishes one, all writing\n"
+     "the one cache"},
     {"--budget SECONDS", CMD_TUNE,
      "per shape: stop timing after this long and\n"
      "keep the fastest so far (each family's best\n"
@@ -236,6 +241,7 @@ static const option_spec *find_option(const char *name, size_t len) {
       {"--device", true, CMD_MERGE | CMD_EXPORT}, {"--help", false, CMD_ALL},
       {"--pending", false, CMD_TUNE | CMD_LIST}, {"--budget", true, CMD_TUNE},
       {"--version", false, CMD_ALL},
+      {"--devices", true, CMD_TUNE},      {"--worker-device", true, CMD_TUNE},
       {"-h", false, CMD_ALL},
   };
   for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
@@ -270,6 +276,20 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
   } else if (strcmp(o->name, "--device") == 0) {
     if (value[0] == '\0') return usage_error("--device needs a device fingerprint");
     a->device = value;
+  } else if (strcmp(o->name, "--devices") == 0) {
+    int ordinals[CLI_DEVICES_MAX];
+    size_t count = 0;
+    int rc = parse_device_list(value, ordinals, &count);
+    if (rc != EXIT_OK_) return rc;
+    a->devices = value;
+  } else if (strcmp(o->name, "--worker-device") == 0) {
+    /* Not in --help: devices.c starts its workers with it. */
+    char *end = NULL;
+    errno = 0;
+    long ordinal = strtol(value, &end, 10);
+    if (value[0] < '0' || value[0] > '9' || *end != '\0' || errno != 0 || ordinal > 4095)
+      return usage_error("bad --worker-device '%s' (expected a GPU ordinal)", value);
+    a->worker_device = (int)ordinal;
   } else if (strcmp(o->name, "--system-cache") == 0) {
     a->system_cache_path = value; /* "": none, as in conv_context_options */
   } else if (strcmp(o->name, "-o") == 0 || strcmp(o->name, "--output") == 0) {
@@ -414,6 +434,10 @@ static int parse_no_command(cli_args *a, int argc, char **argv) {
 }
 
 static int check_input_count(const cli_args *a) {
+  if (a->worker_device >= 0 && (a->input_count > 0 || a->pending || a->devices || a->json))
+    return usage_error("tune --worker-device reads its problems on stdin: it takes no shapes, "
+                       "--pending, --devices or --json");
+  if (a->worker_device >= 0) return EXIT_OK_;
   if (a->command == CMD_TUNE && a->pending && a->input_count > 0) {
     return usage_error("tune --pending takes no shapes (got '%s'): it tunes the cache's own",
                        a->inputs[0]);
@@ -465,6 +489,7 @@ static int parse_args(int argc, char **argv, cli_args *a) {
   memset(a, 0, sizeof *a);
   a->policy = CONV_POLICY_EXHAUSTIVE;
   a->tolerance = 0.10;
+  a->worker_device = -1;
   const int at = command_index(argc, argv);
   if (at < 0) return parse_no_command(a, argc, argv);
   int rc = parse_command(a, argv[at]);

@@ -1,11 +1,12 @@
 /*
- * tune.c -- `convtune tune`: the shapes run in a worker thread while the main
- * thread runs a libuv loop that watches SIGINT: the first Ctrl-C asks the
- * context to stop after the candidate being timed (what was measured stays
- * in the cache) and restores the default action, so a second Ctrl-C ends the
- * process at once.  On stderr, a terminal gets a progress line redrawn in
- * place (the loop's timer keeps its clock going; the candidate comes from
- * the library's log callback), anything else a line per shape.
+ * tune.c -- `convtune tune` on one GPU: the shapes run in a worker thread
+ * while the main thread runs a libuv loop that watches SIGINT: the first
+ * Ctrl-C asks the context to stop after the candidate being timed (what was
+ * measured stays in the cache) and restores the default action, so a
+ * second Ctrl-C ends the process at once.  On stderr, a terminal gets a
+ * progress line redrawn in place (the loop's timer keeps its clock going;
+ * the candidate comes from the library's log callback), anything else a
+ * line per shape.  --devices hands the shapes to devices.c.
  */
 #include <errno.h>
 #include <math.h>
@@ -21,9 +22,8 @@
 
 #include <uv.h>
 
-#include "tools/cli/cli.h"
 #include "tools/cli/progress.h"
-#include "tools/json.h"
+#include "tools/cli/tune.h"
 
 /* A tune argument: an existing file is a suite, else it must be a spec. */
 static int load_input(const char *arg, suite *shapes) {
@@ -59,21 +59,6 @@ static int load_inputs(const cli_args *a, suite *shapes) {
 
 /* ================================================================ display */
 
-/* What tune shows on stderr while it runs.  The worker (shapes, the log
- * callback) and the loop thread (the clock, Ctrl-C) both write, under
- * `lock`; with `bar`, every other line clears the progress line first and
- * redraws it after. */
-typedef struct tune_display {
-  uv_mutex_t lock;
-  bool bar;     /* the progress line, redrawn in place */
-  bool verbose; /* the library's INFO lines and each candidate's outcome */
-  bool drawn;   /* a progress line is on the screen */
-  uint64_t started, shape_started, finished_ns; /* uv_hrtime; the finished shapes' time */
-  size_t done, total;
-  char shape[1024];    /* printable, "" between shapes */
-  char candidate[512]; /* the config being timed, "" when none */
-} tune_display;
-
 /* Whether tune draws a progress line: --progress, and for auto a terminal
  * on stderr that is not TERM=dumb. */
 static bool wants_bar(const cli_args *a) {
@@ -82,12 +67,13 @@ static bool wants_bar(const cli_args *a) {
   return isatty(STDERR_FILENO) && !(term != NULL && strcmp(term, "dumb") == 0);
 }
 
-static int display_init(tune_display *d, const cli_args *a, size_t total) {
+int display_init(tune_display *d, const cli_args *a, size_t total) {
   memset(d, 0, sizeof *d);
   d->bar = wants_bar(a);
   d->verbose = a->verbose;
+  d->workers = 1;
   d->total = total;
-  d->started = d->shape_started = uv_hrtime();
+  d->started = uv_hrtime();
   return uv_mutex_init(&d->lock);
 }
 
@@ -109,8 +95,10 @@ static void display_clear(tune_display *d) {
 static void display_draw(tune_display *d) {
   if (!d->bar) return;
   uint64_t now = uv_hrtime();
+  /* With shapes tuned side by side, the finished ones took 1/workers of
+   * their summed time off the clock. */
   progress p = {d->done, d->total, d->shape, d->candidate, (now - d->started) * 1e-9,
-                d->finished_ns * 1e-9};
+                d->finished_ns * 1e-9 / d->workers};
   char line[4096];
   progress_line(line, sizeof line, &p, terminal_width());
   fprintf(stderr, "\r%s\x1b[K", line);
@@ -125,11 +113,7 @@ static void display_print(tune_display *d, const char *text) {
   display_draw(d);
 }
 
-/* say() without breaking the progress line. */
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void display_say(tune_display *d, const char *fmt, ...) {
+void display_say(tune_display *d, const char *fmt, ...) {
   char message[2048];
   va_list ap;
   va_start(ap, fmt);
@@ -142,38 +126,37 @@ static void display_say(tune_display *d, const char *fmt, ...) {
   uv_mutex_unlock(&d->lock);
 }
 
-static void display_shape_start(tune_display *d, size_t i, const char *name) {
+uint64_t display_shape_start(tune_display *d, size_t i, const char *label) {
   uv_mutex_lock(&d->lock);
-  one_line(name, d->shape, sizeof d->shape);
+  one_line(label, d->shape, sizeof d->shape);
   d->candidate[0] = '\0';
-  d->shape_started = uv_hrtime();
+  uint64_t now = uv_hrtime();
   if (d->bar) {
     display_draw(d);
   } else {
     fprintf(stderr, "[%zu/%zu] %s ...\n", i + 1, d->total, d->shape);
   }
   uv_mutex_unlock(&d->lock);
+  return now;
 }
 
-static void display_shape_end(tune_display *d) {
+void display_shape_end(tune_display *d, uint64_t shape_started) {
   uv_mutex_lock(&d->lock);
   d->done++;
-  d->finished_ns += uv_hrtime() - d->shape_started;
+  d->finished_ns += uv_hrtime() - shape_started;
   d->shape[0] = d->candidate[0] = '\0';
   display_draw(d);
   uv_mutex_unlock(&d->lock);
 }
 
-/* The loop's timer: the clock and the ETA move between messages. */
-static void display_tick(uv_timer_t *timer) {
+void display_tick(uv_timer_t *timer) {
   tune_display *d = timer->data;
   uv_mutex_lock(&d->lock);
   if (d->drawn) display_draw(d);
   uv_mutex_unlock(&d->lock);
 }
 
-/* The last progress line stays on the screen (after the worker ended). */
-static void display_finish(tune_display *d) {
+void display_finish(tune_display *d) {
   if (!d->drawn) return;
   display_draw(d);
   fputc('\n', stderr);
@@ -207,40 +190,6 @@ static void on_log(void *user, conv_log_level level, const char *message) {
 
 /* ================================================================ tune */
 
-typedef struct tune_row {
-  const suite_shape *shape;
-  char key[CONV_PROBLEM_KEY_MAX];
-  conv_status status;
-  char error[512]; /* conv_context_last_error, one line */
-  conv_plan_info info;
-  double default_ms; /* the heuristic pick's time; < 0 unknown */
-} tune_row;
-
-/* Shared by the worker thread and the loop thread. */
-/* What finding cuDNN's own pick among a shape's trials needs: a reader of
- * the cache the context writes (each query sees its latest tunings) and
- * this GPU's fingerprint.  reader is NULL where there is none to read (an
- * in-memory cache): the default time is then unknown. */
-typedef struct default_source {
-  conv_cache_reader *reader;
-  char device[CONV_DEVICE_FINGERPRINT_MAX];
-} default_source;
-
-typedef struct tune_job {
-  conv_context *ctx;
-  const suite *shapes;
-  tune_row *rows;   /* shapes->count; the first `done` are filled */
-  size_t done;      /* written by the worker, read after the join */
-  bool interrupted; /* likewise */
-  atomic_bool stop; /* set by the SIGINT callback */
-  uv_signal_t sigint;
-  uv_async_t finished;
-  uv_timer_t clock; /* redraws the progress line (with display->bar) */
-  bool clock_open;
-  tune_display *display;
-  default_source defaults;
-} tune_job;
-
 typedef struct default_query {
   const char *device, *versions;
   double ms;
@@ -255,7 +204,7 @@ static int find_default_entry(const conv_cache_entry *e, void *user) {
   return 1;
 }
 
-static void default_source_open(default_source *src, conv_context *ctx, const char *path,
+void default_source_open(default_source *src, conv_context *ctx, const char *path,
                                 tune_display *display) {
   src->reader = NULL;
   if (strcmp(path, ":memory:") == 0) return;
@@ -282,10 +231,11 @@ static double default_time_ms(const default_source *src, const char *key, const 
   return q.ms;
 }
 
-static void tune_one(conv_context *ctx, const default_source *defaults, const suite_shape *shape,
-                     tune_row *row, tune_display *display) {
+void tune_one(conv_context *ctx, const default_source *defaults, const suite_shape *shape,
+              tune_row *row, tune_display *display) {
   memset(row, 0, sizeof *row);
   row->shape = shape;
+  row->started = true;
   row->default_ms = -1;
   if (conv_problem_key(&shape->problem, row->key, sizeof row->key) != CONV_OK) row->key[0] = '\0';
   conv_plan *plan = NULL;
@@ -302,7 +252,7 @@ static void tune_one(conv_context *ctx, const default_source *defaults, const su
     row->default_ms = default_time_ms(defaults, row->key, shape->name, display);
 }
 
-static void tune_worker(void *arg) {
+static void tune_each_shape(void *arg) {
   tune_job *job = arg;
   size_t count = job->shapes->count;
   for (size_t i = 0; i < count; i++) {
@@ -311,15 +261,19 @@ static void tune_worker(void *arg) {
       break;
     }
     const suite_shape *shape = &job->shapes->shapes[i];
-    display_shape_start(job->display, i, shape->name);
+    uint64_t started = display_shape_start(job->display, i, shape->name);
     tune_one(job->ctx, &job->defaults, shape, &job->rows[i], job->display);
     job->done = i + 1;
-    display_shape_end(job->display);
+    display_shape_end(job->display, started);
     if (job->rows[i].status == CONV_INTERRUPTED) {
       job->interrupted = true;
       break;
     }
   }
+  tune_job_finished(job);
+}
+
+void tune_job_finished(tune_job *job) {
   int e = uv_async_send(&job->finished);
   if (e != 0) say("internal error: uv_async_send: %s", uv_strerror(e));
 }
@@ -359,8 +313,7 @@ static int uv_failed(const char *what, int e) {
   return EXIT_FAILED;
 }
 
-/* Runs the shapes on a worker thread while this thread watches SIGINT. */
-static int run_tuning(tune_job *job) {
+int run_tuning(tune_job *job, uv_thread_cb work) {
   uv_loop_t loop;
   int e = uv_loop_init(&loop);
   if (e != 0) return uv_failed("uv_loop_init", e);
@@ -379,7 +332,7 @@ static int run_tuning(tune_job *job) {
   } else if ((e = start_clock(&loop, job)) != 0) {
     rc = uv_failed("uv_timer_start", e);
     on_finished(&job->finished);
-  } else if ((e = uv_thread_create(&worker, tune_worker, job)) != 0) {
+  } else if ((e = uv_thread_create(&worker, work, job)) != 0) {
     rc = uv_failed("uv_thread_create", e);
     on_finished(&job->finished);
   } else {
@@ -415,6 +368,7 @@ static int print_tune_table(const tune_row *rows, size_t count) {
   bool ok = true;
   for (size_t i = 0; i < count && ok; i++) {
     const tune_row *r = &rows[i];
+    if (!r->started) continue;
     char winner[sizeof r->info.algorithm + sizeof r->info.config + 2];
     char ms[32], def[32], speedup[32], failure[sizeof r->error + 64];
     if (r->status == CONV_OK) {
@@ -464,50 +418,51 @@ static void write_tune_row_json(FILE *out, const tune_row *r) {
 }
 
 static void write_tune_json(FILE *out, const tune_row *rows, size_t count) {
+  size_t written = 0;
   fputc('[', out);
   for (size_t i = 0; i < count; i++) {
-    fputs(i ? ",\n " : "\n ", out);
+    if (!rows[i].started) continue;
+    fputs(written++ ? ",\n " : "\n ", out);
     write_tune_row_json(out, &rows[i]);
   }
-  fputs(count ? "\n]\n" : "]\n", out);
+  fputs(written ? "\n]\n" : "]\n", out);
 }
 
-/* Prints the rows and turns the outcome into the exit code. */
-static int report_tuning(const cli_args *a, const tune_job *job) {
-  size_t failed = 0;
-  for (size_t i = 0; i < job->done; i++) {
-    if (job->rows[i].status != CONV_OK && job->rows[i].status != CONV_INTERRUPTED) failed++;
+int report_rows(const cli_args *a, const tune_row *rows, size_t count, bool interrupted) {
+  size_t started = 0, failed = 0;
+  for (size_t i = 0; i < count; i++) {
+    started += rows[i].started;
+    failed += rows[i].started && rows[i].status != CONV_OK && rows[i].status != CONV_INTERRUPTED;
   }
   int rc = EXIT_OK_;
   if (a->json) {
-    write_tune_json(stdout, job->rows, job->done);
-  } else if (job->done > 0) {
-    rc = print_tune_table(job->rows, job->done);
+    write_tune_json(stdout, rows, count);
+  } else if (started > 0) {
+    rc = print_tune_table(rows, count);
   }
-  if (job->interrupted) {
-    say("interrupted after %zu of %zu shapes", job->done,
-            job->shapes->count);
+  if (interrupted) {
+    say("interrupted after %zu of %zu shapes", started, count);
     return EXIT_INTERRUPTED;
   }
   if (failed > 0) {
-    say("%zu of %zu shapes failed", failed, job->shapes->count);
+    say("%zu of %zu shapes failed", failed, count);
     return EXIT_FAILED;
   }
   return rc;
 }
 
-/* The suite's notes (skipped rows), one printable line each. */
-static void print_notes(const suite *shapes) {
+void print_notes(const suite *shapes) {
   for (size_t i = 0; i < shapes->note_count; i++) {
     char line[1024];
     fprintf(stderr, "%s\n", one_line(shapes->notes[i], line, sizeof line));
   }
 }
 
-static int open_context(const cli_args *a, const char *path, tune_display *display,
-                        conv_context **ctx) {
+int open_context(const cli_args *a, int device, const char *path, tune_display *display,
+                 conv_context **ctx) {
   conv_context_options options;
   conv_context_options_init(&options);
+  options.device = device;
   options.cache_path = path;
   options.system_cache_path = a->system_cache_path;
   options.policy = a->policy;
@@ -521,7 +476,10 @@ static int open_context(const cli_args *a, const char *path, tune_display *displ
   const char *msg = conv_context_last_error(NULL);
   if (msg[0] == '\0') msg = conv_status_string(st);
   if (st == CONV_NO_DEVICE) {
-    say("no usable CUDA GPU: %s", msg);
+    if (device == 0)
+      say("no usable CUDA GPU: %s", msg);
+    else
+      say("no usable CUDA GPU %d: %s", device, msg);
     return EXIT_NO_GPU;
   }
   if (st == CONV_CACHE_ERROR) {
@@ -532,19 +490,29 @@ static int open_context(const cli_args *a, const char *path, tune_display *displ
   return EXIT_FAILED;
 }
 
-/* --pending: the shapes are this GPU's pending problems, read once the
- * context says which GPU this is. */
+/* --pending: this GPU's pending problems, read once the context says
+ * which GPU this is. */
+static int load_pending(const cli_args *a, conv_context *ctx, const char *path, suite *shapes) {
+  char device[CONV_DEVICE_FINGERPRINT_MAX];
+  if (conv_context_device_fingerprint(ctx, device, sizeof device) != CONV_OK) {
+    say("cannot read this GPU's fingerprint: %s", conv_context_last_error(ctx));
+    return EXIT_FAILED;
+  }
+  int rc = load_pending_shapes(path, device, shapes);
+  if (rc == EXIT_OK_ && shapes->count == 0) {
+    say("nothing pending for this GPU in %s", path);
+    if (a->json) fputs("[]\n", stdout);
+  }
+  return rc;
+}
+
 static int tune_shapes(const cli_args *a, suite *shapes, const char *path) {
   tune_display display;
   int e = display_init(&display, a, shapes->count);
   if (e != 0) return uv_failed("uv_mutex_init", e);
   conv_context *ctx = NULL;
-  int rc = open_context(a, path, &display, &ctx);
-  if (rc == EXIT_OK_ && a->pending) rc = load_pending_shapes(path, ctx, shapes);
-  if (rc == EXIT_OK_ && shapes->count == 0) {
-    say("nothing pending for this GPU in %s", path);
-    if (a->json) fputs("[]\n", stdout);
-  }
+  int rc = open_context(a, 0, path, &display, &ctx);
+  if (rc == EXIT_OK_ && a->pending) rc = load_pending(a, ctx, path, shapes);
   if (rc != EXIT_OK_ || shapes->count == 0) {
     conv_context_destroy(ctx);
     uv_mutex_destroy(&display.lock);
@@ -565,9 +533,9 @@ static int tune_shapes(const cli_args *a, suite *shapes, const char *path) {
     rc = EXIT_FAILED;
   } else {
     display.started = uv_hrtime();
-    rc = run_tuning(&job);
+    rc = run_tuning(&job, tune_each_shape);
     display_finish(&display); /* the worker has ended: no lock needed */
-    if (rc == EXIT_OK_) rc = report_tuning(a, &job);
+    if (rc == EXIT_OK_) rc = report_rows(a, job.rows, shapes->count, job.interrupted);
   }
   free(job.rows);
   conv_cache_reader_close(job.defaults.reader);
@@ -577,6 +545,11 @@ static int tune_shapes(const cli_args *a, suite *shapes, const char *path) {
 }
 
 int cmd_tune(const cli_args *a) {
+  if (a->worker_device >= 0) {
+    char path[CLI_PATH_MAX];
+    int rc = cache_path(a, true, path, sizeof path);
+    return rc == EXIT_OK_ ? run_tune_worker(a, path) : rc;
+  }
   suite shapes;
   suite_init(&shapes);
   int rc = load_inputs(a, &shapes);
@@ -587,7 +560,10 @@ int cmd_tune(const cli_args *a) {
   } else if (rc == EXIT_OK_) {
     char path[CLI_PATH_MAX];
     rc = cache_path(a, true, path, sizeof path);
-    if (rc == EXIT_OK_) rc = tune_shapes(a, &shapes, path);
+    if (rc == EXIT_OK_ && a->devices != NULL)
+      rc = tune_on_devices(a, &shapes, path);
+    else if (rc == EXIT_OK_)
+      rc = tune_shapes(a, &shapes, path);
   }
   suite_free(&shapes);
   return rc;
