@@ -40,7 +40,9 @@ def parse_key(key):
     n, c, h, w, k, r, s, ph, pw, sh, sw, dh, dw, g = (int(v) for v in m.groups())
     cls = (dynamic, direction, layout, math_mode, epilogue != "none", "det" in words)
     depthwise = float(g == c and g > 1)
-    features = [math.log2(v) for v in (n, c, h, w, k, r, s, sh, dh)] + [math.log2(c // g), 3 * depthwise]
+    # As tuner/predict.c: stride counts double, a depthwise flag triple.
+    features = ([math.log2(v) for v in (n, c, h, w, k, r, s)] + [2 * math.log2(sh), math.log2(dh)]
+                + [math.log2(c // g), 3 * depthwise])
     return cls, features
 
 
@@ -82,6 +84,9 @@ def main(argv):
                    help="disagree: the full search where the neighbours' winners differ in family")
     p.add_argument("--missing-slowdown", type=float, default=2.0,
                    help="--by ranked: the slowdown a neighbour that did not time a config counts as")
+    p.add_argument("--drop-abandoned", action="store_true",
+                   help="leave out trials the exhaustive tuning abandoned after 1-2 runs (by default "
+                        "they count at those runs' time, as the tuner's ranking counts them)")
     p.add_argument("--out-md", default=None)
     args = p.parse_args(argv)
     shapes = []
@@ -90,7 +95,8 @@ def main(argv):
         mine = [t for t in convtune.cache_trials(w["problem"], args.cache)
                 if t["device"] == w["device"] and t["versions"] == w["versions"]]
         timed = {config_id(t): t["time_ms"] for t in mine
-                 if t["time_ms"] is not None and t["status"] == "OK" and not t["reason"].startswith("abandoned")}
+                 if t["time_ms"] is not None and t["status"] == "OK"
+                 and not (args.drop_abandoned and t["reason"].startswith("abandoned"))}
         heuristic = [config_id(t) for t in mine if t["heuristic_pick"]]
         shapes.append({"key": w["problem"], "group": (cls, w["device"], w["versions"]), "features": features,
                        "winner": config_id(w), "winner_ms": w["time_ms"], "timed": timed,
