@@ -36,6 +36,17 @@ static int test_abandonment_rule(void) {
   /* The margin is what the header says it is, and generous: the fastest
    * of the samples must exceed it, so the median does too. */
   CHECK(CONV_ABANDON_FACTOR >= 1.25 && CONV_ABANDON_MIN_SAMPLES >= 2);
+  /* On the validation run alone: only a long run, and far slower. */
+  const double first = CONV_ABANDON_FIRST_RUN_MS, factor = CONV_ABANDON_FIRST_RUN_FACTOR;
+  CHECK(conv_tuner_abandons_first_run(1978.4, 0.023));
+  CHECK(conv_tuner_abandons_first_run(first, first / factor * 0.99));
+  CHECK(!conv_tuner_abandons_first_run(first, first / factor)); /* not over the factor */
+  CHECK(!conv_tuner_abandons_first_run(first * 0.99, 0.001));  /* too short to judge */
+  CHECK(!conv_tuner_abandons_first_run(1e4, 0));               /* no best yet */
+  CHECK(!conv_tuner_abandons_first_run(NAN, 0.01));
+  CHECK(!conv_tuner_abandons_first_run(1e4, NAN));
+  /* Far beyond what a first launch adds (module loading: milliseconds). */
+  CHECK(first >= 10 && factor >= 5);
   return TEST_PASS;
 }
 

@@ -16,6 +16,11 @@ bool conv_tuner_abandons(int samples, double fastest_ms, double best_ms) {
   return samples >= 1 && fastest_ms >= CONV_ABANDON_LONG_RUN_MS;
 }
 
+bool conv_tuner_abandons_first_run(double first_run_ms, double best_ms) {
+  return best_ms > 0 && first_run_ms >= CONV_ABANDON_FIRST_RUN_MS &&
+         first_run_ms > CONV_ABANDON_FIRST_RUN_FACTOR * best_ms;
+}
+
 bool conv_tuner_budget_spent(double elapsed_ms, double budget_ms, bool have_valid) {
   return budget_ms > 0 && have_valid && elapsed_ms >= budget_ms;
 }

@@ -105,13 +105,20 @@ static conv_status run_once(bench *b, const conv_algorithm *algo, const conv_pre
   return algo->run(&exec, b->stream, err);
 }
 
-/* Poisons the pass's output, runs once, compares with the reference. */
+/* Poisons the pass's output, runs once, compares with the reference;
+ * *run_ms: that run's GPU time, first-launch costs included. */
 static conv_status validate(bench *b, const conv_algorithm *algo, const conv_prepared *prep,
-                            void *workspace, conv_trial *trial, conv_error *err) {
+                            void *workspace, conv_trial *trial, double *run_ms,
+                            conv_error *err) {
   conv_status st;
+  float ms = 0;
   CONV_TRY(st, conv_check_cuda(err, conv_fill_poison(b->out, b->shape.out_elems, b->stream), "poison the output"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaEventRecord(b->start, b->stream), "cudaEventRecord"), done);
   CONV_TRY(st, run_once(b, algo, prep, workspace, err), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaEventRecord(b->stop, b->stream), "cudaEventRecord"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaStreamSynchronize(b->stream), "first run"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaEventElapsedTime(&ms, b->start, b->stop), "cudaEventElapsedTime"), done);
+  *run_ms = ms;
   int64_t nonfinite = 0;
   CONV_TRY(st, conv_check_cuda(err, conv_relative_l2(b->out, b->ref, b->shape.out_elems, b->scratch, b->stream, &trial->rel_error, &nonfinite), "compare with reference"), done);
   double bound = conv_error_bound_for(b->req->problem, prep->arith);
@@ -254,10 +261,18 @@ static void run_trial(bench *b, const conv_algorithm *algo, const conv_config *c
   }
   if (st == CONV_OK && prep.workspace_bytes > 0)
     st = conv_check_cuda(&err, cudaMalloc(&workspace, prep.workspace_bytes), "cudaMalloc(workspace)");
-  if (st == CONV_OK) st = validate(b, algo, &prep, workspace, trial, &err);
+  double first_run_ms = 0;
+  if (st == CONV_OK) st = validate(b, algo, &prep, workspace, trial, &first_run_ms, &err);
   int abandoned_after = 0;
-  if (st == CONV_OK && timed)
+  if (st == CONV_OK && timed && conv_tuner_abandons_first_run(first_run_ms, best_ms)) {
+    trial->abandoned = true;
+    trial->time_ms = first_run_ms;
+    snprintf(trial->reason, sizeof trial->reason,
+             "abandoned: %.4f ms in its validation run, over %.0fx the best so far (%.4f ms)",
+             first_run_ms, CONV_ABANDON_FIRST_RUN_FACTOR, best_ms);
+  } else if (st == CONV_OK && timed) {
     st = measure(b, algo, &prep, workspace, best_ms, &trial->time_ms, &abandoned_after, &err);
+  }
   if (st == CONV_OK && abandoned_after > 0) {
     trial->abandoned = true;
     snprintf(trial->reason, sizeof trial->reason,

@@ -118,6 +118,19 @@ conv_status conv_predict_rank(conv_cache *cache, const conv_cache_key *key,
  * yet, so never). */
 bool conv_tuner_abandons(int samples, double fastest_ms, double best_ms);
 
+/* Whether a config is abandoned on its validation run alone, before any
+ * timing: where that run (timed with events; it also pays first-launch
+ * costs such as loading the kernel's module, so it overstates a short
+ * run) took CONV_ABANDON_FIRST_RUN_MS or more and over
+ * CONV_ABANDON_FIRST_RUN_FACTOR times the best median so far.  Why: some
+ * cuDNN engines run a small layer for seconds (one took 1978 ms on a
+ * depthwise layer whose best is 0.023 ms), and timing such a run again
+ * doubled what it cost the tuning.  The margins leave a first run's
+ * overheads far behind. */
+#define CONV_ABANDON_FIRST_RUN_MS 20.0
+#define CONV_ABANDON_FIRST_RUN_FACTOR 10.0
+bool conv_tuner_abandons_first_run(double first_run_ms, double best_ms);
+
 /* Whether a tuning with a budget (budget_ms > 0; 0: none, never spent) that
  * has run elapsed_ms stops before its next config.  Never before one config
  * has validated (have_valid): a tuning always returns a plan if it can. */
