@@ -49,6 +49,12 @@ static void on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf) {
   if (n > 0) {
     c->len += (size_t)n;
     c->data[c->len] = '\0';
+    cli_result *r = c->owner;
+    if (c == &r->err && r->interrupt_when != NULL && !r->interrupted && !r->exited &&
+        strstr(c->data, r->interrupt_when) != NULL) {
+      r->interrupted = true;
+      if (uv_process_kill(&r->process, SIGINT) != 0) fprintf(stderr, "cannot send SIGINT\n");
+    }
   } else if (n < 0) {
     if (n != UV_EOF) c->failed = true;
     uv_close((uv_handle_t *)stream, NULL);
@@ -91,8 +97,11 @@ const char *cli_path(void) {
 /* Runs the program `cli` with args (NULL-terminated, without argv[0]) as
  * user `uid` (< 0: this process's); fills r.  Returns false (with a
  * message) when the child could not be run. */
-bool run_program(const char *cli, const char *const *args, int uid, cli_result *r) {
+static bool run_program_marked(const char *cli, const char *const *args, int uid,
+                               const char *marker, cli_result *r) {
   memset(r, 0, sizeof *r);
+  r->interrupt_when = marker;
+  r->out.owner = r->err.owner = r;
   if (cli == NULL) return false;
   char *argv[MAX_ARGS + 2];
   size_t n = 0;
@@ -157,8 +166,16 @@ bool run_program(const char *cli, const char *const *args, int uid, cli_result *
   return ok && r->term_signal == 0;
 }
 
+bool run_program(const char *cli, const char *const *args, int uid, cli_result *r) {
+  return run_program_marked(cli, args, uid, NULL, r);
+}
+
 bool run_cli(const char *const *args, cli_result *r) {
   return run_program(cli_path(), args, -1, r);
+}
+
+bool run_cli_interrupted(const char *const *args, const char *marker, cli_result *r) {
+  return run_program_marked(cli_path(), args, -1, marker, r);
 }
 
 bool contains(const char *haystack, const char *needle) {

@@ -15,11 +15,14 @@
 
 #include "convtune.h"
 
+struct cli_result;
+
 typedef struct capture {
   uv_pipe_t pipe;
   char *data;
   size_t len, cap;
   bool failed;
+  struct cli_result *owner;
 } capture;
 
 typedef struct cli_result {
@@ -29,6 +32,8 @@ typedef struct cli_result {
   capture out, err;
   uv_timer_t timer;
   uv_process_t process;
+  const char *interrupt_when; /* run_cli_interrupted: the stderr text awaited */
+  bool interrupted;           /* SIGINT was sent */
 } cli_result;
 
 void cli_result_free(cli_result *r);
@@ -43,6 +48,10 @@ bool run_program(const char *cli, const char *const *args, int uid, cli_result *
 
 /* run_program of $CONVTUNE_CLI as this user. */
 bool run_cli(const char *const *args, cli_result *r);
+
+/* run_cli, sending the child SIGINT once its stderr holds `marker`
+ * (r->interrupted says whether it was sent), as a user's Ctrl-C. */
+bool run_cli_interrupted(const char *const *args, const char *marker, cli_result *r);
 
 bool contains(const char *haystack, const char *needle);
 size_t count_lines(const char *s);

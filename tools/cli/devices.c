@@ -15,7 +15,9 @@
  * Ctrl-C reaches them as this process passes it on (the first stops each
  * after its candidate, the second ends them at once).  GPUs of different
  * models are refused: a tuning belongs to one model, and the table would
- * mix them.
+ * mix them.  $CONVTUNE_WORKER, where set, is the program started as each
+ * worker instead of this one (with the same arguments): a wrapper, or the
+ * CPU tests' scripted worker (tests/fake_worker.sh).
  */
 #include <errno.h>
 #include <signal.h>
@@ -91,26 +93,38 @@ int parse_device_list(const char *text, int *ordinals, size_t *count) {
   }
 }
 
-/* The ordinals of --devices, checked against the GPUs this process sees. */
+/* The ordinals of --devices: "all" asks CUDA how many there are; a list
+ * is taken as it is (a worker given an ordinal it has no GPU for says so
+ * and fails the run), so that this process need not touch CUDA. */
 static int resolve_devices(const char *text, int *ordinals, size_t *count) {
   int rc = parse_device_list(text, ordinals, count);
-  if (rc != EXIT_OK_) return rc;
+  if (rc != EXIT_OK_ || *count > 0) return rc;
   int present = 0;
   if (conv_device_count(&present) != CONV_OK) {
     say("no usable CUDA GPU: %s", conv_context_last_error(NULL));
     return EXIT_NO_GPU;
   }
-  if (*count == 0) {
-    for (int i = 0; i < present && i < CLI_DEVICES_MAX; i++) ordinals[(*count)++] = i;
-  }
-  for (size_t i = 0; i < *count; i++) {
-    if (ordinals[i] >= present) {
-      say("no GPU %d: this process sees %d (ordinals 0 to %d)", ordinals[i], present,
-          present - 1);
-      return EXIT_NO_GPU;
-    }
-  }
+  for (int i = 0; i < present && i < CLI_DEVICES_MAX; i++) ordinals[(*count)++] = i;
   return EXIT_OK_;
+}
+
+/* The program each worker runs: $CONVTUNE_WORKER where set (given the
+ * same arguments: a wrapper, e.g. to run workers under a profiler, or the
+ * CPU tests' scripted worker), else this one. */
+static int worker_program(char *exe, size_t size) {
+  const char *chosen = getenv("CONVTUNE_WORKER");
+  if (chosen != NULL && chosen[0] != '\0') {
+    if (strlen(chosen) >= size) {
+      say("$CONVTUNE_WORKER is too long");
+      return EXIT_USAGE;
+    }
+    memcpy(exe, chosen, strlen(chosen) + 1);
+    return EXIT_OK_;
+  }
+  int e = uv_exepath(exe, &size);
+  if (e == 0) return EXIT_OK_;
+  say("cannot find this program to start its workers: %s", uv_strerror(e));
+  return EXIT_FAILED;
 }
 
 /* ================================================================ rows */
@@ -533,11 +547,9 @@ int tune_on_devices(const cli_args *a, suite *shapes, const char *path) {
   run->a = a;
   run->path = path;
   run->shapes = shapes;
-  size_t size = sizeof run->exe;
-  int e = uv_exepath(run->exe, &size);
-  if (e != 0) {
-    say("cannot find this program to start its workers: %s", uv_strerror(e));
-    rc = EXIT_FAILED;
+  int e = 0;
+  if ((rc = worker_program(run->exe, sizeof run->exe)) != EXIT_OK_) {
+    /* said */
   } else if ((e = display_init(&run->display, a, shapes->count)) != 0) {
     say("uv_mutex_init: %s", uv_strerror(e));
     rc = EXIT_FAILED;
