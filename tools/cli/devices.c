@@ -167,8 +167,8 @@ static int prepare_rows(devices_run *run) {
  * SOURCE WORKSPACE_BYTES ERROR. */
 static void read_row(tune_row *row, char **f) {
   long status = strtol(f[0], NULL, 10);
-  row->status = status >= CONV_OK && status <= CONV_EVEN_FILTER ? (conv_status)status
-                                                                : CONV_INTERNAL;
+  row->status = status >= CONV_OK && status < CONV_STATUS_COUNT_ ? (conv_status)status
+                                                                 : CONV_INTERNAL;
   snprintf(row->info.algorithm, sizeof row->info.algorithm, "%s", f[1]);
   snprintf(row->info.config, sizeof row->info.config, "%s", f[2]);
   row->info.time_ms = strtod(f[3], NULL);
