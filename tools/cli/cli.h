@@ -46,6 +46,9 @@ enum {
 /* --progress: tune's progress line on a terminal (auto), always or never. */
 typedef enum cli_progress { PROGRESS_AUTO = 0, PROGRESS_ALWAYS, PROGRESS_NEVER } cli_progress;
 
+/* The most GPUs tune --devices takes (cli_args.device_ordinals). */
+#define CLI_DEVICES_MAX 64
+
 typedef struct cli_args {
   unsigned command; /* CMD_*, 0 for help */
   const char *command_name;
@@ -61,8 +64,11 @@ typedef struct cli_args {
   bool pending;       /* tune and list --pending */
   double budget_ms;   /* tune --budget, per problem; 0: none */
   double tolerance;   /* verify --tolerance: a fraction, default 0.10 */
-  const char *devices; /* tune --devices: "all" or ordinals "0,1"; NULL: one GPU */
-  int worker_device;   /* tune --worker-device N (a --devices worker); -1: none */
+  bool devices;       /* tune --devices: a worker process per GPU */
+  /* --devices' GPUs: device_count ordinals; 0 for "all" (every GPU there is). */
+  int device_ordinals[CLI_DEVICES_MAX];
+  size_t device_count;
+  int worker_device;  /* tune --worker-device N (a --devices worker); -1: none */
   conv_math math;
   conv_epilogue epilogue;
   conv_direction direction;
@@ -71,11 +77,6 @@ typedef struct cli_args {
   const char **inputs; /* positional arguments, pointing into argv */
   size_t input_count;
 } cli_args;
-
-/* tune --devices: "all" (*count 0) or distinct GPU ordinals "0,1" into
- * ordinals[CLI_DEVICES_MAX].  EXIT_OK_, or a usage error (said). */
-#define CLI_DEVICES_MAX 64
-int parse_device_list(const char *text, int *ordinals /* OUT */, size_t *count /* OUT */);
 
 /* Applies --math, --epilogue, --direction and --deterministic to a problem. */
 void apply_overrides(const cli_args *a, conv_problem *p);

@@ -19,7 +19,6 @@
  * worker instead of this one (with the same arguments): a wrapper, or the
  * CPU tests' scripted worker (tests/fake_worker.sh).
  */
-#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -70,35 +69,15 @@ struct devices_run {
   bool clock_open;
 };
 
-/* ================================================================ the list */
-
-int parse_device_list(const char *text, int *ordinals, size_t *count) {
-  *count = 0;
-  if (strcmp(text, "all") == 0) return EXIT_OK_;
-  const char *p = text;
-  for (;;) {
-    char *end = NULL;
-    errno = 0;
-    long v = *p >= '0' && *p <= '9' ? strtol(p, &end, 10) : -1;
-    if (v < 0 || errno != 0 || v > 4095 || (*end != ',' && *end != '\0'))
-      return usage_error("bad --devices '%s' (expected all, or GPU ordinals such as 0,1)", text);
-    for (size_t i = 0; i < *count; i++)
-      if (ordinals[i] == (int)v)
-        return usage_error("--devices names GPU %ld twice", v);
-    if (*count == CLI_DEVICES_MAX)
-      return usage_error("--devices names more than %d GPUs", CLI_DEVICES_MAX);
-    ordinals[(*count)++] = (int)v;
-    if (*end == '\0') return EXIT_OK_;
-    p = end + 1;
-  }
-}
+/* ================================================================ the GPUs */
 
 /* The ordinals of --devices: "all" asks CUDA how many there are; a list
  * is taken as it is (a worker given an ordinal it has no GPU for says so
  * and fails the run), so that this process need not touch CUDA. */
-static int resolve_devices(const char *text, int *ordinals, size_t *count) {
-  int rc = parse_device_list(text, ordinals, count);
-  if (rc != EXIT_OK_ || *count > 0) return rc;
+static int resolve_devices(const cli_args *a, int *ordinals, size_t *count) {
+  *count = a->device_count;
+  memcpy(ordinals, a->device_ordinals, a->device_count * sizeof *ordinals);
+  if (*count > 0) return EXIT_OK_;
   int present = 0;
   if (conv_device_count(&present) != CONV_OK) {
     say("no usable CUDA GPU: %s", conv_context_last_error(NULL));
@@ -537,7 +516,7 @@ static int run_workers(devices_run *run, const int *ordinals, size_t count) {
 int tune_on_devices(const cli_args *a, suite *shapes, const char *path) {
   int ordinals[CLI_DEVICES_MAX];
   size_t count = 0;
-  int rc = resolve_devices(a->devices, ordinals, &count);
+  int rc = resolve_devices(a, ordinals, &count);
   if (rc != EXIT_OK_) return rc;
   devices_run *run = calloc(1, sizeof *run);
   if (run == NULL) {

@@ -261,6 +261,29 @@ static int lookup_name(const char *value, const char *const *names) {
   return -1;
 }
 
+/* --devices: "all" (*count 0) or distinct GPU ordinals "0,1".  EXIT_OK_,
+ * or a usage error (said). */
+static int parse_device_list(const char *text, int *ordinals, size_t *count) {
+  *count = 0;
+  if (strcmp(text, "all") == 0) return EXIT_OK_;
+  const char *p = text;
+  for (;;) {
+    char *end = NULL;
+    errno = 0;
+    long v = *p >= '0' && *p <= '9' ? strtol(p, &end, 10) : -1;
+    if (v < 0 || errno != 0 || v > 4095 || (*end != ',' && *end != '\0'))
+      return usage_error("bad --devices '%s' (expected all, or GPU ordinals such as 0,1)", text);
+    for (size_t i = 0; i < *count; i++)
+      if (ordinals[i] == (int)v)
+        return usage_error("--devices names GPU %ld twice", v);
+    if (*count == CLI_DEVICES_MAX)
+      return usage_error("--devices names more than %d GPUs", CLI_DEVICES_MAX);
+    ordinals[(*count)++] = (int)v;
+    if (*end == '\0') return EXIT_OK_;
+    p = end + 1;
+  }
+}
+
 static int apply_option(cli_args *a, const option_spec *o, const char *value) {
   static const char *const maths[] = {"strict", "tf32", NULL};
   static const char *const epilogues[] = {"none", "bias", "bias_relu", NULL};
@@ -277,11 +300,9 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
     if (value[0] == '\0') return usage_error("--device needs a device fingerprint");
     a->device = value;
   } else if (strcmp(o->name, "--devices") == 0) {
-    int ordinals[CLI_DEVICES_MAX];
-    size_t count = 0;
-    int rc = parse_device_list(value, ordinals, &count);
+    int rc = parse_device_list(value, a->device_ordinals, &a->device_count);
     if (rc != EXIT_OK_) return rc;
-    a->devices = value;
+    a->devices = true;
   } else if (strcmp(o->name, "--worker-device") == 0) {
     /* Not in --help: devices.c starts its workers with it. */
     char *end = NULL;

@@ -560,7 +560,7 @@ int cmd_tune(const cli_args *a) {
   } else if (rc == EXIT_OK_) {
     char path[CLI_PATH_MAX];
     rc = cache_path(a, true, path, sizeof path);
-    if (rc == EXIT_OK_ && a->devices != NULL)
+    if (rc == EXIT_OK_ && a->devices)
       rc = tune_on_devices(a, &shapes, path);
     else if (rc == EXIT_OK_)
       rc = tune_shapes(a, &shapes, path);
