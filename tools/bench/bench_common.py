@@ -20,5 +20,19 @@ class NoGpuError(Exception):
     """No usable CUDA device (exit status 3)."""
 
 
+def print_json_result(compute) -> int:
+    """Prints compute()'s dict as one JSON line and returns 0; any failure
+    becomes {"error": "Type: first line"} and 1, so that the parent process
+    running a fresh-process measurement gets a table cell either way."""
+    import json
+    try:
+        result = compute()
+    except Exception as e:  # noqa: BLE001 -- any failure becomes the caller's table cell
+        print(json.dumps({"error": f"{type(e).__name__}: {e}".splitlines()[0]}))
+        return 1
+    print(json.dumps(result))
+    return 0
+
+
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)

@@ -94,19 +94,16 @@ def first_convtune(shape: bench_suite.Shape, mode: str, device: int, cache) -> d
             "config": info.get("config")}
 
 
+def first_call(args: argparse.Namespace) -> dict:
+    shape = bench_suite.parse_row(json.loads(args.shape), 0)
+    if args.impl == "torch":
+        return first_torch(shape, args.mode, args.device)
+    return first_convtune(shape, args.mode, args.device, args.cache)
+
+
 def main(argv: list) -> int:
     args = parse_args(argv)
-    try:
-        shape = bench_suite.parse_row(json.loads(args.shape), 0)
-        if args.impl == "torch":
-            result = first_torch(shape, args.mode, args.device)
-        else:
-            result = first_convtune(shape, args.mode, args.device, args.cache)
-    except Exception as e:  # noqa: BLE001 -- any failure becomes the parent's table cell
-        print(json.dumps({"error": f"{type(e).__name__}: {e}".splitlines()[0]}))
-        return 1
-    print(json.dumps(result))
-    return 0
+    return bench_common.print_json_result(lambda: first_call(args))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ nothing and take at most 2x PyTorch's.
 
 import argparse
 import collections
-import json
 import sys
 import time
 
@@ -86,13 +85,8 @@ def first_forward(impl: str, name: str, batch: int, mode: str) -> dict:
 
 def main(argv: list) -> int:
     args = parse_args(argv)
-    try:
-        result = first_forward(args.impl, args.model, args.batch, args.mode)
-    except Exception as e:  # noqa: BLE001 -- any failure becomes the caller's table cell
-        print(json.dumps({"error": f"{type(e).__name__}: {e}".splitlines()[0]}))
-        return 1
-    print(json.dumps(result))
-    return 0
+    return bench_common.print_json_result(
+        lambda: first_forward(args.impl, args.model, args.batch, args.mode))
 
 
 if __name__ == "__main__":
