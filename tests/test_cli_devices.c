@@ -42,6 +42,17 @@ static bool run_tune(size_t count, const char *extra, const char *interrupt_mark
   return interrupt_marker ? run_cli_interrupted(args, interrupt_marker, r) : run_cli(args, r);
 }
 
+/* tune --devices 0,1 of every spec with the fake workers in `mode`; the
+ * exit status must be `expected` (else its output is shown). */
+static int run_fake(const char *mode, const char *interrupt_marker, int expected,
+                    cli_result *r) {
+  use_fake_workers(mode);
+  CHECK(run_tune(SPECS, NULL, interrupt_marker, r));
+  CHECK_MSG(r->exit_status == expected, "%s: exit %lld, expected %d\n%s%s", mode,
+            (long long)r->exit_status, expected, r->out.data, r->err.data);
+  return TEST_PASS;
+}
+
 /* The table's rows come in the shapes' order; *rows counts them. */
 static int rows_in_order(const char *out, size_t count, size_t *rows) {
   const char *at = out;
@@ -59,11 +70,8 @@ static int rows_in_order(const char *out, size_t count, size_t *rows) {
 
 /* Every shape answered, in order, and both workers took some. */
 static int shapes_spread_over_workers(void) {
-  use_fake_workers("ok");
   cli_result r;
-  CHECK(run_tune(SPECS, NULL, NULL, &r));
-  CHECK_MSG(r.exit_status == 0, "exit %lld\n%s%s", (long long)r.exit_status, r.out.data,
-            r.err.data);
+  if (run_fake("ok", NULL, 0, &r) != TEST_PASS) return TEST_FAIL;
   size_t rows;
   if (rows_in_order(r.out.data, SPECS, &rows) != TEST_PASS) return TEST_FAIL;
   CHECK_MSG(rows == SPECS, "%zu rows:\n%s", rows, r.out.data);
@@ -85,11 +93,8 @@ static int shapes_spread_over_workers(void) {
 
 /* A worker that dies fails the shape it held; the other finishes the rest. */
 static int dead_worker_fails_its_shape(void) {
-  use_fake_workers("crash");
   cli_result r;
-  CHECK(run_tune(SPECS, NULL, NULL, &r));
-  CHECK_MSG(r.exit_status == 1, "exit %lld\n%s%s", (long long)r.exit_status, r.out.data,
-            r.err.data);
+  if (run_fake("crash", NULL, 1, &r) != TEST_PASS) return TEST_FAIL;
   size_t rows;
   if (rows_in_order(r.out.data, SPECS, &rows) != TEST_PASS) return TEST_FAIL;
   CHECK_MSG(rows == SPECS, "%zu rows:\n%s", rows, r.out.data);
@@ -106,10 +111,8 @@ static int dead_worker_fails_its_shape(void) {
 
 /* Workers on two GPU models: refused before any shape is handed out. */
 static int mixed_models_refused(void) {
-  use_fake_workers("mixed");
   cli_result r;
-  CHECK(run_tune(SPECS, NULL, NULL, &r));
-  CHECK_MSG(r.exit_status == 2, "exit %lld\n%s", (long long)r.exit_status, r.err.data);
+  if (run_fake("mixed", NULL, 2, &r) != TEST_PASS) return TEST_FAIL;
   CHECK_MSG(contains(r.err.data, "are different models"), "%s", r.err.data);
   CHECK(!contains(r.err.data, "[1/"));
   CHECK_MSG(r.out.len == 0, "%s", r.out.data);
@@ -120,11 +123,8 @@ static int mixed_models_refused(void) {
 /* A worker that says something outside the protocol is ended, and so is
  * the run. */
 static int unexpected_line_ends_run(void) {
-  use_fake_workers("garbage");
   cli_result r;
-  CHECK(run_tune(SPECS, NULL, NULL, &r));
-  CHECK_MSG(r.exit_status == 1, "exit %lld\n%s%s", (long long)r.exit_status, r.out.data,
-            r.err.data);
+  if (run_fake("garbage", NULL, 1, &r) != TEST_PASS) return TEST_FAIL;
   CHECK_MSG(contains(r.err.data, "GPU 1's worker said something unexpected: 'hello from GPU 1'"),
             "%s", r.err.data);
   CHECK(contains(r.out.data, "the worker on GPU 1 ended (signal 9) while tuning it"));
@@ -134,10 +134,8 @@ static int unexpected_line_ends_run(void) {
 
 /* A worker that cannot start: its reason, its exit code, nothing tuned. */
 static int worker_that_cannot_start(void) {
-  use_fake_workers("nostart");
   cli_result r;
-  CHECK(run_tune(SPECS, NULL, NULL, &r));
-  CHECK_MSG(r.exit_status == 3, "exit %lld\n%s", (long long)r.exit_status, r.err.data);
+  if (run_fake("nostart", NULL, 3, &r) != TEST_PASS) return TEST_FAIL;
   CHECK(contains(r.err.data, "no usable CUDA GPU 1: (fake worker)"));
   CHECK(contains(r.err.data, "GPU 1 could not start tuning"));
   CHECK(!contains(r.err.data, "[1/"));
@@ -149,12 +147,9 @@ static int worker_that_cannot_start(void) {
 /* Ctrl-C once the third shape is handed out: the workers are told, the
  * shapes in hand come back STOPPED, no more are handed out, exit 130. */
 static int ctrl_c_stops_workers(void) {
-  use_fake_workers("slow");
   cli_result r;
-  CHECK(run_tune(SPECS, NULL, "[3/6]", &r));
+  if (run_fake("slow", "[3/6]", 130, &r) != TEST_PASS) return TEST_FAIL;
   CHECK(r.interrupted);
-  CHECK_MSG(r.exit_status == 130, "exit %lld\n%s%s", (long long)r.exit_status, r.out.data,
-            r.err.data);
   size_t rows;
   if (rows_in_order(r.out.data, SPECS, &rows) != TEST_PASS) return TEST_FAIL;
   CHECK_MSG(rows >= 3 && rows < SPECS, "%zu rows:\n%s", rows, r.out.data);
