@@ -272,6 +272,16 @@ conv_status conv_problem_key(const conv_problem *problem, char *key /* OUT */, s
 conv_status conv_problem_parse_sized(const char *spec, conv_problem *problem /* OUT */,
                                      size_t struct_size, char *message, size_t message_size);
 
+/* The problem whose conv_problem_key() is `key`, as a cache's rows name
+ * problems (conv_cache_entry.problem, conv_cache_pending_entry.problem).
+ * CONV_INVALID_ARGUMENT, *problem unchanged, for NULL or for text that is
+ * not exactly a key this version writes (of a valid problem).  A macro,
+ * for the struct's size, like conv_problem_parse. */
+#define conv_problem_from_key(key, problem) \
+  conv_problem_from_key_sized((key), (problem), sizeof *(problem))
+conv_status conv_problem_from_key_sized(const char *key, conv_problem *problem /* OUT */,
+                                        size_t struct_size);
+
 /* ---------------------------------------------------------------- context */
 
 typedef enum conv_policy {

@@ -303,11 +303,6 @@ typedef struct conv_shape {
 
 conv_status conv_problem_shape(const conv_problem *problem, conv_shape *shape /* OUT */);
 
-/* The problem whose conv_problem_key() is `key` (the cache's rows name
- * problems by key): CONV_INVALID_ARGUMENT, *problem unchanged, for text that
- * is not a key this version writes. */
-conv_status conv_problem_from_key(const char *key, conv_problem *problem /* OUT */);
-
 /* Whether dtype, layout, direction, math and epilogue are ones this version
  * supports (conv_problem_validate's own check) for a convolution (op
  * CONV_OP_CONVOLUTION): the common ground of every convolution family's

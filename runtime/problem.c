@@ -513,8 +513,10 @@ conv_status conv_problem_parse_sized(const char *spec, conv_problem *problem, si
 
 /* ---------------------------------------------------------------- keys */
 
-conv_status conv_problem_from_key(const char *key, conv_problem *problem) {
-  if (key == NULL || problem == NULL) return CONV_INVALID_ARGUMENT;
+conv_status conv_problem_from_key_sized(const char *key, conv_problem *problem,
+                                        size_t struct_size) {
+  if (key == NULL || problem == NULL || struct_size < CONV_PROBLEM_FIRST_SIZE)
+    return CONV_INVALID_ARGUMENT;
   const bool dynamic = strncmp(key, "dyn ", 4) == 0;
   const char *body = dynamic ? key + 4 : key;
   char dir[16], dtype[8], layout[8], math[8], epilogue[16];
@@ -545,6 +547,6 @@ conv_status conv_problem_from_key(const char *key, conv_problem *problem) {
   if (conv_problem_parse(spec, &parsed, NULL, 0) != CONV_OK ||
       conv_problem_key(&parsed, again, sizeof again) != CONV_OK || strcmp(again, key) != 0)
     return CONV_INVALID_ARGUMENT;
-  *problem = parsed;
+  problem_export(problem, struct_size, &parsed);
   return CONV_OK;
 }

@@ -765,6 +765,12 @@ static int key_round_trip(void) {
     CHECK(p.n == 77);
   }
   CHECK(conv_problem_from_key(NULL, &untouched) == CONV_INVALID_ARGUMENT);
+  /* A struct too small for any conv_problem: refused, untouched. */
+  const char *good = "fwd f32 nchw strict none n1 c3 h9 w9 k2 r3 s3 pad0,0 str1,1 dil1,1 g1";
+  CHECK(conv_problem_from_key(good, &untouched) == CONV_OK && untouched.n == 1);
+  untouched.n = 77;
+  CHECK(conv_problem_from_key_sized(good, &untouched, 8) == CONV_INVALID_ARGUMENT);
+  CHECK(untouched.n == 77);
   return TEST_PASS;
 }
 

@@ -2,7 +2,7 @@
  * pending.c -- what waits to be tuned offline: `convtune list --pending`
  * prints it (no GPU), and `convtune tune --pending` reads this GPU's
  * pending problems into the shapes it tunes.  A pending row names its
- * problem by its key, which roofline_problem_from_key rebuilds exactly (it
+ * problem by its key, which conv_problem_from_key rebuilds exactly (it
  * refuses a key that does not come back as itself).
  */
 #include <math.h>
@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "tools/cli/cli.h"
-#include "tools/cli/roofline.h"
 #include "tools/json.h"
 
 /* A pending row copied out of the reader's callback. */
@@ -136,7 +135,7 @@ int load_pending_shapes(const char *path, const char *device, suite *shapes) {
     for (size_t j = 0; j < shapes->count && !known; j++)
       known = strcmp(shapes->shapes[j].name, key) == 0;
     if (known) continue;
-    if (!roofline_problem_from_key(key, &p)) {
+    if (conv_problem_from_key(key, &p) != CONV_OK) {
       say("warning: skipping pending '%s': not a problem key this convtune can rebuild", key);
       continue;
     }

@@ -147,7 +147,7 @@ static void shape_facts_get(const shape_rows *s, shape_facts *f) {
         (f->best_cudnn == NULL || t->time_ms < f->best_cudnn->time_ms))
       f->best_cudnn = t;
   }
-  f->have_problem = roofline_problem_from_key(s->problem, &f->problem);
+  f->have_problem = conv_problem_from_key(s->problem, &f->problem) == CONV_OK;
   f->peaks = roofline_peaks_for(s->device);
   if (f->have_problem && f->peaks != NULL) f->floor_ms = roofline_floor_ms(&f->problem, f->peaks);
 }

@@ -40,59 +40,6 @@ const roofline_peaks *roofline_peaks_for(const char *device_key) {
   return NULL;
 }
 
-/* An enum field of a key: the index of `word` in names, or -1. */
-static int key_word(const char *word, const char *const *names, int count) {
-  for (int i = 0; i < count; i++)
-    if (strcmp(word, names[i]) == 0) return i;
-  return -1;
-}
-
-/* Reads the key's words into p; the caller checks the result by making
- * its key again. */
-static bool scan_key(const char *key, conv_problem *p) {
-  static const char *const directions[] = {"fwd", "bwd_data", "bwd_filter"};
-  static const char *const layouts[] = {"nchw", "nhwc"};
-  static const char *const maths[] = {"strict", "tf32"};
-  static const char *const epilogues[] = {"none", "bias", "bias_relu"};
-  char dir[16], layout[16], math[16], epilogue[16];
-  long long v[15];
-  int end = 0;
-  const bool dynamic = strncmp(key, "dyn ", 4) == 0;
-  if (dynamic) key += 4;
-  int got = sscanf(key,
-                   "%15s f32 %15s %15s %15s n%lld c%lld h%lld w%lld k%lld r%lld s%lld "
-                   "pad%lld,%lld str%lld,%lld dil%lld,%lld g%lld%n",
-                   dir, layout, math, epilogue, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
-                   &v[7], &v[8], &v[9], &v[10], &v[11], &v[12], &v[13], &end);
-  if (got != 18 || end == 0) return false;
-  int d = key_word(dir, directions, 3), l = key_word(layout, layouts, 2);
-  int m = key_word(math, maths, 2), e = key_word(epilogue, epilogues, 3);
-  if (d < 0 || l < 0 || m < 0 || e < 0) return false;
-  conv_problem_init(p);
-  p->op = dynamic ? CONV_OP_DYNAMIC : CONV_OP_CONVOLUTION;
-  p->direction = d == 2 ? CONV_BACKWARD_FILTER : d == 1 ? CONV_BACKWARD_DATA : CONV_FORWARD;
-  p->layout = l == 1 ? CONV_LAYOUT_NHWC : CONV_LAYOUT_NCHW;
-  p->math = m == 1 ? CONV_MATH_TF32 : CONV_MATH_STRICT;
-  p->epilogue = e == 2 ? CONV_EPILOGUE_BIAS_RELU : e == 1 ? CONV_EPILOGUE_BIAS : CONV_EPILOGUE_NONE;
-  int64_t *fields[] = {&p->n,     &p->c,     &p->h,        &p->w,        &p->k,
-                       &p->r,     &p->s,     &p->pad_h,    &p->pad_w,    &p->stride_h,
-                       &p->stride_w, &p->dil_h, &p->dil_w, &p->groups};
-  for (int i = 0; i < 14; i++) *fields[i] = (int64_t)v[i];
-  p->deterministic = strcmp(key + end, " det") == 0;
-  return true;
-}
-
-bool roofline_problem_from_key(const char *key, conv_problem *p) {
-  if (key == NULL) return false;
-  conv_problem parsed;
-  char again[CONV_PROBLEM_KEY_MAX];
-  if (!scan_key(key, &parsed) || conv_problem_key(&parsed, again, sizeof again) != CONV_OK ||
-      strcmp(again, key) != 0)
-    return false;
-  *p = parsed;
-  return true;
-}
-
 /* P * Q of a valid problem. */
 static double output_pixels(const conv_problem *p) {
   int64_t out_h = 0, out_w = 0;

@@ -32,10 +32,6 @@ typedef struct roofline_peaks {
  * NULL when it is not in the table. */
 const roofline_peaks *roofline_peaks_for(const char *device_key);
 
-/* The problem a canonical problem key (conv_problem_key) names.  False
- * when the text is not exactly the key of a valid problem. */
-bool roofline_problem_from_key(const char *key, conv_problem *p /* OUT */);
-
 double roofline_flops(const conv_problem *p);
 double roofline_bytes(const conv_problem *p);
 

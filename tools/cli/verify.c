@@ -221,7 +221,7 @@ static void verify_one(conv_context *shipped_ctx, conv_context *tuning_ctx, cons
   snprintf(row->retuned_ms, sizeof row->retuned_ms, "-");
   snprintf(row->ratio, sizeof row->ratio, "-");
   conv_problem p;
-  if (!roofline_problem_from_key(key, &p)) {
+  if (conv_problem_from_key(key, &p) != CONV_OK) {
     row->failed = true;
     snprintf(row->flag, sizeof row->flag, "SKIPPED: not a key this convtune can rebuild");
     return;

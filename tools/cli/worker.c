@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tools/cli/roofline.h"
 #include "tools/cli/tune.h"
 
 /* The row line of a tuned (or failed) problem. */
@@ -42,7 +41,7 @@ static void answer(tune_job *job, char *key) {
   suite_shape shape;
   memset(&shape, 0, sizeof shape);
   shape.name = key;
-  if (roofline_problem_from_key(key, &shape.problem)) {
+  if (conv_problem_from_key(key, &shape.problem) == CONV_OK) {
     tune_one(job->ctx, &job->defaults, &shape, &row, job->display);
   } else {
     memset(&row, 0, sizeof row);
