@@ -308,8 +308,10 @@ typedef enum conv_policy {
    * exhaustive context) to finish; where they are not, or fewer than 3 are
    * tuned, or nothing predicted is valid, time every candidate as
    * CONV_POLICY_EXHAUSTIVE does.  The log says which (INFO).  With a
-   * tuning budget, the fall back searches within it.  Added after 0.4.0;
-   * not yet measured against exhaustive tuning on a GPU. */
+   * tuning budget, the fall back searches within it.  The default since
+   * 0.5.0 (exhaustive before): a torchvision model's first use tunes in
+   * about half the time, its plans within a few percent of exhaustive
+   * tuning's (README, BENCHMARKS-tuning.md).  Added in 0.5.0. */
   CONV_POLICY_PREDICT
 } conv_policy;
 
@@ -353,7 +355,8 @@ typedef struct conv_context_options {
   const char *cache_path;  /* NULL: $CONVTUNE_CACHE, else $XDG_CACHE_HOME/convtune/
                             * cache.db, else ~/.cache/convtune/cache.db; ":memory:"
                             * keeps nothing on disk                                 */
-  conv_policy policy;      /* default CONV_POLICY_EXHAUSTIVE                        */
+  conv_policy policy;      /* default CONV_POLICY_PREDICT (0.5.0; before,
+                            * CONV_POLICY_EXHAUSTIVE)                           */
   size_t workspace_limit;  /* bytes a candidate may use as scratch; 0: 1/4 of the
                             * device memory free when the context is created       */
   int verbose;             /* nonzero: log_level is at least CONV_LOG_DEBUG (each

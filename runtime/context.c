@@ -27,7 +27,10 @@ static atomic_uint_fast64_t next_context_id = 1;
 static void options_defaults(conv_context_options *options) {
   memset(options, 0, sizeof *options);
   options->struct_size = sizeof *options;
-  options->policy = CONV_POLICY_EXHAUSTIVE;
+  /* Prediction, not the full search: a model's first use tunes in seconds
+   * with plans within a few percent of exhaustive tuning's, and what it
+   * predicted is marked incomplete for `convtune tune --pending`. */
+  options->policy = CONV_POLICY_PREDICT;
 }
 
 void conv_context_options_init_sized(conv_context_options *options, size_t struct_size) {

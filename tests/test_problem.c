@@ -467,7 +467,7 @@ static int structs_of_other_versions(void) {
   /* Options: the same rules, checked before any device is opened. */
   conv_context_options o;
   conv_context_options_init(&o);
-  CHECK(o.struct_size == sizeof o && o.policy == CONV_POLICY_EXHAUSTIVE);
+  CHECK(o.struct_size == sizeof o && o.policy == CONV_POLICY_PREDICT);
   o.struct_size = 4;
   conv_context *ctx = NULL;
   CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_context_create(&ctx, &o));

@@ -206,7 +206,7 @@ def test_default_context(cuda):
     y = convtune.conv2d(x, w, b, padding=1)
     assert rel_l2(y, reference(x, w, b, padding=1)) < STRICT_BOUND, "seed %d" % SEED
     ctx = convtune._default_contexts[cuda.index]
-    assert ctx.cache is None and ctx.device == cuda.index
+    assert ctx.cache is None and ctx.device == cuda.index and ctx.policy == "predict"
     assert convtune._default_context(cuda.index) is ctx
 
 

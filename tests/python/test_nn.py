@@ -3,7 +3,7 @@
 PyTorch.  Needs torch (else skipped) and a CUDA GPU for all but the
 conversion tests.  Inputs are fresh random numbers (seed in the failures,
 CONVTUNE_TEST_SEED replays it); plans are tuned with policy "fast", except
-the operator's, which come from the default context (exhaustive tuning
+the operator's, which come from the default context (policy "predict",
 into the session's temporary default cache).
 """
 import collections

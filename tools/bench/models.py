@@ -24,8 +24,9 @@ one process with bench.py's timing helpers:
 
 --out-md replaces the models section of that file (from its marker to the
 end; bench.py keeps the section when it rewrites the file).  Plans come from
---cache; --policy exhaustive tunes what is missing on first use (the tuning
-time is reported and excluded from every timing).  Exit status: 0 done
+--cache; what is missing is tuned on first use with --policy (default
+predict, the library's default; exhaustive times every config), the tuning
+time reported and excluded from every timing.  Exit status: 0 done
 (whatever the ratios), 1 an output check failed, 2 usage error, 3 no GPU.
 """
 
@@ -77,7 +78,7 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--no-layers", action="store_true", help="skip the per-layer timings")
     p.add_argument("--host-batch", type=int, default=1, help="batch of the host-cost loop (0: skip)")
     p.add_argument("--cache", default=None, help="convtune cache (default: the library's)")
-    p.add_argument("--policy", default="exhaustive", choices=("exhaustive", "fast", "cache_only", "predict"))
+    p.add_argument("--policy", default="predict", choices=("exhaustive", "fast", "cache_only", "predict"))
     p.add_argument("--tuning-budget-ms", type=float, default=0.0,
                    help="per-problem tuning budget of the layers' context (0: none)")
     p.add_argument("--tune-only", action="store_true", help="only make sure every plan is tuned")
