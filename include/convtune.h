@@ -66,7 +66,7 @@ extern "C" {
  * *_sized functions behind the macros are for bindings, which pass the size
  * of their own copy of the struct. */
 #define CONVTUNE_VERSION_MAJOR 0
-#define CONVTUNE_VERSION_MINOR 4
+#define CONVTUNE_VERSION_MINOR 5
 #define CONVTUNE_VERSION_PATCH 0
 #define CONVTUNE_VERSION \
   (CONVTUNE_VERSION_MAJOR * 10000 + CONVTUNE_VERSION_MINOR * 100 + CONVTUNE_VERSION_PATCH)
@@ -276,7 +276,7 @@ conv_status conv_problem_parse_sized(const char *spec, conv_problem *problem /* 
  * problems (conv_cache_entry.problem, conv_cache_pending_entry.problem).
  * CONV_INVALID_ARGUMENT, *problem unchanged, for NULL or for text that is
  * not exactly a key this version writes (of a valid problem).  A macro,
- * for the struct's size, like conv_problem_parse. */
+ * for the struct's size, like conv_problem_parse.  Added in 0.5.0. */
 #define conv_problem_from_key(key, problem) \
   conv_problem_from_key_sized((key), (problem), sizeof *(problem))
 conv_status conv_problem_from_key_sized(const char *key, conv_problem *problem /* OUT */,
@@ -422,7 +422,7 @@ conv_status conv_context_create(conv_context **context /* OUT */,
  * ordinals conv_context_options.device takes are 0 to *count - 1.  It
  * creates no CUDA context.  CONV_NO_DEVICE where there is none or the
  * driver cannot be loaded (conv_context_last_error(NULL) says why);
- * CONV_INVALID_ARGUMENT for a NULL count. */
+ * CONV_INVALID_ARGUMENT for a NULL count.  Added in 0.5.0. */
 conv_status conv_device_count(int *count /* OUT */);
 
 /* Releases everything the context owns and returns CONV_OK.  Plans made
