@@ -4,7 +4,9 @@
  * grouped convs), a split reduction over N x P x Q with a fixed summation
  * order.  The kernels are in filter_reduce.cu.
  *
- * Config values: {rows, threads} (conv_filter_reduce_tiling).
+ * Config values: {rows, threads, cols} (conv_filter_reduce_tiling); a
+ * config of two values, as caches written before cols existed hold, has
+ * one column per thread.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,8 +34,10 @@ static bool fr_applicable(const conv_problem *pb, const conv_env *env) {
  * of work or more. */
 static const int fr_rows[] = {256, 128, 64, 32, 16, 8, 4, 2, 1};
 static const int fr_threads[] = {256, 128};
+static const int fr_cols[] = {1, 2, 4};
 #define FR_ROWS ((int)(sizeof fr_rows / sizeof fr_rows[0]))
 #define FR_THREADS ((int)(sizeof fr_threads / sizeof fr_threads[0]))
+#define FR_COLS ((int)(sizeof fr_cols / sizeof fr_cols[0]))
 
 static conv_status fr_configs(const conv_problem *problem, conv_env *env, conv_config *out,
                               int max, int *count, conv_error *err) {
@@ -45,17 +49,22 @@ static conv_status fr_configs(const conv_problem *problem, conv_env *env, conv_c
   if (conv_problem_output_dims(problem, &p, &q) != CONV_OK)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "filter_reduce: invalid problem");
   int n = 0;
-  for (int t = 0; t < FR_THREADS; t++) {
-    for (int i = 0; i < FR_ROWS; i++) {
-      const conv_filter_reduce_tiling tiling = {fr_rows[i], fr_threads[t]};
-      /* Whole-image bands only once (the largest such height). */
-      if (i + 1 < FR_ROWS && fr_rows[i + 1] >= p) continue;
-      /* At least one pixel per thread. */
-      if ((int64_t)tiling.rows * q < tiling.threads && tiling.rows < p) continue;
-      conv_filter_reduce_launch launch;
-      if (!conv_filter_reduce_plan(problem, &tiling, &launch, NULL, 0)) continue;
-      if (n == max) goto done;
-      out[n++] = (conv_config){2, {tiling.rows, tiling.threads}, 0};
+  for (int cc = 0; cc < FR_COLS; cc++) {
+    for (int t = 0; t < FR_THREADS; t++) {
+      for (int i = 0; i < FR_ROWS; i++) {
+        const conv_filter_reduce_tiling tiling = {fr_rows[i], fr_threads[t], fr_cols[cc]};
+        /* Whole-image bands only once (the largest such height). */
+        if (i + 1 < FR_ROWS && fr_rows[i + 1] >= p) continue;
+        /* At least one share of a row per thread; no thread with only
+         * columns past the row's end. */
+        const int64_t units = (q + tiling.cols - 1) / tiling.cols;
+        if (tiling.rows * units < tiling.threads && tiling.rows < p) continue;
+        if (tiling.cols > q) continue;
+        conv_filter_reduce_launch launch;
+        if (!conv_filter_reduce_plan(problem, &tiling, &launch, NULL, 0)) continue;
+        if (n == max) goto done;
+        out[n++] = (conv_config){3, {tiling.rows, tiling.threads, tiling.cols}, 0};
+      }
     }
   }
 done:
@@ -76,9 +85,11 @@ static conv_status fr_prepare(const conv_problem *problem, conv_env *env,
                           "pairs per group",
                           FR_MAX_CHANNELS_IN, FR_MAX_PAIRS_PER_GROUP);
   /* Then conv_filter_reduce_plan checks both values against the problem. */
-  conv_status st = conv_config_check(config, "filter_reduce", 2, 1, 1 << 20, err);
+  conv_status st = conv_config_check(config, "filter_reduce", config->count == 2 ? 2 : 3, 1,
+                                     1 << 20, err);
   if (st != CONV_OK) return st;
-  const conv_filter_reduce_tiling tiling = {(int)config->values[0], (int)config->values[1]};
+  const conv_filter_reduce_tiling tiling = {(int)config->values[0], (int)config->values[1],
+                                            config->count == 2 ? 1 : (int)config->values[2]};
   conv_filter_reduce_launch *launch = malloc(sizeof *launch);
   if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "filter_reduce: malloc");
   char why[160];
@@ -108,12 +119,12 @@ static conv_status fr_run(const conv_exec *ex, cudaStream_t stream, conv_error *
 
 static void fr_describe(const conv_config *config, char *text, size_t size) {
   if (text == NULL || size == 0) return;
-  if (config == NULL || config->count != 2) {
+  if (config == NULL || (config->count != 2 && config->count != 3)) {
     snprintf(text, size, "invalid config");
     return;
   }
-  snprintf(text, size, "rows=%lld threads=%lld", (long long)config->values[0],
-           (long long)config->values[1]);
+  snprintf(text, size, "rows=%lld threads=%lld cols=%lld", (long long)config->values[0],
+           (long long)config->values[1], config->count == 2 ? 1LL : (long long)config->values[2]);
 }
 
 const conv_algorithm conv_algorithm_filter_reduce = {

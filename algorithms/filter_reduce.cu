@@ -14,10 +14,13 @@ const int kSumThreads = 256;
 
 /* Block (band, pair): the R x S sums of pair (k, c) over one band of one
  * image, written to out[(pair * R*S + tap) * bands + band] (with one band,
- * dw itself).  Threads walk the band's pixels in order, so that a warp
- * reads consecutive dy values and, at stride 1, consecutive x values; the
- * x values a pixel's taps share with its neighbours come from L1. */
-template <int R, int S>
+ * dw itself).  Threads walk the band's pixels in order, COLS neighbouring
+ * pixels of a row each, so that a warp reads neighbouring dy values and,
+ * at stride 1, neighbouring x values; the x values a pixel's taps share
+ * with its neighbours come from L1.  COLS > 1 gives each thread COLS
+ * pixels' loads to issue at once (the pass is bound by memory latency) and
+ * spreads a pixel's index arithmetic over them. */
+template <int R, int S, int COLS>
 __global__ void __launch_bounds__(kMaxThreads)
     band_kernel(const conv_filter_reduce_launch L, const float *__restrict__ x,
                 const float *__restrict__ dy, float *__restrict__ out) {
@@ -27,27 +30,33 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int g = k / L.kg;
   const int n = band / L.bands_per_image;
   const int p0 = (band - n * L.bands_per_image) * L.tiling.rows;
-  const int pixels = min(L.tiling.rows, L.p - p0) * L.q;
+  const int units = min(L.tiling.rows, L.p - p0) * L.units_per_row;
   const float *xc = x + ((int64_t)n * L.c + (int64_t)g * L.cg + c) * L.h * L.w;
   const float *dyb = dy + (((int64_t)n * L.k + k) * L.p + p0) * L.q;
 
   float acc[TAPS];
 #pragma unroll
   for (int t = 0; t < TAPS; t++) acc[t] = 0.0f;
-  for (int i = threadIdx.x; i < pixels; i += blockDim.x) {
-    const int row = (int)conv_divide((uint32_t)i, L.by_q);
-    const int q = i - row * L.q;
-    const float d = __ldg(dyb + i);
-    const int iy0 = (p0 + row) * L.stride_h - L.pad_h, ix0 = q * L.stride_w - L.pad_w;
+  for (int i = threadIdx.x; i < units; i += blockDim.x) {
+    const int row = (int)conv_divide((uint32_t)i, L.by_units);
+    const int q0 = (i - row * L.units_per_row) * COLS;
+    float d[COLS];
+#pragma unroll
+    for (int j = 0; j < COLS; j++) d[j] = q0 + j < L.q ? __ldg(dyb + row * L.q + q0 + j) : 0.0f;
+    const int iy0 = (p0 + row) * L.stride_h - L.pad_h, ix0 = q0 * L.stride_w - L.pad_w;
 #pragma unroll
     for (int r = 0; r < R; r++) {
       const int iy = iy0 + r * L.dil_h;
       if ((unsigned)iy >= (unsigned)L.h) continue;
       const float *xr = xc + (int64_t)iy * L.w;
 #pragma unroll
-      for (int s = 0; s < S; s++) {
-        const int ix = ix0 + s * L.dil_w;
-        if ((unsigned)ix < (unsigned)L.w) acc[r * S + s] = fmaf(d, __ldg(xr + ix), acc[r * S + s]);
+      for (int j = 0; j < COLS; j++) {
+        if (q0 + j >= L.q) break; /* past the row's last pixel */
+#pragma unroll
+        for (int s = 0; s < S; s++) {
+          const int ix = ix0 + j * L.stride_w + s * L.dil_w;
+          if ((unsigned)ix < (unsigned)L.w) acc[r * S + s] = fmaf(d[j], __ldg(xr + ix), acc[r * S + s]);
+        }
       }
     }
   }
@@ -92,25 +101,28 @@ typedef void (*band_fn)(conv_filter_reduce_launch, const float *, const float *,
 
 struct instance {
   int r, s;
-  band_fn fn;
+  band_fn fn[3]; /* 1, 2 and 4 columns per thread */
 };
 
+#define FR_INSTANCE(n) \
+  { n, n, {band_kernel<n, n, 1>, band_kernel<n, n, 2>, band_kernel<n, n, 4>} }
 /* Square filters of the depthwise and few-channel layers in use. */
-const instance kInstances[] = {
-    {1, 1, band_kernel<1, 1>}, {2, 2, band_kernel<2, 2>}, {3, 3, band_kernel<3, 3>},
-    {4, 4, band_kernel<4, 4>}, {5, 5, band_kernel<5, 5>}, {7, 7, band_kernel<7, 7>},
-};
+const instance kInstances[] = {FR_INSTANCE(1), FR_INSTANCE(2), FR_INSTANCE(3),
+                               FR_INSTANCE(4), FR_INSTANCE(5), FR_INSTANCE(7)};
+#undef FR_INSTANCE
 
-band_fn find_kernel(int64_t r, int64_t s) {
+band_fn find_kernel(int64_t r, int64_t s, int cols) {
+  const int slot = cols == 1 ? 0 : cols == 2 ? 1 : cols == 4 ? 2 : -1;
+  if (slot < 0) return nullptr;
   for (const instance &in : kInstances)
-    if (in.r == r && in.s == s) return in.fn;
+    if (in.r == r && in.s == s) return in.fn[slot];
   return nullptr;
 }
 
 }  // namespace
 
 extern "C" bool conv_filter_reduce_compiled(int64_t r, int64_t s) {
-  return find_kernel(r, s) != nullptr;
+  return find_kernel(r, s, 1) != nullptr;
 }
 
 extern "C" bool conv_filter_reduce_plan(const conv_problem *pb, const conv_filter_reduce_tiling *t,
@@ -121,9 +133,10 @@ extern "C" bool conv_filter_reduce_plan(const conv_problem *pb, const conv_filte
   if (t->threads < 32 || t->threads > kMaxThreads || t->threads % 32 != 0)
     CONV_REJECT("%d threads: not a multiple of 32 in [32, %d]", t->threads, kMaxThreads);
   if (t->rows < 1) CONV_REJECT("%d rows per band", t->rows);
+  if (t->cols != 1 && t->cols != 2 && t->cols != 4) CONV_REJECT("%d columns per thread: not 1, 2 or 4", t->cols);
   conv_shape shape;
   if (conv_problem_shape(pb, &shape) != CONV_OK) CONV_REJECT("invalid problem");
-  const band_fn kernel = find_kernel(pb->r, pb->s);
+  const band_fn kernel = find_kernel(pb->r, pb->s, t->cols);
   if (kernel == nullptr) CONV_REJECT("no kernel compiled for a %lld x %lld filter", (long long)pb->r, (long long)pb->s);
   const int64_t dims[] = {pb->n, pb->c, pb->h, pb->w, pb->k, shape.p, shape.q,
                           pb->h * pb->w, shape.p * shape.q, pb->pad_h, pb->pad_w,
@@ -146,7 +159,8 @@ extern "C" bool conv_filter_reduce_plan(const conv_problem *pb, const conv_filte
   l.bands_per_image = (l.p + t->rows - 1) / t->rows;
   if ((int64_t)l.n * l.bands_per_image > INT32_MAX) CONV_REJECT("too many bands for one launch");
   l.bands = l.n * l.bands_per_image;
-  l.by_q = conv_divisor_make(l.q);
+  l.units_per_row = (l.q + t->cols - 1) / t->cols;
+  l.by_units = conv_divisor_make(l.units_per_row);
   if (l.bands > 1) {
     const double bytes = (double)l.bands * (double)shape.w_elems * sizeof(float);
     if (bytes > (double)CONV_FILTER_REDUCE_WORKSPACE_MAX)

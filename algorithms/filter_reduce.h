@@ -7,8 +7,8 @@
  * dw[k][c][r][s] = sum over n, p, q of dy[n][k][p][q] * x[n][g*cg + c][p*sh
  * - ph + r*dh][q*sw - pw + s*dw], a sum of N x P x Q products per filter tap.
  * Each block takes one (k, c) pair of one image's band of `rows` output
- * rows: its threads walk the band's pixels, each keeping r x s sums in
- * registers, and the block adds them up in a fixed order.  With more than
+ * rows: its threads walk the band's pixels, `cols` neighbours of a row at
+ * a time, each keeping r x s sums in registers, and the block adds them up in a fixed order.  With more than
  * one band per pair (N x ceil(P / rows) of them), a second kernel sums the
  * bands' partial sums, one warp per tap, again in a fixed order: the result
  * does not depend on scheduling (no atomics), so the family is
@@ -34,6 +34,7 @@ extern "C" {
 typedef struct conv_filter_reduce_tiling {
   int rows;    /* output rows per band (one block's share of an image)  */
   int threads; /* per block: a multiple of 32, at most 256              */
+  int cols;    /* neighbouring output pixels per thread: 1, 2 or 4      */
 } conv_filter_reduce_tiling;
 
 /* Everything a pass needs, derived once by conv_filter_reduce_plan(). */
@@ -46,7 +47,8 @@ typedef struct conv_filter_reduce_launch {
   int pairs;           /* k * cg: one (output, input channel) pair per dw plane */
   int bands_per_image; /* ceil(p / rows)                               */
   int bands;           /* n * bands_per_image: partial sums per tap    */
-  conv_divisor by_q;   /* a band's pixel index into row and column     */
+  int units_per_row;   /* ceil(q / cols): a row's threads' shares      */
+  conv_divisor by_units; /* a band's share index into row and column   */
   size_t workspace_bytes; /* the partial sums: bands x k*cg*r*s floats, 0 with one band */
 } conv_filter_reduce_launch;
 
@@ -60,7 +62,7 @@ bool conv_filter_reduce_compiled(int64_t r, int64_t s);
 /* Checks `tiling` against a valid fp32 NCHW CONV_BACKWARD_FILTER `problem`
  * and fills *launch.  False, with the reason in `why`, when it cannot run
  * it: a filter size with no compiled kernel,
- * a thread count out of range, rows below 1, sizes past 32-bit indexing, a
+ * a thread count out of range, rows below 1, cols not 1, 2 or 4, sizes past 32-bit indexing, a
  * grid or workspace too large. */
 bool conv_filter_reduce_plan(const conv_problem *problem, const conv_filter_reduce_tiling *tiling,
                              conv_filter_reduce_launch *launch /* OUT */, char *why,

@@ -650,8 +650,10 @@ static int backward_data_view(void) {
 }
 
 /* filter_reduce's configs all plan, cover every output row once, keep
- * their partial sums within the workspace cap, and the family refuses
- * what it has no kernel or no use for. */
+ * their partial sums within the workspace cap, come in 1, 2 and 4 columns
+ * per thread, and the family refuses what it has no kernel or no use for;
+ * a two-value config (a cache from before cols) still prepares, as one
+ * column per thread. */
 static int filter_reduce_configs(void) {
   conv_env env;
   memset(&env, 0, sizeof env);
@@ -664,12 +666,17 @@ static int filter_reduce_configs(void) {
   int n = -1;
   CHECK_STATUS(CONV_OK, fr->configs(&p, &env, configs, 64, &n, NULL));
   CHECK(n > 2);
+  int with_cols[5] = {0};
   for (int i = 0; i < n; i++) {
-    CHECK(configs[i].count == 2);
+    CHECK(configs[i].count == 3);
     for (int j = 0; j < i; j++) CHECK(!conv_config_equal(&configs[i], &configs[j]));
-    const conv_filter_reduce_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1]};
+    const conv_filter_reduce_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1],
+                                         (int)configs[i].values[2]};
+    CHECK(t.cols == 1 || t.cols == 2 || t.cols == 4);
+    with_cols[t.cols]++;
     conv_filter_reduce_launch l;
     CHECK(conv_filter_reduce_plan(&p, &t, &l, NULL, 0));
+    CHECK(l.units_per_row == (56 + t.cols - 1) / t.cols);
     CHECK((int64_t)l.bands_per_image * t.rows >= l.p && (int64_t)(l.bands_per_image - 1) * t.rows < l.p);
     CHECK(l.bands == l.n * l.bands_per_image && l.pairs == 144);
     CHECK(l.workspace_bytes == (l.bands > 1 ? (size_t)l.bands * 144 * 9 * sizeof(float) : 0));
@@ -678,12 +685,22 @@ static int filter_reduce_configs(void) {
   /* Bad configs are refused with a reason, not planned. */
   char why[160] = "";
   conv_filter_reduce_launch l;
-  const conv_filter_reduce_tiling odd = {8, 100}, none = {0, 128};
+  CHECK(with_cols[1] > 0 && with_cols[2] > 0 && with_cols[4] > 0 && n < 64);
+  const conv_filter_reduce_tiling odd = {8, 100, 1}, none = {0, 128, 1}, three = {8, 128, 3};
   CHECK(!conv_filter_reduce_plan(&p, &odd, &l, why, sizeof why) && strstr(why, "100 threads"));
   CHECK(!conv_filter_reduce_plan(&p, &none, &l, why, sizeof why) && strstr(why, "0 rows"));
-  const conv_config too_many = {2, {8, 1 << 21}, 0};
+  CHECK(!conv_filter_reduce_plan(&p, &three, &l, why, sizeof why) && strstr(why, "3 columns"));
+  const conv_config too_many = {3, {8, 1 << 21, 1}, 0}, three_cols = {3, {8, 128, 3}, 0};
   conv_prepared prep;
   CHECK_STATUS(CONV_UNSUPPORTED, fr->prepare(&p, &env, &too_many, &prep, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, fr->prepare(&p, &env, &three_cols, &prep, NULL));
+  const conv_config before_cols = {2, {8, 128}, 0};
+  CHECK_STATUS(CONV_OK, fr->prepare(&p, &env, &before_cols, &prep, NULL));
+  CHECK(((const conv_filter_reduce_launch *)prep.state)->tiling.cols == 1);
+  fr->release(prep.state);
+  char text[64];
+  fr->describe(&before_cols, text, sizeof text);
+  CHECK(strcmp(text, "rows=8 threads=128 cols=1") == 0);
 
   conv_problem wide = p; /* a 9x9 filter: no kernel */
   wide.r = wide.s = 9, wide.pad_h = wide.pad_w = 4;
