@@ -129,7 +129,7 @@ static void fr_describe(const conv_config *config, char *text, size_t size) {
 
 const conv_algorithm conv_algorithm_filter_reduce = {
     .id = CONV_ALGO_FILTER_REDUCE,
-    .version = 1,
+    .version = 2, /* 2: cols */
     .name = "filter_reduce",
     .applicable = fr_applicable,
     .configs = fr_configs,

@@ -18,8 +18,8 @@
 extern "C" {
 #endif
 
-/* conv_config_format of CONV_CONFIG_MAX_VALUES int64 values: 16 * 21 bytes. */
-#define CACHE_CONFIG_TEXT_MAX 512
+/* conv_config_format of CONV_CONFIG_MAX_VALUES int64 values: 32 * 21 bytes. */
+#define CACHE_CONFIG_TEXT_MAX 1024
 
 /* The pending table (schema version 3; pending.c says what it holds),
  * created with a new cache or by the upgrade of an older one. */

@@ -607,8 +607,9 @@ const char *conv_library_versions(void);
  * that, as for any reader of the file). */
 typedef struct conv_cache_reader conv_cache_reader;
 
-/* Most config values a trial has (conv_cache_entry.config_values). */
-#define CONV_CACHE_CONFIG_MAX 16
+/* Most config values a trial has (conv_cache_entry.config_values); 16
+ * before 0.5.0. */
+#define CONV_CACHE_CONFIG_MAX 32
 
 /* One trial (a candidate config timed, or failed, on a shape), as the
  * library passes it to a conv_cache_entry_fn: strings and the struct are

@@ -117,8 +117,9 @@ typedef struct conv_env {
 
 /* A configuration: small plain data that serialises to the cache as text
  * ("12,3,1").  A config read back from the cache is untrusted: prepare()
- * must validate every value. */
-#define CONV_CONFIG_MAX_VALUES 16
+ * must validate every value.  32 values: a cuDNN engine and up to 15 knob
+ * pairs (cuDNN's first choice for some backward passes sets 8 knobs). */
+#define CONV_CONFIG_MAX_VALUES 32
 typedef struct conv_config {
   int count;
   int64_t values[CONV_CONFIG_MAX_VALUES];

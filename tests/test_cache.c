@@ -529,7 +529,8 @@ static int bad_config_text_rejected_in(const char *path) {
       "UPDATE trials SET config = ' 1'" WINNER_ROW,
       "UPDATE trials SET config = '1;DROP'" WINNER_ROW,
       "UPDATE trials SET config = '99999999999999999999'" WINNER_ROW,
-      "UPDATE trials SET config = '1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17'" WINNER_ROW,
+      /* 33 values: one more than a config holds */
+      "UPDATE trials SET config = '1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33'" WINNER_ROW,
       "UPDATE trials SET config = 5.5" WINNER_ROW, /* stored as text '5.5' */
       "UPDATE trials SET config = x'312c32'" WINNER_ROW, /* a blob */
       "UPDATE trials SET config = CAST(x'310032' AS TEXT)" WINNER_ROW, /* "1", NUL, "2" */

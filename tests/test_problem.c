@@ -273,8 +273,20 @@ static int config_text(void) {
   CHECK(conv_config_equal(&c, &back));
   CHECK_STATUS(CONV_OK, conv_config_parse("", &back));
   CHECK(back.count == 0);
-  const char *bad[] = {"1,,2", "1,", ",1", " 1", "1 ", "1;2", "a", "99999999999999999999",
-                       "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17"};
+  /* As many values as a config holds (a cuDNN engine and 15 knob pairs)
+   * round-trip; one more is refused. */
+  char longest[CONV_CONFIG_MAX_VALUES * 4 + 8] = "";
+  for (int i = 1; i <= CONV_CONFIG_MAX_VALUES; i++)
+    snprintf(longest + strlen(longest), sizeof longest - strlen(longest), "%s%d", i > 1 ? "," : "", i);
+  CHECK(CONV_CONFIG_MAX_VALUES >= 31);
+  CHECK_STATUS(CONV_OK, conv_config_parse(longest, &back));
+  CHECK(back.count == CONV_CONFIG_MAX_VALUES && back.values[CONV_CONFIG_MAX_VALUES - 1] == CONV_CONFIG_MAX_VALUES);
+  char formatted[sizeof longest];
+  CHECK_STATUS(CONV_OK, conv_config_format(&back, formatted, sizeof formatted));
+  CHECK(strcmp(formatted, longest) == 0);
+  char too_long[sizeof longest + 4];
+  snprintf(too_long, sizeof too_long, "%s,1", longest);
+  const char *bad[] = {"1,,2", "1,", ",1", " 1", "1 ", "1;2", "a", "99999999999999999999", too_long};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     CHECK_MSG(conv_config_parse(bad[i], &back) == CONV_INVALID_ARGUMENT, "accepted '%s'", bad[i]);
   CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_config_format(&c, text, 5));

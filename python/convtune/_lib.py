@@ -108,7 +108,7 @@ class ContextOptions(Structure):
     ]
 
 
-CACHE_CONFIG_MAX = 16  # CONV_CACHE_CONFIG_MAX
+CACHE_CONFIG_MAX = 32  # CONV_CACHE_CONFIG_MAX
 
 
 class CacheEntry(Structure):
