@@ -83,7 +83,10 @@ static conv_status dw_configs(const conv_problem *problem, conv_env *env, conv_c
   const int rolling_pxs[] = {4, 8, 2}, rolling_bands[] = {16, 8, 4};
   const int pair_pxs[] = {4, 2, 1}, pair_bands[] = {4, 2};
   const int pxs[] = {4, 8, 2, 1}, bands[] = {4, 2, 1};
-  conv_config forms[3][DW_FORM_CONFIGS_MAX];
+  /* On the heap: three forms' lists are 50 KB, too much for the stack of
+   * a caller's thread. */
+  conv_config(*forms)[DW_FORM_CONFIGS_MAX] = calloc(3, sizeof *forms);
+  if (forms == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "depthwise_nhwc: configs");
   int listed[3] = {0, 0, 0};
   if (float4_channels)
     dw_add_form(problem, &shape, CONV_DWNHWC_ROLLING, vec, rolling_pxs, 3, rolling_bands, 3,
@@ -96,6 +99,7 @@ static conv_status dw_configs(const conv_problem *problem, conv_env *env, conv_c
   for (int i = 0; i < DW_FORM_CONFIGS_MAX && n < max; i++)
     for (int f = 0; f < 3 && n < max; f++)
       if (i < listed[f]) out[n++] = forms[f][i];
+  free(forms);
   *count = n;
   return CONV_OK;
 }
