@@ -298,10 +298,11 @@ typedef enum conv_policy {
    * winner.  A read-only cache records nothing (a WARN message says so)
    * and the plan is still returned.  Added after 0.3.0. */
   CONV_POLICY_RECORD,
-  /* Tune a miss by prediction from the cache's own tunings: find the 3
+  /* Tune a miss by prediction from the caches' own tunings: find the 3
    * nearest problems of its kind (same op, direction, layout, math mode,
    * epilogue or not, determinism) tuned on this device and library
-   * versions, by their sizes; where their winners are of one candidate
+   * versions in the user's cache or the system cache (the user's tuning
+   * of a problem in both), by their sizes; where their winners are of one candidate
    * family, time only that family's 8 configs that ran fastest on them
    * and cuDNN's heuristic pick, keep the fastest valid one, and record the
    * problem as pending ("incomplete") for `convtune tune --pending` (or an

@@ -215,9 +215,16 @@ static conv_status tune(conv_context *ctx, const conv_problem *problem, const co
                           ctx->system_cache ? " nor in the system cache " : "",
                           ctx->system_cache ? ctx->system_cache_path : "");
   atomic_store(&ctx->interrupt, 0);
-  conv_tune_request req = {problem,         &ctx->env,          ctx->cache,
-                           key,             ctx->policy,        ctx->tuning_budget_ms,
-                           ctx->workspace_limit, &ctx->log,     &ctx->interrupt};
+  conv_tune_request req = {.problem = problem,
+                           .env = &ctx->env,
+                           .cache = ctx->cache,
+                           .system_cache = ctx->system_cache,
+                           .key = key,
+                           .policy = ctx->policy,
+                           .budget_ms = ctx->tuning_budget_ms,
+                           .workspace_limit = ctx->workspace_limit,
+                           .log = &ctx->log,
+                           .interrupt = &ctx->interrupt};
   *source = ctx->policy == CONV_POLICY_RECORD ? CONV_SOURCE_HEURISTIC : CONV_SOURCE_TUNED;
   if (ctx->policy == CONV_POLICY_RECORD) return pick_and_record(ctx, &req, choice, err);
   return conv_tune(&req, choice, err);

@@ -557,8 +557,9 @@ static int census_of(conv_context *ctx, const conv_problem *p, trial_census *c, 
 /* CONV_POLICY_PREDICT: with three tuned neighbours in the cache, a new
  * problem's plan is valid and either predicted (at most the predicted
  * configs and cuDNN's pick timed, marked incomplete) or, where the
- * neighbours disagree, searched in full (not pending); an exhaustive
- * context then finishes an incomplete one. */
+ * neighbours disagree, searched in full (not pending); the same when the
+ * neighbours are in a shipped system cache over an empty user cache; an
+ * exhaustive context then finishes an incomplete one. */
 static int predict_policy(void) {
   SKIP_WITHOUT_GPU();
   seed_rng();
@@ -573,16 +574,30 @@ static int predict_policy(void) {
     if (plan_roundtrip(ctx, &p, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
   }
   conv_context_destroy(ctx);
-  if (make_context(&ctx, cache, CONV_POLICY_PREDICT, 0) != TEST_PASS) return TEST_FAIL;
   conv_problem target = fixed_problem();
   target.h = 24, target.w = 20;
+  /* First from the shipped layer, while the cache lacks the target. */
+  char user[4096];
+  temp_path(user, sizeof user, "predict-user");
+  CHECK_MSG(layered_context(&ctx, user, cache, CONV_POLICY_PREDICT) == CONV_OK, "%s",
+            conv_context_last_error(NULL));
+  if (plan_roundtrip(ctx, &target, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
+  trial_census shipped;
+  bool shipped_pending = false;
+  if (census_of(ctx, &target, &shipped, &shipped_pending) != TEST_PASS) return TEST_FAIL;
+  conv_context_destroy(ctx);
+  remove_db(user);
+  if (make_context(&ctx, cache, CONV_POLICY_PREDICT, 0) != TEST_PASS) return TEST_FAIL;
   if (plan_roundtrip(ctx, &target, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
   trial_census c;
   bool pending = false;
   if (census_of(ctx, &target, &c, &pending) != TEST_PASS) return TEST_FAIL;
-  printf("predict: %d trials, %s\n", c.total, pending ? "predicted (incomplete)" : "full search");
-  CHECK(c.total > 0);
-  if (pending) CHECK(c.total <= CONV_PREDICT_CONFIGS + 1);
+  printf("predict: %d trials, %s; from a system cache: %d trials, %s\n", c.total,
+         pending ? "predicted (incomplete)" : "full search", shipped.total,
+         shipped_pending ? "predicted (incomplete)" : "full search");
+  CHECK(c.total > 0 && shipped.total > 0);
+  CHECK(shipped_pending == pending); /* the same neighbours, the same certainty */
+  if (pending) CHECK(c.total <= CONV_PREDICT_CONFIGS + 1 && shipped.total <= CONV_PREDICT_CONFIGS + 1);
   conv_context_destroy(ctx);
   if (pending) { /* an exhaustive context times the rest */
     if (make_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;

@@ -56,7 +56,8 @@ static conv_status predict_for(conv_cache *cache, const char *spec, char *key, s
   conv_status st = conv_problem_key(&p, key, key_size);
   if (st != CONV_OK) return st;
   const conv_cache_key k = {key, DEVICE, VERSIONS};
-  return conv_predict_neighbours(cache, &k, &p, out, &err);
+  conv_cache *const layers[] = {cache};
+  return conv_predict_neighbours(layers, 1, &k, &p, out, &err);
 }
 
 /* Family ids made up for the test: only the cache's rows name them. */
@@ -111,12 +112,13 @@ static int neighbours_agree(void) {
   const conv_config offered[] = {d, never, c, a, b};
   int order[8], count = -1;
   const conv_cache_key k = {key, DEVICE, VERSIONS};
-  CHECK_OK(conv_predict_rank(cache, &k, &pr, offered, 5, order, 8, &count, &err));
+  conv_cache *const layers[] = {cache};
+  CHECK_OK(conv_predict_rank(layers, 1, &k, &pr, offered, 5, order, 8, &count, &err));
   CHECK(count == 5);
   CHECK(order[0] == 4 && order[1] == 3 && order[2] == 2); /* b, a, c */
   /* d: slower everywhere and failed once (2x); never: untimed (2x each). */
   CHECK(order[3] == 0 && order[4] == 1);
-  CHECK_OK(conv_predict_rank(cache, &k, &pr, offered, 5, order, 2, &count, &err));
+  CHECK_OK(conv_predict_rank(layers, 1, &k, &pr, offered, 5, order, 2, &count, &err));
   CHECK(count == 2 && order[0] == 4 && order[1] == 3);
   conv_cache_close(cache);
   return TEST_PASS;
@@ -164,15 +166,72 @@ static int no_prediction(void) {
   /* Nothing to rank: an empty offer ranks nothing. */
   int order[1], count = -1;
   const conv_cache_key k = {key, DEVICE, VERSIONS};
-  CHECK_OK(conv_predict_rank(cache, &k, &pr, NULL, 0, order, 1, &count, &err));
+  conv_cache *const layers[] = {cache};
+  CHECK_OK(conv_predict_rank(layers, 1, &k, &pr, NULL, 0, order, 1, &count, &err));
   CHECK(count == 0);
-  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_predict_neighbours(NULL, &k, NULL, &pr, &err));
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_predict_neighbours(NULL, 1, &k, NULL, &pr, &err));
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_predict_neighbours(layers, 0, &k, NULL, &pr, &err));
   conv_cache_close(cache);
+  return TEST_PASS;
+}
+
+/* Neighbours come from the user's cache and a shipped one (a NULL layer is
+ * none): a shape tuned in both counts once, as the user's, and each
+ * neighbour's configs are ranked by its own layer's trials. */
+static int neighbours_across_layers(void) {
+  conv_error err = {CONV_OK, ""};
+  conv_cache *user = NULL, *shipped = NULL;
+  CHECK_OK(conv_cache_open(":memory:", false, &user, &err));
+  CHECK_OK(conv_cache_open(":memory:", false, &shipped, &err));
+  const conv_config a = config_of(4, 1), b = config_of(4, 2), c = config_of(2, 1);
+  const conv_config dw_configs[] = {a, b, c};
+  /* b is fastest in the user's tuning of 28x28 and on 7x7 and 56x56; the
+   * shipped tuning of 28x28, which must not count, makes c fastest by far. */
+  const double user28[] = {0.030, 0.025, 0.040}, shipped28[] = {0.030, 0.030, 0.001};
+  const double on7[] = {0.014, 0.012, 0.020}, on56[] = {0.045, 0.040, 0.050};
+  int rc = store_tuning(user, DW(28, 192), DEVICE, DEPTHWISE, dw_configs, user28, 3);
+  if (rc == TEST_PASS) rc = store_tuning(shipped, DW(28, 192), DEVICE, DEPTHWISE, dw_configs, shipped28, 3);
+  if (rc == TEST_PASS) rc = store_tuning(shipped, DW(7, 768), DEVICE, DEPTHWISE, dw_configs, on7, 3);
+  if (rc == TEST_PASS) rc = store_tuning(shipped, DW(56, 96), DEVICE, DEPTHWISE, dw_configs, on56, 3);
+  if (rc != TEST_PASS) {
+    conv_cache_close(user);
+    conv_cache_close(shipped);
+    return rc;
+  }
+  const conv_problem p = problem_of(DW(14, 384));
+  char key[CONV_PROBLEM_KEY_MAX];
+  CHECK_OK(conv_problem_key(&p, key, sizeof key));
+  const conv_cache_key k = {key, DEVICE, VERSIONS};
+  conv_prediction pr;
+  conv_cache *const alone[] = {user, NULL};
+  CHECK_OK(conv_predict_neighbours(alone, 2, &k, &p, &pr, &err));
+  CHECK(!pr.certain && pr.neighbours == 1);
+  conv_cache *const layers[] = {user, shipped};
+  CHECK_OK(conv_predict_neighbours(layers, 2, &k, &p, &pr, &err));
+  CHECK_MSG(pr.certain && pr.neighbours == 3, "%d neighbours: %s", pr.neighbours, pr.why);
+  int from_user = 0;
+  for (int i = 0; i < pr.neighbours; i++) {
+    const bool is28 = strstr(pr.neighbour[i].problem, "h28") != NULL;
+    CHECK(pr.neighbour[i].layer == (is28 ? 0 : 1));
+    if (is28) CHECK(fabs(pr.neighbour[i].winner_ms - 0.025) < 1e-9); /* the user's winner */
+    from_user += is28;
+  }
+  CHECK(from_user == 1);
+  const conv_config offered[] = {c, a, b};
+  int order[3], count = -1;
+  CHECK_OK(conv_predict_rank(layers, 2, &k, &pr, offered, 3, order, 3, &count, &err));
+  CHECK(count == 3 && order[0] == 2 && order[1] == 1 && order[2] == 0); /* b, a, c */
+  /* The layers a prediction came from must be passed to rank it. */
+  CHECK_STATUS(CONV_INVALID_ARGUMENT,
+               conv_predict_rank(alone, 1, &k, &pr, offered, 3, order, 3, &count, &err));
+  conv_cache_close(user);
+  conv_cache_close(shipped);
   return TEST_PASS;
 }
 
 static const test_case tests[] = {
     {"neighbours_agree", neighbours_agree},
     {"no_prediction", no_prediction},
+    {"neighbours_across_layers", neighbours_across_layers},
 };
 TEST_MAIN(tests)

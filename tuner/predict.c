@@ -1,8 +1,9 @@
 /*
  * predict.c -- which configs a new problem's tuning times under
- * CONV_POLICY_PREDICT, from the cache's own tunings of its nearest
- * neighbours (tuner.h).  The rule is the one tools/bench/predict_loo.py
- * measures offline (predict-notes.md): the 3 nearest tuned problems of the
+ * CONV_POLICY_PREDICT, from the caches' own tunings of its nearest
+ * neighbours (tuner.h): the user's, then a shipped system cache.  The rule
+ * is the one tools/bench/predict_loo.py measures offline
+ * (predict-notes.md): the 3 nearest tuned problems of the
  * same kind; where their winners are of one family, that family's configs
  * ranked by how they ran on the neighbours; where they are not, or there
  * are fewer than 3, no prediction (the tuner searches everything).
@@ -56,7 +57,14 @@ typedef struct neighbour_search {
   problem_point target;
   conv_prediction *out;
   double distances[CONV_PREDICT_NEIGHBOURS];
+  int layer; /* of the winners being listed */
 } neighbour_search;
+
+static bool already_found(const conv_prediction *out, const char *problem) {
+  for (int i = 0; i < out->neighbours; i++)
+    if (strcmp(out->neighbour[i].problem, problem) == 0) return true;
+  return false;
+}
 
 /* Keeps the CONV_PREDICT_NEIGHBOURS nearest winners of this device and
  * versions, nearest first (ties: the first listed, by problem key). */
@@ -64,7 +72,7 @@ static int consider_winner(const conv_cache_row *row, void *user) {
   neighbour_search *s = user;
   if (strcmp(row->device, s->key->device) != 0 || strcmp(row->versions, s->key->versions) != 0 ||
       strcmp(row->problem, s->key->problem) == 0 || row->trial->status != CONV_OK ||
-      !(row->trial->time_ms > 0))
+      !(row->trial->time_ms > 0) || already_found(s->out, row->problem))
     return 0;
   conv_problem p;
   if (conv_problem_from_key(row->problem, &p) != CONV_OK) return 0; /* another version's key */
@@ -84,21 +92,26 @@ static int consider_winner(const conv_cache_row *row, void *user) {
   s->distances[at] = d;
   conv_prediction_neighbour *n = &out->neighbour[at];
   snprintf(n->problem, sizeof n->problem, "%s", row->problem);
+  n->layer = s->layer;
   n->algorithm_id = row->trial->algorithm_id;
   n->winner_ms = row->trial->time_ms;
   if (out->neighbours < CONV_PREDICT_NEIGHBOURS) out->neighbours++;
   return 0;
 }
 
-conv_status conv_predict_neighbours(conv_cache *cache, const conv_cache_key *key,
-                                    const conv_problem *problem, conv_prediction *out,
-                                    conv_error *err) {
-  if (cache == NULL || key == NULL || problem == NULL || out == NULL)
+conv_status conv_predict_neighbours(conv_cache *const *layers, int layer_count,
+                                    const conv_cache_key *key, const conv_problem *problem,
+                                    conv_prediction *out, conv_error *err) {
+  if (layers == NULL || layer_count < 1 || layers[0] == NULL || key == NULL || problem == NULL ||
+      out == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "predict: NULL argument");
   memset(out, 0, sizeof *out);
-  neighbour_search s = {key, point_of(problem), out, {0}};
-  conv_status st = conv_cache_list_winners(cache, consider_winner, &s, err);
-  if (st != CONV_OK) return st;
+  neighbour_search s = {key, point_of(problem), out, {0}, 0};
+  for (s.layer = 0; s.layer < layer_count; s.layer++) {
+    if (layers[s.layer] == NULL) continue;
+    conv_status st = conv_cache_list_winners(layers[s.layer], consider_winner, &s, err);
+    if (st != CONV_OK) return st;
+  }
   if (out->neighbours < CONV_PREDICT_NEIGHBOURS) {
     snprintf(out->why, sizeof out->why, "%d tuned neighbours of its kind (%d needed)",
              out->neighbours, CONV_PREDICT_NEIGHBOURS);
@@ -148,13 +161,18 @@ static int by_score(const void *a, const void *b) {
   return x->index - y->index; /* stable: the family's own order breaks ties */
 }
 
-conv_status conv_predict_rank(conv_cache *cache, const conv_cache_key *key,
+conv_status conv_predict_rank(conv_cache *const *layers, int layer_count, const conv_cache_key *key,
                               const conv_prediction *prediction, const conv_config *offered,
                               int offered_count, int *order, int max, int *count,
                               conv_error *err) {
-  if (cache == NULL || key == NULL || prediction == NULL || count == NULL ||
+  if (layers == NULL || layer_count < 1 || key == NULL || prediction == NULL || count == NULL ||
       (offered_count > 0 && (offered == NULL || order == NULL)) || offered_count < 0)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "predict: bad rank arguments");
+  for (int n = 0; n < prediction->neighbours; n++) {
+    const int layer = prediction->neighbour[n].layer;
+    if (layer < 0 || layer >= layer_count || layers[layer] == NULL)
+      return conv_error_set(err, CONV_INVALID_ARGUMENT, "predict: a neighbour of no layer");
+  }
   *count = 0;
   if (offered_count == 0) return CONV_OK;
   double *ms = calloc((size_t)offered_count, sizeof *ms);
@@ -166,7 +184,7 @@ conv_status conv_predict_rank(conv_cache *cache, const conv_cache_key *key,
     const conv_prediction_neighbour *nb = &prediction->neighbour[n];
     memset(ms, 0, (size_t)offered_count * sizeof *ms);
     trial_times t = {prediction->algorithm_id, key, offered, offered_count, ms};
-    st = conv_cache_list_trials(cache, nb->problem, note_time, &t, err);
+    st = conv_cache_list_trials(layers[nb->layer], nb->problem, note_time, &t, err);
     /* Each config's slowdown against the neighbour's winner, in log; one
      * it did not time (or could not run) counts as twice as slow. */
     for (int i = 0; i < offered_count && st == CONV_OK; i++)

@@ -37,6 +37,8 @@ typedef struct conv_tune_request {
   const conv_problem *problem;
   conv_env *env;
   conv_cache *cache;          /* every trial is stored here                     */
+  conv_cache *system_cache;   /* read-only; its tunings are neighbours for      *
+                               * prediction too (NULL: none)                    */
   const conv_cache_key *key;
   conv_policy policy;         /* EXHAUSTIVE, FAST or PREDICT                    */
   double budget_ms;           /* 0: none (conv_context_options.tuning_budget_ms) */
@@ -55,8 +57,8 @@ conv_status conv_tune(const conv_tune_request *request, conv_choice *winner /* O
 /* Prediction (predict.c), for CONV_POLICY_PREDICT: the rule
  * tools/bench/predict_loo.py measures offline.  The CONV_PREDICT_NEIGHBOURS
  * nearest problems of the same kind (op, direction, layout, math, with or
- * without an epilogue, determinism) that the cache holds a winner for on
- * this device and versions, by the distance between their log2 sizes (n,
+ * without an epilogue, determinism) that the caches (the user's, then a
+ * shipped system cache) hold a winner for on this device and versions, by the distance between their log2 sizes (n,
  * c, h, w, k, r, s, stride, dilation, channels per group, and whether
  * depthwise); where their winners are of one family the prediction is
  * certain, and the tuning times that family's configs that ran fastest on
@@ -70,6 +72,7 @@ conv_status conv_tune(const conv_tune_request *request, conv_choice *winner /* O
 
 typedef struct conv_prediction_neighbour {
   char problem[CONV_PROBLEM_KEY_MAX];
+  int layer;             /* the index of the cache it was found in        */
   uint32_t algorithm_id; /* its winner's family */
   double winner_ms;
 } conv_prediction_neighbour;
@@ -82,16 +85,20 @@ typedef struct conv_prediction {
   char why[128];         /* why not certain                           */
 } conv_prediction;
 
-/* Finds the neighbours of `problem` (key->problem) in `cache`, for
- * key->device and key->versions, and says whether they agree. */
-conv_status conv_predict_neighbours(conv_cache *cache, const conv_cache_key *key,
-                                    const conv_problem *problem, conv_prediction *out /* OUT */,
-                                    conv_error *err);
+/* Finds the neighbours of `problem` (key->problem) in the caches
+ * layers[0..layer_count), for key->device and key->versions, and says
+ * whether they agree.  A problem tuned in two layers counts once, as the
+ * first layer's (the user's own tuning before a shipped one).  NULL layers
+ * past the first are skipped. */
+conv_status conv_predict_neighbours(conv_cache *const *layers, int layer_count,
+                                    const conv_cache_key *key, const conv_problem *problem,
+                                    conv_prediction *out /* OUT */, conv_error *err);
 
 /* Ranks `offered` (the predicted family's configs for the problem) by
- * their times on the neighbours: order[0..*count) are indices into
- * offered, best first, at most max of them. */
-conv_status conv_predict_rank(conv_cache *cache, const conv_cache_key *key,
+ * their times on the neighbours, each read from the layer it was found in:
+ * order[0..*count) are indices into offered, best first, at most max of
+ * them. */
+conv_status conv_predict_rank(conv_cache *const *layers, int layer_count, const conv_cache_key *key,
                               const conv_prediction *prediction, const conv_config *offered,
                               int offered_count, int *order /* OUT */, int max,
                               int *count /* OUT */, conv_error *err);

@@ -113,9 +113,9 @@ class Context:
     tune: a miss runs an untimed, validated plan, cuDNN's heuristic choice first, with
     plan.info["source"] "heuristic" and time_ms -1, and is recorded as pending in the cache
     for `convtune tune --pending` to tune later) or "predict" (a miss times only the configs its
-    3 nearest shapes tuned in the cache suggest, all where they disagree or fewer than 3 are
-    tuned, and is marked incomplete for `convtune tune --pending`; include/convtune.h,
-    CONV_POLICY_PREDICT).
+    3 nearest shapes tuned in this cache or system_cache suggest, all where they disagree or
+    fewer than 3 are tuned, and is marked incomplete for `convtune tune --pending`;
+    include/convtune.h, CONV_POLICY_PREDICT).
     workspace_limit: bytes of scratch a candidate may use; 0 is a quarter of the free memory.
     verbose: also log each candidate config as it is timed (DEBUG).  The library's messages go
     to the logging module's "convtune" logger: warnings, and at INFO a line as each tuning
