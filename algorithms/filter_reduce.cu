@@ -55,7 +55,8 @@ __global__ void __launch_bounds__(kMaxThreads)
 #pragma unroll
         for (int s = 0; s < S; s++) {
           const int ix = ix0 + j * L.stride_w + s * L.dil_w;
-          if ((unsigned)ix < (unsigned)L.w) acc[r * S + s] = fmaf(d[j], __ldg(xr + ix), acc[r * S + s]);
+          if ((unsigned)ix < (unsigned)L.w)
+            acc[r * S + s] = fmaf(d[j], __ldg(xr + ix), acc[r * S + s]);
         }
       }
     }
@@ -133,7 +134,8 @@ extern "C" bool conv_filter_reduce_plan(const conv_problem *pb, const conv_filte
   if (t->threads < 32 || t->threads > kMaxThreads || t->threads % 32 != 0)
     CONV_REJECT("%d threads: not a multiple of 32 in [32, %d]", t->threads, kMaxThreads);
   if (t->rows < 1) CONV_REJECT("%d rows per band", t->rows);
-  if (t->cols != 1 && t->cols != 2 && t->cols != 4) CONV_REJECT("%d columns per thread: not 1, 2 or 4", t->cols);
+  if (t->cols != 1 && t->cols != 2 && t->cols != 4)
+    CONV_REJECT("%d columns per thread: not 1, 2 or 4", t->cols);
   conv_shape shape;
   if (conv_problem_shape(pb, &shape) != CONV_OK) CONV_REJECT("invalid problem");
   const band_fn kernel = find_kernel(pb->r, pb->s, t->cols);

@@ -8,8 +8,8 @@
  * - ph + r*dh][q*sw - pw + s*dw], a sum of N x P x Q products per filter tap.
  * Each block takes one (k, c) pair of one image's band of `rows` output
  * rows: its threads walk the band's pixels, `cols` neighbours of a row at
- * a time, each keeping r x s sums in registers, and the block adds them up in a fixed order.  With more than
- * one band per pair (N x ceil(P / rows) of them), a second kernel sums the
+ * a time, each keeping r x s sums in registers, and the block adds them
+ * up in a fixed order.  With more than one band per pair (N x ceil(P / rows) of them), a second kernel sums the
  * bands' partial sums, one warp per tap, again in a fixed order: the result
  * does not depend on scheduling (no atomics), so the family is
  * deterministic.
@@ -62,8 +62,8 @@ bool conv_filter_reduce_compiled(int64_t r, int64_t s);
 /* Checks `tiling` against a valid fp32 NCHW CONV_BACKWARD_FILTER `problem`
  * and fills *launch.  False, with the reason in `why`, when it cannot run
  * it: a filter size with no compiled kernel,
- * a thread count out of range, rows below 1, cols not 1, 2 or 4, sizes past 32-bit indexing, a
- * grid or workspace too large. */
+ * a thread count out of range, rows below 1, cols not 1, 2 or 4, sizes
+ * past 32-bit indexing, a grid or workspace too large. */
 bool conv_filter_reduce_plan(const conv_problem *problem, const conv_filter_reduce_tiling *tiling,
                              conv_filter_reduce_launch *launch /* OUT */, char *why,
                              size_t why_size);

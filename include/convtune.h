@@ -302,10 +302,10 @@ typedef enum conv_policy {
    * nearest problems of its kind (same op, direction, layout, math mode,
    * epilogue or not, determinism) tuned on this device and library
    * versions in the user's cache or the system cache (the user's tuning
-   * of a problem in both), by their sizes; where their winners are of one candidate
-   * family, time only that family's 8 configs that ran fastest on them
-   * and cuDNN's heuristic pick, keep the fastest valid one, and record the
-   * problem as pending ("incomplete") for `convtune tune --pending` (or an
+   * of a problem in both), by their sizes; where their winners are of
+   * one candidate family, time only that family's 8 configs that ran
+   * fastest on them and cuDNN's heuristic pick, keep the fastest valid
+   * one, and record the problem as pending ("incomplete") for `convtune tune --pending` (or an
    * exhaustive context) to finish; where they are not, or fewer than 3 are
    * tuned, or nothing predicted is valid, time every candidate as
    * CONV_POLICY_EXHAUSTIVE does.  The log says which (INFO).  With a
