@@ -60,7 +60,8 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--modes", default="strict,tf32")
     p.add_argument("--cache", default=None, help="convtune cache (default: the library's)")
-    p.add_argument("--policy", default="exhaustive", choices=("exhaustive", "fast", "cache_only"))
+    p.add_argument("--policy", default="predict", choices=("predict", "exhaustive", "fast", "cache_only"),
+                   help="how missing plans are tuned (default predict, the library's default)")
     p.add_argument("--out-md", default=None, help="write the markdown report here")
     p.add_argument("--out-json", default=None)
     p.add_argument("--notes", metavar="FILE", default=None,
