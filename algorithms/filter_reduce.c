@@ -74,6 +74,12 @@ done:
 
 static void fr_release(void *state) { free(state); }
 
+/* A config's columns per thread: a two-value config, as caches written
+ * before cols hold, has one. */
+static int64_t fr_cols_of(const conv_config *config) {
+  return config->count == 2 ? 1 : config->values[2];
+}
+
 static conv_status fr_prepare(const conv_problem *problem, conv_env *env,
                               const conv_config *config, conv_prepared *out, conv_error *err) {
   if (problem == NULL || env == NULL || config == NULL || out == NULL)
@@ -89,7 +95,7 @@ static conv_status fr_prepare(const conv_problem *problem, conv_env *env,
                                      1 << 20, err);
   if (st != CONV_OK) return st;
   const conv_filter_reduce_tiling tiling = {(int)config->values[0], (int)config->values[1],
-                                            config->count == 2 ? 1 : (int)config->values[2]};
+                                            (int)fr_cols_of(config)};
   conv_filter_reduce_launch *launch = malloc(sizeof *launch);
   if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "filter_reduce: malloc");
   char why[160];
@@ -124,7 +130,7 @@ static void fr_describe(const conv_config *config, char *text, size_t size) {
     return;
   }
   snprintf(text, size, "rows=%lld threads=%lld cols=%lld", (long long)config->values[0],
-           (long long)config->values[1], config->count == 2 ? 1LL : (long long)config->values[2]);
+           (long long)config->values[1], (long long)fr_cols_of(config));
 }
 
 const conv_algorithm conv_algorithm_filter_reduce = {

@@ -278,10 +278,12 @@ static int config_text(void) {
    * round-trip; one more is refused. */
   char longest[CONV_CONFIG_MAX_VALUES * 4 + 8] = "";
   for (int i = 1; i <= CONV_CONFIG_MAX_VALUES; i++)
-    snprintf(longest + strlen(longest), sizeof longest - strlen(longest), "%s%d", i > 1 ? "," : "", i);
+    snprintf(longest + strlen(longest), sizeof longest - strlen(longest), "%s%d",
+             i > 1 ? "," : "", i);
   CHECK(CONV_CONFIG_MAX_VALUES >= 31);
   CHECK_STATUS(CONV_OK, conv_config_parse(longest, &back));
-  CHECK(back.count == CONV_CONFIG_MAX_VALUES && back.values[CONV_CONFIG_MAX_VALUES - 1] == CONV_CONFIG_MAX_VALUES);
+  CHECK(back.count == CONV_CONFIG_MAX_VALUES &&
+        back.values[CONV_CONFIG_MAX_VALUES - 1] == CONV_CONFIG_MAX_VALUES);
   char formatted[sizeof longest];
   CHECK_STATUS(CONV_OK, conv_config_format(&back, formatted, sizeof formatted));
   CHECK(strcmp(formatted, longest) == 0);

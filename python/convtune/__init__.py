@@ -107,15 +107,14 @@ class Context:
     device: a CUDA ordinal, torch.device or "cuda:N"; None is torch's current device.
     cache: SQLite cache file; None follows the library's rules ($CONVTUNE_CACHE,
     $XDG_CACHE_HOME/convtune/cache.db, ~/.cache/convtune/cache.db); ":memory:" keeps nothing.
-    policy: "predict" (the default, below), "exhaustive" (time every config), "fast" (a few
-    best guesses),
+    policy: "predict" (the default: a miss times only the configs its 3 nearest shapes tuned
+    in this cache or system_cache suggest, all where they disagree or fewer than 3 are tuned,
+    and is marked incomplete for `convtune tune --pending`; include/convtune.h,
+    CONV_POLICY_PREDICT), "exhaustive" (time every config), "fast" (a few best guesses),
     "cache_only" (never tune: a miss raises ConvtuneError CACHE_MISS) or "record" (never
     tune: a miss runs an untimed, validated plan, cuDNN's heuristic choice first, with
     plan.info["source"] "heuristic" and time_ms -1, and is recorded as pending in the cache
-    for `convtune tune --pending` to tune later) or "predict" (a miss times only the configs its
-    3 nearest shapes tuned in this cache or system_cache suggest, all where they disagree or
-    fewer than 3 are tuned, and is marked incomplete for `convtune tune --pending`;
-    include/convtune.h, CONV_POLICY_PREDICT).
+    for `convtune tune --pending` to tune later).
     workspace_limit: bytes of scratch a candidate may use; 0 is a quarter of the free memory.
     verbose: also log each candidate config as it is timed (DEBUG).  The library's messages go
     to the logging module's "convtune" logger: warnings, and at INFO a line as each tuning
