@@ -229,6 +229,7 @@ enum {
   CONV_ALGO_DATA_GATHER = 10,
   CONV_ALGO_DYNAMIC_UNFOLD_GEMM = 11,
   CONV_ALGO_GEMM_NHWC = 12,
+  CONV_ALGO_IMPLICIT_GEMM = 13,
 };
 const conv_algorithm *const *conv_registry(int *count /* OUT */);
 const conv_algorithm *conv_registry_find(uint32_t id);
@@ -242,6 +243,7 @@ extern const conv_algorithm conv_algorithm_patch;
 extern const conv_algorithm conv_algorithm_channel_split;
 extern const conv_algorithm conv_algorithm_depthwise_nhwc;
 extern const conv_algorithm conv_algorithm_gemm_nhwc;
+extern const conv_algorithm conv_algorithm_implicit_gemm;
 extern const conv_algorithm conv_algorithm_filter_reduce;
 extern const conv_algorithm conv_algorithm_data_gather;
 extern const conv_algorithm conv_algorithm_dynamic_direct;

@@ -14,6 +14,7 @@
 
 #include "algorithms/channel_split.h"
 #include "algorithms/depthwise_nhwc.h"
+#include "algorithms/implicit_gemm.h"
 #include "algorithms/direct_channel.h"
 #include "algorithms/kernels.h"
 #include "algorithms/patch.h"
@@ -493,6 +494,47 @@ static int channel_split_matches_reference(void) {
   return TEST_PASS;
 }
 
+/* implicit_gemm (TF32 only) on every compiled tiling: resnet50's stem
+ * (147-element filter rows: 4-byte filter copies), 3x3 layers at stride 1
+ * and 2, 1x1 layers at stride 1 (float4 input copies) and 2, a 1x1 whose
+ * planes are not float4s (7x9), two and four groups, dilation, batches
+ * whose pixels no tile divides, output channels no tile divides, every
+ * epilogue.  Every tiling must run every case. */
+static int implicit_gemm_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  const conv_math T = CONV_MATH_TF32;
+  const conv_epilogue NONE = CONV_EPILOGUE_NONE, BIAS = CONV_EPILOGUE_BIAS,
+                      RELU = CONV_EPILOGUE_BIAS_RELU;
+  const conv_problem cases[] = {
+      direct_problem(2, 3, 40, 38, 64, 7, 7, 2, 3, 1, 1, NONE, T),   /* stem */
+      direct_problem(2, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, BIAS, T),  /* 3x3 */
+      direct_problem(3, 32, 13, 11, 40, 3, 3, 2, 1, 1, 1, RELU, T),  /* 3x3 s2 */
+      direct_problem(2, 96, 12, 12, 200, 1, 1, 1, 0, 1, 1, BIAS, T), /* 1x1, float4 */
+      direct_problem(3, 40, 7, 9, 36, 1, 1, 1, 0, 1, 1, RELU, T),    /* 1x1, odd planes */
+      direct_problem(2, 64, 14, 14, 128, 1, 1, 2, 0, 1, 1, NONE, T), /* 1x1 s2 */
+      direct_problem(1, 48, 10, 10, 64, 3, 3, 1, 1, 1, 4, BIAS, T),  /* four groups */
+      direct_problem(2, 20, 15, 17, 32, 3, 3, 1, 2, 2, 2, RELU, T),  /* two groups, dilation */
+      direct_problem(16, 1152, 7, 7, 20, 1, 1, 1, 0, 1, 1, NONE, T), /* long rows, K=20 */
+  };
+  const size_t ncases = sizeof cases / sizeof cases[0];
+  family_count count;
+  if (run_family_on_cases(&conv_algorithm_implicit_gemm, cases, ncases, NULL, &count) !=
+      TEST_PASS)
+    return TEST_FAIL;
+  int tilings = 0;
+  (void)conv_igemm_tilings(&tilings);
+  CHECK_MSG(count.ran == tilings * (int)ncases && count.wrong_caught == 0 &&
+                count.unsupported == 0,
+            "implicit_gemm: %d of %d tiling-cases ran, %d wrong, %d unsupported", count.ran,
+            tilings * (int)ncases, count.wrong_caught, count.unsupported);
+  /* Strict fp32 is not its to take. */
+  const conv_problem strict = direct_problem(1, 8, 8, 8, 8, 3, 3, 1, 1, 1, 1, NONE,
+                                             CONV_MATH_STRICT);
+  CHECK(!conv_algorithm_implicit_gemm.applicable(&strict, NULL));
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"reference_matches_cpu", reference_matches_cpu},
     {"every_candidate_matches_reference", every_candidate_matches_reference},
@@ -502,6 +544,7 @@ static const test_case tests[] = {
     {"channel_split_matches_reference", channel_split_matches_reference},
     {"nhwc_depthwise_matches_reference", nhwc_depthwise_matches_reference},
     {"nhwc_dense_matches_reference", nhwc_dense_matches_reference},
+    {"implicit_gemm_matches_reference", implicit_gemm_matches_reference},
     {"bias_pass_matches_host", bias_pass_matches_host},
 };
 TEST_MAIN(tests)

@@ -1,0 +1,131 @@
+/* test_configs_igemm.c -- CPU tests of the implicit_gemm family's scope,
+ * configs and launch planning (the GPU test runs its kernels): TF32 NCHW
+ * forward problems only, every config it lists plans, the float4 copies
+ * only where rows allow them, and what it refuses. */
+#include <string.h>
+
+#include "algorithms/implicit_gemm.h"
+#include "runtime/internal.h"
+#include "tests/test.h"
+
+static conv_problem tf32_problem(int64_t n, int64_t c, int64_t hw, int64_t k, int64_t r,
+                                 int64_t stride, int64_t pad) {
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = n, p.c = c, p.h = p.w = hw, p.k = k, p.r = p.s = r;
+  p.stride_h = p.stride_w = stride, p.pad_h = p.pad_w = pad;
+  p.math = CONV_MATH_TF32;
+  return p;
+}
+
+static int scope(void) {
+  const conv_algorithm *ig = conv_registry_find(CONV_ALGO_IMPLICIT_GEMM);
+  CHECK(ig != NULL && strcmp(ig->name, "implicit_gemm") == 0);
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  env.device.sm_count = 132;
+  const conv_problem p = tf32_problem(16, 64, 56, 64, 3, 1, 1);
+  CHECK(ig->applicable(&p, &env));
+  conv_problem other = p;
+  other.math = CONV_MATH_STRICT;
+  CHECK(!ig->applicable(&other, &env));
+  conv_config configs[32];
+  int n = -1;
+  CHECK_STATUS(CONV_OK, ig->configs(&other, &env, configs, 32, &n, NULL));
+  CHECK(n == 0);
+  other = p, other.layout = CONV_LAYOUT_NHWC;
+  CHECK(!ig->applicable(&other, &env));
+  other = p, other.direction = CONV_BACKWARD_DATA;
+  CHECK(!ig->applicable(&other, &env));
+  conv_prepared prep;
+  conv_error err = {CONV_OK, ""};
+  CHECK_STATUS(CONV_UNSUPPORTED, ig->prepare(&other, &env, &(conv_config){5, {64, 64, 32, 32, 3}, 0},
+                                             &prep, &err));
+  CHECK(strncmp(err.message, "implicit_gemm:", 14) == 0);
+  other = p, other.groups = 64; /* depthwise: one output channel a group */
+  CHECK(!ig->applicable(&other, &env));
+  other = p, other.groups = 4; /* 16 a group: an m16 tile's rows */
+  CHECK(ig->applicable(&other, &env));
+  return TEST_PASS;
+}
+
+/* Every tiling plans for the resnet50 shapes and is listed once, the ones
+ * whose output-channel tile fits K first; the copies are float4s exactly
+ * where the rows allow. */
+static int configs_plan(void) {
+  const conv_algorithm *ig = conv_registry_find(CONV_ALGO_IMPLICIT_GEMM);
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  env.device.sm_count = 132;
+  int tilings = 0;
+  const conv_igemm_tiling *t = conv_igemm_tilings(&tilings);
+  CHECK(tilings > 0 && tilings <= 16);
+  const conv_problem shapes[] = {
+      tf32_problem(16, 3, 224, 64, 7, 2, 3),    /* stem: 147-float rows */
+      tf32_problem(16, 64, 56, 64, 3, 1, 1),    /* 3x3 */
+      tf32_problem(16, 256, 56, 512, 1, 2, 0),  /* 1x1 s2 */
+      tf32_problem(16, 1152, 7, 320, 1, 1, 0),  /* 1x1 on 7x7: planes not float4s */
+      tf32_problem(16, 64, 56, 256, 1, 1, 0),   /* 1x1 on 56x56: float4 planes */
+  };
+  const bool vector_filters[] = {false, true, true, true, true};
+  const bool vector_inputs[] = {false, false, false, false, true};
+  for (int i = 0; i < 5; i++) {
+    conv_config configs[32];
+    int n = -1;
+    CHECK_STATUS(CONV_OK, ig->configs(&shapes[i], &env, configs, 32, &n, NULL));
+    CHECK_MSG(n == tilings, "shape %d: %d of %d tilings listed", i, n, tilings);
+    for (int j = 0; j < n; j++) {
+      CHECK(configs[j].count == 5);
+      for (int k = 0; k < j; k++) CHECK(!conv_config_equal(&configs[j], &configs[k]));
+      const conv_igemm_tiling tiling = {(int)configs[j].values[0], (int)configs[j].values[1],
+                                        (int)configs[j].values[2], (int)configs[j].values[3],
+                                        (int)configs[j].values[4]};
+      conv_igemm_launch l;
+      char why[160] = "";
+      CHECK_MSG(conv_igemm_plan(&shapes[i], &tiling, &l, why, sizeof why), "%s", why);
+      CHECK(l.vector_filters == vector_filters[i] && l.vector_inputs == vector_inputs[i]);
+      const int64_t pixel_tiles = (l.pixels + tiling.bn - 1) / tiling.bn;
+      CHECK(l.blocks == (unsigned)(l.m_tiles * pixel_tiles));
+      CHECK((int64_t)l.m_tiles * tiling.bm >= shapes[i].k);
+    }
+  }
+  /* 64 output channels: a 64-row tile wastes none, so it comes first. */
+  conv_config first[32];
+  int n = 0;
+  CHECK_STATUS(CONV_OK, ig->configs(&shapes[1], &env, first, 32, &n, NULL));
+  CHECK(first[0].values[0] <= 64);
+  (void)t;
+  return TEST_PASS;
+}
+
+/* Untrusted configs (a shipped cache's rows) and sizes the kernel's 32-bit
+ * indexing cannot take are refused with a reason, never planned. */
+static int refusals(void) {
+  const conv_algorithm *ig = conv_registry_find(CONV_ALGO_IMPLICIT_GEMM);
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  const conv_problem p = tf32_problem(2, 16, 8, 16, 3, 1, 1);
+  conv_prepared prep;
+  conv_error err = {CONV_OK, ""};
+  const conv_config not_compiled = {5, {96, 64, 32, 32, 3}, 0};
+  CHECK_STATUS(CONV_UNSUPPORTED, ig->prepare(&p, &env, &not_compiled, &prep, &err));
+  CHECK(strstr(err.message, "no kernel compiled") != NULL);
+  const conv_config short_config = {4, {64, 64, 32, 32}, 0};
+  CHECK_STATUS(CONV_UNSUPPORTED, ig->prepare(&p, &env, &short_config, &prep, &err));
+  const conv_config negative = {5, {64, 64, 32, -32, 3}, 0};
+  CHECK_STATUS(CONV_UNSUPPORTED, ig->prepare(&p, &env, &negative, &prep, &err));
+  conv_problem huge = tf32_problem(4096, 256, 64, 256, 3, 1, 1); /* x: 2^32 floats */
+  conv_igemm_launch l;
+  char why[160] = "";
+  const conv_igemm_tiling tiling = {64, 64, 32, 32, 3};
+  CHECK(!conv_igemm_plan(&huge, &tiling, &l, why, sizeof why));
+  CHECK(strstr(why, "32-bit") != NULL);
+  return TEST_PASS;
+}
+
+static const test_case tests[] = {
+    {"scope", scope},
+    {"configs_plan", configs_plan},
+    {"refusals", refusals},
+};
+TEST_MAIN(tests)
