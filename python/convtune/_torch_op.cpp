@@ -211,7 +211,11 @@ at::Tensor conv2d_cuda(const at::Tensor &x_in, const at::Tensor &w_in,
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(convtune, CUDA, m) { m.impl("conv2d", &conv2d_cuda); }
+// conv2d_inference is the same forward without an autograd formula (ops.py).
+TORCH_LIBRARY_IMPL(convtune, CUDA, m) {
+  m.impl("conv2d", &conv2d_cuda);
+  m.impl("conv2d_inference", &conv2d_cuda);
+}
 
 // Frees every plan and context (the binding calls it at exit, while CUDA
 // is still up); later calls make new ones.  Returns the number of plans freed.

@@ -313,8 +313,14 @@ class Conv2d(torch.nn.Conv2d):
         if layout is None:
             x, layout = self._dense_copy(x)
         w = self.weight.contiguous(memory_format=_ops.memory_format(layout))
-        y = torch.ops.convtune.conv2d(x, w, self.bias, list(self.stride), list(padding),
-                                      list(self.dilation), self.groups, math, layout)
+        b = self.bias
+        records = _grad_enabled() and (x.requires_grad or w.requires_grad
+                                       or (b is not None and b.requires_grad))
+        # Without a gradient to record, the operator without an autograd
+        # formula, whose calls enter no Python (convtune.ops).
+        op = torch.ops.convtune.conv2d if records else torch.ops.convtune.conv2d_inference
+        y = op(x, w, b, list(self.stride), list(padding), list(self.dilation), self.groups, math,
+               layout)
         return y.squeeze(0) if unbatched else y
 
     def plan_info(self):

@@ -331,17 +331,25 @@ def test_torch_compile_fullgraph_traces_the_operator(cuda, strict_math):
         traced = torch.compile(ours, fullgraph=True, backend=_graph_recorder(graphs))
         y = traced(x)
         assert rel_l2(y, model(x)) < STRICT_BOUND, SEED
-        assert len(graphs) == 1 and graphs[0].count("convtune.conv2d") == 7, graphs
+        # No gradient to record: the operator without an autograd formula.
+        assert len(graphs) == 1 and graphs[0].count("convtune.conv2d_inference") == 7, graphs
         torch._dynamo.reset()
         compiled = torch.compile(ours, fullgraph=True)  # inductor
         assert rel_l2(compiled(x), model(x)) < STRICT_BOUND, SEED
+    torch._dynamo.reset()
+    graphs.clear()
+    y = torch.compile(ours, fullgraph=True, backend=_graph_recorder(graphs))(x)
+    assert rel_l2(y.detach(), model(x)) < STRICT_BOUND, SEED
+    assert (len(graphs) == 1 and graphs[0].count("convtune.conv2d") == 7
+            and "conv2d_inference" not in graphs[0]), graphs
 
 
 @gpu
 def test_operators_pass_opcheck(cuda, strict_math):
-    """torch.library.opcheck on the operator and its two backward operators
-    (schema, fake kernels, autograd registration, AOT dispatch), in
-    deterministic mode, whose plans repeat their results bit for bit."""
+    """torch.library.opcheck on the operator, its inference twin and its two
+    backward operators (schema, fake kernels, autograd registration, AOT
+    dispatch), in deterministic mode, whose plans repeat their results bit
+    for bit."""
     x = torch.randn(2, 4, 9, 7, device=cuda, requires_grad=True)
     w = torch.randn(6, 2, 3, 3, device=cuda, requires_grad=True)
     b = torch.randn(6, device=cuda, requires_grad=True)
@@ -351,6 +359,8 @@ def test_operators_pass_opcheck(cuda, strict_math):
     torch.use_deterministic_algorithms(True, warn_only=True)
     try:
         torch.library.opcheck(torch.ops.convtune.conv2d, (x, w, b) + pass_args)
+        torch.library.opcheck(torch.ops.convtune.conv2d_inference,
+                              (x.detach(), w.detach(), b.detach()) + pass_args)
         for layout in ("nchw", "nhwc"):
             torch.library.opcheck(torch.ops.convtune.conv2d_backward_data,
                                   (dy, w.detach(), list(x.shape)) + pass_args + (layout,))
@@ -399,7 +409,8 @@ def test_torch_export_keeps_the_operator(cuda, strict_math):
     with torch.no_grad():
         exported = torch.export.export(ours, (x,))
         text = str(exported.graph)
-        assert text.count("convtune.conv2d") == 7, text
+        # Exported under no_grad: the operator without an autograd formula.
+        assert text.count("convtune.conv2d_inference") == 7, text
         x2 = torch.randn_like(x)
         assert rel_l2(exported.module()(x2), model(x2)) < STRICT_BOUND, SEED
 
