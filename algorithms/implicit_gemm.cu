@@ -6,7 +6,8 @@
  * reading the same input slice run together and find it in L2.  A block
  * walks the reduction (input channel x tap) in slices of kSlice, `stages`
  * slices in flight by cp.async; each warp multiplies its wm x wn share of
- * the block tile with mma.sync m16n8k8 and stores it with the epilogue.
+ * the block tile with mma.sync m16n8k8, and the block writes the tile
+ * through shared memory with the epilogue.
  */
 #include <climits>
 #include <cstdint>
