@@ -4,9 +4,9 @@
  * grouped convs), a split reduction over N x P x Q with a fixed summation
  * order.  The kernels are in filter_reduce.cu.
  *
- * Config values: {rows, threads, cols} (conv_filter_reduce_tiling); a
- * config of two values, as caches written before cols existed hold, has
- * one column per thread.
+ * Config values: {rows, threads, cols} (conv_filter_reduce_tiling).
+ * Version 2 added cols; the version is in the cache key, so rows of two
+ * values (version 1's) are never read back.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,12 +74,6 @@ done:
 
 static void fr_release(void *state) { free(state); }
 
-/* A config's columns per thread: a two-value config, as caches written
- * before cols hold, has one. */
-static int64_t fr_cols_of(const conv_config *config) {
-  return config->count == 2 ? 1 : config->values[2];
-}
-
 static conv_status fr_prepare(const conv_problem *problem, conv_env *env,
                               const conv_config *config, conv_prepared *out, conv_error *err) {
   if (problem == NULL || env == NULL || config == NULL || out == NULL)
@@ -91,11 +85,10 @@ static conv_status fr_prepare(const conv_problem *problem, conv_env *env,
                           "pairs per group",
                           FR_MAX_CHANNELS_IN, FR_MAX_PAIRS_PER_GROUP);
   /* Then conv_filter_reduce_plan checks both values against the problem. */
-  conv_status st = conv_config_check(config, "filter_reduce", config->count == 2 ? 2 : 3, 1,
-                                     1 << 20, err);
+  conv_status st = conv_config_check(config, "filter_reduce", 3, 1, 1 << 20, err);
   if (st != CONV_OK) return st;
   const conv_filter_reduce_tiling tiling = {(int)config->values[0], (int)config->values[1],
-                                            (int)fr_cols_of(config)};
+                                            (int)config->values[2]};
   conv_filter_reduce_launch *launch = malloc(sizeof *launch);
   if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "filter_reduce: malloc");
   char why[160];
@@ -125,12 +118,12 @@ static conv_status fr_run(const conv_exec *ex, cudaStream_t stream, conv_error *
 
 static void fr_describe(const conv_config *config, char *text, size_t size) {
   if (text == NULL || size == 0) return;
-  if (config == NULL || (config->count != 2 && config->count != 3)) {
+  if (config == NULL || config->count != 3) {
     snprintf(text, size, "invalid config");
     return;
   }
   snprintf(text, size, "rows=%lld threads=%lld cols=%lld", (long long)config->values[0],
-           (long long)config->values[1], (long long)fr_cols_of(config));
+           (long long)config->values[1], (long long)config->values[2]);
 }
 
 const conv_algorithm conv_algorithm_filter_reduce = {

@@ -694,12 +694,17 @@ static int filter_reduce_configs(void) {
   conv_prepared prep;
   CHECK_STATUS(CONV_UNSUPPORTED, fr->prepare(&p, &env, &too_many, &prep, NULL));
   CHECK_STATUS(CONV_UNSUPPORTED, fr->prepare(&p, &env, &three_cols, &prep, NULL));
-  const conv_config before_cols = {2, {8, 128}, 0};
-  CHECK_STATUS(CONV_OK, fr->prepare(&p, &env, &before_cols, &prep, NULL));
-  CHECK(((const conv_filter_reduce_launch *)prep.state)->tiling.cols == 1);
-  fr->release(prep.state);
+  /* Version 1's two values (before cols): never read back (the version
+   * is in the key), and refused if they were. */
+  const conv_config before_cols = {2, {8, 128}, 0}, one_col = {3, {8, 128, 1}, 0};
+  CHECK_STATUS(CONV_UNSUPPORTED, fr->prepare(&p, &env, &before_cols, &prep, NULL));
   char text[64];
   fr->describe(&before_cols, text, sizeof text);
+  CHECK(strcmp(text, "invalid config") == 0);
+  CHECK_STATUS(CONV_OK, fr->prepare(&p, &env, &one_col, &prep, NULL));
+  CHECK(((const conv_filter_reduce_launch *)prep.state)->tiling.cols == 1);
+  fr->release(prep.state);
+  fr->describe(&one_col, text, sizeof text);
   CHECK(strcmp(text, "rows=8 threads=128 cols=1") == 0);
 
   conv_problem wide = p; /* a 9x9 filter: no kernel */
