@@ -15,6 +15,9 @@
 #include "algorithms/implicit_gemm.h"
 #include "runtime/internal.h"
 
+/* Room for the compiled tilings (8 today). */
+#define IG_TILINGS_MAX 16
+
 /* At least 16 output channels a group: an m16 tile's rows.  Depthwise
  * and other narrow groups would leave most of every tile empty (timed at
  * 0.04-0.16x of the direct kernels on efficientnet_b0's depthwise
@@ -44,12 +47,13 @@ static conv_status ig_configs(const conv_problem *problem, conv_env *env, conv_c
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "implicit_gemm: bad configs() arguments");
   *count = 0;
   if (!ig_applicable(problem, env)) return CONV_OK;
-  int tilings_count = 0;
-  const conv_igemm_tiling *tilings = conv_igemm_tilings(&tilings_count);
-  double fit[16];
-  conv_config listed[16];
+  conv_igemm_tiling tilings[IG_TILINGS_MAX];
+  int tilings_count = conv_igemm_tilings(tilings, IG_TILINGS_MAX);
+  if (tilings_count > IG_TILINGS_MAX) tilings_count = IG_TILINGS_MAX;
+  double fit[IG_TILINGS_MAX];
+  conv_config listed[IG_TILINGS_MAX];
   int n = 0;
-  for (int i = 0; i < tilings_count && n < 16; i++) {
+  for (int i = 0; i < tilings_count; i++) {
     conv_igemm_launch launch;
     if (!conv_igemm_plan(problem, &tilings[i], &launch, NULL, 0)) continue;
     const conv_igemm_tiling *t = &tilings[i];

@@ -351,12 +351,6 @@ const ig_instance kInstances[] = {
 };
 constexpr int kInstanceCount = (int)(sizeof kInstances / sizeof kInstances[0]);
 
-const conv_igemm_tiling kTilings[] = {
-    {128, 128, 64, 32, 3}, {64, 128, 32, 64, 3}, {128, 64, 64, 32, 3}, {128, 64, 32, 32, 3},
-    {64, 128, 32, 32, 3},  {64, 64, 32, 32, 3},  {32, 64, 32, 32, 3},  {64, 32, 32, 32, 3},
-};
-static_assert(sizeof kTilings / sizeof kTilings[0] == sizeof kInstances / sizeof kInstances[0],
-              "one tiling per instance");
 
 const ig_instance *find_instance(const conv_igemm_tiling *t) {
   for (int i = 0; i < kInstanceCount; i++) {
@@ -370,9 +364,9 @@ const ig_instance *find_instance(const conv_igemm_tiling *t) {
 
 }  // namespace
 
-extern "C" const conv_igemm_tiling *conv_igemm_tilings(int *count) {
-  *count = kInstanceCount;
-  return kTilings;
+extern "C" int conv_igemm_tilings(conv_igemm_tiling *out, int max) {
+  for (int i = 0; i < kInstanceCount && i < max; i++) out[i] = kInstances[i].tiling;
+  return kInstanceCount;
 }
 
 extern "C" bool conv_igemm_plan(const conv_problem *pb, const conv_igemm_tiling *t,

@@ -64,8 +64,9 @@ typedef struct conv_igemm_launch {
   size_t smem_bytes;  /* the stages, and the tap table but for float4 inputs */
 } conv_igemm_launch;
 
-/* The compiled tilings, most generally useful first; *count of them. */
-const conv_igemm_tiling *conv_igemm_tilings(int *count /* OUT */);
+/* The compiled tilings, large tiles first: writes up to `max`, returns
+ * how many there are. */
+int conv_igemm_tilings(conv_igemm_tiling *out, int max);
 
 /* Checks `tiling` against a valid problem and fills *launch.  False, with
  * the reason in `why`, when it cannot run it: not an fp32 NCHW forward

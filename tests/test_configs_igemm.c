@@ -57,8 +57,7 @@ static int configs_plan(void) {
   conv_env env;
   memset(&env, 0, sizeof env);
   env.device.sm_count = 132;
-  int tilings = 0;
-  (void)conv_igemm_tilings(&tilings);
+  const int tilings = conv_igemm_tilings(NULL, 0);
   CHECK(tilings > 0 && tilings <= 16);
   const conv_problem shapes[] = {
       tf32_problem(16, 3, 224, 64, 7, 2, 3),    /* stem: 147-float rows */
