@@ -1,6 +1,13 @@
-// _convtune_torch_op: the CUDA kernel of torch.ops.convtune.conv2d in C++.
-// Optional: python/convtune/ops.py registers a Python kernel where this
-// library is not built or does not load.
+// _convtune_torch_op: the CUDA kernels of torch.ops.convtune.conv2d and of
+// its backward passes (conv2d_backward_data, conv2d_backward_filter) in
+// C++, and the operator's autograd formula, which calls them through the
+// dispatcher.  Optional: python/convtune/ops.py registers Python kernels and
+// a Python formula where this library is not built or does not load.
+//
+// Why C++ for the formula: a converted layer in training calls the
+// operator, so its backward runs without entering Python (a Python
+// autograd function's backward cost more host time than the plans' own
+// calls, and training steps of small layers are host-bound).
 //
 // Why C++: torch.compile's generated code calls the operator once per
 // convolution.  Through a Python kernel each call pays the dispatcher's
@@ -25,6 +32,7 @@
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <torch/autograd.h>
 #include <torch/library.h>
 
 #include <cuda_runtime_api.h>
@@ -51,7 +59,7 @@ bool no_plan_status(conv_status s) {
 // waits for).
 struct PlanEntry {
   conv_plan *plan = nullptr;
-  std::array<int64_t, 4> out_shape{};
+  std::array<int64_t, 4> y_shape{};  // the convolution's output (dy's shape)
   std::mutex lock;
   cudaStream_t last_stream = nullptr;
   bool has_last_stream = false;
@@ -59,7 +67,7 @@ struct PlanEntry {
 };
 
 // The problem: device, layout, math, bias, x and w sizes, stride, padding,
-// dilation, groups, deterministic.
+// dilation, groups, deterministic, direction.
 using Key = std::array<int64_t, 20>;
 
 struct State {
@@ -87,19 +95,71 @@ conv_context *context_for(State &s, int device) {
   return ctx;
 }
 
-conv_problem make_problem(const at::Tensor &x, const at::Tensor &w, bool has_bias,
-                          at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
-                          int64_t groups, bool tf32, bool nhwc, bool deterministic) {
+// What the three operators share after the tensors: stride, padding,
+// dilation, groups, math and layout, checked.
+struct PassArgs {
+  at::IntArrayRef stride, padding, dilation;
+  int64_t groups;
+  bool tf32, nhwc;
+  at::MemoryFormat format;
+};
+
+void check_pair(const char *op, at::IntArrayRef v, const char *name) {
+  TORCH_CHECK(v.size() == 2, op, ": ", name, " must have 2 values, got ", v.size());
+}
+
+PassArgs check_pass_args(const char *op, at::IntArrayRef stride, at::IntArrayRef padding,
+                         at::IntArrayRef dilation, int64_t groups, c10::string_view math,
+                         c10::string_view layout) {
+  TORCH_CHECK(math == "strict" || math == "tf32", op, ": math must be 'strict' or 'tf32', got '",
+              std::string(math), "'");
+  TORCH_CHECK(layout == "nchw" || layout == "nhwc", op,
+              ": layout must be 'nchw' or 'nhwc', got '", std::string(layout), "'");
+  check_pair(op, stride, "stride");
+  check_pair(op, padding, "padding");
+  check_pair(op, dilation, "dilation");
+  TORCH_CHECK(groups > 0, op, ": groups must be positive, got ", groups);
+  const bool nhwc = layout == "nhwc";
+  return {stride, padding, dilation, groups, math == "tf32", nhwc,
+          nhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous};
+}
+
+// Float32 4-D tensors on one CUDA device.
+void check_tensors(const char *op, std::initializer_list<std::pair<const char *, const at::Tensor *>> ts) {
+  const at::Tensor &first = *ts.begin()->second;
+  for (const auto &[name, t] : ts) {
+    TORCH_CHECK(t->dim() == 4, op, ": ", name, " must be 4-D, got ", t->dim(), "-D");
+    TORCH_CHECK(t->scalar_type() == at::kFloat, op, ": float32 only, got ", t->scalar_type(),
+                " for ", name);
+    TORCH_CHECK(t->is_cuda() && t->device() == first.device(), op,
+                ": tensors must be on one CUDA device, got ", name, " on ", t->device());
+  }
+}
+
+void check_sizes(const char *op, at::IntArrayRef size, const char *name) {
+  TORCH_CHECK(size.size() == 4, op, ": ", name, " must have 4 values, got ", size.size());
+}
+
+Key make_key(int device, conv_direction direction, const PassArgs &a, bool has_bias,
+             bool deterministic, at::IntArrayRef x, at::IntArrayRef w) {
+  return {device, a.nhwc, a.tf32, has_bias, x[0], x[1], x[2], x[3], w[0], w[2], w[3],
+          a.stride[0], a.stride[1], a.padding[0], a.padding[1], a.dilation[0], a.dilation[1],
+          a.groups, deterministic, direction};
+}
+
+conv_problem make_problem(conv_direction direction, const PassArgs &a, bool has_bias,
+                          bool deterministic, at::IntArrayRef x, at::IntArrayRef w) {
   conv_problem p;
   conv_problem_init(&p);
-  p.n = x.size(0), p.c = x.size(1), p.h = x.size(2), p.w = x.size(3);
-  p.k = w.size(0), p.r = w.size(2), p.s = w.size(3);
-  p.stride_h = stride[0], p.stride_w = stride[1];
-  p.pad_h = padding[0], p.pad_w = padding[1];
-  p.dil_h = dilation[0], p.dil_w = dilation[1];
-  p.groups = groups;
-  p.math = tf32 ? CONV_MATH_TF32 : CONV_MATH_STRICT;
-  p.layout = nhwc ? CONV_LAYOUT_NHWC : CONV_LAYOUT_NCHW;
+  p.n = x[0], p.c = x[1], p.h = x[2], p.w = x[3];
+  p.k = w[0], p.r = w[2], p.s = w[3];
+  p.stride_h = a.stride[0], p.stride_w = a.stride[1];
+  p.pad_h = a.padding[0], p.pad_w = a.padding[1];
+  p.dil_h = a.dilation[0], p.dil_w = a.dilation[1];
+  p.groups = a.groups;
+  p.math = a.tf32 ? CONV_MATH_TF32 : CONV_MATH_STRICT;
+  p.layout = a.nhwc ? CONV_LAYOUT_NHWC : CONV_LAYOUT_NCHW;
+  p.direction = direction;
   p.epilogue = has_bias ? CONV_EPILOGUE_BIAS : CONV_EPILOGUE_NONE;
   p.deterministic = deterministic;
   return p;
@@ -127,10 +187,20 @@ PlanEntry &entry_for(const Key &key, int device, const conv_problem &problem) {
               conv_status_string(st), ": ", conv_context_last_error(ctx));
   auto entry = std::make_unique<PlanEntry>();
   entry->plan = plan;
-  entry->out_shape = {problem.n, problem.k, p, q};
+  entry->y_shape = {problem.n, problem.k, p, q};
   PlanEntry &made = *entry;
   s.plans.emplace(key, std::move(entry));
   return made;
+}
+
+// The entry of a pass, for the library's deterministic setting now.
+PlanEntry &entry_for_pass(conv_direction direction, const PassArgs &a, bool has_bias,
+                          at::IntArrayRef x, at::IntArrayRef w, const at::Tensor &any) {
+  // torch.use_deterministic_algorithms(True): a deterministic plan.
+  const bool deterministic = at::globalContext().deterministicAlgorithms();
+  const int device = any.get_device();
+  return entry_for(make_key(device, direction, a, has_bias, deterministic, x, w), device,
+                   make_problem(direction, a, has_bias, deterministic, x, w));
 }
 
 // t contiguous in `format` with its data aligned as the library needs.
@@ -139,10 +209,6 @@ at::Tensor dense(const at::Tensor &t, at::MemoryFormat format) {
   if (reinterpret_cast<uintptr_t>(d.data_ptr()) % CONV_POINTER_ALIGNMENT != 0)
     d = d.clone(format);
   return d;
-}
-
-void check_pair(at::IntArrayRef v, const char *name) {
-  TORCH_CHECK(v.size() == 2, "convtune.conv2d: ", name, " must have 2 values, got ", v.size());
 }
 
 // The workspace may still be in use by the last execute, on another stream.
@@ -154,68 +220,193 @@ void order_after_last_stream(PlanEntry &e, cudaStream_t stream) {
   C10_CUDA_CHECK(cudaStreamWaitEvent(stream, e.order_event, 0));
 }
 
+// Runs execute(stream) for the entry's plan on torch's current stream.
+template <typename Execute>
+void execute_on_current_stream(const char *op, PlanEntry &e, const at::Tensor &any,
+                               Execute execute) {
+  const c10::cuda::CUDAGuard device_guard(any.device());
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream(any.get_device()).stream();
+  std::lock_guard<std::mutex> guard(e.lock);
+  order_after_last_stream(e, stream);
+  conv_status st = execute(stream);
+  TORCH_CHECK(st == CONV_OK, "convtune: ", op, ": ", conv_status_string(st));
+  e.last_stream = stream;
+  e.has_last_stream = true;
+}
+
+void check_channels(const char *op, int64_t c, const at::IntArrayRef w, int64_t groups) {
+  TORCH_CHECK(c == w[1] * groups, op, ": x has ", c, " channels, weight takes ", w[1],
+              " per group x ", groups, " groups");
+}
+
+// ------------------------------------------------------------ the passes
+
 at::Tensor conv2d_cuda(const at::Tensor &x_in, const at::Tensor &w_in,
                        const c10::optional<at::Tensor> &bias_in, at::IntArrayRef stride,
                        at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                        c10::string_view math, c10::string_view layout) {
-  TORCH_CHECK(math == "strict" || math == "tf32",
-              "convtune.conv2d: math must be 'strict' or 'tf32', got '", std::string(math), "'");
-  TORCH_CHECK(layout == "nchw" || layout == "nhwc",
-              "convtune.conv2d: layout must be 'nchw' or 'nhwc', got '", std::string(layout), "'");
-  check_pair(stride, "stride");
-  check_pair(padding, "padding");
-  check_pair(dilation, "dilation");
-  TORCH_CHECK(x_in.dim() == 4 && w_in.dim() == 4,
-              "convtune.conv2d: x and weight must be 4-D, got ", x_in.dim(), "-D and ", w_in.dim(),
-              "-D");
-  TORCH_CHECK(x_in.scalar_type() == at::kFloat && w_in.scalar_type() == at::kFloat,
-              "convtune.conv2d: float32 only, got ", x_in.scalar_type(), " and ",
-              w_in.scalar_type());
-  TORCH_CHECK(x_in.is_cuda() && w_in.device() == x_in.device(),
-              "convtune.conv2d: x and weight must be on one CUDA device, got ", x_in.device(),
-              " and ", w_in.device());
+  const char *op = "convtune.conv2d";
+  const PassArgs a = check_pass_args(op, stride, padding, dilation, groups, math, layout);
+  check_tensors(op, {{"x", &x_in}, {"weight", &w_in}});
   const bool has_bias = bias_in.has_value() && bias_in->defined();
   if (has_bias)
     TORCH_CHECK(bias_in->scalar_type() == at::kFloat && bias_in->device() == x_in.device() &&
                     bias_in->dim() == 1 && bias_in->size(0) == w_in.size(0),
-                "convtune.conv2d: bias must be a float32 tensor of shape (", w_in.size(0),
-                ",) on ", x_in.device());
-  TORCH_CHECK(groups > 0 && x_in.size(1) == w_in.size(1) * groups,
-              "convtune.conv2d: x has ", x_in.size(1), " channels, weight takes ", w_in.size(1),
-              " per group x ", groups, " groups");
-
-  const bool nhwc = layout == "nhwc", tf32 = math == "tf32";
-  const at::MemoryFormat format = nhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
-  const at::Tensor x = dense(x_in, format), w = dense(w_in, format);
+                op, ": bias must be a float32 tensor of shape (", w_in.size(0), ",) on ",
+                x_in.device());
+  check_channels(op, x_in.size(1), w_in.sizes(), groups);
+  const at::Tensor x = dense(x_in, a.format), w = dense(w_in, a.format);
   const at::Tensor bias = has_bias ? dense(*bias_in, at::MemoryFormat::Contiguous) : at::Tensor();
-  const int device = x.get_device();
-  // torch.use_deterministic_algorithms(True): a deterministic plan.
-  const bool deterministic = at::globalContext().deterministicAlgorithms();
-  const Key key = {device, nhwc, tf32, has_bias, x.size(0), x.size(1), x.size(2), x.size(3),
-                   w.size(0), w.size(2), w.size(3), stride[0], stride[1], padding[0],
-                   padding[1], dilation[0], dilation[1], groups, deterministic, 0};
-  PlanEntry &e = entry_for(key, device, make_problem(x, w, has_bias, stride, padding, dilation,
-                                                     groups, tf32, nhwc, deterministic));
-  at::Tensor y = at::empty(e.out_shape, x.options().memory_format(format));
-  const c10::cuda::CUDAGuard device_guard(x.device());
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream(device).stream();
-  std::lock_guard<std::mutex> guard(e.lock);
-  order_after_last_stream(e, stream);
-  conv_status st = conv_plan_execute(e.plan, stream, x.data_ptr(), w.data_ptr(),
-                                     has_bias ? bias.data_ptr() : nullptr, y.data_ptr());
-  TORCH_CHECK(st == CONV_OK, "convtune: conv_plan_execute: ", conv_status_string(st));
-  e.last_stream = stream;
-  e.has_last_stream = true;
+  PlanEntry &e = entry_for_pass(CONV_FORWARD, a, has_bias, x.sizes(), w.sizes(), x);
+  at::Tensor y = at::empty(e.y_shape, x.options().memory_format(a.format));
+  execute_on_current_stream(op, e, x, [&](cudaStream_t stream) {
+    return conv_plan_execute(e.plan, stream, x.data_ptr(), w.data_ptr(),
+                             has_bias ? bias.data_ptr() : nullptr, y.data_ptr());
+  });
   return y;
+}
+
+at::Tensor conv2d_backward_data_cuda(const at::Tensor &grad_in, const at::Tensor &w_in,
+                                     c10::SymIntArrayRef input_size, at::IntArrayRef stride,
+                                     at::IntArrayRef padding, at::IntArrayRef dilation,
+                                     int64_t groups, c10::string_view math,
+                                     c10::string_view layout) {
+  const char *op = "convtune.conv2d_backward_data";
+  const PassArgs a = check_pass_args(op, stride, padding, dilation, groups, math, layout);
+  check_tensors(op, {{"grad", &grad_in}, {"weight", &w_in}});
+  const at::IntArrayRef x_size = C10_AS_INTARRAYREF_SLOW(input_size);
+  check_sizes(op, x_size, "input_size");
+  check_channels(op, x_size[1], w_in.sizes(), groups);
+  const at::Tensor dy = dense(grad_in, a.format), w = dense(w_in, a.format);
+  PlanEntry &e = entry_for_pass(CONV_BACKWARD_DATA, a, false, x_size, w.sizes(), dy);
+  TORCH_CHECK(dy.sizes() == at::IntArrayRef(e.y_shape), op, ": grad has shape ", dy.sizes(),
+              ", the convolution's output ", at::IntArrayRef(e.y_shape));
+  at::Tensor dx = at::empty(x_size, dy.options().memory_format(a.format));
+  execute_on_current_stream(op, e, dy, [&](cudaStream_t stream) {
+    return conv_plan_backward_data(e.plan, stream, dy.data_ptr(), w.data_ptr(), dx.data_ptr());
+  });
+  return dx;
+}
+
+at::Tensor conv2d_backward_filter_cuda(const at::Tensor &x_in, const at::Tensor &grad_in,
+                                       c10::SymIntArrayRef weight_size, at::IntArrayRef stride,
+                                       at::IntArrayRef padding, at::IntArrayRef dilation,
+                                       int64_t groups, c10::string_view math,
+                                       c10::string_view layout) {
+  const char *op = "convtune.conv2d_backward_filter";
+  const PassArgs a = check_pass_args(op, stride, padding, dilation, groups, math, layout);
+  check_tensors(op, {{"x", &x_in}, {"grad", &grad_in}});
+  const at::IntArrayRef w_size = C10_AS_INTARRAYREF_SLOW(weight_size);
+  check_sizes(op, w_size, "weight_size");
+  check_channels(op, x_in.size(1), w_size, groups);
+  const at::Tensor x = dense(x_in, a.format), dy = dense(grad_in, a.format);
+  PlanEntry &e = entry_for_pass(CONV_BACKWARD_FILTER, a, false, x.sizes(), w_size, x);
+  TORCH_CHECK(dy.sizes() == at::IntArrayRef(e.y_shape), op, ": grad has shape ", dy.sizes(),
+              ", the convolution's output ", at::IntArrayRef(e.y_shape));
+  at::Tensor dw = at::empty(w_size, x.options().memory_format(a.format));
+  execute_on_current_stream(op, e, x, [&](cudaStream_t stream) {
+    return conv_plan_backward_filter(e.plan, stream, x.data_ptr(), dy.data_ptr(), dw.data_ptr());
+  });
+  return dw;
+}
+
+// ------------------------------------------------------------ autograd
+
+// The operators as the dispatcher calls them: the autograd formula goes
+// through it, so that torch.compile traces the backward passes (their
+// fake kernels) where eager mode runs the CUDA kernels above.
+using Conv2dSignature = at::Tensor(const at::Tensor &, const at::Tensor &,
+                                   const c10::optional<at::Tensor> &, at::IntArrayRef,
+                                   at::IntArrayRef, at::IntArrayRef, int64_t, c10::string_view,
+                                   c10::string_view);
+using BackwardSignature = at::Tensor(const at::Tensor &, const at::Tensor &, c10::SymIntArrayRef,
+                                     at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, int64_t,
+                                     c10::string_view, c10::string_view);
+
+const c10::TypedOperatorHandle<Conv2dSignature> &conv2d_op() {
+  static const auto handle =
+      c10::Dispatcher::singleton().findSchemaOrThrow("convtune::conv2d", "").typed<Conv2dSignature>();
+  return handle;
+}
+
+const c10::TypedOperatorHandle<BackwardSignature> &backward_data_op() {
+  static const auto handle = c10::Dispatcher::singleton()
+                                 .findSchemaOrThrow("convtune::conv2d_backward_data", "")
+                                 .typed<BackwardSignature>();
+  return handle;
+}
+
+const c10::TypedOperatorHandle<BackwardSignature> &backward_filter_op() {
+  static const auto handle = c10::Dispatcher::singleton()
+                                 .findSchemaOrThrow("convtune::conv2d_backward_filter", "")
+                                 .typed<BackwardSignature>();
+  return handle;
+}
+
+// y = conv2d(x, w) + bias: dx and dw from the backward operators, db the
+// sum of grad over n, h and w.
+class Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext *ctx, const at::Tensor &x,
+                            const at::Tensor &w, const c10::optional<at::Tensor> &bias,
+                            at::IntArrayRef stride, at::IntArrayRef padding,
+                            at::IntArrayRef dilation, int64_t groups, c10::string_view math,
+                            c10::string_view layout) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    at::Tensor y = conv2d_op().call(x, w, bias, stride, padding, dilation, groups, math, layout);
+    ctx->save_for_backward({x, w});
+    ctx->saved_data["stride"] = stride.vec();
+    ctx->saved_data["padding"] = padding.vec();
+    ctx->saved_data["dilation"] = dilation.vec();
+    ctx->saved_data["groups"] = groups;
+    ctx->saved_data["math"] = std::string(math);
+    ctx->saved_data["layout"] = std::string(layout);
+    ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &w = saved[1], &dy = grads[0];
+    const std::vector<int64_t> stride = ctx->saved_data["stride"].toIntVector(),
+                               padding = ctx->saved_data["padding"].toIntVector(),
+                               dilation = ctx->saved_data["dilation"].toIntVector();
+    const int64_t groups = ctx->saved_data["groups"].toInt();
+    const std::string math = ctx->saved_data["math"].toStringRef(),
+                      layout = ctx->saved_data["layout"].toStringRef();
+    at::Tensor dx, dw, db;
+    if (ctx->needs_input_grad(0))
+      dx = backward_data_op().call(dy, w, x.sym_sizes(), stride, padding, dilation, groups, math,
+                                   layout);
+    if (ctx->needs_input_grad(1))
+      dw = backward_filter_op().call(x, dy, w.sym_sizes(), stride, padding, dilation, groups,
+                                     math, layout);
+    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) db = dy.sum({0, 2, 3});
+    return {dx, dw, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
+            at::Tensor()};
+  }
+};
+
+at::Tensor conv2d_autograd(const at::Tensor &x, const at::Tensor &w,
+                           const c10::optional<at::Tensor> &bias, at::IntArrayRef stride,
+                           at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                           c10::string_view math, c10::string_view layout) {
+  return Conv2dFunction::apply(x, w, bias, stride, padding, dilation, groups, math, layout);
 }
 
 }  // namespace
 
-// conv2d_inference is the same forward without an autograd formula (ops.py).
+// The schemas are defined by python/convtune/ops.py before it loads this
+// library.  conv2d_inference is the forward without an autograd formula.
 TORCH_LIBRARY_IMPL(convtune, CUDA, m) {
   m.impl("conv2d", &conv2d_cuda);
   m.impl("conv2d_inference", &conv2d_cuda);
+  m.impl("conv2d_backward_data", &conv2d_backward_data_cuda);
+  m.impl("conv2d_backward_filter", &conv2d_backward_filter_cuda);
 }
+
+TORCH_LIBRARY_IMPL(convtune, Autograd, m) { m.impl("conv2d", &conv2d_autograd); }
 
 // Frees every plan and context (the binding calls it at exit, while CUDA
 // is still up); later calls make new ones.  Returns the number of plans freed.

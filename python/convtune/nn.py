@@ -21,10 +21,13 @@ state_dict) whose forward runs a convtune plan when it can:
 
 Training works: where the input or the parameters record gradients, the
 call goes through an autograd function whose backward runs tuned
-backward-data and backward-filter plans of the layer's convolution (see
-convtune.conv2d).  Under torch.compile it calls the operator, whose
-autograd formula calls the backward passes' operators (convtune.ops), so
-compiled training runs convtune's plans in both directions.
+backward-data and backward-filter plans of the layer's convolution: after
+its first call, a layer on the default context calls the operator
+torch.ops.convtune.conv2d, whose formula is C++ where its C++ kernels are
+built (convtune.ops), and otherwise convtune.conv2d's Python function.
+Under torch.compile it calls the operator, whose autograd formula calls
+the backward passes' operators (convtune.ops), so compiled training runs
+convtune's plans in both directions.
 
 Anything else runs PyTorch's own forward, so results and errors are
 PyTorch's; `layer.fallbacks` counts those calls by reason.  padding="same"
@@ -60,6 +63,11 @@ _compiling = torch.compiler.is_compiling
 _cudnn_tf32 = getattr(torch._C, "_get_cudnn_allow_tf32", None) or (lambda: torch.backends.cudnn.allow_tf32)
 _grad_enabled = torch.is_grad_enabled
 _autocast_enabled = torch.is_autocast_enabled
+# In training, a layer on the default context calls the operator, whose C++
+# autograd formula runs the backward passes without Python; without the
+# C++ kernels (or on a context of its own) it uses convtune.conv2d's
+# autograd function.
+_training_op = torch.ops.convtune.conv2d if _ops.kernel.startswith("C++") else None
 
 
 def _autocast_on():
@@ -120,6 +128,7 @@ class Conv2d(torch.nn.Conv2d):
         self._launch_plan = None  # its plan (the autograd function runs it)
         self._launch_math = None
         self._launch_deterministic = None
+        self._launch_op_args = None  # the operator's arguments after x, w and bias
         self._launch_format = None  # the memory format its weight is read in
         self._launch_copies = False  # whether that is a copy (_weight_in)
         self._last_plan = None
@@ -129,7 +138,8 @@ class Conv2d(torch.nn.Conv2d):
     def __getstate__(self):
         state = super().__getstate__().copy()
         for name in ("_plans", "_launch", "_launch_plan", "_launch_math", "_launch_deterministic",
-                     "_launch_format", "_launch_copies", "_last_plan"):
+                     "_launch_op_args", "_launch_format",
+                     "_launch_copies", "_last_plan"):
             state.pop(name, None)
         return state
 
@@ -172,6 +182,8 @@ class Conv2d(torch.nn.Conv2d):
                 w = w.contiguous(memory_format=self._launch_format)
             if _grad_enabled() and (input.requires_grad or w.requires_grad
                                     or (b is not None and b.requires_grad)):
+                if _training_op is not None and self.context is None:
+                    return _training_op(input, w, b, *self._launch_op_args)
                 y = _autograd.conv2d(self._launch_plan, input, w, b, launch)
             else:
                 y = launch(input, w, b, None)
@@ -280,6 +292,8 @@ class Conv2d(torch.nn.Conv2d):
         if not (unbatched or padded):  # later calls go straight to the launcher
             self._launch, self._launch_plan = launch, plan
             self._launch_math, self._launch_deterministic = math, deterministic
+            self._launch_op_args = (list(self.stride), list(padding), list(self.dilation),
+                                    self.groups, math, layout)
             self._launch_format, self._launch_copies = memory_format, w is not self.weight
         return y.squeeze(0) if unbatched else y
 

@@ -28,13 +28,13 @@ training, forward and backward, through convtune),
     torch.ops.convtune.conv2d_backward_filter(x, grad, weight_size, stride, padding,
                                               dilation, groups, math, layout="nchw") -> Tensor
 
-and sums grad for the bias.  Their kernels are the Python functions below.
-Every plan follows torch.use_deterministic_algorithms (Context.plan).
+and sums grad for the bias.  Every plan follows
+torch.use_deterministic_algorithms.
 
-Its CUDA kernel is C++ (python/convtune/_torch_op.cpp, the library
-_convtune_torch_op.so built beside libconvtune.so where CMake finds a CUDA
-torch) or, where that is not built or does not load, or with
-CONVTUNE_TORCH_OP=0 in the environment, the Python function _cuda here.
+The CUDA kernels and the autograd formula are C++ (python/convtune/_torch_op.cpp,
+the library _convtune_torch_op.so built beside libconvtune.so where CMake
+finds a CUDA torch) or, where that is not built or does not load, or with
+CONVTUNE_TORCH_OP=0 in the environment, the Python functions here.
 `kernel` says which, and why.  The C++ kernel keeps its own context per
 device (library defaults, as convtune.Context(device)) and its plans until
 close(), called at exit.
@@ -200,14 +200,11 @@ def _backward(ctx, grad):
     return dx, dw, db, None, None, None, None, None, None
 
 
-def _define_backward(library):
-    for schema in _BACKWARD_SCHEMAS:
-        library.define(schema)
+def _register_python_kernels(library):
+    """The CUDA kernels and the autograd formula, where the C++ ones are not loaded."""
+    library.impl("conv2d", _cuda, "CUDA")
     library.impl("conv2d_backward_data", _backward_data_cuda, "CUDA")
     library.impl("conv2d_backward_filter", _backward_filter_cuda, "CUDA")
-    torch.library.register_fake("convtune::conv2d_backward_data", _backward_data_fake, lib=library)
-    torch.library.register_fake("convtune::conv2d_backward_filter", _backward_filter_fake,
-                                lib=library)
     torch.library.register_autograd("convtune::conv2d", _backward, setup_context=_setup_context,
                                     lib=library)
 
@@ -247,18 +244,20 @@ def _register():
     if hasattr(torch.ops, "convtune") and hasattr(torch.ops.convtune, "conv2d"):
         return None, None, "unchanged (registered by an earlier import)"  # e.g. a reload
     library = torch.library.Library("convtune", "DEF")
-    library.define(_SCHEMA)
-    library.define(_INFERENCE_SCHEMA)
+    for schema in (_SCHEMA, _INFERENCE_SCHEMA) + _BACKWARD_SCHEMAS:  # before the C++ kernels
+        library.define(schema)
     cpp, kernel = _load_cpp_kernel()
     if cpp is None:
-        library.impl("conv2d", _cuda, "CUDA")
+        _register_python_kernels(library)
     else:
         atexit.register(cpp.convtune_torch_op_close)  # while CUDA is still up
     if not torch._C._dispatch_has_kernel_for_dispatch_key("convtune::conv2d_inference", "CUDA"):
         library.impl("conv2d_inference", _cuda, "CUDA")  # Python, or a C++ build before it
     torch.library.register_fake("convtune::conv2d", _fake, lib=library)
     torch.library.register_fake("convtune::conv2d_inference", _fake, lib=library)
-    _define_backward(library)
+    torch.library.register_fake("convtune::conv2d_backward_data", _backward_data_fake, lib=library)
+    torch.library.register_fake("convtune::conv2d_backward_filter", _backward_filter_fake,
+                                lib=library)
     return library, cpp, kernel
 
 

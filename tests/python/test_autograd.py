@@ -269,3 +269,36 @@ def test_deterministic_mode_repeats_gradients(ctx, cuda, strict_math):
         assert torch.equal(_bits(a), _bits(b)), SEED
     gradients()
     assert not layer._last_plan.key.endswith(" det")
+
+
+@gpu
+def test_training_calls_run_the_operator(cuda, strict_math):
+    """A converted layer on the default context, in training, calls the
+    operator after its first call (with the C++ kernels, its formula runs
+    the backward passes in C++): the same gradients as PyTorch's in
+    float64, for the layer's shape and another one."""
+    import convtune.ops as ops
+    if not ops.kernel.startswith("C++"):
+        pytest.skip("the operator runs its Python kernels: " + ops.kernel)
+    torch.manual_seed(SEED)
+    layer = convtune.nn.Conv2d(8, 12, 3, padding=1, stride=2, math="strict").to(cuda)
+    ref = nn.Conv2d(8, 12, 3, padding=1, stride=2).to(cuda)
+    ref.load_state_dict(layer.state_dict())
+    ref = ref.double()
+    plans_before = ops._cpp.convtune_torch_op_plans()
+    for shape in [(4, 8, 15, 13), (4, 8, 15, 13), (4, 8, 15, 13), (2, 8, 9, 9)]:
+        x = torch.randn(shape, device=cuda, requires_grad=True)
+        xr = x.detach().double().requires_grad_()
+        layer.zero_grad()
+        ref.zero_grad()
+        y = layer(x)
+        g = torch.randn_like(y)
+        (y * g).sum().backward()
+        (ref(xr) * g.double()).sum().backward()
+        assert rel_l2(y, ref(xr)) < STRICT_BOUND, (SEED, shape)
+        for got, want in ((x.grad, xr.grad), (layer.weight.grad, ref.weight.grad),
+                          (layer.bias.grad, ref.bias.grad)):
+            assert rel_l2(got, want) < STRICT_BOUND, (SEED, shape)
+    # The operator's plans: forward, backward-data and backward-filter of both shapes.
+    assert ops._cpp.convtune_torch_op_plans() - plans_before == 6
+    assert not layer.fallbacks
