@@ -54,11 +54,12 @@ TORCH_OP_FILE = "_convtune_torch_op.so"
 _SCHEMA = ("conv2d(Tensor x, Tensor weight, Tensor? bias, int[2] stride, int[2] padding, "
            "int[2] dilation, int groups, str math, str layout=\"nchw\") -> Tensor")
 # The same forward without an autograd formula, for calls that record no
-# gradient: the formula is Python (register_autograd), and the dispatcher
-# enters it on every call, gradient or not, which cost a compiled model's
-# forward about 13 us a layer (compiled mobilenet_v2 at batch 16, strict,
-# on one H200: 0.95x PyTorch's speed through it, 1.25x through the twin).
-# An operator without one takes PyTorch's C++ fallback instead.
+# gradient: the dispatcher enters the formula on every call, gradient or
+# not, and where it is Python (register_autograd: no C++ kernels) that cost
+# a compiled model's forward about 13 us a layer (compiled mobilenet_v2 at
+# batch 16, strict, on one H200: 0.95x PyTorch's speed through it, 1.25x
+# through the twin).  An operator without one takes PyTorch's C++
+# fallback instead.
 _INFERENCE_SCHEMA = _SCHEMA.replace("conv2d(", "conv2d_inference(", 1)
 _PASS_ARGS = ("int[2] stride, int[2] padding, int[2] dilation, int groups, str math, "
               "str layout=\"nchw\") -> Tensor")
