@@ -15,6 +15,7 @@
 #include "algorithms/epilogue.cuh"
 #include "algorithms/implicit_gemm.h"
 #include "algorithms/launch_checks.h"
+#include "algorithms/mma_tf32.cuh"
 #include "algorithms/staging.cuh"
 
 namespace {
@@ -43,15 +44,6 @@ struct ig_params {
  * instructions, two per mma in this kernel.  Infinities stay infinite
  * and the largest finite values round up to infinity, as they should. */
 __device__ __forceinline__ uint32_t to_tf32(float v) { return __float_as_uint(v) + 0x1000u; }
-
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4],
-                                         const uint32_t (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
 
 /* Where this thread's im2col column (one output pixel, or four for float4
  * staging) reads x: `base` is the offset of its image's group plus, for

@@ -12,6 +12,7 @@
 
 #include "algorithms/patch_kernels.cuh"
 #include "algorithms/launch_checks.h"
+#include "algorithms/mma_tf32.cuh"
 
 namespace {
 
@@ -203,15 +204,6 @@ __global__ void __launch_bounds__(max_threads(PT * G::W * KT)) fma_kernel(Args a
 }
 
 /* ================================================================ MMA */
-
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4],
-                                         const uint32_t (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
 
 /* The filters of the block's n tiles in B-fragment order, rounded to TF32:
  * for channel block cb (8 channels, zeros past c), tap t and the block's n
