@@ -67,7 +67,7 @@ struct PlanEntry {
 };
 
 // The problem: device, layout, math, bias, x and w sizes, stride, padding,
-// dilation, groups, deterministic, direction.
+// dilation, groups, deterministic, direction (problem_of reads it back).
 using Key = std::array<int64_t, 20>;
 
 struct State {
@@ -147,31 +147,32 @@ Key make_key(int device, conv_direction direction, const PassArgs &a, bool has_b
           a.groups, deterministic, direction};
 }
 
-conv_problem make_problem(conv_direction direction, const PassArgs &a, bool has_bias,
-                          bool deterministic, at::IntArrayRef x, at::IntArrayRef w) {
+// The problem a key stands for (make_key's order); built only on a miss.
+conv_problem problem_of(const Key &k) {
   conv_problem p;
   conv_problem_init(&p);
-  p.n = x[0], p.c = x[1], p.h = x[2], p.w = x[3];
-  p.k = w[0], p.r = w[2], p.s = w[3];
-  p.stride_h = a.stride[0], p.stride_w = a.stride[1];
-  p.pad_h = a.padding[0], p.pad_w = a.padding[1];
-  p.dil_h = a.dilation[0], p.dil_w = a.dilation[1];
-  p.groups = a.groups;
-  p.math = a.tf32 ? CONV_MATH_TF32 : CONV_MATH_STRICT;
-  p.layout = a.nhwc ? CONV_LAYOUT_NHWC : CONV_LAYOUT_NCHW;
-  p.direction = direction;
-  p.epilogue = has_bias ? CONV_EPILOGUE_BIAS : CONV_EPILOGUE_NONE;
-  p.deterministic = deterministic;
+  p.layout = k[1] ? CONV_LAYOUT_NHWC : CONV_LAYOUT_NCHW;
+  p.math = k[2] ? CONV_MATH_TF32 : CONV_MATH_STRICT;
+  p.epilogue = k[3] ? CONV_EPILOGUE_BIAS : CONV_EPILOGUE_NONE;
+  p.n = k[4], p.c = k[5], p.h = k[6], p.w = k[7];
+  p.k = k[8], p.r = k[9], p.s = k[10];
+  p.stride_h = k[11], p.stride_w = k[12];
+  p.pad_h = k[13], p.pad_w = k[14];
+  p.dil_h = k[15], p.dil_w = k[16];
+  p.groups = k[17];
+  p.deterministic = k[18] != 0;
+  p.direction = static_cast<conv_direction>(k[19]);
   return p;
 }
 
 // The entry for this problem, made (the plan looked up or tuned) on first use.
-PlanEntry &entry_for(const Key &key, int device, const conv_problem &problem) {
+PlanEntry &entry_for(const Key &key) {
   State &s = state();
   std::lock_guard<std::mutex> guard(s.lock);
   auto found = s.plans.find(key);
   if (found != s.plans.end()) return *found->second;
-  conv_context *ctx = context_for(s, device);
+  conv_context *ctx = context_for(s, static_cast<int>(key[0]));
+  const conv_problem problem = problem_of(key);
   char problem_text[CONV_PROBLEM_KEY_MAX];
   if (conv_problem_key(&problem, problem_text, sizeof problem_text) != CONV_OK)  // invalid
     snprintf(problem_text, sizeof problem_text, "n%lld c%lld h%lld w%lld k%lld r%lld s%lld",
@@ -198,9 +199,7 @@ PlanEntry &entry_for_pass(conv_direction direction, const PassArgs &a, bool has_
                           at::IntArrayRef x, at::IntArrayRef w, const at::Tensor &any) {
   // torch.use_deterministic_algorithms(True): a deterministic plan.
   const bool deterministic = at::globalContext().deterministicAlgorithms();
-  const int device = any.get_device();
-  return entry_for(make_key(device, direction, a, has_bias, deterministic, x, w), device,
-                   make_problem(direction, a, has_bias, deterministic, x, w));
+  return entry_for(make_key(any.get_device(), direction, a, has_bias, deterministic, x, w));
 }
 
 // t contiguous in `format` with its data aligned as the library needs.
@@ -266,48 +265,54 @@ at::Tensor conv2d_cuda(const at::Tensor &x_in, const at::Tensor &w_in,
   return y;
 }
 
-at::Tensor conv2d_backward_data_cuda(const at::Tensor &grad_in, const at::Tensor &w_in,
+// What the two backward passes share after their checks: `first` and
+// `second` are the library call's inputs (dy and w, or x and dy), made
+// dense here, and out_size the size of its output (dx or dw).
+using PassFn = conv_status (*)(conv_plan *, void *, const void *, const void *, void *);
+
+at::Tensor backward_pass(const char *op, conv_direction direction, const PassArgs &a,
+                         const at::Tensor &first_in, const at::Tensor &second_in,
+                         at::IntArrayRef out_size, PassFn pass) {
+  const at::Tensor first = dense(first_in, a.format), second = dense(second_in, a.format);
+  const bool data = direction == CONV_BACKWARD_DATA;
+  const at::Tensor &dy = data ? first : second;
+  PlanEntry &e = entry_for_pass(direction, a, false, data ? out_size : first.sizes(),
+                                data ? second.sizes() : out_size, first);
+  TORCH_CHECK(dy.sizes() == at::IntArrayRef(e.y_shape), op, ": grad has shape ", dy.sizes(),
+              ", the convolution's output ", at::IntArrayRef(e.y_shape));
+  at::Tensor out = at::empty(out_size, first.options().memory_format(a.format));
+  execute_on_current_stream(op, e, first, [&](cudaStream_t stream) {
+    return pass(e.plan, stream, first.data_ptr(), second.data_ptr(), out.data_ptr());
+  });
+  return out;
+}
+
+at::Tensor conv2d_backward_data_cuda(const at::Tensor &grad, const at::Tensor &w,
                                      c10::SymIntArrayRef input_size, at::IntArrayRef stride,
                                      at::IntArrayRef padding, at::IntArrayRef dilation,
                                      int64_t groups, c10::string_view math,
                                      c10::string_view layout) {
   const char *op = "convtune.conv2d_backward_data";
   const PassArgs a = check_pass_args(op, stride, padding, dilation, groups, math, layout);
-  check_tensors(op, {{"grad", &grad_in}, {"weight", &w_in}});
+  check_tensors(op, {{"grad", &grad}, {"weight", &w}});
   const at::IntArrayRef x_size = C10_AS_INTARRAYREF_SLOW(input_size);
   check_sizes(op, x_size, "input_size");
-  check_channels(op, x_size[1], w_in.sizes(), groups);
-  const at::Tensor dy = dense(grad_in, a.format), w = dense(w_in, a.format);
-  PlanEntry &e = entry_for_pass(CONV_BACKWARD_DATA, a, false, x_size, w.sizes(), dy);
-  TORCH_CHECK(dy.sizes() == at::IntArrayRef(e.y_shape), op, ": grad has shape ", dy.sizes(),
-              ", the convolution's output ", at::IntArrayRef(e.y_shape));
-  at::Tensor dx = at::empty(x_size, dy.options().memory_format(a.format));
-  execute_on_current_stream(op, e, dy, [&](cudaStream_t stream) {
-    return conv_plan_backward_data(e.plan, stream, dy.data_ptr(), w.data_ptr(), dx.data_ptr());
-  });
-  return dx;
+  check_channels(op, x_size[1], w.sizes(), groups);
+  return backward_pass(op, CONV_BACKWARD_DATA, a, grad, w, x_size, conv_plan_backward_data);
 }
 
-at::Tensor conv2d_backward_filter_cuda(const at::Tensor &x_in, const at::Tensor &grad_in,
+at::Tensor conv2d_backward_filter_cuda(const at::Tensor &x, const at::Tensor &grad,
                                        c10::SymIntArrayRef weight_size, at::IntArrayRef stride,
                                        at::IntArrayRef padding, at::IntArrayRef dilation,
                                        int64_t groups, c10::string_view math,
                                        c10::string_view layout) {
   const char *op = "convtune.conv2d_backward_filter";
   const PassArgs a = check_pass_args(op, stride, padding, dilation, groups, math, layout);
-  check_tensors(op, {{"x", &x_in}, {"grad", &grad_in}});
+  check_tensors(op, {{"x", &x}, {"grad", &grad}});
   const at::IntArrayRef w_size = C10_AS_INTARRAYREF_SLOW(weight_size);
   check_sizes(op, w_size, "weight_size");
-  check_channels(op, x_in.size(1), w_size, groups);
-  const at::Tensor x = dense(x_in, a.format), dy = dense(grad_in, a.format);
-  PlanEntry &e = entry_for_pass(CONV_BACKWARD_FILTER, a, false, x.sizes(), w_size, x);
-  TORCH_CHECK(dy.sizes() == at::IntArrayRef(e.y_shape), op, ": grad has shape ", dy.sizes(),
-              ", the convolution's output ", at::IntArrayRef(e.y_shape));
-  at::Tensor dw = at::empty(w_size, x.options().memory_format(a.format));
-  execute_on_current_stream(op, e, x, [&](cudaStream_t stream) {
-    return conv_plan_backward_filter(e.plan, stream, x.data_ptr(), dy.data_ptr(), dw.data_ptr());
-  });
-  return dw;
+  check_channels(op, x.size(1), w_size, groups);
+  return backward_pass(op, CONV_BACKWARD_FILTER, a, x, grad, w_size, conv_plan_backward_filter);
 }
 
 // ------------------------------------------------------------ autograd

@@ -195,6 +195,25 @@ def test_converted_model_trains_like_pytorch(ctx, cuda, strict_math, channels_la
     assert all(m.plan_info()["algorithm"] for m in layers)
 
 
+def _step_matches_float64(layer, ref, shape, cuda):
+    """One forward and backward of `layer` and of `ref` (its float64 twin)
+    on a fresh input of `shape`: output and every gradient within the strict
+    bound of the float64 ones."""
+    x = torch.randn(shape, device=cuda, requires_grad=True)
+    xr = x.detach().double().requires_grad_()
+    layer.zero_grad()
+    ref.zero_grad()
+    y = layer(x)
+    g = torch.randn_like(y)
+    (y * g).sum().backward()
+    yr = ref(xr)
+    (yr * g.double()).sum().backward()
+    assert rel_l2(y, yr) < STRICT_BOUND, (SEED, shape)
+    for got, want in ((x.grad, xr.grad), (layer.weight.grad, ref.weight.grad),
+                      (layer.bias.grad, ref.bias.grad)):
+        assert rel_l2(got, want) < STRICT_BOUND, (SEED, shape)
+
+
 @gpu
 def test_training_calls_take_the_fast_path(ctx, cuda, strict_math):
     """In training, a converted layer's repeated call runs its last plan's
@@ -210,17 +229,7 @@ def test_training_calls_take_the_fast_path(ctx, cuda, strict_math):
     layer._eager_forward = lambda inp: (full.append(tuple(inp.shape)), eager(inp))[1]
     shapes = [(2, 4, 9, 11), (2, 4, 9, 11), (3, 4, 7, 8), (2, 4, 9, 11)]
     for shape in shapes:
-        x = torch.randn(shape, device=cuda, requires_grad=True)
-        xr = x.detach().double().requires_grad_()
-        layer.zero_grad()
-        ref.zero_grad()
-        y = layer(x)
-        g = torch.randn_like(y)
-        (y * g).sum().backward()
-        (ref(xr) * g.double()).sum().backward()
-        for got, want in ((x.grad, xr.grad), (layer.weight.grad, ref.weight.grad),
-                          (layer.bias.grad, ref.bias.grad)):
-            assert rel_l2(got, want) < STRICT_BOUND, (SEED, shape)
+        _step_matches_float64(layer, ref, shape, cuda)
     assert full == [shapes[0], shapes[2], shapes[3]], full
     assert not layer.fallbacks
 
@@ -287,18 +296,7 @@ def test_training_calls_run_the_operator(cuda, strict_math):
     ref = ref.double()
     plans_before = ops._cpp.convtune_torch_op_plans()
     for shape in [(4, 8, 15, 13), (4, 8, 15, 13), (4, 8, 15, 13), (2, 8, 9, 9)]:
-        x = torch.randn(shape, device=cuda, requires_grad=True)
-        xr = x.detach().double().requires_grad_()
-        layer.zero_grad()
-        ref.zero_grad()
-        y = layer(x)
-        g = torch.randn_like(y)
-        (y * g).sum().backward()
-        (ref(xr) * g.double()).sum().backward()
-        assert rel_l2(y, ref(xr)) < STRICT_BOUND, (SEED, shape)
-        for got, want in ((x.grad, xr.grad), (layer.weight.grad, ref.weight.grad),
-                          (layer.bias.grad, ref.bias.grad)):
-            assert rel_l2(got, want) < STRICT_BOUND, (SEED, shape)
+        _step_matches_float64(layer, ref, shape, cuda)
     # The operator's plans: forward, backward-data and backward-filter of both shapes.
     assert ops._cpp.convtune_torch_op_plans() - plans_before == 6
     assert not layer.fallbacks
