@@ -75,11 +75,8 @@ static conv_status dg_prepare(const conv_problem *problem, conv_env *env,
     free(launch);
     return conv_error_set(err, CONV_UNSUPPORTED, "data_gather: %s", why);
   }
-  out->state = launch;
-  out->workspace_bytes = 0;
-  out->arith = CONV_ARITH_DIRECT;
-  out->deterministic = true; /* each dx element is one thread's own sum */
-  return CONV_OK;
+  /* Its kernel has no attribute to set: nothing to configure. */
+  return conv_prepared_own_kernel(launch, cudaSuccess, "data_gather", out, err);
 }
 
 static conv_status dg_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {

@@ -125,16 +125,7 @@ static conv_status dw_prepare(const conv_problem *problem, conv_env *env,
     free(launch);
     return conv_error_set(err, CONV_UNSUPPORTED, "depthwise_nhwc: %s", why);
   }
-  st = conv_check_cuda(err, conv_dwnhwc_configure(launch), "depthwise_nhwc: shared memory limit");
-  if (st != CONV_OK) {
-    free(launch);
-    return st;
-  }
-  out->state = launch;
-  out->workspace_bytes = 0;
-  out->arith = CONV_ARITH_DIRECT;
-  out->deterministic = true; /* each output is one thread's own sum */
-  return CONV_OK;
+  return conv_prepared_own_kernel(launch, conv_dwnhwc_configure(launch), "depthwise_nhwc", out, err);
 }
 
 static conv_status dw_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {

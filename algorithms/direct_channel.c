@@ -193,16 +193,7 @@ static conv_status dc_prepare(const conv_problem *problem, conv_env *env,
     return conv_error_set(err, CONV_UNSUPPORTED, "direct_channel: %s", why);
   }
   launch->transposed_filter = problem->direction == CONV_BACKWARD_DATA;
-  st = conv_check_cuda(err, conv_direct_configure(launch), "direct_channel: shared-memory limit");
-  if (st != CONV_OK) {
-    free(launch);
-    return st;
-  }
-  out->state = launch;
-  out->workspace_bytes = 0;
-  out->arith = CONV_ARITH_DIRECT;
-  out->deterministic = true; /* each output is one thread's own sum */
-  return CONV_OK;
+  return conv_prepared_own_kernel(launch, conv_direct_configure(launch), "direct_channel", out, err);
 }
 
 static conv_status dc_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {

@@ -76,16 +76,8 @@ static conv_status dd_prepare(const conv_problem *problem, conv_env *env,
     free(launch);
     return conv_error_set(err, CONV_UNSUPPORTED, "dynamic_direct: %s", why);
   }
-  st = conv_check_cuda(err, conv_dyn_direct_configure(launch), "dynamic_direct: shared memory limit");
-  if (st != CONV_OK) {
-    free(launch);
-    return st;
-  }
-  out->state = launch;
-  out->workspace_bytes = 0;
-  out->arith = CONV_ARITH_DIRECT;
-  out->deterministic = true; /* each output element is one thread's own sum, in order */
-  return CONV_OK;
+  return conv_prepared_own_kernel(launch, conv_dyn_direct_configure(launch), "dynamic_direct", out,
+                                  err);
 }
 
 static conv_status dd_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {

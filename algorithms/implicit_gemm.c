@@ -95,23 +95,7 @@ static conv_status ig_prepare(const conv_problem *problem, conv_env *env,
     free(launch);
     return conv_error_set(err, CONV_UNSUPPORTED, "implicit_gemm: %s", why);
   }
-  const cudaError_t e = conv_igemm_configure(launch);
-  if (e == cudaErrorInvalidConfiguration) {
-    const size_t bytes = launch->smem_bytes;
-    free(launch);
-    return conv_error_set(err, CONV_UNSUPPORTED,
-                          "implicit_gemm: %zu bytes of shared memory: past this GPU's limit", bytes);
-  }
-  st = conv_check_cuda(err, e, "implicit_gemm: shared memory limit");
-  if (st != CONV_OK) {
-    free(launch);
-    return st;
-  }
-  out->state = launch;
-  out->workspace_bytes = 0;
-  out->arith = CONV_ARITH_DIRECT;
-  out->deterministic = true; /* each output is one thread's sum, in a fixed order */
-  return CONV_OK;
+  return conv_prepared_own_kernel(launch, conv_igemm_configure(launch), "implicit_gemm", out, err);
 }
 
 static conv_status ig_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {

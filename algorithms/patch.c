@@ -103,19 +103,8 @@ static conv_status patch_prepare(const conv_problem *problem, conv_env *env,
     free(launch);
     return conv_error_set(err, CONV_UNSUPPORTED, "patch: %s", why);
   }
-  const cudaError_t e = conv_patch_configure(launch, env->device.sm_count);
-  if (e != cudaSuccess) {
-    free(launch);
-    /* No block fits this GPU (shared memory or registers): unsupported. */
-    if (e == cudaErrorInvalidConfiguration)
-      return conv_error_set(err, CONV_UNSUPPORTED, "patch: no block of this tiling fits an SM");
-    return conv_check_cuda(err, e, "patch: configuring the kernel");
-  }
-  out->state = launch;
-  out->workspace_bytes = 0;
-  out->arith = CONV_ARITH_DIRECT;
-  out->deterministic = true; /* each output is one thread's own sum */
-  return CONV_OK;
+  return conv_prepared_own_kernel(launch, conv_patch_configure(launch, env->device.sm_count),
+                                  "patch", out, err);
 }
 
 static conv_status patch_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {

@@ -34,6 +34,25 @@ conv_status conv_prepared_admits(const conv_problem *problem, const conv_prepare
   return CONV_OK;
 }
 
+conv_status conv_prepared_own_kernel(void *launch, cudaError_t configured, const char *family,
+                                     conv_prepared *out, conv_error *err) {
+  if (configured != cudaSuccess) {
+    free(launch);
+    if (configured == cudaErrorInvalidConfiguration)
+      return conv_error_set(err, CONV_UNSUPPORTED,
+                            "%s: no block of this config fits this GPU (shared memory or registers)",
+                            family);
+    char what[64];
+    snprintf(what, sizeof what, "%s: configuring the kernel", family);
+    return conv_check_cuda(err, configured, what);
+  }
+  out->state = launch;
+  out->workspace_bytes = 0;
+  out->arith = CONV_ARITH_DIRECT;
+  out->deterministic = true;
+  return CONV_OK;
+}
+
 conv_status conv_config_format(const conv_config *config, char *text, size_t size) {
   if (config == NULL || text == NULL || size == 0 || config->count < 0 ||
       config->count > CONV_CONFIG_MAX_VALUES)

@@ -173,6 +173,16 @@ typedef struct conv_prepared {
 conv_status conv_prepared_admits(const conv_problem *problem, const conv_prepared *prepared,
                                  const char *family, conv_error *err);
 
+/* The end of prepare() for a family whose plan is one launch of its own
+ * kernel, no workspace: `launch` (malloc'd, planned) becomes out->state when
+ * `configured` (what setting its kernel up for the launch returned) is
+ * cudaSuccess; otherwise it is freed, and cudaErrorInvalidConfiguration (no
+ * block fits this GPU's shared memory or registers) is CONV_UNSUPPORTED.
+ * Each output of these kernels is one thread's sum in a fixed order:
+ * direct arithmetic, deterministic. */
+conv_status conv_prepared_own_kernel(void *launch, cudaError_t configured, const char *family,
+                                     conv_prepared *out, conv_error *err);
+
 /* One execution's arguments; run() keeps no other state.  The tensors are
  * the forward convolution's in every direction: a backward-data pass reads
  * y as dy and writes x (dx), a backward-filter pass reads x and y (dy) and
