@@ -64,10 +64,10 @@ _cudnn_tf32 = getattr(torch._C, "_get_cudnn_allow_tf32", None) or (lambda: torch
 _grad_enabled = torch.is_grad_enabled
 _autocast_enabled = torch.is_autocast_enabled
 # In training, a layer on the default context calls the operator, whose C++
-# autograd formula runs the backward passes without Python; without the
-# C++ kernels (or on a context of its own) it uses convtune.conv2d's
-# autograd function.
-_training_op = torch.ops.convtune.conv2d if _ops.kernel.startswith("C++") else None
+# autograd formula runs the backward passes without Python; without that
+# formula (or on a context of its own) it uses convtune.conv2d's autograd
+# function.
+_training_op = torch.ops.convtune.conv2d if _ops.formula == "C++" else None
 
 
 def _autocast_on():

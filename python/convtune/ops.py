@@ -34,8 +34,9 @@ torch.use_deterministic_algorithms.
 The CUDA kernels and the autograd formula are C++ (python/convtune/_torch_op.cpp,
 the library _convtune_torch_op.so built beside libconvtune.so where CMake
 finds a CUDA torch) or, where that is not built or does not load, or with
-CONVTUNE_TORCH_OP=0 in the environment, the Python functions here.
-`kernel` says which, and why.  The C++ kernel keeps its own context per
+CONVTUNE_TORCH_OP=0 in the environment, the Python functions here; a
+library built from an older tree serves the operators it has, and Python
+the rest.  `kernel` says which, and why; `formula`, whose autograd formula.  The C++ kernel keeps its own context per
 device (library defaults, as convtune.Context(device)) and its plans until
 close(), called at exit.
 """
@@ -47,7 +48,7 @@ import torch
 
 from . import _default_context, _lib
 
-__all__ = ["plan_launch", "memory_format", "kernel", "close"]
+__all__ = ["plan_launch", "memory_format", "kernel", "formula", "close"]
 
 TORCH_OP_FILE = "_convtune_torch_op.so"
 
@@ -202,12 +203,24 @@ def _backward(ctx, grad):
 
 
 def _register_python_kernels(library):
-    """The CUDA kernels and the autograd formula, where the C++ ones are not loaded."""
-    library.impl("conv2d", _cuda, "CUDA")
-    library.impl("conv2d_backward_data", _backward_data_cuda, "CUDA")
-    library.impl("conv2d_backward_filter", _backward_filter_cuda, "CUDA")
-    torch.library.register_autograd("convtune::conv2d", _backward, setup_context=_setup_context,
-                                    lib=library)
+    """The Python CUDA kernels and autograd formula of the operators the C++
+    library did not register: all of them where it is not loaded, and where
+    it was built from an older tree, the ones added since (rebuild it to get
+    them in C++).  Returns the names registered here."""
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    kernels = (("conv2d", _cuda), ("conv2d_inference", _cuda),
+               ("conv2d_backward_data", _backward_data_cuda),
+               ("conv2d_backward_filter", _backward_filter_cuda))
+    python = []
+    for name, function in kernels:
+        if not has("convtune::" + name, "CUDA"):
+            library.impl(name, function, "CUDA")
+            python.append(name)
+    if not has("convtune::conv2d", "Autograd"):
+        torch.library.register_autograd("convtune::conv2d", _backward,
+                                        setup_context=_setup_context, lib=library)
+        python.append("conv2d's formula")
+    return python
 
 
 # ---------------------------------------------------------------- registration
@@ -243,24 +256,26 @@ def close():
 
 def _register():
     if hasattr(torch.ops, "convtune") and hasattr(torch.ops.convtune, "conv2d"):
-        return None, None, "unchanged (registered by an earlier import)"  # e.g. a reload
+        return None, None, "unchanged (registered by an earlier import)", None  # e.g. a reload
     library = torch.library.Library("convtune", "DEF")
     for schema in (_SCHEMA, _INFERENCE_SCHEMA) + _BACKWARD_SCHEMAS:  # before the C++ kernels
         library.define(schema)
     cpp, kernel = _load_cpp_kernel()
-    if cpp is None:
-        _register_python_kernels(library)
-    else:
+    python = _register_python_kernels(library)
+    if cpp is not None:
         atexit.register(cpp.convtune_torch_op_close)  # while CUDA is still up
-    if not torch._C._dispatch_has_kernel_for_dispatch_key("convtune::conv2d_inference", "CUDA"):
-        library.impl("conv2d_inference", _cuda, "CUDA")  # Python, or a C++ build before it
+        if python:
+            kernel += "; Python for %s (the library predates them: rebuild it)" % ", ".join(python)
+    formula = "Python" if "conv2d's formula" in python else "C++"
     torch.library.register_fake("convtune::conv2d", _fake, lib=library)
     torch.library.register_fake("convtune::conv2d_inference", _fake, lib=library)
     torch.library.register_fake("convtune::conv2d_backward_data", _backward_data_fake, lib=library)
     torch.library.register_fake("convtune::conv2d_backward_filter", _backward_filter_fake,
                                 lib=library)
-    return library, cpp, kernel
+    return library, cpp, kernel, formula
 
 
 # Kept for the process's life: dropping the Library unregisters the operator.
-_library, _cpp, kernel = _register()
+# kernel: which CUDA kernels serve ("C++ (path)" or "Python (why)");
+# formula: "C++" or "Python", the autograd formula's (None after a reload).
+_library, _cpp, kernel, formula = _register()

@@ -457,6 +457,19 @@ def test_operator_checks_and_fake_shapes(cuda):
         torch.ops.convtune.conv2d(xd, wd, None, [1, 1], [1, 1], [1, 1], 8, "strict", "hwcn")
 
 
+def test_every_operator_has_its_kernels():
+    """Each operator has a CUDA kernel and conv2d an autograd formula,
+    whichever of C++ and Python serves them (a C++ library from an older
+    tree leaves its missing ones to Python)."""
+    import convtune.ops as ops
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    for name in ("conv2d", "conv2d_inference", "conv2d_backward_data", "conv2d_backward_filter"):
+        assert has("convtune::" + name, "CUDA"), (name, ops.kernel)
+    assert has("convtune::conv2d", "Autograd"), ops.kernel
+    assert ops.formula in ("C++", "Python"), ops.formula
+    assert (ops.formula == "C++") == (ops.kernel.startswith("C++") and "conv2d's formula" not in ops.kernel)
+
+
 @gpu
 def test_operator_cpp_kernel(cuda):
     """The C++ kernel serves the operator wherever it is built, reads any
@@ -467,6 +480,8 @@ def test_operator_cpp_kernel(cuda):
     if not built or os.environ.get("CONVTUNE_TORCH_OP", "1") == "0":
         pytest.skip("the operator runs its Python kernel: " + ops.kernel)
     assert ops.kernel.startswith("C++"), ops.kernel
+    # Built from this tree, it registers every operator and the formula.
+    assert "Python for" not in ops.kernel and ops.formula == "C++", ops.kernel
     op = torch.ops.convtune.conv2d
     x = torch.randn(3, 16, 11, 10, device=cuda)
     w = torch.randn(24, 16, 3, 3, device=cuda)
