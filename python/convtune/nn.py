@@ -138,8 +138,7 @@ class Conv2d(torch.nn.Conv2d):
     def __getstate__(self):
         state = super().__getstate__().copy()
         for name in ("_plans", "_launch", "_launch_plan", "_launch_math", "_launch_deterministic",
-                     "_launch_op_args", "_launch_format",
-                     "_launch_copies", "_last_plan"):
+                     "_launch_op_args", "_launch_format", "_launch_copies", "_last_plan"):
             state.pop(name, None)
         return state
 

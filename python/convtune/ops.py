@@ -31,14 +31,15 @@ training, forward and backward, through convtune),
 and sums grad for the bias.  Every plan follows
 torch.use_deterministic_algorithms.
 
-The CUDA kernels and the autograd formula are C++ (python/convtune/_torch_op.cpp,
-the library _convtune_torch_op.so built beside libconvtune.so where CMake
-finds a CUDA torch) or, where that is not built or does not load, or with
-CONVTUNE_TORCH_OP=0 in the environment, the Python functions here; a
-library built from an older tree serves the operators it has, and Python
-the rest.  `kernel` says which, and why; `formula`, whose autograd formula.  The C++ kernel keeps its own context per
-device (library defaults, as convtune.Context(device)) and its plans until
-close(), called at exit.
+The CUDA kernels and the autograd formula are C++
+(python/convtune/_torch_op.cpp, the library _convtune_torch_op.so built
+beside libconvtune.so where CMake finds a CUDA torch) or, where that is not
+built or does not load, or with CONVTUNE_TORCH_OP=0 in the environment, the
+Python functions here; a library built from an older tree serves the
+operators it has, and Python the rest.  `kernel` says which, and why;
+`formula`, whose autograd formula runs.  The C++ kernel keeps its own
+context per device (library defaults, as convtune.Context(device)) and its
+plans until close(), called at exit.
 """
 import atexit
 import ctypes
