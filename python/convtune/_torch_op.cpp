@@ -20,7 +20,7 @@
 // (TORCH_LIBRARY_IMPL) takes; the library itself stays C.
 //
 // It keeps its own convtune context per device, made on first use with
-// the library's defaults (the default cache, exhaustive tuning), as
+// the library's defaults (the default cache, the predict policy), as
 // convtune.Context(device) is: plans are not shared with the Python
 // binding's, so no plan is executed from both sides.  Plans live until
 // convtune_torch_op_close(), which the binding calls at exit.
@@ -66,9 +66,12 @@ struct PlanEntry {
   cudaEvent_t order_event = nullptr;  // made when first needed
 };
 
-// The problem: device, layout, math, bias, x and w sizes, stride, padding,
-// dilation, groups, deterministic, direction (problem_of reads it back).
-using Key = std::array<int64_t, 20>;
+// The map key: the problem a plan serves, one field per position.
+enum KeyField {
+  kDevice, kNhwc, kTf32, kBias, kN, kC, kH, kW, kK, kR, kS, kStrideH, kStrideW, kPadH, kPadW,
+  kDilH, kDilW, kGroups, kDeterministic, kDirection, kKeyFields
+};
+using Key = std::array<int64_t, kKeyFields>;
 
 struct State {
   std::mutex lock;
@@ -142,26 +145,32 @@ void check_sizes(const char *op, at::IntArrayRef size, const char *name) {
 
 Key make_key(int device, conv_direction direction, const PassArgs &a, bool has_bias,
              bool deterministic, at::IntArrayRef x, at::IntArrayRef w) {
-  return {device, a.nhwc, a.tf32, has_bias, x[0], x[1], x[2], x[3], w[0], w[2], w[3],
-          a.stride[0], a.stride[1], a.padding[0], a.padding[1], a.dilation[0], a.dilation[1],
-          a.groups, deterministic, direction};
+  Key k{};
+  k[kDevice] = device, k[kNhwc] = a.nhwc, k[kTf32] = a.tf32, k[kBias] = has_bias;
+  k[kN] = x[0], k[kC] = x[1], k[kH] = x[2], k[kW] = x[3];
+  k[kK] = w[0], k[kR] = w[2], k[kS] = w[3];
+  k[kStrideH] = a.stride[0], k[kStrideW] = a.stride[1];
+  k[kPadH] = a.padding[0], k[kPadW] = a.padding[1];
+  k[kDilH] = a.dilation[0], k[kDilW] = a.dilation[1];
+  k[kGroups] = a.groups, k[kDeterministic] = deterministic, k[kDirection] = direction;
+  return k;
 }
 
-// The problem a key stands for (make_key's order); built only on a miss.
+// The problem a key stands for; built only on a miss.
 conv_problem problem_of(const Key &k) {
   conv_problem p;
   conv_problem_init(&p);
-  p.layout = k[1] ? CONV_LAYOUT_NHWC : CONV_LAYOUT_NCHW;
-  p.math = k[2] ? CONV_MATH_TF32 : CONV_MATH_STRICT;
-  p.epilogue = k[3] ? CONV_EPILOGUE_BIAS : CONV_EPILOGUE_NONE;
-  p.n = k[4], p.c = k[5], p.h = k[6], p.w = k[7];
-  p.k = k[8], p.r = k[9], p.s = k[10];
-  p.stride_h = k[11], p.stride_w = k[12];
-  p.pad_h = k[13], p.pad_w = k[14];
-  p.dil_h = k[15], p.dil_w = k[16];
-  p.groups = k[17];
-  p.deterministic = k[18] != 0;
-  p.direction = static_cast<conv_direction>(k[19]);
+  p.layout = k[kNhwc] ? CONV_LAYOUT_NHWC : CONV_LAYOUT_NCHW;
+  p.math = k[kTf32] ? CONV_MATH_TF32 : CONV_MATH_STRICT;
+  p.epilogue = k[kBias] ? CONV_EPILOGUE_BIAS : CONV_EPILOGUE_NONE;
+  p.n = k[kN], p.c = k[kC], p.h = k[kH], p.w = k[kW];
+  p.k = k[kK], p.r = k[kR], p.s = k[kS];
+  p.stride_h = k[kStrideH], p.stride_w = k[kStrideW];
+  p.pad_h = k[kPadH], p.pad_w = k[kPadW];
+  p.dil_h = k[kDilH], p.dil_w = k[kDilW];
+  p.groups = k[kGroups];
+  p.deterministic = k[kDeterministic] != 0;
+  p.direction = static_cast<conv_direction>(k[kDirection]);
   return p;
 }
 
@@ -171,7 +180,7 @@ PlanEntry &entry_for(const Key &key) {
   std::lock_guard<std::mutex> guard(s.lock);
   auto found = s.plans.find(key);
   if (found != s.plans.end()) return *found->second;
-  conv_context *ctx = context_for(s, static_cast<int>(key[0]));
+  conv_context *ctx = context_for(s, static_cast<int>(key[kDevice]));
   const conv_problem problem = problem_of(key);
   char problem_text[CONV_PROBLEM_KEY_MAX];
   if (conv_problem_key(&problem, problem_text, sizeof problem_text) != CONV_OK)  // invalid

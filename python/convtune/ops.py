@@ -4,11 +4,12 @@
                               layout="nchw") -> Tensor
 
 stride, padding, dilation: [h, w]; math: "strict" or "tf32"; layout: "nchw"
-(the output is contiguous) or "nhwc" (the output is channels-last).  It is F.conv2d's forward for float32 CUDA tensors, computed
-by convtune plans from the module's default Context per device, on torch's
-current stream.  Inputs need not be in the layout's memory format (they are
-copied into it).  Its fake (meta) kernel gives the output's shape and
-memory format, so graphs trace without running it.  convtune.nn.Conv2d calls
+(the output is contiguous) or "nhwc" (the output is channels-last).  It is
+F.conv2d's forward for float32 CUDA tensors, computed by convtune plans
+from the module's default Context per device, on torch's current stream.
+Inputs need not be in the layout's memory format (they are copied into
+it).  Its fake (meta) kernel gives the output's shape and memory format,
+so graphs trace without running it.  convtune.nn.Conv2d calls
 it when traced and runs plans directly in eager mode, which costs less
 host time than a dispatcher call.
 
@@ -207,7 +208,8 @@ def _register_python_kernels(library):
     """The Python CUDA kernels and autograd formula of the operators the C++
     library did not register: all of them where it is not loaded, and where
     it was built from an older tree, the ones added since (rebuild it to get
-    them in C++).  Returns the names registered here."""
+    them in C++).  Returns (the operators given Python kernels here, whether
+    conv2d's formula is Python)."""
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     kernels = (("conv2d", _cuda), ("conv2d_inference", _cuda),
                ("conv2d_backward_data", _backward_data_cuda),
@@ -217,11 +219,11 @@ def _register_python_kernels(library):
         if not has("convtune::" + name, "CUDA"):
             library.impl(name, function, "CUDA")
             python.append(name)
-    if not has("convtune::conv2d", "Autograd"):
+    python_formula = not has("convtune::conv2d", "Autograd")
+    if python_formula:
         torch.library.register_autograd("convtune::conv2d", _backward,
                                         setup_context=_setup_context, lib=library)
-        python.append("conv2d's formula")
-    return python
+    return python, python_formula
 
 
 # ---------------------------------------------------------------- registration
@@ -262,12 +264,13 @@ def _register():
     for schema in (_SCHEMA, _INFERENCE_SCHEMA) + _BACKWARD_SCHEMAS:  # before the C++ kernels
         library.define(schema)
     cpp, kernel = _load_cpp_kernel()
-    python = _register_python_kernels(library)
+    python, python_formula = _register_python_kernels(library)
     if cpp is not None:
         atexit.register(cpp.convtune_torch_op_close)  # while CUDA is still up
-        if python:
-            kernel += "; Python for %s (the library predates them: rebuild it)" % ", ".join(python)
-    formula = "Python" if "conv2d's formula" in python else "C++"
+        if python or python_formula:
+            kernel += "; Python for %s (the library predates them: rebuild it)" % ", ".join(
+                python + ["conv2d's formula"] * python_formula)
+    formula = "Python" if python_formula else "C++"
     torch.library.register_fake("convtune::conv2d", _fake, lib=library)
     torch.library.register_fake("convtune::conv2d_inference", _fake, lib=library)
     torch.library.register_fake("convtune::conv2d_backward_data", _backward_data_fake, lib=library)
