@@ -226,6 +226,9 @@ def ratio_cell(row: dict) -> str:
 def render(results: dict) -> str:
     env, run = results["environment"], results["run"]
     seeds = run.get("seeds", 1)
+    formula = {"C++": ": layers train through the operator and its C++ autograd formula",
+               "Python": ": layers train through convtune.conv2d's Python autograd function, the "
+                         "operator's C++ formula not being built"}.get(run.get("formula"), "")
     lines = ["# Training steps: convtune against PyTorch", "",
              f"Measured {run['date_utc']} on {env.get('gpu')} (driver {env.get('driver')}), "
              f"PyTorch {env.get('torch_version')}, torchvision {run['torchvision']}, convtune "
@@ -238,7 +241,7 @@ def render(results: dict) -> str:
              f"{run['batch']}, input `randn(batch, 3, {IMAGE}, {IMAGE})` and random labels. One step: "
              "zero the gradients, forward, cross-entropy, backward, SGD (lr "
              f"{LR}, momentum 0.9). PyTorch: the model as built, `cudnn.benchmark = True`. convtune: a "
-             "deep copy after `convtune.convert(model)` (the default context), whose convolutions run "
+             f"deep copy after `convtune.convert(model)` (the default context{formula}), whose convolutions run "
              "convtune's tuned forward, backward-data and backward-filter plans. Step times: CUDA "
              "events around batches of steps, alternating rounds, median. Losses: "
              f"{STEPS} steps of each, of the model in float64 and of PyTorch with its default "
@@ -285,13 +288,14 @@ def main(argv: list | None = None) -> int:
     torch, convtune = bench_env.import_or_exit("train.py")
     import torchvision
     import convtune.nn  # noqa: F401
+    import convtune.ops
     torch.backends.cudnn.benchmark = True
     device = torch.cuda.current_device()
     rows = []
     results = {"run": {"command": bench_env.command_line(argv, os.environ), "cache": args.cache,
                        "seeds": args.seeds, "batch": args.batch, "torchvision": torchvision.__version__,
                        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                       "elapsed_s": 0.0},
+                       "elapsed_s": 0.0, "formula": convtune.ops.formula},
                "environment": bench_env.gather_environment(convtune, device), "rows": rows, **notes}
     for name in split(args.models):
         for mode in split(args.modes):
