@@ -23,7 +23,10 @@ PASSES = ("y", "dx", "dw")
 
 class CallAudit:
     """Hooks on every convtune.nn.Conv2d of `model` (zero padding given as
-    numbers) that keep each call's tensors until check_step() compares them."""
+    numbers) that keep each call's tensors until check_step() compares them.
+    A layer is taken to run once a step, as in torchvision's models (a layer
+    called twice is compared on its last call); one whose weight records no
+    gradient is not compared."""
 
     def __init__(self, model, tf32: bool):
         import convtune.nn
