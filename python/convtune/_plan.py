@@ -48,6 +48,13 @@ def _stream_query(torch):
     return lambda device_index: torch.cuda.current_stream(device_index).cuda_stream
 
 
+def _torch_access_address():
+    """The torch access table of the operator's C++ library, or 0
+    (convtune.ops loads that library and registers the operator)."""
+    from . import ops  # imports torch, which a plan has imported already
+    return ops.torch_access_address()
+
+
 def _order_streams(torch, device_index, earlier, later):
     """Makes raw stream `later` wait for the work queued so far on `earlier`.
 
@@ -83,8 +90,10 @@ class Plan:
     source ("memory", "cache", "tuned", "system" or "heuristic": untimed, policy "record")
     and replay ("graph": each call is one
     CUDA graph launch; "direct", with replay_note; "pending" before a call), call
-    ("extension": calls run through the compiled module, holding the GIL;
-    "ctypes (why)" otherwise) and direction ("fwd", "bwd_data" or "bwd_filter");
+    ("extension (torch C++)": calls run through the compiled module, holding
+    the GIL, reading tensors through torch's C++ API; "extension": the same
+    through the tensors' Python attributes, where the operator's C++ library
+    is not built; "ctypes (why)" otherwise) and direction ("fwd", "bwd_data" or "bwd_filter");
     .output_shape: what the plan's pass writes, the
     output (N, K, P, Q) of a forward plan, dx or dw of a backward one;
     .key: the problem's cache key.  Call a forward plan as plan(x, w, bias=None,
@@ -244,8 +253,9 @@ class Plan:
             current_stream=self._current_stream,
             is_grad_enabled=torch.is_grad_enabled,
             order_streams=functools.partial(_order_streams, torch, self._device_index),
-            fail=fail, backward=self._direction != _lib.FORWARD)
-        return launcher, "extension"
+            fail=fail, backward=self._direction != _lib.FORWARD,
+            torch_access=_torch_access_address())
+        return launcher, "extension (torch C++)" if launcher.uses_torch() else "extension"
 
     @property
     def info(self):
@@ -253,8 +263,8 @@ class Plan:
         or "heuristic"),
         as of the last call replay ("pending", "graph" or "direct") with replay_note,
         the calls so far by how they ran (graph_launches, graph_captures, direct_runs:
-        see conv_plan_execute in include/convtune.h), and call ("extension" or
-        "ctypes (why)")."""
+        see conv_plan_execute in include/convtune.h), and call ("extension (torch C++)",
+        "extension" or "ctypes (why)": see the class's docstring)."""
         with self._lock:
             if self._handle is not None:  # closed: the last values read
                 raw = _lib.PlanInfo()

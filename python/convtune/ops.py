@@ -50,7 +50,7 @@ import torch
 
 from . import _default_context, _lib
 
-__all__ = ["plan_launch", "memory_format", "kernel", "formula", "close"]
+__all__ = ["plan_launch", "memory_format", "kernel", "formula", "close", "torch_access_address"]
 
 TORCH_OP_FILE = "_convtune_torch_op.so"
 
@@ -249,6 +249,18 @@ def _load_cpp_kernel():
     handle.convtune_torch_op_close.restype = ctypes.c_int
     handle.convtune_torch_op_plans.restype = ctypes.c_int
     return handle, "C++ (%s)" % path
+
+
+def torch_access_address():
+    """The address of the operator library's torch access table
+    (python/convtune/_torch_access.h) for plans' compiled launchers, or 0
+    where there is none (no C++ kernel, or one built from an older tree or
+    without Python's headers)."""
+    table = getattr(_cpp, "convtune_torch_access_table", None) if _cpp is not None else None
+    if table is None:
+        return 0
+    table.restype = ctypes.c_void_p
+    return table() or 0
 
 
 def close():

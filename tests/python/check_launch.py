@@ -1,6 +1,9 @@
 """CPU test of the compiled call path (python/convtune/_launch.c), without
 torch or a GPU: stand-in tensors and a ctypes callback in place of
-conv_plan_execute record what the Launcher does.
+conv_plan_execute record what the Launcher does.  Every check runs twice:
+with the Launcher reading the tensors' Python attributes, and with a torch
+access table (python/convtune/_torch_access.h) of ctypes callbacks reading
+the same stand-ins, as _convtune_torch_op.so's reads torch's C++ tensors.
 
     python3 tests/python/check_launch.py build/_convtune_launch.abi3.so
 
@@ -52,6 +55,68 @@ class ExecuteFailed(Exception):
 
 EXECUTE = ctypes.CFUNCTYPE(ctypes.c_int, *[ctypes.c_void_p] * 6)
 
+# ---------------------------------------------------------------- the torch access table
+
+TORCH_ACCESS_VERSION = 1  # CONVTUNE_TORCH_ACCESS_VERSION
+MAX_DIMS = 8
+
+
+class Facts(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_size_t), ("dims", ctypes.c_int), ("sizes", ctypes.c_int64 * MAX_DIMS),
+                ("device", ctypes.c_int), ("float32", ctypes.c_int), ("contiguous", ctypes.c_int),
+                ("channels_last", ctypes.c_int), ("requires_grad", ctypes.c_int)]
+
+
+READ = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(Facts))
+EMPTY = ctypes.CFUNCTYPE(ctypes.py_object, ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.c_int,
+                         ctypes.c_int)
+STREAM = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int)
+GRAD = ctypes.CFUNCTYPE(ctypes.c_int)
+
+
+class Table(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_int), ("read", READ), ("empty", EMPTY), ("current_stream", STREAM),
+                ("grad_enabled", GRAD)]
+
+
+def read_facts(tensor, facts):
+    if not isinstance(tensor, Tensor):
+        return 0
+    try:
+        data = tensor.data_ptr()
+    except KeyError:
+        # The C++ table sets torch's exception and returns -1; a ctypes
+        # callback cannot leave an exception set, so the Launcher's NULL
+        # comes out as a SystemError here.
+        return -1
+    f = facts.contents
+    f.data, f.dims, f.device = data, len(tensor.shape), tensor.get_device()
+    f.sizes[:len(tensor.shape)] = tensor.shape
+    f.float32, f.contiguous = tensor.dtype is FLOAT32, tensor.is_contiguous()
+    f.channels_last = tensor.is_contiguous(memory_format=CHANNELS_LAST)
+    f.requires_grad = tensor.requires_grad
+    return 1
+
+
+# The tables made so far: a Launcher holds only the address.
+TABLES = []
+EMPTY_CALLS = []  # (sizes, channels_last) of each table's empty()
+
+
+def torch_access(empty, current_stream, is_grad_enabled, version=TORCH_ACCESS_VERSION):
+    """A table over the Launcher's own callables, and its address."""
+    def make(sizes, dims, device, channels_last):
+        EMPTY_CALLS.append((tuple(sizes[:dims]), channels_last))
+        return empty()
+
+    table = Table(version, READ(read_facts), EMPTY(make), STREAM(current_stream),
+                  GRAD(lambda: int(bool(is_grad_enabled()))))
+    TABLES.append(table)
+    return ctypes.addressof(table)
+
+
+USE_TABLE = False  # main() runs the checks with and without
+
 
 def make_launcher(module, execute, **changes):
     """A Launcher over the ctypes callback `execute`, with harmless defaults."""
@@ -61,7 +126,14 @@ def make_launcher(module, execute, **changes):
                   current_stream=lambda index: 1, is_grad_enabled=lambda: False,
                   order_streams=lambda earlier, later: None, fail=lambda status: None)
     kwargs.update(changes)
-    return module.Launcher(**kwargs)
+    if "torch_access" in kwargs:
+        return module.Launcher(**kwargs)
+    if USE_TABLE:
+        kwargs["torch_access"] = torch_access(kwargs["empty"], kwargs["current_stream"],
+                                              kwargs["is_grad_enabled"])
+    launcher = module.Launcher(**kwargs)
+    assert launcher.uses_torch() == USE_TABLE
+    return launcher
 
 
 def expect_raises(exception, call):
@@ -284,7 +356,7 @@ def check_errors_from_tensors_propagate(module):
 
     h = Harness(module)
     _, w = inputs()
-    expect_raises(KeyError, lambda: h(Broken(X_SHAPE, 0x10000), w))
+    expect_raises(SystemError if USE_TABLE else KeyError, lambda: h(Broken(X_SHAPE, 0x10000), w))
     assert h.calls == []
 
 
@@ -318,11 +390,30 @@ def check_no_reference_leaks(module):
     assert sum(ref() is not None for ref in h.made) == 0, "outputs outlived their callers"
 
 
+def check_table_makes_the_output(module):
+    """Through a table the output comes from its empty(), with the plan's
+    output shape and layout; a table of another version is not used."""
+    if not USE_TABLE:
+        return
+    for memory_format, channels_last in ((None, 0), ({"memory_format": CHANNELS_LAST}, 1)):
+        h = Harness(module, memory_format=memory_format)
+        del EMPTY_CALLS[:]
+        layout = {} if memory_format is None else {"memory_format": CHANNELS_LAST}
+        x, w = Tensor(X_SHAPE, 0x10000, **layout), Tensor(W_SHAPE, 0x20000, **layout)
+        assert h(x, w) is not None
+        assert EMPTY_CALLS == [(OUT_SHAPE, channels_last)], EMPTY_CALLS
+    stale = torch_access(lambda: None, lambda index: 1, lambda: False, version=TORCH_ACCESS_VERSION + 1)
+    assert not make_launcher(module, EXECUTE(lambda *a: 0), torch_access=stale).uses_torch()
+    table = torch_access(lambda: None, lambda index: 1, lambda: False)
+    wide = make_launcher(module, EXECUTE(lambda *a: 0), x_shape=(1,) * (MAX_DIMS + 1), torch_access=table)
+    assert not wide.uses_torch(), "a shape of more dimensions than the facts hold"
+
+
 CHECKS = [check_executes_with_the_pointers, check_backward_pass, check_refuses_what_does_not_fit, check_channels_last_tensors,
           check_autograd_only_when_enabled,
           check_orders_streams, check_orders_again_after_a_call_during_ordering, check_execute_failure_raises,
           check_a_fail_function_that_returns, check_closed, check_errors_from_tensors_propagate,
-          check_arguments, check_no_reference_leaks]
+          check_arguments, check_no_reference_leaks, check_table_makes_the_output]
 
 
 def main(argv):
@@ -336,16 +427,19 @@ def main(argv):
     if module is None:
         print("FAIL: %s" % why_not)
         return 1
+    global USE_TABLE
     failed = 0
-    for check in CHECKS:
-        try:
-            check(module)
-            print("ok   %s" % check.__name__)
-        except Exception:
-            failed += 1
-            print("FAIL %s" % check.__name__)
-            traceback.print_exc()
-    print("%d passed, %d failed" % (len(CHECKS) - failed, failed))
+    for USE_TABLE in (False, True):
+        way = "torch access table" if USE_TABLE else "attributes"
+        for check in CHECKS:
+            try:
+                check(module)
+                print("ok   %s (%s)" % (check.__name__, way))
+            except Exception:
+                failed += 1
+                print("FAIL %s (%s)" % (check.__name__, way))
+                traceback.print_exc()
+    print("%d passed, %d failed" % (2 * len(CHECKS) - failed, failed))
     return 1 if failed else 0
 
 

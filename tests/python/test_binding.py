@@ -6,6 +6,7 @@ CONVTUNE_LIB=<build>/libconvtune.so; CTest sets both.  Inputs are fresh random
 numbers each run; the seed is in every failure message (CONVTUNE_TEST_SEED
 replays it).  Plans are tuned with policy "fast" into temporary caches.
 """
+import contextlib
 import ctypes
 import logging
 import os
@@ -255,49 +256,69 @@ def launch_module_path():
     return pathlib.Path(_lib._lib_path).parent / _lib.LAUNCH_FILE
 
 
+def torch_access_built():
+    from convtune import ops
+    return ops.torch_access_address() != 0
+
+
 @gpu
 def test_call_path_is_the_extension_where_built(small):
     plan = small[0]
-    if launch_module_path().is_file():
-        assert plan.info["call"] == "extension"
-    else:
+    if not launch_module_path().is_file():
         assert plan.info["call"].startswith("ctypes (")
+    elif torch_access_built():
+        assert plan.info["call"] == "extension (torch C++)"
+    else:
+        assert plan.info["call"] == "extension"
 
 
 @gpu
 def test_call_paths_agree(tmp_path, cuda, monkeypatch):
-    """The C call path and the ctypes one run the same plan to the same bits,
-    allocating or into out=, on one stream and across two."""
+    """The C call path (reading tensors through torch's C++ API where the
+    operator's library is built, and through their attributes) and the
+    ctypes one run the same plan to the same bits, allocating or into out=,
+    on one stream and across two."""
     if not launch_module_path().is_file():
         pytest.skip("%s is not built" % _lib.LAUNCH_FILE)
+    from convtune import _plan
     cache = tmp_path / "plans.db"
     x, w, b = make_inputs((2, 8, 12, 12), (16, 8, 3, 3), True, cuda)
     kw = dict(padding=1, bias=True, activation="relu")
     ref = reference(x, w, b, "relu", padding=1)
-    with convtune.Context(cache=cache, policy="fast") as c_ext:
-        fast = c_ext.plan(x.shape, w.shape, **kw)
-        assert fast.info["call"] == "extension"
+    with contextlib.ExitStack() as contexts:
+        def plan_in_a_new_context(policy):
+            context = contexts.enter_context(convtune.Context(cache=cache, policy=policy))
+            return context.plan(x.shape, w.shape, **kw)
+
+        plans = [plan_in_a_new_context("fast")]
+        if torch_access_built():
+            assert plans[0].info["call"] == "extension (torch C++)"
+            with monkeypatch.context() as m:
+                m.setattr(_plan, "_torch_access_address", lambda: 0)
+                plans.append(plan_in_a_new_context("cache_only"))
+            assert plans[-1].info["call"] == "extension"
         monkeypatch.setattr(_lib, "_launch", (None, "disabled by the test"))
-        with convtune.Context(cache=cache, policy="cache_only") as c_ctypes:
-            slow = c_ctypes.plan(x.shape, w.shape, **kw)
-            assert slow.info["call"] == "ctypes (disabled by the test)"
-            assert (slow.info["algorithm"], slow.info["config"]) == (fast.info["algorithm"], fast.info["config"])
-            outs = [torch.full(fast.output_shape, NAN, device=cuda) for _ in range(2)]
-            streams = [torch.cuda.Stream(), torch.cuda.Stream()]
-            results = []
-            for plan, out in zip((fast, slow), outs):
-                got = [plan(x, w, b), plan(x, w, b, out=out)]
-                for s in streams:  # the second stream waits for the first's launch
-                    with torch.cuda.stream(s):
-                        sleep_stream(5)
-                        got.append(plan(x, w, b))
-                for s in streams:
-                    torch.cuda.current_stream().wait_stream(s)
-                results.append(got)
-            torch.cuda.synchronize()
-    for a, c in zip(*results):
-        assert torch.equal(a, c), "the two call paths differ (seed %d)" % SEED
-        assert rel_l2(a, ref) < STRICT_BOUND, "seed %d" % SEED
+        plans.append(plan_in_a_new_context("cache_only"))
+        assert plans[-1].info["call"] == "ctypes (disabled by the test)"
+        for plan in plans[1:]:
+            assert (plan.info["algorithm"], plan.info["config"]) == (plans[0].info["algorithm"], plans[0].info["config"])
+        outs = [torch.full(plans[0].output_shape, NAN, device=cuda) for _ in plans]
+        streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+        results = []
+        for plan, out in zip(plans, outs):
+            got = [plan(x, w, b), plan(x, w, b, out=out)]
+            for s in streams:  # the second stream waits for the first's launch
+                with torch.cuda.stream(s):
+                    sleep_stream(5)
+                    got.append(plan(x, w, b))
+            for s in streams:
+                torch.cuda.current_stream().wait_stream(s)
+            results.append(got)
+        torch.cuda.synchronize()
+    for outputs in zip(*results):
+        for other in outputs[1:]:
+            assert torch.equal(outputs[0], other), "the call paths differ (seed %d)" % SEED
+        assert rel_l2(outputs[0], ref) < STRICT_BOUND, "seed %d" % SEED
 
 
 @gpu
@@ -360,6 +381,19 @@ def test_extension_refuses_like_ctypes(small, cuda):
         plan(x, w.double(), out=out)
     torch.cuda.synchronize()
     assert torch.isnan(out).all()
+
+
+@gpu
+def test_extension_reads_subclasses_and_refuses_meta(small, cuda):
+    """A Parameter (a Tensor subclass) is read as its tensor; a meta tensor,
+    which has no data, is refused with the binding's message, as a sparse
+    one is."""
+    plan, x, w = small
+    assert torch.equal(plan(x, torch.nn.Parameter(w, requires_grad=False)), plan(x, w))
+    with pytest.raises(ValueError, match="x is on meta"):
+        plan(torch.empty(x.shape, device="meta"), w)
+    with pytest.raises((ValueError, RuntimeError)):
+        plan(x.to_sparse(), w)
 
 
 # ---------------------------------------------------------------- plans, cache, sources

@@ -197,7 +197,8 @@ def render_convtune_host_rows(h: dict) -> list:
     if call is None:  # runs from before the compiled call path
         return [["convtune `plan(x, w, out=y)`", f"{h['convtune_us']:.2f}",
                  f"the Python binding's overhead plus `conv_plan_execute` ({plan})"]]
-    through = "the compiled call path" if call == "extension" else f"ctypes: {call}"
+    through = ("the compiled call path, tensors read through torch's C++ API" if call == "extension (torch C++)"
+               else "the compiled call path" if call == "extension" else f"ctypes: {call}")
     rows = [["convtune `plan(x, w)`", f"{h['convtune_alloc_us']:.2f}",
              f"{through}: checks, output allocation, `conv_plan_execute` ({plan})"],
             ["convtune `plan(x, w, out=y)`", f"{h['convtune_us']:.2f}", f"{through}: the same without the allocation"]]

@@ -1,0 +1,74 @@
+// The torch access table of the compiled call path (_torch_access.h): the
+// facts a Launcher checks of a tensor, read from the C++ tensor, and its
+// output from at::empty.  Built into _convtune_torch_op.so, so it shares
+// the operator's torch (the one the process imported) and its build rules.
+
+#include <Python.h>
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <algorithm>
+
+#include "_torch_access.h"
+
+namespace {
+
+int read_tensor(PyObject *object, convtune_tensor_facts *facts) {
+  HANDLE_TH_ERRORS
+  if (!THPVariable_Check(object)) return 0;
+  const at::Tensor &t = THPVariable_Unpack(object);
+  if (t.layout() != at::kStrided) {  // sparse, nested: no strides to be dense by
+    *facts = convtune_tensor_facts{};
+    facts->dims = -1;
+    return 1;
+  }
+  facts->dims = static_cast<int>(t.dim());
+  const int64_t kept = std::min<int64_t>(t.dim(), CONVTUNE_TENSOR_MAX_DIMS);
+  std::copy_n(t.sizes().begin(), kept, facts->sizes);
+  facts->device = t.is_cuda() ? t.get_device() : -1;
+  facts->float32 = t.scalar_type() == at::kFloat;
+  facts->contiguous = t.is_contiguous();
+  facts->channels_last = t.is_contiguous(at::MemoryFormat::ChannelsLast);
+  facts->requires_grad = t.requires_grad();
+  // A tensor without storage (a fake or meta one) has no data pointer to
+  // give; it fits no plan, which its device already says.
+  facts->data = t.has_storage() ? reinterpret_cast<uintptr_t>(t.data_ptr()) : 0;
+  return 1;
+  END_HANDLE_TH_ERRORS_RET(-1)
+}
+
+PyObject *empty_output(const int64_t *sizes, int dims, int device, int channels_last) {
+  HANDLE_TH_ERRORS
+  const auto format = channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+  at::Tensor t = at::empty(at::IntArrayRef(sizes, dims),
+                           at::TensorOptions()
+                               .dtype(at::kFloat)
+                               .device(at::kCUDA, static_cast<c10::DeviceIndex>(device))
+                               .memory_format(format));
+  return THPVariable_Wrap(std::move(t));
+  END_HANDLE_TH_ERRORS
+}
+
+void *current_stream(int device) {
+  HANDLE_TH_ERRORS
+  return at::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+  END_HANDLE_TH_ERRORS
+}
+
+int grad_enabled() { return c10::GradMode::is_enabled(); }
+
+const convtune_torch_access table = {
+    CONVTUNE_TORCH_ACCESS_VERSION, read_tensor, empty_output, current_stream, grad_enabled,
+};
+
+}  // namespace
+
+// Its address, for the binding to hand to each Launcher (ctypes reads it).
+extern "C" __attribute__((visibility("default"))) const convtune_torch_access *
+convtune_torch_access_table(void) {
+  return &table;
+}
