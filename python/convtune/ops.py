@@ -255,7 +255,10 @@ def torch_access_address():
     """The address of the operator library's torch access table
     (python/convtune/_torch_access.h) for plans' compiled launchers, or 0
     where there is none (no C++ kernel, or one built from an older tree or
-    without Python's headers)."""
+    without Python's headers) or CONVTUNE_TORCH_ACCESS=0 is in the
+    environment (plans made then read tensor attributes)."""
+    if os.environ.get("CONVTUNE_TORCH_ACCESS", "1") == "0":
+        return 0
     table = getattr(_cpp, "convtune_torch_access_table", None) if _cpp is not None else None
     if table is None:
         return 0
