@@ -21,7 +21,9 @@ int read_tensor(PyObject *object, convtune_tensor_facts *facts) {
   HANDLE_TH_ERRORS
   if (!THPVariable_Check(object)) return 0;
   const at::Tensor &t = THPVariable_Unpack(object);
-  if (t.layout() != at::kStrided) {  // sparse, nested: no strides to be dense by
+  // Sparse and nested tensors have no strides to be dense by; a tensor
+  // without storage (some wrapper subclasses) no data pointer to give.
+  if (t.layout() != at::kStrided || !t.has_storage()) {
     *facts = convtune_tensor_facts{};
     facts->dims = -1;
     return 1;
@@ -34,9 +36,9 @@ int read_tensor(PyObject *object, convtune_tensor_facts *facts) {
   facts->contiguous = t.is_contiguous();
   facts->channels_last = t.is_contiguous(at::MemoryFormat::ChannelsLast);
   facts->requires_grad = t.requires_grad();
-  // A tensor without storage (a fake or meta one) has no data pointer to
-  // give; it fits no plan, which its device already says.
-  facts->data = t.has_storage() ? reinterpret_cast<uintptr_t>(t.data_ptr()) : 0;
+  // Only a CUDA tensor's (no other fits); raises for storage not
+  // allocated (a wrapper subclass's), as tensor.data_ptr() does.
+  facts->data = facts->device >= 0 ? reinterpret_cast<uintptr_t>(t.data_ptr()) : 0;
   return 1;
   END_HANDLE_TH_ERRORS_RET(-1)
 }

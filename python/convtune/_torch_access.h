@@ -32,9 +32,9 @@ extern "C" {
 /* What tensor_fits tests of a tensor, as the Python attributes give them. */
 typedef struct convtune_tensor_facts {
   uintptr_t data;  /* data_ptr() */
-  int dims;        /* dim(), or -1 (the rest zero) for a tensor
-                    * that is not strided; sizes[] holds the first
-                    * CONVTUNE_TENSOR_MAX_DIMS */
+  int dims;        /* dim(), or -1 (the rest zero) for a tensor that
+                    * is not strided or has no storage; sizes[] holds
+                    * the first CONVTUNE_TENSOR_MAX_DIMS */
   int64_t sizes[CONVTUNE_TENSOR_MAX_DIMS];
   int device;      /* get_device(): the CUDA index, -1 for other devices */
   int float32;     /* dtype is torch.float32 */
