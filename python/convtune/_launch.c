@@ -9,8 +9,9 @@
  * reason.
  *
  * It uses Python's stable ABI only (one build serves CPython 3.9 and later)
- * and nothing of torch's C++ API: tensors are read through their Python
- * attributes, so it links neither libpython nor torch.  conv_plan_execute (or
+ * and links neither libpython nor torch: tensors are read through their
+ * Python attributes, or through functions torch's C++ API serves from
+ * another library (below), reached by address.  conv_plan_execute (or
  * a backward plan's conv_plan_backward_data / _filter) is reached through the
  * address ctypes resolved, so plans and this module always use the same
  * loaded copy of libconvtune.so.
@@ -18,8 +19,9 @@
  * Where the operator's library (_convtune_torch_op.so) is built, the binding
  * hands each Launcher its torch access table (_torch_access.h): the same
  * checks then read the C++ tensor, and the output comes from at::empty:
- * a small call's host time drops by a third (5.7 to 3.9 us for a 64x64
- * backward-data pass on an H100 machine).  Without it, the attributes.
+ * a small call's host time drops by a third (5.2-5.9 to 3.5-4.5 us for a
+ * 64x64 pass on an H100 machine, BENCHMARKS-backward.md).  Without it, the
+ * attributes.
  *
  * Threads: a Launcher executes with the GIL held.  The GIL is what keeps two
  * threads from executing one plan at once (include/convtune.h, "Threads"),
