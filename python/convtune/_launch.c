@@ -84,8 +84,20 @@ typedef struct {
   /* NULL: the Python attributes and the callables above serve. */
   const convtune_torch_access *torch;
   shape_ints shapes[ARG_COUNT]; /* x, w, bias (dims 0 without) and out */
-  int channels_last;            /* memory_format is not None */
 } Launcher;
+
+/* Argument `arg`'s shape tuple (None: a plan without bias). */
+static PyObject *shape_tuple(const Launcher *self, int arg)
+{
+  PyObject *shapes[ARG_COUNT] = {self->x_shape, self->w_shape, self->bias_shape, self->out_shape};
+  return shapes[arg];
+}
+
+/* An NHWC plan's x, w and out are channels-last (the bias is plain). */
+static int channels_last(const Launcher *self, int arg)
+{
+  return arg != ARG_BIAS && self->memory_format != Py_None;
+}
 
 /* ---------------------------------------------------------------- checks */
 
@@ -200,7 +212,7 @@ static int tensor_fits_facts(const Launcher *self, PyObject *tensor, int arg, ui
   if (yes != 1)
     return yes;
   const shape_ints *shape = &self->shapes[arg];
-  int dense = arg != ARG_BIAS && self->channels_last ? facts.channels_last : facts.contiguous;
+  int dense = channels_last(self, arg) ? facts.channels_last : facts.contiguous;
   if (facts.dims != shape->dims || !facts.float32 || facts.device != self->device_index || !dense ||
       facts.data % CONV_POINTER_ALIGNMENT != 0)
     return 0;
@@ -223,9 +235,8 @@ static int argument_fits(const Launcher *self, PyObject *tensor, int arg, uintpt
       *records |= requires_grad;
     return yes;
   }
-  PyObject *shapes[ARG_COUNT] = {self->x_shape, self->w_shape, self->bias_shape, self->out_shape};
-  PyObject *format = arg == ARG_BIAS ? Py_None : self->memory_format;
-  int yes = tensor_fits(self, tensor, shapes[arg], format, data);
+  PyObject *format = channels_last(self, arg) ? self->memory_format : Py_None;
+  int yes = tensor_fits(self, tensor, shape_tuple(self, arg), format, data);
   if (yes == 1 && records != NULL) {
     int requires_grad = attribute_is(tensor, name_requires_grad, Py_True);
     if (requires_grad < 0)
@@ -322,7 +333,8 @@ static PyObject *new_output(const Launcher *self, uint64_t *pointer)
     return made;
   }
   const shape_ints *shape = &self->shapes[ARG_OUT];
-  PyObject *made = self->torch->empty(shape->sizes, shape->dims, (int)self->device_index, self->channels_last);
+  PyObject *made = self->torch->empty(shape->sizes, shape->dims, (int)self->device_index,
+                                      channels_last(self, ARG_OUT));
   convtune_tensor_facts facts;
   int read = made != NULL ? self->torch->read(made, &facts) : -1;
   if (read == 0)
@@ -444,11 +456,11 @@ static void use_torch_access(Launcher *self, const convtune_torch_access *table)
 {
   if (table == NULL || table->version != CONVTUNE_TORCH_ACCESS_VERSION)
     return;
-  PyObject *shapes[ARG_COUNT] = {self->x_shape, self->w_shape, self->bias_shape, self->out_shape};
-  for (int arg = 0; arg < ARG_COUNT; arg++)
-    if (shapes[arg] != Py_None && !shape_ints_of(shapes[arg], &self->shapes[arg]))
+  for (int arg = 0; arg < ARG_COUNT; arg++) {
+    PyObject *shape = shape_tuple(self, arg);
+    if (shape != Py_None && !shape_ints_of(shape, &self->shapes[arg]))
       return;
-  self->channels_last = self->memory_format != Py_None;
+  }
   self->torch = table;
 }
 

@@ -251,19 +251,24 @@ def _load_cpp_kernel():
     return handle, "C++ (%s)" % path
 
 
-def torch_access_address():
+def _torch_access_table(cpp):
     """The address of the operator library's torch access table
-    (python/convtune/_torch_access.h) for plans' compiled launchers, or 0
-    where there is none (no C++ kernel, or one built from an older tree or
-    without Python's headers) or CONVTUNE_TORCH_ACCESS=0 is in the
-    environment (plans made then read tensor attributes)."""
-    if os.environ.get("CONVTUNE_TORCH_ACCESS", "1") == "0":
-        return 0
-    table = getattr(_cpp, "convtune_torch_access_table", None) if _cpp is not None else None
+    (python/convtune/_torch_access.h), or 0 where it has none (no C++
+    kernel, or one built from an older tree or without Python's headers)."""
+    table = getattr(cpp, "convtune_torch_access_table", None) if cpp is not None else None
     if table is None:
         return 0
     table.restype = ctypes.c_void_p
     return table() or 0
+
+
+def torch_access_address():
+    """The torch access table for plans' compiled launchers, or 0 where
+    there is none or CONVTUNE_TORCH_ACCESS=0 is in the environment (plans
+    made then read tensor attributes)."""
+    if os.environ.get("CONVTUNE_TORCH_ACCESS", "1") == "0":
+        return 0
+    return _torch_access
 
 
 def close():
@@ -298,3 +303,4 @@ def _register():
 # kernel: which CUDA kernels serve ("C++ (path)" or "Python (why)");
 # formula: "C++" or "Python", the autograd formula's (None after a reload).
 _library, _cpp, kernel, formula = _register()
+_torch_access = _torch_access_table(_cpp)

@@ -39,7 +39,7 @@ C_HOST_COST_TIMEOUT_S = 600
 # ---------------------------------------------------------------- host cost
 
 
-def _time_host_loop(fn: Callable, calls: int) -> float:
+def time_host_loop(fn: Callable, calls: int) -> float:
     """Wall time per call (us) of `calls` back-to-back calls plus one sync."""
     import torch
     torch.cuda.synchronize()
@@ -89,7 +89,7 @@ def host_samples(plan, x, w) -> dict:
     samples = {name: [] for name in fns}
     for _ in range(HOST_COST_REPEATS):
         for name, fn in fns.items():
-            samples[name].append(_time_host_loop(fn, HOST_COST_CALLS))
+            samples[name].append(time_host_loop(fn, HOST_COST_CALLS))
     return samples
 
 

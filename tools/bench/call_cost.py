@@ -13,10 +13,11 @@ backward-data, backward-filter) through:
               (plans made with CONVTUNE_TORCH_ACCESS=0);
   pytorch:    F.conv2d and aten.convolution_backward (cudnn.benchmark on).
 
-Host cost: the best of 5 loops of 3000 calls, timed on the host before
-synchronising; the GPU work of these rows is shorter than the calls, so the
-loop measures the host.  Then, per mode, each backward pass replayed from one
-CUDA graph of 500 back-to-back calls (microseconds a node), beside two
+Host cost: the best of 5 loops of 3000 calls (bench_host's loop, one
+synchronisation at its end); the GPU work of these rows is shorter than the
+calls, so the loop measures the host.  Then, per mode, each backward pass replayed from one
+CUDA graph of 500 back-to-back calls (bench_timing's capture; microseconds a
+node, the best replay of a round), beside two
 kernels that do next to nothing (a one-element add_, a 64x64 copy): the time
 under which no single-kernel pass can go.
 """
@@ -25,9 +26,12 @@ import os
 import sys
 import time
 
+import bench_host
 import bench_suite
+import bench_timing
 
 CALLS, LOOPS, GRAPH_CALLS = 3000, 5, 500
+GRAPH_CAP_MS = 50.0  # replays of one graph, in all
 
 
 def parse_args(argv: list) -> argparse.Namespace:
@@ -39,48 +43,26 @@ def parse_args(argv: list) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def host_us(torch, fn) -> float:
+def host_us(fn) -> float:
     """Microseconds a call on the host, the best of LOOPS loops."""
-    for _ in range(200):
+    for _ in range(bench_host.HOST_COST_WARMUP):
         fn()
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(LOOPS):
-        started = time.perf_counter()
-        for _ in range(CALLS):
-            fn()
-        best = min(best, (time.perf_counter() - started) / CALLS * 1e6)
-        torch.cuda.synchronize()
-    return best
+    return min(bench_host.time_host_loop(fn, CALLS) for _ in range(LOOPS))
 
 
-def graph_node_us(torch, fn) -> float:
-    """Microseconds a call replayed from one graph of GRAPH_CALLS calls."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(GRAPH_CALLS):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(20):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        best = min(best, start.elapsed_time(end) * 1000 / GRAPH_CALLS)
-    return best
+def graph_node_us(fn) -> float:
+    """Microseconds a call replayed from one graph of GRAPH_CALLS calls,
+    the best of the replays of one round."""
+    captured = bench_timing.capture_graph(fn, GRAPH_CALLS)
+    captured.graph.replay()  # the first replay also uploads the graph
+    timing = bench_timing.Timing(calls_per_batch=GRAPH_CALLS)
+    bench_timing.graph_round(captured, timing, GRAPH_CAP_MS)
+    return min(timing.per_call) * 1000
 
 
 def plans(convtune, shape, mode, cache, torch_access: bool) -> dict:
     """The row's three plans, made with or without the torch access table."""
+    before = os.environ.get("CONVTUNE_TORCH_ACCESS")
     os.environ["CONVTUNE_TORCH_ACCESS"] = "1" if torch_access else "0"
     try:
         ctx = convtune.Context(cache=cache)
@@ -89,10 +71,13 @@ def plans(convtune, shape, mode, cache, torch_access: bool) -> dict:
         w_shape = (shape.K, shape.C // shape.groups, shape.R, shape.S)
         return {d: ctx.plan(x_shape, w_shape, direction=d, **args) for d in ("fwd", "bwd_data", "bwd_filter")}
     finally:
-        del os.environ["CONVTUNE_TORCH_ACCESS"]
+        if before is None:
+            del os.environ["CONVTUNE_TORCH_ACCESS"]
+        else:
+            os.environ["CONVTUNE_TORCH_ACCESS"] = before
 
 
-def passes(torch, made: dict, x, w, dy) -> dict:
+def passes(made: dict, x, w, dy) -> dict:
     return {"fwd": lambda: made["fwd"](x, w), "bwd_data": lambda: made["bwd_data"].backward_data(dy, w),
             "bwd_filter": lambda: made["bwd_filter"].backward_filter(x, dy)}
 
@@ -127,21 +112,21 @@ def main(argv: list) -> int:
                                                              shape.groups))
             table = plans(convtune, shape, mode, args.cache, True)
             attributes = plans(convtune, shape, mode, args.cache, False)
-            ways = {f"table [{table['fwd'].info['call']}]": passes(torch, table, x, w, dy),
-                    f"attributes [{attributes['fwd'].info['call']}]": passes(torch, attributes, x, w, dy),
+            ways = {f"table [{table['fwd'].info['call']}]": passes(table, x, w, dy),
+                    f"attributes [{attributes['fwd'].info['call']}]": passes(attributes, x, w, dy),
                     "pytorch": pytorch_passes(torch, shape, x, w, dy)}
             for way, fns in ways.items():
-                times = " | ".join(f"{host_us(torch, fns[p]):.2f}" for p in ("fwd", "bwd_data", "bwd_filter"))
+                times = " | ".join(f"{host_us(fns[p]):.2f}" for p in ("fwd", "bwd_data", "bwd_filter"))
                 print(f"| {shape.name} | {mode} | {way} | {times}")
             ours, theirs = ways[next(iter(ways))], ways["pytorch"]
             for p in ("bwd_data", "bwd_filter"):
-                graph_rows.append(f"| {shape.name} | {mode} | {p} | {graph_node_us(torch, ours[p]):.2f} | "
-                                  f"{graph_node_us(torch, theirs[p]):.2f} | {table[p].info['algorithm']} "
+                graph_rows.append(f"| {shape.name} | {mode} | {p} | {graph_node_us(ours[p]):.2f} | "
+                                  f"{graph_node_us(theirs[p]):.2f} | {table[p].info['algorithm']} "
                                   f"{table[p].info['config']}")
     one, small = torch.zeros(1, device="cuda"), torch.zeros(64, 64, device="cuda")
     source = torch.ones(64, 64, device="cuda")
-    print(f"\ngraph floor: one-element add_ {graph_node_us(torch, lambda: one.add_(1)):.2f} us a node, "
-          f"64x64 copy_ {graph_node_us(torch, lambda: small.copy_(source)):.2f} us a node")
+    print(f"\ngraph floor: one-element add_ {graph_node_us(lambda: one.add_(1)):.2f} us a node, "
+          f"64x64 copy_ {graph_node_us(lambda: small.copy_(source)):.2f} us a node")
     print("\ngraph us a node | shape | mode | pass | convtune | pytorch | plan")
     print("\n".join(graph_rows))
     return 0
