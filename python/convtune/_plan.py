@@ -72,8 +72,7 @@ def _overlaps(a, b):
 # is_contiguous() arguments of a dense NCHW tensor (Plan._tensor_fits).
 _DENSE = {}
 
-# Calls without out= make outputs up to this size from a kept prototype, where
-# Python makes them (Plan._output_maker).
+# Calls without out= make outputs up to this size from a kept prototype (Plan._output_maker).
 _PROTOTYPE_MAX_BYTES = 1 << 20
 
 
@@ -178,12 +177,8 @@ class Plan:
         self.key = text.value.decode()
         self._current_stream = _stream_query(torch)
         try:
-            from . import ops  # loads the operator's library, which holds the torch access table
-            torch_access = ops.torch_access_address()
-            # A launcher with the table makes outputs in C++: no prototype.
-            in_cpp = torch_access != 0 and _lib.launch_module()[0] is not None
-            self._new_output = self._output_maker(torch, keep_prototype=not in_cpp)
-            self._launcher, call = self._make_launcher(torch, lib, torch_access)
+            self._new_output = self._output_maker(torch)
+            self._launcher, call = self._make_launcher(torch, lib)
         except BaseException:
             self._release()
             raise
@@ -205,17 +200,16 @@ class Plan:
         }
         return self
 
-    def _output_maker(self, torch, keep_prototype):
+    def _output_maker(self, torch):
         """A function making an output tensor for a call without out=.
 
-        With keep_prototype, small outputs copy a kept prototype with
-        torch.empty_like, whose arguments parse in about half the time of
-        torch.empty's (1.7 against 3.0 us on the H200 machine's host), which
-        matters where a call's host time exceeds its GPU time; larger
-        outputs are not worth a prototype's memory.
+        Small outputs copy a kept prototype with torch.empty_like, whose
+        arguments parse in about half the time of torch.empty's (1.7 against
+        3.0 us on the H200 machine's host), which matters where a call's host
+        time exceeds its GPU time; larger outputs are not worth a prototype.
         """
         shape = self.output_shape
-        if keep_prototype and 4 * math.prod(shape) <= _PROTOTYPE_MAX_BYTES:  # 5-D: dynamic weights
+        if 4 * math.prod(shape) <= _PROTOTYPE_MAX_BYTES:  # 5-D for a dynamic plan's weights
             # empty_like keeps the prototype's memory format.
             prototype = torch.empty(shape, dtype=torch.float32, device=self._device,
                                     **self._memory_format)
@@ -223,14 +217,13 @@ class Plan:
         return functools.partial(torch.empty, shape, dtype=torch.float32, device=self._device,
                                  **self._memory_format)
 
-    def _make_launcher(self, torch, lib, torch_access):
+    def _make_launcher(self, torch, lib):
         """The compiled call path for this plan (python/convtune/_launch.c),
-        reading tensors through the torch access table at address
-        torch_access where not 0, or None with the reason; info["call"] says
-        which one calls run."""
+        or None with the reason; info["call"] says which one calls run."""
         module, why_not = _lib.launch_module()
         if module is None:
             return None, "ctypes (%s)" % why_not
+        from . import ops  # loads the operator's library, which holds the torch access table
         ctx_lib, ctx_handle = lib, self._ctx_handle
 
         def fail(status):  # no reference to the Plan: the launcher makes no cycle
@@ -255,7 +248,7 @@ class Plan:
             is_grad_enabled=torch.is_grad_enabled,
             order_streams=functools.partial(_order_streams, torch, self._device_index),
             fail=fail, backward=self._direction != _lib.FORWARD,
-            torch_access=torch_access)
+            torch_access=ops.torch_access_address())
         return launcher, "extension (torch C++)" if launcher.uses_torch() else "extension"
 
     @property
