@@ -19,9 +19,9 @@
  * Where the operator's library (_convtune_torch_op.so) is built, the binding
  * hands each Launcher its torch access table (_torch_access.h): the same
  * checks then read the C++ tensor, and the output comes from at::empty:
- * a small call's host time drops by a third (5.2-5.9 to 3.5-4.5 us for a
- * 64x64 pass on an H100 machine, BENCHMARKS-backward.md).  Without it, the
- * attributes.
+ * a small call's host time dropped by a third in most runs (5.2-5.9 to
+ * 3.5-4.5 us for a 64x64 pass on H100 machines, BENCHMARKS-backward.md).
+ * Without it, the attributes.
  *
  * Threads: a Launcher executes with the GIL held.  The GIL is what keeps two
  * threads from executing one plan at once (include/convtune.h, "Threads"),
