@@ -38,11 +38,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "algorithms/fft_tiles.h"
+#include "algorithms/fft_plans.h"
 #include "runtime/cublaslt.h"
 
-#define FFT_SIZE_MAX 4096
-#define FFT_ALIGN ((size_t)256)
 
 enum { FFT_PRODUCT_KERNEL = 0, FFT_PRODUCT_GEMM = 1 };
 
@@ -71,12 +69,6 @@ static void fft_release(void *state) {
   free(st);
 }
 
-static conv_status fft_check(conv_error *err, cufftResult r, const char *what) {
-  if (r == CUFFT_SUCCESS) return CONV_OK;
-  if (r == CUFFT_ALLOC_FAILED)
-    return conv_error_set(err, CONV_OUT_OF_MEMORY, "fft: %s: cuFFT allocation failed", what);
-  return conv_error_set(err, CONV_UNSUPPORTED, "fft: %s: cuFFT error %d", what, (int)r);
-}
 
 static bool fft_problem_supported(const conv_problem *pb) {
   return conv_problem_nchw(pb) && pb->groups == 1 && pb->stride_h == 1 &&
@@ -90,34 +82,7 @@ static bool fft_applicable(const conv_problem *problem, const conv_env *env) {
 
 /* ---------------------------------------------------------------- configs */
 
-/* Whether n's only prime factors are 2, 3, 5 and 7: the sizes cuFFT runs
- * with its fast radix kernels. */
-static bool fft_size_good(int64_t n) {
-  static const int primes[] = {2, 3, 5, 7};
-  for (int i = 0; i < 4; i++)
-    while (n % primes[i] == 0) n /= primes[i];
-  return n == 1;
-}
 
-/* Transform sizes for one axis with `outputs` outputs and a filter of
- * `taps`, largest first: the whole padded extent, then powers of two. */
-static int fft_axis_sizes(int64_t outputs, int64_t taps, int64_t sizes[8]) {
-  int count = 0;
-  int64_t whole = outputs + taps - 1;
-  while (!fft_size_good(whole)) whole++;
-  if (whole <= FFT_SIZE_MAX) sizes[count++] = whole;
-  int64_t pow2 = 16;
-  while (pow2 * 2 < whole && pow2 * 2 <= FFT_SIZE_MAX) pow2 *= 2;
-  for (; pow2 >= 16 && count < 8; pow2 /= 2)
-    if (pow2 < whole && pow2 - taps + 1 >= taps) sizes[count++] = pow2;
-  return count;
-}
-
-static bool fft_listed(const int64_t *sizes, int count, int64_t size) {
-  for (int i = 0; i < count; i++)
-    if (sizes[i] == size) return true;
-  return false;
-}
 
 static conv_status fft_configs(const conv_problem *problem, conv_env *env, conv_config *out,
                                int max, int *count, conv_error *err) {
@@ -127,24 +92,11 @@ static conv_status fft_configs(const conv_problem *problem, conv_env *env, conv_
   conv_shape sh;
   conv_status s = conv_problem_shape(problem, &sh);
   if (s != CONV_OK) return conv_error_set(err, s, "fft: invalid problem");
-  int64_t hs[8], ws[8];
-  const int nh = fft_axis_sizes(sh.p, problem->r, hs), nw = fft_axis_sizes(sh.q, problem->s, ws);
-  if (nh == 0 || nw == 0) return CONV_OK;
-  /* The largest sizes first; then square tiles, or along an axis that has
-   * no such tile, that axis's largest size.  Each size with both products,
-   * the one likelier to win first (the GEMM once a frequency's product is
-   * a real matrix product). */
-  const bool gemm_first = problem->c * problem->k >= 256;
   conv_config sizes[16];
-  int n_sizes = 0;
-  sizes[n_sizes++] = (conv_config){2, {hs[0], ws[0]}, 0};
-  for (int64_t f = FFT_SIZE_MAX; f >= 16; f /= 2) {
-    const bool in_h = fft_listed(hs, nh, f), in_w = fft_listed(ws, nw, f);
-    const conv_config c = {2, {in_h ? f : hs[0], in_w ? f : ws[0]}, 0};
-    bool seen = !in_h && !in_w;
-    for (int i = 0; i < n_sizes; i++) seen = seen || conv_config_equal(&sizes[i], &c);
-    if (!seen) sizes[n_sizes++] = c;
-  }
+  const int n_sizes = conv_fft_sizes(problem, &sh, sizes);
+  /* Each size with both products, the one likelier to win first (the GEMM
+   * once a frequency's product is a real matrix product). */
+  const bool gemm_first = problem->c * problem->k >= 256;
   int n = 0;
   for (int i = 0; i < n_sizes; i++)
     for (int j = 0; j < 2 && n < max; j++) {
@@ -157,61 +109,8 @@ static conv_status fft_configs(const conv_problem *problem, conv_env *env, conv_
 
 /* ---------------------------------------------------------------- prepare */
 
-static conv_status fft_tiles_make(const conv_problem *pb, int64_t fh, int64_t fw,
-                                  conv_fft_tiles *t, conv_error *err) {
-  conv_shape sh;
-  conv_status s = conv_problem_shape(pb, &sh);
-  if (s != CONV_OK) return conv_error_set(err, s, "fft: invalid problem");
-  if (fh < pb->r || fw < pb->s || fh > FFT_SIZE_MAX || fw > FFT_SIZE_MAX)
-    return conv_error_set(err, CONV_UNSUPPORTED,
-                          "fft: transform %lldx%lld must hold the %lldx%lld filter and be at most "
-                          "%d",
-                          (long long)fh, (long long)fw, (long long)pb->r, (long long)pb->s,
-                          FFT_SIZE_MAX);
-  const int64_t th = fh - pb->r + 1, tw = fw - pb->s + 1;
-  const int64_t tiles_h = (sh.p + th - 1) / th, tiles_w = (sh.q + tw - 1) / tw;
-  const int64_t m = pb->n * tiles_h * tiles_w, freqs = fh * (fw / 2 + 1);
-  /* The kernels count planes (and a plane's elements) in 32 bits, and the
-   * product's grid has (m / 4) x (k / 4) blocks. */
-  const int64_t c_or_k = pb->c > pb->k ? pb->c : pb->k;
-  if (c_or_k * m > INT32_MAX || pb->k * pb->c > INT32_MAX || pb->h * pb->w > INT32_MAX ||
-      sh.p * sh.q > INT32_MAX || (m + 3) / 4 > 65535 || (pb->k + 3) / 4 > 65535)
-    return conv_error_set(err, CONV_UNSUPPORTED, "fft: %lld tiles of %lldx%lld: too many",
-                          (long long)m, (long long)fh, (long long)fw);
-  *t = (conv_fft_tiles){.n = (int)pb->n, .c = (int)pb->c, .h = (int)pb->h, .w = (int)pb->w,
-                        .k = (int)pb->k, .r = (int)pb->r, .s = (int)pb->s, .p = (int)sh.p,
-                        .q = (int)sh.q, .pad_h = (int)pb->pad_h, .pad_w = (int)pb->pad_w,
-                        .fh = (int)fh, .fw = (int)fw, .th = (int)th, .tw = (int)tw,
-                        .tiles_h = (int)tiles_h, .tiles_w = (int)tiles_w, .m = (int)m,
-                        .freqs = (int)freqs, .epilogue = (int)pb->epilogue};
-  return CONV_OK;
-}
 
-static size_t fft_round_up(size_t v) { return (v + FFT_ALIGN - 1) / FFT_ALIGN * FFT_ALIGN; }
 
-/* A batch of 2-D real transforms, planes and spectra each contiguous. */
-static conv_status fft_plan(cufftHandle *h, bool *have, const conv_fft_tiles *t, int64_t batch,
-                            cufftType type, size_t *work, conv_error *err) {
-  conv_status s;
-  CONV_TRY(s, fft_check(err, cufftCreate(h), "cufftCreate"), out);
-  *have = true;
-  /* The work area is part of our workspace, set per execute. */
-  CONV_TRY(s, fft_check(err, cufftSetAutoAllocation(*h, 0), "cufftSetAutoAllocation"), out);
-  long long n[2] = {t->fh, t->fw};
-  long long real_embed[2] = {t->fh, t->fw}, freq_embed[2] = {t->fh, t->fw / 2 + 1};
-  const long long real_dist = (long long)t->fh * t->fw, freq_dist = t->freqs;
-  const bool forward = type == CUFFT_R2C;
-  CONV_TRY(s,
-           fft_check(err,
-                     cufftMakePlanMany64(*h, 2, n, forward ? real_embed : freq_embed, 1,
-                                         forward ? real_dist : freq_dist,
-                                         forward ? freq_embed : real_embed, 1,
-                                         forward ? freq_dist : real_dist, type, batch, work),
-                     "cufftMakePlanMany64"),
-           out);
-out:
-  return s;
-}
 
 /* The largest power of two, at most 256, dividing `bytes`: the alignment
  * of every matrix of a batch whose base is 256-byte aligned. */
@@ -282,15 +181,15 @@ static void fft_workspace_layout(fft_state *st, size_t fft_work) {
   if (y_planes > planes) planes = y_planes;
   const bool gemm = st->product == FFT_PRODUCT_GEMM;
   size_t at = 0;
-  st->off_real = at, at += fft_round_up(planes * plane);
-  st->off_x = at, at += fft_round_up(x_planes * spectrum);
-  st->off_w = at, at += fft_round_up(w_planes * spectrum);
-  st->off_y = at, at += fft_round_up(y_planes * spectrum);
-  st->off_xt = at, at += gemm ? fft_round_up(x_planes * spectrum) : 0;
-  st->off_wt = at, at += gemm ? fft_round_up(w_planes * spectrum) : 0;
-  st->off_yt = at, at += gemm ? fft_round_up(y_planes * spectrum) : 0;
-  st->off_fft_ws = at, at += fft_round_up(fft_work);
-  st->off_gemm_ws = at, at += fft_round_up(st->gemm_ws);
+  st->off_real = at, at += conv_fft_round_up(planes * plane);
+  st->off_x = at, at += conv_fft_round_up(x_planes * spectrum);
+  st->off_w = at, at += conv_fft_round_up(w_planes * spectrum);
+  st->off_y = at, at += conv_fft_round_up(y_planes * spectrum);
+  st->off_xt = at, at += gemm ? conv_fft_round_up(x_planes * spectrum) : 0;
+  st->off_wt = at, at += gemm ? conv_fft_round_up(w_planes * spectrum) : 0;
+  st->off_yt = at, at += gemm ? conv_fft_round_up(y_planes * spectrum) : 0;
+  st->off_fft_ws = at, at += conv_fft_round_up(fft_work);
+  st->off_gemm_ws = at, at += conv_fft_round_up(st->gemm_ws);
   st->total = at;
 }
 
@@ -312,16 +211,18 @@ static conv_status fft_prepare(const conv_problem *problem, conv_env *env,
   fft_state *st = calloc(1, sizeof *st);
   if (st == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "fft: out of memory");
   conv_status s;
-  CONV_TRY(s, fft_tiles_make(problem, config->values[0], config->values[1], &st->t, err), fail);
+  CONV_TRY(s,
+           conv_fft_tiles_make(problem, config->values[0], config->values[1], "fft", &st->t, err),
+           fail);
   const conv_fft_tiles *t = &st->t;
   st->product = (int)config->values[2];
   size_t work_w = 0, work_x = 0, work_y = 0;
-  CONV_TRY(s, fft_plan(&st->filters_fwd, &st->have_filters_fwd, t, (int64_t)t->k * t->c,
-                       CUFFT_R2C, &work_w, err), fail);
-  CONV_TRY(s, fft_plan(&st->input_fwd, &st->have_input_fwd, t, (int64_t)t->c * t->m, CUFFT_R2C,
-                       &work_x, err), fail);
-  CONV_TRY(s, fft_plan(&st->output_inv, &st->have_output_inv, t, (int64_t)t->k * t->m,
-                       CUFFT_C2R, &work_y, err), fail);
+  CONV_TRY(s, conv_fft_plan(&st->filters_fwd, &st->have_filters_fwd, t, (int64_t)t->k * t->c,
+                            CUFFT_R2C, &work_w, "fft", err), fail);
+  CONV_TRY(s, conv_fft_plan(&st->input_fwd, &st->have_input_fwd, t, (int64_t)t->c * t->m,
+                            CUFFT_R2C, &work_x, "fft", err), fail);
+  CONV_TRY(s, conv_fft_plan(&st->output_inv, &st->have_output_inv, t, (int64_t)t->k * t->m,
+                            CUFFT_C2R, &work_y, "fft", err), fail);
   if (st->product == FFT_PRODUCT_GEMM) {
     /* The transposes' grids have (rows / 32) <= 65535 blocks in y. */
     const int64_t rows_most = (int64_t)(t->c > t->k ? t->c : t->k) * (t->m > t->c ? t->m : t->c);
@@ -347,19 +248,6 @@ fail:
 
 /* ---------------------------------------------------------------- run */
 
-/* One transform on `stream` with the shared work area. */
-static conv_status fft_exec(cufftHandle h, cudaStream_t stream, void *work, void *in, void *outp,
-                            bool forward, conv_error *err) {
-  conv_status s;
-  CONV_TRY(s, fft_check(err, cufftSetStream(h, stream), "cufftSetStream"), out);
-  CONV_TRY(s, fft_check(err, cufftSetWorkArea(h, work), "cufftSetWorkArea"), out);
-  if (forward)
-    s = fft_check(err, cufftExecR2C(h, (cufftReal *)in, (cufftComplex *)outp), "cufftExecR2C");
-  else
-    s = fft_check(err, cufftExecC2R(h, (cufftComplex *)in, (cufftReal *)outp), "cufftExecC2R");
-out:
-  return s;
-}
 
 /* Y = sum over c of X * W, by our kernel or by transposes around one
  * batched GEMM (fft.c's header). */
@@ -406,12 +294,16 @@ static conv_status fft_run(const conv_exec *ex, cudaStream_t stream, conv_error 
   conv_status s;
   CONV_TRY(s, conv_check_cuda(err, conv_fft_place_filters(t, ex->w, real, stream),
                               "fft: placing filters"), out);
-  CONV_TRY(s, fft_exec(st->filters_fwd, stream, fft_work, real, ws + st->off_w, true, err), out);
+  CONV_TRY(s, conv_fft_exec(st->filters_fwd, stream, fft_work, real, ws + st->off_w, true, "fft", err),
+           out);
   CONV_TRY(s, conv_check_cuda(err, conv_fft_cut_input(t, ex->x, real, stream),
                               "fft: cutting input tiles"), out);
-  CONV_TRY(s, fft_exec(st->input_fwd, stream, fft_work, real, ws + st->off_x, true, err), out);
+  CONV_TRY(s, conv_fft_exec(st->input_fwd, stream, fft_work, real, ws + st->off_x, true, "fft", err),
+           out);
   CONV_TRY(s, fft_product(ex, st, ws, stream, err), out);
-  CONV_TRY(s, fft_exec(st->output_inv, stream, fft_work, ws + st->off_y, real, false, err), out);
+  CONV_TRY(s,
+           conv_fft_exec(st->output_inv, stream, fft_work, ws + st->off_y, real, false, "fft", err),
+           out);
   CONV_TRY(s,
            conv_check_cuda(err,
                            conv_fft_crop_output(t, real, 1.0f / ((float)t->fh * (float)t->fw),

@@ -90,6 +90,37 @@ __global__ void crop_output(const conv_fft_tiles T, int rpt, const float *__rest
       dst[(int64_t)i * T.q + j] = conv_epilogue_apply(T.epilogue, scale * src[i * T.fw + j], b);
 }
 
+/* Plane = k*m + tile: the output gradient of one output tile, at the
+ * plane's origin, zeros past the tile and past the output. */
+__global__ void cut_grad(const conv_fft_tiles T, int rpt, const float *__restrict__ dy,
+                         float *__restrict__ tiles) {
+  const int plane = blockIdx.x;
+  const int k = plane / T.m, tile = plane - k * T.m;
+  const int per_image = T.tiles_h * T.tiles_w;
+  const int n = tile / per_image, t = tile - n * per_image;
+  const int ty = t / T.tiles_w, tx = t - ty * T.tiles_w;
+  const int p0 = ty * T.th, q0 = tx * T.tw;
+  const int rows = min(T.th, T.p - p0), cols = min(T.tw, T.q - q0);
+  const float *src = dy + (((int64_t)n * T.k + k) * T.p + p0) * T.q + q0;
+  float *dst = tiles + (int64_t)plane * T.fh * T.fw;
+  const row_range rr = my_rows(T.fh, rpt);
+  for (int i = rr.first; i < rr.end; i += 8)
+    for (int j = threadIdx.x; j < T.fw; j += 32)
+      dst[i * T.fw + j] = i < rows && j < cols ? __ldg(src + (int64_t)i * T.q + j) : 0.0f;
+}
+
+/* Plane = k*c + ci: dw[k][ci][r][s] = scale * the plane's correlation at
+ * lag (r, s). */
+__global__ void crop_filter(const conv_fft_tiles T, int rpt, const float *__restrict__ planes,
+                            float scale, float *__restrict__ dw) {
+  const int64_t plane = blockIdx.x;
+  const float *src = planes + plane * T.fh * T.fw;
+  float *dst = dw + plane * T.r * T.s;
+  const row_range rr = my_rows(T.r, rpt);
+  for (int i = rr.first; i < rr.end; i += 8)
+    for (int j = threadIdx.x; j < T.s; j += 32) dst[i * T.s + j] = scale * src[i * T.fw + j];
+}
+
 /* Outputs a thread accumulates: MB tiles x KB output channels. */
 const int kMB = 4, kKB = 4, kMultiplyThreads = 128;
 
@@ -132,6 +163,53 @@ __global__ void __launch_bounds__(kMultiplyThreads)
 #pragma unroll
     for (int b = 0; b < kKB; b++)
       if (m0 + a < T.m && k0 + b < T.k) y[((int64_t)(k0 + b) * T.m + m0 + a) * F + f] = acc[a][b];
+}
+
+/* Filter planes a thread of `correlate` accumulates: KB output x CB
+ * input channels. */
+const int kCB = 4, kCorrelateThreads = 128;
+
+/* acc + conj(a) * b */
+__device__ __forceinline__ float2 conj_mad(float2 a, float2 b, float2 acc) {
+  acc.x = fmaf(a.x, b.x, fmaf(a.y, b.y, acc.x));
+  acc.y = fmaf(a.x, b.y, fmaf(-a.y, b.x, acc.y));
+  return acc;
+}
+
+/* Thread: one frequency, kKB output channels from blockIdx.y*kKB and kCB
+ * input channels from blockIdx.z*kCB, summing over the tiles in order (so
+ * the result does not depend on scheduling).  Consecutive threads take
+ * consecutive frequencies: every load and store is coalesced. */
+__global__ void __launch_bounds__(kCorrelateThreads)
+    correlate(const conv_fft_tiles T, const float2 *__restrict__ dy, const float2 *__restrict__ x,
+              float2 *__restrict__ dw) {
+  const int f = blockIdx.x * blockDim.x + threadIdx.x;
+  if (f >= T.freqs) return;
+  const int k0 = blockIdx.y * kKB, c0 = blockIdx.z * kCB;
+  const int64_t F = T.freqs;
+  float2 acc[kKB][kCB];
+#pragma unroll
+  for (int a = 0; a < kKB; a++)
+#pragma unroll
+    for (int b = 0; b < kCB; b++) acc[a][b] = make_float2(0.0f, 0.0f);
+  for (int tile = 0; tile < T.m; tile++) {
+    float2 dv[kKB], xv[kCB];
+#pragma unroll
+    for (int a = 0; a < kKB; a++)
+      dv[a] = k0 + a < T.k ? __ldg(dy + ((int64_t)(k0 + a) * T.m + tile) * F + f) : make_float2(0, 0);
+#pragma unroll
+    for (int b = 0; b < kCB; b++)
+      xv[b] = c0 + b < T.c ? __ldg(x + ((int64_t)(c0 + b) * T.m + tile) * F + f) : make_float2(0, 0);
+#pragma unroll
+    for (int a = 0; a < kKB; a++)
+#pragma unroll
+      for (int b = 0; b < kCB; b++) acc[a][b] = conj_mad(dv[a], xv[b], acc[a][b]);
+  }
+#pragma unroll
+  for (int a = 0; a < kKB; a++)
+#pragma unroll
+    for (int b = 0; b < kCB; b++)
+      if (k0 + a < T.k && c0 + b < T.c) dw[((int64_t)(k0 + a) * T.c + c0 + b) * F + f] = acc[a][b];
 }
 
 /* 32 x 32 tiles through shared memory; blocks of 32 x 8 threads. */
@@ -186,5 +264,28 @@ extern "C" cudaError_t conv_fft_crop_output(const conv_fft_tiles *t, const float
                                             cudaStream_t stream) {
   crop_output<<<tile_grid((int64_t)t->k * t->m, t->th, t->tw), kTileBlock, 0, stream>>>(
       *t, rows_per_thread(t->th, t->tw), tiles, scale, bias, y);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t conv_fft_cut_grad(const conv_fft_tiles *t, const float *dy, float *tiles,
+                                         cudaStream_t stream) {
+  cut_grad<<<tile_grid((int64_t)t->k * t->m, t->fh, t->fw), kTileBlock, 0, stream>>>(
+      *t, rows_per_thread(t->fh, t->fw), dy, tiles);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t conv_fft_correlate(const conv_fft_tiles *t, const float2 *dy,
+                                          const float2 *x, float2 *dw, cudaStream_t stream) {
+  const dim3 grid((unsigned)((t->freqs + kCorrelateThreads - 1) / kCorrelateThreads),
+                  (unsigned)((t->k + kKB - 1) / kKB), (unsigned)((t->c + kCB - 1) / kCB));
+  if (grid.y > 65535 || grid.z > 65535) return cudaErrorInvalidConfiguration;
+  correlate<<<grid, kCorrelateThreads, 0, stream>>>(*t, dy, x, dw);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t conv_fft_crop_filter(const conv_fft_tiles *t, const float *planes,
+                                            float scale, float *dw, cudaStream_t stream) {
+  crop_filter<<<tile_grid((int64_t)t->k * t->c, t->r, t->s), kTileBlock, 0, stream>>>(
+      *t, rows_per_thread(t->r, t->s), planes, scale, dw);
   return cudaGetLastError();
 }

@@ -63,6 +63,20 @@ cudaError_t conv_fft_transpose(const float2 *in, int64_t rows, int64_t cols, flo
 cudaError_t conv_fft_crop_output(const conv_fft_tiles *t, const float *tiles, float scale,
                                  const float *bias, float *y, cudaStream_t stream);
 
+/* Backward-filter: tiles[k*m + tile][fh][fw] = dy[n][k] of the output
+ * tile at the plane's origin, zeros past the tile and the output. */
+cudaError_t conv_fft_cut_grad(const conv_fft_tiles *t, const float *dy, float *tiles,
+                              cudaStream_t stream);
+
+/* Backward-filter, on plane-major spectra:
+ * dw[k*c + ci][f] = sum over tiles, in order, of conj(dy[k*m + tile][f]) * x[ci*m + tile][f]. */
+cudaError_t conv_fft_correlate(const conv_fft_tiles *t, const float2 *dy, const float2 *x,
+                               float2 *dw, cudaStream_t stream);
+
+/* Backward-filter: dw[k][ci][r][s] = scale * planes[k*c + ci][r][s]. */
+cudaError_t conv_fft_crop_filter(const conv_fft_tiles *t, const float *planes, float scale,
+                                 float *dw, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -294,6 +294,40 @@ static int direct_backward_matches_reference(void) {
   return TEST_PASS;
 }
 
+/* fft_filter, every config (whole-image transforms and power-of-two
+ * tiles), against the CPU reference: a 31x31 filter on few channels (the
+ * suite's fft_few_ch_31, smaller), channel counts that leave partial 4 x 4
+ * blocks of filter planes, a non-square filter with padding on one axis
+ * only, an output that leaves partial tiles, both math modes (fp32
+ * either way). */
+static int fft_filter_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
+  const conv_epilogue N = CONV_EPILOGUE_NONE;
+  conv_problem cases[] = {
+      direct_problem(2, 4, 64, 64, 4, 31, 31, 1, 15, 1, 1, N, S),  /* fft_few_ch_31 */
+      direct_problem(3, 5, 70, 45, 6, 5, 5, 1, 2, 1, 1, N, S),     /* partial blocks */
+      direct_problem(1, 3, 40, 52, 2, 7, 3, 1, 3, 1, 1, N, T),     /* 7x3, padding (3, 0) */
+      direct_problem(2, 2, 97, 33, 3, 9, 9, 1, 0, 1, 1, N, S),     /* valid, partial tiles */
+  };
+  cases[2].pad_w = 0;
+  enum { CASES = sizeof cases / sizeof cases[0] };
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  for (int i = 0; i < CASES; i++) {
+    cases[i].direction = CONV_BACKWARD_FILTER;
+    CHECK_MSG(conv_algorithm_fft_filter.applicable(&cases[i], &env), "fft_filter refuses case %d", i);
+  }
+  family_count count;
+  if (run_family_on_cases(&conv_algorithm_fft_filter, cases, CASES, NULL, &count) != TEST_PASS)
+    return TEST_FAIL;
+  printf("fft_filter: %d configs ran, %d wrong and caught, %d unsupported\n", count.ran,
+         count.wrong_caught, count.unsupported);
+  CHECK(count.ran >= 2 * CASES && count.wrong_caught == 0);
+  return TEST_PASS;
+}
+
 /* Counts a key's stored trials: valid ones, and valid ones that are not
  * (or not known to be) deterministic. */
 typedef struct trial_tally {
@@ -422,6 +456,7 @@ static const test_case tests[] = {
     {"passes_reject_wrong_calls", passes_reject_wrong_calls},
     {"every_backward_candidate_matches_reference", every_backward_candidate_matches_reference},
     {"direct_backward_matches_reference", direct_backward_matches_reference},
+    {"fft_filter_matches_reference", fft_filter_matches_reference},
     {"deterministic_plans_repeat_bits", deterministic_plans_repeat_bits},
 };
 TEST_MAIN(tests)

@@ -720,6 +720,70 @@ static int filter_reduce_configs(void) {
   return TEST_PASS;
 }
 
+/* fft_filter takes backward-filter passes the forward `fft` would take
+ * forward (stride 1, dilation 1, one group, NCHW, more than one tap), up
+ * to 4096 channel pairs; it lists the same transform sizes as `fft`, and
+ * refuses configs that are not two values or whose transform does not
+ * hold the filter, before any cuFFT call. */
+static int fft_filter_configs(void) {
+  const conv_algorithm *ff = conv_registry_find(CONV_ALGO_FFT_FILTER);
+  CHECK(ff != NULL && strcmp(ff->name, "fft_filter") == 0);
+  CHECK(conv_registry_find_name("fft_filter") == ff);
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = 8; p.c = 4; p.h = 512; p.w = 512; p.k = 4; p.r = 31; p.s = 31; /* fft_few_ch_31 */
+  p.pad_h = p.pad_w = 15;
+  p.direction = CONV_BACKWARD_FILTER;
+  CHECK(ff->applicable(&p, &env));
+  conv_config configs[16];
+  int n = -1;
+  CHECK_STATUS(CONV_OK, ff->configs(&p, &env, configs, 16, &n, NULL));
+  static const int64_t expected[] = {560, 512, 256, 128, 64};
+  CHECK(n == 5);
+  for (int i = 0; i < n; i++)
+    CHECK(configs[i].count == 2 && configs[i].values[0] == expected[i] &&
+          configs[i].values[1] == expected[i]);
+  CHECK_STATUS(CONV_OK, ff->configs(&p, &env, configs, 2, &n, NULL));
+  CHECK(n == 2);
+  char text[64];
+  ff->describe(&configs[1], text, sizeof text);
+  CHECK(strcmp(text, "tile=512x512") == 0);
+  /* Refused before planning: three values, a transform smaller than the
+   * filter, one past the size cap. */
+  conv_prepared prep;
+  const conv_config three = {3, {560, 560, 0}, 0}, small = {2, {16, 560}, 0},
+                    huge = {2, {8192, 560}, 0};
+  CHECK_STATUS(CONV_UNSUPPORTED, ff->prepare(&p, &env, &three, &prep, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, ff->prepare(&p, &env, &small, &prep, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, ff->prepare(&p, &env, &huge, &prep, NULL));
+  /* Not applicable: the other passes, strides, dilations, groups, 1x1
+   * filters, NHWC, more than 4096 channel pairs. */
+  conv_problem q = p;
+  q.direction = CONV_FORWARD;
+  CHECK(!ff->applicable(&q, &env));
+  q.direction = CONV_BACKWARD_DATA;
+  CHECK(!ff->applicable(&q, &env));
+  CHECK_STATUS(CONV_OK, ff->configs(&q, &env, configs, 16, &n, NULL));
+  CHECK(n == 0);
+  q = p, q.stride_w = 2;
+  CHECK(!ff->applicable(&q, &env));
+  q = p, q.dil_h = 2;
+  CHECK(!ff->applicable(&q, &env));
+  q = p, q.groups = 2;
+  CHECK(!ff->applicable(&q, &env));
+  q = p, q.r = q.s = 1, q.pad_h = q.pad_w = 0;
+  CHECK(!ff->applicable(&q, &env));
+  q = p, q.layout = CONV_LAYOUT_NHWC;
+  CHECK(!ff->applicable(&q, &env));
+  q = p, q.c = 64, q.k = 64;
+  CHECK(ff->applicable(&q, &env));
+  q.k = 65;
+  CHECK(!ff->applicable(&q, &env));
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"divisor_matches_division", divisor_matches_division},
     {"nhwc_problems", nhwc_problems},
@@ -729,5 +793,6 @@ static const test_case tests[] = {
     {"patch_configs", patch_configs},
     {"backward_data_view", backward_data_view},
     {"filter_reduce_configs", filter_reduce_configs},
+    {"fft_filter_configs", fft_filter_configs},
 };
 TEST_MAIN(tests)

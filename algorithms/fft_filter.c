@@ -1,0 +1,190 @@
+/*
+ * fft_filter.c -- the `fft_filter` candidate: backward-filter as a
+ * correlation by 2-D real FFTs (cuFFT), for large filters on few channels,
+ * where cuDNN's engines and our direct kernels sum r x s taps over every
+ * pixel.  Stride 1, dilation 1, one group, NCHW.
+ *
+ * Data flow, per execute (fft_tiles.h for the tiling):
+ *
+ *   x  --cut-------> real [c][m][fh][fw] --R2C--> X  [c][m][f]
+ *   dy --cut_grad--> real [k][m][fh][fw] --R2C--> DY [k][m][f]   m = (n, tile)
+ *   DW [k][c][f] = sum over m of conj(DY[k][m][f]) * X[c][m][f]
+ *   DW --C2R--> real [k][c][fh][fw] --crop lags 0..r-1, 0..s-1, scale--> dw
+ *
+ * The product is our kernel (4 x 4 filter planes a thread, the tiles
+ * summed in order); each 4 x 4 block of planes reads the spectra once, so
+ * past FFTF_MAX_PAIRS (output, input) channel pairs, a GEMM-shaped product
+ * would be needed, which this family does not have.
+ *
+ * Error: as the forward `fft` (fft.c): about eps * log2(fh * fw) per
+ * transform, inside CONV_ARITH_TRANSFORM's bound; fp32 in both math
+ * modes.  Deterministic: one cuFFT plan per transform, sums in a fixed
+ * order, no atomics.
+ *
+ * Config values: {fh, fw}, the transform size (conv_fft_sizes: the whole
+ * padded image, then power-of-two tiles).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "algorithms/fft_plans.h"
+
+#define FFTF_MAX_PAIRS 4096
+
+typedef struct fftf_state {
+  conv_fft_tiles t;
+  cufftHandle input_fwd, grad_fwd, filter_inv;
+  bool have_input_fwd, have_grad_fwd, have_filter_inv;
+  /* Workspace: byte offsets of each part, and the total. */
+  size_t off_real, off_x, off_dy, off_dw, off_fft_ws, total;
+} fftf_state;
+
+static void fftf_release(void *state) {
+  fftf_state *st = state;
+  if (st == NULL) return;
+  if (st->have_input_fwd) cufftDestroy(st->input_fwd);
+  if (st->have_grad_fwd) cufftDestroy(st->grad_fwd);
+  if (st->have_filter_inv) cufftDestroy(st->filter_inv);
+  free(st);
+}
+
+static bool fftf_problem_supported(const conv_problem *pb) {
+  return conv_problem_supported(pb) && pb->direction == CONV_BACKWARD_FILTER &&
+         pb->layout == CONV_LAYOUT_NCHW && pb->groups == 1 && pb->stride_h == 1 &&
+         pb->stride_w == 1 && pb->dil_h == 1 && pb->dil_w == 1 && pb->r * pb->s > 1 &&
+         pb->k * pb->c <= FFTF_MAX_PAIRS;
+}
+
+static bool fftf_applicable(const conv_problem *problem, const conv_env *env) {
+  return problem != NULL && env != NULL && fftf_problem_supported(problem);
+}
+
+static conv_status fftf_configs(const conv_problem *problem, conv_env *env, conv_config *out,
+                                int max, int *count, conv_error *err) {
+  if (problem == NULL || out == NULL || count == NULL || max < 0)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "fft_filter: bad configs() arguments");
+  *count = 0;
+  if (!fftf_applicable(problem, env)) return CONV_OK;
+  conv_shape sh;
+  const conv_status s = conv_problem_shape(problem, &sh);
+  if (s != CONV_OK) return conv_error_set(err, s, "fft_filter: invalid problem");
+  conv_config sizes[16];
+  const int n = conv_fft_sizes(problem, &sh, sizes);
+  for (int i = 0; i < n && i < max; i++) out[(*count)++] = sizes[i];
+  return CONV_OK;
+}
+
+/* The real buffer holds the input tiles, then the gradient tiles, then
+ * the filter planes, one at a time. */
+static void fftf_workspace_layout(fftf_state *st, size_t fft_work) {
+  const conv_fft_tiles *t = &st->t;
+  const size_t plane = (size_t)t->fh * t->fw * sizeof(float);
+  const size_t spectrum = (size_t)t->freqs * 2 * sizeof(float);
+  const size_t x_planes = (size_t)t->c * t->m, dy_planes = (size_t)t->k * t->m,
+               dw_planes = (size_t)t->k * t->c;
+  size_t planes = x_planes;
+  if (dy_planes > planes) planes = dy_planes;
+  if (dw_planes > planes) planes = dw_planes;
+  size_t at = 0;
+  st->off_real = at, at += conv_fft_round_up(planes * plane);
+  st->off_x = at, at += conv_fft_round_up(x_planes * spectrum);
+  st->off_dy = at, at += conv_fft_round_up(dy_planes * spectrum);
+  st->off_dw = at, at += conv_fft_round_up(dw_planes * spectrum);
+  st->off_fft_ws = at, at += conv_fft_round_up(fft_work);
+  st->total = at;
+}
+
+static conv_status fftf_prepare(const conv_problem *problem, conv_env *env,
+                                const conv_config *config, conv_prepared *out, conv_error *err) {
+  if (problem == NULL || env == NULL || config == NULL || out == NULL)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "fft_filter: NULL argument");
+  if (!fftf_problem_supported(problem))
+    return conv_error_set(err, CONV_UNSUPPORTED,
+                          "fft_filter: only fp32 NCHW backward-filter, stride 1, dilation 1, one "
+                          "group, a filter of more than one tap and at most %d channel pairs",
+                          FFTF_MAX_PAIRS);
+  /* Sizes are checked by conv_fft_tiles_make. */
+  const conv_status checked = conv_config_check(config, "fft_filter", 2, INT64_MIN, INT64_MAX, err);
+  if (checked != CONV_OK) return checked;
+  fftf_state *st = calloc(1, sizeof *st);
+  if (st == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "fft_filter: out of memory");
+  conv_status s;
+  CONV_TRY(s,
+           conv_fft_tiles_make(problem, config->values[0], config->values[1], "fft_filter",
+                               &st->t, err),
+           fail);
+  const conv_fft_tiles *t = &st->t;
+  size_t work_x = 0, work_dy = 0, work_dw = 0;
+  CONV_TRY(s, conv_fft_plan(&st->input_fwd, &st->have_input_fwd, t, (int64_t)t->c * t->m,
+                            CUFFT_R2C, &work_x, "fft_filter", err), fail);
+  CONV_TRY(s, conv_fft_plan(&st->grad_fwd, &st->have_grad_fwd, t, (int64_t)t->k * t->m,
+                            CUFFT_R2C, &work_dy, "fft_filter", err), fail);
+  CONV_TRY(s, conv_fft_plan(&st->filter_inv, &st->have_filter_inv, t, (int64_t)t->k * t->c,
+                            CUFFT_C2R, &work_dw, "fft_filter", err), fail);
+  /* The three transforms run one after another: they share a work area. */
+  size_t work = work_x > work_dy ? work_x : work_dy;
+  if (work_dw > work) work = work_dw;
+  fftf_workspace_layout(st, work);
+  out->state = st;
+  out->workspace_bytes = st->total;
+  out->arith = CONV_ARITH_TRANSFORM;
+  out->deterministic = true;
+  return CONV_OK;
+fail:
+  fftf_release(st);
+  return s;
+}
+
+static conv_status fftf_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
+  const fftf_state *st = ex->state;
+  if (st == NULL || ex->workspace_bytes < st->total || ex->workspace == NULL)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT,
+                          "fft_filter: workspace of %zu bytes, needs %zu", ex->workspace_bytes,
+                          st != NULL ? st->total : 0);
+  char *ws = ex->workspace;
+  float *real = (float *)(ws + st->off_real);
+  float2 *x = (float2 *)(ws + st->off_x), *dy = (float2 *)(ws + st->off_dy),
+         *dw = (float2 *)(ws + st->off_dw);
+  void *work = ws + st->off_fft_ws;
+  const conv_fft_tiles *t = &st->t;
+  const char *name = "fft_filter";
+  /* Backward-filter: x and dy (exec's y) in, dw (exec's w) out. */
+  conv_status s;
+  CONV_TRY(s, conv_check_cuda(err, conv_fft_cut_input(t, ex->x, real, stream),
+                              "fft_filter: cutting input tiles"), out);
+  CONV_TRY(s, conv_fft_exec(st->input_fwd, stream, work, real, x, true, name, err), out);
+  CONV_TRY(s, conv_check_cuda(err, conv_fft_cut_grad(t, ex->y, real, stream),
+                              "fft_filter: cutting gradient tiles"), out);
+  CONV_TRY(s, conv_fft_exec(st->grad_fwd, stream, work, real, dy, true, name, err), out);
+  CONV_TRY(s, conv_check_cuda(err, conv_fft_correlate(t, dy, x, dw, stream),
+                              "fft_filter: product"), out);
+  CONV_TRY(s, conv_fft_exec(st->filter_inv, stream, work, dw, real, false, name, err), out);
+  s = conv_check_cuda(err,
+                      conv_fft_crop_filter(t, real, 1.0f / ((float)t->fh * (float)t->fw),
+                                           (float *)ex->w, stream),
+                      "fft_filter: crop");
+out:
+  return s;
+}
+
+static void fftf_describe(const conv_config *config, char *text, size_t size) {
+  if (text == NULL || size == 0) return;
+  if (config == NULL || config->count != 2) {
+    snprintf(text, size, "invalid config");
+    return;
+  }
+  snprintf(text, size, "tile=%lldx%lld", (long long)config->values[0],
+           (long long)config->values[1]);
+}
+
+const conv_algorithm conv_algorithm_fft_filter = {
+    .id = CONV_ALGO_FFT_FILTER,
+    .version = 1,
+    .name = "fft_filter",
+    .applicable = fftf_applicable,
+    .configs = fftf_configs,
+    .prepare = fftf_prepare,
+    .run = fftf_run,
+    .release = fftf_release,
+    .describe = fftf_describe,
+};
