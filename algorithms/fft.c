@@ -2,7 +2,10 @@
  * fft.c -- the `fft` candidate: convolution by 2-D real FFTs (cuFFT) of
  * input tiles and filters, the frequency-domain products summed over input
  * channels, an inverse FFT, and a crop with the epilogue.  Stride 1,
- * dilation 1, one group.
+ * dilation 1, one group.  Backward-data runs as its transposed view
+ * (conv_direct_backward_data_view): dy convolved with the mirrored filter,
+ * its channels swapped, padded by r - 1 - pad, which the filter placement
+ * reads from w as it is (no copy); backward-filter is `fft_filter`.
  *
  * Data flow, per execute (the filters are transformed every time: they are
  * an argument of conv_plan_execute, not of the plan):
@@ -38,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "algorithms/direct_channel.h"
 #include "algorithms/fft_plans.h"
 #include "runtime/cublaslt.h"
 
@@ -47,6 +51,7 @@ enum { FFT_PRODUCT_KERNEL = 0, FFT_PRODUCT_GEMM = 1 };
 typedef struct fft_state {
   conv_fft_tiles t;
   int product;
+  bool transposed_filter; /* backward-data: the filter read as its transposed view's */
   cufftHandle filters_fwd, input_fwd, output_inv;
   bool have_filters_fwd, have_input_fwd, have_output_inv;
   cublasLtMatmulDesc_t desc;
@@ -70,25 +75,37 @@ static void fft_release(void *state) {
 }
 
 
-static bool fft_problem_supported(const conv_problem *pb) {
+static bool fft_forward_supported(const conv_problem *pb) {
   return conv_problem_nchw(pb) && pb->groups == 1 && pb->stride_h == 1 &&
          pb->stride_w == 1 && pb->dil_h == 1 && pb->dil_w == 1 && pb->r * pb->s > 1;
 }
 
-static bool fft_applicable(const conv_problem *problem, const conv_env *env) {
-  return problem != NULL && env != NULL && env->cublaslt != NULL &&
-         fft_problem_supported(problem);
+/* The forward convolution the transforms compute for `pb`: the problem
+ * itself, or a backward-data pass's transposed view (dy convolved with the
+ * mirrored filter, its channels swapped; conv_direct_backward_data_view).
+ * False where that convolution is not one this family runs. */
+static bool fft_view(const conv_problem *pb, conv_problem *view) {
+  if (pb == NULL) return false;
+  if (pb->direction == CONV_BACKWARD_DATA) {
+    if (!conv_direct_backward_data_view(pb, view)) return false;
+  } else {
+    *view = *pb;
+  }
+  return fft_forward_supported(view);
 }
 
-/* ---------------------------------------------------------------- configs */
-
-
+static bool fft_applicable(const conv_problem *problem, const conv_env *env) {
+  conv_problem view;
+  return env != NULL && env->cublaslt != NULL && fft_view(problem, &view);
+}
 
 static conv_status fft_configs(const conv_problem *problem, conv_env *env, conv_config *out,
                                int max, int *count, conv_error *err) {
   (void)env;
   *count = 0;
-  if (!fft_problem_supported(problem) || max < 1) return CONV_OK;
+  conv_problem view;
+  if (!fft_view(problem, &view) || max < 1) return CONV_OK;
+  problem = &view;
   conv_shape sh;
   conv_status s = conv_problem_shape(problem, &sh);
   if (s != CONV_OK) return conv_error_set(err, s, "fft: invalid problem");
@@ -199,9 +216,13 @@ static conv_status fft_prepare(const conv_problem *problem, conv_env *env,
                                const conv_config *config, conv_prepared *out, conv_error *err) {
   if (problem == NULL || env == NULL || config == NULL || out == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "fft: NULL argument");
-  if (!fft_problem_supported(problem))
+  conv_problem view;
+  if (!fft_view(problem, &view))
     return conv_error_set(err, CONV_UNSUPPORTED,
-                          "fft: only fp32 NCHW forward, stride 1, dilation 1, one group");
+                          "fft: only fp32 NCHW forward, stride 1, dilation 1, one group, or "
+                          "backward-data whose transposed convolution is such a one");
+  const bool transposed = problem->direction == CONV_BACKWARD_DATA;
+  problem = &view;
   /* Sizes are checked by fft_tiles_make. */
   const conv_status checked = conv_config_check(config, "fft", 3, INT64_MIN, INT64_MAX, err);
   if (checked != CONV_OK) return checked;
@@ -216,6 +237,7 @@ static conv_status fft_prepare(const conv_problem *problem, conv_env *env,
            fail);
   const conv_fft_tiles *t = &st->t;
   st->product = (int)config->values[2];
+  st->transposed_filter = transposed;
   size_t work_w = 0, work_x = 0, work_y = 0;
   CONV_TRY(s, conv_fft_plan(&st->filters_fwd, &st->have_filters_fwd, t, (int64_t)t->k * t->c,
                             CUFFT_R2C, &work_w, "fft", err), fail);
@@ -291,14 +313,21 @@ static conv_status fft_run(const conv_exec *ex, cudaStream_t stream, conv_error 
   float *real = (float *)(ws + st->off_real);
   void *fft_work = ws + st->off_fft_ws;
   const conv_fft_tiles *t = &st->t;
+  /* Backward-data: the transposed convolution reads dy (exec's y) and
+   * writes dx (exec's x). */
+  const bool bwd = st->transposed_filter;
+  const float *in = bwd ? ex->y : ex->x, *bias = bwd ? NULL : ex->bias;
+  float *result = bwd ? (float *)ex->x : ex->y;
   conv_status s;
-  CONV_TRY(s, conv_check_cuda(err, conv_fft_place_filters(t, ex->w, real, stream),
+  CONV_TRY(s, conv_check_cuda(err, conv_fft_place_filters(t, ex->w, bwd, real, stream),
                               "fft: placing filters"), out);
-  CONV_TRY(s, conv_fft_exec(st->filters_fwd, stream, fft_work, real, ws + st->off_w, true, "fft", err),
+  CONV_TRY(s,
+           conv_fft_exec(st->filters_fwd, stream, fft_work, real, ws + st->off_w, true, "fft", err),
            out);
-  CONV_TRY(s, conv_check_cuda(err, conv_fft_cut_input(t, ex->x, real, stream),
+  CONV_TRY(s, conv_check_cuda(err, conv_fft_cut_input(t, in, real, stream),
                               "fft: cutting input tiles"), out);
-  CONV_TRY(s, conv_fft_exec(st->input_fwd, stream, fft_work, real, ws + st->off_x, true, "fft", err),
+  CONV_TRY(s,
+           conv_fft_exec(st->input_fwd, stream, fft_work, real, ws + st->off_x, true, "fft", err),
            out);
   CONV_TRY(s, fft_product(ex, st, ws, stream, err), out);
   CONV_TRY(s,
@@ -307,7 +336,7 @@ static conv_status fft_run(const conv_exec *ex, cudaStream_t stream, conv_error 
   CONV_TRY(s,
            conv_check_cuda(err,
                            conv_fft_crop_output(t, real, 1.0f / ((float)t->fh * (float)t->fw),
-                                                ex->bias, ex->y, stream),
+                                                bias, result, stream),
                            "fft: crop"),
            out);
 out:

@@ -56,17 +56,22 @@ __global__ void cut_input(const conv_fft_tiles T, int rpt, const float *__restri
   }
 }
 
+/* TRANSPOSED (backward-data's view): the view's filter [kk][cc] is the
+ * problem's w[cc][kk] mirrored, so tap (rr, ss) reads w[cc][kk][r-1-rr][s-1-ss]. */
+template <bool TRANSPOSED>
 __global__ void place_filters(const conv_fft_tiles T, int rpt, const float *__restrict__ w,
                               float *__restrict__ planes) {
-  const int64_t plane = blockIdx.x; /* k*c + ci */
-  const float *src = w + plane * T.r * T.s;
+  const int64_t plane = blockIdx.x; /* k*c + ci of the convolution computed */
+  const int64_t kk = plane / T.c, cc = plane - kk * T.c;
+  const float *src = w + (TRANSPOSED ? cc * T.k + kk : plane) * T.r * T.s;
   float *dst = planes + plane * T.fh * T.fw;
   const row_range rows = my_rows(T.fh, rpt);
   for (int i = rows.first; i < rows.end; i += 8) {
     const int rr = i == 0 ? 0 : T.fh - i;
     for (int j = threadIdx.x; j < T.fw; j += 32) {
       const int ss = j == 0 ? 0 : T.fw - j;
-      dst[i * T.fw + j] = rr < T.r && ss < T.s ? __ldg(src + rr * T.s + ss) : 0.0f;
+      const int tap = TRANSPOSED ? (T.r - 1 - rr) * T.s + (T.s - 1 - ss) : rr * T.s + ss;
+      dst[i * T.fw + j] = rr < T.r && ss < T.s ? __ldg(src + tap) : 0.0f;
     }
   }
 }
@@ -196,10 +201,12 @@ __global__ void __launch_bounds__(kCorrelateThreads)
     float2 dv[kKB], xv[kCB];
 #pragma unroll
     for (int a = 0; a < kKB; a++)
-      dv[a] = k0 + a < T.k ? __ldg(dy + ((int64_t)(k0 + a) * T.m + tile) * F + f) : make_float2(0, 0);
+      dv[a] = k0 + a < T.k ? __ldg(dy + ((int64_t)(k0 + a) * T.m + tile) * F + f)
+                           : make_float2(0, 0);
 #pragma unroll
     for (int b = 0; b < kCB; b++)
-      xv[b] = c0 + b < T.c ? __ldg(x + ((int64_t)(c0 + b) * T.m + tile) * F + f) : make_float2(0, 0);
+      xv[b] = c0 + b < T.c ? __ldg(x + ((int64_t)(c0 + b) * T.m + tile) * F + f)
+                           : make_float2(0, 0);
 #pragma unroll
     for (int a = 0; a < kKB; a++)
 #pragma unroll
@@ -236,9 +243,14 @@ extern "C" cudaError_t conv_fft_cut_input(const conv_fft_tiles *t, const float *
 }
 
 extern "C" cudaError_t conv_fft_place_filters(const conv_fft_tiles *t, const float *w,
-                                              float *planes, cudaStream_t stream) {
-  place_filters<<<tile_grid((int64_t)t->k * t->c, t->fh, t->fw), kTileBlock, 0, stream>>>(
-      *t, rows_per_thread(t->fh, t->fw), w, planes);
+                                              bool transposed, float *planes,
+                                              cudaStream_t stream) {
+  const dim3 grid = tile_grid((int64_t)t->k * t->c, t->fh, t->fw);
+  const int rpt = rows_per_thread(t->fh, t->fw);
+  if (transposed)
+    place_filters<true><<<grid, kTileBlock, 0, stream>>>(*t, rpt, w, planes);
+  else
+    place_filters<false><<<grid, kTileBlock, 0, stream>>>(*t, rpt, w, planes);
   return cudaGetLastError();
 }
 

@@ -15,6 +15,7 @@
 #ifndef CONVTUNE_FFT_TILES_H
 #define CONVTUNE_FFT_TILES_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <cuda_runtime_api.h>
@@ -44,9 +45,11 @@ cudaError_t conv_fft_cut_input(const conv_fft_tiles *t, const float *x, float *t
 
 /* planes[k*c + ci][fh][fw] = w[k][ci] placed for a correlation by a circular
  * convolution: tap (rr, ss) at ((fh - rr) % fh, (fw - ss) % fw), zeros
- * elsewhere. */
-cudaError_t conv_fft_place_filters(const conv_fft_tiles *t, const float *w, float *planes,
-                                   cudaStream_t stream);
+ * elsewhere.  `transposed` (backward-data, t being its transposed view):
+ * the view's filter [k][ci] is w[ci][k] mirrored (w has t->c filters of
+ * t->k channels). */
+cudaError_t conv_fft_place_filters(const conv_fft_tiles *t, const float *w, bool transposed,
+                                   float *planes, cudaStream_t stream);
 
 /* The per-frequency products on plane-major spectra (float2 = complex):
  * y[k*m + tile][f] = sum over ci of x[ci*m + tile][f] * w[k*c + ci][f]. */

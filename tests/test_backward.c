@@ -294,6 +294,40 @@ static int direct_backward_matches_reference(void) {
   return TEST_PASS;
 }
 
+/* fft's backward-data (the transposed view), every config, against the
+ * CPU reference: unequal channel counts (the view swaps them), a
+ * non-square filter padded on one axis only, an unpadded pass (the view
+ * pads by r - 1), a 31x31 filter, partial tiles, both math modes. */
+static int fft_backward_data_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
+  const conv_epilogue N = CONV_EPILOGUE_NONE;
+  conv_problem cases[] = {
+      direct_problem(2, 3, 40, 44, 5, 5, 5, 1, 2, 1, 1, N, S),     /* c != k */
+      direct_problem(1, 4, 37, 52, 6, 7, 3, 1, 3, 1, 1, N, T),     /* 7x3, padding (3, 0) */
+      direct_problem(2, 6, 50, 31, 2, 3, 3, 1, 0, 1, 1, N, S),     /* valid */
+      direct_problem(1, 2, 64, 64, 3, 31, 31, 1, 15, 1, 1, N, S),  /* fft_few_ch_31 */
+      direct_problem(2, 20, 30, 30, 36, 3, 3, 1, 1, 1, 1, N, T),   /* GEMM product */
+  };
+  cases[1].pad_w = 0;
+  enum { CASES = sizeof cases / sizeof cases[0] };
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  env.cublaslt = (cublasLtHandle_t)&env; /* applicable() only checks it is there */
+  for (int i = 0; i < CASES; i++) {
+    cases[i].direction = CONV_BACKWARD_DATA;
+    CHECK_MSG(conv_algorithm_fft.applicable(&cases[i], &env), "fft refuses case %d", i);
+  }
+  family_count count;
+  if (run_family_on_cases(&conv_algorithm_fft, cases, CASES, NULL, &count) != TEST_PASS)
+    return TEST_FAIL;
+  printf("fft backward-data: %d configs ran, %d wrong and caught, %d unsupported\n", count.ran,
+         count.wrong_caught, count.unsupported);
+  CHECK(count.ran >= 2 * CASES && count.wrong_caught == 0);
+  return TEST_PASS;
+}
+
 /* fft_filter, every config (whole-image transforms and power-of-two
  * tiles), against the CPU reference: a 31x31 filter on few channels (the
  * suite's fft_few_ch_31, smaller), channel counts that leave partial 4 x 4
@@ -456,6 +490,7 @@ static const test_case tests[] = {
     {"passes_reject_wrong_calls", passes_reject_wrong_calls},
     {"every_backward_candidate_matches_reference", every_backward_candidate_matches_reference},
     {"direct_backward_matches_reference", direct_backward_matches_reference},
+    {"fft_backward_data_matches_reference", fft_backward_data_matches_reference},
     {"fft_filter_matches_reference", fft_filter_matches_reference},
     {"deterministic_plans_repeat_bits", deterministic_plans_repeat_bits},
 };

@@ -330,6 +330,49 @@ static int direct_channel_configs(void) {
 }
 
 /* The fft candidate's applicability and transform sizes need no GPU. */
+/* fft's backward-data: the transposed view's sizes (dy is P x Q, the view
+ * pads by r - 1 - pad), where that view is a convolution fft runs; not a
+ * pass padded past the filter (the view would need negative padding),
+ * strided or dilated; never backward-filter (fft_filter's). */
+static int fft_backward_configs(void) {
+  const conv_algorithm *fft = conv_registry_find(CONV_ALGO_FFT);
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  env.cublaslt = (cublasLtHandle_t)&env; /* applicable() only checks it is there */
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = 8; p.c = 4; p.h = 512; p.w = 512; p.k = 4; p.r = 31; p.s = 31; /* fft_few_ch_31 */
+  p.pad_h = p.pad_w = 15;
+  p.direction = CONV_BACKWARD_DATA;
+  CHECK(fft->applicable(&p, &env));
+  conv_config configs[16];
+  int n = -1;
+  CHECK_STATUS(CONV_OK, fft->configs(&p, &env, configs, 16, &n, NULL));
+  CHECK(n == 10 && configs[0].values[0] == 560 && configs[0].values[1] == 560);
+  /* A valid (unpadded) 100 x 60 input with a 5x3 filter: dy is 96 x 58,
+   * the view pads it by (4, 2) back to 100 x 60, whose whole extents are
+   * 104 (2^3 * 13 -> 105 = 3 * 5 * 7) and 60 + 3 - 1 = 62 -> 63 = 3^2 * 7. */
+  p.h = 100; p.w = 60; p.r = 5; p.s = 3; p.pad_h = p.pad_w = 0; p.c = 3; p.k = 7;
+  CHECK(fft->applicable(&p, &env));
+  CHECK_STATUS(CONV_OK, fft->configs(&p, &env, configs, 16, &n, NULL));
+  CHECK(n >= 2 && configs[0].values[0] == 105 && configs[0].values[1] == 63);
+  conv_problem q = p;
+  q.pad_h = 5; /* past the filter's reach */
+  CHECK(!fft->applicable(&q, &env));
+  CHECK_STATUS(CONV_OK, fft->configs(&q, &env, configs, 16, &n, NULL));
+  CHECK(n == 0);
+  conv_prepared prep;
+  const conv_config whole = {3, {105, 63, 0}, 0};
+  CHECK_STATUS(CONV_UNSUPPORTED, fft->prepare(&q, &env, &whole, &prep, NULL));
+  q = p, q.stride_h = 2;
+  CHECK(!fft->applicable(&q, &env));
+  q = p, q.dil_w = 2;
+  CHECK(!fft->applicable(&q, &env));
+  q = p, q.direction = CONV_BACKWARD_FILTER;
+  CHECK(!fft->applicable(&q, &env));
+  return TEST_PASS;
+}
+
 static int fft_configs(void) {
   const conv_algorithm *fft = conv_registry_find(CONV_ALGO_FFT);
   CHECK(fft != NULL && strcmp(fft->name, "fft") == 0);
@@ -381,7 +424,7 @@ static int fft_configs(void) {
   CHECK(!fft->applicable(&p, &env));
   CHECK_STATUS(CONV_OK, fft->configs(&p, &env, configs, 16, &n, NULL));
   CHECK(n == 0);
-  return TEST_PASS;
+  return fft_backward_configs();
 }
 
 /* Whether a channel_split launch's threads own every output pixel exactly
