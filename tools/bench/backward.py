@@ -50,6 +50,8 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--directions", default=",".join(DIRECTIONS))
     p.add_argument("--cache", default=None, help="convtune cache (default: the library's)")
     p.add_argument("--policy", default="exhaustive", choices=("exhaustive", "fast", "cache_only"))
+    p.add_argument("--tuning-budget-ms", type=float, default=0.0,
+                   help="per problem: keep the fastest config found within this much tuning (0: none)")
     p.add_argument("--out-md", default=None)
     p.add_argument("--out-json", default=None)
     p.add_argument("--render", metavar="JSON", default=None,
@@ -162,10 +164,12 @@ def main(argv: list | None = None) -> int:
     torch.backends.cudnn.benchmark = True
     started = time.perf_counter()
     device = torch.cuda.current_device()
-    context = convtune.Context(device=device, cache=args.cache, policy=args.policy)
+    context = convtune.Context(device=device, cache=args.cache, policy=args.policy,
+                               tuning_budget_ms=args.tuning_budget_ms)
     rows = []
     results = {"run": {"command": bench_env.command_line(argv, os.environ), "cache": args.cache,
-                       "policy": args.policy, "elapsed_s": 0.0,
+                       "policy": args.policy, "tuning_budget_ms": args.tuning_budget_ms,
+                       "elapsed_s": 0.0,
                        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")},
                "environment": bench_env.gather_environment(convtune, device), "rows": rows}
     for shape in shapes:
