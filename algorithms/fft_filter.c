@@ -1,19 +1,19 @@
 /*
  * fft_filter.c -- the `fft_filter` candidate: backward-filter as a
- * correlation by 2-D real FFTs (cuFFT), for large filters on few channels,
- * where cuDNN's engines and our direct kernels sum r x s taps over every
- * pixel.  Stride 1, dilation 1, one group, NCHW.
+ * correlation by 2-D real FFTs (cuFFT), for large filters on few channels
+ * (per group: depthwise too), where cuDNN's engines and our direct kernels
+ * sum r x s taps over every pixel.  Stride 1, dilation 1, NCHW.
  *
  * Data flow, per execute (fft_tiles.h for the tiling):
  *
  *   x  --cut-------> real [c][m][fh][fw] --R2C--> X  [c][m][f]
  *   dy --cut_grad--> real [k][m][fh][fw] --R2C--> DY [k][m][f]   m = (n, tile)
- *   DW [k][c][f] = sum over m of conj(DY[k][m][f]) * X[c][m][f]
- *   DW --C2R--> real [k][c][fh][fw] --crop lags 0..r-1, 0..s-1, scale--> dw
+ *   DW [k][cg][f] = sum over m of conj(DY[k][m][f]) * X[g*cg + ci][m][f]
+ *   DW --C2R--> real [k][cg][fh][fw] --crop lags 0..r-1, 0..s-1, scale--> dw
  *
  * The product is our kernel (4 x 4 filter planes a thread, the tiles
  * summed in order); each 4 x 4 block of planes reads the spectra once, so
- * past FFTF_MAX_PAIRS (output, input) channel pairs, a GEMM-shaped product
+ * past FFTF_MAX_PAIRS filter planes (k x c/groups), a GEMM-shaped product
  * would be needed, which this family does not have.
  *
  * Error: as the forward `fft` (fft.c): about eps * log2(fh * fw) per
@@ -50,9 +50,9 @@ static void fftf_release(void *state) {
 
 static bool fftf_problem_supported(const conv_problem *pb) {
   return conv_problem_supported(pb) && pb->direction == CONV_BACKWARD_FILTER &&
-         pb->layout == CONV_LAYOUT_NCHW && pb->groups == 1 && pb->stride_h == 1 &&
-         pb->stride_w == 1 && pb->dil_h == 1 && pb->dil_w == 1 && pb->r * pb->s > 1 &&
-         pb->k * pb->c <= FFTF_MAX_PAIRS;
+         pb->layout == CONV_LAYOUT_NCHW && pb->stride_h == 1 && pb->stride_w == 1 &&
+         pb->dil_h == 1 && pb->dil_w == 1 && pb->r * pb->s > 1 &&
+         pb->k * (pb->c / pb->groups) <= FFTF_MAX_PAIRS;
 }
 
 static bool fftf_applicable(const conv_problem *problem, const conv_env *env) {
@@ -81,7 +81,7 @@ static void fftf_workspace_layout(fftf_state *st, size_t fft_work) {
   const size_t plane = (size_t)t->fh * t->fw * sizeof(float);
   const size_t spectrum = (size_t)t->freqs * 2 * sizeof(float);
   const size_t x_planes = (size_t)t->c * t->m, dy_planes = (size_t)t->k * t->m,
-               dw_planes = (size_t)t->k * t->c;
+               dw_planes = (size_t)t->k * t->cg;
   size_t planes = x_planes;
   if (dy_planes > planes) planes = dy_planes;
   if (dw_planes > planes) planes = dw_planes;
@@ -100,8 +100,8 @@ static conv_status fftf_prepare(const conv_problem *problem, conv_env *env,
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "fft_filter: NULL argument");
   if (!fftf_problem_supported(problem))
     return conv_error_set(err, CONV_UNSUPPORTED,
-                          "fft_filter: only fp32 NCHW backward-filter, stride 1, dilation 1, one "
-                          "group, a filter of more than one tap and at most %d channel pairs",
+                          "fft_filter: only fp32 NCHW backward-filter, stride 1, dilation 1, a "
+                          "filter of more than one tap and at most %d filter planes",
                           FFTF_MAX_PAIRS);
   /* Sizes are checked by conv_fft_tiles_make. */
   const conv_status checked = conv_config_check(config, "fft_filter", 2, INT64_MIN, INT64_MAX, err);
@@ -119,7 +119,7 @@ static conv_status fftf_prepare(const conv_problem *problem, conv_env *env,
                             CUFFT_R2C, &work_x, "fft_filter", err), fail);
   CONV_TRY(s, conv_fft_plan(&st->grad_fwd, &st->have_grad_fwd, t, (int64_t)t->k * t->m,
                             CUFFT_R2C, &work_dy, "fft_filter", err), fail);
-  CONV_TRY(s, conv_fft_plan(&st->filter_inv, &st->have_filter_inv, t, (int64_t)t->k * t->c,
+  CONV_TRY(s, conv_fft_plan(&st->filter_inv, &st->have_filter_inv, t, (int64_t)t->k * t->cg,
                             CUFFT_C2R, &work_dw, "fft_filter", err), fail);
   /* The three transforms run one after another: they share a work area. */
   size_t work = work_x > work_dy ? work_x : work_dy;
@@ -179,7 +179,7 @@ static void fftf_describe(const conv_config *config, char *text, size_t size) {
 
 const conv_algorithm conv_algorithm_fft_filter = {
     .id = CONV_ALGO_FFT_FILTER,
-    .version = 1,
+    .version = 2, /* 2: groups */
     .name = "fft_filter",
     .applicable = fftf_applicable,
     .configs = fftf_configs,

@@ -114,7 +114,7 @@ __global__ void cut_grad(const conv_fft_tiles T, int rpt, const float *__restric
       dst[i * T.fw + j] = i < rows && j < cols ? __ldg(src + (int64_t)i * T.q + j) : 0.0f;
 }
 
-/* Plane = k*c + ci: dw[k][ci][r][s] = scale * the plane's correlation at
+/* Plane = k*cg + ci: dw[k][ci][r][s] = scale * the plane's correlation at
  * lag (r, s). */
 __global__ void crop_filter(const conv_fft_tiles T, int rpt, const float *__restrict__ planes,
                             float scale, float *__restrict__ dw) {
@@ -182,9 +182,12 @@ __device__ __forceinline__ float2 conj_mad(float2 a, float2 b, float2 acc) {
 }
 
 /* Thread: one frequency, kKB output channels from blockIdx.y*kKB and kCB
- * input channels from blockIdx.z*kCB, summing over the tiles in order (so
- * the result does not depend on scheduling).  Consecutive threads take
- * consecutive frequencies: every load and store is coalesced. */
+ * of their group's input channels from blockIdx.z*kCB, summing over the
+ * tiles in order (so the result does not depend on scheduling).
+ * Consecutive threads take consecutive frequencies: every load and store
+ * is coalesced.  GROUPED: the output channels' groups may differ (kg below
+ * kKB, depthwise), so each reads its own input channels. */
+template <bool GROUPED>
 __global__ void __launch_bounds__(kCorrelateThreads)
     correlate(const conv_fft_tiles T, const float2 *__restrict__ dy, const float2 *__restrict__ x,
               float2 *__restrict__ dw) {
@@ -192,31 +195,47 @@ __global__ void __launch_bounds__(kCorrelateThreads)
   if (f >= T.freqs) return;
   const int k0 = blockIdx.y * kKB, c0 = blockIdx.z * kCB;
   const int64_t F = T.freqs;
+  /* Input channel of (output channel k0 + a, c0 + b): x_base[a] + b. */
+  int x_base[kKB];
+#pragma unroll
+  for (int a = 0; a < kKB; a++) x_base[a] = (GROUPED ? (k0 + a) / T.kg * T.cg : 0) + c0;
   float2 acc[kKB][kCB];
 #pragma unroll
   for (int a = 0; a < kKB; a++)
 #pragma unroll
     for (int b = 0; b < kCB; b++) acc[a][b] = make_float2(0.0f, 0.0f);
   for (int tile = 0; tile < T.m; tile++) {
-    float2 dv[kKB], xv[kCB];
+    float2 dv[kKB];
 #pragma unroll
     for (int a = 0; a < kKB; a++)
       dv[a] = k0 + a < T.k ? __ldg(dy + ((int64_t)(k0 + a) * T.m + tile) * F + f)
                            : make_float2(0, 0);
+    if (GROUPED) {
 #pragma unroll
-    for (int b = 0; b < kCB; b++)
-      xv[b] = c0 + b < T.c ? __ldg(x + ((int64_t)(c0 + b) * T.m + tile) * F + f)
-                           : make_float2(0, 0);
+      for (int a = 0; a < kKB; a++)
 #pragma unroll
-    for (int a = 0; a < kKB; a++)
+        for (int b = 0; b < kCB; b++)
+          if (k0 + a < T.k && c0 + b < T.cg)
+            acc[a][b] = conj_mad(dv[a], __ldg(x + ((int64_t)(x_base[a] + b) * T.m + tile) * F + f),
+                                 acc[a][b]);
+    } else {
+      float2 xv[kCB];
 #pragma unroll
-      for (int b = 0; b < kCB; b++) acc[a][b] = conj_mad(dv[a], xv[b], acc[a][b]);
+      for (int b = 0; b < kCB; b++)
+        xv[b] = c0 + b < T.c ? __ldg(x + ((int64_t)(c0 + b) * T.m + tile) * F + f)
+                             : make_float2(0, 0);
+#pragma unroll
+      for (int a = 0; a < kKB; a++)
+#pragma unroll
+        for (int b = 0; b < kCB; b++) acc[a][b] = conj_mad(dv[a], xv[b], acc[a][b]);
+    }
   }
 #pragma unroll
   for (int a = 0; a < kKB; a++)
 #pragma unroll
     for (int b = 0; b < kCB; b++)
-      if (k0 + a < T.k && c0 + b < T.c) dw[((int64_t)(k0 + a) * T.c + c0 + b) * F + f] = acc[a][b];
+      if (k0 + a < T.k && c0 + b < T.cg)
+        dw[((int64_t)(k0 + a) * T.cg + c0 + b) * F + f] = acc[a][b];
 }
 
 /* 32 x 32 tiles through shared memory; blocks of 32 x 8 threads. */
@@ -289,15 +308,18 @@ extern "C" cudaError_t conv_fft_cut_grad(const conv_fft_tiles *t, const float *d
 extern "C" cudaError_t conv_fft_correlate(const conv_fft_tiles *t, const float2 *dy,
                                           const float2 *x, float2 *dw, cudaStream_t stream) {
   const dim3 grid((unsigned)((t->freqs + kCorrelateThreads - 1) / kCorrelateThreads),
-                  (unsigned)((t->k + kKB - 1) / kKB), (unsigned)((t->c + kCB - 1) / kCB));
+                  (unsigned)((t->k + kKB - 1) / kKB), (unsigned)((t->cg + kCB - 1) / kCB));
   if (grid.y > 65535 || grid.z > 65535) return cudaErrorInvalidConfiguration;
-  correlate<<<grid, kCorrelateThreads, 0, stream>>>(*t, dy, x, dw);
+  if (t->groups > 1)
+    correlate<true><<<grid, kCorrelateThreads, 0, stream>>>(*t, dy, x, dw);
+  else
+    correlate<false><<<grid, kCorrelateThreads, 0, stream>>>(*t, dy, x, dw);
   return cudaGetLastError();
 }
 
 extern "C" cudaError_t conv_fft_crop_filter(const conv_fft_tiles *t, const float *planes,
                                             float scale, float *dw, cudaStream_t stream) {
-  crop_filter<<<tile_grid((int64_t)t->k * t->c, t->r, t->s), kTileBlock, 0, stream>>>(
+  crop_filter<<<tile_grid((int64_t)t->k * t->cg, t->r, t->s), kTileBlock, 0, stream>>>(
       *t, rows_per_thread(t->r, t->s), planes, scale, dw);
   return cudaGetLastError();
 }

@@ -30,6 +30,7 @@ extern "C" {
  * planes, and every plane's size, below 2^31. */
 typedef struct conv_fft_tiles {
   int n, c, h, w, k, r, s, p, q, pad_h, pad_w;
+  int groups, cg, kg;   /* groups, input and output channels per group */
   int fh, fw;           /* transform size                             */
   int th, tw;           /* outputs per tile: fh - r + 1, fw - s + 1   */
   int tiles_h, tiles_w; /* tiles per image along rows, columns        */
@@ -71,12 +72,13 @@ cudaError_t conv_fft_crop_output(const conv_fft_tiles *t, const float *tiles, fl
 cudaError_t conv_fft_cut_grad(const conv_fft_tiles *t, const float *dy, float *tiles,
                               cudaStream_t stream);
 
-/* Backward-filter, on plane-major spectra:
- * dw[k*c + ci][f] = sum over tiles, in order, of conj(dy[k*m + tile][f]) * x[ci*m + tile][f]. */
+/* Backward-filter, on plane-major spectra: with g = k / kg the output
+ * channel's group, dw[k*cg + ci][f] = sum over tiles, in order, of
+ * conj(dy[k*m + tile][f]) * x[(g*cg + ci)*m + tile][f]. */
 cudaError_t conv_fft_correlate(const conv_fft_tiles *t, const float2 *dy, const float2 *x,
                                float2 *dw, cudaStream_t stream);
 
-/* Backward-filter: dw[k][ci][r][s] = scale * planes[k*c + ci][r][s]. */
+/* Backward-filter: dw[k][ci][r][s] = scale * planes[k*cg + ci][r][s]. */
 cudaError_t conv_fft_crop_filter(const conv_fft_tiles *t, const float *planes, float scale,
                                  float *dw, cudaStream_t stream);
 

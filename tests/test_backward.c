@@ -332,8 +332,9 @@ static int fft_backward_data_matches_reference(void) {
  * tiles), against the CPU reference: a 31x31 filter on few channels (the
  * suite's fft_few_ch_31, smaller), channel counts that leave partial 4 x 4
  * blocks of filter planes, a non-square filter with padding on one axis
- * only, an output that leaves partial tiles, both math modes (fp32
- * either way). */
+ * only, an output that leaves partial tiles, groups (depthwise 31x31 as
+ * RepLKNet's, a channel multiplier, 3 channels in and 2 out a group),
+ * both math modes (fp32 either way). */
 static int fft_filter_matches_reference(void) {
   SKIP_WITHOUT_GPU();
   seed_rng();
@@ -344,6 +345,9 @@ static int fft_filter_matches_reference(void) {
       direct_problem(3, 5, 70, 45, 6, 5, 5, 1, 2, 1, 1, N, S),     /* partial blocks */
       direct_problem(1, 3, 40, 52, 2, 7, 3, 1, 3, 1, 1, N, T),     /* 7x3, padding (3, 0) */
       direct_problem(2, 2, 97, 33, 3, 9, 9, 1, 0, 1, 1, N, S),     /* valid, partial tiles */
+      direct_problem(2, 6, 40, 40, 6, 31, 31, 1, 15, 1, 6, N, S),  /* depthwise 31x31 */
+      direct_problem(1, 4, 30, 27, 8, 5, 5, 1, 2, 1, 4, N, T),     /* multiplier 2 */
+      direct_problem(2, 6, 25, 33, 4, 3, 3, 1, 1, 1, 2, N, S),     /* 3 in, 2 out a group */
   };
   cases[2].pad_w = 0;
   enum { CASES = sizeof cases / sizeof cases[0] };

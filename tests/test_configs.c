@@ -763,9 +763,9 @@ static int filter_reduce_configs(void) {
   return TEST_PASS;
 }
 
-/* fft_filter takes backward-filter passes the forward `fft` would take
- * forward (stride 1, dilation 1, one group, NCHW, more than one tap), up
- * to 4096 channel pairs; it lists the same transform sizes as `fft`, and
+/* fft_filter takes NCHW backward-filter passes at stride 1, dilation 1,
+ * with more than one tap, any groups (depthwise too), up to 4096 filter
+ * planes (k x c/groups); it lists the same transform sizes as `fft`, and
  * refuses configs that are not two values or whose transform does not
  * hold the filter, before any cuFFT call. */
 static int fft_filter_configs(void) {
@@ -801,9 +801,18 @@ static int fft_filter_configs(void) {
   CHECK_STATUS(CONV_UNSUPPORTED, ff->prepare(&p, &env, &three, &prep, NULL));
   CHECK_STATUS(CONV_UNSUPPORTED, ff->prepare(&p, &env, &small, &prep, NULL));
   CHECK_STATUS(CONV_UNSUPPORTED, ff->prepare(&p, &env, &huge, &prep, NULL));
-  /* Not applicable: the other passes, strides, dilations, groups, 1x1
-   * filters, NHWC, more than 4096 channel pairs. */
+  /* Groups: RepLKNet's depthwise 31x31 (128 planes); 8 channels per
+   * group of 512 outputs (4096 planes). */
   conv_problem q = p;
+  q.c = q.k = q.groups = 128, q.h = q.w = 56;
+  CHECK(ff->applicable(&q, &env));
+  q.c = 256, q.k = 512, q.groups = 32;
+  CHECK(ff->applicable(&q, &env));
+  q.groups = 16;
+  CHECK(!ff->applicable(&q, &env));
+  /* Not applicable: the other passes, strides, dilations, 1x1 filters,
+   * NHWC, more than 4096 filter planes. */
+  q = p;
   q.direction = CONV_FORWARD;
   CHECK(!ff->applicable(&q, &env));
   q.direction = CONV_BACKWARD_DATA;
@@ -813,8 +822,6 @@ static int fft_filter_configs(void) {
   q = p, q.stride_w = 2;
   CHECK(!ff->applicable(&q, &env));
   q = p, q.dil_h = 2;
-  CHECK(!ff->applicable(&q, &env));
-  q = p, q.groups = 2;
   CHECK(!ff->applicable(&q, &env));
   q = p, q.r = q.s = 1, q.pad_h = q.pad_w = 0;
   CHECK(!ff->applicable(&q, &env));
