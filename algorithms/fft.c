@@ -2,7 +2,8 @@
  * fft.c -- the `fft` candidate: convolution by 2-D real FFTs (cuFFT) of
  * input tiles and filters, the frequency-domain products summed over input
  * channels, an inverse FFT, and a crop with the epilogue.  Stride 1,
- * dilation 1, one group.  Backward-data runs as its transposed view
+ * dilation 1, any groups (each output channel summing its own group's
+ * input channels; one group only for the GEMM product).  Backward-data runs as its transposed view
  * (conv_direct_backward_data_view): dy convolved with the mirrored filter,
  * its channels swapped, padded by r - 1 - pad, which the filter placement
  * reads from w as it is (no copy); backward-filter is `fft_filter`.
@@ -76,7 +77,7 @@ static void fft_release(void *state) {
 
 
 static bool fft_forward_supported(const conv_problem *pb) {
-  return conv_problem_nchw(pb) && pb->groups == 1 && pb->stride_h == 1 &&
+  return conv_problem_nchw(pb) && pb->stride_h == 1 &&
          pb->stride_w == 1 && pb->dil_h == 1 && pb->dil_w == 1 && pb->r * pb->s > 1;
 }
 
@@ -112,12 +113,15 @@ static conv_status fft_configs(const conv_problem *problem, conv_env *env, conv_
   conv_config sizes[16];
   const int n_sizes = conv_fft_sizes(problem, &sh, sizes);
   /* Each size with both products, the one likelier to win first (the GEMM
-   * once a frequency's product is a real matrix product). */
+   * once a frequency's product is a real matrix product); with groups,
+   * our kernel only. */
   const bool gemm_first = problem->c * problem->k >= 256;
+  const int products = problem->groups == 1 ? 2 : 1;
   int n = 0;
   for (int i = 0; i < n_sizes; i++)
-    for (int j = 0; j < 2 && n < max; j++) {
-      const int product = (j == 0) == gemm_first ? FFT_PRODUCT_GEMM : FFT_PRODUCT_KERNEL;
+    for (int j = 0; j < products && n < max; j++) {
+      const int product =
+          products == 2 && (j == 0) == gemm_first ? FFT_PRODUCT_GEMM : FFT_PRODUCT_KERNEL;
       out[n++] = (conv_config){3, {sizes[i].values[0], sizes[i].values[1], product}, 0};
     }
   *count = n;
@@ -191,7 +195,7 @@ static void fft_workspace_layout(fft_state *st, size_t fft_work) {
   const conv_fft_tiles *t = &st->t;
   const size_t plane = (size_t)t->fh * t->fw * sizeof(float);
   const size_t spectrum = (size_t)t->freqs * 2 * sizeof(float);
-  const size_t x_planes = (size_t)t->c * t->m, w_planes = (size_t)t->k * t->c,
+  const size_t x_planes = (size_t)t->c * t->m, w_planes = (size_t)t->k * t->cg,
                y_planes = (size_t)t->k * t->m;
   size_t planes = w_planes;
   if (x_planes > planes) planes = x_planes;
@@ -229,6 +233,9 @@ static conv_status fft_prepare(const conv_problem *problem, conv_env *env,
   if (config->values[2] != FFT_PRODUCT_KERNEL && config->values[2] != FFT_PRODUCT_GEMM)
     return conv_error_set(err, CONV_UNSUPPORTED, "fft: product %lld is not 0 or 1",
                           (long long)config->values[2]);
+  if (config->values[2] == FFT_PRODUCT_GEMM && problem->groups != 1)
+    return conv_error_set(err, CONV_UNSUPPORTED, "fft: the GEMM product takes one group, not %lld",
+                          (long long)problem->groups);
   fft_state *st = calloc(1, sizeof *st);
   if (st == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "fft: out of memory");
   conv_status s;
@@ -239,7 +246,7 @@ static conv_status fft_prepare(const conv_problem *problem, conv_env *env,
   st->product = (int)config->values[2];
   st->transposed_filter = transposed;
   size_t work_w = 0, work_x = 0, work_y = 0;
-  CONV_TRY(s, conv_fft_plan(&st->filters_fwd, &st->have_filters_fwd, t, (int64_t)t->k * t->c,
+  CONV_TRY(s, conv_fft_plan(&st->filters_fwd, &st->have_filters_fwd, t, (int64_t)t->k * t->cg,
                             CUFFT_R2C, &work_w, "fft", err), fail);
   CONV_TRY(s, conv_fft_plan(&st->input_fwd, &st->have_input_fwd, t, (int64_t)t->c * t->m,
                             CUFFT_R2C, &work_x, "fft", err), fail);
@@ -356,7 +363,7 @@ static void fft_describe(const conv_config *config, char *text, size_t size) {
 
 const conv_algorithm conv_algorithm_fft = {
     .id = CONV_ALGO_FFT,
-    .version = 1,
+    .version = 2, /* 2: backward-data, groups */
     .name = "fft",
     .applicable = fft_applicable,
     .configs = fft_configs,

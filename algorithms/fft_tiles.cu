@@ -56,14 +56,16 @@ __global__ void cut_input(const conv_fft_tiles T, int rpt, const float *__restri
   }
 }
 
-/* TRANSPOSED (backward-data's view): the view's filter [kk][cc] is the
- * problem's w[cc][kk] mirrored, so tap (rr, ss) reads w[cc][kk][r-1-rr][s-1-ss]. */
+/* TRANSPOSED (backward-data's view, T its tiles): the view's filter
+ * [kk][cc] (kk = g*kg + j, cc < cg) is the problem's w[g*cg + cc][j]
+ * mirrored, so tap (rr, ss) reads w[g*cg + cc][j][r-1-rr][s-1-ss]. */
 template <bool TRANSPOSED>
 __global__ void place_filters(const conv_fft_tiles T, int rpt, const float *__restrict__ w,
                               float *__restrict__ planes) {
-  const int64_t plane = blockIdx.x; /* k*c + ci of the convolution computed */
-  const int64_t kk = plane / T.c, cc = plane - kk * T.c;
-  const float *src = w + (TRANSPOSED ? cc * T.k + kk : plane) * T.r * T.s;
+  const int64_t plane = blockIdx.x; /* k*cg + ci of the convolution computed */
+  const int64_t kk = plane / T.cg, cc = plane - kk * T.cg;
+  const int64_t g = kk / T.kg, j = kk - g * T.kg;
+  const float *src = w + (TRANSPOSED ? (g * T.cg + cc) * T.kg + j : plane) * T.r * T.s;
   float *dst = planes + plane * T.fh * T.fw;
   const row_range rows = my_rows(T.fh, rpt);
   for (int i = rows.first; i < rows.end; i += 8) {
@@ -137,7 +139,10 @@ __device__ __forceinline__ float2 cmad(float2 a, float2 b, float2 acc) {
 
 /* Thread: one frequency, kMB tiles from blockIdx.y*kMB, kKB output channels
  * from blockIdx.z*kKB.  Consecutive threads take consecutive frequencies,
- * so every load and store is coalesced. */
+ * so every load and store is coalesced.  GROUPED: the output channels'
+ * groups may differ (kg below kKB, depthwise), so each reads its own input
+ * channels. */
+template <bool GROUPED>
 __global__ void __launch_bounds__(kMultiplyThreads)
     multiply(const conv_fft_tiles T, const float2 *__restrict__ x, const float2 *__restrict__ w,
              float2 *__restrict__ y) {
@@ -150,18 +155,30 @@ __global__ void __launch_bounds__(kMultiplyThreads)
   for (int a = 0; a < kMB; a++)
 #pragma unroll
     for (int b = 0; b < kKB; b++) acc[a][b] = make_float2(0.0f, 0.0f);
-  for (int ci = 0; ci < T.c; ci++) {
-    float2 xv[kMB], wv[kKB];
-#pragma unroll
-    for (int a = 0; a < kMB; a++)
-      xv[a] = m0 + a < T.m ? __ldg(x + ((int64_t)ci * T.m + m0 + a) * F + f) : make_float2(0, 0);
+  for (int ci = 0; ci < T.cg; ci++) {
+    float2 wv[kKB];
 #pragma unroll
     for (int b = 0; b < kKB; b++)
-      wv[b] = k0 + b < T.k ? __ldg(w + ((int64_t)(k0 + b) * T.c + ci) * F + f) : make_float2(0, 0);
+      wv[b] = k0 + b < T.k ? __ldg(w + ((int64_t)(k0 + b) * T.cg + ci) * F + f) : make_float2(0, 0);
+    if (GROUPED) {
 #pragma unroll
-    for (int a = 0; a < kMB; a++)
+      for (int b = 0; b < kKB; b++) {
+        const int64_t xc = (int64_t)min(k0 + b, T.k - 1) / T.kg * T.cg + ci;
 #pragma unroll
-      for (int b = 0; b < kKB; b++) acc[a][b] = cmad(xv[a], wv[b], acc[a][b]);
+        for (int a = 0; a < kMB; a++)
+          if (m0 + a < T.m)
+            acc[a][b] = cmad(__ldg(x + (xc * T.m + m0 + a) * F + f), wv[b], acc[a][b]);
+      }
+    } else {
+      float2 xv[kMB];
+#pragma unroll
+      for (int a = 0; a < kMB; a++)
+        xv[a] = m0 + a < T.m ? __ldg(x + ((int64_t)ci * T.m + m0 + a) * F + f) : make_float2(0, 0);
+#pragma unroll
+      for (int a = 0; a < kMB; a++)
+#pragma unroll
+        for (int b = 0; b < kKB; b++) acc[a][b] = cmad(xv[a], wv[b], acc[a][b]);
+    }
   }
 #pragma unroll
   for (int a = 0; a < kMB; a++)
@@ -264,7 +281,7 @@ extern "C" cudaError_t conv_fft_cut_input(const conv_fft_tiles *t, const float *
 extern "C" cudaError_t conv_fft_place_filters(const conv_fft_tiles *t, const float *w,
                                               bool transposed, float *planes,
                                               cudaStream_t stream) {
-  const dim3 grid = tile_grid((int64_t)t->k * t->c, t->fh, t->fw);
+  const dim3 grid = tile_grid((int64_t)t->k * t->cg, t->fh, t->fw);
   const int rpt = rows_per_thread(t->fh, t->fw);
   if (transposed)
     place_filters<true><<<grid, kTileBlock, 0, stream>>>(*t, rpt, w, planes);
@@ -278,7 +295,10 @@ extern "C" cudaError_t conv_fft_multiply(const conv_fft_tiles *t, const float2 *
   const dim3 grid((unsigned)((t->freqs + kMultiplyThreads - 1) / kMultiplyThreads),
                   (unsigned)((t->m + kMB - 1) / kMB), (unsigned)((t->k + kKB - 1) / kKB));
   if (grid.y > 65535 || grid.z > 65535) return cudaErrorInvalidConfiguration;
-  multiply<<<grid, kMultiplyThreads, 0, stream>>>(*t, x, w, y);
+  if (t->groups > 1)
+    multiply<true><<<grid, kMultiplyThreads, 0, stream>>>(*t, x, w, y);
+  else
+    multiply<false><<<grid, kMultiplyThreads, 0, stream>>>(*t, x, w, y);
   return cudaGetLastError();
 }
 

@@ -44,16 +44,17 @@ typedef struct conv_fft_tiles {
 cudaError_t conv_fft_cut_input(const conv_fft_tiles *t, const float *x, float *tiles,
                                cudaStream_t stream);
 
-/* planes[k*c + ci][fh][fw] = w[k][ci] placed for a correlation by a circular
- * convolution: tap (rr, ss) at ((fh - rr) % fh, (fw - ss) % fw), zeros
- * elsewhere.  `transposed` (backward-data, t being its transposed view):
- * the view's filter [k][ci] is w[ci][k] mirrored (w has t->c filters of
- * t->k channels). */
+/* planes[k*cg + ci][fh][fw] = w[k][ci] placed for a correlation by a
+ * circular convolution: tap (rr, ss) at ((fh - rr) % fh, (fw - ss) % fw),
+ * zeros elsewhere.  `transposed` (backward-data, t being its transposed
+ * view): the view's filter [g*kg + j][ci] is w[g*cg + ci][j] mirrored (w
+ * has t->c filters of t->kg channels). */
 cudaError_t conv_fft_place_filters(const conv_fft_tiles *t, const float *w, bool transposed,
                                    float *planes, cudaStream_t stream);
 
-/* The per-frequency products on plane-major spectra (float2 = complex):
- * y[k*m + tile][f] = sum over ci of x[ci*m + tile][f] * w[k*c + ci][f]. */
+/* The per-frequency products on plane-major spectra (float2 = complex),
+ * g = k / kg the output channel's group:
+ * y[k*m + tile][f] = sum over ci < cg of x[(g*cg + ci)*m + tile][f] * w[k*cg + ci][f]. */
 cudaError_t conv_fft_multiply(const conv_fft_tiles *t, const float2 *x, const float2 *w,
                               float2 *y, cudaStream_t stream);
 

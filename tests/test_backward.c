@@ -297,7 +297,8 @@ static int direct_backward_matches_reference(void) {
 /* fft's backward-data (the transposed view), every config, against the
  * CPU reference: unequal channel counts (the view swaps them), a
  * non-square filter padded on one axis only, an unpadded pass (the view
- * pads by r - 1), a 31x31 filter, partial tiles, both math modes. */
+ * pads by r - 1), a 31x31 filter, partial tiles, groups (the view swaps
+ * the channels within each group), both math modes. */
 static int fft_backward_data_matches_reference(void) {
   SKIP_WITHOUT_GPU();
   seed_rng();
@@ -309,6 +310,9 @@ static int fft_backward_data_matches_reference(void) {
       direct_problem(2, 6, 50, 31, 2, 3, 3, 1, 0, 1, 1, N, S),     /* valid */
       direct_problem(1, 2, 64, 64, 3, 31, 31, 1, 15, 1, 1, N, S),  /* fft_few_ch_31 */
       direct_problem(2, 20, 30, 30, 36, 3, 3, 1, 1, 1, 1, N, T),   /* GEMM product */
+      direct_problem(2, 6, 40, 40, 6, 31, 31, 1, 15, 1, 6, N, S),  /* depthwise 31x31 */
+      direct_problem(1, 4, 30, 27, 8, 5, 5, 1, 2, 1, 4, N, T),     /* multiplier 2 */
+      direct_problem(2, 6, 25, 33, 4, 3, 3, 1, 1, 1, 2, N, S),     /* 3 in, 2 out a group */
   };
   cases[1].pad_w = 0;
   enum { CASES = sizeof cases / sizeof cases[0] };

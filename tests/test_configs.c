@@ -409,7 +409,7 @@ static int fft_configs(void) {
   CHECK_STATUS(CONV_OK, fft->configs(&p, &env, configs, 16, &n, NULL));
   CHECK(n >= 4 && configs[0].values[0] == 24 && configs[0].values[1] == 315);
   CHECK(configs[2].values[0] == 24 && configs[2].values[1] == 256);
-  /* Not applicable: strides, dilations, groups, 1x1 filters. */
+  /* Not applicable: strides, dilations, 1x1 filters. */
   p = (conv_problem){0};
   conv_problem_init(&p);
   p.n = 1; p.c = 4; p.h = 32; p.w = 32; p.k = 4; p.r = 3; p.s = 3;
@@ -418,8 +418,16 @@ static int fft_configs(void) {
   CHECK(!fft->applicable(&p, &env));
   p.stride_h = 1; p.dil_w = 2;
   CHECK(!fft->applicable(&p, &env));
+  /* Groups: our product kernel only; a GEMM config is refused before any
+   * cuFFT call. */
   p.dil_w = 1; p.groups = 2;
-  CHECK(!fft->applicable(&p, &env));
+  CHECK(fft->applicable(&p, &env));
+  CHECK_STATUS(CONV_OK, fft->configs(&p, &env, configs, 16, &n, NULL));
+  CHECK(n > 0);
+  for (int i = 0; i < n; i++) CHECK(configs[i].values[2] == 0);
+  conv_prepared prep;
+  const conv_config gemm = {3, {configs[0].values[0], configs[0].values[1], 1}, 0};
+  CHECK_STATUS(CONV_UNSUPPORTED, fft->prepare(&p, &env, &gemm, &prep, NULL));
   p.groups = 1; p.r = p.s = 1;
   CHECK(!fft->applicable(&p, &env));
   CHECK_STATUS(CONV_OK, fft->configs(&p, &env, configs, 16, &n, NULL));

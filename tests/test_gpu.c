@@ -277,7 +277,8 @@ static int bias_pass_matches_host(void) {
 /* The fft candidate on shapes that exercise its tiling: partial tiles at
  * the bottom and right, tiles smaller and larger than the image, whole-image
  * transforms of cuFFT-friendly but not power-of-two sizes, valid and
- * asymmetric padding, non-square filters, 16 channels in and out, every
+ * asymmetric padding, non-square filters, 16 channels in and out, groups
+ * (depthwise 31x31, a channel multiplier, 3 in and 2 out a group), every
  * epilogue, and TF32.  Every config must match the CPU reference within
  * the transform bound (conv_error_bound). */
 static int fft_matches_reference(void) {
@@ -291,6 +292,10 @@ static int fft_matches_reference(void) {
       direct_problem(2, 16, 30, 30, 16, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, T),
       direct_problem(1, 2, 64, 64, 2, 31, 31, 1, 15, 1, 1, CONV_EPILOGUE_NONE, S),
       direct_problem(3, 5, 45, 29, 4, 9, 5, 1, 4, 1, 1, CONV_EPILOGUE_BIAS_RELU, T),
+      /* Groups: depthwise 31x31, a channel multiplier of 2, 3 in and 2 out a group. */
+      direct_problem(2, 6, 40, 40, 6, 31, 31, 1, 15, 1, 6, CONV_EPILOGUE_BIAS, S),
+      direct_problem(1, 4, 30, 27, 8, 5, 5, 1, 2, 1, 4, CONV_EPILOGUE_NONE, T),
+      direct_problem(2, 6, 25, 33, 4, 7, 7, 1, 3, 1, 2, CONV_EPILOGUE_BIAS_RELU, S),
   };
   cases[1].pad_w = 1; /* asymmetric padding */
   cases[5].pad_w = 0;
