@@ -3,10 +3,11 @@
  * input tiles and filters, the frequency-domain products summed over input
  * channels, an inverse FFT, and a crop with the epilogue.  Stride 1,
  * dilation 1, any groups (each output channel summing its own group's
- * input channels; one group only for the GEMM product).  Backward-data runs as its transposed view
- * (conv_direct_backward_data_view): dy convolved with the mirrored filter,
- * its channels swapped, padded by r - 1 - pad, which the filter placement
- * reads from w as it is (no copy); backward-filter is `fft_filter`.
+ * input channels; one group only for the GEMM product).  Backward-data
+ * runs as its transposed view (conv_direct_backward_data_view): dy
+ * convolved with the mirrored filter, its channels swapped, padded by
+ * r - 1 - pad, which the filter placement reads from w as it is (no
+ * copy); backward-filter is `fft_filter`.
  *
  * Data flow, per execute (the filters are transformed every time: they are
  * an argument of conv_plan_execute, not of the plan):
@@ -46,7 +47,6 @@
 #include "algorithms/fft_plans.h"
 #include "runtime/cublaslt.h"
 
-
 enum { FFT_PRODUCT_KERNEL = 0, FFT_PRODUCT_GEMM = 1 };
 
 typedef struct fft_state {
@@ -74,7 +74,6 @@ static void fft_release(void *state) {
   if (st->desc) cublasLtMatmulDescDestroy(st->desc);
   free(st);
 }
-
 
 static bool fft_forward_supported(const conv_problem *pb) {
   return conv_problem_nchw(pb) && pb->stride_h == 1 &&
@@ -129,9 +128,6 @@ static conv_status fft_configs(const conv_problem *problem, conv_env *env, conv_
 }
 
 /* ---------------------------------------------------------------- prepare */
-
-
-
 
 /* The largest power of two, at most 256, dividing `bytes`: the alignment
  * of every matrix of a batch whose base is 256-byte aligned. */
@@ -223,8 +219,8 @@ static conv_status fft_prepare(const conv_problem *problem, conv_env *env,
   conv_problem view;
   if (!fft_view(problem, &view))
     return conv_error_set(err, CONV_UNSUPPORTED,
-                          "fft: only fp32 NCHW forward, stride 1, dilation 1, one group, or "
-                          "backward-data whose transposed convolution is such a one");
+                          "fft: only fp32 NCHW forward, stride 1, dilation 1, a filter larger "
+                          "than 1x1, or backward-data whose transposed convolution is such a one");
   const bool transposed = problem->direction == CONV_BACKWARD_DATA;
   problem = &view;
   /* Sizes are checked by fft_tiles_make. */
@@ -276,7 +272,6 @@ fail:
 }
 
 /* ---------------------------------------------------------------- run */
-
 
 /* Y = sum over c of X * W, by our kernel or by transposes around one
  * batched GEMM (fft.c's header). */

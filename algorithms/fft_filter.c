@@ -13,7 +13,7 @@
  *
  * The product is our kernel (4 x 4 filter planes a thread, the tiles
  * summed in order); each 4 x 4 block of planes reads the spectra once, so
- * past FFTF_MAX_PAIRS filter planes (k x c/groups), a GEMM-shaped product
+ * past FFTF_MAX_PLANES filter planes (k x c/groups), a GEMM-shaped product
  * would be needed, which this family does not have.
  *
  * Error: as the forward `fft` (fft.c): about eps * log2(fh * fw) per
@@ -29,7 +29,7 @@
 
 #include "algorithms/fft_plans.h"
 
-#define FFTF_MAX_PAIRS 4096
+#define FFTF_MAX_PLANES 4096
 
 typedef struct fftf_state {
   conv_fft_tiles t;
@@ -52,7 +52,7 @@ static bool fftf_problem_supported(const conv_problem *pb) {
   return conv_problem_supported(pb) && pb->direction == CONV_BACKWARD_FILTER &&
          pb->layout == CONV_LAYOUT_NCHW && pb->stride_h == 1 && pb->stride_w == 1 &&
          pb->dil_h == 1 && pb->dil_w == 1 && pb->r * pb->s > 1 &&
-         pb->k * (pb->c / pb->groups) <= FFTF_MAX_PAIRS;
+         pb->k * (pb->c / pb->groups) <= FFTF_MAX_PLANES;
 }
 
 static bool fftf_applicable(const conv_problem *problem, const conv_env *env) {
@@ -102,7 +102,7 @@ static conv_status fftf_prepare(const conv_problem *problem, conv_env *env,
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "fft_filter: only fp32 NCHW backward-filter, stride 1, dilation 1, a "
                           "filter of more than one tap and at most %d filter planes",
-                          FFTF_MAX_PAIRS);
+                          FFTF_MAX_PLANES);
   /* Sizes are checked by conv_fft_tiles_make. */
   const conv_status checked = conv_config_check(config, "fft_filter", 2, INT64_MIN, INT64_MAX, err);
   if (checked != CONV_OK) return checked;

@@ -57,15 +57,19 @@ __global__ void cut_input(const conv_fft_tiles T, int rpt, const float *__restri
 }
 
 /* TRANSPOSED (backward-data's view, T its tiles): the view's filter
- * [kk][cc] (kk = g*kg + j, cc < cg) is the problem's w[g*cg + cc][j]
- * mirrored, so tap (rr, ss) reads w[g*cg + cc][j][r-1-rr][s-1-ss]. */
+ * [kk][cc] (kk = g*kg + o, cc < cg) is the problem's w[g*cg + cc][o]
+ * mirrored, so tap (rr, ss) reads w[g*cg + cc][o][r-1-rr][s-1-ss]. */
 template <bool TRANSPOSED>
 __global__ void place_filters(const conv_fft_tiles T, int rpt, const float *__restrict__ w,
                               float *__restrict__ planes) {
   const int64_t plane = blockIdx.x; /* k*cg + ci of the convolution computed */
-  const int64_t kk = plane / T.cg, cc = plane - kk * T.cg;
-  const int64_t g = kk / T.kg, j = kk - g * T.kg;
-  const float *src = w + (TRANSPOSED ? (g * T.cg + cc) * T.kg + j : plane) * T.r * T.s;
+  int64_t filter = plane;           /* w's (filter, channel) plane to read */
+  if (TRANSPOSED) {
+    const int64_t kk = plane / T.cg, cc = plane - kk * T.cg;
+    const int64_t g = kk / T.kg, o = kk - g * T.kg;
+    filter = (g * T.cg + cc) * T.kg + o;
+  }
+  const float *src = w + filter * T.r * T.s;
   float *dst = planes + plane * T.fh * T.fw;
   const row_range rows = my_rows(T.fh, rpt);
   for (int i = rows.first; i < rows.end; i += 8) {
