@@ -330,6 +330,17 @@ static int direct_channel_configs(void) {
 }
 
 /* The fft candidate's applicability and transform sizes need no GPU. */
+/* The suite's fft_few_ch_31 (8 images of 4 channels, 512x512, a 31x31
+ * "same" filter, 4 outputs), in `direction`. */
+static conv_problem few_channels_31x31(conv_direction direction) {
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = 8; p.c = 4; p.h = 512; p.w = 512; p.k = 4; p.r = 31; p.s = 31;
+  p.pad_h = p.pad_w = 15;
+  p.direction = direction;
+  return p;
+}
+
 /* fft's backward-data: the transposed view's sizes (dy is P x Q, the view
  * pads by r - 1 - pad), where that view is a convolution fft runs; not a
  * pass padded past the filter (the view would need negative padding),
@@ -339,11 +350,7 @@ static int fft_backward_configs(void) {
   conv_env env;
   memset(&env, 0, sizeof env);
   env.cublaslt = (cublasLtHandle_t)&env; /* applicable() only checks it is there */
-  conv_problem p;
-  conv_problem_init(&p);
-  p.n = 8; p.c = 4; p.h = 512; p.w = 512; p.k = 4; p.r = 31; p.s = 31; /* fft_few_ch_31 */
-  p.pad_h = p.pad_w = 15;
-  p.direction = CONV_BACKWARD_DATA;
+  conv_problem p = few_channels_31x31(CONV_BACKWARD_DATA);
   CHECK(fft->applicable(&p, &env));
   conv_config configs[16];
   int n = -1;
@@ -379,10 +386,7 @@ static int fft_configs(void) {
   conv_env env;
   memset(&env, 0, sizeof env);
   env.cublaslt = (cublasLtHandle_t)&env; /* applicable() only checks it is there */
-  conv_problem p;
-  conv_problem_init(&p);
-  p.n = 8; p.c = 4; p.h = 512; p.w = 512; p.k = 4; p.r = 31; p.s = 31; /* fft_few_ch_31 */
-  p.pad_h = p.pad_w = 15;
+  conv_problem p = few_channels_31x31(CONV_FORWARD);
   CHECK(fft->applicable(&p, &env));
   conv_config configs[16];
   int n = -1;
@@ -782,11 +786,7 @@ static int fft_filter_configs(void) {
   CHECK(conv_registry_find_name("fft_filter") == ff);
   conv_env env;
   memset(&env, 0, sizeof env);
-  conv_problem p;
-  conv_problem_init(&p);
-  p.n = 8; p.c = 4; p.h = 512; p.w = 512; p.k = 4; p.r = 31; p.s = 31; /* fft_few_ch_31 */
-  p.pad_h = p.pad_w = 15;
-  p.direction = CONV_BACKWARD_FILTER;
+  conv_problem p = few_channels_31x31(CONV_BACKWARD_FILTER);
   CHECK(ff->applicable(&p, &env));
   conv_config configs[16];
   int n = -1;
