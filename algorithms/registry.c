@@ -20,6 +20,7 @@ static const conv_algorithm *const registry[] = {
     &conv_algorithm_gemm_nhwc,
     &conv_algorithm_implicit_gemm,
     &conv_algorithm_fft_filter,
+    &conv_algorithm_gemm_backward,
 };
 
 const conv_algorithm *const *conv_registry(int *count) {

@@ -224,7 +224,8 @@ static int every_backward_candidate_matches_reference(void) {
            "%d not supported for their shape\n",
            algos[a]->name, counts[a].ran, counts[a].wrong_caught, counts[a].unsupported);
     const uint32_t id = algos[a]->id;
-    if (id == CONV_ALGO_CUDNN || id == CONV_ALGO_DIRECT_CHANNEL || id == CONV_ALGO_FILTER_REDUCE)
+    if (id == CONV_ALGO_CUDNN || id == CONV_ALGO_DIRECT_CHANNEL || id == CONV_ALGO_FILTER_REDUCE ||
+        id == CONV_ALGO_GEMM_BACKWARD)
       CHECK_MSG(counts[a].ran > 0, "%s ran no backward config", algos[a]->name);
   }
   cudaFree(scratch);
@@ -370,6 +371,53 @@ static int fft_filter_matches_reference(void) {
   return TEST_PASS;
 }
 
+/* gemm_backward, every config (chunks of the whole batch, of part of it
+ * and of one image; ranked cuBLASLt algos) in both passes, against the CPU
+ * reference: a dense 3x3, strides with padding (col2im's skipped taps),
+ * dilation on one axis and asymmetric padding, padding past the filter,
+ * groups (3 in, 2 out a group; depthwise), a stride-4 stem, 1x1 filters
+ * with and without a stride (the unit-stride one runs with neither im2col
+ * nor col2im at one image a chunk), both math modes. */
+static int gemm_backward_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
+  const conv_epilogue N = CONV_EPILOGUE_NONE;
+  conv_problem cases[] = {
+      direct_problem(4, 8, 20, 23, 12, 3, 3, 1, 1, 1, 1, N, S),    /* dense 3x3 */
+      direct_problem(3, 5, 31, 28, 7, 5, 5, 2, 2, 1, 1, N, T),     /* 5x5 s2 */
+      direct_problem(2, 3, 41, 50, 6, 3, 3, 1, 3, 2, 1, N, S),     /* dilation 2 x 3 */
+      direct_problem(2, 2, 20, 24, 4, 3, 3, 1, 5, 1, 1, N, S),     /* padding past the filter */
+      direct_problem(2, 6, 25, 33, 4, 3, 3, 1, 1, 1, 2, N, S),     /* 3 in, 2 out a group */
+      direct_problem(6, 8, 30, 27, 8, 3, 3, 2, 1, 1, 8, N, T),     /* depthwise s2 */
+      direct_problem(2, 3, 44, 48, 16, 4, 4, 4, 0, 1, 1, N, S),    /* 4x4 stride-4 stem */
+      direct_problem(3, 32, 23, 26, 16, 1, 1, 1, 0, 1, 1, N, T),   /* 1x1 */
+      direct_problem(2, 16, 23, 26, 8, 1, 1, 2, 0, 1, 1, N, S),    /* 1x1 s2 */
+  };
+  cases[2].dil_w = 3;
+  cases[2].pad_w = 1;
+  enum { CASES = sizeof cases / sizeof cases[0] };
+  conv_problem passes[2 * CASES];
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  env.cublaslt = (cublasLtHandle_t)&env; /* applicable() only checks it is there */
+  for (int i = 0; i < 2 * CASES; i++) {
+    passes[i] = cases[i / 2];
+    passes[i].direction = i % 2 ? CONV_BACKWARD_FILTER : CONV_BACKWARD_DATA;
+    CHECK_MSG(conv_algorithm_gemm_backward.applicable(&passes[i], &env),
+              "gemm_backward refuses pass %d", i);
+  }
+  family_count count;
+  if (run_family_on_cases(&conv_algorithm_gemm_backward, passes, 2 * CASES, NULL, &count) !=
+      TEST_PASS)
+    return TEST_FAIL;
+  printf("gemm_backward: %d configs ran, %d wrong and caught, %d unsupported\n", count.ran,
+         count.wrong_caught, count.unsupported);
+  /* Every pass has a chunk of the whole batch and one of one image. */
+  CHECK(count.ran >= 2 * 2 * CASES && count.wrong_caught == 0);
+  return TEST_PASS;
+}
+
 /* Counts a key's stored trials: valid ones, and valid ones that are not
  * (or not known to be) deterministic. */
 typedef struct trial_tally {
@@ -500,6 +548,7 @@ static const test_case tests[] = {
     {"direct_backward_matches_reference", direct_backward_matches_reference},
     {"fft_backward_data_matches_reference", fft_backward_data_matches_reference},
     {"fft_filter_matches_reference", fft_filter_matches_reference},
+    {"gemm_backward_matches_reference", gemm_backward_matches_reference},
     {"deterministic_plans_repeat_bits", deterministic_plans_repeat_bits},
 };
 TEST_MAIN(tests)

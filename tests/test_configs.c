@@ -16,6 +16,7 @@
 #include "algorithms/direct_window.h"
 #include "algorithms/filter_reduce.h"
 #include "algorithms/patch.h"
+#include "runtime/cublaslt.h"
 #include "runtime/internal.h"
 #include "tests/test.h"
 
@@ -842,6 +843,49 @@ static int fft_filter_configs(void) {
   return TEST_PASS;
 }
 
+/* gemm_backward takes both backward passes of any NCHW convolution
+ * (strides, dilations, groups) where cuBLASLt is there, and nothing else;
+ * it refuses, before any cuBLASLt call, configs that are not two values,
+ * chunks that do not divide the batch and algo ranks out of range. */
+static int gemm_backward_configs(void) {
+  const conv_algorithm *gb = conv_registry_find(CONV_ALGO_GEMM_BACKWARD);
+  CHECK(gb != NULL && strcmp(gb->name, "gemm_backward") == 0);
+  CHECK(conv_registry_find_name("gemm_backward") == gb);
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  conv_problem p = pass(8, 12, 4, 3, 2, 1, 2, CONV_BACKWARD_FILTER);
+  p.n = 6;
+  CHECK(!gb->applicable(&p, &env)); /* no cuBLASLt handle */
+  conv_config configs[4];
+  int n = -1;
+  CHECK_STATUS(CONV_OK, gb->configs(&p, &env, configs, 4, &n, NULL));
+  CHECK(n == 0);
+  env.cublaslt = (cublasLtHandle_t)&env; /* applicable() only checks it is there */
+  CHECK(gb->applicable(&p, &env));
+  p.direction = CONV_BACKWARD_DATA;
+  CHECK(gb->applicable(&p, &env));
+  conv_problem q = p;
+  q.direction = CONV_FORWARD;
+  CHECK(!gb->applicable(&q, &env));
+  q = p, q.layout = CONV_LAYOUT_NHWC;
+  CHECK(!gb->applicable(&q, &env));
+  conv_prepared prep = {0};
+  const conv_config three = {3, {1, 0, 0}, 0}, not_divisor = {2, {4, 0}, 0},
+                    none = {2, {0, 0}, 0}, past = {2, {12, 0}, 0},
+                    rank = {2, {3, CONV_CUBLASLT_HEURISTIC_MAX}, 0};
+  CHECK_STATUS(CONV_UNSUPPORTED, gb->prepare(&p, &env, &three, &prep, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, gb->prepare(&p, &env, &not_divisor, &prep, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, gb->prepare(&p, &env, &none, &prep, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, gb->prepare(&p, &env, &past, &prep, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, gb->prepare(&p, &env, &rank, &prep, NULL));
+  CHECK(prep.state == NULL);
+  const conv_config ok = {2, {3, 1}, 0};
+  char text[64];
+  gb->describe(&ok, text, sizeof text);
+  CHECK(strcmp(text, "batch=3 gemm_algo=1") == 0);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"divisor_matches_division", divisor_matches_division},
     {"nhwc_problems", nhwc_problems},
@@ -852,5 +896,6 @@ static const test_case tests[] = {
     {"backward_data_view", backward_data_view},
     {"filter_reduce_configs", filter_reduce_configs},
     {"fft_filter_configs", fft_filter_configs},
+    {"gemm_backward_configs", gemm_backward_configs},
 };
 TEST_MAIN(tests)

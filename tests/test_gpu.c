@@ -117,7 +117,7 @@ static int every_candidate_matches_reference(void) {
      * (nhwc_dense_matches_reference runs gemm_nhwc). */
     const uint32_t id = algos[a]->id;
     const bool elsewhere = id == CONV_ALGO_FILTER_REDUCE || id == CONV_ALGO_DATA_GATHER ||
-                           id == CONV_ALGO_FFT_FILTER ||
+                           id == CONV_ALGO_FFT_FILTER || id == CONV_ALGO_GEMM_BACKWARD ||
                            id == CONV_ALGO_DYNAMIC_DIRECT || id == CONV_ALGO_DYNAMIC_UNFOLD_GEMM ||
                            (id == CONV_ALGO_GEMM_NHWC && quick_mode());
     CHECK_MSG(counts[a].ran > 0 || elsewhere, "%s ran no config", algos[a]->name);
