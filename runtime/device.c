@@ -47,7 +47,11 @@ void conv_device_leave(int previous) {
   if (cudaGetDevice(&current) == cudaSuccess && current != previous) cudaSetDevice(previous);
 }
 
-static char versions_text[128];
+/* Room for every family (about 6 characters each) with much to spare: a
+ * truncated text would drop the last families and the timing version from
+ * every cache key, so their changes would no longer re-tune. */
+#define CANDIDATES_TEXT_MAX 1024
+static char versions_text[CANDIDATES_TEXT_MAX + 128];
 static uv_once_t versions_once = UV_ONCE_INIT;
 
 /* The registry's families with their versions, "1v1,2v1,3v1,4v3": a cache
@@ -64,7 +68,7 @@ static void format_candidates(char *text, size_t size) {
 
 static void read_versions(void) {
   int runtime = 0, driver = 0;
-  char candidates[64];
+  char candidates[CANDIDATES_TEXT_MAX];
   /* Without a driver both calls fail and leave 0: the text then says so. */
   if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
   if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;

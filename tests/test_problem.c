@@ -11,6 +11,7 @@
 
 #include "runtime/internal.h"
 #include "tests/test.h"
+#include "tuner/tuner.h"
 
 static conv_problem base_problem(void) {
   conv_problem p;
@@ -379,6 +380,27 @@ static int no_device_is_clean(void) {
   return TEST_PASS;
 }
 
+/* The versions text, part of every cache key, names every family with its
+ * version and ends with the timing method's, needing no device: nothing
+ * may be cut off as the registry grows (it once was, at 15 families). */
+static int versions_name_every_family(void) {
+  const char *text = conv_library_versions();
+  const char *list = strstr(text, " candidates=");
+  CHECK_MSG(list != NULL, "%s", text);
+  list += strlen(" candidates=");
+  int count;
+  const conv_algorithm *const *algos = conv_registry(&count);
+  char expected[4096];
+  int used = 0;
+  for (int i = 0; i < count; i++)
+    used += snprintf(expected + used, sizeof expected - (size_t)used, "%s%uv%u", i ? "," : "",
+                     algos[i]->id, algos[i]->version);
+  used += snprintf(expected + used, sizeof expected - (size_t)used, " timing=%d",
+                   CONV_TIMING_VERSION);
+  CHECK_MSG(strcmp(list, expected) == 0, "versions end \"%s\", not \"%s\"", list, expected);
+  return TEST_PASS;
+}
+
 /* conv_device_count agrees with context creation: a count where a
  * context opens, else CONV_NO_DEVICE with a message and the count left
  * as it was; device `count` (one past the last) is refused. */
@@ -633,5 +655,6 @@ static const test_case tests[] = {
     {"structs_of_other_versions", structs_of_other_versions}, {"log_routing", log_routing},
     {"key_round_trip", key_round_trip},
     {"device_count_agrees", device_count_agrees},
+    {"versions_name_every_family", versions_name_every_family},
 };
 TEST_MAIN(tests)
