@@ -4,9 +4,9 @@
  * grouped convs), a split reduction over N x P x Q with a fixed summation
  * order.  The kernels are in filter_reduce.cu.
  *
- * Config values: {rows, threads, cols} (conv_filter_reduce_tiling).
- * Version 2 added cols; the version is in the cache key, so rows of two
- * values (version 1's) are never read back.
+ * Config values: {rows, threads, cols, vector} (conv_filter_reduce_tiling).
+ * Version 2 added cols, version 3 vector; the version is in the cache key,
+ * so rows of fewer values (older versions') are never read back.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,9 +35,11 @@ static bool fr_applicable(const conv_problem *pb, const conv_env *env) {
 static const int fr_rows[] = {256, 128, 64, 32, 16, 8, 4, 2, 1};
 static const int fr_threads[] = {256, 128};
 static const int fr_cols[] = {1, 2, 4};
+static const int fr_vector[] = {0, 1};
 #define FR_ROWS ((int)(sizeof fr_rows / sizeof fr_rows[0]))
 #define FR_THREADS ((int)(sizeof fr_threads / sizeof fr_threads[0]))
 #define FR_COLS ((int)(sizeof fr_cols / sizeof fr_cols[0]))
+#define FR_VECTOR ((int)(sizeof fr_vector / sizeof fr_vector[0]))
 
 static conv_status fr_configs(const conv_problem *problem, conv_env *env, conv_config *out,
                               int max, int *count, conv_error *err) {
@@ -49,24 +51,25 @@ static conv_status fr_configs(const conv_problem *problem, conv_env *env, conv_c
   if (conv_problem_output_dims(problem, &p, &q) != CONV_OK)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "filter_reduce: invalid problem");
   int n = 0;
-  for (int cc = 0; cc < FR_COLS; cc++) {
-    for (int t = 0; t < FR_THREADS; t++) {
-      for (int i = 0; i < FR_ROWS; i++) {
-        const conv_filter_reduce_tiling tiling = {fr_rows[i], fr_threads[t], fr_cols[cc]};
-        /* Whole-image bands only once (the largest such height). */
-        if (i + 1 < FR_ROWS && fr_rows[i + 1] >= p) continue;
-        /* At least one share of a row per thread; no thread with only
-         * columns past the row's end. */
-        const int64_t units = (q + tiling.cols - 1) / tiling.cols;
-        if (tiling.rows * units < tiling.threads && tiling.rows < p) continue;
-        if (tiling.cols > q) continue;
-        conv_filter_reduce_launch launch;
-        if (!conv_filter_reduce_plan(problem, &tiling, &launch, NULL, 0)) continue;
-        if (n == max) goto done;
-        out[n++] = (conv_config){3, {tiling.rows, tiling.threads, tiling.cols}, 0};
-      }
-    }
-  }
+  for (int v = 0; v < FR_VECTOR; v++)
+    for (int cc = 0; cc < FR_COLS; cc++)
+      for (int t = 0; t < FR_THREADS; t++)
+        for (int i = 0; i < FR_ROWS; i++) {
+          const conv_filter_reduce_tiling tiling = {fr_rows[i], fr_threads[t], fr_cols[cc],
+                                                    fr_vector[v]};
+          /* Whole-image bands only once (the largest such height). */
+          if (i + 1 < FR_ROWS && fr_rows[i + 1] >= p) continue;
+          /* At least one share of a row per thread; no thread with only
+           * columns past the row's end. */
+          const int64_t units = (q + tiling.cols - 1) / tiling.cols;
+          if (tiling.rows * units < tiling.threads && tiling.rows < p) continue;
+          if (tiling.cols > q) continue;
+          conv_filter_reduce_launch launch;
+          if (!conv_filter_reduce_plan(problem, &tiling, &launch, NULL, 0)) continue;
+          if (n == max) goto done;
+          out[n++] = (conv_config){
+              4, {tiling.rows, tiling.threads, tiling.cols, tiling.vector}, 0};
+        }
 done:
   *count = n;
   return CONV_OK;
@@ -85,10 +88,10 @@ static conv_status fr_prepare(const conv_problem *problem, conv_env *env,
                           "pairs per group",
                           FR_MAX_CHANNELS_IN, FR_MAX_PAIRS_PER_GROUP);
   /* Then conv_filter_reduce_plan checks both values against the problem. */
-  conv_status st = conv_config_check(config, "filter_reduce", 3, 1, 1 << 20, err);
+  conv_status st = conv_config_check(config, "filter_reduce", 4, 0, 1 << 20, err);
   if (st != CONV_OK) return st;
   const conv_filter_reduce_tiling tiling = {(int)config->values[0], (int)config->values[1],
-                                            (int)config->values[2]};
+                                            (int)config->values[2], (int)config->values[3]};
   conv_filter_reduce_launch *launch = malloc(sizeof *launch);
   if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "filter_reduce: malloc");
   char why[160];
@@ -118,17 +121,18 @@ static conv_status fr_run(const conv_exec *ex, cudaStream_t stream, conv_error *
 
 static void fr_describe(const conv_config *config, char *text, size_t size) {
   if (text == NULL || size == 0) return;
-  if (config == NULL || config->count != 3) {
+  if (config == NULL || config->count != 4) {
     snprintf(text, size, "invalid config");
     return;
   }
-  snprintf(text, size, "rows=%lld threads=%lld cols=%lld", (long long)config->values[0],
-           (long long)config->values[1], (long long)config->values[2]);
+  snprintf(text, size, "rows=%lld threads=%lld cols=%lld%s", (long long)config->values[0],
+           (long long)config->values[1], (long long)config->values[2],
+           config->values[3] ? " float4" : "");
 }
 
 const conv_algorithm conv_algorithm_filter_reduce = {
     .id = CONV_ALGO_FILTER_REDUCE,
-    .version = 2, /* 2: cols */
+    .version = 3, /* 2: cols; 3: float4 loads */
     .name = "filter_reduce",
     .applicable = fr_applicable,
     .configs = fr_configs,

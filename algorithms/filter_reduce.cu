@@ -20,7 +20,29 @@ const int kSumThreads = 256;
  * with its neighbours come from L1.  COLS > 1 gives each thread COLS
  * pixels' loads to issue at once (the pass is bound by memory latency) and
  * spreads a pixel's index arithmetic over them. */
-template <int R, int S, int COLS>
+/* The x values a thread's COLS pixels read along one input row, with
+ * VECTOR (S = 3, stride 2, padding 1 along rows, COLS even): columns
+ * 2*q0 - 1 .. 2*q0 + 2*COLS - 1, as one float and COLS/2 float4s (2*q0 is
+ * a multiple of 4 and rows start 16-byte aligned: the plan and run()
+ * check), where the scalar path issues COLS*S loads.  0 in the padding. */
+template <int COLS>
+__device__ __forceinline__ void load_stride2_row(const float *__restrict__ xr, int q0, int w,
+                                                 float (&v)[2 * COLS + 1]) {
+  const int first = 2 * q0;
+  v[0] = first > 0 ? __ldg(xr + first - 1) : 0.0f;
+  if (first + 2 * COLS <= w) {
+#pragma unroll
+    for (int i = 0; i < COLS / 2; i++) {
+      const float4 f = __ldg(reinterpret_cast<const float4 *>(xr + first) + i);
+      v[1 + 4 * i] = f.x, v[2 + 4 * i] = f.y, v[3 + 4 * i] = f.z, v[4 + 4 * i] = f.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 2 * COLS; i++) v[1 + i] = first + i < w ? __ldg(xr + first + i) : 0.0f;
+  }
+}
+
+template <int R, int S, int COLS, bool VECTOR>
 __global__ void __launch_bounds__(kMaxThreads)
     band_kernel(const conv_filter_reduce_launch L, const float *__restrict__ x,
                 const float *__restrict__ dy, float *__restrict__ out) {
@@ -49,14 +71,25 @@ __global__ void __launch_bounds__(kMaxThreads)
       const int iy = iy0 + r * L.dil_h;
       if ((unsigned)iy >= (unsigned)L.h) continue;
       const float *xr = xc + (int64_t)iy * L.w;
+      if constexpr (VECTOR) {
+        float v[2 * COLS + 1];
+        load_stride2_row<COLS>(xr, q0, L.w, v);
 #pragma unroll
-      for (int j = 0; j < COLS; j++) {
-        if (q0 + j >= L.q) break; /* past the row's last pixel */
+        for (int j = 0; j < COLS; j++) {
+          if (q0 + j >= L.q) break;
 #pragma unroll
-        for (int s = 0; s < S; s++) {
-          const int ix = ix0 + j * L.stride_w + s * L.dil_w;
-          if ((unsigned)ix < (unsigned)L.w)
-            acc[r * S + s] = fmaf(d[j], __ldg(xr + ix), acc[r * S + s]);
+          for (int s = 0; s < S; s++) acc[r * S + s] = fmaf(d[j], v[2 * j + s], acc[r * S + s]);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < COLS; j++) {
+          if (q0 + j >= L.q) break; /* past the row's last pixel */
+#pragma unroll
+          for (int s = 0; s < S; s++) {
+            const int ix = ix0 + j * L.stride_w + s * L.dil_w;
+            if ((unsigned)ix < (unsigned)L.w)
+              acc[r * S + s] = fmaf(d[j], __ldg(xr + ix), acc[r * S + s]);
+          }
         }
       }
     }
@@ -102,28 +135,43 @@ typedef void (*band_fn)(conv_filter_reduce_launch, const float *, const float *,
 
 struct instance {
   int r, s;
-  band_fn fn[3]; /* 1, 2 and 4 columns per thread */
+  band_fn fn[3];     /* 1, 2 and 4 columns per thread */
+  band_fn vector[3]; /* the same with float4 loads (3x3 only; none for 1 column) */
 };
 
-#define FR_INSTANCE(n) \
-  { n, n, {band_kernel<n, n, 1>, band_kernel<n, n, 2>, band_kernel<n, n, 4>} }
-/* Square filters of the depthwise and few-channel layers in use. */
-const instance kInstances[] = {FR_INSTANCE(1), FR_INSTANCE(2), FR_INSTANCE(3),
-                               FR_INSTANCE(4), FR_INSTANCE(5), FR_INSTANCE(7)};
+#define FR_INSTANCE(n)                                                                \
+  {                                                                                   \
+    n, n, {band_kernel<n, n, 1, false>, band_kernel<n, n, 2, false>,                  \
+           band_kernel<n, n, 4, false>},                                              \
+        { nullptr, nullptr, nullptr }                                                 \
+  }
+/* Square filters of the depthwise and few-channel layers in use; the 3x3
+ * one also with the stride-2 float4 loads. */
+const instance kInstances[] = {
+    FR_INSTANCE(1), FR_INSTANCE(2),
+    {3, 3, {band_kernel<3, 3, 1, false>, band_kernel<3, 3, 2, false>, band_kernel<3, 3, 4, false>},
+     {nullptr, band_kernel<3, 3, 2, true>, band_kernel<3, 3, 4, true>}},
+    FR_INSTANCE(4), FR_INSTANCE(5), FR_INSTANCE(7)};
 #undef FR_INSTANCE
 
-band_fn find_kernel(int64_t r, int64_t s, int cols) {
+band_fn find_kernel(int64_t r, int64_t s, int cols, bool vector) {
   const int slot = cols == 1 ? 0 : cols == 2 ? 1 : cols == 4 ? 2 : -1;
   if (slot < 0) return nullptr;
   for (const instance &in : kInstances)
-    if (in.r == r && in.s == s) return in.fn[slot];
+    if (in.r == r && in.s == s) return vector ? in.vector[slot] : in.fn[slot];
   return nullptr;
+}
+
+/* Whether the float4 loads serve this layer: three taps at stride 2 with
+ * padding 1 along rows, rows of a multiple of 4 floats. */
+bool vector_loads_fit(const conv_problem *pb) {
+  return pb->s == 3 && pb->stride_w == 2 && pb->pad_w == 1 && pb->dil_w == 1 && pb->w % 4 == 0;
 }
 
 }  // namespace
 
 extern "C" bool conv_filter_reduce_compiled(int64_t r, int64_t s) {
-  return find_kernel(r, s, 1) != nullptr;
+  return find_kernel(r, s, 1, false) != nullptr;
 }
 
 extern "C" bool conv_filter_reduce_plan(const conv_problem *pb, const conv_filter_reduce_tiling *t,
@@ -136,10 +184,16 @@ extern "C" bool conv_filter_reduce_plan(const conv_problem *pb, const conv_filte
   if (t->rows < 1) CONV_REJECT("%d rows per band", t->rows);
   if (t->cols != 1 && t->cols != 2 && t->cols != 4)
     CONV_REJECT("%d columns per thread: not 1, 2 or 4", t->cols);
+  if (t->vector != 0 && t->vector != 1) CONV_REJECT("vector %d: not 0 or 1", t->vector);
+  if (t->vector && !vector_loads_fit(pb))
+    CONV_REJECT("float4 loads need a 3-wide filter at stride 2, padding 1 and dilation 1 along "
+                "rows of a multiple of 4 floats");
   conv_shape shape;
   if (conv_problem_shape(pb, &shape) != CONV_OK) CONV_REJECT("invalid problem");
-  const band_fn kernel = find_kernel(pb->r, pb->s, t->cols);
-  if (kernel == nullptr) CONV_REJECT("no kernel compiled for a %lld x %lld filter", (long long)pb->r, (long long)pb->s);
+  const band_fn kernel = find_kernel(pb->r, pb->s, t->cols, t->vector);
+  if (kernel == nullptr)
+    CONV_REJECT("no kernel compiled for a %lld x %lld filter, %d columns%s", (long long)pb->r,
+                (long long)pb->s, t->cols, t->vector ? " and float4 loads" : "");
   const int64_t dims[] = {pb->n, pb->c, pb->h, pb->w, pb->k, shape.p, shape.q,
                           pb->h * pb->w, shape.p * shape.q, pb->pad_h, pb->pad_w,
                           pb->stride_h * shape.p, pb->stride_w * shape.q,
@@ -150,6 +204,7 @@ extern "C" bool conv_filter_reduce_plan(const conv_problem *pb, const conv_filte
   conv_filter_reduce_launch l = {};
   l.tiling = *t;
   l.kernel = (const void *)kernel;
+  l.scalar_kernel = (const void *)find_kernel(pb->r, pb->s, t->cols, false);
   l.n = (int)pb->n, l.c = (int)pb->c, l.h = (int)pb->h, l.w = (int)pb->w, l.k = (int)pb->k;
   l.p = (int)shape.p, l.q = (int)shape.q, l.r = (int)pb->r, l.s = (int)pb->s;
   l.stride_h = (int)pb->stride_h, l.stride_w = (int)pb->stride_w;
@@ -181,7 +236,9 @@ extern "C" cudaError_t conv_filter_reduce_run(const conv_filter_reduce_launch *L
       (L->bands > 1 && workspace == NULL))
     return cudaErrorInvalidValue;
   float *sums = L->bands > 1 ? (float *)workspace : dw;
-  ((band_fn)L->kernel)<<<dim3((unsigned)L->bands, (unsigned)L->pairs), (unsigned)L->tiling.threads,
+  const bool aligned = ((uintptr_t)x & 15u) == 0;
+  const band_fn kernel = (band_fn)(aligned ? L->kernel : L->scalar_kernel);
+  kernel<<<dim3((unsigned)L->bands, (unsigned)L->pairs), (unsigned)L->tiling.threads,
                          0, stream>>>(*L, x, dy, sums);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess || L->bands == 1) return e;

@@ -35,12 +35,19 @@ typedef struct conv_filter_reduce_tiling {
   int rows;    /* output rows per band (one block's share of an image)  */
   int threads; /* per block: a multiple of 32, at most 256              */
   int cols;    /* neighbouring output pixels per thread: 1, 2 or 4      */
+  /* 1: a row's x values as float4s, for 3-wide filters at stride 2 along
+   * rows with padding 1 (the depthwise downsampling layers), cols 2 or 4
+   * and rows of a multiple of 4 floats; 0: one float at a time. */
+  int vector;
 } conv_filter_reduce_tiling;
 
 /* Everything a pass needs, derived once by conv_filter_reduce_plan(). */
 typedef struct conv_filter_reduce_launch {
   conv_filter_reduce_tiling tiling;
   const void *kernel; /* the band kernel compiled for the filter size */
+  /* The same with scalar loads: run() takes it for an x that is not
+   * 16-byte aligned, which the float4 loads need. */
+  const void *scalar_kernel;
   int n, c, h, w, k, p, q, r, s;
   int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
   int cg, kg;          /* channels per group, in and out              */
@@ -62,8 +69,9 @@ bool conv_filter_reduce_compiled(int64_t r, int64_t s);
 /* Checks `tiling` against a valid fp32 NCHW CONV_BACKWARD_FILTER `problem`
  * and fills *launch.  False, with the reason in `why`, when it cannot run
  * it: a filter size with no compiled kernel,
- * a thread count out of range, rows below 1, cols not 1, 2 or 4, sizes
- * past 32-bit indexing, a grid or workspace too large. */
+ * a thread count out of range, rows below 1, cols not 1, 2 or 4, vector
+ * loads where the layer is not one they are for, sizes past 32-bit
+ * indexing, a grid or workspace too large. */
 bool conv_filter_reduce_plan(const conv_problem *problem, const conv_filter_reduce_tiling *tiling,
                              conv_filter_reduce_launch *launch /* OUT */, char *why,
                              size_t why_size);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algorithms/filter_reduce.h"
 #include "algorithms/kernels.h"
 #include "cache/cache.h"
 #include "tests/gpu_support.h"
@@ -264,6 +265,10 @@ static int direct_backward_matches_reference(void) {
       direct_problem(2, 4, 29, 31, 8, 3, 3, 3, 1, 1, 4, N, T),       /* stride 3, multiplier 2 */
       direct_problem(1, 6, 33, 35, 6, 3, 3, 2, 2, 2, 6, N, S),       /* depthwise s2, d2 */
       direct_problem(2, 4, 30, 27, 8, 3, 3, 2, 1, 1, 4, N, T),       /* s2, multiplier 2 */
+      /* Rows of a multiple of 4 floats at stride 2: filter_reduce's float4
+       * loads, with a partial last group of 4 columns (q = 14, 18). */
+      direct_problem(2, 8, 30, 28, 8, 3, 3, 2, 1, 1, 8, N, S),       /* depthwise s2 */
+      direct_problem(2, 4, 21, 36, 8, 3, 3, 2, 1, 1, 4, N, T),       /* s2, multiplier 2 */
   };
   cases[6].pad_w = 1; /* asymmetric padding */
   cases[15].dil_w = 3;
@@ -285,13 +290,47 @@ static int direct_backward_matches_reference(void) {
     CHECK_MSG(conv_algorithm_filter_reduce.applicable(&p, &env), "filter_reduce refuses case %d", i);
     filter[nfilter++] = p;
   }
-  CHECK_MSG(ngathered == 8, "data_gather takes %d of the 8 strided or over-padded cases", ngathered);
+  CHECK_MSG(ngathered == 10, "data_gather takes %d of the 10 strided or over-padded cases", ngathered);
   family_count count[3];
   if (run_family_on_cases(&conv_algorithm_direct_channel, transposed, (size_t)ntransposed, NULL, &count[0]) != TEST_PASS ||
       run_family_on_cases(&conv_algorithm_data_gather, gathered, (size_t)ngathered, NULL, &count[1]) != TEST_PASS ||
       run_family_on_cases(&conv_algorithm_filter_reduce, filter, (size_t)nfilter, NULL, &count[2]) != TEST_PASS)
     return TEST_FAIL;
   CHECK(count[0].wrong_caught == 0 && count[1].wrong_caught == 0 && count[2].wrong_caught == 0);
+  return TEST_PASS;
+}
+
+/* filter_reduce's float4 loads need x 16-byte aligned: with an x one
+ * float off, the same plan runs its scalar kernel, with the same result. */
+static int filter_reduce_float4_any_alignment(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  conv_problem p = direct_problem(2, 8, 30, 28, 8, 3, 3, 2, 1, 1, 8, CONV_EPILOGUE_NONE,
+                                  CONV_MATH_STRICT);
+  p.direction = CONV_BACKWARD_FILTER;
+  const conv_filter_reduce_tiling tiling = {8, 128, 4, 1};
+  conv_filter_reduce_launch launch;
+  char why[160] = "";
+  CHECK_MSG(conv_filter_reduce_plan(&p, &tiling, &launch, why, sizeof why), "%s", why);
+  pass_case pc;
+  if (pass_case_make(&pc, &p) != TEST_PASS) return TEST_FAIL;
+  const size_t x_bytes = (size_t)pc.hc.sh.x_elems * sizeof(float);
+  float *shifted = NULL;
+  void *workspace = NULL;
+  CUDA_OK(cudaMalloc((void **)&shifted, x_bytes + sizeof(float)));
+  CUDA_OK(cudaMemcpy(shifted + 1, pc.d.x, x_bytes, cudaMemcpyDeviceToDevice));
+  CUDA_OK(cudaMalloc(&workspace, launch.workspace_bytes + 1));
+  const float *inputs[2] = {pc.d.x, shifted + 1};
+  const char *what[2] = {"filter_reduce float4, x aligned", "filter_reduce float4, x one float off"};
+  for (int i = 0; i < 2; i++) {
+    if (pass_poison(&pc) != TEST_PASS) return TEST_FAIL;
+    CUDA_OK(conv_filter_reduce_run(&launch, inputs[i], pc.d.y, pc.d.w, workspace, 0));
+    CUDA_OK(cudaDeviceSynchronize());
+    if (pass_check(&pc, 1e-5, what[i]) != TEST_PASS) return TEST_FAIL;
+  }
+  cudaFree(workspace);
+  cudaFree(shifted);
+  pass_case_free(&pc);
   return TEST_PASS;
 }
 
@@ -547,6 +586,7 @@ static const test_case tests[] = {
     {"every_backward_candidate_matches_reference", every_backward_candidate_matches_reference},
     {"direct_backward_matches_reference", direct_backward_matches_reference},
     {"fft_backward_data_matches_reference", fft_backward_data_matches_reference},
+    {"filter_reduce_float4_any_alignment", filter_reduce_float4_any_alignment},
     {"fft_filter_matches_reference", fft_filter_matches_reference},
     {"gemm_backward_matches_reference", gemm_backward_matches_reference},
     {"deterministic_plans_repeat_bits", deterministic_plans_repeat_bits},

@@ -706,10 +706,10 @@ static int backward_data_view(void) {
 }
 
 /* filter_reduce's configs all plan, cover every output row once, keep
- * their partial sums within the workspace cap, come in 1, 2 and 4 columns
- * per thread, and the family refuses what it has no kernel or no use for;
- * a two-value config (a cache from before cols) still prepares, as one
- * column per thread. */
+ * their workspace within the cap and span 1, 2 and 4 columns; float4
+ * loads only where they serve (3-wide, stride 2, padding 1, rows of a
+ * multiple of 4 floats; cols 2 or 4); bad configs are refused with a
+ * reason. */
 static int filter_reduce_configs(void) {
   conv_env env;
   memset(&env, 0, sizeof env);
@@ -718,17 +718,18 @@ static int filter_reduce_configs(void) {
   conv_problem p = pass(144, 144, 144, 3, 1, 1, 1, CONV_BACKWARD_FILTER);
   p.n = 32, p.h = p.w = 56;
   CHECK(fr->applicable(&p, &env));
-  conv_config configs[64];
+  conv_config configs[128];
   int n = -1;
-  CHECK_STATUS(CONV_OK, fr->configs(&p, &env, configs, 64, &n, NULL));
+  CHECK_STATUS(CONV_OK, fr->configs(&p, &env, configs, 128, &n, NULL));
   CHECK(n > 2);
   int with_cols[5] = {0};
   for (int i = 0; i < n; i++) {
-    CHECK(configs[i].count == 3);
+    CHECK(configs[i].count == 4);
     for (int j = 0; j < i; j++) CHECK(!conv_config_equal(&configs[i], &configs[j]));
     const conv_filter_reduce_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1],
-                                         (int)configs[i].values[2]};
+                                         (int)configs[i].values[2], (int)configs[i].values[3]};
     CHECK(t.cols == 1 || t.cols == 2 || t.cols == 4);
+    CHECK(t.vector == 0); /* stride 1 */
     with_cols[t.cols]++;
     conv_filter_reduce_launch l;
     CHECK(conv_filter_reduce_plan(&p, &t, &l, NULL, 0));
@@ -741,19 +742,43 @@ static int filter_reduce_configs(void) {
   /* Bad configs are refused with a reason, not planned. */
   char why[160] = "";
   conv_filter_reduce_launch l;
-  CHECK(with_cols[1] > 0 && with_cols[2] > 0 && with_cols[4] > 0 && n < 64);
-  const conv_filter_reduce_tiling odd = {8, 100, 1}, none = {0, 128, 1}, three = {8, 128, 3};
+  CHECK(with_cols[1] > 0 && with_cols[2] > 0 && with_cols[4] > 0 && n < 128);
+  const conv_filter_reduce_tiling odd = {8, 100, 1, 0}, none = {0, 128, 1, 0},
+                                  three = {8, 128, 3, 0}, vector_s1 = {8, 128, 2, 1},
+                                  vector_2 = {8, 128, 2, 2};
   CHECK(!conv_filter_reduce_plan(&p, &odd, &l, why, sizeof why) && strstr(why, "100 threads"));
   CHECK(!conv_filter_reduce_plan(&p, &none, &l, why, sizeof why) && strstr(why, "0 rows"));
   CHECK(!conv_filter_reduce_plan(&p, &three, &l, why, sizeof why) && strstr(why, "3 columns"));
-  const conv_config too_many = {3, {8, 1 << 21, 1}, 0}, three_cols = {3, {8, 128, 3}, 0};
+  CHECK(!conv_filter_reduce_plan(&p, &vector_s1, &l, why, sizeof why) && strstr(why, "float4"));
+  CHECK(!conv_filter_reduce_plan(&p, &vector_2, &l, why, sizeof why) && strstr(why, "vector 2"));
+  /* MobileNet's depthwise stride-2 layer: float4 configs, with cols 2 or
+   * 4 only, after the scalar ones; not for rows of 110 floats. */
+  conv_problem down = pass(96, 96, 96, 3, 2, 1, 1, CONV_BACKWARD_FILTER);
+  down.n = 32, down.h = down.w = 112;
+  CHECK_STATUS(CONV_OK, fr->configs(&down, &env, configs, 128, &n, NULL));
+  int vectors = 0;
+  for (int i = 0; i < n; i++) {
+    if (configs[i].values[3] == 0) {
+      CHECK_MSG(vectors == 0, "config %d: scalar after float4 ones", i);
+      continue;
+    }
+    vectors++;
+    CHECK(configs[i].values[2] == 2 || configs[i].values[2] == 4);
+  }
+  CHECK(vectors > 0 && vectors < n);
+  down.w = 110;
+  CHECK_STATUS(CONV_OK, fr->configs(&down, &env, configs, 128, &n, NULL));
+  for (int i = 0; i < n; i++) CHECK(configs[i].values[3] == 0);
+  const conv_config too_many = {4, {8, 1 << 21, 1, 0}, 0}, three_cols = {4, {8, 128, 3, 0}, 0};
   conv_prepared prep;
   CHECK_STATUS(CONV_UNSUPPORTED, fr->prepare(&p, &env, &too_many, &prep, NULL));
   CHECK_STATUS(CONV_UNSUPPORTED, fr->prepare(&p, &env, &three_cols, &prep, NULL));
-  /* Version 1's two values (before cols): never read back (the version
-   * is in the key), and refused if they were. */
-  const conv_config before_cols = {2, {8, 128}, 0}, one_col = {3, {8, 128, 1}, 0};
+  /* Older versions' values (two before cols, three before vector): never
+   * read back (the version is in the key), and refused if they were. */
+  const conv_config before_cols = {2, {8, 128}, 0}, before_vector = {3, {8, 128, 1}, 0},
+                    one_col = {4, {8, 128, 1, 0}, 0};
   CHECK_STATUS(CONV_UNSUPPORTED, fr->prepare(&p, &env, &before_cols, &prep, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, fr->prepare(&p, &env, &before_vector, &prep, NULL));
   char text[64];
   fr->describe(&before_cols, text, sizeof text);
   CHECK(strcmp(text, "invalid config") == 0);
@@ -762,6 +787,9 @@ static int filter_reduce_configs(void) {
   fr->release(prep.state);
   fr->describe(&one_col, text, sizeof text);
   CHECK(strcmp(text, "rows=8 threads=128 cols=1") == 0);
+  const conv_config float4 = {4, {8, 128, 4, 1}, 0};
+  fr->describe(&float4, text, sizeof text);
+  CHECK(strcmp(text, "rows=8 threads=128 cols=4 float4") == 0);
 
   conv_problem wide = p; /* a 9x9 filter: no kernel */
   wide.r = wide.s = 9, wide.pad_h = wide.pad_w = 4;
