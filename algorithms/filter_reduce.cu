@@ -12,14 +12,6 @@ namespace {
 const int kMaxThreads = 256;
 const int kSumThreads = 256;
 
-/* Block (band, pair): the R x S sums of pair (k, c) over one band of one
- * image, written to out[(pair * R*S + tap) * bands + band] (with one band,
- * dw itself).  Threads walk the band's pixels in order, COLS neighbouring
- * pixels of a row each, so that a warp reads neighbouring dy values and,
- * at stride 1, neighbouring x values; the x values a pixel's taps share
- * with its neighbours come from L1.  COLS > 1 gives each thread COLS
- * pixels' loads to issue at once (the pass is bound by memory latency) and
- * spreads a pixel's index arithmetic over them. */
 /* The x values a thread's COLS pixels read along one input row, with
  * VECTOR (S = 3, stride 2, padding 1 along rows, COLS even): columns
  * 2*q0 - 1 .. 2*q0 + 2*COLS - 1, as one float and COLS/2 float4s (2*q0 is
@@ -42,6 +34,15 @@ __device__ __forceinline__ void load_stride2_row(const float *__restrict__ xr, i
   }
 }
 
+/* Block (band, pair): the R x S sums of pair (k, c) over one band of one
+ * image, written to out[(pair * R*S + tap) * bands + band] (with one band,
+ * dw itself).  Threads walk the band's pixels in order, COLS neighbouring
+ * pixels of a row each, so that a warp reads neighbouring dy values and,
+ * at stride 1, neighbouring x values; the x values a pixel's taps share
+ * with its neighbours come from L1.  COLS > 1 gives each thread COLS
+ * pixels' loads to issue at once (the pass is bound by memory latency) and
+ * spreads a pixel's index arithmetic over them; VECTOR reads them by
+ * load_stride2_row. */
 template <int R, int S, int COLS, bool VECTOR>
 __global__ void __launch_bounds__(kMaxThreads)
     band_kernel(const conv_filter_reduce_launch L, const float *__restrict__ x,
@@ -238,8 +239,8 @@ extern "C" cudaError_t conv_filter_reduce_run(const conv_filter_reduce_launch *L
   float *sums = L->bands > 1 ? (float *)workspace : dw;
   const bool aligned = ((uintptr_t)x & 15u) == 0;
   const band_fn kernel = (band_fn)(aligned ? L->kernel : L->scalar_kernel);
-  kernel<<<dim3((unsigned)L->bands, (unsigned)L->pairs), (unsigned)L->tiling.threads,
-                         0, stream>>>(*L, x, dy, sums);
+  kernel<<<dim3((unsigned)L->bands, (unsigned)L->pairs), (unsigned)L->tiling.threads, 0,
+           stream>>>(*L, x, dy, sums);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess || L->bands == 1) return e;
   const int64_t outputs = (int64_t)L->pairs * L->r * L->s;
