@@ -334,6 +334,28 @@ static int filter_reduce_float4_any_alignment(void) {
   return TEST_PASS;
 }
 
+/* Every config of `algo` on every pass of `passes` (directions set),
+ * against the CPU reference: each pass must be one the family takes, at
+ * least `min_ran` configs must run, and none may be wrong. */
+static int family_passes_match_reference(const conv_algorithm *algo, const conv_problem *passes,
+                                         size_t count, int min_ran) {
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  env.cublaslt = (cublasLtHandle_t)&env; /* applicable() only checks it is there */
+  for (size_t i = 0; i < count; i++)
+    CHECK_MSG(algo->applicable(&passes[i], &env), "%s refuses pass %zu", algo->name, i);
+  family_count tally;
+  if (run_family_on_cases(algo, passes, count, NULL, &tally) != TEST_PASS) return TEST_FAIL;
+  printf("%s: %d configs ran, %d wrong and caught, %d unsupported\n", algo->name, tally.ran,
+         tally.wrong_caught, tally.unsupported);
+  CHECK(tally.ran >= min_ran && tally.wrong_caught == 0);
+  return TEST_PASS;
+}
+
+static void set_direction(conv_problem *cases, size_t count, conv_direction direction) {
+  for (size_t i = 0; i < count; i++) cases[i].direction = direction;
+}
+
 /* fft's backward-data (the transposed view), every config, against the
  * CPU reference: unequal channel counts (the view swaps them), a
  * non-square filter padded on one axis only, an unpadded pass (the view
@@ -356,20 +378,8 @@ static int fft_backward_data_matches_reference(void) {
   };
   cases[1].pad_w = 0;
   enum { CASES = sizeof cases / sizeof cases[0] };
-  conv_env env;
-  memset(&env, 0, sizeof env);
-  env.cublaslt = (cublasLtHandle_t)&env; /* applicable() only checks it is there */
-  for (int i = 0; i < CASES; i++) {
-    cases[i].direction = CONV_BACKWARD_DATA;
-    CHECK_MSG(conv_algorithm_fft.applicable(&cases[i], &env), "fft refuses case %d", i);
-  }
-  family_count count;
-  if (run_family_on_cases(&conv_algorithm_fft, cases, CASES, NULL, &count) != TEST_PASS)
-    return TEST_FAIL;
-  printf("fft backward-data: %d configs ran, %d wrong and caught, %d unsupported\n", count.ran,
-         count.wrong_caught, count.unsupported);
-  CHECK(count.ran >= 2 * CASES && count.wrong_caught == 0);
-  return TEST_PASS;
+  set_direction(cases, CASES, CONV_BACKWARD_DATA);
+  return family_passes_match_reference(&conv_algorithm_fft, cases, CASES, 2 * CASES);
 }
 
 /* fft_filter, every config (whole-image transforms and power-of-two
@@ -395,19 +405,8 @@ static int fft_filter_matches_reference(void) {
   };
   cases[2].pad_w = 0;
   enum { CASES = sizeof cases / sizeof cases[0] };
-  conv_env env;
-  memset(&env, 0, sizeof env);
-  for (int i = 0; i < CASES; i++) {
-    cases[i].direction = CONV_BACKWARD_FILTER;
-    CHECK_MSG(conv_algorithm_fft_filter.applicable(&cases[i], &env), "fft_filter refuses case %d", i);
-  }
-  family_count count;
-  if (run_family_on_cases(&conv_algorithm_fft_filter, cases, CASES, NULL, &count) != TEST_PASS)
-    return TEST_FAIL;
-  printf("fft_filter: %d configs ran, %d wrong and caught, %d unsupported\n", count.ran,
-         count.wrong_caught, count.unsupported);
-  CHECK(count.ran >= 2 * CASES && count.wrong_caught == 0);
-  return TEST_PASS;
+  set_direction(cases, CASES, CONV_BACKWARD_FILTER);
+  return family_passes_match_reference(&conv_algorithm_fft_filter, cases, CASES, 2 * CASES);
 }
 
 /* gemm_backward, every config (chunks of the whole batch, of part of it
@@ -437,24 +436,13 @@ static int gemm_backward_matches_reference(void) {
   cases[2].pad_w = 1;
   enum { CASES = sizeof cases / sizeof cases[0] };
   conv_problem passes[2 * CASES];
-  conv_env env;
-  memset(&env, 0, sizeof env);
-  env.cublaslt = (cublasLtHandle_t)&env; /* applicable() only checks it is there */
   for (int i = 0; i < 2 * CASES; i++) {
     passes[i] = cases[i / 2];
     passes[i].direction = i % 2 ? CONV_BACKWARD_FILTER : CONV_BACKWARD_DATA;
-    CHECK_MSG(conv_algorithm_gemm_backward.applicable(&passes[i], &env),
-              "gemm_backward refuses pass %d", i);
   }
-  family_count count;
-  if (run_family_on_cases(&conv_algorithm_gemm_backward, passes, 2 * CASES, NULL, &count) !=
-      TEST_PASS)
-    return TEST_FAIL;
-  printf("gemm_backward: %d configs ran, %d wrong and caught, %d unsupported\n", count.ran,
-         count.wrong_caught, count.unsupported);
   /* Every pass has a chunk of the whole batch and one of one image. */
-  CHECK(count.ran >= 2 * 2 * CASES && count.wrong_caught == 0);
-  return TEST_PASS;
+  return family_passes_match_reference(&conv_algorithm_gemm_backward, passes, 2 * CASES,
+                                       2 * 2 * CASES);
 }
 
 /* Counts a key's stored trials: valid ones, and valid ones that are not
