@@ -4,6 +4,11 @@
  * every output channel of an image computed by one block.  Kernels and
  * scope in patch.h / patch.cu.
  *
+ * Backward-data runs as its transposed view (conv_direct_backward_data_view:
+ * dy convolved with the filter mirrored and its channels swapped), which
+ * for a "same" filter at stride 1 is again a patch convolution; each
+ * execute first writes that filter into the workspace.
+ *
  * Config values: {kind, rows, channels, warps} (conv_patch_tiling): FMA
  * (strict fp32, also offered in TF32 mode) or TF32 tensor cores (TF32 mode
  * only): mma.sync, and wgmma on compute capability 9.0.
@@ -11,14 +16,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "algorithms/direct_channel.h"
 #include "algorithms/patch.h"
 #include "runtime/internal.h"
 
 #define PATCH_MAX_KERNELS 16
 
+/* The forward convolution the kernels run for `pb`: the problem itself, or
+ * a backward-data pass's transposed view; false where that is not one
+ * they take. */
+static bool patch_view(const conv_problem *pb, conv_problem *view) {
+  if (pb == NULL) return false;
+  if (pb->direction == CONV_BACKWARD_DATA) {
+    if (!conv_direct_backward_data_view(pb, view)) return false;
+  } else {
+    *view = *pb;
+  }
+  return conv_problem_nchw(view) && conv_patch_geometry(view);
+}
+
 static bool patch_applicable(const conv_problem *problem, const conv_env *env) {
-  return problem != NULL && env != NULL && conv_problem_nchw(problem) &&
-         conv_patch_geometry(problem);
+  conv_problem view;
+  return env != NULL && patch_view(problem, &view);
 }
 
 static conv_patch_tiling patch_tiling_from_config(const conv_config *config) {
@@ -64,7 +83,9 @@ static conv_status patch_configs(const conv_problem *problem, conv_env *env, con
   if (problem == NULL || out == NULL || count == NULL || max < 0)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "patch: bad configs() arguments");
   *count = 0;
-  if (!patch_applicable(problem, env)) return CONV_OK;
+  conv_problem view;
+  if (env == NULL || !patch_view(problem, &view)) return CONV_OK;
+  problem = &view;
   conv_patch_tiling kernels[PATCH_MAX_KERNELS];
   int nkernels = conv_patch_kernels(problem, kernels, PATCH_MAX_KERNELS);
   if (nkernels > PATCH_MAX_KERNELS) nkernels = PATCH_MAX_KERNELS;
@@ -85,10 +106,12 @@ static conv_status patch_prepare(const conv_problem *problem, conv_env *env,
                                  const conv_config *config, conv_prepared *out, conv_error *err) {
   if (problem == NULL || env == NULL || config == NULL || out == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "patch: NULL argument");
-  if (!patch_applicable(problem, env))
+  conv_problem view;
+  if (!patch_view(problem, &view))
     return conv_error_set(err, CONV_UNSUPPORTED,
-                          "patch: needs fp32 NCHW forward, stride 1, dilation 1, one group, "
-                          "\"same\" padding, K a multiple of 8 and a compiled patch size");
+                          "patch: needs fp32 NCHW forward (or backward-data), stride 1, "
+                          "dilation 1, one group, \"same\" padding, K (backward-data: C) a "
+                          "multiple of 8 and a compiled patch size");
   /* Then conv_patch_plan checks every value against the problem. */
   const conv_status st = conv_config_check(config, "patch", 4, 0, 64, err);
   if (st != CONV_OK) return st;
@@ -99,15 +122,41 @@ static conv_status patch_prepare(const conv_problem *problem, conv_env *env,
   conv_patch_launch *launch = malloc(sizeof *launch);
   if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "patch: malloc");
   char why[160];
-  if (!conv_patch_plan(problem, &tiling, launch, why, sizeof why)) {
+  if (!conv_patch_plan(&view, &tiling, launch, why, sizeof why)) {
     free(launch);
     return conv_error_set(err, CONV_UNSUPPORTED, "patch: %s", why);
   }
-  return conv_prepared_own_kernel(launch, conv_patch_configure(launch, env->device.sm_count),
-                                  "patch", out, err);
+  const conv_status made = conv_prepared_own_kernel(
+      launch, conv_patch_configure(launch, env->device.sm_count), "patch", out, err);
+  /* Backward-data: room for the transposed filter. */
+  if (made == CONV_OK && problem->direction == CONV_BACKWARD_DATA)
+    out->workspace_bytes =
+        (size_t)(problem->k * problem->c * problem->r * problem->s) * sizeof(float);
+  return made;
+}
+
+/* dx = the view's forward convolution of dy with the transposed filter. */
+static conv_status patch_run_backward_data(const conv_exec *ex, cudaStream_t stream,
+                                           conv_error *err) {
+  const conv_problem *pb = ex->problem;
+  const size_t need = (size_t)(pb->k * pb->c * pb->r * pb->s) * sizeof(float);
+  if (ex->workspace == NULL || ex->workspace_bytes < need)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "patch: workspace of %zu bytes, %zu needed",
+                          ex->workspace_bytes, need);
+  float *wt = ex->workspace;
+  conv_status s = conv_check_cuda(
+      err, conv_patch_transpose_filter(ex->w, pb->k, pb->c, pb->r, pb->s, wt, stream),
+      "patch: transposing the filter");
+  if (s != CONV_OK) return s;
+  return conv_check_cuda(err,
+                         conv_patch_forward((const conv_patch_launch *)ex->state, ex->y, wt, NULL,
+                                            (float *)ex->x, stream),
+                         "patch: kernel launch");
 }
 
 static conv_status patch_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
+  if (ex->problem->direction == CONV_BACKWARD_DATA)
+    return patch_run_backward_data(ex, stream, err);
   return conv_check_cuda(err,
                          conv_patch_forward((const conv_patch_launch *)ex->state, ex->x, ex->w,
                                             ex->bias, ex->y, stream),
@@ -131,8 +180,9 @@ static void patch_describe(const conv_config *config, char *text, size_t size) {
 const conv_algorithm conv_algorithm_patch = {
     .id = CONV_ALGO_PATCH,
     /* 2: cp.async staging and 16 channels a step in the tensor-core kernel;
-     * 3: FMA staging divides by multiply and shift; 4: wgmma kernel. */
-    .version = 4,
+     * 3: FMA staging divides by multiply and shift; 4: wgmma kernel;
+     * 5: backward-data. */
+    .version = 5,
     .name = "patch",
     .applicable = patch_applicable,
     .configs = patch_configs,

@@ -502,3 +502,26 @@ extern "C" cudaError_t conv_patch_forward(const conv_patch_launch *L, const floa
   fn<<<dim3(L->grid[0], L->grid[1]), dim3((unsigned)L->threads), L->smem_bytes, stream>>>(a);
   return cudaGetLastError();
 }
+
+/* One thread per element of wt, reading w mirrored: both are a few
+ * thousand floats, read once per execute. */
+__global__ static void transpose_filter_kernel(const float *__restrict__ w, int k, int c, int r,
+                                               int s, float *__restrict__ wt) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const int taps = r * s;
+  if (i >= k * c * taps) return;
+  const int tap = i % taps, ck = i / taps; /* wt's (c, k) pair, c major */
+  const int ci = ck / k, ko = ck % k;
+  wt[i] = w[((int64_t)ko * c + ci) * taps + (taps - 1 - tap)];
+}
+
+extern "C" cudaError_t conv_patch_transpose_filter(const float *w, int64_t k, int64_t c,
+                                                   int64_t r, int64_t s, float *wt,
+                                                   cudaStream_t stream) {
+  if (w == NULL || wt == NULL || k < 1 || c < 1 || r < 1 || s < 1 || k * c * r * s >= INT32_MAX)
+    return cudaErrorInvalidValue;
+  const int total = (int)(k * c * r * s), threads = 256;
+  transpose_filter_kernel<<<(total + threads - 1) / threads, threads, 0, stream>>>(
+      w, (int)k, (int)c, (int)r, (int)s, wt);
+  return cudaGetLastError();
+}

@@ -115,6 +115,12 @@ cudaError_t conv_patch_configure(conv_patch_launch *launch, int sm_count);
 cudaError_t conv_patch_forward(const conv_patch_launch *launch, const float *x, const float *w,
                                const float *bias, float *y, cudaStream_t stream);
 
+/* The filter of a one-group backward-data pass as its transposed view's
+ * forward filter (conv_direct_backward_data_view): wt[c][k][r][s] =
+ * w[k][c][R-1-r][S-1-s] for w of k x c x R x S, on `stream`. */
+cudaError_t conv_patch_transpose_filter(const float *w, int64_t k, int64_t c, int64_t r,
+                                        int64_t s, float *wt, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

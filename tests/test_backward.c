@@ -409,6 +409,27 @@ static int fft_filter_matches_reference(void) {
   return family_passes_match_reference(&conv_algorithm_fft_filter, cases, CASES, 2 * CASES);
 }
 
+/* patch's backward-data (its transposed view, the filter transposed into
+ * the workspace), every config, against the CPU reference: the suite's
+ * 8x8 patches (32 <- 64 channels) in both modes, 4x4 and 16x16 patches,
+ * fewer output-gradient channels than dx channels. */
+static int patch_backward_data_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
+  const conv_epilogue N = CONV_EPILOGUE_NONE;
+  conv_problem cases[] = {
+      direct_problem(37, 32, 8, 8, 64, 3, 3, 1, 1, 1, 1, N, S),   /* seed1_patch8, smaller */
+      direct_problem(37, 32, 8, 8, 64, 3, 3, 1, 1, 1, 1, N, T),
+      direct_problem(50, 16, 4, 4, 24, 3, 3, 1, 1, 1, 1, N, T),   /* 4x4 */
+      direct_problem(6, 8, 16, 16, 16, 3, 3, 1, 1, 1, 1, N, S),   /* 16x16 */
+      direct_problem(21, 24, 8, 8, 8, 3, 3, 1, 1, 1, 1, N, T),    /* k < c */
+  };
+  enum { CASES = sizeof cases / sizeof cases[0] };
+  set_direction(cases, CASES, CONV_BACKWARD_DATA);
+  return family_passes_match_reference(&conv_algorithm_patch, cases, CASES, CASES);
+}
+
 /* gemm_backward, every config (chunks of the whole batch, of part of it
  * and of one image; ranked cuBLASLt algos) in both passes, against the CPU
  * reference: a dense 3x3, strides with padding (col2im's skipped taps),
@@ -577,6 +598,7 @@ static const test_case tests[] = {
     {"filter_reduce_float4_any_alignment", filter_reduce_float4_any_alignment},
     {"fft_filter_matches_reference", fft_filter_matches_reference},
     {"gemm_backward_matches_reference", gemm_backward_matches_reference},
+    {"patch_backward_data_matches_reference", patch_backward_data_matches_reference},
     {"deterministic_plans_repeat_bits", deterministic_plans_repeat_bits},
 };
 TEST_MAIN(tests)

@@ -548,6 +548,21 @@ static int patch_configs(void) {
   p.n = 20480; p.c = 32; p.h = 4; p.w = 4; p.k = 64; p.r = 3; p.s = 3; /* seed1_patch4 */
   p.pad_h = p.pad_w = 1;
   CHECK(patch->applicable(&p, &env));
+  /* Backward-data as its transposed view (64 -> 32 channels, the same
+   * geometry), where C is a multiple of 8; never backward-filter. */
+  conv_problem bwd = p;
+  bwd.direction = CONV_BACKWARD_DATA;
+  CHECK(patch->applicable(&bwd, &env));
+  conv_config view_configs[64];
+  int nview = -1;
+  CHECK_STATUS(CONV_OK, patch->configs(&bwd, &env, view_configs, 64, &nview, NULL));
+  CHECK(nview > 0);
+  bwd.c = 12;
+  CHECK(!patch->applicable(&bwd, &env));
+  CHECK_STATUS(CONV_OK, patch->configs(&bwd, &env, view_configs, 64, &nview, NULL));
+  CHECK(nview == 0);
+  bwd = p, bwd.direction = CONV_BACKWARD_FILTER;
+  CHECK(!patch->applicable(&bwd, &env));
   /* Strict: FMA kernels only; TF32: tensor cores first, then FMA. */
   conv_config configs[64];
   int n = -1;
