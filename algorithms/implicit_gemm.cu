@@ -38,13 +38,6 @@ struct ig_params {
   conv_divisor by_taps, by_s, by_pq, by_q;
 };
 
-/* Rounds to TF32 for the tensor cores, which ignore the low 13 mantissa
- * bits: adding half of the last kept bit rounds to nearest (ties away
- * from zero), in one integer add where cvt.rna costs several
- * instructions, two per mma in this kernel.  Infinities stay infinite
- * and the largest finite values round up to infinity, as they should. */
-__device__ __forceinline__ uint32_t to_tf32(float v) { return __float_as_uint(v) + 0x1000u; }
-
 /* Where this thread's im2col column (one output pixel, or four for float4
  * staging) reads x: `base` is the offset of its image's group plus, for
  * float4 staging, of the pixel, else of the input at tap (0, 0) (which
@@ -167,41 +160,22 @@ __device__ __forceinline__ void multiply_slice(float (&acc)[MT][NT][4], const fl
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
       const float *p = as + mt * 16 * kPitchA + k8;
-      af[mt][0] = to_tf32(p[0]);
-      af[mt][1] = to_tf32(p[8 * kPitchA]);
-      af[mt][2] = to_tf32(p[4]);
-      af[mt][3] = to_tf32(p[8 * kPitchA + 4]);
+      af[mt][0] = tf32_round(p[0]);
+      af[mt][1] = tf32_round(p[8 * kPitchA]);
+      af[mt][2] = tf32_round(p[4]);
+      af[mt][3] = tf32_round(p[8 * kPitchA + 4]);
     }
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
       const float *p = bs + k8 * kPitchB + nt * 8;
-      bf[nt][0] = to_tf32(p[0]);
-      bf[nt][1] = to_tf32(p[4 * kPitchB]);
+      bf[nt][0] = tf32_round(p[0]);
+      bf[nt][1] = tf32_round(p[4 * kPitchB]);
     }
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
       for (int nt = 0; nt < NT; nt++) mma_tf32(acc[mt][nt], af[mt], bf[nt]);
   }
-}
-
-/* Puts a warp's accumulators into the block's output tile in shared
- * memory, ctile[channel][pixel] with rows of BN + kPadB floats: fragment
- * values 2 hi and 2 hi + 1 are output channel g + 8 hi of an m16 tile,
- * pixels 2 t and 2 t + 1 of an n8 tile, one float2 store (conflict-free
- * with that row pitch). */
-template <int MT, int NT, int BN>
-__device__ __forceinline__ void tile_to_shared(const float (&acc)[MT][NT][4], float *ctile,
-                                               int wm0, int wn0, int g, int t) {
-#pragma unroll
-  for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-      for (int hi = 0; hi < 2; hi++)
-        *reinterpret_cast<float2 *>(ctile + (wm0 + mt * 16 + g + 8 * hi) * (BN + kPadB) + wn0 +
-                                    nt * 8 + 2 * t) =
-            make_float2(acc[mt][nt][2 * hi], acc[mt][nt][2 * hi + 1]);
 }
 
 /* Writes the block's output tile from shared memory with the epilogue: a
@@ -318,7 +292,7 @@ __global__ void __launch_bounds__(threads_of<BM, BN, WM, WN>(), 1)
   }
   cp_async_wait<0>();
   __syncthreads(); /* every warp is done with the stages the tile reuses */
-  tile_to_shared<MT, NT, BN>(acc, smem, wm0, wn0, g, t);
+  mma_tile_to_shared<MT, NT>(acc, smem, BN + kPadB, wm0, wn0, g, t);
   __syncthreads();
   store_tile<BM, BN, kThreads>(a, smem, group, m0, pixel0);
 }
