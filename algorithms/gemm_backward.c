@@ -11,8 +11,8 @@
  *   backward-data:    dcol_g (crs x L) = W_g^T (crs x kg) * dY_g (kg x L),
  *                     dx = col2im(dcol)
  *
- * dY is dy in the wide layout (conv_channels_wide), which for a chunk of
- * one image is dy itself.  Every group is one batch entry of a single
+ * dY is dy in the wide layout (conv_channels_wide_plan), which for a chunk
+ * of one image is dy itself.  Every group is one batch entry of a single
  * strided-batched matmul, so a chunk is at most three launches.  A 1x1,
  * stride-1, unpadded filter with one image a chunk needs neither im2col
  * nor col2im: col is x and dcol is dx.
@@ -50,22 +50,21 @@
  * 256); run() checks the real pointers and otherwise runs the fallback algo
  * picked for float alignment. */
 #define GB_BASE_ALIGN 16u
-#define GB_MIN_ALIGN 4u
 
 typedef struct gb_state {
   conv_direction direction;
   cublasLtMatmulDesc_t desc;
   conv_cublaslt_layouts lay;
-  cublasLtMatmulAlgo_t algo;     /* valid when the pointers meet `align` */
-  cublasLtMatmulAlgo_t fallback; /* valid for any float-aligned pointers */
-  bool has_fallback;
+  conv_cublaslt_algos algos; /* prepared for `align` */
   bool direct;  /* 1x1, stride 1, unpadded, one image a chunk: col is x  */
   bool wide_dy; /* chunk > 1: dy is copied into the wide layout          */
   int64_t chunk, pq, span /* L */, crs, kg;
+  conv_wide_launch col_launch; /* im2col or col2im of a chunk, unless direct */
+  conv_wide_launch dy_launch;  /* dy into the wide layout, when wide_dy      */
   conv_gemm_align align; /* alignments of A, B and D its algo relies on */
   /* Workspace: [GEMM workspace | col or dcol | wide dY], each part
    * 256-byte aligned. */
-  size_t gemm_ws_bytes, col_offset, col_bytes, dy_offset, dy_bytes, total;
+  size_t col_offset, col_bytes, dy_offset, dy_bytes, total;
 } gb_state;
 
 static const char *const gb_name = "gemm_backward";
@@ -184,6 +183,13 @@ static conv_status gb_state_create(const conv_problem *pb, int64_t chunk, gb_sta
   st->span = chunk * st->pq;
   st->crs = sh.c_per_group * pb->r * pb->s;
   st->kg = sh.k_per_group;
+  if ((!st->direct && !conv_wide_plan(pb, chunk, &st->col_launch)) ||
+      (st->wide_dy && !conv_channels_wide_plan(pb->k, st->pq, chunk, &st->dy_launch))) {
+    s = conv_error_set(err, CONV_UNSUPPORTED,
+                       "gemm_backward: %lld images a chunk: past the wide kernels' 32-bit indexing",
+                       (long long)chunk);
+    goto fail;
+  }
   gb_align_compute(pb, st);
   CONV_TRY(s, gb_desc_create(pb, st, err), fail);
   CONV_TRY(s, gb_layouts_create(pb, st, err), fail);
@@ -194,33 +200,8 @@ fail:
   return s;
 }
 
-/* result[algo_index] under the prepared alignments, and the heuristic's
- * first answer for float-aligned pointers. */
-static conv_status gb_pick_algos(const conv_problem *pb, conv_env *env, gb_state *st,
-                                 int algo_index, conv_error *err) {
-  const conv_cublaslt_query q = gb_query(pb, env, st, &st->align);
-  cublasLtMatmulHeuristicResult_t picked;
-  conv_status s;
-  CONV_TRY(s, conv_cublaslt_ranked_algo(&q, algo_index, gb_name, &picked, err), out);
-  st->algo = picked.algo;
-  st->gemm_ws_bytes = picked.workspaceSize;
-
-  const conv_gemm_align weakest = {GB_MIN_ALIGN, GB_MIN_ALIGN, GB_MIN_ALIGN};
-  const conv_cublaslt_query loose = gb_query(pb, env, st, &weakest);
-  cublasLtMatmulHeuristicResult_t res[CONV_CUBLASLT_HEURISTIC_MAX];
-  int found = 0;
-  CONV_TRY(s, conv_cublaslt_heuristic(&loose, res, &found, err), out);
-  st->has_fallback = found > 0;
-  if (found > 0) {
-    st->fallback = res[0].algo;
-    if (res[0].workspaceSize > st->gemm_ws_bytes) st->gemm_ws_bytes = res[0].workspaceSize;
-  }
-out:
-  return s;
-}
-
 static void gb_workspace_layout(gb_state *st) {
-  size_t at = conv_cublaslt_ws_round(st->gemm_ws_bytes);
+  size_t at = conv_cublaslt_ws_round(st->algos.ws_bytes);
   st->col_offset = at, at += conv_cublaslt_ws_round(st->col_bytes);
   st->dy_offset = at, at += conv_cublaslt_ws_round(st->dy_bytes);
   st->total = at;
@@ -253,7 +234,8 @@ static conv_status gb_prepare(const conv_problem *problem, conv_env *env,
   gb_state *st = NULL;
   conv_status s;
   CONV_TRY(s, gb_state_create(problem, chunk, &st, err), fail);
-  CONV_TRY(s, gb_pick_algos(problem, env, st, (int)algo_index, err), fail);
+  const conv_cublaslt_query q = gb_query(problem, env, st, &st->align);
+  CONV_TRY(s, conv_cublaslt_pick_algos(&q, (int)algo_index, gb_name, &st->algos, err), fail);
   gb_workspace_layout(st);
   out->state = st;
   out->workspace_bytes = st->total;
@@ -269,13 +251,10 @@ fail:
 static conv_status gb_count_algos(const conv_problem *pb, conv_env *env, int64_t chunk,
                                   int *count, conv_error *err) {
   gb_state *st = NULL;
-  cublasLtMatmulHeuristicResult_t res[CONV_CUBLASLT_HEURISTIC_MAX];
-  int found = 0;
   conv_status s;
   CONV_TRY(s, gb_state_create(pb, chunk, &st, err), out);
   const conv_cublaslt_query q = gb_query(pb, env, st, &st->align);
-  CONV_TRY(s, conv_cublaslt_heuristic(&q, res, &found, err), out);
-  *count = found < GB_ALGOS_OFFERED ? found : GB_ALGOS_OFFERED;
+  s = conv_cublaslt_offered_algos(&q, GB_ALGOS_OFFERED, count, err);
 out:
   gb_release(st);
   return s;
@@ -339,12 +318,12 @@ static conv_status gb_matmul(const conv_exec *ex, bool use_fallback, const float
                              conv_error *err) {
   const gb_state *st = ex->state;
   const float one = 1.0f;
-  void *ws = st->gemm_ws_bytes ? ex->workspace : NULL;
+  void *ws = st->algos.ws_bytes ? ex->workspace : NULL;
   return conv_check_cublas(err,
                            cublasLtMatmul(ex->env->cublaslt, st->desc, &one, a, st->lay.a, b,
                                           st->lay.b, &beta, d, st->lay.d, d, st->lay.d,
-                                          use_fallback ? &st->fallback : &st->algo, ws,
-                                          st->gemm_ws_bytes, stream),
+                                          use_fallback ? &st->algos.fallback : &st->algos.algo,
+                                          ws, st->algos.ws_bytes, stream),
                            "gemm_backward: cublasLtMatmul");
 }
 
@@ -360,14 +339,13 @@ static conv_status gb_run_chunk(const conv_exec *ex, int64_t n0, bool use_fallba
   conv_status s = CONV_OK;
   if (st->wide_dy) {
     float *wide = (float *)(ws + st->dy_offset);
-    CONV_TRY(s, conv_check_cuda(err, conv_channels_wide(ex->y, pb->k, st->pq, n0, st->chunk,
-                                                        wide, stream),
+    CONV_TRY(s, conv_check_cuda(err, conv_im2col_wide(&st->dy_launch, ex->y, n0, wide, stream),
                                 "gemm_backward: dy to the wide layout"), out);
     dy = wide;
   }
   if (st->direction == CONV_BACKWARD_FILTER) {
     if (col != NULL)
-      CONV_TRY(s, conv_check_cuda(err, conv_im2col_wide(pb, ex->x, n0, st->chunk, col, stream),
+      CONV_TRY(s, conv_check_cuda(err, conv_im2col_wide(&st->col_launch, ex->x, n0, col, stream),
                                   "gemm_backward: im2col"), out);
     const float *a = col != NULL ? col : ex->x + n0 * x_image;
     /* Chunks sum into dw in order. */
@@ -377,7 +355,7 @@ static conv_status gb_run_chunk(const conv_exec *ex, int64_t n0, bool use_fallba
     CONV_TRY(s, gb_matmul(ex, use_fallback, dy, ex->w, col != NULL ? col : dx + n0 * x_image,
                           0.0f, stream, err), out);
     if (col != NULL)
-      s = conv_check_cuda(err, conv_col2im_wide(pb, col, n0, st->chunk, dx, stream),
+      s = conv_check_cuda(err, conv_col2im_wide(&st->col_launch, col, n0, dx, stream),
                           "gemm_backward: col2im");
   }
 out:
@@ -390,7 +368,7 @@ static conv_status gb_choose_algo(const conv_exec *ex, bool *use_fallback, conv_
   const gb_state *st = ex->state;
   const void *tensors[3] = {ex->x, ex->w, ex->y};
   for (int i = 0; i < 3; ++i)
-    if (!conv_cublaslt_aligned(tensors[i], GB_MIN_ALIGN))
+    if (!conv_cublaslt_aligned(tensors[i], CONV_CUBLASLT_FLOAT_ALIGN))
       return conv_error_set(err, CONV_INVALID_ARGUMENT,
                             "gemm_backward: a tensor pointer is not 4-byte aligned");
   /* Each tensor serves one operand, or a kernel where a buffer stands in
@@ -402,7 +380,7 @@ static conv_status gb_choose_algo(const conv_exec *ex, bool *use_fallback, conv_
   *use_fallback = !conv_cublaslt_aligned(ex->w, w_align) ||
                   (st->direct && !conv_cublaslt_aligned(ex->x, col_align)) ||
                   (!st->wide_dy && !conv_cublaslt_aligned(ex->y, dy_align));
-  if (*use_fallback && !st->has_fallback)
+  if (*use_fallback && !st->algos.has_fallback)
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "gemm_backward: pointers less aligned than the plan's %u/%u/%u bytes "
                           "and cuBLASLt has no fallback algorithm",

@@ -177,27 +177,15 @@ extern "C" cudaError_t conv_im2col_nhwc(const conv_problem *pb, const float *x, 
 
 namespace {
 
-/* The wide kernels' sizes, in 32-bit: their launchers check that a chunk's
- * x, col and dY each hold fewer than 2^31 floats. */
-struct wide_params {
-  int c, h, w, r, s, p, q;
-  int pad_h, pad_w, stride_h, stride_w, dil_h, dil_w;
-  int images;
-  int64_t x_first; /* element offset of image n0 in x (dx) */
-  uint32_t total;  /* threads: one per col element, or per dx element */
-  conv_divisor by_pq, by_images, by_rs, by_s, by_q, by_w, by_h, by_c, by_stride_h,
-      by_stride_w;
-};
-
 /* One thread per col element, in memory order: consecutive threads write
  * consecutive addresses and, along an output row, read x `stride_w` apart.
  * Every value of a thread is decoded by multiply-shift divisions, which is
  * what makes the small p*q of late layers (7x7, 8x8) cheap: a thread per
  * row of p*q would leave most of each block idle. */
-__global__ static void im2col_wide_kernel(const wide_params prm, const float *__restrict__ x,
+__global__ static void im2col_wide_kernel(const conv_wide_launch prm, const float *__restrict__ x,
                                           float *__restrict__ col) {
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= prm.total) return;
+  if (i >= prm.col_total) return;
   const uint32_t row = conv_divide(i, prm.by_pq), j = i - row * prm.by_pq.divisor;
   const uint32_t rc = conv_divide(row, prm.by_images), img = row - rc * prm.images;
   const uint32_t ci = conv_divide(rc, prm.by_rs), tap = rc - ci * prm.by_rs.divisor;
@@ -207,17 +195,17 @@ __global__ static void im2col_wide_kernel(const wide_params prm, const float *__
   const int iw = (int)ow * prm.stride_w - prm.pad_w + (int)si * prm.dil_w;
   float v = 0.0f;
   if (ih >= 0 && ih < prm.h && iw >= 0 && iw < prm.w)
-    v = __ldg(x + prm.x_first + ((int64_t)(img * prm.c + ci) * prm.h + ih) * prm.w + iw);
+    v = __ldg(x + ((int64_t)(img * prm.c + ci) * prm.h + ih) * prm.w + iw);
   col[i] = v;
 }
 
 /* One thread per dx element: the sum over the taps whose window touches
  * it, in the filter's (ri, si) order, so each element is one thread's
  * fixed-order sum (deterministic, no atomics). */
-__global__ static void col2im_wide_kernel(const wide_params prm, const float *__restrict__ col,
+__global__ static void col2im_wide_kernel(const conv_wide_launch prm, const float *__restrict__ col,
                                           float *__restrict__ x) {
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= prm.total) return;
+  if (i >= prm.x_total) return;
   const uint32_t line = conv_divide(i, prm.by_w), iw = i - line * prm.w;
   const uint32_t plane = conv_divide(line, prm.by_h), ih = line - plane * prm.h;
   const uint32_t img = conv_divide(plane, prm.by_c), ci = plane - img * prm.c;
@@ -237,14 +225,26 @@ __global__ static void col2im_wide_kernel(const wide_params prm, const float *__
       sum += rows[(ri * prm.s + si) * span + oh * prm.q + ow];
     }
   }
-  x[prm.x_first + i] = sum;
+  x[i] = sum;
 }
 
-/* Every size of a chunk of `images` images of `problem`, with the
- * divisors; false where a count reaches 2^31. */
-bool wide_params_make(const conv_problem *pb, int64_t n0, int64_t images, wide_params *prm) {
+/* One launch of a wide kernel over `total` threads: the chunk's images of
+ * x (dx) start at n0 * image_floats. */
+template <class Kernel, class In, class Out>
+cudaError_t wide_launch(Kernel kernel, const conv_wide_launch *L, uint32_t total, In in, Out out,
+                        cudaStream_t stream) {
+  if (L == NULL || in == NULL || out == NULL) return cudaErrorInvalidValue;
+  if (total == 0) return cudaSuccess;
+  kernel<<<(total + kThreads - 1) / kThreads, kThreads, 0, stream>>>(*L, in, out);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+extern "C" bool conv_wide_plan(const conv_problem *pb, int64_t images, conv_wide_launch *out) {
   conv_shape sh = {};
-  if (conv_problem_shape(pb, &sh) != CONV_OK) return false;
+  if (pb == NULL || out == NULL || images < 1 || conv_problem_shape(pb, &sh) != CONV_OK)
+    return false;
   const int64_t col = images * pb->c * pb->r * pb->s * sh.p * sh.q;
   const int64_t x = images * pb->c * pb->h * pb->w;
   const int64_t reach_h = pb->h + pb->pad_h, reach_w = pb->w + pb->pad_w;
@@ -252,65 +252,49 @@ bool wide_params_make(const conv_problem *pb, int64_t n0, int64_t images, wide_p
       sh.p * pb->stride_h + pb->r * pb->dil_h >= INT32_MAX ||
       sh.q * pb->stride_w + pb->s * pb->dil_w >= INT32_MAX)
     return false;
-  prm->c = (int)pb->c, prm->h = (int)pb->h, prm->w = (int)pb->w;
-  prm->r = (int)pb->r, prm->s = (int)pb->s, prm->p = (int)sh.p, prm->q = (int)sh.q;
-  prm->pad_h = (int)pb->pad_h, prm->pad_w = (int)pb->pad_w;
-  prm->stride_h = (int)pb->stride_h, prm->stride_w = (int)pb->stride_w;
-  prm->dil_h = (int)pb->dil_h, prm->dil_w = (int)pb->dil_w;
-  prm->images = (int)images;
-  prm->x_first = n0 * pb->c * pb->h * pb->w;
-  prm->total = 0;
-  prm->by_pq = conv_divisor_make((int)(sh.p * sh.q));
-  prm->by_images = conv_divisor_make(images > 0 ? (int)images : 1);
-  prm->by_rs = conv_divisor_make((int)(pb->r * pb->s));
-  prm->by_s = conv_divisor_make((int)pb->s);
-  prm->by_q = conv_divisor_make((int)sh.q);
-  prm->by_w = conv_divisor_make((int)pb->w);
-  prm->by_h = conv_divisor_make((int)pb->h);
-  prm->by_c = conv_divisor_make((int)pb->c);
-  prm->by_stride_h = conv_divisor_make((int)pb->stride_h);
-  prm->by_stride_w = conv_divisor_make((int)pb->stride_w);
+  conv_wide_launch l = {};
+  l.c = (int)pb->c, l.h = (int)pb->h, l.w = (int)pb->w;
+  l.r = (int)pb->r, l.s = (int)pb->s, l.p = (int)sh.p, l.q = (int)sh.q;
+  l.pad_h = (int)pb->pad_h, l.pad_w = (int)pb->pad_w;
+  l.stride_h = (int)pb->stride_h, l.stride_w = (int)pb->stride_w;
+  l.dil_h = (int)pb->dil_h, l.dil_w = (int)pb->dil_w;
+  l.images = (int)images;
+  l.image_floats = pb->c * pb->h * pb->w;
+  l.col_total = (uint32_t)col, l.x_total = (uint32_t)x;
+  l.by_pq = conv_divisor_make((int)(sh.p * sh.q));
+  l.by_images = conv_divisor_make((int)images);
+  l.by_rs = conv_divisor_make((int)(pb->r * pb->s));
+  l.by_s = conv_divisor_make((int)pb->s);
+  l.by_q = conv_divisor_make((int)sh.q);
+  l.by_w = conv_divisor_make((int)pb->w);
+  l.by_h = conv_divisor_make((int)pb->h);
+  l.by_c = conv_divisor_make((int)pb->c);
+  l.by_stride_h = conv_divisor_make((int)pb->stride_h);
+  l.by_stride_w = conv_divisor_make((int)pb->stride_w);
+  *out = l;
   return true;
-}
-
-unsigned wide_blocks(uint32_t total) { return (total + kThreads - 1) / kThreads; }
-
-}  // namespace
-
-extern "C" cudaError_t conv_im2col_wide(const conv_problem *problem, const float *x, int64_t n0,
-                                        int64_t images, float *col, cudaStream_t stream) {
-  wide_params prm;
-  if (problem == NULL || x == NULL || col == NULL || n0 < 0 || images < 0 ||
-      n0 + images > problem->n || !wide_params_make(problem, n0, images, &prm))
-    return cudaErrorInvalidValue;
-  prm.total = (uint32_t)(images * problem->c * problem->r * problem->s * prm.p * prm.q);
-  if (prm.total == 0) return cudaSuccess;
-  im2col_wide_kernel<<<wide_blocks(prm.total), kThreads, 0, stream>>>(prm, x, col);
-  return cudaGetLastError();
-}
-
-extern "C" cudaError_t conv_col2im_wide(const conv_problem *problem, const float *col, int64_t n0,
-                                        int64_t images, float *x, cudaStream_t stream) {
-  wide_params prm;
-  if (problem == NULL || x == NULL || col == NULL || n0 < 0 || images < 0 ||
-      n0 + images > problem->n || !wide_params_make(problem, n0, images, &prm))
-    return cudaErrorInvalidValue;
-  prm.total = (uint32_t)(images * problem->c * problem->h * problem->w);
-  if (prm.total == 0) return cudaSuccess;
-  col2im_wide_kernel<<<wide_blocks(prm.total), kThreads, 0, stream>>>(prm, col, x);
-  return cudaGetLastError();
 }
 
 /* A 1x1, stride-1, unpadded im2col of `channels` x 1 x `plane` images is
  * exactly the transposition asked for. */
-extern "C" cudaError_t conv_channels_wide(const float *src, int64_t channels, int64_t plane,
-                                          int64_t n0, int64_t images, float *dst,
-                                          cudaStream_t stream) {
-  if (src == NULL || dst == NULL || channels < 1 || plane < 1 || n0 < 0 || images < 0)
-    return cudaErrorInvalidValue;
+extern "C" bool conv_channels_wide_plan(int64_t channels, int64_t plane, int64_t images,
+                                        conv_wide_launch *out) {
+  if (channels < 1 || plane < 1 || images < 1) return false;
   conv_problem view;
   conv_problem_init(&view);
-  view.n = n0 + images, view.c = view.k = channels, view.h = 1, view.w = plane;
+  view.n = images, view.c = view.k = channels, view.h = 1, view.w = plane;
   view.r = view.s = 1;
-  return conv_im2col_wide(&view, src, n0, images, dst, stream);
+  return conv_wide_plan(&view, images, out);
+}
+
+extern "C" cudaError_t conv_im2col_wide(const conv_wide_launch *L, const float *x, int64_t n0,
+                                        float *col, cudaStream_t stream) {
+  if (L == NULL || x == NULL || n0 < 0) return cudaErrorInvalidValue;
+  return wide_launch(im2col_wide_kernel, L, L->col_total, x + n0 * L->image_floats, col, stream);
+}
+
+extern "C" cudaError_t conv_col2im_wide(const conv_wide_launch *L, const float *col, int64_t n0,
+                                        float *x, cudaStream_t stream) {
+  if (L == NULL || x == NULL || n0 < 0) return cudaErrorInvalidValue;
+  return wide_launch(col2im_wide_kernel, L, L->x_total, col, x + n0 * L->image_floats, stream);
 }

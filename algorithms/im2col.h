@@ -5,10 +5,12 @@
 #ifndef CONVTUNE_IM2COL_H
 #define CONVTUNE_IM2COL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <cuda_runtime_api.h>
 
+#include "algorithms/divisor.h"
 #include "convtune.h"
 
 #ifdef __cplusplus
@@ -32,24 +34,44 @@ cudaError_t conv_im2col(const conv_problem *problem, const float *x, int64_t n0,
  * (ci over all c channels, so group g's rows start at g*cg*r*s), that is
  * one (c*r*s) x (images*p*q) row-major matrix whose rows run over every
  * image of the chunk: a GEMM then sums over images and pixels at once.
- * The chunk's col must hold fewer than 2^31 floats (else
- * cudaErrorInvalidValue, as for every wide launcher below). */
-cudaError_t conv_im2col_wide(const conv_problem *problem, const float *x, int64_t n0,
-                             int64_t images, float *col, cudaStream_t stream);
+ *
+ * A chunk's sizes and divisors are worked out once, by conv_wide_plan in
+ * a plan's prepare(), so that each chunk of each execute is one launch.
+ * Plain data; the kernels index in 32 bits. */
+typedef struct conv_wide_launch {
+  int c, h, w, r, s, p, q;
+  int pad_h, pad_w, stride_h, stride_w, dil_h, dil_w;
+  int images;
+  int64_t image_floats; /* c*h*w: from one image of x (dx) to the next   */
+  uint32_t col_total;   /* col elements: im2col's threads                 */
+  uint32_t x_total;     /* x elements of the chunk: col2im's threads      */
+  conv_divisor by_pq, by_images, by_rs, by_s, by_q, by_w, by_h, by_c, by_stride_h,
+      by_stride_w;
+} conv_wide_launch;
+
+/* Plans the wide kernels for chunks of `images` images of a valid
+ * problem; false where a chunk's col or x would hold 2^31 floats or more. */
+bool conv_wide_plan(const conv_problem *problem, int64_t images, conv_wide_launch *out /* OUT */);
+
+/* The plan of dy's wide layout, dst[ch][img][j] = src[n0+img][ch][j] for
+ * ch < channels, j < plane: a batch of (channels x plane) images as one
+ * channels x (images*plane) matrix.  It is the im2col of a 1x1 filter on
+ * 1 x plane images, so conv_im2col_wide runs it. */
+bool conv_channels_wide_plan(int64_t channels, int64_t plane, int64_t images,
+                             conv_wide_launch *out /* OUT */);
+
+/* col = the wide im2col of images [n0, n0 + images) of x (the whole
+ * tensor), on `stream`; n0 must leave room for the chunk in x. */
+cudaError_t conv_im2col_wide(const conv_wide_launch *launch, const float *x, int64_t n0,
+                             float *col, cudaStream_t stream);
 
 /* The inverse direction of conv_im2col_wide, summing instead of copying:
  * dx[n0+img][ci][ih][iw] = the sum of col[(ci*r + ri)*s + si][img][pixel]
  * over every tap (ri, si) whose output pixel reads (ih, iw), and 0 where
  * none does.  Overwrites images [n0, n0 + images) of x; each element is
  * one thread's sum in tap order (deterministic). */
-cudaError_t conv_col2im_wide(const conv_problem *problem, const float *col, int64_t n0,
-                             int64_t images, float *x, cudaStream_t stream);
-
-/* dst[ch][img][j] = src[n0+img][ch][j] for ch < channels, j < plane: a
- * batch of (channels x plane) images as one channels x (images*plane)
- * matrix, the wide layout of dy. */
-cudaError_t conv_channels_wide(const float *src, int64_t channels, int64_t plane, int64_t n0,
-                               int64_t images, float *dst, cudaStream_t stream);
+cudaError_t conv_col2im_wide(const conv_wide_launch *launch, const float *col, int64_t n0,
+                             float *x, cudaStream_t stream);
 
 /* The channels-last form, for the gemm_nhwc candidate: for images
  * [n0, n0 + images) of the NHWC input x (the whole tensor), one row per

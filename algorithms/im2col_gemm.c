@@ -30,8 +30,6 @@
  * 16 bytes is what vector loads and TMA need; cudaMalloc gives 256, and
  * run() checks the real pointers before trusting the assumption. */
 #define IG_BASE_ALIGN 16u
-/* The weakest alignment a float pointer can have: the fallback algos'. */
-#define IG_MIN_ALIGN 4u
 
 /* ---------------------------------------------------------------- state */
 
@@ -45,10 +43,7 @@ typedef struct ig_dims {
 /* One matmul shape (full chunk or the last, partial one) and its algos. */
 typedef struct ig_gemm {
   conv_cublaslt_layouts lay;
-  cublasLtMatmulAlgo_t algo;     /* valid when pointers meet ig_state.align */
-  cublasLtMatmulAlgo_t fallback; /* valid for any float-aligned pointers     */
-  bool has_fallback;
-  size_t ws_bytes; /* the larger of the two algos' workspace needs */
+  conv_cublaslt_algos algos; /* prepared for ig_state.align */
 } ig_gemm;
 
 typedef struct ig_state {
@@ -163,46 +158,30 @@ static size_t ig_max_size(size_t a, size_t b) { return a > b ? a : b; }
 static conv_status ig_pick_full(const conv_problem *pb, conv_env *env, ig_state *st,
                                 int algo_index, conv_error *err) {
   const conv_cublaslt_query q = ig_query(pb, env, st, &st->full, &st->align);
-  cublasLtMatmulHeuristicResult_t picked;
-  conv_status s;
-  CONV_TRY(s, conv_cublaslt_ranked_algo(&q, algo_index, "im2col_gemm", &picked, err), out);
-  st->full.algo = picked.algo;
-  st->full.ws_bytes = picked.workspaceSize;
-
-  const conv_gemm_align weakest = {IG_MIN_ALIGN, IG_MIN_ALIGN, IG_MIN_ALIGN};
-  const conv_cublaslt_query loose = ig_query(pb, env, st, &st->full, &weakest);
-  cublasLtMatmulHeuristicResult_t res[CONV_CUBLASLT_HEURISTIC_MAX];
-  int found = 0;
-  CONV_TRY(s, conv_cublaslt_heuristic(&loose, res, &found, err), out);
-  st->full.has_fallback = found > 0;
-  if (found > 0) {
-    st->full.fallback = res[0].algo;
-    st->full.ws_bytes = ig_max_size(st->full.ws_bytes, res[0].workspaceSize);
-  }
-out:
-  return s;
+  return conv_cublaslt_pick_algos(&q, algo_index, "im2col_gemm", &st->full.algos, err);
 }
 
 /* The tail's algos: the full chunk's where they fit, else the heuristic's
  * first choice for the tail's own shape. */
 static conv_status ig_pick_tail(const conv_problem *pb, conv_env *env, ig_state *st,
                                 conv_error *err) {
-  ig_gemm *t = &st->tail;
-  const conv_cublaslt_query q = ig_query(pb, env, st, t, &st->align);
+  conv_cublaslt_algos *t = &st->tail.algos;
+  const conv_cublaslt_query q = ig_query(pb, env, st, &st->tail, &st->align);
   conv_status s;
   CONV_TRY(s,
-           conv_cublaslt_tail_algo(&q, &st->full.algo, "im2col_gemm", &t->algo, &t->ws_bytes,
-                                   err),
+           conv_cublaslt_tail_algo(&q, &st->full.algos.algo, "im2col_gemm", &t->algo,
+                                   &t->ws_bytes, err),
            out);
 
   size_t ws = 0;
   t->has_fallback = false;
-  if (st->full.has_fallback && conv_cublaslt_algo_fits(&q, &st->full.fallback, &ws)) {
-    t->fallback = st->full.fallback;
+  if (st->full.algos.has_fallback && conv_cublaslt_algo_fits(&q, &st->full.algos.fallback, &ws)) {
+    t->fallback = st->full.algos.fallback;
     t->has_fallback = true;
   } else {
-    const conv_gemm_align weakest = {IG_MIN_ALIGN, IG_MIN_ALIGN, IG_MIN_ALIGN};
-    const conv_cublaslt_query loose = ig_query(pb, env, st, t, &weakest);
+    const conv_gemm_align weakest = {CONV_CUBLASLT_FLOAT_ALIGN, CONV_CUBLASLT_FLOAT_ALIGN,
+                                     CONV_CUBLASLT_FLOAT_ALIGN};
+    const conv_cublaslt_query loose = ig_query(pb, env, st, &st->tail, &weakest);
     cublasLtMatmulHeuristicResult_t res[CONV_CUBLASLT_HEURISTIC_MAX];
     int found = 0;
     CONV_TRY(s, conv_cublaslt_heuristic(&loose, res, &found, err), out);
@@ -288,13 +267,13 @@ static conv_status ig_prepare(const conv_problem *problem, conv_env *env,
   conv_status s;
   CONV_TRY(s, ig_state_create(problem, chunk, &st, err), fail);
   CONV_TRY(s, ig_pick_full(problem, env, st, (int)algo_index, err), fail);
-  st->gemm_ws_bytes = st->full.ws_bytes;
+  st->gemm_ws_bytes = st->full.algos.ws_bytes;
   const int64_t rest = problem->n % chunk;
   if (rest != 0) {
     st->has_tail = true;
     CONV_TRY(s, ig_gemm_layouts(&st->dims, (int)rest, &st->tail, err), fail);
     CONV_TRY(s, ig_pick_tail(problem, env, st, err), fail);
-    st->gemm_ws_bytes = ig_max_size(st->gemm_ws_bytes, st->tail.ws_bytes);
+    st->gemm_ws_bytes = ig_max_size(st->gemm_ws_bytes, st->tail.algos.ws_bytes);
   }
   st->gemm_ws_bytes = conv_cublaslt_ws_round(st->gemm_ws_bytes);
   st->col_offset = st->gemm_ws_bytes;
@@ -316,13 +295,10 @@ fail:
 static conv_status ig_count_algos(const conv_problem *pb, conv_env *env, int64_t chunk, int *count,
                                   conv_error *err) {
   ig_state *st = NULL;
-  cublasLtMatmulHeuristicResult_t res[CONV_CUBLASLT_HEURISTIC_MAX];
-  int found = 0;
   conv_status s;
   CONV_TRY(s, ig_state_create(pb, chunk, &st, err), out);
   const conv_cublaslt_query q = ig_query(pb, env, st, &st->full, &st->align);
-  CONV_TRY(s, conv_cublaslt_heuristic(&q, res, &found, err), out);
-  *count = found < IG_ALGOS_OFFERED ? found : IG_ALGOS_OFFERED;
+  s = conv_cublaslt_offered_algos(&q, IG_ALGOS_OFFERED, count, err);
 out:
   ig_release(st);
   return s;
@@ -403,7 +379,7 @@ static conv_status ig_matmul(const conv_exec *ex, const ig_gemm *g, bool use_fal
   return conv_check_cublas(err,
                            cublasLtMatmul(ex->env->cublaslt, st->desc, &one, a, g->lay.a, b,
                                           g->lay.b, &zero, d, g->lay.d, d, g->lay.d,
-                                          use_fallback ? &g->fallback : &g->algo, ws,
+                                          use_fallback ? &g->algos.fallback : &g->algos.algo, ws,
                                           st->gemm_ws_bytes, stream),
                            "cublasLtMatmul");
 }
@@ -442,13 +418,14 @@ static conv_status ig_choose_algos(const conv_exec *ex, bool *use_fallback, conv
                                   : (const void *)((const char *)ex->workspace + st->col_offset);
   const void *ptrs[4] = {ex->x, ex->w, ex->y, a_base};
   for (int i = 0; i < 4; ++i)
-    if (!conv_cublaslt_aligned(ptrs[i], IG_MIN_ALIGN))
+    if (!conv_cublaslt_aligned(ptrs[i], CONV_CUBLASLT_FLOAT_ALIGN))
       return conv_error_set(err, CONV_INVALID_ARGUMENT,
                             "im2col_gemm: a tensor pointer is not 4-byte aligned");
   *use_fallback = !(conv_cublaslt_aligned(a_base, st->align.a) &&
                     conv_cublaslt_aligned(ex->w, st->align.b) &&
                     conv_cublaslt_aligned(ex->y, st->align.d));
-  if (*use_fallback && (!st->full.has_fallback || (st->has_tail && !st->tail.has_fallback)))
+  if (*use_fallback &&
+      (!st->full.algos.has_fallback || (st->has_tail && !st->tail.algos.has_fallback)))
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "im2col_gemm: pointers less aligned than the plan's %u/%u/%u bytes "
                           "and cuBLASLt has no fallback algorithm",

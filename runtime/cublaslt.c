@@ -137,6 +137,39 @@ conv_status conv_cublaslt_ranked_algo(const conv_cublaslt_query *q, int index,
   return CONV_OK;
 }
 
+conv_status conv_cublaslt_pick_algos(const conv_cublaslt_query *q, int index, const char *family,
+                                     conv_cublaslt_algos *out, conv_error *err) {
+  cublasLtMatmulHeuristicResult_t picked;
+  conv_status st = conv_cublaslt_ranked_algo(q, index, family, &picked, err);
+  if (st != CONV_OK) return st;
+  out->algo = picked.algo;
+  out->ws_bytes = picked.workspaceSize;
+  const conv_gemm_align weakest = {CONV_CUBLASLT_FLOAT_ALIGN, CONV_CUBLASLT_FLOAT_ALIGN,
+                                   CONV_CUBLASLT_FLOAT_ALIGN};
+  conv_cublaslt_query loose = *q;
+  loose.align = &weakest;
+  cublasLtMatmulHeuristicResult_t res[CONV_CUBLASLT_HEURISTIC_MAX];
+  int found = 0;
+  st = conv_cublaslt_heuristic(&loose, res, &found, err);
+  if (st != CONV_OK) return st;
+  out->has_fallback = found > 0;
+  if (found > 0) {
+    out->fallback = res[0].algo;
+    if (res[0].workspaceSize > out->ws_bytes) out->ws_bytes = res[0].workspaceSize;
+  }
+  return CONV_OK;
+}
+
+conv_status conv_cublaslt_offered_algos(const conv_cublaslt_query *q, int offered, int *count,
+                                        conv_error *err) {
+  cublasLtMatmulHeuristicResult_t res[CONV_CUBLASLT_HEURISTIC_MAX];
+  int found = 0;
+  const conv_status st = conv_cublaslt_heuristic(q, res, &found, err);
+  if (st != CONV_OK) return st;
+  *count = found < offered ? found : offered;
+  return CONV_OK;
+}
+
 bool conv_cublaslt_algo_fits(const conv_cublaslt_query *q, const cublasLtMatmulAlgo_t *algo,
                              size_t *ws_bytes) {
   const conv_cublaslt_layouts *l = q->layouts;

@@ -81,6 +81,28 @@ conv_status conv_cublaslt_heuristic(const conv_cublaslt_query *q,
 conv_status conv_cublaslt_ranked_algo(const conv_cublaslt_query *q, int index,
                                       const char *family,
                                       cublasLtMatmulHeuristicResult_t *picked, conv_error *err);
+/* The weakest alignment a float pointer can have: the fallback algos'. */
+#define CONV_CUBLASLT_FLOAT_ALIGN 4u
+
+/* A config's algo and its stand-in for the caller's pointers that miss
+ * the alignments the config was prepared for (a view into a larger
+ * tensor), which run() takes instead of faulting. */
+typedef struct conv_cublaslt_algos {
+  cublasLtMatmulAlgo_t algo;     /* valid when the pointers meet the query's align */
+  cublasLtMatmulAlgo_t fallback; /* valid for any float-aligned pointers          */
+  bool has_fallback;
+  size_t ws_bytes; /* the larger of the two algos' workspace needs */
+} conv_cublaslt_algos;
+
+/* The heuristic's index-th answer under the query's alignments
+ * (CONV_UNSUPPORTED where it has fewer), and its first for A, B and D only
+ * CONV_CUBLASLT_FLOAT_ALIGN-aligned (has_fallback false where it has none). */
+conv_status conv_cublaslt_pick_algos(const conv_cublaslt_query *q, int index, const char *family,
+                                     conv_cublaslt_algos *out, conv_error *err);
+/* How many of the heuristic's answers a family offers as configs: all it
+ * has, at most `offered`. */
+conv_status conv_cublaslt_offered_algos(const conv_cublaslt_query *q, int offered, int *count,
+                                        conv_error *err);
 /* Whether `algo` runs the query's GEMM within CONV_CUBLASLT_WS_MAX, and
  * with how much workspace. */
 bool conv_cublaslt_algo_fits(const conv_cublaslt_query *q, const cublasLtMatmulAlgo_t *algo,
