@@ -1,0 +1,350 @@
+/* test_configs_backward.c -- CPU tests of the backward passes' families:
+ * scope, configs and launch planning (direct_channel's transposed view of
+ * backward-data, data_gather, filter_reduce, fft_filter, gemm_backward and
+ * the wide im2col plan it runs).  Forward families: test_configs.c.  No GPU
+ * needed: the GPU tests (test_backward) run the kernels. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algorithms/data_gather.h"
+#include "algorithms/direct_channel.h"
+#include "algorithms/filter_reduce.h"
+#include "algorithms/im2col.h"
+#include "runtime/cublaslt.h"
+#include "runtime/internal.h"
+#include "tests/test.h"
+
+/* A replknet-like 31x31 layer on few channels, fft's kind of problem (as
+ * in test_configs.c). */
+static conv_problem few_channels_31x31(conv_direction direction) {
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = 8; p.c = 4; p.h = 512; p.w = 512; p.k = 4; p.r = 31; p.s = 31;
+  p.pad_h = p.pad_w = 15;
+  p.direction = direction;
+  return p;
+}
+
+static conv_problem pass(int64_t c, int64_t k, int64_t groups, int64_t r, int64_t stride,
+                         int64_t pad, int64_t dil, conv_direction direction) {
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = 2; p.c = c; p.h = 37; p.w = 29; p.k = k; p.r = p.s = r;
+  p.stride_h = p.stride_w = stride;
+  p.pad_h = p.pad_w = pad;
+  p.dil_h = p.dil_w = dil;
+  p.groups = groups;
+  p.direction = direction;
+  return p;
+}
+
+/* The transposed view of a stride-1 backward-data pass is a valid forward
+ * convolution whose input is dy and whose output has dx's shape; passes it
+ * cannot express are refused. */
+static int backward_data_view(void) {
+  conv_problem p = pass(16, 1, 1, 3, 1, 4, 4, CONV_BACKWARD_DATA), f;
+  p.pad_w = 2; /* asymmetric */
+  CHECK(conv_direct_backward_data_view(&p, &f));
+  CHECK_STATUS(CONV_OK, conv_problem_validate(&f, NULL, 0));
+  int64_t ph, pw, fp, fq;
+  CHECK_STATUS(CONV_OK, conv_problem_output_dims(&p, &ph, &pw));
+  CHECK(f.direction == CONV_FORWARD && f.c == 1 && f.k == 16 && f.h == ph && f.w == pw);
+  CHECK(f.pad_h == 4 && f.pad_w == 6 && f.dil_h == 4 && f.stride_h == 1);
+  CHECK_STATUS(CONV_OK, conv_problem_output_dims(&f, &fp, &fq));
+  CHECK(fp == p.h && fq == p.w);
+
+  conv_problem grouped = pass(8, 16, 4, 5, 1, 2, 1, CONV_BACKWARD_DATA);
+  CHECK(conv_direct_backward_data_view(&grouped, &f));
+  CHECK(f.c == 16 && f.k == 8 && f.groups == 4 && f.pad_h == 2);
+
+  conv_problem strided = pass(4, 4, 4, 3, 2, 1, 1, CONV_BACKWARD_DATA);
+  CHECK(!conv_direct_backward_data_view(&strided, &f));
+  conv_problem cropped = pass(4, 4, 4, 3, 1, 3, 1, CONV_BACKWARD_DATA); /* pad past r - 1 */
+  CHECK(!conv_direct_backward_data_view(&cropped, &f));
+  conv_problem forward = pass(4, 4, 4, 3, 1, 1, 1, CONV_FORWARD);
+  CHECK(!conv_direct_backward_data_view(&forward, &f));
+  conv_problem nhwc = pass(4, 4, 4, 3, 1, 1, 1, CONV_BACKWARD_DATA);
+  nhwc.layout = CONV_LAYOUT_NHWC;
+  CHECK(!conv_direct_backward_data_view(&nhwc, &f));
+
+  /* The candidate follows the view: it takes the depthwise pass, not the
+   * strided or cropped ones, nor a backward-filter pass. */
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  const conv_algorithm *dc = &conv_algorithm_direct_channel;
+  conv_problem depthwise = pass(8, 8, 8, 3, 1, 1, 1, CONV_BACKWARD_DATA);
+  CHECK(dc->applicable(&depthwise, &env));
+  CHECK(!dc->applicable(&strided, &env) && !dc->applicable(&cropped, &env));
+  depthwise.direction = CONV_BACKWARD_FILTER;
+  CHECK(!dc->applicable(&depthwise, &env));
+
+  /* data_gather takes exactly the few-channel passes the view cannot run. */
+  const conv_algorithm *dg = &conv_algorithm_data_gather;
+  CHECK(dg->applicable(&strided, &env) && dg->applicable(&cropped, &env));
+  CHECK(!dg->applicable(&depthwise, &env)); /* backward-filter */
+  depthwise.direction = CONV_BACKWARD_DATA;
+  CHECK(!dg->applicable(&depthwise, &env)); /* direct_channel's */
+  conv_config configs[8];
+  int n = -1;
+  CHECK_STATUS(CONV_OK, dg->configs(&strided, &env, configs, 8, &n, NULL));
+  CHECK(n == 6 && configs[0].values[0] == CONV_GATHER_QUAD); /* quad first at stride 2 */
+  CHECK_STATUS(CONV_OK, dg->configs(&cropped, &env, configs, 8, &n, NULL));
+  CHECK(n == 3 && configs[0].values[0] == CONV_GATHER_ELEMENT); /* stride 1: no quad */
+  conv_data_gather_launch l;
+  char why[160] = "";
+  const conv_data_gather_tiling element = {CONV_GATHER_ELEMENT, 256}, quad = {CONV_GATHER_QUAD, 128};
+  CHECK(conv_data_gather_plan(&strided, &element, &l, why, sizeof why));
+  CHECK(l.threads_needed == 2 * 4 * 37 * 29 && (int64_t)l.blocks * 256 >= l.threads_needed);
+  CHECK(l.p == 19 && l.q == 15);
+  CHECK(conv_data_gather_plan(&strided, &quad, &l, why, sizeof why));
+  CHECK(l.rows == 19 && l.cols == 15 && l.threads_needed == 2 * 4 * 19 * 15); /* 2x2 blocks */
+  CHECK(!conv_data_gather_plan(&cropped, &quad, &l, why, sizeof why) && strstr(why, "stride 2"));
+  const conv_data_gather_tiling odd = {CONV_GATHER_ELEMENT, 100};
+  CHECK(!conv_data_gather_plan(&strided, &odd, &l, why, sizeof why) && strstr(why, "100 threads"));
+  conv_problem wide = strided; /* a 9x9 filter: no kernel */
+  wide.r = wide.s = 9;
+  CHECK(!dg->applicable(&wide, &env));
+  return TEST_PASS;
+}
+
+/* filter_reduce's configs all plan, cover every output row once, keep
+ * their workspace within the cap and span 1, 2 and 4 columns; float4
+ * loads only where they serve (3-wide, stride 2, padding 1, rows of a
+ * multiple of 4 floats; cols 2 or 4); bad configs are refused with a
+ * reason. */
+static int filter_reduce_configs(void) {
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  const conv_algorithm *fr = conv_registry_find(CONV_ALGO_FILTER_REDUCE);
+  CHECK(fr != NULL && strcmp(fr->name, "filter_reduce") == 0);
+  conv_problem p = pass(144, 144, 144, 3, 1, 1, 1, CONV_BACKWARD_FILTER);
+  p.n = 32, p.h = p.w = 56;
+  CHECK(fr->applicable(&p, &env));
+  conv_config configs[128];
+  int n = -1;
+  CHECK_STATUS(CONV_OK, fr->configs(&p, &env, configs, 128, &n, NULL));
+  CHECK(n > 2);
+  int with_cols[5] = {0};
+  for (int i = 0; i < n; i++) {
+    CHECK(configs[i].count == 4);
+    for (int j = 0; j < i; j++) CHECK(!conv_config_equal(&configs[i], &configs[j]));
+    const conv_filter_reduce_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1],
+                                         (int)configs[i].values[2], (int)configs[i].values[3]};
+    CHECK(t.cols == 1 || t.cols == 2 || t.cols == 4);
+    CHECK(t.vector == 0); /* stride 1 */
+    with_cols[t.cols]++;
+    conv_filter_reduce_launch l;
+    CHECK(conv_filter_reduce_plan(&p, &t, &l, NULL, 0));
+    CHECK(l.units_per_row == (56 + t.cols - 1) / t.cols);
+    CHECK((int64_t)l.bands_per_image * t.rows >= l.p && (int64_t)(l.bands_per_image - 1) * t.rows < l.p);
+    CHECK(l.bands == l.n * l.bands_per_image && l.pairs == 144);
+    CHECK(l.workspace_bytes == (l.bands > 1 ? (size_t)l.bands * 144 * 9 * sizeof(float) : 0));
+    CHECK(l.workspace_bytes <= CONV_FILTER_REDUCE_WORKSPACE_MAX);
+  }
+  /* Bad configs are refused with a reason, not planned. */
+  char why[160] = "";
+  conv_filter_reduce_launch l;
+  CHECK(with_cols[1] > 0 && with_cols[2] > 0 && with_cols[4] > 0 && n < 128);
+  const conv_filter_reduce_tiling odd = {8, 100, 1, 0}, none = {0, 128, 1, 0},
+                                  three = {8, 128, 3, 0}, vector_s1 = {8, 128, 2, 1},
+                                  vector_2 = {8, 128, 2, 2};
+  CHECK(!conv_filter_reduce_plan(&p, &odd, &l, why, sizeof why) && strstr(why, "100 threads"));
+  CHECK(!conv_filter_reduce_plan(&p, &none, &l, why, sizeof why) && strstr(why, "0 rows"));
+  CHECK(!conv_filter_reduce_plan(&p, &three, &l, why, sizeof why) && strstr(why, "3 columns"));
+  CHECK(!conv_filter_reduce_plan(&p, &vector_s1, &l, why, sizeof why) && strstr(why, "float4"));
+  CHECK(!conv_filter_reduce_plan(&p, &vector_2, &l, why, sizeof why) && strstr(why, "vector 2"));
+  /* MobileNet's depthwise stride-2 layer: float4 configs, with cols 2 or
+   * 4 only, after the scalar ones; not for rows of 110 floats. */
+  conv_problem down = pass(96, 96, 96, 3, 2, 1, 1, CONV_BACKWARD_FILTER);
+  down.n = 32, down.h = down.w = 112;
+  CHECK_STATUS(CONV_OK, fr->configs(&down, &env, configs, 128, &n, NULL));
+  int vectors = 0;
+  for (int i = 0; i < n; i++) {
+    if (configs[i].values[3] == 0) {
+      CHECK_MSG(vectors == 0, "config %d: scalar after float4 ones", i);
+      continue;
+    }
+    vectors++;
+    CHECK(configs[i].values[2] == 2 || configs[i].values[2] == 4);
+  }
+  CHECK(vectors > 0 && vectors < n);
+  down.w = 110;
+  CHECK_STATUS(CONV_OK, fr->configs(&down, &env, configs, 128, &n, NULL));
+  for (int i = 0; i < n; i++) CHECK(configs[i].values[3] == 0);
+  const conv_config too_many = {4, {8, 1 << 21, 1, 0}, 0}, three_cols = {4, {8, 128, 3, 0}, 0};
+  conv_prepared prep;
+  CHECK_STATUS(CONV_UNSUPPORTED, fr->prepare(&p, &env, &too_many, &prep, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, fr->prepare(&p, &env, &three_cols, &prep, NULL));
+  /* Older versions' values (two before cols, three before vector): never
+   * read back (the version is in the key), and refused if they were. */
+  const conv_config before_cols = {2, {8, 128}, 0}, before_vector = {3, {8, 128, 1}, 0},
+                    one_col = {4, {8, 128, 1, 0}, 0};
+  CHECK_STATUS(CONV_UNSUPPORTED, fr->prepare(&p, &env, &before_cols, &prep, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, fr->prepare(&p, &env, &before_vector, &prep, NULL));
+  char text[64];
+  fr->describe(&before_cols, text, sizeof text);
+  CHECK(strcmp(text, "invalid config") == 0);
+  CHECK_STATUS(CONV_OK, fr->prepare(&p, &env, &one_col, &prep, NULL));
+  CHECK(((const conv_filter_reduce_launch *)prep.state)->tiling.cols == 1);
+  fr->release(prep.state);
+  fr->describe(&one_col, text, sizeof text);
+  CHECK(strcmp(text, "rows=8 threads=128 cols=1") == 0);
+  const conv_config float4 = {4, {8, 128, 4, 1}, 0};
+  fr->describe(&float4, text, sizeof text);
+  CHECK(strcmp(text, "rows=8 threads=128 cols=4 float4") == 0);
+
+  conv_problem wide = p; /* a 9x9 filter: no kernel */
+  wide.r = wide.s = 9, wide.pad_h = wide.pad_w = 4;
+  CHECK(!fr->applicable(&wide, &env));
+  conv_problem dense = pass(64, 64, 1, 3, 1, 1, 1, CONV_BACKWARD_FILTER);
+  CHECK(!fr->applicable(&dense, &env));
+  conv_problem data = p;
+  data.direction = CONV_BACKWARD_DATA;
+  CHECK(!fr->applicable(&data, &env));
+  CHECK_STATUS(CONV_OK, fr->configs(&data, &env, configs, 64, &n, NULL));
+  CHECK(n == 0);
+  return TEST_PASS;
+}
+
+/* fft_filter takes NCHW backward-filter passes at stride 1, dilation 1,
+ * with more than one tap, any groups (depthwise too), up to 4096 filter
+ * planes (k x c/groups); it lists the same transform sizes as `fft`, and
+ * refuses configs that are not two values or whose transform does not
+ * hold the filter, before any cuFFT call. */
+static int fft_filter_configs(void) {
+  const conv_algorithm *ff = conv_registry_find(CONV_ALGO_FFT_FILTER);
+  CHECK(ff != NULL && strcmp(ff->name, "fft_filter") == 0);
+  CHECK(conv_registry_find_name("fft_filter") == ff);
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  conv_problem p = few_channels_31x31(CONV_BACKWARD_FILTER);
+  CHECK(ff->applicable(&p, &env));
+  conv_config configs[16];
+  int n = -1;
+  CHECK_STATUS(CONV_OK, ff->configs(&p, &env, configs, 16, &n, NULL));
+  static const int64_t expected[] = {560, 512, 256, 128, 64};
+  CHECK(n == 5);
+  for (int i = 0; i < n; i++)
+    CHECK(configs[i].count == 2 && configs[i].values[0] == expected[i] &&
+          configs[i].values[1] == expected[i]);
+  CHECK_STATUS(CONV_OK, ff->configs(&p, &env, configs, 2, &n, NULL));
+  CHECK(n == 2);
+  char text[64];
+  ff->describe(&configs[1], text, sizeof text);
+  CHECK(strcmp(text, "tile=512x512") == 0);
+  /* Refused before planning: three values, a transform smaller than the
+   * filter, one past the size cap. */
+  conv_prepared prep;
+  const conv_config three = {3, {560, 560, 0}, 0}, small = {2, {16, 560}, 0},
+                    huge = {2, {8192, 560}, 0};
+  CHECK_STATUS(CONV_UNSUPPORTED, ff->prepare(&p, &env, &three, &prep, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, ff->prepare(&p, &env, &small, &prep, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, ff->prepare(&p, &env, &huge, &prep, NULL));
+  /* Groups: RepLKNet's depthwise 31x31 (128 planes); 8 channels per
+   * group of 512 outputs (4096 planes). */
+  conv_problem q = p;
+  q.c = q.k = q.groups = 128, q.h = q.w = 56;
+  CHECK(ff->applicable(&q, &env));
+  q.c = 256, q.k = 512, q.groups = 32;
+  CHECK(ff->applicable(&q, &env));
+  q.groups = 16;
+  CHECK(!ff->applicable(&q, &env));
+  /* Not applicable: the other passes, strides, dilations, 1x1 filters,
+   * NHWC, more than 4096 filter planes. */
+  q = p;
+  q.direction = CONV_FORWARD;
+  CHECK(!ff->applicable(&q, &env));
+  q.direction = CONV_BACKWARD_DATA;
+  CHECK(!ff->applicable(&q, &env));
+  CHECK_STATUS(CONV_OK, ff->configs(&q, &env, configs, 16, &n, NULL));
+  CHECK(n == 0);
+  q = p, q.stride_w = 2;
+  CHECK(!ff->applicable(&q, &env));
+  q = p, q.dil_h = 2;
+  CHECK(!ff->applicable(&q, &env));
+  q = p, q.r = q.s = 1, q.pad_h = q.pad_w = 0;
+  CHECK(!ff->applicable(&q, &env));
+  q = p, q.layout = CONV_LAYOUT_NHWC;
+  CHECK(!ff->applicable(&q, &env));
+  q = p, q.c = 64, q.k = 64;
+  CHECK(ff->applicable(&q, &env));
+  q.k = 65;
+  CHECK(!ff->applicable(&q, &env));
+  return TEST_PASS;
+}
+
+/* gemm_backward takes both backward passes of any NCHW convolution
+ * (strides, dilations, groups) where cuBLASLt is there, and nothing else;
+ * it refuses, before any cuBLASLt call, configs that are not two values,
+ * chunks that do not divide the batch and algo ranks out of range. */
+static int gemm_backward_configs(void) {
+  const conv_algorithm *gb = conv_registry_find(CONV_ALGO_GEMM_BACKWARD);
+  CHECK(gb != NULL && strcmp(gb->name, "gemm_backward") == 0);
+  CHECK(conv_registry_find_name("gemm_backward") == gb);
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  conv_problem p = pass(8, 12, 4, 3, 2, 1, 2, CONV_BACKWARD_FILTER);
+  p.n = 6;
+  CHECK(!gb->applicable(&p, &env)); /* no cuBLASLt handle */
+  conv_config configs[4];
+  int n = -1;
+  CHECK_STATUS(CONV_OK, gb->configs(&p, &env, configs, 4, &n, NULL));
+  CHECK(n == 0);
+  env.cublaslt = (cublasLtHandle_t)&env; /* applicable() only checks it is there */
+  CHECK(gb->applicable(&p, &env));
+  p.direction = CONV_BACKWARD_DATA;
+  CHECK(gb->applicable(&p, &env));
+  conv_problem q = p;
+  q.direction = CONV_FORWARD;
+  CHECK(!gb->applicable(&q, &env));
+  q = p, q.layout = CONV_LAYOUT_NHWC;
+  CHECK(!gb->applicable(&q, &env));
+  conv_prepared prep = {0};
+  const conv_config three = {3, {1, 0, 0}, 0}, not_divisor = {2, {4, 0}, 0},
+                    none = {2, {0, 0}, 0}, past = {2, {12, 0}, 0},
+                    rank = {2, {3, CONV_CUBLASLT_HEURISTIC_MAX}, 0};
+  CHECK_STATUS(CONV_UNSUPPORTED, gb->prepare(&p, &env, &three, &prep, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, gb->prepare(&p, &env, &not_divisor, &prep, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, gb->prepare(&p, &env, &none, &prep, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, gb->prepare(&p, &env, &past, &prep, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, gb->prepare(&p, &env, &rank, &prep, NULL));
+  CHECK(prep.state == NULL);
+  const conv_config ok = {2, {3, 1}, 0};
+  char text[64];
+  gb->describe(&ok, text, sizeof text);
+  CHECK(strcmp(text, "batch=3 gemm_algo=1") == 0);
+  return TEST_PASS;
+}
+
+/* The wide im2col plan gemm_backward makes once per plan: a chunk's col
+ * and x sizes, x's step between images, and a refusal where a chunk would
+ * pass 32-bit indexing. */
+static int wide_plan(void) {
+  conv_problem p = pass(6, 8, 2, 3, 2, 1, 1, CONV_BACKWARD_FILTER); /* 37x29 -> 19x15 */
+  conv_wide_launch l;
+  CHECK(conv_wide_plan(&p, 2, &l));
+  CHECK(l.p == 19 && l.q == 15 && l.images == 2);
+  CHECK(l.col_total == 2u * 6 * 3 * 3 * 19 * 15);
+  CHECK(l.x_total == 2u * 6 * 37 * 29 && l.image_floats == 6 * 37 * 29);
+  CHECK(l.by_pq.divisor == 19 * 15 && l.by_rs.divisor == 9 && l.by_images.divisor == 2);
+  CHECK(!conv_wide_plan(&p, 0, &l));
+  p.n = 2000, p.c = 512; /* 1.3 million col floats an image: 2000 pass 2^31 */
+  CHECK(!conv_wide_plan(&p, 2000, &l));
+  CHECK(conv_wide_plan(&p, 1, &l));
+  /* dy's wide layout: the im2col of a 1x1 filter on 1 x plane images. */
+  CHECK(conv_channels_wide_plan(64, 49, 4, &l));
+  CHECK(l.c == 64 && l.h == 1 && l.w == 49 && l.r == 1 && l.p == 1 && l.q == 49);
+  CHECK(l.col_total == 64u * 4 * 49 && l.image_floats == 64 * 49);
+  CHECK(!conv_channels_wide_plan(64, 0, 4, &l));
+  return TEST_PASS;
+}
+
+static const test_case tests[] = {
+    {"backward_data_view", backward_data_view},
+    {"filter_reduce_configs", filter_reduce_configs},
+    {"fft_filter_configs", fft_filter_configs},
+    {"gemm_backward_configs", gemm_backward_configs},
+    {"wide_plan", wide_plan},
+};
+TEST_MAIN(tests)
