@@ -210,15 +210,15 @@ static int every_backward_candidate_matches_reference(void) {
   if (open_env(&env) != TEST_PASS) return TEST_FAIL;
   int count;
   const conv_algorithm *const *algos = conv_registry(&count);
-  family_count counts[16] = {{0, 0, 0}};
-  CHECK(count <= 16);
+  family_count counts[32] = {{0, 0, 0}};
+  CHECK(count <= 32);
   void *scratch;
   CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
   for (int i = 0; i < 2 * case_count(); i++) {
     const conv_direction direction = i % 2 ? CONV_BACKWARD_FILTER : CONV_BACKWARD_DATA;
     const conv_math math = i / 2 % 2 ? CONV_MATH_TF32 : CONV_MATH_STRICT;
     const conv_problem p = i / 4 % 2 ? random_direct_pass(direction, math) : random_pass(direction, i / 2);
-    if (run_every_family(&env, &p, scratch, counts, 16) != TEST_PASS) return TEST_FAIL;
+    if (run_every_family(&env, &p, scratch, counts, 32) != TEST_PASS) return TEST_FAIL;
   }
   for (int a = 0; a < count; a++) {
     printf("%s: %d backward configs matched the CPU reference, %d wrong and caught by validation, "
@@ -588,6 +588,27 @@ static int deterministic_plans_repeat_bits(void) {
   return TEST_PASS;
 }
 
+/* patch_filter, every config (images a stage, stages), against the CPU
+ * reference: seed1's 4x4 and 8x8 patches (32 -> 64 channels), batches no
+ * image group divides (the last group short) and of one image, a block of
+ * exactly one warp (8 -> 32 and 16 -> 16 channels), both math modes. */
+static int patch_filter_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
+  const conv_epilogue N = CONV_EPILOGUE_NONE;
+  conv_problem passes[] = {
+      direct_problem(40, 32, 4, 4, 64, 3, 3, 1, 1, 1, 1, N, S),
+      direct_problem(37, 32, 8, 8, 64, 3, 3, 1, 1, 1, 1, N, T),
+      direct_problem(1, 32, 8, 8, 64, 3, 3, 1, 1, 1, 1, N, S),
+      direct_problem(13, 8, 8, 8, 32, 3, 3, 1, 1, 1, 1, N, S),
+      direct_problem(21, 16, 4, 4, 16, 3, 3, 1, 1, 1, 1, N, T),
+  };
+  enum { CASES = sizeof passes / sizeof passes[0] };
+  set_direction(passes, CASES, CONV_BACKWARD_FILTER);
+  return family_passes_match_reference(&conv_algorithm_patch_filter, passes, CASES, CASES * 4);
+}
+
 static const test_case tests[] = {
     {"reference_backward_matches_cpu", reference_backward_matches_cpu},
     {"backward_plans_match_cpu", backward_plans_match_cpu},
@@ -599,6 +620,7 @@ static const test_case tests[] = {
     {"fft_filter_matches_reference", fft_filter_matches_reference},
     {"gemm_backward_matches_reference", gemm_backward_matches_reference},
     {"patch_backward_data_matches_reference", patch_backward_data_matches_reference},
+    {"patch_filter_matches_reference", patch_filter_matches_reference},
     {"deterministic_plans_repeat_bits", deterministic_plans_repeat_bits},
 };
 TEST_MAIN(tests)

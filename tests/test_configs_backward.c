@@ -11,6 +11,7 @@
 #include "algorithms/direct_channel.h"
 #include "algorithms/filter_reduce.h"
 #include "algorithms/im2col.h"
+#include "algorithms/patch_filter.h"
 #include "runtime/cublaslt.h"
 #include "runtime/internal.h"
 #include "tests/test.h"
@@ -317,6 +318,71 @@ static int gemm_backward_configs(void) {
   return TEST_PASS;
 }
 
+/* patch_filter takes the backward-filter pass of 3x3 "same" layers on 4x4
+ * and 8x8 patches whose (K / 8) * C threads fill whole warps of a block;
+ * every config it lists plans, and it refuses the rest with a reason. */
+static int patch_filter_configs(void) {
+  const conv_algorithm *pf = conv_registry_find(CONV_ALGO_PATCH_FILTER);
+  CHECK(pf != NULL && strcmp(pf->name, "patch_filter") == 0);
+  CHECK(conv_registry_find_name("patch_filter") == pf);
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  env.device.sm_count = 132;
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = 20480; p.c = 32; p.h = p.w = 8; p.k = 64; p.r = p.s = 3; /* seed1_patch8 */
+  p.pad_h = p.pad_w = 1;
+  p.direction = CONV_BACKWARD_FILTER;
+  CHECK(pf->applicable(&p, &env));
+  conv_config configs[32];
+  int n = -1;
+  CHECK_STATUS(CONV_OK, pf->configs(&p, &env, configs, 32, &n, NULL));
+  CHECK(n == 5); /* of 8: the stages of 4 or 8 8x8 images, 25 KB each, that pass 227 KiB */
+  for (int i = 0; i < n; i++) {
+    const conv_patch_filter_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1]};
+    conv_patch_filter_launch l;
+    char why[160] = "";
+    CHECK_MSG(conv_patch_filter_plan(&p, &t, &l, why, sizeof why), "%s", why);
+    CHECK(l.threads == 256 && l.x_pitch == 65 && l.groups * t.images >= p.n);
+    CHECK(l.stage_floats == t.images * (32 * 65 + 64 * 64) && l.stage_floats % 4 == 0);
+  }
+  conv_problem other = p;
+  other.h = other.w = 4; /* seed1_patch4: 6 KB an image, every config fits */
+  CHECK(pf->applicable(&other, &env));
+  CHECK_STATUS(CONV_OK, pf->configs(&other, &env, configs, 32, &n, NULL));
+  CHECK(n == 8);
+  other = p, other.direction = CONV_FORWARD;
+  CHECK(!pf->applicable(&other, &env));
+  other = p, other.direction = CONV_BACKWARD_DATA;
+  CHECK(!pf->applicable(&other, &env));
+  other = p, other.h = other.w = 16;
+  CHECK(!pf->applicable(&other, &env));
+  other = p, other.w = 4;
+  CHECK(!pf->applicable(&other, &env));
+  other = p, other.stride_h = other.stride_w = 2;
+  CHECK(!pf->applicable(&other, &env));
+  other = p, other.pad_h = other.pad_w = 0;
+  CHECK(!pf->applicable(&other, &env));
+  other = p, other.k = 60; /* not in eights */
+  CHECK(!pf->applicable(&other, &env));
+  other = p, other.c = 128; /* 1024 threads */
+  CHECK(!pf->applicable(&other, &env));
+  other = p, other.c = 6, other.k = 16; /* 12 threads */
+  CHECK(!pf->applicable(&other, &env));
+  conv_prepared prep;
+  conv_error err = {CONV_OK, ""};
+  const conv_config odd = {2, {3, 2}, 0}, deep = {2, {4, 5}, 0};
+  CHECK_STATUS(CONV_UNSUPPORTED, pf->prepare(&p, &env, &odd, &prep, &err));
+  CHECK(strncmp(err.message, "patch_filter:", 13) == 0 && strstr(err.message, "3 images"));
+  CHECK_STATUS(CONV_UNSUPPORTED, pf->prepare(&p, &env, &deep, &prep, &err));
+  CHECK(strstr(err.message, "5 stages") != NULL);
+  char text[64];
+  CHECK_STATUS(CONV_OK, pf->configs(&p, &env, configs, 32, &n, NULL));
+  pf->describe(&configs[0], text, sizeof text);
+  CHECK(strcmp(text, "fma images=4 stages=2") == 0);
+  return TEST_PASS;
+}
+
 /* The wide im2col plan gemm_backward makes once per plan: a chunk's col
  * and x sizes, x's step between images, and a refusal where a chunk would
  * pass 32-bit indexing. */
@@ -346,5 +412,6 @@ static const test_case tests[] = {
     {"fft_filter_configs", fft_filter_configs},
     {"gemm_backward_configs", gemm_backward_configs},
     {"wide_plan", wide_plan},
+    {"patch_filter_configs", patch_filter_configs},
 };
 TEST_MAIN(tests)
