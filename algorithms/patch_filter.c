@@ -6,7 +6,7 @@
  * backward-data runs its forward kernels on the transposed view; this is
  * the other backward pass for the same layers.
  *
- * Config values: {images, stages} (conv_patch_filter_tiling).
+ * Config values: {kind, images, stages} (conv_patch_filter_tiling).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +14,14 @@
 #include "algorithms/patch_filter.h"
 #include "runtime/internal.h"
 
+/* The tensor-core kernel first: where it plans (TF32 mode) it is the one
+ * to try first. */
 static const conv_patch_filter_tiling pf_tilings[] = {
-    {4, 2}, {8, 2}, {2, 2}, {1, 2}, {4, 3}, {8, 3}, {2, 3}, {1, 3},
+    {CONV_PATCH_FILTER_MMA, 2, 3}, {CONV_PATCH_FILTER_MMA, 2, 2}, {CONV_PATCH_FILTER_MMA, 1, 3},
+    {CONV_PATCH_FILTER_MMA, 1, 2}, {CONV_PATCH_FILTER_MMA, 4, 2}, {CONV_PATCH_FILTER_MMA, 4, 3},
+    {CONV_PATCH_FILTER_MMA, 8, 2}, {CONV_PATCH_FILTER_FMA, 4, 2}, {CONV_PATCH_FILTER_FMA, 8, 2},
+    {CONV_PATCH_FILTER_FMA, 2, 2}, {CONV_PATCH_FILTER_FMA, 1, 2}, {CONV_PATCH_FILTER_FMA, 4, 3},
+    {CONV_PATCH_FILTER_FMA, 8, 3}, {CONV_PATCH_FILTER_FMA, 2, 3}, {CONV_PATCH_FILTER_FMA, 1, 3},
 };
 #define PF_TILINGS ((int)(sizeof pf_tilings / sizeof pf_tilings[0]))
 
@@ -40,7 +46,8 @@ static conv_status pf_configs(const conv_problem *problem, conv_env *env, conv_c
   for (int i = 0; i < PF_TILINGS && *count < max; i++) {
     conv_patch_filter_launch launch;
     if (!conv_patch_filter_plan(problem, &pf_tilings[i], &launch, NULL, 0)) continue;
-    out[(*count)++] = (conv_config){2, {pf_tilings[i].images, pf_tilings[i].stages}, 0};
+    const conv_patch_filter_tiling *t = &pf_tilings[i];
+    out[(*count)++] = (conv_config){3, {t->kind, t->images, t->stages}, 0};
   }
   return CONV_OK;
 }
@@ -51,9 +58,10 @@ static conv_status pf_prepare(const conv_problem *problem, conv_env *env,
                               const conv_config *config, conv_prepared *out, conv_error *err) {
   if (problem == NULL || env == NULL || config == NULL || out == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "patch_filter: NULL argument");
-  conv_status st = conv_config_check(config, "patch_filter", 2, 1, 8, err);
+  conv_status st = conv_config_check(config, "patch_filter", 3, 0, 8, err);
   if (st != CONV_OK) return st;
-  const conv_patch_filter_tiling tiling = {(int)config->values[0], (int)config->values[1]};
+  const conv_patch_filter_tiling tiling = {(int)config->values[0], (int)config->values[1],
+                                           (int)config->values[2]};
   conv_patch_filter_launch *launch = malloc(sizeof *launch);
   if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "patch_filter: malloc");
   char why[160];
@@ -91,12 +99,13 @@ static conv_status pf_run(const conv_exec *ex, cudaStream_t stream, conv_error *
 
 static void pf_describe(const conv_config *config, char *text, size_t size) {
   if (text == NULL || size == 0) return;
-  if (config == NULL || config->count != 2) {
+  if (config == NULL || config->count != 3) {
     snprintf(text, size, "invalid config");
     return;
   }
-  snprintf(text, size, "fma images=%lld stages=%lld", (long long)config->values[0],
-           (long long)config->values[1]);
+  snprintf(text, size, "%s images=%lld stages=%lld",
+           config->values[0] == CONV_PATCH_FILTER_MMA ? "tf32-mma" : "fma",
+           (long long)config->values[1], (long long)config->values[2]);
 }
 
 const conv_algorithm conv_algorithm_patch_filter = {

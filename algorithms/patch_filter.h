@@ -16,8 +16,16 @@
  * 4x4 patches, 16% on 8x8).  Blocks stay resident and take image groups
  * in a fixed order; each writes its sums to the workspace, and a second
  * kernel adds the blocks' sums up in block order: no atomics, the result
- * does not depend on scheduling (deterministic).  Plain fp32 multiply-adds
- * (strict fp32, and TF32 mode, which allows them).
+ * does not depend on scheduling (deterministic).  Two kernels:
+ *
+ *   FMA  plain fp32 multiply-adds (strict fp32, and TF32 mode, which
+ *        allows them), as above.
+ *   MMA  TF32 tensor cores (mma.sync m16n8k8), TF32 mode only, K a
+ *        multiple of 32 and C of 8: per image the GEMM dW (K x 9C) +=
+ *        dY (K x pixels) X (pixels x 9C), X read from zero-bordered x
+ *        planes at a fixed offset per tap (taps on the padding cost a
+ *        multiply here); a warp owns 32 output channels of 8 input
+ *        channels, all taps: the same 72 sums a thread.
  */
 #ifndef CONVTUNE_PATCH_FILTER_H
 #define CONVTUNE_PATCH_FILTER_H
@@ -34,10 +42,16 @@
 extern "C" {
 #endif
 
-/* A candidate config: images a stage holds, and stages in flight. */
+typedef enum conv_patch_filter_kind {
+  CONV_PATCH_FILTER_FMA = 0,
+  CONV_PATCH_FILTER_MMA = 1 /* TF32 mode only */
+} conv_patch_filter_kind;
+
+/* A candidate config: the kernel, images a stage holds, stages in flight. */
 typedef struct conv_patch_filter_tiling {
-  int images; /* 1, 2, 4 or 8 */
-  int stages; /* 2 or 3       */
+  int kind;   /* conv_patch_filter_kind */
+  int images; /* 1, 2, 4 or 8           */
+  int stages; /* 2 or 3                 */
 } conv_patch_filter_tiling;
 
 /* The most shared memory a block may use (Hopper's opt-in limit). */
@@ -52,10 +66,12 @@ typedef struct conv_patch_filter_launch {
   const void *kernel;
   const void *sum_kernel;
   int n, c, k, hw;   /* hw: the patch side, 4 or 8                        */
-  int threads;       /* (k / 8) * c                                       */
+  int threads;       /* FMA: (k / 8) * c; MMA: 32 (k / 32) (c / 8)       */
   int groups;        /* ceil(n / images): image groups the blocks walk    */
-  int x_pitch;       /* floats of a staged x plane: hw*hw + 1 (odd: no bank conflicts) */
-  int stage_floats;  /* one stage: images x (c x_pitch + k hw hw)         */
+  int x_pitch;       /* floats of a staged x plane: FMA hw*hw + 1 (odd: no
+                      * bank conflicts), MMA (hw + 2)^2 (a zero border)  */
+  int dy_pitch;      /* floats of a staged dy plane: FMA hw*hw, MMA hw*hw + 4 */
+  int stage_floats;  /* one stage: images x (c x_pitch + k dy_pitch)     */
   size_t smem_bytes;
   unsigned blocks;   /* resident blocks (conv_patch_filter_configure)     */
   size_t workspace_bytes; /* blocks x k c 9 partial sums                  */
@@ -66,7 +82,8 @@ typedef struct conv_patch_filter_launch {
  * not an fp32 NCHW backward-filter pass of a 3x3 filter with padding 1,
  * stride 1, no dilation, one group, on 4x4 or 8x8 images; K not a
  * multiple of 8; (K / 8) * C not a multiple of 32 or past
- * CONV_PATCH_FILTER_THREADS_MAX; a tiling not compiled; too much shared
+ * CONV_PATCH_FILTER_THREADS_MAX; MMA in strict mode, or with K not a
+ * multiple of 32 or C of 8; a tiling not compiled; too much shared
  * memory; sizes past 32-bit indexing. */
 bool conv_patch_filter_plan(const conv_problem *problem, const conv_patch_filter_tiling *tiling,
                             conv_patch_filter_launch *launch /* OUT */, char *why,

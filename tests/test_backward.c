@@ -588,10 +588,11 @@ static int deterministic_plans_repeat_bits(void) {
   return TEST_PASS;
 }
 
-/* patch_filter, every config (images a stage, stages), against the CPU
- * reference: seed1's 4x4 and 8x8 patches (32 -> 64 channels), batches no
- * image group divides (the last group short) and of one image, a block of
- * exactly one warp (8 -> 32 and 16 -> 16 channels), both math modes. */
+/* patch_filter, every config (kernel, images a stage, stages), against
+ * the CPU reference: seed1's 4x4 and 8x8 patches (32 -> 64 channels),
+ * batches no image group divides (the last group short) and of one image,
+ * blocks of one warp (8 -> 32 and 16 -> 16 channels), both math modes, the
+ * tensor-core kernel with its warps along C and along K. */
 static int patch_filter_matches_reference(void) {
   SKIP_WITHOUT_GPU();
   seed_rng();
@@ -603,6 +604,8 @@ static int patch_filter_matches_reference(void) {
       direct_problem(1, 32, 8, 8, 64, 3, 3, 1, 1, 1, 1, N, S),
       direct_problem(13, 8, 8, 8, 32, 3, 3, 1, 1, 1, 1, N, S),
       direct_problem(21, 16, 4, 4, 16, 3, 3, 1, 1, 1, 1, N, T),
+      direct_problem(9, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1, N, T), /* tensor cores: 2 warps */
+      direct_problem(5, 8, 4, 4, 64, 3, 3, 1, 1, 1, 1, N, T),  /* ... along K */
   };
   enum { CASES = sizeof passes / sizeof passes[0] };
   set_direction(passes, CASES, CONV_BACKWARD_FILTER);

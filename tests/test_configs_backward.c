@@ -337,20 +337,42 @@ static int patch_filter_configs(void) {
   conv_config configs[32];
   int n = -1;
   CHECK_STATUS(CONV_OK, pf->configs(&p, &env, configs, 32, &n, NULL));
-  CHECK(n == 5); /* of 8: the stages of 4 or 8 8x8 images, 25 KB each, that pass 227 KiB */
+  CHECK(n == 5); /* of 8 FMA ones (strict: no MMA): 4 or 8 8x8 images, 25 KB each, a stage past 227 KiB */
   for (int i = 0; i < n; i++) {
-    const conv_patch_filter_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1]};
+    const conv_patch_filter_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1],
+                                        (int)configs[i].values[2]};
+    CHECK(t.kind == CONV_PATCH_FILTER_FMA);
     conv_patch_filter_launch l;
     char why[160] = "";
     CHECK_MSG(conv_patch_filter_plan(&p, &t, &l, why, sizeof why), "%s", why);
     CHECK(l.threads == 256 && l.x_pitch == 65 && l.groups * t.images >= p.n);
     CHECK(l.stage_floats == t.images * (32 * 65 + 64 * 64) && l.stage_floats % 4 == 0);
   }
+  /* TF32: the tensor-core configs first (bordered 10x10 x planes, dy rows
+   * of 68 floats; 30 KB an image), then the FMA ones. */
+  conv_problem tf32 = p;
+  tf32.math = CONV_MATH_TF32;
+  CHECK_STATUS(CONV_OK, pf->configs(&tf32, &env, configs, 32, &n, NULL));
+  CHECK(n == 4 + 5);
+  for (int i = 0; i < n; i++) {
+    const conv_patch_filter_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1],
+                                        (int)configs[i].values[2]};
+    CHECK(t.kind == (i < 4 ? CONV_PATCH_FILTER_MMA : CONV_PATCH_FILTER_FMA));
+    conv_patch_filter_launch l;
+    CHECK(conv_patch_filter_plan(&tf32, &t, &l, NULL, 0));
+    if (t.kind == CONV_PATCH_FILTER_MMA)
+      CHECK(l.threads == 256 && l.x_pitch == 100 && l.dy_pitch == 68 &&
+            l.stage_floats == t.images * (32 * 100 + 64 * 68));
+  }
   conv_problem other = p;
   other.h = other.w = 4; /* seed1_patch4: 6 KB an image, every config fits */
   CHECK(pf->applicable(&other, &env));
   CHECK_STATUS(CONV_OK, pf->configs(&other, &env, configs, 32, &n, NULL));
   CHECK(n == 8);
+  other.math = CONV_MATH_TF32;
+  CHECK_STATUS(CONV_OK, pf->configs(&other, &env, configs, 32, &n, NULL));
+  CHECK(n == 7 + 8);
+  other.math = CONV_MATH_STRICT;
   other = p, other.direction = CONV_FORWARD;
   CHECK(!pf->applicable(&other, &env));
   other = p, other.direction = CONV_BACKWARD_DATA;
@@ -371,15 +393,22 @@ static int patch_filter_configs(void) {
   CHECK(!pf->applicable(&other, &env));
   conv_prepared prep;
   conv_error err = {CONV_OK, ""};
-  const conv_config odd = {2, {3, 2}, 0}, deep = {2, {4, 5}, 0};
+  const conv_config odd = {3, {0, 3, 2}, 0}, deep = {3, {0, 4, 5}, 0}, mma = {3, {1, 2, 2}, 0};
   CHECK_STATUS(CONV_UNSUPPORTED, pf->prepare(&p, &env, &odd, &prep, &err));
   CHECK(strncmp(err.message, "patch_filter:", 13) == 0 && strstr(err.message, "3 images"));
   CHECK_STATUS(CONV_UNSUPPORTED, pf->prepare(&p, &env, &deep, &prep, &err));
   CHECK(strstr(err.message, "5 stages") != NULL);
+  CHECK_STATUS(CONV_UNSUPPORTED, pf->prepare(&p, &env, &mma, &prep, &err)); /* strict */
+  CHECK(strstr(err.message, "TF32") != NULL);
+  other = p, other.math = CONV_MATH_TF32, other.k = 48; /* in eights, not 32s: FMA only */
+  CHECK_STATUS(CONV_UNSUPPORTED, pf->prepare(&other, &env, &mma, &prep, &err));
+  CHECK(strstr(err.message, "multiple of 32") != NULL);
   char text[64];
   CHECK_STATUS(CONV_OK, pf->configs(&p, &env, configs, 32, &n, NULL));
   pf->describe(&configs[0], text, sizeof text);
   CHECK(strcmp(text, "fma images=4 stages=2") == 0);
+  pf->describe(&mma, text, sizeof text);
+  CHECK(strcmp(text, "tf32-mma images=2 stages=2") == 0);
   return TEST_PASS;
 }
 
