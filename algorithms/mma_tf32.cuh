@@ -3,7 +3,7 @@
  * accumulators, d += a b, in the PTX fragment layouts (a: 4 registers of
  * the 16 x 8 tile, b: 2 of the 8 x 8 one, d: 4 of the 16 x 8 result),
  * the rounding of operands and the write of a warp's results to a shared
- * tile.  Shared by the patch and implicit_gemm kernels.
+ * tile.  Shared by the patch, patch_filter and implicit_gemm kernels.
  * Included by .cu files only.
  */
 #ifndef CONVTUNE_MMA_TF32_CUH
