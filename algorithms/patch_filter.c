@@ -76,8 +76,6 @@ static conv_status pf_prepare(const conv_problem *problem, conv_env *env,
   return st;
 }
 
-static bool pf_aligned16(const void *p) { return (uintptr_t)p % 16 == 0; }
-
 static conv_status pf_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
   if (ex == NULL || ex->state == NULL || ex->x == NULL || ex->y == NULL || ex->w == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "patch_filter: NULL argument");
@@ -86,10 +84,6 @@ static conv_status pf_run(const conv_exec *ex, cudaStream_t stream, conv_error *
     return conv_error_set(err, CONV_INVALID_ARGUMENT,
                           "patch_filter: %zu bytes of workspace, %zu needed", ex->workspace_bytes,
                           launch->workspace_bytes);
-  /* dy and the workspace are copied and written 16 bytes at a time. */
-  if (!pf_aligned16(ex->y) || !pf_aligned16(ex->workspace))
-    return conv_error_set(err, CONV_UNSUPPORTED,
-                          "patch_filter: dy or the workspace is not 16-byte aligned");
   /* The backward-filter pass: x and dy in, dw (ex->w) out. */
   return conv_check_cuda(err,
                          conv_patch_filter_run(launch, ex->x, ex->y, (float *)ex->w,

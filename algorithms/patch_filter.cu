@@ -25,7 +25,19 @@ struct pf_params {
   const float *x, *dy;
   float *partial; /* blocks x k c 9 */
   int n, c, k, groups, images, x_pitch, stage_floats;
+  bool dy_vec; /* dy 16-byte aligned: copied as float4s */
 };
+
+/* Starts copying the float4 at `src` (4 floats, 16-byte aligned in shared
+ * memory), by one 16-byte copy where dy is 16-byte aligned, else by four. */
+__device__ __forceinline__ void copy_quad(const pf_params &a, float *dst, const float *src) {
+  if (a.dy_vec) {
+    cp_async16(dst, src, 16);
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < 4; j++) cp_async4(dst + j, src + j, 4);
+}
 
 /* The MMA kernel's staged planes: x with a zero border of one, dy rows at
  * a pitch that puts a fragment's 32 lanes (row g, column t) on 32 banks. */
@@ -36,8 +48,8 @@ struct mma_planes {
 
 /* Starts copying the images [first, first + images) of one group (those
  * below n) into `stage`: x planes of hw*hw floats at an odd pitch (4-byte
- * copies), then dy as it is in memory (16-byte copies: k hw hw floats an
- * image, a multiple of 4). */
+ * copies), then dy as it is in memory (float4s: k hw hw floats an image, a
+ * multiple of 4). */
 template <int HW>
 __device__ __forceinline__ void stage_group(const pf_params &a, float *stage, int first) {
   constexpr int kPlane = HW * HW;
@@ -53,12 +65,12 @@ __device__ __forceinline__ void stage_group(const pf_params &a, float *stage, in
   const int dy_quads = count * a.k * kPlane / 4;
   const float *const dy = a.dy + (int64_t)first * a.k * kPlane;
   for (int i = (int)threadIdx.x; i < dy_quads; i += (int)blockDim.x)
-    cp_async16(ds + 4 * i, dy + 4 * i, 16);
+    copy_quad(a, ds + 4 * i, dy + 4 * i);
 }
 
 /* The MMA kernel's stage: x planes into the interiors of bordered planes
  * (4-byte copies; the borders, zeroed once a block, are never written),
- * then dy rows at their pitch (16-byte copies). */
+ * then dy rows at their pitch (float4s). */
 template <int HW>
 __device__ __forceinline__ void stage_group_mma(const pf_params &a, float *stage, int first) {
   using P = mma_planes<HW>;
@@ -76,7 +88,7 @@ __device__ __forceinline__ void stage_group_mma(const pf_params &a, float *stage
   const float *const dy = a.dy + (int64_t)first * a.k * P::kPix;
   for (int i = (int)threadIdx.x; i < dy_quads; i += (int)blockDim.x) {
     const int row = i / kQuads, quad = i - row * kQuads;
-    cp_async16(ds + row * P::kDy + 4 * quad, dy + 4 * i, 16);
+    copy_quad(a, ds + row * P::kDy + 4 * quad, dy + 4 * i);
   }
 }
 
@@ -322,9 +334,8 @@ extern "C" bool conv_patch_filter_plan(const conv_problem *pb, const conv_patch_
   conv_patch_filter_launch l = {};
   l.tiling = *t;
   l.kernel = kernel;
-  l.sum_kernel = (const void *)sum_blocks;
   l.n = (int)pb->n, l.c = (int)pb->c, l.k = (int)pb->k, l.hw = (int)pb->h;
-  l.threads = mma ? (int)(32 * (pb->k / 32) * (pb->c / 8)) : (int)threads;
+  l.threads = (int)threads; /* for MMA too: (K / 8) C = 32 (K / 32) (C / 8) */
   l.groups = (int)((pb->n + t->images - 1) / t->images);
   l.x_pitch = (int)x_pitch, l.dy_pitch = (int)dy_pitch;
   l.stage_floats = (int)stage;
@@ -368,6 +379,7 @@ extern "C" cudaError_t conv_patch_filter_run(const conv_patch_filter_launch *L, 
   a.x = x, a.dy = dy, a.partial = static_cast<float *>(workspace);
   a.n = L->n, a.c = L->c, a.k = L->k, a.groups = L->groups, a.images = L->tiling.images;
   a.x_pitch = L->x_pitch, a.stage_floats = L->stage_floats;
+  a.dy_vec = (uintptr_t)dy % 16 == 0;
   void *args[] = {&a};
   cudaError_t e = cudaLaunchKernel(L->kernel, dim3(L->blocks), dim3((unsigned)L->threads), args,
                                    L->smem_bytes, stream);

@@ -64,9 +64,8 @@ typedef struct conv_patch_filter_tiling {
 typedef struct conv_patch_filter_launch {
   conv_patch_filter_tiling tiling;
   const void *kernel;
-  const void *sum_kernel;
   int n, c, k, hw;   /* hw: the patch side, 4 or 8                        */
-  int threads;       /* FMA: (k / 8) * c; MMA: 32 (k / 32) (c / 8)       */
+  int threads;       /* (k / 8) * c: a thread (FMA) or a lane (MMA) each */
   int groups;        /* ceil(n / images): image groups the blocks walk    */
   int x_pitch;       /* floats of a staged x plane: FMA hw*hw + 1 (odd: no
                       * bank conflicts), MMA (hw + 2)^2 (a zero border)  */
@@ -96,8 +95,8 @@ bool conv_patch_filter_plan(const conv_problem *problem, const conv_patch_filter
 cudaError_t conv_patch_filter_configure(conv_patch_filter_launch *launch, int sm_count);
 
 /* dw = the backward-filter pass of x and dy, on `stream`; `workspace`
- * holds launch->workspace_bytes and must be 16-byte aligned, as x and dy
- * must be for the 16-byte copies (run() checks). */
+ * holds launch->workspace_bytes.  dy is copied as float4s where it is
+ * 16-byte aligned, else 4 bytes at a time. */
 cudaError_t conv_patch_filter_run(const conv_patch_filter_launch *launch, const float *x,
                                   const float *dy, float *dw, void *workspace,
                                   cudaStream_t stream);

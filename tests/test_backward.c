@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "algorithms/filter_reduce.h"
+#include "algorithms/patch_filter.h"
 #include "algorithms/kernels.h"
 #include "cache/cache.h"
 #include "tests/gpu_support.h"
@@ -612,6 +613,51 @@ static int patch_filter_matches_reference(void) {
   return family_passes_match_reference(&conv_algorithm_patch_filter, passes, CASES, CASES * 4);
 }
 
+/* patch_filter copies dy as float4s only where dy is 16-byte aligned: a
+ * dy one float off (a view into a larger tensor) gives the same result
+ * through 4-byte copies, in both kernels. */
+static int patch_filter_any_alignment(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  conv_problem p = direct_problem(10, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE,
+                                  CONV_MATH_TF32);
+  p.direction = CONV_BACKWARD_FILTER;
+  int device = 0, sms = 0;
+  CUDA_OK(cudaGetDevice(&device));
+  CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  pass_case pc;
+  if (pass_case_make(&pc, &p) != TEST_PASS) return TEST_FAIL;
+  const size_t dy_bytes = (size_t)pc.hc.sh.y_elems * sizeof(float);
+  float *shifted = NULL;
+  CUDA_OK(cudaMalloc((void **)&shifted, dy_bytes + sizeof(float)));
+  CUDA_OK(cudaMemcpy(shifted + 1, pc.d.y, dy_bytes, cudaMemcpyDeviceToDevice));
+  const conv_patch_filter_tiling tilings[2] = {{CONV_PATCH_FILTER_FMA, 2, 2},
+                                               {CONV_PATCH_FILTER_MMA, 2, 2}};
+  for (int k = 0; k < 2; k++) {
+    conv_patch_filter_launch launch;
+    char why[160] = "";
+    CHECK_MSG(conv_patch_filter_plan(&p, &tilings[k], &launch, why, sizeof why), "%s", why);
+    CUDA_OK(conv_patch_filter_configure(&launch, sms));
+    void *workspace = NULL;
+    CUDA_OK(cudaMalloc(&workspace, launch.workspace_bytes));
+    const float *dys[2] = {pc.d.y, shifted + 1};
+    for (int i = 0; i < 2; i++) {
+      if (pass_poison(&pc) != TEST_PASS) return TEST_FAIL;
+      CUDA_OK(conv_patch_filter_run(&launch, pc.d.x, dys[i], pc.d.w, workspace, 0));
+      CUDA_OK(cudaDeviceSynchronize());
+      char what[80];
+      snprintf(what, sizeof what, "patch_filter kind %d, dy %s", tilings[k].kind,
+               i ? "one float off" : "aligned");
+      if (pass_check(&pc, conv_error_bound_for(&p, CONV_ARITH_DIRECT), what) != TEST_PASS)
+        return TEST_FAIL;
+    }
+    cudaFree(workspace);
+  }
+  cudaFree(shifted);
+  pass_case_free(&pc);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"reference_backward_matches_cpu", reference_backward_matches_cpu},
     {"backward_plans_match_cpu", backward_plans_match_cpu},
@@ -624,6 +670,7 @@ static const test_case tests[] = {
     {"gemm_backward_matches_reference", gemm_backward_matches_reference},
     {"patch_backward_data_matches_reference", patch_backward_data_matches_reference},
     {"patch_filter_matches_reference", patch_filter_matches_reference},
+    {"patch_filter_any_alignment", patch_filter_any_alignment},
     {"deterministic_plans_repeat_bits", deterministic_plans_repeat_bits},
 };
 TEST_MAIN(tests)
