@@ -228,8 +228,8 @@ __global__ static void col2im_wide_kernel(const conv_wide_launch prm, const floa
   x[i] = sum;
 }
 
-/* One launch of a wide kernel over `total` threads: the chunk's images of
- * x (dx) start at n0 * image_floats. */
+/* One launch of a wide kernel, a thread per element of its output (col,
+ * or the chunk's dx); `in` and `out` already point at the chunk. */
 template <class Kernel, class In, class Out>
 cudaError_t wide_launch(Kernel kernel, const conv_wide_launch *L, uint32_t total, In in, Out out,
                         cudaStream_t stream) {
