@@ -33,7 +33,7 @@ static bool fr_applicable(const conv_problem *pb, const conv_env *env) {
  * counts.  configs() keeps those that plan and that give every warp a row
  * of work or more. */
 static const int fr_rows[] = {256, 128, 64, 32, 16, 8, 4, 2, 1};
-static const int fr_threads[] = {256, 128, 1024};
+static const int fr_threads[] = {256, 128};
 static const int fr_cols[] = {1, 2, 4};
 static const int fr_vector[] = {0, 1};
 #define FR_ROWS ((int)(sizeof fr_rows / sizeof fr_rows[0]))
@@ -63,8 +63,6 @@ static conv_status fr_configs(const conv_problem *problem, conv_env *env, conv_c
            * columns past the row's end. */
           const int64_t units = (q + tiling.cols - 1) / tiling.cols;
           if (tiling.rows * units < tiling.threads && tiling.rows < p) continue;
-          /* 1024 threads: a whole-image band with a share for each. */
-          if (tiling.threads > 256 && (tiling.rows < p || p * units < tiling.threads)) continue;
           if (tiling.cols > q) continue;
           conv_filter_reduce_launch launch;
           if (!conv_filter_reduce_plan(problem, &tiling, &launch, NULL, 0)) continue;
@@ -134,7 +132,7 @@ static void fr_describe(const conv_config *config, char *text, size_t size) {
 
 const conv_algorithm conv_algorithm_filter_reduce = {
     .id = CONV_ALGO_FILTER_REDUCE,
-    .version = 4, /* 2: cols; 3: float4 loads; 4: 1024-thread whole-image bands */
+    .version = 3, /* 2: cols; 3: float4 loads */
     .name = "filter_reduce",
     .applicable = fr_applicable,
     .configs = fr_configs,

@@ -10,12 +10,6 @@
 namespace {
 
 const int kMaxThreads = 256;
-/* A whole-image band of a 3x3 filter may take up to 1024 threads: on a
- * small image with one band (seed3_msd_small, 64x64, one image), one
- * block of 1024 threads has every pixel's loads in flight at once and
- * writes dw itself, where 256 threads walk 4 rounds of them and smaller
- * bands need the second kernel's launch. */
-const int kWideThreads = 1024;
 const int kSumThreads = 256;
 
 /* The x values a thread's COLS pixels read along one input row, with
@@ -49,8 +43,8 @@ __device__ __forceinline__ void load_stride2_row(const float *__restrict__ xr, i
  * pixels' loads to issue at once (the pass is bound by memory latency) and
  * spreads a pixel's index arithmetic over them; VECTOR reads them by
  * load_stride2_row. */
-template <int R, int S, int COLS, bool VECTOR, int MAX_THREADS = kMaxThreads>
-__global__ void __launch_bounds__(MAX_THREADS)
+template <int R, int S, int COLS, bool VECTOR>
+__global__ void __launch_bounds__(kMaxThreads)
     band_kernel(const conv_filter_reduce_launch L, const float *__restrict__ x,
                 const float *__restrict__ dy, float *__restrict__ out) {
   constexpr int TAPS = R * S;
@@ -104,7 +98,7 @@ __global__ void __launch_bounds__(MAX_THREADS)
 
   /* The block's sum per tap: within each warp by a butterfly, then over the
    * warps in their order. */
-  __shared__ float warp_sums[MAX_THREADS / 32][TAPS];
+  __shared__ float warp_sums[kMaxThreads / 32][TAPS];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
   for (int t = 0; t < TAPS; t++) {
@@ -144,31 +138,28 @@ struct instance {
   int r, s;
   band_fn fn[3];     /* 1, 2 and 4 columns per thread */
   band_fn vector[3]; /* the same with float4 loads (3x3 only; none for 1 column) */
-  band_fn wide[3];   /* up to kWideThreads threads (3x3 only)                  */
 };
 
 #define FR_INSTANCE(n)                                                                \
   {                                                                                   \
     n, n, {band_kernel<n, n, 1, false>, band_kernel<n, n, 2, false>,                  \
            band_kernel<n, n, 4, false>},                                              \
-        {nullptr, nullptr, nullptr}, { nullptr, nullptr, nullptr }                    \
+        { nullptr, nullptr, nullptr }                                                 \
   }
 /* Square filters of the depthwise and few-channel layers in use; the 3x3
  * one also with the stride-2 float4 loads. */
 const instance kInstances[] = {
     FR_INSTANCE(1), FR_INSTANCE(2),
     {3, 3, {band_kernel<3, 3, 1, false>, band_kernel<3, 3, 2, false>, band_kernel<3, 3, 4, false>},
-     {nullptr, band_kernel<3, 3, 2, true>, band_kernel<3, 3, 4, true>},
-     {band_kernel<3, 3, 1, false, kWideThreads>, band_kernel<3, 3, 2, false, kWideThreads>,
-      band_kernel<3, 3, 4, false, kWideThreads>}},
+     {nullptr, band_kernel<3, 3, 2, true>, band_kernel<3, 3, 4, true>}},
     FR_INSTANCE(4), FR_INSTANCE(5), FR_INSTANCE(7)};
 #undef FR_INSTANCE
 
-band_fn find_kernel(int64_t r, int64_t s, int cols, bool vector, bool wide = false) {
+band_fn find_kernel(int64_t r, int64_t s, int cols, bool vector) {
   const int slot = cols == 1 ? 0 : cols == 2 ? 1 : cols == 4 ? 2 : -1;
-  if (slot < 0 || (wide && vector)) return nullptr;
+  if (slot < 0) return nullptr;
   for (const instance &in : kInstances)
-    if (in.r == r && in.s == s) return wide ? in.wide[slot] : vector ? in.vector[slot] : in.fn[slot];
+    if (in.r == r && in.s == s) return vector ? in.vector[slot] : in.fn[slot];
   return nullptr;
 }
 
@@ -189,9 +180,8 @@ extern "C" bool conv_filter_reduce_plan(const conv_problem *pb, const conv_filte
                                         size_t why_size) {
   if (pb->direction != CONV_BACKWARD_FILTER || pb->layout != CONV_LAYOUT_NCHW)
     CONV_REJECT("only NCHW backward-filter passes");
-  if (t->threads < 32 || t->threads > kWideThreads || t->threads % 32 != 0)
-    CONV_REJECT("%d threads: not a multiple of 32 in [32, %d]", t->threads, kWideThreads);
-  const bool wide = t->threads > kMaxThreads;
+  if (t->threads < 32 || t->threads > kMaxThreads || t->threads % 32 != 0)
+    CONV_REJECT("%d threads: not a multiple of 32 in [32, %d]", t->threads, kMaxThreads);
   if (t->rows < 1) CONV_REJECT("%d rows per band", t->rows);
   if (t->cols != 1 && t->cols != 2 && t->cols != 4)
     CONV_REJECT("%d columns per thread: not 1, 2 or 4", t->cols);
@@ -201,13 +191,10 @@ extern "C" bool conv_filter_reduce_plan(const conv_problem *pb, const conv_filte
                 "rows of a multiple of 4 floats");
   conv_shape shape;
   if (conv_problem_shape(pb, &shape) != CONV_OK) CONV_REJECT("invalid problem");
-  const band_fn kernel = find_kernel(pb->r, pb->s, t->cols, t->vector, wide);
+  const band_fn kernel = find_kernel(pb->r, pb->s, t->cols, t->vector);
   if (kernel == nullptr)
-    CONV_REJECT("no kernel compiled for a %lld x %lld filter, %d columns%s%s", (long long)pb->r,
-                (long long)pb->s, t->cols, t->vector ? " and float4 loads" : "",
-                wide ? " and more than 256 threads" : "");
-  if (wide && t->rows < shape.p)
-    CONV_REJECT("more than %d threads only for a band of the whole image", kMaxThreads);
+    CONV_REJECT("no kernel compiled for a %lld x %lld filter, %d columns%s", (long long)pb->r,
+                (long long)pb->s, t->cols, t->vector ? " and float4 loads" : "");
   const int64_t dims[] = {pb->n, pb->c, pb->h, pb->w, pb->k, shape.p, shape.q,
                           pb->h * pb->w, shape.p * shape.q, pb->pad_h, pb->pad_w,
                           pb->stride_h * shape.p, pb->stride_w * shape.q,
@@ -218,7 +205,7 @@ extern "C" bool conv_filter_reduce_plan(const conv_problem *pb, const conv_filte
   conv_filter_reduce_launch l = {};
   l.tiling = *t;
   l.kernel = (const void *)kernel;
-  l.scalar_kernel = (const void *)find_kernel(pb->r, pb->s, t->cols, false, wide);
+  l.scalar_kernel = (const void *)find_kernel(pb->r, pb->s, t->cols, false);
   l.n = (int)pb->n, l.c = (int)pb->c, l.h = (int)pb->h, l.w = (int)pb->w, l.k = (int)pb->k;
   l.p = (int)shape.p, l.q = (int)shape.q, l.r = (int)pb->r, l.s = (int)pb->s;
   l.stride_h = (int)pb->stride_h, l.stride_w = (int)pb->stride_w;

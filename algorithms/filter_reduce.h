@@ -33,8 +33,7 @@ extern "C" {
 /* How one pass is cut up; a candidate config. */
 typedef struct conv_filter_reduce_tiling {
   int rows;    /* output rows per band (one block's share of an image)  */
-  int threads; /* per block: a multiple of 32, at most 256; up to 1024 for a
-                * 3x3 filter's band of the whole image (one launch)   */
+  int threads; /* per block: a multiple of 32, at most 256              */
   int cols;    /* neighbouring output pixels per thread: 1, 2 or 4      */
   /* 1: a row's x values as float4s, for 3-wide filters at stride 2 along
    * rows with padding 1 (the depthwise downsampling layers), cols 2 or 4

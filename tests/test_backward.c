@@ -270,8 +270,6 @@ static int direct_backward_matches_reference(void) {
        * loads, with a partial last group of 4 columns (q = 14, 18). */
       direct_problem(2, 8, 30, 28, 8, 3, 3, 2, 1, 1, 8, N, S),       /* depthwise s2 */
       direct_problem(2, 4, 21, 36, 8, 3, 3, 2, 1, 1, 4, N, T),       /* s2, multiplier 2 */
-      /* seed3_msd_small: filter_reduce's 1024-thread whole-image band. */
-      direct_problem(1, 1, 64, 64, 1, 3, 3, 1, 1, 1, 1, N, T),
   };
   cases[6].pad_w = 1; /* asymmetric padding */
   cases[15].dil_w = 3;

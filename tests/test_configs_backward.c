@@ -146,17 +146,6 @@ static int filter_reduce_configs(void) {
   /* Bad configs are refused with a reason, not planned. */
   char why[160] = "";
   conv_filter_reduce_launch l;
-  /* 1024 threads: a 3x3 filter's whole-image band only (one launch, dw
-   * written directly), never float4 loads or other filters. */
-  const conv_filter_reduce_tiling whole = {64, 1024, 1, 0}, part = {32, 1024, 1, 0},
-                                  wide_vector = {64, 1024, 2, 1};
-  CHECK(conv_filter_reduce_plan(&p, &whole, &l, why, sizeof why) && l.bands == l.n &&
-        l.bands_per_image == 1);
-  CHECK(!conv_filter_reduce_plan(&p, &part, &l, why, sizeof why) && strstr(why, "whole image"));
-  CHECK(!conv_filter_reduce_plan(&p, &wide_vector, &l, why, sizeof why));
-  conv_problem five = p;
-  five.r = five.s = 5, five.pad_h = five.pad_w = 2;
-  CHECK(!conv_filter_reduce_plan(&five, &whole, &l, why, sizeof why) && strstr(why, "256 threads"));
   CHECK(with_cols[1] > 0 && with_cols[2] > 0 && with_cols[4] > 0 && n < 128);
   const conv_filter_reduce_tiling odd = {8, 100, 1, 0}, none = {0, 128, 1, 0},
                                   three = {8, 128, 3, 0}, vector_s1 = {8, 128, 2, 1},
