@@ -19,6 +19,7 @@
 #include "algorithms/patch.h"
 #include "runtime/cublaslt.h"
 #include "runtime/internal.h"
+#include "tests/problem_fixtures.h"
 #include "tests/test.h"
 
 static conv_problem depthwise_problem(void) {
@@ -332,17 +333,6 @@ static int direct_channel_configs(void) {
 }
 
 /* The fft candidate's applicability and transform sizes need no GPU. */
-/* The suite's fft_few_ch_31 (8 images of 4 channels, 512x512, a 31x31
- * "same" filter, 4 outputs), in `direction`. */
-static conv_problem few_channels_31x31(conv_direction direction) {
-  conv_problem p;
-  conv_problem_init(&p);
-  p.n = 8; p.c = 4; p.h = 512; p.w = 512; p.k = 4; p.r = 31; p.s = 31;
-  p.pad_h = p.pad_w = 15;
-  p.direction = direction;
-  return p;
-}
-
 /* fft's backward-data: the transposed view's sizes (dy is P x Q, the view
  * pads by r - 1 - pad), where that view is a convolution fft runs; not a
  * pass padded past the filter (the view would need negative padding),

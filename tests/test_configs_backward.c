@@ -14,18 +14,8 @@
 #include "algorithms/patch_filter.h"
 #include "runtime/cublaslt.h"
 #include "runtime/internal.h"
+#include "tests/problem_fixtures.h"
 #include "tests/test.h"
-
-/* A replknet-like 31x31 layer on few channels, fft's kind of problem (as
- * in test_configs.c). */
-static conv_problem few_channels_31x31(conv_direction direction) {
-  conv_problem p;
-  conv_problem_init(&p);
-  p.n = 8; p.c = 4; p.h = 512; p.w = 512; p.k = 4; p.r = 31; p.s = 31;
-  p.pad_h = p.pad_w = 15;
-  p.direction = direction;
-  return p;
-}
 
 static conv_problem pass(int64_t c, int64_t k, int64_t groups, int64_t r, int64_t stride,
                          int64_t pad, int64_t dil, conv_direction direction) {
