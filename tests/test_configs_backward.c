@@ -308,6 +308,23 @@ static int gemm_backward_configs(void) {
   return TEST_PASS;
 }
 
+/* A listed config of seed1_patch8's backward-filter (32 -> 64 channels,
+ * 8x8) plans with its kernel's pitches: FMA x planes of 64 floats + 1 (odd)
+ * and dy as it is; MMA 10x10 bordered x planes and dy rows of 68. */
+static int seed1_patch8_config_plans(const conv_problem *p, const conv_config *config) {
+  const conv_patch_filter_tiling t = {(int)config->values[0], (int)config->values[1],
+                                      (int)config->values[2]};
+  conv_patch_filter_launch l;
+  char why[160] = "";
+  CHECK_MSG(conv_patch_filter_plan(p, &t, &l, why, sizeof why), "%s", why);
+  const bool mma = t.kind == CONV_PATCH_FILTER_MMA;
+  const int x_pitch = mma ? 100 : 65, dy_pitch = mma ? 68 : 64;
+  CHECK(l.threads == 256 && l.x_pitch == x_pitch && l.dy_pitch == dy_pitch);
+  CHECK((int64_t)l.groups * t.images >= p->n);
+  CHECK(l.stage_floats == t.images * (32 * x_pitch + 64 * dy_pitch) && l.stage_floats % 4 == 0);
+  return TEST_PASS;
+}
+
 /* patch_filter takes the backward-filter pass of 3x3 "same" layers on 4x4
  * and 8x8 patches whose (K / 8) * C threads fill whole warps of a block;
  * every config it lists plans, and it refuses the rest with a reason. */
@@ -329,14 +346,8 @@ static int patch_filter_configs(void) {
   CHECK_STATUS(CONV_OK, pf->configs(&p, &env, configs, 32, &n, NULL));
   CHECK(n == 5); /* of 8 FMA ones (strict: no MMA): 4 or 8 8x8 images, 25 KB each, a stage past 227 KiB */
   for (int i = 0; i < n; i++) {
-    const conv_patch_filter_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1],
-                                        (int)configs[i].values[2]};
-    CHECK(t.kind == CONV_PATCH_FILTER_FMA);
-    conv_patch_filter_launch l;
-    char why[160] = "";
-    CHECK_MSG(conv_patch_filter_plan(&p, &t, &l, why, sizeof why), "%s", why);
-    CHECK(l.threads == 256 && l.x_pitch == 65 && l.groups * t.images >= p.n);
-    CHECK(l.stage_floats == t.images * (32 * 65 + 64 * 64) && l.stage_floats % 4 == 0);
+    CHECK(configs[i].values[0] == CONV_PATCH_FILTER_FMA);
+    if (seed1_patch8_config_plans(&p, &configs[i]) != TEST_PASS) return TEST_FAIL;
   }
   /* TF32: the tensor-core configs first (bordered 10x10 x planes, dy rows
    * of 68 floats; 30 KB an image), then the FMA ones. */
@@ -345,14 +356,8 @@ static int patch_filter_configs(void) {
   CHECK_STATUS(CONV_OK, pf->configs(&tf32, &env, configs, 32, &n, NULL));
   CHECK(n == 4 + 5);
   for (int i = 0; i < n; i++) {
-    const conv_patch_filter_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1],
-                                        (int)configs[i].values[2]};
-    CHECK(t.kind == (i < 4 ? CONV_PATCH_FILTER_MMA : CONV_PATCH_FILTER_FMA));
-    conv_patch_filter_launch l;
-    CHECK(conv_patch_filter_plan(&tf32, &t, &l, NULL, 0));
-    if (t.kind == CONV_PATCH_FILTER_MMA)
-      CHECK(l.threads == 256 && l.x_pitch == 100 && l.dy_pitch == 68 &&
-            l.stage_floats == t.images * (32 * 100 + 64 * 68));
+    CHECK(configs[i].values[0] == (i < 4 ? CONV_PATCH_FILTER_MMA : CONV_PATCH_FILTER_FMA));
+    if (seed1_patch8_config_plans(&tf32, &configs[i]) != TEST_PASS) return TEST_FAIL;
   }
   conv_problem other = p;
   other.h = other.w = 4; /* seed1_patch4: 6 KB an image, every config fits */
@@ -362,7 +367,6 @@ static int patch_filter_configs(void) {
   other.math = CONV_MATH_TF32;
   CHECK_STATUS(CONV_OK, pf->configs(&other, &env, configs, 32, &n, NULL));
   CHECK(n == 7 + 8);
-  other.math = CONV_MATH_STRICT;
   other = p, other.direction = CONV_FORWARD;
   CHECK(!pf->applicable(&other, &env));
   other = p, other.direction = CONV_BACKWARD_DATA;
