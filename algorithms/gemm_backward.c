@@ -293,22 +293,12 @@ static conv_status gb_configs(const conv_problem *problem, conv_env *env, conv_c
                               int max, int *count, conv_error *err) {
   if (problem == NULL || env == NULL || count == NULL || (max > 0 && out == NULL))
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "gemm_backward: NULL argument");
-  int written = 0;
-  if (gb_applicable(problem, env)) {
-    int64_t chunks[GB_CHUNKS_MAX];
-    const int n_chunks = gb_chunks(problem, env, chunks);
-    for (int i = 0; i < n_chunks && written < max; ++i) {
-      int algos = 0;
-      const conv_status s = gb_count_algos(problem, env, chunks[i], &algos, err);
-      /* A shape cuBLASLt or we refuse is simply not offered. */
-      if (s == CONV_UNSUPPORTED) continue;
-      if (s != CONV_OK) return s;
-      for (int a = 0; a < algos && written < max; ++a)
-        out[written++] = (conv_config){.count = 2, .values = {chunks[i], a}, .flags = 0};
-    }
-  }
-  *count = written;
-  return CONV_OK;
+  *count = 0;
+  if (!gb_applicable(problem, env)) return CONV_OK;
+  int64_t chunks[GB_CHUNKS_MAX];
+  const int n_chunks = gb_chunks(problem, env, chunks);
+  return conv_cublaslt_chunk_configs(problem, env, chunks, n_chunks, gb_count_algos, out, max,
+                                     count, err);
 }
 
 /* ---------------------------------------------------------------- run */

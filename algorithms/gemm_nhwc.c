@@ -261,32 +261,29 @@ static int gn_chunks(const conv_problem *pb, const conv_env *env, int64_t out[2]
   return count;
 }
 
+/* Algos configs() offers for one chunk (0: none). */
+static conv_status gn_count_algos(const conv_problem *pb, conv_env *env, int64_t chunk,
+                                  int *count, conv_error *err) {
+  gn_state *st = NULL;
+  conv_status s = gn_state_create(pb, chunk, &st, err);
+  if (s == CONV_OK) {
+    const conv_cublaslt_query q = gn_query(pb, env, st, &st->full);
+    s = conv_cublaslt_offered_algos(&q, GN_ALGOS_OFFERED, count, err);
+  }
+  gn_release(st);
+  return s;
+}
+
 static conv_status gn_configs(const conv_problem *pb, conv_env *env, conv_config *out, int max,
                               int *count, conv_error *err) {
   if (pb == NULL || count == NULL || (max > 0 && out == NULL))
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "gemm_nhwc: NULL argument");
-  int written = 0;
-  if (env != NULL && gn_applicable(pb, env)) {
-    int64_t chunks[2];
-    const int n_chunks = gn_chunks(pb, env, chunks);
-    for (int i = 0; i < n_chunks && written < max; ++i) {
-      gn_state *st = NULL;
-      cublasLtMatmulHeuristicResult_t res[CONV_CUBLASLT_HEURISTIC_MAX];
-      int found = 0;
-      conv_status s = gn_state_create(pb, chunks[i], &st, err);
-      if (s == CONV_OK) {
-        const conv_cublaslt_query q = gn_query(pb, env, st, &st->full);
-        s = conv_cublaslt_heuristic(&q, res, &found, err);
-      }
-      gn_release(st);
-      if (s == CONV_UNSUPPORTED) continue; /* a shape cuBLASLt or we refuse */
-      if (s != CONV_OK) return s;
-      for (int a = 0; a < found && a < GN_ALGOS_OFFERED && written < max; ++a)
-        out[written++] = (conv_config){2, {chunks[i], a}, 0};
-    }
-  }
-  *count = written;
-  return CONV_OK;
+  *count = 0;
+  if (env == NULL || !gn_applicable(pb, env)) return CONV_OK;
+  int64_t chunks[2];
+  const int n_chunks = gn_chunks(pb, env, chunks);
+  return conv_cublaslt_chunk_configs(pb, env, chunks, n_chunks, gn_count_algos, out, max, count,
+                                     err);
 }
 
 /* im2col (unless 1x1) and one GEMM for images [n0, n0 + images). */

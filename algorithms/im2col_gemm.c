@@ -345,27 +345,12 @@ static conv_status ig_configs(const conv_problem *problem, conv_env *env, conv_c
                               int max, int *count, conv_error *err) {
   if (problem == NULL || env == NULL || count == NULL || (max > 0 && out == NULL))
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "im2col_gemm: NULL argument");
-  int written = 0;
-  if (ig_applicable(problem, env)) {
-    int64_t chunks[IG_CHUNKS_MAX];
-    const int n_chunks = ig_chunks(problem, env, chunks);
-    for (int i = 0; i < n_chunks && written < max; ++i) {
-      int algos = 0;
-      const conv_status s = ig_count_algos(problem, env, chunks[i], &algos, err);
-      /* A shape cuBLASLt or we refuse is simply not offered. */
-      if (s == CONV_UNSUPPORTED) continue;
-      if (s != CONV_OK) return s;
-      for (int a = 0; a < algos && written < max; ++a) {
-        conv_config *cfg = &out[written++];
-        cfg->count = 2;
-        cfg->values[0] = chunks[i];
-        cfg->values[1] = a;
-        cfg->flags = 0;
-      }
-    }
-  }
-  *count = written;
-  return CONV_OK;
+  *count = 0;
+  if (!ig_applicable(problem, env)) return CONV_OK;
+  int64_t chunks[IG_CHUNKS_MAX];
+  const int n_chunks = ig_chunks(problem, env, chunks);
+  return conv_cublaslt_chunk_configs(problem, env, chunks, n_chunks, ig_count_algos, out, max,
+                                     count, err);
 }
 
 /* ---------------------------------------------------------------- run */

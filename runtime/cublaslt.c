@@ -170,6 +170,23 @@ conv_status conv_cublaslt_offered_algos(const conv_cublaslt_query *q, int offere
   return CONV_OK;
 }
 
+conv_status conv_cublaslt_chunk_configs(const conv_problem *problem, conv_env *env,
+                                        const int64_t *chunks, int n_chunks,
+                                        conv_cublaslt_chunk_algos algos, conv_config *out,
+                                        int max, int *count, conv_error *err) {
+  int written = 0;
+  for (int i = 0; i < n_chunks && written < max; ++i) {
+    int offered = 0;
+    const conv_status s = algos(problem, env, chunks[i], &offered, err);
+    if (s == CONV_UNSUPPORTED) continue; /* a shape cuBLASLt or the family refuses */
+    if (s != CONV_OK) return s;
+    for (int a = 0; a < offered && written < max; ++a)
+      out[written++] = (conv_config){.count = 2, .values = {chunks[i], a}, .flags = 0};
+  }
+  *count = written;
+  return CONV_OK;
+}
+
 bool conv_cublaslt_algo_fits(const conv_cublaslt_query *q, const cublasLtMatmulAlgo_t *algo,
                              size_t *ws_bytes) {
   const conv_cublaslt_layouts *l = q->layouts;

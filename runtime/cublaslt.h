@@ -103,6 +103,18 @@ conv_status conv_cublaslt_pick_algos(const conv_cublaslt_query *q, int index, co
  * has, at most `offered`. */
 conv_status conv_cublaslt_offered_algos(const conv_cublaslt_query *q, int offered, int *count,
                                         conv_error *err);
+/* How many algos a family offers for chunks of `chunk` images (0: none;
+ * CONV_UNSUPPORTED where the family or cuBLASLt refuses that shape). */
+typedef conv_status (*conv_cublaslt_chunk_algos)(const conv_problem *problem, conv_env *env,
+                                                 int64_t chunk, int *count, conv_error *err);
+/* The configs {chunk, algo_index} of a family whose configs are a chunk of
+ * images and a rank of the heuristic's answer: for each of `chunks` in
+ * order, each algo `algos` offers; a refused chunk is left out.  Writes at
+ * most `max` and their number to *count. */
+conv_status conv_cublaslt_chunk_configs(const conv_problem *problem, conv_env *env,
+                                        const int64_t *chunks, int n_chunks,
+                                        conv_cublaslt_chunk_algos algos, conv_config *out,
+                                        int max, int *count, conv_error *err);
 /* Whether `algo` runs the query's GEMM within CONV_CUBLASLT_WS_MAX, and
  * with how much workspace. */
 bool conv_cublaslt_algo_fits(const conv_cublaslt_query *q, const cublasLtMatmulAlgo_t *algo,
