@@ -14,6 +14,7 @@
 
 #include "algorithms/epilogue.cuh"
 #include "algorithms/implicit_gemm.h"
+#include "algorithms/kernels.h"
 #include "algorithms/launch_checks.h"
 #include "algorithms/mma_tf32.cuh"
 #include "algorithms/staging.cuh"
@@ -387,16 +388,7 @@ extern "C" bool conv_igemm_plan(const conv_problem *pb, const conv_igemm_tiling 
 
 extern "C" cudaError_t conv_igemm_configure(const conv_igemm_launch *L) {
   if (L == NULL || L->kernel == NULL) return cudaErrorInvalidValue;
-  if (L->smem_bytes <= (48u << 10)) return cudaSuccess;
-  int device = 0, optin = 0;
-  cudaError_t e = cudaGetDevice(&device);
-  if (e == cudaSuccess)
-    e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  if (e != cudaSuccess) return e;
-  if ((size_t)optin < L->smem_bytes) return cudaErrorInvalidConfiguration;
-  /* The device's limit, never this plan's own need: the attribute belongs
-   * to the kernel, which other plans share. */
-  return cudaFuncSetAttribute(L->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+  return conv_kernel_allow_smem(L->kernel, L->smem_bytes);
 }
 
 extern "C" cudaError_t conv_igemm_forward(const conv_igemm_launch *L, const float *x,

@@ -16,6 +16,13 @@
 extern "C" {
 #endif
 
+/* Lets `kernel` launch with `bytes` of dynamic shared memory: nothing to
+ * do up to 48 KiB; past it, cudaErrorInvalidConfiguration where the
+ * current device's opt-in limit is lower, else the kernel's limit raised
+ * to the device's (never lowered: other plans share the kernel).  Call
+ * when a plan is made, not during graph capture. */
+cudaError_t conv_kernel_allow_smem(const void *kernel, size_t bytes);
+
 /* The plain direct convolution every candidate is validated against: one
  * thread per output, products accumulated in double, epilogue applied, in
  * the problem's layout.

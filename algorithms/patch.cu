@@ -10,6 +10,7 @@
  */
 #include <cstdio>
 
+#include "algorithms/kernels.h"
 #include "algorithms/patch_kernels.cuh"
 #include "algorithms/launch_checks.h"
 #include "algorithms/mma_tf32.cuh"
@@ -458,21 +459,8 @@ extern "C" bool conv_patch_plan(const conv_problem *pb, const conv_patch_tiling 
 
 extern "C" cudaError_t conv_patch_configure(conv_patch_launch *L, int sm_count) {
   if (L == NULL || L->kernel == NULL || sm_count < 1) return cudaErrorInvalidValue;
-  int device = 0, optin = 0;
-  cudaError_t e = cudaGetDevice(&device);
-  if (e == cudaSuccess)
-    e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  cudaError_t e = conv_kernel_allow_smem(L->kernel, L->smem_bytes);
   if (e != cudaSuccess) return e;
-  if (L->smem_bytes > (size_t)optin) return cudaErrorInvalidConfiguration;
-  /* Only ever raised: other plans share the kernel and its attribute. */
-  cudaFuncAttributes attr;
-  e = cudaFuncGetAttributes(&attr, L->kernel);
-  if (e != cudaSuccess) return e;
-  if ((size_t)attr.maxDynamicSharedSizeBytes < L->smem_bytes) {
-    e = cudaFuncSetAttribute(L->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)L->smem_bytes);
-    if (e != cudaSuccess) return e;
-  }
   int per_sm = 0;
   e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, L->kernel, L->threads, L->smem_bytes);
   if (e != cudaSuccess) return e;

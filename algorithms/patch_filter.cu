@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "algorithms/kernels.h"
 #include "algorithms/launch_checks.h"
 #include "algorithms/mma_tf32.cuh"
 #include "algorithms/patch_filter.h"
@@ -346,19 +347,8 @@ extern "C" bool conv_patch_filter_plan(const conv_problem *pb, const conv_patch_
 
 extern "C" cudaError_t conv_patch_filter_configure(conv_patch_filter_launch *L, int sm_count) {
   if (L == NULL || L->kernel == NULL || sm_count < 1) return cudaErrorInvalidValue;
-  cudaError_t e = cudaSuccess;
-  if (L->smem_bytes > (48u << 10)) {
-    int device = 0, optin = 0;
-    e = cudaGetDevice(&device);
-    if (e == cudaSuccess)
-      e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-    if (e != cudaSuccess) return e;
-    if ((size_t)optin < L->smem_bytes) return cudaErrorInvalidConfiguration;
-    /* The device's limit, never this plan's own need: the attribute
-     * belongs to the kernel, which other plans share. */
-    e = cudaFuncSetAttribute(L->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
-    if (e != cudaSuccess) return e;
-  }
+  cudaError_t e = conv_kernel_allow_smem(L->kernel, L->smem_bytes);
+  if (e != cudaSuccess) return e;
   int per_sm = 0;
   e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, L->kernel, L->threads, L->smem_bytes);
   if (e != cudaSuccess) return e;

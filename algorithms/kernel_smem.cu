@@ -1,0 +1,23 @@
+/*
+ * kernel_smem.cu -- conv_kernel_allow_smem (kernels.h): the opt-in to more
+ * than 48 KiB of dynamic shared memory that every family whose blocks
+ * stage large tiles needs before its first launch.
+ */
+#include "algorithms/kernels.h"
+
+extern "C" cudaError_t conv_kernel_allow_smem(const void *kernel, size_t bytes) {
+  if (kernel == NULL) return cudaErrorInvalidValue;
+  if (bytes <= (48u << 10)) return cudaSuccess;
+  int device = 0, optin = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e == cudaSuccess)
+    e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (e != cudaSuccess) return e;
+  if ((size_t)optin < bytes) return cudaErrorInvalidConfiguration;
+  cudaFuncAttributes attr;
+  e = cudaFuncGetAttributes(&attr, kernel);
+  if (e != cudaSuccess || (size_t)attr.maxDynamicSharedSizeBytes >= bytes) return e;
+  /* The device's limit, never this plan's own need: the attribute belongs
+   * to the kernel, which other plans share, and is only ever raised. */
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+}
