@@ -93,6 +93,33 @@ __device__ __forceinline__ void stage_group_mma(const pf_params &a, float *stage
   }
 }
 
+/* Walks this block's image groups, b, b + blocks, ... in order, with
+ * STAGES - 1 groups' copies in flight: stage(buffer, first image) starts
+ * a group's copies into a buffer, add(buffer, images) adds up a staged
+ * group (its last one may be short).  Both kernels' pipeline. */
+template <int STAGES, class Stage, class Add>
+__device__ __forceinline__ void walk_groups(const pf_params &a, float *smem, Stage stage, Add add) {
+  const int blocks = (int)gridDim.x, b = (int)blockIdx.x;
+  const int mine = (a.groups - b + blocks - 1) / blocks;
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; st++) {
+    if (st < mine) stage(smem + st * a.stage_floats, (b + st * blocks) * a.images);
+    cp_async_commit();
+  }
+  for (int g = 0; g < mine; g++) {
+    /* Group g is in, and every thread is done with the buffer the next
+     * copies overwrite (read for group g - 1). */
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    const int ahead = g + STAGES - 1;
+    if (ahead < mine) stage(smem + ahead % STAGES * a.stage_floats, (b + ahead * blocks) * a.images);
+    cp_async_commit();
+    const int first = (b + g * blocks) * a.images;
+    add(smem + g % STAGES * a.stage_floats, min(a.images, a.n - first));
+  }
+  cp_async_wait<0>();
+}
+
 /* acc += one image's products for this thread: xs its input channel's
  * plane, ds its first output channel's dy plane.  Every pixel and tap is
  * unrolled, so a tap on the padding is no instruction at all. */
@@ -133,33 +160,17 @@ __global__ void __launch_bounds__(CONV_PATCH_FILTER_THREADS_MAX)
 #pragma unroll
     for (int t = 0; t < kTaps; t++) acc[i][t] = 0.0f;
 
-  /* This block's groups: b, b + blocks, ...; `mine` of them. */
-  const int blocks = (int)gridDim.x, b = (int)blockIdx.x;
-  const int mine = (a.groups - b + blocks - 1) / blocks;
-#pragma unroll
-  for (int st = 0; st < STAGES - 1; st++) {
-    if (st < mine) stage_group<HW>(a, smem + st * a.stage_floats, (b + st * blocks) * a.images);
-    cp_async_commit();
-  }
-  for (int g = 0; g < mine; g++) {
-    /* Group g is in, and every thread is done with the stage the next
-     * copies overwrite (read for group g - 1). */
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    const int ahead = g + STAGES - 1;
-    if (ahead < mine)
-      stage_group<HW>(a, smem + ahead % STAGES * a.stage_floats, (b + ahead * blocks) * a.images);
-    cp_async_commit();
-    const float *const stage = smem + g % STAGES * a.stage_floats;
-    const int first = (b + g * blocks) * a.images, count = min(a.images, a.n - first);
-    const float *const ds = stage + a.images * a.c * a.x_pitch;
-    for (int img = 0; img < count; img++)
-      add_image<HW>(acc, stage + (img * a.c + c) * a.x_pitch,
-                    ds + ((int64_t)img * a.k + k0) * kPlane);
-  }
-  cp_async_wait<0>();
+  walk_groups<STAGES>(
+      a, smem, [&](float *stage, int first) { stage_group<HW>(a, stage, first); },
+      [&](const float *stage, int count) {
+        const float *const ds = stage + a.images * a.c * a.x_pitch;
+        for (int img = 0; img < count; img++)
+          add_image<HW>(acc, stage + (img * a.c + c) * a.x_pitch,
+                        ds + ((int64_t)img * a.k + k0) * kPlane);
+      });
   /* dw's layout, k c r s: this block's sums. */
-  float *const out = a.partial + (int64_t)b * a.k * a.c * kTaps + ((int64_t)k0 * a.c + c) * kTaps;
+  float *const out =
+      a.partial + (int64_t)blockIdx.x * a.k * a.c * kTaps + ((int64_t)k0 * a.c + c) * kTaps;
 #pragma unroll
   for (int i = 0; i < kOut; i++)
 #pragma unroll
@@ -229,31 +240,16 @@ __global__ void __launch_bounds__(256, 2) patch_filter_mma_kernel(pf_params a) {
 #pragma unroll
       for (int v = 0; v < 4; v++) acc[mt][nt][v] = 0.0f;
 
-  const int blocks = (int)gridDim.x, b = (int)blockIdx.x;
-  const int mine = (a.groups - b + blocks - 1) / blocks;
-#pragma unroll
-  for (int st = 0; st < STAGES - 1; st++) {
-    if (st < mine) stage_group_mma<HW>(a, smem + st * a.stage_floats, (b + st * blocks) * a.images);
-    cp_async_commit();
-  }
-  for (int gi = 0; gi < mine; gi++) {
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    const int ahead = gi + STAGES - 1;
-    if (ahead < mine)
-      stage_group_mma<HW>(a, smem + ahead % STAGES * a.stage_floats,
-                          (b + ahead * blocks) * a.images);
-    cp_async_commit();
-    const float *const stage = smem + gi % STAGES * a.stage_floats;
-    const int first = (b + gi * blocks) * a.images, count = min(a.images, a.n - first);
-    const float *const ds = stage + a.images * a.c * P::kX;
-    for (int img = 0; img < count; img++)
-      add_image_mma<HW>(acc, ds + (img * a.k + m0 + g) * P::kDy + t, stage + img * a.c * P::kX,
-                        bx, t);
-  }
-  cp_async_wait<0>();
+  walk_groups<STAGES>(
+      a, smem, [&](float *stage, int first) { stage_group_mma<HW>(a, stage, first); },
+      [&](const float *stage, int count) {
+        const float *const ds = stage + a.images * a.c * P::kX;
+        for (int img = 0; img < count; img++)
+          add_image_mma<HW>(acc, ds + (img * a.k + m0 + g) * P::kDy + t,
+                            stage + img * a.c * P::kX, bx, t);
+      });
   /* dw's layout, k c r s: column n of the warp's 72 is (c0 + n / 9, tap n % 9). */
-  float *const out = a.partial + (int64_t)b * a.k * a.c * 9 + (int64_t)c0 * 9;
+  float *const out = a.partial + (int64_t)blockIdx.x * a.k * a.c * 9 + (int64_t)c0 * 9;
 #pragma unroll
   for (int mt = 0; mt < 2; mt++)
 #pragma unroll
