@@ -193,6 +193,7 @@ static conv_status dc_prepare(const conv_problem *problem, conv_env *env,
     return conv_error_set(err, CONV_UNSUPPORTED, "direct_channel: %s", why);
   }
   launch->transposed_filter = problem->direction == CONV_BACKWARD_DATA;
+  launch->pdl = conv_device_pdl(&env->device);
   return conv_prepared_own_kernel(launch, conv_direct_configure(launch), "direct_channel", out, err);
 }
 

@@ -4,6 +4,7 @@
 #include "algorithms/direct_channel.h"
 #include "algorithms/direct_window.h"
 #include "algorithms/epilogue.cuh"
+#include "algorithms/pdl.cuh"
 #include "runtime/internal.h"
 
 #include <stdio.h>
@@ -214,6 +215,7 @@ __global__ void __launch_bounds__(kMaxThreads, min_blocks(PX *PY *KB))
     direct_kernel(const conv_direct_launch L, const float *__restrict__ x,
                   const float *__restrict__ w, const float *__restrict__ bias,
                   float *__restrict__ y) {
+  conv_pdl_enter();
   extern __shared__ float4 smem4[]; /* float4: the float4 reads need 16-byte alignment */
   float *smem = reinterpret_cast<float *>(smem4);
   const block_place b = place_of_block(L);
@@ -441,7 +443,6 @@ extern "C" cudaError_t conv_direct_forward(const conv_direct_launch *L, const fl
   const dim3 block = L->tiling.layout == CONV_DIRECT_WINDOW
                          ? dim3((unsigned)L->tiling.tx, (unsigned)L->tiling.ty)
                          : dim3((unsigned)(L->tiling.tx * L->tiling.ty));
-  fn<<<dim3(L->grid[0], L->grid[1], L->grid[2]), block, L->smem_bytes, stream>>>(*L, x, w, bias,
-                                                                                   y);
-  return cudaGetLastError();
+  return conv_launch(L->pdl, fn, dim3(L->grid[0], L->grid[1], L->grid[2]), block, L->smem_bytes,
+                     stream, *L, x, w, bias, y);
 }

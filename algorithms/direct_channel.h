@@ -88,6 +88,9 @@ typedef struct conv_direct_launch {
    * conv_direct_backward_data_view): w is the pass's filter, read flipped
    * and with input and output channels swapped. */
   bool transposed_filter;
+  /* Launched with programmatic dependent launch (pdl.cuh): false
+   * from conv_direct_plan, set by the candidate (conv_device_pdl). */
+  bool pdl;
   unsigned grid[3];
   size_t smem_bytes;
 } conv_direct_launch;

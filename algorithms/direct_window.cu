@@ -15,6 +15,7 @@
  */
 #include "algorithms/direct_window.h"
 #include "algorithms/epilogue.cuh"
+#include "algorithms/pdl.cuh"
 
 #include <stdio.h>
 
@@ -250,6 +251,7 @@ __global__ void __launch_bounds__(kMaxThreads,
   constexpr int NWX = window_columns<S, STRIDE, PX>(), NWY = window_rows<R, STRIDE, PY>();
   constexpr int TAPS = R * S;
 
+  conv_pdl_enter();
   extern __shared__ float4 smem4[]; /* float4: the vector tap reads need 16-byte alignment */
   float *filt = reinterpret_cast<float *>(smem4);
 

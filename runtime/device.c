@@ -1,5 +1,6 @@
 /* device.c -- the GPU fingerprint and library versions that key the cache. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/internal.h"
@@ -33,6 +34,12 @@ conv_status conv_device_query(int ordinal, conv_device *dev, conv_error *err) {
            d.cc_minor, d.sm_count, d.l2_bytes, d.mem_clock_khz, d.mem_bus_bits);
   *dev = d;
   return CONV_OK;
+}
+
+bool conv_device_pdl(const conv_device *dev) {
+  const char *setting = getenv("CONVTUNE_PDL");
+  if (setting != NULL && strcmp(setting, "0") == 0) return false;
+  return dev != NULL && dev->cc_major >= 9;
 }
 
 conv_status conv_device_enter(int ordinal, int *previous, conv_error *err) {

@@ -103,6 +103,12 @@ void conv_device_leave(int previous);
 /* Fills dev for CUDA device `ordinal` (the current device is not changed). */
 conv_status conv_device_query(int ordinal, conv_device *dev /* OUT */, conv_error *err);
 
+/* Whether plans for `dev` launch their launch-bound kernels with
+ * programmatic dependent launch (algorithms/pdl.cuh): compute
+ * capability 9.0 or later, unless the environment sets CONVTUNE_PDL=0 (to
+ * measure what it gains; read when a plan is made). */
+bool conv_device_pdl(const conv_device *dev);
+
 /* The library handles candidates share.  cuDNN executes on the handle's
  * stream, so cudnnSetStream + execute run under cudnn_lock; cuBLASLt takes
  * the stream per call and needs no lock. */
