@@ -4,9 +4,10 @@
  * grouped convs), a split reduction over N x P x Q with a fixed summation
  * order.  The kernels are in filter_reduce.cu.
  *
- * Config values: {rows, threads, cols, vector} (conv_filter_reduce_tiling).
- * Version 2 added cols, version 3 vector; the version is in the cache key,
- * so rows of fewer values (older versions') are never read back.
+ * Config values: {rows, threads, cols, vector, per_tap}
+ * (conv_filter_reduce_tiling).  Version 2 added cols, version 3 vector,
+ * version 4 per_tap; the version is in the cache key, so rows of fewer
+ * values (older versions') are never read back.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,10 +37,16 @@ static const int fr_rows[] = {256, 128, 64, 32, 16, 8, 4, 2, 1};
 static const int fr_threads[] = {256, 128};
 static const int fr_cols[] = {1, 2, 4};
 static const int fr_vector[] = {0, 1};
+static const int fr_tap_threads[] = {1024, 512, 256};
 #define FR_ROWS ((int)(sizeof fr_rows / sizeof fr_rows[0]))
 #define FR_THREADS ((int)(sizeof fr_threads / sizeof fr_threads[0]))
 #define FR_COLS ((int)(sizeof fr_cols / sizeof fr_cols[0]))
 #define FR_VECTOR ((int)(sizeof fr_vector / sizeof fr_vector[0]))
+#define FR_TAP_THREADS ((int)(sizeof fr_tap_threads / sizeof fr_tap_threads[0]))
+
+static conv_config fr_config(const conv_filter_reduce_tiling *t) {
+  return (conv_config){5, {t->rows, t->threads, t->cols, t->vector, t->per_tap}, 0};
+}
 
 static conv_status fr_configs(const conv_problem *problem, conv_env *env, conv_config *out,
                               int max, int *count, conv_error *err) {
@@ -56,7 +63,7 @@ static conv_status fr_configs(const conv_problem *problem, conv_env *env, conv_c
       for (int t = 0; t < FR_THREADS; t++)
         for (int i = 0; i < FR_ROWS; i++) {
           const conv_filter_reduce_tiling tiling = {fr_rows[i], fr_threads[t], fr_cols[cc],
-                                                    fr_vector[v]};
+                                                    fr_vector[v], 0};
           /* Whole-image bands only once (the largest such height). */
           if (i + 1 < FR_ROWS && fr_rows[i + 1] >= p) continue;
           /* At least one share of a row per thread; no thread with only
@@ -67,9 +74,16 @@ static conv_status fr_configs(const conv_problem *problem, conv_env *env, conv_c
           conv_filter_reduce_launch launch;
           if (!conv_filter_reduce_plan(problem, &tiling, &launch, NULL, 0)) continue;
           if (n == max) goto done;
-          out[n++] = (conv_config){
-              4, {tiling.rows, tiling.threads, tiling.cols, tiling.vector}, 0};
+          out[n++] = fr_config(&tiling);
         }
+  /* Then, for passes of few products a tap, one block per tap. */
+  for (int t = 0; t < FR_TAP_THREADS; t++) {
+    const conv_filter_reduce_tiling tiling = {0, fr_tap_threads[t], 1, 0, 1};
+    conv_filter_reduce_launch launch;
+    if (!conv_filter_reduce_plan(problem, &tiling, &launch, NULL, 0)) break;
+    if (n == max) goto done;
+    out[n++] = fr_config(&tiling);
+  }
 done:
   *count = n;
   return CONV_OK;
@@ -88,10 +102,11 @@ static conv_status fr_prepare(const conv_problem *problem, conv_env *env,
                           "pairs per group",
                           FR_MAX_CHANNELS_IN, FR_MAX_PAIRS_PER_GROUP);
   /* Then conv_filter_reduce_plan checks both values against the problem. */
-  conv_status st = conv_config_check(config, "filter_reduce", 4, 0, 1 << 20, err);
+  conv_status st = conv_config_check(config, "filter_reduce", 5, 0, 1 << 20, err);
   if (st != CONV_OK) return st;
   const conv_filter_reduce_tiling tiling = {(int)config->values[0], (int)config->values[1],
-                                            (int)config->values[2], (int)config->values[3]};
+                                            (int)config->values[2], (int)config->values[3],
+                                            (int)config->values[4]};
   conv_filter_reduce_launch *launch = malloc(sizeof *launch);
   if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "filter_reduce: malloc");
   char why[160];
@@ -99,6 +114,7 @@ static conv_status fr_prepare(const conv_problem *problem, conv_env *env,
     free(launch);
     return conv_error_set(err, CONV_UNSUPPORTED, "filter_reduce: %s", why);
   }
+  launch->pdl = conv_device_pdl(&env->device);
   out->state = launch;
   out->workspace_bytes = launch->workspace_bytes;
   out->arith = CONV_ARITH_DIRECT;
@@ -121,8 +137,12 @@ static conv_status fr_run(const conv_exec *ex, cudaStream_t stream, conv_error *
 
 static void fr_describe(const conv_config *config, char *text, size_t size) {
   if (text == NULL || size == 0) return;
-  if (config == NULL || config->count != 4) {
+  if (config == NULL || config->count != 5) {
     snprintf(text, size, "invalid config");
+    return;
+  }
+  if (config->values[4]) {
+    snprintf(text, size, "per-tap threads=%lld", (long long)config->values[1]);
     return;
   }
   snprintf(text, size, "rows=%lld threads=%lld cols=%lld%s", (long long)config->values[0],
@@ -132,7 +152,7 @@ static void fr_describe(const conv_config *config, char *text, size_t size) {
 
 const conv_algorithm conv_algorithm_filter_reduce = {
     .id = CONV_ALGO_FILTER_REDUCE,
-    .version = 3, /* 2: cols; 3: float4 loads */
+    .version = 4, /* 2: cols; 3: float4 loads; 4: per-tap blocks */
     .name = "filter_reduce",
     .applicable = fr_applicable,
     .configs = fr_configs,

@@ -3,6 +3,7 @@
  */
 #include "algorithms/filter_reduce.h"
 #include "algorithms/launch_checks.h"
+#include "algorithms/pdl.cuh"
 #include "runtime/internal.h"
 
 #include <stdio.h>
@@ -11,6 +12,7 @@ namespace {
 
 const int kMaxThreads = 256;
 const int kSumThreads = 256;
+const int kMaxTapThreads = 1024;
 
 /* The x values a thread's COLS pixels read along one input row, with
  * VECTOR (S = 3, stride 2, padding 1 along rows, COLS even): columns
@@ -48,6 +50,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     band_kernel(const conv_filter_reduce_launch L, const float *__restrict__ x,
                 const float *__restrict__ dy, float *__restrict__ out) {
   constexpr int TAPS = R * S;
+  conv_pdl_enter();
   const int pair = (int)blockIdx.y, band = (int)blockIdx.x;
   const int k = pair / L.cg, c = pair - k * L.cg;
   const int g = k / L.kg;
@@ -121,6 +124,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 __global__ void __launch_bounds__(kSumThreads)
     sum_bands(const float *__restrict__ partial, int64_t outputs, int bands,
               float *__restrict__ dw) {
+  conv_pdl_enter();
   const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (i >= outputs) return; /* the whole warp: i is the same for its lanes */
@@ -130,6 +134,59 @@ __global__ void __launch_bounds__(kSumThreads)
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
   if (lane == 0) dw[i] = v;
+}
+
+/* Pixels a per-tap thread loads at once: the pass is bound by memory
+ * latency, so a thread issues all their loads before its first FMA. */
+const int kTapBatch = 8;
+
+/* Block (tap, pair): dw of one tap of pair (k, c), the sum over every
+ * image and output pixel, each thread taking every blockDim.x-th pixel,
+ * then the block's sum in a fixed order (each warp by a butterfly, then
+ * the warps' sums by the first warp's).  Any filter size: the tap is the
+ * block's. */
+__global__ void __launch_bounds__(kMaxTapThreads)
+    tap_kernel(const conv_filter_reduce_launch L, const float *__restrict__ x,
+               const float *__restrict__ dy, float *__restrict__ dw) {
+  conv_pdl_enter();
+  const int tap = (int)blockIdx.x, pair = (int)blockIdx.y;
+  const int r = tap / L.s, s = tap - r * L.s;
+  const int k = pair / L.cg, c = pair - k * L.cg;
+  const int g = k / L.kg;
+  const int pixels = L.p * L.q;
+  const int64_t x_plane = (int64_t)L.h * L.w;
+  float acc = 0.0f;
+  for (int n = 0; n < L.n; n++) {
+    const float *xc = x + ((int64_t)n * L.c + (int64_t)g * L.cg + c) * x_plane;
+    const float *dyk = dy + ((int64_t)n * L.k + k) * pixels;
+    for (int first = (int)threadIdx.x; first < pixels; first += kTapBatch * (int)blockDim.x) {
+      float d[kTapBatch], v[kTapBatch];
+#pragma unroll
+      for (int j = 0; j < kTapBatch; j++) {
+        const int i = first + j * (int)blockDim.x;
+        const int row = (int)conv_divide((uint32_t)i, L.by_units); /* units: one per column */
+        const int iy = row * L.stride_h - L.pad_h + r * L.dil_h;
+        const int ix = (i - row * L.q) * L.stride_w - L.pad_w + s * L.dil_w;
+        const bool inside = i < pixels && (unsigned)iy < (unsigned)L.h && (unsigned)ix < (unsigned)L.w;
+        d[j] = inside ? __ldg(dyk + i) : 0.0f;
+        v[j] = inside ? __ldg(xc + (int64_t)iy * L.w + ix) : 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < kTapBatch; j++) acc = fmaf(d[j], v[j], acc);
+    }
+  }
+  __shared__ float warp_sums[kMaxTapThreads / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
+  if (lane == 0) warp_sums[warp] = acc;
+  __syncthreads();
+  if (warp == 0) {
+    float v = lane < (int)(blockDim.x >> 5) ? warp_sums[lane] : 0.0f;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    if (lane == 0) dw[(int64_t)pair * L.r * L.s + tap] = v;
+  }
 }
 
 typedef void (*band_fn)(conv_filter_reduce_launch, const float *, const float *, float *);
@@ -180,9 +237,13 @@ extern "C" bool conv_filter_reduce_plan(const conv_problem *pb, const conv_filte
                                         size_t why_size) {
   if (pb->direction != CONV_BACKWARD_FILTER || pb->layout != CONV_LAYOUT_NCHW)
     CONV_REJECT("only NCHW backward-filter passes");
-  if (t->threads < 32 || t->threads > kMaxThreads || t->threads % 32 != 0)
-    CONV_REJECT("%d threads: not a multiple of 32 in [32, %d]", t->threads, kMaxThreads);
-  if (t->rows < 1) CONV_REJECT("%d rows per band", t->rows);
+  if (t->per_tap != 0 && t->per_tap != 1) CONV_REJECT("per_tap %d: not 0 or 1", t->per_tap);
+  const int max_threads = t->per_tap ? kMaxTapThreads : kMaxThreads;
+  if (t->threads < 32 || t->threads > max_threads || t->threads % 32 != 0)
+    CONV_REJECT("%d threads: not a multiple of 32 in [32, %d]", t->threads, max_threads);
+  if (t->per_tap && (t->rows != 0 || t->cols != 1 || t->vector != 0))
+    CONV_REJECT("per-tap blocks take rows 0, cols 1 and vector 0");
+  if (!t->per_tap && t->rows < 1) CONV_REJECT("%d rows per band", t->rows);
   if (t->cols != 1 && t->cols != 2 && t->cols != 4)
     CONV_REJECT("%d columns per thread: not 1, 2 or 4", t->cols);
   if (t->vector != 0 && t->vector != 1) CONV_REJECT("vector %d: not 0 or 1", t->vector);
@@ -201,6 +262,9 @@ extern "C" bool conv_filter_reduce_plan(const conv_problem *pb, const conv_filte
                           pb->dil_h * pb->r, pb->dil_w * pb->s, (int64_t)t->rows * shape.q};
   for (int64_t d : dims)
     if (!conv_fits_int(d)) CONV_REJECT("a size past 32-bit indexing");
+  if (t->per_tap && pb->n * shape.p * shape.q > CONV_FILTER_REDUCE_PER_TAP_MAX)
+    CONV_REJECT("per-tap blocks: %lld products a tap, more than %d",
+                (long long)(pb->n * shape.p * shape.q), CONV_FILTER_REDUCE_PER_TAP_MAX);
 
   conv_filter_reduce_launch l = {};
   l.tiling = *t;
@@ -214,6 +278,15 @@ extern "C" bool conv_filter_reduce_plan(const conv_problem *pb, const conv_filte
   l.cg = (int)shape.c_per_group, l.kg = (int)shape.k_per_group;
   if ((int64_t)l.k * l.cg > 65535) CONV_REJECT("%lld filter planes: more than one grid column takes", (long long)l.k * l.cg);
   l.pairs = l.k * l.cg;
+  if (t->per_tap) {
+    l.kernel = (const void *)tap_kernel;
+    l.scalar_kernel = l.kernel;
+    l.bands_per_image = 1, l.bands = 1; /* the grid is taps x pairs, dw written directly */
+    l.units_per_row = l.q;
+    l.by_units = conv_divisor_make(l.q);
+    *L = l;
+    return true;
+  }
   l.bands_per_image = (l.p + t->rows - 1) / t->rows;
   if ((int64_t)l.n * l.bands_per_image > INT32_MAX) CONV_REJECT("too many bands for one launch");
   l.bands = l.n * l.bands_per_image;
@@ -236,15 +309,18 @@ extern "C" cudaError_t conv_filter_reduce_run(const conv_filter_reduce_launch *L
   if (L == NULL || L->kernel == NULL || x == NULL || dy == NULL || dw == NULL ||
       (L->bands > 1 && workspace == NULL))
     return cudaErrorInvalidValue;
+  if (L->tiling.per_tap)
+    return conv_launch(L->pdl, tap_kernel, dim3((unsigned)(L->r * L->s), (unsigned)L->pairs),
+                       dim3((unsigned)L->tiling.threads), 0, stream, *L, x, dy, dw);
   float *sums = L->bands > 1 ? (float *)workspace : dw;
   const bool aligned = ((uintptr_t)x & 15u) == 0;
   const band_fn kernel = (band_fn)(aligned ? L->kernel : L->scalar_kernel);
-  kernel<<<dim3((unsigned)L->bands, (unsigned)L->pairs), (unsigned)L->tiling.threads, 0,
-           stream>>>(*L, x, dy, sums);
-  cudaError_t e = cudaGetLastError();
+  const cudaError_t e =
+      conv_launch(L->pdl, kernel, dim3((unsigned)L->bands, (unsigned)L->pairs),
+                  dim3((unsigned)L->tiling.threads), 0, stream, *L, x, dy, sums);
   if (e != cudaSuccess || L->bands == 1) return e;
   const int64_t outputs = (int64_t)L->pairs * L->r * L->s;
   const int64_t blocks = (outputs * 32 + kSumThreads - 1) / kSumThreads;
-  sum_bands<<<(unsigned)blocks, kSumThreads, 0, stream>>>(sums, outputs, L->bands, dw);
-  return cudaGetLastError();
+  return conv_launch(L->pdl, sum_bands, dim3((unsigned)blocks), dim3(kSumThreads), 0, stream,
+                     (const float *)sums, outputs, L->bands, dw);
 }

@@ -9,10 +9,16 @@
  * Each block takes one (k, c) pair of one image's band of `rows` output
  * rows: its threads walk the band's pixels, `cols` neighbours of a row at
  * a time, each keeping r x s sums in registers, and the block adds them
- * up in a fixed order.  With more than one band per pair (N x ceil(P / rows) of them), a second kernel sums the
- * bands' partial sums, one warp per tap, again in a fixed order: the result
- * does not depend on scheduling (no atomics), so the family is
- * deterministic.
+ * up in a fixed order.  With more than one band per pair (N x ceil(P /
+ * rows) of them), a second kernel sums the bands' partial sums, one warp
+ * per tap, again in a fixed order.
+ *
+ * Passes of few products per tap (seed3_msd_small: 4096) have a third way,
+ * `per_tap`: one block per tap and pair, summing over every image and
+ * pixel, in one launch and with no partial sums.
+ *
+ * Either way the result does not depend on scheduling (no atomics), so
+ * the family is deterministic.
  */
 #ifndef CONVTUNE_FILTER_REDUCE_H
 #define CONVTUNE_FILTER_REDUCE_H
@@ -33,13 +39,20 @@ extern "C" {
 /* How one pass is cut up; a candidate config. */
 typedef struct conv_filter_reduce_tiling {
   int rows;    /* output rows per band (one block's share of an image)  */
-  int threads; /* per block: a multiple of 32, at most 256              */
+  int threads; /* per block: a multiple of 32, at most 256 (1024 per tap) */
   int cols;    /* neighbouring output pixels per thread: 1, 2 or 4      */
   /* 1: a row's x values as float4s, for 3-wide filters at stride 2 along
    * rows with padding 1 (the depthwise downsampling layers), cols 2 or 4
    * and rows of a multiple of 4 floats; 0: one float at a time. */
   int vector;
+  /* 1: one block of `threads` (up to 1024) per tap and pair, for passes of
+   * at most CONV_FILTER_REDUCE_PER_TAP_MAX products per tap; rows 0, cols
+   * 1, vector 0.  0: bands. */
+  int per_tap;
 } conv_filter_reduce_tiling;
+
+/* Most products per tap (N x P x Q) a per-tap block sums: 64 a thread. */
+#define CONV_FILTER_REDUCE_PER_TAP_MAX 65536
 
 /* Everything a pass needs, derived once by conv_filter_reduce_plan(). */
 typedef struct conv_filter_reduce_launch {
@@ -57,6 +70,9 @@ typedef struct conv_filter_reduce_launch {
   int units_per_row;   /* ceil(q / cols): a row's threads' shares      */
   conv_divisor by_units; /* a band's share index into row and column   */
   size_t workspace_bytes; /* the partial sums: bands x k*cg*r*s floats, 0 with one band */
+  /* Launched with programmatic dependent launch (pdl.cuh): false from
+   * conv_filter_reduce_plan, set by the candidate (conv_device_pdl). */
+  bool pdl;
 } conv_filter_reduce_launch;
 
 /* Most partial sums a plan keeps in its workspace, in bytes. */
@@ -70,15 +86,16 @@ bool conv_filter_reduce_compiled(int64_t r, int64_t s);
  * and fills *launch.  False, with the reason in `why`, when it cannot run
  * it: a filter size with no compiled kernel,
  * a thread count out of range, rows below 1, cols not 1, 2 or 4, vector
- * loads where the layer is not one they are for, sizes past 32-bit
- * indexing, a grid or workspace too large. */
+ * loads where the layer is not one they are for, per-tap blocks with other
+ * rows, cols or vector than 0, 1, 0 or on a pass of more products than
+ * they take, sizes past 32-bit indexing, a grid or workspace too large. */
 bool conv_filter_reduce_plan(const conv_problem *problem, const conv_filter_reduce_tiling *tiling,
                              conv_filter_reduce_launch *launch /* OUT */, char *why,
                              size_t why_size);
 
-/* dw from x and dy on `stream`: the band kernel, and with more than one
- * band the sum of the partial sums, kept in `workspace`
- * (launch->workspace_bytes). */
+/* dw from x and dy on `stream`: the per-tap kernel, or the band kernel and,
+ * with more than one band, the sum of the partial sums, kept in
+ * `workspace` (launch->workspace_bytes). */
 cudaError_t conv_filter_reduce_run(const conv_filter_reduce_launch *launch, const float *x,
                                    const float *dy, float *dw, void *workspace,
                                    cudaStream_t stream);

@@ -309,7 +309,7 @@ static int filter_reduce_float4_any_alignment(void) {
   conv_problem p = direct_problem(2, 8, 30, 28, 8, 3, 3, 2, 1, 1, 8, CONV_EPILOGUE_NONE,
                                   CONV_MATH_STRICT);
   p.direction = CONV_BACKWARD_FILTER;
-  const conv_filter_reduce_tiling tiling = {8, 128, 4, 1};
+  const conv_filter_reduce_tiling tiling = {8, 128, 4, 1, 0};
   conv_filter_reduce_launch launch;
   char why[160] = "";
   CHECK_MSG(conv_filter_reduce_plan(&p, &tiling, &launch, why, sizeof why), "%s", why);
@@ -331,6 +331,61 @@ static int filter_reduce_float4_any_alignment(void) {
   }
   cudaFree(workspace);
   cudaFree(shifted);
+  pass_case_free(&pc);
+  return TEST_PASS;
+}
+
+static bool sums_per_tap(const void *state) {
+  return ((const conv_filter_reduce_launch *)state)->tiling.per_tap != 0;
+}
+
+/* filter_reduce's per-tap blocks (one launch for a tiny pass): every
+ * config of the family, per-tap ones among them, on the small passes they
+ * are for (strides, dilation, groups, several images), against the CPU
+ * reference; then one per-tap config's dw twice, bit for bit (the family
+ * says it is deterministic). */
+static int filter_reduce_per_tap_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
+  const conv_epilogue N = CONV_EPILOGUE_NONE;
+  conv_problem cases[] = {
+      direct_problem(1, 1, 64, 64, 1, 3, 3, 1, 1, 1, 1, N, S),    /* seed3_msd_small */
+      direct_problem(3, 3, 20, 22, 3, 3, 3, 1, 1, 1, 3, N, T),    /* depthwise, 3 images */
+      direct_problem(1, 16, 40, 36, 1, 3, 3, 1, 4, 4, 1, N, S),   /* 16->1, d4 */
+      direct_problem(2, 2, 30, 33, 4, 5, 5, 2, 2, 1, 2, N, S),    /* 5x5 s2, multiplier 2 */
+      direct_problem(1, 3, 17, 19, 8, 7, 7, 1, 3, 1, 1, N, S),    /* 3->8, 7x7 */
+  };
+  enum { CASES = sizeof cases / sizeof cases[0] };
+  conv_env env;
+  if (open_env(&env) != TEST_PASS) return TEST_FAIL;
+  for (int i = 0; i < CASES; i++) {
+    cases[i].direction = CONV_BACKWARD_FILTER;
+    CHECK_MSG(prepared_configs(&env, &conv_algorithm_filter_reduce, &cases[i], sums_per_tap) == 3,
+              "case %d: not 3 per-tap configs", i);
+  }
+  close_env(&env);
+  family_count count;
+  if (run_family_on_cases(&conv_algorithm_filter_reduce, cases, CASES, NULL, &count) != TEST_PASS)
+    return TEST_FAIL;
+  CHECK(count.wrong_caught == 0);
+
+  const conv_filter_reduce_tiling tiling = {0, 512, 1, 0, 1};
+  conv_filter_reduce_launch launch;
+  char why[160] = "";
+  CHECK_MSG(conv_filter_reduce_plan(&cases[1], &tiling, &launch, why, sizeof why), "%s", why);
+  CHECK(launch.workspace_bytes == 0);
+  pass_case pc;
+  if (pass_case_make(&pc, &cases[1]) != TEST_PASS) return TEST_FAIL;
+  float first[27], second[27];
+  for (int run = 0; run < 2; run++) {
+    if (pass_poison(&pc) != TEST_PASS) return TEST_FAIL;
+    CUDA_OK(conv_filter_reduce_run(&launch, pc.d.x, pc.d.y, pc.d.w, NULL, 0));
+    CUDA_OK(cudaDeviceSynchronize());
+    if (pass_check(&pc, 1e-5, "filter_reduce per-tap") != TEST_PASS) return TEST_FAIL;
+    CUDA_OK(cudaMemcpy(run ? second : first, pc.d.w, sizeof first, cudaMemcpyDeviceToHost));
+  }
+  CHECK_MSG(memcmp(first, second, sizeof first) == 0, "two runs of one per-tap plan differ");
   pass_case_free(&pc);
   return TEST_PASS;
 }
@@ -666,6 +721,7 @@ static const test_case tests[] = {
     {"direct_backward_matches_reference", direct_backward_matches_reference},
     {"fft_backward_data_matches_reference", fft_backward_data_matches_reference},
     {"filter_reduce_float4_any_alignment", filter_reduce_float4_any_alignment},
+    {"filter_reduce_per_tap_matches_reference", filter_reduce_per_tap_matches_reference},
     {"fft_filter_matches_reference", fft_filter_matches_reference},
     {"gemm_backward_matches_reference", gemm_backward_matches_reference},
     {"patch_backward_data_matches_reference", patch_backward_data_matches_reference},

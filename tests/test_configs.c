@@ -332,6 +332,46 @@ static int direct_channel_configs(void) {
   return TEST_PASS;
 }
 
+/* Whether a prepared plan of `algo` for `p` launches with programmatic
+ * dependent launch, on a device of compute capability `major`.x;
+ * -1 if it does not prepare. */
+static int prepared_pdl(const conv_algorithm *algo, const conv_problem *p,
+                        const conv_config *config, int major) {
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  env.device.cc_major = major;
+  conv_prepared prep;
+  if (algo->prepare(p, &env, config, &prep, NULL) != CONV_OK) return -1;
+  const bool pdl = algo->id == CONV_ALGO_DIRECT_CHANNEL
+                       ? ((const conv_direct_launch *)prep.state)->pdl
+                       : ((const conv_filter_reduce_launch *)prep.state)->pdl;
+  algo->release(prep.state);
+  return pdl;
+}
+
+/* The launch-bound families (direct_channel, filter_reduce) launch with
+ * programmatic dependent launch on sm_90 and later, not before, and not
+ * where CONVTUNE_PDL=0 is set when the plan is made. */
+static int launch_bound_plans_use_pdl_on_sm90(void) {
+  const conv_algorithm *dc = conv_registry_find(CONV_ALGO_DIRECT_CHANNEL);
+  const conv_algorithm *fr = conv_registry_find(CONV_ALGO_FILTER_REDUCE);
+  CHECK(dc != NULL && fr != NULL);
+  const conv_problem forward = depthwise_problem();
+  conv_problem filter = forward;
+  filter.direction = CONV_BACKWARD_FILTER;
+  const conv_config window = {6, {CONV_DIRECT_WINDOW, 2, 8, 1, 28, 7}, 0};
+  const conv_config bands = {5, {8, 128, 1, 0, 0}, 0};
+  CHECK(unsetenv("CONVTUNE_PDL") == 0);
+  CHECK(prepared_pdl(dc, &forward, &window, 9) == 1 && prepared_pdl(dc, &forward, &window, 8) == 0);
+  CHECK(prepared_pdl(fr, &filter, &bands, 9) == 1 && prepared_pdl(fr, &filter, &bands, 8) == 0);
+  CHECK(setenv("CONVTUNE_PDL", "0", 1) == 0);
+  const int dc_off = prepared_pdl(dc, &forward, &window, 9);
+  const int fr_off = prepared_pdl(fr, &filter, &bands, 9);
+  CHECK(unsetenv("CONVTUNE_PDL") == 0);
+  CHECK(dc_off == 0 && fr_off == 0);
+  return TEST_PASS;
+}
+
 /* The fft candidate's applicability and transform sizes need no GPU. */
 /* fft's backward-data: the transposed view's sizes (dy is P x Q, the view
  * pads by r - 1 - pad), where that view is a convolution fft runs; not a
@@ -633,6 +673,7 @@ static const test_case tests[] = {
     {"divisor_matches_division", divisor_matches_division},
     {"nhwc_problems", nhwc_problems},
     {"direct_channel_configs", direct_channel_configs},
+    {"launch_bound_plans_use_pdl_on_sm90", launch_bound_plans_use_pdl_on_sm90},
     {"fft_configs", fft_configs},
     {"channel_split_configs", channel_split_configs},
     {"patch_configs", patch_configs},

@@ -99,6 +99,44 @@ static int backward_data_view(void) {
   return TEST_PASS;
 }
 
+/* filter_reduce's per-tap blocks: offered after the bands for a pass of
+ * at most CONV_FILTER_REDUCE_PER_TAP_MAX products a tap, 1024, 512 and
+ * 256 threads, with no workspace; with other rows, cols or float4 refused. */
+static int per_tap_configs(const conv_algorithm *fr) {
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  conv_problem small = pass(1, 1, 1, 3, 1, 1, 1, CONV_BACKWARD_FILTER); /* seed3_msd_small */
+  small.n = 1, small.h = small.w = 64;
+  conv_config configs[256];
+  int n = -1, taps = 0;
+  CHECK_STATUS(CONV_OK, fr->configs(&small, &env, configs, 256, &n, NULL));
+  for (int i = 0; i < n; i++) {
+    const int64_t *v = configs[i].values;
+    if (v[4] == 0) {
+      CHECK_MSG(taps == 0, "config %d: bands after per-tap configs", i);
+      continue;
+    }
+    const conv_filter_reduce_tiling t = {(int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4]};
+    CHECK(t.threads == (1024 >> taps++));
+    conv_filter_reduce_launch l;
+    CHECK(conv_filter_reduce_plan(&small, &t, &l, NULL, 0));
+    CHECK(l.bands == 1 && l.workspace_bytes == 0);
+  }
+  CHECK(taps == 3 && n > taps);
+  const conv_config per_tap = {5, {0, 1024, 1, 0, 1}, 0}, with_rows = {5, {8, 1024, 1, 0, 1}, 0};
+  conv_prepared prep;
+  CHECK_STATUS(CONV_OK, fr->prepare(&small, &env, &per_tap, &prep, NULL));
+  CHECK(prep.workspace_bytes == 0 && prep.deterministic);
+  fr->release(prep.state);
+  conv_error err = {CONV_OK, ""};
+  CHECK_STATUS(CONV_UNSUPPORTED, fr->prepare(&small, &env, &with_rows, &prep, &err));
+  CHECK_MSG(strstr(err.message, "rows 0, cols 1 and vector 0") != NULL, "%s", err.message);
+  char text[64];
+  fr->describe(&per_tap, text, sizeof text);
+  CHECK(strcmp(text, "per-tap threads=1024") == 0);
+  return TEST_PASS;
+}
+
 /* filter_reduce's configs all plan, cover every output row once, keep
  * their workspace within the cap and span 1, 2 and 4 columns; float4
  * loads only where they serve (3-wide, stride 2, padding 1, rows of a
@@ -118,10 +156,12 @@ static int filter_reduce_configs(void) {
   CHECK(n > 2);
   int with_cols[5] = {0};
   for (int i = 0; i < n; i++) {
-    CHECK(configs[i].count == 4);
+    CHECK(configs[i].count == 5);
     for (int j = 0; j < i; j++) CHECK(!conv_config_equal(&configs[i], &configs[j]));
     const conv_filter_reduce_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1],
-                                         (int)configs[i].values[2], (int)configs[i].values[3]};
+                                         (int)configs[i].values[2], (int)configs[i].values[3],
+                                         (int)configs[i].values[4]};
+    CHECK(t.per_tap == 0); /* 100352 products a tap */
     CHECK(t.cols == 1 || t.cols == 2 || t.cols == 4);
     CHECK(t.vector == 0); /* stride 1 */
     with_cols[t.cols]++;
@@ -137,14 +177,18 @@ static int filter_reduce_configs(void) {
   char why[160] = "";
   conv_filter_reduce_launch l;
   CHECK(with_cols[1] > 0 && with_cols[2] > 0 && with_cols[4] > 0 && n < 128);
-  const conv_filter_reduce_tiling odd = {8, 100, 1, 0}, none = {0, 128, 1, 0},
-                                  three = {8, 128, 3, 0}, vector_s1 = {8, 128, 2, 1},
-                                  vector_2 = {8, 128, 2, 2};
+  const conv_filter_reduce_tiling odd = {8, 100, 1, 0, 0}, none = {0, 128, 1, 0, 0},
+                                  three = {8, 128, 3, 0, 0}, vector_s1 = {8, 128, 2, 1, 0},
+                                  vector_2 = {8, 128, 2, 2, 0}, tap_2 = {0, 128, 1, 0, 2},
+                                  tap_large = {0, 1024, 1, 0, 1};
   CHECK(!conv_filter_reduce_plan(&p, &odd, &l, why, sizeof why) && strstr(why, "100 threads"));
   CHECK(!conv_filter_reduce_plan(&p, &none, &l, why, sizeof why) && strstr(why, "0 rows"));
   CHECK(!conv_filter_reduce_plan(&p, &three, &l, why, sizeof why) && strstr(why, "3 columns"));
   CHECK(!conv_filter_reduce_plan(&p, &vector_s1, &l, why, sizeof why) && strstr(why, "float4"));
   CHECK(!conv_filter_reduce_plan(&p, &vector_2, &l, why, sizeof why) && strstr(why, "vector 2"));
+  CHECK(!conv_filter_reduce_plan(&p, &tap_2, &l, why, sizeof why) && strstr(why, "per_tap 2"));
+  CHECK(!conv_filter_reduce_plan(&p, &tap_large, &l, why, sizeof why) &&
+        strstr(why, "100352 products a tap"));
   /* MobileNet's depthwise stride-2 layer: float4 configs, with cols 2 or
    * 4 only, after the scalar ones; not for rows of 110 floats. */
   conv_problem down = pass(96, 96, 96, 3, 2, 1, 1, CONV_BACKWARD_FILTER);
@@ -163,16 +207,19 @@ static int filter_reduce_configs(void) {
   down.w = 110;
   CHECK_STATUS(CONV_OK, fr->configs(&down, &env, configs, 128, &n, NULL));
   for (int i = 0; i < n; i++) CHECK(configs[i].values[3] == 0);
-  const conv_config too_many = {4, {8, 1 << 21, 1, 0}, 0}, three_cols = {4, {8, 128, 3, 0}, 0};
+  const conv_config too_many = {5, {8, 1 << 21, 1, 0, 0}, 0},
+                    three_cols = {5, {8, 128, 3, 0, 0}, 0};
   conv_prepared prep;
   CHECK_STATUS(CONV_UNSUPPORTED, fr->prepare(&p, &env, &too_many, &prep, NULL));
   CHECK_STATUS(CONV_UNSUPPORTED, fr->prepare(&p, &env, &three_cols, &prep, NULL));
-  /* Older versions' values (two before cols, three before vector): never
-   * read back (the version is in the key), and refused if they were. */
+  /* Older versions' values (two before cols, three before vector, four
+   * before per_tap): never read back (the version is in the key), and
+   * refused if they were. */
   const conv_config before_cols = {2, {8, 128}, 0}, before_vector = {3, {8, 128, 1}, 0},
-                    one_col = {4, {8, 128, 1, 0}, 0};
+                    before_per_tap = {4, {8, 128, 1, 0}, 0}, one_col = {5, {8, 128, 1, 0, 0}, 0};
   CHECK_STATUS(CONV_UNSUPPORTED, fr->prepare(&p, &env, &before_cols, &prep, NULL));
   CHECK_STATUS(CONV_UNSUPPORTED, fr->prepare(&p, &env, &before_vector, &prep, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, fr->prepare(&p, &env, &before_per_tap, &prep, NULL));
   char text[64];
   fr->describe(&before_cols, text, sizeof text);
   CHECK(strcmp(text, "invalid config") == 0);
@@ -181,9 +228,10 @@ static int filter_reduce_configs(void) {
   fr->release(prep.state);
   fr->describe(&one_col, text, sizeof text);
   CHECK(strcmp(text, "rows=8 threads=128 cols=1") == 0);
-  const conv_config float4 = {4, {8, 128, 4, 1}, 0};
+  const conv_config float4 = {5, {8, 128, 4, 1, 0}, 0};
   fr->describe(&float4, text, sizeof text);
   CHECK(strcmp(text, "rows=8 threads=128 cols=4 float4") == 0);
+  if (per_tap_configs(fr) != TEST_PASS) return TEST_FAIL;
 
   conv_problem wide = p; /* a 9x9 filter: no kernel */
   wide.r = wide.s = 9, wide.pad_h = wide.pad_w = 4;
