@@ -167,7 +167,8 @@ __global__ void __launch_bounds__(kMaxTapThreads)
         const int row = (int)conv_divide((uint32_t)i, L.by_units); /* units: one per column */
         const int iy = row * L.stride_h - L.pad_h + r * L.dil_h;
         const int ix = (i - row * L.q) * L.stride_w - L.pad_w + s * L.dil_w;
-        const bool inside = i < pixels && (unsigned)iy < (unsigned)L.h && (unsigned)ix < (unsigned)L.w;
+        const bool inside =
+            i < pixels && (unsigned)iy < (unsigned)L.h && (unsigned)ix < (unsigned)L.w;
         d[j] = inside ? __ldg(dyk + i) : 0.0f;
         v[j] = inside ? __ldg(xc + (int64_t)iy * L.w + ix) : 0.0f;
       }
