@@ -279,20 +279,18 @@ extern "C" bool conv_filter_reduce_plan(const conv_problem *pb, const conv_filte
   l.cg = (int)shape.c_per_group, l.kg = (int)shape.k_per_group;
   if ((int64_t)l.k * l.cg > 65535) CONV_REJECT("%lld filter planes: more than one grid column takes", (long long)l.k * l.cg);
   l.pairs = l.k * l.cg;
+  l.units_per_row = (l.q + t->cols - 1) / t->cols;
+  l.by_units = conv_divisor_make(l.units_per_row);
   if (t->per_tap) {
     l.kernel = (const void *)tap_kernel;
     l.scalar_kernel = l.kernel;
     l.bands_per_image = 1, l.bands = 1; /* the grid is taps x pairs, dw written directly */
-    l.units_per_row = l.q;
-    l.by_units = conv_divisor_make(l.q);
     *L = l;
     return true;
   }
   l.bands_per_image = (l.p + t->rows - 1) / t->rows;
   if ((int64_t)l.n * l.bands_per_image > INT32_MAX) CONV_REJECT("too many bands for one launch");
   l.bands = l.n * l.bands_per_image;
-  l.units_per_row = (l.q + t->cols - 1) / t->cols;
-  l.by_units = conv_divisor_make(l.units_per_row);
   if (l.bands > 1) {
     const double bytes = (double)l.bands * (double)shape.w_elems * sizeof(float);
     if (bytes > (double)CONV_FILTER_REDUCE_WORKSPACE_MAX)

@@ -121,6 +121,7 @@ static int per_tap_configs(const conv_algorithm *fr) {
     conv_filter_reduce_launch l;
     CHECK(conv_filter_reduce_plan(&small, &t, &l, NULL, 0));
     CHECK(l.bands == 1 && l.workspace_bytes == 0);
+    CHECK(l.units_per_row == 64 && l.by_units.divisor == 64); /* the kernel's row split */
   }
   CHECK(taps == 3 && n > taps);
   const conv_config per_tap = {5, {0, 1024, 1, 0, 1}, 0}, with_rows = {5, {8, 1024, 1, 0, 1}, 0};
