@@ -160,6 +160,22 @@ static conv_status dc_configs(const conv_problem *problem, conv_env *env, conv_c
       out[n++] = c;
     }
   }
+  /* Last, a thread per output (filters 1x1 to 7x7, small passes): a
+   * row's width of threads, up to 32, and rows of them to 128 and 256. */
+  for (int i = 0; i < 2; i++) {
+    int64_t q_columns, p_rows;
+    conv_direct_tiling simple = {CONV_DIRECT_SIMPLE, 1, 1, 1, 0, 0};
+    conv_direct_threads_needed(problem, &simple, &q_columns, &p_rows);
+    simple.tx = q_columns < 32 ? (int)q_columns : 32;
+    const int64_t ty = thread_counts[1 - i] / simple.tx;
+    simple.ty = (int)(ty < p_rows ? ty : p_rows);
+    conv_direct_launch launch;
+    if (!conv_direct_plan(problem, &simple, &launch, NULL, 0)) break;
+    const conv_config c = dc_config_from_tiling(&simple);
+    if (dc_seen(out, n, &c)) continue;
+    if (n == max) goto done;
+    out[n++] = c;
+  }
 done:
   *count = n;
   return CONV_OK;
@@ -215,6 +231,10 @@ static void dc_describe(const conv_config *config, char *text, size_t size) {
   }
   conv_direct_tiling t;
   dc_tiling_from_config(config, &t);
+  if (t.layout == CONV_DIRECT_SIMPLE) {
+    snprintf(text, size, "simple threads=%dx%d", t.tx, t.ty);
+    return;
+  }
   const char *layout = t.layout == CONV_DIRECT_UNIT     ? "unit"
                        : t.layout == CONV_DIRECT_WINDOW ? "window"
                                                         : "generic";
@@ -225,8 +245,9 @@ static void dc_describe(const conv_config *config, char *text, size_t size) {
 const conv_algorithm conv_algorithm_direct_channel = {
     .id = CONV_ALGO_DIRECT_CHANNEL,
     /* 2: the window layout; 3: its float4 window loads; 4: up to 128
-     * output channels per group; 5: stride-1 backward-data. */
-    .version = 5,
+     * output channels per group; 5: stride-1 backward-data; 6: the simple
+     * layout. */
+    .version = 6,
     .name = "direct_channel",
     .applicable = dc_applicable,
     .configs = dc_configs,

@@ -284,6 +284,118 @@ __global__ void __launch_bounds__(kMaxThreads, min_blocks(PX *PY *KB))
   }
 }
 
+/* SIMPLE's parameters: what its kernel reads of the launch, and the
+ * tensors, in 120 bytes.  A kernel's parameters live in constant memory;
+ * its first read of each 64-byte line misses the SM's constant cache, and
+ * these reads feed the addresses of its first loads, so at 4096 outputs
+ * the lines of conv_direct_launch's 300 bytes that it would touch show in
+ * the time (seed3_msd_small's backward-data as a CUDA graph's node on an
+ * H100: 1.06 us with conv_direct_launch, 0.89-0.91 us with these). */
+struct simple_args {
+  const float *x, *w, *bias;
+  float *y;
+  int c, h, w_, k, p, q, cg, kg;
+  int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+  conv_divisor by_k, by_kg;
+  int epilogue;
+  bool transposed_filter;
+};
+
+simple_args simple_args_of(const conv_direct_launch &L, const float *x, const float *w,
+                           const float *bias, float *y) {
+  return simple_args{x,          w,          bias,       y,         L.c,       L.h,
+                     L.w,        L.k,        L.p,        L.q,       L.cg,      L.kg,
+                     L.stride_h, L.stride_w, L.pad_h,    L.pad_w,   L.dil_h,   L.dil_w,
+                     L.by_k,     L.by_kg,    L.epilogue, L.transposed_filter};
+}
+
+/* SIMPLE: thread (q, p) of grid plane (n, k) computes output (n, k, p, q)
+ * alone.  At 4096 outputs the kernel is its instructions' latency, so it
+ * has few: offsets in 32 bits (conv_direct_plan checks the tensors'
+ * sizes), the image and channel from the grid, the taps at compile-time
+ * offsets from the channel's first (mirrored for the transposed filter, see
+ * conv_direct_weight_offset), and every load of a channel issued before its
+ * first FMA.  ONE_CHANNEL: one input channel per group, straight-line
+ * code.  UNIT_DIL: dilation 1, a row's loads at compile-time offsets from
+ * its first. */
+template <int R, int S, bool EPILOGUE, bool ONE_CHANNEL, bool UNIT_DIL>
+__global__ void __launch_bounds__(kMaxThreads) simple_kernel(const simple_args A) {
+  constexpr int TAPS = R * S;
+  conv_pdl_enter();
+  const int q = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+  const int p = (int)(blockIdx.y * blockDim.y + threadIdx.y);
+  const int n = (int)conv_divide(blockIdx.z, A.by_k), k = (int)blockIdx.z - n * A.k;
+  const int g = (int)conv_divide((uint32_t)k, A.by_kg);
+  if (q >= A.q || p >= A.p) return;
+  const int plane = A.h * A.w_;
+  /* Offsets of channel c's input plane and first tap. */
+  int x_offset = (n * A.c + g * A.cg) * plane;
+  const bool flip = A.transposed_filter;
+  int w_offset = flip ? (g * A.cg * A.kg + k - g * A.kg) * TAPS : k * A.cg * TAPS;
+  const int w_step = flip ? A.kg * TAPS : TAPS;
+  const int iy0 = p * A.stride_h - A.pad_h, ix0 = q * A.stride_w - A.pad_w;
+  const int dil_h = UNIT_DIL ? 1 : A.dil_h, dil_w = UNIT_DIL ? 1 : A.dil_w;
+  bool col_inside[S];
+#pragma unroll
+  for (int s = 0; s < S; s++) col_inside[s] = (unsigned)(ix0 + s * dil_w) < (unsigned)A.w_;
+  const int channels = ONE_CHANNEL ? 1 : A.cg;
+  float acc = 0.0f;
+#pragma unroll 1
+  for (int c = 0; c < channels; c++, x_offset += plane, w_offset += w_step) {
+    float taps[TAPS], in[TAPS];
+    const float *wc = A.w + w_offset;
+#pragma unroll
+    for (int t = 0; t < TAPS; t++) taps[t] = __ldg(wc + t);
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+      /* The row's first input: may lie outside the tensor, and is then
+       * never read. */
+      const int iy = iy0 + r * dil_h;
+      const bool row_inside = (unsigned)iy < (unsigned)A.h;
+      const float *row = A.x + (x_offset + iy * A.w_ + ix0);
+#pragma unroll
+      for (int s = 0; s < S; s++)
+        in[r * S + s] = row_inside && col_inside[s] ? __ldg(row + s * dil_w) : 0.0f;
+    }
+    if (flip) {
+#pragma unroll
+      for (int t = 0; t < TAPS; t++) acc = fmaf(taps[TAPS - 1 - t], in[t], acc);
+    } else {
+#pragma unroll
+      for (int t = 0; t < TAPS; t++) acc = fmaf(taps[t], in[t], acc);
+    }
+  }
+  float *out = A.y + ((n * A.k + k) * A.p + p) * A.q + q;
+  *out = EPILOGUE ? conv_epilogue_apply(A.epilogue, acc, __ldg(A.bias + k)) : acc;
+}
+
+template <int K, bool ONE_CHANNEL, bool UNIT_DIL>
+const void *simple_kernel_for(bool epilogue) {
+  return epilogue ? (const void *)simple_kernel<K, K, true, ONE_CHANNEL, UNIT_DIL>
+                  : (const void *)simple_kernel<K, K, false, ONE_CHANNEL, UNIT_DIL>;
+}
+
+/* 1x1 filters have no dilation to speak of. */
+template <int K>
+const void *simple_kernel_for(bool epilogue, bool one_channel, bool unit_dil) {
+  if (one_channel)
+    return unit_dil || K == 1 ? simple_kernel_for<K, true, true>(epilogue)
+                              : simple_kernel_for<K, true, false>(epilogue);
+  return unit_dil || K == 1 ? simple_kernel_for<K, false, true>(epilogue)
+                            : simple_kernel_for<K, false, false>(epilogue);
+}
+
+const void *find_simple_kernel(int r, int s, bool epilogue, bool one_channel, bool unit_dil) {
+  if (r != s) return nullptr;
+  switch (r) {
+    case 1: return simple_kernel_for<1>(epilogue, one_channel, unit_dil);
+    case 3: return simple_kernel_for<3>(epilogue, one_channel, unit_dil);
+    case 5: return simple_kernel_for<5>(epilogue, one_channel, unit_dil);
+    case 7: return simple_kernel_for<7>(epilogue, one_channel, unit_dil);
+    default: return nullptr;
+  }
+}
+
 /* Every layout's kernels take these arguments. */
 typedef void (*kernel_fn)(const conv_direct_launch, const float *, const float *, const float *,
                           float *);
@@ -369,10 +481,43 @@ static bool plan_tiled(const conv_direct_launch *common, conv_direct_launch *L, 
   return true;
 }
 
+/* SIMPLE: blocks of tx x ty threads over each output plane, a plane per
+ * (image, output channel) along the grid's z. */
+static bool plan_simple(const conv_direct_launch *common, const conv_shape *shape,
+                        conv_direct_launch *L, char *why, size_t why_size) {
+  conv_direct_launch l = *common;
+  const conv_direct_tiling *t = &l.tiling;
+  if (t->px != 1 || t->py != 1 || t->kb != 1)
+    CONV_REJECT("simple layout: px, py and kb are 1");
+  l.kernel = find_simple_kernel(l.r, l.s, l.epilogue != CONV_EPILOGUE_NONE, l.cg == 1,
+                               l.dil_h == 1 && l.dil_w == 1);
+  if (l.kernel == nullptr)
+    CONV_REJECT("simple layout: filters 1x1, 3x3, 5x5 or 7x7 only, not %dx%d", l.r, l.s);
+  const int64_t outputs = (int64_t)l.n * l.k * l.p * l.q;
+  if (outputs > CONV_DIRECT_SIMPLE_MAX_OUTPUTS)
+    CONV_REJECT("simple layout: %lld outputs, more than %lld", (long long)outputs,
+                (long long)CONV_DIRECT_SIMPLE_MAX_OUTPUTS);
+  /* Half the 32-bit range: a row's first input, padding included, stays
+   * within it. */
+  if (shape->x_elems > INT32_MAX / 2 || shape->w_elems > INT32_MAX / 2)
+    CONV_REJECT("simple layout: a tensor past 2^30 elements (32-bit offsets)");
+  const int64_t planes = (int64_t)l.n * l.k;
+  if (planes > 65535)
+    CONV_REJECT("simple layout: %lld output planes, more than 65535", (long long)planes);
+  l.by_k = conv_divisor_make(l.k);
+  l.by_kg = conv_divisor_make(l.kg);
+  l.smem_bytes = 0;
+  l.grid[0] = (unsigned)ceil_div(l.q, t->tx);
+  l.grid[1] = (unsigned)ceil_div(l.p, t->ty);
+  l.grid[2] = (unsigned)planes;
+  *L = l;
+  return true;
+}
+
 extern "C" bool conv_direct_plan(const conv_problem *pb, const conv_direct_tiling *t,
                                  conv_direct_launch *L, char *why, size_t why_size) {
   if (t->layout != CONV_DIRECT_GENERIC && t->layout != CONV_DIRECT_UNIT &&
-      t->layout != CONV_DIRECT_WINDOW)
+      t->layout != CONV_DIRECT_WINDOW && t->layout != CONV_DIRECT_SIMPLE)
     CONV_REJECT("no layout %d", t->layout);
   if (t->tx < 1 || t->ty < 1 || t->tx * t->ty > kMaxThreads)
     CONV_REJECT("%d x %d threads: not in [1, %d]", t->tx, t->ty, kMaxThreads);
@@ -400,6 +545,7 @@ extern "C" bool conv_direct_plan(const conv_problem *pb, const conv_direct_tilin
     CONV_REJECT("kb %d does not divide %d output channels per group", t->kb, l.kg);
   l.kchunks = l.kg / t->kb;
   if (t->layout == CONV_DIRECT_WINDOW) return conv_direct_window_plan(&l, L, why, why_size);
+  if (t->layout == CONV_DIRECT_SIMPLE) return plan_simple(&l, &shape, L, why, why_size);
   return plan_tiled(&l, L, why, why_size);
 }
 
@@ -423,8 +569,9 @@ extern "C" void conv_direct_threads_needed(const conv_problem *pb, const conv_di
 
 extern "C" cudaError_t conv_direct_configure(const conv_direct_launch *L) {
   if (L == NULL || L->kernel == NULL) return cudaErrorInvalidValue;
-  /* The window layout stays within the default 48 KiB. */
-  if (L->tiling.layout == CONV_DIRECT_WINDOW) return cudaSuccess;
+  /* The window layout stays within the default 48 KiB; SIMPLE uses none. */
+  if (L->tiling.layout == CONV_DIRECT_WINDOW || L->tiling.layout == CONV_DIRECT_SIMPLE)
+    return cudaSuccess;
   /* Always the same value, never this plan's own need: the attribute
    * belongs to the kernel, which other plans share, and lowering it would
    * make their launches fail. */
@@ -438,11 +585,16 @@ extern "C" cudaError_t conv_direct_forward(const conv_direct_launch *L, const fl
   if (L == NULL || L->kernel == NULL || x == NULL || w == NULL || y == NULL ||
       (L->epilogue != CONV_EPILOGUE_NONE && bias == NULL))
     return cudaErrorInvalidValue;
-  const kernel_fn fn = (kernel_fn)L->kernel;
-  /* The window layout indexes threads in two dimensions, the tiled ones in one. */
+  const dim3 grid(L->grid[0], L->grid[1], L->grid[2]);
+  const dim3 block2d((unsigned)L->tiling.tx, (unsigned)L->tiling.ty);
+  if (L->tiling.layout == CONV_DIRECT_SIMPLE)
+    return conv_launch(L->pdl, (void (*)(simple_args))L->kernel, grid, block2d, 0, stream,
+                       simple_args_of(*L, x, w, bias, y));
+  /* The window layout indexes threads in two dimensions, the tiled ones in
+   * one. */
   const dim3 block = L->tiling.layout == CONV_DIRECT_WINDOW
-                         ? dim3((unsigned)L->tiling.tx, (unsigned)L->tiling.ty)
+                         ? block2d
                          : dim3((unsigned)(L->tiling.tx * L->tiling.ty));
-  return conv_launch(L->pdl, fn, dim3(L->grid[0], L->grid[1], L->grid[2]), block, L->smem_bytes,
-                     stream, *L, x, w, bias, y);
+  return conv_launch(L->pdl, (kernel_fn)L->kernel, grid, block, L->smem_bytes, stream, *L, x, w,
+                     bias, y);
 }

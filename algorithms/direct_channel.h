@@ -9,7 +9,7 @@
  * channels at a time, and the block's filters in shared memory; each thread
  * accumulates px x py output pixels for its kb channels in registers.
  *
- * Three kernel layouts:
+ * Four kernel layouts:
  *   GENERIC  any stride and dilation.  A thread's px columns are
  *            interleaved (q0 + tx + j*tx_count), so that a warp reads
  *            consecutive shared-memory words and writes coalesced rows.
@@ -28,6 +28,14 @@
  *            outputs are spaced by the dilation, so that output j and tap s
  *            meet in window entry j*stride + s whatever the dilation.  Only
  *            the filters are staged in shared memory.
+ *   SIMPLE   square 1x1, 3x3, 5x5 and 7x7 filters, any stride and
+ *            dilation, passes of at most CONV_DIRECT_SIMPLE_MAX_OUTPUTS
+ *            outputs: one output per thread, no shared memory, filter taps
+ *            and inputs straight from global memory, all in flight at once.
+ *            For passes so small (seed3_msd_small: 4096 outputs) that a
+ *            thread's few dozen instructions before its first load are the
+ *            time: 32-bit offsets, the image and channel from the grid, no
+ *            division but two multiply-shifts.
  */
 #ifndef CONVTUNE_DIRECT_CHANNEL_H
 #define CONVTUNE_DIRECT_CHANNEL_H
@@ -49,12 +57,13 @@ typedef enum conv_direct_layout {
   CONV_DIRECT_GENERIC = 0,
   CONV_DIRECT_UNIT = 1,
   CONV_DIRECT_WINDOW = 2,
+  CONV_DIRECT_SIMPLE = 3,
 } conv_direct_layout;
 
 /* How one launch is cut up; a candidate config. */
 typedef struct conv_direct_tiling {
   int layout;     /* conv_direct_layout                                  */
-  int px, py, kb; /* per thread: columns, rows, output channels          */
+  int px, py, kb; /* per thread: columns, rows, output channels (SIMPLE: 1) */
   int tx, ty;     /* threads per block along columns and rows            */
 } conv_direct_tiling;
 
@@ -84,6 +93,10 @@ typedef struct conv_direct_launch {
   int row_spacing, col_spacing; /* between a thread's outputs            */
   conv_divisor by_kchunks, by_groups, by_row_spacing, by_col_spacing;
   bool vector_stores;  /* a thread's px columns are one aligned vector   */
+  /* SIMPLE: grid = {column blocks, row blocks, images x output channels};
+   * these split the grid's z into image and channel, the channel into
+   * group and channel within it. */
+  conv_divisor by_k, by_kg;
   /* A backward-data pass run as a forward convolution (see
    * conv_direct_backward_data_view): w is the pass's filter, read flipped
    * and with input and output channels swapped. */
@@ -114,6 +127,10 @@ __device__ __forceinline__ int64_t conv_direct_weight_offset(const conv_direct_l
 /* Largest shared memory one block may use (the opt-in limit is larger;
  * staying here leaves room for two blocks per SM on sm_80+). */
 #define CONV_DIRECT_SMEM_MAX ((size_t)96 << 10)
+
+/* The most outputs for which the SIMPLE layout is offered: past a million
+ * a thread per output no longer beats a window of them. */
+#define CONV_DIRECT_SIMPLE_MAX_OUTPUTS ((int64_t)1 << 20)
 
 /* A stride-1 NCHW backward-data problem as the forward convolution that
  * computes its dx: dy convolved with the filters mirrored in both axes,

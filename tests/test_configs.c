@@ -203,6 +203,73 @@ static int nhwc_problems(void) {
 }
 
 /* The direct_channel candidate's configs and tiling checks need no GPU. */
+/* The SIMPLE layout: offered last, for small passes only; a thread per
+ * output, the grid's z over images and output channels. */
+static int direct_channel_simple_layout(void) {
+  const conv_algorithm *dc = conv_registry_find(CONV_ALGO_DIRECT_CHANNEL);
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  conv_config configs[512];
+  int n = -1;
+  conv_problem p; /* seed3_msd_small's backward-data: 64 x 64, one channel */
+  conv_problem_init(&p);
+  p.n = 1, p.c = 1, p.h = 64, p.w = 64, p.k = 1, p.r = 3, p.s = 3, p.pad_h = p.pad_w = 1;
+  p.direction = CONV_BACKWARD_DATA;
+  CHECK(dc->applicable(&p, &env));
+  CHECK_STATUS(CONV_OK, dc->configs(&p, &env, configs, 512, &n, NULL));
+  CHECK(n > 2 && configs[n - 1].values[0] == CONV_DIRECT_SIMPLE &&
+        configs[n - 2].values[0] == CONV_DIRECT_SIMPLE);
+  p.direction = CONV_FORWARD; /* its forward view: the same sizes */
+  conv_direct_launch l;
+  for (int i = 0; i < 2; i++) {
+    const conv_config *c = &configs[n - 2 + i];
+    conv_direct_tiling t = {(int)c->values[0], (int)c->values[1], (int)c->values[2],
+                            (int)c->values[3], (int)c->values[4], (int)c->values[5]};
+    CHECK(t.tx == 32 && t.ty == (i == 0 ? 4 : 8)); /* 128 threads, then 256 */
+    CHECK(conv_direct_plan(&p, &t, &l, NULL, 0) && l.kernel != NULL && l.smem_bytes == 0);
+    CHECK(l.grid[0] == 2 && l.grid[1] == (unsigned)(64 / t.ty) && l.grid[2] == 1);
+  }
+  char text[64];
+  dc->describe(&configs[n - 1], text, sizeof text);
+  CHECK(strcmp(text, "simple threads=32x8") == 0);
+
+  /* Narrow images: a row's width of threads; planes (n, k) along z, split
+   * by the divisors into image, group and channel. */
+  conv_problem dw = depthwise_problem();
+  dw.n = 3, dw.h = dw.w = 10;
+  dw.epilogue = CONV_EPILOGUE_BIAS;
+  CHECK_STATUS(CONV_OK, dc->configs(&dw, &env, configs, 512, &n, NULL));
+  conv_direct_tiling t = {CONV_DIRECT_SIMPLE, 1, 1, 1, 10, 10};
+  CHECK(n > 1 && conv_config_equal(&configs[n - 1], &(conv_config){6, {3, 1, 1, 1, 10, 10}, 0}));
+  CHECK(configs[n - 2].values[0] != CONV_DIRECT_SIMPLE); /* 128 and 256 threads: both 10 x 10 */
+  CHECK(conv_direct_plan(&dw, &t, &l, NULL, 0));
+  CHECK(l.grid[0] == 1 && l.grid[1] == 1 && l.grid[2] == 3 * 144);
+  CHECK(l.by_k.divisor == 144 && l.by_kg.divisor == 1);
+
+  /* Refusals, with the reason. */
+  char why[160];
+  conv_direct_tiling px2 = {CONV_DIRECT_SIMPLE, 2, 1, 1, 32, 4};
+  CHECK(!conv_direct_plan(&p, &px2, &l, why, sizeof why) && strstr(why, "are 1") != NULL);
+  conv_problem nine = p; /* the simple layout compiles 1, 3, 5 and 7 */
+  nine.r = nine.s = 9, nine.pad_h = nine.pad_w = 4;
+  conv_direct_tiling simple = {CONV_DIRECT_SIMPLE, 1, 1, 1, 32, 4};
+  CHECK(!conv_direct_plan(&nine, &simple, &l, why, sizeof why) && strstr(why, "not 9x9") != NULL);
+  conv_problem big = p; /* 1024 x 1025: past a million outputs */
+  big.h = 1024, big.w = 1025;
+  CHECK(!conv_direct_plan(&big, &simple, &l, why, sizeof why) && strstr(why, "outputs") != NULL);
+  big.w = 1024; /* exactly a million: offered */
+  CHECK(conv_direct_plan(&big, &simple, &l, NULL, 0));
+  conv_problem huge = p; /* few outputs of a 2^30-element input */
+  huge.direction = CONV_FORWARD, huge.h = 32768, huge.w = 32769;
+  huge.stride_h = huge.stride_w = 64;
+  CHECK(!conv_direct_plan(&huge, &simple, &l, why, sizeof why) && strstr(why, "2^30") != NULL);
+  conv_problem planes = p; /* 1 x 1 images, 70000 output channels */
+  planes.direction = CONV_FORWARD, planes.h = planes.w = 1, planes.k = 70000;
+  planes.r = planes.s = 1, planes.pad_h = planes.pad_w = 0;
+  CHECK(!conv_direct_plan(&planes, &simple, &l, why, sizeof why) && strstr(why, "planes") != NULL);
+  return TEST_PASS;
+}
+
 static int direct_channel_configs(void) {
   const conv_algorithm *dc = conv_registry_find(CONV_ALGO_DIRECT_CHANNEL);
   CHECK(dc != NULL && strcmp(dc->name, "direct_channel") == 0);
@@ -230,6 +297,8 @@ static int direct_channel_configs(void) {
       CHECK(window_covers(l.q, t.px, l.col_spacing, (int64_t)l.grid[2] * t.tx));
       CHECK(window_covers(l.p, t.py, l.row_spacing, (int64_t)l.grid[1] * t.ty));
     } else {
+      /* 32 x 144 x 56 x 56 outputs: too many for a thread each. */
+      CHECK(t.layout != CONV_DIRECT_SIMPLE);
       CHECK(l.tiles_p * l.tile_rows >= l.p && l.tiles_q * l.tile_cols >= l.q);
       CHECK(l.smem_bytes <= CONV_DIRECT_SMEM_MAX && l.pitch % 4 == 0);
     }
@@ -673,6 +742,7 @@ static const test_case tests[] = {
     {"divisor_matches_division", divisor_matches_division},
     {"nhwc_problems", nhwc_problems},
     {"direct_channel_configs", direct_channel_configs},
+    {"direct_channel_simple_layout", direct_channel_simple_layout},
     {"launch_bound_plans_use_pdl_on_sm90", launch_bound_plans_use_pdl_on_sm90},
     {"fft_configs", fft_configs},
     {"channel_split_configs", channel_split_configs},
