@@ -152,7 +152,7 @@ static void fr_describe(const conv_config *config, char *text, size_t size) {
 
 const conv_algorithm conv_algorithm_filter_reduce = {
     .id = CONV_ALGO_FILTER_REDUCE,
-    .version = 4, /* 2: cols; 3: float4 loads; 4: per-tap blocks */
+    .version = 5, /* 2: cols; 3: float4 loads; 4: per-tap blocks; 5: their own parameters */
     .name = "filter_reduce",
     .applicable = fr_applicable,
     .configs = fr_configs,

@@ -140,37 +140,58 @@ __global__ void __launch_bounds__(kSumThreads)
  * latency, so a thread issues all their loads before its first FMA. */
 const int kTapBatch = 8;
 
+/* What the per-tap kernel reads, in 128 bytes of parameters rather than
+ * conv_filter_reduce_launch's: a kernel's first read of each 64-byte line
+ * of its parameters misses the SM's constant cache, and at 4096 products
+ * a tap those reads are on the way to its first loads (direct_channel's
+ * simple_args measured the same).  Offsets are 32-bit: the plan keeps
+ * per-tap passes to tensors of at most 2^30 elements. */
+struct tap_args {
+  const float *x, *dy;
+  float *dw;
+  int n, h, w, pixels;          /* images, input plane, output pixels      */
+  int x_image, dy_image, taps;  /* elements per image of x and dy; r * s   */
+  int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+  conv_divisor by_s, by_cg, by_kg, by_q; /* tap, pair, output channel, pixel */
+};
+
+tap_args tap_args_of(const conv_filter_reduce_launch &L, const float *x, const float *dy,
+                     float *dw) {
+  tap_args a = {x, dy, dw, L.n, L.h, L.w, L.p * L.q, L.c * L.h * L.w, L.k * L.p * L.q, L.r * L.s,
+                L.stride_h, L.stride_w, L.pad_h, L.pad_w, L.dil_h, L.dil_w,
+                L.by_s, L.by_cg, L.by_kg, L.by_units /* cols is 1: a unit is a pixel */};
+  return a;
+}
+
 /* Block (tap, pair): dw of one tap of pair (k, c), the sum over every
  * image and output pixel, each thread taking every blockDim.x-th pixel,
  * then the block's sum in a fixed order (each warp by a butterfly, then
  * the warps' sums by the first warp's).  Any filter size: the tap is the
  * block's. */
-__global__ void __launch_bounds__(kMaxTapThreads)
-    tap_kernel(const conv_filter_reduce_launch L, const float *__restrict__ x,
-               const float *__restrict__ dy, float *__restrict__ dw) {
+__global__ void __launch_bounds__(kMaxTapThreads) tap_kernel(const tap_args A) {
   conv_pdl_enter();
   const int tap = (int)blockIdx.x, pair = (int)blockIdx.y;
-  const int r = tap / L.s, s = tap - r * L.s;
-  const int k = pair / L.cg, c = pair - k * L.cg;
-  const int g = k / L.kg;
-  const int pixels = L.p * L.q;
-  const int64_t x_plane = (int64_t)L.h * L.w;
+  const int r = (int)conv_divide((uint32_t)tap, A.by_s), s = tap - r * (int)A.by_s.divisor;
+  const int cg = (int)A.by_cg.divisor, q = (int)A.by_q.divisor;
+  const int k = (int)conv_divide((uint32_t)pair, A.by_cg), c = pair - k * cg;
+  const int g = (int)conv_divide((uint32_t)k, A.by_kg);
+  const int row_offset = r * A.dil_h - A.pad_h, col_offset = s * A.dil_w - A.pad_w;
+  const float *xc = A.x + (g * cg + c) * A.h * A.w;
+  const float *dyk = A.dy + k * A.pixels;
   float acc = 0.0f;
-  for (int n = 0; n < L.n; n++) {
-    const float *xc = x + ((int64_t)n * L.c + (int64_t)g * L.cg + c) * x_plane;
-    const float *dyk = dy + ((int64_t)n * L.k + k) * pixels;
-    for (int first = (int)threadIdx.x; first < pixels; first += kTapBatch * (int)blockDim.x) {
+  for (int n = 0; n < A.n; n++, xc += A.x_image, dyk += A.dy_image) {
+    for (int first = (int)threadIdx.x; first < A.pixels; first += kTapBatch * (int)blockDim.x) {
       float d[kTapBatch], v[kTapBatch];
 #pragma unroll
       for (int j = 0; j < kTapBatch; j++) {
         const int i = first + j * (int)blockDim.x;
-        const int row = (int)conv_divide((uint32_t)i, L.by_units); /* units: one per column */
-        const int iy = row * L.stride_h - L.pad_h + r * L.dil_h;
-        const int ix = (i - row * L.q) * L.stride_w - L.pad_w + s * L.dil_w;
+        const int row = (int)conv_divide((uint32_t)i, A.by_q);
+        const int iy = row * A.stride_h + row_offset;
+        const int ix = (i - row * q) * A.stride_w + col_offset;
         const bool inside =
-            i < pixels && (unsigned)iy < (unsigned)L.h && (unsigned)ix < (unsigned)L.w;
+            i < A.pixels && (unsigned)iy < (unsigned)A.h && (unsigned)ix < (unsigned)A.w;
         d[j] = inside ? __ldg(dyk + i) : 0.0f;
-        v[j] = inside ? __ldg(xc + (int64_t)iy * L.w + ix) : 0.0f;
+        v[j] = inside ? __ldg(xc + iy * A.w + ix) : 0.0f;
       }
 #pragma unroll
       for (int j = 0; j < kTapBatch; j++) acc = fmaf(d[j], v[j], acc);
@@ -186,7 +207,7 @@ __global__ void __launch_bounds__(kMaxTapThreads)
     float v = lane < (int)(blockDim.x >> 5) ? warp_sums[lane] : 0.0f;
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-    if (lane == 0) dw[(int64_t)pair * L.r * L.s + tap] = v;
+    if (lane == 0) A.dw[pair * A.taps + tap] = v;
   }
 }
 
@@ -266,6 +287,8 @@ extern "C" bool conv_filter_reduce_plan(const conv_problem *pb, const conv_filte
   if (t->per_tap && pb->n * shape.p * shape.q > CONV_FILTER_REDUCE_PER_TAP_MAX)
     CONV_REJECT("per-tap blocks: %lld products a tap, more than %d",
                 (long long)(pb->n * shape.p * shape.q), CONV_FILTER_REDUCE_PER_TAP_MAX);
+  if (t->per_tap && (shape.x_elems > INT32_MAX / 2 || shape.y_elems > INT32_MAX / 2))
+    CONV_REJECT("per-tap blocks: a tensor past 2^30 elements (32-bit offsets)");
 
   conv_filter_reduce_launch l = {};
   l.tiling = *t;
@@ -282,6 +305,9 @@ extern "C" bool conv_filter_reduce_plan(const conv_problem *pb, const conv_filte
   l.units_per_row = (l.q + t->cols - 1) / t->cols;
   l.by_units = conv_divisor_make(l.units_per_row);
   if (t->per_tap) {
+    l.by_s = conv_divisor_make(l.s);
+    l.by_cg = conv_divisor_make(l.cg);
+    l.by_kg = conv_divisor_make(l.kg);
     l.kernel = (const void *)tap_kernel;
     l.scalar_kernel = l.kernel;
     l.bands_per_image = 1, l.bands = 1; /* the grid is taps x pairs, dw written directly */
@@ -310,7 +336,7 @@ extern "C" cudaError_t conv_filter_reduce_run(const conv_filter_reduce_launch *L
     return cudaErrorInvalidValue;
   if (L->tiling.per_tap)
     return conv_launch(L->pdl, tap_kernel, dim3((unsigned)(L->r * L->s), (unsigned)L->pairs),
-                       dim3((unsigned)L->tiling.threads), 0, stream, *L, x, dy, dw);
+                       dim3((unsigned)L->tiling.threads), 0, stream, tap_args_of(*L, x, dy, dw));
   float *sums = L->bands > 1 ? (float *)workspace : dw;
   const bool aligned = ((uintptr_t)x & 15u) == 0;
   const band_fn kernel = (band_fn)(aligned ? L->kernel : L->scalar_kernel);

@@ -69,6 +69,9 @@ typedef struct conv_filter_reduce_launch {
   int bands;           /* n * bands_per_image: partial sums per tap    */
   int units_per_row;   /* ceil(q / cols): a row's threads' shares      */
   conv_divisor by_units; /* a band's share index into row and column   */
+  /* Per-tap blocks: a tap into filter row and column, a pair into output
+   * and input channel, an output channel into its group. */
+  conv_divisor by_s, by_cg, by_kg;
   size_t workspace_bytes; /* the partial sums: bands x k*cg*r*s floats, 0 with one band */
   /* Launched with programmatic dependent launch (pdl.cuh): false from
    * conv_filter_reduce_plan, set by the candidate (conv_device_pdl). */

@@ -122,6 +122,7 @@ static int per_tap_configs(const conv_algorithm *fr) {
     CHECK(conv_filter_reduce_plan(&small, &t, &l, NULL, 0));
     CHECK(l.bands == 1 && l.workspace_bytes == 0);
     CHECK(l.units_per_row == 64 && l.by_units.divisor == 64); /* the kernel's row split */
+    CHECK(l.by_s.divisor == 3 && l.by_cg.divisor == 1 && l.by_kg.divisor == 1);
   }
   CHECK(taps == 3 && n > taps);
   const conv_config per_tap = {5, {0, 1024, 1, 0, 1}, 0}, with_rows = {5, {8, 1024, 1, 0, 1}, 0};
@@ -135,6 +136,14 @@ static int per_tap_configs(const conv_algorithm *fr) {
   char text[64];
   fr->describe(&per_tap, text, sizeof text);
   CHECK(strcmp(text, "per-tap threads=1024") == 0);
+  /* Few products a tap of a 2^30-element input: past the kernel's 32-bit
+   * offsets. */
+  conv_problem huge = small;
+  huge.h = 32768, huge.w = 32769, huge.stride_h = huge.stride_w = 256;
+  const conv_filter_reduce_tiling tap_1024 = {0, 1024, 1, 0, 1};
+  conv_filter_reduce_launch l;
+  char why[160];
+  CHECK(!conv_filter_reduce_plan(&huge, &tap_1024, &l, why, sizeof why) && strstr(why, "2^30"));
   return TEST_PASS;
 }
 
