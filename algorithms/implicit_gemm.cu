@@ -17,6 +17,7 @@
 #include "algorithms/kernels.h"
 #include "algorithms/launch_checks.h"
 #include "algorithms/mma_tf32.cuh"
+#include "algorithms/pdl.cuh"
 #include "algorithms/staging.cuh"
 
 namespace {
@@ -408,10 +409,6 @@ extern "C" cudaError_t conv_igemm_forward(const conv_igemm_launch *L, const floa
   a.y_image = L->k_per_group * L->groups * a.pq;
   a.vector_filters = L->vector_filters, a.vector_inputs = L->vector_inputs;
   a.by_taps = L->by_taps, a.by_s = L->by_s, a.by_pq = L->by_pq, a.by_q = L->by_q;
-  void *args[] = {&a};
-  const cudaError_t e = cudaLaunchKernel(L->kernel, dim3(L->blocks), dim3((unsigned)L->threads),
-                                         args, L->smem_bytes, stream);
-  /* As after a <<<>>> launch: the error is returned, not left pending. */
-  if (e != cudaSuccess) (void)cudaGetLastError();
-  return e;
+  return conv_launch(false, (void (*)(ig_params))L->kernel, dim3(L->blocks),
+                     dim3((unsigned)L->threads), L->smem_bytes, stream, a);
 }

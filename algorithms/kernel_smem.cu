@@ -1,7 +1,8 @@
 /*
  * kernel_smem.cu -- conv_kernel_allow_smem (kernels.h): the opt-in to more
  * than 48 KiB of dynamic shared memory that every family whose blocks
- * stage large tiles needs before its first launch.
+ * stage large tiles needs before its first launch; and
+ * conv_kernel_resident_blocks, the grid of the persistent kernels.
  */
 #include "algorithms/kernels.h"
 
@@ -20,4 +21,19 @@ extern "C" cudaError_t conv_kernel_allow_smem(const void *kernel, size_t bytes) 
   /* The device's limit, never this plan's own need: the attribute belongs
    * to the kernel, which other plans share, and is only ever raised. */
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+}
+
+extern "C" cudaError_t conv_kernel_resident_blocks(const void *kernel, int threads,
+                                                   size_t smem_bytes, int sm_count,
+                                                   int64_t *resident) {
+  if (kernel == NULL || threads < 1 || sm_count < 1 || resident == NULL)
+    return cudaErrorInvalidValue;
+  cudaError_t e = conv_kernel_allow_smem(kernel, smem_bytes);
+  if (e != cudaSuccess) return e;
+  int per_sm = 0;
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem_bytes);
+  if (e != cudaSuccess) return e;
+  if (per_sm < 1) return cudaErrorInvalidConfiguration;
+  *resident = (int64_t)per_sm * sm_count;
+  return cudaSuccess;
 }

@@ -23,6 +23,14 @@ extern "C" {
  * when a plan is made, not during graph capture. */
 cudaError_t conv_kernel_allow_smem(const void *kernel, size_t bytes);
 
+/* conv_kernel_allow_smem, then how many blocks of `threads` threads and
+ * `smem_bytes` of dynamic shared memory the GPU holds at once:
+ * *resident = blocks per SM x sm_count, for persistent kernels that size
+ * their grid to it.  cudaErrorInvalidConfiguration where not one block
+ * fits an SM. */
+cudaError_t conv_kernel_resident_blocks(const void *kernel, int threads, size_t smem_bytes,
+                                        int sm_count, int64_t *resident /* OUT */);
+
 /* The plain direct convolution every candidate is validated against: one
  * thread per output, products accumulated in double, epilogue applied, in
  * the problem's layout.

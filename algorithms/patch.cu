@@ -458,16 +458,14 @@ extern "C" bool conv_patch_plan(const conv_problem *pb, const conv_patch_tiling 
 }
 
 extern "C" cudaError_t conv_patch_configure(conv_patch_launch *L, int sm_count) {
-  if (L == NULL || L->kernel == NULL || sm_count < 1) return cudaErrorInvalidValue;
-  cudaError_t e = conv_kernel_allow_smem(L->kernel, L->smem_bytes);
+  if (L == NULL || L->kernel == NULL) return cudaErrorInvalidValue;
+  int64_t resident = 0;
+  const cudaError_t e =
+      conv_kernel_resident_blocks(L->kernel, L->threads, L->smem_bytes, sm_count, &resident);
   if (e != cudaSuccess) return e;
-  int per_sm = 0;
-  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, L->kernel, L->threads, L->smem_bytes);
-  if (e != cudaSuccess) return e;
-  if (per_sm < 1) return cudaErrorInvalidConfiguration;
   /* All blocks of all k blocks resident at once: a block that waited for
    * a free SM would start its whole walk late. */
-  int64_t per_k_block = (int64_t)per_sm * sm_count / L->k_blocks;
+  int64_t per_k_block = resident / L->k_blocks;
   if (per_k_block < 1) per_k_block = 1;
   L->grid[0] = (unsigned)(per_k_block < L->image_groups ? per_k_block : L->image_groups);
   L->grid[1] = (unsigned)L->k_blocks;

@@ -14,6 +14,7 @@
 #include "algorithms/kernels.h"
 #include "algorithms/launch_checks.h"
 #include "algorithms/mma_tf32.cuh"
+#include "algorithms/pdl.cuh"
 #include "algorithms/patch_filter.h"
 #include "algorithms/staging.cuh"
 
@@ -342,14 +343,11 @@ extern "C" bool conv_patch_filter_plan(const conv_problem *pb, const conv_patch_
 }
 
 extern "C" cudaError_t conv_patch_filter_configure(conv_patch_filter_launch *L, int sm_count) {
-  if (L == NULL || L->kernel == NULL || sm_count < 1) return cudaErrorInvalidValue;
-  cudaError_t e = conv_kernel_allow_smem(L->kernel, L->smem_bytes);
+  if (L == NULL || L->kernel == NULL) return cudaErrorInvalidValue;
+  int64_t resident = 0;
+  const cudaError_t e =
+      conv_kernel_resident_blocks(L->kernel, L->threads, L->smem_bytes, sm_count, &resident);
   if (e != cudaSuccess) return e;
-  int per_sm = 0;
-  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, L->kernel, L->threads, L->smem_bytes);
-  if (e != cudaSuccess) return e;
-  if (per_sm < 1) return cudaErrorInvalidConfiguration;
-  const int64_t resident = (int64_t)per_sm * sm_count;
   L->blocks = (unsigned)(resident < L->groups ? resident : L->groups);
   L->workspace_bytes = (size_t)L->blocks * L->k * L->c * kTaps * sizeof(float);
   return cudaSuccess;
@@ -366,15 +364,10 @@ extern "C" cudaError_t conv_patch_filter_run(const conv_patch_filter_launch *L, 
   a.n = L->n, a.c = L->c, a.k = L->k, a.groups = L->groups, a.images = L->tiling.images;
   a.x_pitch = L->x_pitch, a.stage_floats = L->stage_floats;
   a.dy_vec = (uintptr_t)dy % 16 == 0;
-  void *args[] = {&a};
-  cudaError_t e = cudaLaunchKernel(L->kernel, dim3(L->blocks), dim3((unsigned)L->threads), args,
-                                   L->smem_bytes, stream);
-  if (e == cudaSuccess) {
-    const int count = L->k * L->c * kTaps;
-    sum_blocks<<<(count + 255) / 256, 256, 0, stream>>>(a.partial, (int)L->blocks, count, dw);
-    e = cudaGetLastError();
-  }
-  /* As after a <<<>>> launch: the error is returned, not left pending. */
-  if (e != cudaSuccess) (void)cudaGetLastError();
-  return e;
+  const cudaError_t e = conv_launch(false, (void (*)(pf_params))L->kernel, dim3(L->blocks),
+                                    dim3((unsigned)L->threads), L->smem_bytes, stream, a);
+  if (e != cudaSuccess) return e;
+  const int count = L->k * L->c * kTaps;
+  sum_blocks<<<(count + 255) / 256, 256, 0, stream>>>(a.partial, (int)L->blocks, count, dw);
+  return cudaGetLastError();
 }
