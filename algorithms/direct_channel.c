@@ -125,6 +125,34 @@ static bool dc_seen(const conv_config *out, int count, const conv_config *c) {
   return false;
 }
 
+/* Appends `c` unless it is there already; false when `out` is full. */
+static bool dc_add(conv_config *out, int max, int *n, const conv_config *c) {
+  if (dc_seen(out, *n, c)) return true;
+  if (*n == max) return false;
+  out[(*n)++] = *c;
+  return true;
+}
+
+/* The simple layout's configs (filters 1x1 to 7x7, small passes): a row's
+ * width of threads, up to 32, and rows of them to 128, then 256, threads.
+ * False when `out` is full. */
+static bool dc_add_simple(const conv_problem *problem, conv_config *out, int max, int *n) {
+  const int thread_counts[] = {128, 256};
+  for (int i = 0; i < 2; i++) {
+    int64_t q_columns, p_rows;
+    conv_direct_tiling simple = {CONV_DIRECT_SIMPLE, 1, 1, 1, 0, 0};
+    conv_direct_threads_needed(problem, &simple, &q_columns, &p_rows);
+    simple.tx = q_columns < 32 ? (int)q_columns : 32;
+    const int64_t ty = thread_counts[i] / simple.tx;
+    simple.ty = (int)(ty < p_rows ? ty : p_rows);
+    conv_direct_launch launch;
+    if (!conv_direct_plan(problem, &simple, &launch, NULL, 0)) return true;
+    const conv_config c = dc_config_from_tiling(&simple);
+    if (!dc_add(out, max, n, &c)) return false;
+  }
+  return true;
+}
+
 static conv_status dc_configs(const conv_problem *problem, conv_env *env, conv_config *out,
                               int max, int *count, conv_error *err) {
   if (problem == NULL || out == NULL || count == NULL || max < 0)
@@ -133,8 +161,15 @@ static conv_status dc_configs(const conv_problem *problem, conv_env *env, conv_c
   conv_problem view;
   if (env == NULL || !dc_forward_view(problem, &view)) return CONV_OK;
   problem = &view;
+  int64_t p, q;
+  if (conv_problem_output_dims(problem, &p, &q) != CONV_OK)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "direct_channel: invalid problem");
+  /* The simple layout first where it wins (the fast policy's three
+   * guesses then try it), last where it may. */
+  const bool simple_first = problem->n * problem->k * p * q <= CONV_DIRECT_SIMPLE_FIRST_OUTPUTS;
   const int thread_counts[] = {256, 128};
   int n = 0;
+  if (simple_first && !dc_add_simple(problem, out, max, &n)) goto done;
   /* Tile shapes ranked (row width option, then thread count), and every
    * blocking at one rank before the next rank. */
   for (int rank = 0; rank < 6; rank++) {
@@ -155,27 +190,10 @@ static conv_status dc_configs(const conv_problem *problem, conv_env *env, conv_c
       conv_direct_launch launch;
       if (!conv_direct_plan(problem, &tiling, &launch, NULL, 0)) continue;
       const conv_config c = dc_config_from_tiling(&tiling);
-      if (dc_seen(out, n, &c)) continue;
-      if (n == max) goto done;
-      out[n++] = c;
+      if (!dc_add(out, max, &n, &c)) goto done;
     }
   }
-  /* Last, a thread per output (filters 1x1 to 7x7, small passes): a
-   * row's width of threads, up to 32, and rows of them to 128 and 256. */
-  for (int i = 0; i < 2; i++) {
-    int64_t q_columns, p_rows;
-    conv_direct_tiling simple = {CONV_DIRECT_SIMPLE, 1, 1, 1, 0, 0};
-    conv_direct_threads_needed(problem, &simple, &q_columns, &p_rows);
-    simple.tx = q_columns < 32 ? (int)q_columns : 32;
-    const int64_t ty = thread_counts[1 - i] / simple.tx;
-    simple.ty = (int)(ty < p_rows ? ty : p_rows);
-    conv_direct_launch launch;
-    if (!conv_direct_plan(problem, &simple, &launch, NULL, 0)) break;
-    const conv_config c = dc_config_from_tiling(&simple);
-    if (dc_seen(out, n, &c)) continue;
-    if (n == max) goto done;
-    out[n++] = c;
-  }
+  if (!simple_first) dc_add_simple(problem, out, max, &n);
 done:
   *count = n;
   return CONV_OK;

@@ -203,7 +203,8 @@ static int nhwc_problems(void) {
 }
 
 /* The direct_channel candidate's configs and tiling checks need no GPU. */
-/* The SIMPLE layout: offered last, for small passes only; a thread per
+/* The SIMPLE layout: offered for small passes only, first up to
+ * CONV_DIRECT_SIMPLE_FIRST_OUTPUTS outputs, else last; a thread per
  * output, the grid's z over images and output channels. */
 static int direct_channel_simple_layout(void) {
   const conv_algorithm *dc = conv_registry_find(CONV_ALGO_DIRECT_CHANNEL);
@@ -217,21 +218,36 @@ static int direct_channel_simple_layout(void) {
   p.direction = CONV_BACKWARD_DATA;
   CHECK(dc->applicable(&p, &env));
   CHECK_STATUS(CONV_OK, dc->configs(&p, &env, configs, 512, &n, NULL));
-  CHECK(n > 2 && configs[n - 1].values[0] == CONV_DIRECT_SIMPLE &&
-        configs[n - 2].values[0] == CONV_DIRECT_SIMPLE);
+  CHECK(n > 2 && configs[2].values[0] != CONV_DIRECT_SIMPLE);
   p.direction = CONV_FORWARD; /* its forward view: the same sizes */
   conv_direct_launch l;
   for (int i = 0; i < 2; i++) {
-    const conv_config *c = &configs[n - 2 + i];
+    const conv_config *c = &configs[i];
     conv_direct_tiling t = {(int)c->values[0], (int)c->values[1], (int)c->values[2],
                             (int)c->values[3], (int)c->values[4], (int)c->values[5]};
+    CHECK(t.layout == CONV_DIRECT_SIMPLE);
     CHECK(t.tx == 32 && t.ty == (i == 0 ? 4 : 8)); /* 128 threads, then 256 */
     CHECK(conv_direct_plan(&p, &t, &l, NULL, 0) && l.kernel != NULL && l.smem_bytes == 0);
     CHECK(l.grid[0] == 2 && l.grid[1] == (unsigned)(64 / t.ty) && l.grid[2] == 1);
   }
+  for (int i = 2; i < n; i++) CHECK(configs[i].values[0] != CONV_DIRECT_SIMPLE);
+  conv_config few[3]; /* the fast policy's three guesses include both */
+  int m = -1;
+  CHECK_STATUS(CONV_OK, dc->configs(&p, &env, few, 3, &m, NULL));
+  CHECK(m == 3 && conv_config_equal(&few[0], &configs[0]) &&
+        conv_config_equal(&few[1], &configs[1]));
   char text[64];
-  dc->describe(&configs[n - 1], text, sizeof text);
+  dc->describe(&configs[1], text, sizeof text);
   CHECK(strcmp(text, "simple threads=32x8") == 0);
+
+  /* 1024 x 1024 (seed3_msd_1to1_d1): past 2^17 outputs, the simple
+   * configs come last. */
+  conv_problem wide = p;
+  wide.h = wide.w = 1024;
+  CHECK_STATUS(CONV_OK, dc->configs(&wide, &env, configs, 512, &n, NULL));
+  CHECK(n > 2 && configs[n - 1].values[0] == CONV_DIRECT_SIMPLE &&
+        configs[n - 2].values[0] == CONV_DIRECT_SIMPLE &&
+        configs[0].values[0] != CONV_DIRECT_SIMPLE);
 
   /* Narrow images: a row's width of threads; planes (n, k) along z, split
    * by the divisors into image, group and channel. */
@@ -240,8 +256,8 @@ static int direct_channel_simple_layout(void) {
   dw.epilogue = CONV_EPILOGUE_BIAS;
   CHECK_STATUS(CONV_OK, dc->configs(&dw, &env, configs, 512, &n, NULL));
   conv_direct_tiling t = {CONV_DIRECT_SIMPLE, 1, 1, 1, 10, 10};
-  CHECK(n > 1 && conv_config_equal(&configs[n - 1], &(conv_config){6, {3, 1, 1, 1, 10, 10}, 0}));
-  CHECK(configs[n - 2].values[0] != CONV_DIRECT_SIMPLE); /* 128 and 256 threads: both 10 x 10 */
+  CHECK(n > 1 && conv_config_equal(&configs[0], &(conv_config){6, {3, 1, 1, 1, 10, 10}, 0}));
+  CHECK(configs[1].values[0] != CONV_DIRECT_SIMPLE); /* 128 and 256 threads: both 10 x 10 */
   CHECK(conv_direct_plan(&dw, &t, &l, NULL, 0));
   CHECK(l.grid[0] == 1 && l.grid[1] == 1 && l.grid[2] == 3 * 144);
   CHECK(l.by_k.divisor == 144 && l.by_kg.divisor == 1);
