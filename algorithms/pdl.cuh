@@ -1,5 +1,7 @@
 /*
- * pdl.cuh -- kernel launches with programmatic dependent launch (PDL,
+ * pdl.cuh -- conv_launch, the launch that returns its error rather than
+ * leaving it pending (implicit_gemm, patch_filter, direct_channel,
+ * filter_reduce), optionally with programmatic dependent launch (PDL,
  * sm_90 and later), for kernels of passes that take about as long as a
  * launch: seed3_msd_small's backward-data pass is about 0.5 us of work
  * behind 0.8 us of launch, back to back in a CUDA graph.
