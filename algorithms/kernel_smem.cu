@@ -8,19 +8,21 @@
 
 extern "C" cudaError_t conv_kernel_allow_smem(const void *kernel, size_t bytes) {
   if (kernel == NULL) return cudaErrorInvalidValue;
-  if (bytes <= (48u << 10)) return cudaSuccess;
+  cudaFuncAttributes attr;
+  cudaError_t e = cudaFuncGetAttributes(&attr, kernel);
+  if (e != cudaSuccess || (size_t)attr.maxDynamicSharedSizeBytes >= bytes) return e;
   int device = 0, optin = 0;
-  cudaError_t e = cudaGetDevice(&device);
+  e = cudaGetDevice(&device);
   if (e == cudaSuccess)
     e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (e != cudaSuccess) return e;
-  if ((size_t)optin < bytes) return cudaErrorInvalidConfiguration;
-  cudaFuncAttributes attr;
-  e = cudaFuncGetAttributes(&attr, kernel);
-  if (e != cudaSuccess || (size_t)attr.maxDynamicSharedSizeBytes >= bytes) return e;
+  /* A block's static shared memory (barriers, say) counts against the
+   * same opt-in limit. */
+  const size_t room = (size_t)optin > attr.sharedSizeBytes ? (size_t)optin - attr.sharedSizeBytes : 0;
+  if (room < bytes) return cudaErrorInvalidConfiguration;
   /* The device's limit, never this plan's own need: the attribute belongs
    * to the kernel, which other plans share, and is only ever raised. */
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)room);
 }
 
 extern "C" cudaError_t conv_kernel_resident_blocks(const void *kernel, int threads,
