@@ -22,6 +22,7 @@ static const conv_algorithm *const registry[] = {
     &conv_algorithm_fft_filter,
     &conv_algorithm_gemm_backward,
     &conv_algorithm_patch_filter,
+    &conv_algorithm_padded_gemm,
 };
 
 const conv_algorithm *const *conv_registry(int *count) {

@@ -249,6 +249,7 @@ enum {
   CONV_ALGO_FFT_FILTER = 14,
   CONV_ALGO_GEMM_BACKWARD = 15,
   CONV_ALGO_PATCH_FILTER = 16,
+  CONV_ALGO_PADDED_GEMM = 17,
 };
 const conv_algorithm *const *conv_registry(int *count /* OUT */);
 const conv_algorithm *conv_registry_find(uint32_t id);
@@ -266,6 +267,7 @@ extern const conv_algorithm conv_algorithm_implicit_gemm;
 extern const conv_algorithm conv_algorithm_fft_filter;
 extern const conv_algorithm conv_algorithm_gemm_backward;
 extern const conv_algorithm conv_algorithm_patch_filter;
+extern const conv_algorithm conv_algorithm_padded_gemm;
 extern const conv_algorithm conv_algorithm_filter_reduce;
 extern const conv_algorithm conv_algorithm_data_gather;
 extern const conv_algorithm conv_algorithm_dynamic_direct;

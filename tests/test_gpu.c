@@ -17,6 +17,7 @@
 #include "algorithms/implicit_gemm.h"
 #include "algorithms/direct_channel.h"
 #include "algorithms/kernels.h"
+#include "algorithms/padded_gemm.h"
 #include "algorithms/patch.h"
 #include "tests/gpu_support.h"
 
@@ -114,11 +115,13 @@ static int every_candidate_matches_reference(void) {
     /* The backward families take no forward problem (test_backward runs
      * them), the dynamic ones no convolution (test_dynamic runs them);
      * the quick run's four shapes have no dense channels-last one
-     * (nhwc_dense_matches_reference runs gemm_nhwc). */
+     * (nhwc_dense_matches_reference runs gemm_nhwc); random shapes seldom
+     * have padded_gemm's (C a multiple of 8, K of 64, on compute
+     * capability 9.0: padded_gemm_matches_reference runs it). */
     const uint32_t id = algos[a]->id;
     const bool elsewhere = id == CONV_ALGO_FILTER_REDUCE || id == CONV_ALGO_DATA_GATHER ||
                            id == CONV_ALGO_FFT_FILTER || id == CONV_ALGO_GEMM_BACKWARD ||
-                           id == CONV_ALGO_PATCH_FILTER ||
+                           id == CONV_ALGO_PATCH_FILTER || id == CONV_ALGO_PADDED_GEMM ||
                            id == CONV_ALGO_DYNAMIC_DIRECT || id == CONV_ALGO_DYNAMIC_UNFOLD_GEMM ||
                            (id == CONV_ALGO_GEMM_NHWC && quick_mode());
     CHECK_MSG(counts[a].ran > 0 || elsewhere, "%s ran no config", algos[a]->name);
@@ -541,6 +544,70 @@ static int implicit_gemm_matches_reference(void) {
   return TEST_PASS;
 }
 
+/* padded_gemm (TF32, compute capability 9.0 only) on every compiled
+ * tiling: a resnet-like 3x3 layer, rows that are not square and tiles
+ * that straddle images, the widest rows a stage holds (W = 93) with one
+ * channel chunk, 7x7 images (a 9x9 padded grid) at batch 16, three
+ * output-channel blocks over an odd number of chunks, every epilogue.
+ * Then filters 4 bytes off 16-byte alignment, which take the kernel's
+ * scalar loads. */
+static int padded_gemm_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  int device = 0, major = 0, minor = 0;
+  CUDA_OK(cudaGetDevice(&device));
+  CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major != 9 || minor != 0) {
+    printf("compute capability %d.%d, not 9.0 (wgmma): skipping\n", major, minor);
+    return TEST_SKIP;
+  }
+  seed_rng();
+  const conv_math T = CONV_MATH_TF32;
+  const conv_epilogue NONE = CONV_EPILOGUE_NONE, BIAS = CONV_EPILOGUE_BIAS,
+                      RELU = CONV_EPILOGUE_BIAS_RELU;
+  const conv_problem cases[] = {
+      direct_problem(2, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, BIAS, T),  /* resnet-like */
+      direct_problem(3, 16, 9, 11, 128, 3, 3, 1, 1, 1, 1, RELU, T),  /* not square */
+      direct_problem(1, 8, 5, 93, 64, 3, 3, 1, 1, 1, 1, NONE, T),    /* widest rows */
+      direct_problem(16, 32, 7, 7, 64, 3, 3, 1, 1, 1, 1, NONE, T),   /* 9x9 grids */
+      direct_problem(2, 24, 30, 20, 192, 3, 3, 1, 1, 1, 1, BIAS, T), /* 3 chunks, 3 blocks */
+  };
+  const size_t ncases = sizeof cases / sizeof cases[0];
+  family_count count;
+  if (run_family_on_cases(&conv_algorithm_padded_gemm, cases, ncases, NULL, &count) != TEST_PASS)
+    return TEST_FAIL;
+  const int tilings = conv_padded_tilings(NULL, 0);
+  CHECK_MSG(count.ran == tilings * (int)ncases && count.wrong_caught == 0 &&
+                count.unsupported == 0,
+            "padded_gemm: %d of %d tiling-cases ran, %d wrong, %d unsupported", count.ran,
+            tilings * (int)ncases, count.wrong_caught, count.unsupported);
+
+  host_case hc;
+  dev_case d;
+  if (host_case_make(&hc, &cases[0]) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS)
+    return TEST_FAIL;
+  const size_t w_count = (size_t)(hc.p.k * hc.p.c * 9);
+  float *w_off;
+  CUDA_OK(cudaMalloc((void **)&w_off, (w_count + 1) * sizeof(float)));
+  CUDA_OK(cudaMemcpy(w_off + 1, d.w, w_count * sizeof(float), cudaMemcpyDeviceToDevice));
+  conv_padded_tiling tiling;
+  conv_padded_launch launch;
+  char why[160] = "";
+  CHECK(conv_padded_tilings(&tiling, 1) >= 1);
+  CHECK_MSG(conv_padded_plan(&hc.p, &tiling, &launch, why, sizeof why), "%s", why);
+  CUDA_OK(conv_padded_configure(&launch));
+  if (poison(&d, &hc, 0) != TEST_PASS) return TEST_FAIL;
+  CUDA_OK(conv_padded_forward(&launch, d.x, w_off + 1, d.bias, d.y, 0));
+  CUDA_OK(cudaDeviceSynchronize());
+  if (check_output(&d, &hc, 0, conv_error_bound_for(&hc.p, CONV_ARITH_DIRECT),
+                   "padded_gemm, filters 4 bytes off 16-byte alignment") != TEST_PASS)
+    return TEST_FAIL;
+  cudaFree(w_off);
+  dev_case_free(&d);
+  host_case_free(&hc);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"reference_matches_cpu", reference_matches_cpu},
     {"every_candidate_matches_reference", every_candidate_matches_reference},
@@ -551,6 +618,7 @@ static const test_case tests[] = {
     {"nhwc_depthwise_matches_reference", nhwc_depthwise_matches_reference},
     {"nhwc_dense_matches_reference", nhwc_dense_matches_reference},
     {"implicit_gemm_matches_reference", implicit_gemm_matches_reference},
+    {"padded_gemm_matches_reference", padded_gemm_matches_reference},
     {"bias_pass_matches_host", bias_pass_matches_host},
 };
 TEST_MAIN(tests)

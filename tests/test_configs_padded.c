@@ -1,0 +1,145 @@
+/* test_configs_padded.c -- CPU tests of the padded_gemm family's scope,
+ * configs and launch planning (the GPU test runs its kernels): TF32 NCHW
+ * forward 3x3 stride-1 "same" problems on compute capability 9.0 only,
+ * every config it lists plans with the grid and staging its kernel
+ * assumes, and what it refuses. */
+#include <string.h>
+
+#include "algorithms/padded_gemm.h"
+#include "runtime/internal.h"
+#include "tests/test.h"
+
+static conv_problem tf32_problem(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k) {
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = n, p.c = c, p.h = h, p.w = w, p.k = k, p.r = p.s = 3;
+  p.pad_h = p.pad_w = 1;
+  p.math = CONV_MATH_TF32;
+  return p;
+}
+
+static conv_env hopper(void) {
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  env.device.sm_count = 132, env.device.cc_major = 9, env.device.cc_minor = 0;
+  return env;
+}
+
+static int scope(void) {
+  const conv_algorithm *pg = conv_registry_find(CONV_ALGO_PADDED_GEMM);
+  CHECK(pg != NULL && strcmp(pg->name, "padded_gemm") == 0);
+  CHECK(conv_registry_find_name("padded_gemm") == pg);
+  conv_env env = hopper();
+  const conv_problem p = tf32_problem(16, 64, 56, 56, 64);
+  CHECK(pg->applicable(&p, &env));
+  CHECK(pg->applicable(&p, NULL)); /* no device: the problem decides */
+  conv_problem other = p;
+  other.math = CONV_MATH_STRICT;
+  CHECK(!pg->applicable(&other, &env));
+  conv_config configs[8];
+  int n = -1;
+  CHECK_STATUS(CONV_OK, pg->configs(&other, &env, configs, 8, &n, NULL));
+  CHECK(n == 0);
+  static const char *const outside[] = {"NHWC",       "backward data", "stride 2", "1x1",
+                                        "padding 0",  "dilation 2",    "2 groups", "C 12",
+                                        "K 96",       "W 94"};
+  for (int i = 0; i < (int)(sizeof outside / sizeof outside[0]); i++) {
+    other = p;
+    switch (i) {
+      case 0: other.layout = CONV_LAYOUT_NHWC; break;
+      case 1: other.direction = CONV_BACKWARD_DATA; break;
+      case 2: other.stride_h = other.stride_w = 2; break;
+      case 3: other.r = other.s = 1, other.pad_h = other.pad_w = 0; break;
+      case 4: other.pad_h = other.pad_w = 0; break;
+      case 5: other.dil_h = other.dil_w = 2, other.pad_h = other.pad_w = 2; break;
+      case 6: other.groups = 2; break;
+      case 7: other.c = 12; break;
+      case 8: other.k = 96; break;
+      default: other.w = 94; break;
+    }
+    CHECK_MSG(!pg->applicable(&other, &env), "%s should be outside", outside[i]);
+  }
+  other = p, other.w = 93, other.h = 5; /* the widest rows a stage holds; rows need not be square */
+  CHECK(pg->applicable(&other, &env));
+  /* Not a Hopper: neither offered nor prepared. */
+  conv_env ampere = env;
+  ampere.device.cc_major = 8;
+  CHECK(!pg->applicable(&p, &ampere));
+  conv_prepared prep;
+  conv_error err = {CONV_OK, ""};
+  CHECK_STATUS(CONV_UNSUPPORTED,
+               pg->prepare(&p, &ampere, &(conv_config){2, {256, 4}, 0}, &prep, &err));
+  CHECK(strncmp(err.message, "padded_gemm:", 12) == 0 && strstr(err.message, "9.0") != NULL);
+  return TEST_PASS;
+}
+
+/* Every tiling plans for resnet50's stride-1 3x3 shapes and is listed once;
+ * the grid covers every padded position and output channel, a stage holds
+ * the tile's positions and the last taps' halo, and the shared memory
+ * fits Hopper's opt-in limit. */
+static int configs_plan(void) {
+  const conv_algorithm *pg = conv_registry_find(CONV_ALGO_PADDED_GEMM);
+  conv_env env = hopper();
+  const int tilings = conv_padded_tilings(NULL, 0);
+  CHECK(tilings > 0 && tilings <= 8);
+  const conv_problem shapes[] = {
+      tf32_problem(16, 64, 56, 56, 64),  tf32_problem(16, 128, 28, 28, 128),
+      tf32_problem(16, 256, 14, 14, 256), tf32_problem(16, 512, 7, 7, 512),
+      tf32_problem(1, 8, 3, 93, 64),
+  };
+  for (int i = 0; i < (int)(sizeof shapes / sizeof shapes[0]); i++) {
+    const conv_problem *p = &shapes[i];
+    conv_config configs[8];
+    int n = -1;
+    CHECK_STATUS(CONV_OK, pg->configs(p, &env, configs, 8, &n, NULL));
+    CHECK_MSG(n == tilings, "shape %d: %d of %d tilings listed", i, n, tilings);
+    for (int j = 0; j < n; j++) {
+      CHECK(configs[j].count == 2);
+      for (int k = 0; k < j; k++) CHECK(!conv_config_equal(&configs[j], &configs[k]));
+      const conv_padded_tiling tiling = {(int)configs[j].values[0], (int)configs[j].values[1]};
+      conv_padded_launch l;
+      char why[160] = "";
+      CHECK_MSG(conv_padded_plan(p, &tiling, &l, why, sizeof why), "%s", why);
+      CHECK(l.pitch == p->w + 2 && l.padded_rows == p->h + 2);
+      CHECK(l.positions == p->n * (p->h + 2) * (p->w + 2));
+      CHECK((int64_t)l.grid[0] * tiling.positions >= l.positions);
+      CHECK((int64_t)(l.grid[0] - 1) * tiling.positions < l.positions);
+      CHECK((int64_t)l.grid[1] * 64 == p->k);
+      CHECK(l.staged % 8 == 0 && l.staged >= tiling.positions + 2 * l.pitch + 2);
+      CHECK(l.staged < tiling.positions + 2 * l.pitch + 2 + 8);
+      CHECK(l.smem_bytes <= ((size_t)227 << 10) && l.threads == 256);
+      CHECK(l.stage_floats % 32 == 0); /* 128-byte aligned stages */
+    }
+  }
+  return TEST_PASS;
+}
+
+/* Untrusted configs (a shipped cache's rows) and sizes the kernel's 32-bit
+ * indexing cannot take are refused with a reason, never planned. */
+static int refusals(void) {
+  const conv_algorithm *pg = conv_registry_find(CONV_ALGO_PADDED_GEMM);
+  conv_env env = hopper();
+  const conv_problem p = tf32_problem(2, 16, 8, 8, 64);
+  conv_prepared prep;
+  conv_error err = {CONV_OK, ""};
+  CHECK_STATUS(CONV_UNSUPPORTED,
+               pg->prepare(&p, &env, &(conv_config){2, {192, 4}, 0}, &prep, &err));
+  CHECK(strstr(err.message, "not compiled") != NULL);
+  CHECK_STATUS(CONV_UNSUPPORTED, pg->prepare(&p, &env, &(conv_config){1, {256}, 0}, &prep, &err));
+  CHECK_STATUS(CONV_UNSUPPORTED,
+               pg->prepare(&p, &env, &(conv_config){2, {256, -4}, 0}, &prep, &err));
+  const conv_problem huge = tf32_problem(4096, 256, 64, 64, 256); /* x: 2^32 floats */
+  conv_padded_launch l;
+  char why[160] = "";
+  const conv_padded_tiling tiling = {256, 4};
+  CHECK(!conv_padded_plan(&huge, &tiling, &l, why, sizeof why));
+  CHECK(strstr(why, "32-bit") != NULL);
+  return TEST_PASS;
+}
+
+static const test_case tests[] = {
+    {"scope", scope},
+    {"configs_plan", configs_plan},
+    {"refusals", refusals},
+};
+TEST_MAIN(tests)
