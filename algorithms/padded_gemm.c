@@ -26,7 +26,8 @@ static bool pg_applicable(const conv_problem *problem, const conv_env *env) {
   if (env != NULL && !(env->device.cc_major == 9 && env->device.cc_minor == 0)) return false;
   conv_padded_tiling tiling;
   conv_padded_launch launch;
-  return conv_padded_tilings(&tiling, 1) > 0 && conv_padded_plan(problem, &tiling, &launch, NULL, 0);
+  return conv_padded_tilings(&tiling, 1) > 0 &&
+         conv_padded_plan(problem, &tiling, &launch, NULL, 0);
 }
 
 /* The compiled tilings that plan, in their own order (larger tiles first:

@@ -345,9 +345,12 @@ extern "C" bool conv_padded_plan(const conv_problem *p, const conv_padded_tiling
   if (p->w + 2 > kMaxPitch) return refuse(why, why_size, "rows wider than 93 (a stage's halo)");
   const int64_t pitch = p->w + 2, padded_rows = p->h + 2;
   const int64_t positions = p->n * padded_rows * pitch;
-  if (positions + 2 * pitch + 2 + tiling->positions > INT_MAX || p->n * p->c * p->h * p->w > INT_MAX ||
-      p->n * p->k * p->h * p->w > INT_MAX || p->k * p->c * kTaps > INT_MAX)
+  if (positions + 2 * pitch + 2 + tiling->positions > INT_MAX ||
+      p->n * p->c * p->h * p->w > INT_MAX || p->n * p->k * p->h * p->w > INT_MAX ||
+      p->k * p->c * kTaps > INT_MAX)
     return refuse(why, why_size, "sizes past 32-bit indexing");
+  if (p->k / kRows > 65535)
+    return refuse(why, why_size, "more than 65535 blocks of output channels");
   memset(L, 0, sizeof *L);
   L->tiling = *tiling;
   L->kernel = inst->kernel;
@@ -362,7 +365,6 @@ extern "C" bool conv_padded_plan(const conv_problem *p, const conv_padded_tiling
   const size_t stages = (size_t)tiling->stages * L->stage_floats * sizeof(float);
   const size_t out_tile = (size_t)kRows * (tiling->positions + 4) * sizeof(float);
   L->smem_bytes = stages > out_tile ? stages : out_tile;
-  if (L->grid[1] > 65535u) return refuse(why, why_size, "more than 65535 blocks of output channels");
   return true;
 }
 
