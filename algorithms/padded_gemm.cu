@@ -14,9 +14,11 @@
 
 #include "algorithms/epilogue.cuh"
 #include "algorithms/kernels.h"
+#include "algorithms/mma_tf32.cuh"
 #include "algorithms/padded_gemm.h"
 #include "algorithms/pdl.cuh"
 #include "algorithms/staging.cuh"
+#include "algorithms/wgmma.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "padded_gemm.cu is compiled for sm_90a only"
@@ -40,44 +42,8 @@ struct pg_params {
   bool vector_filters;                /* w 16-byte aligned: filter rows as float4s */
 };
 
-/* Rounds to TF32 (nearest, ties away from zero) in one integer add: the
- * tensor cores would truncate the low 13 mantissa bits. */
-__device__ __forceinline__ float to_tf32(float v) {
-  return __uint_as_float(__float_as_uint(v) + 0x1000u);
-}
-
-/* A shared-memory matrix descriptor without swizzling: start address, then
- * the byte offsets between 8-row x 16-byte core matrices along K
- * ("leading") and along M or N ("stride"), in 16-byte units. */
-__device__ __forceinline__ uint64_t smem_matrix(uint32_t address, uint32_t k_offset_bytes,
-                                                uint32_t mn_offset_bytes) {
-  return (uint64_t)((address >> 4) & 0x3FFF) | (uint64_t)((k_offset_bytes >> 4) & 0x3FFF) << 16 |
-         (uint64_t)((mn_offset_bytes >> 4) & 0x3FFF) << 32;
-}
-
-__device__ __forceinline__ void wgmma_fence() {
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-template <int pending>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(pending) : "memory");
-}
-/* Orders this thread's generic-proxy shared-memory accesses (stores,
- * cp.async copies it has seen complete) before later async-proxy ones:
- * wgmma reads its operands through the async proxy. */
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-template <int NT>
-__device__ __forceinline__ void acc_fence(float (&d)[NT][4]) {
-#pragma unroll
-  for (int t = 0; t < NT; t++)
-#pragma unroll
-    for (int q = 0; q < 4; q++) asm volatile("" : "+f"(d[t][q])::"memory");
-}
+/* Rounds to TF32 as the tensor cores' inputs (mma_tf32.cuh's tf32_round). */
+__device__ __forceinline__ float to_tf32(float v) { return __uint_as_float(tf32_round(v)); }
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
@@ -239,14 +205,16 @@ __device__ __forceinline__ void consume(const pg_params &a, float *smem, uint32_
     fence_proxy_async();
     const uint32_t filters = smem_base + s * a.stage_floats * 4;
     const uint32_t inputs = filters + kFilterFloats * 4;
-    acc_fence(acc);
+    wgmma_acc_fence(acc);
     wgmma_fence();
 #pragma unroll
     for (int r = 0; r < 3; r++)
 #pragma unroll
       for (int q = 0; q < 3; q++) {
-        const uint64_t da = smem_matrix(filters + (r * 3 + q) * 2 * kRows * 16, kRows * 16, 128);
-        const uint64_t db = smem_matrix(inputs + (r * a.pitch + q) * 16, a.staged * 16, 128);
+        const uint64_t da =
+            wgmma_smem_matrix(filters + (r * 3 + q) * 2 * kRows * 16, kRows * 16, 128);
+        const uint64_t db =
+            wgmma_smem_matrix(inputs + (r * a.pitch + q) * 16, a.staged * 16, 128);
         wgmma_tf32<NT>(acc, da, db);
       }
     wgmma_commit();
@@ -254,7 +222,7 @@ __device__ __forceinline__ void consume(const pg_params &a, float *smem, uint32_
     if (chunk > 0 && threadIdx.x == 128) mbar_arrive(empty0 + 8 * ((chunk - 1) % STAGES));
   }
   wgmma_wait<0>();
-  acc_fence(acc);
+  wgmma_acc_fence(acc);
 }
 
 /* Block (position tile blockIdx.x, output channels 64 blockIdx.y + [0, 64)):
@@ -312,12 +280,6 @@ const pg_instance kInstances[] = {
     {{128, 4}, (const void *)padded_gemm_kernel<16, 4>},
 };
 constexpr int kInstanceCount = (int)(sizeof kInstances / sizeof kInstances[0]);
-
-bool refuse(char *why, size_t size, const char *reason) {
-  if (why != NULL && size > 0) snprintf(why, size, "%s", reason);
-  return false;
-}
-
 }  // namespace
 
 extern "C" int conv_padded_tilings(conv_padded_tiling *out, int max) {
@@ -327,30 +289,32 @@ extern "C" int conv_padded_tilings(conv_padded_tiling *out, int max) {
 
 extern "C" bool conv_padded_plan(const conv_problem *p, const conv_padded_tiling *tiling,
                                  conv_padded_launch *L, char *why, size_t why_size) {
-  if (p == NULL || tiling == NULL || L == NULL) return refuse(why, why_size, "NULL argument");
+  if (p == NULL || tiling == NULL || L == NULL) return conv_refuse(why, why_size, "NULL argument");
   if (p->op != CONV_OP_CONVOLUTION || p->direction != CONV_FORWARD || p->dtype != CONV_DTYPE_F32 ||
       p->layout != CONV_LAYOUT_NCHW || p->math != CONV_MATH_TF32)
-    return refuse(why, why_size, "only fp32 NCHW forward convolutions in TF32 mode");
+    return conv_refuse(why, why_size, "only fp32 NCHW forward convolutions in TF32 mode");
   if (p->groups != 1 || p->r != 3 || p->s != 3 || p->stride_h != 1 || p->stride_w != 1 ||
       p->pad_h != 1 || p->pad_w != 1 || p->dil_h != 1 || p->dil_w != 1)
-    return refuse(why, why_size, "only 3x3 filters, stride 1, padding 1, dilation 1, one group");
+    return conv_refuse(why, why_size,
+                       "only 3x3 filters, stride 1, padding 1, dilation 1, one group");
   if (p->c % kChunk != 0 || p->k % kRows != 0)
-    return refuse(why, why_size, "C must be a multiple of 8 and K of 64");
+    return conv_refuse(why, why_size, "C must be a multiple of 8 and K of 64");
   const pg_instance *inst = NULL;
   for (int i = 0; i < kInstanceCount; i++)
     if (kInstances[i].tiling.positions == tiling->positions &&
         kInstances[i].tiling.stages == tiling->stages)
       inst = &kInstances[i];
-  if (inst == NULL) return refuse(why, why_size, "tiling not compiled");
-  if (p->w + 2 > kMaxPitch) return refuse(why, why_size, "rows wider than 93 (a stage's halo)");
+  if (inst == NULL) return conv_refuse(why, why_size, "tiling not compiled");
+  if (p->w + 2 > kMaxPitch)
+    return conv_refuse(why, why_size, "rows wider than 93 (a stage's halo)");
   const int64_t pitch = p->w + 2, padded_rows = p->h + 2;
   const int64_t positions = p->n * padded_rows * pitch;
   if (positions + 2 * pitch + 2 + tiling->positions > INT_MAX ||
       p->n * p->c * p->h * p->w > INT_MAX || p->n * p->k * p->h * p->w > INT_MAX ||
       p->k * p->c * kTaps > INT_MAX)
-    return refuse(why, why_size, "sizes past 32-bit indexing");
+    return conv_refuse(why, why_size, "sizes past 32-bit indexing");
   if (p->k / kRows > 65535)
-    return refuse(why, why_size, "more than 65535 blocks of output channels");
+    return conv_refuse(why, why_size, "more than 65535 blocks of output channels");
   memset(L, 0, sizeof *L);
   L->tiling = *tiling;
   L->kernel = inst->kernel;

@@ -13,6 +13,7 @@
  * fragment loads, and one instruction where mma.sync took 4 x N / 8.
  */
 #include "algorithms/patch_kernels.cuh"
+#include "algorithms/wgmma.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "patch_wgmma.cu is compiled for sm_90a only"
@@ -20,42 +21,6 @@
 
 namespace conv_patch_detail {
 namespace {
-
-/* A shared-memory matrix descriptor without swizzling: start address,
- * then the byte offsets between 8-row x 16-byte core matrices along K
- * ("leading") and along N ("stride"), all in 16-byte units. */
-__device__ __forceinline__ uint64_t smem_matrix(const float *p, uint32_t k_offset_bytes,
-                                                uint32_t n_offset_bytes) {
-  const uint32_t address = (uint32_t)__cvta_generic_to_shared(p);
-  return (uint64_t)((address >> 4) & 0x3FFF) | (uint64_t)((k_offset_bytes >> 4) & 0x3FFF) << 16 |
-         (uint64_t)((n_offset_bytes >> 4) & 0x3FFF) << 32;
-}
-
-__device__ __forceinline__ void wgmma_fence() {
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-/* Waits until at most `pending` committed groups are still running. */
-template <int pending>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(pending) : "memory");
-}
-/* Makes this thread's generic-proxy shared-memory stores visible to the
- * async proxy, through which wgmma reads its shared-memory operand. */
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-/* Keeps the compiler from moving accumulator accesses across the
- * asynchronous multiply (wgmma_fence .. wgmma_wait_all). */
-template <int NT>
-__device__ __forceinline__ void acc_fence(float (&d)[NT][4]) {
-#pragma unroll
-  for (int t = 0; t < NT; t++)
-#pragma unroll
-    for (int q = 0; q < 4; q++) asm volatile("" : "+f"(d[t][q])::"memory");
-}
 
 #define D4(t) "+f"(d[t][0]), "+f"(d[t][1]), "+f"(d[t][2]), "+f"(d[t][3])
 
@@ -135,7 +100,8 @@ __global__ void __launch_bounds__(kMaxThreads) wgmma_kernel(Args a) {
   /* One B matrix: 8 x N floats; its halves N x 16 bytes apart, output
    * channels 8 x 16 bytes apart per 8. */
   constexpr uint32_t kMatrixBytes = 8 * N * sizeof(float);
-  const uint64_t bank_matrix = smem_matrix(bank, N * 16, 128);
+  const uint64_t bank_matrix =
+      wgmma_smem_matrix((uint32_t)__cvta_generic_to_shared(bank), N * 16, 128);
   float acc[NT][4];
   int step = 0;
   for (Walk now; now.valid(a); now = now.next(a), step++) {
@@ -158,7 +124,7 @@ __global__ void __launch_bounds__(kMaxThreads) wgmma_kernel(Args a) {
         uint32_t af[G::S][4];
 #pragma unroll
         for (int s = 0; s < G::S; s++) load_a_fragment<G>(p0 + r * L::kPitch + s, af[s]);
-        acc_fence(acc);
+        wgmma_acc_fence(acc);
         wgmma_fence();
 #pragma unroll
         for (int s = 0; s < G::S; s++)
@@ -168,7 +134,7 @@ __global__ void __launch_bounds__(kMaxThreads) wgmma_kernel(Args a) {
       }
     }
     wgmma_wait<0>();
-    acc_fence(acc);
+    wgmma_acc_fence(acc);
     if (now.chunk == a.chunks - 1) {
       const int img = now.group * a.images_per_block + image;
       if (img < a.n) store_fragments<G, NT>(a, acc, img, pixel, k0, g, tig);
