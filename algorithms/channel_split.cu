@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "algorithms/channel_split.h"
+#include "algorithms/kernels.h"
 #include "algorithms/epilogue.cuh"
 #include "algorithms/staging.cuh"
 
@@ -218,11 +219,6 @@ partial_fn partial_kernel(int r, int s, int pixels, int k_tile) {
   }
 }
 
-bool refuse(char *why, size_t size, const char *text) {
-  if (why != NULL && size > 0) snprintf(why, size, "%s", text);
-  return false;
-}
-
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -246,38 +242,38 @@ extern "C" void conv_split_block_tile(int64_t p, int64_t q, const conv_split_til
 
 extern "C" bool conv_split_plan(const conv_problem *pr, const conv_split_tiling *t,
                                 conv_split_launch *L, char *why, size_t why_size) {
-  if (pr == NULL || t == NULL || L == NULL) return refuse(why, why_size, "NULL argument");
+  if (pr == NULL || t == NULL || L == NULL) return conv_refuse(why, why_size, "NULL argument");
   if (!conv_split_applicable(pr))
-    return refuse(why, why_size, "needs one group, K >= 8 and at most 8192 output pixels");
+    return conv_refuse(why, why_size, "needs one group, K >= 8 and at most 8192 output pixels");
   if (t->k_tile != 16 && t->k_tile != 32 && t->k_tile != 64)
-    return refuse(why, why_size, "k_tile is not 16, 32 or 64");
+    return conv_refuse(why, why_size, "k_tile is not 16, 32 or 64");
   if (t->pixels != 1 && t->pixels != 2 && t->pixels != 4)
-    return refuse(why, why_size, "pixels a thread is not 1, 2 or 4");
-  if (t->splits < 1 || t->splits > pr->c) return refuse(why, why_size, "splits not in [1, C]");
+    return conv_refuse(why, why_size, "pixels a thread is not 1, 2 or 4");
+  if (t->splits < 1 || t->splits > pr->c) return conv_refuse(why, why_size, "splits not in [1, C]");
   const int64_t c_per_split = ceil_div(pr->c, t->splits);
   if ((t->splits - 1) * c_per_split >= pr->c)
-    return refuse(why, why_size, "fewer splits give the same channels per split");
+    return conv_refuse(why, why_size, "fewer splits give the same channels per split");
   int64_t p, q;
   conv_problem_output_dims(pr, &p, &q);
   int tx, ty;
   conv_split_block_tile(p, q, t, &tx, &ty);
   if (t->pixels > 1 && (int64_t)tx * (t->pixels - 1) >= q)
-    return refuse(why, why_size, "fewer pixels a thread cover the row");
+    return conv_refuse(why, why_size, "fewer pixels a thread cover the row");
   const int64_t window_h = (ty - 1) * pr->stride_h + (pr->r - 1) * pr->dil_h + 1;
   const int64_t window_w = ((int64_t)tx * t->pixels - 1) * pr->stride_w + (pr->s - 1) * pr->dil_w + 1;
   const int64_t taps = pr->r * pr->s, pitch = t->k_tile + 4;
   const int64_t per_channel = taps * pitch + window_h * window_w;
   const int64_t stage = CONV_SPLIT_STAGE_FLOATS / per_channel;
   if (stage < 1)
-    return refuse(why, why_size,
+    return conv_refuse(why, why_size,
                   "one input channel's filters and window do not fit in shared memory");
   const int64_t limit = INT32_MAX;
   if (pr->n * pr->c * pr->h * pr->w > limit || pr->k * pr->c * taps > limit ||
       t->splits * pr->n * pr->k * p * q > limit)
-    return refuse(why, why_size, "sizes past 32-bit indexing");
+    return conv_refuse(why, why_size, "sizes past 32-bit indexing");
   const int64_t tiles_q = ceil_div(q, (int64_t)tx * t->pixels), tiles = tiles_q * ceil_div(p, ty);
   const int64_t grid_k = ceil_div(pr->k, t->k_tile), grid_z = pr->n * t->splits;
-  if (grid_k > 65535 || grid_z > 65535) return refuse(why, why_size, "grid too large");
+  if (grid_k > 65535 || grid_z > 65535) return conv_refuse(why, why_size, "grid too large");
   *L = conv_split_launch{};
   L->tiling = *t;
   L->kernel = (const void *)partial_kernel((int)pr->r, (int)pr->s, t->pixels, t->k_tile);

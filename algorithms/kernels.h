@@ -6,7 +6,9 @@
 #ifndef CONVTUNE_KERNELS_H
 #define CONVTUNE_KERNELS_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cuda_runtime_api.h>
 
@@ -17,11 +19,20 @@ extern "C" {
 #endif
 
 /* Lets `kernel` launch with `bytes` of dynamic shared memory: nothing to
- * do up to 48 KiB; past it, cudaErrorInvalidConfiguration where the
- * current device's opt-in limit is lower, else the kernel's limit raised
- * to the device's (never lowered: other plans share the kernel).  Call
- * when a plan is made, not during graph capture. */
+ * do up to what it already allows (48 KiB less its static shared memory,
+ * unless raised before); past it, cudaErrorInvalidConfiguration where
+ * the current device's opt-in limit, less the kernel's static shared
+ * memory, is lower, else the kernel's limit raised to that (never
+ * lowered: other plans share the kernel).  Call when a plan is made, not
+ * during graph capture. */
 cudaError_t conv_kernel_allow_smem(const void *kernel, size_t bytes);
+
+/* What a launch plan (conv_*_plan) returns when it cannot run a problem:
+ * false, with `reason` in `why` where the caller gave room for one. */
+static inline bool conv_refuse(char *why, size_t why_size, const char *reason) {
+  if (why != NULL && why_size > 0) snprintf(why, why_size, "%s", reason);
+  return false;
+}
 
 /* conv_kernel_allow_smem, then how many blocks of `threads` threads and
  * `smem_bytes` of dynamic shared memory the GPU holds at once:
