@@ -23,6 +23,7 @@ static const conv_algorithm *const registry[] = {
     &conv_algorithm_gemm_backward,
     &conv_algorithm_patch_filter,
     &conv_algorithm_padded_gemm,
+    &conv_algorithm_stem_gemm,
 };
 
 const conv_algorithm *const *conv_registry(int *count) {

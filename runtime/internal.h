@@ -250,6 +250,7 @@ enum {
   CONV_ALGO_GEMM_BACKWARD = 15,
   CONV_ALGO_PATCH_FILTER = 16,
   CONV_ALGO_PADDED_GEMM = 17,
+  CONV_ALGO_STEM_GEMM = 18,
 };
 const conv_algorithm *const *conv_registry(int *count /* OUT */);
 const conv_algorithm *conv_registry_find(uint32_t id);
@@ -268,6 +269,7 @@ extern const conv_algorithm conv_algorithm_fft_filter;
 extern const conv_algorithm conv_algorithm_gemm_backward;
 extern const conv_algorithm conv_algorithm_patch_filter;
 extern const conv_algorithm conv_algorithm_padded_gemm;
+extern const conv_algorithm conv_algorithm_stem_gemm;
 extern const conv_algorithm conv_algorithm_filter_reduce;
 extern const conv_algorithm conv_algorithm_data_gather;
 extern const conv_algorithm conv_algorithm_dynamic_direct;
