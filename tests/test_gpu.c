@@ -18,6 +18,7 @@
 #include "algorithms/direct_channel.h"
 #include "algorithms/kernels.h"
 #include "algorithms/padded_gemm.h"
+#include "algorithms/stem_gemm.h"
 #include "algorithms/patch.h"
 #include "tests/gpu_support.h"
 
@@ -117,11 +118,13 @@ static int every_candidate_matches_reference(void) {
      * the quick run's four shapes have no dense channels-last one
      * (nhwc_dense_matches_reference runs gemm_nhwc); random shapes seldom
      * have padded_gemm's (C a multiple of 8, K of 64, on compute
-     * capability 9.0: padded_gemm_matches_reference runs it). */
+     * capability 9.0: padded_gemm_matches_reference runs it) or
+     * stem_gemm's (TF32, C R S <= 256: stem_gemm_matches_reference). */
     const uint32_t id = algos[a]->id;
     const bool elsewhere = id == CONV_ALGO_FILTER_REDUCE || id == CONV_ALGO_DATA_GATHER ||
                            id == CONV_ALGO_FFT_FILTER || id == CONV_ALGO_GEMM_BACKWARD ||
                            id == CONV_ALGO_PATCH_FILTER || id == CONV_ALGO_PADDED_GEMM ||
+                           id == CONV_ALGO_STEM_GEMM ||
                            id == CONV_ALGO_DYNAMIC_DIRECT || id == CONV_ALGO_DYNAMIC_UNFOLD_GEMM ||
                            (id == CONV_ALGO_GEMM_NHWC && quick_mode());
     CHECK_MSG(counts[a].ran > 0 || elsewhere, "%s ran no config", algos[a]->name);
@@ -544,6 +547,19 @@ static int implicit_gemm_matches_reference(void) {
   return TEST_PASS;
 }
 
+/* TEST_PASS on compute capability 9.0, where the wgmma families exist;
+ * else TEST_SKIP, saying that `family`'s test is skipped, or TEST_FAIL
+ * where the device cannot be asked. */
+static int wgmma_device(const char *family) {
+  int device = 0, major = 0, minor = 0;
+  CUDA_OK(cudaGetDevice(&device));
+  CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major == 9 && minor == 0) return TEST_PASS;
+  printf("compute capability %d.%d, not 9.0 (wgmma): skipping %s\n", major, minor, family);
+  return TEST_SKIP;
+}
+
 /* padded_gemm (TF32, compute capability 9.0 only) on every compiled
  * tiling: a resnet-like 3x3 layer, rows that are not square and tiles
  * that straddle images, the widest rows a stage holds (W = 93) with one
@@ -553,14 +569,8 @@ static int implicit_gemm_matches_reference(void) {
  * scalar loads. */
 static int padded_gemm_matches_reference(void) {
   SKIP_WITHOUT_GPU();
-  int device = 0, major = 0, minor = 0;
-  CUDA_OK(cudaGetDevice(&device));
-  CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  if (major != 9 || minor != 0) {
-    printf("compute capability %d.%d, not 9.0 (wgmma): skipping\n", major, minor);
-    return TEST_SKIP;
-  }
+  const int device = wgmma_device("padded_gemm");
+  if (device != TEST_PASS) return device;
   seed_rng();
   const conv_math T = CONV_MATH_TF32;
   const conv_epilogue NONE = CONV_EPILOGUE_NONE, BIAS = CONV_EPILOGUE_BIAS,
@@ -608,6 +618,67 @@ static int padded_gemm_matches_reference(void) {
   return TEST_PASS;
 }
 
+/* stem_gemm (TF32, compute capability 9.0 only) on every compiled tiling
+ * wide enough for K: resnet50's 7x7 stride-2 stem with tiles that end
+ * mid-row, output rows of two 128-position segments, a 3x3 stride-2 stem
+ * (K 32: half the channels padding), ConvNeXt's 4x4 stride-4 one (K 96:
+ * the 128-channel tiling only), C R S = 256 (the longest reduction),
+ * dilation, every epilogue.  Then the first case on a grid of 3 blocks
+ * for every tiling. */
+static int stem_gemm_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  const int device = wgmma_device("stem_gemm");
+  if (device != TEST_PASS) return device;
+  seed_rng();
+  const conv_math T = CONV_MATH_TF32;
+  const conv_epilogue NONE = CONV_EPILOGUE_NONE, BIAS = CONV_EPILOGUE_BIAS,
+                      RELU = CONV_EPILOGUE_BIAS_RELU;
+  const conv_problem cases[] = {
+      direct_problem(2, 3, 40, 38, 64, 7, 7, 2, 3, 1, 1, BIAS, T),   /* resnet50's stem */
+      direct_problem(1, 3, 12, 300, 64, 7, 7, 2, 3, 1, 1, NONE, T),  /* 150 columns */
+      direct_problem(3, 3, 33, 31, 32, 3, 3, 2, 1, 1, 1, RELU, T),   /* 3x3 stem */
+      direct_problem(2, 3, 32, 36, 96, 4, 4, 4, 0, 1, 1, BIAS, T),   /* ConvNeXt's */
+      direct_problem(2, 16, 12, 12, 48, 4, 4, 1, 1, 1, 1, NONE, T),  /* C R S 256 */
+      direct_problem(2, 4, 20, 19, 40, 3, 3, 1, 2, 2, 1, RELU, T),   /* dilation 2 */
+  };
+  const size_t ncases = sizeof cases / sizeof cases[0];
+  conv_stem_tiling tilings[8];
+  const int ntilings = conv_stem_tilings(tilings, 8);
+  int expected = 0;
+  for (size_t i = 0; i < ncases; i++)
+    for (int j = 0; j < ntilings && j < 8; j++) expected += tilings[j].channels >= cases[i].k;
+  family_count count;
+  if (run_family_on_cases(&conv_algorithm_stem_gemm, cases, ncases, NULL, &count) != TEST_PASS)
+    return TEST_FAIL;
+  CHECK_MSG(count.ran == expected && count.wrong_caught == 0 && count.unsupported == 0,
+            "stem_gemm: %d of %d tiling-cases ran, %d wrong, %d unsupported", count.ran,
+            expected, count.wrong_caught, count.unsupported);
+
+  /* These cases fit one tile a block; on a grid of 3 blocks each walks
+   * many, staging the next tile's field while it multiplies this one's. */
+  for (int j = 0; j < ntilings && j < 8; j++) {
+    host_case hc;
+    dev_case d;
+    if (host_case_make(&hc, &cases[0]) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS)
+      return TEST_FAIL;
+    conv_stem_launch launch;
+    char why[160] = "";
+    CHECK_MSG(conv_stem_plan(&hc.p, &tilings[j], &launch, why, sizeof why), "%s", why);
+    CUDA_OK(conv_stem_configure(&launch, 1));
+    CHECK(launch.tiles > 3 * 8);
+    launch.grid = 3;
+    if (poison(&d, &hc, 0) != TEST_PASS) return TEST_FAIL;
+    CUDA_OK(conv_stem_forward(&launch, d.x, d.w, d.bias, d.y, 0));
+    CUDA_OK(cudaDeviceSynchronize());
+    if (check_output(&d, &hc, 0, conv_error_bound_for(&hc.p, CONV_ARITH_DIRECT),
+                     "stem_gemm, 3 blocks walking the tiles") != TEST_PASS)
+      return TEST_FAIL;
+    dev_case_free(&d);
+    host_case_free(&hc);
+  }
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"reference_matches_cpu", reference_matches_cpu},
     {"every_candidate_matches_reference", every_candidate_matches_reference},
@@ -619,6 +690,7 @@ static const test_case tests[] = {
     {"nhwc_dense_matches_reference", nhwc_dense_matches_reference},
     {"implicit_gemm_matches_reference", implicit_gemm_matches_reference},
     {"padded_gemm_matches_reference", padded_gemm_matches_reference},
+    {"stem_gemm_matches_reference", stem_gemm_matches_reference},
     {"bias_pass_matches_host", bias_pass_matches_host},
 };
 TEST_MAIN(tests)
