@@ -1,11 +1,11 @@
 /*
  * wgmma.cuh -- what Hopper's warpgroup tensor-core kernels share (patch's
  * in patch_wgmma.cu, padded_gemm's and stem_gemm's in their .cu files;
- * all compiled for sm_90a only): shared-memory matrix descriptors, the fences, commits and
- * waits around wgmma.mma_async, and the proxy fence between a thread's
- * ordinary shared-memory writes and wgmma's reads.  The wgmma instructions
- * themselves stay with their kernels, whose operand sources and shapes
- * differ.  Included by .cu files only.
+ * all compiled for sm_90a only): shared-memory matrix descriptors, the
+ * fences, commits and waits around wgmma.mma_async, and the proxy fence
+ * between a thread's ordinary shared-memory writes and wgmma's reads.
+ * The wgmma instructions themselves stay with their kernels, whose
+ * operand sources and shapes differ.  Included by .cu files only.
  */
 #ifndef CONVTUNE_WGMMA_CUH
 #define CONVTUNE_WGMMA_CUH
