@@ -78,7 +78,7 @@ static conv_status st_prepare(const conv_problem *problem, conv_env *env,
 static conv_status st_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
   return conv_check_cuda(err,
                          conv_stem_forward((const conv_stem_launch *)ex->state, ex->x, ex->w,
-                                             ex->bias, ex->y, stream),
+                                           ex->bias, ex->y, stream),
                          "stem_gemm: kernel launch");
 }
 
