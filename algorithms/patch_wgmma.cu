@@ -22,41 +22,6 @@
 namespace conv_patch_detail {
 namespace {
 
-#define D4(t) "+f"(d[t][0]), "+f"(d[t][1]), "+f"(d[t][2]), "+f"(d[t][3])
-
-/* d += A B for a warpgroup: A (64 x 8, rows 16 w + [0, 16) from warp w's
- * registers in mma.m16n8k8's A layout), B (8 x N) through `b`; d in
- * m16n8 fragments, tile t = output channels 8t + [0, 8). */
-template <int NT>
-__device__ __forceinline__ void wgmma_tf32(float (&d)[NT][4], const uint32_t (&a)[4], uint64_t b);
-
-template <>
-__device__ __forceinline__ void wgmma_tf32<8>(float (&d)[8][4], const uint32_t (&a)[4],
-                                              uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-      : D4(0), D4(1), D4(2), D4(3), D4(4), D4(5), D4(6), D4(7)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1));
-}
-
-template <>
-__device__ __forceinline__ void wgmma_tf32<4>(float (&d)[4][4], const uint32_t (&a)[4],
-                                              uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
-      "{%16, %17, %18, %19}, %20, p, 1, 1;\n}\n"
-      : D4(0), D4(1), D4(2), D4(3)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1));
-}
-
-#undef D4
-
 /* The block's filters, rounded to TF32, as wgmma's B operands: for
  * channel block cb (8 channels, zeros past c) and tap t, an 8 x N matrix
  * stored K-major in core matrices: [half][n][4], half = channels 4 half +
@@ -128,7 +93,8 @@ __global__ void __launch_bounds__(kMaxThreads) wgmma_kernel(Args a) {
         wgmma_fence();
 #pragma unroll
         for (int s = 0; s < G::S; s++)
-          wgmma_tf32<NT>(acc, af[s], bank_matrix + (matrix0 + r * G::S + s) * (kMatrixBytes >> 4));
+          wgmma_tf32_rs<NT>(acc, af[s],
+                            bank_matrix + (matrix0 + r * G::S + s) * (kMatrixBytes >> 4));
         wgmma_commit();
         wgmma_wait<1>();
       }

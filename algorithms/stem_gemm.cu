@@ -42,44 +42,6 @@ struct st_params {
   int plane_in, plane_out, x_image, y_image, epilogue;
 };
 
-#define D4(t) "+f"(d[t][0]), "+f"(d[t][1]), "+f"(d[t][2]), "+f"(d[t][3])
-
-/* d += A B for the warpgroup: A (64 x 8) from registers (warp w: rows
- * 16 w + lane / 4 and + 8, columns lane % 4 and + 4), B (8 x 8 NT) through
- * a descriptor; d in m16n8 fragments (rows as A's, tile t: columns
- * 8 t + 2 (lane % 4) and + 1). */
-template <int NT>
-__device__ __forceinline__ void wgmma_rs(float (&d)[NT][4], const uint32_t (&a)[4], uint64_t b);
-
-template <>
-__device__ __forceinline__ void wgmma_rs<8>(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-      : D4(0), D4(1), D4(2), D4(3), D4(4), D4(5), D4(6), D4(7)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1));
-}
-
-template <>
-__device__ __forceinline__ void wgmma_rs<16>(float (&d)[16][4], const uint32_t (&a)[4],
-                                             uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-      "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
-      : D4(0), D4(1), D4(2), D4(3), D4(4), D4(5), D4(6), D4(7),
-        D4(8), D4(9), D4(10), D4(11), D4(12), D4(13), D4(14), D4(15)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1));
-}
-
-#undef D4
 
 /* A tile: image, output row, and the first output column of its segment. */
 struct st_tile {
@@ -165,7 +127,8 @@ __device__ __forceinline__ void multiply(const st_params &p, const float *patch,
     wgmma_fence();
 #pragma unroll
     for (int j = 0; j < BATCH; j++)
-      wgmma_rs<NT>(acc, a[j], wgmma_smem_matrix(filters + (b + j) * 2 * N * 16, N * 16, 128));
+      wgmma_tf32_rs<NT>(acc, a[j],
+                        wgmma_smem_matrix(filters + (b + j) * 2 * N * 16, N * 16, 128));
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_acc_fence(acc);

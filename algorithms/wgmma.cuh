@@ -3,9 +3,10 @@
  * in patch_wgmma.cu, padded_gemm's and stem_gemm's in their .cu files;
  * all compiled for sm_90a only): shared-memory matrix descriptors, the
  * fences, commits and waits around wgmma.mma_async, and the proxy fence
- * between a thread's ordinary shared-memory writes and wgmma's reads.
- * The wgmma instructions themselves stay with their kernels, whose
- * operand sources and shapes differ.  Included by .cu files only.
+ * between a thread's ordinary shared-memory writes and wgmma's reads,
+ * and the TF32 wgmma with A from registers (patch's and stem_gemm's; the
+ * shared-memory-operand ones stay with padded_gemm).  Included by .cu
+ * files only.
  */
 #ifndef CONVTUNE_WGMMA_CUH
 #define CONVTUNE_WGMMA_CUH
@@ -48,5 +49,59 @@ __device__ __forceinline__ void wgmma_acc_fence(float (&d)[NT][4]) {
 #pragma unroll
     for (int q = 0; q < 4; q++) asm volatile("" : "+f"(d[t][q])::"memory");
 }
+
+#define D4(t) "+f"(d[t][0]), "+f"(d[t][1]), "+f"(d[t][2]), "+f"(d[t][3])
+
+/* d += A B for the warpgroup, TF32 with A from registers (NT = 4, 8, 16:
+ * m64n32k8 to m64n128k8): A (64 x 8) in mma.m16n8k8's A layout (warp w:
+ * rows 16 w + lane / 4 and + 8, columns lane % 4 and + 4), B (8 x 8 NT)
+ * through a shared-memory descriptor; d in m16n8 fragments (rows as A's,
+ * tile t: columns 8 t + 2 (lane % 4) and + 1). */
+template <int NT>
+__device__ __forceinline__ void wgmma_tf32_rs(float (&d)[NT][4], const uint32_t (&a)[4],
+                                              uint64_t b);
+
+template <>
+__device__ __forceinline__ void wgmma_tf32_rs<4>(float (&d)[4][4], const uint32_t (&a)[4],
+                                                 uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+      "{%16, %17, %18, %19}, %20, p, 1, 1;\n}\n"
+      : D4(0), D4(1), D4(2), D4(3)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_tf32_rs<8>(float (&d)[8][4], const uint32_t (&a)[4],
+                                                 uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+      : D4(0), D4(1), D4(2), D4(3), D4(4), D4(5), D4(6), D4(7)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_tf32_rs<16>(float (&d)[16][4], const uint32_t (&a)[4],
+                                                  uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+      : D4(0), D4(1), D4(2), D4(3), D4(4), D4(5), D4(6), D4(7),
+        D4(8), D4(9), D4(10), D4(11), D4(12), D4(13), D4(14), D4(15)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1));
+}
+
+#undef D4
 
 #endif /* CONVTUNE_WGMMA_CUH */
