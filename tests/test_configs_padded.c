@@ -7,6 +7,7 @@
 
 #include "algorithms/padded_gemm.h"
 #include "runtime/internal.h"
+#include "tests/problem_fixtures.h"
 #include "tests/test.h"
 
 static conv_problem tf32_problem(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k) {
@@ -18,18 +19,11 @@ static conv_problem tf32_problem(int64_t n, int64_t c, int64_t h, int64_t w, int
   return p;
 }
 
-static conv_env hopper(void) {
-  conv_env env;
-  memset(&env, 0, sizeof env);
-  env.device.sm_count = 132, env.device.cc_major = 9, env.device.cc_minor = 0;
-  return env;
-}
-
 static int scope(void) {
   const conv_algorithm *pg = conv_registry_find(CONV_ALGO_PADDED_GEMM);
   CHECK(pg != NULL && strcmp(pg->name, "padded_gemm") == 0);
   CHECK(conv_registry_find_name("padded_gemm") == pg);
-  conv_env env = hopper();
+  conv_env env = hopper_env();
   const conv_problem p = tf32_problem(16, 64, 56, 56, 64);
   CHECK(pg->applicable(&p, &env));
   CHECK(pg->applicable(&p, NULL)); /* no device: the problem decides */
@@ -79,7 +73,7 @@ static int scope(void) {
  * fits Hopper's opt-in limit. */
 static int configs_plan(void) {
   const conv_algorithm *pg = conv_registry_find(CONV_ALGO_PADDED_GEMM);
-  conv_env env = hopper();
+  conv_env env = hopper_env();
   const int tilings = conv_padded_tilings(NULL, 0);
   CHECK(tilings > 0 && tilings <= 8);
   const conv_problem shapes[] = {
@@ -118,7 +112,7 @@ static int configs_plan(void) {
  * indexing cannot take are refused with a reason, never planned. */
 static int refusals(void) {
   const conv_algorithm *pg = conv_registry_find(CONV_ALGO_PADDED_GEMM);
-  conv_env env = hopper();
+  conv_env env = hopper_env();
   const conv_problem p = tf32_problem(2, 16, 8, 8, 64);
   conv_prepared prep;
   conv_error err = {CONV_OK, ""};

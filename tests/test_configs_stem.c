@@ -7,6 +7,7 @@
 
 #include "algorithms/stem_gemm.h"
 #include "runtime/internal.h"
+#include "tests/problem_fixtures.h"
 #include "tests/test.h"
 
 static conv_problem tf32_problem(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k,
@@ -20,18 +21,11 @@ static conv_problem tf32_problem(int64_t n, int64_t c, int64_t h, int64_t w, int
   return p;
 }
 
-static conv_env hopper(void) {
-  conv_env env;
-  memset(&env, 0, sizeof env);
-  env.device.sm_count = 132, env.device.cc_major = 9, env.device.cc_minor = 0;
-  return env;
-}
-
 static int scope(void) {
   const conv_algorithm *st = conv_registry_find(CONV_ALGO_STEM_GEMM);
   CHECK(st != NULL && strcmp(st->name, "stem_gemm") == 0);
   CHECK(conv_registry_find_name("stem_gemm") == st);
-  conv_env env = hopper();
+  conv_env env = hopper_env();
   const conv_problem p = tf32_problem(16, 3, 224, 224, 64, 7, 2, 3); /* resnet50's stem */
   CHECK(st->applicable(&p, &env));
   CHECK(st->applicable(&p, NULL)); /* no device: the problem decides */
@@ -78,7 +72,7 @@ static int scope(void) {
  * shared memory within 200 KiB. */
 static int configs_plan(void) {
   const conv_algorithm *st = conv_registry_find(CONV_ALGO_STEM_GEMM);
-  conv_env env = hopper();
+  conv_env env = hopper_env();
   conv_stem_tiling tilings[8];
   const int count = conv_stem_tilings(tilings, 8);
   CHECK(count > 0 && count <= 8);
@@ -125,7 +119,7 @@ static int configs_plan(void) {
  * indexing cannot take are refused with a reason, never planned. */
 static int refusals(void) {
   const conv_algorithm *st = conv_registry_find(CONV_ALGO_STEM_GEMM);
-  conv_env env = hopper();
+  conv_env env = hopper_env();
   const conv_problem p = tf32_problem(2, 3, 16, 16, 64, 7, 2, 3);
   conv_prepared prep;
   conv_error err = {CONV_OK, ""};
