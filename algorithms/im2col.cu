@@ -7,72 +7,43 @@
 
 namespace {
 
+/* conv_im2col's sizes for one launch, in 32 bits: the launcher splits the
+ * images so that every index of a launch's col block fits. */
 struct im2col_params {
-  int64_t c, h, w;         /* input channels (all groups), height, width */
-  int64_t cg, r, s;        /* channels per group, filter height, width  */
-  int64_t p, q;            /* output height, width                      */
-  int64_t pad_h, pad_w;
-  int64_t stride_h, stride_w;
-  int64_t dil_h, dil_w;
-  int64_t n0, c0;          /* first image; first channel of the group   */
-  int64_t rows;            /* images * cg * r * s                       */
+  int h, w;
+  int pad_h, pad_w, stride_h, stride_w, dil_h, dil_w;
+  const float *x_first;      /* channel 0 of the group in the first image */
+  int64_t image_floats;      /* c*h*w: one image of x to the next         */
+  uint32_t total;            /* images * cg*r*s * p*q                     */
+  conv_divisor by_pq, by_crs, by_rs, by_s, by_q;
 };
 
 const int kThreads = 256;
 
 }  // namespace
 
-/* blockIdx.y walks the col rows (image, ci, ri, si), blockIdx.x and the
- * threads walk the p*q columns of one row: the row's decoding is done once
- * per row rather than per element, and writes are fully coalesced. */
-__global__ static void im2col_kernel(const im2col_params prm, const float *__restrict__ x,
-                                     float *__restrict__ col) {
-  const int64_t pq = prm.p * prm.q;
-  const int64_t crs = prm.cg * prm.r * prm.s;
-  const int64_t col_step = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t row = blockIdx.y; row < prm.rows; row += gridDim.y) {
-    const int64_t img = row / crs;
-    const int64_t rc = row % crs;
-    const int64_t ci = rc / (prm.r * prm.s);
-    const int64_t ri = (rc / prm.s) % prm.r;
-    const int64_t si = rc % prm.s;
-    const float *xc = x + ((prm.n0 + img) * prm.c + prm.c0 + ci) * prm.h * prm.w;
-    const int64_t ih0 = ri * prm.dil_h - prm.pad_h;
-    const int64_t iw0 = si * prm.dil_w - prm.pad_w;
-    float *out = col + row * pq;
-    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < pq; j += col_step) {
-      const int64_t oh = j / prm.q;
-      const int64_t ih = oh * prm.stride_h + ih0;
-      const int64_t iw = (j - oh * prm.q) * prm.stride_w + iw0;
-      const bool inside = ih >= 0 && ih < prm.h && iw >= 0 && iw < prm.w;
-      out[j] = inside ? xc[ih * prm.w + iw] : 0.0f;
-    }
+/* One thread per col element, flattened over (image, row, column) so that
+ * short rows (a 7x7 output has 49 columns) leave no thread idle, with the
+ * index split by multiply-shift divisors: the 64-bit divisions this kernel
+ * used per element cost more than its copy.  Writes are coalesced. */
+__global__ static void im2col_kernel(const im2col_params prm, float *__restrict__ col) {
+  const uint32_t stride = gridDim.x * blockDim.x;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < prm.total; i += stride) {
+    const uint32_t row = conv_divide(i, prm.by_pq);
+    const uint32_t column = i - row * prm.by_pq.divisor;
+    const uint32_t img = conv_divide(row, prm.by_crs);
+    const uint32_t crs = row - img * prm.by_crs.divisor;
+    const uint32_t ci = conv_divide(crs, prm.by_rs);
+    const uint32_t tap = crs - ci * prm.by_rs.divisor;
+    const uint32_t ri = conv_divide(tap, prm.by_s), si = tap - ri * prm.by_s.divisor;
+    const uint32_t oh = conv_divide(column, prm.by_q), ow = column - oh * prm.by_q.divisor;
+    const int ih = (int)oh * prm.stride_h - prm.pad_h + (int)ri * prm.dil_h;
+    const int iw = (int)ow * prm.stride_w - prm.pad_w + (int)si * prm.dil_w;
+    float v = 0.0f;
+    if (ih >= 0 && ih < prm.h && iw >= 0 && iw < prm.w)
+      v = __ldg(prm.x_first + img * prm.image_floats + ((int64_t)ci * prm.h + ih) * prm.w + iw);
+    col[i] = v;
   }
-}
-
-static im2col_params im2col_params_make(const conv_problem *pb, int64_t n0, int64_t images,
-                                        int64_t group) {
-  im2col_params prm;
-  prm.c = pb->c;
-  prm.h = pb->h;
-  prm.w = pb->w;
-  prm.cg = pb->c / pb->groups;
-  prm.r = pb->r;
-  prm.s = pb->s;
-  conv_shape shape = {}; /* stays empty (no work) for an invalid problem */
-  conv_problem_shape(pb, &shape);
-  prm.p = shape.p;
-  prm.q = shape.q;
-  prm.pad_h = pb->pad_h;
-  prm.pad_w = pb->pad_w;
-  prm.stride_h = pb->stride_h;
-  prm.stride_w = pb->stride_w;
-  prm.dil_h = pb->dil_h;
-  prm.dil_w = pb->dil_w;
-  prm.n0 = n0;
-  prm.c0 = group * prm.cg;
-  prm.rows = images * prm.cg * prm.r * prm.s;
-  return prm;
 }
 
 extern "C" cudaError_t conv_im2col(const conv_problem *problem, const float *x, int64_t n0,
@@ -82,18 +53,49 @@ extern "C" cudaError_t conv_im2col(const conv_problem *problem, const float *x, 
   if (n0 < 0 || images < 0 || n0 + images > problem->n || group < 0 ||
       group >= problem->groups)
     return cudaErrorInvalidValue;
-  const im2col_params prm = im2col_params_make(problem, n0, images, group);
-  const int64_t pq = prm.p * prm.q;
-  if (prm.rows == 0 || pq <= 0) return cudaSuccess;
+  conv_shape shape = {}; /* stays empty (no work) for an invalid problem */
+  conv_problem_shape(problem, &shape);
+  const int64_t pq = shape.p * shape.q;
+  const int64_t cg = problem->c / problem->groups;
+  const int64_t crs = cg * problem->r * problem->s;
+  if (images == 0 || pq <= 0 || crs <= 0) return cudaSuccess;
+  const int64_t image_col = crs * pq;
+  if (image_col >= INT32_MAX || problem->h * problem->w >= INT32_MAX ||
+      problem->h + 2 * problem->pad_h >= INT32_MAX / 2 ||
+      problem->w + 2 * problem->pad_w >= INT32_MAX / 2)
+    return cudaErrorInvalidValue; /* past what the kernel indexes in 32 bits */
+  /* A stride or dilation past int only meets a zero output or tap index
+   * (a valid problem's window fits the padded input), so the casts keep
+   * every (ih, iw) the kernel forms within int. */
 
-  /* gridDim.y is limited to 65535 and the kernel strides over the rest;
-   * x blocks only as many as one row needs, capped for very wide rows. */
-  int64_t bx = (pq + kThreads - 1) / kThreads;
-  if (bx > 1024) bx = 1024;
-  const int64_t by = prm.rows < 65535 ? prm.rows : 65535;
-  const dim3 grid((unsigned)bx, (unsigned)by);
-  im2col_kernel<<<grid, kThreads, 0, stream>>>(prm, x, col);
-  return cudaGetLastError();
+  im2col_params prm;
+  prm.h = (int)problem->h;
+  prm.w = (int)problem->w;
+  prm.pad_h = (int)problem->pad_h;
+  prm.pad_w = (int)problem->pad_w;
+  prm.stride_h = (int)problem->stride_h;
+  prm.stride_w = (int)problem->stride_w;
+  prm.dil_h = (int)problem->dil_h;
+  prm.dil_w = (int)problem->dil_w;
+  prm.image_floats = problem->c * problem->h * problem->w;
+  prm.by_pq = conv_divisor_make((int)pq);
+  prm.by_crs = conv_divisor_make((int)crs);
+  prm.by_rs = conv_divisor_make((int)(problem->r * problem->s));
+  prm.by_s = conv_divisor_make((int)problem->s);
+  prm.by_q = conv_divisor_make((int)shape.q);
+  /* Images per launch: every index of a launch below 2^31. */
+  const int64_t per_launch = (INT32_MAX - 1) / image_col;
+  for (int64_t done = 0; done < images; done += per_launch) {
+    const int64_t count = images - done < per_launch ? images - done : per_launch;
+    prm.x_first = x + (n0 + done) * prm.image_floats + group * cg * problem->h * problem->w;
+    prm.total = (uint32_t)(count * image_col);
+    const int64_t blocks_needed = (count * image_col + kThreads - 1) / kThreads;
+    const unsigned blocks = (unsigned)(blocks_needed < 65535 * 8 ? blocks_needed : 65535 * 8);
+    im2col_kernel<<<blocks, kThreads, 0, stream>>>(prm, col + done * image_col);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
 }
 
 namespace {

@@ -24,7 +24,9 @@ extern "C" {
  * falls in the padding.  Rows follow the filter's (c_in_group, r, s) order,
  * so that filter-group times col is the group's output.  cg = c / groups;
  * col holds images * cg*r*s * p*q floats, laid out [image][crs][pq].
- * `problem` must be valid.  Enqueues on `stream`; returns the launch's error. */
+ * `problem` must be valid.  Enqueues on `stream`; returns the launch's error,
+ * or cudaErrorInvalidValue for one image's block of col (or plane of x) at
+ * 2^31 floats or more, which the kernel does not index. */
 cudaError_t conv_im2col(const conv_problem *problem, const float *x, int64_t n0, int64_t images,
                         int64_t group, float *col, cudaStream_t stream);
 

@@ -452,7 +452,7 @@ static void ig_describe(const conv_config *config, char *text, size_t size) {
 
 const conv_algorithm conv_algorithm_im2col_gemm = {
     .id = CONV_ALGO_IM2COL_GEMM,
-    .version = 1,
+    .version = 2,
     .name = "im2col_gemm",
     .applicable = ig_applicable,
     .configs = ig_configs,

@@ -16,11 +16,80 @@
 #include "algorithms/depthwise_nhwc.h"
 #include "algorithms/implicit_gemm.h"
 #include "algorithms/direct_channel.h"
+#include "algorithms/im2col.h"
 #include "algorithms/kernels.h"
 #include "algorithms/padded_gemm.h"
 #include "algorithms/stem_gemm.h"
 #include "algorithms/patch.h"
 #include "tests/gpu_support.h"
+
+/* conv_im2col against the same unrolling on the CPU, element for element
+ * (a copy: the bytes must match), on a chunk of images that does not start
+ * at image 0, in a group other than the first: padding, stride and
+ * dilation, a 1x1 stride-2 filter (a subsample), and a 7x7 output whose
+ * rows are shorter than a block.  The col buffer is poisoned first. */
+static int cpu_im2col(const conv_problem *p, const float *x, int64_t n0, int64_t images,
+                      int64_t group, float *col) {
+  conv_shape sh;
+  CHECK_STATUS(CONV_OK, conv_problem_shape(p, &sh));
+  const int64_t cg = p->c / p->groups, pq = sh.p * sh.q;
+  for (int64_t img = 0; img < images; img++)
+    for (int64_t ci = 0; ci < cg; ci++)
+      for (int64_t ri = 0; ri < p->r; ri++)
+        for (int64_t si = 0; si < p->s; si++)
+          for (int64_t oh = 0; oh < sh.p; oh++)
+            for (int64_t ow = 0; ow < sh.q; ow++) {
+              const int64_t ih = oh * p->stride_h - p->pad_h + ri * p->dil_h;
+              const int64_t iw = ow * p->stride_w - p->pad_w + si * p->dil_w;
+              const int64_t row = ((img * cg + ci) * p->r + ri) * p->s + si;
+              const bool inside = ih >= 0 && ih < p->h && iw >= 0 && iw < p->w;
+              col[row * pq + oh * sh.q + ow] =
+                  inside ? x[(((n0 + img) * p->c + group * cg + ci) * p->h + ih) * p->w + iw]
+                         : 0.0f;
+            }
+  return TEST_PASS;
+}
+
+static int im2col_matches_cpu(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  const conv_math S = CONV_MATH_STRICT;
+  const conv_epilogue NONE = CONV_EPILOGUE_NONE;
+  const conv_problem cases[] = {
+      direct_problem(5, 6, 13, 11, 8, 3, 3, 2, 1, 2, 2, NONE, S), /* two groups */
+      direct_problem(4, 8, 14, 14, 16, 1, 1, 2, 0, 1, 1, NONE, S), /* a subsample */
+      direct_problem(3, 4, 7, 7, 4, 3, 3, 1, 1, 1, 2, NONE, S),    /* 7x7 output */
+      direct_problem(3, 3, 23, 29, 8, 7, 5, 2, 3, 1, 1, NONE, S),  /* r != s */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const conv_problem *p = &cases[i];
+    CHECK_STATUS(CONV_OK, conv_problem_validate(p, NULL, 0));
+    conv_shape sh;
+    CHECK_STATUS(CONV_OK, conv_problem_shape(p, &sh));
+    const int64_t n0 = 1, images = p->n - 1, group = p->groups - 1;
+    const size_t x_count = (size_t)(p->n * p->c * p->h * p->w);
+    const size_t col_count = (size_t)(images * (p->c / p->groups) * p->r * p->s * sh.p * sh.q);
+    float *hx = malloc(x_count * sizeof *hx), *want = malloc(col_count * sizeof *want);
+    float *got = malloc(col_count * sizeof *got), *dx = NULL, *dcol = NULL;
+    CHECK(hx != NULL && want != NULL && got != NULL);
+    for (size_t j = 0; j < x_count; j++) hx[j] = rng_float();
+    if (cpu_im2col(p, hx, n0, images, group, want) != TEST_PASS) return TEST_FAIL;
+    CUDA_OK(cudaMalloc((void **)&dx, x_count * sizeof *hx));
+    CUDA_OK(cudaMalloc((void **)&dcol, col_count * sizeof *got));
+    CUDA_OK(cudaMemcpy(dx, hx, x_count * sizeof *hx, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(dcol, 0xff, col_count * sizeof *got)); /* NaN */
+    CUDA_OK(conv_im2col(p, dx, n0, images, group, dcol, 0));
+    CUDA_OK(cudaMemcpy(got, dcol, col_count * sizeof *got, cudaMemcpyDeviceToHost));
+    CHECK_MSG(memcmp(got, want, col_count * sizeof *got) == 0, "case %zu: col differs", i);
+    CHECK(conv_im2col(p, dx, 0, p->n + 1, 0, dcol, 0) == cudaErrorInvalidValue);
+    cudaFree(dx);
+    cudaFree(dcol);
+    free(hx);
+    free(want);
+    free(got);
+  }
+  return TEST_PASS;
+}
 
 /* The reference kernel, which validates every candidate during tuning, is
  * itself checked against the CPU; so is the device comparison it relies on. */
@@ -692,5 +761,6 @@ static const test_case tests[] = {
     {"padded_gemm_matches_reference", padded_gemm_matches_reference},
     {"stem_gemm_matches_reference", stem_gemm_matches_reference},
     {"bias_pass_matches_host", bias_pass_matches_host},
+    {"im2col_matches_cpu", im2col_matches_cpu},
 };
 TEST_MAIN(tests)
