@@ -24,7 +24,7 @@
 
 /* Past this an im2col buffer is not worth timing. */
 #define IG_COL_BYTES_MAX ((int64_t)8 << 30)
-#define IG_ALGOS_OFFERED 4
+#define IG_ALGOS_OFFERED 16
 #define IG_CHUNKS_MAX 3
 /* The pointer alignment prepare() assumes for x, w, y and the workspace.
  * 16 bytes is what vector loads and TMA need; cudaMalloc gives 256, and

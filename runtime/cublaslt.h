@@ -24,7 +24,7 @@ extern "C" {
 #define CONV_CUBLASLT_WS_ALIGN 256u
 /* Answers asked of the heuristic; prepare() accepts an algo_index below
  * this, configs() offer fewer. */
-#define CONV_CUBLASLT_HEURISTIC_MAX 8
+#define CONV_CUBLASLT_HEURISTIC_MAX 16
 
 /* Alignments (bytes) a cuBLASLt GEMM may assume of its A, B and D (= C). */
 typedef struct conv_gemm_align {
