@@ -4,7 +4,8 @@
  * the CPU reference on random and chosen shapes.  Each skips (exit 77) on a
  * machine without a GPU.  Inputs are fresh random numbers each run; the
  * seed is printed and can be fixed with CONVTUNE_TEST_SEED to replay a
- * failure.  Plans end to end: test_plans.c.
+ * failure.  Also the im2col kernel against the CPU.  Plans end to end:
+ * test_plans.c.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -23,11 +24,7 @@
 #include "algorithms/patch.h"
 #include "tests/gpu_support.h"
 
-/* conv_im2col against the same unrolling on the CPU, element for element
- * (a copy: the bytes must match), on a chunk of images that does not start
- * at image 0, in a group other than the first: padding, stride and
- * dilation, a 1x1 stride-2 filter (a subsample), and a 7x7 output whose
- * rows are shorter than a block.  The col buffer is poisoned first. */
+/* What conv_im2col writes (im2col.h), on the CPU. */
 static int cpu_im2col(const conv_problem *p, const float *x, int64_t n0, int64_t images,
                       int64_t group, float *col) {
   conv_shape sh;
@@ -50,6 +47,11 @@ static int cpu_im2col(const conv_problem *p, const float *x, int64_t n0, int64_t
   return TEST_PASS;
 }
 
+/* conv_im2col against cpu_im2col, element for element (a copy: the bytes
+ * must match), on a chunk of images that does not start at image 0, in a
+ * group other than the first: padding, stride and dilation, a 1x1
+ * stride-2 filter (a subsample), and a 7x7 output whose rows are shorter
+ * than a block.  The col buffer is poisoned first. */
 static int im2col_matches_cpu(void) {
   SKIP_WITHOUT_GPU();
   seed_rng();
