@@ -35,12 +35,10 @@
 #include "algorithms/kernels.h"
 #include "runtime/internal.h"
 
-/* Knob variants per engine besides its default config: one step each way
- * on every knob of an engine the heuristics configured (six knobs for the
- * Hopper engines), else seven around its defaults; with the default and
- * the heuristics' own configs that is 9-14 timings per engine. */
-#define MAX_VARIANTS 12
-#define DEFAULT_VARIANTS 7
+/* Knob variants per engine besides its default config (cudnn_graph.h);
+ * with the default and the heuristics' own configs that is 9-14 timings
+ * per engine. */
+#define MAX_VARIANTS CONV_CUDNN_NEIGHBOUR_VARIANTS
 
 /* The most knob pairs a config can hold. */
 #define MAX_CONFIG_KNOBS ((CONV_CONFIG_MAX_VALUES - 1) / 2)
@@ -204,8 +202,7 @@ static bool knob_step(const knob_info *k, int64_t centre, int64_t steps, int64_t
 
 /* The knob's value in the heuristic's config for this engine, else its
  * minimum: variants explore around what cuDNN itself would pick. */
-static int64_t knob_centre(const engine_probe *probe, const knob_info *k) {
-  const conv_config *h = probe->heuristic;
+static int64_t knob_centre(const conv_config *h, const knob_info *k) {
   if (h != NULL)
     for (int i = 1; i + 1 < h->count; i += 2)
       if (h->values[i] == k->type) return h->values[i + 1];
@@ -229,31 +226,28 @@ static bool config_with_knob(const conv_config *base, int64_t type, int64_t valu
   return true;
 }
 
-/* Configs that each change one knob, the knobs taking turns, round r
- * stepping +1, -1, +2, -2, ... strides from the knob's centre, so that
- * every knob gets explored before any one is explored far.  An engine the
- * heuristics configured gets its neighbours: the heuristic's config with
- * one knob moved, a step each way on every knob (on an H100 a 14x14 TF32
- * layer's best config was cuDNN's pick with one cluster knob one lower, 7%
- * faster, where moving that knob alone from the engine's defaults did not
- * get there).  Others get DEFAULT_VARIANTS one-knob changes of their
- * defaults. */
-static void make_variants(int64_t index, engine_probe *probe) {
-  const conv_config *h = probe->heuristic;
-  const int cap = h != NULL ? MAX_VARIANTS : DEFAULT_VARIANTS;
-  probe->variant_count = 0;
-  for (int round = 0; round <= 2 * MAX_VARIANTS && probe->variant_count < cap; round++) {
+int conv_cudnn_knob_variants(int64_t engine, const knob_info *knobs, int knob_count,
+                             const conv_config *heuristic, conv_config *out, int max) {
+  const int limit = heuristic != NULL ? CONV_CUDNN_NEIGHBOUR_VARIANTS : CONV_CUDNN_DEFAULT_VARIANTS;
+  const int cap = max < limit ? max : limit;
+  int n = 0;
+  for (int round = 0; round <= 2 * MAX_VARIANTS && n < cap; round++) {
     int64_t steps = (round + 1) / 2 * (round % 2 ? 1 : -1);
-    if (h != NULL && steps == 0) continue; /* that is the heuristic's own config */
-    for (int k = 0; k < probe->knob_count && probe->variant_count < cap; k++) {
-      const knob_info *knob = &probe->knobs[k];
+    if (heuristic != NULL && steps == 0) continue; /* that is the heuristic's own config */
+    for (int k = 0; k < knob_count && n < cap; k++) {
       int64_t value;
-      if (!knob_step(knob, knob_centre(probe, knob), steps, &value)) continue;
-      conv_config c = {3, {index, knob->type, value}, 0};
-      if (h != NULL && !config_with_knob(h, knob->type, value, &c)) continue;
-      config_append(probe->variants, cap, &probe->variant_count, &c);
+      if (!knob_step(&knobs[k], knob_centre(heuristic, &knobs[k]), steps, &value)) continue;
+      conv_config c = {3, {engine, knobs[k].type, value}, 0};
+      if (heuristic != NULL && !config_with_knob(heuristic, knobs[k].type, value, &c)) continue;
+      config_append(out, cap, &n, &c);
     }
   }
+  return n;
+}
+
+static void make_variants(int64_t index, engine_probe *probe) {
+  probe->variant_count = conv_cudnn_knob_variants(index, probe->knobs, probe->knob_count,
+                                                  probe->heuristic, probe->variants, MAX_VARIANTS);
 }
 
 /* The ranked heuristic configs in cuDNN's order, then the other

@@ -88,6 +88,23 @@ conv_status conv_cudnn_read_knobs(cudnnBackendDescriptor_t engine,
 conv_status conv_cudnn_read_notes(cudnnBackendDescriptor_t engine, engine_notes *notes,
                                   conv_error *err);
 
+/* Knob variants the forward configs add per engine (cudnn.c): with
+ * `heuristic`, that engine's config from cuDNN's heuristics, its
+ * neighbours, that config with one knob moved, a step each way on every
+ * knob (on an H100 a 14x14 TF32 layer's best config was cuDNN's pick with
+ * one cluster knob one lower, 7% faster, where moving that knob alone from
+ * the engine's defaults did not get there); without, one-knob changes of
+ * the engine's defaults.  The knobs take turns, stepping +1, -1, +2, -2,
+ * ... strides from the heuristic's value (else the knob's minimum), so
+ * that every knob is explored before any one is explored far.  Writes up
+ * to `max` (at most CONV_CUDNN_NEIGHBOUR_VARIANTS or
+ * CONV_CUDNN_DEFAULT_VARIANTS), distinct, each knob within its range, and
+ * returns how many. */
+#define CONV_CUDNN_NEIGHBOUR_VARIANTS 12
+#define CONV_CUDNN_DEFAULT_VARIANTS 7
+int conv_cudnn_knob_variants(int64_t engine, const knob_info *knobs, int knob_count,
+                             const conv_config *heuristic, conv_config *out, int max);
+
 /* NULL when the math mode admits the engine, else why not.  Strict mode is
  * plain fp32 FMA, so no tensor cores.  Neither mode promises inputs below
  * TF32 or a reduced-precision accumulator (PyTorch refuses
