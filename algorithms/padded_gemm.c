@@ -18,12 +18,12 @@
 /* Room for the compiled tilings (3 today). */
 #define PG_TILINGS_MAX 8
 
-/* wgmma is compiled for sm_90a, which runs on compute capability 9.0 only;
- * without a device (env NULL) the problem alone decides. */
+/* A device that runs wgmma (conv_device_wgmma); without a device (env
+ * NULL) the problem alone decides. */
 static bool pg_applicable(const conv_problem *problem, const conv_env *env) {
   if (problem == NULL || !conv_problem_nchw(problem) || problem->math != CONV_MATH_TF32)
     return false;
-  if (env != NULL && !(env->device.cc_major == 9 && env->device.cc_minor == 0)) return false;
+  if (env != NULL && !conv_device_wgmma(&env->device)) return false;
   conv_padded_tiling tiling;
   conv_padded_launch launch;
   return conv_padded_tilings(&tiling, 1) > 0 &&
@@ -55,7 +55,7 @@ static conv_status pg_prepare(const conv_problem *problem, conv_env *env,
                               const conv_config *config, conv_prepared *out, conv_error *err) {
   if (problem == NULL || env == NULL || config == NULL || out == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "padded_gemm: NULL argument");
-  if (!(env->device.cc_major == 9 && env->device.cc_minor == 0))
+  if (!conv_device_wgmma(&env->device))
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "padded_gemm: needs compute capability 9.0 (wgmma, sm_90a)");
   conv_status st = conv_config_check(config, "padded_gemm", 2, 1, 256, err);

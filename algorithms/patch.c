@@ -55,10 +55,6 @@ static const int patch_warps[3][6] = {
     [CONV_PATCH_WGMMA] = {16, 12, 8, 4, 0},
 };
 
-/* wgmma is compiled for sm_90a, which runs on compute capability 9.0 only. */
-static bool patch_has_wgmma(const conv_env *env) {
-  return env->device.cc_major == 9 && env->device.cc_minor == 0;
-}
 
 /* Appends every plannable config of kernels of `kind`. */
 static int patch_add_configs(const conv_problem *problem, const conv_patch_tiling *kernels,
@@ -91,7 +87,7 @@ static conv_status patch_configs(const conv_problem *problem, conv_env *env, con
   if (nkernels > PATCH_MAX_KERNELS) nkernels = PATCH_MAX_KERNELS;
   int n = 0;
   if (problem->math == CONV_MATH_TF32) {
-    if (patch_has_wgmma(env))
+    if (conv_device_wgmma(&env->device))
       n = patch_add_configs(problem, kernels, nkernels, CONV_PATCH_WGMMA, out, max, n);
     n = patch_add_configs(problem, kernels, nkernels, CONV_PATCH_MMA, out, max, n);
   }
@@ -116,7 +112,7 @@ static conv_status patch_prepare(const conv_problem *problem, conv_env *env,
   const conv_status st = conv_config_check(config, "patch", 4, 0, 64, err);
   if (st != CONV_OK) return st;
   const conv_patch_tiling tiling = patch_tiling_from_config(config);
-  if (tiling.kind == CONV_PATCH_WGMMA && !patch_has_wgmma(env))
+  if (tiling.kind == CONV_PATCH_WGMMA && !conv_device_wgmma(&env->device))
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "patch: the wgmma kernel runs on compute capability 9.0 only");
   conv_patch_launch *launch = malloc(sizeof *launch);

@@ -18,12 +18,12 @@
 /* Room for the compiled tilings (3 today). */
 #define ST_TILINGS_MAX 8
 
-/* wgmma is compiled for sm_90a, which runs on compute capability 9.0 only;
- * without a device (env NULL) the problem alone decides. */
+/* A device that runs wgmma (conv_device_wgmma); without a device (env
+ * NULL) the problem alone decides. */
 static bool st_applicable(const conv_problem *problem, const conv_env *env) {
   if (problem == NULL || !conv_problem_nchw(problem) || problem->math != CONV_MATH_TF32)
     return false;
-  if (env != NULL && !(env->device.cc_major == 9 && env->device.cc_minor == 0)) return false;
+  if (env != NULL && !conv_device_wgmma(&env->device)) return false;
   conv_stem_tiling tilings[ST_TILINGS_MAX];
   int n = conv_stem_tilings(tilings, ST_TILINGS_MAX);
   if (n > ST_TILINGS_MAX) n = ST_TILINGS_MAX;
@@ -58,7 +58,7 @@ static conv_status st_prepare(const conv_problem *problem, conv_env *env,
                               const conv_config *config, conv_prepared *out, conv_error *err) {
   if (problem == NULL || env == NULL || config == NULL || out == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "stem_gemm: NULL argument");
-  if (!(env->device.cc_major == 9 && env->device.cc_minor == 0))
+  if (!conv_device_wgmma(&env->device))
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "stem_gemm: needs compute capability 9.0 (wgmma, sm_90a)");
   conv_status st = conv_config_check(config, "stem_gemm", 2, 1, 256, err);

@@ -42,6 +42,10 @@ bool conv_device_pdl(const conv_device *dev) {
   return dev != NULL && dev->cc_major >= 9;
 }
 
+bool conv_device_wgmma(const conv_device *dev) {
+  return dev != NULL && dev->cc_major == 9 && dev->cc_minor == 0;
+}
+
 conv_status conv_device_enter(int ordinal, int *previous, conv_error *err) {
   conv_status st = conv_check_cuda(err, cudaGetDevice(previous), "cudaGetDevice");
   if (st == CONV_OK && *previous != ordinal)

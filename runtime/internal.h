@@ -109,6 +109,11 @@ conv_status conv_device_query(int ordinal, conv_device *dev /* OUT */, conv_erro
  * measure what it gains; read when a plan is made). */
 bool conv_device_pdl(const conv_device *dev);
 
+/* Whether `dev` runs the wgmma kernels (padded_gemm, stem_gemm, patch's
+ * wgmma tilings): they are compiled for sm_90a, which runs on compute
+ * capability 9.0 only. */
+bool conv_device_wgmma(const conv_device *dev);
+
 /* The library handles candidates share.  cuDNN executes on the handle's
  * stream, so cudnnSetStream + execute run under cudnn_lock; cuBLASLt takes
  * the stream per call and needs no lock. */
