@@ -452,7 +452,9 @@ static void ig_describe(const conv_config *config, char *text, size_t size) {
 
 const conv_algorithm conv_algorithm_im2col_gemm = {
     .id = CONV_ALGO_IM2COL_GEMM,
-    .version = 2,
+    /* 2: the im2col kernel one thread per element, multiply-shift
+     * divisions; 3: four elements a thread, loads before stores */
+    .version = 3,
     .name = "im2col_gemm",
     .applicable = ig_applicable,
     .configs = ig_configs,
