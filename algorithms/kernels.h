@@ -75,6 +75,14 @@ cudaError_t conv_reference_dynamic_backward_filter(const conv_problem *problem, 
 cudaError_t conv_bias_act(const conv_problem *problem, float *y, const float *bias,
                           cudaStream_t stream);
 
+/* out[k][t][c] = w[k][c][t] for k < K, c < channels, t < taps: filters
+ * from K C R S order to K R S C (taps = R S, at most
+ * CONV_FILTER_TO_KRSC_MAX_TAPS), out not overlapping w;
+ * cudaErrorInvalidValue past those.  filter_layout.cu. */
+#define CONV_FILTER_TO_KRSC_MAX_TAPS 4608
+cudaError_t conv_filter_to_krsc(const float *w, int64_t k, int64_t channels, int64_t taps,
+                                float *out, cudaStream_t stream);
+
 /* Fills dst[0..count) with uniform values in [lo, hi) from a counter-based
  * hash of (seed, index): the same seed gives the same data. */
 cudaError_t conv_fill_uniform(float *dst, int64_t count, uint64_t seed, float lo, float hi,

@@ -93,6 +93,45 @@ static int im2col_matches_cpu(void) {
   return TEST_PASS;
 }
 
+/* conv_filter_to_krsc against a CPU transpose, element for element, into a
+ * poisoned buffer: 3x3, 7x7 and 9x9 filters, 4x4 ones (an even row, which
+ * the kernel pads in shared memory), a filter's channels in two runs of a
+ * block (the second partial), one channel; and the taps it refuses. */
+static int filter_to_krsc_matches_cpu(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  const int64_t cases[][3] = {{64, 40, 9}, {5, 3, 49}, {7, 70, 81}, {9, 1, 9},
+                              {6, 1000, 9}, {4, 37, 16}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const int64_t k = cases[i][0], c = cases[i][1], taps = cases[i][2];
+    const size_t count = (size_t)(k * c * taps);
+    float *hw = malloc(count * sizeof *hw), *want = malloc(count * sizeof *want);
+    float *got = malloc(count * sizeof *got), *dw = NULL, *dout = NULL;
+    CHECK(hw != NULL && want != NULL && got != NULL);
+    for (size_t j = 0; j < count; j++) hw[j] = rng_float();
+    for (int64_t kk = 0; kk < k; kk++)
+      for (int64_t ci = 0; ci < c; ci++)
+        for (int64_t t = 0; t < taps; t++)
+          want[(kk * taps + t) * c + ci] = hw[(kk * c + ci) * taps + t];
+    CUDA_OK(cudaMalloc((void **)&dw, count * sizeof *hw));
+    CUDA_OK(cudaMalloc((void **)&dout, count * sizeof *got));
+    CUDA_OK(cudaMemcpy(dw, hw, count * sizeof *hw, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(dout, 0xff, count * sizeof *got)); /* NaN */
+    CUDA_OK(conv_filter_to_krsc(dw, k, c, taps, dout, 0));
+    CUDA_OK(cudaMemcpy(got, dout, count * sizeof *got, cudaMemcpyDeviceToHost));
+    CHECK_MSG(memcmp(got, want, count * sizeof *got) == 0, "case %zu: filters differ", i);
+    CHECK(conv_filter_to_krsc(NULL, k, c, taps, dout, 0) == cudaErrorInvalidValue);
+    CHECK(conv_filter_to_krsc(dw, 1, 1, CONV_FILTER_TO_KRSC_MAX_TAPS + 1, dout, 0) ==
+          cudaErrorInvalidValue);
+    cudaFree(dw);
+    cudaFree(dout);
+    free(hw);
+    free(want);
+    free(got);
+  }
+  return TEST_PASS;
+}
+
 /* The reference kernel, which validates every candidate during tuning, is
  * itself checked against the CPU; so is the device comparison it relies on. */
 static int reference_matches_cpu(void) {
@@ -764,5 +803,6 @@ static const test_case tests[] = {
     {"stem_gemm_matches_reference", stem_gemm_matches_reference},
     {"bias_pass_matches_host", bias_pass_matches_host},
     {"im2col_matches_cpu", im2col_matches_cpu},
+    {"filter_to_krsc_matches_cpu", filter_to_krsc_matches_cpu},
 };
 TEST_MAIN(tests)
