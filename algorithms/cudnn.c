@@ -62,6 +62,18 @@ static void config_canonicalize(conv_config *c) {
   }
 }
 
+/* Whether a config carries convtune's CONV_CUDNN_KNOB_KRSC_FILTER (its
+ * last pair, once canonical); check_config vets its value. */
+static bool config_krsc_filter(const conv_config *c) {
+  return c->count >= 3 && c->values[c->count - 2] == CONV_CUDNN_KNOB_KRSC_FILTER;
+}
+
+/* The problems whose configs are also listed with KRSC filters. */
+static bool krsc_filter_applies(const conv_problem *p) {
+  return p->direction == CONV_FORWARD && p->layout == CONV_LAYOUT_NCHW && p->r * p->s > 1 &&
+         p->r * p->s <= CONV_FILTER_TO_KRSC_MAX_TAPS;
+}
+
 /* Appends unless full or already listed; reports whether it did. */
 static bool config_append(conv_config *out, int max, int *n, const conv_config *c) {
   if (*n >= max) return false;
@@ -284,7 +296,10 @@ typedef struct cudnn_state {
   conv_graph g;
   cudnnBackendDescriptor_t engine, config, plan;
   cudnnBackendDescriptor_t knobs[MAX_CONFIG_KNOBS];
-  size_t workspace_bytes;
+  size_t workspace_bytes;       /* cuDNN's, then (krsc_filter) the filters' */
+  size_t cudnn_workspace_bytes; /* cuDNN's alone, at the workspace's start  */
+  bool krsc_filter;             /* CONV_CUDNN_KNOB_KRSC_FILTER              */
+  size_t filter_offset;         /* of the K R S C filters in the workspace  */
   /* The variant pack of the last run and the pointers it binds; rebuilt
    * when they change, under env->cudnn_lock. */
   cudnnBackendDescriptor_t pack;
@@ -304,10 +319,18 @@ static void cudnn_release(void *opaque) {
 }
 
 /* A config read back from a cache file is untrusted: each knob must be one
- * the engine has, set once, within the engine's range for it. */
+ * the engine has, set once, within the engine's range for it; convtune's
+ * own knob last, set to 1. */
 static conv_status check_config(const conv_config *c, const knob_info *knobs, int knob_count,
                                 conv_error *err) {
   for (int i = 1; i + 1 < c->count; i += 2) {
+    if (c->values[i] == CONV_CUDNN_KNOB_KRSC_FILTER) {
+      if (i + 2 != c->count || c->values[i + 1] != 1)
+        return conv_error_set(err, CONV_UNSUPPORTED,
+                              "cudnn: knob %d must come last, set to 1",
+                              CONV_CUDNN_KNOB_KRSC_FILTER);
+      continue;
+    }
     const knob_info *k = NULL;
     for (int j = 0; j < knob_count; j++)
       if (knobs[j].type == c->values[i]) k = &knobs[j];
@@ -346,7 +369,7 @@ done:
  * combinations it cannot run. */
 static conv_status build_plan(cudnn_state *s, conv_env *env, const conv_config *c,
                               conv_error *err) {
-  int knob_count = (c->count - 1) / 2;
+  int knob_count = (c->count - 1) / 2 - (config_krsc_filter(c) ? 1 : 0); /* cuDNN's knobs */
   int64_t workspace = 0, got = 0;
   conv_status st;
   for (int i = 0; i < knob_count; i++)
@@ -374,6 +397,7 @@ static conv_status build_plan(cudnn_state *s, conv_env *env, const conv_config *
     st = conv_error_set(err, CONV_UNSUPPORTED, "cudnn: workspace size %" PRId64, workspace);
     goto done;
   }
+  s->cudnn_workspace_bytes = (size_t)workspace;
   s->workspace_bytes = (size_t)workspace;
 done:
   return st; /* the caller releases s, and with it whatever was made */
@@ -386,8 +410,10 @@ static bool cudnn_applicable(const conv_problem *problem, const conv_env *env) {
   return conv_problem_supported(problem);
 }
 
-static conv_status cudnn_configs(const conv_problem *problem, conv_env *env, conv_config *out,
-                                 int max, int *count, conv_error *err) {
+/* The configs of the problem's graph, its filters K R S C with
+ * `krsc_filter` (the caller marks those configs). */
+static conv_status list_configs(const conv_problem *problem, conv_env *env, bool krsc_filter,
+                                conv_config *out, int max, int *count, conv_error *err) {
   conv_graph g = {0};
   engine_probe *probes = NULL;
   conv_config *heur = NULL;
@@ -399,7 +425,7 @@ static conv_status cudnn_configs(const conv_problem *problem, conv_env *env, con
     return CONV_OK;
   }
   uv_mutex_lock(&env->cudnn_lock);
-  CONV_TRY(st, conv_cudnn_graph_build(problem, env, &g, err), done);
+  CONV_TRY(st, conv_cudnn_graph_build(problem, env, krsc_filter, &g, err), done);
   CONV_TRY(st, conv_cudnn_engine_count(g.graph, &engines, err), done);
   probes = calloc(engines > 0 ? (size_t)engines : 1, sizeof *probes);
   /* Ask the heuristics for more than `max`: in strict mode their first
@@ -445,6 +471,30 @@ done:
   return st;
 }
 
+/* The problem's configs, then, for an NCHW forward convolution with R S >
+ * 1, those of the graph with K R S C filters, each marked with
+ * CONV_CUDNN_KNOB_KRSC_FILTER (never cuDNN's heuristic pick: that is what
+ * an untuned caller of cuDNN runs). */
+static conv_status cudnn_configs(const conv_problem *problem, conv_env *env, conv_config *out,
+                                 int max, int *count, conv_error *err) {
+  conv_status st = list_configs(problem, env, false, out, max, count, err);
+  if (st != CONV_OK || !krsc_filter_applies(problem) || *count >= max) return st;
+  int added = 0;
+  st = list_configs(problem, env, true, out + *count, max - *count, &added, err);
+  if (st != CONV_OK) return st;
+  int kept = 0;
+  for (int i = 0; i < added; i++) {
+    conv_config c = out[*count + i];
+    if (c.count + 2 > CONV_CONFIG_MAX_VALUES) continue;
+    c.values[c.count++] = CONV_CUDNN_KNOB_KRSC_FILTER;
+    c.values[c.count++] = 1;
+    c.flags = 0;
+    out[*count + kept++] = c;
+  }
+  *count += kept;
+  return CONV_OK;
+}
+
 static conv_status cudnn_prepare(const conv_problem *problem, conv_env *env,
                                  const conv_config *config, conv_prepared *out, conv_error *err) {
   if (config == NULL || config->count < 1 || config->count > CONV_CONFIG_MAX_VALUES ||
@@ -458,8 +508,15 @@ static conv_status cudnn_prepare(const conv_problem *problem, conv_env *env,
   int64_t engines = 0;
   engine_notes notes = {0};
   conv_status st;
+  s->krsc_filter = config_krsc_filter(config);
+  if (s->krsc_filter && !krsc_filter_applies(problem)) {
+    cudnn_release(s);
+    return conv_error_set(err, CONV_UNSUPPORTED,
+                          "cudnn: K R S C filters (knob %d) are for NCHW forward convolutions "
+                          "with R S > 1", CONV_CUDNN_KNOB_KRSC_FILTER);
+  }
   uv_mutex_lock(&env->cudnn_lock);
-  CONV_TRY(st, conv_cudnn_graph_build(problem, env, &s->g, err), done);
+  CONV_TRY(st, conv_cudnn_graph_build(problem, env, s->krsc_filter, &s->g, err), done);
   CONV_TRY(st, conv_cudnn_engine_count(s->g.graph, &engines, err), done);
   if (config->values[0] < 0 || config->values[0] >= engines) {
     st = conv_error_set(err, CONV_UNSUPPORTED, "cudnn: engine %" PRId64 " not in [0, %" PRId64 ")",
@@ -477,6 +534,13 @@ static conv_status cudnn_prepare(const conv_problem *problem, conv_env *env,
   CONV_TRY(st, conv_cudnn_read_knobs(s->engine, knobs, &knob_count, err), done);
   CONV_TRY(st, check_config(config, knobs, knob_count, err), done);
   CONV_TRY(st, build_plan(s, env, config, err), done);
+  if (s->krsc_filter) { /* the filters after cuDNN's workspace, 256-byte aligned */
+    const size_t filter_bytes =
+        (size_t)(problem->k * (problem->c / problem->groups) * problem->r * problem->s) *
+        sizeof(float);
+    s->filter_offset = (s->cudnn_workspace_bytes + 255) / 256 * 256;
+    s->workspace_bytes = s->filter_offset + filter_bytes;
+  }
 done:
   uv_mutex_unlock(&env->cudnn_lock);
   if (st != CONV_OK) {
@@ -492,13 +556,13 @@ done:
 
 /* Rebuilds the variant pack when the caller's pointers changed since the
  * last run: building one per run would add host time to every timing. */
-static conv_status bind_pack(cudnn_state *s, const conv_exec *exec, void *workspace,
-                             conv_error *err) {
-  if (s->pack != NULL && s->pack_x == exec->x && s->pack_w == exec->w && s->pack_y == exec->y &&
+static conv_status bind_pack(cudnn_state *s, const float *x, const float *w, float *y,
+                             void *workspace, conv_error *err) {
+  if (s->pack != NULL && s->pack_x == x && s->pack_w == w && s->pack_y == y &&
       s->pack_ws == workspace)
     return CONV_OK;
   conv_cudnn_free_desc(&s->pack);
-  void *pointers[3] = {(void *)exec->x, (void *)exec->w, exec->y};
+  void *pointers[3] = {(void *)x, (void *)w, y};
   int64_t uids[3] = {UID_X, UID_W, UID_Y};
   cudnnBackendDescriptor_t pack = NULL;
   conv_status st;
@@ -513,9 +577,9 @@ static conv_status bind_pack(cudnn_state *s, const conv_exec *exec, void *worksp
   CONV_TRY(st, conv_cudnn_failed(err, cudnnBackendFinalize(pack), "finalize variant pack"), done);
   s->pack = pack;
   pack = NULL;
-  s->pack_x = exec->x;
-  s->pack_w = exec->w;
-  s->pack_y = exec->y;
+  s->pack_x = x;
+  s->pack_w = w;
+  s->pack_y = y;
   s->pack_ws = workspace;
 done:
   conv_cudnn_free_desc(&pack);
@@ -534,18 +598,29 @@ static conv_status cudnn_run(const conv_exec *exec, cudaStream_t stream, conv_er
     return conv_error_set(err, CONV_INVALID_ARGUMENT,
                           "cudnn: plan needs %zu bytes of workspace, got %zu", s->workspace_bytes,
                           exec->workspace == NULL ? 0 : exec->workspace_bytes);
-  if (misaligned(exec->x) || misaligned(exec->w) || misaligned(exec->y))
+  /* K R S C filters are convtune's copy, aligned: the caller's need not be. */
+  if (misaligned(exec->x) || (!s->krsc_filter && misaligned(exec->w)) || misaligned(exec->y))
     return conv_error_set(err, CONV_INVALID_ARGUMENT,
                           "cudnn: x, w and y must be %d-byte aligned", TENSOR_ALIGNMENT);
   if (p->epilogue != CONV_EPILOGUE_NONE && exec->bias == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "cudnn: the epilogue needs a bias");
-  void *workspace = s->workspace_bytes > 0 ? exec->workspace : NULL;
+  void *workspace = s->cudnn_workspace_bytes > 0 ? exec->workspace : NULL;
+  const float *w = exec->w;
+  if (s->krsc_filter) {
+    float *krsc = (float *)((char *)exec->workspace + s->filter_offset);
+    const conv_status moved = conv_check_cuda(
+        err,
+        conv_filter_to_krsc(exec->w, p->k, p->c / p->groups, p->r * p->s, krsc, stream),
+        "cudnn: conv_filter_to_krsc");
+    if (moved != CONV_OK) return moved;
+    w = krsc;
+  }
   conv_env *env = exec->env;
   conv_status st;
   /* cuDNN runs on the handle's stream: the stream and the launch must not
    * interleave with another thread's. */
   uv_mutex_lock(&env->cudnn_lock);
-  st = bind_pack(s, exec, workspace, err);
+  st = bind_pack(s, exec->x, w, exec->y, workspace, err);
   if (st == CONV_OK)
     st = conv_cudnn_failed(err, cudnnSetStream(env->cudnn, stream), "cudnnSetStream");
   if (st == CONV_OK)
@@ -558,7 +633,8 @@ static conv_status cudnn_run(const conv_exec *exec, cudaStream_t stream, conv_er
   return CONV_OK;
 }
 
-/* "engine=12" or "engine=12 knobs=3:1,5:2" (cuDNN knob type numbers). */
+/* "engine=12" or "engine=12 knobs=3:1,5:2" (cuDNN knob type numbers), with
+ * " krsc" for convtune's K R S C filters (1000:1). */
 static void cudnn_describe(const conv_config *c, char *text, size_t size) {
   if (text == NULL || size == 0) return;
   if (c == NULL || c->count < 1 || c->count > CONV_CONFIG_MAX_VALUES || c->count % 2 == 0) {
@@ -567,19 +643,22 @@ static void cudnn_describe(const conv_config *c, char *text, size_t size) {
   }
   int len = snprintf(text, size, "engine=%" PRId64, c->values[0]);
   size_t used = len > 0 ? (size_t)len : 0;
-  for (int i = 1; i + 1 < c->count && used < size; i += 2) {
+  const bool krsc = config_krsc_filter(c) && c->values[c->count - 1] == 1;
+  for (int i = 1; i + 1 < c->count - (krsc ? 2 : 0) && used < size; i += 2) {
     len = snprintf(text + used, size - used, "%s%" PRId64 ":%" PRId64, i == 1 ? " knobs=" : ",",
                    c->values[i], c->values[i + 1]);
     if (len < 0) break;
     used += (size_t)len;
   }
+  if (krsc && used < size) snprintf(text + used, size - used, " krsc");
 }
 
 const conv_algorithm conv_algorithm_cudnn = {
     .id = CONV_ALGO_CUDNN,
     /* 2: heuristic configs of 8 to 15 knobs (before, left out); 3: knob
-     * variants around the heuristics' configs (make_variants) */
-    .version = 3,
+     * variants around the heuristics' configs (make_variants); 4: the
+     * configs with K R S C filters (CONV_CUDNN_KNOB_KRSC_FILTER) */
+    .version = 4,
     .name = "cudnn",
     .applicable = cudnn_applicable,
     .configs = cudnn_configs,

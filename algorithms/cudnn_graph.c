@@ -198,8 +198,8 @@ done:
 
 /* Builds the graph; on failure nothing is left allocated.  The caller holds
  * env->cudnn_lock: finalizing the graph uses the shared handle. */
-conv_status conv_cudnn_graph_build(const conv_problem *p, conv_env *env, conv_graph *g,
-                                   conv_error *err) {
+conv_status conv_cudnn_graph_build(const conv_problem *p, conv_env *env, bool krsc_filter,
+                                   conv_graph *g, conv_error *err) {
   memset(g, 0, sizeof *g);
   conv_shape shape;
   conv_status st = conv_problem_shape(p, &shape);
@@ -208,7 +208,9 @@ conv_status conv_cudnn_graph_build(const conv_problem *p, conv_env *env, conv_gr
   int64_t w_dims[4] = {p->k, shape.c_per_group, p->r, p->s};
   int64_t y_dims[4] = {p->n, p->k, shape.p, shape.q};
   CONV_TRY(st, make_tensor(UID_X, x_dims, p->layout, &g->x, err), done);
-  CONV_TRY(st, make_tensor(UID_W, w_dims, p->layout, &g->w, err), done);
+  /* K R S C is the NHWC strides of (K, C, R, S). */
+  const conv_layout w_layout = krsc_filter ? CONV_LAYOUT_NHWC : p->layout;
+  CONV_TRY(st, make_tensor(UID_W, w_dims, w_layout, &g->w, err), done);
   CONV_TRY(st, make_tensor(UID_Y, y_dims, p->layout, &g->y, err), done);
   CONV_TRY(st, make_conv_desc(p, &g->conv, err), done);
   CONV_TRY(st, make_conv_op(p->direction, g, err), done);

@@ -68,9 +68,23 @@ void conv_cudnn_free_desc(cudnnBackendDescriptor_t *desc);
 void conv_cudnn_graph_destroy(conv_graph *g);
 
 /* Builds the graph; on failure nothing is left allocated.  The caller holds
- * env->cudnn_lock: finalizing the graph uses the shared handle. */
-conv_status conv_cudnn_graph_build(const conv_problem *p, conv_env *env, conv_graph *g,
-                                   conv_error *err);
+ * env->cudnn_lock: finalizing the graph uses the shared handle.  With
+ * `krsc_filter` the filters are K R S C whatever the problem's layout (the
+ * configs with CONV_CUDNN_KNOB_KRSC_FILTER). */
+conv_status conv_cudnn_graph_build(const conv_problem *p, conv_env *env, bool krsc_filter,
+                                   conv_graph *g, conv_error *err);
+
+/* convtune's own knob in a cudnn config, never passed to cuDNN, sorted
+ * after cuDNN's knob types: value 1 runs the engine on a graph whose
+ * filters are K R S C, into which convtune transposes the caller's K C R S
+ * filters (conv_filter_to_krsc, in the plan's workspace) before each run.
+ * For NCHW forward convolutions with R S > 1.  cuDNN's channels-last
+ * engines, which win most such TF32 layers, otherwise transpose the
+ * filters themselves, at about 1 TB/s on an H100 (15 us of the 40 that
+ * resnet50's 7x7 c512 3x3 layer takes at batch 16); convtune's transpose
+ * moves them at about 2 TB/s, and that layer takes 0.0325 ms against
+ * 0.0376. */
+#define CONV_CUDNN_KNOB_KRSC_FILTER 1000
 
 conv_status conv_cudnn_engine_count(cudnnBackendDescriptor_t graph, int64_t *count,
                                     conv_error *err);

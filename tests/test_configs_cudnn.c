@@ -2,6 +2,8 @@
  * (conv_cudnn_knob_variants): around cuDNN's heuristic config, each
  * variant is that config with one knob a step or two away, within range,
  * no two alike; without one, one-knob changes of the engine's defaults.
+ * And convtune's own K R S C filter knob: described, refused where it
+ * does not apply.
  * The knob ranges are engine 67's on an H100 (cuDNN 9.19).  No GPU: the
  * GPU tests run every config cuDNN lists. */
 #include <string.h>
@@ -122,9 +124,40 @@ static int defaults_without_a_pick(void) {
   return TEST_PASS;
 }
 
+/* convtune's K R S C knob (CONV_CUDNN_KNOB_KRSC_FILTER) is described, and
+ * refused before cuDNN is asked where it does not apply: channels-last
+ * problems, backward passes and 1x1 filters (K C R S is K R S C there). */
+static int krsc_filter_knob(void) {
+  const conv_algorithm *cudnn = conv_registry_find(CONV_ALGO_CUDNN);
+  CHECK(cudnn != NULL);
+  conv_config krsc = pick;
+  krsc.values[krsc.count++] = CONV_CUDNN_KNOB_KRSC_FILTER;
+  krsc.values[krsc.count++] = 1;
+  char text[128];
+  cudnn->describe(&krsc, text, sizeof text);
+  CHECK_MSG(strcmp(text, "engine=67 knobs=2:7,13:0,18:0,25:1,27:8,28:1 krsc") == 0, "%s", text);
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = 2, p.c = 8, p.h = p.w = 9, p.k = 8, p.r = p.s = 3, p.pad_h = p.pad_w = 1;
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  for (int i = 0; i < 3; i++) {
+    conv_problem other = p;
+    if (i == 0) other.layout = CONV_LAYOUT_NHWC;
+    if (i == 1) other.direction = CONV_BACKWARD_DATA;
+    if (i == 2) other.r = other.s = 1, other.pad_h = other.pad_w = 0;
+    conv_prepared prep;
+    conv_error err = {CONV_OK, ""};
+    CHECK_STATUS(CONV_UNSUPPORTED, cudnn->prepare(&other, &env, &krsc, &prep, &err));
+    CHECK_MSG(strstr(err.message, "R S > 1") != NULL, "%s", err.message);
+  }
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"neighbours_of_the_pick", neighbours_of_the_pick},
     {"neighbours_add_a_knob", neighbours_add_a_knob},
     {"defaults_without_a_pick", defaults_without_a_pick},
+    {"krsc_filter_knob", krsc_filter_knob},
 };
 TEST_MAIN(tests)
