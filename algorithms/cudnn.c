@@ -535,11 +535,13 @@ static conv_status cudnn_prepare(const conv_problem *problem, conv_env *env,
   CONV_TRY(st, check_config(config, knobs, knob_count, err), done);
   CONV_TRY(st, build_plan(s, env, config, err), done);
   if (s->krsc_filter) { /* the filters after cuDNN's workspace, 256-byte aligned */
-    const size_t filter_bytes =
-        (size_t)(problem->k * (problem->c / problem->groups) * problem->r * problem->s) *
-        sizeof(float);
+    conv_shape shape;
+    if (conv_problem_shape(problem, &shape) != CONV_OK) { /* graph_build checked it */
+      st = conv_error_set(err, CONV_INVALID_ARGUMENT, "cudnn: invalid problem");
+      goto done;
+    }
     s->filter_offset = (s->cudnn_workspace_bytes + 255) / 256 * 256;
-    s->workspace_bytes = s->filter_offset + filter_bytes;
+    s->workspace_bytes = s->filter_offset + (size_t)shape.w_elems * sizeof(float);
   }
 done:
   uv_mutex_unlock(&env->cudnn_lock);
