@@ -1,6 +1,6 @@
 /*
- * problem_fixtures.h -- named suite shapes and devices the CPU config
- * tests share (header-only: no library to link).
+ * problem_fixtures.h -- named suite shapes, devices and scope checks the
+ * CPU config tests share (header-only: no library to link).
  */
 #ifndef CONVTUNE_TESTS_PROBLEM_FIXTURES_H
 #define CONVTUNE_TESTS_PROBLEM_FIXTURES_H
@@ -31,6 +31,20 @@ static inline conv_env hopper_env(void) {
   return env;
 }
 
+/* A TF32-only family: `p` (TF32) in strict fp32 is not its to take, and
+ * it lists no config for it. */
+static inline int refuses_strict(const conv_algorithm *a, const conv_problem *p,
+                                 conv_env *env) {
+  conv_problem strict = *p;
+  strict.math = CONV_MATH_STRICT;
+  CHECK(!a->applicable(&strict, env));
+  conv_config configs[8];
+  int n = -1;
+  CHECK_STATUS(CONV_OK, a->configs(&strict, env, configs, 8, &n, NULL));
+  CHECK(n == 0);
+  return TEST_PASS;
+}
+
 /* The scope checks every TF32 wgmma family (padded_gemm, stem_gemm)
  * shares: registered under `id` and `name`; takes `p` on an H100 and with
  * no device (the problem decides); not `p` in strict fp32, where it lists
@@ -44,13 +58,7 @@ static inline int wgmma_family_scope(uint32_t id, const char *name, const conv_p
   conv_env env = hopper_env();
   CHECK(a->applicable(p, &env));
   CHECK(a->applicable(p, NULL));
-  conv_problem strict = *p;
-  strict.math = CONV_MATH_STRICT;
-  CHECK(!a->applicable(&strict, &env));
-  conv_config configs[8];
-  int n = -1;
-  CHECK_STATUS(CONV_OK, a->configs(&strict, &env, configs, 8, &n, NULL));
-  CHECK(n == 0);
+  if (refuses_strict(a, p, &env) != TEST_PASS) return TEST_FAIL;
   conv_env ampere = env;
   ampere.device.cc_major = 8;
   CHECK(!a->applicable(p, &ampere));
