@@ -55,7 +55,6 @@ static const int patch_warps[3][6] = {
     [CONV_PATCH_WGMMA] = {16, 12, 8, 4, 0},
 };
 
-
 /* Appends every plannable config of kernels of `kind`. */
 static int patch_add_configs(const conv_problem *problem, const conv_patch_tiling *kernels,
                              int nkernels, int kind, conv_config *out, int max, int n) {
