@@ -68,9 +68,11 @@ static bool config_krsc_filter(const conv_config *c) {
   return c->count >= 3 && c->values[c->count - 2] == CONV_CUDNN_KNOB_KRSC_FILTER;
 }
 
-/* The problems whose configs are also listed with KRSC filters. */
+/* The problems whose configs are also listed with KRSC filters (not those
+ * whose own filters are K R S C: their graph already reads them so). */
 static bool krsc_filter_applies(const conv_problem *p) {
-  return p->direction == CONV_FORWARD && p->layout == CONV_LAYOUT_NCHW && p->r * p->s > 1 &&
+  return p->direction == CONV_FORWARD && p->layout == CONV_LAYOUT_NCHW &&
+         !conv_problem_krsc_filters(p) && p->r * p->s > 1 &&
          p->r * p->s <= CONV_FILTER_TO_KRSC_MAX_TAPS;
 }
 
@@ -668,4 +670,5 @@ const conv_algorithm conv_algorithm_cudnn = {
     .run = cudnn_run,
     .release = cudnn_release,
     .describe = cudnn_describe,
+    .krsc_filters = true, /* the graph's filter strides say K R S C */
 };

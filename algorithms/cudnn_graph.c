@@ -208,8 +208,10 @@ conv_status conv_cudnn_graph_build(const conv_problem *p, conv_env *env, bool kr
   int64_t w_dims[4] = {p->k, shape.c_per_group, p->r, p->s};
   int64_t y_dims[4] = {p->n, p->k, shape.p, shape.q};
   CONV_TRY(st, make_tensor(UID_X, x_dims, p->layout, &g->x, err), done);
-  /* K R S C is the NHWC strides of (K, C, R, S). */
-  const conv_layout w_layout = krsc_filter ? CONV_LAYOUT_NHWC : p->layout;
+  /* K R S C is the NHWC strides of (K, C, R, S): a problem's own
+   * (conv_problem.filter_layout) or convtune's transposed copy. */
+  const bool krsc = krsc_filter || conv_problem_krsc_filters(p);
+  const conv_layout w_layout = krsc ? CONV_LAYOUT_NHWC : p->layout;
   CONV_TRY(st, make_tensor(UID_W, w_dims, w_layout, &g->w, err), done);
   CONV_TRY(st, make_tensor(UID_Y, y_dims, p->layout, &g->y, err), done);
   CONV_TRY(st, make_conv_desc(p, &g->conv, err), done);

@@ -68,9 +68,10 @@ void conv_cudnn_free_desc(cudnnBackendDescriptor_t *desc);
 void conv_cudnn_graph_destroy(conv_graph *g);
 
 /* Builds the graph; on failure nothing is left allocated.  The caller holds
- * env->cudnn_lock: finalizing the graph uses the shared handle.  With
- * `krsc_filter` the filters are K R S C whatever the problem's layout (the
- * configs with CONV_CUDNN_KNOB_KRSC_FILTER). */
+ * env->cudnn_lock: finalizing the graph uses the shared handle.  The
+ * filters are K R S C for NHWC problems, for those whose own filters are
+ * (conv_problem_krsc_filters), and with `krsc_filter` (the configs with
+ * CONV_CUDNN_KNOB_KRSC_FILTER). */
 conv_status conv_cudnn_graph_build(const conv_problem *p, conv_env *env, bool krsc_filter,
                                    conv_graph *g, conv_error *err);
 

@@ -98,4 +98,5 @@ const conv_algorithm conv_algorithm_padded_gemm = {
     .run = pg_run,
     .release = pg_release,
     .describe = pg_describe,
+    .krsc_filters = true, /* the producer loads either order (padded_gemm.cu) */
 };

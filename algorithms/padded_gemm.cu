@@ -115,7 +115,7 @@ __device__ __forceinline__ void wgmma_tf32<32>(float (&d)[32][4], uint64_t a, ui
  * loaded a chunk earlier (their load latency overlaps the previous
  * chunk's copies) and arrives on the stage's "full" barrier twice per
  * thread (stores now, copies when they land). */
-template <int NT, int STAGES>
+template <int NT, int STAGES, bool KRSC>
 __device__ __forceinline__ void produce(const pg_params &a, float *smem, uint32_t full0,
                                         uint32_t empty0, int q0, int k0) {
   constexpr int N = 8 * NT;
@@ -135,11 +135,24 @@ __device__ __forceinline__ void produce(const pg_params &a, float *smem, uint32_
     x_offset[j] = ok ? b * a.x_image + (lane % 4) * a.hw + i * a.wd + jj : 0;
   }
   /* Filters: thread -> (row tid / 2, channels 4 (tid % 2) + [0, 4)): 9
-   * float4s of w, contiguous, and one float4 per tap into the stage. */
+   * float4s of w, contiguous (K C R S) or one a tap (K R S C: the tap's 4
+   * channels), and one float4 per tap into the stage. */
   const int row = tid / 2, half = tid % 2;
-  const float *w_row = a.w + (int64_t)(k0 + row) * a.crs + 4 * half * kTaps;
+  const int channels = a.crs / kTaps;
+  const float *w_row =
+      a.w + (int64_t)(k0 + row) * a.crs + 4 * half * (KRSC ? 1 : kTaps);
   auto load_filters = [&](int chunk, float4(&v)[kTaps]) {
     if (chunk >= a.chunks) return;
+    if (KRSC) {
+      const float *src = w_row + chunk * kChunk;
+#pragma unroll
+      for (int i = 0; i < kTaps; i++)
+        v[i] = a.vector_filters
+                   ? __ldg(reinterpret_cast<const float4 *>(src + i * channels))
+                   : make_float4(__ldg(src + i * channels), __ldg(src + i * channels + 1),
+                                 __ldg(src + i * channels + 2), __ldg(src + i * channels + 3));
+      return;
+    }
     const float *src = w_row + (int64_t)chunk * kChunk * kTaps;
     if (a.vector_filters) {
 #pragma unroll
@@ -168,14 +181,24 @@ __device__ __forceinline__ void produce(const pg_params &a, float *smem, uint32_
       }
     }
     mbar_arrive_copies(full0 + 8 * s);
-    /* v holds w[row][4 half + c][tap] at float 9 c + tap: A's layout is
-     * [tap][channels 4 half + [0, 4)][row][4]. */
+    /* v holds w[row][4 half + c][tap] at float 9 c + tap (K C R S), or
+     * v[tap] the tap's 4 channels (K R S C): A's layout is
+     * [tap][channels 4 half + [0, 4)][row][4].  Indices stay constants in
+     * both branches, so that v stays in registers. */
     const float *f = reinterpret_cast<const float *>(v);
+    if (KRSC) {
 #pragma unroll
-    for (int tap = 0; tap < kTaps; tap++)
-      *reinterpret_cast<float4 *>(stage + ((tap * 2 + half) * kRows + row) * 4) =
-          make_float4(to_tf32(f[tap]), to_tf32(f[kTaps + tap]), to_tf32(f[2 * kTaps + tap]),
-                      to_tf32(f[3 * kTaps + tap]));
+      for (int tap = 0; tap < kTaps; tap++)
+        *reinterpret_cast<float4 *>(stage + ((tap * 2 + half) * kRows + row) * 4) =
+            make_float4(to_tf32(v[tap].x), to_tf32(v[tap].y), to_tf32(v[tap].z),
+                        to_tf32(v[tap].w));
+    } else {
+#pragma unroll
+      for (int tap = 0; tap < kTaps; tap++)
+        *reinterpret_cast<float4 *>(stage + ((tap * 2 + half) * kRows + row) * 4) =
+            make_float4(to_tf32(f[tap]), to_tf32(f[kTaps + tap]), to_tf32(f[2 * kTaps + tap]),
+                        to_tf32(f[3 * kTaps + tap]));
+    }
     fence_proxy_async();
     mbar_arrive(full0 + 8 * s);
   };
@@ -227,7 +250,7 @@ __device__ __forceinline__ void consume(const pg_params &a, float *smem, uint32_
 
 /* Block (position tile blockIdx.x, output channels 64 blockIdx.y + [0, 64)):
  * warpgroup 0 stages, warpgroup 1 multiplies and stores. */
-template <int NT, int STAGES>
+template <int NT, int STAGES, bool KRSC>
 __global__ void __launch_bounds__(kThreads, 1) padded_gemm_kernel(pg_params a) {
   constexpr int N = 8 * NT, kPitchOut = N + 4;
   extern __shared__ float4 smem4[];
@@ -240,7 +263,7 @@ __global__ void __launch_bounds__(kThreads, 1) padded_gemm_kernel(pg_params a) {
     for (int s = 0; s < STAGES; s++) mbar_init(full0 + 8 * s, 256), mbar_init(empty0 + 8 * s, 1);
   __syncthreads();
   if (threadIdx.x < 128) {
-    produce<NT, STAGES>(a, smem, full0, empty0, q0, k0);
+    produce<NT, STAGES, KRSC>(a, smem, full0, empty0, q0, k0);
     return;
   }
   float acc[NT][4];
@@ -269,16 +292,21 @@ __global__ void __launch_bounds__(kThreads, 1) padded_gemm_kernel(pg_params a) {
   }
 }
 
+/* A tiling's kernels: for K C R S filters, and for K R S C ones. */
 struct pg_instance {
   conv_padded_tiling tiling;
-  const void *kernel;
+  const void *kernel, *kernel_krsc;
 };
 
+#define PG_KERNELS(NT, STAGES) \
+  (const void *)padded_gemm_kernel<NT, STAGES, false>, \
+      (const void *)padded_gemm_kernel<NT, STAGES, true>
 const pg_instance kInstances[] = {
-    {{256, 4}, (const void *)padded_gemm_kernel<32, 4>},
-    {{256, 3}, (const void *)padded_gemm_kernel<32, 3>},
-    {{128, 4}, (const void *)padded_gemm_kernel<16, 4>},
+    {{256, 4}, PG_KERNELS(32, 4)},
+    {{256, 3}, PG_KERNELS(32, 3)},
+    {{128, 4}, PG_KERNELS(16, 4)},
 };
+#undef PG_KERNELS
 constexpr int kInstanceCount = (int)(sizeof kInstances / sizeof kInstances[0]);
 }  // namespace
 
@@ -317,7 +345,10 @@ extern "C" bool conv_padded_plan(const conv_problem *p, const conv_padded_tiling
     return conv_refuse(why, why_size, "more than 65535 blocks of output channels");
   memset(L, 0, sizeof *L);
   L->tiling = *tiling;
-  L->kernel = inst->kernel;
+  /* The plan's problem is canonical (conv_problem_import): KRSC here is an
+   * order that differs from K C R S (conv_problem_krsc_filters). */
+  L->krsc_filters = p->filter_layout == CONV_FILTER_KRSC;
+  L->kernel = L->krsc_filters ? inst->kernel_krsc : inst->kernel;
   L->n = (int)p->n, L->c = (int)p->c, L->h = (int)p->h, L->w = (int)p->w, L->k = (int)p->k;
   L->epilogue = (int)p->epilogue;
   L->pitch = (int)pitch, L->padded_rows = (int)padded_rows, L->positions = (int)positions;

@@ -68,6 +68,7 @@ typedef struct conv_padded_launch {
   unsigned grid[2];   /* {position tiles, K / 64}                          */
   int threads;        /* a producer and a consumer warpgroup: 256          */
   size_t smem_bytes;
+  bool krsc_filters;  /* w is K R S C (conv_problem_krsc_filters)          */
 } conv_padded_launch;
 
 /* The compiled tilings, larger tiles first: writes up to `max`, returns how

@@ -100,7 +100,9 @@ static reference_params reference_params_make(const conv_problem *pb) {
               : pb->direction == CONV_BACKWARD_FILTER ? prm.k * prm.c_per_group * prm.r * prm.s
                                                       : prm.n * prm.k * prm.p * prm.q;
   layout_strides(pb->layout, prm.n, prm.c, prm.h, prm.w, prm.xs);
-  layout_strides(pb->layout, prm.k, prm.c_per_group, prm.r, prm.s, prm.ws);
+  /* The filters: the layout's own order, or K R S C (filter_layout). */
+  layout_strides(pb->filter_layout == CONV_FILTER_KRSC ? CONV_LAYOUT_NHWC : pb->layout, prm.k,
+                 prm.c_per_group, prm.r, prm.s, prm.ws);
   layout_strides(pb->layout, prm.n, prm.k, prm.p, prm.q, prm.ys);
   return prm;
 }

@@ -42,3 +42,10 @@ const conv_algorithm *conv_registry_find_name(const char *name) {
     if (strcmp(registry[i]->name, name) == 0) return registry[i];
   return NULL;
 }
+
+bool conv_algorithm_applicable(const conv_algorithm *algo, const conv_problem *problem,
+                               const conv_env *env) {
+  if (algo == NULL || problem == NULL) return false;
+  if (conv_problem_krsc_filters(problem) && !algo->krsc_filters) return false;
+  return algo->applicable(problem, env);
+}

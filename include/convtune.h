@@ -66,7 +66,7 @@ extern "C" {
  * *_sized functions behind the macros are for bindings, which pass the size
  * of their own copy of the struct. */
 #define CONVTUNE_VERSION_MAJOR 0
-#define CONVTUNE_VERSION_MINOR 5
+#define CONVTUNE_VERSION_MINOR 6
 #define CONVTUNE_VERSION_PATCH 0
 #define CONVTUNE_VERSION \
   (CONVTUNE_VERSION_MAJOR * 10000 + CONVTUNE_VERSION_MINOR * 100 + CONVTUNE_VERSION_PATCH)
@@ -117,6 +117,18 @@ const char *conv_status_string(conv_status status);
 
 typedef enum conv_dtype { CONV_DTYPE_F32 = 0, CONV_DTYPE_F16, CONV_DTYPE_BF16 } conv_dtype;
 typedef enum conv_layout { CONV_LAYOUT_NCHW = 0, CONV_LAYOUT_NHWC } conv_layout;
+/* The order of a filter's floats.  DEFAULT is the layout's own: K C R S
+ * for NCHW, K R S C for NHWC.  KRSC with an NCHW layout keeps x and y NCHW
+ * and takes w[k][r][s][c/groups]: PyTorch's channels-last weights, filters
+ * that cuDNN's channels-last engines read without transposing them first,
+ * which a caller whose filters do not change between calls can keep so
+ * (see conv_problem.filter_layout).  Where c/groups == 1 or r*s == 1 the
+ * orders are the same bytes and the problem is the DEFAULT one. */
+typedef enum conv_filter_layout {
+  CONV_FILTER_DEFAULT = 0,
+  CONV_FILTER_KCRS,
+  CONV_FILTER_KRSC
+} conv_filter_layout;
 /* Which pass of the convolution y = conv(x, w) a problem is:
  * FORWARD          y  from x and w  (conv_plan_execute);
  * BACKWARD_DATA    dx from dy and w (conv_plan_backward_data): the gradient of
@@ -210,11 +222,19 @@ typedef struct conv_problem {
   conv_op op;               /* CONV_OP_CONVOLUTION (0, default) or             *
                              * CONV_OP_DYNAMIC, which reads the fields above  *
                              * as conv_op says                                 */
+  /* Added in 0.6.0: */
+  conv_filter_layout filter_layout; /* DEFAULT (0): the layout's own order.      *
+                             * KRSC with layout NCHW: forward convolutions    *
+                             * only; the families that read such filters run  *
+                             * it (README, the families table).  KCRS with    *
+                             * NHWC: CONV_UNSUPPORTED.  Part of the key       *
+                             * (" krsc") where the orders differ.             */
 } conv_problem;
 
 /* Sets every field to its default: zero sizes (the caller must set n, c, h, w,
  * k, r, s), pads 0, strides 1, dilations 1, groups 1, fp32, NCHW, forward,
- * strict fp32, no epilogue, not deterministic, a convolution; and struct_size.  Every
+ * strict fp32, no epilogue, not deterministic, a convolution, the layout's
+ * own filter order; and struct_size.  Every
  * function taking a conv_problem checks struct_size: a problem not made by
  * conv_problem_init (or conv_problem_parse) is CONV_INVALID_ARGUMENT. */
 #define conv_problem_init(problem) conv_problem_init_sized((problem), sizeof *(problem))
@@ -247,7 +267,9 @@ conv_status conv_problem_set_patches(conv_problem *problem, int64_t batch, int64
 
 /* Canonical, human-readable key of the problem, the one the cache stores,
  * e.g. "fwd f32 nchw strict none n32 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1"
- * ("bwd_data ..." and "bwd_filter ..." for the backward passes; " det" at
+ * ("bwd_data ..." and "bwd_filter ..." for the backward passes; " krsc"
+ * after the groups of an NCHW problem whose filters are K R S C, where that
+ * differs from K C R S; " det" at
  * the end of a deterministic problem's; "dyn " before the direction of a
  * dynamic problem's, e.g. "dyn fwd f32 nchw strict none n64 c3 h224 w224
  * k3 r5 s5 pad2,2 str1,1 dil1,1 g1").
@@ -262,7 +284,8 @@ conv_status conv_problem_key(const conv_problem *problem, char *key /* OUT */, s
  * space- or comma-separated NAME=VALUE fields n c h w k r s pad stride dil groups
  * (pad/stride/dil set both axes; pad_h pad_w stride_h stride_w dil_h dil_w set one),
  * math=strict|tf32, epilogue=none|bias|bias_relu, layout=nchw|nhwc,
- * dir=fwd|bwd_data|bwd_filter, det=0|1 (deterministic),
+ * filter=kcrs|krsc (conv_problem.filter_layout; the layout's own when not
+ * given), dir=fwd|bwd_data|bwd_filter, det=0|1 (deterministic),
  * op=conv|dynamic, e.g. "n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1".  Unknown
  * fields are an error.  With op=dynamic, fields it determines may be left
  * out: k (= c), s (= r) and pad (= (r-1)/2 * dil), e.g.

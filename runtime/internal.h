@@ -234,7 +234,16 @@ typedef struct conv_algorithm {
   void (*release)(void *state);
   /* Human-readable config, e.g. "engine=12 knobs=3:1" or "batch=32 gemm_algo=0". */
   void (*describe)(const conv_config *config, char *text, size_t size);
+  /* Runs NCHW problems whose filters are K R S C (conv_problem_krsc_filters):
+   * the family reads w in the order the problem names.  Families without it
+   * are never offered such a problem (conv_algorithm_applicable). */
+  bool krsc_filters;
 } conv_algorithm;
+
+/* algo->applicable(), behind the checks every family shares: a problem
+ * with K R S C filters goes only to families that read them. */
+bool conv_algorithm_applicable(const conv_algorithm *algo, const conv_problem *problem,
+                               const conv_env *env);
 
 /* Registry: every candidate family, in id order. */
 enum {
@@ -352,6 +361,11 @@ bool conv_problem_dynamic(const conv_problem *problem);
  * depthwise_nhwc, and the backward families filter_reduce and
  * data_gather; direct_channel runs stride-1 backward-data too). */
 bool conv_problem_nchw(const conv_problem *problem);
+
+/* An NCHW problem whose filters are K R S C where that differs from K C R S
+ * (conv_problem.filter_layout; problems made by conv_problem_import have
+ * it canonical).  Only families with krsc_filters set are offered one. */
+bool conv_problem_krsc_filters(const conv_problem *problem);
 
 #ifdef __cplusplus
 }

@@ -58,12 +58,13 @@ static void plan_free(conv_plan *plan);
 
 /* Every field of a problem, in one list for its hash and its equality
  * (the struct's padding bytes are the caller's garbage: no memcmp). */
-enum { PROBLEM_FIELDS = 21 };
+enum { PROBLEM_FIELDS = 22 };
 static void problem_fields(const conv_problem *p, int64_t out[PROBLEM_FIELDS]) {
   const int64_t fields[PROBLEM_FIELDS] = {
       p->n,     p->c,        p->h,        p->w,     p->k,     p->r,      p->s,
       p->pad_h, p->pad_w,    p->stride_h, p->stride_w, p->dil_h, p->dil_w, p->groups,
-      p->dtype, p->layout,   p->direction, p->math, p->epilogue, p->deterministic, p->op};
+      p->dtype, p->layout,   p->direction, p->math, p->epilogue, p->deterministic, p->op,
+      p->filter_layout};
   memcpy(out, fields, sizeof fields);
 }
 
@@ -135,7 +136,7 @@ static conv_status instantiate(conv_context *ctx, const conv_problem *problem,
   if (algo == NULL)
     return conv_error_set(err, CONV_UNSUPPORTED, "algorithm id %u is unknown to this build",
                           (unsigned)choice->algorithm_id);
-  if (!algo->applicable(problem, &ctx->env))
+  if (!conv_algorithm_applicable(algo, problem, &ctx->env))
     return conv_error_set(err, CONV_UNSUPPORTED, "%s does not take this problem", algo->name);
   conv_plan *plan = calloc(1, sizeof *plan);
   if (plan == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "allocating a plan");

@@ -42,12 +42,27 @@ void conv_problem_init_sized(conv_problem *problem, size_t struct_size) {
   problem_export(problem, struct_size, &defaults);
 }
 
+/* The filter order a problem names, as DEFAULT wherever it is the layout's
+ * own or the same bytes (one channel a group, or one tap), so that those
+ * problems share keys and plans.  Values out of range are left for
+ * check_supported to name. */
+static void canonical_filter_layout(conv_problem *pr) {
+  const bool own = (pr->layout == CONV_LAYOUT_NCHW && pr->filter_layout == CONV_FILTER_KCRS) ||
+                   (pr->layout == CONV_LAYOUT_NHWC && pr->filter_layout == CONV_FILTER_KRSC);
+  const bool same_bytes = (pr->r == 1 && pr->s == 1) ||
+                          (pr->groups >= 1 && pr->c == pr->groups);
+  if (own || ((pr->filter_layout == CONV_FILTER_KCRS || pr->filter_layout == CONV_FILTER_KRSC) &&
+              same_bytes))
+    pr->filter_layout = CONV_FILTER_DEFAULT;
+}
+
 conv_status conv_problem_import(const conv_problem *theirs, conv_problem *ours, conv_error *err) {
   if (theirs == NULL) return conv_error_set(err, CONV_INVALID_ARGUMENT, "problem is NULL");
   problem_defaults(ours);
   conv_status st = conv_struct_import(ours, sizeof *ours, theirs, theirs->struct_size,
                                       CONV_PROBLEM_FIRST_SIZE, "conv_problem", err);
   ours->struct_size = sizeof *ours;
+  canonical_filter_layout(ours);
   return st;
 }
 
@@ -124,6 +139,10 @@ bool conv_problem_nchw(const conv_problem *problem) {
          problem->direction == CONV_FORWARD;
 }
 
+bool conv_problem_krsc_filters(const conv_problem *problem) {
+  return problem->layout == CONV_LAYOUT_NCHW && problem->filter_layout == CONV_FILTER_KRSC;
+}
+
 static conv_status check_supported(const conv_problem *pr, conv_error *err) {
   if (pr->dtype != CONV_DTYPE_F32)
     return conv_error_set(err, CONV_UNSUPPORTED, "dtype %d: only fp32 is supported in this version",
@@ -152,6 +171,18 @@ static conv_status check_supported(const conv_problem *pr, conv_error *err) {
                           pr->deterministic);
   if (pr->op != CONV_OP_CONVOLUTION && pr->op != CONV_OP_DYNAMIC)
     return conv_error_set(err, CONV_UNSUPPORTED, "op %d is not convolution or dynamic", (int)pr->op);
+  if (pr->filter_layout != CONV_FILTER_DEFAULT && pr->filter_layout != CONV_FILTER_KCRS &&
+      pr->filter_layout != CONV_FILTER_KRSC)
+    return conv_error_set(err, CONV_UNSUPPORTED, "filter_layout %d is not default, kcrs or krsc",
+                          (int)pr->filter_layout);
+  /* Past canonical_filter_layout, a non-default order is the other one. */
+  if (pr->filter_layout != CONV_FILTER_DEFAULT && pr->layout == CONV_LAYOUT_NHWC)
+    return conv_error_set(err, CONV_UNSUPPORTED,
+                          "filter_layout kcrs: layout nhwc takes K R S C filters");
+  if (pr->filter_layout != CONV_FILTER_DEFAULT &&
+      (pr->op != CONV_OP_CONVOLUTION || pr->direction != CONV_FORWARD))
+    return conv_error_set(err, CONV_UNSUPPORTED,
+                          "filter_layout krsc: this version runs it for forward convolutions only");
   if (pr->op == CONV_OP_DYNAMIC && pr->layout != CONV_LAYOUT_NCHW)
     return conv_error_set(err, CONV_UNSUPPORTED, "dynamic: layout nhwc: this version runs nchw only");
   /* y is a sum of per-pixel products; a bias or ReLU after it is the
@@ -310,18 +341,19 @@ conv_status conv_problem_key(const conv_problem *problem, char *key, size_t key_
   char text[CONV_PROBLEM_KEY_MAX];
   int len = snprintf(text, sizeof text,
                      "%s%s f32 %s %s %s n%lld c%lld h%lld w%lld k%lld r%lld s%lld pad%lld,%lld "
-                     "str%lld,%lld dil%lld,%lld g%lld%s",
+                     "str%lld,%lld dil%lld,%lld g%lld%s%s",
                      pr->op == CONV_OP_DYNAMIC ? "dyn " : "", direction_name(pr->direction),
                      layout_name(pr->layout), math_name(pr->math),
                      epilogue_name(pr->epilogue), (long long)pr->n, (long long)pr->c,
                      (long long)pr->h, (long long)pr->w, (long long)pr->k, (long long)pr->r,
                      (long long)pr->s, (long long)pr->pad_h, (long long)pr->pad_w,
                      (long long)pr->stride_h, (long long)pr->stride_w, (long long)pr->dil_h,
-                     (long long)pr->dil_w, (long long)pr->groups, pr->deterministic ? " det" : "");
+                     (long long)pr->dil_w, (long long)pr->groups,
+                     conv_problem_krsc_filters(pr) ? " krsc" : "", pr->deterministic ? " det" : "");
   /* A valid problem's fields have at most 10 digits (<= 2^30), so its key
-   * has at most 228 characters: never truncated here.  " det" is appended,
-   * and "dyn " prefixed to dynamic keys only, so that the keys of other
-   * problems stay as they were. */
+   * has at most 233 characters: never truncated here.  " krsc" and " det"
+   * are appended, and "dyn " prefixed to dynamic keys only, so that the
+   * keys of other problems stay as they were. */
   if (len < 0 || (size_t)len >= sizeof text) return CONV_INTERNAL;
   if ((size_t)len >= key_size) return CONV_INVALID_ARGUMENT;
   memcpy(key, text, (size_t)len + 1);
@@ -344,7 +376,7 @@ static const spec_field spec_fields[] = {
     BOTH("dil", dil_h, dil_w), ONE("dil_h", dil_h), ONE("dil_w", dil_w),
     ONE("groups", groups), ONE("g", groups),
     ONE("math", math), ONE("epilogue", epilogue), ONE("layout", layout), ONE("dir", direction),
-    ONE("det", deterministic), ONE("op", op)};
+    ONE("det", deterministic), ONE("op", op), ONE("filter", filter_layout)};
 #undef ONE
 #undef BOTH
 
@@ -384,10 +416,16 @@ static conv_status parse_int(const char *name, const char *text, int64_t *out, c
   return CONV_OK;
 }
 
-/* math=, layout=, dir=, det= and epilogue= values, in any case as names are
- * ("TF32", "NHWC", "Bias"). */
+/* math=, layout=, filter=, dir=, det= and epilogue= values, in any case as
+ * names are ("TF32", "NHWC", "Bias"). */
 static conv_status parse_enum_field(const char *name, const char *value, conv_problem *pr,
                                     conv_error *err) {
+  if (strcmp(name, "filter") == 0) {
+    if (strcasecmp(value, "kcrs") == 0) pr->filter_layout = CONV_FILTER_KCRS;
+    else if (strcasecmp(value, "krsc") == 0) pr->filter_layout = CONV_FILTER_KRSC;
+    else return conv_error_set(err, CONV_INVALID_ARGUMENT, "filter=%s: expected kcrs or krsc", value);
+    return CONV_OK;
+  }
   if (strcmp(name, "op") == 0) {
     if (strcasecmp(value, "conv") == 0 || strcasecmp(value, "convolution") == 0)
       pr->op = CONV_OP_CONVOLUTION;
@@ -449,7 +487,8 @@ static conv_status parse_field(char *token, spec_state *spec, conv_error *err) {
   conv_problem *pr = &spec->problem;
   if (strcmp(field->name, "math") == 0 || strcmp(field->name, "epilogue") == 0 ||
       strcmp(field->name, "layout") == 0 || strcmp(field->name, "dir") == 0 ||
-      strcmp(field->name, "det") == 0 || strcmp(field->name, "op") == 0)
+      strcmp(field->name, "det") == 0 || strcmp(field->name, "op") == 0 ||
+      strcmp(field->name, "filter") == 0)
     return parse_enum_field(field->name, value, pr, err);
   int64_t v = 0;
   if ((st = parse_int(field->name, value, &v, err)) != CONV_OK) return st;
@@ -504,6 +543,7 @@ conv_status conv_problem_parse_sized(const char *spec, conv_problem *problem, si
          tok = strtok_r(NULL, " \t,", &save))
       st = parse_field(tok, &parsed, &err);
     if (st == CONV_OK) spec_dynamic_defaults(&parsed);
+    if (st == CONV_OK) canonical_filter_layout(&parsed.problem);
     if (st == CONV_OK) st = shape_checked(&parsed.problem, NULL, &err);
     if (st == CONV_OK) problem_export(problem, struct_size, &parsed.problem);
   }
@@ -530,6 +570,8 @@ conv_status conv_problem_from_key_sized(const char *key, conv_problem *problem,
       used < 0 || strcmp(dtype, "f32") != 0)
     return CONV_INVALID_ARGUMENT;
   const char *rest = body + used;
+  const bool krsc = strncmp(rest, " krsc", 5) == 0;
+  if (krsc) rest += 5;
   const bool det = strcmp(rest, " det") == 0;
   if (!det && rest[0] != '\0') return CONV_INVALID_ARGUMENT;
   /* The key's words are the spec's values: parse them as a spec, which
@@ -539,9 +581,10 @@ conv_status conv_problem_from_key_sized(const char *key, conv_problem *problem,
   snprintf(spec, sizeof spec,
            "op=%s dir=%s layout=%s math=%s epilogue=%s n=%lld c=%lld h=%lld w=%lld k=%lld r=%lld "
            "s=%lld pad_h=%lld pad_w=%lld stride_h=%lld stride_w=%lld dil_h=%lld dil_w=%lld "
-           "groups=%lld det=%d",
+           "groups=%lld det=%d%s",
            dynamic ? "dynamic" : "conv", dir, layout, math, epilogue, v[0], v[1], v[2], v[3], v[4],
-           v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], det ? 1 : 0);
+           v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], det ? 1 : 0,
+           krsc ? " filter=krsc" : "");
   conv_problem parsed;
   char again[CONV_PROBLEM_KEY_MAX];
   if (conv_problem_parse(spec, &parsed, NULL, 0) != CONV_OK ||

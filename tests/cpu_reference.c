@@ -13,6 +13,14 @@ int64_t tensor_offset(conv_layout layout, int64_t a, int64_t b, int64_t i, int64
   return layout == CONV_LAYOUT_NHWC ? ((a * I + i) * J + j) * B + b : ((a * B + b) * I + i) * J + j;
 }
 
+/* The filters' order, as the layout of a (K, C/groups, R, S) tensor: the
+ * problem's filter_layout where it names one, else its layout's. */
+static conv_layout filter_order(const conv_problem *p) {
+  return p->filter_layout == CONV_FILTER_KRSC   ? CONV_LAYOUT_NHWC
+         : p->filter_layout == CONV_FILTER_KCRS ? CONV_LAYOUT_NCHW
+                                                : p->layout;
+}
+
 void cpu_forward(const conv_problem *p, const conv_shape *s, const float *x, const float *w,
                  double *y) {
   const conv_layout L = p->layout;
@@ -30,7 +38,7 @@ void cpu_forward(const conv_problem *p, const conv_shape *s, const float *x, con
                 if (ih < 0 || ih >= p->h || iw < 0 || iw >= p->w) continue;
                 const int64_t c = g * s->c_per_group + cg;
                 acc += (double)x[tensor_offset(L, n, c, ih, iw, p->c, p->h, p->w)] *
-                       w[tensor_offset(L, k, cg, r, t, s->c_per_group, p->r, p->s)];
+                       w[tensor_offset(filter_order(p), k, cg, r, t, s->c_per_group, p->r, p->s)];
               }
           y[tensor_offset(L, n, k, op, oq, p->k, s->p, s->q)] = acc;
         }
@@ -64,7 +72,7 @@ void cpu_backward_data(const conv_problem *p, const conv_shape *s, const float *
               for (int64_t kg = 0; kg < s->k_per_group; kg++) {
                 const int64_t k = g * s->k_per_group + kg;
                 acc += (double)dy[tensor_offset(L, n, k, op, oq, p->k, s->p, s->q)] *
-                       w[tensor_offset(L, k, cg, r, t, s->c_per_group, p->r, p->s)];
+                       w[tensor_offset(filter_order(p), k, cg, r, t, s->c_per_group, p->r, p->s)];
               }
             }
           }
@@ -91,7 +99,7 @@ void cpu_backward_filter(const conv_problem *p, const conv_shape *s, const float
                 acc += (double)x[tensor_offset(L, n, c0 + cg, ih, iw, p->c, p->h, p->w)] *
                        dy[tensor_offset(L, n, k, op, oq, p->k, s->p, s->q)];
               }
-          dw[tensor_offset(L, k, cg, r, t, s->c_per_group, p->r, p->s)] = acc;
+          dw[tensor_offset(filter_order(p), k, cg, r, t, s->c_per_group, p->r, p->s)] = acc;
         }
   }
 }

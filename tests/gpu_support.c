@@ -267,7 +267,7 @@ static int run_families_on_case(conv_env *env, const conv_algorithm *const *algo
   CUDA_OK(cudaMalloc((void **)&dev_ref, (size_t)hc.sh.out_elems * sizeof(float)));
   if (reference_pass(&d, &hc, dev_ref) != TEST_PASS) return TEST_FAIL;
   for (int a = 0; a < nalgos; a++) {
-    if (!algos[a]->applicable(p, env)) continue;
+    if (!conv_algorithm_applicable(algos[a], p, env)) continue;
     if (run_every_config(env, algos[a], &hc, &d, dev_ref, scratch, &counts[a]) != TEST_PASS)
       return TEST_FAIL;
   }
@@ -291,7 +291,7 @@ static int run_family_on_case(conv_env *env, const conv_algorithm *algo, const c
   char name[CONV_PROBLEM_KEY_MAX];
   describe_problem(p, name, sizeof name);
   CHECK_MSG(conv_problem_validate(p, NULL, 0) == CONV_OK, "invalid: %s", name);
-  CHECK_MSG(algo->applicable(p, env), "%s not applicable: %s", algo->name, name);
+  CHECK_MSG(conv_algorithm_applicable(algo, p, env), "%s not applicable: %s", algo->name, name);
   return run_families_on_case(env, &algo, 1, p, scratch, count);
 }
 

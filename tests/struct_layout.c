@@ -20,6 +20,7 @@ int main(void) {
   FIELD(conv_problem, dil_w); FIELD(conv_problem, groups); FIELD(conv_problem, dtype);
   FIELD(conv_problem, layout); FIELD(conv_problem, direction); FIELD(conv_problem, math);
   FIELD(conv_problem, epilogue); FIELD(conv_problem, deterministic); FIELD(conv_problem, op);
+  FIELD(conv_problem, filter_layout);
   SIZE(conv_context_options);
   FIELD(conv_context_options, struct_size); FIELD(conv_context_options, device);
   FIELD(conv_context_options, cache_path); FIELD(conv_context_options, policy);

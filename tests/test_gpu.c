@@ -789,6 +789,78 @@ static int stem_gemm_matches_reference(void) {
   return TEST_PASS;
 }
 
+
+/* K R S C filters on NCHW problems (conv_problem.filter_layout): every
+ * family the registry offers them (cudnn; padded_gemm on compute
+ * capability 9.0) runs every config against the CPU reference, which
+ * reads the random filters K R S C, and no other family is offered one;
+ * then a plan tuned through the public API on a fresh cache, executed. */
+static int krsc_filters_match_reference(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  const conv_math T = CONV_MATH_TF32, S = CONV_MATH_STRICT;
+  conv_problem cases[] = {
+      direct_problem(2, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, T),
+      direct_problem(3, 24, 17, 13, 40, 3, 3, 2, 1, 1, 1, CONV_EPILOGUE_NONE, T),
+      direct_problem(2, 16, 11, 9, 32, 5, 3, 1, 2, 1, 2, CONV_EPILOGUE_BIAS_RELU, S),
+      direct_problem(1, 3, 40, 40, 16, 7, 7, 2, 3, 1, 1, CONV_EPILOGUE_NONE, T),
+  };
+  const size_t ncases = sizeof cases / sizeof cases[0];
+  cases[2].pad_w = 1;
+  conv_env env;
+  if (open_env(&env) != TEST_PASS) return TEST_FAIL;
+  int count;
+  const conv_algorithm *const *algos = conv_registry(&count);
+  family_count counts[32] = {{0, 0, 0}};
+  CHECK(count <= 32);
+  void *scratch;
+  CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
+  for (size_t i = 0; i < ncases; i++) {
+    cases[i].filter_layout = CONV_FILTER_KRSC;
+    CHECK(conv_problem_validate(&cases[i], NULL, 0) == CONV_OK);
+    if (run_every_family(&env, &cases[i], scratch, counts, 32) != TEST_PASS) return TEST_FAIL;
+  }
+  const bool hopper = conv_device_wgmma(&env.device);
+  for (int a = 0; a < count; a++) {
+    printf("%s: %d configs matched the CPU reference with K R S C filters, %d wrong and "
+           "caught, %d not supported\n",
+           algos[a]->name, counts[a].ran, counts[a].wrong_caught, counts[a].unsupported);
+    const uint32_t id = algos[a]->id;
+    const bool expected = id == CONV_ALGO_CUDNN || (id == CONV_ALGO_PADDED_GEMM && hopper);
+    CHECK_MSG((counts[a].ran > 0) == expected, "%s: %d configs ran", algos[a]->name,
+              counts[a].ran);
+  }
+  cudaFree(scratch);
+  close_env(&env);
+
+  char cache[4096];
+  temp_path(cache, sizeof cache, "krsc");
+  conv_context *ctx;
+  if (make_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;
+  host_case hc;
+  dev_case d;
+  if (host_case_make(&hc, &cases[0]) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS)
+    return TEST_FAIL;
+  conv_plan *plan = NULL;
+  CHECK_MSG(conv_plan_create(ctx, &cases[0], &plan) == CONV_OK, "conv_plan_create: %s",
+            conv_context_last_error(ctx));
+  conv_plan_info info;
+  CHECK_STATUS(CONV_OK, conv_plan_info_get(plan, &info));
+  printf("K R S C plan: %s %s %.4f ms\n", info.algorithm, info.config, info.time_ms);
+  CHECK(strcmp(info.algorithm, "cudnn") == 0 || strcmp(info.algorithm, "padded_gemm") == 0);
+  if (poison(&d, &hc, 0) != TEST_PASS) return TEST_FAIL;
+  CHECK_STATUS(CONV_OK, conv_plan_execute(plan, 0, d.x, d.w, d.bias, d.y));
+  if (check_output(&d, &hc, 0, conv_error_bound(T, CONV_ARITH_TRANSFORM), "K R S C plan") !=
+      TEST_PASS)
+    return TEST_FAIL;
+  conv_plan_destroy(plan);
+  dev_case_free(&d);
+  host_case_free(&hc);
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  remove_db(cache);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"reference_matches_cpu", reference_matches_cpu},
     {"every_candidate_matches_reference", every_candidate_matches_reference},
@@ -800,6 +872,7 @@ static const test_case tests[] = {
     {"nhwc_dense_matches_reference", nhwc_dense_matches_reference},
     {"implicit_gemm_matches_reference", implicit_gemm_matches_reference},
     {"padded_gemm_matches_reference", padded_gemm_matches_reference},
+    {"krsc_filters_match_reference", krsc_filters_match_reference},
     {"stem_gemm_matches_reference", stem_gemm_matches_reference},
     {"bias_pass_matches_host", bias_pass_matches_host},
     {"im2col_matches_cpu", im2col_matches_cpu},

@@ -646,6 +646,92 @@ static int key_round_trip(void) {
   return TEST_PASS;
 }
 
+
+/* conv_problem.filter_layout: K R S C filters for an NCHW problem are part
+ * of its key where the order differs from K C R S, and the same problem
+ * where it does not (one tap, one channel a group, or the layout's own
+ * order); what this version does not run is refused with a message; and
+ * only the families that read such filters are offered them. */
+static int filter_layouts(void) {
+  conv_problem p;
+  char key[CONV_PROBLEM_KEY_MAX], plain[CONV_PROBLEM_KEY_MAX], msg[256];
+  CHECK_STATUS(CONV_OK, conv_problem_parse("n=2 c=8 h=9 w=9 k=4 r=3 s=3 pad=1 filter=krsc", &p,
+                                           msg, sizeof msg));
+  CHECK(p.filter_layout == CONV_FILTER_KRSC);
+  CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, sizeof key));
+  CHECK_MSG(strcmp(key, "fwd f32 nchw strict none n2 c8 h9 w9 k4 r3 s3 pad1,1 str1,1 dil1,1 g1 "
+                        "krsc") == 0, "%s", key);
+  conv_problem back;
+  CHECK_STATUS(CONV_OK, conv_problem_from_key(key, &back));
+  CHECK(back.filter_layout == CONV_FILTER_KRSC);
+  p.deterministic = 1;
+  CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, sizeof key));
+  CHECK_MSG(strstr(key, " g1 krsc det") != NULL, "%s", key);
+  CHECK_STATUS(CONV_OK, conv_problem_from_key(key, &back));
+  CHECK(back.filter_layout == CONV_FILTER_KRSC && back.deterministic == 1);
+  /* The same bytes as K C R S, or the layout's own order: the default problem. */
+  static const char *const same[][2] = {
+      {"n=2 c=8 h=9 w=9 k=4 r=1 s=1 filter=krsc", "n=2 c=8 h=9 w=9 k=4 r=1 s=1"},
+      {"n=2 c=8 h=9 w=9 k=8 r=3 s=3 groups=8 filter=krsc", "n=2 c=8 h=9 w=9 k=8 r=3 s=3 groups=8"},
+      {"n=2 c=8 h=9 w=9 k=4 r=3 s=3 filter=kcrs", "n=2 c=8 h=9 w=9 k=4 r=3 s=3"},
+      {"n=2 c=8 h=9 w=9 k=4 r=3 s=3 layout=nhwc filter=krsc", "n=2 c=8 h=9 w=9 k=4 r=3 s=3 layout=nhwc"},
+      {"n=2 c=8 h=9 w=9 k=8 r=3 s=3 groups=8 layout=nhwc filter=kcrs",
+       "n=2 c=8 h=9 w=9 k=8 r=3 s=3 groups=8 layout=nhwc"},
+  };
+  for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+    conv_problem a, b;
+    CHECK_STATUS(CONV_OK, conv_problem_parse(same[i][0], &a, msg, sizeof msg));
+    CHECK_STATUS(CONV_OK, conv_problem_parse(same[i][1], &b, msg, sizeof msg));
+    CHECK_STATUS(CONV_OK, conv_problem_key(&a, key, sizeof key));
+    CHECK_STATUS(CONV_OK, conv_problem_key(&b, plain, sizeof plain));
+    CHECK_MSG(strcmp(key, plain) == 0, "%s: %s against %s", same[i][0], key, plain);
+  }
+  /* Refused, with the field named, and the problem left as it was. */
+  static const struct { const char *spec; conv_status status; const char *says; } refused[] = {
+      {"n=2 c=8 h=9 w=9 k=4 r=3 s=3 layout=nhwc filter=kcrs", CONV_UNSUPPORTED, "nhwc"},
+      {"n=2 c=8 h=9 w=9 k=4 r=3 s=3 filter=krsc dir=bwd_data", CONV_UNSUPPORTED, "forward"},
+      {"n=2 c=8 h=9 w=9 k=4 r=3 s=3 filter=krsc dir=bwd_filter", CONV_UNSUPPORTED, "forward"},
+      {"n=2 c=8 h=9 w=9 k=4 r=3 s=3 filter=ckrs", CONV_INVALID_ARGUMENT, "filter=ckrs"},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    conv_problem q;
+    conv_problem_init(&q);
+    q.n = 77;
+    CHECK_STATUS(refused[i].status, conv_problem_parse(refused[i].spec, &q, msg, sizeof msg));
+    CHECK_MSG(strstr(msg, refused[i].says) != NULL, "%s: %s", refused[i].spec, msg);
+    CHECK(q.n == 77);
+  }
+  conv_problem_init(&p);
+  p.n = 2, p.c = 8, p.h = p.w = 9, p.k = 4, p.r = p.s = 3;
+  p.filter_layout = (conv_filter_layout)7;
+  CHECK_STATUS(CONV_UNSUPPORTED, conv_problem_validate(&p, msg, sizeof msg));
+  CHECK_MSG(strstr(msg, "filter_layout 7") != NULL, "%s", msg);
+  /* The registry's gate: cuDNN and padded_gemm read K R S C filters; a
+   * family that reads K C R S is not offered them, though it takes the
+   * problem with K C R S filters. */
+  conv_problem krsc;
+  CHECK_STATUS(CONV_OK, conv_problem_parse("n=2 c=8 h=9 w=9 k=64 r=3 s=3 pad=1 math=tf32 filter=krsc", &p,
+                                           msg, sizeof msg));
+  CHECK_STATUS(CONV_OK, conv_problem_import(&p, &krsc, NULL));
+  CHECK(conv_problem_krsc_filters(&krsc));
+  conv_problem kcrs = krsc;
+  kcrs.filter_layout = CONV_FILTER_DEFAULT;
+  CHECK(!conv_problem_krsc_filters(&kcrs));
+  const conv_algorithm *cudnn = conv_registry_find(CONV_ALGO_CUDNN);
+  const conv_algorithm *gemm = conv_registry_find(CONV_ALGO_IMPLICIT_GEMM);
+  CHECK(cudnn != NULL && gemm != NULL && cudnn->krsc_filters && !gemm->krsc_filters);
+  CHECK(conv_registry_find(CONV_ALGO_PADDED_GEMM)->krsc_filters);
+  CHECK(conv_algorithm_applicable(cudnn, &krsc, NULL));
+  CHECK(gemm->applicable(&krsc, NULL) && !conv_algorithm_applicable(gemm, &krsc, NULL));
+  CHECK(conv_algorithm_applicable(gemm, &kcrs, NULL));
+  int count = 0;
+  const conv_algorithm *const *all = conv_registry(&count);
+  for (int i = 0; i < count; i++)
+    CHECK_MSG(!conv_algorithm_applicable(all[i], &krsc, NULL) || all[i]->krsc_filters,
+              "%s offered K R S C filters", all[i]->name);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"status_strings", status_strings},   {"validate_each_failure", validate_each_failure},
     {"output_dims", output_dims},         {"problem_key", problem_key},
@@ -653,7 +739,7 @@ static const test_case tests[] = {
     {"default_cache_path", default_cache_path}, {"set_patches", set_patches},
     {"no_device_is_clean", no_device_is_clean},
     {"structs_of_other_versions", structs_of_other_versions}, {"log_routing", log_routing},
-    {"key_round_trip", key_round_trip},
+    {"key_round_trip", key_round_trip},   {"filter_layouts", filter_layouts},
     {"device_count_agrees", device_count_agrees},
     {"versions_name_every_family", versions_name_every_family},
 };

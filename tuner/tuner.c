@@ -428,7 +428,7 @@ typedef struct predicted_set {
 static bool cudnn_pick(const conv_tune_request *req, const conv_algorithm **algo,
                        conv_config *pick) {
   const conv_algorithm *cudnn = conv_registry_find(CONV_ALGO_CUDNN);
-  if (cudnn == NULL || !cudnn->applicable(req->problem, req->env)) return false;
+  if (cudnn == NULL || !conv_algorithm_applicable(cudnn, req->problem, req->env)) return false;
   conv_config configs[MAX_CONFIGS_FAST];
   int count = 0;
   conv_error ignored = {CONV_OK, ""};
@@ -462,7 +462,7 @@ static bool predict(const conv_tune_request *req, predicted_set *set, char *why,
     return false;
   }
   const conv_algorithm *algo = conv_registry_find(pr.algorithm_id);
-  if (algo == NULL || !algo->applicable(req->problem, req->env)) {
+  if (algo == NULL || !conv_algorithm_applicable(algo, req->problem, req->env)) {
     snprintf(why, why_size, "its neighbours' family (id %u) does not take it",
              (unsigned)pr.algorithm_id);
     return false;
@@ -543,7 +543,7 @@ static conv_status tune_all(bench *b, tally *t, conv_error *err) {
   }
   for (int pass = budgeted ? 0 : 1; pass < 2 && st == CONV_OK; pass++) {
     for (int i = 0; i < count && st == CONV_OK; i++) {
-      if (failed[i] || !algos[i]->applicable(req->problem, req->env)) continue;
+      if (failed[i] || !conv_algorithm_applicable(algos[i], req->problem, req->env)) continue;
       conv_config *mine = guesses + (size_t)i * MAX_CONFIGS_FAST;
       /* Left out: this pass's earlier guesses (pass 1) and, for the
        * predicted family, the configs the prediction timed. */
@@ -647,7 +647,7 @@ static conv_status untimed_candidates(const conv_tune_request *req, untimed_cand
   if (all == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "candidate list");
   int n = 0;
   for (int f = 0; f < families; f++) {
-    if (!algos[f]->applicable(req->problem, req->env)) continue;
+    if (!conv_algorithm_applicable(algos[f], req->problem, req->env)) continue;
     conv_config configs[MAX_CONFIGS_FAST];
     int count = 0;
     conv_error ignored = {CONV_OK, ""};

@@ -45,7 +45,7 @@ __all__ = ["ConvtuneError", "Context", "Plan", "conv2d", "convert", "dynamic_con
 
 # The package's version: the C header's (CONVTUNE_VERSION_*), which
 # tests/python/check_version.py holds it to, with the loaded library's.
-__version__ = "0.5.0"
+__version__ = "0.6.0"
 
 
 def __getattr__(name):
@@ -191,8 +191,10 @@ class Context:
         bias=True adds a bias of shape (K,); activation="relu" (needs bias) applies ReLU after it.
         math: "strict" (IEEE fp32) or "tf32" (TF32 tensor cores allowed).
         layout: "nchw" (x, w and the output contiguous) or "nhwc" (x, w and the output
-        in torch.channels_last memory format; shapes stay (N, C, H, W) as in PyTorch).
-        A depthwise filter (one input channel per group) is both at once.
+        in torch.channels_last memory format; shapes stay (N, C, H, W) as in PyTorch), or
+        "nchw_krsc" (x and the output contiguous, w channels-last: forward only; the
+        families that read such filters run it, README).
+        A depthwise or 1x1 filter is both at once.
         direction: "fwd" (call the plan), or a backward pass of the same convolution,
         "bwd_data" (plan.backward_data(dy, w) gives dx) or "bwd_filter"
         (plan.backward_filter(x, dy) gives dw); backward passes take no bias or activation.

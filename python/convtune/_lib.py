@@ -43,6 +43,11 @@ DTYPE_F32 = 0
 LAYOUT_NCHW = 0
 LAYOUT_NHWC = 1
 LAYOUTS = {"nchw": LAYOUT_NCHW, "nhwc": LAYOUT_NHWC}
+FILTER_DEFAULT, FILTER_KCRS, FILTER_KRSC = 0, 1, 2  # conv_filter_layout
+# The binding's layout names: (conv_layout, conv_filter_layout).  "nchw_krsc":
+# x and y NCHW, the filters K R S C (a channels-last weight).
+LAYOUT_NAMES = {"nchw": (LAYOUT_NCHW, FILTER_DEFAULT), "nhwc": (LAYOUT_NHWC, FILTER_DEFAULT),
+                "nchw_krsc": (LAYOUT_NCHW, FILTER_KRSC)}
 FORWARD, BACKWARD_DATA, BACKWARD_FILTER = 0, 1, 2
 DIRECTIONS = {"fwd": FORWARD, "bwd_data": BACKWARD_DATA, "bwd_filter": BACKWARD_FILTER}
 MATH = {"strict": 0, "tf32": 1}
@@ -67,18 +72,20 @@ def status_name(status):
 PROBLEM_INT_FIELDS = ("n", "c", "h", "w", "k", "r", "s", "pad_h", "pad_w",
                       "stride_h", "stride_w", "dil_h", "dil_w", "groups")
 PROBLEM_ENUM_FIELDS = ("dtype", "layout", "direction", "math", "epilogue", "deterministic")
-# Every field a problem key (_problem.py) sets, in order: `op` last, as in the struct.
-PROBLEM_FIELDS = PROBLEM_INT_FIELDS + PROBLEM_ENUM_FIELDS + ("op",)
+# Every field a problem key (_problem.py) sets, in the struct's order.
+PROBLEM_FIELDS = PROBLEM_INT_FIELDS + PROBLEM_ENUM_FIELDS + ("op", "filter_layout")
 
 
 class Problem(Structure):
     """struct conv_problem: its size, 14 int64_t, then 5 enums and an int (all int-sized),
-    then `op` (conv_op: OP_CONVOLUTION or OP_DYNAMIC).  The library reads struct_size (set
-    by conv_problem_init_sized with ctypes.sizeof of this definition), so a newer library
-    still reads it.  `op` is the last of PROBLEM_FIELDS, so that a dynamic problem's key
-    never equals a convolution's with the same numbers."""
+    then `op` (conv_op: OP_CONVOLUTION or OP_DYNAMIC) and `filter_layout`
+    (conv_filter_layout).  The library reads struct_size (set by conv_problem_init_sized
+    with ctypes.sizeof of this definition), so a newer library still reads it.  `op` is in
+    the key, so that a dynamic problem's key never equals a convolution's with the same
+    numbers."""
     _fields_ = ([("struct_size", c_size_t)] + [(f, c_int64) for f in PROBLEM_INT_FIELDS]
-                + [(f, c_int) for f in PROBLEM_ENUM_FIELDS] + [("op", c_int)])
+                + [(f, c_int) for f in PROBLEM_ENUM_FIELDS] + [("op", c_int),
+                                                               ("filter_layout", c_int)])
 
 
 # enum conv_log_level, most severe first: the enum value is the index (0, as

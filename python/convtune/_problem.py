@@ -80,8 +80,8 @@ def _problem_key(x_shape, w_shape, stride, padding, dilation, groups, bias, acti
                          "torch.relu to the output")
     if math not in _lib.MATH:
         raise ValueError("math must be 'strict' or 'tf32', got %r" % (math,))
-    if layout not in _lib.LAYOUTS:
-        raise ValueError("layout must be 'nchw' or 'nhwc', got %r" % (layout,))
+    if layout not in _lib.LAYOUT_NAMES:
+        raise ValueError("layout must be 'nchw', 'nhwc' or 'nchw_krsc', got %r" % (layout,))
     if direction not in _lib.DIRECTIONS:
         raise ValueError("direction must be 'fwd', 'bwd_data' or 'bwd_filter', got %r" % (direction,))
     if direction != "fwd" and (bias or activation is not None):
@@ -89,9 +89,12 @@ def _problem_key(x_shape, w_shape, stride, padding, dilation, groups, bias, acti
                          "sum of dy over N, H and W)")
     epilogue = (_lib.EPILOGUE_BIAS_RELU if activation == "relu"
                 else _lib.EPILOGUE_BIAS if bias else _lib.EPILOGUE_NONE)
+    conv_layout, filter_layout = _lib.LAYOUT_NAMES[layout]
+    if (r == 1 and s == 1) or c_per_group == 1:
+        filter_layout = _lib.FILTER_DEFAULT  # the same bytes either way: one plan (convtune.h)
     return (n, c, h, w, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups,
-            _lib.DTYPE_F32, _lib.LAYOUTS[layout], _lib.DIRECTIONS[direction], _lib.MATH[math], epilogue,
-            int(bool(deterministic)), _lib.OP_CONVOLUTION)
+            _lib.DTYPE_F32, conv_layout, _lib.DIRECTIONS[direction], _lib.MATH[math], epilogue,
+            int(bool(deterministic)), _lib.OP_CONVOLUTION, filter_layout)
 
 
 # ---------------------------------------------------------------- dynamic convolution
@@ -172,4 +175,4 @@ def _dynamic_key(x_shape, kernel_size, stride=1, dilation=1, groups=1, math="str
     pad_h, pad_w = (k - 1) // 2 * dil_h, (k - 1) // 2 * dil_w
     return (n, c, h, w, c, k, k, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups,
             _lib.DTYPE_F32, _lib.LAYOUT_NCHW, _lib.DIRECTIONS[direction], _lib.MATH[math],
-            _lib.EPILOGUE_NONE, int(bool(deterministic)), _lib.OP_DYNAMIC)
+            _lib.EPILOGUE_NONE, int(bool(deterministic)), _lib.OP_DYNAMIC, _lib.FILTER_DEFAULT)
