@@ -10,6 +10,7 @@ from . import _lib
 
 _DIRECTION = _lib.PROBLEM_FIELDS.index("direction")
 _EPILOGUE = _lib.PROBLEM_FIELDS.index("epilogue")
+_FILTER_LAYOUT = _lib.PROBLEM_FIELDS.index("filter_layout")
 
 
 def backward_plan(plan, direction):
@@ -23,6 +24,7 @@ def backward_plan(plan, direction):
     key = list(plan._problem_fields)
     key[_DIRECTION] = direction
     key[_EPILOGUE] = _lib.EPILOGUE_NONE  # a backward pass has none: bias and ReLU are handled here
+    key[_FILTER_LAYOUT] = _lib.FILTER_DEFAULT  # backward passes read and write w K C R S
     found = kept[direction] = plan.context._plan_for_key(tuple(key))
     return found
 
@@ -60,7 +62,9 @@ class _Conv2d(torch.autograd.Function):
         dy = _aligned(dy, plan._memory_format)
         dx = dw = db = None
         if ctx.needs_input_grad[0]:
-            dx = backward_plan(plan, _lib.BACKWARD_DATA).backward_data(dy, w)
+            # A K R S C weight (layout "nchw_krsc") is read K C R S here.
+            dx = backward_plan(plan, _lib.BACKWARD_DATA).backward_data(
+                dy, _aligned(w, plan._memory_format))
         if ctx.needs_input_grad[1]:
             dw = backward_plan(plan, _lib.BACKWARD_FILTER).backward_filter(x, dy)
         if ctx.has_bias and ctx.needs_input_grad[2]:

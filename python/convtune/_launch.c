@@ -70,9 +70,12 @@ typedef struct {
   long device_index;
   uint64_t x_bytes, w_bytes, bias_bytes, out_bytes;
   PyObject *x_shape, *w_shape, *bias_shape, *out_shape; /* tuples of ints */
-  /* is_contiguous() keywords for x, w and out: None for NCHW plans,
-   * {"memory_format": torch.channels_last} for NHWC ones. */
+  /* is_contiguous() keywords for x and out: None for NCHW plans,
+   * {"memory_format": torch.channels_last} for NHWC ones; w_memory_format
+   * the same for w (channels-last also for an NCHW plan whose filters are
+   * K R S C). */
   PyObject *memory_format;
+  PyObject *w_memory_format;
   PyObject *device_index_object;
   PyObject *tensor_type;     /* torch.Tensor */
   PyObject *float32;         /* torch.float32 */
@@ -93,10 +96,15 @@ static PyObject *shape_tuple(const Launcher *self, int arg)
   return shapes[arg];
 }
 
-/* An NHWC plan's x, w and out are channels-last (the bias is plain). */
+/* Argument `arg`'s is_contiguous() keywords (None: plain; the bias always is). */
+static PyObject *arg_format(const Launcher *self, int arg)
+{
+  return arg == ARG_BIAS ? Py_None : arg == ARG_W ? self->w_memory_format : self->memory_format;
+}
+
 static int channels_last(const Launcher *self, int arg)
 {
-  return arg != ARG_BIAS && self->memory_format != Py_None;
+  return arg_format(self, arg) != Py_None;
 }
 
 /* ---------------------------------------------------------------- checks */
@@ -235,7 +243,7 @@ static int argument_fits(const Launcher *self, PyObject *tensor, int arg, uintpt
       *records |= requires_grad;
     return yes;
   }
-  PyObject *format = channels_last(self, arg) ? self->memory_format : Py_None;
+  PyObject *format = arg_format(self, arg);
   int yes = tensor_fits(self, tensor, shape_tuple(self, arg), format, data);
   if (yes == 1 && records != NULL) {
     int requires_grad = attribute_is(tensor, name_requires_grad, Py_True);
@@ -435,7 +443,7 @@ fail:
  * in keyword order, then the device index as an int. */
 #define LAUNCHER_OBJECT_SLOTS(self)                                                                \
   {&(self)->x_shape, &(self)->w_shape, &(self)->bias_shape, &(self)->out_shape,                    \
-   &(self)->memory_format, &(self)->tensor_type, &(self)->float32, &(self)->empty, &(self)->current_stream,                \
+   &(self)->memory_format, &(self)->w_memory_format, &(self)->tensor_type, &(self)->float32, &(self)->empty, &(self)->current_stream,                \
    &(self)->is_grad_enabled, &(self)->order_streams, &(self)->fail, &(self)->device_index_object}
 
 /* The shape as integers; 0 when it has too many dimensions to compare. */
@@ -470,19 +478,25 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
                              "bias_shape", "out_shape", "memory_format", "tensor_type",
                              "float32", "empty",
                              "current_stream", "is_grad_enabled", "order_streams", "fail", "backward",
-                             "torch_access", NULL};
+                             "torch_access", "w_memory_format", NULL};
   unsigned long long execute_address, plan_address;
   long device_index;
   int backward = 0;
   unsigned long long torch_access = 0;
   PyObject *x_shape, *w_shape, *bias_shape, *out_shape, *format, *tensor_type, *float32, *empty,
-      *stream, *grad, *order, *fail;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KKlO!O!OO!OOOOOOOO|pK", keywords, &execute_address,
+      *stream, *grad, *order, *fail, *w_format = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KKlO!O!OO!OOOOOOOO|pKO", keywords, &execute_address,
                                    &plan_address, &device_index, &PyTuple_Type, &x_shape, &PyTuple_Type,
                                    &w_shape, &bias_shape, &PyTuple_Type, &out_shape, &format,
                                    &tensor_type, &float32, &empty, &stream, &grad, &order, &fail,
-                                   &backward, &torch_access))
+                                   &backward, &torch_access, &w_format))
     return NULL;
+  if (w_format == NULL)
+    w_format = format; /* w in the activations' format */
+  if (w_format != Py_None && !PyDict_Check(w_format)) {
+    PyErr_SetString(PyExc_TypeError, "w_memory_format must be a dict or None");
+    return NULL;
+  }
   if (backward && bias_shape != Py_None) {
     PyErr_SetString(PyExc_ValueError, "a backward pass's Launcher takes no bias");
     return NULL;
@@ -512,8 +526,8 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
   self->has_bias = bias_shape != Py_None;
   PyObject *index = PyLong_FromLong(device_index);
   PyObject **slots[] = LAUNCHER_OBJECT_SLOTS(self);
-  PyObject *values[] = {x_shape, w_shape, bias_shape, out_shape, format, tensor_type, float32, empty,
-                        stream, grad, order, fail, index};
+  PyObject *values[] = {x_shape, w_shape, bias_shape, out_shape, format, w_format, tensor_type,
+                        float32, empty, stream, grad, order, fail, index};
   _Static_assert(sizeof values / sizeof values[0] == sizeof slots / sizeof slots[0],
                  "one value for each slot");
   for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {

@@ -26,7 +26,9 @@ def _check_tensor(name, t, shape, device, channels_last=False):
     if channels_last:
         if t.layout != torch.strided or not t.is_contiguous(memory_format=torch.channels_last):
             raise ValueError("%s is not in channels-last memory format (this plan was made with "
-                             "layout='nhwc')%s" % (name, fix(".contiguous(memory_format=torch.channels_last)")))
+                             "layout=%r)%s" % (name, channels_last if isinstance(channels_last, str)
+                                               else "nhwc",
+                                               fix(".contiguous(memory_format=torch.channels_last)")))
     elif t.layout != torch.strided or not t.is_contiguous():
         raise ValueError("%s is not contiguous (convtune reads and writes dense NCHW)%s" % (name, fix(".contiguous()")))
     ptr = t.data_ptr()
@@ -164,6 +166,12 @@ class Plan:
         self._channels_last = fields["layout"] == _lib.LAYOUT_NHWC
         self._memory_format = ({"memory_format": torch.channels_last} if self._channels_last
                                    else _DENSE)
+        # w's format: the activations', or channels-last for K R S C filters
+        # (layout "nchw_krsc"; _check_tensor names the layout).
+        self._w_channels_last = self._channels_last or (
+            "nchw_krsc" if fields["filter_layout"] == _lib.FILTER_KRSC else False)
+        self._w_memory_format = ({"memory_format": torch.channels_last}
+                                 if self._w_channels_last else _DENSE)
         self._device = torch.device("cuda", context.device)
         self._device_index = context.device
         self._torch, self._tensor_type, self._float32 = torch, torch.Tensor, torch.float32
@@ -242,6 +250,7 @@ class Plan:
             bias_shape=tuple(self._bias_shape) if self._has_bias else None,
             out_shape=self.output_shape,
             memory_format=self._memory_format or None,
+            w_memory_format=self._w_memory_format or None,
             tensor_type=torch.Tensor, float32=torch.float32,
             empty=self._new_output,
             current_stream=self._current_stream,
@@ -286,7 +295,8 @@ class Plan:
         x (N, C, H, W), w (K, C/groups, R, S), bias (K,) exactly when the plan was made
         with bias=True, out (N, K, P, Q) or None to allocate it.  All float32,
         16-byte aligned, on the plan's device; x, w and out contiguous (layout "nchw")
-        or channels-last (layout "nhwc").
+        or channels-last (layout "nhwc"); with layout "nchw_krsc", x and out
+        contiguous and w channels-last.
         """
         launcher = self._launcher
         if launcher is not None and self._direction == _lib.FORWARD:
@@ -374,9 +384,9 @@ class Plan:
                 and t.data_ptr() % _lib.POINTER_ALIGNMENT == 0)
 
     def _arguments_fit(self, x, w, bias, out):
-        activations = self._memory_format  # x, w and out: the plan's layout
+        activations = self._memory_format  # x and out: the plan's layout
         if not (self._tensor_fits(x, self._x_shape, activations)
-                and self._tensor_fits(w, self._w_shape, activations)):
+                and self._tensor_fits(w, self._w_shape, self._w_memory_format)):
             return False
         if (bias is None) == self._has_bias or (bias is not None and not self._tensor_fits(bias, self._bias_shape)):
             return False
@@ -389,7 +399,7 @@ class Plan:
     def _explain_bad_arguments(self, x, w, bias, out):
         torch, device = self._torch, self._device
         _check_tensor("x", x, self._x_shape, device, self._channels_last)
-        _check_tensor(self._w_name, w, self._w_shape, device, self._channels_last)
+        _check_tensor(self._w_name, w, self._w_shape, device, self._w_channels_last)
         k = self._bias_shape[0]
         if self._has_bias:
             if bias is None:

@@ -69,7 +69,7 @@ struct PlanEntry {
 // The map key: the problem a plan serves, one field per position.
 enum KeyField {
   kDevice, kNhwc, kTf32, kBias, kN, kC, kH, kW, kK, kR, kS, kStrideH, kStrideW, kPadH, kPadW,
-  kDilH, kDilW, kGroups, kDeterministic, kDirection, kKeyFields
+  kDilH, kDilW, kGroups, kDeterministic, kDirection, kKrsc, kKeyFields
 };
 using Key = std::array<int64_t, kKeyFields>;
 
@@ -99,12 +99,15 @@ conv_context *context_for(State &s, int device) {
 }
 
 // What the three operators share after the tensors: stride, padding,
-// dilation, groups, math and layout, checked.
+// dilation, groups, math and layout, checked.  Layout "nchw_krsc" is NCHW
+// with the filters K R S C (a channels-last weight) for the forward pass;
+// the backward passes read the weight K C R S (krsc is the forward's).
 struct PassArgs {
   at::IntArrayRef stride, padding, dilation;
   int64_t groups;
-  bool tf32, nhwc;
-  at::MemoryFormat format;
+  bool tf32, nhwc, krsc;
+  at::MemoryFormat format;    // x, y and their gradients
+  at::MemoryFormat w_format;  // the forward's weight
 };
 
 void check_pair(const char *op, at::IntArrayRef v, const char *name) {
@@ -116,15 +119,16 @@ PassArgs check_pass_args(const char *op, at::IntArrayRef stride, at::IntArrayRef
                          c10::string_view layout) {
   TORCH_CHECK(math == "strict" || math == "tf32", op, ": math must be 'strict' or 'tf32', got '",
               std::string(math), "'");
-  TORCH_CHECK(layout == "nchw" || layout == "nhwc", op,
-              ": layout must be 'nchw' or 'nhwc', got '", std::string(layout), "'");
+  TORCH_CHECK(layout == "nchw" || layout == "nhwc" || layout == "nchw_krsc", op,
+              ": layout must be 'nchw', 'nhwc' or 'nchw_krsc', got '", std::string(layout), "'");
   check_pair(op, stride, "stride");
   check_pair(op, padding, "padding");
   check_pair(op, dilation, "dilation");
   TORCH_CHECK(groups > 0, op, ": groups must be positive, got ", groups);
-  const bool nhwc = layout == "nhwc";
-  return {stride, padding, dilation, groups, math == "tf32", nhwc,
-          nhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous};
+  const bool nhwc = layout == "nhwc", krsc = layout == "nchw_krsc";
+  const at::MemoryFormat format = nhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+  return {stride, padding, dilation, groups, math == "tf32", nhwc, krsc, format,
+          krsc ? at::MemoryFormat::ChannelsLast : format};
 }
 
 // Float32 4-D tensors on one CUDA device.
@@ -153,6 +157,7 @@ Key make_key(int device, conv_direction direction, const PassArgs &a, bool has_b
   k[kPadH] = a.padding[0], k[kPadW] = a.padding[1];
   k[kDilH] = a.dilation[0], k[kDilW] = a.dilation[1];
   k[kGroups] = a.groups, k[kDeterministic] = deterministic, k[kDirection] = direction;
+  k[kKrsc] = a.krsc && direction == CONV_FORWARD;
   return k;
 }
 
@@ -171,6 +176,7 @@ conv_problem problem_of(const Key &k) {
   p.groups = k[kGroups];
   p.deterministic = k[kDeterministic] != 0;
   p.direction = static_cast<conv_direction>(k[kDirection]);
+  p.filter_layout = k[kKrsc] ? CONV_FILTER_KRSC : CONV_FILTER_DEFAULT;
   return p;
 }
 
@@ -263,7 +269,7 @@ at::Tensor conv2d_cuda(const at::Tensor &x_in, const at::Tensor &w_in,
                 op, ": bias must be a float32 tensor of shape (", w_in.size(0), ",) on ",
                 x_in.device());
   check_channels(op, x_in.size(1), w_in.sizes(), groups);
-  const at::Tensor x = dense(x_in, a.format), w = dense(w_in, a.format);
+  const at::Tensor x = dense(x_in, a.format), w = dense(w_in, a.w_format);
   const at::Tensor bias = has_bias ? dense(*bias_in, at::MemoryFormat::Contiguous) : at::Tensor();
   PlanEntry &e = entry_for_pass(CONV_FORWARD, a, has_bias, x.sizes(), w.sizes(), x);
   at::Tensor y = at::empty(e.y_shape, x.options().memory_format(a.format));

@@ -29,6 +29,21 @@ Under torch.compile it calls the operator, whose autograd formula calls
 the backward passes' operators (convtune.ops), so compiled training runs
 convtune's plans in both directions.
 
+K R S C filters: at the first call of an input shape in inference (no
+gradient recorded, outside CUDA graph capture), a dense layer with an R x S
+> 1 filter on an NCHW input tunes its convolution twice, for its K C R S
+weight and for the same weight K R S C (layout "nchw_krsc"), and where the
+second plan was timed faster (by 2%), it keeps its weight channels-last
+from then on: the same values and shape, as
+model.to(memory_format=torch.channels_last) leaves a weight, so nothing
+transposes the filters again on any later call (cuDNN's channels-last
+engines, which win most TF32 layers, otherwise do on every call).
+`weight.is_contiguous()` is then False; the state_dict holds the same
+values.  Set relayout_filters = False on a layer (or the class) to keep
+weights as they are.  A channels-last weight is read as it is by every
+forward call on an NCHW input (later shapes get K R S C plans); the
+backward passes of training read a K C R S copy of it.
+
 Anything else runs PyTorch's own forward, so results and errors are
 PyTorch's; `layer.fallbacks` counts those calls by reason.  padding="same"
 / "valid" and the non-zero padding modes are done as nn.Conv2d does them.
@@ -105,7 +120,12 @@ class Conv2d(torch.nn.Conv2d):
 
     .fallbacks: {reason: calls} of the calls PyTorch's forward ran.
     .plan_info(): the info of the plan its last convtune call used.
+    .relayout_filters: True (the default) lets an inference call keep the
+    weight K R S C (channels-last) where that plan was timed faster; False
+    keeps it as it is.
     """
+
+    relayout_filters = True
 
     def __init__(self, *args, math=None, context=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -132,13 +152,15 @@ class Conv2d(torch.nn.Conv2d):
         self._launch_format = None  # the memory format its weight is read in
         self._launch_copies = False  # whether that is a copy (_weight_in)
         self._last_plan = None
+        self._krsc_entry = None  # _krsc_filters_pay's find, for _eager_forward
 
     # Plans and launchers hold a device's library handles: they are not
     # copied or pickled with the module, which makes its own on first use.
     def __getstate__(self):
         state = super().__getstate__().copy()
         for name in ("_plans", "_launch", "_launch_plan", "_launch_math", "_launch_deterministic",
-                     "_launch_op_args", "_launch_format", "_launch_copies", "_last_plan"):
+                     "_launch_op_args", "_launch_format", "_launch_copies", "_last_plan",
+                     "_krsc_entry"):
             state.pop(name, None)
         return state
 
@@ -270,15 +292,20 @@ class Conv2d(torch.nn.Conv2d):
         layout = self._layout_of(x)
         if layout is None:  # strided input (or F.pad's output of it)
             x, layout = self._dense_copy(x)
+        layout = self._with_filters(layout)
         key = (tuple(x.shape), math, deterministic, layout)
         entry = self._plans.get(key)
         if entry is None:
             entry = self._plans[key] = self._plan_entry(x, padding, math, layout, deterministic)
+            if layout == "nchw" and self._krsc_filters_pay(x, padding, math, deterministic, entry):
+                layout = "nchw_krsc"
+                key = (tuple(x.shape), math, deterministic, layout)
+                entry = self._plans[key] = self._krsc_entry
         launch, plan = entry
         if launch is None:  # no convtune plan for this shape: `plan` says why
             self.fallbacks[plan] += 1
             return super().forward(input)
-        memory_format = _ops.memory_format(layout)
+        memory_format = _ops.filter_memory_format(layout)
         w = self._weight_in(memory_format)
         if _autograd.records_gradients(x, w, self.bias):
             y = _autograd.conv2d(plan, x, w, self.bias)
@@ -295,6 +322,42 @@ class Conv2d(torch.nn.Conv2d):
                                     self.groups, math, layout)
             self._launch_format, self._launch_copies = memory_format, w is not self.weight
         return y.squeeze(0) if unbatched else y
+
+    def _with_filters(self, layout):
+        """The plan layout for an input read as `layout` and the weight as it
+        is: "nchw_krsc" for an NCHW input and a channels-last weight (K R S
+        C filters, read without a copy), else `layout`."""
+        w = self.weight
+        if layout == "nchw" and not w.is_contiguous() and w.is_contiguous(
+                memory_format=torch.channels_last):
+            return "nchw_krsc"
+        return layout
+
+    def _krsc_filters_pay(self, x, padding, math, deterministic, entry):
+        """Whether to keep the weight K R S C from now on: at the first call
+        of a shape, for an NCHW input, a dense R x S > 1 layer and a K C R S
+        weight, when the K R S C plan (kept in self._krsc_entry) was timed
+        faster than the K C R S one by 2%.  Only where nothing records
+        gradients (inference: the backward passes read the weight K C R S),
+        outside CUDA graph capture, and while relayout_filters is True."""
+        w = self.weight
+        if (not self.relayout_filters or entry[0] is None or "weight" not in self._parameters
+                or self.kernel_size == (1, 1) or self.in_channels == self.groups
+                or not w.is_contiguous() or _autograd.records_gradients(x, w, self.bias)
+                or torch.cuda.is_current_stream_capturing()):
+            return False
+        kcrs_ms = entry[1].info["time_ms"]
+        krsc = self._plan_entry(x, padding, math, "nchw_krsc", deterministic)
+        if krsc[0] is None or kcrs_ms <= 0 or not 0 < krsc[1].info["time_ms"] < 0.98 * kcrs_ms:
+            return False
+        # The same values in K R S C order: what PyTorch's
+        # model.to(memory_format=torch.channels_last) does to a weight.
+        # Made outside inference mode, so that the weight never becomes an
+        # inference tensor, which training could not update.
+        with torch.inference_mode(False):
+            w.data = w.data.contiguous(memory_format=torch.channels_last)
+        self._krsc_entry = krsc
+        return True
 
     def _plan_entry(self, x, padding, math, layout, deterministic):
         """(launch, plan) for this input, or (None, why PyTorch runs it)."""
@@ -325,7 +388,8 @@ class Conv2d(torch.nn.Conv2d):
         layout = self._layout_of(x)
         if layout is None:
             x, layout = self._dense_copy(x)
-        w = self.weight.contiguous(memory_format=_ops.memory_format(layout))
+        layout = self._with_filters(layout)
+        w = self.weight.contiguous(memory_format=_ops.filter_memory_format(layout))
         b = self.bias
         records = _grad_enabled() and (x.requires_grad or w.requires_grad
                                        or (b is not None and b.requires_grad))

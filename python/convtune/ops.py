@@ -4,7 +4,9 @@
                               layout="nchw") -> Tensor
 
 stride, padding, dilation: [h, w]; math: "strict" or "tf32"; layout: "nchw"
-(the output is contiguous) or "nhwc" (the output is channels-last).  It is
+(the output is contiguous), "nhwc" (the output is channels-last) or
+"nchw_krsc" (as "nchw", the weight read channels-last: K R S C filters;
+the backward passes read and write it K C R S).  It is
 F.conv2d's forward for float32 CUDA tensors, computed by convtune plans
 from the module's default Context per device, on torch's current stream.
 Inputs need not be in the layout's memory format (they are copied into
@@ -90,10 +92,24 @@ def _output_size(size, kernel, stride, padding, dilation):
 
 
 def memory_format(layout):
-    """The torch memory format of a plan layout ("nchw" or "nhwc")."""
-    if layout not in ("nchw", "nhwc"):
-        raise ValueError("convtune.conv2d: layout must be 'nchw' or 'nhwc', got %r" % (layout,))
+    """The torch memory format of a plan layout's activations (x and y):
+    channels-last for "nhwc", contiguous for "nchw" and "nchw_krsc"."""
+    if layout not in _lib.LAYOUT_NAMES:
+        raise ValueError("convtune.conv2d: layout must be 'nchw', 'nhwc' or 'nchw_krsc', got %r"
+                         % (layout,))
     return torch.channels_last if layout == "nhwc" else torch.contiguous_format
+
+
+def filter_memory_format(layout):
+    """The torch memory format of a forward plan's weight: channels-last for
+    "nhwc" and "nchw_krsc" (K R S C filters), contiguous for "nchw"."""
+    return torch.channels_last if layout == "nchw_krsc" else memory_format(layout)
+
+
+def _backward_layout(layout):
+    # The backward passes read and write the weight K C R S (convtune.h:
+    # K R S C filters are for forward problems in this version).
+    return "nchw" if layout == "nchw_krsc" else layout
 
 
 def _fake(x, weight, bias, stride, padding, dilation, groups, math, layout="nchw"):
@@ -142,7 +158,8 @@ def _operator_plan(direction, x_size, w_size, bias, stride, padding, dilation, g
 
 def _cuda(x, weight, bias, stride, padding, dilation, groups, math, layout="nchw"):
     fmt = memory_format(layout)
-    x, weight, bias = _dense(_plain(x), fmt), _dense(_plain(weight), fmt), _dense(_plain(bias))
+    x, weight, bias = (_dense(_plain(x), fmt), _dense(_plain(weight), filter_memory_format(layout)),
+                       _dense(_plain(bias)))
     plan = _operator_plan("fwd", tuple(x.shape), tuple(weight.shape), bias is not None, stride,
                           padding, dilation, groups, math, layout, x.device.index)
     y = plan_launch(plan)(x, weight, bias, None)
@@ -156,6 +173,7 @@ def _cuda(x, weight, bias, stride, padding, dilation, groups, math, layout="nchw
 
 def _backward_data_cuda(grad, weight, input_size, stride, padding, dilation, groups, math,
                         layout="nchw"):
+    layout = _backward_layout(layout)
     fmt = memory_format(layout)
     grad, weight = _dense(_plain(grad), fmt), _dense(_plain(weight), fmt)
     plan = _operator_plan("bwd_data", tuple(input_size), tuple(weight.shape), False, stride,
@@ -165,6 +183,7 @@ def _backward_data_cuda(grad, weight, input_size, stride, padding, dilation, gro
 
 def _backward_filter_cuda(x, grad, weight_size, stride, padding, dilation, groups, math,
                           layout="nchw"):
+    layout = _backward_layout(layout)
     fmt = memory_format(layout)
     x, grad = _dense(_plain(x), fmt), _dense(_plain(grad), fmt)
     plan = _operator_plan("bwd_filter", tuple(x.shape), tuple(weight_size), False, stride,

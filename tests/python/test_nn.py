@@ -199,6 +199,58 @@ class ConvNeXtLike(nn.Module):
 
 
 @gpu
+def test_channels_last_weight_runs_krsc_plans(ctx, cuda, strict_math):
+    """A channels-last weight on an NCHW input: read as it is (K R S C
+    filters, layout "nchw_krsc"), forward and in training; at the first
+    inference call of a shape a layer may make its weight so where that plan
+    was timed faster, values kept; relayout_filters=False keeps it as it is."""
+    torch.manual_seed(SEED)
+    layer = nn.Conv2d(16, 64, 3, padding=1).to(cuda)
+    ours = copy.deepcopy(layer)
+    convtune.convert(ours, context=ctx)
+    ours.weight.data = ours.weight.data.contiguous(memory_format=torch.channels_last)
+    assert not ours.weight.is_contiguous()
+    x = torch.randn(2, 16, 12, 10, device=cuda)
+    with torch.no_grad():
+        for _ in range(2):  # the second call takes the fast path
+            y = ours(x)
+            assert rel_l2(y, layer(x)) < STRICT_BOUND, SEED
+    assert ours._last_plan.key.endswith(" krsc"), ours._last_plan.key
+    assert not ours.fallbacks and not ours.weight.is_contiguous()
+    # Training: the forward reads the weight as it is, the backward passes a
+    # K C R S copy; the gradient lands in the weight's own layout.
+    xg = x.clone().requires_grad_()
+    xr = x.clone().requires_grad_()
+    g = torch.randn_like(y)
+    (ours(xg) * g).sum().backward()
+    (layer(xr) * g).sum().backward()
+    for got, want in ((xg.grad, xr.grad), (ours.weight.grad, layer.weight.grad),
+                      (ours.bias.grad, layer.bias.grad)):
+        assert rel_l2(got, want) < STRICT_BOUND, SEED
+    # A layer with a K C R S weight: under no_grad it may keep the weight
+    # K R S C (when that plan was faster), with the same values either way.
+    for relayout in (True, False):
+        fresh = copy.deepcopy(layer)
+        convtune.convert(fresh, context=ctx)
+        fresh.relayout_filters = relayout
+        with torch.inference_mode():
+            y = fresh(x)
+            assert rel_l2(y, layer(x)) < STRICT_BOUND, SEED
+            assert torch.equal(fresh.weight, layer.weight)
+            if not relayout:
+                assert fresh.weight.is_contiguous()
+            elif not fresh.weight.is_contiguous():
+                assert fresh.weight.is_contiguous(memory_format=torch.channels_last)
+                assert fresh._last_plan.key.endswith(" krsc")
+                assert rel_l2(fresh(x), layer(x)) < STRICT_BOUND, SEED
+        assert not fresh.fallbacks
+        # Trainable afterwards: the weight is no inference tensor.
+        opt = torch.optim.SGD(fresh.parameters(), lr=0.1)
+        fresh(x.clone().requires_grad_()).sum().backward()
+        opt.step()
+
+
+@gpu
 def test_channels_last_input_runs_nhwc_plans(ctx, cuda, strict_math):
     model, ours, _ = converted_pair(ConvNeXtLike(), cuda, context=ctx)
     x = torch.randn(2, 32, 15, 14, device=cuda)
