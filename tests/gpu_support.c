@@ -285,6 +285,24 @@ int run_every_family(conv_env *env, const conv_problem *p, void *scratch, family
   return run_families_on_case(env, algos, count, p, scratch, counts);
 }
 
+int family_sweep_open(family_sweep *s) {
+  memset(s, 0, sizeof *s);
+  if (open_env(&s->env) != TEST_PASS) return TEST_FAIL;
+  s->algos = conv_registry(&s->count);
+  CHECK_MSG(s->count <= FAMILY_SWEEP_MAX, "%d families, room for %d", s->count, FAMILY_SWEEP_MAX);
+  CUDA_OK(cudaMalloc(&s->scratch, CONV_COMPARE_SCRATCH_BYTES));
+  return TEST_PASS;
+}
+
+int family_sweep_run(family_sweep *s, const conv_problem *p) {
+  return run_every_family(&s->env, p, s->scratch, s->counts, FAMILY_SWEEP_MAX);
+}
+
+void family_sweep_close(family_sweep *s) {
+  cudaFree(s->scratch);
+  close_env(&s->env);
+}
+
 /* Runs every config of `algo` on one problem, which it must take. */
 static int run_family_on_case(conv_env *env, const conv_algorithm *algo, const conv_problem *p,
                               void *scratch, family_count *count) {

@@ -95,6 +95,21 @@ int run_every_family(conv_env *env, const conv_problem *p, void *scratch, family
 int prepared_configs(conv_env *env, const conv_algorithm *algo, const conv_problem *p,
                      bool (*accept)(const void *state));
 
+/* What a test that runs every family on several cases holds: the device
+ * environment, the registry, each family's counts (registry order) and
+ * the comparison scratch.  family_sweep_run is run_every_family on it. */
+#define FAMILY_SWEEP_MAX 32
+typedef struct family_sweep {
+  conv_env env;
+  const conv_algorithm *const *algos;
+  int count;
+  family_count counts[FAMILY_SWEEP_MAX];
+  void *scratch;
+} family_sweep;
+int family_sweep_open(family_sweep *s);
+int family_sweep_run(family_sweep *s, const conv_problem *p);
+void family_sweep_close(family_sweep *s);
+
 /* ---- contexts and caches */
 
 int make_context(conv_context **ctx, const char *cache, conv_policy policy, size_t ws_limit);

@@ -207,21 +207,17 @@ static conv_problem random_direct_pass(conv_direction direction, conv_math math)
 static int every_backward_candidate_matches_reference(void) {
   SKIP_WITHOUT_GPU();
   seed_rng();
-  conv_env env;
-  if (open_env(&env) != TEST_PASS) return TEST_FAIL;
-  int count;
-  const conv_algorithm *const *algos = conv_registry(&count);
-  family_count counts[32] = {{0, 0, 0}};
-  CHECK(count <= 32);
-  void *scratch;
-  CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
+  family_sweep sweep;
+  if (family_sweep_open(&sweep) != TEST_PASS) return TEST_FAIL;
+  const conv_algorithm *const *algos = sweep.algos;
+  const family_count *counts = sweep.counts;
   for (int i = 0; i < 2 * case_count(); i++) {
     const conv_direction direction = i % 2 ? CONV_BACKWARD_FILTER : CONV_BACKWARD_DATA;
     const conv_math math = i / 2 % 2 ? CONV_MATH_TF32 : CONV_MATH_STRICT;
     const conv_problem p = i / 4 % 2 ? random_direct_pass(direction, math) : random_pass(direction, i / 2);
-    if (run_every_family(&env, &p, scratch, counts, 32) != TEST_PASS) return TEST_FAIL;
+    if (family_sweep_run(&sweep, &p) != TEST_PASS) return TEST_FAIL;
   }
-  for (int a = 0; a < count; a++) {
+  for (int a = 0; a < sweep.count; a++) {
     printf("%s: %d backward configs matched the CPU reference, %d wrong and caught by validation, "
            "%d not supported for their shape\n",
            algos[a]->name, counts[a].ran, counts[a].wrong_caught, counts[a].unsupported);
@@ -230,8 +226,7 @@ static int every_backward_candidate_matches_reference(void) {
         id == CONV_ALGO_GEMM_BACKWARD)
       CHECK_MSG(counts[a].ran > 0, "%s ran no backward config", algos[a]->name);
   }
-  cudaFree(scratch);
-  close_env(&env);
+  family_sweep_close(&sweep);
   return TEST_PASS;
 }
 

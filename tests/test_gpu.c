@@ -184,14 +184,10 @@ static int reference_matches_cpu(void) {
 static int every_candidate_matches_reference(void) {
   SKIP_WITHOUT_GPU();
   seed_rng();
-  conv_env env;
-  if (open_env(&env) != TEST_PASS) return TEST_FAIL;
-  int count;
-  const conv_algorithm *const *algos = conv_registry(&count);
-  family_count counts[32] = {{0, 0, 0}};
-  CHECK(count <= 32);
-  void *scratch;
-  CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
+  family_sweep sweep;
+  if (family_sweep_open(&sweep) != TEST_PASS) return TEST_FAIL;
+  const conv_algorithm *const *algos = sweep.algos;
+  const family_count *counts = sweep.counts;
   /* Shapes 0-3 already cover strict and TF32, random, channels-last
    * depthwise and plain shapes and a batch of patches: every family but
    * gemm_nhwc; shape 5 is channels-last of any kind (dense and grouped
@@ -217,9 +213,9 @@ static int every_candidate_matches_reference(void) {
       }
       CHECK(conv_problem_validate(&p, NULL, 0) == CONV_OK);
     }
-    if (run_every_family(&env, &p, scratch, counts, 32) != TEST_PASS) return TEST_FAIL;
+    if (family_sweep_run(&sweep, &p) != TEST_PASS) return TEST_FAIL;
   }
-  for (int a = 0; a < count; a++) {
+  for (int a = 0; a < sweep.count; a++) {
     printf("%s: %d configs matched the CPU reference, %d wrong and caught by validation, "
            "%d not supported for their shape\n",
            algos[a]->name, counts[a].ran, counts[a].wrong_caught, counts[a].unsupported);
@@ -239,8 +235,7 @@ static int every_candidate_matches_reference(void) {
                            (id == CONV_ALGO_GEMM_NHWC && quick_mode());
     CHECK_MSG(counts[a].ran > 0 || elsewhere, "%s ran no config", algos[a]->name);
   }
-  cudaFree(scratch);
-  close_env(&env);
+  family_sweep_close(&sweep);
   return TEST_PASS;
 }
 
@@ -807,21 +802,17 @@ static int krsc_filters_match_reference(void) {
   };
   const size_t ncases = sizeof cases / sizeof cases[0];
   cases[2].pad_w = 1;
-  conv_env env;
-  if (open_env(&env) != TEST_PASS) return TEST_FAIL;
-  int count;
-  const conv_algorithm *const *algos = conv_registry(&count);
-  family_count counts[32] = {{0, 0, 0}};
-  CHECK(count <= 32);
-  void *scratch;
-  CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
+  family_sweep sweep;
+  if (family_sweep_open(&sweep) != TEST_PASS) return TEST_FAIL;
+  const conv_algorithm *const *algos = sweep.algos;
+  const family_count *counts = sweep.counts;
   for (size_t i = 0; i < ncases; i++) {
     cases[i].filter_layout = CONV_FILTER_KRSC;
     CHECK(conv_problem_validate(&cases[i], NULL, 0) == CONV_OK);
-    if (run_every_family(&env, &cases[i], scratch, counts, 32) != TEST_PASS) return TEST_FAIL;
+    if (family_sweep_run(&sweep, &cases[i]) != TEST_PASS) return TEST_FAIL;
   }
-  const bool hopper = conv_device_wgmma(&env.device);
-  for (int a = 0; a < count; a++) {
+  const bool hopper = conv_device_wgmma(&sweep.env.device);
+  for (int a = 0; a < sweep.count; a++) {
     printf("%s: %d configs matched the CPU reference with K R S C filters, %d wrong and "
            "caught, %d not supported\n",
            algos[a]->name, counts[a].ran, counts[a].wrong_caught, counts[a].unsupported);
@@ -830,8 +821,7 @@ static int krsc_filters_match_reference(void) {
     CHECK_MSG((counts[a].ran > 0) == expected, "%s: %d configs ran", algos[a]->name,
               counts[a].ran);
   }
-  cudaFree(scratch);
-  close_env(&env);
+  family_sweep_close(&sweep);
 
   char cache[4096];
   temp_path(cache, sizeof cache, "krsc");
