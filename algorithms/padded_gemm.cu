@@ -185,7 +185,6 @@ __device__ __forceinline__ void produce(const pg_params &a, float *smem, uint32_
      * v[tap] the tap's 4 channels (K R S C): A's layout is
      * [tap][channels 4 half + [0, 4)][row][4].  Indices stay constants in
      * both branches, so that v stays in registers. */
-    const float *f = reinterpret_cast<const float *>(v);
     if (KRSC) {
 #pragma unroll
       for (int tap = 0; tap < kTaps; tap++)
@@ -193,6 +192,7 @@ __device__ __forceinline__ void produce(const pg_params &a, float *smem, uint32_
             make_float4(to_tf32(v[tap].x), to_tf32(v[tap].y), to_tf32(v[tap].z),
                         to_tf32(v[tap].w));
     } else {
+      const float *f = reinterpret_cast<const float *>(v);
 #pragma unroll
       for (int tap = 0; tap < kTaps; tap++)
         *reinterpret_cast<float4 *>(stage + ((tap * 2 + half) * kRows + row) * 4) =

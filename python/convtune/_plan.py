@@ -9,7 +9,7 @@ from . import _base, _lib
 from ._base import ConvtuneError, _torch
 
 
-def _check_tensor(name, t, shape, device, channels_last=False):
+def _check_tensor(name, t, shape, device, channels_last=False, layout="nhwc"):
     torch = _base._torch_mod  # imported by now: a Plan exists
     # For inputs, say how to fix them; `out` must be fixed by the caller's allocation.
     fix = (lambda hint: ": pass %s%s" % (name, hint)) if name != "out" else (lambda hint: "")
@@ -26,8 +26,7 @@ def _check_tensor(name, t, shape, device, channels_last=False):
     if channels_last:
         if t.layout != torch.strided or not t.is_contiguous(memory_format=torch.channels_last):
             raise ValueError("%s is not in channels-last memory format (this plan was made with "
-                             "layout=%r)%s" % (name, channels_last if isinstance(channels_last, str)
-                                               else "nhwc",
+                             "layout=%r)%s" % (name, layout,
                                                fix(".contiguous(memory_format=torch.channels_last)")))
     elif t.layout != torch.strided or not t.is_contiguous():
         raise ValueError("%s is not contiguous (convtune reads and writes dense NCHW)%s" % (name, fix(".contiguous()")))
@@ -167,9 +166,10 @@ class Plan:
         self._memory_format = ({"memory_format": torch.channels_last} if self._channels_last
                                    else _DENSE)
         # w's format: the activations', or channels-last for K R S C filters
-        # (layout "nchw_krsc"; _check_tensor names the layout).
-        self._w_channels_last = self._channels_last or (
-            "nchw_krsc" if fields["filter_layout"] == _lib.FILTER_KRSC else False)
+        # (layout "nchw_krsc").
+        krsc = fields["filter_layout"] == _lib.FILTER_KRSC
+        self._w_channels_last = self._channels_last or krsc
+        self._w_layout = "nchw_krsc" if krsc else "nhwc"  # what an error about w names
         self._w_memory_format = ({"memory_format": torch.channels_last}
                                  if self._w_channels_last else _DENSE)
         self._device = torch.device("cuda", context.device)
@@ -399,7 +399,7 @@ class Plan:
     def _explain_bad_arguments(self, x, w, bias, out):
         torch, device = self._torch, self._device
         _check_tensor("x", x, self._x_shape, device, self._channels_last)
-        _check_tensor(self._w_name, w, self._w_shape, device, self._w_channels_last)
+        _check_tensor(self._w_name, w, self._w_shape, device, self._w_channels_last, self._w_layout)
         k = self._bias_shape[0]
         if self._has_bias:
             if bias is None:

@@ -152,15 +152,13 @@ class Conv2d(torch.nn.Conv2d):
         self._launch_format = None  # the memory format its weight is read in
         self._launch_copies = False  # whether that is a copy (_weight_in)
         self._last_plan = None
-        self._krsc_entry = None  # _krsc_filters_pay's find, for _eager_forward
 
     # Plans and launchers hold a device's library handles: they are not
     # copied or pickled with the module, which makes its own on first use.
     def __getstate__(self):
         state = super().__getstate__().copy()
         for name in ("_plans", "_launch", "_launch_plan", "_launch_math", "_launch_deterministic",
-                     "_launch_op_args", "_launch_format", "_launch_copies", "_last_plan",
-                     "_krsc_entry"):
+                     "_launch_op_args", "_launch_format", "_launch_copies", "_last_plan"):
             state.pop(name, None)
         return state
 
@@ -297,10 +295,12 @@ class Conv2d(torch.nn.Conv2d):
         entry = self._plans.get(key)
         if entry is None:
             entry = self._plans[key] = self._plan_entry(x, padding, math, layout, deterministic)
-            if layout == "nchw" and self._krsc_filters_pay(x, padding, math, deterministic, entry):
+            faster = (self._faster_krsc_entry(x, padding, math, deterministic, entry)
+                      if layout == "nchw" else None)
+            if faster is not None:
+                self._keep_weight_krsc()
                 layout = "nchw_krsc"
-                key = (tuple(x.shape), math, deterministic, layout)
-                entry = self._plans[key] = self._krsc_entry
+                entry = self._plans[(tuple(x.shape), math, deterministic, layout)] = faster
         launch, plan = entry
         if launch is None:  # no convtune plan for this shape: `plan` says why
             self.fallbacks[plan] += 1
@@ -333,31 +333,33 @@ class Conv2d(torch.nn.Conv2d):
             return "nchw_krsc"
         return layout
 
-    def _krsc_filters_pay(self, x, padding, math, deterministic, entry):
-        """Whether to keep the weight K R S C from now on: at the first call
-        of a shape, for an NCHW input, a dense R x S > 1 layer and a K C R S
-        weight, when the K R S C plan (kept in self._krsc_entry) was timed
-        faster than the K C R S one by 2%.  Only where nothing records
-        gradients (inference: the backward passes read the weight K C R S),
-        outside CUDA graph capture, and while relayout_filters is True."""
+    def _faster_krsc_entry(self, x, padding, math, deterministic, entry):
+        """The (launch, plan) of this NCHW input with the weight K R S C,
+        where that plan was timed at least 2% faster than `entry`'s (K C R
+        S), else None: for a dense R x S > 1 layer with a K C R S weight,
+        where nothing records gradients (inference: the backward passes
+        read the weight K C R S), outside CUDA graph capture, and while
+        relayout_filters is True."""
         w = self.weight
         if (not self.relayout_filters or entry[0] is None or "weight" not in self._parameters
                 or self.kernel_size == (1, 1) or self.in_channels == self.groups
                 or not w.is_contiguous() or _autograd.records_gradients(x, w, self.bias)
                 or torch.cuda.is_current_stream_capturing()):
-            return False
+            return None
         kcrs_ms = entry[1].info["time_ms"]
         krsc = self._plan_entry(x, padding, math, "nchw_krsc", deterministic)
         if krsc[0] is None or kcrs_ms <= 0 or not 0 < krsc[1].info["time_ms"] < 0.98 * kcrs_ms:
-            return False
-        # The same values in K R S C order: what PyTorch's
-        # model.to(memory_format=torch.channels_last) does to a weight.
-        # Made outside inference mode, so that the weight never becomes an
-        # inference tensor, which training could not update.
+            return None
+        return krsc
+
+    def _keep_weight_krsc(self):
+        """Makes the weight channels-last (K R S C), values unchanged: what
+        PyTorch's model.to(memory_format=torch.channels_last) does to it.
+        Made outside inference mode, so that the weight never becomes an
+        inference tensor, which training could not update."""
+        w = self.weight
         with torch.inference_mode(False):
             w.data = w.data.contiguous(memory_format=torch.channels_last)
-        self._krsc_entry = krsc
-        return True
 
     def _plan_entry(self, x, padding, math, layout, deterministic):
         """(launch, plan) for this input, or (None, why PyTorch runs it)."""
