@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "algorithms/channel_split.h"
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 
 static const int split_k_tiles[] = {32, 64, 16};
 static const int split_pixels[] = {2, 1, 4};

@@ -6,9 +6,9 @@
 #include <stdio.h>
 
 #include "algorithms/channel_split.h"
-#include "algorithms/kernels.h"
-#include "algorithms/epilogue.cuh"
-#include "algorithms/staging.cuh"
+#include "algorithms/common/kernels.h"
+#include "algorithms/common/epilogue.cuh"
+#include "algorithms/common/staging.cuh"
 
 namespace {
 

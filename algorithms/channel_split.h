@@ -31,7 +31,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "algorithms/divisor.h"
+#include "algorithms/common/divisor.h"
 #include "convtune.h"
 
 #ifdef __cplusplus

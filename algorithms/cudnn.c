@@ -32,8 +32,8 @@
 #include <string.h>
 
 #include "algorithms/cudnn_graph.h"
-#include "algorithms/kernels.h"
-#include "runtime/internal.h"
+#include "algorithms/common/kernels.h"
+#include "algorithms/algorithm.h"
 
 /* Knob variants per engine besides its default config (cudnn_graph.h);
  * with the default and the heuristics' own configs that is 9-14 timings

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 
 /* Tensor ids in the operation graph and the variant pack. */
 enum { UID_X = 'x', UID_W = 'w', UID_Y = 'y' };

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 
 #include "algorithms/data_gather.h"
-#include "algorithms/direct_channel.h"
-#include "runtime/internal.h"
+#include "algorithms/common/views.h"
+#include "algorithms/algorithm.h"
 
 /* Each dx element sums kg x r x s products: past these, a dense layer is
  * GEMM work. */

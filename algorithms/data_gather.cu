@@ -2,8 +2,8 @@
  * data_gather.cu -- see data_gather.h.
  */
 #include "algorithms/data_gather.h"
-#include "algorithms/launch_checks.h"
-#include "runtime/internal.h"
+#include "algorithms/common/launch_checks.h"
+#include "algorithms/algorithm.h"
 
 #include <stdio.h>
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #include "algorithms/depthwise_nhwc.h"
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 
 static bool dw_applicable(const conv_problem *problem, const conv_env *env) {
   (void)env;

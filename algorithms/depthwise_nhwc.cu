@@ -9,8 +9,8 @@
 #include <stdio.h>
 
 #include "algorithms/depthwise_nhwc.h"
-#include "algorithms/launch_checks.h"
-#include "algorithms/staging.cuh"
+#include "algorithms/common/launch_checks.h"
+#include "algorithms/common/staging.cuh"
 
 namespace {
 

@@ -41,7 +41,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "algorithms/divisor.h"
+#include "algorithms/common/divisor.h"
 #include "convtune.h"
 
 #ifdef __cplusplus

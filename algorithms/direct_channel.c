@@ -13,7 +13,8 @@
 #include <stdlib.h>
 
 #include "algorithms/direct_channel.h"
-#include "runtime/internal.h"
+#include "algorithms/common/views.h"
+#include "algorithms/algorithm.h"
 
 /* Past these a group is a dense convolution, which GEMM engines do well and
  * this kernel would only slow the tuning down.  128 outputs take in the
@@ -21,24 +22,6 @@
  * cuDNN's engines leave the GPU as idle as on 64. */
 #define DC_MAX_CHANNELS_IN 32
 #define DC_MAX_CHANNELS_OUT 128
-
-bool conv_direct_backward_data_view(const conv_problem *pb, conv_problem *forward) {
-  if (!conv_problem_supported(pb) || pb->direction != CONV_BACKWARD_DATA ||
-      pb->layout != CONV_LAYOUT_NCHW || pb->stride_h != 1 || pb->stride_w != 1)
-    return false;
-  const int64_t pad_h = pb->dil_h * (pb->r - 1) - pb->pad_h;
-  const int64_t pad_w = pb->dil_w * (pb->s - 1) - pb->pad_w;
-  conv_shape shape;
-  if (pad_h < 0 || pad_w < 0 || conv_problem_shape(pb, &shape) != CONV_OK) return false;
-  conv_problem f = *pb;
-  f.direction = CONV_FORWARD;
-  f.c = pb->k, f.h = shape.p, f.w = shape.q;
-  f.k = pb->c;
-  f.pad_h = pad_h, f.pad_w = pad_w;
-  f.epilogue = CONV_EPILOGUE_NONE;
-  *forward = f;
-  return true;
-}
 
 /* The forward convolution the kernels run for `pb`: the problem itself, or
  * a stride-1 backward-data pass's transposed view.  False for any other

@@ -3,9 +3,9 @@
  */
 #include "algorithms/direct_channel.h"
 #include "algorithms/direct_window.h"
-#include "algorithms/epilogue.cuh"
-#include "algorithms/pdl.cuh"
-#include "runtime/internal.h"
+#include "algorithms/common/epilogue.cuh"
+#include "algorithms/common/pdl.cuh"
+#include "algorithms/algorithm.h"
 
 #include <stdio.h>
 

@@ -46,7 +46,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "algorithms/divisor.h"
+#include "algorithms/common/divisor.h"
 #include "convtune.h"
 
 #ifdef __cplusplus
@@ -135,16 +135,6 @@ __device__ __forceinline__ int64_t conv_direct_weight_offset(const conv_direct_l
  * at batch 1 up to 14x14x576 on an H100), past it last. */
 #define CONV_DIRECT_SIMPLE_MAX_OUTPUTS ((int64_t)1 << 20)
 #define CONV_DIRECT_SIMPLE_FIRST_OUTPUTS ((int64_t)1 << 17)
-
-/* A stride-1 NCHW backward-data problem as the forward convolution that
- * computes its dx: dy convolved with the filters mirrored in both axes,
- * input and output channels swapped within each group, and padding
- * dil*(r-1) - pad, which makes the output dx's size (the transposed
- * convolution).  Run with transposed_filter set, the forward kernels read
- * the pass's own filter that way.  False when `problem` is no such pass
- * (another direction or layout, a stride above 1, or padding past the
- * dilated filter's reach, which would need cropping). */
-bool conv_direct_backward_data_view(const conv_problem *problem, conv_problem *forward /* OUT */);
 
 /* Checks `tiling` against a valid fp32 NCHW forward `problem` and fills
  * *launch.  Returns false, with the reason in `why`, when the tiling cannot

@@ -14,8 +14,8 @@
  * dilation, and each input value is loaded once per thread.
  */
 #include "algorithms/direct_window.h"
-#include "algorithms/epilogue.cuh"
-#include "algorithms/pdl.cuh"
+#include "algorithms/common/epilogue.cuh"
+#include "algorithms/common/pdl.cuh"
 
 #include <stdio.h>
 

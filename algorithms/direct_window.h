@@ -12,7 +12,7 @@
 #include <stdio.h>
 
 #include "algorithms/direct_channel.h"
-#include "algorithms/launch_checks.h"
+#include "algorithms/common/launch_checks.h"
 
 #ifdef __cplusplus
 extern "C" {

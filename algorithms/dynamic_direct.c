@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "algorithms/dynamic_direct.h"
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 
 static bool dd_applicable(const conv_problem *pb, const conv_env *env) {
   return pb != NULL && env != NULL && conv_problem_dynamic(pb) &&

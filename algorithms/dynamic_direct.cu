@@ -2,8 +2,8 @@
  * dynamic_direct.cu -- see dynamic_direct.h.
  */
 #include "algorithms/dynamic_direct.h"
-#include "algorithms/launch_checks.h"
-#include "algorithms/staging.cuh"
+#include "algorithms/common/launch_checks.h"
+#include "algorithms/common/staging.cuh"
 
 #include <stdio.h>
 

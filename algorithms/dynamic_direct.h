@@ -38,7 +38,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "algorithms/dynamic.h"
+#include "algorithms/common/views.h"
 #include "convtune.h"
 
 #ifdef __cplusplus

@@ -26,8 +26,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "algorithms/dynamic.h"
-#include "runtime/cublaslt.h"
+#include "algorithms/dynamic_unfold_gemm.h"
+#include "algorithms/common/cublaslt.h"
 
 #define DU_ALGOS_OFFERED 3
 /* One launch per image and group: past this the baseline is only launches. */

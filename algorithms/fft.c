@@ -43,9 +43,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "algorithms/direct_channel.h"
-#include "algorithms/fft_plans.h"
-#include "runtime/cublaslt.h"
+#include "algorithms/common/views.h"
+#include "algorithms/common/fft_plans.h"
+#include "algorithms/common/cublaslt.h"
 
 enum { FFT_PRODUCT_KERNEL = 0, FFT_PRODUCT_GEMM = 1 };
 

@@ -27,7 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "algorithms/fft_plans.h"
+#include "algorithms/common/fft_plans.h"
 
 #define FFTF_MAX_PLANES 4096
 

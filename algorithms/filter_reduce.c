@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #include "algorithms/filter_reduce.h"
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 
 /* Each (output, input channel) pair of a group reads its planes of dy and
  * x once: past these, a dense layer's pairs read the same data too many

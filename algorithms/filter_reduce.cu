@@ -2,9 +2,9 @@
  * filter_reduce.cu -- see filter_reduce.h.
  */
 #include "algorithms/filter_reduce.h"
-#include "algorithms/launch_checks.h"
-#include "algorithms/pdl.cuh"
-#include "runtime/internal.h"
+#include "algorithms/common/launch_checks.h"
+#include "algorithms/common/pdl.cuh"
+#include "algorithms/algorithm.h"
 
 #include <stdio.h>
 

@@ -37,9 +37,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "algorithms/im2col.h"
-#include "algorithms/kernels.h"
-#include "runtime/cublaslt.h"
+#include "algorithms/common/im2col.h"
+#include "algorithms/common/kernels.h"
+#include "algorithms/common/cublaslt.h"
 
 /* The wide kernels index in 32 bits: a chunk's col and dY each hold
  * fewer than 2^31 floats (8 GiB). */

@@ -26,8 +26,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "algorithms/im2col.h"
-#include "runtime/cublaslt.h"
+#include "algorithms/common/im2col.h"
+#include "algorithms/common/cublaslt.h"
 
 /* Past this a col buffer is not worth timing (and conv_im2col_nhwc
  * indexes it in 32 bits). */

@@ -18,9 +18,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "algorithms/im2col.h"
-#include "algorithms/kernels.h"
-#include "runtime/cublaslt.h"
+#include "algorithms/common/im2col.h"
+#include "algorithms/common/kernels.h"
+#include "algorithms/common/cublaslt.h"
 
 /* Past this an im2col buffer is not worth timing. */
 #define IG_COL_BYTES_MAX ((int64_t)8 << 30)

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #include "algorithms/implicit_gemm.h"
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 
 /* Room for the compiled tilings (8 today). */
 #define IG_TILINGS_MAX 16

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #include "algorithms/padded_gemm.h"
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 
 /* Room for the compiled tilings (3 today). */
 #define PG_TILINGS_MAX 8

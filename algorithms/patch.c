@@ -16,9 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "algorithms/direct_channel.h"
+#include "algorithms/common/views.h"
 #include "algorithms/patch.h"
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 
 #define PATCH_MAX_KERNELS 16
 

@@ -10,10 +10,10 @@
  */
 #include <cstdio>
 
-#include "algorithms/kernels.h"
+#include "algorithms/common/kernels.h"
 #include "algorithms/patch_kernels.cuh"
-#include "algorithms/launch_checks.h"
-#include "algorithms/mma_tf32.cuh"
+#include "algorithms/common/launch_checks.h"
+#include "algorithms/common/mma_tf32.cuh"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 #include "algorithms/patch_filter.h"
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 
 /* The tensor-core kernel first: where it plans (TF32 mode) it is the one
  * to try first. */

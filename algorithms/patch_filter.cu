@@ -11,12 +11,12 @@
 #include <climits>
 #include <cstdint>
 
-#include "algorithms/kernels.h"
-#include "algorithms/launch_checks.h"
-#include "algorithms/mma_tf32.cuh"
-#include "algorithms/pdl.cuh"
+#include "algorithms/common/kernels.h"
+#include "algorithms/common/launch_checks.h"
+#include "algorithms/common/mma_tf32.cuh"
+#include "algorithms/common/pdl.cuh"
 #include "algorithms/patch_filter.h"
-#include "algorithms/staging.cuh"
+#include "algorithms/common/staging.cuh"
 
 namespace {
 

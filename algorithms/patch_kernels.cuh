@@ -10,10 +10,11 @@
 
 #include <cstdint>
 
-#include "algorithms/direct_window.h"
-#include "algorithms/epilogue.cuh"
+#include "algorithms/common/divisor.h"
+#include "algorithms/common/launch_checks.h"
+#include "algorithms/common/epilogue.cuh"
 #include "algorithms/patch.h"
-#include "algorithms/staging.cuh"
+#include "algorithms/common/staging.cuh"
 
 /* Named, not anonymous: patch.cu finds the wgmma kernels of patch_wgmma.cu
  * through kernel_instance. */

@@ -13,7 +13,7 @@
  * fragment loads, and one instruction where mma.sync took 4 x N / 8.
  */
 #include "algorithms/patch_kernels.cuh"
-#include "algorithms/wgmma.cuh"
+#include "algorithms/common/wgmma.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "patch_wgmma.cu is compiled for sm_90a only"

@@ -1,10 +1,10 @@
 /* registry.c -- every candidate family, with stable, append-only ids. */
 #include <string.h>
 
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 
 /* Ordered by id.  Adding a family: append it here and reserve its id in
- * internal.h; never renumber or reuse a retired id (cache rows name them). */
+ * algorithm.h; never renumber or reuse a retired id (cache rows name them). */
 static const conv_algorithm *const registry[] = {
     &conv_algorithm_cudnn,
     &conv_algorithm_im2col_gemm,
@@ -41,11 +41,4 @@ const conv_algorithm *conv_registry_find_name(const char *name) {
   for (size_t i = 0; i < sizeof registry / sizeof registry[0]; i++)
     if (strcmp(registry[i]->name, name) == 0) return registry[i];
   return NULL;
-}
-
-bool conv_algorithm_applicable(const conv_algorithm *algo, const conv_problem *problem,
-                               const conv_env *env) {
-  if (algo == NULL || problem == NULL) return false;
-  if (conv_problem_krsc_filters(problem) && !algo->krsc_filters) return false;
-  return algo->applicable(problem, env);
 }

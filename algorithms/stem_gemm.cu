@@ -13,13 +13,13 @@
 #include <cstdint>
 #include <cstring>
 
-#include "algorithms/epilogue.cuh"
-#include "algorithms/kernels.h"
-#include "algorithms/mma_tf32.cuh"
-#include "algorithms/pdl.cuh"
-#include "algorithms/staging.cuh"
+#include "algorithms/common/epilogue.cuh"
+#include "algorithms/common/kernels.h"
+#include "algorithms/common/mma_tf32.cuh"
+#include "algorithms/common/pdl.cuh"
+#include "algorithms/common/staging.cuh"
 #include "algorithms/stem_gemm.h"
-#include "algorithms/wgmma.cuh"
+#include "algorithms/common/wgmma.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "stem_gemm.cu is compiled for sm_90a only"

@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../runtime/internal.h"
+#include "core/core.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -27,6 +27,15 @@ extern "C" {
 #define CONV_CACHE_SCHEMA_VERSION 3
 
 typedef struct conv_cache conv_cache;
+
+/* The cache path used when the options name none (path.c): $CONVTUNE_CACHE,
+ * else $XDG_CACHE_HOME/convtune/cache.db, else $HOME/.cache/convtune/cache.db.
+ * With create_dirs, creates the missing directories (mode 0755). */
+conv_status conv_default_cache_path(char *path /* OUT */, size_t size, bool create_dirs,
+                                    conv_error *err);
+
+/* mkdir -p for the directories above `path` (the file itself is not made). */
+conv_status conv_cache_make_parent_dirs(const char *path, conv_error *err);
 
 /* Which rows a call is about. */
 typedef struct conv_cache_key {

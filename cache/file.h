@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../runtime/internal.h"
+#include "core/core.h"
 
 #ifdef __cplusplus
 extern "C" {

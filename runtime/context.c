@@ -91,60 +91,6 @@ conv_status conv_context_device_fingerprint(const conv_context *context, char *f
   return CONV_OK;
 }
 
-const conv_device *conv_context_device(const conv_context *context) {
-  return &context->env.device;
-}
-
-/* ---------------------------------------------------------------- paths */
-
-/* mkdir -p for the directories above `path` (the file itself is not made). */
-static conv_status make_parent_dirs(const char *path, conv_error *err) {
-  char dir[4096];
-  snprintf(dir, sizeof dir, "%s", path);
-  uv_loop_t loop;
-  if (uv_loop_init(&loop) != 0)
-    return conv_error_set(err, CONV_INTERNAL, "uv_loop_init failed");
-  conv_status st = CONV_OK;
-  for (char *slash = strchr(dir + 1, '/'); slash && st == CONV_OK; slash = strchr(slash + 1, '/')) {
-    *slash = '\0';
-    uv_fs_t req;
-    int rc = uv_fs_mkdir(&loop, &req, dir, 0755, NULL);
-    uv_fs_req_cleanup(&req);
-    if (rc != 0 && rc != UV_EEXIST)
-      st = conv_error_set(err, CONV_CACHE_ERROR, "cannot create directory %s: %s", dir,
-                          uv_strerror(rc));
-    *slash = '/';
-  }
-  uv_loop_close(&loop);
-  return st;
-}
-
-/* Reads an environment variable into buf; false when unset or empty. */
-static bool read_env(const char *name, char *buf, size_t size) {
-  size_t len = size;
-  return uv_os_getenv(name, buf, &len) == 0 && buf[0] != '\0';
-}
-
-conv_status conv_default_cache_path(char *path, size_t size, bool create_dirs, conv_error *err) {
-  char base[4096];
-  int len;
-  if (read_env("CONVTUNE_CACHE", base, sizeof base)) {
-    len = snprintf(path, size, "%s", base);
-  } else if (read_env("XDG_CACHE_HOME", base, sizeof base)) {
-    len = snprintf(path, size, "%s/convtune/cache.db", base);
-  } else {
-    size_t blen = sizeof base;
-    int rc = uv_os_homedir(base, &blen);
-    if (rc != 0)
-      return conv_error_set(err, CONV_CACHE_ERROR, "no cache path: set CONVTUNE_CACHE (%s)",
-                            uv_strerror(rc));
-    len = snprintf(path, size, "%s/.cache/convtune/cache.db", base);
-  }
-  if (len < 0 || (size_t)len >= size)
-    return conv_error_set(err, CONV_CACHE_ERROR, "cache path too long");
-  return create_dirs ? make_parent_dirs(path, err) : CONV_OK;
-}
-
 /* ---------------------------------------------------------------- create */
 
 static void context_free(conv_context *ctx);
@@ -201,7 +147,7 @@ static conv_status open_cache(conv_context *ctx, const char *path, conv_error *e
   if (path != NULL) {
     if (snprintf(ctx->cache_path, sizeof ctx->cache_path, "%s", path) >= (int)sizeof ctx->cache_path)
       return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache path too long");
-    if (strcmp(path, ":memory:") != 0) st = make_parent_dirs(path, err);
+    if (strcmp(path, ":memory:") != 0) st = conv_cache_make_parent_dirs(path, err);
   } else {
     st = conv_default_cache_path(ctx->cache_path, sizeof ctx->cache_path, true, err);
   }
@@ -247,7 +193,7 @@ static conv_status check_options(const conv_context_options *o, conv_error *err)
 /* The context's mutexes, in one list so that creation and destruction
  * cannot miss one. */
 static uv_mutex_t *context_locks(conv_context *ctx, size_t i) {
-  uv_mutex_t *locks[] = {&ctx->lock, &ctx->env.cudnn_lock, &ctx->live_lock};
+  uv_mutex_t *locks[] = {&ctx->lock, &ctx->env.cudnn_lock, &ctx->live.lock};
   return i < sizeof locks / sizeof locks[0] ? locks[i] : NULL;
 }
 
@@ -312,7 +258,7 @@ conv_status conv_context_destroy(conv_context *ctx) {
   if (ctx == NULL) return CONV_OK;
   /* Plans point at the context (its handles, its locks): freeing it under
    * them would be a use after free, so it refuses, as uv_loop_close does. */
-  size_t live = live_plan_count(ctx);
+  size_t live = live_count(&ctx->live);
   if (live > 0) {
     conv_error err;
     conv_error_set(&err, CONV_BUSY,
@@ -338,67 +284,4 @@ static void context_free(conv_context *ctx) {
   plan_map_free(&ctx->map);
   for (size_t i = 0; context_locks(ctx, i) != NULL; i++) uv_mutex_destroy(context_locks(ctx, i));
   free(ctx);
-}
-
-/* ---------------------------------------------------------------- map */
-
-static size_t hash_key(const char *key) {
-  size_t h = 1469598103934665603u; /* FNV-1a */
-  for (; *key; key++) h = (h ^ (unsigned char)*key) * 1099511628211u;
-  return h;
-}
-
-const conv_choice *plan_map_find(const plan_map *map, const char *key) {
-  if (map->bucket_count == 0) return NULL;
-  for (plan_map_entry *e = map->buckets[hash_key(key) % map->bucket_count]; e; e = e->next)
-    if (strcmp(e->key, key) == 0) return &e->choice;
-  return NULL;
-}
-
-static conv_status plan_map_grow(plan_map *map) {
-  size_t count = map->bucket_count ? map->bucket_count * 2 : 64;
-  plan_map_entry **buckets = calloc(count, sizeof *buckets);
-  if (buckets == NULL) return CONV_OUT_OF_MEMORY;
-  for (size_t i = 0; i < map->bucket_count; i++) {
-    for (plan_map_entry *e = map->buckets[i], *next; e; e = next) {
-      next = e->next;
-      size_t b = hash_key(e->key) % count;
-      e->next = buckets[b];
-      buckets[b] = e;
-    }
-  }
-  free(map->buckets);
-  map->buckets = buckets;
-  map->bucket_count = count;
-  return CONV_OK;
-}
-
-conv_status plan_map_put(plan_map *map, const char *key, const conv_choice *choice) {
-  conv_choice *existing = (conv_choice *)plan_map_find(map, key);
-  if (existing) {
-    *existing = *choice;
-    return CONV_OK;
-  }
-  if (map->size + 1 > map->bucket_count * 2 && plan_map_grow(map) != CONV_OK)
-    return CONV_OUT_OF_MEMORY;
-  plan_map_entry *e = calloc(1, sizeof *e);
-  if (e == NULL) return CONV_OUT_OF_MEMORY;
-  snprintf(e->key, sizeof e->key, "%s", key);
-  e->choice = *choice;
-  size_t b = hash_key(key) % map->bucket_count;
-  e->next = map->buckets[b];
-  map->buckets[b] = e;
-  map->size++;
-  return CONV_OK;
-}
-
-void plan_map_free(plan_map *map) {
-  for (size_t i = 0; i < map->bucket_count; i++) {
-    for (plan_map_entry *e = map->buckets[i], *next; e; e = next) {
-      next = e->next;
-      free(e);
-    }
-  }
-  free(map->buckets);
-  memset(map, 0, sizeof *map);
 }

@@ -1,5 +1,6 @@
 /* plan.c -- plan creation (memory, cache, or tuning) and execution (graph
  * replay or direct launches). */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,10 +33,9 @@ typedef struct graph_slot {
 struct conv_plan {
   conv_context *ctx;
   conv_problem problem;
-  /* The context's live plans (under ctx->live_lock): conv_plan_create of
-   * a problem with a live plan returns another reference to it. */
-  struct conv_plan *next_live;
-  int refs;
+  /* In the context's live plans (live_plans.h): conv_plan_create of a
+   * problem with a live plan returns another reference to it. */
+  live_entry live;
   const conv_algorithm *algorithm;
   conv_config config;
   conv_prepared prepared;
@@ -56,73 +56,8 @@ static void plan_free(conv_plan *plan);
 
 /* ---------------------------------------------------------------- live plans */
 
-/* Every field of a problem, in one list for its hash and its equality
- * (the struct's padding bytes are the caller's garbage: no memcmp). */
-enum { PROBLEM_FIELDS = 22 };
-static void problem_fields(const conv_problem *p, int64_t out[PROBLEM_FIELDS]) {
-  const int64_t fields[PROBLEM_FIELDS] = {
-      p->n,     p->c,        p->h,        p->w,     p->k,     p->r,      p->s,
-      p->pad_h, p->pad_w,    p->stride_h, p->stride_w, p->dil_h, p->dil_w, p->groups,
-      p->dtype, p->layout,   p->direction, p->math, p->epilogue, p->deterministic, p->op,
-      p->filter_layout};
-  memcpy(out, fields, sizeof fields);
-}
-
-static bool same_problem(const conv_problem *a, const conv_problem *b) {
-  int64_t fa[PROBLEM_FIELDS], fb[PROBLEM_FIELDS];
-  problem_fields(a, fa);
-  problem_fields(b, fb);
-  return memcmp(fa, fb, sizeof fa) == 0;
-}
-
-static size_t problem_bucket(const conv_problem *p) {
-  int64_t fields[PROBLEM_FIELDS];
-  problem_fields(p, fields);
-  uint64_t h = 1469598103934665603u; /* FNV-1a over the fields */
-  for (int i = 0; i < PROBLEM_FIELDS; i++) h = (h ^ (uint64_t)fields[i]) * 1099511628211u;
-  return (size_t)(h % CONV_LIVE_BUCKETS);
-}
-
-/* Another reference to the context's live plan for `problem`, or NULL. */
-static conv_plan *live_acquire(conv_context *ctx, const conv_problem *problem) {
-  uv_mutex_lock(&ctx->live_lock);
-  conv_plan *plan = ctx->live[problem_bucket(problem)];
-  while (plan != NULL && !same_problem(&plan->problem, problem)) plan = plan->next_live;
-  if (plan != NULL) plan->refs++;
-  uv_mutex_unlock(&ctx->live_lock);
-  return plan;
-}
-
-static void live_insert(conv_context *ctx, conv_plan *plan) {
-  size_t b = problem_bucket(&plan->problem);
-  uv_mutex_lock(&ctx->live_lock);
-  plan->refs = 1;
-  plan->next_live = ctx->live[b];
-  ctx->live[b] = plan;
-  uv_mutex_unlock(&ctx->live_lock);
-}
-
-/* Drops one reference; true when it was the last (the plan has left the
- * table and is the caller's to free). */
-static bool live_release(conv_context *ctx, conv_plan *plan) {
-  uv_mutex_lock(&ctx->live_lock);
-  bool last = --plan->refs == 0;
-  if (last) {
-    conv_plan **link = &ctx->live[problem_bucket(&plan->problem)];
-    while (*link != plan) link = &(*link)->next_live;
-    *link = plan->next_live;
-  }
-  uv_mutex_unlock(&ctx->live_lock);
-  return last;
-}
-
-size_t live_plan_count(conv_context *ctx) {
-  size_t count = 0;
-  uv_mutex_lock(&ctx->live_lock);
-  for (size_t b = 0; b < CONV_LIVE_BUCKETS; b++)
-    for (const conv_plan *plan = ctx->live[b]; plan != NULL; plan = plan->next_live) count++;
-  uv_mutex_unlock(&ctx->live_lock);
-  return count;
+static conv_plan *plan_of(live_entry *entry) {
+  return entry == NULL ? NULL : (conv_plan *)((char *)entry - offsetof(conv_plan, live));
 }
 
 /* ---------------------------------------------------------------- creation */
@@ -310,13 +245,13 @@ static conv_status create_shared(conv_context *ctx, const conv_problem *problem,
   conv_status st = conv_problem_key(problem, key, sizeof key);
   if (st != CONV_OK) return conv_error_set(err, st, "the problem has no cache key");
   uv_mutex_lock(&ctx->lock);
-  if ((*plan = live_acquire(ctx, problem)) == NULL) {
+  if ((*plan = plan_of(live_acquire(&ctx->live, problem))) == NULL) {
     int previous = -1;
     if ((st = conv_device_enter(ctx->env.device.ordinal, &previous, err)) == CONV_OK) {
       st = create_locked(ctx, problem, key, plan, err);
       conv_device_leave(previous);
     }
-    if (st == CONV_OK) live_insert(ctx, *plan);
+    if (st == CONV_OK) live_insert(&ctx->live, &(*plan)->live, &(*plan)->problem);
   }
   uv_mutex_unlock(&ctx->lock);
   return st;
@@ -336,7 +271,7 @@ conv_status conv_plan_create(conv_context *ctx, const conv_problem *problem, con
     if (ctx->deterministic) ours.deterministic = 1;
     problem = &ours;
     /* The hot path: a live plan is one hash lookup away. */
-    conv_plan *made = live_acquire(ctx, problem);
+    conv_plan *made = plan_of(live_acquire(&ctx->live, problem));
     if (made == NULL) st = create_shared(ctx, problem, &made, &err);
     if (st == CONV_OK) {
       *plan = made;
@@ -569,7 +504,7 @@ conv_status conv_plan_info_get_sized(const conv_plan *plan, conv_plan_info *info
 }
 
 void conv_plan_destroy(conv_plan *plan) {
-  if (plan != NULL && live_release(plan->ctx, plan)) plan_free(plan);
+  if (plan != NULL && live_release(&plan->ctx->live, &plan->live)) plan_free(plan);
 }
 
 static void plan_free(conv_plan *plan) {

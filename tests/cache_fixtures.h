@@ -16,6 +16,7 @@
 
 #include <uv.h>
 
+#include "algorithms/algorithm.h"
 #include "cache/cache.h"
 #include "tests/test.h"
 

@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 
 /* Offset of element (a, b, i, j) of a packed tensor of dims (A, B, I, J),
  * NCHW-like, or with b innermost for NHWC. */

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "algorithms/kernels.h"
+#include "tuner/check.h"
 #include "tests/cpu_reference.h"
 #include "tests/gpu_support.h"
 

@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 #include "tests/random_problems.h"
 #include "tests/test.h"
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "convtune.h"
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 #include "tests/test.h"
 
 /* The suite's fft_few_ch_31 (8 images of 4 channels, 512x512, a 31x31

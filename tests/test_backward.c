@@ -15,8 +15,9 @@
 
 #include "algorithms/filter_reduce.h"
 #include "algorithms/patch_filter.h"
-#include "algorithms/kernels.h"
+#include "algorithms/common/kernels.h"
 #include "cache/cache.h"
+#include "runtime/context.h"
 #include "tests/gpu_support.h"
 
 /* A backward case: host tensors and the CPU reference (host_case), device

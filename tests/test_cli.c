@@ -29,7 +29,7 @@
 
 #include "cache/cache.h"
 #include "convtune.h"
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 #include "test.h"
 #include "tests/cli_fixture.h"
 #include "tests/cli_run.h"

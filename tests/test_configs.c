@@ -17,8 +17,8 @@
 #include "algorithms/direct_window.h"
 #include "algorithms/filter_reduce.h"
 #include "algorithms/patch.h"
-#include "runtime/cublaslt.h"
-#include "runtime/internal.h"
+#include "algorithms/common/cublaslt.h"
+#include "algorithms/algorithm.h"
 #include "tests/problem_fixtures.h"
 #include "tests/test.h"
 

@@ -8,12 +8,12 @@
 #include <string.h>
 
 #include "algorithms/data_gather.h"
-#include "algorithms/direct_channel.h"
+#include "algorithms/common/views.h"
 #include "algorithms/filter_reduce.h"
-#include "algorithms/im2col.h"
+#include "algorithms/common/im2col.h"
 #include "algorithms/patch_filter.h"
-#include "runtime/cublaslt.h"
-#include "runtime/internal.h"
+#include "algorithms/common/cublaslt.h"
+#include "algorithms/algorithm.h"
 #include "tests/problem_fixtures.h"
 #include "tests/test.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "algorithms/cudnn_graph.h"
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 #include "tests/test.h"
 
 /* Engine 67's knobs: tile size, tile K, index mode, workspace, cluster M

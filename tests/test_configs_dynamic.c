@@ -9,7 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include "algorithms/dynamic_direct.h"
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 #include "tests/test.h"
 
 /* Which families take dynamic problems: the two dynamic ones (the unfold

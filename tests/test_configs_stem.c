@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "algorithms/stem_gemm.h"
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 #include "tests/problem_fixtures.h"
 #include "tests/test.h"
 

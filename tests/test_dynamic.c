@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algorithms/kernels.h"
+#include "algorithms/common/kernels.h"
 #include "tests/gpu_support.h"
 
 /* n c h w k dil groups stride: the fixed shapes every test runs. */

@@ -12,6 +12,7 @@
 #include <sqlite3.h>
 #include <uv.h>
 
+#include "algorithms/algorithm.h"
 #include "cache/cache.h"
 #include "tests/test.h"
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
+#include "runtime/context.h"
 #include "tests/gpu_support.h"
 #include "tuner/tuner.h"
 

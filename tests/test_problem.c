@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 #include "tests/test.h"
 #include "tuner/tuner.h"
 

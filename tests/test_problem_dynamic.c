@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 #include "tests/test.h"
 
 /* involution_7x7 of the suite: 32 x 64 x 56 x 56, 7x7, 4 groups. */

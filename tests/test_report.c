@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "algorithms/algorithm.h"
 #include "cache/cache.h"
 #include "convtune.h"
 #include "tests/test.h"

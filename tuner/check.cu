@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "algorithms/kernels.h"
+#include "tuner/check.h"
 
 namespace {
 

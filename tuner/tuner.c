@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algorithms/kernels.h"
+#include "tuner/check.h"
 #include "tuner/tuner.h"
 
 /* Configs asked of one family: all of them, or a few best guesses. */

@@ -19,7 +19,7 @@
 #include <stdbool.h>
 
 #include "cache/cache.h"
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 
 /* How candidates are timed, in every cache row's versions text: times
  * measured another way are not comparable, so such rows are re-tuned.

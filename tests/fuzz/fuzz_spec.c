@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "convtune.h"
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 #include "tests/fuzz/fuzz.h"
 
 /* The spec conv_problem_parse must read back to the same problem. */

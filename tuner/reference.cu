@@ -4,8 +4,8 @@
  * to be fast: one thread per output element (a warp for the filter
  * gradient's long sums), the textbook loops, double accumulation.
  */
-#include "algorithms/kernels.h"
-#include "runtime/internal.h"
+#include "tuner/check.h"
+#include "algorithms/algorithm.h"
 
 namespace {
 

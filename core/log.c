@@ -2,7 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "runtime/internal.h"
+#include "core/core.h"
 
 conv_logger conv_logger_from_options(const conv_context_options *options) {
   conv_logger logger = {options->log, options->log_user,

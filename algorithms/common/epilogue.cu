@@ -3,8 +3,8 @@
  * candidates whose library cannot fuse a per-channel bias (cuBLASLt's bias
  * runs along the other axis of our GEMM).
  */
-#include "algorithms/divisor.h"
-#include "algorithms/kernels.h"
+#include "algorithms/common/divisor.h"
+#include "algorithms/common/kernels.h"
 
 namespace {
 

@@ -3,7 +3,7 @@
  * PyTorch's K C R S order to K R S C, for the `cudnn` configs whose graph
  * takes them so (cudnn.c).
  */
-#include "algorithms/kernels.h"
+#include "algorithms/common/kernels.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "runtime/internal.h"
+#include "core/core.h"
 
 /* cuDNN, cuBLAS and our kernels index tensors with 32-bit element counts in
  * places; larger tensors are rejected rather than silently wrapped. */

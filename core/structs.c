@@ -3,7 +3,7 @@
  * and writes into one, whatever size the caller's header gave it. */
 #include <string.h>
 
-#include "runtime/internal.h"
+#include "core/core.h"
 
 static size_t smaller(size_t a, size_t b) { return a < b ? a : b; }
 

@@ -1,11 +1,11 @@
-/* config.c -- candidate configs as text, their admission, and validation bounds. */
+/* config.c -- candidate configs as text and validation bounds. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/internal.h"
+#include "core/core.h"
 
 bool conv_config_equal(const conv_config *a, const conv_config *b) {
   if (a->count != b->count) return false;
@@ -23,33 +23,6 @@ conv_status conv_config_check(const conv_config *config, const char *family, int
     if (config->values[i] < lo || config->values[i] > hi)
       return conv_error_set(err, CONV_UNSUPPORTED, "%s: config value %lld out of range", family,
                             (long long)config->values[i]);
-  return CONV_OK;
-}
-
-conv_status conv_prepared_admits(const conv_problem *problem, const conv_prepared *prepared,
-                                 const char *family, conv_error *err) {
-  if (problem->deterministic && !prepared->deterministic)
-    return conv_error_set(err, CONV_UNSUPPORTED,
-                          "%s: not deterministic (its results may differ run to run)", family);
-  return CONV_OK;
-}
-
-conv_status conv_prepared_own_kernel(void *launch, cudaError_t configured, const char *family,
-                                     conv_prepared *out, conv_error *err) {
-  if (configured != cudaSuccess) {
-    free(launch);
-    if (configured == cudaErrorInvalidConfiguration)
-      return conv_error_set(err, CONV_UNSUPPORTED,
-                            "%s: no block of this config fits this GPU (shared memory or registers)",
-                            family);
-    char what[64];
-    snprintf(what, sizeof what, "%s: configuring the kernel", family);
-    return conv_check_cuda(err, configured, what);
-  }
-  out->state = launch;
-  out->workspace_bytes = 0;
-  out->arith = CONV_ARITH_DIRECT;
-  out->deterministic = true;
   return CONV_OK;
 }
 

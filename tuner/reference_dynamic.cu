@@ -6,9 +6,9 @@
  * indices, products accumulated in double; each direction computes its own
  * sums (backward-data gathers, it does not scatter the forward loop).
  */
-#include "algorithms/dynamic.h"
-#include "algorithms/kernels.h"
-#include "runtime/internal.h"
+#include "algorithms/common/views.h"
+#include "tuner/check.h"
+#include "algorithms/algorithm.h"
 
 namespace {
 

@@ -4,8 +4,8 @@
  * columns, so the index decoding happens once per thread, not once per
  * element.
  */
-#include "algorithms/epilogue.cuh"
-#include "algorithms/fft_tiles.h"
+#include "algorithms/common/epilogue.cuh"
+#include "algorithms/common/fft_tiles.h"
 
 namespace {
 

@@ -1,17 +1,21 @@
 /*
- * dynamic.h -- the sizes of a dynamic problem (CONV_OP_DYNAMIC; convtune.h,
- * conv_op) as the dynamic op's kernels read them: the reference kernels
- * (reference_dynamic.cu) and the dynamic_direct and dynamic_unfold_gemm
- * families; and dynamic_unfold_gemm's unfold kernel (dynamic_unfold.cu),
- * with C linkage.
+ * views.h -- the problem views several families share (views.c):
+ *
+ * - a stride-1 backward-data pass seen as the forward convolution that
+ *   computes it (direct_channel runs it; data_gather, fft and patch leave
+ *   such passes to it);
+ * - the sizes of a dynamic problem (CONV_OP_DYNAMIC; convtune.h, conv_op)
+ *   as the dynamic op's kernels read them: the dynamic_direct and
+ *   dynamic_unfold_gemm families and the tuner's reference kernels
+ *   (tuner/reference_dynamic.cu).
  *
  * Tensors, all contiguous: x[b][c][h][w], y[b][c][p][q] and the weights
  * wt[b][g][tap][p][q] with tap = i*k + j; channel c is in group c / cg.
  * Every tensor of a valid problem has fewer than 2^31 elements, so int
  * extents and element offsets below 2^31 are exact.
  */
-#ifndef CONVTUNE_DYNAMIC_H
-#define CONVTUNE_DYNAMIC_H
+#ifndef CONVTUNE_VIEWS_H
+#define CONVTUNE_VIEWS_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -23,6 +27,16 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* A stride-1 NCHW backward-data problem as the forward convolution that
+ * computes its dx: dy convolved with the filters mirrored in both axes,
+ * input and output channels swapped within each group, and padding
+ * dil*(r-1) - pad, which makes the output dx's size (the transposed
+ * convolution).  Run with transposed_filter set, the forward kernels read
+ * the pass's own filter that way.  False when `problem` is no such pass
+ * (another direction or layout, a stride above 1, or padding past the
+ * dilated filter's reach, which would need cropping). */
+bool conv_direct_backward_data_view(const conv_problem *problem, conv_problem *forward /* OUT */);
 
 typedef struct conv_dynamic_dims {
   int b, c, h, w;
@@ -46,16 +60,7 @@ static inline bool conv_dynamic_dims_make(const conv_problem *pb, conv_dynamic_d
   return true;
 }
 
-/* Unfolds images [b0, b0 + images) of x into
- * u[b - b0][g][p*Q + q][ci][i*k + j] = x[b][g*cg + ci][p*stride - pad + i*dil][q*stride - pad + j*dil]
- * (0 outside the image): for every output pixel, its group's window as a
- * k*k x cg column-major matrix, the layout dynamic_unfold_gemm's batched
- * GEMMs read with a uniform stride.  `d` must come from
- * conv_dynamic_dims_make. */
-cudaError_t conv_dynamic_unfold(const conv_dynamic_dims *d, const float *x, int b0, int images,
-                                float *u, cudaStream_t stream);
-
 #ifdef __cplusplus
 }
 #endif
-#endif /* CONVTUNE_DYNAMIC_H */
+#endif /* CONVTUNE_VIEWS_H */

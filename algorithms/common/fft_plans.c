@@ -1,7 +1,7 @@
 /*
  * fft_plans.c -- see fft_plans.h.
  */
-#include "algorithms/fft_plans.h"
+#include "algorithms/common/fft_plans.h"
 
 #define FFT_ALIGN ((size_t)256)
 

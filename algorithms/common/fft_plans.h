@@ -14,8 +14,8 @@
 
 #include <cufft.h>
 
-#include "algorithms/fft_tiles.h"
-#include "runtime/internal.h"
+#include "algorithms/common/fft_tiles.h"
+#include "algorithms/algorithm.h"
 
 /* Largest transform size along an axis. */
 #define CONV_FFT_SIZE_MAX 4096

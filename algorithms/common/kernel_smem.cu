@@ -4,7 +4,7 @@
  * stage large tiles needs before its first launch; and
  * conv_kernel_resident_blocks, the grid of the persistent kernels.
  */
-#include "algorithms/kernels.h"
+#include "algorithms/common/kernels.h"
 
 extern "C" cudaError_t conv_kernel_allow_smem(const void *kernel, size_t bytes) {
   if (kernel == NULL) return cudaErrorInvalidValue;

@@ -1,9 +1,9 @@
 /*
  * im2col.cu -- see im2col.h.
  */
-#include "algorithms/divisor.h"
-#include "algorithms/im2col.h"
-#include "runtime/internal.h"
+#include "algorithms/common/divisor.h"
+#include "algorithms/common/im2col.h"
+#include "algorithms/algorithm.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
  * the window, which the caches absorb (the baseline's cost is the k*k-fold
  * copy itself).
  */
-#include "algorithms/dynamic.h"
+#include "algorithms/dynamic_unfold_gemm.h"
 
 __global__ static void dynamic_unfold_kernel(const conv_dynamic_dims d, const float *__restrict__ x,
                                              int b0, int64_t count, float *__restrict__ u) {

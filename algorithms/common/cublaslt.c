@@ -1,7 +1,7 @@
 /* cublaslt.c -- the cuBLASLt plumbing every GEMM candidate shares (cublaslt.h). */
 #include <stdio.h>
 
-#include "runtime/cublaslt.h"
+#include "algorithms/common/cublaslt.h"
 
 /* conv_check_cublas, naming `call` after `prefix` for the families whose
  * messages carry their name. */

@@ -21,7 +21,7 @@
  * the stream is done, as with a plain launch: only the launch overlaps.
  * The kernel ahead may be anyone's (PyTorch's, cuDNN's): one that never
  * signals lets this one start when it completes, as without the attribute.
- * Whether a plan uses PDL is conv_device_pdl()'s answer (runtime/internal.h).
+ * Whether a plan uses PDL is conv_device_pdl()'s answer (core/device.h).
  */
 #ifndef CONVTUNE_PDL_CUH
 #define CONVTUNE_PDL_CUH

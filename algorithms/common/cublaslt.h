@@ -11,7 +11,7 @@
 #ifndef CONVTUNE_CUBLASLT_H
 #define CONVTUNE_CUBLASLT_H
 
-#include "runtime/internal.h"
+#include "algorithms/algorithm.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,0 +1,62 @@
+/*
+ * kernels.h -- device helpers the families share, implemented in .cu files
+ * (algorithms/common/), with C linkage.
+ * Each launcher enqueues on `stream` and returns the launch's cudaError_t
+ * (cudaGetLastError after the launch); none synchronises unless it says so.
+ */
+#ifndef CONVTUNE_KERNELS_H
+#define CONVTUNE_KERNELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cuda_runtime_api.h>
+
+#include "convtune.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Lets `kernel` launch with `bytes` of dynamic shared memory: nothing to
+ * do up to what it already allows (48 KiB less its static shared memory,
+ * unless raised before); past it, cudaErrorInvalidConfiguration where
+ * the current device's opt-in limit, less the kernel's static shared
+ * memory, is lower, else the kernel's limit raised to that (never
+ * lowered: other plans share the kernel).  Call when a plan is made, not
+ * during graph capture. */
+cudaError_t conv_kernel_allow_smem(const void *kernel, size_t bytes);
+
+/* What a launch plan (conv_*_plan) returns when it cannot run a problem:
+ * false, with `reason` in `why` where the caller gave room for one. */
+static inline bool conv_refuse(char *why, size_t why_size, const char *reason) {
+  if (why != NULL && why_size > 0) snprintf(why, why_size, "%s", reason);
+  return false;
+}
+
+/* conv_kernel_allow_smem, then how many blocks of `threads` threads and
+ * `smem_bytes` of dynamic shared memory the GPU holds at once:
+ * *resident = blocks per SM x sm_count, for persistent kernels that size
+ * their grid to it.  cudaErrorInvalidConfiguration where not one block
+ * fits an SM. */
+cudaError_t conv_kernel_resident_blocks(const void *kernel, int threads, size_t smem_bytes,
+                                        int sm_count, int64_t *resident /* OUT */);
+
+/* y[n][k][i] = act(y[n][k][i] + bias[k]) for the problem's epilogue over the
+ * output tensor (y[n][i][k] for NHWC); a no-op for CONV_EPILOGUE_NONE. */
+cudaError_t conv_bias_act(const conv_problem *problem, float *y, const float *bias,
+                          cudaStream_t stream);
+
+/* out[k][t][c] = w[k][c][t] for k < K, c < channels, t < taps: filters
+ * from K C R S order to K R S C (taps = R S, at most
+ * CONV_FILTER_TO_KRSC_MAX_TAPS), out not overlapping w;
+ * cudaErrorInvalidValue past those.  filter_layout.cu. */
+#define CONV_FILTER_TO_KRSC_MAX_TAPS 4608
+cudaError_t conv_filter_to_krsc(const float *w, int64_t k, int64_t channels, int64_t taps,
+                                float *out, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CONVTUNE_KERNELS_H */
