@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "algorithms/channel_split.h"
-#include "algorithms/algorithm.h"
+#include "algorithms/common/kernel_family.h"
 
 static const int split_k_tiles[] = {32, 64, 16};
 static const int split_pixels[] = {2, 1, 4};
@@ -22,84 +22,59 @@ static bool split_applicable(const conv_problem *problem, const conv_env *env) {
          conv_split_applicable(problem);
 }
 
-static conv_status split_configs(const conv_problem *problem, conv_env *env, conv_config *out,
-                                 int max, int *count, conv_error *err) {
-  if (problem == NULL || out == NULL || count == NULL || max < 0)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "channel_split: bad configs() arguments");
-  *count = 0;
-  if (!split_applicable(problem, env)) return CONV_OK;
+static int split_list(const conv_problem *problem, const conv_env *env, conv_config *out,
+                      int max) {
+  (void)problem, (void)env;
   int n = 0;
-  for (size_t i = 0; i < COUNT_OF(split_k_tiles); i++) {
-    for (size_t j = 0; j < COUNT_OF(split_pixels); j++) {
-      for (size_t m = 0; m < COUNT_OF(split_counts) && n < max; m++) {
-        const conv_split_tiling t = {split_k_tiles[i], split_pixels[j], split_counts[m]};
-        conv_split_launch launch;
-        if (conv_split_plan(problem, &t, &launch, NULL, 0))
-          out[n++] = (conv_config){3, {t.k_tile, t.pixels, t.splits}, 0};
-      }
-    }
-  }
-  *count = n;
-  return CONV_OK;
+  for (size_t i = 0; i < COUNT_OF(split_k_tiles); i++)
+    for (size_t j = 0; j < COUNT_OF(split_pixels); j++)
+      for (size_t m = 0; m < COUNT_OF(split_counts) && n < max; m++)
+        out[n++] = (conv_config){3, {split_k_tiles[i], split_pixels[j], split_counts[m]}, 0};
+  return n;
 }
 
-static void split_release(void *state) { free(state); }
-
-static conv_status split_prepare(const conv_problem *problem, conv_env *env,
-                                 const conv_config *config, conv_prepared *out, conv_error *err) {
-  if (problem == NULL || env == NULL || config == NULL || out == NULL)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "channel_split: NULL argument");
-  const conv_status st = conv_config_check(config, "channel_split", 3, 1, 64, err);
-  if (st != CONV_OK) return st;
-  if (!split_applicable(problem, env))
-    return conv_error_set(err, CONV_UNSUPPORTED,
-                          "channel_split: needs fp32 NCHW forward, one group, K >= 8 and at "
-                          "most 8192 output pixels");
-  const conv_split_tiling tiling = {(int)config->values[0], (int)config->values[1],
-                                    (int)config->values[2]};
-  conv_split_launch *launch = malloc(sizeof *launch);
-  if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "channel_split: malloc");
-  char why[160];
-  if (!conv_split_plan(problem, &tiling, launch, why, sizeof why)) {
-    free(launch);
-    return conv_error_set(err, CONV_UNSUPPORTED, "channel_split: %s", why);
-  }
-  out->state = launch;
-  out->workspace_bytes = launch->workspace_bytes;
-  out->arith = CONV_ARITH_DIRECT;
-  out->deterministic = true; /* the splits are added in a fixed order, no atomics */
-  return CONV_OK;
+static bool split_plan(const conv_problem *problem, const conv_env *env,
+                       const conv_config *config, void *launch, char *why, size_t why_size) {
+  (void)env;
+  const int64_t *v = config->values;
+  const conv_split_tiling tiling = {(int)v[0], (int)v[1], (int)v[2]};
+  return conv_split_plan(problem, &tiling, launch, why, why_size);
 }
 
-static conv_status split_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
-  const conv_split_launch *launch = ex->state;
-  if (ex->workspace_bytes < launch->workspace_bytes)
-    return conv_error_set(err, CONV_INTERNAL, "channel_split: workspace of %zu bytes, needs %zu",
-                          ex->workspace_bytes, launch->workspace_bytes);
-  return conv_check_cuda(err,
-                         conv_split_forward(launch, ex->x, ex->w, ex->bias, ex->y, ex->workspace,
-                                            stream),
-                         "channel_split: kernel launch");
+/* The splits' partial sums: added in a fixed order, no atomics. */
+static size_t split_workspace(const void *launch) {
+  return ((const conv_split_launch *)launch)->workspace_bytes;
 }
 
-static void split_describe(const conv_config *config, char *text, size_t size) {
-  if (text == NULL || size == 0) return;
-  if (config == NULL || config->count != 3) {
-    snprintf(text, size, "invalid config");
-    return;
-  }
-  snprintf(text, size, "k_tile=%lld pixels=%lld splits=%lld", (long long)config->values[0],
-           (long long)config->values[1], (long long)config->values[2]);
+static cudaError_t split_launch(const void *launch, const conv_exec *ex, cudaStream_t stream) {
+  return conv_split_forward(launch, ex->x, ex->w, ex->bias, ex->y, ex->workspace, stream);
 }
+
+static void split_describe_values(const int64_t *v, char *text, size_t size) {
+  snprintf(text, size, "k_tile=%lld pixels=%lld splits=%lld", (long long)v[0], (long long)v[1],
+           (long long)v[2]);
+}
+
+static const conv_kernel_family split_family = {
+    .name = "channel_split",
+    .scope = "fp32 NCHW forward, one group, K >= 8 and at most 8192 output pixels",
+    .values = 3,
+    .value_min = 1,
+    .value_max = 64,
+    .launch_bytes = sizeof(conv_split_launch),
+    .applicable = split_applicable,
+    .list = split_list,
+    .plan = split_plan,
+    .workspace = split_workspace,
+    .launch = split_launch,
+    .describe = split_describe_values,
+};
+CONV_KERNEL_FAMILY_CALLBACKS(split, split_family)
 
 const conv_algorithm conv_algorithm_channel_split = {
     .id = CONV_ALGO_CHANNEL_SPLIT,
     .version = 2,
     .name = "channel_split",
     .applicable = split_applicable,
-    .configs = split_configs,
-    .prepare = split_prepare,
-    .run = split_run,
-    .release = split_release,
-    .describe = split_describe,
+    CONV_KERNEL_FAMILY_ENTRIES(split),
 };

@@ -11,7 +11,7 @@
 
 #include "algorithms/data_gather.h"
 #include "algorithms/common/views.h"
-#include "algorithms/algorithm.h"
+#include "algorithms/common/kernel_family.h"
 
 /* Each dx element sums kg x r x s products: past these, a dense layer is
  * GEMM work. */
@@ -35,66 +35,47 @@ static const conv_data_gather_tiling dg_tilings[] = {
 };
 #define DG_TILINGS ((int)(sizeof dg_tilings / sizeof dg_tilings[0]))
 
-static conv_status dg_configs(const conv_problem *problem, conv_env *env, conv_config *out,
-                              int max, int *count, conv_error *err) {
-  if (problem == NULL || out == NULL || count == NULL || max < 0)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "data_gather: bad configs() arguments");
-  *count = 0;
-  if (!dg_applicable(problem, env)) return CONV_OK;
+static int dg_list(const conv_problem *problem, const conv_env *env, conv_config *out, int max) {
+  (void)problem, (void)env;
   int n = 0;
-  for (int i = 0; i < DG_TILINGS && n < max; i++) {
-    conv_data_gather_launch launch;
-    if (conv_data_gather_plan(problem, &dg_tilings[i], &launch, NULL, 0))
-      out[n++] = (conv_config){2, {dg_tilings[i].kernel, dg_tilings[i].threads}, 0};
-  }
-  *count = n;
-  return CONV_OK;
+  for (; n < DG_TILINGS && n < max; n++)
+    out[n] = (conv_config){2, {dg_tilings[n].kernel, dg_tilings[n].threads}, 0};
+  return n;
 }
 
-static void dg_release(void *state) { free(state); }
-
-static conv_status dg_prepare(const conv_problem *problem, conv_env *env,
-                              const conv_config *config, conv_prepared *out, conv_error *err) {
-  if (problem == NULL || env == NULL || config == NULL || out == NULL)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "data_gather: NULL argument");
-  if (!dg_applicable(problem, env))
-    return conv_error_set(err, CONV_UNSUPPORTED,
-                          "data_gather: only fp32 NCHW backward-data that direct_channel does not "
-                          "run (a stride above 1, or padding past the filter), of a square 1, 2, "
-                          "3, 4, 5 or 7 filter, with at most %d input and %d output channels per "
-                          "group",
-                          DG_MAX_CHANNELS_IN, DG_MAX_CHANNELS_OUT);
-  /* Then conv_data_gather_plan checks the value against the problem. */
-  conv_status st = conv_config_check(config, "data_gather", 2, 0, 1024, err);
-  if (st != CONV_OK) return st;
+static bool dg_plan(const conv_problem *problem, const conv_env *env, const conv_config *config,
+                    void *launch, char *why, size_t why_size) {
+  (void)env;
   const conv_data_gather_tiling tiling = {(int)config->values[0], (int)config->values[1]};
-  conv_data_gather_launch *launch = malloc(sizeof *launch);
-  if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "data_gather: malloc");
-  char why[160];
-  if (!conv_data_gather_plan(problem, &tiling, launch, why, sizeof why)) {
-    free(launch);
-    return conv_error_set(err, CONV_UNSUPPORTED, "data_gather: %s", why);
-  }
-  /* Its kernel has no attribute to set: nothing to configure. */
-  return conv_prepared_own_kernel(launch, cudaSuccess, "data_gather", out, err);
+  return conv_data_gather_plan(problem, &tiling, launch, why, why_size);
 }
 
-static conv_status dg_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
-  /* Backward-data: dy (exec's y) and w in, dx (exec's x) out. */
-  return conv_check_cuda(err,
-                         conv_data_gather_run(ex->state, ex->y, ex->w, (float *)ex->x, stream),
-                         "data_gather: kernel launch");
+/* Backward-data: dy (exec's y) and w in, dx (exec's x) out. */
+static cudaError_t dg_launch(const void *launch, const conv_exec *ex, cudaStream_t stream) {
+  return conv_data_gather_run(launch, ex->y, ex->w, (float *)ex->x, stream);
 }
 
-static void dg_describe(const conv_config *config, char *text, size_t size) {
-  if (text == NULL || size == 0) return;
-  if (config == NULL || config->count != 2) {
-    snprintf(text, size, "invalid config");
-    return;
-  }
-  snprintf(text, size, "%s threads=%lld", config->values[0] == CONV_GATHER_QUAD ? "quad" : "element",
-           (long long)config->values[1]);
+static void dg_describe_values(const int64_t *v, char *text, size_t size) {
+  snprintf(text, size, "%s threads=%lld", v[0] == CONV_GATHER_QUAD ? "quad" : "element",
+           (long long)v[1]);
 }
+
+static const conv_kernel_family dg_family = {
+    .name = "data_gather",
+    .scope = "fp32 NCHW backward-data that direct_channel does not run (a stride above 1, or "
+             "padding past the filter), of a square 1, 2, 3, 4, 5 or 7 filter, with at most 32 "
+             "input and 32 output channels per group",
+    .values = 2,
+    .value_min = 0,
+    .value_max = 1024,
+    .launch_bytes = sizeof(conv_data_gather_launch),
+    .applicable = dg_applicable,
+    .list = dg_list,
+    .plan = dg_plan,
+    .launch = dg_launch,
+    .describe = dg_describe_values,
+};
+CONV_KERNEL_FAMILY_CALLBACKS(dg, dg_family)
 
 const conv_algorithm conv_algorithm_data_gather = {
     .id = CONV_ALGO_DATA_GATHER,
@@ -102,9 +83,5 @@ const conv_algorithm conv_algorithm_data_gather = {
     .version = 2,
     .name = "data_gather",
     .applicable = dg_applicable,
-    .configs = dg_configs,
-    .prepare = dg_prepare,
-    .run = dg_run,
-    .release = dg_release,
-    .describe = dg_describe,
+    CONV_KERNEL_FAMILY_ENTRIES(dg),
 };

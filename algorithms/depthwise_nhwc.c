@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #include "algorithms/depthwise_nhwc.h"
-#include "algorithms/algorithm.h"
+#include "algorithms/common/kernel_family.h"
 
 static bool dw_applicable(const conv_problem *problem, const conv_env *env) {
   (void)env;
@@ -69,15 +69,10 @@ static void dw_add_form(const conv_problem *problem, const conv_shape *shape, in
  * channels, single channels only where float4 cannot run; bands of 4, 2
  * and 1 rows for thread loads (small images want more, smaller blocks;
  * large ones fewer filter stagings), of 4 and 2 for pairs. */
-static conv_status dw_configs(const conv_problem *problem, conv_env *env, conv_config *out,
-                              int max, int *count, conv_error *err) {
-  if (problem == NULL || out == NULL || count == NULL || max < 0)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "depthwise_nhwc: bad configs() arguments");
-  *count = 0;
-  if (!dw_applicable(problem, env)) return CONV_OK;
+static int dw_list(const conv_problem *problem, const conv_env *env, conv_config *out, int max) {
+  (void)env;
   conv_shape shape;
-  if (conv_problem_shape(problem, &shape) != CONV_OK)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "depthwise_nhwc: invalid problem");
+  if (conv_problem_shape(problem, &shape) != CONV_OK) return -1;
   const bool float4_channels = problem->k == problem->c && problem->c % 4 == 0;
   const int vec = float4_channels ? 4 : 1;
   const int rolling_pxs[] = {4, 8, 2}, rolling_bands[] = {16, 8, 4};
@@ -86,7 +81,7 @@ static conv_status dw_configs(const conv_problem *problem, conv_env *env, conv_c
   /* On the heap: three forms' lists are 50 KB, too much for the stack of
    * a caller's thread. */
   conv_config(*forms)[DW_FORM_CONFIGS_MAX] = calloc(3, sizeof *forms);
-  if (forms == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "depthwise_nhwc: configs");
+  if (forms == NULL) return 0;
   int listed[3] = {0, 0, 0};
   if (float4_channels)
     dw_add_form(problem, &shape, CONV_DWNHWC_ROLLING, vec, rolling_pxs, 3, rolling_bands, 3,
@@ -100,54 +95,47 @@ static conv_status dw_configs(const conv_problem *problem, conv_env *env, conv_c
     for (int f = 0; f < 3 && n < max; f++)
       if (i < listed[f]) out[n++] = forms[f][i];
   free(forms);
-  *count = n;
-  return CONV_OK;
+  return n;
 }
 
-static void dw_release(void *state) { free(state); }
-
-static conv_status dw_prepare(const conv_problem *problem, conv_env *env,
-                              const conv_config *config, conv_prepared *out, conv_error *err) {
-  if (problem == NULL || env == NULL || config == NULL || out == NULL)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "depthwise_nhwc: NULL argument");
-  if (!dw_applicable(problem, env))
-    return conv_error_set(err, CONV_UNSUPPORTED,
-                          "depthwise_nhwc: only fp32 NHWC depthwise forward convolutions");
-  conv_status st = conv_config_check(config, "depthwise_nhwc", 6, 0, 1024, err);
-  if (st != CONV_OK) return st;
-  const conv_dwnhwc_tiling tiling = {(int)config->values[0], (int)config->values[1],
-                                     (int)config->values[2], (int)config->values[3],
-                                     (int)config->values[4], (int)config->values[5]};
-  conv_dwnhwc_launch *launch = malloc(sizeof *launch);
-  if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "depthwise_nhwc: malloc");
-  char why[160];
-  if (!conv_dwnhwc_plan(problem, &tiling, launch, why, sizeof why)) {
-    free(launch);
-    return conv_error_set(err, CONV_UNSUPPORTED, "depthwise_nhwc: %s", why);
-  }
-  return conv_prepared_own_kernel(launch, conv_dwnhwc_configure(launch), "depthwise_nhwc", out, err);
+static bool dw_plan(const conv_problem *problem, const conv_env *env, const conv_config *config,
+                    void *launch, char *why, size_t why_size) {
+  (void)env;
+  const int64_t *v = config->values;
+  const conv_dwnhwc_tiling tiling = {(int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4], (int)v[5]};
+  return conv_dwnhwc_plan(problem, &tiling, launch, why, why_size);
 }
 
-static conv_status dw_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
-  return conv_check_cuda(err,
-                         conv_dwnhwc_forward((const conv_dwnhwc_launch *)ex->state, ex->x, ex->w,
-                                             ex->bias, ex->y, stream),
-                         "depthwise_nhwc: kernel launch");
+static cudaError_t dw_configure(void *launch, const conv_env *env) {
+  (void)env;
+  return conv_dwnhwc_configure(launch);
 }
 
-static void dw_describe(const conv_config *config, char *text, size_t size) {
-  if (text == NULL || size == 0) return;
-  if (config == NULL || config->count != 6) {
-    snprintf(text, size, "invalid config");
-    return;
-  }
-  const int64_t form = config->values[5];
+static cudaError_t dw_launch(const void *launch, const conv_exec *ex, cudaStream_t stream) {
+  return conv_dwnhwc_forward(launch, ex->x, ex->w, ex->bias, ex->y, stream);
+}
+
+static void dw_describe_values(const int64_t *v, char *text, size_t size) {
   snprintf(text, size, "%svec=%lld px=%lld threads=%lldx%lld rows=%lld",
-           form == CONV_DWNHWC_ROLLING ? "rolling " : form == CONV_DWNHWC_ROW_PAIRS ? "pairs " : "",
-           (long long)config->values[0], (long long)config->values[1],
-           (long long)config->values[2], (long long)config->values[3],
-           (long long)config->values[4]);
+           v[5] == CONV_DWNHWC_ROLLING ? "rolling " : v[5] == CONV_DWNHWC_ROW_PAIRS ? "pairs " : "",
+           (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3], (long long)v[4]);
 }
+
+static const conv_kernel_family dw_family = {
+    .name = "depthwise_nhwc",
+    .scope = "fp32 NHWC depthwise forward convolutions",
+    .values = 6,
+    .value_min = 0,
+    .value_max = 1024,
+    .launch_bytes = sizeof(conv_dwnhwc_launch),
+    .applicable = dw_applicable,
+    .list = dw_list,
+    .plan = dw_plan,
+    .configure = dw_configure,
+    .launch = dw_launch,
+    .describe = dw_describe_values,
+};
+CONV_KERNEL_FAMILY_CALLBACKS(dw, dw_family)
 
 const conv_algorithm conv_algorithm_depthwise_nhwc = {
     .id = CONV_ALGO_DEPTHWISE_NHWC,
@@ -156,9 +144,5 @@ const conv_algorithm conv_algorithm_depthwise_nhwc = {
                    * 4: the row-pairs form */
     .name = "depthwise_nhwc",
     .applicable = dw_applicable,
-    .configs = dw_configs,
-    .prepare = dw_prepare,
-    .run = dw_run,
-    .release = dw_release,
-    .describe = dw_describe,
+    CONV_KERNEL_FAMILY_ENTRIES(dw),
 };

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #include "algorithms/filter_reduce.h"
-#include "algorithms/algorithm.h"
+#include "algorithms/common/kernel_family.h"
 
 /* Each (output, input channel) pair of a group reads its planes of dy and
  * x once: past these, a dense layer's pairs read the same data too many
@@ -48,15 +48,10 @@ static conv_config fr_config(const conv_filter_reduce_tiling *t) {
   return (conv_config){5, {t->rows, t->threads, t->cols, t->vector, t->per_tap}, 0};
 }
 
-static conv_status fr_configs(const conv_problem *problem, conv_env *env, conv_config *out,
-                              int max, int *count, conv_error *err) {
-  if (problem == NULL || out == NULL || count == NULL || max < 0)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "filter_reduce: bad configs() arguments");
-  *count = 0;
-  if (!fr_applicable(problem, env)) return CONV_OK;
+static int fr_list(const conv_problem *problem, const conv_env *env, conv_config *out, int max) {
+  (void)env;
   int64_t p, q;
-  if (conv_problem_output_dims(problem, &p, &q) != CONV_OK)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "filter_reduce: invalid problem");
+  if (conv_problem_output_dims(problem, &p, &q) != CONV_OK) return -1;
   int n = 0;
   for (int v = 0; v < FR_VECTOR; v++)
     for (int cc = 0; cc < FR_COLS; cc++)
@@ -85,79 +80,58 @@ static conv_status fr_configs(const conv_problem *problem, conv_env *env, conv_c
     out[n++] = fr_config(&tiling);
   }
 done:
-  *count = n;
-  return CONV_OK;
+  return n;
 }
 
-static void fr_release(void *state) { free(state); }
-
-static conv_status fr_prepare(const conv_problem *problem, conv_env *env,
-                              const conv_config *config, conv_prepared *out, conv_error *err) {
-  if (problem == NULL || env == NULL || config == NULL || out == NULL)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "filter_reduce: NULL argument");
-  if (!fr_applicable(problem, env))
-    return conv_error_set(err, CONV_UNSUPPORTED,
-                          "filter_reduce: only fp32 NCHW backward-filter of a square 1, 2, 3, "
-                          "4, 5 or 7 filter, with at most %d input channels and %d channel "
-                          "pairs per group",
-                          FR_MAX_CHANNELS_IN, FR_MAX_PAIRS_PER_GROUP);
-  /* Then conv_filter_reduce_plan checks both values against the problem. */
-  conv_status st = conv_config_check(config, "filter_reduce", 5, 0, 1 << 20, err);
-  if (st != CONV_OK) return st;
-  const conv_filter_reduce_tiling tiling = {(int)config->values[0], (int)config->values[1],
-                                            (int)config->values[2], (int)config->values[3],
-                                            (int)config->values[4]};
-  conv_filter_reduce_launch *launch = malloc(sizeof *launch);
-  if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "filter_reduce: malloc");
-  char why[160];
-  if (!conv_filter_reduce_plan(problem, &tiling, launch, why, sizeof why)) {
-    free(launch);
-    return conv_error_set(err, CONV_UNSUPPORTED, "filter_reduce: %s", why);
-  }
-  launch->pdl = conv_device_pdl(&env->device);
-  out->state = launch;
-  out->workspace_bytes = launch->workspace_bytes;
-  out->arith = CONV_ARITH_DIRECT;
-  out->deterministic = true; /* bands summed in a fixed order, no atomics */
-  return CONV_OK;
+static bool fr_plan(const conv_problem *problem, const conv_env *env, const conv_config *config,
+                    void *launch, char *why, size_t why_size) {
+  const int64_t *v = config->values;
+  const conv_filter_reduce_tiling tiling = {(int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4]};
+  if (!conv_filter_reduce_plan(problem, &tiling, launch, why, why_size)) return false;
+  ((conv_filter_reduce_launch *)launch)->pdl = env != NULL && conv_device_pdl(&env->device);
+  return true;
 }
 
-static conv_status fr_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
-  const conv_filter_reduce_launch *launch = ex->state;
-  if (ex->workspace_bytes < launch->workspace_bytes)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT,
-                          "filter_reduce: %zu bytes of workspace, %zu needed", ex->workspace_bytes,
-                          launch->workspace_bytes);
-  /* Backward-filter: x and dy (exec's y) in, dw (exec's w) out. */
-  return conv_check_cuda(err,
-                         conv_filter_reduce_run(launch, ex->x, ex->y, (float *)ex->w,
-                                                ex->workspace, stream),
-                         "filter_reduce: kernel launch");
+/* The bands' partial sums, added in a fixed order: no atomics. */
+static size_t fr_workspace(const void *launch) {
+  return ((const conv_filter_reduce_launch *)launch)->workspace_bytes;
 }
 
-static void fr_describe(const conv_config *config, char *text, size_t size) {
-  if (text == NULL || size == 0) return;
-  if (config == NULL || config->count != 5) {
-    snprintf(text, size, "invalid config");
+/* Backward-filter: x and dy (exec's y) in, dw (exec's w) out. */
+static cudaError_t fr_launch(const void *launch, const conv_exec *ex, cudaStream_t stream) {
+  return conv_filter_reduce_run(launch, ex->x, ex->y, (float *)ex->w, ex->workspace, stream);
+}
+
+static void fr_describe_values(const int64_t *v, char *text, size_t size) {
+  if (v[4]) {
+    snprintf(text, size, "per-tap threads=%lld", (long long)v[1]);
     return;
   }
-  if (config->values[4]) {
-    snprintf(text, size, "per-tap threads=%lld", (long long)config->values[1]);
-    return;
-  }
-  snprintf(text, size, "rows=%lld threads=%lld cols=%lld%s", (long long)config->values[0],
-           (long long)config->values[1], (long long)config->values[2],
-           config->values[3] ? " float4" : "");
+  snprintf(text, size, "rows=%lld threads=%lld cols=%lld%s", (long long)v[0], (long long)v[1],
+           (long long)v[2], v[3] ? " float4" : "");
 }
+
+static const conv_kernel_family fr_family = {
+    .name = "filter_reduce",
+    .scope = "fp32 NCHW backward-filter of a square 1, 2, 3, 4, 5 or 7 filter, with at most 32 "
+             "input channels and 512 channel pairs per group",
+    .values = 5,
+    .value_min = 0,
+    .value_max = 1 << 20,
+    .launch_bytes = sizeof(conv_filter_reduce_launch),
+    .applicable = fr_applicable,
+    .list = fr_list,
+    .plan = fr_plan,
+    .workspace = fr_workspace,
+    .launch = fr_launch,
+    .describe = fr_describe_values,
+};
+CONV_KERNEL_FAMILY_CALLBACKS(fr, fr_family)
 
 const conv_algorithm conv_algorithm_filter_reduce = {
     .id = CONV_ALGO_FILTER_REDUCE,
     .version = 5, /* 2: cols; 3: float4 loads; 4: per-tap blocks; 5: their own parameters */
     .name = "filter_reduce",
     .applicable = fr_applicable,
-    .configs = fr_configs,
-    .prepare = fr_prepare,
-    .run = fr_run,
-    .release = fr_release,
-    .describe = fr_describe,
+    CONV_KERNEL_FAMILY_ENTRIES(fr),
 };

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #include "algorithms/implicit_gemm.h"
-#include "algorithms/algorithm.h"
+#include "algorithms/common/kernel_family.h"
 
 /* Room for the compiled tilings (8 today). */
 #define IG_TILINGS_MAX 16
@@ -41,90 +41,74 @@ static double ig_fit(const conv_problem *pb, const conv_igemm_launch *l, int sm_
   return used * fill;
 }
 
-static conv_status ig_configs(const conv_problem *problem, conv_env *env, conv_config *out,
-                              int max, int *count, conv_error *err) {
-  if (problem == NULL || out == NULL || count == NULL || max < 0)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "implicit_gemm: bad configs() arguments");
-  *count = 0;
-  if (!ig_applicable(problem, env)) return CONV_OK;
+/* The compiled tilings that plan, best fit first; ties keep the tilings'
+ * own order (large tiles first). */
+static int ig_list(const conv_problem *problem, const conv_env *env, conv_config *out, int max) {
   conv_igemm_tiling tilings[IG_TILINGS_MAX];
   int tilings_count = conv_igemm_tilings(tilings, IG_TILINGS_MAX);
   if (tilings_count > IG_TILINGS_MAX) tilings_count = IG_TILINGS_MAX;
   double fit[IG_TILINGS_MAX];
-  conv_config listed[IG_TILINGS_MAX];
   int n = 0;
-  for (int i = 0; i < tilings_count; i++) {
+  for (int i = 0; i < tilings_count && n < max; i++) {
     conv_igemm_launch launch;
     if (!conv_igemm_plan(problem, &tilings[i], &launch, NULL, 0)) continue;
     const conv_igemm_tiling *t = &tilings[i];
-    listed[n] = (conv_config){5, {t->bm, t->bn, t->wm, t->wn, t->stages}, 0};
+    out[n] = (conv_config){5, {t->bm, t->bn, t->wm, t->wn, t->stages}, 0};
     fit[n] = ig_fit(problem, &launch, env != NULL ? env->device.sm_count : 0);
     n++;
   }
-  /* Best fit first; ties keep the tilings' own order (large tiles first). */
   for (int i = 1; i < n; i++)
     for (int j = i; j > 0 && fit[j] > fit[j - 1]; j--) {
       const double f = fit[j];
       fit[j] = fit[j - 1], fit[j - 1] = f;
-      const conv_config c = listed[j];
-      listed[j] = listed[j - 1], listed[j - 1] = c;
+      const conv_config c = out[j];
+      out[j] = out[j - 1], out[j - 1] = c;
     }
-  for (int i = 0; i < n && *count < max; i++) out[(*count)++] = listed[i];
-  return CONV_OK;
+  return n;
 }
 
-static void ig_release(void *state) { free(state); }
-
-static conv_status ig_prepare(const conv_problem *problem, conv_env *env,
-                              const conv_config *config, conv_prepared *out, conv_error *err) {
-  if (problem == NULL || env == NULL || config == NULL || out == NULL)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "implicit_gemm: NULL argument");
-  if (!ig_applicable(problem, env))
-    return conv_error_set(err, CONV_UNSUPPORTED,
-                          "implicit_gemm: only fp32 NCHW forward convolutions in TF32 mode, "
-                          "at least 16 output channels a group");
-  conv_status st = conv_config_check(config, "implicit_gemm", 5, 1, 256, err);
-  if (st != CONV_OK) return st;
-  const conv_igemm_tiling tiling = {(int)config->values[0], (int)config->values[1],
-                                    (int)config->values[2], (int)config->values[3],
-                                    (int)config->values[4]};
-  conv_igemm_launch *launch = malloc(sizeof *launch);
-  if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "implicit_gemm: malloc");
-  char why[160];
-  if (!conv_igemm_plan(problem, &tiling, launch, why, sizeof why)) {
-    free(launch);
-    return conv_error_set(err, CONV_UNSUPPORTED, "implicit_gemm: %s", why);
-  }
-  return conv_prepared_own_kernel(launch, conv_igemm_configure(launch), "implicit_gemm", out, err);
+static bool ig_plan(const conv_problem *problem, const conv_env *env, const conv_config *config,
+                    void *launch, char *why, size_t why_size) {
+  (void)env;
+  const int64_t *v = config->values;
+  const conv_igemm_tiling tiling = {(int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4]};
+  return conv_igemm_plan(problem, &tiling, launch, why, why_size);
 }
 
-static conv_status ig_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
-  return conv_check_cuda(err,
-                         conv_igemm_forward((const conv_igemm_launch *)ex->state, ex->x, ex->w,
-                                            ex->bias, ex->y, stream),
-                         "implicit_gemm: kernel launch");
+static cudaError_t ig_configure(void *launch, const conv_env *env) {
+  (void)env;
+  return conv_igemm_configure(launch);
 }
 
-static void ig_describe(const conv_config *config, char *text, size_t size) {
-  if (text == NULL || size == 0) return;
-  if (config == NULL || config->count != 5) {
-    snprintf(text, size, "invalid config");
-    return;
-  }
-  snprintf(text, size, "tf32-mma tile=%lldx%lld warp=%lldx%lld stages=%lld",
-           (long long)config->values[0], (long long)config->values[1],
-           (long long)config->values[2], (long long)config->values[3],
-           (long long)config->values[4]);
+static cudaError_t ig_launch(const void *launch, const conv_exec *ex, cudaStream_t stream) {
+  return conv_igemm_forward(launch, ex->x, ex->w, ex->bias, ex->y, stream);
 }
+
+static void ig_describe_values(const int64_t *v, char *text, size_t size) {
+  snprintf(text, size, "tf32-mma tile=%lldx%lld warp=%lldx%lld stages=%lld", (long long)v[0],
+           (long long)v[1], (long long)v[2], (long long)v[3], (long long)v[4]);
+}
+
+static const conv_kernel_family ig_family = {
+    .name = "implicit_gemm",
+    .scope = "fp32 NCHW forward convolutions in TF32 mode, at least 16 output channels a group",
+    .values = 5,
+    .value_min = 1,
+    .value_max = 256,
+    .launch_bytes = sizeof(conv_igemm_launch),
+    .applicable = ig_applicable,
+    .list = ig_list,
+    .plan = ig_plan,
+    .configure = ig_configure,
+    .launch = ig_launch,
+    .describe = ig_describe_values,
+};
+CONV_KERNEL_FAMILY_CALLBACKS(ig, ig_family)
 
 const conv_algorithm conv_algorithm_implicit_gemm = {
     .id = CONV_ALGO_IMPLICIT_GEMM,
     .version = 1,
     .name = "implicit_gemm",
     .applicable = ig_applicable,
-    .configs = ig_configs,
-    .prepare = ig_prepare,
-    .run = ig_run,
-    .release = ig_release,
-    .describe = ig_describe,
+    CONV_KERNEL_FAMILY_ENTRIES(ig),
 };

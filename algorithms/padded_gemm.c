@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #include "algorithms/padded_gemm.h"
-#include "algorithms/algorithm.h"
+#include "algorithms/common/kernel_family.h"
 
 /* Room for the compiled tilings (3 today). */
 #define PG_TILINGS_MAX 8
@@ -30,73 +30,60 @@ static bool pg_applicable(const conv_problem *problem, const conv_env *env) {
          conv_padded_plan(problem, &tiling, &launch, NULL, 0);
 }
 
-/* The compiled tilings that plan, in their own order (larger tiles first:
- * they stage the fewest halo positions per output). */
-static conv_status pg_configs(const conv_problem *problem, conv_env *env, conv_config *out,
-                              int max, int *count, conv_error *err) {
-  if (problem == NULL || out == NULL || count == NULL || max < 0)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "padded_gemm: bad configs() arguments");
-  *count = 0;
-  if (!pg_applicable(problem, env)) return CONV_OK;
+/* The compiled tilings, in their own order (larger tiles first: they
+ * stage the fewest halo positions per output). */
+static int pg_list(const conv_problem *problem, const conv_env *env, conv_config *out, int max) {
+  (void)problem, (void)env;
   conv_padded_tiling tilings[PG_TILINGS_MAX];
   int n = conv_padded_tilings(tilings, PG_TILINGS_MAX);
   if (n > PG_TILINGS_MAX) n = PG_TILINGS_MAX;
-  for (int i = 0; i < n && *count < max; i++) {
-    conv_padded_launch launch;
-    if (!conv_padded_plan(problem, &tilings[i], &launch, NULL, 0)) continue;
-    out[(*count)++] = (conv_config){2, {tilings[i].positions, tilings[i].stages}, 0};
-  }
-  return CONV_OK;
+  if (n > max) n = max;
+  for (int i = 0; i < n; i++) out[i] = (conv_config){2, {tilings[i].positions, tilings[i].stages}, 0};
+  return n;
 }
 
-static void pg_release(void *state) { free(state); }
-
-static conv_status pg_prepare(const conv_problem *problem, conv_env *env,
-                              const conv_config *config, conv_prepared *out, conv_error *err) {
-  if (problem == NULL || env == NULL || config == NULL || out == NULL)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "padded_gemm: NULL argument");
-  if (!conv_device_wgmma(&env->device))
-    return conv_error_set(err, CONV_UNSUPPORTED,
-                          "padded_gemm: needs compute capability 9.0 (wgmma, sm_90a)");
-  conv_status st = conv_config_check(config, "padded_gemm", 2, 1, 256, err);
-  if (st != CONV_OK) return st;
+static bool pg_plan(const conv_problem *problem, const conv_env *env, const conv_config *config,
+                    void *launch, char *why, size_t why_size) {
+  (void)env;
   const conv_padded_tiling tiling = {(int)config->values[0], (int)config->values[1]};
-  conv_padded_launch *launch = malloc(sizeof *launch);
-  if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "padded_gemm: malloc");
-  char why[160];
-  if (!conv_padded_plan(problem, &tiling, launch, why, sizeof why)) {
-    free(launch);
-    return conv_error_set(err, CONV_UNSUPPORTED, "padded_gemm: %s", why);
-  }
-  return conv_prepared_own_kernel(launch, conv_padded_configure(launch), "padded_gemm", out, err);
+  return conv_padded_plan(problem, &tiling, launch, why, why_size);
 }
 
-static conv_status pg_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
-  return conv_check_cuda(err,
-                         conv_padded_forward((const conv_padded_launch *)ex->state, ex->x, ex->w,
-                                             ex->bias, ex->y, stream),
-                         "padded_gemm: kernel launch");
+static cudaError_t pg_configure(void *launch, const conv_env *env) {
+  (void)env;
+  return conv_padded_configure(launch);
 }
 
-static void pg_describe(const conv_config *config, char *text, size_t size) {
-  if (text == NULL || size == 0) return;
-  if (config == NULL || config->count != 2) {
-    snprintf(text, size, "invalid config");
-    return;
-  }
-  snprintf(text, size, "tf32-wgmma positions=%lld stages=%lld", (long long)config->values[0],
-           (long long)config->values[1]);
+static cudaError_t pg_launch(const void *launch, const conv_exec *ex, cudaStream_t stream) {
+  return conv_padded_forward(launch, ex->x, ex->w, ex->bias, ex->y, stream);
 }
+
+static void pg_describe_values(const int64_t *v, char *text, size_t size) {
+  snprintf(text, size, "tf32-wgmma positions=%lld stages=%lld", (long long)v[0], (long long)v[1]);
+}
+
+static const conv_kernel_family pg_family = {
+    .name = "padded_gemm",
+    .scope = "fp32 NCHW 3x3 forward convolutions (stride 1, padding 1) in TF32 mode, on compute "
+             "capability 9.0 (wgmma, sm_90a)",
+    .values = 2,
+    .value_min = 1,
+    .value_max = 256,
+    .launch_bytes = sizeof(conv_padded_launch),
+    .applicable = pg_applicable,
+    .list = pg_list,
+    .plan = pg_plan,
+    .configure = pg_configure,
+    .launch = pg_launch,
+    .describe = pg_describe_values,
+};
+CONV_KERNEL_FAMILY_CALLBACKS(pg, pg_family)
 
 const conv_algorithm conv_algorithm_padded_gemm = {
     .id = CONV_ALGO_PADDED_GEMM,
     .version = 1,
     .name = "padded_gemm",
     .applicable = pg_applicable,
-    .configs = pg_configs,
-    .prepare = pg_prepare,
-    .run = pg_run,
-    .release = pg_release,
-    .describe = pg_describe,
+    CONV_KERNEL_FAMILY_ENTRIES(pg),
     .krsc_filters = true, /* the producer loads either order (padded_gemm.cu) */
 };

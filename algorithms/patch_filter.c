@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 #include "algorithms/patch_filter.h"
-#include "algorithms/algorithm.h"
+#include "algorithms/common/kernel_family.h"
 
 /* The tensor-core kernel first: where it plans (TF32 mode) it is the one
  * to try first. */
@@ -37,79 +37,63 @@ static bool pf_applicable(const conv_problem *problem, const conv_env *env) {
   return false;
 }
 
-static conv_status pf_configs(const conv_problem *problem, conv_env *env, conv_config *out,
-                              int max, int *count, conv_error *err) {
-  if (problem == NULL || count == NULL || (max > 0 && out == NULL))
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "patch_filter: bad configs() arguments");
-  *count = 0;
-  if (!pf_applicable(problem, env)) return CONV_OK;
-  for (int i = 0; i < PF_TILINGS && *count < max; i++) {
-    conv_patch_filter_launch launch;
-    if (!conv_patch_filter_plan(problem, &pf_tilings[i], &launch, NULL, 0)) continue;
-    const conv_patch_filter_tiling *t = &pf_tilings[i];
-    out[(*count)++] = (conv_config){3, {t->kind, t->images, t->stages}, 0};
+static int pf_list(const conv_problem *problem, const conv_env *env, conv_config *out, int max) {
+  (void)problem, (void)env;
+  int n = 0;
+  for (; n < PF_TILINGS && n < max; n++) {
+    const conv_patch_filter_tiling *t = &pf_tilings[n];
+    out[n] = (conv_config){3, {t->kind, t->images, t->stages}, 0};
   }
-  return CONV_OK;
+  return n;
 }
 
-static void pf_release(void *state) { free(state); }
-
-static conv_status pf_prepare(const conv_problem *problem, conv_env *env,
-                              const conv_config *config, conv_prepared *out, conv_error *err) {
-  if (problem == NULL || env == NULL || config == NULL || out == NULL)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "patch_filter: NULL argument");
-  conv_status st = conv_config_check(config, "patch_filter", 3, 0, 8, err);
-  if (st != CONV_OK) return st;
-  const conv_patch_filter_tiling tiling = {(int)config->values[0], (int)config->values[1],
-                                           (int)config->values[2]};
-  conv_patch_filter_launch *launch = malloc(sizeof *launch);
-  if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "patch_filter: malloc");
-  char why[160];
-  if (!conv_patch_filter_plan(problem, &tiling, launch, why, sizeof why)) {
-    free(launch);
-    return conv_error_set(err, CONV_UNSUPPORTED, "patch_filter: %s", why);
-  }
-  st = conv_prepared_own_kernel(launch,
-                                conv_patch_filter_configure(launch, env->device.sm_count),
-                                "patch_filter", out, err);
-  if (st == CONV_OK) out->workspace_bytes = launch->workspace_bytes;
-  return st;
+static bool pf_plan(const conv_problem *problem, const conv_env *env, const conv_config *config,
+                    void *launch, char *why, size_t why_size) {
+  (void)env;
+  const int64_t *v = config->values;
+  const conv_patch_filter_tiling tiling = {(int)v[0], (int)v[1], (int)v[2]};
+  return conv_patch_filter_plan(problem, &tiling, launch, why, why_size);
 }
 
-static conv_status pf_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
-  if (ex == NULL || ex->state == NULL || ex->x == NULL || ex->y == NULL || ex->w == NULL)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "patch_filter: NULL argument");
-  const conv_patch_filter_launch *launch = ex->state;
-  if (ex->workspace == NULL || ex->workspace_bytes < launch->workspace_bytes)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT,
-                          "patch_filter: %zu bytes of workspace, %zu needed", ex->workspace_bytes,
-                          launch->workspace_bytes);
-  /* The backward-filter pass: x and dy in, dw (ex->w) out. */
-  return conv_check_cuda(err,
-                         conv_patch_filter_run(launch, ex->x, ex->y, (float *)ex->w,
-                                               ex->workspace, stream),
-                         "patch_filter: kernel launch");
+static cudaError_t pf_configure(void *launch, const conv_env *env) {
+  return conv_patch_filter_configure(launch, env->device.sm_count);
 }
 
-static void pf_describe(const conv_config *config, char *text, size_t size) {
-  if (text == NULL || size == 0) return;
-  if (config == NULL || config->count != 3) {
-    snprintf(text, size, "invalid config");
-    return;
-  }
+static size_t pf_workspace(const void *launch) {
+  return ((const conv_patch_filter_launch *)launch)->workspace_bytes;
+}
+
+/* The backward-filter pass: x and dy in, dw (exec's w) out. */
+static cudaError_t pf_launch(const void *launch, const conv_exec *ex, cudaStream_t stream) {
+  return conv_patch_filter_run(launch, ex->x, ex->y, (float *)ex->w, ex->workspace, stream);
+}
+
+static void pf_describe_values(const int64_t *v, char *text, size_t size) {
   snprintf(text, size, "%s images=%lld stages=%lld",
-           config->values[0] == CONV_PATCH_FILTER_MMA ? "tf32-mma" : "fma",
-           (long long)config->values[1], (long long)config->values[2]);
+           v[0] == CONV_PATCH_FILTER_MMA ? "tf32-mma" : "fma", (long long)v[1], (long long)v[2]);
 }
+
+static const conv_kernel_family pf_family = {
+    .name = "patch_filter",
+    .scope = "backward-filter passes of many small images that a patch tiling plans",
+    .values = 3,
+    .value_min = 0,
+    .value_max = 8,
+    .launch_bytes = sizeof(conv_patch_filter_launch),
+    .applicable = pf_applicable,
+    .list = pf_list,
+    .plan = pf_plan,
+    .configure = pf_configure,
+    .workspace = pf_workspace,
+    .launch = pf_launch,
+    .describe = pf_describe_values,
+};
+CONV_KERNEL_FAMILY_CALLBACKS(pf, pf_family)
 
 const conv_algorithm conv_algorithm_patch_filter = {
     .id = CONV_ALGO_PATCH_FILTER,
     .version = 1,
     .name = "patch_filter",
     .applicable = pf_applicable,
-    .configs = pf_configs,
-    .prepare = pf_prepare,
-    .run = pf_run,
-    .release = pf_release,
-    .describe = pf_describe,
+    CONV_KERNEL_FAMILY_ENTRIES(pf),
 };

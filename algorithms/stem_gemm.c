@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #include "algorithms/stem_gemm.h"
-#include "algorithms/algorithm.h"
+#include "algorithms/common/kernel_family.h"
 
 /* Room for the compiled tilings (3 today). */
 #define ST_TILINGS_MAX 8
@@ -34,72 +34,57 @@ static bool st_applicable(const conv_problem *problem, const conv_env *env) {
   return false;
 }
 
-/* The compiled tilings that plan, in their own order. */
-static conv_status st_configs(const conv_problem *problem, conv_env *env, conv_config *out,
-                              int max, int *count, conv_error *err) {
-  if (problem == NULL || out == NULL || count == NULL || max < 0)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "stem_gemm: bad configs() arguments");
-  *count = 0;
-  if (!st_applicable(problem, env)) return CONV_OK;
+/* The compiled tilings, in their own order. */
+static int st_list(const conv_problem *problem, const conv_env *env, conv_config *out, int max) {
+  (void)problem, (void)env;
   conv_stem_tiling tilings[ST_TILINGS_MAX];
   int n = conv_stem_tilings(tilings, ST_TILINGS_MAX);
   if (n > ST_TILINGS_MAX) n = ST_TILINGS_MAX;
-  for (int i = 0; i < n && *count < max; i++) {
-    conv_stem_launch launch;
-    if (!conv_stem_plan(problem, &tilings[i], &launch, NULL, 0)) continue;
-    out[(*count)++] = (conv_config){2, {tilings[i].channels, tilings[i].batch}, 0};
-  }
-  return CONV_OK;
+  if (n > max) n = max;
+  for (int i = 0; i < n; i++) out[i] = (conv_config){2, {tilings[i].channels, tilings[i].batch}, 0};
+  return n;
 }
 
-static void st_release(void *state) { free(state); }
-
-static conv_status st_prepare(const conv_problem *problem, conv_env *env,
-                              const conv_config *config, conv_prepared *out, conv_error *err) {
-  if (problem == NULL || env == NULL || config == NULL || out == NULL)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "stem_gemm: NULL argument");
-  if (!conv_device_wgmma(&env->device))
-    return conv_error_set(err, CONV_UNSUPPORTED,
-                          "stem_gemm: needs compute capability 9.0 (wgmma, sm_90a)");
-  conv_status st = conv_config_check(config, "stem_gemm", 2, 1, 256, err);
-  if (st != CONV_OK) return st;
+static bool st_plan(const conv_problem *problem, const conv_env *env, const conv_config *config,
+                    void *launch, char *why, size_t why_size) {
+  (void)env;
   const conv_stem_tiling tiling = {(int)config->values[0], (int)config->values[1]};
-  conv_stem_launch *launch = malloc(sizeof *launch);
-  if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "stem_gemm: malloc");
-  char why[160];
-  if (!conv_stem_plan(problem, &tiling, launch, why, sizeof why)) {
-    free(launch);
-    return conv_error_set(err, CONV_UNSUPPORTED, "stem_gemm: %s", why);
-  }
-  return conv_prepared_own_kernel(launch, conv_stem_configure(launch, env->device.sm_count),
-                                  "stem_gemm", out, err);
+  return conv_stem_plan(problem, &tiling, launch, why, why_size);
 }
 
-static conv_status st_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
-  return conv_check_cuda(err,
-                         conv_stem_forward((const conv_stem_launch *)ex->state, ex->x, ex->w,
-                                           ex->bias, ex->y, stream),
-                         "stem_gemm: kernel launch");
+static cudaError_t st_configure(void *launch, const conv_env *env) {
+  return conv_stem_configure(launch, env->device.sm_count);
 }
 
-static void st_describe(const conv_config *config, char *text, size_t size) {
-  if (text == NULL || size == 0) return;
-  if (config == NULL || config->count != 2) {
-    snprintf(text, size, "invalid config");
-    return;
-  }
-  snprintf(text, size, "tf32-wgmma channels=%lld batch=%lld", (long long)config->values[0],
-           (long long)config->values[1]);
+static cudaError_t st_launch(const void *launch, const conv_exec *ex, cudaStream_t stream) {
+  return conv_stem_forward(launch, ex->x, ex->w, ex->bias, ex->y, stream);
 }
+
+static void st_describe_values(const int64_t *v, char *text, size_t size) {
+  snprintf(text, size, "tf32-wgmma channels=%lld batch=%lld", (long long)v[0], (long long)v[1]);
+}
+
+static const conv_kernel_family st_family = {
+    .name = "stem_gemm",
+    .scope = "fp32 NCHW forward convolutions with C R S <= 256 in TF32 mode, on compute "
+             "capability 9.0 (wgmma, sm_90a)",
+    .values = 2,
+    .value_min = 1,
+    .value_max = 256,
+    .launch_bytes = sizeof(conv_stem_launch),
+    .applicable = st_applicable,
+    .list = st_list,
+    .plan = st_plan,
+    .configure = st_configure,
+    .launch = st_launch,
+    .describe = st_describe_values,
+};
+CONV_KERNEL_FAMILY_CALLBACKS(st, st_family)
 
 const conv_algorithm conv_algorithm_stem_gemm = {
     .id = CONV_ALGO_STEM_GEMM,
     .version = 1,
     .name = "stem_gemm",
     .applicable = st_applicable,
-    .configs = st_configs,
-    .prepare = st_prepare,
-    .run = st_run,
-    .release = st_release,
-    .describe = st_describe,
+    CONV_KERNEL_FAMILY_ENTRIES(st),
 };

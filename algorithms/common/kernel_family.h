@@ -1,0 +1,109 @@
+/*
+ * kernel_family.h -- the host shell of a family that runs our own kernel:
+ * one launch plan (a malloc'd struct) per config, no other state.  The
+ * family describes what differs (which configs to try, how a config
+ * plans, how it launches, how it reads); configs(), prepare(), run(),
+ * release() and describe(), with their argument guards, applicability
+ * checks, config range checks and error messages, are written once here.
+ *
+ * A family file then holds its applicable(), its config list, three
+ * small adapters between conv_config and its kernels' plan/launch
+ * functions, a describe of its values, and
+ *
+ *     static const conv_kernel_family xx_family = {...};
+ *     CONV_KERNEL_FAMILY_CALLBACKS(xx, xx_family)
+ *     const conv_algorithm conv_algorithm_xx = {
+ *         .id = ..., .version = ..., .name = "xx", .applicable = xx_applicable,
+ *         CONV_KERNEL_FAMILY_ENTRIES(xx)};
+ *
+ * A new element type (fp16, bf16) is one more config value that plan()
+ * reads with the problem's dtype to pick its kernel instantiation, and
+ * more configs in list(): the shell, the registry and the tuner are
+ * unchanged.
+ */
+#ifndef CONVTUNE_KERNEL_FAMILY_H
+#define CONVTUNE_KERNEL_FAMILY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "algorithms/algorithm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Room for the configs a family's list() may write (the largest writes
+ * about 150 today). */
+#define CONV_KERNEL_LIST_MAX 512
+
+typedef struct conv_kernel_family {
+  const char *name;  /* the conv_algorithm's name, for messages */
+  /* What applicable() takes, as prepare()'s refusal says it: "only ...". */
+  const char *scope;
+  /* Every config has `values` values, each in [value_min, value_max]:
+   * checked before plan() reads a config from a (possibly shipped) cache. */
+  int values;
+  int64_t value_min, value_max;
+  size_t launch_bytes; /* sizeof the family's launch plan */
+  bool (*applicable)(const conv_problem *problem, const conv_env *env);
+  /* Writes up to `max` configs to try, most promising first, and returns
+   * their number (< 0: the problem is not valid).  They need not plan:
+   * the shell keeps those that do, each once, in this order. */
+  int (*list)(const conv_problem *problem, const conv_env *env, conv_config *out, int max);
+  /* Fills *launch for `config` (values already range-checked), or returns
+   * false with the reason in `why`. */
+  bool (*plan)(const conv_problem *problem, const conv_env *env, const conv_config *config,
+               void *launch, char *why, size_t why_size);
+  /* Sets the planned kernel up on the device (shared memory opt-in) once,
+   * when a plan is made; NULL: nothing to set up. */
+  cudaError_t (*configure)(void *launch, const conv_env *env);
+  /* Device scratch a launch needs; NULL: none. */
+  size_t (*workspace)(const void *launch);
+  /* Enqueues the pass on `stream` (the exec's tensors, as algorithm.h says). */
+  cudaError_t (*launch)(const void *launch, const conv_exec *exec, cudaStream_t stream);
+  /* Human-readable values of a config with `values` values. */
+  void (*describe)(const int64_t *values, char *text, size_t size);
+} conv_kernel_family;
+
+conv_status conv_kernel_configs(const conv_kernel_family *family, const conv_problem *problem,
+                                conv_env *env, conv_config *out, int max, int *count /* OUT */,
+                                conv_error *err);
+conv_status conv_kernel_prepare(const conv_kernel_family *family, const conv_problem *problem,
+                                conv_env *env, const conv_config *config,
+                                conv_prepared *out /* OUT */, conv_error *err);
+conv_status conv_kernel_run(const conv_kernel_family *family, const conv_exec *exec,
+                            cudaStream_t stream, conv_error *err);
+void conv_kernel_release(void *launch);
+void conv_kernel_describe(const conv_kernel_family *family, const conv_config *config,
+                          char *text, size_t size);
+
+/* The conv_algorithm callbacks of the family described by `family`,
+ * prefixed `prefix`_: each one call into the shell. */
+#define CONV_KERNEL_FAMILY_CALLBACKS(prefix, family)                                              \
+  static conv_status prefix##_configs(const conv_problem *problem, conv_env *env,                 \
+                                      conv_config *out, int max, int *count, conv_error *err) {   \
+    return conv_kernel_configs(&(family), problem, env, out, max, count, err);                    \
+  }                                                                                               \
+  static conv_status prefix##_prepare(const conv_problem *problem, conv_env *env,                 \
+                                      const conv_config *config, conv_prepared *out,              \
+                                      conv_error *err) {                                          \
+    return conv_kernel_prepare(&(family), problem, env, config, out, err);                        \
+  }                                                                                               \
+  static conv_status prefix##_run(const conv_exec *exec, cudaStream_t stream, conv_error *err) {  \
+    return conv_kernel_run(&(family), exec, stream, err);                                         \
+  }                                                                                               \
+  static void prefix##_describe(const conv_config *config, char *text, size_t size) {             \
+    conv_kernel_describe(&(family), config, text, size);                                          \
+  }
+
+/* The conv_algorithm fields CONV_KERNEL_FAMILY_CALLBACKS defined. */
+#define CONV_KERNEL_FAMILY_ENTRIES(prefix)                                                        \
+  .configs = prefix##_configs, .prepare = prefix##_prepare, .run = prefix##_run,                  \
+  .release = conv_kernel_release, .describe = prefix##_describe
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CONVTUNE_KERNEL_FAMILY_H */
