@@ -13,6 +13,7 @@
  *   devices.c  tune --devices: a worker process per GPU (worker.c; tune.h)
  *   progress.c the progress line tune redraws on a terminal (progress.h)
  *   report.c   report: the cache as an HTML page (roofline.c: floors)
+ *   share.c    merge, export and import: tunings copied between caches
  */
 #ifndef CONVTUNE_TOOLS_CLI_H
 #define CONVTUNE_TOOLS_CLI_H
