@@ -3,7 +3,8 @@
  * codes, the parsed command line, printing (every line the tool writes from
  * text it did not make itself goes through one_line) and text tables.
  *
- *   main.c     the command line, help, main()
+ *   main.c     main(): the command run, or the help printed
+ *   args.c     the command line; shape specs, overrides, the cache's path
  *   output.c   messages, number formats, tables
  *   inspect.c  list and show: reading the cache without a GPU
  *   pending.c  list --pending, and tune --pending's shapes
@@ -12,6 +13,7 @@
  *   devices.c  tune --devices: a worker process per GPU (worker.c; tune.h)
  *   progress.c the progress line tune redraws on a terminal (progress.h)
  *   report.c   report: the cache as an HTML page (roofline.c: floors)
+ *   share.c    merge, export and import: tunings copied between caches
  */
 #ifndef CONVTUNE_TOOLS_CLI_H
 #define CONVTUNE_TOOLS_CLI_H
@@ -77,6 +79,13 @@ typedef struct cli_args {
   const char **inputs; /* positional arguments, pointing into argv */
   size_t input_count;
 } cli_args;
+
+/* Parses argv into *a: the command word and its options, before or after
+ * it, and checks the arguments the command takes.  EXIT_OK_ (a->help or
+ * a->version may then be all that was asked), or the exit code after
+ * saying why.  cli_args_free(a) after it either way. */
+int cli_args_parse(int argc, char **argv, cli_args *a /* OUT */);
+void cli_args_free(cli_args *a);
 
 /* Applies --math, --epilogue, --direction and --deterministic to a problem. */
 void apply_overrides(const cli_args *a, conv_problem *p);
