@@ -19,40 +19,6 @@
 #include "cache/cache.h"
 #include "tests/gpu_support.h"
 
-/* A backward case: host tensors and the CPU reference (host_case), device
- * copies whose `out` is dx or dw (dev_case). */
-typedef struct pass_case {
-  host_case hc;
-  dev_case d;
-} pass_case;
-
-static int pass_case_make(pass_case *pc, const conv_problem *p) {
-  memset(pc, 0, sizeof *pc);
-  if (host_case_make(&pc->hc, p) != TEST_PASS) return TEST_FAIL;
-  return dev_case_make(&pc->d, &pc->hc);
-}
-
-static void pass_case_free(pass_case *pc) {
-  dev_case_free(&pc->d);
-  host_case_free(&pc->hc);
-}
-
-/* NaN in every output element, so that one left unwritten fails. */
-static int pass_poison(const pass_case *pc) {
-  if (poison(&pc->d, &pc->hc, 0) != TEST_PASS) return TEST_FAIL;
-  CUDA_OK(cudaDeviceSynchronize());
-  return TEST_PASS;
-}
-
-/* Relative L2 error of the output against the CPU reference; fails on any
- * non-finite value or an error above `bound`. */
-static int pass_check(const pass_case *pc, double bound, const char *what) {
-  char key[CONV_PROBLEM_KEY_MAX], text[CONV_PROBLEM_KEY_MAX + 64];
-  describe_problem(&pc->hc.p, key, sizeof key);
-  snprintf(text, sizeof text, "%s, %s", what, key);
-  return check_output(&pc->d, &pc->hc, 0, bound, text);
-}
-
 /* A random problem of the generator's kinds (odd sizes, strides, padding,
  * dilation, groups; NCHW, or NHWC), as a backward pass. */
 static conv_problem random_pass(conv_direction direction, int i) {
@@ -383,28 +349,6 @@ static int filter_reduce_per_tap_matches_reference(void) {
   CHECK_MSG(memcmp(first, second, sizeof first) == 0, "two runs of one per-tap plan differ");
   pass_case_free(&pc);
   return TEST_PASS;
-}
-
-/* Every config of `algo` on every pass of `passes` (directions set),
- * against the CPU reference: each pass must be one the family takes, at
- * least `min_ran` configs must run, and none may be wrong. */
-static int family_passes_match_reference(const conv_algorithm *algo, const conv_problem *passes,
-                                         size_t count, int min_ran) {
-  conv_env env;
-  memset(&env, 0, sizeof env);
-  env.cublaslt = (cublasLtHandle_t)&env; /* applicable() only checks it is there */
-  for (size_t i = 0; i < count; i++)
-    CHECK_MSG(algo->applicable(&passes[i], &env), "%s refuses pass %zu", algo->name, i);
-  family_count tally;
-  if (run_family_on_cases(algo, passes, count, NULL, &tally) != TEST_PASS) return TEST_FAIL;
-  printf("%s: %d configs ran, %d wrong and caught, %d unsupported\n", algo->name, tally.ran,
-         tally.wrong_caught, tally.unsupported);
-  CHECK(tally.ran >= min_ran && tally.wrong_caught == 0);
-  return TEST_PASS;
-}
-
-static void set_direction(conv_problem *cases, size_t count, conv_direction direction) {
-  for (size_t i = 0; i < count; i++) cases[i].direction = direction;
 }
 
 /* fft's backward-data (the transposed view), every config, against the

@@ -22,15 +22,6 @@
 #include "tests/problem_fixtures.h"
 #include "tests/test.h"
 
-static conv_problem depthwise_problem(void) {
-  conv_problem p;
-  conv_problem_init(&p);
-  p.n = 32; p.c = 144; p.h = 56; p.w = 56; p.k = 144; p.r = 3; p.s = 3;
-  p.pad_h = p.pad_w = 1;
-  p.groups = 144;
-  return p;
-}
-
 /* Whether the window layout's threads [0, threads) own every output in
  * [0, outputs) exactly once: thread t's first output is
  * (t / spacing) * per_thread * spacing + t % spacing, the others follow

@@ -17,24 +17,11 @@
 #include "tests/problem_fixtures.h"
 #include "tests/test.h"
 
-static conv_problem pass(int64_t c, int64_t k, int64_t groups, int64_t r, int64_t stride,
-                         int64_t pad, int64_t dil, conv_direction direction) {
-  conv_problem p;
-  conv_problem_init(&p);
-  p.n = 2; p.c = c; p.h = 37; p.w = 29; p.k = k; p.r = p.s = r;
-  p.stride_h = p.stride_w = stride;
-  p.pad_h = p.pad_w = pad;
-  p.dil_h = p.dil_w = dil;
-  p.groups = groups;
-  p.direction = direction;
-  return p;
-}
-
 /* The transposed view of a stride-1 backward-data pass is a valid forward
  * convolution whose input is dy and whose output has dx's shape; passes it
  * cannot express are refused. */
 static int backward_data_view(void) {
-  conv_problem p = pass(16, 1, 1, 3, 1, 4, 4, CONV_BACKWARD_DATA), f;
+  conv_problem p = pass_problem(16, 1, 1, 3, 1, 4, 4, CONV_BACKWARD_DATA), f;
   p.pad_w = 2; /* asymmetric */
   CHECK(conv_direct_backward_data_view(&p, &f));
   CHECK_STATUS(CONV_OK, conv_problem_validate(&f, NULL, 0));
@@ -45,17 +32,17 @@ static int backward_data_view(void) {
   CHECK_STATUS(CONV_OK, conv_problem_output_dims(&f, &fp, &fq));
   CHECK(fp == p.h && fq == p.w);
 
-  conv_problem grouped = pass(8, 16, 4, 5, 1, 2, 1, CONV_BACKWARD_DATA);
+  conv_problem grouped = pass_problem(8, 16, 4, 5, 1, 2, 1, CONV_BACKWARD_DATA);
   CHECK(conv_direct_backward_data_view(&grouped, &f));
   CHECK(f.c == 16 && f.k == 8 && f.groups == 4 && f.pad_h == 2);
 
-  conv_problem strided = pass(4, 4, 4, 3, 2, 1, 1, CONV_BACKWARD_DATA);
+  conv_problem strided = pass_problem(4, 4, 4, 3, 2, 1, 1, CONV_BACKWARD_DATA);
   CHECK(!conv_direct_backward_data_view(&strided, &f));
-  conv_problem cropped = pass(4, 4, 4, 3, 1, 3, 1, CONV_BACKWARD_DATA); /* pad past r - 1 */
+  conv_problem cropped = pass_problem(4, 4, 4, 3, 1, 3, 1, CONV_BACKWARD_DATA); /* pad past r - 1 */
   CHECK(!conv_direct_backward_data_view(&cropped, &f));
-  conv_problem forward = pass(4, 4, 4, 3, 1, 1, 1, CONV_FORWARD);
+  conv_problem forward = pass_problem(4, 4, 4, 3, 1, 1, 1, CONV_FORWARD);
   CHECK(!conv_direct_backward_data_view(&forward, &f));
-  conv_problem nhwc = pass(4, 4, 4, 3, 1, 1, 1, CONV_BACKWARD_DATA);
+  conv_problem nhwc = pass_problem(4, 4, 4, 3, 1, 1, 1, CONV_BACKWARD_DATA);
   nhwc.layout = CONV_LAYOUT_NHWC;
   CHECK(!conv_direct_backward_data_view(&nhwc, &f));
 
@@ -64,7 +51,7 @@ static int backward_data_view(void) {
   conv_env env;
   memset(&env, 0, sizeof env);
   const conv_algorithm *dc = &conv_algorithm_direct_channel;
-  conv_problem depthwise = pass(8, 8, 8, 3, 1, 1, 1, CONV_BACKWARD_DATA);
+  conv_problem depthwise = pass_problem(8, 8, 8, 3, 1, 1, 1, CONV_BACKWARD_DATA);
   CHECK(dc->applicable(&depthwise, &env));
   CHECK(!dc->applicable(&strided, &env) && !dc->applicable(&cropped, &env));
   depthwise.direction = CONV_BACKWARD_FILTER;
@@ -105,8 +92,8 @@ static int backward_data_view(void) {
 static int per_tap_configs(const conv_algorithm *fr) {
   conv_env env;
   memset(&env, 0, sizeof env);
-  conv_problem small = pass(1, 1, 1, 3, 1, 1, 1, CONV_BACKWARD_FILTER); /* seed3_msd_small */
-  small.n = 1, small.h = small.w = 64;
+  conv_problem small = pass_problem(1, 1, 1, 3, 1, 1, 1, CONV_BACKWARD_FILTER);
+  small.n = 1, small.h = small.w = 64; /* seed3_msd_small */
   conv_config configs[256];
   int n = -1, taps = 0;
   CHECK_STATUS(CONV_OK, fr->configs(&small, &env, configs, 256, &n, NULL));
@@ -157,7 +144,7 @@ static int filter_reduce_configs(void) {
   memset(&env, 0, sizeof env);
   const conv_algorithm *fr = conv_registry_find(CONV_ALGO_FILTER_REDUCE);
   CHECK(fr != NULL && strcmp(fr->name, "filter_reduce") == 0);
-  conv_problem p = pass(144, 144, 144, 3, 1, 1, 1, CONV_BACKWARD_FILTER);
+  conv_problem p = pass_problem(144, 144, 144, 3, 1, 1, 1, CONV_BACKWARD_FILTER);
   p.n = 32, p.h = p.w = 56;
   CHECK(fr->applicable(&p, &env));
   conv_config configs[128];
@@ -201,7 +188,7 @@ static int filter_reduce_configs(void) {
         strstr(why, "100352 products a tap"));
   /* MobileNet's depthwise stride-2 layer: float4 configs, with cols 2 or
    * 4 only, after the scalar ones; not for rows of 110 floats. */
-  conv_problem down = pass(96, 96, 96, 3, 2, 1, 1, CONV_BACKWARD_FILTER);
+  conv_problem down = pass_problem(96, 96, 96, 3, 2, 1, 1, CONV_BACKWARD_FILTER);
   down.n = 32, down.h = down.w = 112;
   CHECK_STATUS(CONV_OK, fr->configs(&down, &env, configs, 128, &n, NULL));
   int vectors = 0;
@@ -246,7 +233,7 @@ static int filter_reduce_configs(void) {
   conv_problem wide = p; /* a 9x9 filter: no kernel */
   wide.r = wide.s = 9, wide.pad_h = wide.pad_w = 4;
   CHECK(!fr->applicable(&wide, &env));
-  conv_problem dense = pass(64, 64, 1, 3, 1, 1, 1, CONV_BACKWARD_FILTER);
+  conv_problem dense = pass_problem(64, 64, 1, 3, 1, 1, 1, CONV_BACKWARD_FILTER);
   CHECK(!fr->applicable(&dense, &env));
   conv_problem data = p;
   data.direction = CONV_BACKWARD_DATA;
@@ -333,7 +320,7 @@ static int gemm_backward_configs(void) {
   CHECK(conv_registry_find_name("gemm_backward") == gb);
   conv_env env;
   memset(&env, 0, sizeof env);
-  conv_problem p = pass(8, 12, 4, 3, 2, 1, 2, CONV_BACKWARD_FILTER);
+  conv_problem p = pass_problem(8, 12, 4, 3, 2, 1, 2, CONV_BACKWARD_FILTER);
   p.n = 6;
   CHECK(!gb->applicable(&p, &env)); /* no cuBLASLt handle */
   conv_config configs[4];
@@ -468,7 +455,7 @@ static int patch_filter_configs(void) {
  * and x sizes, x's step between images, and a refusal where a chunk would
  * pass 32-bit indexing. */
 static int wide_plan(void) {
-  conv_problem p = pass(6, 8, 2, 3, 2, 1, 1, CONV_BACKWARD_FILTER); /* 37x29 -> 19x15 */
+  conv_problem p = pass_problem(6, 8, 2, 3, 2, 1, 1, CONV_BACKWARD_FILTER); /* 37x29 -> 19x15 */
   conv_wide_launch l;
   CHECK(conv_wide_plan(&p, 2, &l));
   CHECK(l.p == 19 && l.q == 15 && l.images == 2);

@@ -652,19 +652,6 @@ static int implicit_gemm_matches_reference(void) {
   return TEST_PASS;
 }
 
-/* TEST_PASS on compute capability 9.0, where the wgmma families exist;
- * else TEST_SKIP, saying that `family`'s test is skipped, or TEST_FAIL
- * where the device cannot be asked. */
-static int wgmma_device(const char *family) {
-  int device = 0, major = 0, minor = 0;
-  CUDA_OK(cudaGetDevice(&device));
-  CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  if (major == 9 && minor == 0) return TEST_PASS;
-  printf("compute capability %d.%d, not 9.0 (wgmma): skipping %s\n", major, minor, family);
-  return TEST_SKIP;
-}
-
 /* padded_gemm (TF32, compute capability 9.0 only) on every compiled
  * tiling: a resnet-like 3x3 layer, rows that are not square and tiles
  * that straddle images, the widest rows a stage holds (W = 93) with one
