@@ -15,12 +15,9 @@
 
 #include "algorithms/channel_split.h"
 #include "algorithms/depthwise_nhwc.h"
-#include "algorithms/implicit_gemm.h"
 #include "algorithms/direct_channel.h"
 #include "algorithms/im2col.h"
 #include "algorithms/kernels.h"
-#include "algorithms/padded_gemm.h"
-#include "algorithms/stem_gemm.h"
 #include "algorithms/patch.h"
 #include "tests/gpu_support.h"
 
@@ -612,166 +609,6 @@ static int channel_split_matches_reference(void) {
   return TEST_PASS;
 }
 
-/* implicit_gemm (TF32 only) on every compiled tiling: resnet50's stem
- * (147-element filter rows: 4-byte filter copies), 3x3 layers at stride 1
- * and 2, 1x1 layers at stride 1 (float4 input copies) and 2, a 1x1 whose
- * planes are not float4s (7x9), two and four groups, dilation, batches
- * whose pixels no tile divides, output channels no tile divides, every
- * epilogue.  Every tiling must run every case. */
-static int implicit_gemm_matches_reference(void) {
-  SKIP_WITHOUT_GPU();
-  seed_rng();
-  const conv_math T = CONV_MATH_TF32;
-  const conv_epilogue NONE = CONV_EPILOGUE_NONE, BIAS = CONV_EPILOGUE_BIAS,
-                      RELU = CONV_EPILOGUE_BIAS_RELU;
-  const conv_problem cases[] = {
-      direct_problem(2, 3, 40, 38, 64, 7, 7, 2, 3, 1, 1, NONE, T),   /* stem */
-      direct_problem(2, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, BIAS, T),  /* 3x3 */
-      direct_problem(3, 32, 13, 11, 40, 3, 3, 2, 1, 1, 1, RELU, T),  /* 3x3 s2 */
-      direct_problem(2, 96, 12, 12, 200, 1, 1, 1, 0, 1, 1, BIAS, T), /* 1x1, float4 */
-      direct_problem(3, 40, 7, 9, 36, 1, 1, 1, 0, 1, 1, RELU, T),    /* 1x1, odd planes */
-      direct_problem(2, 64, 14, 14, 128, 1, 1, 2, 0, 1, 1, NONE, T), /* 1x1 s2 */
-      direct_problem(1, 48, 10, 10, 64, 3, 3, 1, 1, 1, 4, BIAS, T),  /* four groups */
-      direct_problem(2, 20, 15, 17, 32, 3, 3, 1, 2, 2, 2, RELU, T),  /* two groups, dilation */
-      direct_problem(16, 1152, 7, 7, 20, 1, 1, 1, 0, 1, 1, NONE, T), /* long rows, K=20 */
-  };
-  const size_t ncases = sizeof cases / sizeof cases[0];
-  family_count count;
-  if (run_family_on_cases(&conv_algorithm_implicit_gemm, cases, ncases, NULL, &count) !=
-      TEST_PASS)
-    return TEST_FAIL;
-  const int tilings = conv_igemm_tilings(NULL, 0);
-  CHECK_MSG(count.ran == tilings * (int)ncases && count.wrong_caught == 0 &&
-                count.unsupported == 0,
-            "implicit_gemm: %d of %d tiling-cases ran, %d wrong, %d unsupported", count.ran,
-            tilings * (int)ncases, count.wrong_caught, count.unsupported);
-  /* Strict fp32 is not its to take. */
-  const conv_problem strict = direct_problem(1, 8, 8, 8, 8, 3, 3, 1, 1, 1, 1, NONE,
-                                             CONV_MATH_STRICT);
-  CHECK(!conv_algorithm_implicit_gemm.applicable(&strict, NULL));
-  return TEST_PASS;
-}
-
-/* padded_gemm (TF32, compute capability 9.0 only) on every compiled
- * tiling: a resnet-like 3x3 layer, rows that are not square and tiles
- * that straddle images, the widest rows a stage holds (W = 93) with one
- * channel chunk, 7x7 images (a 9x9 padded grid) at batch 16, three
- * output-channel blocks over an odd number of chunks, every epilogue.
- * Then filters 4 bytes off 16-byte alignment, which take the kernel's
- * scalar loads. */
-static int padded_gemm_matches_reference(void) {
-  SKIP_WITHOUT_GPU();
-  const int device = wgmma_device("padded_gemm");
-  if (device != TEST_PASS) return device;
-  seed_rng();
-  const conv_math T = CONV_MATH_TF32;
-  const conv_epilogue NONE = CONV_EPILOGUE_NONE, BIAS = CONV_EPILOGUE_BIAS,
-                      RELU = CONV_EPILOGUE_BIAS_RELU;
-  const conv_problem cases[] = {
-      direct_problem(2, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, BIAS, T),  /* resnet-like */
-      direct_problem(3, 16, 9, 11, 128, 3, 3, 1, 1, 1, 1, RELU, T),  /* not square */
-      direct_problem(1, 8, 5, 93, 64, 3, 3, 1, 1, 1, 1, NONE, T),    /* widest rows */
-      direct_problem(16, 32, 7, 7, 64, 3, 3, 1, 1, 1, 1, NONE, T),   /* 9x9 grids */
-      direct_problem(2, 24, 30, 20, 192, 3, 3, 1, 1, 1, 1, BIAS, T), /* 3 chunks, 3 blocks */
-  };
-  const size_t ncases = sizeof cases / sizeof cases[0];
-  family_count count;
-  if (run_family_on_cases(&conv_algorithm_padded_gemm, cases, ncases, NULL, &count) != TEST_PASS)
-    return TEST_FAIL;
-  const int tilings = conv_padded_tilings(NULL, 0);
-  CHECK_MSG(count.ran == tilings * (int)ncases && count.wrong_caught == 0 &&
-                count.unsupported == 0,
-            "padded_gemm: %d of %d tiling-cases ran, %d wrong, %d unsupported", count.ran,
-            tilings * (int)ncases, count.wrong_caught, count.unsupported);
-
-  host_case hc;
-  dev_case d;
-  if (host_case_make(&hc, &cases[0]) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS)
-    return TEST_FAIL;
-  const size_t w_count = (size_t)(hc.p.k * hc.p.c * 9);
-  float *w_off;
-  CUDA_OK(cudaMalloc((void **)&w_off, (w_count + 1) * sizeof(float)));
-  CUDA_OK(cudaMemcpy(w_off + 1, d.w, w_count * sizeof(float), cudaMemcpyDeviceToDevice));
-  conv_padded_tiling tiling;
-  conv_padded_launch launch;
-  char why[160] = "";
-  CHECK(conv_padded_tilings(&tiling, 1) >= 1);
-  CHECK_MSG(conv_padded_plan(&hc.p, &tiling, &launch, why, sizeof why), "%s", why);
-  CUDA_OK(conv_padded_configure(&launch));
-  if (poison(&d, &hc, 0) != TEST_PASS) return TEST_FAIL;
-  CUDA_OK(conv_padded_forward(&launch, d.x, w_off + 1, d.bias, d.y, 0));
-  CUDA_OK(cudaDeviceSynchronize());
-  if (check_output(&d, &hc, 0, conv_error_bound_for(&hc.p, CONV_ARITH_DIRECT),
-                   "padded_gemm, filters 4 bytes off 16-byte alignment") != TEST_PASS)
-    return TEST_FAIL;
-  cudaFree(w_off);
-  dev_case_free(&d);
-  host_case_free(&hc);
-  return TEST_PASS;
-}
-
-/* stem_gemm (TF32, compute capability 9.0 only) on every compiled tiling
- * wide enough for K: resnet50's 7x7 stride-2 stem with tiles that end
- * mid-row, output rows of two 128-position segments, a 3x3 stride-2 stem
- * (K 32: half the channels padding), ConvNeXt's 4x4 stride-4 one (K 96:
- * the 128-channel tiling only), C R S = 256 (the longest reduction),
- * dilation, every epilogue.  Then the first case on a grid of 3 blocks
- * for every tiling. */
-static int stem_gemm_matches_reference(void) {
-  SKIP_WITHOUT_GPU();
-  const int device = wgmma_device("stem_gemm");
-  if (device != TEST_PASS) return device;
-  seed_rng();
-  const conv_math T = CONV_MATH_TF32;
-  const conv_epilogue NONE = CONV_EPILOGUE_NONE, BIAS = CONV_EPILOGUE_BIAS,
-                      RELU = CONV_EPILOGUE_BIAS_RELU;
-  const conv_problem cases[] = {
-      direct_problem(2, 3, 40, 38, 64, 7, 7, 2, 3, 1, 1, BIAS, T),   /* resnet50's stem */
-      direct_problem(1, 3, 12, 300, 64, 7, 7, 2, 3, 1, 1, NONE, T),  /* 150 columns */
-      direct_problem(3, 3, 33, 31, 32, 3, 3, 2, 1, 1, 1, RELU, T),   /* 3x3 stem */
-      direct_problem(2, 3, 32, 36, 96, 4, 4, 4, 0, 1, 1, BIAS, T),   /* ConvNeXt's */
-      direct_problem(2, 16, 12, 12, 48, 4, 4, 1, 1, 1, 1, NONE, T),  /* C R S 256 */
-      direct_problem(2, 4, 20, 19, 40, 3, 3, 1, 2, 2, 1, RELU, T),   /* dilation 2 */
-  };
-  const size_t ncases = sizeof cases / sizeof cases[0];
-  conv_stem_tiling tilings[8];
-  const int ntilings = conv_stem_tilings(tilings, 8);
-  int expected = 0;
-  for (size_t i = 0; i < ncases; i++)
-    for (int j = 0; j < ntilings && j < 8; j++) expected += tilings[j].channels >= cases[i].k;
-  family_count count;
-  if (run_family_on_cases(&conv_algorithm_stem_gemm, cases, ncases, NULL, &count) != TEST_PASS)
-    return TEST_FAIL;
-  CHECK_MSG(count.ran == expected && count.wrong_caught == 0 && count.unsupported == 0,
-            "stem_gemm: %d of %d tiling-cases ran, %d wrong, %d unsupported", count.ran,
-            expected, count.wrong_caught, count.unsupported);
-
-  /* These cases fit one tile a block; on a grid of 3 blocks each walks
-   * many, staging the next tile's field while it multiplies this one's. */
-  for (int j = 0; j < ntilings && j < 8; j++) {
-    host_case hc;
-    dev_case d;
-    if (host_case_make(&hc, &cases[0]) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS)
-      return TEST_FAIL;
-    conv_stem_launch launch;
-    char why[160] = "";
-    CHECK_MSG(conv_stem_plan(&hc.p, &tilings[j], &launch, why, sizeof why), "%s", why);
-    CUDA_OK(conv_stem_configure(&launch, 1));
-    CHECK(launch.tiles > 3 * 8);
-    launch.grid = 3;
-    if (poison(&d, &hc, 0) != TEST_PASS) return TEST_FAIL;
-    CUDA_OK(conv_stem_forward(&launch, d.x, d.w, d.bias, d.y, 0));
-    CUDA_OK(cudaDeviceSynchronize());
-    if (check_output(&d, &hc, 0, conv_error_bound_for(&hc.p, CONV_ARITH_DIRECT),
-                     "stem_gemm, 3 blocks walking the tiles") != TEST_PASS)
-      return TEST_FAIL;
-    dev_case_free(&d);
-    host_case_free(&hc);
-  }
-  return TEST_PASS;
-}
-
-
 /* K R S C filters on NCHW problems (conv_problem.filter_layout): every
  * family the registry offers them (cudnn; padded_gemm on compute
  * capability 9.0) runs every config against the CPU reference, which
@@ -847,10 +684,7 @@ static const test_case tests[] = {
     {"channel_split_matches_reference", channel_split_matches_reference},
     {"nhwc_depthwise_matches_reference", nhwc_depthwise_matches_reference},
     {"nhwc_dense_matches_reference", nhwc_dense_matches_reference},
-    {"implicit_gemm_matches_reference", implicit_gemm_matches_reference},
-    {"padded_gemm_matches_reference", padded_gemm_matches_reference},
     {"krsc_filters_match_reference", krsc_filters_match_reference},
-    {"stem_gemm_matches_reference", stem_gemm_matches_reference},
     {"bias_pass_matches_host", bias_pass_matches_host},
     {"im2col_matches_cpu", im2col_matches_cpu},
     {"filter_to_krsc_matches_cpu", filter_to_krsc_matches_cpu},
