@@ -351,32 +351,6 @@ static int filter_reduce_per_tap_matches_reference(void) {
   return TEST_PASS;
 }
 
-/* fft's backward-data (the transposed view), every config, against the
- * CPU reference: unequal channel counts (the view swaps them), a
- * non-square filter padded on one axis only, an unpadded pass (the view
- * pads by r - 1), a 31x31 filter, partial tiles, groups (the view swaps
- * the channels within each group), both math modes. */
-static int fft_backward_data_matches_reference(void) {
-  SKIP_WITHOUT_GPU();
-  seed_rng();
-  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
-  const conv_epilogue N = CONV_EPILOGUE_NONE;
-  conv_problem cases[] = {
-      direct_problem(2, 3, 40, 44, 5, 5, 5, 1, 2, 1, 1, N, S),     /* c != k */
-      direct_problem(1, 4, 37, 52, 6, 7, 3, 1, 3, 1, 1, N, T),     /* 7x3, padding (3, 0) */
-      direct_problem(2, 6, 50, 31, 2, 3, 3, 1, 0, 1, 1, N, S),     /* valid */
-      direct_problem(1, 2, 64, 64, 3, 31, 31, 1, 15, 1, 1, N, S),  /* fft_few_ch_31 */
-      direct_problem(2, 20, 30, 30, 36, 3, 3, 1, 1, 1, 1, N, T),   /* GEMM product */
-      direct_problem(2, 6, 40, 40, 6, 31, 31, 1, 15, 1, 6, N, S),  /* depthwise 31x31 */
-      direct_problem(1, 4, 30, 27, 8, 5, 5, 1, 2, 1, 4, N, T),     /* multiplier 2 */
-      direct_problem(2, 6, 25, 33, 4, 3, 3, 1, 1, 1, 2, N, S),     /* 3 in, 2 out a group */
-  };
-  cases[1].pad_w = 0;
-  enum { CASES = sizeof cases / sizeof cases[0] };
-  set_direction(cases, CASES, CONV_BACKWARD_DATA);
-  return family_passes_match_reference(&conv_algorithm_fft, cases, CASES, 2 * CASES);
-}
-
 /* fft_filter, every config (whole-image transforms and power-of-two
  * tiles), against the CPU reference: a 31x31 filter on few channels (the
  * suite's fft_few_ch_31, smaller), channel counts that leave partial 4 x 4
@@ -402,27 +376,6 @@ static int fft_filter_matches_reference(void) {
   enum { CASES = sizeof cases / sizeof cases[0] };
   set_direction(cases, CASES, CONV_BACKWARD_FILTER);
   return family_passes_match_reference(&conv_algorithm_fft_filter, cases, CASES, 2 * CASES);
-}
-
-/* patch's backward-data (its transposed view, the filter transposed into
- * the workspace), every config, against the CPU reference: the suite's
- * 8x8 patches (32 <- 64 channels) in both modes, 4x4 and 16x16 patches,
- * fewer output-gradient channels than dx channels. */
-static int patch_backward_data_matches_reference(void) {
-  SKIP_WITHOUT_GPU();
-  seed_rng();
-  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
-  const conv_epilogue N = CONV_EPILOGUE_NONE;
-  conv_problem cases[] = {
-      direct_problem(37, 32, 8, 8, 64, 3, 3, 1, 1, 1, 1, N, S),   /* seed1_patch8, smaller */
-      direct_problem(37, 32, 8, 8, 64, 3, 3, 1, 1, 1, 1, N, T),
-      direct_problem(50, 16, 4, 4, 24, 3, 3, 1, 1, 1, 1, N, T),   /* 4x4 */
-      direct_problem(6, 8, 16, 16, 16, 3, 3, 1, 1, 1, 1, N, S),   /* 16x16 */
-      direct_problem(21, 24, 8, 8, 8, 3, 3, 1, 1, 1, 1, N, T),    /* k < c */
-  };
-  enum { CASES = sizeof cases / sizeof cases[0] };
-  set_direction(cases, CASES, CONV_BACKWARD_DATA);
-  return family_passes_match_reference(&conv_algorithm_patch, cases, CASES, CASES);
 }
 
 /* gemm_backward, every config (chunks of the whole batch, of part of it
@@ -658,12 +611,10 @@ static const test_case tests[] = {
     {"passes_reject_wrong_calls", passes_reject_wrong_calls},
     {"every_backward_candidate_matches_reference", every_backward_candidate_matches_reference},
     {"direct_backward_matches_reference", direct_backward_matches_reference},
-    {"fft_backward_data_matches_reference", fft_backward_data_matches_reference},
     {"filter_reduce_float4_any_alignment", filter_reduce_float4_any_alignment},
     {"filter_reduce_per_tap_matches_reference", filter_reduce_per_tap_matches_reference},
     {"fft_filter_matches_reference", fft_filter_matches_reference},
     {"gemm_backward_matches_reference", gemm_backward_matches_reference},
-    {"patch_backward_data_matches_reference", patch_backward_data_matches_reference},
     {"patch_filter_matches_reference", patch_filter_matches_reference},
     {"patch_filter_any_alignment", patch_filter_any_alignment},
     {"deterministic_plans_repeat_bits", deterministic_plans_repeat_bits},
