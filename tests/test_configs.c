@@ -1,11 +1,14 @@
 /* test_configs.c -- CPU tests of what several candidate families share:
- * the kernels' division by a launch constant (divisor.h), and programmatic
- * dependent launch in the launch-bound families' plans.  Each family's own
- * scope, configs and planning: tests/families/test_FAMILY.c.  No GPU
+ * the kernels' division by a launch constant (divisor.h), programmatic
+ * dependent launch in the launch-bound families' plans, and the rule that
+ * each family's own cases are in tests/families/test_FAMILY.c.  No GPU
  * needed. */
+#include <dirent.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "algorithms/direct_channel.h"
 #include "algorithms/filter_reduce.h"
@@ -79,8 +82,40 @@ static int launch_bound_plans_use_pdl_on_sm90(void) {
   return TEST_PASS;
 }
 
+/* Every registered family has its tests/families/test_FAMILY.c, and every
+ * file there is a registered family's, so that "where is family X tested"
+ * has one answer and CMake (which builds each file there) runs them all. */
+static int every_family_has_tests(void) {
+  int count;
+  const conv_algorithm *const *algos = conv_registry(&count);
+  char path[4096];
+  for (int i = 0; i < count; i++) {
+    snprintf(path, sizeof path, "%s/tests/families/test_%s.c", CONVTUNE_SOURCE_DIR,
+             algos[i]->name);
+    CHECK_MSG(access(path, R_OK) == 0, "%s has no test file (%s)", algos[i]->name, path);
+  }
+  snprintf(path, sizeof path, "%s/tests/families", CONVTUNE_SOURCE_DIR);
+  DIR *dir = opendir(path);
+  CHECK_MSG(dir != NULL, "%s", path);
+  int files = 0;
+  for (struct dirent *e = readdir(dir); e != NULL; e = readdir(dir)) {
+    const size_t len = strlen(e->d_name);
+    if (len < 8 || strncmp(e->d_name, "test_", 5) != 0 || strcmp(e->d_name + len - 2, ".c") != 0)
+      continue;
+    char family[256];
+    snprintf(family, sizeof family, "%.*s", (int)(len - 7), e->d_name + 5);
+    CHECK_MSG(conv_registry_find_name(family) != NULL, "tests/families/%s: no family %s",
+              e->d_name, family);
+    files++;
+  }
+  closedir(dir);
+  CHECK_MSG(files == count, "%d family test files, %d families", files, count);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"divisor_matches_division", divisor_matches_division},
     {"launch_bound_plans_use_pdl_on_sm90", launch_bound_plans_use_pdl_on_sm90},
+    {"every_family_has_tests", every_family_has_tests},
 };
 TEST_MAIN(tests)
