@@ -1,11 +1,13 @@
 /*
- * test_gpu.c -- GPU tests of the kernels: the reference kernel against a
- * CPU reference in double, and every candidate family's configs against
- * the CPU reference on random and chosen shapes.  Each skips (exit 77) on a
- * machine without a GPU.  Inputs are fresh random numbers each run; the
- * seed is printed and can be fixed with CONVTUNE_TEST_SEED to replay a
- * failure.  Also the im2col kernel against the CPU.  Plans end to end:
- * test_plans.c.
+ * test_gpu.c -- GPU tests of the kernels no one family owns: the reference
+ * kernel against a CPU reference in double; every candidate family's
+ * configs at once against the CPU reference on random shapes, and with
+ * K R S C filters; the helper kernels (the bias pass, im2col, the filter
+ * transpose) against the CPU.  Each family's own cases, on the shapes it
+ * is for: tests/families/test_FAMILY.c.  Each skips (exit 77) on a machine
+ * without a GPU.  Inputs are fresh random numbers each run; the seed is
+ * printed and can be fixed with CONVTUNE_TEST_SEED to replay a failure.
+ * Plans end to end: test_plans.c.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -212,13 +214,13 @@ static int every_candidate_matches_reference(void) {
     printf("%s: %d configs matched the CPU reference, %d wrong and caught by validation, "
            "%d not supported for their shape\n",
            algos[a]->name, counts[a].ran, counts[a].wrong_caught, counts[a].unsupported);
-    /* The backward families take no forward problem (test_backward runs
-     * them), the dynamic ones no convolution (test_dynamic runs them);
-     * the quick run's four shapes have no dense channels-last one
-     * (nhwc_dense_matches_reference runs gemm_nhwc); random shapes seldom
-     * have padded_gemm's (C a multiple of 8, K of 64, on compute
-     * capability 9.0: padded_gemm_matches_reference runs it) or
-     * stem_gemm's (TF32, C R S <= 256: stem_gemm_matches_reference). */
+    /* The backward families take no forward problem (test_backward and
+     * their family tests run them), the dynamic ones no convolution
+     * (test_dynamic and theirs); the quick run's four shapes have no
+     * dense channels-last one (test_gemm_nhwc runs gemm_nhwc); random
+     * shapes seldom have padded_gemm's (C a multiple of 8, K of 64, on
+     * compute capability 9.0: test_padded_gemm runs it) or stem_gemm's
+     * (TF32, C R S <= 256: test_stem_gemm). */
     const uint32_t id = algos[a]->id;
     const bool elsewhere = id == CONV_ALGO_FILTER_REDUCE || id == CONV_ALGO_DATA_GATHER ||
                            id == CONV_ALGO_FFT_FILTER || id == CONV_ALGO_GEMM_BACKWARD ||
