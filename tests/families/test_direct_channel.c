@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "algorithms/direct_channel.h"
-#include "algorithms/direct_window.h"
 #include "tests/gpu_support.h"
 #include "tests/problem_fixtures.h"
 

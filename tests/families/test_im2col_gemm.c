@@ -18,23 +18,26 @@
 static int im2col_gemm_matches_reference(void) {
   SKIP_WITHOUT_GPU();
   seed_rng();
-  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
-  const conv_epilogue NONE = CONV_EPILOGUE_NONE, BIAS = CONV_EPILOGUE_BIAS,
-                      RELU = CONV_EPILOGUE_BIAS_RELU;
-  conv_problem cases[] = {
-      direct_problem(5, 16, 14, 14, 24, 1, 1, 1, 0, 1, 1, BIAS, T), /* 1x1, read in place */
-      direct_problem(3, 16, 14, 14, 32, 1, 1, 2, 0, 1, 1, NONE, S), /* 1x1 s2: a subsample */
-      direct_problem(5, 8, 15, 13, 12, 3, 3, 1, 1, 1, 1, RELU, S),  /* 3x3, batch 5 */
-      direct_problem(2, 6, 23, 19, 8, 5, 3, 2, 2, 2, 2, BIAS, T),   /* 5x3 d2, two groups */
-      direct_problem(2, 8, 12, 12, 8, 3, 3, 1, 1, 1, 8, RELU, T),   /* depthwise */
-      direct_problem(2, 3, 40, 38, 64, 7, 7, 2, 3, 1, 1, NONE, T),  /* resnet50's stem */
+  static const char *const specs[] = {
+      "n=5 c=16 h=14 w=14 k=24 r=1 s=1 epilogue=bias math=tf32",     /* 1x1, read in place */
+      "n=3 c=16 h=14 w=14 k=32 r=1 s=1 stride=2",                    /* 1x1 s2: a subsample */
+      "n=5 c=8 h=15 w=13 k=12 r=3 s=3 pad=1 epilogue=bias_relu",     /* 3x3, batch 5 */
+      /* 5x3, dilation 2, asymmetric padding, two groups */
+      "n=2 c=6 h=23 w=19 k=8 r=5 s=3 pad_h=2 pad_w=1 stride=2 dil=2 groups=2 epilogue=bias "
+      "math=tf32",
+      "n=2 c=8 h=12 w=12 k=8 r=3 s=3 pad=1 groups=8 epilogue=bias_relu math=tf32", /* depthwise */
+      "n=2 c=3 h=40 w=38 k=64 r=7 s=7 pad=3 stride=2 math=tf32",     /* resnet50's stem */
   };
-  cases[3].pad_w = 1; /* asymmetric padding */
-  const size_t ncases = sizeof cases / sizeof cases[0];
+  enum { CASES = sizeof specs / sizeof specs[0] };
+  conv_problem cases[CASES];
+  char message[256] = "";
+  for (int i = 0; i < CASES; i++)
+    CHECK_MSG(conv_problem_parse(specs[i], &cases[i], message, sizeof message) == CONV_OK,
+              "%s: %s", specs[i], message);
   family_count count;
-  if (run_family_on_cases(&conv_algorithm_im2col_gemm, cases, ncases, NULL, &count) != TEST_PASS)
+  if (run_family_on_cases(&conv_algorithm_im2col_gemm, cases, CASES, NULL, &count) != TEST_PASS)
     return TEST_FAIL;
-  CHECK(count.ran >= (int)ncases && count.wrong_caught == 0);
+  CHECK(count.ran >= CASES && count.wrong_caught == 0);
   return TEST_PASS;
 }
 
