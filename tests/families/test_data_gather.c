@@ -1,12 +1,12 @@
-/* test_data_gather.c -- the data_gather family (backward-data by gathering
- * over the outputs a pixel fed), which takes exactly the passes
- * direct_channel's transposed view of backward-data cannot: so its cases
- * test that view too.  CPU: the view (a valid forward convolution, or a
- * refusal), which family takes which pass, data_gather's configs and
- * plans and what it refuses.  GPU (skipped without one): our backward
- * kernels on the layers they are for, each case's dx by direct_channel's
- * view or else data_gather, every dw by filter_reduce, every config
- * against the CPU reference. */
+/* test_data_gather.c -- the data_gather family, our own backward-data for
+ * the few-channel passes (strided or over-padded) that direct_channel's
+ * transposed view of backward-data cannot run: so its cases test that
+ * view too.  CPU: the view (a valid forward convolution, or a refusal),
+ * which family takes which pass, data_gather's configs and plans and what
+ * it refuses.  GPU (skipped without one): our backward kernels on the
+ * layers they are for, each case's dx by direct_channel's view or else
+ * data_gather, every dw by filter_reduce, every config against the CPU
+ * reference. */
 #include "algorithms/data_gather.h"
 #include "algorithms/direct_channel.h"
 #include "tests/gpu_support.h"

@@ -1,7 +1,7 @@
 /* test_gemm_backward.c -- the gemm_backward family (both backward passes
- * as im2col or col2im and cuBLASLt GEMMs).  CPU: its scope, the configs it
- * refuses before any cuBLASLt call, and the wide im2col plan it makes once
- * per plan.  GPU (skipped without one): every config of both passes
+ * as cuBLASLt GEMMs on im2col's wide layout).  CPU: its scope, the configs
+ * it refuses before any cuBLASLt call, and the wide im2col plan it makes
+ * once per plan.  GPU (skipped without one): every config of both passes
  * against the CPU reference. */
 #include <string.h>
 

@@ -1,8 +1,9 @@
-/* test_patch.c -- the patch family (batches of small images).  CPU: its
- * scope, forward and backward-data, and its launch shapes: FMA, mma and
- * wgmma kernels, and the tilings it refuses.  GPU (skipped without one):
- * every config against the CPU reference on each compiled patch size, the
- * tensor-core kernels exactly where they apply, and its backward-data. */
+/* test_patch.c -- the patch family (one filter bank over many small
+ * images).  CPU: its scope, forward and backward-data, and its launch
+ * shapes: FMA, mma and wgmma kernels, and the tilings it refuses.  GPU
+ * (skipped without one): every config against the CPU reference on each
+ * compiled patch size, the tensor-core kernels exactly where they apply,
+ * and its backward-data. */
 #include <string.h>
 
 #include "algorithms/patch.h"
