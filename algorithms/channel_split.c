@@ -5,6 +5,8 @@
  *
  * Config values: {k_tile, pixels, splits} (conv_split_tiling).  Strict fp32, so
  * offered in both math modes.
+ *
+ * Tests: tests/families/test_channel_split.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

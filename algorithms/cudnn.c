@@ -25,6 +25,8 @@
  *
  * This file holds the configs, the plans and running them; building the
  * operation graph and reading engines, knobs and notes is cudnn_graph.c's.
+ *
+ * Tests: tests/families/test_cudnn.c.
  */
 #include <inttypes.h>
 #include <stdio.h>

@@ -5,6 +5,8 @@
  * stride 2 above all.  The kernels are in data_gather.cu.
  *
  * Config values: {kernel, threads} (conv_data_gather_tiling).
+ *
+ * Tests: tests/families/test_data_gather.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

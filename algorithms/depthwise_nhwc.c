@@ -8,6 +8,8 @@
  * Version 2: the rolling form, rows as a config value, px 8, unrolled
  * filter rows, and filters staged with coalesced loads, eight in flight.
  * Version 3: filters staged by cp.async.  Version 4: the row-pairs form.
+ *
+ * Tests: tests/families/test_depthwise_nhwc.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

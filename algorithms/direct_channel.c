@@ -8,6 +8,8 @@
  * kernels and configs run it.
  *
  * Config values: {layout, px, py, kb, tx, ty} (conv_direct_tiling).
+ *
+ * Tests: tests/families/test_direct_channel.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

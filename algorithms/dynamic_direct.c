@@ -5,6 +5,8 @@
  * The kernels, and why they are cut up so, are in dynamic_direct.h/.cu.
  *
  * Config values: {tw, th, cb, px, form} (conv_dyn_direct_tiling).
+ *
+ * Tests: tests/families/test_dynamic_direct.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

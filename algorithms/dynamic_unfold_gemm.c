@@ -22,6 +22,8 @@
  * Config values: {images, algo_index}: images unfolded at a time (the
  * workspace is their unfolded tensor, which the context's workspace limit
  * bounds), and the rank of cuBLASLt's heuristic answer.
+ *
+ * Tests: tests/families/test_dynamic_unfold_gemm.c.
  */
 #include <stdint.h>
 #include <stdlib.h>

@@ -38,6 +38,8 @@
  * offers the smallest cuFFT-friendly size that holds the whole padded
  * image, and power-of-two tiles from 16 up that leave at least half of
  * each tile as outputs.
+ *
+ * Tests: tests/families/test_fft.c.
  */
 #include <cufft.h>
 #include <stdio.h>

@@ -23,6 +23,8 @@
  *
  * Config values: {fh, fw}, the transform size (conv_fft_sizes: the whole
  * padded image, then power-of-two tiles).
+ *
+ * Tests: tests/families/test_fft_filter.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,6 +8,8 @@
  * (conv_filter_reduce_tiling).  Version 2 added cols, version 3 vector,
  * version 4 per_tap; the version is in the cache key, so rows of fewer
  * values (older versions') are never read back.
+ *
+ * Tests: tests/families/test_filter_reduce.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -33,6 +33,8 @@
  *
  * Config values: {chunk, algo_index}: a chunk of images that divides n (no
  * partial last chunk), and the rank of the cuBLASLt heuristic's answer.
+ *
+ * Tests: tests/families/test_gemm_backward.c.
  */
 #include <stdint.h>
 #include <stdlib.h>

@@ -22,6 +22,8 @@
  *
  * Config values: {images per GEMM, algo_index}; algo_index ranks the
  * cuBLASLt heuristic's answers for the full chunk.
+ *
+ * Tests: tests/families/test_gemm_nhwc.c.
  */
 #include <stdint.h>
 #include <stdlib.h>

@@ -14,6 +14,8 @@
  *
  * Config values: {batch_chunk, algo_index}; algo_index ranks the cuBLASLt
  * heuristic's answers for the full chunk.
+ *
+ * Tests: tests/families/test_im2col_gemm.c.
  */
 #include <stdint.h>
 #include <stdlib.h>

@@ -8,6 +8,8 @@
  * whose per-image GEMMs are too narrow for cuBLASLt.
  *
  * Config values: {bm, bn, wm, wn, stages} (conv_igemm_tiling).
+ *
+ * Tests: tests/families/test_implicit_gemm.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

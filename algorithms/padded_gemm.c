@@ -8,6 +8,8 @@
  * kernel takes 0.033).
  *
  * Config values: {positions, stages} (conv_padded_tiling).
+ *
+ * Tests: tests/families/test_padded_gemm.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,6 +12,8 @@
  * Config values: {kind, rows, channels, warps} (conv_patch_tiling): FMA
  * (strict fp32, also offered in TF32 mode) or TF32 tensor cores (TF32 mode
  * only): mma.sync, and wgmma on compute capability 9.0.
+ *
+ * Tests: tests/families/test_patch.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,6 +7,8 @@
  * the other backward pass for the same layers.
  *
  * Config values: {kind, images, stages} (conv_patch_filter_tiling).
+ *
+ * Tests: tests/families/test_patch_filter.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,6 +8,8 @@
  * than they multiply.
  *
  * Config values: {channels, batch} (conv_stem_tiling).
+ *
+ * Tests: tests/families/test_stem_gemm.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

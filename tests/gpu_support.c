@@ -382,3 +382,144 @@ int make_context(conv_context **ctx, const char *cache, conv_policy policy, size
   return TEST_PASS;
 }
 
+/* TEST_PASS on compute capability 9.0, where the wgmma families exist;
+ * else TEST_SKIP, saying that `family`'s test is skipped, or TEST_FAIL
+ * where the device cannot be asked. */
+int wgmma_device(const char *family) {
+  int device = 0, major = 0, minor = 0;
+  CUDA_OK(cudaGetDevice(&device));
+  CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major == 9 && minor == 0) return TEST_PASS;
+  printf("compute capability %d.%d, not 9.0 (wgmma): skipping %s\n", major, minor, family);
+  return TEST_SKIP;
+}
+
+/* ---- backward passes */
+
+int pass_case_make(pass_case *pc, const conv_problem *p) {
+  memset(pc, 0, sizeof *pc);
+  if (host_case_make(&pc->hc, p) != TEST_PASS) return TEST_FAIL;
+  return dev_case_make(&pc->d, &pc->hc);
+}
+
+void pass_case_free(pass_case *pc) {
+  dev_case_free(&pc->d);
+  host_case_free(&pc->hc);
+}
+
+/* NaN in every output element, so that one left unwritten fails. */
+int pass_poison(const pass_case *pc) {
+  if (poison(&pc->d, &pc->hc, 0) != TEST_PASS) return TEST_FAIL;
+  CUDA_OK(cudaDeviceSynchronize());
+  return TEST_PASS;
+}
+
+/* Relative L2 error of the output against the CPU reference; fails on any
+ * non-finite value or an error above `bound`. */
+int pass_check(const pass_case *pc, double bound, const char *what) {
+  char key[CONV_PROBLEM_KEY_MAX], text[CONV_PROBLEM_KEY_MAX + 64];
+  describe_problem(&pc->hc.p, key, sizeof key);
+  snprintf(text, sizeof text, "%s, %s", what, key);
+  return check_output(&pc->d, &pc->hc, 0, bound, text);
+}
+
+/* Every config of `algo` on every pass of `passes` (directions set),
+ * against the CPU reference: each pass must be one the family takes, at
+ * least `min_ran` configs must run, and none may be wrong. */
+int family_passes_match_reference(const conv_algorithm *algo, const conv_problem *passes,
+                                  size_t count, int min_ran) {
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  env.cublaslt = (cublasLtHandle_t)&env; /* applicable() only checks it is there */
+  for (size_t i = 0; i < count; i++)
+    CHECK_MSG(algo->applicable(&passes[i], &env), "%s refuses pass %zu", algo->name, i);
+  family_count tally;
+  if (run_family_on_cases(algo, passes, count, NULL, &tally) != TEST_PASS) return TEST_FAIL;
+  printf("%s: %d configs ran, %d wrong and caught, %d unsupported\n", algo->name, tally.ran,
+         tally.wrong_caught, tally.unsupported);
+  CHECK(tally.ran >= min_ran && tally.wrong_caught == 0);
+  return TEST_PASS;
+}
+
+void set_direction(conv_problem *cases, size_t count, conv_direction direction) {
+  for (size_t i = 0; i < count; i++) cases[i].direction = direction;
+}
+
+/* ---- the dynamic op */
+
+/* n c h w k dil groups stride: the fixed shapes every test of the dynamic
+ * op runs (test_dynamic.c and the dynamic families'). */
+static const int64_t dynamic_shapes[][8] = {
+    {2, 3, 37, 29, 5, 1, 1, 1},  /* the seed's form: 3 channels share a 5x5 filter */
+    {2, 16, 23, 19, 7, 1, 4, 1}, /* involution: 4 groups of 4 channels, 7x7      */
+    {1, 8, 17, 33, 3, 2, 2, 2},  /* dilated, strided, 2 groups                   */
+    {3, 4, 9, 7, 7, 2, 4, 1},    /* a window wider than the image: all border   */
+    {1, 6, 40, 70, 3, 1, 2, 2},  /* even sizes, several tiles, stride 2          */
+    {1, 2, 1, 1, 5, 1, 1, 1},    /* one pixel                                    */
+    {2, 32, 12, 45, 3, 1, 1, 1}, /* 32 channels in one group: chunks of channels */
+};
+_Static_assert(sizeof dynamic_shapes / sizeof dynamic_shapes[0] == DYNAMIC_SHAPES,
+               "DYNAMIC_SHAPES (gpu_support.h) counts dynamic_shapes");
+
+const conv_direction every_direction[3] = {CONV_FORWARD, CONV_BACKWARD_DATA,
+                                           CONV_BACKWARD_FILTER};
+const char *const every_direction_name[3] = {"forward", "backward-data", "backward-filter"};
+
+conv_problem dynamic_shape_problem(int i, conv_direction direction, conv_math math) {
+  conv_problem p;
+  conv_problem_init(&p);
+  p.op = CONV_OP_DYNAMIC;
+  p.n = dynamic_shapes[i][0], p.c = p.k = dynamic_shapes[i][1];
+  p.h = dynamic_shapes[i][2], p.w = dynamic_shapes[i][3];
+  p.r = p.s = dynamic_shapes[i][4];
+  p.dil_h = p.dil_w = dynamic_shapes[i][5];
+  p.groups = dynamic_shapes[i][6];
+  p.stride_h = p.stride_w = dynamic_shapes[i][7];
+  p.pad_h = p.pad_w = (p.r - 1) / 2 * p.dil_h;
+  p.direction = direction;
+  p.math = math;
+  return p;
+}
+
+static int random_count(void) { return quick_mode() ? 3 : 10; }
+
+/* The fixed shapes and random ones, in `direction`, math modes alternating. */
+int dynamic_cases(conv_direction direction, conv_problem **out, size_t *count) {
+  const int total = DYNAMIC_SHAPES + random_count();
+  conv_problem *cases = calloc((size_t)total, sizeof *cases);
+  CHECK(cases != NULL);
+  for (int i = 0; i < total; i++) {
+    const conv_math math = i % 2 ? CONV_MATH_TF32 : CONV_MATH_STRICT;
+    cases[i] = i < DYNAMIC_SHAPES ? dynamic_shape_problem(i, direction, math)
+                                  : random_dynamic_problem(math);
+    cases[i].direction = direction;
+    CHECK_STATUS(CONV_OK, conv_problem_validate(&cases[i], NULL, 0));
+  }
+  *out = cases;
+  *count = (size_t)total;
+  return TEST_PASS;
+}
+
+/* Every config of `family` in each direction it takes, on every case. */
+int dynamic_every_config(uint32_t family, bool backward_data) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  const conv_algorithm *algo = conv_registry_find(family);
+  CHECK(algo != NULL);
+  int total = 0;
+  for (int d = 0; d < 3; d++) {
+    if (every_direction[d] == CONV_BACKWARD_DATA && !backward_data) continue;
+    conv_problem *cases;
+    size_t n;
+    if (dynamic_cases(every_direction[d], &cases, &n) != TEST_PASS) return TEST_FAIL;
+    family_count count;
+    if (run_family_on_cases(algo, cases, n, NULL, &count) != TEST_PASS) return TEST_FAIL;
+    printf("SUMMARY %s %s: %d configs matched on %zu cases, %d not supported\n", algo->name,
+           every_direction_name[d], count.ran, n, count.unsupported);
+    total += count.ran;
+    free(cases);
+  }
+  printf("SUMMARY %s: %d configs matched the CPU reference\n", algo->name, total);
+  return TEST_PASS;
+}

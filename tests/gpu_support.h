@@ -1,10 +1,12 @@
 /*
  * gpu_support.h -- what the GPU test programs (test_gpu.c: the reference
- * and every candidate family; test_plans.c: plans end to end) share:
- * host and device test cases with the CPU reference (cpu_reference.h),
- * the family runners that judge every config, contexts and temporary
- * caches; and, through random_problems.h, seeded random problems.
- * Definitions and their comments in gpu_support.c.
+ * and every family at once; the family tests, tests/families/; test_plans.c:
+ * plans end to end; test_backward.c and test_dynamic.c: the backward passes
+ * and the dynamic op) share: host and device test cases with the CPU
+ * reference (cpu_reference.h), the family runners that judge every config,
+ * backward cases, the dynamic op's shapes, contexts and temporary caches;
+ * and, through random_problems.h, seeded random problems.  Definitions and
+ * their comments in gpu_support.c.
  */
 #ifndef CONVTUNE_TESTS_GPU_SUPPORT_H
 #define CONVTUNE_TESTS_GPU_SUPPORT_H
@@ -109,6 +111,37 @@ typedef struct family_sweep {
 int family_sweep_open(family_sweep *s);
 int family_sweep_run(family_sweep *s, const conv_problem *p);
 void family_sweep_close(family_sweep *s);
+
+/* TEST_PASS on compute capability 9.0 (the wgmma families), else
+ * TEST_SKIP (saying that `family`'s test is skipped) or TEST_FAIL. */
+int wgmma_device(const char *family);
+
+/* ---- backward passes */
+
+/* A backward case: host tensors and the CPU reference (host_case), device
+ * copies whose `out` is dx or dw (dev_case). */
+typedef struct pass_case {
+  host_case hc;
+  dev_case d;
+} pass_case;
+int pass_case_make(pass_case *pc, const conv_problem *p);
+void pass_case_free(pass_case *pc);
+int pass_poison(const pass_case *pc);
+int pass_check(const pass_case *pc, double bound, const char *what);
+int family_passes_match_reference(const conv_algorithm *algo, const conv_problem *passes,
+                                  size_t count, int min_ran);
+void set_direction(conv_problem *cases, size_t count, conv_direction direction);
+
+/* ---- the dynamic op (CONV_OP_DYNAMIC) */
+
+/* The three passes, in this order, and their names. */
+extern const conv_direction every_direction[3];
+extern const char *const every_direction_name[3];
+/* Fixed shapes 0 .. DYNAMIC_SHAPES - 1, as problems. */
+#define DYNAMIC_SHAPES 7
+conv_problem dynamic_shape_problem(int i, conv_direction direction, conv_math math);
+int dynamic_cases(conv_direction direction, conv_problem **out, size_t *count);
+int dynamic_every_config(uint32_t family, bool backward_data);
 
 /* ---- contexts and caches */
 

@@ -1,6 +1,7 @@
 /*
  * problem_fixtures.h -- named suite shapes, devices and scope checks the
- * CPU config tests share (header-only: no library to link).
+ * CPU config tests (the families' CPU cases, tests/families/, and
+ * test_configs*.c) share (header-only: no library to link).
  */
 #ifndef CONVTUNE_TESTS_PROBLEM_FIXTURES_H
 #define CONVTUNE_TESTS_PROBLEM_FIXTURES_H
@@ -18,6 +19,34 @@ static inline conv_problem few_channels_31x31(conv_direction direction) {
   conv_problem_init(&p);
   p.n = 8; p.c = 4; p.h = 512; p.w = 512; p.k = 4; p.r = 31; p.s = 31;
   p.pad_h = p.pad_w = 15;
+  p.direction = direction;
+  return p;
+}
+
+/* MobileNetV2's depthwise 3x3 layer at 56x56 (144 channels, "same"
+ * padding), batch 32. */
+static inline conv_problem depthwise_problem(void) {
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = 32; p.c = 144; p.h = 56; p.w = 56; p.k = 144; p.r = 3; p.s = 3;
+  p.pad_h = p.pad_w = 1;
+  p.groups = 144;
+  return p;
+}
+
+/* A pass in `direction` over 2 images of 37x29: c -> k channels in
+ * `groups`, a square r x r filter, equal strides, padding and dilation on
+ * both axes. */
+static inline conv_problem pass_problem(int64_t c, int64_t k, int64_t groups, int64_t r,
+                                        int64_t stride, int64_t pad, int64_t dil,
+                                        conv_direction direction) {
+  conv_problem p;
+  conv_problem_init(&p);
+  p.n = 2; p.c = c; p.h = 37; p.w = 29; p.k = k; p.r = p.s = r;
+  p.stride_h = p.stride_w = stride;
+  p.pad_h = p.pad_w = pad;
+  p.dil_h = p.dil_w = dil;
+  p.groups = groups;
   p.direction = direction;
   return p;
 }

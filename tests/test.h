@@ -21,6 +21,29 @@ typedef struct test_case {
   test_fn fn;
 } test_case;
 
+/* The table of a binary that holds both CPU and GPU tests (a candidate
+ * family's, tests/families/): each entry names its CTest label, "cpu" or
+ * "gpu", which CMakeLists.txt reads with the names, so that `ctest -L cpu`
+ * and `ctest -L gpu` each still run all of theirs.  A test labelled "cpu"
+ * that skips fails instead: it is a GPU test, which `ctest -L gpu` (and
+ * so the GPU machines) would never run. */
+typedef struct labelled_test_case {
+  const char *name;
+  test_fn fn;
+  const char *label;
+} labelled_test_case;
+
+/* An entry's label; "-" in a plain table, whose tests all take the label
+ * CMakeLists.txt gives the binary. */
+static inline const char *test_label_plain(const test_case *t) {
+  (void)t;
+  return "-";
+}
+static inline const char *test_label_own(const labelled_test_case *t) { return t->label; }
+#define TEST_LABEL(entry)                                                      \
+  _Generic(&(entry), const test_case *: test_label_plain,                      \
+           const labelled_test_case *: test_label_own)(&(entry))
+
 /* The program's path, for tests that spawn themselves as helper processes. */
 extern const char *test_argv0;
 
@@ -54,8 +77,10 @@ extern const char *test_argv0;
     }                                                                          \
   } while (0)
 
-/* main(): `binary` lists the tests, `binary NAME [ARGS...]` runs one.
- * Extra arguments reach helper-process modes through test_args. */
+/* main(): `binary` lists the tests, `binary --labels` lists them with
+ * their labels (for scripts that run a binary's GPU tests without CTest,
+ * .ci/gpu-check), `binary NAME [ARGS...]` runs one.  Extra arguments reach
+ * helper-process modes through test_args. */
 extern int test_argc;
 extern char **test_args;
 
@@ -70,11 +95,21 @@ extern char **test_args;
       for (size_t i_ = 0; i_ < n_; i_++) printf("%s\n", (table)[i_].name);    \
       return 0;                                                                \
     }                                                                          \
+    if (strcmp(argv[1], "--labels") == 0) {                                    \
+      for (size_t i_ = 0; i_ < n_; i_++)                                       \
+        printf("%s %s\n", (table)[i_].name, TEST_LABEL((table)[i_]));          \
+      return 0;                                                                \
+    }                                                                          \
     test_argc = argc - 2;                                                      \
     test_args = argv + 2;                                                      \
     for (size_t i_ = 0; i_ < n_; i_++) {                                       \
       if (strcmp((table)[i_].name, argv[1]) == 0) {                            \
         int rc_ = (table)[i_].fn();                                            \
+        if (rc_ == TEST_SKIP && strcmp(TEST_LABEL((table)[i_]), "cpu") == 0) { \
+          fprintf(stderr, "%s is labelled cpu but skipped: a GPU test?\n",     \
+                  argv[1]);                                                    \
+          return TEST_FAIL;                                                    \
+        }                                                                      \
         if (rc_ == TEST_SKIP) printf("SKIPPED: %s\n", argv[1]);                \
         return rc_;                                                            \
       }                                                                        \

@@ -1,14 +1,16 @@
 /*
  * test_dynamic.c -- GPU tests of the per-pixel dynamic convolution
  * (CONV_OP_DYNAMIC): the device reference kernels against the CPU
- * reference in double; every config of dynamic_direct (three directions)
- * and dynamic_unfold_gemm (forward, backward-filter) on fresh random
- * inputs into NaN-poisoned outputs, over shapes with k in {3, 5, 7} (and
- * 1), dilation 1 and 2, groups 1, 2 and 4, stride 1 and 2, odd and even
- * sizes, windows larger than the image; tuned plans through the public
- * API (execute, backward_data, backward_filter) from tuning and from the
- * cache; deterministic plans repeating their bits; the workspace limit;
- * and a bad input per status.  All skip without a GPU.
+ * reference in double, over the op's fixed shapes (gpu_support.c: k in
+ * {3, 5, 7} (and 1), dilation 1 and 2, groups 1, 2 and 4, stride 1 and 2,
+ * odd and even sizes, windows larger than the image) and random ones;
+ * tuned plans through the public API (execute, backward_data,
+ * backward_filter) from tuning and from the cache; deterministic plans
+ * repeating their bits; the workspace limit; and a bad input per status.
+ * Every config of each dynamic family, on fresh random inputs into
+ * NaN-poisoned outputs: tests/families/test_dynamic_direct.c and
+ * test_dynamic_unfold_gemm.c (which the command below runs too).  All
+ * skip without a GPU.
  *
  *     ctest --test-dir build -L gpu -R test_dynamic --output-on-failure
  */
@@ -17,55 +19,6 @@
 
 #include "algorithms/common/kernels.h"
 #include "tests/gpu_support.h"
-
-/* n c h w k dil groups stride: the fixed shapes every test runs. */
-static const int64_t shapes[][8] = {
-    {2, 3, 37, 29, 5, 1, 1, 1},  /* the seed's form: 3 channels share a 5x5 filter */
-    {2, 16, 23, 19, 7, 1, 4, 1}, /* involution: 4 groups of 4 channels, 7x7      */
-    {1, 8, 17, 33, 3, 2, 2, 2},  /* dilated, strided, 2 groups                   */
-    {3, 4, 9, 7, 7, 2, 4, 1},    /* a window wider than the image: all border   */
-    {1, 6, 40, 70, 3, 1, 2, 2},  /* even sizes, several tiles, stride 2          */
-    {1, 2, 1, 1, 5, 1, 1, 1},    /* one pixel                                    */
-    {2, 32, 12, 45, 3, 1, 1, 1}, /* 32 channels in one group: chunks of channels */
-};
-#define SHAPES ((int)(sizeof shapes / sizeof shapes[0]))
-
-static conv_problem shape_problem(int i, conv_direction direction, conv_math math) {
-  conv_problem p;
-  conv_problem_init(&p);
-  p.op = CONV_OP_DYNAMIC;
-  p.n = shapes[i][0], p.c = p.k = shapes[i][1], p.h = shapes[i][2], p.w = shapes[i][3];
-  p.r = p.s = shapes[i][4];
-  p.dil_h = p.dil_w = shapes[i][5];
-  p.groups = shapes[i][6];
-  p.stride_h = p.stride_w = shapes[i][7];
-  p.pad_h = p.pad_w = (p.r - 1) / 2 * p.dil_h;
-  p.direction = direction;
-  p.math = math;
-  return p;
-}
-
-static int random_count(void) { return quick_mode() ? 3 : 10; }
-
-/* The fixed shapes and random ones, in `direction`, math modes alternating. */
-static int make_cases(conv_direction direction, conv_problem **out, size_t *count) {
-  const int total = SHAPES + random_count();
-  conv_problem *cases = calloc((size_t)total, sizeof *cases);
-  CHECK(cases != NULL);
-  for (int i = 0; i < total; i++) {
-    const conv_math math = i % 2 ? CONV_MATH_TF32 : CONV_MATH_STRICT;
-    cases[i] = i < SHAPES ? shape_problem(i, direction, math) : random_dynamic_problem(math);
-    cases[i].direction = direction;
-    CHECK_STATUS(CONV_OK, conv_problem_validate(&cases[i], NULL, 0));
-  }
-  *out = cases;
-  *count = (size_t)total;
-  return TEST_PASS;
-}
-
-static const conv_direction directions[3] = {CONV_FORWARD, CONV_BACKWARD_DATA,
-                                              CONV_BACKWARD_FILTER};
-static const char *const direction_names[3] = {"forward", "backward-data", "backward-filter"};
 
 /* The device reference kernels (what the tuner validates against) agree
  * with the CPU reference to rounding: both accumulate in double. */
@@ -76,7 +29,7 @@ static int dynamic_reference_matches_cpu(void) {
   for (int d = 0; d < 3; d++) {
     conv_problem *cases;
     size_t n;
-    if (make_cases(directions[d], &cases, &n) != TEST_PASS) return TEST_FAIL;
+    if (dynamic_cases(every_direction[d], &cases, &n) != TEST_PASS) return TEST_FAIL;
     for (size_t i = 0; i < n; i++) {
       host_case hc;
       dev_case dc;
@@ -96,37 +49,6 @@ static int dynamic_reference_matches_cpu(void) {
   }
   printf("SUMMARY dynamic reference kernels: %d cases match the CPU reference\n", checked);
   return TEST_PASS;
-}
-
-/* Every config of `family` in each direction it takes, on every case. */
-static int every_config(uint32_t family, bool backward_data) {
-  SKIP_WITHOUT_GPU();
-  seed_rng();
-  const conv_algorithm *algo = conv_registry_find(family);
-  CHECK(algo != NULL);
-  int total = 0;
-  for (int d = 0; d < 3; d++) {
-    if (directions[d] == CONV_BACKWARD_DATA && !backward_data) continue;
-    conv_problem *cases;
-    size_t n;
-    if (make_cases(directions[d], &cases, &n) != TEST_PASS) return TEST_FAIL;
-    family_count count;
-    if (run_family_on_cases(algo, cases, n, NULL, &count) != TEST_PASS) return TEST_FAIL;
-    printf("SUMMARY %s %s: %d configs matched on %zu cases, %d not supported\n", algo->name,
-           direction_names[d], count.ran, n, count.unsupported);
-    total += count.ran;
-    free(cases);
-  }
-  printf("SUMMARY %s: %d configs matched the CPU reference\n", algo->name, total);
-  return TEST_PASS;
-}
-
-static int dynamic_direct_every_config(void) {
-  return every_config(CONV_ALGO_DYNAMIC_DIRECT, true);
-}
-
-static int dynamic_unfold_gemm_every_config(void) {
-  return every_config(CONV_ALGO_DYNAMIC_UNFOLD_GEMM, false);
 }
 
 /* One pass of the plan through the public call of its direction. */
@@ -167,9 +89,10 @@ static int dynamic_plans_match_cpu(void) {
   temp_path(cache, sizeof cache, "dynamic");
   int plans = 0;
   for (int d = 0; d < 3; d++)
-    for (int i = 0; i < SHAPES; i++) {
+    for (int i = 0; i < DYNAMIC_SHAPES; i++) {
       if (quick_mode() && i % 3 != 0) continue;
-      const conv_problem p = shape_problem(i, directions[d], i % 2 ? CONV_MATH_TF32 : CONV_MATH_STRICT);
+      const conv_problem p =
+          dynamic_shape_problem(i, every_direction[d], i % 2 ? CONV_MATH_TF32 : CONV_MATH_STRICT);
       char key[CONV_PROBLEM_KEY_MAX];
       describe_problem(&p, key, sizeof key);
       host_case hc;
@@ -215,7 +138,7 @@ static int dynamic_deterministic_plans(void) {
   conv_context *ctx;
   if (make_context(&ctx, cache, tuning_policy(), 0) != TEST_PASS) return TEST_FAIL;
   for (int d = 0; d < 3; d++) {
-    conv_problem p = shape_problem(1, directions[d], CONV_MATH_STRICT);
+    conv_problem p = dynamic_shape_problem(1, every_direction[d], CONV_MATH_STRICT);
     p.deterministic = 1;
     char key[CONV_PROBLEM_KEY_MAX];
     describe_problem(&p, key, sizeof key);
@@ -256,7 +179,7 @@ static int dynamic_workspace_limit(void) {
   temp_path(cache, sizeof cache, "dynamic-ws");
   conv_context *ctx;
   if (make_context(&ctx, cache, tuning_policy(), 4096) != TEST_PASS) return TEST_FAIL;
-  const conv_problem p = shape_problem(1, CONV_FORWARD, CONV_MATH_STRICT);
+  const conv_problem p = dynamic_shape_problem(1, CONV_FORWARD, CONV_MATH_STRICT);
   conv_plan *plan = NULL;
   CHECK_MSG(conv_plan_create(ctx, &p, &plan) == CONV_OK, "%s", conv_context_last_error(ctx));
   conv_plan_info info;
@@ -301,7 +224,7 @@ static int dynamic_bad_inputs(void) {
   conv_context *ctx;
   if (make_context(&ctx, cache, CONV_POLICY_FAST, 0) != TEST_PASS) return TEST_FAIL;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    conv_problem p = shape_problem(0, CONV_FORWARD, CONV_MATH_STRICT);
+    conv_problem p = dynamic_shape_problem(0, CONV_FORWARD, CONV_MATH_STRICT);
     cases[i].mutate(&p);
     conv_plan *plan = (conv_plan *)&p; /* must stay untouched */
     const conv_status st = conv_plan_create(ctx, &p, &plan);
@@ -310,7 +233,7 @@ static int dynamic_bad_inputs(void) {
     CHECK(plan == (conv_plan *)&p && conv_context_last_error(ctx)[0] != '\0');
     printf("%s: %s: %s\n", cases[i].what, conv_status_string(st), conv_context_last_error(ctx));
   }
-  const conv_problem p = shape_problem(0, CONV_BACKWARD_DATA, CONV_MATH_STRICT);
+  const conv_problem p = dynamic_shape_problem(0, CONV_BACKWARD_DATA, CONV_MATH_STRICT);
   host_case hc;
   dev_case dc;
   if (host_case_make(&hc, &p) != TEST_PASS || dev_case_make(&dc, &hc) != TEST_PASS)
@@ -333,8 +256,6 @@ static int dynamic_bad_inputs(void) {
 
 static const test_case tests[] = {
     {"dynamic_reference_matches_cpu", dynamic_reference_matches_cpu},
-    {"dynamic_direct_every_config", dynamic_direct_every_config},
-    {"dynamic_unfold_gemm_every_config", dynamic_unfold_gemm_every_config},
     {"dynamic_plans_match_cpu", dynamic_plans_match_cpu},
     {"dynamic_deterministic_plans", dynamic_deterministic_plans},
     {"dynamic_workspace_limit", dynamic_workspace_limit},

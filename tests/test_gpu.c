@@ -1,11 +1,13 @@
 /*
- * test_gpu.c -- GPU tests of the kernels: the reference kernel against a
- * CPU reference in double, and every candidate family's configs against
- * the CPU reference on random and chosen shapes.  Each skips (exit 77) on a
- * machine without a GPU.  Inputs are fresh random numbers each run; the
- * seed is printed and can be fixed with CONVTUNE_TEST_SEED to replay a
- * failure.  Also the im2col kernel against the CPU.  Plans end to end:
- * test_plans.c.
+ * test_gpu.c -- GPU tests of the kernels no one family owns: the reference
+ * kernel against a CPU reference in double; every candidate family's
+ * configs at once against the CPU reference on random shapes, and with
+ * K R S C filters; the helper kernels (the bias pass, im2col, the filter
+ * transpose) against the CPU.  Each family's own cases, on the shapes it
+ * is for: tests/families/test_FAMILY.c.  Each skips (exit 77) on a machine
+ * without a GPU.  Inputs are fresh random numbers each run; the seed is
+ * printed and can be fixed with CONVTUNE_TEST_SEED to replay a failure.
+ * Plans end to end: test_plans.c.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -13,16 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algorithms/channel_split.h"
-#include "algorithms/depthwise_nhwc.h"
-#include "algorithms/implicit_gemm.h"
-#include "algorithms/direct_channel.h"
 #include "algorithms/common/im2col.h"
 #include "algorithms/common/kernels.h"
 #include "tuner/check.h"
-#include "algorithms/padded_gemm.h"
-#include "algorithms/stem_gemm.h"
-#include "algorithms/patch.h"
 #include "tests/gpu_support.h"
 
 /* What conv_im2col writes (im2col.h), on the CPU. */
@@ -220,13 +215,13 @@ static int every_candidate_matches_reference(void) {
     printf("%s: %d configs matched the CPU reference, %d wrong and caught by validation, "
            "%d not supported for their shape\n",
            algos[a]->name, counts[a].ran, counts[a].wrong_caught, counts[a].unsupported);
-    /* The backward families take no forward problem (test_backward runs
-     * them), the dynamic ones no convolution (test_dynamic runs them);
-     * the quick run's four shapes have no dense channels-last one
-     * (nhwc_dense_matches_reference runs gemm_nhwc); random shapes seldom
-     * have padded_gemm's (C a multiple of 8, K of 64, on compute
-     * capability 9.0: padded_gemm_matches_reference runs it) or
-     * stem_gemm's (TF32, C R S <= 256: stem_gemm_matches_reference). */
+    /* The backward families take no forward problem (test_backward and
+     * their family tests run them), the dynamic ones no convolution
+     * (test_dynamic and theirs); the quick run's four shapes have no
+     * dense channels-last one (test_gemm_nhwc runs gemm_nhwc); random
+     * shapes seldom have padded_gemm's (C a multiple of 8, K of 64, on
+     * compute capability 9.0: test_padded_gemm runs it) or stem_gemm's
+     * (TF32, C R S <= 256: test_stem_gemm). */
     const uint32_t id = algos[a]->id;
     const bool elsewhere = id == CONV_ALGO_FILTER_REDUCE || id == CONV_ALGO_DATA_GATHER ||
                            id == CONV_ALGO_FFT_FILTER || id == CONV_ALGO_GEMM_BACKWARD ||
@@ -237,104 +232,6 @@ static int every_candidate_matches_reference(void) {
     CHECK_MSG(counts[a].ran > 0 || elsewhere, "%s ran no config", algos[a]->name);
   }
   family_sweep_close(&sweep);
-  return TEST_PASS;
-}
-
-static bool is_window(const void *state) {
-  return ((const conv_direct_launch *)state)->tiling.layout == CONV_DIRECT_WINDOW;
-}
-
-static bool is_window_float4(const void *state) {
-  return is_window(state) && ((const conv_direct_launch *)state)->vector_loads;
-}
-
-static bool is_tensor_core(const void *state) {
-  return ((const conv_patch_launch *)state)->tiling.kind != CONV_PATCH_FMA;
-}
-
-static bool is_wgmma(const void *state) {
-  return ((const conv_patch_launch *)state)->tiling.kind == CONV_PATCH_WGMMA;
-}
-
-/* Whether the window layout takes p: square 3, 5 or 7 filters, equal
- * strides of 1, or 2 undilated (direct_window.h). */
-static bool window_takes(const conv_problem *p) {
-  return p->r == p->s && (p->r == 3 || p->r == 5 || p->r == 7) && p->stride_h == p->stride_w &&
-         (p->stride_h == 1 || (p->stride_h == 2 && p->dil_h == 1 && p->dil_w == 1));
-}
-
-/* Whether it has float4 kernels for p: undilated, width a multiple of 4,
- * and the padding of the compiled ones, (r - 1) / 2 modulo 4. */
-static bool window_vector_takes(const conv_problem *p) {
-  return window_takes(p) && p->dil_h == 1 && p->dil_w == 1 && p->w % 4 == 0 &&
-         p->pad_w % 4 == (p->r - 1) / 2 % 4;
-}
-
-/* The window layout ran exactly where it applies, with float4 loads exactly
- * where they apply. */
-static int check_window_layouts(conv_env *env, const conv_problem *p, const char *name) {
-  const int windows = prepared_configs(env, &conv_algorithm_direct_channel, p, is_window);
-  const int vector = prepared_configs(env, &conv_algorithm_direct_channel, p, is_window_float4);
-  printf("%s: %d window layout configs, %d with float4 loads\n", name, windows, vector);
-  CHECK_MSG(window_takes(p) == (windows > 0), "window layout %s on %s",
-            windows > 0 ? "ran" : "did not run", name);
-  CHECK_MSG(window_vector_takes(p) == (vector > 0), "float4 window loads %s on %s",
-            vector > 0 ? "ran" : "did not run", name);
-  return TEST_PASS;
-}
-
-/* Our direct kernels on the shapes they exist for, larger than the random
- * problems: several tiles per image, staged channels, 31x31 filters, widths
- * that are and are not multiples of 4 (vector and scalar loads), odd
- * borders; for the window layout each compiled filter size and stride,
- * unequal dilations, outputs that are and are not a multiple of the
- * outputs per thread.  Every config must match the CPU reference. */
-static int direct_channel_matches_reference(void) {
-  SKIP_WITHOUT_GPU();
-  seed_rng();
-  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
-  conv_problem cases[] = {
-      direct_problem(2, 8, 56, 56, 8, 3, 3, 1, 1, 1, 8, CONV_EPILOGUE_BIAS_RELU, S), /* depthwise */
-      direct_problem(2, 6, 57, 57, 6, 3, 3, 2, 1, 1, 6, CONV_EPILOGUE_NONE, S),
-      direct_problem(1, 4, 40, 44, 4, 31, 31, 1, 15, 1, 4, CONV_EPILOGUE_BIAS, S),
-      direct_problem(1, 3, 37, 35, 3, 31, 31, 1, 15, 1, 3, CONV_EPILOGUE_NONE, T),
-      direct_problem(2, 4, 33, 30, 8, 5, 5, 1, 4, 2, 4, CONV_EPILOGUE_NONE, S), /* multiplier 2 */
-      direct_problem(1, 1, 130, 131, 1, 3, 3, 1, 8, 8, 1, CONV_EPILOGUE_NONE, S), /* 1->1, d8 */
-      direct_problem(1, 1, 128, 128, 1, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, S),
-      direct_problem(1, 16, 67, 64, 1, 3, 3, 1, 4, 4, 1, CONV_EPILOGUE_NONE, S), /* 16->1 */
-      direct_problem(1, 32, 40, 36, 1, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS_RELU, S),
-      direct_problem(1, 3, 64, 64, 16, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, T), /* 3->16 */
-      direct_problem(2, 3, 45, 47, 16, 7, 7, 2, 3, 1, 1, CONV_EPILOGUE_NONE, S), /* stem-like */
-      direct_problem(1, 16, 20, 20, 16, 3, 3, 1, 1, 1, 2, CONV_EPILOGUE_NONE, S), /* 8x8 groups */
-      direct_problem(1, 2, 29, 33, 2, 1, 7, 1, 3, 1, 2, CONV_EPILOGUE_NONE, S), /* 1 x 7 */
-      direct_problem(1, 3, 41, 50, 6, 3, 3, 1, 3, 2, 1, CONV_EPILOGUE_BIAS, S), /* dil 2 x 3 */
-      direct_problem(1, 1, 25, 23, 1, 3, 3, 1, 10, 10, 1, CONV_EPILOGUE_NONE, S), /* dil 10 */
-      direct_problem(2, 6, 31, 29, 6, 7, 7, 1, 3, 1, 6, CONV_EPILOGUE_BIAS_RELU, S), /* dw 7x7 */
-      direct_problem(1, 5, 38, 41, 5, 5, 5, 2, 2, 1, 5, CONV_EPILOGUE_BIAS, S), /* dw 5x5 s2 */
-      direct_problem(1, 2, 30, 26, 2, 3, 3, 1, 0, 2, 2, CONV_EPILOGUE_NONE, S), /* valid, dil 2 */
-      direct_problem(2, 4, 32, 32, 4, 3, 3, 2, 0, 1, 4, CONV_EPILOGUE_NONE, S), /* s2, no pad */
-      direct_problem(1, 32, 23, 26, 16, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, S), /* 32->16 */
-      direct_problem(1, 1, 300, 257, 1, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE, S), /* many blocks */
-      direct_problem(1, 1, 70, 75, 1, 5, 5, 1, 6, 3, 1, CONV_EPILOGUE_BIAS_RELU, T), /* 5x5 d3 */
-      /* float4 window loads: width a multiple of 4, "same" padding */
-      direct_problem(2, 4, 34, 36, 4, 3, 3, 2, 1, 1, 4, CONV_EPILOGUE_BIAS_RELU, S), /* dw s2 */
-      direct_problem(1, 3, 44, 48, 16, 7, 7, 2, 3, 1, 1, CONV_EPILOGUE_BIAS, S), /* stem-like */
-      direct_problem(1, 5, 40, 40, 5, 5, 5, 2, 2, 1, 5, CONV_EPILOGUE_NONE, S), /* dw 5x5 s2 */
-      direct_problem(1, 4, 27, 44, 4, 5, 5, 1, 2, 1, 4, CONV_EPILOGUE_NONE, S), /* dw 5x5 s1 */
-      direct_problem(1, 2, 20, 24, 2, 3, 3, 1, 5, 1, 2, CONV_EPILOGUE_NONE, S), /* pad 5 */
-      /* up to 128 output channels: a ConvNeXt-like 4x4 stride-4 stem */
-      direct_problem(2, 3, 36, 40, 96, 4, 4, 4, 0, 1, 1, CONV_EPILOGUE_BIAS, S),
-      direct_problem(1, 8, 19, 22, 128, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE, T),
-  };
-  cases[4].pad_w = 1; /* asymmetric padding */
-  cases[12].pad_h = 0;
-  cases[13].dil_w = 3;
-  cases[17].pad_w = 3; /* and wider than the dilation needs */
-  family_count count;
-  if (run_family_on_cases(&conv_algorithm_direct_channel, cases, sizeof cases / sizeof cases[0],
-                          check_window_layouts, &count) != TEST_PASS)
-    return TEST_FAIL;
-  CHECK(count.wrong_caught == 0);
   return TEST_PASS;
 }
 
@@ -386,405 +283,6 @@ static int bias_pass_matches_host(void) {
   }
   return TEST_PASS;
 }
-
-/* The fft candidate on shapes that exercise its tiling: partial tiles at
- * the bottom and right, tiles smaller and larger than the image, whole-image
- * transforms of cuFFT-friendly but not power-of-two sizes, valid and
- * asymmetric padding, non-square filters, 16 channels in and out, groups
- * (depthwise 31x31, a channel multiplier, 3 in and 2 out a group), every
- * epilogue, and TF32.  Every config must match the CPU reference within
- * the transform bound (conv_error_bound). */
-static int fft_matches_reference(void) {
-  SKIP_WITHOUT_GPU();
-  seed_rng();
-  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
-  conv_problem cases[] = {
-      direct_problem(2, 3, 40, 37, 5, 7, 7, 1, 3, 1, 1, CONV_EPILOGUE_BIAS_RELU, S),
-      direct_problem(1, 4, 33, 64, 6, 5, 3, 1, 2, 1, 1, CONV_EPILOGUE_NONE, S),
-      direct_problem(1, 2, 20, 24, 3, 11, 11, 1, 0, 1, 1, CONV_EPILOGUE_BIAS, S), /* valid */
-      direct_problem(2, 16, 30, 30, 16, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, T),
-      direct_problem(1, 2, 64, 64, 2, 31, 31, 1, 15, 1, 1, CONV_EPILOGUE_NONE, S),
-      direct_problem(3, 5, 45, 29, 4, 9, 5, 1, 4, 1, 1, CONV_EPILOGUE_BIAS_RELU, T),
-      /* Groups: depthwise 31x31, a channel multiplier of 2, 3 in and 2 out a group. */
-      direct_problem(2, 6, 40, 40, 6, 31, 31, 1, 15, 1, 6, CONV_EPILOGUE_BIAS, S),
-      direct_problem(1, 4, 30, 27, 8, 5, 5, 1, 2, 1, 4, CONV_EPILOGUE_NONE, T),
-      direct_problem(2, 6, 25, 33, 4, 7, 7, 1, 3, 1, 2, CONV_EPILOGUE_BIAS_RELU, S),
-  };
-  cases[1].pad_w = 1; /* asymmetric padding */
-  cases[5].pad_w = 0;
-  family_count count;
-  if (run_family_on_cases(&conv_algorithm_fft, cases, sizeof cases / sizeof cases[0], NULL,
-                          &count) != TEST_PASS)
-    return TEST_FAIL;
-  CHECK(count.unsupported == 0);
-  return TEST_PASS;
-}
-
-/* The tensor-core kernels ran exactly where they apply: TF32 mode, 4 or 8
- * channel tiles a warp, and for wgmma compute capability 9.0. */
-static int check_tensor_cores(conv_env *env, const conv_problem *p, const char *name) {
-  const int cores = prepared_configs(env, &conv_algorithm_patch, p, is_tensor_core);
-  const int wgmma = prepared_configs(env, &conv_algorithm_patch, p, is_wgmma);
-  printf("%s: %d tensor-core configs, %d of them wgmma\n", name, cores, wgmma);
-  const bool applies = p->math == CONV_MATH_TF32 && p->k % 32 == 0;
-  CHECK_MSG(applies == (cores > 0), "tensor-core configs %s on %s",
-            cores > 0 ? "ran" : "did not run", name);
-  const bool hopper = env->device.cc_major == 9 && env->device.cc_minor == 0;
-  CHECK_MSG((applies && hopper) == (wgmma > 0), "wgmma configs %s on %s",
-            wgmma > 0 ? "ran" : "did not run", name);
-  return TEST_PASS;
-}
-
-/* The patch candidate on each compiled patch size: image counts that leave
- * a partial group of images, channel counts that leave a partial chunk
- * (and, for the tensor cores, a partial block of 8), several blocks of
- * output channels, every epilogue; both kernels in TF32 mode where K is a
- * multiple of 32, else FMA only.  Every config must match the CPU
- * reference. */
-static int patch_matches_reference(void) {
-  SKIP_WITHOUT_GPU();
-  seed_rng();
-  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
-  const conv_epilogue NONE = CONV_EPILOGUE_NONE, BIAS = CONV_EPILOGUE_BIAS,
-                      RELU = CONV_EPILOGUE_BIAS_RELU;
-  const conv_problem cases[] = {
-      direct_problem(70, 32, 4, 4, 64, 3, 3, 1, 1, 1, 1, RELU, S),
-      direct_problem(65, 20, 4, 4, 32, 3, 3, 1, 1, 1, 1, NONE, T),
-      direct_problem(50, 32, 4, 4, 64, 3, 3, 1, 1, 1, 1, RELU, T),
-      direct_problem(33, 5, 8, 8, 16, 3, 3, 1, 1, 1, 1, BIAS, T),
-      direct_problem(40, 24, 8, 8, 32, 3, 3, 1, 1, 1, 1, NONE, T),
-      direct_problem(23, 40, 8, 8, 64, 3, 3, 1, 1, 1, 1, BIAS, T),
-      direct_problem(37, 17, 8, 8, 40, 3, 3, 1, 1, 1, 1, RELU, S),
-      direct_problem(9, 3, 16, 16, 8, 3, 3, 1, 1, 1, 1, BIAS, S),
-      direct_problem(5, 17, 16, 16, 64, 3, 3, 1, 1, 1, 1, RELU, T),
-  };
-  family_count count;
-  if (run_family_on_cases(&conv_algorithm_patch, cases, sizeof cases / sizeof cases[0],
-                          check_tensor_cores, &count) != TEST_PASS)
-    return TEST_FAIL;
-  CHECK(count.wrong_caught == 0);
-  return TEST_PASS;
-}
-
-static bool is_split(const void *state) {
-  return ((const conv_split_launch *)state)->tiling.splits > 1;
-}
-
-/* Configs that split the channel sum (and add the parts in a second
- * kernel) ran wherever there are two channels to split. */
-static int check_splits(conv_env *env, const conv_problem *p, const char *name) {
-  const int split = prepared_configs(env, &conv_algorithm_channel_split, p, is_split);
-  printf("%s: %d configs with split channel sums\n", name, split);
-  CHECK_MSG((p->c >= 2) == (split > 0), "split configs %s on %s", split > 0 ? "ran" : "did not run",
-            name);
-  return TEST_PASS;
-}
-
-static bool is_window_kernel(const void *state) {
-  const conv_dwnhwc_launch *l = state;
-  return l->tiling.form == CONV_DWNHWC_THREAD_LOADS && (l->s == 3 || l->s == 5 || l->s == 7) &&
-         l->r == l->s && l->dil_w == 1 && l->stride_w <= 2;
-}
-
-static bool is_rolling(const void *state) {
-  return ((const conv_dwnhwc_launch *)state)->tiling.form == CONV_DWNHWC_ROLLING;
-}
-
-static bool is_row_pairs(const void *state) {
-  return ((const conv_dwnhwc_launch *)state)->tiling.form == CONV_DWNHWC_ROW_PAIRS;
-}
-
-/* Window, rolling, row-pairs and generic kernels ran where the filter
- * takes their form, and float4 configs where the channels allow them. */
-static int check_nhwc_kernels(conv_env *env, const conv_problem *p, const char *name) {
-  const int windows = prepared_configs(env, &conv_algorithm_depthwise_nhwc, p, is_window_kernel);
-  const int rolling = prepared_configs(env, &conv_algorithm_depthwise_nhwc, p, is_rolling);
-  const int pairs = prepared_configs(env, &conv_algorithm_depthwise_nhwc, p, is_row_pairs);
-  const bool square = (p->s == 3 || p->s == 5 || p->s == 7) && p->r == p->s;
-  const bool takes_window = square && p->dil_w == 1 && p->stride_w <= 2;
-  const bool takes_rolling = square && p->stride_h == 1 && p->stride_w == 1 && p->dil_h == 1 &&
-                             p->dil_w == 1 && p->k == p->c && p->c % 4 == 0;
-  const bool takes_pairs = square && p->stride_h == 1 && p->stride_w == 1 && p->dil_h == 1 &&
-                           p->dil_w == 1;
-  printf("%s: %d window-form configs, %d rolling, %d row pairs\n", name, windows, rolling, pairs);
-  CHECK_MSG(takes_window == (windows > 0), "window configs %s on %s", windows ? "ran" : "did not run",
-            name);
-  CHECK_MSG(takes_rolling == (rolling > 0), "rolling configs %s on %s",
-            rolling ? "ran" : "did not run", name);
-  CHECK_MSG(takes_pairs == (pairs > 0), "row-pairs configs %s on %s", pairs ? "ran" : "did not run",
-            name);
-  return TEST_PASS;
-}
-
-/* Channels-last depthwise problems through cuDNN and depthwise_nhwc: the
- * ConvNeXt and MobileNet shapes, every filter form (window 3/5/7 with
- * stride 1 and 2, rolling at stride 1 over several bands of rows and
- * column tiles, row pairs at stride 1 with an odd last row, generic for
- * other sizes, dilation and strides), channels
- * that float4 cannot take (6, multiplier 2), partial channel blocks and
- * row bands, every epilogue, both math modes. */
-static int nhwc_depthwise_matches_reference(void) {
-  SKIP_WITHOUT_GPU();
-  seed_rng();
-  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
-  const conv_epilogue NONE = CONV_EPILOGUE_NONE, BIAS = CONV_EPILOGUE_BIAS,
-                      RELU = CONV_EPILOGUE_BIAS_RELU;
-  conv_problem cases[] = {
-      direct_problem(2, 96, 14, 14, 96, 7, 7, 1, 3, 1, 96, BIAS, S),  /* ConvNeXt block */
-      direct_problem(1, 40, 19, 23, 40, 3, 3, 2, 1, 1, 40, RELU, T),  /* MobileNet s2 */
-      direct_problem(2, 36, 17, 18, 36, 5, 5, 1, 2, 1, 36, NONE, S),  /* 5x5 */
-      direct_problem(1, 132, 9, 11, 132, 5, 5, 2, 2, 1, 132, BIAS, S),/* 5x5 s2, 132 > 128 */
-      direct_problem(1, 6, 20, 21, 6, 3, 3, 1, 2, 2, 6, BIAS, S),     /* dilation 2: generic */
-      direct_problem(2, 8, 13, 12, 16, 3, 3, 1, 1, 1, 8, RELU, S),    /* multiplier 2 */
-      direct_problem(1, 12, 16, 16, 12, 4, 2, 3, 0, 1, 12, NONE, T),  /* 4x2 stride 3 */
-      direct_problem(3, 5, 7, 9, 5, 7, 7, 1, 3, 1, 5, BIAS, S),       /* 5 channels, 7x7 */
-      direct_problem(2, 132, 37, 29, 132, 3, 3, 1, 1, 1, 132, RELU, S), /* rolling: bands */
-      direct_problem(1, 64, 40, 61, 64, 7, 7, 1, 3, 1, 64, BIAS, T),  /* rolling: column tiles */
-  };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) cases[i].layout = CONV_LAYOUT_NHWC;
-  family_count count;
-  if (run_family_on_cases(&conv_algorithm_depthwise_nhwc, cases, sizeof cases / sizeof cases[0],
-                          check_nhwc_kernels, &count) != TEST_PASS)
-    return TEST_FAIL;
-  CHECK(count.wrong_caught == 0);
-  /* cuDNN's NHWC strides, on the shapes models have (it need not take the
-   * odd ones, and a wrong engine only has to be caught). */
-  return run_family_on_cases(&conv_algorithm_cudnn, cases, 3, NULL, &count);
-}
-
-/* Channels-last dense and grouped problems (KRSC filters) through cuDNN
- * and, for one group, gemm_nhwc: ConvNeXt's 2x2 stride-2 downsampling and
- * 4x4 stride-4 stem (3 channels: no float4 gather), a 3x3, a 1x1 (read in
- * place), a grouped 3x3, strided and dilated ones, a batch of 5 (a partial
- * last chunk of images), every epilogue, both math modes.  Each family
- * must take each of its problems with at least one config. */
-static int nhwc_dense_matches_reference(void) {
-  SKIP_WITHOUT_GPU();
-  seed_rng();
-  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
-  conv_problem cases[] = {
-      direct_problem(2, 96, 28, 28, 192, 2, 2, 2, 0, 1, 1, CONV_EPILOGUE_BIAS, S), /* ConvNeXt */
-      direct_problem(1, 32, 15, 17, 48, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS_RELU, T),
-      direct_problem(3, 64, 7, 9, 40, 1, 1, 1, 0, 1, 1, CONV_EPILOGUE_NONE, S),
-      direct_problem(2, 64, 12, 12, 64, 3, 3, 1, 1, 1, 4, CONV_EPILOGUE_BIAS, T), /* 16 per group */
-      direct_problem(1, 24, 20, 19, 36, 3, 3, 2, 1, 1, 1, CONV_EPILOGUE_NONE, T),
-      direct_problem(2, 3, 32, 36, 96, 4, 4, 4, 0, 1, 1, CONV_EPILOGUE_BIAS, S), /* stem */
-      direct_problem(5, 20, 11, 13, 24, 3, 3, 1, 2, 2, 1, CONV_EPILOGUE_BIAS_RELU, S),
-      direct_problem(5, 40, 9, 9, 36, 1, 1, 1, 0, 1, 1, CONV_EPILOGUE_BIAS_RELU, T),
-  };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    cases[i].layout = CONV_LAYOUT_NHWC;
-    family_count count;
-    if (run_family_on_cases(&conv_algorithm_cudnn, &cases[i], 1, NULL, &count) != TEST_PASS)
-      return TEST_FAIL;
-    CHECK_MSG(count.ran > 0, "case %zu: no cuDNN engine ran the NHWC problem", i);
-    if (cases[i].groups != 1) continue;
-    if (run_family_on_cases(&conv_algorithm_gemm_nhwc, &cases[i], 1, NULL, &count) != TEST_PASS)
-      return TEST_FAIL;
-    CHECK_MSG(count.ran > 0 && count.wrong_caught == 0, "case %zu: gemm_nhwc ran %d configs", i,
-              count.ran);
-  }
-  return TEST_PASS;
-}
-
-/* channel_split on small outputs with many channels: the 3x3 and 1x1
- * kernels and the generic one (5x3, stride 2; dilation; 11x11, too large
- * to stage for 64 output channels), K and C that no tile divides, a batch
- * of 2, every epilogue. */
-static int channel_split_matches_reference(void) {
-  SKIP_WITHOUT_GPU();
-  seed_rng();
-  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
-  const conv_problem cases[] = {
-      direct_problem(1, 256, 8, 8, 256, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS_RELU, S),
-      direct_problem(2, 37, 9, 7, 40, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, T),
-      direct_problem(1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE, T),
-      direct_problem(1, 20, 12, 11, 24, 1, 1, 1, 0, 1, 1, CONV_EPILOGUE_NONE, S),
-      direct_problem(1, 13, 15, 14, 16, 5, 3, 2, 2, 1, 1, CONV_EPILOGUE_BIAS_RELU, S),
-      direct_problem(1, 9, 20, 20, 8, 3, 3, 1, 2, 2, 1, CONV_EPILOGUE_NONE, S),
-      direct_problem(1, 4, 16, 16, 8, 11, 11, 1, 5, 1, 1, CONV_EPILOGUE_BIAS, S),
-      direct_problem(3, 1, 10, 10, 8, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE, S),
-  };
-  family_count count;
-  if (run_family_on_cases(&conv_algorithm_channel_split, cases, sizeof cases / sizeof cases[0],
-                          check_splits, &count) != TEST_PASS)
-    return TEST_FAIL;
-  CHECK(count.wrong_caught == 0);
-  return TEST_PASS;
-}
-
-/* implicit_gemm (TF32 only) on every compiled tiling: resnet50's stem
- * (147-element filter rows: 4-byte filter copies), 3x3 layers at stride 1
- * and 2, 1x1 layers at stride 1 (float4 input copies) and 2, a 1x1 whose
- * planes are not float4s (7x9), two and four groups, dilation, batches
- * whose pixels no tile divides, output channels no tile divides, every
- * epilogue.  Every tiling must run every case. */
-static int implicit_gemm_matches_reference(void) {
-  SKIP_WITHOUT_GPU();
-  seed_rng();
-  const conv_math T = CONV_MATH_TF32;
-  const conv_epilogue NONE = CONV_EPILOGUE_NONE, BIAS = CONV_EPILOGUE_BIAS,
-                      RELU = CONV_EPILOGUE_BIAS_RELU;
-  const conv_problem cases[] = {
-      direct_problem(2, 3, 40, 38, 64, 7, 7, 2, 3, 1, 1, NONE, T),   /* stem */
-      direct_problem(2, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, BIAS, T),  /* 3x3 */
-      direct_problem(3, 32, 13, 11, 40, 3, 3, 2, 1, 1, 1, RELU, T),  /* 3x3 s2 */
-      direct_problem(2, 96, 12, 12, 200, 1, 1, 1, 0, 1, 1, BIAS, T), /* 1x1, float4 */
-      direct_problem(3, 40, 7, 9, 36, 1, 1, 1, 0, 1, 1, RELU, T),    /* 1x1, odd planes */
-      direct_problem(2, 64, 14, 14, 128, 1, 1, 2, 0, 1, 1, NONE, T), /* 1x1 s2 */
-      direct_problem(1, 48, 10, 10, 64, 3, 3, 1, 1, 1, 4, BIAS, T),  /* four groups */
-      direct_problem(2, 20, 15, 17, 32, 3, 3, 1, 2, 2, 2, RELU, T),  /* two groups, dilation */
-      direct_problem(16, 1152, 7, 7, 20, 1, 1, 1, 0, 1, 1, NONE, T), /* long rows, K=20 */
-  };
-  const size_t ncases = sizeof cases / sizeof cases[0];
-  family_count count;
-  if (run_family_on_cases(&conv_algorithm_implicit_gemm, cases, ncases, NULL, &count) !=
-      TEST_PASS)
-    return TEST_FAIL;
-  const int tilings = conv_igemm_tilings(NULL, 0);
-  CHECK_MSG(count.ran == tilings * (int)ncases && count.wrong_caught == 0 &&
-                count.unsupported == 0,
-            "implicit_gemm: %d of %d tiling-cases ran, %d wrong, %d unsupported", count.ran,
-            tilings * (int)ncases, count.wrong_caught, count.unsupported);
-  /* Strict fp32 is not its to take. */
-  const conv_problem strict = direct_problem(1, 8, 8, 8, 8, 3, 3, 1, 1, 1, 1, NONE,
-                                             CONV_MATH_STRICT);
-  CHECK(!conv_algorithm_implicit_gemm.applicable(&strict, NULL));
-  return TEST_PASS;
-}
-
-/* TEST_PASS on compute capability 9.0, where the wgmma families exist;
- * else TEST_SKIP, saying that `family`'s test is skipped, or TEST_FAIL
- * where the device cannot be asked. */
-static int wgmma_device(const char *family) {
-  int device = 0, major = 0, minor = 0;
-  CUDA_OK(cudaGetDevice(&device));
-  CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  if (major == 9 && minor == 0) return TEST_PASS;
-  printf("compute capability %d.%d, not 9.0 (wgmma): skipping %s\n", major, minor, family);
-  return TEST_SKIP;
-}
-
-/* padded_gemm (TF32, compute capability 9.0 only) on every compiled
- * tiling: a resnet-like 3x3 layer, rows that are not square and tiles
- * that straddle images, the widest rows a stage holds (W = 93) with one
- * channel chunk, 7x7 images (a 9x9 padded grid) at batch 16, three
- * output-channel blocks over an odd number of chunks, every epilogue.
- * Then filters 4 bytes off 16-byte alignment, which take the kernel's
- * scalar loads. */
-static int padded_gemm_matches_reference(void) {
-  SKIP_WITHOUT_GPU();
-  const int device = wgmma_device("padded_gemm");
-  if (device != TEST_PASS) return device;
-  seed_rng();
-  const conv_math T = CONV_MATH_TF32;
-  const conv_epilogue NONE = CONV_EPILOGUE_NONE, BIAS = CONV_EPILOGUE_BIAS,
-                      RELU = CONV_EPILOGUE_BIAS_RELU;
-  const conv_problem cases[] = {
-      direct_problem(2, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, BIAS, T),  /* resnet-like */
-      direct_problem(3, 16, 9, 11, 128, 3, 3, 1, 1, 1, 1, RELU, T),  /* not square */
-      direct_problem(1, 8, 5, 93, 64, 3, 3, 1, 1, 1, 1, NONE, T),    /* widest rows */
-      direct_problem(16, 32, 7, 7, 64, 3, 3, 1, 1, 1, 1, NONE, T),   /* 9x9 grids */
-      direct_problem(2, 24, 30, 20, 192, 3, 3, 1, 1, 1, 1, BIAS, T), /* 3 chunks, 3 blocks */
-  };
-  const size_t ncases = sizeof cases / sizeof cases[0];
-  family_count count;
-  if (run_family_on_cases(&conv_algorithm_padded_gemm, cases, ncases, NULL, &count) != TEST_PASS)
-    return TEST_FAIL;
-  const int tilings = conv_padded_tilings(NULL, 0);
-  CHECK_MSG(count.ran == tilings * (int)ncases && count.wrong_caught == 0 &&
-                count.unsupported == 0,
-            "padded_gemm: %d of %d tiling-cases ran, %d wrong, %d unsupported", count.ran,
-            tilings * (int)ncases, count.wrong_caught, count.unsupported);
-
-  host_case hc;
-  dev_case d;
-  if (host_case_make(&hc, &cases[0]) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS)
-    return TEST_FAIL;
-  const size_t w_count = (size_t)(hc.p.k * hc.p.c * 9);
-  float *w_off;
-  CUDA_OK(cudaMalloc((void **)&w_off, (w_count + 1) * sizeof(float)));
-  CUDA_OK(cudaMemcpy(w_off + 1, d.w, w_count * sizeof(float), cudaMemcpyDeviceToDevice));
-  conv_padded_tiling tiling;
-  conv_padded_launch launch;
-  char why[160] = "";
-  CHECK(conv_padded_tilings(&tiling, 1) >= 1);
-  CHECK_MSG(conv_padded_plan(&hc.p, &tiling, &launch, why, sizeof why), "%s", why);
-  CUDA_OK(conv_padded_configure(&launch));
-  if (poison(&d, &hc, 0) != TEST_PASS) return TEST_FAIL;
-  CUDA_OK(conv_padded_forward(&launch, d.x, w_off + 1, d.bias, d.y, 0));
-  CUDA_OK(cudaDeviceSynchronize());
-  if (check_output(&d, &hc, 0, conv_error_bound_for(&hc.p, CONV_ARITH_DIRECT),
-                   "padded_gemm, filters 4 bytes off 16-byte alignment") != TEST_PASS)
-    return TEST_FAIL;
-  cudaFree(w_off);
-  dev_case_free(&d);
-  host_case_free(&hc);
-  return TEST_PASS;
-}
-
-/* stem_gemm (TF32, compute capability 9.0 only) on every compiled tiling
- * wide enough for K: resnet50's 7x7 stride-2 stem with tiles that end
- * mid-row, output rows of two 128-position segments, a 3x3 stride-2 stem
- * (K 32: half the channels padding), ConvNeXt's 4x4 stride-4 one (K 96:
- * the 128-channel tiling only), C R S = 256 (the longest reduction),
- * dilation, every epilogue.  Then the first case on a grid of 3 blocks
- * for every tiling. */
-static int stem_gemm_matches_reference(void) {
-  SKIP_WITHOUT_GPU();
-  const int device = wgmma_device("stem_gemm");
-  if (device != TEST_PASS) return device;
-  seed_rng();
-  const conv_math T = CONV_MATH_TF32;
-  const conv_epilogue NONE = CONV_EPILOGUE_NONE, BIAS = CONV_EPILOGUE_BIAS,
-                      RELU = CONV_EPILOGUE_BIAS_RELU;
-  const conv_problem cases[] = {
-      direct_problem(2, 3, 40, 38, 64, 7, 7, 2, 3, 1, 1, BIAS, T),   /* resnet50's stem */
-      direct_problem(1, 3, 12, 300, 64, 7, 7, 2, 3, 1, 1, NONE, T),  /* 150 columns */
-      direct_problem(3, 3, 33, 31, 32, 3, 3, 2, 1, 1, 1, RELU, T),   /* 3x3 stem */
-      direct_problem(2, 3, 32, 36, 96, 4, 4, 4, 0, 1, 1, BIAS, T),   /* ConvNeXt's */
-      direct_problem(2, 16, 12, 12, 48, 4, 4, 1, 1, 1, 1, NONE, T),  /* C R S 256 */
-      direct_problem(2, 4, 20, 19, 40, 3, 3, 1, 2, 2, 1, RELU, T),   /* dilation 2 */
-  };
-  const size_t ncases = sizeof cases / sizeof cases[0];
-  conv_stem_tiling tilings[8];
-  const int ntilings = conv_stem_tilings(tilings, 8);
-  int expected = 0;
-  for (size_t i = 0; i < ncases; i++)
-    for (int j = 0; j < ntilings && j < 8; j++) expected += tilings[j].channels >= cases[i].k;
-  family_count count;
-  if (run_family_on_cases(&conv_algorithm_stem_gemm, cases, ncases, NULL, &count) != TEST_PASS)
-    return TEST_FAIL;
-  CHECK_MSG(count.ran == expected && count.wrong_caught == 0 && count.unsupported == 0,
-            "stem_gemm: %d of %d tiling-cases ran, %d wrong, %d unsupported", count.ran,
-            expected, count.wrong_caught, count.unsupported);
-
-  /* These cases fit one tile a block; on a grid of 3 blocks each walks
-   * many, staging the next tile's field while it multiplies this one's. */
-  for (int j = 0; j < ntilings && j < 8; j++) {
-    host_case hc;
-    dev_case d;
-    if (host_case_make(&hc, &cases[0]) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS)
-      return TEST_FAIL;
-    conv_stem_launch launch;
-    char why[160] = "";
-    CHECK_MSG(conv_stem_plan(&hc.p, &tilings[j], &launch, why, sizeof why), "%s", why);
-    CUDA_OK(conv_stem_configure(&launch, 1));
-    CHECK(launch.tiles > 3 * 8);
-    launch.grid = 3;
-    if (poison(&d, &hc, 0) != TEST_PASS) return TEST_FAIL;
-    CUDA_OK(conv_stem_forward(&launch, d.x, d.w, d.bias, d.y, 0));
-    CUDA_OK(cudaDeviceSynchronize());
-    if (check_output(&d, &hc, 0, conv_error_bound_for(&hc.p, CONV_ARITH_DIRECT),
-                     "stem_gemm, 3 blocks walking the tiles") != TEST_PASS)
-      return TEST_FAIL;
-    dev_case_free(&d);
-    host_case_free(&hc);
-  }
-  return TEST_PASS;
-}
-
 
 /* K R S C filters on NCHW problems (conv_problem.filter_layout): every
  * family the registry offers them (cudnn; padded_gemm on compute
@@ -855,16 +353,7 @@ static int krsc_filters_match_reference(void) {
 static const test_case tests[] = {
     {"reference_matches_cpu", reference_matches_cpu},
     {"every_candidate_matches_reference", every_candidate_matches_reference},
-    {"direct_channel_matches_reference", direct_channel_matches_reference},
-    {"fft_matches_reference", fft_matches_reference},
-    {"patch_matches_reference", patch_matches_reference},
-    {"channel_split_matches_reference", channel_split_matches_reference},
-    {"nhwc_depthwise_matches_reference", nhwc_depthwise_matches_reference},
-    {"nhwc_dense_matches_reference", nhwc_dense_matches_reference},
-    {"implicit_gemm_matches_reference", implicit_gemm_matches_reference},
-    {"padded_gemm_matches_reference", padded_gemm_matches_reference},
     {"krsc_filters_match_reference", krsc_filters_match_reference},
-    {"stem_gemm_matches_reference", stem_gemm_matches_reference},
     {"bias_pass_matches_host", bias_pass_matches_host},
     {"im2col_matches_cpu", im2col_matches_cpu},
     {"filter_to_krsc_matches_cpu", filter_to_krsc_matches_cpu},

@@ -1,13 +1,13 @@
-/* test_configs_igemm.c -- CPU tests of the implicit_gemm family's scope,
- * configs and launch planning (the GPU test runs its kernels): TF32 NCHW
- * forward problems only, every config it lists plans, the float4 copies
- * only where rows allow them, and what it refuses. */
+/* test_implicit_gemm.c -- the implicit_gemm family.  CPU: its scope (TF32
+ * NCHW forward problems only), that every config it lists plans, the
+ * float4 copies only where rows allow them, and what it refuses.  GPU
+ * (skipped without one): every compiled tiling against the CPU reference. */
 #include <string.h>
 
 #include "algorithms/implicit_gemm.h"
 #include "algorithms/algorithm.h"
+#include "tests/gpu_support.h"
 #include "tests/problem_fixtures.h"
-#include "tests/test.h"
 
 static conv_problem tf32_problem(int64_t n, int64_t c, int64_t hw, int64_t k, int64_t r,
                                  int64_t stride, int64_t pad) {
@@ -117,9 +117,50 @@ static int refusals(void) {
   return TEST_PASS;
 }
 
-static const test_case tests[] = {
-    {"scope", scope},
-    {"configs_plan", configs_plan},
-    {"refusals", refusals},
+/* implicit_gemm (TF32 only) on every compiled tiling: resnet50's stem
+ * (147-element filter rows: 4-byte filter copies), 3x3 layers at stride 1
+ * and 2, 1x1 layers at stride 1 (float4 input copies) and 2, a 1x1 whose
+ * planes are not float4s (7x9), two and four groups, dilation, batches
+ * whose pixels no tile divides, output channels no tile divides, every
+ * epilogue.  Every tiling must run every case. */
+static int implicit_gemm_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  const conv_math T = CONV_MATH_TF32;
+  const conv_epilogue NONE = CONV_EPILOGUE_NONE, BIAS = CONV_EPILOGUE_BIAS,
+                      RELU = CONV_EPILOGUE_BIAS_RELU;
+  const conv_problem cases[] = {
+      direct_problem(2, 3, 40, 38, 64, 7, 7, 2, 3, 1, 1, NONE, T),   /* stem */
+      direct_problem(2, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, BIAS, T),  /* 3x3 */
+      direct_problem(3, 32, 13, 11, 40, 3, 3, 2, 1, 1, 1, RELU, T),  /* 3x3 s2 */
+      direct_problem(2, 96, 12, 12, 200, 1, 1, 1, 0, 1, 1, BIAS, T), /* 1x1, float4 */
+      direct_problem(3, 40, 7, 9, 36, 1, 1, 1, 0, 1, 1, RELU, T),    /* 1x1, odd planes */
+      direct_problem(2, 64, 14, 14, 128, 1, 1, 2, 0, 1, 1, NONE, T), /* 1x1 s2 */
+      direct_problem(1, 48, 10, 10, 64, 3, 3, 1, 1, 1, 4, BIAS, T),  /* four groups */
+      direct_problem(2, 20, 15, 17, 32, 3, 3, 1, 2, 2, 2, RELU, T),  /* two groups, dilation */
+      direct_problem(16, 1152, 7, 7, 20, 1, 1, 1, 0, 1, 1, NONE, T), /* long rows, K=20 */
+  };
+  const size_t ncases = sizeof cases / sizeof cases[0];
+  family_count count;
+  if (run_family_on_cases(&conv_algorithm_implicit_gemm, cases, ncases, NULL, &count) !=
+      TEST_PASS)
+    return TEST_FAIL;
+  const int tilings = conv_igemm_tilings(NULL, 0);
+  CHECK_MSG(count.ran == tilings * (int)ncases && count.wrong_caught == 0 &&
+                count.unsupported == 0,
+            "implicit_gemm: %d of %d tiling-cases ran, %d wrong, %d unsupported", count.ran,
+            tilings * (int)ncases, count.wrong_caught, count.unsupported);
+  /* Strict fp32 is not its to take. */
+  const conv_problem strict = direct_problem(1, 8, 8, 8, 8, 3, 3, 1, 1, 1, 1, NONE,
+                                             CONV_MATH_STRICT);
+  CHECK(!conv_algorithm_implicit_gemm.applicable(&strict, NULL));
+  return TEST_PASS;
+}
+
+static const labelled_test_case tests[] = {
+    {"scope", scope, "cpu"},
+    {"configs_plan", configs_plan, "cpu"},
+    {"refusals", refusals, "cpu"},
+    {"implicit_gemm_matches_reference", implicit_gemm_matches_reference, "gpu"},
 };
 TEST_MAIN(tests)

@@ -1,14 +1,15 @@
-/* test_configs_padded.c -- CPU tests of the padded_gemm family's scope,
- * configs and launch planning (the GPU test runs its kernels): TF32 NCHW
- * forward 3x3 stride-1 "same" problems on compute capability 9.0 only,
- * every config it lists plans with the grid and staging its kernel
- * assumes, and what it refuses. */
+/* test_padded_gemm.c -- the padded_gemm family.  CPU: its scope (TF32
+ * NCHW forward 3x3 stride-1 "same" problems on compute capability 9.0
+ * only), that every config it lists plans with the grid and staging its
+ * kernel assumes, and what it refuses.  GPU (skipped without one, or off
+ * compute capability 9.0): every compiled tiling against the CPU
+ * reference, and filters off 16-byte alignment. */
 #include <string.h>
 
 #include "algorithms/padded_gemm.h"
 #include "algorithms/algorithm.h"
+#include "tests/gpu_support.h"
 #include "tests/problem_fixtures.h"
-#include "tests/test.h"
 
 static conv_problem tf32_problem(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k) {
   conv_problem p;
@@ -115,9 +116,68 @@ static int refusals(void) {
   return TEST_PASS;
 }
 
-static const test_case tests[] = {
-    {"scope", scope},
-    {"configs_plan", configs_plan},
-    {"refusals", refusals},
+/* padded_gemm (TF32, compute capability 9.0 only) on every compiled
+ * tiling: a resnet-like 3x3 layer, rows that are not square and tiles
+ * that straddle images, the widest rows a stage holds (W = 93) with one
+ * channel chunk, 7x7 images (a 9x9 padded grid) at batch 16, three
+ * output-channel blocks over an odd number of chunks, every epilogue.
+ * Then filters 4 bytes off 16-byte alignment, which take the kernel's
+ * scalar loads. */
+static int padded_gemm_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  const int device = wgmma_device("padded_gemm");
+  if (device != TEST_PASS) return device;
+  seed_rng();
+  const conv_math T = CONV_MATH_TF32;
+  const conv_epilogue NONE = CONV_EPILOGUE_NONE, BIAS = CONV_EPILOGUE_BIAS,
+                      RELU = CONV_EPILOGUE_BIAS_RELU;
+  const conv_problem cases[] = {
+      direct_problem(2, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, BIAS, T),  /* resnet-like */
+      direct_problem(3, 16, 9, 11, 128, 3, 3, 1, 1, 1, 1, RELU, T),  /* not square */
+      direct_problem(1, 8, 5, 93, 64, 3, 3, 1, 1, 1, 1, NONE, T),    /* widest rows */
+      direct_problem(16, 32, 7, 7, 64, 3, 3, 1, 1, 1, 1, NONE, T),   /* 9x9 grids */
+      direct_problem(2, 24, 30, 20, 192, 3, 3, 1, 1, 1, 1, BIAS, T), /* 3 chunks, 3 blocks */
+  };
+  const size_t ncases = sizeof cases / sizeof cases[0];
+  family_count count;
+  if (run_family_on_cases(&conv_algorithm_padded_gemm, cases, ncases, NULL, &count) != TEST_PASS)
+    return TEST_FAIL;
+  const int tilings = conv_padded_tilings(NULL, 0);
+  CHECK_MSG(count.ran == tilings * (int)ncases && count.wrong_caught == 0 &&
+                count.unsupported == 0,
+            "padded_gemm: %d of %d tiling-cases ran, %d wrong, %d unsupported", count.ran,
+            tilings * (int)ncases, count.wrong_caught, count.unsupported);
+
+  host_case hc;
+  dev_case d;
+  if (host_case_make(&hc, &cases[0]) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS)
+    return TEST_FAIL;
+  const size_t w_count = (size_t)(hc.p.k * hc.p.c * 9);
+  float *w_off;
+  CUDA_OK(cudaMalloc((void **)&w_off, (w_count + 1) * sizeof(float)));
+  CUDA_OK(cudaMemcpy(w_off + 1, d.w, w_count * sizeof(float), cudaMemcpyDeviceToDevice));
+  conv_padded_tiling tiling;
+  conv_padded_launch launch;
+  char why[160] = "";
+  CHECK(conv_padded_tilings(&tiling, 1) >= 1);
+  CHECK_MSG(conv_padded_plan(&hc.p, &tiling, &launch, why, sizeof why), "%s", why);
+  CUDA_OK(conv_padded_configure(&launch));
+  if (poison(&d, &hc, 0) != TEST_PASS) return TEST_FAIL;
+  CUDA_OK(conv_padded_forward(&launch, d.x, w_off + 1, d.bias, d.y, 0));
+  CUDA_OK(cudaDeviceSynchronize());
+  if (check_output(&d, &hc, 0, conv_error_bound_for(&hc.p, CONV_ARITH_DIRECT),
+                   "padded_gemm, filters 4 bytes off 16-byte alignment") != TEST_PASS)
+    return TEST_FAIL;
+  cudaFree(w_off);
+  dev_case_free(&d);
+  host_case_free(&hc);
+  return TEST_PASS;
+}
+
+static const labelled_test_case tests[] = {
+    {"scope", scope, "cpu"},
+    {"configs_plan", configs_plan, "cpu"},
+    {"refusals", refusals, "cpu"},
+    {"padded_gemm_matches_reference", padded_gemm_matches_reference, "gpu"},
 };
 TEST_MAIN(tests)

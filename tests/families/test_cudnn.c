@@ -1,11 +1,13 @@
-/* test_configs_cudnn.c -- CPU tests of the cudnn family's knob variants
+/* test_cudnn.c -- the cudnn family, on the CPU: its knob variants
  * (conv_cudnn_knob_variants): around cuDNN's heuristic config, each
  * variant is that config with one knob a step or two away, within range,
  * no two alike; without one, one-knob changes of the engine's defaults.
  * And convtune's own K R S C filter knob: described, refused where it
  * does not apply.
  * The knob ranges are engine 67's on an H100 (cuDNN 9.19).  No GPU: the
- * GPU tests run every config cuDNN lists. */
+ * tests that run every family (test_gpu.c, test_backward.c) run every
+ * config cuDNN lists, and the channels-last tests (test_depthwise_nhwc.c,
+ * test_gemm_nhwc.c) cuDNN's NHWC engines. */
 #include <string.h>
 
 #include "algorithms/cudnn_graph.h"
@@ -154,10 +156,10 @@ static int krsc_filter_knob(void) {
   return TEST_PASS;
 }
 
-static const test_case tests[] = {
-    {"neighbours_of_the_pick", neighbours_of_the_pick},
-    {"neighbours_add_a_knob", neighbours_add_a_knob},
-    {"defaults_without_a_pick", defaults_without_a_pick},
-    {"krsc_filter_knob", krsc_filter_knob},
+static const labelled_test_case tests[] = {
+    {"neighbours_of_the_pick", neighbours_of_the_pick, "cpu"},
+    {"neighbours_add_a_knob", neighbours_add_a_knob, "cpu"},
+    {"defaults_without_a_pick", defaults_without_a_pick, "cpu"},
+    {"krsc_filter_knob", krsc_filter_knob, "cpu"},
 };
 TEST_MAIN(tests)

@@ -1,14 +1,16 @@
-/* test_configs_stem.c -- CPU tests of the stem_gemm family's scope,
- * configs and launch planning (the GPU test runs its kernels): TF32 NCHW
+/* test_stem_gemm.c -- the stem_gemm family.  CPU: its scope (TF32 NCHW
  * forward convolutions of one group with C R S <= 256 on compute
- * capability 9.0 only, every config it lists plans with the tiles, fields
- * and padded steps its kernel assumes, and what it refuses. */
+ * capability 9.0 only), that every config it lists plans with the tiles,
+ * fields and padded steps its kernel assumes, and what it refuses.  GPU
+ * (skipped without one, or off compute capability 9.0): every compiled
+ * tiling wide enough for K against the CPU reference, and blocks that walk
+ * many tiles. */
 #include <string.h>
 
 #include "algorithms/stem_gemm.h"
 #include "algorithms/algorithm.h"
+#include "tests/gpu_support.h"
 #include "tests/problem_fixtures.h"
-#include "tests/test.h"
 
 static conv_problem tf32_problem(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k,
                                  int64_t r, int64_t stride, int64_t pad) {
@@ -122,9 +124,71 @@ static int refusals(void) {
   return TEST_PASS;
 }
 
-static const test_case tests[] = {
-    {"scope", scope},
-    {"configs_plan", configs_plan},
-    {"refusals", refusals},
+/* stem_gemm (TF32, compute capability 9.0 only) on every compiled tiling
+ * wide enough for K: resnet50's 7x7 stride-2 stem with tiles that end
+ * mid-row, output rows of two 128-position segments, a 3x3 stride-2 stem
+ * (K 32: half the channels padding), ConvNeXt's 4x4 stride-4 one (K 96:
+ * the 128-channel tiling only), C R S = 256 (the longest reduction),
+ * dilation, every epilogue.  Then the first case on a grid of 3 blocks
+ * for every tiling. */
+static int stem_gemm_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  const int device = wgmma_device("stem_gemm");
+  if (device != TEST_PASS) return device;
+  seed_rng();
+  const conv_math T = CONV_MATH_TF32;
+  const conv_epilogue NONE = CONV_EPILOGUE_NONE, BIAS = CONV_EPILOGUE_BIAS,
+                      RELU = CONV_EPILOGUE_BIAS_RELU;
+  const conv_problem cases[] = {
+      direct_problem(2, 3, 40, 38, 64, 7, 7, 2, 3, 1, 1, BIAS, T),   /* resnet50's stem */
+      direct_problem(1, 3, 12, 300, 64, 7, 7, 2, 3, 1, 1, NONE, T),  /* 150 columns */
+      direct_problem(3, 3, 33, 31, 32, 3, 3, 2, 1, 1, 1, RELU, T),   /* 3x3 stem */
+      direct_problem(2, 3, 32, 36, 96, 4, 4, 4, 0, 1, 1, BIAS, T),   /* ConvNeXt's */
+      direct_problem(2, 16, 12, 12, 48, 4, 4, 1, 1, 1, 1, NONE, T),  /* C R S 256 */
+      direct_problem(2, 4, 20, 19, 40, 3, 3, 1, 2, 2, 1, RELU, T),   /* dilation 2 */
+  };
+  const size_t ncases = sizeof cases / sizeof cases[0];
+  conv_stem_tiling tilings[8];
+  const int ntilings = conv_stem_tilings(tilings, 8);
+  int expected = 0;
+  for (size_t i = 0; i < ncases; i++)
+    for (int j = 0; j < ntilings && j < 8; j++) expected += tilings[j].channels >= cases[i].k;
+  family_count count;
+  if (run_family_on_cases(&conv_algorithm_stem_gemm, cases, ncases, NULL, &count) != TEST_PASS)
+    return TEST_FAIL;
+  CHECK_MSG(count.ran == expected && count.wrong_caught == 0 && count.unsupported == 0,
+            "stem_gemm: %d of %d tiling-cases ran, %d wrong, %d unsupported", count.ran,
+            expected, count.wrong_caught, count.unsupported);
+
+  /* These cases fit one tile a block; on a grid of 3 blocks each walks
+   * many, staging the next tile's field while it multiplies this one's. */
+  for (int j = 0; j < ntilings && j < 8; j++) {
+    host_case hc;
+    dev_case d;
+    if (host_case_make(&hc, &cases[0]) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS)
+      return TEST_FAIL;
+    conv_stem_launch launch;
+    char why[160] = "";
+    CHECK_MSG(conv_stem_plan(&hc.p, &tilings[j], &launch, why, sizeof why), "%s", why);
+    CUDA_OK(conv_stem_configure(&launch, 1));
+    CHECK(launch.tiles > 3 * 8);
+    launch.grid = 3;
+    if (poison(&d, &hc, 0) != TEST_PASS) return TEST_FAIL;
+    CUDA_OK(conv_stem_forward(&launch, d.x, d.w, d.bias, d.y, 0));
+    CUDA_OK(cudaDeviceSynchronize());
+    if (check_output(&d, &hc, 0, conv_error_bound_for(&hc.p, CONV_ARITH_DIRECT),
+                     "stem_gemm, 3 blocks walking the tiles") != TEST_PASS)
+      return TEST_FAIL;
+    dev_case_free(&d);
+    host_case_free(&hc);
+  }
+  return TEST_PASS;
+}
+
+static const labelled_test_case tests[] = {
+    {"scope", scope, "cpu"},
+    {"configs_plan", configs_plan, "cpu"},
+    {"refusals", refusals, "cpu"},
+    {"stem_gemm_matches_reference", stem_gemm_matches_reference, "gpu"},
 };
 TEST_MAIN(tests)

@@ -1,0 +1,120 @@
+/* test_gemm_backward.c -- the gemm_backward family (both backward passes
+ * as cuBLASLt GEMMs on im2col's wide layout).  CPU: its scope, the configs
+ * it refuses before any cuBLASLt call, and the wide im2col plan it makes
+ * once per plan.  GPU (skipped without one): every config of both passes
+ * against the CPU reference. */
+#include <string.h>
+
+#include "algorithms/common/im2col.h"
+#include "algorithms/common/cublaslt.h"
+#include "tests/gpu_support.h"
+#include "tests/problem_fixtures.h"
+
+/* gemm_backward takes both backward passes of any NCHW convolution
+ * (strides, dilations, groups) where cuBLASLt is there, and nothing else;
+ * it refuses, before any cuBLASLt call, configs that are not two values,
+ * chunks that do not divide the batch and algo ranks out of range. */
+static int gemm_backward_configs(void) {
+  const conv_algorithm *gb = conv_registry_find(CONV_ALGO_GEMM_BACKWARD);
+  CHECK(gb != NULL && strcmp(gb->name, "gemm_backward") == 0);
+  CHECK(conv_registry_find_name("gemm_backward") == gb);
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  conv_problem p = pass_problem(8, 12, 4, 3, 2, 1, 2, CONV_BACKWARD_FILTER);
+  p.n = 6;
+  CHECK(!gb->applicable(&p, &env)); /* no cuBLASLt handle */
+  conv_config configs[4];
+  int n = -1;
+  CHECK_STATUS(CONV_OK, gb->configs(&p, &env, configs, 4, &n, NULL));
+  CHECK(n == 0);
+  env.cublaslt = (cublasLtHandle_t)&env; /* applicable() only checks it is there */
+  CHECK(gb->applicable(&p, &env));
+  p.direction = CONV_BACKWARD_DATA;
+  CHECK(gb->applicable(&p, &env));
+  conv_problem q = p;
+  q.direction = CONV_FORWARD;
+  CHECK(!gb->applicable(&q, &env));
+  q = p, q.layout = CONV_LAYOUT_NHWC;
+  CHECK(!gb->applicable(&q, &env));
+  conv_prepared prep = {0};
+  const conv_config three = {3, {1, 0, 0}, 0}, not_divisor = {2, {4, 0}, 0},
+                    none = {2, {0, 0}, 0}, past = {2, {12, 0}, 0},
+                    rank = {2, {3, CONV_CUBLASLT_HEURISTIC_MAX}, 0};
+  CHECK_STATUS(CONV_UNSUPPORTED, gb->prepare(&p, &env, &three, &prep, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, gb->prepare(&p, &env, &not_divisor, &prep, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, gb->prepare(&p, &env, &none, &prep, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, gb->prepare(&p, &env, &past, &prep, NULL));
+  CHECK_STATUS(CONV_UNSUPPORTED, gb->prepare(&p, &env, &rank, &prep, NULL));
+  CHECK(prep.state == NULL);
+  const conv_config ok = {2, {3, 1}, 0};
+  char text[64];
+  gb->describe(&ok, text, sizeof text);
+  CHECK(strcmp(text, "batch=3 gemm_algo=1") == 0);
+  return TEST_PASS;
+}
+
+/* The wide im2col plan gemm_backward makes once per plan: a chunk's col
+ * and x sizes, x's step between images, and a refusal where a chunk would
+ * pass 32-bit indexing. */
+static int wide_plan(void) {
+  conv_problem p = pass_problem(6, 8, 2, 3, 2, 1, 1, CONV_BACKWARD_FILTER); /* 37x29 -> 19x15 */
+  conv_wide_launch l;
+  CHECK(conv_wide_plan(&p, 2, &l));
+  CHECK(l.p == 19 && l.q == 15 && l.images == 2);
+  CHECK(l.col_total == 2u * 6 * 3 * 3 * 19 * 15);
+  CHECK(l.x_total == 2u * 6 * 37 * 29 && l.image_floats == 6 * 37 * 29);
+  CHECK(l.by_pq.divisor == 19 * 15 && l.by_rs.divisor == 9 && l.by_images.divisor == 2);
+  CHECK(!conv_wide_plan(&p, 0, &l));
+  p.n = 2000, p.c = 512; /* 1.3 million col floats an image: 2000 pass 2^31 */
+  CHECK(!conv_wide_plan(&p, 2000, &l));
+  CHECK(conv_wide_plan(&p, 1, &l));
+  /* dy's wide layout: the im2col of a 1x1 filter on 1 x plane images. */
+  CHECK(conv_channels_wide_plan(64, 49, 4, &l));
+  CHECK(l.c == 64 && l.h == 1 && l.w == 49 && l.r == 1 && l.p == 1 && l.q == 49);
+  CHECK(l.col_total == 64u * 4 * 49 && l.image_floats == 64 * 49);
+  CHECK(!conv_channels_wide_plan(64, 0, 4, &l));
+  return TEST_PASS;
+}
+
+/* gemm_backward, every config (chunks of the whole batch, of part of it
+ * and of one image; ranked cuBLASLt algos) in both passes, against the CPU
+ * reference: a dense 3x3, strides with padding (col2im's skipped taps),
+ * dilation on one axis and asymmetric padding, padding past the filter,
+ * groups (3 in, 2 out a group; depthwise), a stride-4 stem, 1x1 filters
+ * with and without a stride (the unit-stride one runs with neither im2col
+ * nor col2im at one image a chunk), both math modes. */
+static int gemm_backward_matches_reference(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  const conv_math S = CONV_MATH_STRICT, T = CONV_MATH_TF32;
+  const conv_epilogue N = CONV_EPILOGUE_NONE;
+  conv_problem cases[] = {
+      direct_problem(4, 8, 20, 23, 12, 3, 3, 1, 1, 1, 1, N, S),    /* dense 3x3 */
+      direct_problem(3, 5, 31, 28, 7, 5, 5, 2, 2, 1, 1, N, T),     /* 5x5 s2 */
+      direct_problem(2, 3, 41, 50, 6, 3, 3, 1, 3, 2, 1, N, S),     /* dilation 2 x 3 */
+      direct_problem(2, 2, 20, 24, 4, 3, 3, 1, 5, 1, 1, N, S),     /* padding past the filter */
+      direct_problem(2, 6, 25, 33, 4, 3, 3, 1, 1, 1, 2, N, S),     /* 3 in, 2 out a group */
+      direct_problem(6, 8, 30, 27, 8, 3, 3, 2, 1, 1, 8, N, T),     /* depthwise s2 */
+      direct_problem(2, 3, 44, 48, 16, 4, 4, 4, 0, 1, 1, N, S),    /* 4x4 stride-4 stem */
+      direct_problem(3, 32, 23, 26, 16, 1, 1, 1, 0, 1, 1, N, T),   /* 1x1 */
+      direct_problem(2, 16, 23, 26, 8, 1, 1, 2, 0, 1, 1, N, S),    /* 1x1 s2 */
+  };
+  cases[2].dil_w = 3;
+  cases[2].pad_w = 1;
+  enum { CASES = sizeof cases / sizeof cases[0] };
+  conv_problem passes[2 * CASES];
+  for (int i = 0; i < 2 * CASES; i++) {
+    passes[i] = cases[i / 2];
+    passes[i].direction = i % 2 ? CONV_BACKWARD_FILTER : CONV_BACKWARD_DATA;
+  }
+  /* Every pass has a chunk of the whole batch and one of one image. */
+  return family_passes_match_reference(&conv_algorithm_gemm_backward, passes, 2 * CASES,
+                                       2 * 2 * CASES);
+}
+
+static const labelled_test_case tests[] = {
+    {"gemm_backward_configs", gemm_backward_configs, "cpu"},
+    {"wide_plan", wide_plan, "cpu"},
+    {"gemm_backward_matches_reference", gemm_backward_matches_reference, "gpu"},
+};
+TEST_MAIN(tests)
