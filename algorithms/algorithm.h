@@ -96,6 +96,13 @@ typedef struct conv_algorithm {
   bool krsc_filters;
 } conv_algorithm;
 
+/* The callback fields of a family whose functions are named `prefix`_applicable,
+ * `prefix`_configs, _prepare, _run, _release and _describe. */
+#define CONV_ALGORITHM_CALLBACKS(prefix)                                                   \
+  .applicable = prefix##_applicable, .configs = prefix##_configs,                         \
+  .prepare = prefix##_prepare, .run = prefix##_run, .release = prefix##_release,           \
+  .describe = prefix##_describe
+
 /* algo->applicable(), behind the checks every family shares: a problem
  * with K R S C filters goes only to families that read them. */
 bool conv_algorithm_applicable(const conv_algorithm *algo, const conv_problem *problem,

@@ -14,29 +14,31 @@
 #include "algorithms/channel_split.h"
 #include "algorithms/common/kernel_family.h"
 
-static const int split_k_tiles[] = {32, 64, 16};
-static const int split_pixels[] = {2, 1, 4};
-static const int split_counts[] = {1, 2, 4, 8, 16, 32, 64};
+static const int channel_split_k_tiles[] = {32, 64, 16};
+static const int channel_split_pixels[] = {2, 1, 4};
+static const int channel_split_counts[] = {1, 2, 4, 8, 16, 32, 64};
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
-static bool split_applicable(const conv_problem *problem, const conv_env *env) {
+static bool channel_split_applicable(const conv_problem *problem, const conv_env *env) {
   return problem != NULL && env != NULL && conv_problem_nchw(problem) &&
          conv_split_applicable(problem);
 }
 
-static int split_list(const conv_problem *problem, const conv_env *env, conv_config *out,
-                      int max) {
+static int channel_split_list(const conv_problem *problem, const conv_env *env, conv_config *out,
+                              int max) {
   (void)problem, (void)env;
   int n = 0;
-  for (size_t i = 0; i < COUNT_OF(split_k_tiles); i++)
-    for (size_t j = 0; j < COUNT_OF(split_pixels); j++)
-      for (size_t m = 0; m < COUNT_OF(split_counts) && n < max; m++)
-        out[n++] = (conv_config){3, {split_k_tiles[i], split_pixels[j], split_counts[m]}, 0};
+  for (size_t i = 0; i < COUNT_OF(channel_split_k_tiles); i++)
+    for (size_t j = 0; j < COUNT_OF(channel_split_pixels); j++)
+      for (size_t m = 0; m < COUNT_OF(channel_split_counts) && n < max; m++)
+        out[n++] = (conv_config){
+            3, {channel_split_k_tiles[i], channel_split_pixels[j], channel_split_counts[m]}, 0};
   return n;
 }
 
-static bool split_plan(const conv_problem *problem, const conv_env *env,
-                       const conv_config *config, void *launch, char *why, size_t why_size) {
+static bool channel_split_plan(const conv_problem *problem, const conv_env *env,
+                               const conv_config *config, void *launch, char *why,
+                               size_t why_size) {
   (void)env;
   const int64_t *v = config->values;
   const conv_split_tiling tiling = {(int)v[0], (int)v[1], (int)v[2]};
@@ -44,39 +46,26 @@ static bool split_plan(const conv_problem *problem, const conv_env *env,
 }
 
 /* The splits' partial sums: added in a fixed order, no atomics. */
-static size_t split_workspace(const void *launch) {
+static size_t channel_split_workspace(const void *launch) {
   return ((const conv_split_launch *)launch)->workspace_bytes;
 }
 
-static cudaError_t split_launch(const void *launch, const conv_exec *ex, cudaStream_t stream) {
+static cudaError_t channel_split_launch(const void *launch, const conv_exec *ex,
+                                        cudaStream_t stream) {
   return conv_split_forward(launch, ex->x, ex->w, ex->bias, ex->y, ex->workspace, stream);
 }
 
-static void split_describe_values(const int64_t *v, char *text, size_t size) {
+static void channel_split_describe_values(const int64_t *v, char *text, size_t size) {
   snprintf(text, size, "k_tile=%lld pixels=%lld splits=%lld", (long long)v[0], (long long)v[1],
            (long long)v[2]);
 }
 
-static const conv_kernel_family split_family = {
+static const conv_kernel_family channel_split_family = {
     .name = "channel_split",
     .scope = "fp32 NCHW forward, one group, K >= 8 and at most 8192 output pixels",
-    .values = 3,
-    .value_min = 1,
-    .value_max = 64,
-    .launch_bytes = sizeof(conv_split_launch),
-    .applicable = split_applicable,
-    .list = split_list,
-    .plan = split_plan,
-    .workspace = split_workspace,
-    .launch = split_launch,
-    .describe = split_describe_values,
+    .values = 3, .value_min = 1, .value_max = 64, .launch_bytes = sizeof(conv_split_launch),
+    .applicable = channel_split_applicable, .list = channel_split_list, .plan = channel_split_plan,
+    .workspace = channel_split_workspace, .launch = channel_split_launch,
+    .describe = channel_split_describe_values,
 };
-CONV_KERNEL_FAMILY_CALLBACKS(split, split_family)
-
-const conv_algorithm conv_algorithm_channel_split = {
-    .id = CONV_ALGO_CHANNEL_SPLIT,
-    .version = 2,
-    .name = "channel_split",
-    .applicable = split_applicable,
-    CONV_KERNEL_FAMILY_ENTRIES(split),
-};
+CONV_KERNEL_FAMILY_ALGORITHM(channel_split, CONV_ALGO_CHANNEL_SPLIT, 2, false);

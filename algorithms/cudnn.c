@@ -666,11 +666,6 @@ const conv_algorithm conv_algorithm_cudnn = {
      * configs with K R S C filters (CONV_CUDNN_KNOB_KRSC_FILTER) */
     .version = 4,
     .name = "cudnn",
-    .applicable = cudnn_applicable,
-    .configs = cudnn_configs,
-    .prepare = cudnn_prepare,
-    .run = cudnn_run,
-    .release = cudnn_release,
-    .describe = cudnn_describe,
+    CONV_ALGORITHM_CALLBACKS(cudnn),
     .krsc_filters = true, /* the graph's filter strides say K R S C */
 };

@@ -17,19 +17,18 @@
 #include "algorithms/depthwise_nhwc.h"
 #include "algorithms/common/kernel_family.h"
 
-static bool dw_applicable(const conv_problem *problem, const conv_env *env) {
+static bool depthwise_nhwc_applicable(const conv_problem *problem, const conv_env *env) {
   (void)env;
-  return problem != NULL && conv_problem_supported(problem) &&
-         problem->direction == CONV_FORWARD && problem->layout == CONV_LAYOUT_NHWC &&
-         problem->groups == problem->c;
+  return problem != NULL && conv_problem_supported(problem) && problem->direction == CONV_FORWARD &&
+         problem->layout == CONV_LAYOUT_NHWC && problem->groups == problem->c;
 }
 
 /* Appends the tilings of one form: for each pixel count, a warp's worth of
  * channel groups (or all of them) and then 8, 256 and 128 threads a block,
  * and each band of rows; those that do not plan, or repeat, are left out. */
-static void dw_add_form(const conv_problem *problem, const conv_shape *shape, int form, int vec,
-                        const int *pxs, int n_pxs, const int *band_rows, int n_bands,
-                        conv_config *out, int max, int *n) {
+static void depthwise_nhwc_add_form(const conv_problem *problem, const conv_shape *shape, int form,
+                                    int vec, const int *pxs, int n_pxs, const int *band_rows,
+                                    int n_bands, conv_config *out, int max, int *n) {
   const int thread_counts[] = {256, 128};
   const int64_t groups = (problem->k + vec - 1) / vec;
   const int tcs[] = {groups < 32 ? (int)groups : 32, 8};
@@ -42,7 +41,7 @@ static void dw_add_form(const conv_problem *problem, const conv_shape *shape, in
         if (tq > columns) tq = columns;
         for (int b = 0; b < n_bands; b++) {
           if (band_rows[b] > 1 && band_rows[b] >= shape->p * 2) continue;
-          const conv_dwnhwc_tiling tiling = {vec,       pxs[i], tcs[c], tq < 1 ? 1 : (int)tq,
+          const conv_dwnhwc_tiling tiling = {vec,          pxs[i], tcs[c], tq < 1 ? 1 : (int)tq,
                                              band_rows[b], form};
           conv_dwnhwc_launch launch;
           if (!conv_dwnhwc_plan(problem, &tiling, &launch, NULL, 0)) continue;
@@ -60,7 +59,7 @@ static void dw_add_form(const conv_problem *problem, const conv_shape *shape, in
 }
 
 /* Configs a form lists at most (rolling 36, pairs 24, thread loads 48). */
-#define DW_FORM_CONFIGS_MAX 64
+#define DEPTHWISE_NHWC_FORM_CONFIGS_MAX 64
 
 /* Configs, most promising first within each form, the forms interleaved
  * (rolling, row pairs, thread loads, rolling, ...), so that the fast
@@ -71,7 +70,8 @@ static void dw_add_form(const conv_problem *problem, const conv_shape *shape, in
  * channels, single channels only where float4 cannot run; bands of 4, 2
  * and 1 rows for thread loads (small images want more, smaller blocks;
  * large ones fewer filter stagings), of 4 and 2 for pairs. */
-static int dw_list(const conv_problem *problem, const conv_env *env, conv_config *out, int max) {
+static int depthwise_nhwc_list(const conv_problem *problem, const conv_env *env, conv_config *out,
+                               int max) {
   (void)env;
   conv_shape shape;
   if (conv_problem_shape(problem, &shape) != CONV_OK) return -1;
@@ -82,69 +82,61 @@ static int dw_list(const conv_problem *problem, const conv_env *env, conv_config
   const int pxs[] = {4, 8, 2, 1}, bands[] = {4, 2, 1};
   /* On the heap: three forms' lists are 50 KB, too much for the stack of
    * a caller's thread. */
-  conv_config(*forms)[DW_FORM_CONFIGS_MAX] = calloc(3, sizeof *forms);
+  conv_config(*forms)[DEPTHWISE_NHWC_FORM_CONFIGS_MAX] = calloc(3, sizeof *forms);
   if (forms == NULL) return 0;
   int listed[3] = {0, 0, 0};
   if (float4_channels)
-    dw_add_form(problem, &shape, CONV_DWNHWC_ROLLING, vec, rolling_pxs, 3, rolling_bands, 3,
-                forms[0], DW_FORM_CONFIGS_MAX, &listed[0]);
-  dw_add_form(problem, &shape, CONV_DWNHWC_ROW_PAIRS, vec, pair_pxs, 3, pair_bands, 2, forms[1],
-              DW_FORM_CONFIGS_MAX, &listed[1]);
-  dw_add_form(problem, &shape, CONV_DWNHWC_THREAD_LOADS, vec, pxs, 4, bands, 3, forms[2],
-              DW_FORM_CONFIGS_MAX, &listed[2]);
+    depthwise_nhwc_add_form(problem, &shape, CONV_DWNHWC_ROLLING, vec, rolling_pxs, 3,
+                            rolling_bands, 3, forms[0], DEPTHWISE_NHWC_FORM_CONFIGS_MAX,
+                            &listed[0]);
+  depthwise_nhwc_add_form(problem, &shape, CONV_DWNHWC_ROW_PAIRS, vec, pair_pxs, 3, pair_bands, 2,
+                          forms[1], DEPTHWISE_NHWC_FORM_CONFIGS_MAX, &listed[1]);
+  depthwise_nhwc_add_form(problem, &shape, CONV_DWNHWC_THREAD_LOADS, vec, pxs, 4, bands, 3,
+                          forms[2], DEPTHWISE_NHWC_FORM_CONFIGS_MAX, &listed[2]);
   int n = 0;
-  for (int i = 0; i < DW_FORM_CONFIGS_MAX && n < max; i++)
+  for (int i = 0; i < DEPTHWISE_NHWC_FORM_CONFIGS_MAX && n < max; i++)
     for (int f = 0; f < 3 && n < max; f++)
       if (i < listed[f]) out[n++] = forms[f][i];
   free(forms);
   return n;
 }
 
-static bool dw_plan(const conv_problem *problem, const conv_env *env, const conv_config *config,
-                    void *launch, char *why, size_t why_size) {
+static bool depthwise_nhwc_plan(const conv_problem *problem, const conv_env *env,
+                                const conv_config *config, void *launch, char *why,
+                                size_t why_size) {
   (void)env;
   const int64_t *v = config->values;
-  const conv_dwnhwc_tiling tiling = {(int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4], (int)v[5]};
+  const conv_dwnhwc_tiling tiling = {(int)v[0], (int)v[1], (int)v[2],
+                                     (int)v[3], (int)v[4], (int)v[5]};
   return conv_dwnhwc_plan(problem, &tiling, launch, why, why_size);
 }
 
-static cudaError_t dw_configure(void *launch, const conv_env *env) {
+static cudaError_t depthwise_nhwc_configure(void *launch, const conv_env *env) {
   (void)env;
   return conv_dwnhwc_configure(launch);
 }
 
-static cudaError_t dw_launch(const void *launch, const conv_exec *ex, cudaStream_t stream) {
+static cudaError_t depthwise_nhwc_launch(const void *launch, const conv_exec *ex,
+                                         cudaStream_t stream) {
   return conv_dwnhwc_forward(launch, ex->x, ex->w, ex->bias, ex->y, stream);
 }
 
-static void dw_describe_values(const int64_t *v, char *text, size_t size) {
+static void depthwise_nhwc_describe_values(const int64_t *v, char *text, size_t size) {
   snprintf(text, size, "%svec=%lld px=%lld threads=%lldx%lld rows=%lld",
-           v[5] == CONV_DWNHWC_ROLLING ? "rolling " : v[5] == CONV_DWNHWC_ROW_PAIRS ? "pairs " : "",
+           v[5] == CONV_DWNHWC_ROLLING     ? "rolling "
+           : v[5] == CONV_DWNHWC_ROW_PAIRS ? "pairs "
+                                           : "",
            (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3], (long long)v[4]);
 }
 
-static const conv_kernel_family dw_family = {
+static const conv_kernel_family depthwise_nhwc_family = {
     .name = "depthwise_nhwc",
     .scope = "fp32 NHWC depthwise forward convolutions",
-    .values = 6,
-    .value_min = 0,
-    .value_max = 1024,
-    .launch_bytes = sizeof(conv_dwnhwc_launch),
-    .applicable = dw_applicable,
-    .list = dw_list,
-    .plan = dw_plan,
-    .configure = dw_configure,
-    .launch = dw_launch,
-    .describe = dw_describe_values,
+    .values = 6, .value_min = 0, .value_max = 1024, .launch_bytes = sizeof(conv_dwnhwc_launch),
+    .applicable = depthwise_nhwc_applicable, .list = depthwise_nhwc_list,
+    .plan = depthwise_nhwc_plan, .configure = depthwise_nhwc_configure,
+    .launch = depthwise_nhwc_launch, .describe = depthwise_nhwc_describe_values,
 };
-CONV_KERNEL_FAMILY_CALLBACKS(dw, dw_family)
-
-const conv_algorithm conv_algorithm_depthwise_nhwc = {
-    .id = CONV_ALGO_DEPTHWISE_NHWC,
-    .version = 4, /* 2: rolling form, filters staged eight loads at a time;
-                   * 3: filters staged by cp.async, all in flight at once;
-                   * 4: the row-pairs form */
-    .name = "depthwise_nhwc",
-    .applicable = dw_applicable,
-    CONV_KERNEL_FAMILY_ENTRIES(dw),
-};
+/* Version 2: rolling form, filters staged eight loads at a time; 3: filters staged by
+ * cp.async, all in flight at once; 4: the row-pairs form */
+CONV_KERNEL_FAMILY_ALGORITHM(depthwise_nhwc, CONV_ALGO_DEPTHWISE_NHWC, 4, false);

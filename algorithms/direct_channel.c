@@ -252,10 +252,5 @@ const conv_algorithm conv_algorithm_direct_channel = {
      * layout. */
     .version = 6,
     .name = "direct_channel",
-    .applicable = dc_applicable,
-    .configs = dc_configs,
-    .prepare = dc_prepare,
-    .run = dc_run,
-    .release = dc_release,
-    .describe = dc_describe,
+    CONV_ALGORITHM_CALLBACKS(dc),
 };

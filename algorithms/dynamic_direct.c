@@ -14,9 +14,8 @@
 #include "algorithms/dynamic_direct.h"
 #include "algorithms/common/kernel_family.h"
 
-static bool dd_applicable(const conv_problem *pb, const conv_env *env) {
-  return pb != NULL && env != NULL && conv_problem_dynamic(pb) &&
-         conv_dyn_direct_compiled(pb->r);
+static bool dynamic_direct_applicable(const conv_problem *pb, const conv_env *env) {
+  return pb != NULL && env != NULL && conv_problem_dynamic(pb) && conv_dyn_direct_compiled(pb->r);
 }
 
 /* Tiles, wide ones first (a warp reads whole rows), and channels a block:
@@ -24,71 +23,64 @@ static bool dd_applicable(const conv_problem *pb, const conv_env *env) {
  * which gives small batches more blocks; each with one and two pixels a
  * thread, in both forms.  configs() keeps those that plan (the resident
  * form forward only, at most 16 channels a block). */
-static const int dd_tiles[][2] = {{32, 8}, {32, 4}, {16, 16}, {16, 8}, {64, 4}, {8, 8}};
-#define DD_TILES ((int)(sizeof dd_tiles / sizeof dd_tiles[0]))
-static const int dd_chunks[] = {0 /* the whole group */, 16, 4, 1};
-#define DD_CHUNKS ((int)(sizeof dd_chunks / sizeof dd_chunks[0]))
+static const int dynamic_direct_tiles[][2] = {{32, 8}, {32, 4}, {16, 16}, {16, 8}, {64, 4}, {8, 8}};
+#define DYNAMIC_DIRECT_TILES ((int)(sizeof dynamic_direct_tiles / sizeof dynamic_direct_tiles[0]))
+static const int dynamic_direct_chunks[] = {0 /* the whole group */, 16, 4, 1};
+#define DYNAMIC_DIRECT_CHUNKS \
+  ((int)(sizeof dynamic_direct_chunks / sizeof dynamic_direct_chunks[0]))
 
-static int dd_list(const conv_problem *problem, const conv_env *env, conv_config *out, int max) {
+static int dynamic_direct_list(const conv_problem *problem, const conv_env *env, conv_config *out,
+                               int max) {
   (void)env;
   const int64_t cg = problem->c / problem->groups;
   int n = 0;
-  for (int c = 0; c < DD_CHUNKS; c++) {
-    const int64_t cb = dd_chunks[c] == 0 ? cg : dd_chunks[c];
+  for (int c = 0; c < DYNAMIC_DIRECT_CHUNKS; c++) {
+    const int64_t cb = dynamic_direct_chunks[c] == 0 ? cg : dynamic_direct_chunks[c];
     if (c > 0 && cb >= cg) continue; /* the whole group again */
-    for (int t = 0; t < DD_TILES; t++)
+    for (int t = 0; t < DYNAMIC_DIRECT_TILES; t++)
       for (int px = 1; px <= 2; px++)
         for (int form = CONV_DYN_DIRECT_STEPS; form <= CONV_DYN_DIRECT_RESIDENT && n < max; form++)
-          out[n++] = (conv_config){5, {dd_tiles[t][0], dd_tiles[t][1], cb, px, form}, 0};
+          out[n++] = (conv_config){
+              5, {dynamic_direct_tiles[t][0], dynamic_direct_tiles[t][1], cb, px, form}, 0};
   }
   return n;
 }
 
-static bool dd_plan(const conv_problem *problem, const conv_env *env, const conv_config *config,
-                    void *launch, char *why, size_t why_size) {
+static bool dynamic_direct_plan(const conv_problem *problem, const conv_env *env,
+                                const conv_config *config, void *launch, char *why,
+                                size_t why_size) {
   (void)env;
   const int64_t *v = config->values;
   const conv_dyn_direct_tiling tiling = {(int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4]};
   return conv_dyn_direct_plan(problem, &tiling, launch, why, why_size);
 }
 
-static cudaError_t dd_configure(void *launch, const conv_env *env) {
+static cudaError_t dynamic_direct_configure(void *launch, const conv_env *env) {
   (void)env;
   return conv_dyn_direct_configure(launch);
 }
 
 /* The launcher writes only the pass's output (y, dx in x, or dwt in w). */
-static cudaError_t dd_launch(const void *launch, const conv_exec *ex, cudaStream_t stream) {
+static cudaError_t dynamic_direct_launch(const void *launch, const conv_exec *ex,
+                                         cudaStream_t stream) {
   return conv_dyn_direct_run(launch, (float *)ex->x, (float *)ex->w, ex->y, stream);
 }
 
-static void dd_describe_values(const int64_t *v, char *text, size_t size) {
+static void dynamic_direct_describe_values(const int64_t *v, char *text, size_t size) {
   snprintf(text, size, "tile=%lldx%lld channels=%lld pixels=%lld%s", (long long)v[0],
            (long long)v[1], (long long)v[2], (long long)v[3],
            v[4] == CONV_DYN_DIRECT_RESIDENT ? " resident" : "");
 }
 
-static const conv_kernel_family dd_family = {
+static const conv_kernel_family dynamic_direct_family = {
     .name = "dynamic_direct",
     .scope = "dynamic problems with a 1x1, 3x3, 5x5 or 7x7 window",
-    .values = 5,
-    .value_min = 0,
-    .value_max = 1 << 30,
+    .values = 5, .value_min = 0, .value_max = 1 << 30,
     .launch_bytes = sizeof(conv_dyn_direct_launch),
-    .applicable = dd_applicable,
-    .list = dd_list,
-    .plan = dd_plan,
-    .configure = dd_configure,
-    .launch = dd_launch,
-    .describe = dd_describe_values,
+    .applicable = dynamic_direct_applicable, .list = dynamic_direct_list,
+    .plan = dynamic_direct_plan, .configure = dynamic_direct_configure,
+    .launch = dynamic_direct_launch, .describe = dynamic_direct_describe_values,
 };
-CONV_KERNEL_FAMILY_CALLBACKS(dd, dd_family)
-
-const conv_algorithm conv_algorithm_dynamic_direct = {
-    .id = CONV_ALGO_DYNAMIC_DIRECT,
-    .version = 3, /* 2: channels staged two at a time, double-buffered; pixel pairs;
-                   * 3: the resident form (a fifth config value) */
-    .name = "dynamic_direct",
-    .applicable = dd_applicable,
-    CONV_KERNEL_FAMILY_ENTRIES(dd),
-};
+/* Version 2: channels staged two at a time, double-buffered; pixel pairs; 3: the resident form
+ * (a fifth config value) */
+CONV_KERNEL_FAMILY_ALGORITHM(dynamic_direct, CONV_ALGO_DYNAMIC_DIRECT, 3, false);

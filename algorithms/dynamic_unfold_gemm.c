@@ -273,10 +273,5 @@ const conv_algorithm conv_algorithm_dynamic_unfold_gemm = {
     .id = CONV_ALGO_DYNAMIC_UNFOLD_GEMM,
     .version = 1,
     .name = "dynamic_unfold_gemm",
-    .applicable = du_applicable,
-    .configs = du_configs,
-    .prepare = du_prepare,
-    .run = du_run,
-    .release = du_release,
-    .describe = du_describe,
+    CONV_ALGORITHM_CALLBACKS(du),
 };

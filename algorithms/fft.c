@@ -362,10 +362,5 @@ const conv_algorithm conv_algorithm_fft = {
     .id = CONV_ALGO_FFT,
     .version = 2, /* 2: backward-data, groups */
     .name = "fft",
-    .applicable = fft_applicable,
-    .configs = fft_configs,
-    .prepare = fft_prepare,
-    .run = fft_run,
-    .release = fft_release,
-    .describe = fft_describe,
+    CONV_ALGORITHM_CALLBACKS(fft),
 };

@@ -183,10 +183,5 @@ const conv_algorithm conv_algorithm_fft_filter = {
     .id = CONV_ALGO_FFT_FILTER,
     .version = 2, /* 2: groups */
     .name = "fft_filter",
-    .applicable = fftf_applicable,
-    .configs = fftf_configs,
-    .prepare = fftf_prepare,
-    .run = fftf_run,
-    .release = fftf_release,
-    .describe = fftf_describe,
+    CONV_ALGORITHM_CALLBACKS(fftf),
 };

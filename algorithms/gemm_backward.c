@@ -407,10 +407,5 @@ const conv_algorithm conv_algorithm_gemm_backward = {
     .id = CONV_ALGO_GEMM_BACKWARD,
     .version = 1,
     .name = "gemm_backward",
-    .applicable = gb_applicable,
-    .configs = gb_configs,
-    .prepare = gb_prepare,
-    .run = gb_run,
-    .release = gb_release,
-    .describe = gb_describe,
+    CONV_ALGORITHM_CALLBACKS(gb),
 };

@@ -351,10 +351,5 @@ const conv_algorithm conv_algorithm_gemm_nhwc = {
     .id = CONV_ALGO_GEMM_NHWC,
     .version = 1,
     .name = "gemm_nhwc",
-    .applicable = gn_applicable,
-    .configs = gn_configs,
-    .prepare = gn_prepare,
-    .run = gn_run,
-    .release = gn_release,
-    .describe = gn_describe,
+    CONV_ALGORITHM_CALLBACKS(gn),
 };

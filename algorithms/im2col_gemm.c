@@ -458,10 +458,5 @@ const conv_algorithm conv_algorithm_im2col_gemm = {
      * divisions; 3: four elements a thread, loads before stores */
     .version = 3,
     .name = "im2col_gemm",
-    .applicable = ig_applicable,
-    .configs = ig_configs,
-    .prepare = ig_prepare,
-    .run = ig_run,
-    .release = ig_release,
-    .describe = ig_describe,
+    CONV_ALGORITHM_CALLBACKS(ig),
 };

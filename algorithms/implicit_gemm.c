@@ -18,13 +18,13 @@
 #include "algorithms/common/kernel_family.h"
 
 /* Room for the compiled tilings (8 today). */
-#define IG_TILINGS_MAX 16
+#define IMPLICIT_GEMM_TILINGS_MAX 16
 
 /* At least 16 output channels a group: an m16 tile's rows.  Depthwise
  * and other narrow groups would leave most of every tile empty (timed at
  * 0.04-0.16x of the direct kernels on efficientnet_b0's depthwise
  * layers), costing tuning time for nothing. */
-static bool ig_applicable(const conv_problem *problem, const conv_env *env) {
+static bool implicit_gemm_applicable(const conv_problem *problem, const conv_env *env) {
   (void)env;
   return problem != NULL && conv_problem_nchw(problem) && problem->math == CONV_MATH_TF32 &&
          problem->k / problem->groups >= 16;
@@ -34,7 +34,7 @@ static bool ig_applicable(const conv_problem *problem, const conv_env *env) {
  * in (tuning times them all; the fast policy and budgets take the first):
  * the share of its tiles' output channels that exist, times how full the
  * last wave of blocks is when there are fewer than four waves. */
-static double ig_fit(const conv_problem *pb, const conv_igemm_launch *l, int sm_count) {
+static double implicit_gemm_fit(const conv_problem *pb, const conv_igemm_launch *l, int sm_count) {
   const double k_per_group = (double)(pb->k / pb->groups);
   const double used = k_per_group / ((double)l->m_tiles * l->tiling.bm);
   const double per_sm = l->threads <= 64 ? 8.0 : l->threads <= 128 ? 4.0 : 2.0;
@@ -45,18 +45,19 @@ static double ig_fit(const conv_problem *pb, const conv_igemm_launch *l, int sm_
 
 /* The compiled tilings that plan, best fit first; ties keep the tilings'
  * own order (large tiles first). */
-static int ig_list(const conv_problem *problem, const conv_env *env, conv_config *out, int max) {
-  conv_igemm_tiling tilings[IG_TILINGS_MAX];
-  int tilings_count = conv_igemm_tilings(tilings, IG_TILINGS_MAX);
-  if (tilings_count > IG_TILINGS_MAX) tilings_count = IG_TILINGS_MAX;
-  double fit[IG_TILINGS_MAX];
+static int implicit_gemm_list(const conv_problem *problem, const conv_env *env, conv_config *out,
+                              int max) {
+  conv_igemm_tiling tilings[IMPLICIT_GEMM_TILINGS_MAX];
+  int tilings_count = conv_igemm_tilings(tilings, IMPLICIT_GEMM_TILINGS_MAX);
+  if (tilings_count > IMPLICIT_GEMM_TILINGS_MAX) tilings_count = IMPLICIT_GEMM_TILINGS_MAX;
+  double fit[IMPLICIT_GEMM_TILINGS_MAX];
   int n = 0;
   for (int i = 0; i < tilings_count && n < max; i++) {
     conv_igemm_launch launch;
     if (!conv_igemm_plan(problem, &tilings[i], &launch, NULL, 0)) continue;
     const conv_igemm_tiling *t = &tilings[i];
     out[n] = (conv_config){5, {t->bm, t->bn, t->wm, t->wn, t->stages}, 0};
-    fit[n] = ig_fit(problem, &launch, env != NULL ? env->device.sm_count : 0);
+    fit[n] = implicit_gemm_fit(problem, &launch, env != NULL ? env->device.sm_count : 0);
     n++;
   }
   for (int i = 1; i < n; i++)
@@ -69,48 +70,36 @@ static int ig_list(const conv_problem *problem, const conv_env *env, conv_config
   return n;
 }
 
-static bool ig_plan(const conv_problem *problem, const conv_env *env, const conv_config *config,
-                    void *launch, char *why, size_t why_size) {
+static bool implicit_gemm_plan(const conv_problem *problem, const conv_env *env,
+                               const conv_config *config, void *launch, char *why,
+                               size_t why_size) {
   (void)env;
   const int64_t *v = config->values;
   const conv_igemm_tiling tiling = {(int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4]};
   return conv_igemm_plan(problem, &tiling, launch, why, why_size);
 }
 
-static cudaError_t ig_configure(void *launch, const conv_env *env) {
+static cudaError_t implicit_gemm_configure(void *launch, const conv_env *env) {
   (void)env;
   return conv_igemm_configure(launch);
 }
 
-static cudaError_t ig_launch(const void *launch, const conv_exec *ex, cudaStream_t stream) {
+static cudaError_t implicit_gemm_launch(const void *launch, const conv_exec *ex,
+                                        cudaStream_t stream) {
   return conv_igemm_forward(launch, ex->x, ex->w, ex->bias, ex->y, stream);
 }
 
-static void ig_describe_values(const int64_t *v, char *text, size_t size) {
+static void implicit_gemm_describe_values(const int64_t *v, char *text, size_t size) {
   snprintf(text, size, "tf32-mma tile=%lldx%lld warp=%lldx%lld stages=%lld", (long long)v[0],
            (long long)v[1], (long long)v[2], (long long)v[3], (long long)v[4]);
 }
 
-static const conv_kernel_family ig_family = {
+static const conv_kernel_family implicit_gemm_family = {
     .name = "implicit_gemm",
     .scope = "fp32 NCHW forward convolutions in TF32 mode, at least 16 output channels a group",
-    .values = 5,
-    .value_min = 1,
-    .value_max = 256,
-    .launch_bytes = sizeof(conv_igemm_launch),
-    .applicable = ig_applicable,
-    .list = ig_list,
-    .plan = ig_plan,
-    .configure = ig_configure,
-    .launch = ig_launch,
-    .describe = ig_describe_values,
+    .values = 5, .value_min = 1, .value_max = 256, .launch_bytes = sizeof(conv_igemm_launch),
+    .applicable = implicit_gemm_applicable, .list = implicit_gemm_list, .plan = implicit_gemm_plan,
+    .configure = implicit_gemm_configure, .launch = implicit_gemm_launch,
+    .describe = implicit_gemm_describe_values,
 };
-CONV_KERNEL_FAMILY_CALLBACKS(ig, ig_family)
-
-const conv_algorithm conv_algorithm_implicit_gemm = {
-    .id = CONV_ALGO_IMPLICIT_GEMM,
-    .version = 1,
-    .name = "implicit_gemm",
-    .applicable = ig_applicable,
-    CONV_KERNEL_FAMILY_ENTRIES(ig),
-};
+CONV_KERNEL_FAMILY_ALGORITHM(implicit_gemm, CONV_ALGO_IMPLICIT_GEMM, 1, false);

@@ -18,11 +18,11 @@
 #include "algorithms/common/kernel_family.h"
 
 /* Room for the compiled tilings (3 today). */
-#define PG_TILINGS_MAX 8
+#define PADDED_GEMM_TILINGS_MAX 8
 
 /* A device that runs wgmma (conv_device_wgmma); without a device (env
  * NULL) the problem alone decides. */
-static bool pg_applicable(const conv_problem *problem, const conv_env *env) {
+static bool padded_gemm_applicable(const conv_problem *problem, const conv_env *env) {
   if (problem == NULL || !conv_problem_nchw(problem) || problem->math != CONV_MATH_TF32)
     return false;
   if (env != NULL && !conv_device_wgmma(&env->device)) return false;
@@ -34,58 +34,48 @@ static bool pg_applicable(const conv_problem *problem, const conv_env *env) {
 
 /* The compiled tilings, in their own order (larger tiles first: they
  * stage the fewest halo positions per output). */
-static int pg_list(const conv_problem *problem, const conv_env *env, conv_config *out, int max) {
+static int padded_gemm_list(const conv_problem *problem, const conv_env *env, conv_config *out,
+                            int max) {
   (void)problem, (void)env;
-  conv_padded_tiling tilings[PG_TILINGS_MAX];
-  int n = conv_padded_tilings(tilings, PG_TILINGS_MAX);
-  if (n > PG_TILINGS_MAX) n = PG_TILINGS_MAX;
+  conv_padded_tiling tilings[PADDED_GEMM_TILINGS_MAX];
+  int n = conv_padded_tilings(tilings, PADDED_GEMM_TILINGS_MAX);
+  if (n > PADDED_GEMM_TILINGS_MAX) n = PADDED_GEMM_TILINGS_MAX;
   if (n > max) n = max;
-  for (int i = 0; i < n; i++) out[i] = (conv_config){2, {tilings[i].positions, tilings[i].stages}, 0};
+  for (int i = 0; i < n; i++)
+    out[i] = (conv_config){2, {tilings[i].positions, tilings[i].stages}, 0};
   return n;
 }
 
-static bool pg_plan(const conv_problem *problem, const conv_env *env, const conv_config *config,
-                    void *launch, char *why, size_t why_size) {
+static bool padded_gemm_plan(const conv_problem *problem, const conv_env *env,
+                             const conv_config *config, void *launch, char *why, size_t why_size) {
   (void)env;
   const conv_padded_tiling tiling = {(int)config->values[0], (int)config->values[1]};
   return conv_padded_plan(problem, &tiling, launch, why, why_size);
 }
 
-static cudaError_t pg_configure(void *launch, const conv_env *env) {
+static cudaError_t padded_gemm_configure(void *launch, const conv_env *env) {
   (void)env;
   return conv_padded_configure(launch);
 }
 
-static cudaError_t pg_launch(const void *launch, const conv_exec *ex, cudaStream_t stream) {
+static cudaError_t padded_gemm_launch(const void *launch, const conv_exec *ex,
+                                      cudaStream_t stream) {
   return conv_padded_forward(launch, ex->x, ex->w, ex->bias, ex->y, stream);
 }
 
-static void pg_describe_values(const int64_t *v, char *text, size_t size) {
+static void padded_gemm_describe_values(const int64_t *v, char *text, size_t size) {
   snprintf(text, size, "tf32-wgmma positions=%lld stages=%lld", (long long)v[0], (long long)v[1]);
 }
 
-static const conv_kernel_family pg_family = {
+static const conv_kernel_family padded_gemm_family = {
     .name = "padded_gemm",
-    .scope = "fp32 NCHW 3x3 forward convolutions (stride 1, padding 1) in TF32 mode, on compute "
-             "capability 9.0 (wgmma, sm_90a)",
-    .values = 2,
-    .value_min = 1,
-    .value_max = 256,
-    .launch_bytes = sizeof(conv_padded_launch),
-    .applicable = pg_applicable,
-    .list = pg_list,
-    .plan = pg_plan,
-    .configure = pg_configure,
-    .launch = pg_launch,
-    .describe = pg_describe_values,
+    .scope =
+        "fp32 NCHW 3x3 forward convolutions (stride 1, padding 1) in TF32 mode, on compute "
+        "capability 9.0 (wgmma, sm_90a)",
+    .values = 2, .value_min = 1, .value_max = 256, .launch_bytes = sizeof(conv_padded_launch),
+    .applicable = padded_gemm_applicable, .list = padded_gemm_list, .plan = padded_gemm_plan,
+    .configure = padded_gemm_configure, .launch = padded_gemm_launch,
+    .describe = padded_gemm_describe_values,
 };
-CONV_KERNEL_FAMILY_CALLBACKS(pg, pg_family)
-
-const conv_algorithm conv_algorithm_padded_gemm = {
-    .id = CONV_ALGO_PADDED_GEMM,
-    .version = 1,
-    .name = "padded_gemm",
-    .applicable = pg_applicable,
-    CONV_KERNEL_FAMILY_ENTRIES(pg),
-    .krsc_filters = true, /* the producer loads either order (padded_gemm.cu) */
-};
+/* K R S C filters: the producer loads either order (padded_gemm.cu) */
+CONV_KERNEL_FAMILY_ALGORITHM(padded_gemm, CONV_ALGO_PADDED_GEMM, 1, true);

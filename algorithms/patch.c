@@ -181,10 +181,5 @@ const conv_algorithm conv_algorithm_patch = {
      * 5: backward-data. */
     .version = 5,
     .name = "patch",
-    .applicable = patch_applicable,
-    .configs = patch_configs,
-    .prepare = patch_prepare,
-    .run = patch_run,
-    .release = patch_release,
-    .describe = patch_describe,
+    CONV_ALGORITHM_CALLBACKS(patch),
 };

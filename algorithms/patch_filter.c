@@ -18,84 +18,71 @@
 
 /* The tensor-core kernel first: where it plans (TF32 mode) it is the one
  * to try first. */
-static const conv_patch_filter_tiling pf_tilings[] = {
+static const conv_patch_filter_tiling patch_filter_tilings[] = {
     {CONV_PATCH_FILTER_MMA, 2, 3}, {CONV_PATCH_FILTER_MMA, 2, 2}, {CONV_PATCH_FILTER_MMA, 1, 3},
     {CONV_PATCH_FILTER_MMA, 1, 2}, {CONV_PATCH_FILTER_MMA, 4, 2}, {CONV_PATCH_FILTER_MMA, 4, 3},
     {CONV_PATCH_FILTER_MMA, 8, 2}, {CONV_PATCH_FILTER_FMA, 4, 2}, {CONV_PATCH_FILTER_FMA, 8, 2},
     {CONV_PATCH_FILTER_FMA, 2, 2}, {CONV_PATCH_FILTER_FMA, 1, 2}, {CONV_PATCH_FILTER_FMA, 4, 3},
     {CONV_PATCH_FILTER_FMA, 8, 3}, {CONV_PATCH_FILTER_FMA, 2, 3}, {CONV_PATCH_FILTER_FMA, 1, 3},
 };
-#define PF_TILINGS ((int)(sizeof pf_tilings / sizeof pf_tilings[0]))
+#define PATCH_FILTER_TILINGS ((int)(sizeof patch_filter_tilings / sizeof patch_filter_tilings[0]))
 
-static bool pf_applicable(const conv_problem *problem, const conv_env *env) {
+static bool patch_filter_applicable(const conv_problem *problem, const conv_env *env) {
   (void)env;
   if (problem == NULL || conv_problem_validate(problem, NULL, 0) != CONV_OK ||
       problem->op != CONV_OP_CONVOLUTION)
     return false;
-  for (int i = 0; i < PF_TILINGS; i++) {
+  for (int i = 0; i < PATCH_FILTER_TILINGS; i++) {
     conv_patch_filter_launch launch;
-    if (conv_patch_filter_plan(problem, &pf_tilings[i], &launch, NULL, 0)) return true;
+    if (conv_patch_filter_plan(problem, &patch_filter_tilings[i], &launch, NULL, 0)) return true;
   }
   return false;
 }
 
-static int pf_list(const conv_problem *problem, const conv_env *env, conv_config *out, int max) {
+static int patch_filter_list(const conv_problem *problem, const conv_env *env, conv_config *out,
+                             int max) {
   (void)problem, (void)env;
   int n = 0;
-  for (; n < PF_TILINGS && n < max; n++) {
-    const conv_patch_filter_tiling *t = &pf_tilings[n];
+  for (; n < PATCH_FILTER_TILINGS && n < max; n++) {
+    const conv_patch_filter_tiling *t = &patch_filter_tilings[n];
     out[n] = (conv_config){3, {t->kind, t->images, t->stages}, 0};
   }
   return n;
 }
 
-static bool pf_plan(const conv_problem *problem, const conv_env *env, const conv_config *config,
-                    void *launch, char *why, size_t why_size) {
+static bool patch_filter_plan(const conv_problem *problem, const conv_env *env,
+                              const conv_config *config, void *launch, char *why, size_t why_size) {
   (void)env;
   const int64_t *v = config->values;
   const conv_patch_filter_tiling tiling = {(int)v[0], (int)v[1], (int)v[2]};
   return conv_patch_filter_plan(problem, &tiling, launch, why, why_size);
 }
 
-static cudaError_t pf_configure(void *launch, const conv_env *env) {
+static cudaError_t patch_filter_configure(void *launch, const conv_env *env) {
   return conv_patch_filter_configure(launch, env->device.sm_count);
 }
 
-static size_t pf_workspace(const void *launch) {
+static size_t patch_filter_workspace(const void *launch) {
   return ((const conv_patch_filter_launch *)launch)->workspace_bytes;
 }
 
 /* The backward-filter pass: x and dy in, dw (exec's w) out. */
-static cudaError_t pf_launch(const void *launch, const conv_exec *ex, cudaStream_t stream) {
+static cudaError_t patch_filter_launch(const void *launch, const conv_exec *ex,
+                                       cudaStream_t stream) {
   return conv_patch_filter_run(launch, ex->x, ex->y, (float *)ex->w, ex->workspace, stream);
 }
 
-static void pf_describe_values(const int64_t *v, char *text, size_t size) {
+static void patch_filter_describe_values(const int64_t *v, char *text, size_t size) {
   snprintf(text, size, "%s images=%lld stages=%lld",
            v[0] == CONV_PATCH_FILTER_MMA ? "tf32-mma" : "fma", (long long)v[1], (long long)v[2]);
 }
 
-static const conv_kernel_family pf_family = {
+static const conv_kernel_family patch_filter_family = {
     .name = "patch_filter",
     .scope = "backward-filter passes of many small images that a patch tiling plans",
-    .values = 3,
-    .value_min = 0,
-    .value_max = 8,
-    .launch_bytes = sizeof(conv_patch_filter_launch),
-    .applicable = pf_applicable,
-    .list = pf_list,
-    .plan = pf_plan,
-    .configure = pf_configure,
-    .workspace = pf_workspace,
-    .launch = pf_launch,
-    .describe = pf_describe_values,
+    .values = 3, .value_min = 0, .value_max = 8, .launch_bytes = sizeof(conv_patch_filter_launch),
+    .applicable = patch_filter_applicable, .list = patch_filter_list, .plan = patch_filter_plan,
+    .configure = patch_filter_configure, .workspace = patch_filter_workspace,
+    .launch = patch_filter_launch, .describe = patch_filter_describe_values,
 };
-CONV_KERNEL_FAMILY_CALLBACKS(pf, pf_family)
-
-const conv_algorithm conv_algorithm_patch_filter = {
-    .id = CONV_ALGO_PATCH_FILTER,
-    .version = 1,
-    .name = "patch_filter",
-    .applicable = pf_applicable,
-    CONV_KERNEL_FAMILY_ENTRIES(pf),
-};
+CONV_KERNEL_FAMILY_ALGORITHM(patch_filter, CONV_ALGO_PATCH_FILTER, 1, false);

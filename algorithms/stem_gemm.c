@@ -18,17 +18,17 @@
 #include "algorithms/common/kernel_family.h"
 
 /* Room for the compiled tilings (3 today). */
-#define ST_TILINGS_MAX 8
+#define STEM_GEMM_TILINGS_MAX 8
 
 /* A device that runs wgmma (conv_device_wgmma); without a device (env
  * NULL) the problem alone decides. */
-static bool st_applicable(const conv_problem *problem, const conv_env *env) {
+static bool stem_gemm_applicable(const conv_problem *problem, const conv_env *env) {
   if (problem == NULL || !conv_problem_nchw(problem) || problem->math != CONV_MATH_TF32)
     return false;
   if (env != NULL && !conv_device_wgmma(&env->device)) return false;
-  conv_stem_tiling tilings[ST_TILINGS_MAX];
-  int n = conv_stem_tilings(tilings, ST_TILINGS_MAX);
-  if (n > ST_TILINGS_MAX) n = ST_TILINGS_MAX;
+  conv_stem_tiling tilings[STEM_GEMM_TILINGS_MAX];
+  int n = conv_stem_tilings(tilings, STEM_GEMM_TILINGS_MAX);
+  if (n > STEM_GEMM_TILINGS_MAX) n = STEM_GEMM_TILINGS_MAX;
   for (int i = 0; i < n; i++) { /* the wider tilings take more output channels */
     conv_stem_launch launch;
     if (conv_stem_plan(problem, &tilings[i], &launch, NULL, 0)) return true;
@@ -37,56 +37,44 @@ static bool st_applicable(const conv_problem *problem, const conv_env *env) {
 }
 
 /* The compiled tilings, in their own order. */
-static int st_list(const conv_problem *problem, const conv_env *env, conv_config *out, int max) {
+static int stem_gemm_list(const conv_problem *problem, const conv_env *env, conv_config *out,
+                          int max) {
   (void)problem, (void)env;
-  conv_stem_tiling tilings[ST_TILINGS_MAX];
-  int n = conv_stem_tilings(tilings, ST_TILINGS_MAX);
-  if (n > ST_TILINGS_MAX) n = ST_TILINGS_MAX;
+  conv_stem_tiling tilings[STEM_GEMM_TILINGS_MAX];
+  int n = conv_stem_tilings(tilings, STEM_GEMM_TILINGS_MAX);
+  if (n > STEM_GEMM_TILINGS_MAX) n = STEM_GEMM_TILINGS_MAX;
   if (n > max) n = max;
   for (int i = 0; i < n; i++) out[i] = (conv_config){2, {tilings[i].channels, tilings[i].batch}, 0};
   return n;
 }
 
-static bool st_plan(const conv_problem *problem, const conv_env *env, const conv_config *config,
-                    void *launch, char *why, size_t why_size) {
+static bool stem_gemm_plan(const conv_problem *problem, const conv_env *env,
+                           const conv_config *config, void *launch, char *why, size_t why_size) {
   (void)env;
   const conv_stem_tiling tiling = {(int)config->values[0], (int)config->values[1]};
   return conv_stem_plan(problem, &tiling, launch, why, why_size);
 }
 
-static cudaError_t st_configure(void *launch, const conv_env *env) {
+static cudaError_t stem_gemm_configure(void *launch, const conv_env *env) {
   return conv_stem_configure(launch, env->device.sm_count);
 }
 
-static cudaError_t st_launch(const void *launch, const conv_exec *ex, cudaStream_t stream) {
+static cudaError_t stem_gemm_launch(const void *launch, const conv_exec *ex, cudaStream_t stream) {
   return conv_stem_forward(launch, ex->x, ex->w, ex->bias, ex->y, stream);
 }
 
-static void st_describe_values(const int64_t *v, char *text, size_t size) {
+static void stem_gemm_describe_values(const int64_t *v, char *text, size_t size) {
   snprintf(text, size, "tf32-wgmma channels=%lld batch=%lld", (long long)v[0], (long long)v[1]);
 }
 
-static const conv_kernel_family st_family = {
+static const conv_kernel_family stem_gemm_family = {
     .name = "stem_gemm",
-    .scope = "fp32 NCHW forward convolutions with C R S <= 256 in TF32 mode, on compute "
-             "capability 9.0 (wgmma, sm_90a)",
-    .values = 2,
-    .value_min = 1,
-    .value_max = 256,
-    .launch_bytes = sizeof(conv_stem_launch),
-    .applicable = st_applicable,
-    .list = st_list,
-    .plan = st_plan,
-    .configure = st_configure,
-    .launch = st_launch,
-    .describe = st_describe_values,
+    .scope =
+        "fp32 NCHW forward convolutions with C R S <= 256 in TF32 mode, on compute "
+        "capability 9.0 (wgmma, sm_90a)",
+    .values = 2, .value_min = 1, .value_max = 256, .launch_bytes = sizeof(conv_stem_launch),
+    .applicable = stem_gemm_applicable, .list = stem_gemm_list, .plan = stem_gemm_plan,
+    .configure = stem_gemm_configure, .launch = stem_gemm_launch,
+    .describe = stem_gemm_describe_values,
 };
-CONV_KERNEL_FAMILY_CALLBACKS(st, st_family)
-
-const conv_algorithm conv_algorithm_stem_gemm = {
-    .id = CONV_ALGO_STEM_GEMM,
-    .version = 1,
-    .name = "stem_gemm",
-    .applicable = st_applicable,
-    CONV_KERNEL_FAMILY_ENTRIES(st),
-};
+CONV_KERNEL_FAMILY_ALGORITHM(stem_gemm, CONV_ALGO_STEM_GEMM, 1, false);

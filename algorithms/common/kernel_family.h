@@ -6,15 +6,13 @@
  * release() and describe(), with their argument guards, applicability
  * checks, config range checks and error messages, are written once here.
  *
- * A family file then holds its applicable(), its config list, three
- * small adapters between conv_config and its kernels' plan/launch
- * functions, a describe of its values, and
+ * A family file then holds its applicable(), its config list, small
+ * adapters between conv_config and its kernels' plan and launch
+ * functions, a describe of its values, all prefixed with the family's
+ * name, and
  *
  *     static const conv_kernel_family xx_family = {...};
- *     CONV_KERNEL_FAMILY_CALLBACKS(xx, xx_family)
- *     const conv_algorithm conv_algorithm_xx = {
- *         .id = ..., .version = ..., .name = "xx", .applicable = xx_applicable,
- *         CONV_KERNEL_FAMILY_ENTRIES(xx)};
+ *     CONV_KERNEL_FAMILY_ALGORITHM(xx, CONV_ALGO_XX, version, krsc_filters)
  *
  * A new element type (fp16, bf16) is one more config value that plan()
  * reads with the problem's dtype to pick its kernel instantiation, and
@@ -79,29 +77,31 @@ void conv_kernel_release(void *launch);
 void conv_kernel_describe(const conv_kernel_family *family, const conv_config *config,
                           char *text, size_t size);
 
-/* The conv_algorithm callbacks of the family described by `family`,
- * prefixed `prefix`_: each one call into the shell. */
-#define CONV_KERNEL_FAMILY_CALLBACKS(prefix, family)                                              \
-  static conv_status prefix##_configs(const conv_problem *problem, conv_env *env,                 \
-                                      conv_config *out, int max, int *count, conv_error *err) {   \
-    return conv_kernel_configs(&(family), problem, env, out, max, count, err);                    \
-  }                                                                                               \
-  static conv_status prefix##_prepare(const conv_problem *problem, conv_env *env,                 \
-                                      const conv_config *config, conv_prepared *out,              \
-                                      conv_error *err) {                                          \
-    return conv_kernel_prepare(&(family), problem, env, config, out, err);                        \
-  }                                                                                               \
-  static conv_status prefix##_run(const conv_exec *exec, cudaStream_t stream, conv_error *err) {  \
-    return conv_kernel_run(&(family), exec, stream, err);                                         \
-  }                                                                                               \
-  static void prefix##_describe(const conv_config *config, char *text, size_t size) {             \
-    conv_kernel_describe(&(family), config, text, size);                                          \
-  }
-
-/* The conv_algorithm fields CONV_KERNEL_FAMILY_CALLBACKS defined. */
-#define CONV_KERNEL_FAMILY_ENTRIES(prefix)                                                        \
-  .configs = prefix##_configs, .prepare = prefix##_prepare, .run = prefix##_run,                  \
-  .release = conv_kernel_release, .describe = prefix##_describe
+/* Defines conv_algorithm_`family` for the family `family`_family describes,
+ * with its callbacks (`family`_configs, _prepare, _run, _describe: each one
+ * call into the shell) and `family`_applicable;
+ * id, version and krsc_filters as conv_algorithm says. */
+#define CONV_KERNEL_FAMILY_ALGORITHM(family, algo_id, algo_version, reads_krsc)                    \
+  static conv_status family##_configs(const conv_problem *problem, conv_env *env, conv_config *out,\
+                                    int max, int *count, conv_error *err) {                        \
+    return conv_kernel_configs(&family##_family, problem, env, out, max, count, err);              \
+  }                                                                                                \
+  static conv_status family##_prepare(const conv_problem *problem, conv_env *env,                  \
+                                    const conv_config *config, conv_prepared *out,                 \
+                                    conv_error *err) {                                             \
+    return conv_kernel_prepare(&family##_family, problem, env, config, out, err);                  \
+  }                                                                                                \
+  static conv_status family##_run(const conv_exec *exec, cudaStream_t stream, conv_error *err) {   \
+    return conv_kernel_run(&family##_family, exec, stream, err);                                   \
+  }                                                                                                \
+  static void family##_describe(const conv_config *config, char *text, size_t size) {              \
+    conv_kernel_describe(&family##_family, config, text, size);                                    \
+  }                                                                                                \
+  const conv_algorithm conv_algorithm_##family = {                                                 \
+      .id = (algo_id), .version = (algo_version), .name = #family,                                 \
+      .applicable = family##_applicable, .configs = family##_configs, .prepare = family##_prepare, \
+      .run = family##_run, .release = conv_kernel_release, .describe = family##_describe,          \
+      .krsc_filters = (reads_krsc)}
 
 #ifdef __cplusplus
 }
