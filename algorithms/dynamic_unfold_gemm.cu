@@ -1,5 +1,5 @@
 /*
- * dynamic_unfold.cu -- dynamic_unfold_gemm's unfold kernel (dynamic.h).
+ * dynamic_unfold_gemm.cu -- dynamic_unfold_gemm's unfold kernel (dynamic_unfold_gemm.h).
  * One thread per element of u, consecutive threads on consecutive taps and
  * channels of one pixel: u is written in order, x read with the stride of
  * the window, which the caches absorb (the baseline's cost is the k*k-fold

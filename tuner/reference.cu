@@ -5,7 +5,7 @@
  * gradient's long sums), the textbook loops, double accumulation.
  */
 #include "tuner/check.h"
-#include "algorithms/algorithm.h"
+#include "core/core.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 /*
  * reference_dynamic.cu -- the dynamic op's reference kernels, which the
- * tuner validates the dynamic families against (kernels.h's
+ * tuner validates the dynamic families against (check.h's
  * conv_reference_* entry points call these for a dynamic problem).  Like
  * reference.cu: one thread per output element, the textbook loops, 64-bit
  * indices, products accumulated in double; each direction computes its own
@@ -8,7 +8,7 @@
  */
 #include "algorithms/common/views.h"
 #include "tuner/check.h"
-#include "algorithms/algorithm.h"
+#include "core/core.h"
 
 namespace {
 
