@@ -108,50 +108,45 @@ typedef struct conv_algorithm {
 bool conv_algorithm_applicable(const conv_algorithm *algo, const conv_problem *problem,
                                const conv_env *env);
 
-/* Registry: every candidate family, in id order. */
+/* The registry: every candidate family as X(ENUM, name, id), in id
+ * order.  A new family is one line appended here (and its file pair and
+ * test file); never renumber a line or reuse a retired id: cache rows
+ * name families by id.  Each line gives CONV_ALGO_ENUM = id and declares
+ * conv_algorithm_name, which the family's file defines; registry.c lists
+ * them in this order. */
+#define CONV_FAMILIES(X)                                                                          \
+  X(CUDNN, cudnn, 1)                                                                               \
+  X(IM2COL_GEMM, im2col_gemm, 2)                                                                   \
+  X(FFT, fft, 3)                                                                                   \
+  X(DIRECT_CHANNEL, direct_channel, 4)                                                             \
+  X(PATCH, patch, 5)                                                                               \
+  X(DYNAMIC_DIRECT, dynamic_direct, 6)                                                             \
+  X(CHANNEL_SPLIT, channel_split, 7)                                                               \
+  X(DEPTHWISE_NHWC, depthwise_nhwc, 8)                                                             \
+  X(FILTER_REDUCE, filter_reduce, 9)                                                               \
+  X(DATA_GATHER, data_gather, 10)                                                                  \
+  X(DYNAMIC_UNFOLD_GEMM, dynamic_unfold_gemm, 11)                                                  \
+  X(GEMM_NHWC, gemm_nhwc, 12)                                                                      \
+  X(IMPLICIT_GEMM, implicit_gemm, 13)                                                              \
+  X(FFT_FILTER, fft_filter, 14)                                                                    \
+  X(GEMM_BACKWARD, gemm_backward, 15)                                                              \
+  X(PATCH_FILTER, patch_filter, 16)                                                                \
+  X(PADDED_GEMM, padded_gemm, 17)                                                                  \
+  X(STEM_GEMM, stem_gemm, 18)
+
 enum {
-  CONV_ALGO_CUDNN = 1,
-  CONV_ALGO_IM2COL_GEMM = 2,
-  CONV_ALGO_FFT = 3,
-  CONV_ALGO_DIRECT_CHANNEL = 4,
-  CONV_ALGO_PATCH = 5,
-  CONV_ALGO_DYNAMIC_DIRECT = 6, /* the id reserved for the dynamic op's first family */
-  CONV_ALGO_CHANNEL_SPLIT = 7,
-  CONV_ALGO_DEPTHWISE_NHWC = 8,
-  CONV_ALGO_FILTER_REDUCE = 9,
-  CONV_ALGO_DATA_GATHER = 10,
-  CONV_ALGO_DYNAMIC_UNFOLD_GEMM = 11,
-  CONV_ALGO_GEMM_NHWC = 12,
-  CONV_ALGO_IMPLICIT_GEMM = 13,
-  CONV_ALGO_FFT_FILTER = 14,
-  CONV_ALGO_GEMM_BACKWARD = 15,
-  CONV_ALGO_PATCH_FILTER = 16,
-  CONV_ALGO_PADDED_GEMM = 17,
-  CONV_ALGO_STEM_GEMM = 18,
+#define CONV_FAMILY_ID_(upper, lower, id) CONV_ALGO_##upper = id,
+  CONV_FAMILIES(CONV_FAMILY_ID_)
+#undef CONV_FAMILY_ID_
 };
+
+#define CONV_FAMILY_EXTERN_(upper, lower, id) extern const conv_algorithm conv_algorithm_##lower;
+CONV_FAMILIES(CONV_FAMILY_EXTERN_)
+#undef CONV_FAMILY_EXTERN_
+
 const conv_algorithm *const *conv_registry(int *count /* OUT */);
 const conv_algorithm *conv_registry_find(uint32_t id);
 const conv_algorithm *conv_registry_find_name(const char *name);
-
-extern const conv_algorithm conv_algorithm_cudnn;
-extern const conv_algorithm conv_algorithm_im2col_gemm;
-extern const conv_algorithm conv_algorithm_direct_channel;
-extern const conv_algorithm conv_algorithm_fft;
-extern const conv_algorithm conv_algorithm_patch;
-extern const conv_algorithm conv_algorithm_channel_split;
-extern const conv_algorithm conv_algorithm_depthwise_nhwc;
-extern const conv_algorithm conv_algorithm_gemm_nhwc;
-extern const conv_algorithm conv_algorithm_implicit_gemm;
-extern const conv_algorithm conv_algorithm_fft_filter;
-extern const conv_algorithm conv_algorithm_gemm_backward;
-extern const conv_algorithm conv_algorithm_patch_filter;
-extern const conv_algorithm conv_algorithm_padded_gemm;
-extern const conv_algorithm conv_algorithm_stem_gemm;
-extern const conv_algorithm conv_algorithm_filter_reduce;
-extern const conv_algorithm conv_algorithm_data_gather;
-extern const conv_algorithm conv_algorithm_dynamic_direct;
-extern const conv_algorithm conv_algorithm_dynamic_unfold_gemm;
-
 
 #ifdef __cplusplus
 }

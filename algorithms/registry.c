@@ -3,27 +3,11 @@
 
 #include "algorithms/algorithm.h"
 
-/* Ordered by id.  Adding a family: append it here and reserve its id in
- * algorithm.h; never renumber or reuse a retired id (cache rows name them). */
+/* In id order: algorithm.h's CONV_FAMILIES. */
 static const conv_algorithm *const registry[] = {
-    &conv_algorithm_cudnn,
-    &conv_algorithm_im2col_gemm,
-    &conv_algorithm_fft,
-    &conv_algorithm_direct_channel,
-    &conv_algorithm_patch,
-    &conv_algorithm_dynamic_direct,
-    &conv_algorithm_channel_split,
-    &conv_algorithm_depthwise_nhwc,
-    &conv_algorithm_filter_reduce,
-    &conv_algorithm_data_gather,
-    &conv_algorithm_dynamic_unfold_gemm,
-    &conv_algorithm_gemm_nhwc,
-    &conv_algorithm_implicit_gemm,
-    &conv_algorithm_fft_filter,
-    &conv_algorithm_gemm_backward,
-    &conv_algorithm_patch_filter,
-    &conv_algorithm_padded_gemm,
-    &conv_algorithm_stem_gemm,
+#define CONV_FAMILY_ENTRY_(upper, lower, id) &conv_algorithm_##lower,
+    CONV_FAMILIES(CONV_FAMILY_ENTRY_)
+#undef CONV_FAMILY_ENTRY_
 };
 
 const conv_algorithm *const *conv_registry(int *count) {
