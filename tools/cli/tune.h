@@ -1,9 +1,11 @@
 /*
- * tune.h -- what the three parts of `convtune tune` share:
+ * tune.h -- what the parts of `convtune tune` share:
  *
- *   tune.c     the shapes, one GPU: a worker thread tunes them while the
- *              main thread's libuv loop watches Ctrl-C and the clock;
- *              stderr's display; the table of results
+ *   tune.c          the command: its shapes, then one of the runs below
+ *   tune_run.c      one process's tuning: a worker thread tunes the shapes
+ *                   while the main thread's libuv loop watches Ctrl-C and
+ *                   the clock; the table of results
+ *   tune_display.c  stderr's display
  *   devices.c  --devices: the shapes shared out to one worker process per
  *              GPU (libuv), each tuning into the same cache
  *   worker.c   --worker-device N: such a worker process
@@ -58,6 +60,14 @@ void display_tick(uv_timer_t *timer);
 /* The last progress line stays on the screen; the caller is the only
  * thread left writing. */
 void display_finish(tune_display *d);
+
+/* Says which libuv call failed and why; returns EXIT_FAILED. */
+int say_uv_error(const char *what, int e);
+
+/* The context's log callback (user: the display): warnings always; a
+ * candidate starting becomes the progress line's candidate; with --verbose
+ * the other INFO and DEBUG lines. */
+void display_log(void *user, conv_log_level level, const char *message);
 
 /* ---------------------------------------------------------------- one shape */
 
