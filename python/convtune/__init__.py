@@ -34,7 +34,7 @@ import threading
 import weakref
 
 from . import _lib
-from ._base import ConvtuneError, _device_index, _torch, _torch_deterministic
+from ._base import ConvtuneError, _conv_tf32_reader, _device_index, _torch, _torch_deterministic
 from ._plan import Plan
 from ._cache import cache_pending, cache_trials, cache_winners, default_cache_path, merge_caches
 
@@ -101,13 +101,48 @@ def _log_message(user, level, message):
 _log_callback = _lib.LogFn(_log_message)
 
 
+def _env_choice(name, choices):
+    """The environment variable `name`, one of `choices` (any case), or None where unset
+    or empty; another value is a ValueError that names the variable."""
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return None
+    if value not in choices:
+        raise ValueError("$%s must be one of %s, got %r" % (name, ", ".join(choices), value))
+    return value
+
+
+def _env_policy():
+    """$CONVTUNE_POLICY, for a Context made with policy=None (the default contexts among
+    them): a deployment sets "cache_only" or "record" there, so that nothing tunes in
+    production whatever the model's code says."""
+    return _env_choice("CONVTUNE_POLICY", tuple(_lib.POLICIES)) or "predict"
+
+
+def _env_log_level():
+    """$CONVTUNE_LOG ("error", "warn", "info" or "debug"): the most detailed level the
+    library passes on, shown on stderr where the "convtune" logger has no handler of the
+    application's.  None where unset: INFO reaches the logger, which shows WARNING and up."""
+    level = _env_choice("CONVTUNE_LOG", ("error", "warn", "info", "debug"))
+    if level is None:
+        return None
+    py_level = {"error": logging.ERROR, "warn": logging.WARNING, "info": logging.INFO,
+                "debug": logging.DEBUG}[level]
+    if not _logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("convtune: %(levelname)s: %(message)s"))
+        _logger.addHandler(handler)
+    _logger.setLevel(py_level)
+    return _lib.LOG_LEVELS.index(level.upper())
+
+
 class Context:
     """A libconvtune context on one CUDA device: cuDNN/cuBLASLt handles, the plan cache, plans.
 
     device: a CUDA ordinal, torch.device or "cuda:N"; None is torch's current device.
     cache: SQLite cache file; None follows the library's rules ($CONVTUNE_CACHE,
     $XDG_CACHE_HOME/convtune/cache.db, ~/.cache/convtune/cache.db); ":memory:" keeps nothing.
-    policy: "predict" (the default: a miss times only the configs its 3 nearest shapes tuned
+    policy: None (the default) reads $CONVTUNE_POLICY, else "predict"; "predict" (a miss times only the configs its 3 nearest shapes tuned
     in this cache or system_cache suggest, all where they disagree or fewer than 3 are tuned,
     and is marked incomplete for `convtune tune --pending`; include/convtune.h,
     CONV_POLICY_PREDICT), "exhaustive" (time every config), "fast" (a few best guesses),
@@ -119,6 +154,8 @@ class Context:
     verbose: also log each candidate config as it is timed (DEBUG).  The library's messages go
     to the logging module's "convtune" logger: warnings, and at INFO a line as each tuning
     starts and ends (logging.basicConfig(level=logging.INFO) shows them); nothing is printed.
+    $CONVTUNE_LOG ("error", "warn", "info" or "debug") sets the level the library passes on
+    and shows the messages on stderr where the application gave the logger no handler.
     deterministic: every plan of this context deterministic (see Context.plan).
     system_cache: a read-only cache (e.g. one shipped per GPU model) looked up after `cache`
     before a shape is tuned, never written (plan.info["source"] "system"); None follows
@@ -128,11 +165,13 @@ class Context:
     `convtune tune --pending` or a later context without a budget to finish; 0 is none.
     """
 
-    def __init__(self, device=None, cache=None, policy="predict", workspace_limit=0, verbose=False,
+    def __init__(self, device=None, cache=None, policy=None, workspace_limit=0, verbose=False,
                  deterministic=False, system_cache=None, tuning_budget_ms=0):
         self._handle = None  # first, so that close() and __del__ work if __init__ fails
         self._plans = {}
         self._lock = threading.RLock()
+        if policy is None:
+            policy = _env_policy()
         if policy not in _lib.POLICIES:
             raise ValueError("policy must be one of %s, got %r" % (", ".join(map(repr, _lib.POLICIES)), policy))
         workspace_limit = _int("workspace_limit", workspace_limit)
@@ -160,6 +199,9 @@ class Context:
         options.tuning_budget_ms = float(tuning_budget_ms)
         self._log_callback = _log_callback  # lives while the context can call it
         options.log = _log_callback  # at the default level, INFO (DEBUG with verbose)
+        env_level = _env_log_level()
+        if env_level is not None and not self.verbose:
+            options.log_level = env_level
         handle = _lib.ContextPtr()
         # The library leaves torch's current device as it was, in every call.
         status = lib.conv_context_create(ctypes.byref(handle), ctypes.byref(options))
@@ -200,7 +242,7 @@ class Context:
         (plan.backward_filter(x, dy) gives dw); backward passes take no bias or activation.
         deterministic: True admits only candidates whose results are bit-identical run
         to run (no float atomics); None follows torch.are_deterministic_algorithms_enabled()
-        (False where torch is not imported); a deterministic context makes every plan so.
+        or torch.backends.cudnn.deterministic (False where torch is not imported); a deterministic context makes every plan so.
         The first call for a problem looks it up in the cache or tunes it (milliseconds
         to seconds); later calls return the same Plan object.
         """
@@ -440,9 +482,9 @@ def _check_dynamic_tensors(torch, x, weights, stride, dilation, groups):
 
 
 def _math_default(torch, math):
-    """math=None: TF32 where torch.backends.cudnn.allow_tf32 allows it, as convtune.nn.Conv2d."""
+    """math=None: TF32 where PyTorch lets cuDNN's convolutions use it, as convtune.nn.Conv2d."""
     if math is None:
-        return "tf32" if torch.backends.cudnn.allow_tf32 else "strict"
+        return "tf32" if _conv_tf32_reader(torch)() else "strict"
     if math not in _lib.MATH:
         raise ValueError("math must be None, 'strict' or 'tf32', got %r" % (math,))
     return math
@@ -463,7 +505,7 @@ def dynamic_conv2d(x, weights, stride=1, dilation=1, groups=None, math=None, *, 
     (B, G, C/G, k*k, P, Q), times weights.unsqueeze(2), summed over k*k.  The seed's
     form, one filter shared by all channels, is G = 1.  groups: None takes G from the
     weights; a number must equal it.  stride: 1 or 2 in this version.  math: "strict",
-    "tf32", or None to follow torch.backends.cudnn.allow_tf32 (as convtune.nn.Conv2d).
+    "tf32", or None to follow PyTorch's cuDNN TF32 setting (as convtune.nn.Conv2d).
     Plans come from `context` as in conv2d (default: one Context per device).
     Returns y (B, C, P, Q); out: optional preallocated y.
 

@@ -19,10 +19,52 @@ def _torch():
     return _torch_mod
 
 
+def _deterministic_reader(torch):
+    """A function returning whether PyTorch asks for deterministic convolutions now:
+    torch.use_deterministic_algorithms(True), or torch.backends.cudnn.deterministic, which
+    makes PyTorch's own convolutions deterministic (read through their C getters: layers
+    read this on every call)."""
+    algorithms = (getattr(torch._C, "_get_deterministic_algorithms", None)
+                  or torch.are_deterministic_algorithms_enabled)
+    cudnn = getattr(torch._C, "_get_cudnn_deterministic", None) or (
+        lambda: torch.backends.cudnn.deterministic)
+    return lambda: bool(algorithms()) or bool(cudnn())
+
+
 def _torch_deterministic():
-    """torch.are_deterministic_algorithms_enabled(), or False where torch is not imported."""
+    """_deterministic_reader's answer, or False where torch is not imported."""
     torch = sys.modules.get("torch")
-    return torch is not None and bool(torch.are_deterministic_algorithms_enabled())
+    return torch is not None and _deterministic_reader(torch)()
+
+
+def _conv_tf32_reader(torch):
+    """A function returning whether PyTorch lets cuDNN convolutions use TF32 now.
+
+    PyTorch 2.9 and later set it with torch.backends.cudnn.conv.fp32_precision ("tf32",
+    "ieee", or "none" to inherit), and raise on a read of the legacy
+    torch.backends.cudnn.allow_tf32 once the new API was used; so the new setting is read
+    first, through its C getter (the property costs twice as much, and layers read this on
+    every call), and the legacy flag only where the new one says "none" or does not exist.
+    """
+    legacy = getattr(torch._C, "_get_cudnn_allow_tf32", None) or (
+        lambda: torch.backends.cudnn.allow_tf32)
+    getter = getattr(torch._C, "_get_fp32_precision_getter", None)
+    try:
+        if getter is not None:
+            getter("cuda", "conv")
+    except Exception:  # an older spelling of the private getter: the legacy flag alone
+        getter = None
+    if getter is None:
+        return lambda: bool(legacy())
+
+    def conv_tf32():
+        precision = getter("cuda", "conv")
+        if precision == "tf32":
+            return True
+        if precision == "ieee":
+            return False
+        return bool(legacy())
+    return conv_tf32
 
 
 class ConvtuneError(RuntimeError):

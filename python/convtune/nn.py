@@ -47,9 +47,10 @@ backward passes of training read a K C R S copy of it.
 Anything else runs PyTorch's own forward, so results and errors are
 PyTorch's; `layer.fallbacks` counts those calls by reason.  padding="same"
 / "valid" and the non-zero padding modes are done as nn.Conv2d does them.
-TF32 follows torch.backends.cudnn.allow_tf32 at each call unless math=
+TF32 follows PyTorch's cuDNN setting (torch.backends.cudnn.conv.fp32_precision,
+or allow_tf32 where PyTorch has no such setting) at each call unless math=
 ("strict" or "tf32") is given; with torch.use_deterministic_algorithms(True)
-every plan, forward and backward, is deterministic (bit-identical results
+or torch.backends.cudnn.deterministic = True every plan, forward and backward, is deterministic (bit-identical results
 run to run).  Plans come from `context`, by default the
 module's Context per device (the library's default cache, exhaustive
 tuning: the first call of each shape tunes it).
@@ -64,6 +65,7 @@ import torch.nn.functional as F
 
 from . import ConvtuneError, _autograd, _default_context, _lib, dynamic_conv2d
 from . import ops as _ops
+from ._base import _conv_tf32_reader, _deterministic_reader
 
 __all__ = ["Conv2d", "Involution", "convert", "ConvertReport"]
 
@@ -75,7 +77,7 @@ _NO_PLAN = frozenset(_lib.STATUS_NAMES.index(name) for name in (
     "WORKSPACE_LIMIT"))
 
 _compiling = torch.compiler.is_compiling
-_cudnn_tf32 = getattr(torch._C, "_get_cudnn_allow_tf32", None) or (lambda: torch.backends.cudnn.allow_tf32)
+_cudnn_tf32 = _conv_tf32_reader(torch)
 _grad_enabled = torch.is_grad_enabled
 _autocast_enabled = torch.is_autocast_enabled
 # In training, a layer on the default context calls the operator, whose C++
@@ -96,24 +98,23 @@ def _math_now(math):
     return "tf32" if _cudnn_tf32() else "strict"
 
 
-# torch.are_deterministic_algorithms_enabled() without its Python frame:
+# Whether torch asks for deterministic convolutions, without Python frames:
 # the fast path reads it on every call.
-_deterministic_now = (getattr(torch._C, "_get_deterministic_algorithms", None)
-                      or torch.are_deterministic_algorithms_enabled)
+_deterministic_now = _deterministic_reader(torch)
 
 
 @torch.compiler.assume_constant_result
 def _traced_cudnn_tf32():
     # Read once when a graph is traced (Dynamo cannot trace the flag's
     # getter): a compiled model keeps the math it was traced with.
-    return bool(torch.backends.cudnn.allow_tf32)
+    return _cudnn_tf32()
 
 
 class Conv2d(torch.nn.Conv2d):
     """torch.nn.Conv2d run through convtune where it can (see the module's doc).
 
     Takes nn.Conv2d's arguments, plus:
-    math: None (follow torch.backends.cudnn.allow_tf32 at each call), "strict"
+    math: None (follow PyTorch's cuDNN TF32 setting at each call), "strict"
     or "tf32".
     context: the convtune.Context whose plans it uses; None is the module's
     default Context for the input's device.

@@ -51,6 +51,7 @@ import os
 import torch
 
 from . import _default_context, _lib
+from ._base import _deterministic_reader
 
 __all__ = ["plan_launch", "memory_format", "kernel", "formula", "close", "torch_access_address"]
 
@@ -138,6 +139,7 @@ def _plain(t):
 
 
 _plans = {}  # (pass, the problem's arguments, deterministic) -> plan
+_deterministic_now = _deterministic_reader(torch)
 
 
 def _operator_plan(direction, x_size, w_size, bias, stride, padding, dilation, groups, math, layout,
@@ -145,7 +147,7 @@ def _operator_plan(direction, x_size, w_size, bias, stride, padding, dilation, g
     """The default context's plan of one pass, kept here by the operator's
     arguments so that a call skips Context.plan's argument checks, and
     made again for torch's deterministic setting or a closed context."""
-    deterministic = torch.are_deterministic_algorithms_enabled()
+    deterministic = _deterministic_now()
     key = (direction, x_size, w_size, bias, tuple(stride), tuple(padding), tuple(dilation), groups,
            math, layout, device, deterministic)
     plan = _plans.get(key)

@@ -478,6 +478,19 @@ def test_cache_miss(tmp_path, cuda):
 
 
 @gpu
+def test_policy_from_the_environment(tmp_path, cuda, monkeypatch):
+    """$CONVTUNE_POLICY sets the policy of a Context whose code names none."""
+    monkeypatch.setenv("CONVTUNE_POLICY", "cache_only")
+    with convtune.Context(cache=tmp_path / "empty.db") as c:
+        assert c.policy == "cache_only"
+        with pytest.raises(convtune.ConvtuneError) as e:
+            c.plan((1, 3, 8, 8), (4, 3, 3, 3))
+    assert e.value.status_name == "CACHE_MISS"
+    with convtune.Context(cache=tmp_path / "empty.db", policy="fast") as c:
+        assert c.policy == "fast"  # the code's own choice stands
+
+
+@gpu
 def test_filter_too_large(ctx, cuda):
     with pytest.raises(convtune.ConvtuneError) as e:
         ctx.plan((1, 1, 4, 4), (1, 1, 3, 3), dilation=3)

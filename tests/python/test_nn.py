@@ -314,6 +314,46 @@ def test_tf32_follows_cudnn_flag_unless_math_given(ctx, cuda):
 
 
 @gpu
+@pytest.mark.skipif(not hasattr(torch.backends.cudnn, "conv"),
+                    reason="this PyTorch has no torch.backends.cudnn.conv.fp32_precision")
+def test_tf32_follows_fp32_precision_api(ctx, cuda):
+    """PyTorch's current precision API: after it is used, reading the legacy
+    torch.backends.cudnn.allow_tf32 raises, which once made every layer with
+    math=None fail."""
+    layer = convtune.nn.Conv2d(16, 16, 3, padding=1, context=ctx).to(cuda)
+    x = torch.randn(4, 16, 12, 12, device=cuda)
+    old = torch.backends.cudnn.allow_tf32
+    try:
+        with torch.inference_mode():
+            for precision, expected in (("ieee", "strict"), ("tf32", "tf32"), ("ieee", "strict")):
+                torch.backends.cudnn.conv.fp32_precision = precision
+                ref = torch.nn.functional.conv2d(x, layer.weight, layer.bias, padding=1)
+                assert rel_l2(layer(x), ref) < TF32_BOUND
+                assert layer._last_plan.key.split()[3] == expected
+                assert rel_l2(convtune.conv2d(x, layer.weight, layer.bias, padding=1), ref) < TF32_BOUND
+    finally:
+        torch.backends.cudnn.allow_tf32 = old  # the legacy setter sets both APIs' flags
+    assert torch.backends.cudnn.allow_tf32 == old
+
+
+@gpu
+def test_cudnn_deterministic_makes_plans_deterministic(ctx, cuda):
+    """torch.backends.cudnn.deterministic makes PyTorch's convolutions
+    deterministic; a converted layer follows it as it follows
+    torch.use_deterministic_algorithms."""
+    layer = convtune.nn.Conv2d(16, 16, 3, padding=1, context=ctx).to(cuda)
+    x = torch.randn(4, 16, 12, 12, device=cuda)
+    old = torch.backends.cudnn.deterministic
+    try:
+        with torch.inference_mode():
+            torch.backends.cudnn.deterministic = True
+            layer(x)
+            assert layer._last_plan.key.endswith(" det"), layer._last_plan.key
+    finally:
+        torch.backends.cudnn.deterministic = old
+
+
+@gpu
 def test_model_loop_replays_graphs_without_recapturing(ctx, cuda, strict_math):
     """Layers sharing a plan, called with their own weights and the
     allocator's activations: after a warm-up, every call replays a kept
