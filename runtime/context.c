@@ -95,12 +95,29 @@ conv_status conv_context_device_fingerprint(const conv_context *context, char *f
 
 static void context_free(conv_context *ctx);
 
+/* Why cudaGetDeviceCount failed, in words a user can act on: CUDA reports a
+ * machine with no NVIDIA driver at all as an "insufficient" driver. */
+static conv_status no_device(cudaError_t rc, conv_error *err) {
+  int driver = 0, runtime = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+  if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
+  if (driver == 0)
+    return conv_error_set(err, CONV_NO_DEVICE,
+                          "no NVIDIA driver is installed (libcuda.so.1 not found)");
+  if (rc == cudaErrorInsufficientDriver)
+    return conv_error_set(err, CONV_NO_DEVICE,
+                          "the NVIDIA driver supports CUDA %d.%d; this build needs %d.%d: update "
+                          "the driver",
+                          driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+  return conv_error_set(err, CONV_NO_DEVICE, "no CUDA device: %s", cudaGetErrorString(rc));
+}
+
 static conv_status count_devices(int *count, conv_error *err) {
   *count = 0;
   cudaError_t rc = cudaGetDeviceCount(count);
   if (rc != cudaSuccess) {
     *count = 0;
-    return conv_error_set(err, CONV_NO_DEVICE, "no CUDA device: %s", cudaGetErrorString(rc));
+    return no_device(rc, err);
   }
   return *count > 0 ? CONV_OK : conv_error_set(err, CONV_NO_DEVICE, "no CUDA device");
 }
