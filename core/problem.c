@@ -519,6 +519,34 @@ static void spec_dynamic_defaults(spec_state *spec) {
   if (!spec_has(spec, offsetof(conv_problem, pad_w))) pr->pad_w = (pr->s - 1) / 2 * pr->dil_w;
 }
 
+/* Every size a spec must give (after spec_dynamic_defaults, which fills
+ * what the dynamic op determines), named at once: "w = 0" for a spec that
+ * also lacks k, r and s would send the user back three more times. */
+static conv_status spec_complete(const spec_state *spec, conv_error *err) {
+  static const struct {
+    size_t offset;
+    const char *name;
+  } sizes[] = {{offsetof(conv_problem, n), "n"}, {offsetof(conv_problem, c), "c"},
+               {offsetof(conv_problem, h), "h"}, {offsetof(conv_problem, w), "w"},
+               {offsetof(conv_problem, k), "k"}, {offsetof(conv_problem, r), "r"},
+               {offsetof(conv_problem, s), "s"}};
+  const bool dynamic = spec->problem.op == CONV_OP_DYNAMIC;
+  char missing[64] = "";
+  size_t used = 0;
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    const bool derived = dynamic && (sizes[i].offset == offsetof(conv_problem, k) ||
+                                     sizes[i].offset == offsetof(conv_problem, s));
+    if (derived || spec_has(spec, sizes[i].offset)) continue;
+    used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%s", used ? " " : "",
+                             sizes[i].name);
+  }
+  if (used == 0) return CONV_OK;
+  return conv_error_set(err, CONV_BAD_DIMENSION,
+                        "missing %s (a spec names n c h w k r s, e.g. \"n=32 c=64 h=56 w=56 "
+                        "k=64 r=3 s=3 pad=1\")",
+                        missing);
+}
+
 conv_status conv_problem_parse_sized(const char *spec, conv_problem *problem, size_t struct_size,
                                      char *message, size_t message_size) {
   conv_error err = {CONV_OK, ""};
@@ -542,6 +570,7 @@ conv_status conv_problem_parse_sized(const char *spec, conv_problem *problem, si
     for (char *tok = strtok_r(buf, " \t,", &save); tok && st == CONV_OK;
          tok = strtok_r(NULL, " \t,", &save))
       st = parse_field(tok, &parsed, &err);
+    if (st == CONV_OK) st = spec_complete(&parsed, &err);
     if (st == CONV_OK) spec_dynamic_defaults(&parsed);
     if (st == CONV_OK) canonical_filter_layout(&parsed.problem);
     if (st == CONV_OK) st = shape_checked(&parsed.problem, NULL, &err);

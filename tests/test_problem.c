@@ -217,7 +217,12 @@ static int parse_spec(void) {
   CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_problem_parse("n", &p, msg, sizeof msg));
   CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_problem_parse("math=fast", &p, msg, sizeof msg));
   CHECK_STATUS(CONV_BAD_DIMENSION, conv_problem_parse("n=1 c=1 h=4 w=4 k=1 r=3", &p, msg, sizeof msg));
-  CHECK(strstr(msg, "s = 0") != NULL);
+  CHECK_MSG(strstr(msg, "missing s ") != NULL, "%s", msg);
+  /* Every missing size at once, not the first that validation trips on. */
+  CHECK_STATUS(CONV_BAD_DIMENSION, conv_problem_parse("n=1 c=3 h=8", &p, msg, sizeof msg));
+  CHECK_MSG(strstr(msg, "missing w k r s ") != NULL, "%s", msg);
+  CHECK_STATUS(CONV_BAD_DIMENSION, conv_problem_parse("n=1 c=1 h=4 w=4 k=1 s=3 r=0", &p, msg, sizeof msg));
+  CHECK_MSG(strstr(msg, "r = 0") != NULL, "%s", msg); /* given, but 0: validation names it */
   CHECK_STATUS(CONV_FILTER_TOO_LARGE, conv_problem_parse("n=1 c=1 h=4 w=4 k=1 r=5 s=5", &p, msg, sizeof msg));
   /* A field given twice, under one name or through an alias, is an error. */
   static const struct {
