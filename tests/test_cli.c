@@ -284,6 +284,11 @@ static int test_list_and_show_without_gpu(void) {
   cli_result_free(&r);
   remove(suite_file);
 
+  /* A problem key as `list` prints it names the shape too. */
+  RUN_EXPECT(r, 0, "show", key, "--cache", db);
+  CHECK(contains(r.out.data, "engine=12 knobs=3"));
+  cli_result_free(&r);
+
   /* Not in the cache: the math mode is part of the key. */
   RUN_EXPECT(r, 1, "show", SPEC, "--math", "tf32", "--cache", db);
   CHECK(r.out.len == 0);

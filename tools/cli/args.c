@@ -342,6 +342,8 @@ int parse_spec(const char *spec, conv_problem *p) {
   char message[512];
   message[0] = '\0';
   conv_status st = conv_problem_parse(spec, p, message, sizeof message);
+  /* A problem key, as `list` and `tune` print them, names a shape too. */
+  if (st != CONV_OK && conv_problem_from_key(spec, p) == CONV_OK) return EXIT_OK_;
   if (st != CONV_OK) {
     return usage_error("bad shape spec '%s': %s", spec,
                        message[0] ? message : conv_status_string(st));
