@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "algorithms/common/shell_callbacks.h"
 #include "algorithms/algorithm.h"
 
 #ifdef __cplusplus
@@ -82,20 +83,9 @@ void conv_kernel_describe(const conv_kernel_family *family, const conv_config *c
 /* The conv_algorithm callbacks of the family described by `family`,
  * prefixed `prefix`_: each one call into the shell. */
 #define CONV_KERNEL_FAMILY_CALLBACKS(prefix, family)                                              \
-  static conv_status prefix##_configs(const conv_problem *problem, conv_env *env,                 \
-                                      conv_config *out, int max, int *count, conv_error *err) {   \
-    return conv_kernel_configs(&(family), problem, env, out, max, count, err);                    \
-  }                                                                                               \
-  static conv_status prefix##_prepare(const conv_problem *problem, conv_env *env,                 \
-                                      const conv_config *config, conv_prepared *out,              \
-                                      conv_error *err) {                                          \
-    return conv_kernel_prepare(&(family), problem, env, config, out, err);                        \
-  }                                                                                               \
+  CONV_SHELL_CALLBACKS(prefix, conv_kernel, family)                                               \
   static conv_status prefix##_run(const conv_exec *exec, cudaStream_t stream, conv_error *err) {  \
     return conv_kernel_run(&(family), exec, stream, err);                                         \
-  }                                                                                               \
-  static void prefix##_describe(const conv_config *config, char *text, size_t size) {             \
-    conv_kernel_describe(&(family), config, text, size);                                          \
   }
 
 /* The conv_algorithm fields CONV_KERNEL_FAMILY_CALLBACKS defined. */
