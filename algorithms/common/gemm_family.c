@@ -118,10 +118,8 @@ out:
 }
 
 conv_status conv_gemm_prepared(void *state, size_t workspace_bytes, conv_prepared *out) {
-  out->state = state;
-  out->workspace_bytes = workspace_bytes;
-  out->arith = CONV_ARITH_DIRECT;
-  out->deterministic = true;
+  *out = (conv_prepared){.state = state, .workspace_bytes = workspace_bytes,
+                         .arith = CONV_ARITH_DIRECT, .deterministic = true};
   return CONV_OK;
 }
 
