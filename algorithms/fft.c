@@ -46,6 +46,7 @@
 #include <stdlib.h>
 
 #include "algorithms/common/views.h"
+#include "algorithms/common/view_family.h"
 #include "algorithms/common/fft_plans.h"
 #include "algorithms/common/cublaslt.h"
 
@@ -209,18 +210,17 @@ static void fft_workspace_layout(fft_state *st) {
 
 static conv_status fft_prepare(const conv_problem *problem, conv_env *env,
                                const conv_config *config, conv_prepared *out, conv_error *err) {
-  if (problem == NULL || env == NULL || config == NULL || out == NULL)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "fft: NULL argument");
   conv_problem view;
-  if (!fft_view(problem, &view))
-    return conv_error_set(err, CONV_UNSUPPORTED,
-                          "fft: only fp32 NCHW forward, stride 1, dilation 1, a filter larger "
-                          "than 1x1, or backward-data whose transposed convolution is such a one");
+  conv_status s = conv_view_prepare_check(
+      "fft", fft_view, problem, env, config, out, &view, err,
+      "only fp32 NCHW forward, stride 1, dilation 1, a filter larger than 1x1, or backward-data "
+      "whose transposed convolution is such a one");
+  if (s != CONV_OK) return s;
   const bool transposed = problem->direction == CONV_BACKWARD_DATA;
   problem = &view;
   /* Sizes are checked by fft_tiles_make. */
-  const conv_status checked = conv_config_check(config, "fft", 3, INT64_MIN, INT64_MAX, err);
-  if (checked != CONV_OK) return checked;
+  s = conv_config_check(config, "fft", 3, INT64_MIN, INT64_MAX, err);
+  if (s != CONV_OK) return s;
   if (config->values[2] != FFT_PRODUCT_KERNEL && config->values[2] != FFT_PRODUCT_GEMM)
     return conv_error_set(err, CONV_UNSUPPORTED, "fft: product %lld is not 0 or 1",
                           (long long)config->values[2]);
@@ -229,7 +229,6 @@ static conv_status fft_prepare(const conv_problem *problem, conv_env *env,
                           (long long)problem->groups);
   fft_state *st = calloc(1, sizeof *st);
   if (st == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "fft: out of memory");
-  conv_status s;
   CONV_TRY(s,
            conv_fft_pass_make(&st->pass, problem, config->values[0], config->values[1],
                               CONV_FFT_FILTER_PLANES, CONV_FFT_INPUT_TILES, CONV_FFT_OUTPUT_TILES,
