@@ -104,11 +104,9 @@ static conv_status read_engine_config(cudnnBackendDescriptor_t cfg, conv_config 
                         &engine), done);
   CONV_TRY(st, GET_ATTR(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got, &index),
            done);
-  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; i++)
-    CONV_TRY(st, conv_cudnn_make_desc(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &choices[i], err),
-             done);
-  CONV_TRY(st, GET_ATTR(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                        CUDNN_KNOB_TYPE_COUNTS, &n, choices), done);
+  CONV_TRY(st, GET_DESCS(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                         CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, CUDNN_KNOB_TYPE_COUNTS, &n, choices),
+           done);
   if (n < 0 || n > MAX_CONFIG_KNOBS) goto done; /* st is CONV_OK: skipped, not failed */
   out->values[out->count++] = index;
   for (int64_t i = 0; i < n; i++) {
@@ -124,7 +122,7 @@ static conv_status read_engine_config(cudnnBackendDescriptor_t cfg, conv_config 
   config_canonicalize(out);
   *fits = true;
 done:
-  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; i++) conv_cudnn_free_desc(&choices[i]);
+  conv_cudnn_free_descs(choices, CUDNN_KNOB_TYPE_COUNTS);
   conv_cudnn_free_desc(&engine);
   return st;
 }
@@ -152,10 +150,8 @@ static conv_status heuristic_configs(cudnnBackendDescriptor_t graph, cudnnBacken
     st = conv_error_set(err, CONV_OUT_OF_MEMORY, "cudnn: heuristic results");
     goto done;
   }
-  for (int64_t i = 0; i < available; i++)
-    CONV_TRY(st, conv_cudnn_make_desc(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[i], err), done);
-  CONV_TRY(st, GET_ATTR(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                        available, &got, cfgs), done);
+  CONV_TRY(st, GET_DESCS(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR,
+                         available, &got, cfgs), done);
   if (got > available) got = available;
   for (int64_t i = 0; i < got; i++) {
     bool fits;
@@ -165,8 +161,7 @@ static conv_status heuristic_configs(cudnnBackendDescriptor_t graph, cudnnBacken
     if (fits) (*count)++;
   }
 done:
-  if (cfgs != NULL)
-    for (int64_t i = 0; i < available; i++) conv_cudnn_free_desc(&cfgs[i]);
+  if (cfgs != NULL) conv_cudnn_free_descs(cfgs, available);
   free(cfgs);
   conv_cudnn_free_desc(&heur);
   if (st == CONV_UNSUPPORTED) st = CONV_OK; /* no ranking: the engines still get listed */
@@ -316,7 +311,7 @@ static void cudnn_release(void *opaque) {
   conv_cudnn_free_desc(&s->pack);
   conv_cudnn_free_desc(&s->plan);
   conv_cudnn_free_desc(&s->config);
-  for (int i = 0; i < MAX_CONFIG_KNOBS; i++) conv_cudnn_free_desc(&s->knobs[i]);
+  conv_cudnn_free_descs(s->knobs, MAX_CONFIG_KNOBS);
   conv_cudnn_free_desc(&s->engine);
   conv_cudnn_graph_destroy(&s->g);
   free(s);
@@ -362,10 +357,8 @@ static conv_status make_knob_choice(int64_t type, int64_t value, cudnnBackendDes
            done);
   CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &value),
            done);
-  CONV_TRY(st, FINALIZE(*desc, "knob choice"), done);
 done:
-  if (st != CONV_OK) conv_cudnn_free_desc(desc);
-  return st;
+  return FINALIZE_OR_FREE(desc, st, "knob choice");
 }
 
 /* Engine config and execution plan for a checked config.  The plan is

@@ -65,6 +65,32 @@ void conv_cudnn_free_desc(cudnnBackendDescriptor_t *desc) {
   *desc = NULL;
 }
 
+void conv_cudnn_free_descs(cudnnBackendDescriptor_t *descs, int64_t count) {
+  for (int64_t i = 0; i < count; i++) conv_cudnn_free_desc(&descs[i]);
+}
+
+/* A descriptor-valued attribute is read into descriptors the caller
+ * created, as many as it asks for. */
+conv_status conv_cudnn_get_descs(conv_error *err, cudnnBackendDescriptor_t desc,
+                                 cudnnBackendAttributeName_t attr, const char *what,
+                                 cudnnBackendDescriptorType_t type, int64_t count, int64_t *got,
+                                 cudnnBackendDescriptor_t *descs) {
+  for (int64_t i = 0; i < count; i++) {
+    const conv_status st = conv_cudnn_make_desc(type, &descs[i], err);
+    if (st != CONV_OK) return st;
+  }
+  return conv_cudnn_refused(
+      err, cudnnBackendGetAttribute(desc, attr, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, got, descs),
+      what);
+}
+
+conv_status conv_cudnn_finalize_or_free(conv_error *err, cudnnBackendDescriptor_t *desc,
+                                        conv_status st, const char *what) {
+  if (st == CONV_OK) st = conv_cudnn_refused(err, cudnnBackendFinalize(*desc), what);
+  if (st != CONV_OK) conv_cudnn_free_desc(desc);
+  return st;
+}
+
 
 /* ---------------------------------------------------------------- graph */
 
@@ -100,10 +126,8 @@ static conv_status make_tensor(int64_t uid, const int64_t dims[4], conv_layout l
   CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid), done);
   CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment),
            done);
-  CONV_TRY(st, FINALIZE(*desc, "tensor"), done);
 done:
-  if (st != CONV_OK) conv_cudnn_free_desc(desc);
-  return st;
+  return FINALIZE_OR_FREE(desc, st, "tensor");
 }
 
 static conv_status make_conv_desc(const conv_problem *p, cudnnBackendDescriptor_t *desc,
@@ -130,10 +154,8 @@ static conv_status make_conv_desc(const conv_problem *p, cudnnBackendDescriptor_
            done);
   CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2,
                         strides), done);
-  CONV_TRY(st, FINALIZE(*desc, "convolution descriptor"), done);
 done:
-  if (st != CONV_OK) conv_cudnn_free_desc(desc);
-  return st;
+  return FINALIZE_OR_FREE(desc, st, "convolution descriptor");
 }
 
 /* The operation descriptor and its attributes for one direction.  The
@@ -190,10 +212,8 @@ static conv_status make_conv_op(conv_direction direction, conv_graph *g, conv_er
   CONV_TRY(st, SET_ATTR(g->op, kind->conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->conv), done);
   CONV_TRY(st, SET_ATTR(g->op, kind->alpha, CUDNN_TYPE_FLOAT, 1, &alpha), done);
   CONV_TRY(st, SET_ATTR(g->op, kind->beta, CUDNN_TYPE_FLOAT, 1, &beta), done);
-  CONV_TRY(st, conv_cudnn_refused(err, cudnnBackendFinalize(g->op), kind->what), done);
 done:
-  if (st != CONV_OK) conv_cudnn_free_desc(&g->op);
-  return st;
+  return conv_cudnn_finalize_or_free(err, &g->op, st, kind->what);
 }
 
 /* Builds the graph; on failure nothing is left allocated.  The caller holds
@@ -251,14 +271,11 @@ conv_status conv_cudnn_make_engine(cudnnBackendDescriptor_t graph, int64_t index
                         1, &graph), done);
   CONV_TRY(st, SET_ATTR(*engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &index),
            done);
-  CONV_TRY(st, FINALIZE(*engine, "engine"), done);
 done:
-  if (st != CONV_OK) conv_cudnn_free_desc(engine);
-  return st;
+  return FINALIZE_OR_FREE(engine, st, "engine");
 }
 
-/* The knob info attribute fills descriptors the caller created, as many as
- * it asks for; CUDNN_KNOB_TYPE_COUNTS is enough for every knob type. */
+/* CUDNN_KNOB_TYPE_COUNTS knob infos are enough for every knob type. */
 conv_status conv_cudnn_read_knobs(cudnnBackendDescriptor_t engine,
                                   knob_info knobs[CUDNN_KNOB_TYPE_COUNTS], int *count,
                                   conv_error *err) {
@@ -266,10 +283,8 @@ conv_status conv_cudnn_read_knobs(cudnnBackendDescriptor_t engine,
   int64_t n = 0, got = 0;
   conv_status st = CONV_OK;
   *count = 0;
-  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; i++)
-    CONV_TRY(st, conv_cudnn_make_desc(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR, &info[i], err), done);
-  CONV_TRY(st, GET_ATTR(engine, CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                        CUDNN_KNOB_TYPE_COUNTS, &n, info), done);
+  CONV_TRY(st, GET_DESCS(engine, CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR,
+                         CUDNN_KNOB_TYPE_COUNTS, &n, info), done);
   if (n > CUDNN_KNOB_TYPE_COUNTS) n = CUDNN_KNOB_TYPE_COUNTS;
   for (int64_t i = 0; i < n; i++) {
     cudnnBackendKnobType_t type;
@@ -286,7 +301,7 @@ conv_status conv_cudnn_read_knobs(cudnnBackendDescriptor_t engine,
     (*count)++;
   }
 done:
-  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; i++) conv_cudnn_free_desc(&info[i]);
+  conv_cudnn_free_descs(info, CUDNN_KNOB_TYPE_COUNTS);
   return st;
 }
 

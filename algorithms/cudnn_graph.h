@@ -28,6 +28,12 @@ enum { UID_X = 'x', UID_W = 'w', UID_Y = 'y' };
   conv_cudnn_refused(err, cudnnBackendGetAttribute((desc), (attr), (type), (n), (got), (value)), \
                      "get " #attr)
 #define FINALIZE(desc, what) conv_cudnn_refused(err, cudnnBackendFinalize(desc), "finalize " what)
+/* conv_cudnn_get_descs and conv_cudnn_finalize_or_free, the attribute's
+ * name or what is finalized in the message. */
+#define GET_DESCS(desc, attr, type, count, got, descs)                                            \
+  conv_cudnn_get_descs(err, (desc), (attr), "get " #attr, (type), (count), (got), (descs))
+#define FINALIZE_OR_FREE(desc, st, what)                                                          \
+  conv_cudnn_finalize_or_free(err, (desc), (st), "finalize " what)
 /* At run time a failure is an error, not a refusal. */
 #define PACK_SET(desc, attr, type, n, value)                                               \
   conv_cudnn_failed(err, cudnnBackendSetAttribute((desc), (attr), (type), (n), (value)), \
@@ -64,6 +70,22 @@ conv_status conv_cudnn_make_desc(cudnnBackendDescriptorType_t type, cudnnBackend
                                  conv_error *err);
 
 void conv_cudnn_free_desc(cudnnBackendDescriptor_t *desc);
+void conv_cudnn_free_descs(cudnnBackendDescriptor_t *descs, int64_t count);
+
+/* Makes `count` descriptors of `type` in `descs` and reads the
+ * descriptor-valued attribute `attr` of `desc` into them, *got of them
+ * (which may exceed `count`); `what` names the read in messages.  The
+ * caller frees all `count`, whatever the outcome. */
+conv_status conv_cudnn_get_descs(conv_error *err, cudnnBackendDescriptor_t desc,
+                                 cudnnBackendAttributeName_t attr, const char *what,
+                                 cudnnBackendDescriptorType_t type, int64_t count, int64_t *got,
+                                 cudnnBackendDescriptor_t *descs);
+
+/* The end of making a descriptor: finalized where every attribute was set
+ * (`st` is CONV_OK), and freed where one was not or it does not finalize
+ * (`what` names the finalize in messages). */
+conv_status conv_cudnn_finalize_or_free(conv_error *err, cudnnBackendDescriptor_t *desc,
+                                        conv_status st, const char *what);
 
 void conv_cudnn_graph_destroy(conv_graph *g);
 

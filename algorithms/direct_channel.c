@@ -16,6 +16,7 @@
 
 #include "algorithms/direct_channel.h"
 #include "algorithms/common/views.h"
+#include "algorithms/common/view_family.h"
 #include "algorithms/algorithm.h"
 
 /* Past these a group is a dense convolution, which GEMM engines do well and
@@ -190,17 +191,16 @@ static void dc_release(void *state) { free(state); }
 
 static conv_status dc_prepare(const conv_problem *problem, conv_env *env,
                               const conv_config *config, conv_prepared *out, conv_error *err) {
-  if (problem == NULL || env == NULL || config == NULL || out == NULL)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "direct_channel: NULL argument");
   conv_problem view;
-  if (!dc_forward_view(problem, &view))
-    return conv_error_set(err, CONV_UNSUPPORTED,
-                          "direct_channel: only fp32 NCHW forward, or stride-1 backward-data "
-                          "within the filter's padding, with at most %d input and %d output "
-                          "channels per group (of the transposed convolution for backward-data)",
-                          DC_MAX_CHANNELS_IN, DC_MAX_CHANNELS_OUT);
+  conv_status st = conv_view_prepare_check(
+      "direct_channel", dc_forward_view, problem, env, config, out, &view, err,
+      "only fp32 NCHW forward, or stride-1 backward-data within the filter's padding, with at "
+      "most %d input and %d output channels per group (of the transposed convolution for "
+      "backward-data)",
+      DC_MAX_CHANNELS_IN, DC_MAX_CHANNELS_OUT);
+  if (st != CONV_OK) return st;
   /* Then conv_direct_plan checks every value against the problem. */
-  conv_status st = conv_config_check(config, "direct_channel", 6, 0, 1024, err);
+  st = conv_config_check(config, "direct_channel", 6, 0, 1024, err);
   if (st != CONV_OK) return st;
   conv_direct_tiling tiling;
   dc_tiling_from_config(config, &tiling);

@@ -29,7 +29,7 @@
 #include <stdlib.h>
 
 #include "algorithms/dynamic_unfold_gemm.h"
-#include "algorithms/common/cublaslt.h"
+#include "algorithms/common/gemm_family.h"
 
 #define DU_ALGOS_OFFERED 3
 /* One launch per image and group: past this the baseline is only launches. */
@@ -38,14 +38,12 @@
 #define DU_UNFOLD_BYTES_MAX ((int64_t)8 << 30)
 
 typedef struct du_state {
+  /* First (gemm_family.h): one GEMM shape, whatever the chunk; its buffer
+   * is the unfolded input u. */
+  conv_gemm_plan plan;
   conv_dynamic_dims d;
   conv_direction direction;
   int images; /* per unfold */
-  cublasLtMatmulDesc_t desc;
-  conv_cublaslt_layouts lay;
-  cublasLtMatmulAlgo_t algo;
-  size_t gemm_ws_bytes; /* rounded up to CONV_CUBLASLT_WS_ALIGN; u follows */
-  size_t unfold_bytes;
 } du_state;
 
 static bool du_applicable(const conv_problem *pb, const conv_env *env) {
@@ -59,14 +57,6 @@ static int64_t du_unfold_bytes_per_image(const conv_dynamic_dims *d) {
   const int64_t elems = (int64_t)d->c * d->taps * d->p * d->q; /* < 2^31 * 49 */
   const int64_t bytes = elems * (int64_t)sizeof(float);
   return bytes > DU_UNFOLD_BYTES_MAX ? -1 : bytes;
-}
-
-static void du_release(void *state) {
-  du_state *st = state;
-  if (st == NULL) return;
-  conv_cublaslt_layouts_destroy(&st->lay);
-  if (st->desc) cublasLtMatmulDescDestroy(st->desc);
-  free(st);
 }
 
 /* rows x cols column-major, batched over the P*Q pixels.  Not
@@ -93,40 +83,33 @@ static conv_status du_layout(cublasLtMatrixLayout_t *layout, int64_t rows, int64
 static conv_status du_gemm_describe(const conv_problem *pb, du_state *st, conv_error *err) {
   const conv_dynamic_dims *d = &st->d;
   const int64_t plane = (int64_t)d->p * d->q, u_stride = (int64_t)d->cg * d->taps;
+  conv_cublaslt_layouts *lay = &st->plan.full.lay;
   conv_status s;
   CONV_TRY(s,
-           conv_cublaslt_desc_create(pb->math, CUDA_R_32F, &st->desc, "dynamic_unfold_gemm", err),
+           conv_cublaslt_desc_create(pb->math, CUDA_R_32F, &st->plan.desc, "dynamic_unfold_gemm",
+                                     err),
            out);
   const int pixels = (int)plane;
   if (st->direction == CONV_FORWARD) {
-    CONV_TRY(s, du_layout(&st->lay.a, 1, d->taps, plane, pixels, 1, err), out);
-    CONV_TRY(s, du_layout(&st->lay.b, d->taps, d->cg, d->taps, pixels, u_stride, err), out);
-    CONV_TRY(s, du_layout(&st->lay.d, 1, d->cg, plane, pixels, 1, err), out);
+    CONV_TRY(s, du_layout(&lay->a, 1, d->taps, plane, pixels, 1, err), out);
+    CONV_TRY(s, du_layout(&lay->b, d->taps, d->cg, d->taps, pixels, u_stride, err), out);
+    CONV_TRY(s, du_layout(&lay->d, 1, d->cg, plane, pixels, 1, err), out);
   } else {
     const cublasOperation_t transpose = CUBLAS_OP_T;
     CONV_TRY(s, conv_check_cublas(err, cublasLtMatmulDescSetAttribute(
-                                           st->desc, CUBLASLT_MATMUL_DESC_TRANSB, &transpose,
+                                           st->plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &transpose,
                                            sizeof transpose),
                                   "dynamic_unfold_gemm: transb"), out);
-    CONV_TRY(s, du_layout(&st->lay.a, 1, d->cg, plane, pixels, 1, err), out);
-    CONV_TRY(s, du_layout(&st->lay.b, d->taps, d->cg, d->taps, pixels, u_stride, err), out);
-    CONV_TRY(s, du_layout(&st->lay.d, 1, d->taps, plane, pixels, 1, err), out);
+    CONV_TRY(s, du_layout(&lay->a, 1, d->cg, plane, pixels, 1, err), out);
+    CONV_TRY(s, du_layout(&lay->b, d->taps, d->cg, d->taps, pixels, u_stride, err), out);
+    CONV_TRY(s, du_layout(&lay->d, 1, d->taps, plane, pixels, 1, err), out);
   }
 out:
   return s;
 }
 
-/* The GEMM as the heuristic is asked about it.  Every pointer is only
- * float-aligned: pixels are one element apart. */
-static conv_cublaslt_query du_query(conv_env *env, const conv_problem *pb, const du_state *st) {
-  static const conv_gemm_align align = {4, 4, 4};
-  return (conv_cublaslt_query){.lt = env->cublaslt, .desc = st->desc, .layouts = &st->lay,
-                               .math = pb->math, .align = &align,
-                               .prefix = "dynamic_unfold_gemm"};
-}
-
-static conv_status du_state_create(const conv_problem *pb, int64_t images, du_state **out,
-                                   conv_error *err) {
+static conv_status du_create(const conv_problem *pb, int64_t images, void **out,
+                             conv_error *err) {
   du_state *st = calloc(1, sizeof *st);
   if (st == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "dynamic_unfold_gemm: malloc");
   conv_status s = CONV_OK;
@@ -144,14 +127,27 @@ static conv_status du_state_create(const conv_problem *pb, int64_t images, du_st
     goto fail;
   }
   st->images = (int)images;
-  st->unfold_bytes = (size_t)(images * per_image);
+  st->plan.buffer_bytes = (size_t)(images * per_image);
+  /* Every pointer is only float-aligned: pixels are one element apart. */
+  st->plan.align = (conv_gemm_align){4, 4, 4};
   CONV_TRY(s, du_gemm_describe(pb, st, err), fail);
   *out = st;
   return CONV_OK;
 fail:
-  du_release(st);
+  conv_gemm_release(st);
   return s;
 }
+
+static void du_release(void *state) { conv_gemm_release(state); }
+
+/* The shell's pieces that dynamic_unfold_gemm uses; its configs(),
+ * prepare() and run() are its own. */
+static const conv_gemm_family du_family = {
+    .name = "dynamic_unfold_gemm",
+    .prefix = "dynamic_unfold_gemm",
+    .algos_offered = DU_ALGOS_OFFERED,
+    .create = du_create,
+};
 
 static conv_status du_prepare(const conv_problem *problem, conv_env *env,
                               const conv_config *config, conv_prepared *out, conv_error *err) {
@@ -167,25 +163,22 @@ static conv_status du_prepare(const conv_problem *problem, conv_env *env,
   if (config->values[1] >= CONV_CUBLASLT_HEURISTIC_MAX)
     return conv_error_set(err, CONV_UNSUPPORTED, "dynamic_unfold_gemm: gemm algo %lld not in [0, %d)",
                           (long long)config->values[1], CONV_CUBLASLT_HEURISTIC_MAX);
-  du_state *st = NULL;
-  CONV_TRY(s, du_state_create(problem, config->values[0], &st, err), fail);
-  const conv_cublaslt_query q = du_query(env, problem, st);
+  void *state = NULL;
+  CONV_TRY(s, du_create(problem, config->values[0], &state, err), fail);
+  conv_gemm_plan *plan = state;
+  const conv_cublaslt_query q = conv_gemm_query(&du_family, plan, &plan->full, problem, env);
   cublasLtMatmulHeuristicResult_t picked;
   CONV_TRY(s,
            conv_cublaslt_ranked_algo(&q, (int)config->values[1], "dynamic_unfold_gemm", &picked,
                                      err),
            fail);
-  st->algo = picked.algo;
-  st->gemm_ws_bytes = conv_cublaslt_ws_round(picked.workspaceSize);
-  out->state = st;
-  out->workspace_bytes = st->gemm_ws_bytes + st->unfold_bytes;
-  out->arith = CONV_ARITH_DIRECT;
-  /* A fixed cuBLASLt algorithm is bit-reproducible on one GPU (as for
-   * im2col_gemm); the unfold is a copy. */
-  out->deterministic = true;
-  return CONV_OK;
+  plan->full.algos.algo = picked.algo;
+  plan->gemm_ws_bytes = conv_cublaslt_ws_round(picked.workspaceSize);
+  /* Deterministic as the GEMM families are (conv_gemm_prepared): the
+   * unfold is a copy. */
+  return conv_gemm_prepared(state, conv_gemm_workspace(plan), out);
 fail:
-  du_release(st);
+  conv_gemm_release(state);
   return s;
 }
 
@@ -200,18 +193,11 @@ static conv_status du_configs(const conv_problem *problem, conv_env *env, conv_c
   const int64_t chunks[2] = {problem->n, 1};
   int n = 0;
   for (int c = 0; c < (problem->n > 1 ? 2 : 1); c++) {
-    du_state *st = NULL;
-    conv_status s = du_state_create(problem, chunks[c], &st, err);
+    int offered = 0;
+    const conv_status s = conv_gemm_count_algos(&du_family, problem, env, chunks[c], &offered, err);
     if (s == CONV_UNSUPPORTED) continue; /* too large unfolded: not offered */
     if (s != CONV_OK) return s;
-    const conv_cublaslt_query q = du_query(env, problem, st);
-    cublasLtMatmulHeuristicResult_t res[CONV_CUBLASLT_HEURISTIC_MAX];
-    int found = 0;
-    s = conv_cublaslt_heuristic(&q, res, &found, err);
-    du_release(st);
-    if (s != CONV_OK) return s;
-    for (int a = 0; a < found && a < DU_ALGOS_OFFERED && n < max; a++)
-      out[n++] = (conv_config){2, {chunks[c], a}, 0};
+    for (int a = 0; a < offered && n < max; a++) out[n++] = (conv_config){2, {chunks[c], a}, 0};
   }
   *count = n;
   return CONV_OK;
@@ -223,8 +209,6 @@ static conv_status du_gemms(const conv_exec *ex, int b0, int images, const float
   const du_state *st = ex->state;
   const conv_dynamic_dims *d = &st->d;
   const int64_t plane = (int64_t)d->p * d->q;
-  const float one = 1.0f, zero = 0.0f;
-  void *ws = st->gemm_ws_bytes ? ex->workspace : NULL;
   conv_status s = CONV_OK;
   for (int i = 0; i < images * d->groups && s == CONV_OK; i++) {
     const int b = b0 + i / d->groups, g = i % d->groups;
@@ -233,11 +217,8 @@ static conv_status du_gemms(const conv_exec *ex, int b0, int images, const float
     const int64_t weights = ((int64_t)b * d->groups + g) * d->taps * plane;
     const float *a = st->direction == CONV_FORWARD ? ex->w + weights : ex->y + channels;
     float *out = st->direction == CONV_FORWARD ? ex->y + channels : (float *)ex->w + weights;
-    s = conv_check_cublas(err,
-                          cublasLtMatmul(ex->env->cublaslt, st->desc, &one, a, st->lay.a, ub,
-                                         st->lay.b, &zero, out, st->lay.d, out, st->lay.d,
-                                         &st->algo, ws, st->gemm_ws_bytes, stream),
-                          "dynamic_unfold_gemm: cublasLtMatmul");
+    s = conv_gemm_matmul(&du_family, ex, st->plan.desc, &st->plan.full, false,
+                         st->plan.gemm_ws_bytes, a, ub, 0.0f, out, stream, err);
   }
   return s;
 }
@@ -247,15 +228,9 @@ static conv_status du_run(const conv_exec *ex, cudaStream_t stream, conv_error *
       ex->y == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "dynamic_unfold_gemm: NULL argument");
   const du_state *st = ex->state;
-  const size_t need = st->gemm_ws_bytes + st->unfold_bytes;
-  if (ex->workspace == NULL || ex->workspace_bytes < need ||
-      !conv_cublaslt_aligned(ex->workspace, CONV_CUBLASLT_WS_ALIGN))
-    return conv_error_set(err, CONV_INVALID_ARGUMENT,
-                          "dynamic_unfold_gemm: workspace of %zu bytes (%u-byte aligned), %zu "
-                          "needed",
-                          ex->workspace_bytes, CONV_CUBLASLT_WS_ALIGN, need);
-  float *u = (float *)((char *)ex->workspace + st->gemm_ws_bytes);
-  conv_status s = CONV_OK;
+  conv_status s = conv_gemm_check_workspace(&st->plan, ex, false, "dynamic_unfold_gemm", err);
+  if (s != CONV_OK) return s;
+  float *u = (float *)((char *)ex->workspace + st->plan.gemm_ws_bytes);
   for (int b0 = 0; b0 < st->d.b && s == CONV_OK; b0 += st->images) {
     const int images = st->d.b - b0 < st->images ? st->d.b - b0 : st->images;
     s = conv_check_cuda(err, conv_dynamic_unfold(&st->d, ex->x, b0, images, u, stream),

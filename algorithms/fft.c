@@ -46,17 +46,19 @@
 #include <stdlib.h>
 
 #include "algorithms/common/views.h"
+#include "algorithms/common/view_family.h"
 #include "algorithms/common/fft_plans.h"
 #include "algorithms/common/cublaslt.h"
 
 enum { FFT_PRODUCT_KERNEL = 0, FFT_PRODUCT_GEMM = 1 };
 
+/* The pass's batches (conv_fft_pass), in the order it runs them. */
+enum { FFT_FILTERS, FFT_INPUT, FFT_OUTPUT };
+
 typedef struct fft_state {
-  conv_fft_tiles t;
+  conv_fft_pass pass;
   int product;
   bool transposed_filter; /* backward-data: the filter read as its transposed view's */
-  cufftHandle filters_fwd, input_fwd, output_inv;
-  bool have_filters_fwd, have_input_fwd, have_output_inv;
   cublasLtMatmulDesc_t desc;
   conv_cublaslt_layouts lay;
   cublasLtMatmulAlgo_t algo;
@@ -69,9 +71,7 @@ typedef struct fft_state {
 static void fft_release(void *state) {
   fft_state *st = state;
   if (st == NULL) return;
-  if (st->have_filters_fwd) cufftDestroy(st->filters_fwd);
-  if (st->have_input_fwd) cufftDestroy(st->input_fwd);
-  if (st->have_output_inv) cufftDestroy(st->output_inv);
+  conv_fft_pass_destroy(&st->pass);
   conv_cublaslt_layouts_destroy(&st->lay);
   if (st->desc) cublasLtMatmulDescDestroy(st->desc);
   free(st);
@@ -150,7 +150,7 @@ static conv_status fft_layout(cublasLtMatrixLayout_t *layout, int64_t rows, int6
  * frequencies, and cuBLASLt's first algorithm for it. */
 static conv_status fft_gemm(const conv_problem *pb, conv_env *env, fft_state *st,
                             conv_error *err) {
-  const conv_fft_tiles *t = &st->t;
+  const conv_fft_tiles *t = &st->pass.t;
   conv_status s;
   cublasLtMatmulPreference_t pref = NULL;
   CONV_TRY(s, conv_cublaslt_desc_create(pb->math, CUDA_C_32F, &st->desc, NULL, err), out);
@@ -189,45 +189,38 @@ out:
 /* Places the workspace's parts.  The real buffer is shared by the filter
  * planes, the input tiles and the output tiles, which are live one at a
  * time. */
-static void fft_workspace_layout(fft_state *st, size_t fft_work) {
-  const conv_fft_tiles *t = &st->t;
-  const size_t plane = (size_t)t->fh * t->fw * sizeof(float);
-  const size_t spectrum = (size_t)t->freqs * 2 * sizeof(float);
-  const size_t x_planes = (size_t)t->c * t->m, w_planes = (size_t)t->k * t->cg,
-               y_planes = (size_t)t->k * t->m;
-  size_t planes = w_planes;
-  if (x_planes > planes) planes = x_planes;
-  if (y_planes > planes) planes = y_planes;
+static void fft_workspace_layout(fft_state *st) {
+  const conv_fft_pass *pass = &st->pass;
+  const size_t x = conv_fft_spectra_bytes(pass, FFT_INPUT),
+               w = conv_fft_spectra_bytes(pass, FFT_FILTERS),
+               y = conv_fft_spectra_bytes(pass, FFT_OUTPUT);
   const bool gemm = st->product == FFT_PRODUCT_GEMM;
   size_t at = 0;
-  st->off_real = at, at += conv_fft_round_up(planes * plane);
-  st->off_x = at, at += conv_fft_round_up(x_planes * spectrum);
-  st->off_w = at, at += conv_fft_round_up(w_planes * spectrum);
-  st->off_y = at, at += conv_fft_round_up(y_planes * spectrum);
-  st->off_xt = at, at += gemm ? conv_fft_round_up(x_planes * spectrum) : 0;
-  st->off_wt = at, at += gemm ? conv_fft_round_up(w_planes * spectrum) : 0;
-  st->off_yt = at, at += gemm ? conv_fft_round_up(y_planes * spectrum) : 0;
-  st->off_fft_ws = at, at += conv_fft_round_up(fft_work);
+  st->off_real = at, at += conv_fft_round_up(conv_fft_real_bytes(pass));
+  st->off_x = at, at += conv_fft_round_up(x);
+  st->off_w = at, at += conv_fft_round_up(w);
+  st->off_y = at, at += conv_fft_round_up(y);
+  st->off_xt = at, at += gemm ? conv_fft_round_up(x) : 0;
+  st->off_wt = at, at += gemm ? conv_fft_round_up(w) : 0;
+  st->off_yt = at, at += gemm ? conv_fft_round_up(y) : 0;
+  st->off_fft_ws = at, at += conv_fft_round_up(pass->work);
   st->off_gemm_ws = at, at += conv_fft_round_up(st->gemm_ws);
   st->total = at;
 }
 
-static size_t fft_max(size_t a, size_t b) { return a > b ? a : b; }
-
 static conv_status fft_prepare(const conv_problem *problem, conv_env *env,
                                const conv_config *config, conv_prepared *out, conv_error *err) {
-  if (problem == NULL || env == NULL || config == NULL || out == NULL)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "fft: NULL argument");
   conv_problem view;
-  if (!fft_view(problem, &view))
-    return conv_error_set(err, CONV_UNSUPPORTED,
-                          "fft: only fp32 NCHW forward, stride 1, dilation 1, a filter larger "
-                          "than 1x1, or backward-data whose transposed convolution is such a one");
+  conv_status s = conv_view_prepare_check(
+      "fft", fft_view, problem, env, config, out, &view, err,
+      "only fp32 NCHW forward, stride 1, dilation 1, a filter larger than 1x1, or backward-data "
+      "whose transposed convolution is such a one");
+  if (s != CONV_OK) return s;
   const bool transposed = problem->direction == CONV_BACKWARD_DATA;
   problem = &view;
   /* Sizes are checked by fft_tiles_make. */
-  const conv_status checked = conv_config_check(config, "fft", 3, INT64_MIN, INT64_MAX, err);
-  if (checked != CONV_OK) return checked;
+  s = conv_config_check(config, "fft", 3, INT64_MIN, INT64_MAX, err);
+  if (s != CONV_OK) return s;
   if (config->values[2] != FFT_PRODUCT_KERNEL && config->values[2] != FFT_PRODUCT_GEMM)
     return conv_error_set(err, CONV_UNSUPPORTED, "fft: product %lld is not 0 or 1",
                           (long long)config->values[2]);
@@ -236,20 +229,14 @@ static conv_status fft_prepare(const conv_problem *problem, conv_env *env,
                           (long long)problem->groups);
   fft_state *st = calloc(1, sizeof *st);
   if (st == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "fft: out of memory");
-  conv_status s;
   CONV_TRY(s,
-           conv_fft_tiles_make(problem, config->values[0], config->values[1], "fft", &st->t, err),
+           conv_fft_pass_make(&st->pass, problem, config->values[0], config->values[1],
+                              CONV_FFT_FILTER_PLANES, CONV_FFT_INPUT_TILES, CONV_FFT_OUTPUT_TILES,
+                              "fft", err),
            fail);
-  const conv_fft_tiles *t = &st->t;
+  const conv_fft_tiles *t = &st->pass.t;
   st->product = (int)config->values[2];
   st->transposed_filter = transposed;
-  size_t work_w = 0, work_x = 0, work_y = 0;
-  CONV_TRY(s, conv_fft_plan(&st->filters_fwd, &st->have_filters_fwd, t, (int64_t)t->k * t->cg,
-                            CUFFT_R2C, &work_w, "fft", err), fail);
-  CONV_TRY(s, conv_fft_plan(&st->input_fwd, &st->have_input_fwd, t, (int64_t)t->c * t->m,
-                            CUFFT_R2C, &work_x, "fft", err), fail);
-  CONV_TRY(s, conv_fft_plan(&st->output_inv, &st->have_output_inv, t, (int64_t)t->k * t->m,
-                            CUFFT_C2R, &work_y, "fft", err), fail);
   if (st->product == FFT_PRODUCT_GEMM) {
     /* The transposes' grids have (rows / 32) <= 65535 blocks in y. */
     const int64_t rows_most = (int64_t)(t->c > t->k ? t->c : t->k) * (t->m > t->c ? t->m : t->c);
@@ -259,15 +246,8 @@ static conv_status fft_prepare(const conv_problem *problem, conv_env *env,
     }
     CONV_TRY(s, fft_gemm(problem, env, st, err), fail);
   }
-  /* The three transforms run one after another: they share a work area. */
-  fft_workspace_layout(st, fft_max(work_w, fft_max(work_x, work_y)));
-  out->state = st;
-  out->workspace_bytes = st->total;
-  out->arith = CONV_ARITH_TRANSFORM;
-  /* cuFFT with one plan on one GPU, and our own tile kernels, which use no
-   * atomics: the same input gives the same bits. */
-  out->deterministic = true;
-  return CONV_OK;
+  fft_workspace_layout(st);
+  return conv_fft_prepared(st, st->total, out);
 fail:
   fft_release(st);
   return s;
@@ -279,7 +259,7 @@ fail:
  * batched GEMM (fft.c's header). */
 static conv_status fft_product(const conv_exec *ex, const fft_state *st, char *ws,
                                cudaStream_t stream, conv_error *err) {
-  const conv_fft_tiles *t = &st->t;
+  const conv_fft_tiles *t = &st->pass.t;
   float2 *x = (float2 *)(ws + st->off_x), *w = (float2 *)(ws + st->off_w),
          *y = (float2 *)(ws + st->off_y);
   if (st->product == FFT_PRODUCT_KERNEL)
@@ -295,12 +275,8 @@ static conv_status fft_product(const conv_exec *ex, const fft_state *st, char *w
                               "fft: transposing filter spectra"), out);
   const cuComplex one = {1.0f, 0.0f}, zero = {0.0f, 0.0f};
   CONV_TRY(s,
-           conv_check_cublas(err,
-                             cublasLtMatmul(ex->env->cublaslt, st->desc, &one, xt, st->lay.a,
-                                            wt, st->lay.b, &zero, yt, st->lay.d, yt, st->lay.d,
-                                            &st->algo,
-                                            ws + st->off_gemm_ws, st->gemm_ws, stream),
-                             "fft: cublasLtMatmul"),
+           conv_cublaslt_matmul(ex->env->cublaslt, st->desc, &st->lay, &st->algo, &one, xt, wt,
+                                &zero, yt, ws + st->off_gemm_ws, st->gemm_ws, stream, "fft", err),
            out);
   s = conv_check_cuda(err, conv_fft_transpose(yt, t->freqs, y_planes, y, stream),
                       "fft: transposing output spectra");
@@ -316,7 +292,8 @@ static conv_status fft_run(const conv_exec *ex, cudaStream_t stream, conv_error 
   char *ws = ex->workspace;
   float *real = (float *)(ws + st->off_real);
   void *fft_work = ws + st->off_fft_ws;
-  const conv_fft_tiles *t = &st->t;
+  const conv_fft_pass *pass = &st->pass;
+  const conv_fft_tiles *t = &pass->t;
   /* Backward-data: the transposed convolution reads dy (exec's y) and
    * writes dx (exec's x). */
   const bool bwd = st->transposed_filter;
@@ -326,16 +303,18 @@ static conv_status fft_run(const conv_exec *ex, cudaStream_t stream, conv_error 
   CONV_TRY(s, conv_check_cuda(err, conv_fft_place_filters(t, ex->w, bwd, real, stream),
                               "fft: placing filters"), out);
   CONV_TRY(s,
-           conv_fft_exec(st->filters_fwd, stream, fft_work, real, ws + st->off_w, true, "fft", err),
+           conv_fft_pass_exec(pass, FFT_FILTERS, stream, fft_work, real, ws + st->off_w, "fft",
+                              err),
            out);
   CONV_TRY(s, conv_check_cuda(err, conv_fft_cut_input(t, in, real, stream),
                               "fft: cutting input tiles"), out);
   CONV_TRY(s,
-           conv_fft_exec(st->input_fwd, stream, fft_work, real, ws + st->off_x, true, "fft", err),
+           conv_fft_pass_exec(pass, FFT_INPUT, stream, fft_work, real, ws + st->off_x, "fft", err),
            out);
   CONV_TRY(s, fft_product(ex, st, ws, stream, err), out);
   CONV_TRY(s,
-           conv_fft_exec(st->output_inv, stream, fft_work, ws + st->off_y, real, false, "fft", err),
+           conv_fft_pass_exec(pass, FFT_OUTPUT, stream, fft_work, ws + st->off_y, real, "fft",
+                              err),
            out);
   CONV_TRY(s,
            conv_check_cuda(err,
@@ -348,14 +327,10 @@ out:
 }
 
 static void fft_describe(const conv_config *config, char *text, size_t size) {
-  if (text == NULL || size == 0) return;
-  if (config == NULL || config->count != 3) {
-    snprintf(text, size, "invalid config");
-    return;
-  }
-  snprintf(text, size, "tile=%lldx%lld product=%s", (long long)config->values[0],
-           (long long)config->values[1],
-           config->values[2] == FFT_PRODUCT_GEMM ? "gemm" : "kernel");
+  const int len = conv_fft_describe_tile(config, 3, text, size);
+  if (len >= 0 && (size_t)len < size)
+    snprintf(text + len, size - (size_t)len, " product=%s",
+             config->values[2] == FFT_PRODUCT_GEMM ? "gemm" : "kernel");
 }
 
 const conv_algorithm conv_algorithm_fft = {

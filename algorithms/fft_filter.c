@@ -26,17 +26,17 @@
  *
  * Tests: tests/families/test_fft_filter.c.
  */
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "algorithms/common/fft_plans.h"
 
 #define FFTF_MAX_PLANES 4096
 
+/* The pass's batches (conv_fft_pass), in the order it runs them. */
+enum { FFTF_INPUT, FFTF_GRAD, FFTF_FILTER };
+
 typedef struct fftf_state {
-  conv_fft_tiles t;
-  cufftHandle input_fwd, grad_fwd, filter_inv;
-  bool have_input_fwd, have_grad_fwd, have_filter_inv;
+  conv_fft_pass pass;
   /* Workspace: byte offsets of each part, and the total. */
   size_t off_real, off_x, off_dy, off_dw, off_fft_ws, total;
 } fftf_state;
@@ -44,9 +44,7 @@ typedef struct fftf_state {
 static void fftf_release(void *state) {
   fftf_state *st = state;
   if (st == NULL) return;
-  if (st->have_input_fwd) cufftDestroy(st->input_fwd);
-  if (st->have_grad_fwd) cufftDestroy(st->grad_fwd);
-  if (st->have_filter_inv) cufftDestroy(st->filter_inv);
+  conv_fft_pass_destroy(&st->pass);
   free(st);
 }
 
@@ -78,21 +76,14 @@ static conv_status fftf_configs(const conv_problem *problem, conv_env *env, conv
 
 /* The real buffer holds the input tiles, then the gradient tiles, then
  * the filter planes, one at a time. */
-static void fftf_workspace_layout(fftf_state *st, size_t fft_work) {
-  const conv_fft_tiles *t = &st->t;
-  const size_t plane = (size_t)t->fh * t->fw * sizeof(float);
-  const size_t spectrum = (size_t)t->freqs * 2 * sizeof(float);
-  const size_t x_planes = (size_t)t->c * t->m, dy_planes = (size_t)t->k * t->m,
-               dw_planes = (size_t)t->k * t->cg;
-  size_t planes = x_planes;
-  if (dy_planes > planes) planes = dy_planes;
-  if (dw_planes > planes) planes = dw_planes;
+static void fftf_workspace_layout(fftf_state *st) {
+  const conv_fft_pass *pass = &st->pass;
   size_t at = 0;
-  st->off_real = at, at += conv_fft_round_up(planes * plane);
-  st->off_x = at, at += conv_fft_round_up(x_planes * spectrum);
-  st->off_dy = at, at += conv_fft_round_up(dy_planes * spectrum);
-  st->off_dw = at, at += conv_fft_round_up(dw_planes * spectrum);
-  st->off_fft_ws = at, at += conv_fft_round_up(fft_work);
+  st->off_real = at, at += conv_fft_round_up(conv_fft_real_bytes(pass));
+  st->off_x = at, at += conv_fft_round_up(conv_fft_spectra_bytes(pass, FFTF_INPUT));
+  st->off_dy = at, at += conv_fft_round_up(conv_fft_spectra_bytes(pass, FFTF_GRAD));
+  st->off_dw = at, at += conv_fft_round_up(conv_fft_spectra_bytes(pass, FFTF_FILTER));
+  st->off_fft_ws = at, at += conv_fft_round_up(pass->work);
   st->total = at;
 }
 
@@ -110,31 +101,16 @@ static conv_status fftf_prepare(const conv_problem *problem, conv_env *env,
   if (checked != CONV_OK) return checked;
   fftf_state *st = calloc(1, sizeof *st);
   if (st == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "fft_filter: out of memory");
-  conv_status s;
-  CONV_TRY(s,
-           conv_fft_tiles_make(problem, config->values[0], config->values[1], "fft_filter",
-                               &st->t, err),
-           fail);
-  const conv_fft_tiles *t = &st->t;
-  size_t work_x = 0, work_dy = 0, work_dw = 0;
-  CONV_TRY(s, conv_fft_plan(&st->input_fwd, &st->have_input_fwd, t, (int64_t)t->c * t->m,
-                            CUFFT_R2C, &work_x, "fft_filter", err), fail);
-  CONV_TRY(s, conv_fft_plan(&st->grad_fwd, &st->have_grad_fwd, t, (int64_t)t->k * t->m,
-                            CUFFT_R2C, &work_dy, "fft_filter", err), fail);
-  CONV_TRY(s, conv_fft_plan(&st->filter_inv, &st->have_filter_inv, t, (int64_t)t->k * t->cg,
-                            CUFFT_C2R, &work_dw, "fft_filter", err), fail);
-  /* The three transforms run one after another: they share a work area. */
-  size_t work = work_x > work_dy ? work_x : work_dy;
-  if (work_dw > work) work = work_dw;
-  fftf_workspace_layout(st, work);
-  out->state = st;
-  out->workspace_bytes = st->total;
-  out->arith = CONV_ARITH_TRANSFORM;
-  out->deterministic = true;
-  return CONV_OK;
-fail:
-  fftf_release(st);
-  return s;
+  const conv_status s =
+      conv_fft_pass_make(&st->pass, problem, config->values[0], config->values[1],
+                         CONV_FFT_INPUT_TILES, CONV_FFT_OUTPUT_TILES, CONV_FFT_FILTER_PLANES,
+                         "fft_filter", err);
+  if (s != CONV_OK) {
+    fftf_release(st);
+    return s;
+  }
+  fftf_workspace_layout(st);
+  return conv_fft_prepared(st, st->total, out);
 }
 
 static conv_status fftf_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
@@ -148,19 +124,20 @@ static conv_status fftf_run(const conv_exec *ex, cudaStream_t stream, conv_error
   float2 *x = (float2 *)(ws + st->off_x), *dy = (float2 *)(ws + st->off_dy),
          *dw = (float2 *)(ws + st->off_dw);
   void *work = ws + st->off_fft_ws;
-  const conv_fft_tiles *t = &st->t;
+  const conv_fft_pass *pass = &st->pass;
+  const conv_fft_tiles *t = &pass->t;
   const char *name = "fft_filter";
   /* Backward-filter: x and dy (exec's y) in, dw (exec's w) out. */
   conv_status s;
   CONV_TRY(s, conv_check_cuda(err, conv_fft_cut_input(t, ex->x, real, stream),
                               "fft_filter: cutting input tiles"), out);
-  CONV_TRY(s, conv_fft_exec(st->input_fwd, stream, work, real, x, true, name, err), out);
+  CONV_TRY(s, conv_fft_pass_exec(pass, FFTF_INPUT, stream, work, real, x, name, err), out);
   CONV_TRY(s, conv_check_cuda(err, conv_fft_cut_grad(t, ex->y, real, stream),
                               "fft_filter: cutting gradient tiles"), out);
-  CONV_TRY(s, conv_fft_exec(st->grad_fwd, stream, work, real, dy, true, name, err), out);
+  CONV_TRY(s, conv_fft_pass_exec(pass, FFTF_GRAD, stream, work, real, dy, name, err), out);
   CONV_TRY(s, conv_check_cuda(err, conv_fft_correlate(t, dy, x, dw, stream),
                               "fft_filter: product"), out);
-  CONV_TRY(s, conv_fft_exec(st->filter_inv, stream, work, dw, real, false, name, err), out);
+  CONV_TRY(s, conv_fft_pass_exec(pass, FFTF_FILTER, stream, work, dw, real, name, err), out);
   s = conv_check_cuda(err,
                       conv_fft_crop_filter(t, real, 1.0f / ((float)t->fh * (float)t->fw),
                                            (float *)ex->w, stream),
@@ -170,13 +147,7 @@ out:
 }
 
 static void fftf_describe(const conv_config *config, char *text, size_t size) {
-  if (text == NULL || size == 0) return;
-  if (config == NULL || config->count != 2) {
-    snprintf(text, size, "invalid config");
-    return;
-  }
-  snprintf(text, size, "tile=%lldx%lld", (long long)config->values[0],
-           (long long)config->values[1]);
+  (void)conv_fft_describe_tile(config, 2, text, size);
 }
 
 const conv_algorithm conv_algorithm_fft_filter = {

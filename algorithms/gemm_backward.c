@@ -41,32 +41,28 @@
 
 #include "algorithms/common/im2col.h"
 #include "algorithms/common/kernels.h"
-#include "algorithms/common/cublaslt.h"
+#include "algorithms/common/gemm_family.h"
 
 /* The wide kernels index in 32 bits: a chunk's col and dY each hold
  * fewer than 2^31 floats (8 GiB). */
 #define GB_BUFFER_FLOATS_MAX ((int64_t)INT32_MAX - 1)
 #define GB_ALGOS_OFFERED 4
-#define GB_CHUNKS_MAX 3
 /* The alignment prepare() assumes of the caller's tensors (cudaMalloc gives
  * 256); run() checks the real pointers and otherwise runs the fallback algo
  * picked for float alignment. */
 #define GB_BASE_ALIGN 16u
 
 typedef struct gb_state {
+  /* First (gemm_family.h); one shape, the chunk dividing the batch.  Its
+   * buffers: [col or dcol | wide dY], each 256-byte aligned. */
+  conv_gemm_plan plan;
   conv_direction direction;
-  cublasLtMatmulDesc_t desc;
-  conv_cublaslt_layouts lay;
-  conv_cublaslt_algos algos; /* prepared for `align` */
   bool direct;  /* 1x1, stride 1, unpadded, one image a chunk: col is x  */
   bool wide_dy; /* chunk > 1: dy is copied into the wide layout          */
-  int64_t chunk, pq, span /* L */, crs, kg;
+  int64_t pq, span /* L */, crs, kg;
   conv_wide_launch col_launch; /* im2col or col2im of a chunk, unless direct */
   conv_wide_launch dy_launch;  /* dy into the wide layout, when wide_dy      */
-  conv_gemm_align align; /* alignments of A, B and D its algo relies on */
-  /* Workspace: [GEMM workspace | col or dcol | wide dY], each part
-   * 256-byte aligned. */
-  size_t col_offset, col_bytes, dy_offset, dy_bytes, total;
+  size_t col_bytes, dy_bytes;
 } gb_state;
 
 static const char *const gb_name = "gemm_backward";
@@ -79,14 +75,6 @@ static bool gb_is_1x1(const conv_problem *pb) {
 static bool gb_problem_supported(const conv_problem *pb) {
   return conv_problem_supported(pb) && pb->layout == CONV_LAYOUT_NCHW &&
          (pb->direction == CONV_BACKWARD_DATA || pb->direction == CONV_BACKWARD_FILTER);
-}
-
-static void gb_release(void *state) {
-  gb_state *st = state;
-  if (st == NULL) return;
-  conv_cublaslt_layouts_destroy(&st->lay);
-  if (st->desc) cublasLtMatmulDescDestroy(st->desc);
-  free(st);
 }
 
 /* Buffer bytes a chunk of `chunk` images needs: col (or dcol) unless the
@@ -110,13 +98,13 @@ static bool gb_buffer_bytes(const conv_problem *pb, const conv_shape *sh, int64_
 /* The op on A (backward-filter) or B (backward-data); file comment. */
 static conv_status gb_desc_create(const conv_problem *pb, gb_state *st, conv_error *err) {
   conv_status s;
-  CONV_TRY(s, conv_cublaslt_desc_create(pb->math, CUDA_R_32F, &st->desc, gb_name, err), out);
+  CONV_TRY(s, conv_cublaslt_desc_create(pb->math, CUDA_R_32F, &st->plan.desc, gb_name, err), out);
   const cublasOperation_t transpose = CUBLAS_OP_T;
   const cublasLtMatmulDescAttributes_t which = st->direction == CONV_BACKWARD_FILTER
                                                    ? CUBLASLT_MATMUL_DESC_TRANSA
                                                    : CUBLASLT_MATMUL_DESC_TRANSB;
   s = conv_check_cublas(
-      err, cublasLtMatmulDescSetAttribute(st->desc, which, &transpose, sizeof transpose),
+      err, cublasLtMatmulDescSetAttribute(st->plan.desc, which, &transpose, sizeof transpose),
       "gemm_backward: cublasLtMatmulDescSetAttribute");
 out:
   return s;
@@ -126,11 +114,12 @@ static conv_status gb_layouts_create(const conv_problem *pb, gb_state *st, conv_
   const int32_t groups = (int32_t)pb->groups;
   const int64_t L = st->span, crs = st->crs, kg = st->kg;
   /* The three matrices: col (or dcol), dY and the filter. */
+  conv_cublaslt_layouts *lay = &st->plan.full.lay;
   cublasLtMatrixLayout_t *col, *dy, *filter;
   if (st->direction == CONV_BACKWARD_FILTER)
-    col = &st->lay.a, dy = &st->lay.b, filter = &st->lay.d;
+    col = &lay->a, dy = &lay->b, filter = &lay->d;
   else
-    dy = &st->lay.a, filter = &st->lay.b, col = &st->lay.d;
+    dy = &lay->a, filter = &lay->b, col = &lay->d;
   conv_status s;
   CONV_TRY(s, conv_cublaslt_layout_batched(col, CUDA_R_32F, L, crs, L, groups, crs * L, err), out);
   CONV_TRY(s, conv_cublaslt_layout_batched(dy, CUDA_R_32F, L, kg, L, groups, kg * L, err), out);
@@ -152,20 +141,14 @@ static void gb_align_compute(const conv_problem *pb, gb_state *st) {
                  dy = conv_cublaslt_offsets_align(GB_BASE_ALIGN, dy_off, 2),
                  filter = conv_cublaslt_offsets_align(GB_BASE_ALIGN, filter_off, 1);
   if (st->direction == CONV_BACKWARD_FILTER)
-    st->align = (conv_gemm_align){col, dy, filter};
+    st->plan.align = (conv_gemm_align){col, dy, filter};
   else
-    st->align = (conv_gemm_align){dy, filter, col};
-}
-
-static conv_cublaslt_query gb_query(const conv_problem *pb, const conv_env *env,
-                                    const gb_state *st, const conv_gemm_align *al) {
-  return (conv_cublaslt_query){.lt = env->cublaslt, .desc = st->desc, .layouts = &st->lay,
-                               .math = pb->math, .align = al, .prefix = gb_name};
+    st->plan.align = (conv_gemm_align){dy, filter, col};
 }
 
 /* Sizes, layouts, alignments and the matmul descriptor for a chunk. */
-static conv_status gb_state_create(const conv_problem *pb, int64_t chunk, gb_state **out,
-                                   conv_error *err) {
+static conv_status gb_create(const conv_problem *pb, int64_t chunk, void **out,
+                             conv_error *err) {
   conv_shape sh;
   conv_status s = conv_problem_shape(pb, &sh);
   if (s != CONV_OK) return conv_error_set(err, s, "gemm_backward: invalid problem");
@@ -177,8 +160,10 @@ static conv_status gb_state_create(const conv_problem *pb, int64_t chunk, gb_sta
                        (long long)chunk);
     goto fail;
   }
+  st->plan.buffer_bytes =
+      conv_cublaslt_ws_round(st->col_bytes) + conv_cublaslt_ws_round(st->dy_bytes);
+  st->plan.chunk = chunk;
   st->direction = pb->direction;
-  st->chunk = chunk;
   st->direct = st->col_bytes == 0;
   st->wide_dy = st->dy_bytes > 0;
   st->pq = sh.p * sh.q;
@@ -198,15 +183,8 @@ static conv_status gb_state_create(const conv_problem *pb, int64_t chunk, gb_sta
   *out = st;
   return CONV_OK;
 fail:
-  gb_release(st);
+  conv_gemm_release(st);
   return s;
-}
-
-static void gb_workspace_layout(gb_state *st) {
-  size_t at = conv_cublaslt_ws_round(st->algos.ws_bytes);
-  st->col_offset = at, at += conv_cublaslt_ws_round(st->col_bytes);
-  st->dy_offset = at, at += conv_cublaslt_ws_round(st->dy_bytes);
-  st->total = at;
 }
 
 /* ---------------------------------------------------------------- interface */
@@ -215,51 +193,13 @@ static bool gb_applicable(const conv_problem *problem, const conv_env *env) {
   return problem != NULL && env != NULL && env->cublaslt != NULL && gb_problem_supported(problem);
 }
 
-static conv_status gb_prepare(const conv_problem *problem, conv_env *env,
-                              const conv_config *config, conv_prepared *out, conv_error *err) {
-  if (problem == NULL || env == NULL || env->cublaslt == NULL || config == NULL || out == NULL)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "gemm_backward: NULL argument");
-  if (!gb_problem_supported(problem))
-    return conv_error_set(err, CONV_UNSUPPORTED,
-                          "gemm_backward: only fp32 NCHW backward-data or backward-filter");
-  /* The config may come from a shipped cache: trust none of it. */
-  const conv_status checked = conv_config_check(config, gb_name, 2, INT64_MIN, INT64_MAX, err);
-  if (checked != CONV_OK) return checked;
-  const int64_t chunk = config->values[0], algo_index = config->values[1];
+/* Chunks that divide the batch: the plan has no partial last chunk. */
+static conv_status gb_check_chunk(const conv_problem *problem, int64_t chunk, conv_error *err) {
   if (chunk < 1 || chunk > problem->n || problem->n % chunk != 0)
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "gemm_backward: chunk %lld does not divide the batch of %lld",
                           (long long)chunk, (long long)problem->n);
-  if (algo_index < 0 || algo_index >= CONV_CUBLASLT_HEURISTIC_MAX)
-    return conv_error_set(err, CONV_UNSUPPORTED, "gemm_backward: gemm algo %lld not in [0, %d)",
-                          (long long)algo_index, CONV_CUBLASLT_HEURISTIC_MAX);
-  gb_state *st = NULL;
-  conv_status s;
-  CONV_TRY(s, gb_state_create(problem, chunk, &st, err), fail);
-  const conv_cublaslt_query q = gb_query(problem, env, st, &st->align);
-  CONV_TRY(s, conv_cublaslt_pick_algos(&q, (int)algo_index, gb_name, &st->algos, err), fail);
-  gb_workspace_layout(st);
-  out->state = st;
-  out->workspace_bytes = st->total;
-  out->arith = CONV_ARITH_DIRECT;
-  out->deterministic = true; /* file comment */
   return CONV_OK;
-fail:
-  gb_release(st);
-  return s;
-}
-
-/* Algos configs() offers for one chunk (0: none). */
-static conv_status gb_count_algos(const conv_problem *pb, conv_env *env, int64_t chunk,
-                                  int *count, conv_error *err) {
-  gb_state *st = NULL;
-  conv_status s;
-  CONV_TRY(s, gb_state_create(pb, chunk, &st, err), out);
-  const conv_cublaslt_query q = gb_query(pb, env, st, &st->align);
-  s = conv_cublaslt_offered_algos(&q, GB_ALGOS_OFFERED, count, err);
-out:
-  gb_release(st);
-  return s;
 }
 
 /* The largest divisor of n below `below` whose buffers fit within `cap`
@@ -276,7 +216,8 @@ static int64_t gb_chunk_below(const conv_problem *pb, const conv_shape *sh, int6
  * (fewest, longest GEMMs), the largest whose buffers stay within half the
  * L2 (written, then read back while cached), and 1 (least memory; for a
  * 1x1 filter, no buffer at all). */
-static int gb_chunks(const conv_problem *pb, const conv_env *env, int64_t out[GB_CHUNKS_MAX]) {
+static int gb_chunks(const conv_problem *pb, const conv_env *env,
+                     int64_t out[CONV_GEMM_CHUNKS_MAX]) {
   conv_shape sh;
   if (conv_problem_shape(pb, &sh) != CONV_OK) return 0;
   const int64_t largest = gb_chunk_below(pb, &sh, pb->n + 1, SIZE_MAX);
@@ -291,32 +232,28 @@ static int gb_chunks(const conv_problem *pb, const conv_env *env, int64_t out[GB
   return count;
 }
 
-static conv_status gb_configs(const conv_problem *problem, conv_env *env, conv_config *out,
-                              int max, int *count, conv_error *err) {
-  if (problem == NULL || env == NULL || count == NULL || (max > 0 && out == NULL))
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "gemm_backward: NULL argument");
-  *count = 0;
-  if (!gb_applicable(problem, env)) return CONV_OK;
-  int64_t chunks[GB_CHUNKS_MAX];
-  const int n_chunks = gb_chunks(problem, env, chunks);
-  return conv_cublaslt_chunk_configs(problem, env, chunks, n_chunks, gb_count_algos, out, max,
-                                     count, err);
-}
+static const conv_gemm_family gb_family = {
+    .name = "gemm_backward",
+    .prefix = "gemm_backward",
+    .scope = "fp32 NCHW backward-data or backward-filter",
+    .algos_offered = GB_ALGOS_OFFERED,
+    .fallbacks = true,
+    .applicable = gb_applicable,
+    .chunks = gb_chunks,
+    .check_chunk = gb_check_chunk,
+    .create = gb_create,
+};
+CONV_GEMM_FAMILY_CALLBACKS(gb, gb_family)
 
 /* ---------------------------------------------------------------- run */
 
+/* The pass's GEMM; cuBLASLt gets the workspace its algos need, unrounded. */
 static conv_status gb_matmul(const conv_exec *ex, bool use_fallback, const float *a,
                              const float *b, float *d, float beta, cudaStream_t stream,
                              conv_error *err) {
   const gb_state *st = ex->state;
-  const float one = 1.0f;
-  void *ws = st->algos.ws_bytes ? ex->workspace : NULL;
-  return conv_check_cublas(err,
-                           cublasLtMatmul(ex->env->cublaslt, st->desc, &one, a, st->lay.a, b,
-                                          st->lay.b, &beta, d, st->lay.d, d, st->lay.d,
-                                          use_fallback ? &st->algos.fallback : &st->algos.algo,
-                                          ws, st->algos.ws_bytes, stream),
-                           "gemm_backward: cublasLtMatmul");
+  return conv_gemm_matmul(&gb_family, ex, st->plan.desc, &st->plan.full, use_fallback,
+                          st->plan.full.algos.ws_bytes, a, b, beta, d, stream, err);
 }
 
 /* Images [n0, n0 + chunk): dY, then the pass's GEMM and im2col or col2im. */
@@ -325,12 +262,14 @@ static conv_status gb_run_chunk(const conv_exec *ex, int64_t n0, bool use_fallba
   const gb_state *st = ex->state;
   const conv_problem *pb = ex->problem;
   char *ws = ex->workspace;
+  const size_t col_offset = st->plan.gemm_ws_bytes,
+               dy_offset = col_offset + conv_cublaslt_ws_round(st->col_bytes);
   const int64_t x_image = pb->c * pb->h * pb->w;
-  float *col = st->direct ? NULL : (float *)(ws + st->col_offset);
+  float *col = st->direct ? NULL : (float *)(ws + col_offset);
   const float *dy = ex->y + n0 * pb->k * st->pq;
   conv_status s = CONV_OK;
   if (st->wide_dy) {
-    float *wide = (float *)(ws + st->dy_offset);
+    float *wide = (float *)(ws + dy_offset);
     CONV_TRY(s, conv_check_cuda(err, conv_im2col_wide(&st->dy_launch, ex->y, n0, wide, stream),
                                 "gemm_backward: dy to the wide layout"), out);
     dy = wide;
@@ -359,25 +298,16 @@ out:
 static conv_status gb_choose_algo(const conv_exec *ex, bool *use_fallback, conv_error *err) {
   const gb_state *st = ex->state;
   const void *tensors[3] = {ex->x, ex->w, ex->y};
-  for (int i = 0; i < 3; ++i)
-    if (!conv_cublaslt_aligned(tensors[i], CONV_CUBLASLT_FLOAT_ALIGN))
-      return conv_error_set(err, CONV_INVALID_ARGUMENT,
-                            "gemm_backward: a tensor pointer is not 4-byte aligned");
   /* Each tensor serves one operand, or a kernel where a buffer stands in
    * for it; the buffers always meet GB_BASE_ALIGN. */
+  const conv_gemm_align *align = &st->plan.align;
   const bool filter = st->direction == CONV_BACKWARD_FILTER;
-  const uint32_t col_align = filter ? st->align.a : st->align.d,
-                 dy_align = filter ? st->align.b : st->align.a,
-                 w_align = filter ? st->align.d : st->align.b;
-  *use_fallback = !conv_cublaslt_aligned(ex->w, w_align) ||
-                  (st->direct && !conv_cublaslt_aligned(ex->x, col_align)) ||
-                  (!st->wide_dy && !conv_cublaslt_aligned(ex->y, dy_align));
-  if (*use_fallback && !st->algos.has_fallback)
-    return conv_error_set(err, CONV_UNSUPPORTED,
-                          "gemm_backward: pointers less aligned than the plan's %u/%u/%u bytes "
-                          "and cuBLASLt has no fallback algorithm",
-                          st->align.a, st->align.b, st->align.d);
-  return CONV_OK;
+  const uint32_t col_align = filter ? align->a : align->d, dy_align = filter ? align->b : align->a,
+                 w_align = filter ? align->d : align->b;
+  const bool aligned = conv_cublaslt_aligned(ex->w, w_align) &&
+                       (!st->direct || conv_cublaslt_aligned(ex->x, col_align)) &&
+                       (st->wide_dy || conv_cublaslt_aligned(ex->y, dy_align));
+  return conv_gemm_choose_algos(&st->plan, tensors, 3, aligned, gb_name, use_fallback, err);
 }
 
 static conv_status gb_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
@@ -385,22 +315,12 @@ static conv_status gb_run(const conv_exec *ex, cudaStream_t stream, conv_error *
       ex->w == NULL || ex->y == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "gemm_backward: NULL argument");
   const gb_state *st = ex->state;
-  if (st->total > 0 && (ex->workspace == NULL || ex->workspace_bytes < st->total))
-    return conv_error_set(err, CONV_INVALID_ARGUMENT,
-                          "gemm_backward: workspace of %zu bytes, %zu needed", ex->workspace_bytes,
-                          st->total);
-  if (st->total > 0 && !conv_cublaslt_aligned(ex->workspace, CONV_CUBLASLT_WS_ALIGN))
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "gemm_backward: workspace not %u-byte aligned",
-                          CONV_CUBLASLT_WS_ALIGN);
+  conv_status s = conv_gemm_check_workspace(&st->plan, ex, false, gb_name, err);
   bool use_fallback = false;
-  conv_status s = gb_choose_algo(ex, &use_fallback, err);
-  for (int64_t n0 = 0; n0 < ex->problem->n && s == CONV_OK; n0 += st->chunk)
+  if (s == CONV_OK) s = gb_choose_algo(ex, &use_fallback, err);
+  for (int64_t n0 = 0; n0 < ex->problem->n && s == CONV_OK; n0 += st->plan.chunk)
     s = gb_run_chunk(ex, n0, use_fallback, stream, err);
   return s;
-}
-
-static void gb_describe(const conv_config *config, char *text, size_t size) {
-  conv_cublaslt_config_describe(config, "batch", text, size);
 }
 
 const conv_algorithm conv_algorithm_gemm_backward = {

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 
 #include "algorithms/common/views.h"
+#include "algorithms/common/view_family.h"
 #include "algorithms/patch.h"
 #include "algorithms/algorithm.h"
 
@@ -101,16 +102,14 @@ static void patch_release(void *state) { free(state); }
 
 static conv_status patch_prepare(const conv_problem *problem, conv_env *env,
                                  const conv_config *config, conv_prepared *out, conv_error *err) {
-  if (problem == NULL || env == NULL || config == NULL || out == NULL)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "patch: NULL argument");
   conv_problem view;
-  if (!patch_view(problem, &view))
-    return conv_error_set(err, CONV_UNSUPPORTED,
-                          "patch: needs fp32 NCHW forward (or backward-data), stride 1, "
-                          "dilation 1, one group, \"same\" padding, K (backward-data: C) a "
-                          "multiple of 8 and a compiled patch size");
+  conv_status st = conv_view_prepare_check(
+      "patch", patch_view, problem, env, config, out, &view, err,
+      "needs fp32 NCHW forward (or backward-data), stride 1, dilation 1, one group, \"same\" "
+      "padding, K (backward-data: C) a multiple of 8 and a compiled patch size");
+  if (st != CONV_OK) return st;
   /* Then conv_patch_plan checks every value against the problem. */
-  const conv_status st = conv_config_check(config, "patch", 4, 0, 64, err);
+  st = conv_config_check(config, "patch", 4, 0, 64, err);
   if (st != CONV_OK) return st;
   const conv_patch_tiling tiling = patch_tiling_from_config(config);
   if (tiling.kind == CONV_PATCH_WGMMA && !conv_device_wgmma(&env->device))

@@ -137,6 +137,25 @@ conv_status conv_cublaslt_ranked_algo(const conv_cublaslt_query *q, int index,
   return CONV_OK;
 }
 
+conv_status conv_cublaslt_fallback_algo(const conv_cublaslt_query *q, bool *found,
+                                        cublasLtMatmulAlgo_t *algo, size_t *ws_bytes,
+                                        conv_error *err) {
+  const conv_gemm_align weakest = {CONV_CUBLASLT_FLOAT_ALIGN, CONV_CUBLASLT_FLOAT_ALIGN,
+                                   CONV_CUBLASLT_FLOAT_ALIGN};
+  conv_cublaslt_query loose = *q;
+  loose.align = &weakest;
+  cublasLtMatmulHeuristicResult_t res[CONV_CUBLASLT_HEURISTIC_MAX];
+  int answers = 0;
+  const conv_status st = conv_cublaslt_heuristic(&loose, res, &answers, err);
+  if (st != CONV_OK) return st;
+  *found = answers > 0;
+  if (*found) {
+    *algo = res[0].algo;
+    *ws_bytes = res[0].workspaceSize;
+  }
+  return CONV_OK;
+}
+
 conv_status conv_cublaslt_pick_algos(const conv_cublaslt_query *q, int index, const char *family,
                                      conv_cublaslt_algos *out, conv_error *err) {
   cublasLtMatmulHeuristicResult_t picked;
@@ -144,20 +163,11 @@ conv_status conv_cublaslt_pick_algos(const conv_cublaslt_query *q, int index, co
   if (st != CONV_OK) return st;
   out->algo = picked.algo;
   out->ws_bytes = picked.workspaceSize;
-  const conv_gemm_align weakest = {CONV_CUBLASLT_FLOAT_ALIGN, CONV_CUBLASLT_FLOAT_ALIGN,
-                                   CONV_CUBLASLT_FLOAT_ALIGN};
-  conv_cublaslt_query loose = *q;
-  loose.align = &weakest;
-  cublasLtMatmulHeuristicResult_t res[CONV_CUBLASLT_HEURISTIC_MAX];
-  int found = 0;
-  st = conv_cublaslt_heuristic(&loose, res, &found, err);
-  if (st != CONV_OK) return st;
-  out->has_fallback = found > 0;
-  if (found > 0) {
-    out->fallback = res[0].algo;
-    if (res[0].workspaceSize > out->ws_bytes) out->ws_bytes = res[0].workspaceSize;
-  }
-  return CONV_OK;
+  size_t fallback_ws = 0;
+  st = conv_cublaslt_fallback_algo(q, &out->has_fallback, &out->fallback, &fallback_ws, err);
+  if (st == CONV_OK && out->has_fallback && fallback_ws > out->ws_bytes)
+    out->ws_bytes = fallback_ws;
+  return st;
 }
 
 conv_status conv_cublaslt_offered_algos(const conv_cublaslt_query *q, int offered, int *count,
@@ -167,23 +177,6 @@ conv_status conv_cublaslt_offered_algos(const conv_cublaslt_query *q, int offere
   const conv_status st = conv_cublaslt_heuristic(q, res, &found, err);
   if (st != CONV_OK) return st;
   *count = found < offered ? found : offered;
-  return CONV_OK;
-}
-
-conv_status conv_cublaslt_chunk_configs(const conv_problem *problem, conv_env *env,
-                                        const int64_t *chunks, int n_chunks,
-                                        conv_cublaslt_chunk_algos algos, conv_config *out,
-                                        int max, int *count, conv_error *err) {
-  int written = 0;
-  for (int i = 0; i < n_chunks && written < max; ++i) {
-    int offered = 0;
-    const conv_status s = algos(problem, env, chunks[i], &offered, err);
-    if (s == CONV_UNSUPPORTED) continue; /* a shape cuBLASLt or the family refuses */
-    if (s != CONV_OK) return s;
-    for (int a = 0; a < offered && written < max; ++a)
-      out[written++] = (conv_config){.count = 2, .values = {chunks[i], a}, .flags = 0};
-  }
-  *count = written;
   return CONV_OK;
 }
 
@@ -236,6 +229,19 @@ bool conv_cublaslt_aligned(const void *ptr, uint32_t align) {
 
 size_t conv_cublaslt_ws_round(size_t bytes) {
   return (bytes + CONV_CUBLASLT_WS_ALIGN - 1) / CONV_CUBLASLT_WS_ALIGN * CONV_CUBLASLT_WS_ALIGN;
+}
+
+conv_status conv_cublaslt_matmul(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc,
+                                 const conv_cublaslt_layouts *layouts,
+                                 const cublasLtMatmulAlgo_t *algo, const void *alpha,
+                                 const void *a, const void *b, const void *beta, void *d,
+                                 void *workspace, size_t workspace_bytes, cudaStream_t stream,
+                                 const char *prefix, conv_error *err) {
+  return lt_check(err,
+                  cublasLtMatmul(lt, desc, alpha, a, layouts->a, b, layouts->b, beta, d,
+                                 layouts->d, d, layouts->d, algo, workspace, workspace_bytes,
+                                 stream),
+                  prefix, "cublasLtMatmul");
 }
 
 void conv_cublaslt_config_describe(const conv_config *config, const char *chunk, char *text,

@@ -1,7 +1,8 @@
 /*
  * cublaslt.h -- the cuBLASLt plumbing every GEMM family shares
- * (im2col_gemm, gemm_nhwc, dynamic_unfold_gemm, fft): descriptors,
- * layouts, what they ask of the heuristic and how they read its answer.
+ * (im2col_gemm, gemm_nhwc, gemm_backward and dynamic_unfold_gemm, through
+ * gemm_family.h, and fft): descriptors, layouts, what they ask of the
+ * heuristic and how they read its answer, the matmul call.
  *
  * `prefix`, where a function takes one, is the family's name for families
  * whose messages name themselves before the cuBLASLt call
@@ -94,6 +95,11 @@ typedef struct conv_cublaslt_algos {
   size_t ws_bytes; /* the larger of the two algos' workspace needs */
 } conv_cublaslt_algos;
 
+/* The heuristic's first answer for the query's GEMM with A, B and D only
+ * CONV_CUBLASLT_FLOAT_ALIGN-aligned, where it has one (*found). */
+conv_status conv_cublaslt_fallback_algo(const conv_cublaslt_query *q, bool *found,
+                                        cublasLtMatmulAlgo_t *algo, size_t *ws_bytes,
+                                        conv_error *err);
 /* The heuristic's index-th answer under the query's alignments
  * (CONV_UNSUPPORTED where it has fewer), and its first for A, B and D only
  * CONV_CUBLASLT_FLOAT_ALIGN-aligned (has_fallback false where it has none). */
@@ -103,18 +109,6 @@ conv_status conv_cublaslt_pick_algos(const conv_cublaslt_query *q, int index, co
  * has, at most `offered`. */
 conv_status conv_cublaslt_offered_algos(const conv_cublaslt_query *q, int offered, int *count,
                                         conv_error *err);
-/* How many algos a family offers for chunks of `chunk` images (0: none;
- * CONV_UNSUPPORTED where the family or cuBLASLt refuses that shape). */
-typedef conv_status (*conv_cublaslt_chunk_algos)(const conv_problem *problem, conv_env *env,
-                                                 int64_t chunk, int *count, conv_error *err);
-/* The configs {chunk, algo_index} of a family whose configs are a chunk of
- * images and a rank of the heuristic's answer: for each of `chunks` in
- * order, each algo `algos` offers; a refused chunk is left out.  Writes at
- * most `max` and their number to *count. */
-conv_status conv_cublaslt_chunk_configs(const conv_problem *problem, conv_env *env,
-                                        const int64_t *chunks, int n_chunks,
-                                        conv_cublaslt_chunk_algos algos, conv_config *out,
-                                        int max, int *count, conv_error *err);
 /* Whether `algo` runs the query's GEMM within CONV_CUBLASLT_WS_MAX, and
  * with how much workspace. */
 bool conv_cublaslt_algo_fits(const conv_cublaslt_query *q, const cublasLtMatmulAlgo_t *algo,
@@ -133,6 +127,15 @@ bool conv_cublaslt_aligned(const void *ptr, uint32_t align);
 /* `bytes` of GEMM workspace rounded up so that what follows it in the
  * workspace starts CONV_CUBLASLT_WS_ALIGN-aligned too. */
 size_t conv_cublaslt_ws_round(size_t bytes);
+
+/* D = alpha op(A) op(B) + beta D by `algo`, C in place of D as the
+ * heuristic was asked about it; cuBLASLt gets `workspace` as given. */
+conv_status conv_cublaslt_matmul(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc,
+                                 const conv_cublaslt_layouts *layouts,
+                                 const cublasLtMatmulAlgo_t *algo, const void *alpha,
+                                 const void *a, const void *b, const void *beta, void *d,
+                                 void *workspace, size_t workspace_bytes, cudaStream_t stream,
+                                 const char *prefix, conv_error *err);
 
 /* Describes a {chunk, algo_index} config: "<chunk>=N gemm_algo=I". */
 void conv_cublaslt_config_describe(const conv_config *config, const char *chunk, char *text,

@@ -1,6 +1,8 @@
 /*
  * fft_plans.c -- see fft_plans.h.
  */
+#include <stdio.h>
+
 #include "algorithms/common/fft_plans.h"
 
 #define FFT_ALIGN ((size_t)256)
@@ -130,4 +132,65 @@ conv_status conv_fft_exec(cufftHandle h, cudaStream_t stream, void *work, void *
                        "cufftExecC2R");
 out:
   return s;
+}
+
+static int64_t fft_plane_count(const conv_fft_tiles *t, conv_fft_planes planes) {
+  switch (planes) {
+    case CONV_FFT_INPUT_TILES: return (int64_t)t->c * t->m;
+    case CONV_FFT_OUTPUT_TILES: return (int64_t)t->k * t->m;
+    case CONV_FFT_FILTER_PLANES: return (int64_t)t->k * t->cg;
+  }
+  return 0;
+}
+
+conv_status conv_fft_pass_make(conv_fft_pass *pass, const conv_problem *problem, int64_t fh,
+                               int64_t fw, conv_fft_planes first, conv_fft_planes second,
+                               conv_fft_planes inverse, const char *family, conv_error *err) {
+  const conv_fft_planes planes[3] = {first, second, inverse};
+  conv_status s = conv_fft_tiles_make(problem, fh, fw, family, &pass->t, err);
+  for (int i = 0; i < 3 && s == CONV_OK; i++) {
+    size_t work = 0;
+    pass->batch[i] = fft_plane_count(&pass->t, planes[i]);
+    s = conv_fft_plan(&pass->plan[i], &pass->have[i], &pass->t, pass->batch[i],
+                      i < 2 ? CUFFT_R2C : CUFFT_C2R, &work, family, err);
+    if (work > pass->work) pass->work = work;
+  }
+  return s;
+}
+
+void conv_fft_pass_destroy(conv_fft_pass *pass) {
+  for (int i = 0; i < 3; i++)
+    if (pass->have[i]) cufftDestroy(pass->plan[i]);
+}
+
+conv_status conv_fft_pass_exec(const conv_fft_pass *pass, int i, cudaStream_t stream, void *work,
+                               void *in, void *out, const char *family, conv_error *err) {
+  return conv_fft_exec(pass->plan[i], stream, work, in, out, i < 2, family, err);
+}
+
+size_t conv_fft_real_bytes(const conv_fft_pass *pass) {
+  int64_t planes = pass->batch[0];
+  for (int i = 1; i < 3; i++)
+    if (pass->batch[i] > planes) planes = pass->batch[i];
+  return (size_t)planes * ((size_t)pass->t.fh * pass->t.fw * sizeof(float));
+}
+
+size_t conv_fft_spectra_bytes(const conv_fft_pass *pass, int i) {
+  return (size_t)pass->batch[i] * ((size_t)pass->t.freqs * 2 * sizeof(float));
+}
+
+int conv_fft_describe_tile(const conv_config *config, int values, char *text, size_t size) {
+  if (text == NULL || size == 0) return -1;
+  if (config == NULL || config->count != values) {
+    snprintf(text, size, "invalid config");
+    return -1;
+  }
+  return snprintf(text, size, "tile=%lldx%lld", (long long)config->values[0],
+                  (long long)config->values[1]);
+}
+
+conv_status conv_fft_prepared(void *state, size_t workspace_bytes, conv_prepared *out) {
+  *out = (conv_prepared){.state = state, .workspace_bytes = workspace_bytes,
+                         .arith = CONV_ARITH_TRANSFORM, .deterministic = true};
+  return CONV_OK;
 }

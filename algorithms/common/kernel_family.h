@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "algorithms/common/shell_callbacks.h"
 #include "algorithms/algorithm.h"
 
 #ifdef __cplusplus
@@ -82,20 +83,9 @@ void conv_kernel_describe(const conv_kernel_family *family, const conv_config *c
  * call into the shell) and `family`_applicable;
  * id, version and krsc_filters as conv_algorithm says. */
 #define CONV_KERNEL_FAMILY_ALGORITHM(family, algo_id, algo_version, reads_krsc)                    \
-  static conv_status family##_configs(const conv_problem *problem, conv_env *env, conv_config *out,\
-                                    int max, int *count, conv_error *err) {                        \
-    return conv_kernel_configs(&family##_family, problem, env, out, max, count, err);              \
-  }                                                                                                \
-  static conv_status family##_prepare(const conv_problem *problem, conv_env *env,                  \
-                                    const conv_config *config, conv_prepared *out,                 \
-                                    conv_error *err) {                                             \
-    return conv_kernel_prepare(&family##_family, problem, env, config, out, err);                  \
-  }                                                                                                \
+  CONV_SHELL_CALLBACKS(family, conv_kernel, family##_family)                                       \
   static conv_status family##_run(const conv_exec *exec, cudaStream_t stream, conv_error *err) {   \
     return conv_kernel_run(&family##_family, exec, stream, err);                                   \
-  }                                                                                                \
-  static void family##_describe(const conv_config *config, char *text, size_t size) {              \
-    conv_kernel_describe(&family##_family, config, text, size);                                    \
   }                                                                                                \
   const conv_algorithm conv_algorithm_##family = {                                                 \
       .id = (algo_id), .version = (algo_version), .name = #family,                                 \
