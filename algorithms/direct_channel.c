@@ -23,27 +23,27 @@
  * this kernel would only slow the tuning down.  128 outputs take in the
  * stems of 3-channel images (ConvNeXt's 4x4 stride-4 stem has 96), where
  * cuDNN's engines leave the GPU as idle as on 64. */
-#define DC_MAX_CHANNELS_IN 32
-#define DC_MAX_CHANNELS_OUT 128
+#define DIRECT_CHANNEL_MAX_CHANNELS_IN 32
+#define DIRECT_CHANNEL_MAX_CHANNELS_OUT 128
 
 /* The forward convolution the kernels run for `pb`: the problem itself, or
  * a stride-1 backward-data pass's transposed view.  False for any other
  * problem, or where the channels per group are past the kernels' limits. */
-static bool dc_forward_view(const conv_problem *pb, conv_problem *view) {
+static bool direct_channel_forward_view(const conv_problem *pb, conv_problem *view) {
   if (conv_problem_nchw(pb))
     *view = *pb;
   else if (!conv_direct_backward_data_view(pb, view))
     return false;
-  return view->c / view->groups <= DC_MAX_CHANNELS_IN &&
-         view->k / view->groups <= DC_MAX_CHANNELS_OUT;
+  return view->c / view->groups <= DIRECT_CHANNEL_MAX_CHANNELS_IN &&
+         view->k / view->groups <= DIRECT_CHANNEL_MAX_CHANNELS_OUT;
 }
 
-static bool dc_applicable(const conv_problem *problem, const conv_env *env) {
+static bool direct_channel_applicable(const conv_problem *problem, const conv_env *env) {
   conv_problem view;
-  return problem != NULL && env != NULL && dc_forward_view(problem, &view);
+  return problem != NULL && env != NULL && direct_channel_forward_view(problem, &view);
 }
 
-static void dc_tiling_from_config(const conv_config *config, conv_direct_tiling *t) {
+static void direct_channel_tiling_from_config(const conv_config *config, conv_direct_tiling *t) {
   t->layout = (int)config->values[0];
   t->px = (int)config->values[1];
   t->py = (int)config->values[2];
@@ -52,7 +52,7 @@ static void dc_tiling_from_config(const conv_config *config, conv_direct_tiling 
   t->ty = (int)config->values[5];
 }
 
-static conv_config dc_config_from_tiling(const conv_direct_tiling *t) {
+static conv_config direct_channel_config_from_tiling(const conv_direct_tiling *t) {
   conv_config c = {6, {t->layout, t->px, t->py, t->kb, t->tx, t->ty}, 0};
   return c;
 }
@@ -67,7 +67,7 @@ static conv_config dc_config_from_tiling(const conv_direct_tiling *t) {
  * the fast policy's few configs span blockings.  Unfit blockings (a layout
  * that does not take the filter, stride or dilation; kb not dividing
  * K/groups) drop out in conv_direct_plan. */
-static const conv_direct_tiling dc_blockings[] = {
+static const conv_direct_tiling direct_channel_blockings[] = {
     {CONV_DIRECT_WINDOW, 2, 2, 16, 0, 0},  {CONV_DIRECT_WINDOW, 1, 2, 16, 0, 0},
     {CONV_DIRECT_WINDOW, 2, 1, 16, 0, 0},  {CONV_DIRECT_WINDOW, 2, 2, 8, 0, 0},
     {CONV_DIRECT_WINDOW, 1, 2, 8, 0, 0},   {CONV_DIRECT_WINDOW, 2, 2, 4, 0, 0},
@@ -87,12 +87,13 @@ static const conv_direct_tiling dc_blockings[] = {
     {CONV_DIRECT_GENERIC, 1, 1, 4, 0, 0},  {CONV_DIRECT_GENERIC, 1, 1, 8, 0, 0},
     {CONV_DIRECT_GENERIC, 1, 1, 16, 0, 0},
 };
-#define DC_BLOCKINGS ((int)(sizeof dc_blockings / sizeof dc_blockings[0]))
+#define DIRECT_CHANNEL_BLOCKINGS \
+  ((int)(sizeof direct_channel_blockings / sizeof direct_channel_blockings[0]))
 
 /* Threads along a row, for `cover` threads' worth of output columns: all
  * of them when they fit in a warp; else up to 32 spread evenly over the
  * blocks of a row (56 -> 28), and 32; and 16. */
-static int dc_tx_options(int64_t cover, int out[3]) {
+static int direct_channel_tx_options(int64_t cover, int out[3]) {
   int count = 0;
   if (cover <= 32) {
     out[count++] = (int)cover;
@@ -105,15 +106,15 @@ static int dc_tx_options(int64_t cover, int out[3]) {
   return count;
 }
 
-static bool dc_seen(const conv_config *out, int count, const conv_config *c) {
+static bool direct_channel_seen(const conv_config *out, int count, const conv_config *c) {
   for (int i = 0; i < count; i++)
     if (conv_config_equal(&out[i], c)) return true;
   return false;
 }
 
 /* Appends `c` unless it is there already; false when `out` is full. */
-static bool dc_add(conv_config *out, int max, int *n, const conv_config *c) {
-  if (dc_seen(out, *n, c)) return true;
+static bool direct_channel_add(conv_config *out, int max, int *n, const conv_config *c) {
+  if (direct_channel_seen(out, *n, c)) return true;
   if (*n == max) return false;
   out[(*n)++] = *c;
   return true;
@@ -122,7 +123,8 @@ static bool dc_add(conv_config *out, int max, int *n, const conv_config *c) {
 /* The simple layout's configs (filters 1x1 to 7x7, small passes): a row's
  * width of threads, up to 32, and rows of them to 128, then 256, threads.
  * False when `out` is full. */
-static bool dc_add_simple(const conv_problem *problem, conv_config *out, int max, int *n) {
+static bool direct_channel_add_simple(const conv_problem *problem, conv_config *out, int max,
+                                      int *n) {
   const int thread_counts[] = {128, 256};
   for (int i = 0; i < 2; i++) {
     int64_t q_columns, p_rows;
@@ -133,19 +135,19 @@ static bool dc_add_simple(const conv_problem *problem, conv_config *out, int max
     simple.ty = (int)(ty < p_rows ? ty : p_rows);
     conv_direct_launch launch;
     if (!conv_direct_plan(problem, &simple, &launch, NULL, 0)) return true;
-    const conv_config c = dc_config_from_tiling(&simple);
-    if (!dc_add(out, max, n, &c)) return false;
+    const conv_config c = direct_channel_config_from_tiling(&simple);
+    if (!direct_channel_add(out, max, n, &c)) return false;
   }
   return true;
 }
 
-static conv_status dc_configs(const conv_problem *problem, conv_env *env, conv_config *out,
-                              int max, int *count, conv_error *err) {
+static conv_status direct_channel_configs(const conv_problem *problem, conv_env *env,
+                                          conv_config *out, int max, int *count, conv_error *err) {
   if (problem == NULL || out == NULL || count == NULL || max < 0)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "direct_channel: bad configs() arguments");
   *count = 0;
   conv_problem view;
-  if (env == NULL || !dc_forward_view(problem, &view)) return CONV_OK;
+  if (env == NULL || !direct_channel_forward_view(problem, &view)) return CONV_OK;
   problem = &view;
   int64_t p, q;
   if (conv_problem_output_dims(problem, &p, &q) != CONV_OK)
@@ -155,18 +157,18 @@ static conv_status dc_configs(const conv_problem *problem, conv_env *env, conv_c
   const bool simple_first = problem->n * problem->k * p * q <= CONV_DIRECT_SIMPLE_FIRST_OUTPUTS;
   const int thread_counts[] = {256, 128};
   int n = 0;
-  if (simple_first && !dc_add_simple(problem, out, max, &n)) goto done;
+  if (simple_first && !direct_channel_add_simple(problem, out, max, &n)) goto done;
   /* Tile shapes ranked (row width option, then thread count), and every
    * blocking at one rank before the next rank. */
   for (int rank = 0; rank < 6; rank++) {
-    for (int b = 0; b < DC_BLOCKINGS; b++) {
-      conv_direct_tiling tiling = dc_blockings[b];
+    for (int b = 0; b < DIRECT_CHANNEL_BLOCKINGS; b++) {
+      conv_direct_tiling tiling = direct_channel_blockings[b];
       int64_t columns_needed, rows_needed;
       conv_direct_threads_needed(problem, &tiling, &columns_needed, &rows_needed);
       if (columns_needed < 1 || rows_needed < 1)
         return conv_error_set(err, CONV_INVALID_ARGUMENT, "direct_channel: invalid problem");
       int tx_opts[3];
-      const int ntx = dc_tx_options(columns_needed, tx_opts);
+      const int ntx = direct_channel_tx_options(columns_needed, tx_opts);
       if (rank / 2 >= ntx) continue;
       tiling.tx = tx_opts[rank / 2];
       /* No more rows of threads than the output has rows for. */
@@ -175,11 +177,11 @@ static conv_status dc_configs(const conv_problem *problem, conv_env *env, conv_c
       tiling.ty = ty < 1 ? 1 : (int)ty;
       conv_direct_launch launch;
       if (!conv_direct_plan(problem, &tiling, &launch, NULL, 0)) continue;
-      const conv_config c = dc_config_from_tiling(&tiling);
-      if (!dc_add(out, max, &n, &c)) goto done;
+      const conv_config c = direct_channel_config_from_tiling(&tiling);
+      if (!direct_channel_add(out, max, &n, &c)) goto done;
     }
   }
-  if (!simple_first) dc_add_simple(problem, out, max, &n);
+  if (!simple_first) direct_channel_add_simple(problem, out, max, &n);
 done:
   *count = n;
   return CONV_OK;
@@ -187,23 +189,23 @@ done:
 
 /* ---------------------------------------------------------------- prepare/run */
 
-static void dc_release(void *state) { free(state); }
+static void direct_channel_release(void *state) { free(state); }
 
-static conv_status dc_prepare(const conv_problem *problem, conv_env *env,
+static conv_status direct_channel_prepare(const conv_problem *problem, conv_env *env,
                               const conv_config *config, conv_prepared *out, conv_error *err) {
   conv_problem view;
   conv_status st = conv_view_prepare_check(
-      "direct_channel", dc_forward_view, problem, env, config, out, &view, err,
+      "direct_channel", direct_channel_forward_view, problem, env, config, out, &view, err,
       "only fp32 NCHW forward, or stride-1 backward-data within the filter's padding, with at "
       "most %d input and %d output channels per group (of the transposed convolution for "
       "backward-data)",
-      DC_MAX_CHANNELS_IN, DC_MAX_CHANNELS_OUT);
+      DIRECT_CHANNEL_MAX_CHANNELS_IN, DIRECT_CHANNEL_MAX_CHANNELS_OUT);
   if (st != CONV_OK) return st;
   /* Then conv_direct_plan checks every value against the problem. */
   st = conv_config_check(config, "direct_channel", 6, 0, 1024, err);
   if (st != CONV_OK) return st;
   conv_direct_tiling tiling;
-  dc_tiling_from_config(config, &tiling);
+  direct_channel_tiling_from_config(config, &tiling);
   conv_direct_launch *launch = malloc(sizeof *launch);
   if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "direct_channel: malloc");
   char why[160];
@@ -213,27 +215,29 @@ static conv_status dc_prepare(const conv_problem *problem, conv_env *env,
   }
   launch->transposed_filter = problem->direction == CONV_BACKWARD_DATA;
   launch->pdl = conv_device_pdl(&env->device);
-  return conv_prepared_own_kernel(launch, conv_direct_configure(launch), "direct_channel", out, err);
+  return conv_prepared_own_kernel(launch, conv_direct_configure(launch), "direct_channel", out,
+                                  err);
 }
 
-static conv_status dc_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
+static conv_status direct_channel_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
   const conv_direct_launch *launch = ex->state;
   /* Backward-data: the transposed convolution reads dy (exec's y) and
    * writes dx (exec's x). */
-  const cudaError_t e = launch->transposed_filter
-                            ? conv_direct_forward(launch, ex->y, ex->w, NULL, (float *)ex->x, stream)
-                            : conv_direct_forward(launch, ex->x, ex->w, ex->bias, ex->y, stream);
+  const cudaError_t e =
+      launch->transposed_filter
+          ? conv_direct_forward(launch, ex->y, ex->w, NULL, (float *)ex->x, stream)
+          : conv_direct_forward(launch, ex->x, ex->w, ex->bias, ex->y, stream);
   return conv_check_cuda(err, e, "direct_channel: kernel launch");
 }
 
-static void dc_describe(const conv_config *config, char *text, size_t size) {
+static void direct_channel_describe(const conv_config *config, char *text, size_t size) {
   if (text == NULL || size == 0) return;
   if (config == NULL || config->count != 6) {
     snprintf(text, size, "invalid config");
     return;
   }
   conv_direct_tiling t;
-  dc_tiling_from_config(config, &t);
+  direct_channel_tiling_from_config(config, &t);
   if (t.layout == CONV_DIRECT_SIMPLE) {
     snprintf(text, size, "simple threads=%dx%d", t.tx, t.ty);
     return;
@@ -252,5 +256,5 @@ const conv_algorithm conv_algorithm_direct_channel = {
      * layout. */
     .version = 6,
     .name = "direct_channel",
-    CONV_ALGORITHM_CALLBACKS(dc),
+    CONV_ALGORITHM_CALLBACKS(direct_channel),
 };

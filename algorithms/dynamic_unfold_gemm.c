@@ -31,38 +31,39 @@
 #include "algorithms/dynamic_unfold_gemm.h"
 #include "algorithms/common/gemm_family.h"
 
-#define DU_ALGOS_OFFERED 3
+#define DYNAMIC_UNFOLD_GEMM_ALGOS_OFFERED 3
 /* One launch per image and group: past this the baseline is only launches. */
-#define DU_MAX_GEMMS 65536
+#define DYNAMIC_UNFOLD_GEMM_MAX_GEMMS 65536
 /* Past this an unfolded chunk is not worth timing. */
-#define DU_UNFOLD_BYTES_MAX ((int64_t)8 << 30)
+#define DYNAMIC_UNFOLD_GEMM_UNFOLD_BYTES_MAX ((int64_t)8 << 30)
 
-typedef struct du_state {
+typedef struct dynamic_unfold_gemm_state {
   /* First (gemm_family.h): one GEMM shape, whatever the chunk; its buffer
    * is the unfolded input u. */
   conv_gemm_plan plan;
   conv_dynamic_dims d;
   conv_direction direction;
   int images; /* per unfold */
-} du_state;
+} dynamic_unfold_gemm_state;
 
-static bool du_applicable(const conv_problem *pb, const conv_env *env) {
+static bool dynamic_unfold_gemm_applicable(const conv_problem *pb, const conv_env *env) {
   return pb != NULL && env != NULL && env->cublaslt != NULL && conv_problem_dynamic(pb) &&
          pb->direction != CONV_BACKWARD_DATA && pb->groups >= 1 &&
-         pb->n <= DU_MAX_GEMMS / pb->groups;
+         pb->n <= DYNAMIC_UNFOLD_GEMM_MAX_GEMMS / pb->groups;
 }
 
-/* Bytes of u per image, or -1 past DU_UNFOLD_BYTES_MAX. */
-static int64_t du_unfold_bytes_per_image(const conv_dynamic_dims *d) {
+/* Bytes of u per image, or -1 past DYNAMIC_UNFOLD_GEMM_UNFOLD_BYTES_MAX. */
+static int64_t dynamic_unfold_gemm_unfold_bytes_per_image(const conv_dynamic_dims *d) {
   const int64_t elems = (int64_t)d->c * d->taps * d->p * d->q; /* < 2^31 * 49 */
   const int64_t bytes = elems * (int64_t)sizeof(float);
-  return bytes > DU_UNFOLD_BYTES_MAX ? -1 : bytes;
+  return bytes > DYNAMIC_UNFOLD_GEMM_UNFOLD_BYTES_MAX ? -1 : bytes;
 }
 
 /* rows x cols column-major, batched over the P*Q pixels.  Not
  * conv_cublaslt_layout_batched: our messages name the attribute set. */
-static conv_status du_layout(cublasLtMatrixLayout_t *layout, int64_t rows, int64_t cols,
-                             int64_t ld, int pixels, int64_t batch_stride, conv_error *err) {
+static conv_status dynamic_unfold_gemm_layout(cublasLtMatrixLayout_t *layout, int64_t rows,
+                                              int64_t cols, int64_t ld, int pixels,
+                                              int64_t batch_stride, conv_error *err) {
   conv_status st =
       conv_cublaslt_layout(layout, CUDA_R_32F, rows, cols, ld, "dynamic_unfold_gemm", err);
   const int32_t count = pixels;
@@ -80,7 +81,9 @@ static conv_status du_layout(cublasLtMatrixLayout_t *layout, int64_t rows, int64
 }
 
 /* The descriptor and the three layouts of one (b, g) GEMM (file comment). */
-static conv_status du_gemm_describe(const conv_problem *pb, du_state *st, conv_error *err) {
+static conv_status dynamic_unfold_gemm_gemm_describe(const conv_problem *pb,
+                                                     dynamic_unfold_gemm_state *st,
+                                                     conv_error *err) {
   const conv_dynamic_dims *d = &st->d;
   const int64_t plane = (int64_t)d->p * d->q, u_stride = (int64_t)d->cg * d->taps;
   conv_cublaslt_layouts *lay = &st->plan.full.lay;
@@ -91,26 +94,28 @@ static conv_status du_gemm_describe(const conv_problem *pb, du_state *st, conv_e
            out);
   const int pixels = (int)plane;
   if (st->direction == CONV_FORWARD) {
-    CONV_TRY(s, du_layout(&lay->a, 1, d->taps, plane, pixels, 1, err), out);
-    CONV_TRY(s, du_layout(&lay->b, d->taps, d->cg, d->taps, pixels, u_stride, err), out);
-    CONV_TRY(s, du_layout(&lay->d, 1, d->cg, plane, pixels, 1, err), out);
+    CONV_TRY(s, dynamic_unfold_gemm_layout(&lay->a, 1, d->taps, plane, pixels, 1, err), out);
+    CONV_TRY(s, dynamic_unfold_gemm_layout(&lay->b, d->taps, d->cg, d->taps, pixels, u_stride, err),
+             out);
+    CONV_TRY(s, dynamic_unfold_gemm_layout(&lay->d, 1, d->cg, plane, pixels, 1, err), out);
   } else {
     const cublasOperation_t transpose = CUBLAS_OP_T;
     CONV_TRY(s, conv_check_cublas(err, cublasLtMatmulDescSetAttribute(
                                            st->plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &transpose,
                                            sizeof transpose),
                                   "dynamic_unfold_gemm: transb"), out);
-    CONV_TRY(s, du_layout(&lay->a, 1, d->cg, plane, pixels, 1, err), out);
-    CONV_TRY(s, du_layout(&lay->b, d->taps, d->cg, d->taps, pixels, u_stride, err), out);
-    CONV_TRY(s, du_layout(&lay->d, 1, d->taps, plane, pixels, 1, err), out);
+    CONV_TRY(s, dynamic_unfold_gemm_layout(&lay->a, 1, d->cg, plane, pixels, 1, err), out);
+    CONV_TRY(s, dynamic_unfold_gemm_layout(&lay->b, d->taps, d->cg, d->taps, pixels, u_stride, err),
+             out);
+    CONV_TRY(s, dynamic_unfold_gemm_layout(&lay->d, 1, d->taps, plane, pixels, 1, err), out);
   }
 out:
   return s;
 }
 
-static conv_status du_create(const conv_problem *pb, int64_t images, void **out,
+static conv_status dynamic_unfold_gemm_create(const conv_problem *pb, int64_t images, void **out,
                              conv_error *err) {
-  du_state *st = calloc(1, sizeof *st);
+  dynamic_unfold_gemm_state *st = calloc(1, sizeof *st);
   if (st == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "dynamic_unfold_gemm: malloc");
   conv_status s = CONV_OK;
   if (!conv_dynamic_dims_make(pb, &st->d)) {
@@ -118,19 +123,20 @@ static conv_status du_create(const conv_problem *pb, int64_t images, void **out,
     goto fail;
   }
   st->direction = pb->direction;
-  const int64_t per_image = du_unfold_bytes_per_image(&st->d);
-  if (images < 1 || images > st->d.b || per_image < 0 || images > DU_UNFOLD_BYTES_MAX / per_image) {
+  const int64_t per_image = dynamic_unfold_gemm_unfold_bytes_per_image(&st->d);
+  if (images < 1 || images > st->d.b || per_image < 0 ||
+      images > DYNAMIC_UNFOLD_GEMM_UNFOLD_BYTES_MAX / per_image) {
     s = conv_error_set(err, CONV_UNSUPPORTED,
                        "dynamic_unfold_gemm: %lld images a chunk: not in [1, %d], or their "
                        "unfolded input past %lld bytes",
-                       (long long)images, st->d.b, (long long)DU_UNFOLD_BYTES_MAX);
+                       (long long)images, st->d.b, (long long)DYNAMIC_UNFOLD_GEMM_UNFOLD_BYTES_MAX);
     goto fail;
   }
   st->images = (int)images;
   st->plan.buffer_bytes = (size_t)(images * per_image);
   /* Every pointer is only float-aligned: pixels are one element apart. */
   st->plan.align = (conv_gemm_align){4, 4, 4};
-  CONV_TRY(s, du_gemm_describe(pb, st, err), fail);
+  CONV_TRY(s, dynamic_unfold_gemm_gemm_describe(pb, st, err), fail);
   *out = st;
   return CONV_OK;
 fail:
@@ -138,35 +144,37 @@ fail:
   return s;
 }
 
-static void du_release(void *state) { conv_gemm_release(state); }
+static void dynamic_unfold_gemm_release(void *state) { conv_gemm_release(state); }
 
 /* The shell's pieces that dynamic_unfold_gemm uses; its configs(),
  * prepare() and run() are its own. */
-static const conv_gemm_family du_family = {
+static const conv_gemm_family dynamic_unfold_gemm_family = {
     .name = "dynamic_unfold_gemm",
     .prefix = "dynamic_unfold_gemm",
-    .algos_offered = DU_ALGOS_OFFERED,
-    .create = du_create,
+    .algos_offered = DYNAMIC_UNFOLD_GEMM_ALGOS_OFFERED,
+    .create = dynamic_unfold_gemm_create,
 };
 
-static conv_status du_prepare(const conv_problem *problem, conv_env *env,
+static conv_status dynamic_unfold_gemm_prepare(const conv_problem *problem, conv_env *env,
                               const conv_config *config, conv_prepared *out, conv_error *err) {
   if (problem == NULL || env == NULL || config == NULL || out == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "dynamic_unfold_gemm: NULL argument");
-  if (!du_applicable(problem, env))
+  if (!dynamic_unfold_gemm_applicable(problem, env))
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "dynamic_unfold_gemm: only dynamic forward and backward-filter, at "
                           "most %d images x groups",
-                          DU_MAX_GEMMS);
+                          DYNAMIC_UNFOLD_GEMM_MAX_GEMMS);
   conv_status s = conv_config_check(config, "dynamic_unfold_gemm", 2, 0, 1 << 30, err);
   if (s != CONV_OK) return s;
   if (config->values[1] >= CONV_CUBLASLT_HEURISTIC_MAX)
-    return conv_error_set(err, CONV_UNSUPPORTED, "dynamic_unfold_gemm: gemm algo %lld not in [0, %d)",
+    return conv_error_set(err, CONV_UNSUPPORTED,
+                          "dynamic_unfold_gemm: gemm algo %lld not in [0, %d)",
                           (long long)config->values[1], CONV_CUBLASLT_HEURISTIC_MAX);
   void *state = NULL;
-  CONV_TRY(s, du_create(problem, config->values[0], &state, err), fail);
+  CONV_TRY(s, dynamic_unfold_gemm_create(problem, config->values[0], &state, err), fail);
   conv_gemm_plan *plan = state;
-  const conv_cublaslt_query q = conv_gemm_query(&du_family, plan, &plan->full, problem, env);
+  const conv_cublaslt_query q =
+      conv_gemm_query(&dynamic_unfold_gemm_family, plan, &plan->full, problem, env);
   cublasLtMatmulHeuristicResult_t picked;
   CONV_TRY(s,
            conv_cublaslt_ranked_algo(&q, (int)config->values[1], "dynamic_unfold_gemm", &picked,
@@ -184,17 +192,20 @@ fail:
 
 /* Chunks worth timing: the whole batch (fewest unfold launches) and one
  * image (least workspace, so a tight limit still leaves a candidate). */
-static conv_status du_configs(const conv_problem *problem, conv_env *env, conv_config *out, int max,
-                              int *count, conv_error *err) {
+static conv_status dynamic_unfold_gemm_configs(const conv_problem *problem, conv_env *env,
+                                               conv_config *out, int max, int *count,
+                                               conv_error *err) {
   if (problem == NULL || count == NULL || max < 0 || (max > 0 && out == NULL))
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "dynamic_unfold_gemm: bad configs() arguments");
+    return conv_error_set(err, CONV_INVALID_ARGUMENT,
+                          "dynamic_unfold_gemm: bad configs() arguments");
   *count = 0;
-  if (!du_applicable(problem, env)) return CONV_OK;
+  if (!dynamic_unfold_gemm_applicable(problem, env)) return CONV_OK;
   const int64_t chunks[2] = {problem->n, 1};
   int n = 0;
   for (int c = 0; c < (problem->n > 1 ? 2 : 1); c++) {
     int offered = 0;
-    const conv_status s = conv_gemm_count_algos(&du_family, problem, env, chunks[c], &offered, err);
+    const conv_status s =
+        conv_gemm_count_algos(&dynamic_unfold_gemm_family, problem, env, chunks[c], &offered, err);
     if (s == CONV_UNSUPPORTED) continue; /* too large unfolded: not offered */
     if (s != CONV_OK) return s;
     for (int a = 0; a < offered && n < max; a++) out[n++] = (conv_config){2, {chunks[c], a}, 0};
@@ -204,9 +215,9 @@ static conv_status du_configs(const conv_problem *problem, conv_env *env, conv_c
 }
 
 /* The (b, g) GEMMs of one unfolded chunk of images [b0, b0 + images). */
-static conv_status du_gemms(const conv_exec *ex, int b0, int images, const float *u,
-                            cudaStream_t stream, conv_error *err) {
-  const du_state *st = ex->state;
+static conv_status dynamic_unfold_gemm_gemms(const conv_exec *ex, int b0, int images,
+                                             const float *u, cudaStream_t stream, conv_error *err) {
+  const dynamic_unfold_gemm_state *st = ex->state;
   const conv_dynamic_dims *d = &st->d;
   const int64_t plane = (int64_t)d->p * d->q;
   conv_status s = CONV_OK;
@@ -217,17 +228,18 @@ static conv_status du_gemms(const conv_exec *ex, int b0, int images, const float
     const int64_t weights = ((int64_t)b * d->groups + g) * d->taps * plane;
     const float *a = st->direction == CONV_FORWARD ? ex->w + weights : ex->y + channels;
     float *out = st->direction == CONV_FORWARD ? ex->y + channels : (float *)ex->w + weights;
-    s = conv_gemm_matmul(&du_family, ex, st->plan.desc, &st->plan.full, false,
+    s = conv_gemm_matmul(&dynamic_unfold_gemm_family, ex, st->plan.desc, &st->plan.full, false,
                          st->plan.gemm_ws_bytes, a, ub, 0.0f, out, stream, err);
   }
   return s;
 }
 
-static conv_status du_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
+static conv_status dynamic_unfold_gemm_run(const conv_exec *ex, cudaStream_t stream,
+                                           conv_error *err) {
   if (ex == NULL || ex->state == NULL || ex->env == NULL || ex->x == NULL || ex->w == NULL ||
       ex->y == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "dynamic_unfold_gemm: NULL argument");
-  const du_state *st = ex->state;
+  const dynamic_unfold_gemm_state *st = ex->state;
   conv_status s = conv_gemm_check_workspace(&st->plan, ex, false, "dynamic_unfold_gemm", err);
   if (s != CONV_OK) return s;
   float *u = (float *)((char *)ex->workspace + st->plan.gemm_ws_bytes);
@@ -235,12 +247,12 @@ static conv_status du_run(const conv_exec *ex, cudaStream_t stream, conv_error *
     const int images = st->d.b - b0 < st->images ? st->d.b - b0 : st->images;
     s = conv_check_cuda(err, conv_dynamic_unfold(&st->d, ex->x, b0, images, u, stream),
                         "dynamic_unfold_gemm: unfold launch");
-    if (s == CONV_OK) s = du_gemms(ex, b0, images, u, stream, err);
+    if (s == CONV_OK) s = dynamic_unfold_gemm_gemms(ex, b0, images, u, stream, err);
   }
   return s;
 }
 
-static void du_describe(const conv_config *config, char *text, size_t size) {
+static void dynamic_unfold_gemm_describe(const conv_config *config, char *text, size_t size) {
   conv_cublaslt_config_describe(config, "images", text, size);
 }
 
@@ -248,5 +260,5 @@ const conv_algorithm conv_algorithm_dynamic_unfold_gemm = {
     .id = CONV_ALGO_DYNAMIC_UNFOLD_GEMM,
     .version = 1,
     .name = "dynamic_unfold_gemm",
-    CONV_ALGORITHM_CALLBACKS(du),
+    CONV_ALGORITHM_CALLBACKS(dynamic_unfold_gemm),
 };

@@ -13,7 +13,7 @@
  *
  * The product is our kernel (4 x 4 filter planes a thread, the tiles
  * summed in order); each 4 x 4 block of planes reads the spectra once, so
- * past FFTF_MAX_PLANES filter planes (k x c/groups), a GEMM-shaped product
+ * past FFT_FILTER_MAX_PLANES filter planes (k x c/groups), a GEMM-shaped product
  * would be needed, which this family does not have.
  *
  * Error: as the forward `fft` (fft.c): about eps * log2(fh * fw) per
@@ -30,41 +30,41 @@
 
 #include "algorithms/common/fft_plans.h"
 
-#define FFTF_MAX_PLANES 4096
+#define FFT_FILTER_MAX_PLANES 4096
 
 /* The pass's batches (conv_fft_pass), in the order it runs them. */
-enum { FFTF_INPUT, FFTF_GRAD, FFTF_FILTER };
+enum { FFT_FILTER_INPUT, FFT_FILTER_GRAD, FFT_FILTER_FILTER };
 
-typedef struct fftf_state {
+typedef struct fft_filter_state {
   conv_fft_pass pass;
   /* Workspace: byte offsets of each part, and the total. */
   size_t off_real, off_x, off_dy, off_dw, off_fft_ws, total;
-} fftf_state;
+} fft_filter_state;
 
-static void fftf_release(void *state) {
-  fftf_state *st = state;
+static void fft_filter_release(void *state) {
+  fft_filter_state *st = state;
   if (st == NULL) return;
   conv_fft_pass_destroy(&st->pass);
   free(st);
 }
 
-static bool fftf_problem_supported(const conv_problem *pb) {
+static bool fft_filter_problem_supported(const conv_problem *pb) {
   return conv_problem_supported(pb) && pb->direction == CONV_BACKWARD_FILTER &&
          pb->layout == CONV_LAYOUT_NCHW && pb->stride_h == 1 && pb->stride_w == 1 &&
          pb->dil_h == 1 && pb->dil_w == 1 && pb->r * pb->s > 1 &&
-         pb->k * (pb->c / pb->groups) <= FFTF_MAX_PLANES;
+         pb->k * (pb->c / pb->groups) <= FFT_FILTER_MAX_PLANES;
 }
 
-static bool fftf_applicable(const conv_problem *problem, const conv_env *env) {
-  return problem != NULL && env != NULL && fftf_problem_supported(problem);
+static bool fft_filter_applicable(const conv_problem *problem, const conv_env *env) {
+  return problem != NULL && env != NULL && fft_filter_problem_supported(problem);
 }
 
-static conv_status fftf_configs(const conv_problem *problem, conv_env *env, conv_config *out,
+static conv_status fft_filter_configs(const conv_problem *problem, conv_env *env, conv_config *out,
                                 int max, int *count, conv_error *err) {
   if (problem == NULL || out == NULL || count == NULL || max < 0)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "fft_filter: bad configs() arguments");
   *count = 0;
-  if (!fftf_applicable(problem, env)) return CONV_OK;
+  if (!fft_filter_applicable(problem, env)) return CONV_OK;
   conv_shape sh;
   const conv_status s = conv_problem_shape(problem, &sh);
   if (s != CONV_OK) return conv_error_set(err, s, "fft_filter: invalid problem");
@@ -76,45 +76,45 @@ static conv_status fftf_configs(const conv_problem *problem, conv_env *env, conv
 
 /* The real buffer holds the input tiles, then the gradient tiles, then
  * the filter planes, one at a time. */
-static void fftf_workspace_layout(fftf_state *st) {
+static void fft_filter_workspace_layout(fft_filter_state *st) {
   const conv_fft_pass *pass = &st->pass;
   size_t at = 0;
   st->off_real = at, at += conv_fft_round_up(conv_fft_real_bytes(pass));
-  st->off_x = at, at += conv_fft_round_up(conv_fft_spectra_bytes(pass, FFTF_INPUT));
-  st->off_dy = at, at += conv_fft_round_up(conv_fft_spectra_bytes(pass, FFTF_GRAD));
-  st->off_dw = at, at += conv_fft_round_up(conv_fft_spectra_bytes(pass, FFTF_FILTER));
+  st->off_x = at, at += conv_fft_round_up(conv_fft_spectra_bytes(pass, FFT_FILTER_INPUT));
+  st->off_dy = at, at += conv_fft_round_up(conv_fft_spectra_bytes(pass, FFT_FILTER_GRAD));
+  st->off_dw = at, at += conv_fft_round_up(conv_fft_spectra_bytes(pass, FFT_FILTER_FILTER));
   st->off_fft_ws = at, at += conv_fft_round_up(pass->work);
   st->total = at;
 }
 
-static conv_status fftf_prepare(const conv_problem *problem, conv_env *env,
+static conv_status fft_filter_prepare(const conv_problem *problem, conv_env *env,
                                 const conv_config *config, conv_prepared *out, conv_error *err) {
   if (problem == NULL || env == NULL || config == NULL || out == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "fft_filter: NULL argument");
-  if (!fftf_problem_supported(problem))
+  if (!fft_filter_problem_supported(problem))
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "fft_filter: only fp32 NCHW backward-filter, stride 1, dilation 1, a "
                           "filter of more than one tap and at most %d filter planes",
-                          FFTF_MAX_PLANES);
+                          FFT_FILTER_MAX_PLANES);
   /* Sizes are checked by conv_fft_tiles_make. */
   const conv_status checked = conv_config_check(config, "fft_filter", 2, INT64_MIN, INT64_MAX, err);
   if (checked != CONV_OK) return checked;
-  fftf_state *st = calloc(1, sizeof *st);
+  fft_filter_state *st = calloc(1, sizeof *st);
   if (st == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "fft_filter: out of memory");
   const conv_status s =
       conv_fft_pass_make(&st->pass, problem, config->values[0], config->values[1],
                          CONV_FFT_INPUT_TILES, CONV_FFT_OUTPUT_TILES, CONV_FFT_FILTER_PLANES,
                          "fft_filter", err);
   if (s != CONV_OK) {
-    fftf_release(st);
+    fft_filter_release(st);
     return s;
   }
-  fftf_workspace_layout(st);
+  fft_filter_workspace_layout(st);
   return conv_fft_prepared(st, st->total, out);
 }
 
-static conv_status fftf_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
-  const fftf_state *st = ex->state;
+static conv_status fft_filter_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
+  const fft_filter_state *st = ex->state;
   if (st == NULL || ex->workspace_bytes < st->total || ex->workspace == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT,
                           "fft_filter: workspace of %zu bytes, needs %zu", ex->workspace_bytes,
@@ -131,13 +131,13 @@ static conv_status fftf_run(const conv_exec *ex, cudaStream_t stream, conv_error
   conv_status s;
   CONV_TRY(s, conv_check_cuda(err, conv_fft_cut_input(t, ex->x, real, stream),
                               "fft_filter: cutting input tiles"), out);
-  CONV_TRY(s, conv_fft_pass_exec(pass, FFTF_INPUT, stream, work, real, x, name, err), out);
+  CONV_TRY(s, conv_fft_pass_exec(pass, FFT_FILTER_INPUT, stream, work, real, x, name, err), out);
   CONV_TRY(s, conv_check_cuda(err, conv_fft_cut_grad(t, ex->y, real, stream),
                               "fft_filter: cutting gradient tiles"), out);
-  CONV_TRY(s, conv_fft_pass_exec(pass, FFTF_GRAD, stream, work, real, dy, name, err), out);
+  CONV_TRY(s, conv_fft_pass_exec(pass, FFT_FILTER_GRAD, stream, work, real, dy, name, err), out);
   CONV_TRY(s, conv_check_cuda(err, conv_fft_correlate(t, dy, x, dw, stream),
                               "fft_filter: product"), out);
-  CONV_TRY(s, conv_fft_pass_exec(pass, FFTF_FILTER, stream, work, dw, real, name, err), out);
+  CONV_TRY(s, conv_fft_pass_exec(pass, FFT_FILTER_FILTER, stream, work, dw, real, name, err), out);
   s = conv_check_cuda(err,
                       conv_fft_crop_filter(t, real, 1.0f / ((float)t->fh * (float)t->fw),
                                            (float *)ex->w, stream),
@@ -146,7 +146,7 @@ out:
   return s;
 }
 
-static void fftf_describe(const conv_config *config, char *text, size_t size) {
+static void fft_filter_describe(const conv_config *config, char *text, size_t size) {
   (void)conv_fft_describe_tile(config, 2, text, size);
 }
 
@@ -154,5 +154,5 @@ const conv_algorithm conv_algorithm_fft_filter = {
     .id = CONV_ALGO_FFT_FILTER,
     .version = 2, /* 2: groups */
     .name = "fft_filter",
-    CONV_ALGORITHM_CALLBACKS(fftf),
+    CONV_ALGORITHM_CALLBACKS(fft_filter),
 };

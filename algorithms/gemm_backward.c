@@ -45,14 +45,14 @@
 
 /* The wide kernels index in 32 bits: a chunk's col and dY each hold
  * fewer than 2^31 floats (8 GiB). */
-#define GB_BUFFER_FLOATS_MAX ((int64_t)INT32_MAX - 1)
-#define GB_ALGOS_OFFERED 4
+#define GEMM_BACKWARD_BUFFER_FLOATS_MAX ((int64_t)INT32_MAX - 1)
+#define GEMM_BACKWARD_ALGOS_OFFERED 4
 /* The alignment prepare() assumes of the caller's tensors (cudaMalloc gives
  * 256); run() checks the real pointers and otherwise runs the fallback algo
  * picked for float alignment. */
-#define GB_BASE_ALIGN 16u
+#define GEMM_BACKWARD_BASE_ALIGN 16u
 
-typedef struct gb_state {
+typedef struct gemm_backward_state {
   /* First (gemm_family.h); one shape, the chunk dividing the batch.  Its
    * buffers: [col or dcol | wide dY], each 256-byte aligned. */
   conv_gemm_plan plan;
@@ -63,30 +63,30 @@ typedef struct gb_state {
   conv_wide_launch col_launch; /* im2col or col2im of a chunk, unless direct */
   conv_wide_launch dy_launch;  /* dy into the wide layout, when wide_dy      */
   size_t col_bytes, dy_bytes;
-} gb_state;
+} gemm_backward_state;
 
-static const char *const gb_name = "gemm_backward";
+static const char *const gemm_backward_name = "gemm_backward";
 
-static bool gb_is_1x1(const conv_problem *pb) {
+static bool gemm_backward_is_1x1(const conv_problem *pb) {
   return pb->r == 1 && pb->s == 1 && pb->stride_h == 1 && pb->stride_w == 1 && pb->pad_h == 0 &&
          pb->pad_w == 0;
 }
 
-static bool gb_problem_supported(const conv_problem *pb) {
+static bool gemm_backward_problem_supported(const conv_problem *pb) {
   return conv_problem_supported(pb) && pb->layout == CONV_LAYOUT_NCHW &&
          (pb->direction == CONV_BACKWARD_DATA || pb->direction == CONV_BACKWARD_FILTER);
 }
 
 /* Buffer bytes a chunk of `chunk` images needs: col (or dcol) unless the
  * filter is 1x1 with one image, and the wide dY past one image; false past
- * GB_BUFFER_FLOATS_MAX (which keeps every later product from overflowing). */
-static bool gb_buffer_bytes(const conv_problem *pb, const conv_shape *sh, int64_t chunk,
+ * GEMM_BACKWARD_BUFFER_FLOATS_MAX (which keeps every later product from overflowing). */
+static bool gemm_backward_buffer_bytes(const conv_problem *pb, const conv_shape *sh, int64_t chunk,
                             size_t *col_bytes, size_t *dy_bytes) {
-  const int64_t limit = GB_BUFFER_FLOATS_MAX;
+  const int64_t limit = GEMM_BACKWARD_BUFFER_FLOATS_MAX;
   const int64_t pq = sh->p * sh->q, crs_all = pb->c * pb->r * pb->s;
   if (pq > limit / chunk || crs_all > limit / (chunk * pq) || pb->k > limit / (chunk * pq))
     return false;
-  const int64_t col = chunk == 1 && gb_is_1x1(pb) ? 0 : crs_all * chunk * pq;
+  const int64_t col = chunk == 1 && gemm_backward_is_1x1(pb) ? 0 : crs_all * chunk * pq;
   const int64_t dy = chunk == 1 ? 0 : pb->k * chunk * pq;
   *col_bytes = (size_t)col * sizeof(float);
   *dy_bytes = (size_t)dy * sizeof(float);
@@ -96,9 +96,12 @@ static bool gb_buffer_bytes(const conv_problem *pb, const conv_shape *sh, int64_
 /* ---------------------------------------------------------------- cuBLASLt */
 
 /* The op on A (backward-filter) or B (backward-data); file comment. */
-static conv_status gb_desc_create(const conv_problem *pb, gb_state *st, conv_error *err) {
+static conv_status gemm_backward_desc_create(const conv_problem *pb, gemm_backward_state *st,
+                                             conv_error *err) {
   conv_status s;
-  CONV_TRY(s, conv_cublaslt_desc_create(pb->math, CUDA_R_32F, &st->plan.desc, gb_name, err), out);
+  CONV_TRY(s,
+           conv_cublaslt_desc_create(pb->math, CUDA_R_32F, &st->plan.desc, gemm_backward_name, err),
+           out);
   const cublasOperation_t transpose = CUBLAS_OP_T;
   const cublasLtMatmulDescAttributes_t which = st->direction == CONV_BACKWARD_FILTER
                                                    ? CUBLASLT_MATMUL_DESC_TRANSA
@@ -110,7 +113,8 @@ out:
   return s;
 }
 
-static conv_status gb_layouts_create(const conv_problem *pb, gb_state *st, conv_error *err) {
+static conv_status gemm_backward_layouts_create(const conv_problem *pb, gemm_backward_state *st,
+                                                conv_error *err) {
   const int32_t groups = (int32_t)pb->groups;
   const int64_t L = st->span, crs = st->crs, kg = st->kg;
   /* The three matrices: col (or dcol), dY and the filter. */
@@ -130,16 +134,16 @@ out:
 
 /* What run() adds to each base pointer: group strides, and the step from
  * one image to the next where the operand is the caller's tensor. */
-static void gb_align_compute(const conv_problem *pb, gb_state *st) {
+static void gemm_backward_align_compute(const conv_problem *pb, gemm_backward_state *st) {
   const bool grouped = pb->groups > 1, images = pb->n > 1;
   const int64_t col_off[2] = {grouped ? st->crs * st->span : 0,
                               st->direct && images ? pb->c * st->pq : 0};
   const int64_t dy_off[2] = {grouped ? st->kg * st->span : 0,
                              !st->wide_dy && images ? pb->k * st->pq : 0};
   const int64_t filter_off[1] = {grouped ? st->kg * st->crs : 0};
-  const uint32_t col = conv_cublaslt_offsets_align(GB_BASE_ALIGN, col_off, 2),
-                 dy = conv_cublaslt_offsets_align(GB_BASE_ALIGN, dy_off, 2),
-                 filter = conv_cublaslt_offsets_align(GB_BASE_ALIGN, filter_off, 1);
+  const uint32_t col = conv_cublaslt_offsets_align(GEMM_BACKWARD_BASE_ALIGN, col_off, 2),
+                 dy = conv_cublaslt_offsets_align(GEMM_BACKWARD_BASE_ALIGN, dy_off, 2),
+                 filter = conv_cublaslt_offsets_align(GEMM_BACKWARD_BASE_ALIGN, filter_off, 1);
   if (st->direction == CONV_BACKWARD_FILTER)
     st->plan.align = (conv_gemm_align){col, dy, filter};
   else
@@ -147,14 +151,14 @@ static void gb_align_compute(const conv_problem *pb, gb_state *st) {
 }
 
 /* Sizes, layouts, alignments and the matmul descriptor for a chunk. */
-static conv_status gb_create(const conv_problem *pb, int64_t chunk, void **out,
+static conv_status gemm_backward_create(const conv_problem *pb, int64_t chunk, void **out,
                              conv_error *err) {
   conv_shape sh;
   conv_status s = conv_problem_shape(pb, &sh);
   if (s != CONV_OK) return conv_error_set(err, s, "gemm_backward: invalid problem");
-  gb_state *st = calloc(1, sizeof *st);
+  gemm_backward_state *st = calloc(1, sizeof *st);
   if (st == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "gemm_backward: out of memory");
-  if (!gb_buffer_bytes(pb, &sh, chunk, &st->col_bytes, &st->dy_bytes)) {
+  if (!gemm_backward_buffer_bytes(pb, &sh, chunk, &st->col_bytes, &st->dy_bytes)) {
     s = conv_error_set(err, CONV_UNSUPPORTED,
                        "gemm_backward: buffers for %lld images reach 2^31 floats",
                        (long long)chunk);
@@ -177,9 +181,9 @@ static conv_status gb_create(const conv_problem *pb, int64_t chunk, void **out,
                        (long long)chunk);
     goto fail;
   }
-  gb_align_compute(pb, st);
-  CONV_TRY(s, gb_desc_create(pb, st, err), fail);
-  CONV_TRY(s, gb_layouts_create(pb, st, err), fail);
+  gemm_backward_align_compute(pb, st);
+  CONV_TRY(s, gemm_backward_desc_create(pb, st, err), fail);
+  CONV_TRY(s, gemm_backward_layouts_create(pb, st, err), fail);
   *out = st;
   return CONV_OK;
 fail:
@@ -189,12 +193,14 @@ fail:
 
 /* ---------------------------------------------------------------- interface */
 
-static bool gb_applicable(const conv_problem *problem, const conv_env *env) {
-  return problem != NULL && env != NULL && env->cublaslt != NULL && gb_problem_supported(problem);
+static bool gemm_backward_applicable(const conv_problem *problem, const conv_env *env) {
+  return problem != NULL && env != NULL && env->cublaslt != NULL &&
+         gemm_backward_problem_supported(problem);
 }
 
 /* Chunks that divide the batch: the plan has no partial last chunk. */
-static conv_status gb_check_chunk(const conv_problem *problem, int64_t chunk, conv_error *err) {
+static conv_status gemm_backward_check_chunk(const conv_problem *problem, int64_t chunk,
+                                             conv_error *err) {
   if (chunk < 1 || chunk > problem->n || problem->n % chunk != 0)
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "gemm_backward: chunk %lld does not divide the batch of %lld",
@@ -204,11 +210,12 @@ static conv_status gb_check_chunk(const conv_problem *problem, int64_t chunk, co
 
 /* The largest divisor of n below `below` whose buffers fit within `cap`
  * bytes, or 0. */
-static int64_t gb_chunk_below(const conv_problem *pb, const conv_shape *sh, int64_t below,
-                              size_t cap) {
+static int64_t gemm_backward_chunk_below(const conv_problem *pb, const conv_shape *sh,
+                                         int64_t below, size_t cap) {
   size_t col = 0, dy = 0;
   for (int64_t d = below - 1; d >= 1; --d)
-    if (pb->n % d == 0 && gb_buffer_bytes(pb, sh, d, &col, &dy) && col + dy <= cap) return d;
+    if (pb->n % d == 0 && gemm_backward_buffer_bytes(pb, sh, d, &col, &dy) && col + dy <= cap)
+      return d;
   return 0;
 }
 
@@ -216,50 +223,50 @@ static int64_t gb_chunk_below(const conv_problem *pb, const conv_shape *sh, int6
  * (fewest, longest GEMMs), the largest whose buffers stay within half the
  * L2 (written, then read back while cached), and 1 (least memory; for a
  * 1x1 filter, no buffer at all). */
-static int gb_chunks(const conv_problem *pb, const conv_env *env,
+static int gemm_backward_chunks(const conv_problem *pb, const conv_env *env,
                      int64_t out[CONV_GEMM_CHUNKS_MAX]) {
   conv_shape sh;
   if (conv_problem_shape(pb, &sh) != CONV_OK) return 0;
-  const int64_t largest = gb_chunk_below(pb, &sh, pb->n + 1, SIZE_MAX);
+  const int64_t largest = gemm_backward_chunk_below(pb, &sh, pb->n + 1, SIZE_MAX);
   if (largest == 0) return 0;
   int count = 0;
   out[count++] = largest;
   const size_t half_l2 =
       (size_t)(env->device.l2_bytes > 0 ? env->device.l2_bytes : 32 << 20) / 2;
-  const int64_t mid = gb_chunk_below(pb, &sh, largest, half_l2);
+  const int64_t mid = gemm_backward_chunk_below(pb, &sh, largest, half_l2);
   if (mid > 1) out[count++] = mid;
   if (largest > 1) out[count++] = 1;
   return count;
 }
 
-static const conv_gemm_family gb_family = {
+static const conv_gemm_family gemm_backward_family = {
     .name = "gemm_backward",
     .prefix = "gemm_backward",
     .scope = "fp32 NCHW backward-data or backward-filter",
-    .algos_offered = GB_ALGOS_OFFERED,
+    .algos_offered = GEMM_BACKWARD_ALGOS_OFFERED,
     .fallbacks = true,
-    .applicable = gb_applicable,
-    .chunks = gb_chunks,
-    .check_chunk = gb_check_chunk,
-    .create = gb_create,
+    .applicable = gemm_backward_applicable,
+    .chunks = gemm_backward_chunks,
+    .check_chunk = gemm_backward_check_chunk,
+    .create = gemm_backward_create,
 };
-CONV_GEMM_FAMILY_CALLBACKS(gb, gb_family)
+CONV_GEMM_FAMILY_CALLBACKS(gemm_backward, gemm_backward_family)
 
 /* ---------------------------------------------------------------- run */
 
 /* The pass's GEMM; cuBLASLt gets the workspace its algos need, unrounded. */
-static conv_status gb_matmul(const conv_exec *ex, bool use_fallback, const float *a,
+static conv_status gemm_backward_matmul(const conv_exec *ex, bool use_fallback, const float *a,
                              const float *b, float *d, float beta, cudaStream_t stream,
                              conv_error *err) {
-  const gb_state *st = ex->state;
-  return conv_gemm_matmul(&gb_family, ex, st->plan.desc, &st->plan.full, use_fallback,
+  const gemm_backward_state *st = ex->state;
+  return conv_gemm_matmul(&gemm_backward_family, ex, st->plan.desc, &st->plan.full, use_fallback,
                           st->plan.full.algos.ws_bytes, a, b, beta, d, stream, err);
 }
 
 /* Images [n0, n0 + chunk): dY, then the pass's GEMM and im2col or col2im. */
-static conv_status gb_run_chunk(const conv_exec *ex, int64_t n0, bool use_fallback,
+static conv_status gemm_backward_run_chunk(const conv_exec *ex, int64_t n0, bool use_fallback,
                                 cudaStream_t stream, conv_error *err) {
-  const gb_state *st = ex->state;
+  const gemm_backward_state *st = ex->state;
   const conv_problem *pb = ex->problem;
   char *ws = ex->workspace;
   const size_t col_offset = st->plan.gemm_ws_bytes,
@@ -280,11 +287,14 @@ static conv_status gb_run_chunk(const conv_exec *ex, int64_t n0, bool use_fallba
                                   "gemm_backward: im2col"), out);
     const float *a = col != NULL ? col : ex->x + n0 * x_image;
     /* Chunks sum into dw in order. */
-    s = gb_matmul(ex, use_fallback, a, dy, (float *)ex->w, n0 == 0 ? 0.0f : 1.0f, stream, err);
+    s = gemm_backward_matmul(ex, use_fallback, a, dy, (float *)ex->w, n0 == 0 ? 0.0f : 1.0f, stream,
+                             err);
   } else {
     float *dx = (float *)ex->x;
-    CONV_TRY(s, gb_matmul(ex, use_fallback, dy, ex->w, col != NULL ? col : dx + n0 * x_image,
-                          0.0f, stream, err), out);
+    CONV_TRY(s,
+             gemm_backward_matmul(ex, use_fallback, dy, ex->w,
+                                  col != NULL ? col : dx + n0 * x_image, 0.0f, stream, err),
+             out);
     if (col != NULL)
       s = conv_check_cuda(err, conv_col2im_wide(&st->col_launch, col, n0, dx, stream),
                           "gemm_backward: col2im");
@@ -295,11 +305,12 @@ out:
 
 /* Whether the caller's tensors meet the alignments the algo was picked
  * for; if not, the float-aligned fallback runs instead of faulting. */
-static conv_status gb_choose_algo(const conv_exec *ex, bool *use_fallback, conv_error *err) {
-  const gb_state *st = ex->state;
+static conv_status gemm_backward_choose_algo(const conv_exec *ex, bool *use_fallback,
+                                             conv_error *err) {
+  const gemm_backward_state *st = ex->state;
   const void *tensors[3] = {ex->x, ex->w, ex->y};
   /* Each tensor serves one operand, or a kernel where a buffer stands in
-   * for it; the buffers always meet GB_BASE_ALIGN. */
+   * for it; the buffers always meet GEMM_BACKWARD_BASE_ALIGN. */
   const conv_gemm_align *align = &st->plan.align;
   const bool filter = st->direction == CONV_BACKWARD_FILTER;
   const uint32_t col_align = filter ? align->a : align->d, dy_align = filter ? align->b : align->a,
@@ -307,19 +318,20 @@ static conv_status gb_choose_algo(const conv_exec *ex, bool *use_fallback, conv_
   const bool aligned = conv_cublaslt_aligned(ex->w, w_align) &&
                        (!st->direct || conv_cublaslt_aligned(ex->x, col_align)) &&
                        (st->wide_dy || conv_cublaslt_aligned(ex->y, dy_align));
-  return conv_gemm_choose_algos(&st->plan, tensors, 3, aligned, gb_name, use_fallback, err);
+  return conv_gemm_choose_algos(&st->plan, tensors, 3, aligned, gemm_backward_name, use_fallback,
+                                err);
 }
 
-static conv_status gb_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
+static conv_status gemm_backward_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
   if (ex == NULL || ex->state == NULL || ex->problem == NULL || ex->env == NULL || ex->x == NULL ||
       ex->w == NULL || ex->y == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "gemm_backward: NULL argument");
-  const gb_state *st = ex->state;
-  conv_status s = conv_gemm_check_workspace(&st->plan, ex, false, gb_name, err);
+  const gemm_backward_state *st = ex->state;
+  conv_status s = conv_gemm_check_workspace(&st->plan, ex, false, gemm_backward_name, err);
   bool use_fallback = false;
-  if (s == CONV_OK) s = gb_choose_algo(ex, &use_fallback, err);
+  if (s == CONV_OK) s = gemm_backward_choose_algo(ex, &use_fallback, err);
   for (int64_t n0 = 0; n0 < ex->problem->n && s == CONV_OK; n0 += st->plan.chunk)
-    s = gb_run_chunk(ex, n0, use_fallback, stream, err);
+    s = gemm_backward_run_chunk(ex, n0, use_fallback, stream, err);
   return s;
 }
 
@@ -327,5 +339,5 @@ const conv_algorithm conv_algorithm_gemm_backward = {
     .id = CONV_ALGO_GEMM_BACKWARD,
     .version = 1,
     .name = "gemm_backward",
-    CONV_ALGORITHM_CALLBACKS(gb),
+    CONV_ALGORITHM_CALLBACKS(gemm_backward),
 };

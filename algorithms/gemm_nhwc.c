@@ -33,10 +33,10 @@
 
 /* Past this a col buffer is not worth timing (and conv_im2col_nhwc
  * indexes it in 32 bits). */
-#define GN_COL_BYTES_MAX ((int64_t)4 << 30)
-#define GN_ALGOS_OFFERED 4
+#define GEMM_NHWC_COL_BYTES_MAX ((int64_t)4 << 30)
+#define GEMM_NHWC_ALGOS_OFFERED 4
 
-typedef struct gn_state {
+typedef struct gemm_nhwc_state {
   /* First (gemm_family.h).  Its descriptor lacks the bias pointer (the
    * heuristic's); its buffer is the col buffer. */
   conv_gemm_plan plan;
@@ -44,26 +44,27 @@ typedef struct gn_state {
   int64_t pixels; /* p * q: rows of one image */
   int64_t depth;  /* r * s * c: the GEMM's inner dimension */
   int64_t x_image, y_image;
-} gn_state;
+} gemm_nhwc_state;
 
-static bool gn_is_direct(const conv_problem *pb) {
+static bool gemm_nhwc_is_direct(const conv_problem *pb) {
   return pb->r == 1 && pb->s == 1 && pb->stride_h == 1 && pb->stride_w == 1 && pb->pad_h == 0 &&
          pb->pad_w == 0;
 }
 
-static bool gn_applicable(const conv_problem *pb, const conv_env *env) {
+static bool gemm_nhwc_applicable(const conv_problem *pb, const conv_env *env) {
   return pb != NULL && (env == NULL || env->cublaslt != NULL) && conv_problem_supported(pb) &&
          pb->direction == CONV_FORWARD && pb->layout == CONV_LAYOUT_NHWC && pb->groups == 1;
 }
 
 /* The alignment (bytes, at most 16) that base + i * offset keeps for
  * every i, offset in floats. */
-static uint32_t gn_offset_align(int64_t offset) {
+static uint32_t gemm_nhwc_offset_align(int64_t offset) {
   return conv_cublaslt_offsets_align(16, &offset, 1);
 }
 
-static conv_status gn_desc_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
-                                const void *value, size_t size, conv_error *err) {
+static conv_status gemm_nhwc_desc_attr(cublasLtMatmulDesc_t desc,
+                                       cublasLtMatmulDescAttributes_t attr, const void *value,
+                                       size_t size, conv_error *err) {
   return conv_check_cublas(err, cublasLtMatmulDescSetAttribute(desc, attr, value, size),
                            "cublasLtMatmulDescSetAttribute");
 }
@@ -71,23 +72,28 @@ static conv_status gn_desc_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAtt
 /* The matmul descriptor: TF32 tensor cores only in TF32 mode, A read
  * transposed, the problem's epilogue, and `bias` where it is known (run
  * time; the heuristic needs only the epilogue's kind). */
-static conv_status gn_desc_create(const conv_problem *pb, const float *bias,
+static conv_status gemm_nhwc_desc_create(const conv_problem *pb, const float *bias,
                                   cublasLtMatmulDesc_t *desc, conv_error *err) {
   conv_status st;
   CONV_TRY(st, conv_cublaslt_desc_create(pb->math, CUDA_R_32F, desc, NULL, err), out);
   const cublasOperation_t transpose = CUBLAS_OP_T;
-  CONV_TRY(st, gn_desc_attr(*desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof transpose, err),
-           out);
+  CONV_TRY(
+      st,
+      gemm_nhwc_desc_attr(*desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof transpose, err),
+      out);
   if (pb->epilogue != CONV_EPILOGUE_NONE) {
     const cublasLtEpilogue_t epilogue = pb->epilogue == CONV_EPILOGUE_BIAS_RELU
                                             ? CUBLASLT_EPILOGUE_RELU_BIAS
                                             : CUBLASLT_EPILOGUE_BIAS;
-    CONV_TRY(st, gn_desc_attr(*desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue,
-                              err),
-             out);
+    CONV_TRY(
+        st,
+        gemm_nhwc_desc_attr(*desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue, err),
+        out);
     if (bias != NULL)
-      CONV_TRY(st, gn_desc_attr(*desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias, err),
-               out);
+      CONV_TRY(
+          st,
+          gemm_nhwc_desc_attr(*desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias, err),
+          out);
   }
 out:
   return st;
@@ -95,9 +101,9 @@ out:
 
 /* The layouts of one chunk of `images`: A the filter (rsc x k), B the
  * input rows (rsc x rows), D the output (k x rows). */
-static conv_status gn_layouts(const conv_problem *pb, const void *state, int64_t images,
+static conv_status gemm_nhwc_layouts(const conv_problem *pb, const void *state, int64_t images,
                               conv_cublaslt_layouts *lay, conv_error *err) {
-  const gn_state *st = state;
+  const gemm_nhwc_state *st = state;
   const int64_t rows = images * st->pixels;
   conv_status s;
   CONV_TRY(s, conv_cublaslt_layout(&lay->a, CUDA_R_32F, st->depth, pb->k, st->depth, NULL, err),
@@ -110,27 +116,27 @@ out:
 }
 
 /* Shapes, alignments, descriptor and the full chunk's layouts. */
-static conv_status gn_create(const conv_problem *pb, int64_t chunk, void **out,
+static conv_status gemm_nhwc_create(const conv_problem *pb, int64_t chunk, void **out,
                              conv_error *err) {
   conv_shape sh;
   if (conv_problem_shape(pb, &sh) != CONV_OK)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "gemm_nhwc: invalid problem");
-  gn_state *st = calloc(1, sizeof *st);
+  gemm_nhwc_state *st = calloc(1, sizeof *st);
   if (st == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "gemm_nhwc: out of memory");
   conv_status s = CONV_OK;
   st->plan.chunk = chunk;
-  st->direct = gn_is_direct(pb);
+  st->direct = gemm_nhwc_is_direct(pb);
   st->pixels = sh.p * sh.q;
   st->depth = pb->r * pb->s * pb->c;
   st->x_image = pb->h * pb->w * pb->c;
   st->y_image = st->pixels * pb->k;
   if (!st->direct) {
     const int64_t per_image = st->pixels * st->depth * (int64_t)sizeof(float);
-    if (st->depth > GN_COL_BYTES_MAX || st->pixels > GN_COL_BYTES_MAX / st->depth ||
-        chunk > GN_COL_BYTES_MAX / per_image) {
+    if (st->depth > GEMM_NHWC_COL_BYTES_MAX || st->pixels > GEMM_NHWC_COL_BYTES_MAX / st->depth ||
+        chunk > GEMM_NHWC_COL_BYTES_MAX / per_image) {
       s = conv_error_set(err, CONV_UNSUPPORTED,
                          "gemm_nhwc: col buffer for %lld images exceeds %lld bytes",
-                         (long long)chunk, (long long)GN_COL_BYTES_MAX);
+                         (long long)chunk, (long long)GEMM_NHWC_COL_BYTES_MAX);
       goto fail;
     }
     st->plan.buffer_bytes = (size_t)(chunk * per_image);
@@ -138,10 +144,10 @@ static conv_status gn_create(const conv_problem *pb, int64_t chunk, void **out,
   /* Chunks start at these offsets from x (direct) and y; the col buffer
    * and the filter start where the caller's pointers do. */
   st->plan.align.a = 16;
-  st->plan.align.b = st->direct ? gn_offset_align(chunk * st->x_image) : 16;
-  st->plan.align.d = gn_offset_align(chunk * st->y_image);
-  CONV_TRY(s, gn_desc_create(pb, NULL, &st->plan.desc, err), fail);
-  CONV_TRY(s, gn_layouts(pb, st, chunk, &st->plan.full.lay, err), fail);
+  st->plan.align.b = st->direct ? gemm_nhwc_offset_align(chunk * st->x_image) : 16;
+  st->plan.align.d = gemm_nhwc_offset_align(chunk * st->y_image);
+  CONV_TRY(s, gemm_nhwc_desc_create(pb, NULL, &st->plan.desc, err), fail);
+  CONV_TRY(s, gemm_nhwc_layouts(pb, st, chunk, &st->plan.full.lay, err), fail);
   *out = st;
   return CONV_OK;
 fail:
@@ -149,7 +155,7 @@ fail:
   return s;
 }
 
-static conv_status gn_check_chunk(const conv_problem *pb, int64_t chunk, conv_error *err) {
+static conv_status gemm_nhwc_check_chunk(const conv_problem *pb, int64_t chunk, conv_error *err) {
   if (chunk < 1 || chunk > pb->n)
     return conv_error_set(err, CONV_UNSUPPORTED, "gemm_nhwc: batch chunk %lld not in [1, %lld]",
                           (long long)chunk, (long long)pb->n);
@@ -160,20 +166,20 @@ static conv_status gn_check_chunk(const conv_problem *pb, int64_t chunk, conv_er
  * buffer is too large, the largest power of two that fits; and the largest
  * power of two whose col buffer stays within half the L2 (written, then
  * read back while still cached).  The 1x1 path needs no buffer. */
-static int gn_chunks(const conv_problem *pb, const conv_env *env,
+static int gemm_nhwc_chunks(const conv_problem *pb, const conv_env *env,
                      int64_t out[CONV_GEMM_CHUNKS_MAX]) {
-  if (gn_is_direct(pb)) {
+  if (gemm_nhwc_is_direct(pb)) {
     out[0] = pb->n;
     return 1;
   }
   conv_shape sh;
   if (conv_problem_shape(pb, &sh) != CONV_OK) return 0;
   const int64_t depth = pb->r * pb->s * pb->c, pixels = sh.p * sh.q;
-  if (depth > GN_COL_BYTES_MAX || pixels > GN_COL_BYTES_MAX / depth) return 0;
+  if (depth > GEMM_NHWC_COL_BYTES_MAX || pixels > GEMM_NHWC_COL_BYTES_MAX / depth) return 0;
   const int64_t per_image = pixels * depth * (int64_t)sizeof(float);
-  if (per_image > GN_COL_BYTES_MAX) return 0;
+  if (per_image > GEMM_NHWC_COL_BYTES_MAX) return 0;
   int64_t whole = pb->n;
-  while (whole > 1 && whole > GN_COL_BYTES_MAX / per_image) whole = (whole + 1) / 2;
+  while (whole > 1 && whole > GEMM_NHWC_COL_BYTES_MAX / per_image) whole = (whole + 1) / 2;
   int count = 0;
   out[count++] = whole;
   const int64_t l2 = env != NULL && env->device.l2_bytes > 0 ? env->device.l2_bytes
@@ -184,23 +190,23 @@ static int gn_chunks(const conv_problem *pb, const conv_env *env,
   return count;
 }
 
-static const conv_gemm_family gn_family = {
+static const conv_gemm_family gemm_nhwc_family = {
     .name = "gemm_nhwc",
     .scope = "fp32 NHWC forward convolutions with one group",
-    .algos_offered = GN_ALGOS_OFFERED,
+    .algos_offered = GEMM_NHWC_ALGOS_OFFERED,
     .env_optional = true,
-    .applicable = gn_applicable,
-    .chunks = gn_chunks,
-    .check_chunk = gn_check_chunk,
-    .create = gn_create,
-    .layouts = gn_layouts,
+    .applicable = gemm_nhwc_applicable,
+    .chunks = gemm_nhwc_chunks,
+    .check_chunk = gemm_nhwc_check_chunk,
+    .create = gemm_nhwc_create,
+    .layouts = gemm_nhwc_layouts,
 };
-CONV_GEMM_FAMILY_CALLBACKS(gn, gn_family)
+CONV_GEMM_FAMILY_CALLBACKS(gemm_nhwc, gemm_nhwc_family)
 
 /* im2col (unless 1x1) and one GEMM for images [n0, n0 + images). */
-static conv_status gn_run_chunk(const conv_exec *ex, cublasLtMatmulDesc_t desc, int64_t n0,
+static conv_status gemm_nhwc_run_chunk(const conv_exec *ex, cublasLtMatmulDesc_t desc, int64_t n0,
                                 int64_t images, cudaStream_t stream, conv_error *err) {
-  const gn_state *st = ex->state;
+  const gemm_nhwc_state *st = ex->state;
   const float *b = ex->x + n0 * st->x_image;
   if (!st->direct) {
     float *col = (float *)((char *)ex->workspace + st->plan.gemm_ws_bytes);
@@ -209,12 +215,12 @@ static conv_status gn_run_chunk(const conv_exec *ex, cublasLtMatmulDesc_t desc, 
     if (s != CONV_OK) return s;
     b = col;
   }
-  return conv_gemm_matmul(&gn_family, ex, desc, conv_gemm_chunk_shape(&st->plan, images), false,
-                          st->plan.gemm_ws_bytes, ex->w, b, 0.0f, ex->y + n0 * st->y_image,
+  return conv_gemm_matmul(&gemm_nhwc_family, ex, desc, conv_gemm_chunk_shape(&st->plan, images),
+                          false, st->plan.gemm_ws_bytes, ex->w, b, 0.0f, ex->y + n0 * st->y_image,
                           stream, err);
 }
 
-static conv_status gn_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
+static conv_status gemm_nhwc_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
   conv_status s = conv_gemm_check_forward_run(ex, false, "gemm_nhwc", err);
   if (s != CONV_OK) return s;
   const void *ptrs[] = {ex->x, ex->w, ex->y, ex->bias};
@@ -225,14 +231,14 @@ static conv_status gn_run(const conv_exec *ex, cudaStream_t stream, conv_error *
                             CONV_POINTER_ALIGNMENT);
   /* The bias pointer lives in the descriptor, and a plan may run on
    * several threads at once: each run describes its own matmul. */
-  const gn_state *st = ex->state;
+  const gemm_nhwc_state *st = ex->state;
   cublasLtMatmulDesc_t desc = st->plan.desc;
   if (ex->problem->epilogue != CONV_EPILOGUE_NONE)
-    s = gn_desc_create(ex->problem, ex->bias, &desc, err);
+    s = gemm_nhwc_desc_create(ex->problem, ex->bias, &desc, err);
   const int64_t chunk = st->plan.chunk;
   for (int64_t n0 = 0; n0 < ex->problem->n && s == CONV_OK; n0 += chunk) {
     const int64_t rest = ex->problem->n - n0;
-    s = gn_run_chunk(ex, desc, n0, rest < chunk ? rest : chunk, stream, err);
+    s = gemm_nhwc_run_chunk(ex, desc, n0, rest < chunk ? rest : chunk, stream, err);
   }
   if (desc != st->plan.desc && desc != NULL) cublasLtMatmulDescDestroy(desc);
   return s;
@@ -242,5 +248,5 @@ const conv_algorithm conv_algorithm_gemm_nhwc = {
     .id = CONV_ALGO_GEMM_NHWC,
     .version = 1,
     .name = "gemm_nhwc",
-    CONV_ALGORITHM_CALLBACKS(gn),
+    CONV_ALGORITHM_CALLBACKS(gemm_nhwc),
 };

@@ -25,38 +25,38 @@
 #include "algorithms/common/gemm_family.h"
 
 /* Past this an im2col buffer is not worth timing. */
-#define IG_COL_BYTES_MAX ((int64_t)8 << 30)
-#define IG_ALGOS_OFFERED 16
+#define IM2COL_GEMM_COL_BYTES_MAX ((int64_t)8 << 30)
+#define IM2COL_GEMM_ALGOS_OFFERED 16
 /* The pointer alignment prepare() assumes for x, w, y and the workspace.
  * 16 bytes is what vector loads and TMA need; cudaMalloc gives 256, and
  * run() checks the real pointers before trusting the assumption. */
-#define IG_BASE_ALIGN 16u
+#define IM2COL_GEMM_BASE_ALIGN 16u
 
 /* ---------------------------------------------------------------- state */
 
 /* The GEMM one group of a batch of images needs, in cuBLASLt's terms. */
-typedef struct ig_dims {
+typedef struct im2col_gemm_dims {
   int64_t m, n, k;        /* pq, kg, crs                                   */
   int64_t a_batch_stride; /* crs*pq in the col buffer; c*h*w reading x     */
   int64_t d_batch_stride; /* k*pq                                          */
-} ig_dims;
+} im2col_gemm_dims;
 
-typedef struct ig_state {
+typedef struct im2col_gemm_state {
   conv_gemm_plan plan; /* first (gemm_family.h); its buffer is the col buffer */
   bool direct;         /* 1x1 path: A is x itself, no im2col */
-  ig_dims dims;
+  im2col_gemm_dims dims;
   /* Element offsets between consecutive images and groups. */
   int64_t x_image, x_group, w_group, y_image, y_group;
-} ig_state;
+} im2col_gemm_state;
 
-static bool ig_is_direct(const conv_problem *pb) {
+static bool im2col_gemm_is_direct(const conv_problem *pb) {
   /* Dilation does not matter for a 1x1 filter: it touches one pixel. */
   return pb->r == 1 && pb->s == 1 && pb->stride_h == 1 && pb->stride_w == 1 && pb->pad_h == 0 &&
          pb->pad_w == 0;
 }
 
-
-static void ig_dims_make(const conv_problem *pb, const conv_shape *sh, bool direct, ig_dims *d) {
+static void im2col_gemm_dims_make(const conv_problem *pb, const conv_shape *sh, bool direct,
+                                  im2col_gemm_dims *d) {
   d->m = sh->p * sh->q;
   d->n = sh->k_per_group;
   d->k = sh->c_per_group * pb->r * pb->s;
@@ -64,10 +64,10 @@ static void ig_dims_make(const conv_problem *pb, const conv_shape *sh, bool dire
   d->d_batch_stride = pb->k * d->m;
 }
 
-/* Bytes of col buffer one image needs, or -1 past IG_COL_BYTES_MAX (which
+/* Bytes of col buffer one image needs, or -1 past IM2COL_GEMM_COL_BYTES_MAX (which
  * also keeps every later product far from overflowing). */
-static int64_t ig_col_bytes_per_image(const ig_dims *d) {
-  const int64_t limit = IG_COL_BYTES_MAX / (int64_t)sizeof(float);
+static int64_t im2col_gemm_col_bytes_per_image(const im2col_gemm_dims *d) {
+  const int64_t limit = IM2COL_GEMM_COL_BYTES_MAX / (int64_t)sizeof(float);
   if (d->k > limit || d->m > limit / d->k) return -1;
   return d->k * d->m * (int64_t)sizeof(float);
 }
@@ -79,33 +79,33 @@ static int64_t ig_col_bytes_per_image(const ig_dims *d) {
  * that, e.g., a single-group problem is not penalised for kg*pq.  (Each is a
  * multiple of the matrix's ld, whose alignment the heuristic checks itself;
  * counting them anyway costs nothing and relies on no such reasoning.) */
-static void ig_align_compute(const conv_problem *pb, ig_state *st) {
+static void im2col_gemm_align_compute(const conv_problem *pb, im2col_gemm_state *st) {
   const int64_t chunk_step = pb->n > st->plan.chunk ? st->plan.chunk : 0;
   const bool grouped = pb->groups > 1;
   conv_gemm_align *align = &st->plan.align;
   if (st->direct) {
     const int64_t a_off[3] = {chunk_step * st->x_image, grouped ? st->x_group : 0,
                               st->dims.a_batch_stride};
-    align->a = conv_cublaslt_offsets_align(IG_BASE_ALIGN, a_off, 3);
+    align->a = conv_cublaslt_offsets_align(IM2COL_GEMM_BASE_ALIGN, a_off, 3);
   } else {
     /* The col buffer starts at a 256-byte boundary of the workspace. */
     const int64_t a_off[1] = {st->dims.a_batch_stride};
-    align->a = conv_cublaslt_offsets_align(IG_BASE_ALIGN, a_off, 1);
+    align->a = conv_cublaslt_offsets_align(IM2COL_GEMM_BASE_ALIGN, a_off, 1);
   }
   const int64_t b_off[1] = {grouped ? st->w_group : 0};
-  align->b = conv_cublaslt_offsets_align(IG_BASE_ALIGN, b_off, 1);
+  align->b = conv_cublaslt_offsets_align(IM2COL_GEMM_BASE_ALIGN, b_off, 1);
   const int64_t d_off[3] = {chunk_step * st->y_image, grouped ? st->y_group : 0,
                             st->dims.d_batch_stride};
-  align->d = conv_cublaslt_offsets_align(IG_BASE_ALIGN, d_off, 3);
+  align->d = conv_cublaslt_offsets_align(IM2COL_GEMM_BASE_ALIGN, d_off, 3);
 }
 
 /* ---------------------------------------------------------------- cuBLASLt */
 
 /* A, B and D of one group for a chunk of `images` (file comment). */
-static conv_status ig_layouts(const conv_problem *pb, const void *state, int64_t images,
+static conv_status im2col_gemm_layouts(const conv_problem *pb, const void *state, int64_t images,
                               conv_cublaslt_layouts *lay, conv_error *err) {
   (void)pb;
-  const ig_dims *d = &((const ig_state *)state)->dims;
+  const im2col_gemm_dims *d = &((const im2col_gemm_state *)state)->dims;
   conv_status st;
   CONV_TRY(st,
            conv_cublaslt_layout_batched(&lay->a, CUDA_R_32F, d->m, d->k, d->m, (int)images,
@@ -128,35 +128,35 @@ out:
 
 /* Shapes, offsets, alignments, the matmul descriptor and the full chunk's
  * layouts: everything both configs() and prepare() need. */
-static conv_status ig_create(const conv_problem *pb, int64_t chunk, void **out,
+static conv_status im2col_gemm_create(const conv_problem *pb, int64_t chunk, void **out,
                              conv_error *err) {
   conv_shape sh;
   conv_status s = conv_problem_shape(pb, &sh);
   if (s != CONV_OK) return conv_error_set(err, s, "im2col_gemm: invalid problem");
-  ig_state *st = calloc(1, sizeof *st);
+  im2col_gemm_state *st = calloc(1, sizeof *st);
   if (st == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "im2col_gemm: out of memory");
 
   st->plan.chunk = chunk;
-  st->direct = ig_is_direct(pb);
-  ig_dims_make(pb, &sh, st->direct, &st->dims);
+  st->direct = im2col_gemm_is_direct(pb);
+  im2col_gemm_dims_make(pb, &sh, st->direct, &st->dims);
   st->x_image = pb->c * pb->h * pb->w;
   st->x_group = sh.c_per_group * pb->h * pb->w;
   st->w_group = st->dims.n * st->dims.k;
   st->y_image = pb->k * st->dims.m;
   st->y_group = st->dims.n * st->dims.m;
   if (!st->direct) {
-    const int64_t per_image = ig_col_bytes_per_image(&st->dims);
-    if (per_image < 0 || chunk > IG_COL_BYTES_MAX / per_image) {
+    const int64_t per_image = im2col_gemm_col_bytes_per_image(&st->dims);
+    if (per_image < 0 || chunk > IM2COL_GEMM_COL_BYTES_MAX / per_image) {
       s = conv_error_set(err, CONV_UNSUPPORTED,
                          "im2col_gemm: im2col buffer for %lld images exceeds %lld bytes",
-                         (long long)chunk, (long long)IG_COL_BYTES_MAX);
+                         (long long)chunk, (long long)IM2COL_GEMM_COL_BYTES_MAX);
       goto fail;
     }
     st->plan.buffer_bytes = (size_t)(chunk * per_image);
   }
-  ig_align_compute(pb, st);
+  im2col_gemm_align_compute(pb, st);
   CONV_TRY(s, conv_cublaslt_desc_create(pb->math, CUDA_R_32F, &st->plan.desc, NULL, err), fail);
-  CONV_TRY(s, ig_layouts(pb, st, chunk, &st->plan.full.lay, err), fail);
+  CONV_TRY(s, im2col_gemm_layouts(pb, st, chunk, &st->plan.full.lay, err), fail);
   *out = st;
   return CONV_OK;
 fail:
@@ -166,19 +166,20 @@ fail:
 
 /* ---------------------------------------------------------------- interface */
 
-static bool ig_applicable(const conv_problem *problem, const conv_env *env) {
+static bool im2col_gemm_applicable(const conv_problem *problem, const conv_env *env) {
   return problem != NULL && env != NULL && env->cublaslt != NULL &&
          conv_problem_nchw(problem);
 }
 
-static conv_status ig_check_chunk(const conv_problem *problem, int64_t chunk, conv_error *err) {
+static conv_status im2col_gemm_check_chunk(const conv_problem *problem, int64_t chunk,
+                                           conv_error *err) {
   if (chunk < 1 || chunk > problem->n || chunk > INT32_MAX)
     return conv_error_set(err, CONV_UNSUPPORTED, "im2col_gemm: batch chunk %lld not in [1, %lld]",
                           (long long)chunk, (long long)problem->n);
   return CONV_OK;
 }
 
-static int64_t ig_pow2_below(int64_t v) {
+static int64_t im2col_gemm_pow2_below(int64_t v) {
   int64_t p = 1;
   while (p * 2 < v) p *= 2;
   return p;
@@ -189,59 +190,59 @@ static int64_t ig_pow2_below(int64_t v) {
  * (written then read back while still cached), and 1 (least memory, so a
  * tight workspace limit still leaves a candidate).  The 1x1 path needs no
  * buffer, so only the whole batch makes sense there. */
-static int ig_chunks(const conv_problem *pb, const conv_env *env,
+static int im2col_gemm_chunks(const conv_problem *pb, const conv_env *env,
                      int64_t out[CONV_GEMM_CHUNKS_MAX]) {
   conv_shape sh;
   if (conv_problem_shape(pb, &sh) != CONV_OK) return 0;
   const int64_t cap = pb->n < INT32_MAX ? pb->n : ((int64_t)1 << 30);
-  if (ig_is_direct(pb)) {
+  if (im2col_gemm_is_direct(pb)) {
     out[0] = cap;
     return 1;
   }
-  ig_dims d;
-  ig_dims_make(pb, &sh, false, &d);
-  const int64_t per_image = ig_col_bytes_per_image(&d);
+  im2col_gemm_dims d;
+  im2col_gemm_dims_make(pb, &sh, false, &d);
+  const int64_t per_image = im2col_gemm_col_bytes_per_image(&d);
   if (per_image < 0) return 0;
 
   int count = 0;
   int64_t c = cap;
-  while (c > 1 && c > IG_COL_BYTES_MAX / per_image) c = ig_pow2_below(c);
+  while (c > 1 && c > IM2COL_GEMM_COL_BYTES_MAX / per_image) c = im2col_gemm_pow2_below(c);
   out[count++] = c;
 
   const int64_t l2 = env->device.l2_bytes > 0 ? env->device.l2_bytes : ((int64_t)32 << 20);
-  int64_t mid = ig_pow2_below(c);
+  int64_t mid = im2col_gemm_pow2_below(c);
   while (mid > 1 && mid * per_image > l2 / 2) mid /= 2;
   if (mid > 1 && mid < c) out[count++] = mid;
   if (c > 1) out[count++] = 1;
   return count;
 }
 
-static const conv_gemm_family ig_family = {
+static const conv_gemm_family im2col_gemm_family = {
     .name = "im2col_gemm",
     .scope = "fp32 NCHW forward, strict or tf32 math",
-    .algos_offered = IG_ALGOS_OFFERED,
+    .algos_offered = IM2COL_GEMM_ALGOS_OFFERED,
     .fallbacks = true,
-    .applicable = ig_applicable,
-    .chunks = ig_chunks,
-    .check_chunk = ig_check_chunk,
-    .create = ig_create,
-    .layouts = ig_layouts,
+    .applicable = im2col_gemm_applicable,
+    .chunks = im2col_gemm_chunks,
+    .check_chunk = im2col_gemm_check_chunk,
+    .create = im2col_gemm_create,
+    .layouts = im2col_gemm_layouts,
 };
-CONV_GEMM_FAMILY_CALLBACKS(ig, ig_family)
+CONV_GEMM_FAMILY_CALLBACKS(im2col_gemm, im2col_gemm_family)
 
 /* ---------------------------------------------------------------- run */
 
 /* The col buffer, after cuBLASLt's part of the workspace. */
-static float *ig_col(const conv_exec *ex) {
-  const ig_state *st = ex->state;
+static float *im2col_gemm_col(const conv_exec *ex) {
+  const im2col_gemm_state *st = ex->state;
   return (float *)((char *)ex->workspace + st->plan.gemm_ws_bytes);
 }
 
 /* im2col (unless 1x1) and one batched GEMM per group for images
  * [n0, n0 + images). */
-static conv_status ig_run_chunk(const conv_exec *ex, int64_t n0, int64_t images,
+static conv_status im2col_gemm_run_chunk(const conv_exec *ex, int64_t n0, int64_t images,
                                 bool use_fallback, cudaStream_t stream, conv_error *err) {
-  const ig_state *st = ex->state;
+  const im2col_gemm_state *st = ex->state;
   const conv_problem *pb = ex->problem;
   const conv_gemm_shape *g = conv_gemm_chunk_shape(&st->plan, images);
   conv_status s = CONV_OK;
@@ -251,14 +252,14 @@ static conv_status ig_run_chunk(const conv_exec *ex, int64_t n0, int64_t images,
       a = ex->x + n0 * st->x_image + grp * st->x_group;
     } else {
       /* Only here is the workspace known to be non-NULL. */
-      float *col = ig_col(ex);
+      float *col = im2col_gemm_col(ex);
       s = conv_check_cuda(err, conv_im2col(pb, ex->x, n0, images, grp, col, stream),
                           "im2col launch");
       if (s != CONV_OK) break;
       a = col;
     }
-    s = conv_gemm_matmul(&ig_family, ex, st->plan.desc, g, use_fallback, st->plan.gemm_ws_bytes,
-                         a, ex->w + grp * st->w_group, 0.0f,
+    s = conv_gemm_matmul(&im2col_gemm_family, ex, st->plan.desc, g, use_fallback,
+                         st->plan.gemm_ws_bytes, a, ex->w + grp * st->w_group, 0.0f,
                          ex->y + n0 * st->y_image + grp * st->y_group, stream, err);
   }
   return s;
@@ -266,9 +267,10 @@ static conv_status ig_run_chunk(const conv_exec *ex, int64_t n0, int64_t images,
 
 /* Whether the caller's pointers meet the alignment the chosen algos were
  * picked for; if not, the float-aligned fallbacks run instead of faulting. */
-static conv_status ig_choose_algos(const conv_exec *ex, bool *use_fallback, conv_error *err) {
-  const ig_state *st = ex->state;
-  const void *a_base = st->direct ? (const void *)ex->x : (const void *)ig_col(ex);
+static conv_status im2col_gemm_choose_algos(const conv_exec *ex, bool *use_fallback,
+                                            conv_error *err) {
+  const im2col_gemm_state *st = ex->state;
+  const void *a_base = st->direct ? (const void *)ex->x : (const void *)im2col_gemm_col(ex);
   const void *ptrs[4] = {ex->x, ex->w, ex->y, a_base};
   const conv_gemm_align *align = &st->plan.align;
   const bool aligned = conv_cublaslt_aligned(a_base, align->a) &&
@@ -277,17 +279,17 @@ static conv_status ig_choose_algos(const conv_exec *ex, bool *use_fallback, conv
   return conv_gemm_choose_algos(&st->plan, ptrs, 4, aligned, "im2col_gemm", use_fallback, err);
 }
 
-static conv_status ig_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
-  /* The col buffer copes with any float alignment (ig_choose_algos). */
+static conv_status im2col_gemm_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
+  /* The col buffer copes with any float alignment (im2col_gemm_choose_algos). */
   conv_status s = conv_gemm_check_forward_run(ex, true, "im2col_gemm", err);
   if (s != CONV_OK) return s;
-  const ig_state *st = ex->state;
+  const im2col_gemm_state *st = ex->state;
   bool use_fallback = false;
-  s = ig_choose_algos(ex, &use_fallback, err);
+  s = im2col_gemm_choose_algos(ex, &use_fallback, err);
   const int64_t chunk = st->plan.chunk;
   for (int64_t n0 = 0; n0 < ex->problem->n && s == CONV_OK; n0 += chunk) {
     const int64_t rest = ex->problem->n - n0;
-    s = ig_run_chunk(ex, n0, rest < chunk ? rest : chunk, use_fallback, stream, err);
+    s = im2col_gemm_run_chunk(ex, n0, rest < chunk ? rest : chunk, use_fallback, stream, err);
   }
   if (s != CONV_OK) return s;
   /* cuBLASLt's BIAS epilogue adds a vector along the rows of D, i.e. one
@@ -303,5 +305,5 @@ const conv_algorithm conv_algorithm_im2col_gemm = {
      * divisions; 3: four elements a thread, loads before stores */
     .version = 3,
     .name = "im2col_gemm",
-    CONV_ALGORITHM_CALLBACKS(ig),
+    CONV_ALGORITHM_CALLBACKS(im2col_gemm),
 };
