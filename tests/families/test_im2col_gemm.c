@@ -23,8 +23,8 @@ static int im2col_gemm_matches_reference(void) {
       "n=3 c=16 h=14 w=14 k=32 r=1 s=1 stride=2",                    /* 1x1 s2: a subsample */
       "n=5 c=8 h=15 w=13 k=12 r=3 s=3 pad=1 epilogue=bias_relu",     /* 3x3, batch 5 */
       /* 5x3, dilation 2, asymmetric padding, two groups */
-      "n=2 c=6 h=23 w=19 k=8 r=5 s=3 pad_h=2 pad_w=1 stride=2 dil=2 groups=2 epilogue=bias "
-      "math=tf32",
+      ("n=2 c=6 h=23 w=19 k=8 r=5 s=3 pad_h=2 pad_w=1 stride=2 dil=2 groups=2 epilogue=bias "
+       "math=tf32"),
       "n=2 c=8 h=12 w=12 k=8 r=3 s=3 pad=1 groups=8 epilogue=bias_relu math=tf32", /* depthwise */
       "n=2 c=3 h=40 w=38 k=64 r=7 s=7 pad=3 stride=2 math=tf32",     /* resnet50's stem */
   };
