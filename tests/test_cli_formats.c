@@ -1,6 +1,7 @@
 /*
  * test_cli_formats.c -- what the convtune tool reads and writes: its JSON
- * output (and tools/json.c's reader and writer called directly), suite
+ * output (and tools/json.c's reader and writer called directly), its
+ * printable text (tools/text.c called directly), suite
  * files (the loader called directly, and invalid rows through the tool),
  * and the progress line's text.  test_cli.c has the commands themselves.
  *
@@ -122,11 +123,14 @@ static int check_parser(void) {
   return TEST_PASS;
 }
 
-/* json_write_string / json_write_number read back through jansson. */
+/* json_write_string / json_write_number read back through jansson; the
+ * control characters a terminal acts on (C0, DEL, C1) or that reorder the
+ * text shown (bidi controls) are \u escapes, never raw bytes. */
 static int check_writer(void) {
   FILE *f = tmpfile();
   CHECK(f != NULL);
-  const char *nasty = "q\"b\\s/\n\t\x01 \xc3\xa9";
+  const char *nasty = "q\"b\\s/\n\t\x01 \xc3\xa9 \x7f \xc2\x85 \xc2\x9b \xe2\x80\xae \xd8\x9c "
+                      "\xe2\x81\xa6 \xe2\x80\x8f";
   fputc('[', f);
   json_write_string(f, nasty);
   fputc(',', f);
@@ -142,6 +146,10 @@ static int check_writer(void) {
   fclose(f);
   CHECK(n == (size_t)size);
   text[n] = '\0';
+  CHECK_MSG(text_first_unsafe(text, false) < 0, "raw control at %ld: %s",
+            text_first_unsafe(text, false), text);
+  CHECK_MSG(contains(text, "\\u007f \\u0085 \\u009b \\u202e \\u061c \\u2066 \\u200f"), "%s",
+            text);
   json_error_t err;
   json_t *v = json_load_strict(text, n, &err);
   CHECK_MSG(v != NULL, "%s: %s", text, err.text);
@@ -153,10 +161,37 @@ static int check_writer(void) {
   return TEST_PASS;
 }
 
+/* text_printable: every byte of a control character (C0, DEL, C1, bidi)
+ * as \xNN, valid text kept, one line. */
+static int check_printable(void) {
+  static const struct {
+    const char *in, *out;
+  } cases[] = {
+      {"a\x1b[2Jb", "a\\x1b[2Jb"},
+      {"del\x7f c1\xc2\x85\xc2\x9b", "del\\x7f c1\\xc2\\x85\\xc2\\x9b"},
+      {"abc\xe2\x80\xae" "fed", "abc\\xe2\\x80\\xaefed"},
+      {"\xd8\x9c \xe2\x80\x8e \xe2\x81\xa9 \xe2\x80\xaa", "\\xd8\\x9c \\xe2\\x80\\x8e \\xe2\\x81\\xa9 \\xe2\\x80\\xaa"},
+      {"\xc3\xa9 \xe2\x80\x94 \xe2\x80\xaf \xd8\xa8", "\xc3\xa9 \xe2\x80\x94 \xe2\x80\xaf \xd8\xa8"},
+      {"two\nlines\tand\xff", "two lines and\\xff"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char out[256];
+    text_printable(cases[i].in, out, sizeof out);
+    CHECK_MSG(strcmp(out, cases[i].out) == 0, "case %zu: \"%s\", expected \"%s\"", i, out,
+              cases[i].out);
+  }
+  /* A character's escape goes whole or not at all. */
+  char out[7];
+  text_printable("a\xe2\x80\xae", out, sizeof out);
+  CHECK_MSG(strcmp(out, "a") == 0, "%s", out);
+  return TEST_PASS;
+}
+
 static int test_json_output(void) {
   isolate_default_cache();
   int rc = check_parser();
   if (rc == TEST_PASS) rc = check_writer();
+  if (rc == TEST_PASS) rc = check_printable();
   if (rc != TEST_PASS) return rc;
 
   char db[1024], key[CONV_PROBLEM_KEY_MAX];

@@ -176,16 +176,8 @@ static void put_escaped(FILE *out, const char *s) {
 static void put_text_cut(FILE *out, const char *s, size_t max_chars) {
   char line[TEXT_MAX];
   text_printable(s, line, sizeof line);
-  size_t chars = 0, i = 0;
-  for (; line[i] != '\0'; i++) {
-    if (((unsigned char)line[i] & 0xC0) == 0x80) continue; /* inside a character */
-    if (max_chars > 0 && chars == max_chars) break;
-    chars++;
-  }
-  bool cut = line[i] != '\0';
-  if (cut && i > 0) i--; /* room for the ellipsis: drop the last character */
-  while (cut && i > 0 && ((unsigned char)line[i] & 0xC0) == 0x80) i--;
-  line[i] = '\0';
+  bool cut = max_chars > 0 && text_chars(line) > max_chars;
+  if (cut) line[text_prefix_bytes(line, max_chars - 1)] = '\0'; /* room for the ellipsis */
   put_escaped(out, line);
   if (cut) fputs("&#8230;", out);
 }
