@@ -1,7 +1,7 @@
 /*
  * test_cli_formats.c -- what the convtune tool reads and writes: its JSON
  * output (and tools/json.c's reader and writer called directly), its
- * printable text (tools/text.c called directly), suite
+ * tables and printable text (tools/text.c called directly), suite
  * files (the loader called directly, and invalid rows through the tool),
  * and the progress line's text.  test_cli.c has the commands themselves.
  *
@@ -34,6 +34,7 @@
 #include "test.h"
 #include "tests/cli_fixture.h"
 #include "tests/cli_run.h"
+#include "tools/cli/cli.h"
 #include "tools/cli/progress.h"
 #include "tools/json.h"
 #include "tools/text.h"
@@ -215,6 +216,73 @@ static int test_json_output(void) {
   CHECK_MSG(v != NULL, "%s", r.out.data);
   CHECK(json_is_array(v) && json_array_size(v) == 0);
   json_decref(v);
+  cli_result_free(&r);
+  remove_cache_files(db);
+  return TEST_PASS;
+}
+
+/* ================================================================ tables */
+
+#define CUT_ROWS 300
+
+/* CUT_ROWS winners on DEVICE_A, and one on a GPU whose name is 480
+ * characters long (within a fingerprint's 512 bytes): a hostile or broken
+ * cache's device text. */
+static int fill_wide_cache(const char *path, char *long_device, size_t size) {
+  char key[CONV_PROBLEM_KEY_MAX];
+  conv_cache *cache = NULL;
+  int rc = open_fixture_cache(path, key, sizeof key, &cache);
+  if (rc != TEST_PASS) return rc;
+  int n = snprintf(long_device, size, "Long GPU ");
+  for (int i = 0; i < 480; i++) long_device[n++] = 'X';
+  snprintf(long_device + n, size - (size_t)n, "|sm90|132sm");
+  conv_error err = {CONV_OK, ""};
+  conv_status st = CONV_OK;
+  for (int i = 0; i <= CUT_ROWS && st == CONV_OK; i++) {
+    char spec[128];
+    conv_problem p;
+    snprintf(spec, sizeof spec, "n=2 c=8 h=12 w=12 k=%d r=3 s=3 pad=1", i + 1);
+    CHECK_STATUS(CONV_OK, conv_problem_parse(spec, &p, NULL, 0));
+    CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, sizeof key));
+    conv_cache_key k = {key, i == CUT_ROWS ? long_device : DEVICE_A, VERSIONS};
+    conv_trial t = make_trial(3, "engine=3 knobs=3", CONV_OK, 0.25, 1e-7);
+    st = conv_cache_add_trial(cache, &k, &t, &err);
+    if (st == CONV_OK) st = conv_cache_set_winner(cache, &k, t.algorithm_id, &t.config, &err);
+  }
+  conv_cache_close(cache);
+  CHECK_MSG(st == CONV_OK, "%s", err.message);
+  return TEST_PASS;
+}
+
+/* One long cell is cut to TABLE_CELL_MAX_CHARS characters ("..." ending
+ * it) instead of widening its column in every row: list's output grows
+ * with the rows, not with the rows times the longest cell. */
+static int test_table_cells_cut(void) {
+  isolate_default_cache();
+  char db[1024], device[600], cut[TABLE_CELL_MAX_CHARS + 1];
+  tmp_path(db, sizeof db, "wide.db");
+  int rc = fill_wide_cache(db, device, sizeof device);
+  if (rc != TEST_PASS) return rc;
+  cli_result r;
+  RUN_EXPECT(r, 0, "list", "--cache", db);
+  CHECK(count_lines(r.out.data) == CUT_ROWS + 3); /* the header, its rule, the rows */
+  snprintf(cut, sizeof cut, "%.*s...", TABLE_CELL_MAX_CHARS - 3, device);
+  CHECK_MSG(contains(r.out.data, cut), "no \"%s\" in:\n%.2000s", cut, r.out.data);
+  size_t longest = 0;
+  for (const char *line = r.out.data; *line;) {
+    size_t len = strcspn(line, "\n");
+    if (len > longest) longest = len;
+    line += len + (line[len] == '\n');
+  }
+  /* Each line: the key (about 75 characters), the other short columns
+   * and at most TABLE_CELL_MAX_CHARS of the device. */
+  CHECK_MSG(longest < 200 + TABLE_CELL_MAX_CHARS + 100, "a line of %zu bytes", longest);
+  CHECK_MSG(r.out.len < (CUT_ROWS + 3) * (200 + TABLE_CELL_MAX_CHARS + 100), "%zu bytes",
+            r.out.len);
+  cli_result_free(&r);
+  /* --json keeps the text whole. */
+  RUN_EXPECT(r, 0, "list", "--json", "--cache", db);
+  CHECK(contains(r.out.data, device));
   cli_result_free(&r);
   remove_cache_files(db);
   return TEST_PASS;
@@ -527,6 +595,7 @@ static int test_progress_line(void) {
 
 static const test_case tests[] = {
     {"json_output", test_json_output},
+    {"table_cells_cut", test_table_cells_cut},
     {"suite_file_parsing", test_suite_file_parsing},
     {"invalid_suite_rows", test_invalid_suite_rows},
     {"progress_durations", test_progress_durations},

@@ -165,10 +165,19 @@ char *copy_string(const char *s); /* malloc'd; NULL is "" */
 const char *format_ms(double ms, char *buf, size_t size);
 const char *format_bytes(size_t bytes, char *buf, size_t size);
 
-/* Rows of text cells printed in aligned columns.  A row may end in a
- * spanning cell: its text runs to the end of the line and does not widen
- * the column (used for a failed shape's error). */
+/* Rows of text cells printed in aligned columns, each column as wide as
+ * its widest cell (in characters).  A row may end in a spanning cell: its
+ * text runs to the end of the line and does not widen the column (used
+ * for a failed shape's error). */
 #define TABLE_MAX_COLS 10
+
+/* Cells are cut to this many characters, "..." ending a cut one, so that
+ * one long text (a hostile cache's) cannot widen every row: the output
+ * grows with the rows, not with the rows times the longest cell.  Wider
+ * than the problem keys of any real shape (about 110 characters at most
+ * in practice) and the device fingerprints; --json prints every text
+ * whole. */
+#define TABLE_CELL_MAX_CHARS 160
 
 typedef struct text_table {
   int ncols;
@@ -182,7 +191,8 @@ typedef struct text_table {
 void table_init(text_table *t, int ncols, const char *const *header, unsigned right);
 void table_free(text_table *t);
 /* Appends a row of ncols cells (NULL: empty), each made one printable
- * line; cells after `span` are ignored.  False when memory runs out. */
+ * line and cut to TABLE_CELL_MAX_CHARS (a spanning cell is kept whole);
+ * cells after `span` are ignored.  False when memory runs out. */
 bool table_add(text_table *t, const char *const *cells, int span);
 void table_print(const text_table *t, FILE *out);
 /* Prints the table on stdout when `complete` (every table_add succeeded),
