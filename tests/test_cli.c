@@ -369,7 +369,7 @@ static int test_share_caches(void) {
   CHECK(contains(r.err.data, "needs -o FILE"));
   cli_result_free(&r);
   RUN_EXPECT(r, 2, "merge", merged, "-o", merged);
-  CHECK(contains(r.err.data, "merged into"));
+  CHECK(contains(r.err.data, "is the same file as"));
   cli_result_free(&r);
   RUN_EXPECT(r, 2, "list", "--device", DEVICE_A, "--cache", db);
   cli_result_free(&r);

@@ -23,6 +23,7 @@
 #include <stdio.h>
 
 #include "convtune.h"
+#include "tools/out_file.h"
 
 typedef enum cli_exit {
   EXIT_OK_ = 0,
@@ -156,6 +157,14 @@ void say(const char *fmt, ...);
 __attribute__((format(printf, 1, 2)))
 #endif
 int usage_error(const char *fmt, ...);
+
+/* An output file's step (tools/out_file.h) as an exit code: EXIT_OK_; a
+ * refused path as a usage error; a failure as `failed_exit`, said. */
+int output_outcome(out_file_status status, const char *message, int failed_exit);
+
+/* out_file_check of an -o path against the inputs, as output_outcome. */
+int check_output(out_file *o, const char *target, const char *const *inputs, size_t count,
+                 int failed_exit);
 
 /* The enum name of a status without the CONV_ prefix, e.g. "BAD_GROUPS". */
 const char *status_name(conv_status status);

@@ -53,6 +53,20 @@ int usage_error(const char *fmt, ...) {
   return EXIT_USAGE;
 }
 
+int output_outcome(out_file_status status, const char *message, int failed_exit) {
+  if (status == OUT_FILE_REFUSED) return usage_error("%s", message);
+  if (status == OUT_FILE_OK) return EXIT_OK_;
+  say("%s", message);
+  return failed_exit;
+}
+
+int check_output(out_file *o, const char *target, const char *const *inputs, size_t count,
+                 int failed_exit) {
+  char message[CLI_PATH_MAX + 256];
+  return output_outcome(out_file_check(o, target, inputs, count, message, sizeof message),
+                        message, failed_exit);
+}
+
 /* The enum name of a status without the CONV_ prefix, e.g. "BAD_GROUPS". */
 const char *status_name(conv_status status) {
   static const char *const names[] = {
