@@ -374,7 +374,7 @@ static int test_share_caches(void) {
   CHECK(contains(r.err.data, "needs -o FILE"));
   cli_result_free(&r);
   RUN_EXPECT(r, 2, "merge", merged, "-o", merged);
-  CHECK(contains(r.err.data, "merged into"));
+  CHECK(contains(r.err.data, "is the same file as"));
   cli_result_free(&r);
   RUN_EXPECT(r, 2, "list", "--device", DEVICE_A, "--cache", db);
   cli_result_free(&r);
@@ -392,30 +392,18 @@ static int test_share_caches(void) {
 /* ================================================================ hostile strings */
 
 /* Strings a hostile (or merely broken) cache may hold: terminal escape
- * sequences (CSI, OSC with BEL, C1 CSI), line breaks, DEL, and bytes that
- * are not UTF-8; "é" is valid text and must survive. */
+ * sequences (CSI, OSC with BEL, C1 CSI), line breaks, DEL, a bidi override
+ * (U+202E, which shows the text after it reversed) and bytes that are not
+ * UTF-8; "é" is valid text and must survive. */
 #define EVIL_ALGORITHM "cudnn\x1b[2J"
 #define EVIL_CONFIG "engine=1\x1b]0;pwned\x07 \x7f"
 #define EVIL_REASON "first\nsecond\r\x1b[31mred"
-#define EVIL_DEVICE "GPU \xc3\xa9 \xc2\x9b" "31m|sm90"
+#define EVIL_DEVICE "GPU \xc3\xa9 \xc2\x9b" "31m \xe2\x80\xae" "gro|sm90"
 #define EVIL_VERSIONS "cuda=1 \xff\xfe \xc0\xaf \x80"
 
-/* The offset of the first byte a terminal would act on or that is not
- * UTF-8 (newlines aside), or -1 when the text is safe to print. */
-static long first_unsafe_byte(const char *text) {
-  const unsigned char *s = (const unsigned char *)text;
-  size_t len = strlen(text);
-  for (size_t i = 0; i < len;) {
-    if (s[i] == '\n' || (s[i] >= 0x20 && s[i] < 0x7f)) {
-      i++;
-      continue;
-    }
-    size_t n = s[i] >= 0x80 ? utf8_sequence_length(s + i, len - i) : 0;
-    if (n == 0 || (n == 2 && utf8_decode(s + i, 2) <= 0x9f)) return (long)i;
-    i += n;
-  }
-  return -1;
-}
+/* The offset of the first character a terminal would act on or that is
+ * not UTF-8 (newlines aside), or -1 when the text is safe to print. */
+static long first_unsafe_byte(const char *text) { return text_first_unsafe(text, true); }
 
 static int fill_hostile_cache(const char *path, char *key, size_t key_size) {
   conv_cache *cache = NULL;
@@ -437,7 +425,8 @@ static int fill_hostile_cache(const char *path, char *key, size_t key_size) {
 }
 
 /* list and show print a hostile cache's strings escaped ("\x1b"), one
- * line per row, and their --json output stays valid JSON. */
+ * line per row; their --json output stays valid JSON with every control
+ * character (C1, DEL and bidi ones too) written as a \u escape. */
 static int test_hostile_cache_strings(void) {
   isolate_default_cache();
   char db[1024], key[CONV_PROBLEM_KEY_MAX];
@@ -455,7 +444,8 @@ static int test_hostile_cache_strings(void) {
     CHECK_MSG(bad < 0, "%s printed byte 0x%02x raw at %ld:\n%s", commands[i][0],
               (unsigned char)r.out.data[bad], bad, r.out.data);
     CHECK_MSG(contains(r.out.data, "cudnn\\x1b[2J"), "%s", r.out.data);
-    CHECK_MSG(contains(r.out.data, "GPU \xc3\xa9 \\xc2\\x9b31m"), "%s", r.out.data);
+    CHECK_MSG(contains(r.out.data, "GPU \xc3\xa9 \\xc2\\x9b31m \\xe2\\x80\\xaegro|sm90"), "%s",
+              r.out.data);
     CHECK_MSG(contains(r.out.data, "cuda=1 \\xff\\xfe \\xc0\\xaf \\x80"), "%s", r.out.data);
     if (i == 1) CHECK_MSG(contains(r.out.data, "first second \\x1b[31mred"), "%s", r.out.data);
     cli_result_free(&r);
@@ -475,6 +465,11 @@ static int test_hostile_cache_strings(void) {
     json_t *doc = json_load_strict(r.out.data, r.out.len, &err);
     CHECK_MSG(doc != NULL, "%s --json is not JSON: %d:%d: %s\n%s", args[0], err.line, err.column,
               err.text, r.out.data);
+    long bad = first_unsafe_byte(r.out.data);
+    CHECK_MSG(bad < 0, "%s --json printed byte 0x%02x raw at %ld:\n%s", args[0],
+              (unsigned char)r.out.data[bad], bad, r.out.data);
+    CHECK_MSG(contains(r.out.data, "\\u009b31m \\u202egro") && contains(r.out.data, "\\u007f"),
+              "%s", r.out.data);
     const json_t *row = json_array_get(doc, 0);
     bool ok = has_string(row, "algorithm", EVIL_ALGORITHM) && has_string(row, "config", EVIL_CONFIG) &&
               has_string(row, "device", EVIL_DEVICE) &&

@@ -1,6 +1,7 @@
 /*
  * test_cli_formats.c -- what the convtune tool reads and writes: its JSON
- * output (and tools/json.c's reader and writer called directly), suite
+ * output (and tools/json.c's reader and writer called directly), its
+ * tables and printable text (tools/text.c called directly), suite
  * files (the loader called directly, and invalid rows through the tool),
  * and the progress line's text.  test_cli.c has the commands themselves.
  *
@@ -33,6 +34,7 @@
 #include "test.h"
 #include "tests/cli_fixture.h"
 #include "tests/cli_run.h"
+#include "tools/cli/cli.h"
 #include "tools/cli/progress.h"
 #include "tools/json.h"
 #include "tools/text.h"
@@ -122,11 +124,14 @@ static int check_parser(void) {
   return TEST_PASS;
 }
 
-/* json_write_string / json_write_number read back through jansson. */
+/* json_write_string / json_write_number read back through jansson; the
+ * control characters a terminal acts on (C0, DEL, C1) or that reorder the
+ * text shown (bidi controls) are \u escapes, never raw bytes. */
 static int check_writer(void) {
   FILE *f = tmpfile();
   CHECK(f != NULL);
-  const char *nasty = "q\"b\\s/\n\t\x01 \xc3\xa9";
+  const char *nasty = "q\"b\\s/\n\t\x01 \xc3\xa9 \x7f \xc2\x85 \xc2\x9b \xe2\x80\xae \xd8\x9c "
+                      "\xe2\x81\xa6 \xe2\x80\x8f";
   fputc('[', f);
   json_write_string(f, nasty);
   fputc(',', f);
@@ -142,6 +147,10 @@ static int check_writer(void) {
   fclose(f);
   CHECK(n == (size_t)size);
   text[n] = '\0';
+  CHECK_MSG(text_first_unsafe(text, false) < 0, "raw control at %ld: %s",
+            text_first_unsafe(text, false), text);
+  CHECK_MSG(contains(text, "\\u007f \\u0085 \\u009b \\u202e \\u061c \\u2066 \\u200f"), "%s",
+            text);
   json_error_t err;
   json_t *v = json_load_strict(text, n, &err);
   CHECK_MSG(v != NULL, "%s: %s", text, err.text);
@@ -153,10 +162,37 @@ static int check_writer(void) {
   return TEST_PASS;
 }
 
+/* text_printable: every byte of a control character (C0, DEL, C1, bidi)
+ * as \xNN, valid text kept, one line. */
+static int check_printable(void) {
+  static const struct {
+    const char *in, *out;
+  } cases[] = {
+      {"a\x1b[2Jb", "a\\x1b[2Jb"},
+      {"del\x7f c1\xc2\x85\xc2\x9b", "del\\x7f c1\\xc2\\x85\\xc2\\x9b"},
+      {"abc\xe2\x80\xae" "fed", "abc\\xe2\\x80\\xaefed"},
+      {"\xd8\x9c \xe2\x80\x8e \xe2\x81\xa9 \xe2\x80\xaa", "\\xd8\\x9c \\xe2\\x80\\x8e \\xe2\\x81\\xa9 \\xe2\\x80\\xaa"},
+      {"\xc3\xa9 \xe2\x80\x94 \xe2\x80\xaf \xd8\xa8", "\xc3\xa9 \xe2\x80\x94 \xe2\x80\xaf \xd8\xa8"},
+      {"two\nlines\tand\xff", "two lines and\\xff"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char out[256];
+    text_printable(cases[i].in, out, sizeof out);
+    CHECK_MSG(strcmp(out, cases[i].out) == 0, "case %zu: \"%s\", expected \"%s\"", i, out,
+              cases[i].out);
+  }
+  /* A character's escape goes whole or not at all. */
+  char out[7];
+  text_printable("a\xe2\x80\xae", out, sizeof out);
+  CHECK_MSG(strcmp(out, "a") == 0, "%s", out);
+  return TEST_PASS;
+}
+
 static int test_json_output(void) {
   isolate_default_cache();
   int rc = check_parser();
   if (rc == TEST_PASS) rc = check_writer();
+  if (rc == TEST_PASS) rc = check_printable();
   if (rc != TEST_PASS) return rc;
 
   char db[1024], key[CONV_PROBLEM_KEY_MAX];
@@ -180,6 +216,73 @@ static int test_json_output(void) {
   CHECK_MSG(v != NULL, "%s", r.out.data);
   CHECK(json_is_array(v) && json_array_size(v) == 0);
   json_decref(v);
+  cli_result_free(&r);
+  remove_cache_files(db);
+  return TEST_PASS;
+}
+
+/* ================================================================ tables */
+
+#define CUT_ROWS 300
+
+/* CUT_ROWS winners on DEVICE_A, and one on a GPU whose name is 480
+ * characters long (within a fingerprint's 512 bytes): a hostile or broken
+ * cache's device text. */
+static int fill_wide_cache(const char *path, char *long_device, size_t size) {
+  char key[CONV_PROBLEM_KEY_MAX];
+  conv_cache *cache = NULL;
+  int rc = open_fixture_cache(path, key, sizeof key, &cache);
+  if (rc != TEST_PASS) return rc;
+  int n = snprintf(long_device, size, "Long GPU ");
+  for (int i = 0; i < 480; i++) long_device[n++] = 'X';
+  snprintf(long_device + n, size - (size_t)n, "|sm90|132sm");
+  conv_error err = {CONV_OK, ""};
+  conv_status st = CONV_OK;
+  for (int i = 0; i <= CUT_ROWS && st == CONV_OK; i++) {
+    char spec[128];
+    conv_problem p;
+    snprintf(spec, sizeof spec, "n=2 c=8 h=12 w=12 k=%d r=3 s=3 pad=1", i + 1);
+    CHECK_STATUS(CONV_OK, conv_problem_parse(spec, &p, NULL, 0));
+    CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, sizeof key));
+    conv_cache_key k = {key, i == CUT_ROWS ? long_device : DEVICE_A, VERSIONS};
+    conv_trial t = make_trial(3, "engine=3 knobs=3", CONV_OK, 0.25, 1e-7);
+    st = conv_cache_add_trial(cache, &k, &t, &err);
+    if (st == CONV_OK) st = conv_cache_set_winner(cache, &k, t.algorithm_id, &t.config, &err);
+  }
+  conv_cache_close(cache);
+  CHECK_MSG(st == CONV_OK, "%s", err.message);
+  return TEST_PASS;
+}
+
+/* One long cell is cut to TABLE_CELL_MAX_CHARS characters ("..." ending
+ * it) instead of widening its column in every row: list's output grows
+ * with the rows, not with the rows times the longest cell. */
+static int test_table_cells_cut(void) {
+  isolate_default_cache();
+  char db[1024], device[600], cut[TABLE_CELL_MAX_CHARS + 1];
+  tmp_path(db, sizeof db, "wide.db");
+  int rc = fill_wide_cache(db, device, sizeof device);
+  if (rc != TEST_PASS) return rc;
+  cli_result r;
+  RUN_EXPECT(r, 0, "list", "--cache", db);
+  CHECK(count_lines(r.out.data) == CUT_ROWS + 3); /* the header, its rule, the rows */
+  snprintf(cut, sizeof cut, "%.*s...", TABLE_CELL_MAX_CHARS - 3, device);
+  CHECK_MSG(contains(r.out.data, cut), "no \"%s\" in:\n%.2000s", cut, r.out.data);
+  size_t longest = 0;
+  for (const char *line = r.out.data; *line;) {
+    size_t len = strcspn(line, "\n");
+    if (len > longest) longest = len;
+    line += len + (line[len] == '\n');
+  }
+  /* Each line: the key (about 75 characters), the other short columns
+   * and at most TABLE_CELL_MAX_CHARS of the device. */
+  CHECK_MSG(longest < 200 + TABLE_CELL_MAX_CHARS + 100, "a line of %zu bytes", longest);
+  CHECK_MSG(r.out.len < (CUT_ROWS + 3) * (200 + TABLE_CELL_MAX_CHARS + 100), "%zu bytes",
+            r.out.len);
+  cli_result_free(&r);
+  /* --json keeps the text whole. */
+  RUN_EXPECT(r, 0, "list", "--json", "--cache", db);
+  CHECK(contains(r.out.data, device));
   cli_result_free(&r);
   remove_cache_files(db);
   return TEST_PASS;
@@ -492,6 +595,7 @@ static int test_progress_line(void) {
 
 static const test_case tests[] = {
     {"json_output", test_json_output},
+    {"table_cells_cut", test_table_cells_cut},
     {"suite_file_parsing", test_suite_file_parsing},
     {"invalid_suite_rows", test_invalid_suite_rows},
     {"progress_durations", test_progress_durations},

@@ -43,18 +43,22 @@ void json_write_string(FILE *out, const char *s) {
     return;
   }
   fputc('"', out);
-  const unsigned char *end = (const unsigned char *)s + strlen(s);
-  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+  const unsigned char *c = (const unsigned char *)s, *end = c + strlen(s);
+  while (c < end) {
+    bool printable;
+    size_t n = text_next(c, (size_t)(end - c), &printable);
     if (*c >= 0x80) {
-      /* Valid UTF-8 as it is; any other byte (a hostile cache's) becomes
-       * U+FFFD, so that the output is always valid JSON. */
-      size_t n = utf8_sequence_length(c, (size_t)(end - c));
-      if (n == 0) {
-        fputs("\\ufffd", out);
-      } else {
+      /* Valid UTF-8 as it is, a control (C1, bidi) as \uXXXX, the same
+       * text to a JSON reader that a terminal cannot act on; any other
+       * byte (a hostile cache's) becomes U+FFFD, so that the output is
+       * always valid JSON. */
+      if (printable)
         fwrite(c, 1, n, out);
-        c += n - 1;
-      }
+      else if (n > 1)
+        fprintf(out, "\\u%04x", (unsigned)utf8_decode(c, n));
+      else
+        fputs("\\ufffd", out);
+      c += n;
       continue;
     }
     switch (*c) {
@@ -66,12 +70,12 @@ void json_write_string(FILE *out, const char *s) {
     case '\b': fputs("\\b", out); break;
     case '\f': fputs("\\f", out); break;
     default:
-      if (*c < 0x20) {
-        fprintf(out, "\\u%04x", (unsigned)*c);
-      } else {
+      if (printable)
         fputc(*c, out);
-      }
+      else
+        fprintf(out, "\\u%04x", (unsigned)*c); /* C0 and DEL */
     }
+    c++;
   }
   fputc('"', out);
 }

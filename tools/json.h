@@ -34,8 +34,11 @@ json_t *json_load_strict(const char *text, size_t len, json_error_t *err);
 /* ---------------------------------------------------------------- writer */
 
 /* Writes s as a JSON string literal (quotes, escapes): valid UTF-8 is
- * written as it is, any byte that is not valid UTF-8 as \ufffd, so the
- * output is valid JSON whatever s holds.  NULL writes null. */
+ * written as it is, a control character (text_is_control: C0, DEL, C1,
+ * bidi controls) as a \u escape, which reads back as the same text but
+ * cannot act on a terminal the output is shown on, and any byte that is
+ * not valid UTF-8 as \ufffd, so the output is valid JSON whatever s holds.
+ * NULL writes null. */
 void json_write_string(FILE *out, const char *s);
 
 /* Writes a number that reads back to the same double; null when not finite. */

@@ -36,6 +36,42 @@ uint32_t utf8_decode(const unsigned char *s, size_t len) {
   return cp;
 }
 
+bool text_is_control(uint32_t c) {
+  return c < 0x20 || (c >= 0x7f && c <= 0x9f) || c == 0x061c || c == 0x200e || c == 0x200f ||
+         (c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069);
+}
+
+size_t text_next(const unsigned char *s, size_t avail, bool *printable) {
+  size_t n = s[0] < 0x80 ? 1 : utf8_sequence_length(s, avail);
+  *printable = n > 0 && !text_is_control(n == 1 ? s[0] : utf8_decode(s, n));
+  return n > 0 ? n : 1;
+}
+
+long text_first_unsafe(const char *text, bool allow_newlines) {
+  const unsigned char *s = (const unsigned char *)text;
+  size_t len = strlen(text);
+  for (size_t i = 0; i < len;) {
+    bool printable;
+    size_t n = text_next(s + i, len - i, &printable);
+    if (!printable && !(allow_newlines && s[i] == '\n')) return (long)i;
+    i += n;
+  }
+  return -1;
+}
+
+size_t text_chars(const char *s) {
+  size_t n = 0;
+  for (; *s; s++) n += ((unsigned char)*s & 0xc0) != 0x80;
+  return n;
+}
+
+size_t text_prefix_bytes(const char *s, size_t chars) {
+  size_t i = 0;
+  for (; s[i] != '\0'; i++)
+    if (((unsigned char)s[i] & 0xc0) != 0x80 && chars-- == 0) break;
+  return i;
+}
+
 /* Appends piece[0..n) if it fits with the NUL; false when it does not. */
 static int append(char *out, size_t size, size_t *len, const char *piece, size_t n) {
   if (*len + n + 1 > size) return 0;
@@ -50,20 +86,18 @@ const char *text_printable(const char *text, char *out, size_t size) {
   const unsigned char *s = (const unsigned char *)(text ? text : "");
   size_t avail = strlen((const char *)s);
   for (size_t i = 0; i < avail;) {
-    size_t n = s[i] < 0x80 ? 1 : utf8_sequence_length(s + i, avail - i);
-    char escaped[8];
-    const char *piece = (const char *)s + i;
-    size_t piece_len = n;
+    bool printable;
+    size_t n = text_next(s + i, avail - i, &printable);
     if (s[i] == '\n' || s[i] == '\r' || s[i] == '\t') {
-      piece = " ";
-    } else if (n == 0 || s[i] < 0x20 || s[i] == 0x7f ||
-               (n == 2 && utf8_decode(s + i, 2) <= 0x9f)) { /* C1: U+0080-U+009F */
-      snprintf(escaped, sizeof escaped, "\\x%02x", (unsigned)s[i]);
-      piece = escaped;
-      piece_len = 4;
-      n = 1; /* a C1 character's second byte gets its own escape */
+      if (!append(out, size, &len, " ", 1)) break;
+    } else if (printable) {
+      if (!append(out, size, &len, (const char *)s + i, n)) break;
+    } else {
+      /* Every byte of the character as "\xNN", all or none of them. */
+      char escaped[4 * 4 + 1];
+      for (size_t b = 0; b < n; b++) snprintf(escaped + 4 * b, 5, "\\x%02x", (unsigned)s[i + b]);
+      if (!append(out, size, &len, escaped, 4 * n)) break;
     }
-    if (!append(out, size, &len, piece, piece_len)) break;
     i += n;
   }
   out[len] = '\0';

@@ -23,6 +23,7 @@
 #include <stdio.h>
 
 #include "convtune.h"
+#include "tools/out_file.h"
 
 typedef enum cli_exit {
   EXIT_OK_ = 0,
@@ -157,6 +158,14 @@ __attribute__((format(printf, 1, 2)))
 #endif
 int usage_error(const char *fmt, ...);
 
+/* An output file's step (tools/out_file.h) as an exit code: EXIT_OK_; a
+ * refused path as a usage error; a failure as `failed_exit`, said. */
+int output_outcome(out_file_status status, const char *message, int failed_exit);
+
+/* out_file_check of an -o path against the inputs, as output_outcome. */
+int check_output(out_file *o, const char *target, const char *const *inputs, size_t count,
+                 int failed_exit);
+
 /* The enum name of a status without the CONV_ prefix, e.g. "BAD_GROUPS". */
 const char *status_name(conv_status status);
 const char *source_name(conv_plan_source source);
@@ -165,10 +174,19 @@ char *copy_string(const char *s); /* malloc'd; NULL is "" */
 const char *format_ms(double ms, char *buf, size_t size);
 const char *format_bytes(size_t bytes, char *buf, size_t size);
 
-/* Rows of text cells printed in aligned columns.  A row may end in a
- * spanning cell: its text runs to the end of the line and does not widen
- * the column (used for a failed shape's error). */
+/* Rows of text cells printed in aligned columns, each column as wide as
+ * its widest cell (in characters).  A row may end in a spanning cell: its
+ * text runs to the end of the line and does not widen the column (used
+ * for a failed shape's error). */
 #define TABLE_MAX_COLS 10
+
+/* Cells are cut to this many characters, "..." ending a cut one, so that
+ * one long text (a hostile cache's) cannot widen every row: the output
+ * grows with the rows, not with the rows times the longest cell.  Wider
+ * than the problem keys of any real shape (about 110 characters at most
+ * in practice) and the device fingerprints; --json prints every text
+ * whole. */
+#define TABLE_CELL_MAX_CHARS 160
 
 typedef struct text_table {
   int ncols;
@@ -182,7 +200,8 @@ typedef struct text_table {
 void table_init(text_table *t, int ncols, const char *const *header, unsigned right);
 void table_free(text_table *t);
 /* Appends a row of ncols cells (NULL: empty), each made one printable
- * line; cells after `span` are ignored.  False when memory runs out. */
+ * line and cut to TABLE_CELL_MAX_CHARS (a spanning cell is kept whole);
+ * cells after `span` are ignored.  False when memory runs out. */
 bool table_add(text_table *t, const char *const *cells, int span);
 void table_print(const text_table *t, FILE *out);
 /* Prints the table on stdout when `complete` (every table_add succeeded),

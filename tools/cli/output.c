@@ -53,6 +53,20 @@ int usage_error(const char *fmt, ...) {
   return EXIT_USAGE;
 }
 
+int output_outcome(out_file_status status, const char *message, int failed_exit) {
+  if (status == OUT_FILE_REFUSED) return usage_error("%s", message);
+  if (status == OUT_FILE_OK) return EXIT_OK_;
+  say("%s", message);
+  return failed_exit;
+}
+
+int check_output(out_file *o, const char *target, const char *const *inputs, size_t count,
+                 int failed_exit) {
+  char message[CLI_PATH_MAX + 256];
+  return output_outcome(out_file_check(o, target, inputs, count, message, sizeof message),
+                        message, failed_exit);
+}
+
 /* The enum name of a status without the CONV_ prefix, e.g. "BAD_GROUPS". */
 const char *status_name(conv_status status) {
   static const char *const names[] = {
@@ -140,20 +154,27 @@ static bool table_grow(text_table *t) {
   return true;
 }
 
-/* A malloc'd one_line() copy of s (NULL: ""), or NULL when memory runs out. */
-static char *copy_line(const char *s) {
+/* A malloc'd one_line() copy of s (NULL: ""), cut to max_chars characters
+ * with "..." at the end (0: whole), or NULL when memory runs out. */
+static char *copy_line(const char *s, size_t max_chars) {
   size_t size = 4 * strlen(s ? s : "") + 1; /* every byte may become "\xNN" */
   char *d = malloc(size);
-  return d != NULL ? (char *)one_line(s, d, size) : NULL;
+  if (d == NULL) return NULL;
+  one_line(s, d, size);
+  if (max_chars > 3 && text_chars(d) > max_chars)
+    memcpy(d + text_prefix_bytes(d, max_chars - 3), "...", 4);
+  char *fitted = realloc(d, strlen(d) + 1);
+  return fitted != NULL ? fitted : d;
 }
 
 /* Appends a row of ncols cells (NULL: empty), each made one printable
- * line; cells after `span` are ignored. */
+ * line and cut to TABLE_CELL_MAX_CHARS; cells after `span` are ignored. */
 bool table_add(text_table *t, const char *const *cells, int span) {
   if (t->nrows == t->cap && !table_grow(t)) return false;
   char **row = t->cells + t->nrows * (size_t)t->ncols;
   for (int i = 0; i < t->ncols; i++) {
-    row[i] = copy_line(i <= span ? cells[i] : NULL);
+    /* A spanning cell widens no column: it is kept whole. */
+    row[i] = copy_line(i <= span ? cells[i] : NULL, i == span ? 0 : TABLE_CELL_MAX_CHARS);
     if (row[i] == NULL) {
       for (int j = 0; j < i; j++) free(row[j]);
       return false;
@@ -163,14 +184,19 @@ bool table_add(text_table *t, const char *const *cells, int span) {
   return true;
 }
 
+/* Each column's width in characters: its widest cell or header. */
 static void table_widths(const text_table *t, size_t *width) {
-  for (int c = 0; c < t->ncols; c++) width[c] = strlen(t->header[c]);
+  for (int c = 0; c < t->ncols; c++) width[c] = text_chars(t->header[c]);
   for (size_t r = 0; r < t->nrows; r++) {
     for (int c = 0; c < t->ncols && c < t->span[r]; c++) {
-      size_t n = strlen(t->cells[r * (size_t)t->ncols + (size_t)c]);
+      size_t n = text_chars(t->cells[r * (size_t)t->ncols + (size_t)c]);
       if (n > width[c]) width[c] = n;
     }
   }
+}
+
+static void put_spaces(FILE *out, size_t n) {
+  for (size_t i = 0; i < n; i++) fputc(' ', out);
 }
 
 static void table_print_row(const text_table *t, FILE *out, const size_t *width,
@@ -180,11 +206,10 @@ static void table_print_row(const text_table *t, FILE *out, const size_t *width,
   for (int c = 0; c <= last; c++) {
     if (c > 0) fputs("  ", out);
     bool right = (t->right_aligned & (1u << c)) && c != span;
-    if (c == last && !right) {
-      fputs(cells[c], out);
-    } else {
-      fprintf(out, right ? "%*s" : "%-*s", (int)width[c], cells[c]);
-    }
+    size_t chars = text_chars(cells[c]), pad = chars < width[c] ? width[c] - chars : 0;
+    if (right) put_spaces(out, pad);
+    fputs(cells[c], out);
+    if (!right && c != last) put_spaces(out, pad);
   }
   fputc('\n', out);
 }

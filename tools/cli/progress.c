@@ -39,21 +39,7 @@ typedef struct line {
 } line;
 
 /* Columns of UTF-8 text: one per character. */
-static int columns(const char *s) {
-  int n = 0;
-  for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80;
-  return n;
-}
-
-/* Bytes of the first `cols` characters of s. */
-static size_t prefix_bytes(const char *s, int cols) {
-  size_t i = 0;
-  while (s[i] != '\0') {
-    if (((unsigned char)s[i] & 0xC0) != 0x80 && cols-- == 0) break;
-    i++;
-  }
-  return i;
-}
+static int columns(const char *s) { return (int)text_chars(s); }
 
 /* Appends `text` whole, two spaces after what is there; false (nothing
  * appended) when it does not fit. */
@@ -80,7 +66,7 @@ static bool put_cut(line *l, const char *text, int cols, int min) {
   size_t avail = l->size - l->len - sep; /* bytes, the NUL's included */
   if (columns(text) <= cols && strlen(text) < avail) return put(l, text);
   /* At least 4 characters go, so the kept bytes and "..." fit in 1024. */
-  size_t keep = prefix_bytes(text, cols - 3);
+  size_t keep = text_prefix_bytes(text, (size_t)(cols - 3));
   while (keep > 0 && keep + 4 > avail) { /* back to a character boundary */
     keep--;
     while (keep > 0 && ((unsigned char)text[keep] & 0xC0) == 0x80) keep--;

@@ -13,10 +13,12 @@
  * Every string from the cache is untrusted: made printable, then escaped.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tools/cli/cli.h"
 #include "tools/cli/roofline.h"
@@ -176,16 +178,8 @@ static void put_escaped(FILE *out, const char *s) {
 static void put_text_cut(FILE *out, const char *s, size_t max_chars) {
   char line[TEXT_MAX];
   text_printable(s, line, sizeof line);
-  size_t chars = 0, i = 0;
-  for (; line[i] != '\0'; i++) {
-    if (((unsigned char)line[i] & 0xC0) == 0x80) continue; /* inside a character */
-    if (max_chars > 0 && chars == max_chars) break;
-    chars++;
-  }
-  bool cut = line[i] != '\0';
-  if (cut && i > 0) i--; /* room for the ellipsis: drop the last character */
-  while (cut && i > 0 && ((unsigned char)line[i] & 0xC0) == 0x80) i--;
-  line[i] = '\0';
+  bool cut = max_chars > 0 && text_chars(line) > max_chars;
+  if (cut) line[text_prefix_bytes(line, max_chars - 1)] = '\0'; /* room for the ellipsis */
   put_escaped(out, line);
   if (cut) fputs("&#8230;", out);
 }
@@ -568,31 +562,51 @@ static bool put_page(FILE *out, const char *cache, const shape_list *l, const sh
   return true;
 }
 
-/* Writes the page to `output` ("-": stdout); a failed write leaves no file. */
-static int write_report(const char *output, const char *cache, const shape_list *l) {
+/* The page into the staged file of `o`, moved onto its target when whole:
+ * a failed write leaves the target as it was. */
+static int write_page_file(out_file *o, const char *cache, const shape_list *l,
+                           const shape_facts *facts) {
+  char message[CLI_PATH_MAX + 256];
+  int rc = output_outcome(out_file_stage(o, message, sizeof message), message, EXIT_FAILED);
+  if (rc != EXIT_OK_) return rc;
+  int fd = open(o->staged, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (out == NULL) {
+    say("cannot write %s: %s", o->target, strerror(errno));
+    if (fd >= 0) close(fd);
+    out_file_discard(o);
+    return EXIT_FAILED;
+  }
+  if (!put_page(out, cache, l, facts)) {
+    say("out of memory");
+    rc = EXIT_FAILED;
+  }
+  bool failed = ferror(out) != 0;
+  if ((fclose(out) != 0 || failed) && rc == EXIT_OK_) {
+    say("cannot write %s: %s", o->target, strerror(errno));
+    rc = EXIT_FAILED;
+  }
+  if (rc != EXIT_OK_) {
+    out_file_discard(o);
+    return rc;
+  }
+  return output_outcome(out_file_commit(o, message, sizeof message), message, EXIT_FAILED);
+}
+
+/* Writes the page to o's target, or to stdout when o is NULL. */
+static int write_report(out_file *o, const char *cache, const shape_list *l) {
   shape_facts *facts = calloc(l->count, sizeof *facts);
   if (facts == NULL) {
     say("out of memory");
     return EXIT_FAILED;
   }
   for (size_t i = 0; i < l->count; i++) shape_facts_get(&l->items[i], &facts[i]);
-  bool to_stdout = strcmp(output, "-") == 0;
-  FILE *out = to_stdout ? stdout : fopen(output, "w");
   int rc = EXIT_OK_;
-  if (out == NULL) {
-    say("cannot write %s: %s", output, strerror(errno));
-    rc = EXIT_FAILED;
-  } else if (!put_page(out, cache, l, facts)) {
+  if (o != NULL) {
+    rc = write_page_file(o, cache, l, facts);
+  } else if (!put_page(stdout, cache, l, facts)) { /* main() checks stdout's errors */
     say("out of memory");
     rc = EXIT_FAILED;
-  }
-  if (out != NULL && !to_stdout) {
-    bool failed = ferror(out) != 0;
-    if (fclose(out) != 0 || failed) {
-      if (rc == EXIT_OK_) say("cannot write %s: %s", output, strerror(errno));
-      rc = EXIT_FAILED;
-    }
-    if (rc != EXIT_OK_) remove(output);
   }
   free(facts);
   return rc;
@@ -602,13 +616,19 @@ int cmd_report(const cli_args *a) {
   char path[CLI_PATH_MAX];
   shape_list l;
   memset(&l, 0, sizeof l);
+  out_file o;
+  bool to_stdout = strcmp(a->output_path, "-") == 0;
   int rc = cache_path(a, false, path, sizeof path);
+  /* The output is checked first: never the cache itself (a hard link or
+   * another spelling of it too), never a FIFO that would block. */
+  const char *inputs[] = {path};
+  if (rc == EXIT_OK_ && !to_stdout) rc = check_output(&o, a->output_path, inputs, 1, EXIT_FAILED);
   if (rc == EXIT_OK_) rc = read_shapes(path, &l);
   if (rc == EXIT_OK_ && l.count == 0) {
     say("no tuned shapes in %s: nothing to report (run 'convtune tune' first)", path);
     rc = EXIT_FAILED;
   }
-  if (rc == EXIT_OK_) rc = write_report(a->output_path, path, &l);
+  if (rc == EXIT_OK_) rc = write_report(to_stdout ? NULL : &o, path, &l);
   shape_list_free(&l);
   return rc;
 }
