@@ -459,15 +459,11 @@ extern "C" bool conv_patch_plan(const conv_problem *pb, const conv_patch_tiling 
 
 extern "C" cudaError_t conv_patch_configure(conv_patch_launch *L, int sm_count) {
   if (L == NULL || L->kernel == NULL) return cudaErrorInvalidValue;
-  int64_t resident = 0;
-  const cudaError_t e =
-      conv_kernel_resident_blocks(L->kernel, L->threads, L->smem_bytes, sm_count, &resident);
+  /* A slice of blocks per k block, each walking the image groups. */
+  const cudaError_t e = conv_kernel_persistent_blocks(L->kernel, L->threads, L->smem_bytes,
+                                                      sm_count, L->k_blocks, L->image_groups,
+                                                      &L->grid[0]);
   if (e != cudaSuccess) return e;
-  /* All blocks of all k blocks resident at once: a block that waited for
-   * a free SM would start its whole walk late. */
-  int64_t per_k_block = resident / L->k_blocks;
-  if (per_k_block < 1) per_k_block = 1;
-  L->grid[0] = (unsigned)(per_k_block < L->image_groups ? per_k_block : L->image_groups);
   L->grid[1] = (unsigned)L->k_blocks;
   return cudaSuccess;
 }

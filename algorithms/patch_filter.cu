@@ -344,11 +344,9 @@ extern "C" bool conv_patch_filter_plan(const conv_problem *pb, const conv_patch_
 
 extern "C" cudaError_t conv_patch_filter_configure(conv_patch_filter_launch *L, int sm_count) {
   if (L == NULL || L->kernel == NULL) return cudaErrorInvalidValue;
-  int64_t resident = 0;
-  const cudaError_t e =
-      conv_kernel_resident_blocks(L->kernel, L->threads, L->smem_bytes, sm_count, &resident);
+  const cudaError_t e = conv_kernel_persistent_blocks(L->kernel, L->threads, L->smem_bytes,
+                                                      sm_count, 1, L->groups, &L->blocks);
   if (e != cudaSuccess) return e;
-  L->blocks = (unsigned)(resident < L->groups ? resident : L->groups);
   L->workspace_bytes = (size_t)L->blocks * L->k * L->c * kTaps * sizeof(float);
   return cudaSuccess;
 }

@@ -261,12 +261,8 @@ extern "C" bool conv_stem_plan(const conv_problem *p, const conv_stem_tiling *ti
 
 extern "C" cudaError_t conv_stem_configure(conv_stem_launch *L, int sm_count) {
   if (L == NULL || L->kernel == NULL) return cudaErrorInvalidValue;
-  int64_t resident = 0;
-  const cudaError_t e =
-      conv_kernel_resident_blocks(L->kernel, L->threads, L->smem_bytes, sm_count, &resident);
-  if (e != cudaSuccess) return e;
-  L->grid = (unsigned)(resident < L->tiles ? resident : L->tiles);
-  return cudaSuccess;
+  return conv_kernel_persistent_blocks(L->kernel, L->threads, L->smem_bytes, sm_count, 1,
+                                       L->tiles, &L->grid);
 }
 
 extern "C" cudaError_t conv_stem_forward(const conv_stem_launch *L, const float *x,
