@@ -16,6 +16,7 @@
 #include "algorithms/implicit_gemm.h"
 #include "algorithms/common/kernels.h"
 #include "algorithms/common/launch_checks.h"
+#include "algorithms/common/launch_plan.cuh"
 #include "algorithms/common/mma_tf32.cuh"
 #include "algorithms/common/pdl.cuh"
 #include "algorithms/common/staging.cuh"
@@ -333,8 +334,7 @@ const ig_instance *find_instance(const conv_igemm_tiling *t) {
 }  // namespace
 
 extern "C" int conv_igemm_tilings(conv_igemm_tiling *out, int max) {
-  for (int i = 0; i < kInstanceCount && i < max; i++) out[i] = kInstances[i].tiling;
-  return kInstanceCount;
+  return conv_list_tilings(kInstances, out, max);
 }
 
 extern "C" bool conv_igemm_plan(const conv_problem *pb, const conv_igemm_tiling *t,
@@ -388,8 +388,7 @@ extern "C" bool conv_igemm_plan(const conv_problem *pb, const conv_igemm_tiling 
 }
 
 extern "C" cudaError_t conv_igemm_configure(const conv_igemm_launch *L) {
-  if (L == NULL || L->kernel == NULL) return cudaErrorInvalidValue;
-  return conv_kernel_allow_smem(L->kernel, L->smem_bytes);
+  return conv_launch_allow_smem(L);
 }
 
 extern "C" cudaError_t conv_igemm_forward(const conv_igemm_launch *L, const float *x,

@@ -14,6 +14,7 @@
 
 #include "algorithms/common/epilogue.cuh"
 #include "algorithms/common/kernels.h"
+#include "algorithms/common/launch_plan.cuh"
 #include "algorithms/common/mma_tf32.cuh"
 #include "algorithms/padded_gemm.h"
 #include "algorithms/common/pdl.cuh"
@@ -311,16 +312,12 @@ constexpr int kInstanceCount = (int)(sizeof kInstances / sizeof kInstances[0]);
 }  // namespace
 
 extern "C" int conv_padded_tilings(conv_padded_tiling *out, int max) {
-  for (int i = 0; i < kInstanceCount && i < max; i++) out[i] = kInstances[i].tiling;
-  return kInstanceCount;
+  return conv_list_tilings(kInstances, out, max);
 }
 
 extern "C" bool conv_padded_plan(const conv_problem *p, const conv_padded_tiling *tiling,
                                  conv_padded_launch *L, char *why, size_t why_size) {
-  if (p == NULL || tiling == NULL || L == NULL) return conv_refuse(why, why_size, "NULL argument");
-  if (p->op != CONV_OP_CONVOLUTION || p->direction != CONV_FORWARD || p->dtype != CONV_DTYPE_F32 ||
-      p->layout != CONV_LAYOUT_NCHW || p->math != CONV_MATH_TF32)
-    return conv_refuse(why, why_size, "only fp32 NCHW forward convolutions in TF32 mode");
+  if (!conv_plan_tf32_nchw_forward(p, tiling, L, why, why_size)) return false;
   if (p->groups != 1 || p->r != 3 || p->s != 3 || p->stride_h != 1 || p->stride_w != 1 ||
       p->pad_h != 1 || p->pad_w != 1 || p->dil_h != 1 || p->dil_w != 1)
     return conv_refuse(why, why_size,
@@ -364,8 +361,7 @@ extern "C" bool conv_padded_plan(const conv_problem *p, const conv_padded_tiling
 }
 
 extern "C" cudaError_t conv_padded_configure(const conv_padded_launch *L) {
-  if (L == NULL || L->kernel == NULL) return cudaErrorInvalidValue;
-  return conv_kernel_allow_smem(L->kernel, L->smem_bytes);
+  return conv_launch_allow_smem(L);
 }
 
 extern "C" cudaError_t conv_padded_forward(const conv_padded_launch *L, const float *x,

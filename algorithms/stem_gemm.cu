@@ -15,6 +15,7 @@
 
 #include "algorithms/common/epilogue.cuh"
 #include "algorithms/common/kernels.h"
+#include "algorithms/common/launch_plan.cuh"
 #include "algorithms/common/mma_tf32.cuh"
 #include "algorithms/common/pdl.cuh"
 #include "algorithms/common/staging.cuh"
@@ -203,16 +204,12 @@ int64_t output_size(int64_t in, int64_t filter, int64_t stride, int64_t pad, int
 }  // namespace
 
 extern "C" int conv_stem_tilings(conv_stem_tiling *out, int max) {
-  for (int i = 0; i < kInstanceCount && i < max; i++) out[i] = kInstances[i].tiling;
-  return kInstanceCount;
+  return conv_list_tilings(kInstances, out, max);
 }
 
 extern "C" bool conv_stem_plan(const conv_problem *p, const conv_stem_tiling *tiling,
                                conv_stem_launch *L, char *why, size_t why_size) {
-  if (p == NULL || tiling == NULL || L == NULL) return conv_refuse(why, why_size, "NULL argument");
-  if (p->op != CONV_OP_CONVOLUTION || p->direction != CONV_FORWARD || p->dtype != CONV_DTYPE_F32 ||
-      p->layout != CONV_LAYOUT_NCHW || p->math != CONV_MATH_TF32)
-    return conv_refuse(why, why_size, "only fp32 NCHW forward convolutions in TF32 mode");
+  if (!conv_plan_tf32_nchw_forward(p, tiling, L, why, why_size)) return false;
   if (p->groups != 1) return conv_refuse(why, why_size, "only one group");
   const int64_t reduction = p->c * p->r * p->s;
   if (reduction > kMaxReduction) return conv_refuse(why, why_size, "C R S past 256");
