@@ -3,6 +3,7 @@
  */
 #include "algorithms/data_gather.h"
 #include "algorithms/common/launch_checks.h"
+#include "algorithms/common/launch_plan.cuh"
 #include "algorithms/algorithm.h"
 
 #include <stdio.h>
@@ -186,11 +187,7 @@ extern "C" bool conv_data_gather_plan(const conv_problem *pb, const conv_data_ga
   conv_data_gather_launch l = {};
   l.tiling = *t;
   l.kernel = (const void *)kernel;
-  l.n = (int)pb->n, l.c = (int)pb->c, l.h = (int)pb->h, l.w = (int)pb->w, l.k = (int)pb->k;
-  l.p = (int)shape.p, l.q = (int)shape.q, l.r = (int)pb->r, l.s = (int)pb->s;
-  l.stride_h = (int)pb->stride_h, l.stride_w = (int)pb->stride_w;
-  l.pad_h = (int)pb->pad_h, l.pad_w = (int)pb->pad_w;
-  l.dil_h = (int)pb->dil_h, l.dil_w = (int)pb->dil_w;
+  conv_launch_set_geometry(l, pb, shape.p, shape.q);
   l.cg = (int)shape.c_per_group, l.kg = (int)shape.k_per_group;
   l.rows = quad ? (l.h + 1) / 2 : l.h;
   l.cols = quad ? (l.w + 1) / 2 : l.w;

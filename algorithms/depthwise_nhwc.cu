@@ -10,6 +10,7 @@
 
 #include "algorithms/depthwise_nhwc.h"
 #include "algorithms/common/launch_checks.h"
+#include "algorithms/common/launch_plan.cuh"
 #include "algorithms/common/staging.cuh"
 
 namespace {
@@ -419,8 +420,8 @@ extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tilin
   const int64_t multiplier = pb->k / pb->c;
   if (t->vec == 4 && (multiplier != 1 || pb->c % 4 != 0))
     CONV_REJECT("vec 4 needs a multiple of 4 channels and no channel multiplier");
-  const int64_t p = (pb->h + 2 * pb->pad_h - pb->dil_h * (pb->r - 1) - 1) / pb->stride_h + 1;
-  const int64_t q = (pb->w + 2 * pb->pad_w - pb->dil_w * (pb->s - 1) - 1) / pb->stride_w + 1;
+  const int64_t p = conv_output_size(pb->h, pb->r, pb->stride_h, pb->pad_h, pb->dil_h);
+  const int64_t q = conv_output_size(pb->w, pb->s, pb->stride_w, pb->pad_w, pb->dil_w);
   const int64_t dims[] = {pb->n * pb->h * pb->w * pb->c, pb->n * p * q * pb->k, pb->r * pb->s,
                           pb->pad_h, pb->pad_w, pb->stride_h * p, pb->stride_w * q,
                           pb->dil_h * pb->r, pb->dil_w * pb->s};
@@ -443,11 +444,7 @@ extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tilin
   l.kernel = (const void *)find_kernel(t->form, window ? (int)pb->s : 0,
                                        window ? (int)pb->stride_w : 0, t->px, t->vec);
   if (l.kernel == NULL) CONV_REJECT("no kernel compiled for this filter and tiling");
-  l.n = (int)pb->n, l.c = (int)pb->c, l.h = (int)pb->h, l.w = (int)pb->w, l.k = (int)pb->k;
-  l.p = (int)p, l.q = (int)q, l.r = (int)pb->r, l.s = (int)pb->s;
-  l.stride_h = (int)pb->stride_h, l.stride_w = (int)pb->stride_w;
-  l.pad_h = (int)pb->pad_h, l.pad_w = (int)pb->pad_w;
-  l.dil_h = (int)pb->dil_h, l.dil_w = (int)pb->dil_w;
+  conv_launch_set_geometry(l, pb, p, q);
   l.multiplier = (int)multiplier;
   l.epilogue = (int)pb->epilogue;
   l.block_channels = t->tc * t->vec;

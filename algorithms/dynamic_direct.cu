@@ -3,6 +3,7 @@
  */
 #include "algorithms/dynamic_direct.h"
 #include "algorithms/common/launch_checks.h"
+#include "algorithms/common/launch_plan.cuh"
 #include "algorithms/common/staging.cuh"
 
 #include <stdio.h>
@@ -486,8 +487,6 @@ cudaError_t launch_k(const conv_dyn_direct_launch &L, float *x, float *wt, float
                          : launch_s<K, 2>(L, x, wt, y, stream);
 }
 
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
-
 }  // namespace
 
 extern "C" bool conv_dyn_direct_compiled(int64_t k) { return k == 1 || k == 3 || k == 5 || k == 7; }
@@ -518,9 +517,9 @@ extern "C" bool conv_dyn_direct_plan(const conv_problem *pb, const conv_dyn_dire
   l.tiling = *t;
   const bool data = l.direction == CONV_BACKWARD_DATA;
   const int tile_w = t->tw * t->px; /* pixels */
-  l.tiles_x = ceil_div(data ? l.d.w : l.d.q, tile_w);
-  l.tiles_y = ceil_div(data ? l.d.h : l.d.p, t->th);
-  l.chunks = ceil_div(l.d.cg, t->cb);
+  l.tiles_x = conv_ceil_div(data ? l.d.w : l.d.q, tile_w);
+  l.tiles_y = conv_ceil_div(data ? l.d.h : l.d.p, t->th);
+  l.chunks = conv_ceil_div(l.d.cg, t->cb);
   const int64_t blocks =
       (int64_t)l.tiles_x * l.tiles_y * l.chunks * l.d.groups * (int64_t)l.d.b;
   if (!conv_fits_int(blocks)) CONV_REJECT("%lld blocks: past 2^31 - 1", (long long)blocks);

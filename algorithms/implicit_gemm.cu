@@ -345,8 +345,8 @@ extern "C" bool conv_igemm_plan(const conv_problem *pb, const conv_igemm_tiling 
     CONV_REJECT("NCHW forward convolutions only");
   const ig_instance *instance = find_instance(t);
   if (instance == nullptr) CONV_REJECT("no kernel compiled for this tiling");
-  const int64_t p = (pb->h + 2 * pb->pad_h - pb->dil_h * (pb->r - 1) - 1) / pb->stride_h + 1;
-  const int64_t q = (pb->w + 2 * pb->pad_w - pb->dil_w * (pb->s - 1) - 1) / pb->stride_w + 1;
+  const int64_t p = conv_output_size(pb->h, pb->r, pb->stride_h, pb->pad_h, pb->dil_h);
+  const int64_t q = conv_output_size(pb->w, pb->s, pb->stride_w, pb->pad_w, pb->dil_w);
   const int64_t c_per_group = pb->c / pb->groups, k_per_group = pb->k / pb->groups;
   const int64_t reduction = c_per_group * pb->r * pb->s;
   const int64_t pixels = pb->n * p * q;

@@ -197,10 +197,6 @@ const st_instance kInstances[] = {
     {{128, 4}, (const void *)stem_gemm_kernel<16, 4>},
 };
 constexpr int kInstanceCount = (int)(sizeof kInstances / sizeof kInstances[0]);
-
-int64_t output_size(int64_t in, int64_t filter, int64_t stride, int64_t pad, int64_t dil) {
-  return (in + 2 * pad - dil * (filter - 1) - 1) / stride + 1;
-}
 }  // namespace
 
 extern "C" int conv_stem_tilings(conv_stem_tiling *out, int max) {
@@ -220,8 +216,8 @@ extern "C" bool conv_stem_plan(const conv_problem *p, const conv_stem_tiling *ti
       inst = &kInstances[i];
   if (inst == NULL) return conv_refuse(why, why_size, "tiling not compiled");
   if (p->k > tiling->channels) return conv_refuse(why, why_size, "K past the tiling's channels");
-  const int64_t out_h = output_size(p->h, p->r, p->stride_h, p->pad_h, p->dil_h);
-  const int64_t out_w = output_size(p->w, p->s, p->stride_w, p->pad_w, p->dil_w);
+  const int64_t out_h = conv_output_size(p->h, p->r, p->stride_h, p->pad_h, p->dil_h);
+  const int64_t out_w = conv_output_size(p->w, p->s, p->stride_w, p->pad_w, p->dil_w);
   const int64_t segments = (out_w + kPositions - 1) / kPositions;
   const int64_t tiles = p->n * out_h * segments;
   const int64_t field_rows = (p->r - 1) * p->dil_h + 1;

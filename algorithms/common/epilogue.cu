@@ -5,6 +5,7 @@
  */
 #include "algorithms/common/divisor.h"
 #include "algorithms/common/kernels.h"
+#include "algorithms/common/launch_plan.cuh"
 
 namespace {
 
@@ -157,12 +158,10 @@ extern "C" cudaError_t conv_bias_act(const conv_problem *problem, float *y, cons
   if (problem->epilogue == CONV_EPILOGUE_NONE) return cudaSuccess;
   if (y == NULL || bias == NULL) return cudaErrorInvalidValue;
 
-  const int64_t p = (problem->h + 2 * problem->pad_h - problem->dil_h * (problem->r - 1) - 1) /
-                        problem->stride_h +
-                    1;
-  const int64_t q = (problem->w + 2 * problem->pad_w - problem->dil_w * (problem->s - 1) - 1) /
-                        problem->stride_w +
-                    1;
+  const int64_t p = conv_output_size(problem->h, problem->r, problem->stride_h, problem->pad_h,
+                                     problem->dil_h);
+  const int64_t q = conv_output_size(problem->w, problem->s, problem->stride_w, problem->pad_w,
+                                     problem->dil_w);
   bias_act_params prm;
   prm.k = problem->k;
   prm.plane = p * q;
