@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "algorithms/depthwise_nhwc.h"
+#include "algorithms/common/epilogue.cuh"
 #include "algorithms/common/launch_checks.h"
 #include "algorithms/common/launch_plan.cuh"
 #include "algorithms/common/staging.cuh"
@@ -35,19 +36,17 @@ __device__ __forceinline__ float4 fma_of(float4 x, float4 w, float4 acc) {
 }
 __device__ __forceinline__ float fma_of(float x, float w, float acc) { return fmaf(x, w, acc); }
 
-/* Not fmaxf: it would turn a NaN (an unwritten, poisoned output) into 0. */
-__device__ __forceinline__ float epilogue_of(float v, float b, int epilogue) {
-  if (epilogue == CONV_EPILOGUE_NONE) return v;
-  v += b;
-  return epilogue == CONV_EPILOGUE_BIAS_RELU && v < 0.f ? 0.f : v;
-}
+/* The epilogue of a thread's V channels, `bias` at the first: no bias read
+ * for CONV_EPILOGUE_NONE, where it may be NULL. */
 __device__ __forceinline__ float4 epilogue_of(float4 v, const float *bias, int epilogue) {
   if (epilogue == CONV_EPILOGUE_NONE) return v;
-  return make_float4(epilogue_of(v.x, bias[0], epilogue), epilogue_of(v.y, bias[1], epilogue),
-                     epilogue_of(v.z, bias[2], epilogue), epilogue_of(v.w, bias[3], epilogue));
+  return make_float4(conv_epilogue_apply(epilogue, v.x, bias[0]),
+                     conv_epilogue_apply(epilogue, v.y, bias[1]),
+                     conv_epilogue_apply(epilogue, v.z, bias[2]),
+                     conv_epilogue_apply(epilogue, v.w, bias[3]));
 }
 __device__ __forceinline__ float epilogue_of(float v, const float *bias, int epilogue) {
-  return epilogue == CONV_EPILOGUE_NONE ? v : epilogue_of(v, bias[0], epilogue);
+  return epilogue == CONV_EPILOGUE_NONE ? v : conv_epilogue_apply(epilogue, v, bias[0]);
 }
 
 /* Where a block and its thread are: image, first output row, first output

@@ -253,7 +253,7 @@ __global__ void __launch_bounds__(kMaxThreads, min_blocks(PX *PY *KB))
 #pragma unroll
   for (int kk = 0; kk < KB; kk++) {
     const int k = k0 + kk;
-    const float bk = L.epilogue == CONV_EPILOGUE_NONE ? 0.0f : __ldg(bias + k);
+    const float bk = conv_epilogue_bias(L.epilogue, bias, k);
     float *yk = y + ((int64_t)b.n * L.k + k) * out_plane;
 #pragma unroll
     for (int i = 0; i < PY; i++) {

@@ -196,9 +196,8 @@ __device__ __forceinline__ void store_tile(const ig_params &a, const float *ctil
     if (m0 + m >= a.k_per_group || pixel >= a.pixels) continue;
     const int k = k_first + m0 + m;
     const float b = a.epilogue == CONV_EPILOGUE_NONE ? 0.0f : a.bias[k];
-    float4 v = *reinterpret_cast<const float4 *>(ctile + m * (BN + kPadB) + n);
-    v.x = conv_epilogue_apply(a.epilogue, v.x, b), v.y = conv_epilogue_apply(a.epilogue, v.y, b);
-    v.z = conv_epilogue_apply(a.epilogue, v.z, b), v.w = conv_epilogue_apply(a.epilogue, v.w, b);
+    const float4 v = conv_epilogue_apply4(
+        a.epilogue, *reinterpret_cast<const float4 *>(ctile + m * (BN + kPadB) + n), b);
     const int image = (int)conv_divide((uint32_t)pixel, a.by_pq);
     const int pq = pixel - image * a.pq;
     float *y = a.y + (int64_t)image * a.y_image + (int64_t)k * a.pq + pq;

@@ -190,14 +190,11 @@ __global__ void __launch_bounds__(max_threads(PT * G::W * KT)) fma_kernel(Args a
 #pragma unroll
         for (int i = 0; i < PT; i++)
 #pragma unroll
-          for (int q = 0; q < G::W; q += 4) {
-            float4 v;
-            v.x = conv_epilogue_apply(a.epilogue, acc[i][q][kk], b);
-            v.y = conv_epilogue_apply(a.epilogue, acc[i][q + 1][kk], b);
-            v.z = conv_epilogue_apply(a.epilogue, acc[i][q + 2][kk], b);
-            v.w = conv_epilogue_apply(a.epilogue, acc[i][q + 3][kk], b);
-            *reinterpret_cast<float4 *>(dst + i * G::W + q) = v;
-          }
+          for (int q = 0; q < G::W; q += 4)
+            *reinterpret_cast<float4 *>(dst + i * G::W + q) = conv_epilogue_apply4(
+                a.epilogue,
+                make_float4(acc[i][q][kk], acc[i][q + 1][kk], acc[i][q + 2][kk], acc[i][q + 3][kk]),
+                b);
       }
     }
     __syncthreads(); /* the buffer just read is the next step's target */

@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(kThreads, 2) stem_gemm_kernel(st_params p) {
       for (int e = 0; e < 2; e++) {
         const int k = 8 * nt + 2 * (lane % 4) + e;
         if (k >= p.k) continue;
-        const float bias = p.epilogue == CONV_EPILOGUE_NONE ? 0.0f : __ldg(p.bias + k);
+        const float bias = conv_epilogue_bias(p.epilogue, p.bias, k);
         if (t.ox0 + m0 < p.out_w)
           y[(int64_t)k * p.plane_out + m0] = conv_epilogue_apply(p.epilogue, acc[nt][e], bias);
         if (t.ox0 + m1 < p.out_w)

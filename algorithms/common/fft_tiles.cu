@@ -92,7 +92,7 @@ __global__ void crop_output(const conv_fft_tiles T, int rpt, const float *__rest
   const int ty = t / T.tiles_w, tx = t - ty * T.tiles_w;
   const int p0 = ty * T.th, q0 = tx * T.tw;
   const int cols = min(T.tw, T.q - q0);
-  const float b = T.epilogue == CONV_EPILOGUE_NONE ? 0.0f : __ldg(bias + k);
+  const float b = conv_epilogue_bias(T.epilogue, bias, k);
   const float *src = tiles + (int64_t)plane * T.fh * T.fw;
   float *dst = y + (((int64_t)n * T.k + k) * T.p + p0) * T.q + q0;
   const row_range rows = my_rows(min(T.th, T.p - p0), rpt);
