@@ -161,13 +161,7 @@ __device__ __forceinline__ void multiply_slice(float (&acc)[MT][NT][4], const fl
   for (int k8 = 0; k8 < kSlice; k8 += 8) {
     uint32_t af[MT][4], bf[NT][2];
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++) {
-      const float *p = as + mt * 16 * kPitchA + k8;
-      af[mt][0] = tf32_round(p[0]);
-      af[mt][1] = tf32_round(p[8 * kPitchA]);
-      af[mt][2] = tf32_round(p[4]);
-      af[mt][3] = tf32_round(p[8 * kPitchA + 4]);
-    }
+    for (int mt = 0; mt < MT; mt++) mma_a_fragment<kPitchA>(as + mt * 16 * kPitchA + k8, af[mt]);
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
       const float *p = bs + k8 * kPitchB + nt * 8;

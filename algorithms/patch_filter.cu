@@ -195,13 +195,7 @@ __device__ __forceinline__ void add_image_mma(float (&acc)[2][9][4], const float
     const int off1 = HW == 8 ? ks * P::kPad + 4 : (2 * ks + 1) * P::kPad;
     uint32_t af[2][4], bf[9][2];
 #pragma unroll
-    for (int mt = 0; mt < 2; mt++) {
-      const float *p = arow + mt * 16 * P::kDy + ks * 8;
-      af[mt][0] = tf32_round(p[0]);
-      af[mt][1] = tf32_round(p[8 * P::kDy]);
-      af[mt][2] = tf32_round(p[4]);
-      af[mt][3] = tf32_round(p[8 * P::kDy + 4]);
-    }
+    for (int mt = 0; mt < 2; mt++) mma_a_fragment<P::kDy>(arow + mt * 16 * P::kDy + ks * 8, af[mt]);
 #pragma unroll
     for (int nt = 0; nt < 9; nt++) {
       bf[nt][0] = tf32_round(xs[bx[nt] + off0 + t]);
