@@ -229,14 +229,11 @@ __global__ void __launch_bounds__(max_threads(MT * NT * 4 * 2)) mma_kernel(Args 
   using L = MmaLayout<G>;
   extern __shared__ float4 smem4[];
   float *const bank = reinterpret_cast<float *>(smem4);
-  /* The two staging buffers: stage + (step & 1) * buffer_floats. */
-  float *const stage = bank + a.bank_floats;
-  const int buffer_floats = a.images_per_block * a.image_floats;
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int g = lane / 4, tig = lane % 4;
   const int tile0 = warp * MT;
   const int k0 = blockIdx.y * a.block_k; /* block_k = 8 NT: one warp along N */
-  mma_begin<G>(a, stage, buffer_floats);
+  const MmaStaging staging = mma_begin<G>(a, bank);
   mma_load_bank<G>(a, bank, k0);
 
   int a_offset[MT], a_image[MT], a_pixel[MT];
@@ -250,7 +247,7 @@ __global__ void __launch_bounds__(max_threads(MT * NT * 4 * 2)) mma_kernel(Args 
   float acc[MT][NT][4];
   int step = 0;
   for (Walk now; now.valid(a); now = now.next(a), step++) {
-    const float *const buf = mma_step_inputs<G>(a, stage, buffer_floats, now, step);
+    const float *const buf = mma_step_inputs<G>(a, staging, now, step);
     if (now.chunk == 0) {
 #pragma unroll
       for (int j = 0; j < MT; j++)
