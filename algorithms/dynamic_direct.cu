@@ -5,6 +5,7 @@
 #include "algorithms/common/launch_checks.h"
 #include "algorithms/common/launch_plan.cuh"
 #include "algorithms/common/staging.cuh"
+#include "algorithms/common/tap_source.cuh"
 
 #include <stdio.h>
 
@@ -199,16 +200,6 @@ __global__ void __launch_bounds__(kMaxThreads)
   });
 }
 
-/* Output index along one axis that tap `tap` of input index `in` came
- * from, or -1. */
-template <int S>
-__device__ __forceinline__ int source_of(int in, int tap, int pad, int dil, int outputs) {
-  const int t = in + pad - tap * dil;
-  if (t < 0) return -1;
-  const int o = t / S;
-  return o * S == t && o < outputs ? o : -1;
-}
-
 /* BACKWARD_DATA: one dx pixel a thread; its taps' sources and weights are
  * found once and serve every channel of the chunk. */
 template <int K, int S>
@@ -221,9 +212,9 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int plane = L.d.p * L.d.q;
   int rows[K], cols[K];
 #pragma unroll
-  for (int i = 0; i < K; i++) rows[i] = source_of<S>(ih, i, L.d.pad, L.d.dil, L.d.p);
+  for (int i = 0; i < K; i++) rows[i] = conv_tap_source<S>(ih, L.d.pad, i, L.d.dil, S, L.d.p);
 #pragma unroll
-  for (int j = 0; j < K; j++) cols[j] = source_of<S>(iw, j, L.d.pad, L.d.dil, L.d.q);
+  for (int j = 0; j < K; j++) cols[j] = conv_tap_source<S>(iw, L.d.pad, j, L.d.dil, S, L.d.q);
   float wv[K * K];
   const float *wg = wt + (at.b * L.d.groups + at.g) * (K * K) * plane;
 #pragma unroll
