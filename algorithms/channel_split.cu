@@ -7,6 +7,7 @@
 
 #include "algorithms/channel_split.h"
 #include "algorithms/common/kernels.h"
+#include "algorithms/common/launch_plan.cuh"
 #include "algorithms/common/epilogue.cuh"
 #include "algorithms/common/staging.cuh"
 
@@ -219,8 +220,6 @@ partial_fn partial_kernel(int r, int s, int pixels, int k_tile) {
   }
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 }  // namespace
@@ -236,7 +235,7 @@ extern "C" bool conv_split_applicable(const conv_problem *problem) {
 extern "C" void conv_split_block_tile(int64_t p, int64_t q, const conv_split_tiling *t,
                                       int *tx, int *ty) {
   const int64_t pixel_threads = kMaxThreads / (t->k_tile / kPerThread);
-  *tx = (int)min64(ceil_div(q, t->pixels), pixel_threads);
+  *tx = (int)min64(conv_ceil_div(q, t->pixels), pixel_threads);
   *ty = (int)min64(p, pixel_threads / *tx);
 }
 
@@ -250,7 +249,7 @@ extern "C" bool conv_split_plan(const conv_problem *pr, const conv_split_tiling 
   if (t->pixels != 1 && t->pixels != 2 && t->pixels != 4)
     return conv_refuse(why, why_size, "pixels a thread is not 1, 2 or 4");
   if (t->splits < 1 || t->splits > pr->c) return conv_refuse(why, why_size, "splits not in [1, C]");
-  const int64_t c_per_split = ceil_div(pr->c, t->splits);
+  const int64_t c_per_split = conv_ceil_div(pr->c, t->splits);
   if ((t->splits - 1) * c_per_split >= pr->c)
     return conv_refuse(why, why_size, "fewer splits give the same channels per split");
   int64_t p, q;
@@ -271,17 +270,14 @@ extern "C" bool conv_split_plan(const conv_problem *pr, const conv_split_tiling 
   if (pr->n * pr->c * pr->h * pr->w > limit || pr->k * pr->c * taps > limit ||
       t->splits * pr->n * pr->k * p * q > limit)
     return conv_refuse(why, why_size, "sizes past 32-bit indexing");
-  const int64_t tiles_q = ceil_div(q, (int64_t)tx * t->pixels), tiles = tiles_q * ceil_div(p, ty);
-  const int64_t grid_k = ceil_div(pr->k, t->k_tile), grid_z = pr->n * t->splits;
+  const int64_t tiles_q = conv_ceil_div(q, (int64_t)tx * t->pixels);
+  const int64_t tiles = tiles_q * conv_ceil_div(p, ty);
+  const int64_t grid_k = conv_ceil_div(pr->k, t->k_tile), grid_z = pr->n * t->splits;
   if (grid_k > 65535 || grid_z > 65535) return conv_refuse(why, why_size, "grid too large");
   *L = conv_split_launch{};
   L->tiling = *t;
   L->kernel = (const void *)partial_kernel((int)pr->r, (int)pr->s, t->pixels, t->k_tile);
-  L->n = (int)pr->n, L->c = (int)pr->c, L->h = (int)pr->h, L->w = (int)pr->w;
-  L->k = (int)pr->k, L->p = (int)p, L->q = (int)q, L->r = (int)pr->r, L->s = (int)pr->s;
-  L->stride_h = (int)pr->stride_h, L->stride_w = (int)pr->stride_w;
-  L->pad_h = (int)pr->pad_h, L->pad_w = (int)pr->pad_w;
-  L->dil_h = (int)pr->dil_h, L->dil_w = (int)pr->dil_w;
+  conv_launch_set_geometry(*L, pr, p, q);
   L->epilogue = (int)pr->epilogue;
   L->tx = tx, L->ty = ty, L->tiles_q = (int)tiles_q;
   L->window_h = (int)window_h, L->window_w = (int)window_w;
@@ -320,7 +316,7 @@ extern "C" cudaError_t conv_split_forward(const conv_split_launch *L, const floa
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess || splits == 1) return e;
   const int count = L->n * L->k * L->p * L->q;
-  const int blocks = (int)min64(ceil_div(count, kMaxThreads), 1024);
+  const int blocks = (int)min64(conv_ceil_div(count, kMaxThreads), 1024);
   split_sum<<<blocks, kMaxThreads, 0, stream>>>(workspace, bias, y, splits, count, L->p * L->q,
                                                 L->k, L->epilogue);
   return cudaGetLastError();

@@ -3,6 +3,8 @@
  */
 #include "algorithms/data_gather.h"
 #include "algorithms/common/launch_checks.h"
+#include "algorithms/common/launch_plan.cuh"
+#include "algorithms/common/tap_source.cuh"
 #include "algorithms/algorithm.h"
 
 #include <stdio.h>
@@ -10,18 +12,6 @@
 namespace {
 
 const int kMaxThreads = 512;
-
-/* Output coordinate o = (i + pad - tap * dil) / stride of input coordinate
- * i, when the division is exact and o < outputs; else -1. */
-template <int STRIDE>
-__device__ __forceinline__ int source_of(int i, int pad, int tap, int dil, int stride,
-                                         int outputs) {
-  const int t = i + pad - tap * dil;
-  if (t < 0) return -1;
-  const int st = STRIDE ? STRIDE : stride;
-  const int o = t / st;
-  return o * st == t && o < outputs ? o : -1;
-}
 
 /* A thread's image, channel (its group and index in it), and row and
  * column (of dx, or of 2x2 blocks); n < 0 past the end. */
@@ -59,10 +49,10 @@ __global__ void __launch_bounds__(kMaxThreads)
   int rows[R], cols[S];
 #pragma unroll
   for (int r = 0; r < R; r++)
-    rows[r] = source_of<STRIDE>(iy, L.pad_h, r, L.dil_h, L.stride_h, L.p);
+    rows[r] = conv_tap_source<STRIDE>(iy, L.pad_h, r, L.dil_h, L.stride_h, L.p);
 #pragma unroll
   for (int s = 0; s < S; s++)
-    cols[s] = source_of<STRIDE>(ix, L.pad_w, s, L.dil_w, L.stride_w, L.q);
+    cols[s] = conv_tap_source<STRIDE>(ix, L.pad_w, s, L.dil_w, L.stride_w, L.q);
 
   const int64_t plane_out = (int64_t)L.p * L.q;
   const float *dyg = dy + ((int64_t)n * L.k + (int64_t)g * L.kg) * plane_out;
@@ -186,11 +176,7 @@ extern "C" bool conv_data_gather_plan(const conv_problem *pb, const conv_data_ga
   conv_data_gather_launch l = {};
   l.tiling = *t;
   l.kernel = (const void *)kernel;
-  l.n = (int)pb->n, l.c = (int)pb->c, l.h = (int)pb->h, l.w = (int)pb->w, l.k = (int)pb->k;
-  l.p = (int)shape.p, l.q = (int)shape.q, l.r = (int)pb->r, l.s = (int)pb->s;
-  l.stride_h = (int)pb->stride_h, l.stride_w = (int)pb->stride_w;
-  l.pad_h = (int)pb->pad_h, l.pad_w = (int)pb->pad_w;
-  l.dil_h = (int)pb->dil_h, l.dil_w = (int)pb->dil_w;
+  conv_launch_set_geometry(l, pb, shape.p, shape.q);
   l.cg = (int)shape.c_per_group, l.kg = (int)shape.k_per_group;
   l.rows = quad ? (l.h + 1) / 2 : l.h;
   l.cols = quad ? (l.w + 1) / 2 : l.w;

@@ -9,7 +9,9 @@
 #include <stdio.h>
 
 #include "algorithms/depthwise_nhwc.h"
+#include "algorithms/common/epilogue.cuh"
 #include "algorithms/common/launch_checks.h"
+#include "algorithms/common/launch_plan.cuh"
 #include "algorithms/common/staging.cuh"
 
 namespace {
@@ -34,19 +36,17 @@ __device__ __forceinline__ float4 fma_of(float4 x, float4 w, float4 acc) {
 }
 __device__ __forceinline__ float fma_of(float x, float w, float acc) { return fmaf(x, w, acc); }
 
-/* Not fmaxf: it would turn a NaN (an unwritten, poisoned output) into 0. */
-__device__ __forceinline__ float epilogue_of(float v, float b, int epilogue) {
-  if (epilogue == CONV_EPILOGUE_NONE) return v;
-  v += b;
-  return epilogue == CONV_EPILOGUE_BIAS_RELU && v < 0.f ? 0.f : v;
-}
+/* The epilogue of a thread's V channels, `bias` at the first: no bias read
+ * for CONV_EPILOGUE_NONE, where it may be NULL. */
 __device__ __forceinline__ float4 epilogue_of(float4 v, const float *bias, int epilogue) {
   if (epilogue == CONV_EPILOGUE_NONE) return v;
-  return make_float4(epilogue_of(v.x, bias[0], epilogue), epilogue_of(v.y, bias[1], epilogue),
-                     epilogue_of(v.z, bias[2], epilogue), epilogue_of(v.w, bias[3], epilogue));
+  return make_float4(conv_epilogue_apply(epilogue, v.x, bias[0]),
+                     conv_epilogue_apply(epilogue, v.y, bias[1]),
+                     conv_epilogue_apply(epilogue, v.z, bias[2]),
+                     conv_epilogue_apply(epilogue, v.w, bias[3]));
 }
 __device__ __forceinline__ float epilogue_of(float v, const float *bias, int epilogue) {
-  return epilogue == CONV_EPILOGUE_NONE ? v : epilogue_of(v, bias[0], epilogue);
+  return epilogue == CONV_EPILOGUE_NONE ? v : conv_epilogue_apply(epilogue, v, bias[0]);
 }
 
 /* Where a block and its thread are: image, first output row, first output
@@ -419,8 +419,8 @@ extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tilin
   const int64_t multiplier = pb->k / pb->c;
   if (t->vec == 4 && (multiplier != 1 || pb->c % 4 != 0))
     CONV_REJECT("vec 4 needs a multiple of 4 channels and no channel multiplier");
-  const int64_t p = (pb->h + 2 * pb->pad_h - pb->dil_h * (pb->r - 1) - 1) / pb->stride_h + 1;
-  const int64_t q = (pb->w + 2 * pb->pad_w - pb->dil_w * (pb->s - 1) - 1) / pb->stride_w + 1;
+  const int64_t p = conv_output_size(pb->h, pb->r, pb->stride_h, pb->pad_h, pb->dil_h);
+  const int64_t q = conv_output_size(pb->w, pb->s, pb->stride_w, pb->pad_w, pb->dil_w);
   const int64_t dims[] = {pb->n * pb->h * pb->w * pb->c, pb->n * p * q * pb->k, pb->r * pb->s,
                           pb->pad_h, pb->pad_w, pb->stride_h * p, pb->stride_w * q,
                           pb->dil_h * pb->r, pb->dil_w * pb->s};
@@ -443,11 +443,7 @@ extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tilin
   l.kernel = (const void *)find_kernel(t->form, window ? (int)pb->s : 0,
                                        window ? (int)pb->stride_w : 0, t->px, t->vec);
   if (l.kernel == NULL) CONV_REJECT("no kernel compiled for this filter and tiling");
-  l.n = (int)pb->n, l.c = (int)pb->c, l.h = (int)pb->h, l.w = (int)pb->w, l.k = (int)pb->k;
-  l.p = (int)p, l.q = (int)q, l.r = (int)pb->r, l.s = (int)pb->s;
-  l.stride_h = (int)pb->stride_h, l.stride_w = (int)pb->stride_w;
-  l.pad_h = (int)pb->pad_h, l.pad_w = (int)pb->pad_w;
-  l.dil_h = (int)pb->dil_h, l.dil_w = (int)pb->dil_w;
+  conv_launch_set_geometry(l, pb, p, q);
   l.multiplier = (int)multiplier;
   l.epilogue = (int)pb->epilogue;
   l.block_channels = t->tc * t->vec;

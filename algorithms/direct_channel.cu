@@ -4,6 +4,7 @@
 #include "algorithms/direct_channel.h"
 #include "algorithms/direct_window.h"
 #include "algorithms/common/epilogue.cuh"
+#include "algorithms/common/launch_plan.cuh"
 #include "algorithms/common/pdl.cuh"
 #include "algorithms/algorithm.h"
 
@@ -14,7 +15,6 @@ namespace {
 const int kMaxThreads = 256;
 
 __host__ __device__ inline int round_up4(int v) { return (v + 3) & ~3; }
-__host__ __device__ inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 /* The block's place in the problem: image, group, output-channel chunk and
  * output tile.  The channel chunk varies fastest, so that blocks reading the
@@ -253,7 +253,7 @@ __global__ void __launch_bounds__(kMaxThreads, min_blocks(PX *PY *KB))
 #pragma unroll
   for (int kk = 0; kk < KB; kk++) {
     const int k = k0 + kk;
-    const float bk = L.epilogue == CONV_EPILOGUE_NONE ? 0.0f : __ldg(bias + k);
+    const float bk = conv_epilogue_bias(L.epilogue, bias, k);
     float *yk = y + ((int64_t)b.n * L.k + k) * out_plane;
 #pragma unroll
     for (int i = 0; i < PY; i++) {
@@ -446,8 +446,8 @@ static bool plan_tiled(const conv_direct_launch *common, conv_direct_launch *L, 
 
   l.tile_rows = t->ty * t->py;
   l.tile_cols = t->tx * t->px;
-  l.tiles_p = ceil_div(l.p, l.tile_rows);
-  l.tiles_q = ceil_div(l.q, l.tile_cols);
+  l.tiles_p = conv_ceil_div(l.p, l.tile_rows);
+  l.tiles_q = conv_ceil_div(l.q, l.tile_cols);
   l.s_pitch = round_up4(l.s);
   if (t->layout == CONV_DIRECT_UNIT) {
     l.halo_rows = l.tile_rows + l.r - 1;
@@ -507,8 +507,8 @@ static bool plan_simple(const conv_direct_launch *common, const conv_shape *shap
   l.by_k = conv_divisor_make(l.k);
   l.by_kg = conv_divisor_make(l.kg);
   l.smem_bytes = 0;
-  l.grid[0] = (unsigned)ceil_div(l.q, t->tx);
-  l.grid[1] = (unsigned)ceil_div(l.p, t->ty);
+  l.grid[0] = (unsigned)conv_ceil_div(l.q, t->tx);
+  l.grid[1] = (unsigned)conv_ceil_div(l.p, t->ty);
   l.grid[2] = (unsigned)planes;
   *L = l;
   return true;
@@ -533,11 +533,7 @@ extern "C" bool conv_direct_plan(const conv_problem *pb, const conv_direct_tilin
 
   conv_direct_launch l = {};
   l.tiling = *t;
-  l.n = (int)pb->n, l.c = (int)pb->c, l.h = (int)pb->h, l.w = (int)pb->w, l.k = (int)pb->k;
-  l.p = (int)p, l.q = (int)q, l.r = (int)pb->r, l.s = (int)pb->s;
-  l.stride_h = (int)pb->stride_h, l.stride_w = (int)pb->stride_w;
-  l.pad_h = (int)pb->pad_h, l.pad_w = (int)pb->pad_w;
-  l.dil_h = (int)pb->dil_h, l.dil_w = (int)pb->dil_w;
+  conv_launch_set_geometry(l, pb, p, q);
   l.groups = (int)pb->groups;
   l.cg = (int)shape.c_per_group, l.kg = (int)shape.k_per_group;
   l.epilogue = (int)pb->epilogue;

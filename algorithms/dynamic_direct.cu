@@ -3,7 +3,9 @@
  */
 #include "algorithms/dynamic_direct.h"
 #include "algorithms/common/launch_checks.h"
+#include "algorithms/common/launch_plan.cuh"
 #include "algorithms/common/staging.cuh"
+#include "algorithms/common/tap_source.cuh"
 
 #include <stdio.h>
 
@@ -198,16 +200,6 @@ __global__ void __launch_bounds__(kMaxThreads)
   });
 }
 
-/* Output index along one axis that tap `tap` of input index `in` came
- * from, or -1. */
-template <int S>
-__device__ __forceinline__ int source_of(int in, int tap, int pad, int dil, int outputs) {
-  const int t = in + pad - tap * dil;
-  if (t < 0) return -1;
-  const int o = t / S;
-  return o * S == t && o < outputs ? o : -1;
-}
-
 /* BACKWARD_DATA: one dx pixel a thread; its taps' sources and weights are
  * found once and serve every channel of the chunk. */
 template <int K, int S>
@@ -220,9 +212,9 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int plane = L.d.p * L.d.q;
   int rows[K], cols[K];
 #pragma unroll
-  for (int i = 0; i < K; i++) rows[i] = source_of<S>(ih, i, L.d.pad, L.d.dil, L.d.p);
+  for (int i = 0; i < K; i++) rows[i] = conv_tap_source<S>(ih, L.d.pad, i, L.d.dil, S, L.d.p);
 #pragma unroll
-  for (int j = 0; j < K; j++) cols[j] = source_of<S>(iw, j, L.d.pad, L.d.dil, L.d.q);
+  for (int j = 0; j < K; j++) cols[j] = conv_tap_source<S>(iw, L.d.pad, j, L.d.dil, S, L.d.q);
   float wv[K * K];
   const float *wg = wt + (at.b * L.d.groups + at.g) * (K * K) * plane;
 #pragma unroll
@@ -486,8 +478,6 @@ cudaError_t launch_k(const conv_dyn_direct_launch &L, float *x, float *wt, float
                          : launch_s<K, 2>(L, x, wt, y, stream);
 }
 
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
-
 }  // namespace
 
 extern "C" bool conv_dyn_direct_compiled(int64_t k) { return k == 1 || k == 3 || k == 5 || k == 7; }
@@ -518,9 +508,9 @@ extern "C" bool conv_dyn_direct_plan(const conv_problem *pb, const conv_dyn_dire
   l.tiling = *t;
   const bool data = l.direction == CONV_BACKWARD_DATA;
   const int tile_w = t->tw * t->px; /* pixels */
-  l.tiles_x = ceil_div(data ? l.d.w : l.d.q, tile_w);
-  l.tiles_y = ceil_div(data ? l.d.h : l.d.p, t->th);
-  l.chunks = ceil_div(l.d.cg, t->cb);
+  l.tiles_x = conv_ceil_div(data ? l.d.w : l.d.q, tile_w);
+  l.tiles_y = conv_ceil_div(data ? l.d.h : l.d.p, t->th);
+  l.chunks = conv_ceil_div(l.d.cg, t->cb);
   const int64_t blocks =
       (int64_t)l.tiles_x * l.tiles_y * l.chunks * l.d.groups * (int64_t)l.d.b;
   if (!conv_fits_int(blocks)) CONV_REJECT("%lld blocks: past 2^31 - 1", (long long)blocks);

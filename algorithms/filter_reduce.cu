@@ -3,6 +3,7 @@
  */
 #include "algorithms/filter_reduce.h"
 #include "algorithms/common/launch_checks.h"
+#include "algorithms/common/launch_plan.cuh"
 #include "algorithms/common/pdl.cuh"
 #include "algorithms/algorithm.h"
 
@@ -294,11 +295,7 @@ extern "C" bool conv_filter_reduce_plan(const conv_problem *pb, const conv_filte
   l.tiling = *t;
   l.kernel = (const void *)kernel;
   l.scalar_kernel = (const void *)find_kernel(pb->r, pb->s, t->cols, false);
-  l.n = (int)pb->n, l.c = (int)pb->c, l.h = (int)pb->h, l.w = (int)pb->w, l.k = (int)pb->k;
-  l.p = (int)shape.p, l.q = (int)shape.q, l.r = (int)pb->r, l.s = (int)pb->s;
-  l.stride_h = (int)pb->stride_h, l.stride_w = (int)pb->stride_w;
-  l.pad_h = (int)pb->pad_h, l.pad_w = (int)pb->pad_w;
-  l.dil_h = (int)pb->dil_h, l.dil_w = (int)pb->dil_w;
+  conv_launch_set_geometry(l, pb, shape.p, shape.q);
   l.cg = (int)shape.c_per_group, l.kg = (int)shape.k_per_group;
   if ((int64_t)l.k * l.cg > 65535) CONV_REJECT("%lld filter planes: more than one grid column takes", (long long)l.k * l.cg);
   l.pairs = l.k * l.cg;

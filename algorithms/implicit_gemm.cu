@@ -16,6 +16,7 @@
 #include "algorithms/implicit_gemm.h"
 #include "algorithms/common/kernels.h"
 #include "algorithms/common/launch_checks.h"
+#include "algorithms/common/launch_plan.cuh"
 #include "algorithms/common/mma_tf32.cuh"
 #include "algorithms/common/pdl.cuh"
 #include "algorithms/common/staging.cuh"
@@ -160,13 +161,7 @@ __device__ __forceinline__ void multiply_slice(float (&acc)[MT][NT][4], const fl
   for (int k8 = 0; k8 < kSlice; k8 += 8) {
     uint32_t af[MT][4], bf[NT][2];
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++) {
-      const float *p = as + mt * 16 * kPitchA + k8;
-      af[mt][0] = tf32_round(p[0]);
-      af[mt][1] = tf32_round(p[8 * kPitchA]);
-      af[mt][2] = tf32_round(p[4]);
-      af[mt][3] = tf32_round(p[8 * kPitchA + 4]);
-    }
+    for (int mt = 0; mt < MT; mt++) mma_a_fragment<kPitchA>(as + mt * 16 * kPitchA + k8, af[mt]);
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
       const float *p = bs + k8 * kPitchB + nt * 8;
@@ -195,9 +190,8 @@ __device__ __forceinline__ void store_tile(const ig_params &a, const float *ctil
     if (m0 + m >= a.k_per_group || pixel >= a.pixels) continue;
     const int k = k_first + m0 + m;
     const float b = a.epilogue == CONV_EPILOGUE_NONE ? 0.0f : a.bias[k];
-    float4 v = *reinterpret_cast<const float4 *>(ctile + m * (BN + kPadB) + n);
-    v.x = conv_epilogue_apply(a.epilogue, v.x, b), v.y = conv_epilogue_apply(a.epilogue, v.y, b);
-    v.z = conv_epilogue_apply(a.epilogue, v.z, b), v.w = conv_epilogue_apply(a.epilogue, v.w, b);
+    const float4 v = conv_epilogue_apply4(
+        a.epilogue, *reinterpret_cast<const float4 *>(ctile + m * (BN + kPadB) + n), b);
     const int image = (int)conv_divide((uint32_t)pixel, a.by_pq);
     const int pq = pixel - image * a.pq;
     float *y = a.y + (int64_t)image * a.y_image + (int64_t)k * a.pq + pq;
@@ -333,8 +327,7 @@ const ig_instance *find_instance(const conv_igemm_tiling *t) {
 }  // namespace
 
 extern "C" int conv_igemm_tilings(conv_igemm_tiling *out, int max) {
-  for (int i = 0; i < kInstanceCount && i < max; i++) out[i] = kInstances[i].tiling;
-  return kInstanceCount;
+  return conv_list_tilings(kInstances, out, max);
 }
 
 extern "C" bool conv_igemm_plan(const conv_problem *pb, const conv_igemm_tiling *t,
@@ -345,8 +338,8 @@ extern "C" bool conv_igemm_plan(const conv_problem *pb, const conv_igemm_tiling 
     CONV_REJECT("NCHW forward convolutions only");
   const ig_instance *instance = find_instance(t);
   if (instance == nullptr) CONV_REJECT("no kernel compiled for this tiling");
-  const int64_t p = (pb->h + 2 * pb->pad_h - pb->dil_h * (pb->r - 1) - 1) / pb->stride_h + 1;
-  const int64_t q = (pb->w + 2 * pb->pad_w - pb->dil_w * (pb->s - 1) - 1) / pb->stride_w + 1;
+  const int64_t p = conv_output_size(pb->h, pb->r, pb->stride_h, pb->pad_h, pb->dil_h);
+  const int64_t q = conv_output_size(pb->w, pb->s, pb->stride_w, pb->pad_w, pb->dil_w);
   const int64_t c_per_group = pb->c / pb->groups, k_per_group = pb->k / pb->groups;
   const int64_t reduction = c_per_group * pb->r * pb->s;
   const int64_t pixels = pb->n * p * q;
@@ -388,8 +381,7 @@ extern "C" bool conv_igemm_plan(const conv_problem *pb, const conv_igemm_tiling 
 }
 
 extern "C" cudaError_t conv_igemm_configure(const conv_igemm_launch *L) {
-  if (L == NULL || L->kernel == NULL) return cudaErrorInvalidValue;
-  return conv_kernel_allow_smem(L->kernel, L->smem_bytes);
+  return conv_launch_allow_smem(L);
 }
 
 extern "C" cudaError_t conv_igemm_forward(const conv_igemm_launch *L, const float *x,

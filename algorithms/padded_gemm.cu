@@ -14,6 +14,7 @@
 
 #include "algorithms/common/epilogue.cuh"
 #include "algorithms/common/kernels.h"
+#include "algorithms/common/launch_plan.cuh"
 #include "algorithms/common/mma_tf32.cuh"
 #include "algorithms/padded_gemm.h"
 #include "algorithms/common/pdl.cuh"
@@ -64,8 +65,6 @@ __device__ __forceinline__ void mbar_arrive_copies(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 
-#define D4(t) "+f"(d[t][0]), "+f"(d[t][1]), "+f"(d[t][2]), "+f"(d[t][3])
-
 /* d += A B for the warpgroup: A (64 x 8) and B (8 x 8 NT) through
  * descriptors; d in m16n8 fragments (warp w: rows 16 w + lane / 4 and + 8,
  * tile t: columns 8 t + 2 (lane % 4) and + 1). */
@@ -76,14 +75,9 @@ template <>
 __device__ __forceinline__ void wgmma_tf32<16>(float (&d)[16][4], uint64_t a, uint64_t b) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {" WGMMA_REGS_NT16 "}, "
       "%64, %65, p, 1, 1;\n}\n"
-      : D4(0), D4(1), D4(2), D4(3), D4(4), D4(5), D4(6), D4(7),
-        D4(8), D4(9), D4(10), D4(11), D4(12), D4(13), D4(14), D4(15)
+      : WGMMA_D_NT16
       : "l"(a), "l"(b), "n"(1));
 }
 
@@ -91,24 +85,11 @@ template <>
 __device__ __forceinline__ void wgmma_tf32<32>(float (&d)[32][4], uint64_t a, uint64_t b) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+      "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {" WGMMA_REGS_NT32 "}, "
       "%128, %129, p, 1, 1;\n}\n"
-      : D4(0), D4(1), D4(2), D4(3), D4(4), D4(5), D4(6), D4(7),
-        D4(8), D4(9), D4(10), D4(11), D4(12), D4(13), D4(14), D4(15),
-        D4(16), D4(17), D4(18), D4(19), D4(20), D4(21), D4(22), D4(23),
-        D4(24), D4(25), D4(26), D4(27), D4(28), D4(29), D4(30), D4(31)
+      : WGMMA_D_NT32
       : "l"(a), "l"(b), "n"(1));
 }
-
-#undef D4
 
 /* The producer warpgroup: per chunk of 8 input channels, waits for its
  * stage to be free, starts the inputs' copies, stores the filters it
@@ -311,16 +292,12 @@ constexpr int kInstanceCount = (int)(sizeof kInstances / sizeof kInstances[0]);
 }  // namespace
 
 extern "C" int conv_padded_tilings(conv_padded_tiling *out, int max) {
-  for (int i = 0; i < kInstanceCount && i < max; i++) out[i] = kInstances[i].tiling;
-  return kInstanceCount;
+  return conv_list_tilings(kInstances, out, max);
 }
 
 extern "C" bool conv_padded_plan(const conv_problem *p, const conv_padded_tiling *tiling,
                                  conv_padded_launch *L, char *why, size_t why_size) {
-  if (p == NULL || tiling == NULL || L == NULL) return conv_refuse(why, why_size, "NULL argument");
-  if (p->op != CONV_OP_CONVOLUTION || p->direction != CONV_FORWARD || p->dtype != CONV_DTYPE_F32 ||
-      p->layout != CONV_LAYOUT_NCHW || p->math != CONV_MATH_TF32)
-    return conv_refuse(why, why_size, "only fp32 NCHW forward convolutions in TF32 mode");
+  if (!conv_plan_tf32_nchw_forward(p, tiling, L, why, why_size)) return false;
   if (p->groups != 1 || p->r != 3 || p->s != 3 || p->stride_h != 1 || p->stride_w != 1 ||
       p->pad_h != 1 || p->pad_w != 1 || p->dil_h != 1 || p->dil_w != 1)
     return conv_refuse(why, why_size,
@@ -364,8 +341,7 @@ extern "C" bool conv_padded_plan(const conv_problem *p, const conv_padded_tiling
 }
 
 extern "C" cudaError_t conv_padded_configure(const conv_padded_launch *L) {
-  if (L == NULL || L->kernel == NULL) return cudaErrorInvalidValue;
-  return conv_kernel_allow_smem(L->kernel, L->smem_bytes);
+  return conv_launch_allow_smem(L);
 }
 
 extern "C" cudaError_t conv_padded_forward(const conv_padded_launch *L, const float *x,

@@ -190,14 +190,11 @@ __global__ void __launch_bounds__(max_threads(PT * G::W * KT)) fma_kernel(Args a
 #pragma unroll
         for (int i = 0; i < PT; i++)
 #pragma unroll
-          for (int q = 0; q < G::W; q += 4) {
-            float4 v;
-            v.x = conv_epilogue_apply(a.epilogue, acc[i][q][kk], b);
-            v.y = conv_epilogue_apply(a.epilogue, acc[i][q + 1][kk], b);
-            v.z = conv_epilogue_apply(a.epilogue, acc[i][q + 2][kk], b);
-            v.w = conv_epilogue_apply(a.epilogue, acc[i][q + 3][kk], b);
-            *reinterpret_cast<float4 *>(dst + i * G::W + q) = v;
-          }
+          for (int q = 0; q < G::W; q += 4)
+            *reinterpret_cast<float4 *>(dst + i * G::W + q) = conv_epilogue_apply4(
+                a.epilogue,
+                make_float4(acc[i][q][kk], acc[i][q + 1][kk], acc[i][q + 2][kk], acc[i][q + 3][kk]),
+                b);
       }
     }
     __syncthreads(); /* the buffer just read is the next step's target */
@@ -232,14 +229,11 @@ __global__ void __launch_bounds__(max_threads(MT * NT * 4 * 2)) mma_kernel(Args 
   using L = MmaLayout<G>;
   extern __shared__ float4 smem4[];
   float *const bank = reinterpret_cast<float *>(smem4);
-  /* The two staging buffers: stage + (step & 1) * buffer_floats. */
-  float *const stage = bank + a.bank_floats;
-  const int buffer_floats = a.images_per_block * a.image_floats;
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int g = lane / 4, tig = lane % 4;
   const int tile0 = warp * MT;
   const int k0 = blockIdx.y * a.block_k; /* block_k = 8 NT: one warp along N */
-  mma_begin<G>(a, stage, buffer_floats);
+  const MmaStaging staging = mma_begin<G>(a, bank);
   mma_load_bank<G>(a, bank, k0);
 
   int a_offset[MT], a_image[MT], a_pixel[MT];
@@ -253,7 +247,7 @@ __global__ void __launch_bounds__(max_threads(MT * NT * 4 * 2)) mma_kernel(Args 
   float acc[MT][NT][4];
   int step = 0;
   for (Walk now; now.valid(a); now = now.next(a), step++) {
-    const float *const buf = mma_step_inputs<G>(a, stage, buffer_floats, now, step);
+    const float *const buf = mma_step_inputs<G>(a, staging, now, step);
     if (now.chunk == 0) {
 #pragma unroll
       for (int j = 0; j < MT; j++)
@@ -459,15 +453,11 @@ extern "C" bool conv_patch_plan(const conv_problem *pb, const conv_patch_tiling 
 
 extern "C" cudaError_t conv_patch_configure(conv_patch_launch *L, int sm_count) {
   if (L == NULL || L->kernel == NULL) return cudaErrorInvalidValue;
-  int64_t resident = 0;
-  const cudaError_t e =
-      conv_kernel_resident_blocks(L->kernel, L->threads, L->smem_bytes, sm_count, &resident);
+  /* A slice of blocks per k block, each walking the image groups. */
+  const cudaError_t e = conv_kernel_persistent_blocks(L->kernel, L->threads, L->smem_bytes,
+                                                      sm_count, L->k_blocks, L->image_groups,
+                                                      &L->grid[0]);
   if (e != cudaSuccess) return e;
-  /* All blocks of all k blocks resident at once: a block that waited for
-   * a free SM would start its whole walk late. */
-  int64_t per_k_block = resident / L->k_blocks;
-  if (per_k_block < 1) per_k_block = 1;
-  L->grid[0] = (unsigned)(per_k_block < L->image_groups ? per_k_block : L->image_groups);
   L->grid[1] = (unsigned)L->k_blocks;
   return cudaSuccess;
 }

@@ -195,13 +195,7 @@ __device__ __forceinline__ void add_image_mma(float (&acc)[2][9][4], const float
     const int off1 = HW == 8 ? ks * P::kPad + 4 : (2 * ks + 1) * P::kPad;
     uint32_t af[2][4], bf[9][2];
 #pragma unroll
-    for (int mt = 0; mt < 2; mt++) {
-      const float *p = arow + mt * 16 * P::kDy + ks * 8;
-      af[mt][0] = tf32_round(p[0]);
-      af[mt][1] = tf32_round(p[8 * P::kDy]);
-      af[mt][2] = tf32_round(p[4]);
-      af[mt][3] = tf32_round(p[8 * P::kDy + 4]);
-    }
+    for (int mt = 0; mt < 2; mt++) mma_a_fragment<P::kDy>(arow + mt * 16 * P::kDy + ks * 8, af[mt]);
 #pragma unroll
     for (int nt = 0; nt < 9; nt++) {
       bf[nt][0] = tf32_round(xs[bx[nt] + off0 + t]);
@@ -344,11 +338,9 @@ extern "C" bool conv_patch_filter_plan(const conv_problem *pb, const conv_patch_
 
 extern "C" cudaError_t conv_patch_filter_configure(conv_patch_filter_launch *L, int sm_count) {
   if (L == NULL || L->kernel == NULL) return cudaErrorInvalidValue;
-  int64_t resident = 0;
-  const cudaError_t e =
-      conv_kernel_resident_blocks(L->kernel, L->threads, L->smem_bytes, sm_count, &resident);
+  const cudaError_t e = conv_kernel_persistent_blocks(L->kernel, L->threads, L->smem_bytes,
+                                                      sm_count, 1, L->groups, &L->blocks);
   if (e != cudaSuccess) return e;
-  L->blocks = (unsigned)(resident < L->groups ? resident : L->groups);
   L->workspace_bytes = (size_t)L->blocks * L->k * L->c * kTaps * sizeof(float);
   return cudaSuccess;
 }

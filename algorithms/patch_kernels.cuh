@@ -153,29 +153,39 @@ __device__ void mma_round_staged(const Args &a, float *dst) {
   }
 }
 
-/* The tensor-core kernels' start: zero both staging buffers (the padding
- * is never written again) and start staging the block's first step. */
+/* The tensor-core kernels' staging, in shared memory after the filter
+ * bank: two buffers of buffer_floats, step s's at stage + (s & 1) *
+ * buffer_floats, then kMmaSlack zeros. */
+struct MmaStaging {
+  float *stage;
+  int buffer_floats;
+};
+
+/* The tensor-core kernels' start, `bank` at the start of their shared
+ * memory: zero both staging buffers (the padding is never written again)
+ * and start staging the block's first step. */
 template <class G>
-__device__ void mma_begin(const Args &a, float *stage, int buffer_floats) {
-  for (int i = threadIdx.x; i < 2 * buffer_floats + kMmaSlack; i += blockDim.x) stage[i] = 0.0f;
+__device__ MmaStaging mma_begin(const Args &a, float *bank) {
+  const MmaStaging s = {bank + a.bank_floats, a.images_per_block * a.image_floats};
+  for (int i = threadIdx.x; i < 2 * s.buffer_floats + kMmaSlack; i += blockDim.x) s.stage[i] = 0.0f;
   __syncthreads();
-  mma_stage<G>(a, stage, blockIdx.x * a.images_per_block, 0);
+  mma_stage<G>(a, s.stage, blockIdx.x * a.images_per_block, 0);
   cp_async_commit();
+  return s;
 }
 
 /* The start of step `step` (at `now`): starts staging the next step into
  * the other buffer, waits for this step's, rounds it to TF32 and returns
  * it once every thread's copies are in. */
 template <class G>
-__device__ float *mma_step_inputs(const Args &a, float *stage, int buffer_floats, const Walk &now,
-                                  int step) {
+__device__ float *mma_step_inputs(const Args &a, const MmaStaging &s, const Walk &now, int step) {
   const Walk next = now.next(a);
   if (next.valid(a))
-    mma_stage<G>(a, stage + ((step + 1) & 1) * buffer_floats, next.group * a.images_per_block,
+    mma_stage<G>(a, s.stage + ((step + 1) & 1) * s.buffer_floats, next.group * a.images_per_block,
                  next.chunk * kMmaChunk);
   cp_async_commit();
   cp_async_wait<1>();
-  float *const buf = stage + (step & 1) * buffer_floats;
+  float *const buf = s.stage + (step & 1) * s.buffer_floats;
   mma_round_staged<G>(a, buf);
   __syncthreads();
   return buf;

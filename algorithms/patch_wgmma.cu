@@ -51,12 +51,10 @@ __global__ void __launch_bounds__(kMaxThreads) wgmma_kernel(Args a) {
   constexpr int N = 8 * NT;
   extern __shared__ float4 smem4[];
   float *const bank = reinterpret_cast<float *>(smem4);
-  float *const stage = bank + a.bank_floats;
-  const int buffer_floats = a.images_per_block * a.image_floats;
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int g = lane / 4, tig = lane % 4;
   const int k0 = blockIdx.y * N;
-  mma_begin<G>(a, stage, buffer_floats);
+  const MmaStaging staging = mma_begin<G>(a, bank);
   wgmma_load_bank<G, NT>(a, bank, k0);
   fence_proxy_async(); /* the first step's barrier then orders it for every thread */
 
@@ -70,7 +68,7 @@ __global__ void __launch_bounds__(kMaxThreads) wgmma_kernel(Args a) {
   float acc[NT][4];
   int step = 0;
   for (Walk now; now.valid(a); now = now.next(a), step++) {
-    const float *const buf = mma_step_inputs<G>(a, stage, buffer_floats, now, step);
+    const float *const buf = mma_step_inputs<G>(a, staging, now, step);
     if (now.chunk == 0) {
 #pragma unroll
       for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;

@@ -15,6 +15,7 @@
 
 #include "algorithms/common/epilogue.cuh"
 #include "algorithms/common/kernels.h"
+#include "algorithms/common/launch_plan.cuh"
 #include "algorithms/common/mma_tf32.cuh"
 #include "algorithms/common/pdl.cuh"
 #include "algorithms/common/staging.cuh"
@@ -174,7 +175,7 @@ __global__ void __launch_bounds__(kThreads, 2) stem_gemm_kernel(st_params p) {
       for (int e = 0; e < 2; e++) {
         const int k = 8 * nt + 2 * (lane % 4) + e;
         if (k >= p.k) continue;
-        const float bias = p.epilogue == CONV_EPILOGUE_NONE ? 0.0f : __ldg(p.bias + k);
+        const float bias = conv_epilogue_bias(p.epilogue, p.bias, k);
         if (t.ox0 + m0 < p.out_w)
           y[(int64_t)k * p.plane_out + m0] = conv_epilogue_apply(p.epilogue, acc[nt][e], bias);
         if (t.ox0 + m1 < p.out_w)
@@ -196,23 +197,15 @@ const st_instance kInstances[] = {
     {{128, 4}, (const void *)stem_gemm_kernel<16, 4>},
 };
 constexpr int kInstanceCount = (int)(sizeof kInstances / sizeof kInstances[0]);
-
-int64_t output_size(int64_t in, int64_t filter, int64_t stride, int64_t pad, int64_t dil) {
-  return (in + 2 * pad - dil * (filter - 1) - 1) / stride + 1;
-}
 }  // namespace
 
 extern "C" int conv_stem_tilings(conv_stem_tiling *out, int max) {
-  for (int i = 0; i < kInstanceCount && i < max; i++) out[i] = kInstances[i].tiling;
-  return kInstanceCount;
+  return conv_list_tilings(kInstances, out, max);
 }
 
 extern "C" bool conv_stem_plan(const conv_problem *p, const conv_stem_tiling *tiling,
                                conv_stem_launch *L, char *why, size_t why_size) {
-  if (p == NULL || tiling == NULL || L == NULL) return conv_refuse(why, why_size, "NULL argument");
-  if (p->op != CONV_OP_CONVOLUTION || p->direction != CONV_FORWARD || p->dtype != CONV_DTYPE_F32 ||
-      p->layout != CONV_LAYOUT_NCHW || p->math != CONV_MATH_TF32)
-    return conv_refuse(why, why_size, "only fp32 NCHW forward convolutions in TF32 mode");
+  if (!conv_plan_tf32_nchw_forward(p, tiling, L, why, why_size)) return false;
   if (p->groups != 1) return conv_refuse(why, why_size, "only one group");
   const int64_t reduction = p->c * p->r * p->s;
   if (reduction > kMaxReduction) return conv_refuse(why, why_size, "C R S past 256");
@@ -223,8 +216,8 @@ extern "C" bool conv_stem_plan(const conv_problem *p, const conv_stem_tiling *ti
       inst = &kInstances[i];
   if (inst == NULL) return conv_refuse(why, why_size, "tiling not compiled");
   if (p->k > tiling->channels) return conv_refuse(why, why_size, "K past the tiling's channels");
-  const int64_t out_h = output_size(p->h, p->r, p->stride_h, p->pad_h, p->dil_h);
-  const int64_t out_w = output_size(p->w, p->s, p->stride_w, p->pad_w, p->dil_w);
+  const int64_t out_h = conv_output_size(p->h, p->r, p->stride_h, p->pad_h, p->dil_h);
+  const int64_t out_w = conv_output_size(p->w, p->s, p->stride_w, p->pad_w, p->dil_w);
   const int64_t segments = (out_w + kPositions - 1) / kPositions;
   const int64_t tiles = p->n * out_h * segments;
   const int64_t field_rows = (p->r - 1) * p->dil_h + 1;
@@ -261,12 +254,8 @@ extern "C" bool conv_stem_plan(const conv_problem *p, const conv_stem_tiling *ti
 
 extern "C" cudaError_t conv_stem_configure(conv_stem_launch *L, int sm_count) {
   if (L == NULL || L->kernel == NULL) return cudaErrorInvalidValue;
-  int64_t resident = 0;
-  const cudaError_t e =
-      conv_kernel_resident_blocks(L->kernel, L->threads, L->smem_bytes, sm_count, &resident);
-  if (e != cudaSuccess) return e;
-  L->grid = (unsigned)(resident < L->tiles ? resident : L->tiles);
-  return cudaSuccess;
+  return conv_kernel_persistent_blocks(L->kernel, L->threads, L->smem_bytes, sm_count, 1,
+                                       L->tiles, &L->grid);
 }
 
 extern "C" cudaError_t conv_stem_forward(const conv_stem_launch *L, const float *x,

@@ -5,6 +5,7 @@
  */
 #include "algorithms/common/divisor.h"
 #include "algorithms/common/kernels.h"
+#include "algorithms/common/launch_plan.cuh"
 
 namespace {
 
@@ -107,27 +108,20 @@ static unsigned bias_act_blocks(int64_t items, int threads) {
   return (unsigned)(blocks > max_blocks ? max_blocks : blocks);
 }
 
-template <bool RELU, typename VEC>
+/* The fast forms' launch: y as groups of VEC, the NCHW kernel dividing a
+ * group's index by the plane's groups and by k, the NHWC one by k's
+ * groups (a plane of one). */
+template <bool RELU, typename VEC, bool CHANNELS_LAST>
 static void bias_act_vector_launch(const bias_act_params &prm, float *y, const float *bias,
                                    cudaStream_t stream) {
   const int width = (int)(sizeof(VEC) / sizeof(float)), threads = 256;
   bias_act_vector_params v;
   v.vectors = (uint32_t)(prm.count / width);
-  v.by_plane_vectors = conv_divisor_make((int)(prm.plane / width));
-  v.by_k = conv_divisor_make((int)prm.k);
-  bias_act_vector_kernel<RELU, VEC><<<bias_act_blocks(v.vectors, threads), threads, 0, stream>>>(
-      v, reinterpret_cast<VEC *>(y), bias);
-}
-
-template <bool RELU, typename VEC>
-static void bias_act_nhwc_launch(const bias_act_params &prm, float *y, const float *bias,
-                                 cudaStream_t stream) {
-  const int width = (int)(sizeof(VEC) / sizeof(float)), threads = 256;
-  bias_act_vector_params v;
-  v.vectors = (uint32_t)(prm.count / width);
-  v.by_plane_vectors = conv_divisor_make(1); /* unused */
-  v.by_k = conv_divisor_make((int)(prm.k / width));
-  bias_act_nhwc_kernel<RELU, VEC><<<bias_act_blocks(v.vectors, threads), threads, 0, stream>>>(
+  v.by_plane_vectors = conv_divisor_make(CHANNELS_LAST ? 1 /* unused */ : (int)(prm.plane / width));
+  v.by_k = conv_divisor_make((int)(CHANNELS_LAST ? prm.k / width : prm.k));
+  const auto kernel =
+      CHANNELS_LAST ? bias_act_nhwc_kernel<RELU, VEC> : bias_act_vector_kernel<RELU, VEC>;
+  kernel<<<bias_act_blocks(v.vectors, threads), threads, 0, stream>>>(
       v, reinterpret_cast<VEC *>(y), bias);
 }
 
@@ -138,16 +132,16 @@ static cudaError_t bias_act_launch(const bias_act_params &prm, float *y, const f
   const bool aligned = (uintptr_t)y % sizeof(float4) == 0;
   if (prm.channels_last && prm.count < ((int64_t)1 << 31)) {
     if (prm.k % 4 == 0 && aligned)
-      bias_act_nhwc_launch<RELU, float4>(prm, y, bias, stream);
+      bias_act_vector_launch<RELU, float4, true>(prm, y, bias, stream);
     else
-      bias_act_nhwc_launch<RELU, float>(prm, y, bias, stream);
+      bias_act_vector_launch<RELU, float, true>(prm, y, bias, stream);
   } else if (prm.count >= ((int64_t)1 << 31)) /* past 32-bit indices: the plain form */
     bias_act_kernel<RELU><<<bias_act_blocks(prm.count, threads), threads, 0, stream>>>(prm, y,
                                                                                         bias);
   else if (prm.plane % 4 == 0 && aligned)
-    bias_act_vector_launch<RELU, float4>(prm, y, bias, stream);
+    bias_act_vector_launch<RELU, float4, false>(prm, y, bias, stream);
   else
-    bias_act_vector_launch<RELU, float>(prm, y, bias, stream);
+    bias_act_vector_launch<RELU, float, false>(prm, y, bias, stream);
   return cudaGetLastError();
 }
 
@@ -157,12 +151,10 @@ extern "C" cudaError_t conv_bias_act(const conv_problem *problem, float *y, cons
   if (problem->epilogue == CONV_EPILOGUE_NONE) return cudaSuccess;
   if (y == NULL || bias == NULL) return cudaErrorInvalidValue;
 
-  const int64_t p = (problem->h + 2 * problem->pad_h - problem->dil_h * (problem->r - 1) - 1) /
-                        problem->stride_h +
-                    1;
-  const int64_t q = (problem->w + 2 * problem->pad_w - problem->dil_w * (problem->s - 1) - 1) /
-                        problem->stride_w +
-                    1;
+  const int64_t p = conv_output_size(problem->h, problem->r, problem->stride_h, problem->pad_h,
+                                     problem->dil_h);
+  const int64_t q = conv_output_size(problem->w, problem->s, problem->stride_w, problem->pad_w,
+                                     problem->dil_w);
   bias_act_params prm;
   prm.k = problem->k;
   prm.plane = p * q;

@@ -16,4 +16,17 @@ __device__ __forceinline__ float conv_epilogue_apply(int epilogue, float acc, fl
   return (epilogue == CONV_EPILOGUE_BIAS_RELU && v < 0.0f) ? 0.0f : v;
 }
 
+/* conv_epilogue_apply on four outputs of one channel (a float4 store). */
+__device__ __forceinline__ float4 conv_epilogue_apply4(int epilogue, float4 v, float bias) {
+  v.x = conv_epilogue_apply(epilogue, v.x, bias), v.y = conv_epilogue_apply(epilogue, v.y, bias);
+  v.z = conv_epilogue_apply(epilogue, v.z, bias), v.w = conv_epilogue_apply(epilogue, v.w, bias);
+  return v;
+}
+
+/* Output channel k's bias for the epilogue, through the read-only cache;
+ * no load for CONV_EPILOGUE_NONE, where `bias` may be NULL. */
+__device__ __forceinline__ float conv_epilogue_bias(int epilogue, const float *bias, int k) {
+  return epilogue == CONV_EPILOGUE_NONE ? 0.0f : __ldg(bias + k);
+}
+
 #endif /* CONVTUNE_EPILOGUE_CUH */

@@ -34,15 +34,25 @@ __device__ __forceinline__ row_range my_rows(int rows, int rpt) {
   return {start + (int)threadIdx.y, min(rows, start + 8 * rpt)};
 }
 
-__global__ void cut_input(const conv_fft_tiles T, int rpt, const float *__restrict__ x,
-                          float *__restrict__ tiles) {
-  const int plane = blockIdx.x; /* ci*m + tile */
-  const int ci = plane / T.m, tile = plane - ci * T.m;
+/* The tile of plane channel * m + tile (m tiles a channel): its channel,
+ * its image and its row and column among the image's tiles. */
+struct tile_place {
+  int channel, n, ty, tx;
+};
+__device__ __forceinline__ tile_place tile_of_plane(const conv_fft_tiles &T, int plane) {
+  const int channel = plane / T.m, tile = plane - channel * T.m;
   const int per_image = T.tiles_h * T.tiles_w;
   const int n = tile / per_image, t = tile - n * per_image;
   const int ty = t / T.tiles_w, tx = t - ty * T.tiles_w;
-  const int iy0 = ty * T.th - T.pad_h, ix0 = tx * T.tw - T.pad_w;
-  const float *src = x + ((int64_t)n * T.c + ci) * T.h * T.w;
+  return {channel, n, ty, tx};
+}
+
+__global__ void cut_input(const conv_fft_tiles T, int rpt, const float *__restrict__ x,
+                          float *__restrict__ tiles) {
+  const int plane = blockIdx.x; /* ci*m + tile */
+  const tile_place at = tile_of_plane(T, plane);
+  const int iy0 = at.ty * T.th - T.pad_h, ix0 = at.tx * T.tw - T.pad_w;
+  const float *src = x + ((int64_t)at.n * T.c + at.channel) * T.h * T.w;
   float *dst = tiles + (int64_t)plane * T.fh * T.fw;
   const row_range rr = my_rows(T.fh, rpt);
   for (int i = rr.first; i < rr.end; i += 8) {
@@ -86,15 +96,12 @@ __global__ void place_filters(const conv_fft_tiles T, int rpt, const float *__re
 __global__ void crop_output(const conv_fft_tiles T, int rpt, const float *__restrict__ tiles,
                             float scale, const float *__restrict__ bias, float *__restrict__ y) {
   const int plane = blockIdx.x;
-  const int k = plane / T.m, tile = plane - k * T.m;
-  const int per_image = T.tiles_h * T.tiles_w;
-  const int n = tile / per_image, t = tile - n * per_image;
-  const int ty = t / T.tiles_w, tx = t - ty * T.tiles_w;
-  const int p0 = ty * T.th, q0 = tx * T.tw;
+  const tile_place at = tile_of_plane(T, plane);
+  const int k = at.channel, p0 = at.ty * T.th, q0 = at.tx * T.tw;
   const int cols = min(T.tw, T.q - q0);
-  const float b = T.epilogue == CONV_EPILOGUE_NONE ? 0.0f : __ldg(bias + k);
+  const float b = conv_epilogue_bias(T.epilogue, bias, k);
   const float *src = tiles + (int64_t)plane * T.fh * T.fw;
-  float *dst = y + (((int64_t)n * T.k + k) * T.p + p0) * T.q + q0;
+  float *dst = y + (((int64_t)at.n * T.k + k) * T.p + p0) * T.q + q0;
   const row_range rows = my_rows(min(T.th, T.p - p0), rpt);
   for (int i = rows.first; i < rows.end; i += 8)
     for (int j = threadIdx.x; j < cols; j += 32)
@@ -106,13 +113,10 @@ __global__ void crop_output(const conv_fft_tiles T, int rpt, const float *__rest
 __global__ void cut_grad(const conv_fft_tiles T, int rpt, const float *__restrict__ dy,
                          float *__restrict__ tiles) {
   const int plane = blockIdx.x;
-  const int k = plane / T.m, tile = plane - k * T.m;
-  const int per_image = T.tiles_h * T.tiles_w;
-  const int n = tile / per_image, t = tile - n * per_image;
-  const int ty = t / T.tiles_w, tx = t - ty * T.tiles_w;
-  const int p0 = ty * T.th, q0 = tx * T.tw;
+  const tile_place at = tile_of_plane(T, plane);
+  const int p0 = at.ty * T.th, q0 = at.tx * T.tw;
   const int rows = min(T.th, T.p - p0), cols = min(T.tw, T.q - q0);
-  const float *src = dy + (((int64_t)n * T.k + k) * T.p + p0) * T.q + q0;
+  const float *src = dy + (((int64_t)at.n * T.k + at.channel) * T.p + p0) * T.q + q0;
   float *dst = tiles + (int64_t)plane * T.fh * T.fw;
   const row_range rr = my_rows(T.fh, rpt);
   for (int i = rr.first; i < rr.end; i += 8)
@@ -273,37 +277,49 @@ __global__ void transpose(const float2 *__restrict__ in, int64_t rows, int64_t c
       out[(c0 + i) * rows + r0 + threadIdx.x] = tile[threadIdx.x][i];
 }
 
+/* A tile kernel's launch over `planes` planes of rows x cols values:
+ * tile_grid's blocks of kTileBlock, rows_per_thread's rows a thread. */
+template <typename... Params, typename... Args>
+cudaError_t launch_tiles(void (*kernel)(const conv_fft_tiles, int, Params...),
+                         const conv_fft_tiles *t, int64_t planes, int rows, int cols,
+                         cudaStream_t stream, Args... args) {
+  kernel<<<tile_grid(planes, rows, cols), kTileBlock, 0, stream>>>(
+      *t, rows_per_thread(rows, cols), args...);
+  return cudaGetLastError();
+}
+
+/* A frequency kernel's launch (multiply, correlate): `threads` threads a
+ * block along the frequencies, y_blocks x z_blocks blocks of channels or
+ * tiles. */
+template <typename... Params, typename... Args>
+cudaError_t launch_frequencies(void (*kernel)(const conv_fft_tiles, Params...),
+                               const conv_fft_tiles *t, int threads, int y_blocks, int z_blocks,
+                               cudaStream_t stream, Args... args) {
+  const dim3 grid((unsigned)((t->freqs + threads - 1) / threads), (unsigned)y_blocks,
+                  (unsigned)z_blocks);
+  if (grid.y > 65535 || grid.z > 65535) return cudaErrorInvalidConfiguration;
+  kernel<<<grid, threads, 0, stream>>>(*t, args...);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 extern "C" cudaError_t conv_fft_cut_input(const conv_fft_tiles *t, const float *x, float *tiles,
                                           cudaStream_t stream) {
-  cut_input<<<tile_grid((int64_t)t->c * t->m, t->fh, t->fw), kTileBlock, 0, stream>>>(
-      *t, rows_per_thread(t->fh, t->fw), x, tiles);
-  return cudaGetLastError();
+  return launch_tiles(cut_input, t, (int64_t)t->c * t->m, t->fh, t->fw, stream, x, tiles);
 }
 
 extern "C" cudaError_t conv_fft_place_filters(const conv_fft_tiles *t, const float *w,
                                               bool transposed, float *planes,
                                               cudaStream_t stream) {
-  const dim3 grid = tile_grid((int64_t)t->k * t->cg, t->fh, t->fw);
-  const int rpt = rows_per_thread(t->fh, t->fw);
-  if (transposed)
-    place_filters<true><<<grid, kTileBlock, 0, stream>>>(*t, rpt, w, planes);
-  else
-    place_filters<false><<<grid, kTileBlock, 0, stream>>>(*t, rpt, w, planes);
-  return cudaGetLastError();
+  return launch_tiles(transposed ? place_filters<true> : place_filters<false>, t,
+                      (int64_t)t->k * t->cg, t->fh, t->fw, stream, w, planes);
 }
 
 extern "C" cudaError_t conv_fft_multiply(const conv_fft_tiles *t, const float2 *x, const float2 *w,
                                          float2 *y, cudaStream_t stream) {
-  const dim3 grid((unsigned)((t->freqs + kMultiplyThreads - 1) / kMultiplyThreads),
-                  (unsigned)((t->m + kMB - 1) / kMB), (unsigned)((t->k + kKB - 1) / kKB));
-  if (grid.y > 65535 || grid.z > 65535) return cudaErrorInvalidConfiguration;
-  if (t->groups > 1)
-    multiply<true><<<grid, kMultiplyThreads, 0, stream>>>(*t, x, w, y);
-  else
-    multiply<false><<<grid, kMultiplyThreads, 0, stream>>>(*t, x, w, y);
-  return cudaGetLastError();
+  return launch_frequencies(t->groups > 1 ? multiply<true> : multiply<false>, t, kMultiplyThreads,
+                            (t->m + kMB - 1) / kMB, (t->k + kKB - 1) / kKB, stream, x, w, y);
 }
 
 extern "C" cudaError_t conv_fft_transpose(const float2 *in, int64_t rows, int64_t cols,
@@ -317,33 +333,24 @@ extern "C" cudaError_t conv_fft_transpose(const float2 *in, int64_t rows, int64_
 extern "C" cudaError_t conv_fft_crop_output(const conv_fft_tiles *t, const float *tiles,
                                             float scale, const float *bias, float *y,
                                             cudaStream_t stream) {
-  crop_output<<<tile_grid((int64_t)t->k * t->m, t->th, t->tw), kTileBlock, 0, stream>>>(
-      *t, rows_per_thread(t->th, t->tw), tiles, scale, bias, y);
-  return cudaGetLastError();
+  return launch_tiles(crop_output, t, (int64_t)t->k * t->m, t->th, t->tw, stream, tiles, scale,
+                      bias, y);
 }
 
 extern "C" cudaError_t conv_fft_cut_grad(const conv_fft_tiles *t, const float *dy, float *tiles,
                                          cudaStream_t stream) {
-  cut_grad<<<tile_grid((int64_t)t->k * t->m, t->fh, t->fw), kTileBlock, 0, stream>>>(
-      *t, rows_per_thread(t->fh, t->fw), dy, tiles);
-  return cudaGetLastError();
+  return launch_tiles(cut_grad, t, (int64_t)t->k * t->m, t->fh, t->fw, stream, dy, tiles);
 }
 
 extern "C" cudaError_t conv_fft_correlate(const conv_fft_tiles *t, const float2 *dy,
                                           const float2 *x, float2 *dw, cudaStream_t stream) {
-  const dim3 grid((unsigned)((t->freqs + kCorrelateThreads - 1) / kCorrelateThreads),
-                  (unsigned)((t->k + kKB - 1) / kKB), (unsigned)((t->cg + kCB - 1) / kCB));
-  if (grid.y > 65535 || grid.z > 65535) return cudaErrorInvalidConfiguration;
-  if (t->groups > 1)
-    correlate<true><<<grid, kCorrelateThreads, 0, stream>>>(*t, dy, x, dw);
-  else
-    correlate<false><<<grid, kCorrelateThreads, 0, stream>>>(*t, dy, x, dw);
-  return cudaGetLastError();
+  return launch_frequencies(t->groups > 1 ? correlate<true> : correlate<false>, t,
+                            kCorrelateThreads, (t->k + kKB - 1) / kKB, (t->cg + kCB - 1) / kCB,
+                            stream, dy, x, dw);
 }
 
 extern "C" cudaError_t conv_fft_crop_filter(const conv_fft_tiles *t, const float *planes,
                                             float scale, float *dw, cudaStream_t stream) {
-  crop_filter<<<tile_grid((int64_t)t->k * t->cg, t->r, t->s), kTileBlock, 0, stream>>>(
-      *t, rows_per_thread(t->r, t->s), planes, scale, dw);
-  return cudaGetLastError();
+  return launch_tiles(crop_filter, t, (int64_t)t->k * t->cg, t->r, t->s, stream, planes, scale,
+                      dw);
 }

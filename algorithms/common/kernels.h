@@ -35,13 +35,16 @@ static inline bool conv_refuse(char *why, size_t why_size, const char *reason) {
   return false;
 }
 
-/* conv_kernel_allow_smem, then how many blocks of `threads` threads and
- * `smem_bytes` of dynamic shared memory the GPU holds at once:
- * *resident = blocks per SM x sm_count, for persistent kernels that size
- * their grid to it.  cudaErrorInvalidConfiguration where not one block
- * fits an SM. */
-cudaError_t conv_kernel_resident_blocks(const void *kernel, int threads, size_t smem_bytes,
-                                        int sm_count, int64_t *resident /* OUT */);
+/* The grid of a persistent kernel of `threads` threads and `smem_bytes`
+ * of dynamic shared memory, launched as `slices` side by side
+ * (blockIdx.y), each slice's blocks walking `work` items: after
+ * conv_kernel_allow_smem, the blocks the GPU holds at once (blocks per SM
+ * x sm_count) shared among the slices, at least one a slice and no more
+ * than `work`, as *blocks (blocks a slice).  cudaErrorInvalidConfiguration
+ * where not one block fits an SM. */
+cudaError_t conv_kernel_persistent_blocks(const void *kernel, int threads, size_t smem_bytes,
+                                          int sm_count, int64_t slices, int64_t work,
+                                          unsigned *blocks /* OUT */);
 
 /* y[n][k][i] = act(y[n][k][i] + bias[k]) for the problem's epilogue over the
  * output tensor (y[n][i][k] for NHWC); a no-op for CONV_EPILOGUE_NONE. */

@@ -28,6 +28,18 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4],
  * should. */
 __device__ __forceinline__ uint32_t tf32_round(float v) { return __float_as_uint(v) + 0x1000u; }
 
+/* The lane's A fragment of an m16n8k8, rounded, from a row-major tile in
+ * shared memory with rows of PITCH floats: `p` at the lane's row g and
+ * column t of the fragment; values (g, t), (g + 8, t), (g, t + 4) and
+ * (g + 8, t + 4). */
+template <int PITCH>
+__device__ __forceinline__ void mma_a_fragment(const float *p, uint32_t (&a)[4]) {
+  a[0] = tf32_round(p[0]);
+  a[1] = tf32_round(p[8 * PITCH]);
+  a[2] = tf32_round(p[4]);
+  a[3] = tf32_round(p[8 * PITCH + 4]);
+}
+
 /* Puts a warp's accumulators (MT x NT tiles of m16n8, the warp's first
  * row wm0 and column wn0) into a block's tile in shared memory,
  * ctile[row][column] with rows of `pitch` floats: fragment values 2 hi and
