@@ -111,15 +111,9 @@ static bool depthwise_nhwc_plan(const conv_problem *problem, const conv_env *env
   return conv_dwnhwc_plan(problem, &tiling, launch, why, why_size);
 }
 
-static cudaError_t depthwise_nhwc_configure(void *launch, const conv_env *env) {
-  (void)env;
-  return conv_dwnhwc_configure(launch);
-}
+CONV_KERNEL_CONFIGURE(depthwise_nhwc, conv_dwnhwc_configure)
 
-static cudaError_t depthwise_nhwc_launch(const void *launch, const conv_exec *ex,
-                                         cudaStream_t stream) {
-  return conv_dwnhwc_forward(launch, ex->x, ex->w, ex->bias, ex->y, stream);
-}
+CONV_KERNEL_FORWARD(depthwise_nhwc, conv_dwnhwc_forward)
 
 static void depthwise_nhwc_describe_values(const int64_t *v, char *text, size_t size) {
   snprintf(text, size, "%svec=%lld px=%lld threads=%lldx%lld rows=%lld",

@@ -55,10 +55,7 @@ static bool dynamic_direct_plan(const conv_problem *problem, const conv_env *env
   return conv_dyn_direct_plan(problem, &tiling, launch, why, why_size);
 }
 
-static cudaError_t dynamic_direct_configure(void *launch, const conv_env *env) {
-  (void)env;
-  return conv_dyn_direct_configure(launch);
-}
+CONV_KERNEL_CONFIGURE(dynamic_direct, conv_dyn_direct_configure)
 
 /* The launcher writes only the pass's output (y, dx in x, or dwt in w). */
 static cudaError_t dynamic_direct_launch(const void *launch, const conv_exec *ex,

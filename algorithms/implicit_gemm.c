@@ -79,15 +79,9 @@ static bool implicit_gemm_plan(const conv_problem *problem, const conv_env *env,
   return conv_igemm_plan(problem, &tiling, launch, why, why_size);
 }
 
-static cudaError_t implicit_gemm_configure(void *launch, const conv_env *env) {
-  (void)env;
-  return conv_igemm_configure(launch);
-}
+CONV_KERNEL_CONFIGURE(implicit_gemm, conv_igemm_configure)
 
-static cudaError_t implicit_gemm_launch(const void *launch, const conv_exec *ex,
-                                        cudaStream_t stream) {
-  return conv_igemm_forward(launch, ex->x, ex->w, ex->bias, ex->y, stream);
-}
+CONV_KERNEL_FORWARD(implicit_gemm, conv_igemm_forward)
 
 static void implicit_gemm_describe_values(const int64_t *v, char *text, size_t size) {
   snprintf(text, size, "tf32-mma tile=%lldx%lld warp=%lldx%lld stages=%lld", (long long)v[0],

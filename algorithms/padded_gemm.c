@@ -53,15 +53,9 @@ static bool padded_gemm_plan(const conv_problem *problem, const conv_env *env,
   return conv_padded_plan(problem, &tiling, launch, why, why_size);
 }
 
-static cudaError_t padded_gemm_configure(void *launch, const conv_env *env) {
-  (void)env;
-  return conv_padded_configure(launch);
-}
+CONV_KERNEL_CONFIGURE(padded_gemm, conv_padded_configure)
 
-static cudaError_t padded_gemm_launch(const void *launch, const conv_exec *ex,
-                                      cudaStream_t stream) {
-  return conv_padded_forward(launch, ex->x, ex->w, ex->bias, ex->y, stream);
-}
+CONV_KERNEL_FORWARD(padded_gemm, conv_padded_forward)
 
 static void padded_gemm_describe_values(const int64_t *v, char *text, size_t size) {
   snprintf(text, size, "tf32-wgmma positions=%lld stages=%lld", (long long)v[0], (long long)v[1]);

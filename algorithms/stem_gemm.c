@@ -59,9 +59,7 @@ static cudaError_t stem_gemm_configure(void *launch, const conv_env *env) {
   return conv_stem_configure(launch, env->device.sm_count);
 }
 
-static cudaError_t stem_gemm_launch(const void *launch, const conv_exec *ex, cudaStream_t stream) {
-  return conv_stem_forward(launch, ex->x, ex->w, ex->bias, ex->y, stream);
-}
+CONV_KERNEL_FORWARD(stem_gemm, conv_stem_forward)
 
 static void stem_gemm_describe_values(const int64_t *v, char *text, size_t size) {
   snprintf(text, size, "tf32-wgmma channels=%lld batch=%lld", (long long)v[0], (long long)v[1]);

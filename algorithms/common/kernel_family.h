@@ -78,6 +78,22 @@ void conv_kernel_release(void *launch);
 void conv_kernel_describe(const conv_kernel_family *family, const conv_config *config,
                           char *text, size_t size);
 
+/* `family`_configure for a kernel whose one-time set-up needs only its
+ * launch plan: configure_fn(launch). */
+#define CONV_KERNEL_CONFIGURE(family, configure_fn)                                                \
+  static cudaError_t family##_configure(void *launch, const conv_env *env) {                      \
+    (void)env;                                                                                     \
+    return configure_fn(launch);                                                                   \
+  }
+
+/* `family`_launch for a forward kernel that reads x and w and writes y with
+ * the problem's epilogue: forward_fn(launch, x, w, bias, y, stream). */
+#define CONV_KERNEL_FORWARD(family, forward_fn)                                                    \
+  static cudaError_t family##_launch(const void *launch, const conv_exec *ex,                      \
+                                     cudaStream_t stream) {                                        \
+    return forward_fn(launch, ex->x, ex->w, ex->bias, ex->y, stream);                              \
+  }
+
 /* Defines conv_algorithm_`family` for the family `family`_family describes,
  * with its callbacks (`family`_configs, _prepare, _run, _describe: each one
  * call into the shell) and `family`_applicable;
