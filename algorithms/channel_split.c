@@ -45,11 +45,6 @@ static bool channel_split_plan(const conv_problem *problem, const conv_env *env,
   return conv_split_plan(problem, &tiling, launch, why, why_size);
 }
 
-/* The splits' partial sums: added in a fixed order, no atomics. */
-static size_t channel_split_workspace(const void *launch) {
-  return ((const conv_split_launch *)launch)->workspace_bytes;
-}
-
 static cudaError_t channel_split_launch(const void *launch, const conv_exec *ex,
                                         cudaStream_t stream) {
   return conv_split_forward(launch, ex->x, ex->w, ex->bias, ex->y, ex->workspace, stream);
@@ -64,8 +59,8 @@ static const conv_kernel_family channel_split_family = {
     .name = "channel_split",
     .scope = "fp32 NCHW forward, one group, K >= 8 and at most 8192 output pixels",
     .values = 3, .value_min = 1, .value_max = 64, .launch_bytes = sizeof(conv_split_launch),
+    .workspace_at = CONV_KERNEL_WORKSPACE(conv_split_launch),
     .applicable = channel_split_applicable, .list = channel_split_list, .plan = channel_split_plan,
-    .workspace = channel_split_workspace, .launch = channel_split_launch,
-    .describe = channel_split_describe_values,
+    .launch = channel_split_launch, .describe = channel_split_describe_values,
 };
 CONV_KERNEL_FAMILY_ALGORITHM(channel_split, CONV_ALGO_CHANNEL_SPLIT, 2, false);

@@ -99,11 +99,6 @@ static bool filter_reduce_plan(const conv_problem *problem, const conv_env *env,
   return true;
 }
 
-/* The bands' partial sums, added in a fixed order: no atomics. */
-static size_t filter_reduce_workspace(const void *launch) {
-  return ((const conv_filter_reduce_launch *)launch)->workspace_bytes;
-}
-
 /* Backward-filter: x and dy (exec's y) in, dw (exec's w) out. */
 static cudaError_t filter_reduce_launch(const void *launch, const conv_exec *ex,
                                         cudaStream_t stream) {
@@ -126,9 +121,9 @@ static const conv_kernel_family filter_reduce_family = {
         "input channels and 512 channel pairs per group",
     .values = 5, .value_min = 0, .value_max = 1 << 20,
     .launch_bytes = sizeof(conv_filter_reduce_launch),
+    .workspace_at = CONV_KERNEL_WORKSPACE(conv_filter_reduce_launch),
     .applicable = filter_reduce_applicable, .list = filter_reduce_list, .plan = filter_reduce_plan,
-    .workspace = filter_reduce_workspace, .launch = filter_reduce_launch,
-    .describe = filter_reduce_describe_values,
+    .launch = filter_reduce_launch, .describe = filter_reduce_describe_values,
 };
 /* Version 2: cols; 3: float4 loads; 4: per-tap blocks; 5: their own parameters */
 CONV_KERNEL_FAMILY_ALGORITHM(filter_reduce, CONV_ALGO_FILTER_REDUCE, 5, false);

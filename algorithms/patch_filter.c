@@ -62,10 +62,6 @@ static cudaError_t patch_filter_configure(void *launch, const conv_env *env) {
   return conv_patch_filter_configure(launch, env->device.sm_count);
 }
 
-static size_t patch_filter_workspace(const void *launch) {
-  return ((const conv_patch_filter_launch *)launch)->workspace_bytes;
-}
-
 /* The backward-filter pass: x and dy in, dw (exec's w) out. */
 static cudaError_t patch_filter_launch(const void *launch, const conv_exec *ex,
                                        cudaStream_t stream) {
@@ -81,8 +77,9 @@ static const conv_kernel_family patch_filter_family = {
     .name = "patch_filter",
     .scope = "backward-filter passes of many small images that a patch tiling plans",
     .values = 3, .value_min = 0, .value_max = 8, .launch_bytes = sizeof(conv_patch_filter_launch),
+    .workspace_at = CONV_KERNEL_WORKSPACE(conv_patch_filter_launch),
     .applicable = patch_filter_applicable, .list = patch_filter_list, .plan = patch_filter_plan,
-    .configure = patch_filter_configure, .workspace = patch_filter_workspace,
-    .launch = patch_filter_launch, .describe = patch_filter_describe_values,
+    .configure = patch_filter_configure, .launch = patch_filter_launch,
+    .describe = patch_filter_describe_values,
 };
 CONV_KERNEL_FAMILY_ALGORITHM(patch_filter, CONV_ALGO_PATCH_FILTER, 1, false);

@@ -5,6 +5,14 @@
 
 #include "algorithms/common/kernel_family.h"
 
+/* The scratch bytes a planned launch needs (kernel_family.h, workspace_at). */
+static size_t launch_workspace(const conv_kernel_family *family, const void *launch) {
+  if (family->workspace_at == 0) return 0;
+  size_t bytes;
+  memcpy(&bytes, (const char *)launch + family->workspace_at - 1, sizeof bytes);
+  return bytes;
+}
+
 static bool listed_before(const conv_config *out, int n, const conv_config *config) {
   for (int i = 0; i < n; i++)
     if (conv_config_equal(&out[i], config)) return true;
@@ -59,7 +67,7 @@ conv_status conv_kernel_prepare(const conv_kernel_family *family, const conv_pro
   const cudaError_t configured =
       family->configure != NULL ? family->configure(launch, env) : cudaSuccess;
   st = conv_prepared_own_kernel(launch, configured, family->name, out, err);
-  if (st == CONV_OK && family->workspace != NULL) out->workspace_bytes = family->workspace(launch);
+  if (st == CONV_OK) out->workspace_bytes = launch_workspace(family, launch);
   return st;
 }
 
@@ -68,12 +76,10 @@ conv_status conv_kernel_run(const conv_kernel_family *family, const conv_exec *e
   /* Every pass reads two of x, w and y and writes the third. */
   if (exec == NULL || exec->state == NULL || exec->x == NULL || exec->w == NULL || exec->y == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "%s: NULL argument", family->name);
-  if (family->workspace != NULL) {
-    const size_t needed = family->workspace(exec->state);
-    if (needed > 0 && (exec->workspace == NULL || exec->workspace_bytes < needed))
-      return conv_error_set(err, CONV_INVALID_ARGUMENT, "%s: %zu bytes of workspace, %zu needed",
-                            family->name, exec->workspace_bytes, needed);
-  }
+  const size_t needed = launch_workspace(family, exec->state);
+  if (needed > 0 && (exec->workspace == NULL || exec->workspace_bytes < needed))
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "%s: %zu bytes of workspace, %zu needed",
+                          family->name, exec->workspace_bytes, needed);
   const cudaError_t launched = family->launch(exec->state, exec, stream);
   if (launched == cudaSuccess) return CONV_OK;
   char what[64];

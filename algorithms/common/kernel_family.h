@@ -58,8 +58,9 @@ typedef struct conv_kernel_family {
   /* Sets the planned kernel up on the device (shared memory opt-in) once,
    * when a plan is made; NULL: nothing to set up. */
   cudaError_t (*configure)(void *launch, const conv_env *env);
-  /* Device scratch a launch needs; NULL: none. */
-  size_t (*workspace)(const void *launch);
+  /* Where the launch plan keeps the bytes of device scratch a launch needs
+   * (a size_t member: CONV_KERNEL_WORKSPACE(its type)); 0: it needs none. */
+  size_t workspace_at;
   /* Enqueues the pass on `stream` (the exec's tensors, as algorithm.h says). */
   cudaError_t (*launch)(const void *launch, const conv_exec *exec, cudaStream_t stream);
   /* Human-readable values of a config with `values` values. */
@@ -77,6 +78,11 @@ conv_status conv_kernel_run(const conv_kernel_family *family, const conv_exec *e
 void conv_kernel_release(void *launch);
 void conv_kernel_describe(const conv_kernel_family *family, const conv_config *config,
                           char *text, size_t size);
+
+/* conv_kernel_family.workspace_at for a launch plan of type `launch_type`
+ * whose size_t workspace_bytes says how much scratch a launch needs (one
+ * past the member's offset, so that 0 can mean none). */
+#define CONV_KERNEL_WORKSPACE(launch_type) (offsetof(launch_type, workspace_bytes) + 1)
 
 /* `family`_configure for a kernel whose one-time set-up needs only its
  * launch plan: configure_fn(launch). */
