@@ -27,16 +27,14 @@ static const conv_patch_filter_tiling patch_filter_tilings[] = {
 };
 #define PATCH_FILTER_TILINGS ((int)(sizeof patch_filter_tilings / sizeof patch_filter_tilings[0]))
 
+static const conv_kernel_family patch_filter_family;
+
+/* A valid convolution that one of the tilings plans. */
 static bool patch_filter_applicable(const conv_problem *problem, const conv_env *env) {
-  (void)env;
   if (problem == NULL || conv_problem_validate(problem, NULL, 0) != CONV_OK ||
       problem->op != CONV_OP_CONVOLUTION)
     return false;
-  for (int i = 0; i < PATCH_FILTER_TILINGS; i++) {
-    conv_patch_filter_launch launch;
-    if (conv_patch_filter_plan(problem, &patch_filter_tilings[i], &launch, NULL, 0)) return true;
-  }
-  return false;
+  return conv_kernel_plans_any(&patch_filter_family, problem, env);
 }
 
 static int patch_filter_list(const conv_problem *problem, const conv_env *env, conv_config *out,

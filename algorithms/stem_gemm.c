@@ -20,20 +20,16 @@
 /* Room for the compiled tilings (3 today). */
 #define STEM_GEMM_TILINGS_MAX 8
 
-/* A device that runs wgmma (conv_device_wgmma); without a device (env
- * NULL) the problem alone decides. */
+static const conv_kernel_family stem_gemm_family;
+
+/* A device that runs wgmma (conv_device_wgmma), and a compiled tiling
+ * that plans (the wider ones take more output channels); without a device
+ * (env NULL) the problem alone decides. */
 static bool stem_gemm_applicable(const conv_problem *problem, const conv_env *env) {
   if (problem == NULL || !conv_problem_nchw(problem) || problem->math != CONV_MATH_TF32)
     return false;
   if (env != NULL && !conv_device_wgmma(&env->device)) return false;
-  conv_stem_tiling tilings[STEM_GEMM_TILINGS_MAX];
-  int n = conv_stem_tilings(tilings, STEM_GEMM_TILINGS_MAX);
-  if (n > STEM_GEMM_TILINGS_MAX) n = STEM_GEMM_TILINGS_MAX;
-  for (int i = 0; i < n; i++) { /* the wider tilings take more output channels */
-    conv_stem_launch launch;
-    if (conv_stem_plan(problem, &tilings[i], &launch, NULL, 0)) return true;
-  }
-  return false;
+  return conv_kernel_plans_any(&stem_gemm_family, problem, env);
 }
 
 /* The compiled tilings, in their own order. */

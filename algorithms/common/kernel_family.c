@@ -19,6 +19,21 @@ static bool listed_before(const conv_config *out, int n, const conv_config *conf
   return false;
 }
 
+bool conv_kernel_plans_any(const conv_kernel_family *family, const conv_problem *problem,
+                           const conv_env *env) {
+  conv_config *listed = malloc(CONV_KERNEL_LIST_MAX * sizeof *listed);
+  void *launch = malloc(family->launch_bytes);
+  bool any = false;
+  if (listed != NULL && launch != NULL) {
+    const int n = family->list(problem, env, listed, CONV_KERNEL_LIST_MAX);
+    for (int i = 0; i < n && !any; i++)
+      any = family->plan(problem, env, &listed[i], launch, NULL, 0);
+  }
+  free(listed);
+  free(launch);
+  return any;
+}
+
 conv_status conv_kernel_configs(const conv_kernel_family *family, const conv_problem *problem,
                                 conv_env *env, conv_config *out, int max, int *count,
                                 conv_error *err) {

@@ -67,6 +67,12 @@ typedef struct conv_kernel_family {
   void (*describe)(const int64_t *values, char *text, size_t size);
 } conv_kernel_family;
 
+/* Whether any config family->list() writes for `problem` plans: the end of
+ * an applicable() whose scope is whatever its compiled tilings can run.
+ * The family's `list` and `plan` must not call its applicable(). */
+bool conv_kernel_plans_any(const conv_kernel_family *family, const conv_problem *problem,
+                           const conv_env *env);
+
 conv_status conv_kernel_configs(const conv_kernel_family *family, const conv_problem *problem,
                                 conv_env *env, conv_config *out, int max, int *count /* OUT */,
                                 conv_error *err);
