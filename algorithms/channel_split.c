@@ -36,14 +36,7 @@ static int channel_split_list(const conv_problem *problem, const conv_env *env, 
   return n;
 }
 
-static bool channel_split_plan(const conv_problem *problem, const conv_env *env,
-                               const conv_config *config, void *launch, char *why,
-                               size_t why_size) {
-  (void)env;
-  const int64_t *v = config->values;
-  const conv_split_tiling tiling = {(int)v[0], (int)v[1], (int)v[2]};
-  return conv_split_plan(problem, &tiling, launch, why, why_size);
-}
+CONV_KERNEL_PLAN(channel_split, conv_split_tiling, 3, conv_split_plan)
 
 static cudaError_t channel_split_launch(const void *launch, const conv_exec *ex,
                                         cudaStream_t stream) {

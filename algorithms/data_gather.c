@@ -47,12 +47,7 @@ static int data_gather_list(const conv_problem *problem, const conv_env *env, co
   return n;
 }
 
-static bool data_gather_plan(const conv_problem *problem, const conv_env *env,
-                             const conv_config *config, void *launch, char *why, size_t why_size) {
-  (void)env;
-  const conv_data_gather_tiling tiling = {(int)config->values[0], (int)config->values[1]};
-  return conv_data_gather_plan(problem, &tiling, launch, why, why_size);
-}
+CONV_KERNEL_PLAN(data_gather, conv_data_gather_tiling, 2, conv_data_gather_plan)
 
 /* Backward-data: dy (exec's y) and w in, dx (exec's x) out. */
 static cudaError_t data_gather_launch(const void *launch, const conv_exec *ex,

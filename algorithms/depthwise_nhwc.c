@@ -101,15 +101,7 @@ static int depthwise_nhwc_list(const conv_problem *problem, const conv_env *env,
   return n;
 }
 
-static bool depthwise_nhwc_plan(const conv_problem *problem, const conv_env *env,
-                                const conv_config *config, void *launch, char *why,
-                                size_t why_size) {
-  (void)env;
-  const int64_t *v = config->values;
-  const conv_dwnhwc_tiling tiling = {(int)v[0], (int)v[1], (int)v[2],
-                                     (int)v[3], (int)v[4], (int)v[5]};
-  return conv_dwnhwc_plan(problem, &tiling, launch, why, why_size);
-}
+CONV_KERNEL_PLAN(depthwise_nhwc, conv_dwnhwc_tiling, 6, conv_dwnhwc_plan)
 
 CONV_KERNEL_CONFIGURE(depthwise_nhwc, conv_dwnhwc_configure)
 

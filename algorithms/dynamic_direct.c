@@ -46,14 +46,7 @@ static int dynamic_direct_list(const conv_problem *problem, const conv_env *env,
   return n;
 }
 
-static bool dynamic_direct_plan(const conv_problem *problem, const conv_env *env,
-                                const conv_config *config, void *launch, char *why,
-                                size_t why_size) {
-  (void)env;
-  const int64_t *v = config->values;
-  const conv_dyn_direct_tiling tiling = {(int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4]};
-  return conv_dyn_direct_plan(problem, &tiling, launch, why, why_size);
-}
+CONV_KERNEL_PLAN(dynamic_direct, conv_dyn_direct_tiling, 5, conv_dyn_direct_plan)
 
 CONV_KERNEL_CONFIGURE(dynamic_direct, conv_dyn_direct_configure)
 

@@ -70,14 +70,7 @@ static int implicit_gemm_list(const conv_problem *problem, const conv_env *env, 
   return n;
 }
 
-static bool implicit_gemm_plan(const conv_problem *problem, const conv_env *env,
-                               const conv_config *config, void *launch, char *why,
-                               size_t why_size) {
-  (void)env;
-  const int64_t *v = config->values;
-  const conv_igemm_tiling tiling = {(int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4]};
-  return conv_igemm_plan(problem, &tiling, launch, why, why_size);
-}
+CONV_KERNEL_PLAN(implicit_gemm, conv_igemm_tiling, 5, conv_igemm_plan)
 
 CONV_KERNEL_CONFIGURE(implicit_gemm, conv_igemm_configure)
 

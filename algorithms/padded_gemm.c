@@ -46,12 +46,7 @@ static int padded_gemm_list(const conv_problem *problem, const conv_env *env, co
   return n;
 }
 
-static bool padded_gemm_plan(const conv_problem *problem, const conv_env *env,
-                             const conv_config *config, void *launch, char *why, size_t why_size) {
-  (void)env;
-  const conv_padded_tiling tiling = {(int)config->values[0], (int)config->values[1]};
-  return conv_padded_plan(problem, &tiling, launch, why, why_size);
-}
+CONV_KERNEL_PLAN(padded_gemm, conv_padded_tiling, 2, conv_padded_plan)
 
 CONV_KERNEL_CONFIGURE(padded_gemm, conv_padded_configure)
 

@@ -48,13 +48,7 @@ static int patch_filter_list(const conv_problem *problem, const conv_env *env, c
   return n;
 }
 
-static bool patch_filter_plan(const conv_problem *problem, const conv_env *env,
-                              const conv_config *config, void *launch, char *why, size_t why_size) {
-  (void)env;
-  const int64_t *v = config->values;
-  const conv_patch_filter_tiling tiling = {(int)v[0], (int)v[1], (int)v[2]};
-  return conv_patch_filter_plan(problem, &tiling, launch, why, why_size);
-}
+CONV_KERNEL_PLAN(patch_filter, conv_patch_filter_tiling, 3, conv_patch_filter_plan)
 
 static cudaError_t patch_filter_configure(void *launch, const conv_env *env) {
   return conv_patch_filter_configure(launch, env->device.sm_count);

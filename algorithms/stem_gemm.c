@@ -44,12 +44,7 @@ static int stem_gemm_list(const conv_problem *problem, const conv_env *env, conv
   return n;
 }
 
-static bool stem_gemm_plan(const conv_problem *problem, const conv_env *env,
-                           const conv_config *config, void *launch, char *why, size_t why_size) {
-  (void)env;
-  const conv_stem_tiling tiling = {(int)config->values[0], (int)config->values[1]};
-  return conv_stem_plan(problem, &tiling, launch, why, why_size);
-}
+CONV_KERNEL_PLAN(stem_gemm, conv_stem_tiling, 2, conv_stem_plan)
 
 static cudaError_t stem_gemm_configure(void *launch, const conv_env *env) {
   return conv_stem_configure(launch, env->device.sm_count);

@@ -5,6 +5,12 @@
 
 #include "algorithms/common/kernel_family.h"
 
+void conv_kernel_tiling(const conv_config *config, int values, void *tiling) {
+  int ints[CONV_CONFIG_MAX_VALUES];
+  for (int i = 0; i < values; i++) ints[i] = (int)config->values[i];
+  memcpy(tiling, ints, (size_t)values * sizeof ints[0]);
+}
+
 /* The scratch bytes a planned launch needs (kernel_family.h, workspace_at). */
 static size_t launch_workspace(const conv_kernel_family *family, const void *launch) {
   if (family->workspace_at == 0) return 0;

@@ -85,6 +85,23 @@ void conv_kernel_release(void *launch);
 void conv_kernel_describe(const conv_kernel_family *family, const conv_config *config,
                           char *text, size_t size);
 
+/* Fills `tiling`, a struct of `values` ints in config order (a family's
+ * tiling type), from a config's values, already range-checked to ints. */
+void conv_kernel_tiling(const conv_config *config, int values, void *tiling);
+
+/* `family`_plan for a family whose tiling type is `values` ints in config
+ * order, planned by plan_fn(problem, &tiling, launch, why, why_size). */
+#define CONV_KERNEL_PLAN(family, tiling_type, values, plan_fn)                                     \
+  _Static_assert(sizeof(tiling_type) == (values) * sizeof(int),                                    \
+                 #tiling_type " is " #values " ints, as its configs' values");                     \
+  static bool family##_plan(const conv_problem *problem, const conv_env *env,                      \
+                            const conv_config *config, void *launch, char *why, size_t why_size) { \
+    (void)env;                                                                                     \
+    tiling_type tiling;                                                                            \
+    conv_kernel_tiling(config, (values), &tiling);                                                 \
+    return plan_fn(problem, &tiling, launch, why, why_size);                                       \
+  }
+
 /* conv_kernel_family.workspace_at for a launch plan of type `launch_type`
  * whose size_t workspace_bytes says how much scratch a launch needs (one
  * past the member's offset, so that 0 can mean none). */
