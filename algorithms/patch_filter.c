@@ -29,8 +29,10 @@ static const conv_patch_filter_tiling patch_filter_tilings[] = {
 
 static bool patch_filter_applicable(const conv_problem *problem, const conv_env *env) {
   (void)env;
-  if (problem == NULL || conv_problem_validate(problem, NULL, 0) != CONV_OK ||
-      problem->op != CONV_OP_CONVOLUTION)
+  /* conv_problem_supported: fp32 convolutions (the plan reads every other
+   * field, but not the dtype). */
+  if (problem == NULL || !conv_problem_supported(problem) ||
+      conv_problem_validate(problem, NULL, 0) != CONV_OK)
     return false;
   for (int i = 0; i < PATCH_FILTER_TILINGS; i++) {
     conv_patch_filter_launch launch;
