@@ -153,7 +153,7 @@ static int reference_matches_cpu(void) {
     CUDA_OK(cudaMemcpy(ref, hc.ref, (size_t)hc.sh.y_elems * sizeof(float), cudaMemcpyHostToDevice));
     double rel = -1, host_num = 0, host_den = 0;
     int64_t nonfinite = -1;
-    CUDA_OK(conv_relative_l2(d.y, ref, hc.sh.y_elems, scratch, 0, &rel, &nonfinite));
+    CUDA_OK(conv_relative_l2(d.y, CONV_DTYPE_F32, ref, hc.sh.y_elems, scratch, 0, &rel, &nonfinite));
     float *y = malloc((size_t)hc.sh.y_elems * sizeof(float));
     CHECK(y != NULL);
     CUDA_OK(cudaMemcpy(y, d.y, (size_t)hc.sh.y_elems * sizeof(float), cudaMemcpyDeviceToHost));
@@ -166,7 +166,7 @@ static int reference_matches_cpu(void) {
               "%s: device rel %.6g vs host %.6g, nonfinite %lld", name, rel, host_rel, (long long)nonfinite);
     /* A poisoned output must be reported as non-finite. */
     CUDA_OK(cudaMemset(d.y, 0xFF, sizeof(float)));
-    CUDA_OK(conv_relative_l2(d.y, ref, hc.sh.y_elems, scratch, 0, &rel, &nonfinite));
+    CUDA_OK(conv_relative_l2(d.y, CONV_DTYPE_F32, ref, hc.sh.y_elems, scratch, 0, &rel, &nonfinite));
     CHECK(nonfinite == 1);
     free(y);
     cudaFree(ref);
