@@ -399,6 +399,10 @@ static conv_status tune_family(bench *b, const conv_algorithm *algo, const famil
     report(req, &trial);
     count = 0;
     *pass->enumeration_failed = true;
+    /* Why a tuning with nothing to time failed, where nothing else does
+     * (a half problem with an epilogue cuDNN cannot fuse, say). */
+    if (t->first_failure[0] == '\0')
+      snprintf(t->first_failure, sizeof t->first_failure, "%s: %s", algo->name, trial.reason);
     st = conv_cache_add_trial(req->cache, req->key, &trial, err);
   }
   for (int i = 0; i < count && st == CONV_OK; i++) {
@@ -618,7 +622,7 @@ conv_status conv_tune(const conv_tune_request *req, conv_choice *winner, conv_er
   CONV_TRY(st, tune_all(&b, &t, err), done);
   if (!t.have_best) {
     st = conv_error_set(err, CONV_NO_CANDIDATE, "%d configs tried, none valid; first failure: %s",
-                        t.tried, t.tried ? t.first_failure : "(no applicable candidate)");
+                        t.tried, t.first_failure[0] ? t.first_failure : "(no applicable candidate)");
     goto done;
   }
   CONV_TRY(st, conv_cache_set_winner(req->cache, req->key, t.best.algorithm_id, &t.best.config, err), done);
