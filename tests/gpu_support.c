@@ -212,6 +212,13 @@ int check_output(const dev_case *d, const host_case *hc, cudaStream_t stream, do
   return TEST_PASS;
 }
 
+conv_status execute_case(conv_plan *plan, const dev_case *d, conv_direction direction) {
+  if (direction == CONV_BACKWARD_DATA) return conv_plan_backward_data(plan, 0, d->y, d->w, d->x);
+  if (direction == CONV_BACKWARD_FILTER)
+    return conv_plan_backward_filter(plan, 0, d->x, d->y, d->w);
+  return conv_plan_execute(plan, 0, d->x, d->w, d->bias, d->y);
+}
+
 void describe_problem(const conv_problem *p, char *text, size_t size) {
   if (conv_problem_key(p, text, size) != CONV_OK) snprintf(text, size, "(unprintable problem)");
 }

@@ -86,6 +86,10 @@ int poison(const dev_case *d, const host_case *hc, cudaStream_t stream);
 int reference_pass(const dev_case *d, const host_case *hc, float *ref);
 int check_output(const dev_case *d, const host_case *hc, cudaStream_t stream, double bound,
                  const char *what);
+/* One pass of `plan` on d through the public call of `direction`
+ * (conv_plan_execute with d's bias, which it ignores without an epilogue,
+ * conv_plan_backward_data, conv_plan_backward_filter), on stream 0. */
+conv_status execute_case(conv_plan *plan, const dev_case *d, conv_direction direction);
 
 /* ---- candidate families */
 

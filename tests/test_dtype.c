@@ -3,12 +3,14 @@
  * the CPU: half problems (f16, bf16) valid in every direction and layout
  * and refused for the dynamic op; keys and specs that name the type and
  * read back; a half problem's math mode made strict, so that strict and
- * tf32 requests share a key; and the validation bound of each type.
+ * tf32 requests share a key; the validation bound of each type; and the
+ * registry: cudnn takes half problems, every other family refuses them
+ * (their kernels read fp32), so a half problem never reaches one.
  */
 #include <math.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "algorithms/algorithm.h"
 #include "tests/test.h"
 
 static const conv_dtype halves[] = {CONV_DTYPE_F16, CONV_DTYPE_BF16};
@@ -203,6 +205,54 @@ static int bounds_per_dtype(void) {
   return TEST_PASS;
 }
 
+/* Shapes each family might otherwise take, in every half type, layout and
+ * direction, math mode and epilogue: cudnn takes each, no other family
+ * any.  The handles are there (not real: applicable() only looks), so a
+ * refusal is the family's own. */
+static int only_cudnn_takes_half(void) {
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  env.cudnn = (cudnnHandle_t)&env;
+  env.cublaslt = (cublasLtHandle_t)&env;
+  static const char *const shapes[] = {
+      "n=2 c=16 h=12 w=12 k=32 r=3 s=3 pad=1",
+      "n=16 c=64 h=56 w=56 k=64 r=3 s=3 pad=1",
+      "n=8 c=64 h=8 w=8 k=64 r=3 s=3 pad=1",            /* patch_filter's 8x8 images */
+      "n=4 c=32 h=14 w=14 k=64 r=1 s=1",
+      "n=2 c=32 h=20 w=20 k=32 r=3 s=3 pad=1 groups=32", /* depthwise */
+      "n=1 c=3 h=64 w=64 k=32 r=7 s=7 stride=2 pad=3",   /* a stem */
+      "n=1 c=8 h=40 w=40 k=8 r=13 s=13 pad=6",           /* large filters: FFT */
+      "n=1 c=256 h=8 w=8 k=256 r=3 s=3 pad=1",           /* channel_split's */
+  };
+  int count = 0, taken_f32 = 0;
+  const conv_algorithm *const *algos = conv_registry(&count);
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    for (size_t d = 0; d < 2; d++)
+      for (size_t l = 0; l < 2; l++)
+        for (size_t dir = 0; dir < 3; dir++)
+          for (int variant = 0; variant < 3; variant++) {
+            conv_problem p;
+            CHECK_STATUS(CONV_OK, conv_problem_parse(shapes[i], &p, NULL, 0));
+            p.layout = layouts[l];
+            p.direction = directions[dir];
+            p.math = variant == 1 ? CONV_MATH_TF32 : CONV_MATH_STRICT;
+            if (variant == 2 && p.direction == CONV_FORWARD) p.epilogue = CONV_EPILOGUE_BIAS_RELU;
+            CHECK_STATUS(CONV_OK, conv_problem_validate(&p, NULL, 0));
+            for (int a = 0; a < count; a++) taken_f32 += conv_algorithm_applicable(algos[a], &p, &env);
+            p.dtype = halves[d];
+            for (int a = 0; a < count; a++) {
+              const bool takes = conv_algorithm_applicable(algos[a], &p, &env);
+              char key[CONV_PROBLEM_KEY_MAX];
+              CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, sizeof key));
+              CHECK_MSG(takes == (algos[a]->id == CONV_ALGO_CUDNN), "%s %s %s", algos[a]->name,
+                        takes ? "takes" : "refuses", key);
+            }
+          }
+  /* Not vacuous: the fp32 twins are taken by several families each. */
+  CHECK_MSG(taken_f32 > 2 * 8 * 2 * 3 * 3, "%d fp32 takers", taken_f32);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"half_valid_everywhere", half_valid_everywhere},
     {"half_refusals", half_refusals},
@@ -210,5 +260,6 @@ static const test_case tests[] = {
     {"half_specs", half_specs},
     {"dtype_sizes_and_names", dtype_sizes_and_names},
     {"bounds_per_dtype", bounds_per_dtype},
+    {"only_cudnn_takes_half", only_cudnn_takes_half},
 };
 TEST_MAIN(tests)
