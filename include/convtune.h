@@ -355,7 +355,7 @@ typedef enum conv_policy {
    * and the plan is still returned.  Added after 0.3.0. */
   CONV_POLICY_RECORD,
   /* Tune a miss by prediction from the caches' own tunings: find the 3
-   * nearest problems of its kind (same op, direction, layout, math mode,
+   * nearest problems of its kind (same op, direction, dtype, layout, math mode,
    * epilogue or not, determinism) tuned on this device and library
    * versions in the user's cache or the system cache (the user's tuning
    * of a problem in both), by their sizes; where their winners are of
