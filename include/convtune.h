@@ -34,9 +34,9 @@
  * (for depthwise filters, c/groups == 1, the two filter layouts are the same
  * bytes).  x, w and y (and dx, dw, dy) hold elements of the problem's dtype
  * (conv_dtype: fp32, fp16 or bf16); the bias is fp32 whatever the dtype.
- * Sums are accumulated in fp32 at least, and an epilogue is applied in
- * fp32 to the accumulated sum, before the one rounding of each output to
- * the dtype.  All pointers passed to conv_plan_execute are
+ * Sums are accumulated in fp32 at least; in fp16 and bf16 an epilogue is
+ * applied in fp32 to the accumulated sum, before the one rounding of each
+ * output to the type.  All pointers passed to conv_plan_execute are
  * device pointers aligned to CONV_POINTER_ALIGNMENT bytes (cudaMalloc gives
  * 256), which lets the vectorised cuDNN and cuBLAS kernels run.  This is
  * cross-correlation (no filter flip), as in cuDNN and PyTorch.
@@ -582,9 +582,9 @@ conv_status conv_plan_create(conv_context *context, const conv_problem *problem,
  * stream): y = epilogue(conv(x, w) [+ bias]).  x, w and y hold elements of
  * the problem's dtype; `bias` is k floats (fp32) whatever the dtype,
  * required for the bias epilogues and ignored otherwise; the bias and
- * ReLU are applied in fp32 to the fp32 sums, which are rounded to the
- * dtype once, as they are written to y.  Pointers must be aligned to
- * CONV_POINTER_ALIGNMENT (else CONV_INVALID_ARGUMENT).  Errors are reported
+ * ReLU are applied in fp32 (for fp16 and bf16 to the fp32 sums, which are
+ * rounded to the type once, as they are written to y).  Pointers must be
+ * aligned to CONV_POINTER_ALIGNMENT (else CONV_INVALID_ARGUMENT).  Errors are reported
  * for launch failures only; device-side faults surface at the caller's next
  * synchronisation.
  *
