@@ -53,7 +53,10 @@ conv_status conv_prepared_own_kernel(void *launch, cudaError_t configured, const
 /* One execution's arguments; run() keeps no other state.  The tensors are
  * the forward convolution's in every direction: a backward-data pass reads
  * y as dy and writes x (dx), a backward-filter pass reads x and y (dy) and
- * writes w (dw); x and w are const for the forward families. */
+ * writes w (dw); x and w are const for the forward families.  x, w and y
+ * hold elements of the problem's dtype: float for the fp32 problems every
+ * family takes, 2-byte elements (read through a cast) for the half
+ * problems of a family that lists configs for them; the bias is fp32. */
 typedef struct conv_exec {
   const conv_problem *problem;
   conv_env *env;

@@ -23,6 +23,19 @@
  * tensor cores (TF32) carries CUDNN_NUMERICAL_NOTE_TENSOR_CORE, so strict
  * mode refuses those engines and TF32 mode admits them.
  *
+ * Half types (fp16, bf16): the same graph with its tensors in
+ * CUDNN_DATA_HALF or CUDNN_DATA_BFLOAT16 and fp32 compute, so the configs
+ * are every engine configuration cuDNN offers for the type and layout, in
+ * every direction, tensor cores allowed (their math mode is strict only in
+ * name: convtune.h, conv_math).  A bias epilogue is part of their graph
+ * (the convolution's fp32 sum, plus the fp32 bias, through a ReLU, rounded
+ * once as y is written; cudnn_graph.c), where fp32 problems add it after
+ * cuDNN's pass as they always have.  Where no engine of the installed
+ * cuDNN fuses it, the problem has no cudnn config (configs() says so).
+ * fp32 problems get the same graph, configs and order as before half types
+ * came, so the family's version (the key of its cache rows) is unchanged:
+ * bumping it would have sent every fp32 tuning back to be tuned again.
+ *
  * This file holds the configs, the plans and running them; building the
  * operation graph and reading engines, knobs and notes is cudnn_graph.c's.
  *
@@ -71,9 +84,11 @@ static bool config_krsc_filter(const conv_config *c) {
 }
 
 /* The problems whose configs are also listed with KRSC filters (not those
- * whose own filters are K R S C: their graph already reads them so). */
+ * whose own filters are K R S C: their graph already reads them so).  The
+ * transpose (conv_filter_to_krsc) moves floats: fp32 problems only. */
 static bool krsc_filter_applies(const conv_problem *p) {
-  return p->direction == CONV_FORWARD && p->layout == CONV_LAYOUT_NCHW &&
+  return p->dtype == CONV_DTYPE_F32 && p->direction == CONV_FORWARD &&
+         p->layout == CONV_LAYOUT_NCHW &&
          !conv_problem_krsc_filters(p) && p->r * p->s > 1 &&
          p->r * p->s <= CONV_FILTER_TO_KRSC_MAX_TAPS;
 }
@@ -299,10 +314,11 @@ typedef struct cudnn_state {
   size_t cudnn_workspace_bytes; /* cuDNN's alone, at the workspace's start  */
   bool krsc_filter;             /* CONV_CUDNN_KNOB_KRSC_FILTER              */
   size_t filter_offset;         /* of the K R S C filters in the workspace  */
+  bool fused_epilogue;          /* the graph adds the bias (conv_cudnn_fuses_epilogue) */
   /* The variant pack of the last run and the pointers it binds; rebuilt
    * when they change, under env->cudnn_lock. */
   cudnnBackendDescriptor_t pack;
-  const void *pack_x, *pack_w, *pack_y, *pack_ws;
+  const void *pack_x, *pack_w, *pack_y, *pack_bias, *pack_ws;
 } cudnn_state;
 
 static void cudnn_release(void *opaque) {
@@ -402,9 +418,10 @@ done:
 
 /* ---------------------------------------------------------------- interface */
 
+/* Every dtype: the graph's tensors take the problem's. */
 static bool cudnn_applicable(const conv_problem *problem, const conv_env *env) {
   if (problem == NULL || (env != NULL && env->cudnn == NULL)) return false;
-  return conv_problem_supported(problem);
+  return conv_problem_supported_any_dtype(problem);
 }
 
 /* The configs of the problem's graph, its filters K R S C with
@@ -460,6 +477,15 @@ static conv_status list_configs(const conv_problem *problem, conv_env *env, bool
    * engine's defaults still cover each engine. */
   const bool variants = problem->direction == CONV_FORWARD;
   *count = emit_configs(engines, probes, heur, heur_count, ranked_count, variants, out, max);
+  /* Said rather than an empty list, so that the tuning's failure says why
+   * (fp32 problems, whose epilogue runs after cuDNN, list what they did). */
+  if (*count == 0 && conv_cudnn_fuses_epilogue(problem))
+    st = conv_error_set(err, CONV_UNSUPPORTED,
+                        "cudnn: none of this cuDNN's %" PRId64 " engines runs this %s convolution "
+                        "with its bias%s fused (fp32 bias, one rounding); the problem without "
+                        "its epilogue runs, the caller adding the bias after it",
+                        engines, conv_dtype_name(problem->dtype),
+                        problem->epilogue == CONV_EPILOGUE_BIAS_RELU ? " and ReLU" : "");
 done:
   uv_mutex_unlock(&env->cudnn_lock);
   free(heur);
@@ -506,11 +532,12 @@ static conv_status cudnn_prepare(const conv_problem *problem, conv_env *env,
   engine_notes notes = {0};
   conv_status st;
   s->krsc_filter = config_krsc_filter(config);
+  s->fused_epilogue = conv_cudnn_fuses_epilogue(problem);
   if (s->krsc_filter && !krsc_filter_applies(problem)) {
     cudnn_release(s);
     return conv_error_set(err, CONV_UNSUPPORTED,
-                          "cudnn: K R S C filters (knob %d) are for NCHW forward convolutions "
-                          "with R S > 1", CONV_CUDNN_KNOB_KRSC_FILTER);
+                          "cudnn: K R S C filters (knob %d) are for NCHW forward fp32 "
+                          "convolutions with R S > 1", CONV_CUDNN_KNOB_KRSC_FILTER);
   }
   uv_mutex_lock(&env->cudnn_lock);
   CONV_TRY(st, conv_cudnn_graph_build(problem, env, s->krsc_filter, &s->g, err), done);
@@ -554,23 +581,27 @@ done:
 }
 
 /* Rebuilds the variant pack when the caller's pointers changed since the
- * last run: building one per run would add host time to every timing. */
-static conv_status bind_pack(cudnn_state *s, const float *x, const float *w, float *y,
-                             void *workspace, conv_error *err) {
+ * last run: building one per run would add host time to every timing.
+ * The bias is bound only where the graph adds it (s->fused_epilogue). */
+static conv_status bind_pack(cudnn_state *s, const void *x, const void *w, void *y,
+                             const float *bias, void *workspace, conv_error *err) {
+  if (!s->fused_epilogue) bias = NULL;
   if (s->pack != NULL && s->pack_x == x && s->pack_w == w && s->pack_y == y &&
-      s->pack_ws == workspace)
+      s->pack_bias == bias && s->pack_ws == workspace)
     return CONV_OK;
   conv_cudnn_free_desc(&s->pack);
-  void *pointers[3] = {(void *)x, (void *)w, y};
-  int64_t uids[3] = {UID_X, UID_W, UID_Y};
+  void *pointers[4] = {(void *)x, (void *)w, y, (void *)bias};
+  int64_t uids[4] = {UID_X, UID_W, UID_Y, UID_BIAS};
+  const int64_t bound = bias != NULL ? 4 : 3;
   cudnnBackendDescriptor_t pack = NULL;
   conv_status st;
   const cudnnStatus_t created =
       cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
   CONV_TRY(st, conv_cudnn_failed(err, created, "create variant pack"), done);
-  CONV_TRY(st, PACK_SET(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3,
+  CONV_TRY(st, PACK_SET(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, bound,
                         pointers), done);
-  CONV_TRY(st, PACK_SET(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids), done);
+  CONV_TRY(st, PACK_SET(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, bound, uids),
+           done);
   CONV_TRY(st, PACK_SET(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1,
                         &workspace), done);
   CONV_TRY(st, conv_cudnn_failed(err, cudnnBackendFinalize(pack), "finalize variant pack"), done);
@@ -579,6 +610,7 @@ static conv_status bind_pack(cudnn_state *s, const float *x, const float *w, flo
   s->pack_x = x;
   s->pack_w = w;
   s->pack_y = y;
+  s->pack_bias = bias;
   s->pack_ws = workspace;
 done:
   conv_cudnn_free_desc(&pack);
@@ -603,6 +635,9 @@ static conv_status cudnn_run(const conv_exec *exec, cudaStream_t stream, conv_er
                           "cudnn: x, w and y must be %d-byte aligned", TENSOR_ALIGNMENT);
   if (p->epilogue != CONV_EPILOGUE_NONE && exec->bias == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "cudnn: the epilogue needs a bias");
+  if (s->fused_epilogue && misaligned(exec->bias))
+    return conv_error_set(err, CONV_INVALID_ARGUMENT,
+                          "cudnn: the bias must be %d-byte aligned", TENSOR_ALIGNMENT);
   void *workspace = s->cudnn_workspace_bytes > 0 ? exec->workspace : NULL;
   const float *w = exec->w;
   if (s->krsc_filter) {
@@ -619,7 +654,7 @@ static conv_status cudnn_run(const conv_exec *exec, cudaStream_t stream, conv_er
   /* cuDNN runs on the handle's stream: the stream and the launch must not
    * interleave with another thread's. */
   uv_mutex_lock(&env->cudnn_lock);
-  st = bind_pack(s, exec->x, w, exec->y, workspace, err);
+  st = bind_pack(s, exec->x, w, exec->y, exec->bias, workspace, err);
   if (st == CONV_OK)
     st = conv_cudnn_failed(err, cudnnSetStream(env->cudnn, stream), "cudnnSetStream");
   if (st == CONV_OK)
@@ -627,7 +662,7 @@ static conv_status cudnn_run(const conv_exec *exec, cudaStream_t stream, conv_er
                            "cudnnBackendExecute");
   uv_mutex_unlock(&env->cudnn_lock);
   if (st != CONV_OK) return st;
-  if (p->epilogue != CONV_EPILOGUE_NONE)
+  if (p->epilogue != CONV_EPILOGUE_NONE && !s->fused_epilogue)
     return conv_check_cuda(err, conv_bias_act(p, exec->y, exec->bias, stream), "conv_bias_act");
   return CONV_OK;
 }

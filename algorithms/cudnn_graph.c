@@ -97,6 +97,13 @@ conv_status conv_cudnn_finalize_or_free(conv_error *err, cudnnBackendDescriptor_
 
 void conv_cudnn_graph_destroy(conv_graph *g) {
   conv_cudnn_free_desc(&g->graph);
+  conv_cudnn_free_desc(&g->relu_op);
+  conv_cudnn_free_desc(&g->relu);
+  conv_cudnn_free_desc(&g->add_op);
+  conv_cudnn_free_desc(&g->add);
+  conv_cudnn_free_desc(&g->biased_sum);
+  conv_cudnn_free_desc(&g->conv_sum);
+  conv_cudnn_free_desc(&g->bias);
   conv_cudnn_free_desc(&g->op);
   conv_cudnn_free_desc(&g->conv);
   conv_cudnn_free_desc(&g->y);
@@ -104,10 +111,19 @@ void conv_cudnn_graph_destroy(conv_graph *g) {
   conv_cudnn_free_desc(&g->x);
 }
 
-/* A packed fp32 tensor.  dims are (N, C, H, W) whatever the layout, as
+/* The tensors' element type in cuDNN's words. */
+static cudnnDataType_t data_type(conv_dtype dtype) {
+  return dtype == CONV_DTYPE_F16    ? CUDNN_DATA_HALF
+         : dtype == CONV_DTYPE_BF16 ? CUDNN_DATA_BFLOAT16
+                                    : CUDNN_DATA_FLOAT;
+}
+
+/* A packed tensor of `type`.  dims are (N, C, H, W) whatever the layout, as
  * cuDNN wants them; the strides say where the channels are: NCHW, or NHWC
- * (channels innermost; for the filter KRSC). */
+ * (channels innermost; for the filter KRSC).  A virtual tensor lives
+ * between two operations of the graph, in no memory of ours. */
 static conv_status make_tensor(int64_t uid, const int64_t dims[4], conv_layout layout,
+                               cudnnDataType_t type, bool is_virtual,
                                cudnnBackendDescriptor_t *desc, conv_error *err) {
   int64_t strides[4] = {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
   if (layout == CONV_LAYOUT_NHWC) {
@@ -116,11 +132,13 @@ static conv_status make_tensor(int64_t uid, const int64_t dims[4], conv_layout l
     strides[2] = dims[3] * dims[1];
     strides[0] = dims[2] * dims[3] * dims[1];
   }
-  cudnnDataType_t type = CUDNN_DATA_FLOAT;
   int64_t alignment = TENSOR_ALIGNMENT;
   conv_status st;
   CONV_TRY(st, conv_cudnn_make_desc(CUDNN_BACKEND_TENSOR_DESCRIPTOR, desc, err), done);
   CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type), done);
+  if (is_virtual)
+    CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual),
+             done);
   CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims), done);
   CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides), done);
   CONV_TRY(st, SET_ATTR(*desc, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid), done);
@@ -200,20 +218,85 @@ static const conv_op_kind *op_kind(conv_direction direction) {
 }
 
 /* out = 1 * pass(inputs) + 0 * out: beta 0 so that the output is
- * write-only. */
+ * write-only.  A forward pass with a fused epilogue writes its sum to the
+ * virtual conv_sum, which the epilogue reads. */
 static conv_status make_conv_op(conv_direction direction, conv_graph *g, conv_error *err) {
   const conv_op_kind *kind = op_kind(direction);
   float alpha = 1.0f, beta = 0.0f;
+  cudnnBackendDescriptor_t out = g->conv_sum != NULL ? g->conv_sum : g->y;
   conv_status st;
   CONV_TRY(st, conv_cudnn_make_desc(kind->type, &g->op, err), done);
   CONV_TRY(st, SET_ATTR(g->op, kind->x, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->x), done);
   CONV_TRY(st, SET_ATTR(g->op, kind->w, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->w), done);
-  CONV_TRY(st, SET_ATTR(g->op, kind->y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->y), done);
+  CONV_TRY(st, SET_ATTR(g->op, kind->y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &out), done);
   CONV_TRY(st, SET_ATTR(g->op, kind->conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->conv), done);
   CONV_TRY(st, SET_ATTR(g->op, kind->alpha, CUDNN_TYPE_FLOAT, 1, &alpha), done);
   CONV_TRY(st, SET_ATTR(g->op, kind->beta, CUDNN_TYPE_FLOAT, 1, &beta), done);
 done:
   return conv_cudnn_finalize_or_free(err, &g->op, st, kind->what);
+}
+
+/* A pointwise operation of `mode` in fp32: y = mode(x) or y = mode(x, b). */
+static conv_status make_pointwise(cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x,
+                                  cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t y,
+                                  cudnnBackendDescriptor_t *pointwise,
+                                  cudnnBackendDescriptor_t *op, conv_error *err) {
+  cudnnDataType_t precision = CUDNN_DATA_FLOAT;
+  conv_status st;
+  CONV_TRY(st, conv_cudnn_make_desc(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, pointwise, err), done);
+  CONV_TRY(st, SET_ATTR(*pointwise, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode),
+           done);
+  CONV_TRY(st, SET_ATTR(*pointwise, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1,
+                        &precision), done);
+  CONV_TRY(st, FINALIZE(*pointwise, "pointwise descriptor"), done);
+  CONV_TRY(st, conv_cudnn_make_desc(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, op, err), done);
+  CONV_TRY(st, SET_ATTR(*op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
+                        CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, pointwise), done);
+  CONV_TRY(st, SET_ATTR(*op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                        1, &x), done);
+  if (b != NULL)
+    CONV_TRY(st, SET_ATTR(*op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                          1, &b), done);
+  CONV_TRY(st, SET_ATTR(*op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                        1, &y), done);
+  CONV_TRY(st, FINALIZE(*op, "pointwise operation"), done);
+done:
+  return st; /* the caller's graph_destroy frees what was made */
+}
+
+bool conv_cudnn_fuses_epilogue(const conv_problem *p) {
+  return p->dtype != CONV_DTYPE_F32 && p->epilogue != CONV_EPILOGUE_NONE;
+}
+
+/* The fused epilogue's tensors (before the convolution, which writes
+ * conv_sum): the fp32 sums, the fp32 bias b[k] (dims 1, K, 1, 1 in the
+ * problem's layout, as cudnn-frontend's samples lay it out), and with ReLU
+ * the biased sums between the add and the ReLU. */
+static conv_status make_epilogue_tensors(const conv_problem *p, const int64_t y_dims[4],
+                                         conv_graph *g, conv_error *err) {
+  const int64_t bias_dims[4] = {1, p->k, 1, 1};
+  conv_status st;
+  CONV_TRY(st, make_tensor(UID_CONV_SUM, y_dims, p->layout, CUDNN_DATA_FLOAT, true, &g->conv_sum,
+                           err), done);
+  CONV_TRY(st, make_tensor(UID_BIAS, bias_dims, p->layout, CUDNN_DATA_FLOAT, false, &g->bias, err),
+           done);
+  if (p->epilogue == CONV_EPILOGUE_BIAS_RELU)
+    CONV_TRY(st, make_tensor(UID_BIASED_SUM, y_dims, p->layout, CUDNN_DATA_FLOAT, true,
+                             &g->biased_sum, err), done);
+done:
+  return st;
+}
+
+/* The fused epilogue's operations: y = sum + b, or biased = sum + b and
+ * y = max(biased, 0). */
+static conv_status make_epilogue_ops(conv_graph *g, conv_error *err) {
+  cudnnBackendDescriptor_t added = g->biased_sum != NULL ? g->biased_sum : g->y;
+  conv_status st = make_pointwise(CUDNN_POINTWISE_ADD, g->conv_sum, g->bias, added, &g->add,
+                                  &g->add_op, err);
+  if (st == CONV_OK && g->biased_sum != NULL)
+    st = make_pointwise(CUDNN_POINTWISE_RELU_FWD, g->biased_sum, NULL, g->y, &g->relu,
+                        &g->relu_op, err);
+  return st;
 }
 
 /* Builds the graph; on failure nothing is left allocated.  The caller holds
@@ -227,18 +310,24 @@ conv_status conv_cudnn_graph_build(const conv_problem *p, conv_env *env, bool kr
   int64_t x_dims[4] = {p->n, p->c, p->h, p->w};
   int64_t w_dims[4] = {p->k, shape.c_per_group, p->r, p->s};
   int64_t y_dims[4] = {p->n, p->k, shape.p, shape.q};
-  CONV_TRY(st, make_tensor(UID_X, x_dims, p->layout, &g->x, err), done);
+  const cudnnDataType_t type = data_type(p->dtype);
+  const bool fused = conv_cudnn_fuses_epilogue(p);
+  CONV_TRY(st, make_tensor(UID_X, x_dims, p->layout, type, false, &g->x, err), done);
   /* K R S C is the NHWC strides of (K, C, R, S): a problem's own
    * (conv_problem.filter_layout) or convtune's transposed copy. */
   const bool krsc = krsc_filter || conv_problem_krsc_filters(p);
   const conv_layout w_layout = krsc ? CONV_LAYOUT_NHWC : p->layout;
-  CONV_TRY(st, make_tensor(UID_W, w_dims, w_layout, &g->w, err), done);
-  CONV_TRY(st, make_tensor(UID_Y, y_dims, p->layout, &g->y, err), done);
+  CONV_TRY(st, make_tensor(UID_W, w_dims, w_layout, type, false, &g->w, err), done);
+  CONV_TRY(st, make_tensor(UID_Y, y_dims, p->layout, type, false, &g->y, err), done);
+  if (fused) CONV_TRY(st, make_epilogue_tensors(p, y_dims, g, err), done);
   CONV_TRY(st, make_conv_desc(p, &g->conv, err), done);
   CONV_TRY(st, make_conv_op(p->direction, g, err), done);
+  if (fused) CONV_TRY(st, make_epilogue_ops(g, err), done);
+  cudnnBackendDescriptor_t ops[3] = {g->op, g->add_op, g->relu_op};
+  const int64_t op_count = !fused ? 1 : g->relu_op != NULL ? 3 : 2;
   CONV_TRY(st, conv_cudnn_make_desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &g->graph, err), done);
-  CONV_TRY(st, SET_ATTR(g->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                        &g->op), done);
+  CONV_TRY(st, SET_ATTR(g->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                        op_count, ops), done);
   CONV_TRY(st, SET_ATTR(g->graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1,
                         &env->cudnn), done);
   CONV_TRY(st, FINALIZE(g->graph, "operation graph"), done);
@@ -337,8 +426,9 @@ conv_status conv_cudnn_read_notes(cudnnBackendDescriptor_t engine, engine_notes 
  * TF32 or a reduced-precision accumulator (PyTorch refuses
  * DOWN_CONVERT_INPUTS for fp32 too). */
 const char *conv_cudnn_math_refusal(const conv_problem *p, const engine_notes *notes) {
-  if (p->math == CONV_MATH_STRICT && notes->tensor_core) return "uses TF32 tensor cores";
-  if (notes->down_convert) return "down-converts its fp32 inputs";
+  const bool fp32 = p->dtype == CONV_DTYPE_F32;
+  if (fp32 && p->math == CONV_MATH_STRICT && notes->tensor_core) return "uses TF32 tensor cores";
+  if (notes->down_convert) return fp32 ? "down-converts its fp32 inputs" : "down-converts its inputs";
   if (notes->reduced_reduction) return "accumulates in reduced precision";
   return NULL;
 }

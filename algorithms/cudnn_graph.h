@@ -12,8 +12,11 @@
 
 #include "algorithms/algorithm.h"
 
-/* Tensor ids in the operation graph and the variant pack. */
-enum { UID_X = 'x', UID_W = 'w', UID_Y = 'y' };
+/* Tensor ids in the operation graph and the variant pack (the bias only
+ * in a fused epilogue's graph); and of the fp32 tensors a fused epilogue's
+ * graph keeps on chip between its operations (virtual: no memory). */
+enum { UID_X = 'x', UID_W = 'w', UID_Y = 'y', UID_BIAS = 'b', UID_CONV_SUM = 'c',
+       UID_BIASED_SUM = 'a' };
 
 /* Byte alignment promised for x, w and y.  16 lets the vectorised engines
  * in; run() checks the promise, since a plan outlives the pointers it was
@@ -40,9 +43,13 @@ enum { UID_X = 'x', UID_W = 'w', UID_Y = 'y' };
                     "set " #attr)
 
 /* One convolution pass as a finalized operation graph.  The parts stay
- * alive as long as the graph: cudnn-frontend keeps them too. */
+ * alive as long as the graph: cudnn-frontend keeps them too.  With a fused
+ * epilogue (conv_cudnn_fuses_epilogue) the convolution writes its fp32 sum
+ * to conv_sum, a pointwise add of the fp32 bias makes biased_sum (or y),
+ * and a ReLU, for bias_relu, writes y: one rounding, as y is written. */
 typedef struct conv_graph {
   cudnnBackendDescriptor_t x, w, y, conv, op, graph;
+  cudnnBackendDescriptor_t bias, conv_sum, biased_sum, add, add_op, relu, relu_op;
 } conv_graph;
 
 typedef struct knob_info {
@@ -89,8 +96,17 @@ conv_status conv_cudnn_finalize_or_free(conv_error *err, cudnnBackendDescriptor_
 
 void conv_cudnn_graph_destroy(conv_graph *g);
 
+/* Whether the problem's epilogue is part of its graph: for the half types
+ * (fp32 problems add the bias after cuDNN's pass, conv_bias_act, as they
+ * always have: their output is fp32 either way, and their configs stay
+ * those already tuned).  A half output rounded before its bias is added
+ * would be rounded twice. */
+bool conv_cudnn_fuses_epilogue(const conv_problem *p);
+
 /* Builds the graph; on failure nothing is left allocated.  The caller holds
- * env->cudnn_lock: finalizing the graph uses the shared handle.  The
+ * env->cudnn_lock: finalizing the graph uses the shared handle.  Tensors in
+ * the problem's dtype, compute in fp32; the epilogue fused where
+ * conv_cudnn_fuses_epilogue says.  The
  * filters are K R S C for NHWC problems, for those whose own filters are
  * (conv_problem_krsc_filters), and with `krsc_filter` (the configs with
  * CONV_CUDNN_KNOB_KRSC_FILTER). */
@@ -145,7 +161,9 @@ int conv_cudnn_knob_variants(int64_t engine, const knob_info *knobs, int knob_co
 /* NULL when the math mode admits the engine, else why not.  Strict mode is
  * plain fp32 FMA, so no tensor cores.  Neither mode promises inputs below
  * TF32 or a reduced-precision accumulator (PyTorch refuses
- * DOWN_CONVERT_INPUTS for fp32 too). */
+ * DOWN_CONVERT_INPUTS for fp32 too).  Half problems (whose math is always
+ * strict) run on tensor cores, and take neither either: their inputs stay
+ * in their type and their sums in fp32. */
 const char *conv_cudnn_math_refusal(const conv_problem *p, const engine_notes *notes);
 
 #endif /* CONVTUNE_CUDNN_GRAPH_H */

@@ -31,8 +31,10 @@ static const conv_kernel_family patch_filter_family;
 
 /* A valid convolution that one of the tilings plans. */
 static bool patch_filter_applicable(const conv_problem *problem, const conv_env *env) {
-  if (problem == NULL || conv_problem_validate(problem, NULL, 0) != CONV_OK ||
-      problem->op != CONV_OP_CONVOLUTION)
+  /* conv_problem_supported: fp32 convolutions (the plan reads every other
+   * field, but not the dtype). */
+  if (problem == NULL || !conv_problem_supported(problem) ||
+      conv_problem_validate(problem, NULL, 0) != CONV_OK)
     return false;
   return conv_kernel_plans_any(&patch_filter_family, problem, env);
 }

@@ -73,6 +73,23 @@ double conv_error_bound(conv_math math, conv_arith arith) {
   return arith == CONV_ARITH_TRANSFORM ? 1e-4 : 1e-5;
 }
 
+/* Half types (f16: 11 significant bits, bf16: 8): the inputs are exact
+ * in their type and the reference reads the same values, a product of two
+ * is exact in fp32, and the sums are fp32 (convtune.h: accumulation is
+ * fp32 always), so the error that remains is the one rounding of each
+ * output to the type: at most 2^-11 (f16) or 2^-8 (bf16) of the value, a
+ * relative L2 of about 2e-4 and 1.5e-3 for outputs spread over a few
+ * binades.  The bounds leave about 10x and 7x room for that (an engine
+ * that splits a sum and adds the halves in fp32 rounds a little more);
+ * Winograd and FFT engines, which keep transformed tiles in the type,
+ * 2.5x more, as TF32's.  A wrong result (a tap or channel missed) is off
+ * by order one; an fp16 output that overflowed is inf, and fails as a
+ * non-finite output whatever the bound. */
+double conv_error_bound_half(conv_dtype dtype, conv_arith arith) {
+  const double base = dtype == CONV_DTYPE_BF16 ? 1e-2 : 2e-3;
+  return arith == CONV_ARITH_TRANSFORM ? 2.5 * base : base;
+}
+
 /* Reduction length where the base bounds were set (the suite's longest
  * forward sums, C*R*S = 4608, sit near it), and how far past it they grow. */
 #define BOUND_BASE_TERMS 4096.0
@@ -80,6 +97,8 @@ double conv_error_bound(conv_math math, conv_arith arith) {
 /* Strict bounds stay below TF32's typical error, so that TF32 sneaking into
  * strict mode is still caught however long the sums. */
 #define STRICT_BOUND_MAX 2e-4
+/* How far half bounds grow: 8e-3 (f16) and 4e-2 (bf16) at most. */
+#define HALF_BOUND_MAX_SCALE 4.0
 
 /* Products summed into one output element by the problem's pass. */
 static double reduction_terms(const conv_problem *p) {
@@ -98,11 +117,23 @@ static double reduction_terms(const conv_problem *p) {
  * backward-filter pass sums over n*p*q, a million terms for one 1024x1024
  * image, where every correct cuDNN engine measured 1.5e-5..1.9e-5 (strict)
  * and 2.6e-3..3.1e-3 (TF32).  Longer sums get the base bound scaled by
- * sqrt(L / 4096), at most 8-fold; a wrong result is off by order one. */
+ * sqrt(L / 4096), at most 8-fold; a wrong result is off by order one.
+ * Half types scale the same way up to HALF_BOUND_MAX_SCALE times their
+ * base (direct) bound: their error is the output's rounding, which does
+ * not grow with L, and their fp32 sums add about 1e-4 even at a million
+ * terms, so longer sums need little more room, and a looser bound would
+ * let more wrong results through (at bf16's 4e-2 one channel of 64 left
+ * out, 0.125, is still caught; one of 1024, 0.03, only by the base). */
 double conv_error_bound_for(const conv_problem *problem, conv_arith arith) {
   double scale = sqrt(reduction_terms(problem) / BOUND_BASE_TERMS);
   if (scale < 1.0) scale = 1.0;
   if (scale > BOUND_MAX_SCALE) scale = BOUND_MAX_SCALE;
+  if (problem->dtype != CONV_DTYPE_F32) {
+    const double most = HALF_BOUND_MAX_SCALE * conv_error_bound_half(problem->dtype,
+                                                                     CONV_ARITH_DIRECT);
+    const double half = conv_error_bound_half(problem->dtype, arith) * scale;
+    return half < most ? half : most;
+  }
   double bound = conv_error_bound(problem->math, arith) * scale;
   if (problem->math == CONV_MATH_STRICT && bound > STRICT_BOUND_MAX) bound = STRICT_BOUND_MAX;
   return bound;

@@ -105,10 +105,15 @@ typedef enum conv_arith {
   CONV_ARITH_TRANSFORM   /* Winograd or FFT: larger, still bounded, error   */
 } conv_arith;
 
-/* Relative-L2 error bound for validation, for sums of up to 4096 products. */
+/* Relative-L2 error bound for validation of an fp32 problem, for sums of
+ * up to 4096 products. */
 double conv_error_bound(conv_math math, conv_arith arith);
-/* The bound for a valid problem's pass: conv_error_bound, grown with the
- * length of the pass's sums past 4096 products (see config.c). */
+/* The same for a half type (CONV_DTYPE_F16 or BF16), whatever the math
+ * mode (which half problems ignore); see config.c for why. */
+double conv_error_bound_half(conv_dtype dtype, conv_arith arith);
+/* The bound for a valid problem's pass: the base bound of its dtype (and,
+ * for fp32, its math mode), grown with the length of the pass's sums past
+ * 4096 products (see config.c). */
 double conv_error_bound_for(const conv_problem *problem, conv_arith arith);
 
 /* ---------------------------------------------------------------- structs */
@@ -154,11 +159,24 @@ typedef struct conv_shape {
 
 conv_status conv_problem_shape(const conv_problem *problem, conv_shape *shape /* OUT */);
 
+/* Bytes of one element of x, w and y (4 for fp32, 2 for fp16 and bf16);
+ * 0 for a value out of the enum.  The bias is fp32 whatever the dtype. */
+size_t conv_dtype_bytes(conv_dtype dtype);
+
+/* "f32", "f16" or "bf16", as keys and specs spell them; "?" out of range. */
+const char *conv_dtype_name(conv_dtype dtype);
+
 /* Whether dtype, layout, direction, math and epilogue are ones this version
- * supports (conv_problem_validate's own check) for a convolution (op
- * CONV_OP_CONVOLUTION): the common ground of every convolution family's
- * applicable(), so that none of them takes a dynamic problem. */
+ * supports (conv_problem_validate's own check) for an fp32 convolution (op
+ * CONV_OP_CONVOLUTION, dtype CONV_DTYPE_F32): the common ground of every
+ * convolution family's applicable(), so that none of them takes a dynamic
+ * problem, nor one in a half type it has no kernels for. */
 bool conv_problem_supported(const conv_problem *problem);
+
+/* The same in any dtype validation accepts (fp32, fp16, bf16): the common
+ * ground of a family that has configs for the half types (cudnn), whose
+ * configs then depend on the dtype. */
+bool conv_problem_supported_any_dtype(const conv_problem *problem);
 
 /* The same for the dynamic op (CONV_OP_DYNAMIC, NCHW, no epilogue): the
  * common ground of the dynamic families' applicable(). */

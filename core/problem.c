@@ -56,13 +56,45 @@ static void canonical_filter_layout(conv_problem *pr) {
     pr->filter_layout = CONV_FILTER_DEFAULT;
 }
 
+static bool half_dtype(conv_dtype dtype) {
+  return dtype == CONV_DTYPE_F16 || dtype == CONV_DTYPE_BF16;
+}
+
+/* The math mode of a half problem as STRICT: math says whether fp32 inputs
+ * may be rounded to TF32, and half inputs have no such choice (their
+ * products are exact in fp32, which accumulates them), so strict and tf32
+ * requests of one half shape are one problem, with one key and one
+ * tuning.  Values out of range are left for check_supported to name. */
+static void canonical_math(conv_problem *pr) {
+  if (half_dtype(pr->dtype) && (pr->math == CONV_MATH_STRICT || pr->math == CONV_MATH_TF32))
+    pr->math = CONV_MATH_STRICT;
+}
+
+/* One spelling per problem: the forms that mean the same computation
+ * share keys and plans. */
+static void canonical_problem(conv_problem *pr) {
+  canonical_filter_layout(pr);
+  canonical_math(pr);
+}
+
+size_t conv_dtype_bytes(conv_dtype dtype) {
+  return dtype == CONV_DTYPE_F32 ? 4 : half_dtype(dtype) ? 2 : 0;
+}
+
+const char *conv_dtype_name(conv_dtype dtype) {
+  return dtype == CONV_DTYPE_F32    ? "f32"
+         : dtype == CONV_DTYPE_F16  ? "f16"
+         : dtype == CONV_DTYPE_BF16 ? "bf16"
+                                    : "?";
+}
+
 conv_status conv_problem_import(const conv_problem *theirs, conv_problem *ours, conv_error *err) {
   if (theirs == NULL) return conv_error_set(err, CONV_INVALID_ARGUMENT, "problem is NULL");
   problem_defaults(ours);
   conv_status st = conv_struct_import(ours, sizeof *ours, theirs, theirs->struct_size,
                                       CONV_PROBLEM_FIRST_SIZE, "conv_problem", err);
   ours->struct_size = sizeof *ours;
-  canonical_filter_layout(ours);
+  canonical_problem(ours);
   return st;
 }
 
@@ -121,10 +153,17 @@ static conv_status check_groups(const conv_problem *pr, conv_error *err) {
 
 static conv_status check_supported(const conv_problem *pr, conv_error *err);
 
-/* Only convolutions: every family written before the dynamic op gates on
- * this (directly or through conv_problem_nchw), so none of them can claim
- * a dynamic problem, whose fields mean something else. */
+/* Only fp32 convolutions: every family written before the dynamic op
+ * gates on this (directly or through conv_problem_nchw), so none of them
+ * can claim a dynamic problem, whose fields mean something else, nor a
+ * half one, whose tensors hold 2-byte elements its kernels would read as
+ * floats.  A family gains a dtype by gating on
+ * conv_problem_supported_any_dtype and listing configs for it. */
 bool conv_problem_supported(const conv_problem *problem) {
+  return conv_problem_supported_any_dtype(problem) && problem->dtype == CONV_DTYPE_F32;
+}
+
+bool conv_problem_supported_any_dtype(const conv_problem *problem) {
   return problem != NULL && check_supported(problem, NULL) == CONV_OK &&
          problem->op == CONV_OP_CONVOLUTION;
 }
@@ -144,8 +183,8 @@ bool conv_problem_krsc_filters(const conv_problem *problem) {
 }
 
 static conv_status check_supported(const conv_problem *pr, conv_error *err) {
-  if (pr->dtype != CONV_DTYPE_F32)
-    return conv_error_set(err, CONV_UNSUPPORTED, "dtype %d: only fp32 is supported in this version",
+  if (pr->dtype != CONV_DTYPE_F32 && !half_dtype(pr->dtype))
+    return conv_error_set(err, CONV_UNSUPPORTED, "dtype %d is not f32, f16 or bf16",
                           (int)pr->dtype);
   if (pr->layout != CONV_LAYOUT_NCHW && pr->layout != CONV_LAYOUT_NHWC)
     return conv_error_set(err, CONV_UNSUPPORTED, "layout %d is not nchw or nhwc", (int)pr->layout);
@@ -183,6 +222,10 @@ static conv_status check_supported(const conv_problem *pr, conv_error *err) {
       (pr->op != CONV_OP_CONVOLUTION || pr->direction != CONV_FORWARD))
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "filter_layout krsc: this version runs it for forward convolutions only");
+  if (pr->op == CONV_OP_DYNAMIC && pr->dtype != CONV_DTYPE_F32)
+    return conv_error_set(err, CONV_UNSUPPORTED,
+                          "dynamic: dtype %s: this version runs the dynamic op in f32 only",
+                          conv_dtype_name(pr->dtype));
   if (pr->op == CONV_OP_DYNAMIC && pr->layout != CONV_LAYOUT_NCHW)
     return conv_error_set(err, CONV_UNSUPPORTED, "dynamic: layout nhwc: this version runs nchw only");
   /* y is a sum of per-pixel products; a bias or ReLU after it is the
@@ -340,10 +383,10 @@ conv_status conv_problem_key(const conv_problem *problem, char *key, size_t key_
   /* Formatted aside first: the caller's buffer is written only on success. */
   char text[CONV_PROBLEM_KEY_MAX];
   int len = snprintf(text, sizeof text,
-                     "%s%s f32 %s %s %s n%lld c%lld h%lld w%lld k%lld r%lld s%lld pad%lld,%lld "
+                     "%s%s %s %s %s %s n%lld c%lld h%lld w%lld k%lld r%lld s%lld pad%lld,%lld "
                      "str%lld,%lld dil%lld,%lld g%lld%s%s",
                      pr->op == CONV_OP_DYNAMIC ? "dyn " : "", direction_name(pr->direction),
-                     layout_name(pr->layout), math_name(pr->math),
+                     conv_dtype_name(pr->dtype), layout_name(pr->layout), math_name(pr->math),
                      epilogue_name(pr->epilogue), (long long)pr->n, (long long)pr->c,
                      (long long)pr->h, (long long)pr->w, (long long)pr->k, (long long)pr->r,
                      (long long)pr->s, (long long)pr->pad_h, (long long)pr->pad_w,
@@ -351,9 +394,10 @@ conv_status conv_problem_key(const conv_problem *problem, char *key, size_t key_
                      (long long)pr->dil_w, (long long)pr->groups,
                      conv_problem_krsc_filters(pr) ? " krsc" : "", pr->deterministic ? " det" : "");
   /* A valid problem's fields have at most 10 digits (<= 2^30), so its key
-   * has at most 233 characters: never truncated here.  " krsc" and " det"
-   * are appended, and "dyn " prefixed to dynamic keys only, so that the
-   * keys of other problems stay as they were. */
+   * has at most 234 characters ("bf16" the longest dtype): never truncated
+   * here.  " krsc" and " det" are appended, and "dyn " prefixed to dynamic
+   * keys only, so that the keys of other problems stay as they were; a
+   * half problem's math word is always "strict" (canonical_math). */
   if (len < 0 || (size_t)len >= sizeof text) return CONV_INTERNAL;
   if ((size_t)len >= key_size) return CONV_INVALID_ARGUMENT;
   memcpy(key, text, (size_t)len + 1);
@@ -376,7 +420,8 @@ static const spec_field spec_fields[] = {
     BOTH("dil", dil_h, dil_w), ONE("dil_h", dil_h), ONE("dil_w", dil_w),
     ONE("groups", groups), ONE("g", groups),
     ONE("math", math), ONE("epilogue", epilogue), ONE("layout", layout), ONE("dir", direction),
-    ONE("det", deterministic), ONE("op", op), ONE("filter", filter_layout)};
+    ONE("det", deterministic), ONE("op", op), ONE("filter", filter_layout),
+    ONE("dtype", dtype)};
 #undef ONE
 #undef BOTH
 
@@ -416,10 +461,17 @@ static conv_status parse_int(const char *name, const char *text, int64_t *out, c
   return CONV_OK;
 }
 
-/* math=, layout=, filter=, dir=, det= and epilogue= values, in any case as
- * names are ("TF32", "NHWC", "Bias"). */
+/* math=, layout=, filter=, dir=, det=, dtype= and epilogue= values, in any
+ * case as names are ("TF32", "NHWC", "Bias", "BF16"). */
 static conv_status parse_enum_field(const char *name, const char *value, conv_problem *pr,
                                     conv_error *err) {
+  if (strcmp(name, "dtype") == 0) {
+    if (strcasecmp(value, "f32") == 0) pr->dtype = CONV_DTYPE_F32;
+    else if (strcasecmp(value, "f16") == 0) pr->dtype = CONV_DTYPE_F16;
+    else if (strcasecmp(value, "bf16") == 0) pr->dtype = CONV_DTYPE_BF16;
+    else return conv_error_set(err, CONV_INVALID_ARGUMENT, "dtype=%s: expected f32, f16 or bf16", value);
+    return CONV_OK;
+  }
   if (strcmp(name, "filter") == 0) {
     if (strcasecmp(value, "kcrs") == 0) pr->filter_layout = CONV_FILTER_KCRS;
     else if (strcasecmp(value, "krsc") == 0) pr->filter_layout = CONV_FILTER_KRSC;
@@ -488,7 +540,7 @@ static conv_status parse_field(char *token, spec_state *spec, conv_error *err) {
   if (strcmp(field->name, "math") == 0 || strcmp(field->name, "epilogue") == 0 ||
       strcmp(field->name, "layout") == 0 || strcmp(field->name, "dir") == 0 ||
       strcmp(field->name, "det") == 0 || strcmp(field->name, "op") == 0 ||
-      strcmp(field->name, "filter") == 0)
+      strcmp(field->name, "filter") == 0 || strcmp(field->name, "dtype") == 0)
     return parse_enum_field(field->name, value, pr, err);
   int64_t v = 0;
   if ((st = parse_int(field->name, value, &v, err)) != CONV_OK) return st;
@@ -572,7 +624,7 @@ conv_status conv_problem_parse_sized(const char *spec, conv_problem *problem, si
       st = parse_field(tok, &parsed, &err);
     if (st == CONV_OK) st = spec_complete(&parsed, &err);
     if (st == CONV_OK) spec_dynamic_defaults(&parsed);
-    if (st == CONV_OK) canonical_filter_layout(&parsed.problem);
+    if (st == CONV_OK) canonical_problem(&parsed.problem);
     if (st == CONV_OK) st = shape_checked(&parsed.problem, NULL, &err);
     if (st == CONV_OK) problem_export(problem, struct_size, &parsed.problem);
   }
@@ -596,7 +648,7 @@ conv_status conv_problem_from_key_sized(const char *key, conv_problem *problem,
              "str%lld,%lld dil%lld,%lld g%lld%n",
              dir, dtype, layout, math, epilogue, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
              &v[7], &v[8], &v[9], &v[10], &v[11], &v[12], &v[13], &used) != 19 ||
-      used < 0 || strcmp(dtype, "f32") != 0)
+      used < 0)
     return CONV_INVALID_ARGUMENT;
   const char *rest = body + used;
   const bool krsc = strncmp(rest, " krsc", 5) == 0;
@@ -608,10 +660,10 @@ conv_status conv_problem_from_key_sized(const char *key, conv_problem *problem,
    * would not write is not one of its problems). */
   char spec[512];
   snprintf(spec, sizeof spec,
-           "op=%s dir=%s layout=%s math=%s epilogue=%s n=%lld c=%lld h=%lld w=%lld k=%lld r=%lld "
-           "s=%lld pad_h=%lld pad_w=%lld stride_h=%lld stride_w=%lld dil_h=%lld dil_w=%lld "
-           "groups=%lld det=%d%s",
-           dynamic ? "dynamic" : "conv", dir, layout, math, epilogue, v[0], v[1], v[2], v[3], v[4],
+           "op=%s dir=%s dtype=%s layout=%s math=%s epilogue=%s n=%lld c=%lld h=%lld w=%lld "
+           "k=%lld r=%lld s=%lld pad_h=%lld pad_w=%lld stride_h=%lld stride_w=%lld dil_h=%lld "
+           "dil_w=%lld groups=%lld det=%d%s",
+           dynamic ? "dynamic" : "conv", dir, dtype, layout, math, epilogue, v[0], v[1], v[2], v[3], v[4],
            v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], det ? 1 : 0,
            krsc ? " filter=krsc" : "");
   conv_problem parsed;

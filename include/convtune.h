@@ -27,12 +27,16 @@
  * detailed message for the calling thread (conv_context_last_error).  The
  * library never aborts the host process.
  *
- * Tensors (this version): fp32, NCHW input x[n][c][h][w], filter
- * w[k][c/groups][r][s], bias b[k], output y[n][k][p][q] where p, q come from
+ * Tensors: NCHW input x[n][c][h][w], filter w[k][c/groups][r][s], bias
+ * b[k], output y[n][k][p][q] where p, q come from
  * conv_problem_output_dims(); or, with layout NHWC (PyTorch's
  * channels_last), x[n][h][w][c], w[k][r][s][c/groups] and y[n][p][q][k]
  * (for depthwise filters, c/groups == 1, the two filter layouts are the same
- * bytes).  All pointers passed to conv_plan_execute are
+ * bytes).  x, w and y (and dx, dw, dy) hold elements of the problem's dtype
+ * (conv_dtype: fp32, fp16 or bf16); the bias is fp32 whatever the dtype.
+ * Sums are accumulated in fp32 at least; in fp16 and bf16 an epilogue is
+ * applied in fp32 to the accumulated sum, before the one rounding of each
+ * output to the type.  All pointers passed to conv_plan_execute are
  * device pointers aligned to CONV_POINTER_ALIGNMENT bytes (cudaMalloc gives
  * 256), which lets the vectorised cuDNN and cuBLAS kernels run.  This is
  * cross-correlation (no filter flip), as in cuDNN and PyTorch.
@@ -66,7 +70,7 @@ extern "C" {
  * *_sized functions behind the macros are for bindings, which pass the size
  * of their own copy of the struct. */
 #define CONVTUNE_VERSION_MAJOR 0
-#define CONVTUNE_VERSION_MINOR 6
+#define CONVTUNE_VERSION_MINOR 7
 #define CONVTUNE_VERSION_PATCH 0
 #define CONVTUNE_VERSION \
   (CONVTUNE_VERSION_MAJOR * 10000 + CONVTUNE_VERSION_MINOR * 100 + CONVTUNE_VERSION_PATCH)
@@ -115,6 +119,20 @@ const char *conv_status_string(conv_status status);
 
 /* ---------------------------------------------------------------- problem */
 
+/* The element type of x, w and y (conv_problem.dtype), as keys and specs
+ * spell it:
+ * F32   "f32"   IEEE binary32 (the default);
+ * F16   "f16"   IEEE binary16 (PyTorch's float16): 11 significant bits, at
+ *               most 65504; a sum past that is inf, and a candidate whose
+ *               output overflows where the reference does not never wins;
+ * BF16  "bf16"  bfloat16 (PyTorch's bfloat16): fp32's range, 8
+ *               significant bits.
+ * In the half types (F16, BF16) products are exact in fp32, sums are
+ * fp32, and each output is rounded once to the type; the bias stays fp32.
+ * Convolutions (CONV_OP_CONVOLUTION) take every type in every direction
+ * and both layouts; which candidates run them is the README's families
+ * table (this version: cuDNN's engines; the other families refuse half
+ * problems).  The dynamic op is fp32 only (CONV_UNSUPPORTED). */
 typedef enum conv_dtype { CONV_DTYPE_F32 = 0, CONV_DTYPE_F16, CONV_DTYPE_BF16 } conv_dtype;
 typedef enum conv_layout { CONV_LAYOUT_NCHW = 0, CONV_LAYOUT_NHWC } conv_layout;
 /* The order of a filter's floats.  DEFAULT is the layout's own: K C R S
@@ -145,9 +163,14 @@ typedef enum conv_direction {
   CONV_BACKWARD_FILTER
 } conv_direction;
 
-/* Math mode: what arithmetic a candidate may use.
+/* Math mode: what arithmetic a candidate may use on fp32 tensors.
  * STRICT: IEEE fp32 multiply-add only (no TF32 tensor cores).
- * TF32:   TF32 tensor cores allowed (10-bit mantissa inputs, fp32 accumulate). */
+ * TF32:   TF32 tensor cores allowed (10-bit mantissa inputs, fp32 accumulate).
+ * For the half types (CONV_DTYPE_F16, BF16) it is ignored: their inputs
+ * have no precision to lose to TF32, tensor cores are always allowed and
+ * the sums are fp32 either way, so a half problem is made STRICT (the
+ * default) wherever the library reads one (its key says "strict", and a
+ * TF32 request of the same shape shares its tuning and plan). */
 typedef enum conv_math { CONV_MATH_STRICT = 0, CONV_MATH_TF32 } conv_math;
 
 /* Epilogue fused after the convolution: y = conv, y = conv + b[k],
@@ -188,7 +211,8 @@ typedef enum conv_epilogue {
  *              dy, wt, dx)) and BACKWARD_FILTER (conv_plan_backward_filter(
  *              plan, stream, x, dy, dwt): the gradient of the weights, each
  *              element a sum over the C/G channels of its group).  NCHW fp32
- *              only, no epilogue.  Keys start "dyn " ("dyn fwd f32 nchw
+ *              only (another layout or dtype is CONV_UNSUPPORTED), no
+ *              epilogue.  Keys start "dyn " ("dyn fwd f32 nchw
  *              strict ..."), so they never meet a convolution's. */
 typedef enum conv_op { CONV_OP_CONVOLUTION = 0, CONV_OP_DYNAMIC } conv_op;
 
@@ -204,15 +228,18 @@ typedef struct conv_problem {
   int64_t stride_h, stride_w;
   int64_t dil_h, dil_w;     /* dilation                                       */
   int64_t groups;           /* divides c and k; c/groups channels per filter  */
-  conv_dtype dtype;         /* this version: CONV_DTYPE_F32                   */
+  conv_dtype dtype;         /* element type of x, w and y (and dx, dw, dy):  *
+                             * CONV_DTYPE_F32 (default), F16 or BF16; the     *
+                             * bias is fp32 always (conv_dtype).  Part of the *
+                             * key ("f32", "f16", "bf16")                      */
   conv_layout layout;       /* NCHW; or NHWC: channels innermost in x and y,   *
                              * the filter KRSC (cuDNN runs it, and for         *
                              * depthwise problems depthwise_nhwc too)         */
   conv_direction direction; /* forward; or a backward pass (below): x, w and y *
                              * keep their forward shapes, and the pass        *
                              * writes dx or dw instead of y                    */
-  conv_math math;
-  conv_epilogue epilogue;
+  conv_math math;           /* fp32 only; a half problem's is STRICT (conv_math) */
+  conv_epilogue epilogue;   /* applied in fp32 before the output's rounding   */
   int deterministic;        /* 1: only candidates whose results do not depend *
                              * on scheduling (no float atomics, a fixed       *
                              * reduction order) may run it, so that two runs  *
@@ -232,7 +259,7 @@ typedef struct conv_problem {
 } conv_problem;
 
 /* Sets every field to its default: zero sizes (the caller must set n, c, h, w,
- * k, r, s), pads 0, strides 1, dilations 1, groups 1, fp32, NCHW, forward,
+ * k, r, s), pads 0, strides 1, dilations 1, groups 1, fp32 (CONV_DTYPE_F32), NCHW, forward,
  * strict fp32, no epilogue, not deterministic, a convolution, the layout's
  * own filter order; and struct_size.  Every
  * function taking a conv_problem checks struct_size: a problem not made by
@@ -267,7 +294,10 @@ conv_status conv_problem_set_patches(conv_problem *problem, int64_t batch, int64
 
 /* Canonical, human-readable key of the problem, the one the cache stores,
  * e.g. "fwd f32 nchw strict none n32 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1"
- * ("bwd_data ..." and "bwd_filter ..." for the backward passes; " krsc"
+ * (the second word is the dtype: "f32", "f16" or "bf16"; a half problem's
+ * math word is always "strict", conv_math says why, e.g. "fwd bf16 nhwc
+ * strict bias_relu n16 ..."; "bwd_data ..." and "bwd_filter ..." for the
+ * backward passes; " krsc"
  * after the groups of an NCHW problem whose filters are K R S C, where that
  * differs from K C R S; " det" at
  * the end of a deterministic problem's; "dyn " before the direction of a
@@ -286,7 +316,10 @@ conv_status conv_problem_key(const conv_problem *problem, char *key /* OUT */, s
  * math=strict|tf32, epilogue=none|bias|bias_relu, layout=nchw|nhwc,
  * filter=kcrs|krsc (conv_problem.filter_layout; the layout's own when not
  * given), dir=fwd|bwd_data|bwd_filter, det=0|1 (deterministic),
- * op=conv|dynamic, e.g. "n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1".  Unknown
+ * op=conv|dynamic, dtype=f32|f16|bf16 (conv_problem.dtype; a half dtype
+ * makes math strict, as conv_math says), e.g.
+ * "n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1" or
+ * "n=16 c=64 h=56 w=56 k=64 r=3 s=3 pad=1 layout=nhwc dtype=bf16".  Unknown
  * fields are an error.  With op=dynamic, fields it determines may be left
  * out: k (= c), s (= r) and pad (= (r-1)/2 * dil), e.g.
  * "op=dynamic n=32 c=64 h=56 w=56 r=7 g=4". */
@@ -322,7 +355,7 @@ typedef enum conv_policy {
    * and the plan is still returned.  Added after 0.3.0. */
   CONV_POLICY_RECORD,
   /* Tune a miss by prediction from the caches' own tunings: find the 3
-   * nearest problems of its kind (same op, direction, layout, math mode,
+   * nearest problems of its kind (same op, direction, dtype, layout, math mode,
    * epilogue or not, determinism) tuned on this device and library
    * versions in the user's cache or the system cache (the user's tuning
    * of a problem in both), by their sizes; where their winners are of
@@ -523,6 +556,10 @@ typedef struct conv_plan_info {
   int deterministic;        /* 1: the chosen candidate gives bit-identical
                              * results run to run on this GPU (always so for
                              * a deterministic problem), 0: it may not       */
+  /* Added in 0.7.0: */
+  conv_dtype dtype;         /* the element type of the tensors the plan's
+                             * execute function takes (conv_problem.dtype);
+                             * the bias is fp32                              */
 } conv_plan_info;
 
 /* Returns a plan for `problem` on the context's device: from memory, from the
@@ -542,9 +579,12 @@ conv_status conv_plan_create(conv_context *context, const conv_problem *problem,
                              conv_plan **plan /* OUT */);
 
 /* Runs the convolution asynchronously on `stream` (0 = the legacy default
- * stream): y = epilogue(conv(x, w) [+ bias]).  `bias` is required for the
- * bias epilogues and ignored otherwise.  Pointers must be aligned to
- * CONV_POINTER_ALIGNMENT (else CONV_INVALID_ARGUMENT).  Errors are reported
+ * stream): y = epilogue(conv(x, w) [+ bias]).  x, w and y hold elements of
+ * the problem's dtype; `bias` is k floats (fp32) whatever the dtype,
+ * required for the bias epilogues and ignored otherwise; the bias and
+ * ReLU are applied in fp32 (for fp16 and bf16 to the fp32 sums, which are
+ * rounded to the type once, as they are written to y).  Pointers must be
+ * aligned to CONV_POINTER_ALIGNMENT (else CONV_INVALID_ARGUMENT).  Errors are reported
  * for launch failures only; device-side faults surface at the caller's next
  * synchronisation.
  *

@@ -104,6 +104,7 @@ static conv_status instantiate(conv_context *ctx, const conv_problem *problem,
   info->workspace_bytes = plan->prepared.workspace_bytes;
   info->source = source;
   info->direction = plan->problem.direction;
+  info->dtype = plan->problem.dtype;
   info->deterministic = plan->prepared.deterministic;
   info->replay = CONV_REPLAY_PENDING;
   if (ctx->direct_launches) {

@@ -69,6 +69,20 @@ int fill_cache(const char *path, char *key, size_t key_size) {
   return TEST_PASS;
 }
 
+int store_tuned(const char *path, const char *key, const char *device, const conv_trial *winner) {
+  conv_cache *cache = NULL;
+  conv_error err = {CONV_OK, ""};
+  CHECK_MSG(conv_cache_open(path, false, &cache, &err) == CONV_OK, "%s", err.message);
+  conv_cache_key k = {key, device, VERSIONS};
+  conv_status st = conv_cache_begin_tuning(cache, &k, &err);
+  if (st == CONV_OK) st = conv_cache_add_trial(cache, &k, winner, &err);
+  if (st == CONV_OK)
+    st = conv_cache_set_winner(cache, &k, winner->algorithm_id, &winner->config, &err);
+  conv_cache_close(cache);
+  CHECK_MSG(st == CONV_OK, "%s", err.message);
+  return TEST_PASS;
+}
+
 bool has_string(const json_t *obj, const char *key, const char *value) {
   const char *v = json_string_value(json_object_get(obj, key));
   return v != NULL && strcmp(v, value) == 0;

@@ -28,6 +28,11 @@ int open_fixture_cache(const char *path, char *key, size_t key_size, conv_cache 
  * key goes to key.  TEST_PASS or TEST_FAIL. */
 int fill_cache(const char *path, char *key, size_t key_size);
 
+/* Stores `winner` as the one trial and the winner of a tuning of `key` on
+ * `device` (versions VERSIONS) in the cache at path.  TEST_PASS or
+ * TEST_FAIL. */
+int store_tuned(const char *path, const char *key, const char *device, const conv_trial *winner);
+
 /* A cuDNN trial of `engine` (config {engine, 3}, text `text`). */
 conv_trial make_trial(int64_t engine, const char *text, conv_status status, double time_ms,
                       double rel_error);

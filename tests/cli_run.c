@@ -229,6 +229,18 @@ void isolate_default_cache(void) {
   setenv("CONVTUNE_CACHE", path, 1);
 }
 
+int show_finds(const char *const args[], const char *key, const char *want,
+               const char *unwanted) {
+  cli_result r;
+  CHECK(run_cli(args, &r));
+  CHECK_MSG(r.exit_status == 0, "%s %s: exit %lld\n%s", args[0], args[1], (long long)r.exit_status,
+            r.err.data);
+  CHECK_MSG(contains(r.out.data, key) && contains(r.out.data, want) && !contains(r.out.data, unwanted),
+            "%s %s:\n%s", args[0], args[1], r.out.data);
+  cli_result_free(&r);
+  return TEST_PASS;
+}
+
 int check_usage_errors(const usage_case *cases, size_t count) {
   for (size_t i = 0; i < count; i++) {
     cli_result r;

@@ -54,6 +54,12 @@ bool run_cli(const char *const *args, cli_result *r);
 bool run_cli_interrupted(const char *const *args, const char *marker, cli_result *r);
 
 bool contains(const char *haystack, const char *needle);
+
+/* `args` (a show command, NULL-terminated) exits 0 and prints `key` with
+ * the trial `want`, and not the trial `unwanted` (another key's).
+ * TEST_PASS or TEST_FAIL. */
+int show_finds(const char *const args[], const char *key, const char *want,
+               const char *unwanted);
 size_t count_lines(const char *s);
 
 /* A command line (NULL-terminated) the tool must refuse as a usage error,

@@ -60,6 +60,55 @@ static float *random_floats(int64_t count) {
   return v;
 }
 
+/* count host floats into device elements of `dtype` (rounded to nearest
+ * even by conv_convert, the device's own conversion). */
+static int upload(void *dev, conv_dtype dtype, const float *host, int64_t count) {
+  const size_t bytes = (size_t)count * sizeof(float);
+  if (dtype == CONV_DTYPE_F32) {
+    CUDA_OK(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+    return TEST_PASS;
+  }
+  float *staged;
+  CUDA_OK(cudaMalloc((void **)&staged, bytes));
+  CUDA_OK(cudaMemcpy(staged, host, bytes, cudaMemcpyHostToDevice));
+  CUDA_OK(conv_convert(staged, CONV_DTYPE_F32, dev, dtype, count, 0));
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaFree(staged));
+  return TEST_PASS;
+}
+
+/* count device elements of `dtype` into host floats (exactly), after what
+ * `stream` has queued. */
+static int download(float *host, const void *dev, conv_dtype dtype, int64_t count,
+                    cudaStream_t stream) {
+  const size_t bytes = (size_t)count * sizeof(float);
+  if (dtype == CONV_DTYPE_F32) {
+    CUDA_OK(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    return TEST_PASS;
+  }
+  float *staged;
+  CUDA_OK(cudaMalloc((void **)&staged, bytes));
+  CUDA_OK(conv_convert(dev, dtype, staged, CONV_DTYPE_F32, count, stream));
+  CUDA_OK(cudaMemcpyAsync(host, staged, bytes, cudaMemcpyDeviceToHost, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  CUDA_OK(cudaFree(staged));
+  return TEST_PASS;
+}
+
+/* Host floats rounded in place to what a tensor of `dtype` holds, so that
+ * the CPU reference reads the values the device tensors hold. */
+static int round_to_dtype(float *host, int64_t count, conv_dtype dtype) {
+  if (dtype == CONV_DTYPE_F32 || count == 0) return TEST_PASS;
+  void *dev;
+  CUDA_OK(cudaMalloc(&dev, (size_t)count * conv_dtype_bytes(dtype)));
+  if (upload(dev, dtype, host, count) != TEST_PASS ||
+      download(host, dev, dtype, count, 0) != TEST_PASS)
+    return TEST_FAIL;
+  CUDA_OK(cudaFree(dev));
+  return TEST_PASS;
+}
+
 int host_case_make(host_case *hc, const conv_problem *p) {
   memset(hc, 0, sizeof *hc);
   hc->p = *p;
@@ -73,6 +122,11 @@ int host_case_make(host_case *hc, const conv_problem *p) {
   }
   hc->ref = malloc((size_t)hc->sh.out_elems * sizeof(float));
   CHECK(hc->x && hc->w && hc->bias && hc->ref);
+  /* The bias stays fp32 whatever the dtype. */
+  if (round_to_dtype(hc->x, hc->sh.x_elems, p->dtype) != TEST_PASS ||
+      round_to_dtype(hc->w, hc->sh.w_elems, p->dtype) != TEST_PASS ||
+      (hc->dy != NULL && round_to_dtype(hc->dy, hc->sh.y_elems, p->dtype) != TEST_PASS))
+    return TEST_FAIL;
   return cpu_reference(hc);
 }
 
@@ -87,15 +141,17 @@ void host_case_free(host_case *hc) {
 
 int dev_case_make(dev_case *d, const host_case *hc) {
   memset(d, 0, sizeof *d);
-  CUDA_OK(cudaMalloc((void **)&d->x, (size_t)hc->sh.x_elems * sizeof(float)));
-  CUDA_OK(cudaMalloc((void **)&d->w, (size_t)hc->sh.w_elems * sizeof(float)));
+  const conv_dtype t = hc->p.dtype;
+  const size_t e = conv_dtype_bytes(t);
+  CUDA_OK(cudaMalloc((void **)&d->x, (size_t)hc->sh.x_elems * e));
+  CUDA_OK(cudaMalloc((void **)&d->w, (size_t)hc->sh.w_elems * e));
   CUDA_OK(cudaMalloc((void **)&d->bias, (size_t)hc->p.k * sizeof(float)));
-  CUDA_OK(cudaMalloc((void **)&d->y, (size_t)hc->sh.y_elems * sizeof(float)));
-  CUDA_OK(cudaMemcpy(d->x, hc->x, (size_t)hc->sh.x_elems * sizeof(float), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(d->w, hc->w, (size_t)hc->sh.w_elems * sizeof(float), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(d->bias, hc->bias, (size_t)hc->p.k * sizeof(float), cudaMemcpyHostToDevice));
-  if (hc->dy != NULL)
-    CUDA_OK(cudaMemcpy(d->y, hc->dy, (size_t)hc->sh.y_elems * sizeof(float), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMalloc((void **)&d->y, (size_t)hc->sh.y_elems * e));
+  if (upload(d->x, t, hc->x, hc->sh.x_elems) != TEST_PASS ||
+      upload(d->w, t, hc->w, hc->sh.w_elems) != TEST_PASS ||
+      upload(d->bias, CONV_DTYPE_F32, hc->bias, hc->p.k) != TEST_PASS ||
+      (hc->dy != NULL && upload(d->y, t, hc->dy, hc->sh.y_elems) != TEST_PASS))
+    return TEST_FAIL;
   const conv_direction direction = hc->p.direction;
   d->out = direction == CONV_BACKWARD_DATA ? d->x : direction == CONV_BACKWARD_FILTER ? d->w : d->y;
   return TEST_PASS;
@@ -120,7 +176,7 @@ void dev_case_free(dev_case *d) {
 }
 
 int poison(const dev_case *d, const host_case *hc, cudaStream_t stream) {
-  CUDA_OK(cudaMemsetAsync(d->out, 0xFF, (size_t)hc->sh.out_elems * sizeof(float), stream));
+  CUDA_OK(conv_fill_poison(d->out, hc->p.dtype, hc->sh.out_elems, stream));
   return TEST_PASS;
 }
 
@@ -129,11 +185,9 @@ int poison(const dev_case *d, const host_case *hc, cudaStream_t stream) {
  * elements. */
 static int measure_output(const dev_case *d, const host_case *hc, cudaStream_t stream, double *rel,
                           int64_t *bad) {
-  size_t bytes = (size_t)hc->sh.out_elems * sizeof(float);
-  float *y = malloc(bytes);
+  float *y = malloc((size_t)hc->sh.out_elems * sizeof(float));
   CHECK(y != NULL);
-  CUDA_OK(cudaMemcpyAsync(y, d->out, bytes, cudaMemcpyDeviceToHost, stream));
-  CUDA_OK(cudaStreamSynchronize(stream));
+  if (download(y, d->out, hc->p.dtype, hc->sh.out_elems, stream) != TEST_PASS) return TEST_FAIL;
   double num = 0, den = 0;
   *bad = 0;
   for (int64_t i = 0; i < hc->sh.out_elems; i++) {
@@ -156,6 +210,13 @@ int check_output(const dev_case *d, const host_case *hc, cudaStream_t stream, do
   CHECK_MSG(bad == 0 && rel <= bound, "%s: %lld non-finite outputs, relative L2 error %.3g (bound %.1g)",
             what, (long long)bad, rel, bound);
   return TEST_PASS;
+}
+
+conv_status execute_case(conv_plan *plan, const dev_case *d, conv_direction direction) {
+  if (direction == CONV_BACKWARD_DATA) return conv_plan_backward_data(plan, 0, d->y, d->w, d->x);
+  if (direction == CONV_BACKWARD_FILTER)
+    return conv_plan_backward_filter(plan, 0, d->x, d->y, d->w);
+  return conv_plan_execute(plan, 0, d->x, d->w, d->bias, d->y);
 }
 
 void describe_problem(const conv_problem *p, char *text, size_t size) {
@@ -195,7 +256,8 @@ static int judge_config(conv_env *env, const conv_algorithm *algo, const conv_pr
   double bound = conv_error_bound_for(&hc->p, prep->arith), host_rel, dev_rel;
   int64_t host_bad, dev_bad;
   if (measure_output(d, hc, 0, &host_rel, &host_bad) != TEST_PASS) return TEST_FAIL;
-  CUDA_OK(conv_relative_l2(d->out, dev_ref, hc->sh.out_elems, scratch, 0, &dev_rel, &dev_bad));
+  CUDA_OK(conv_relative_l2(d->out, hc->p.dtype, dev_ref, hc->sh.out_elems, scratch, 0, &dev_rel,
+                           &dev_bad));
   bool host_ok = host_bad == 0 && host_rel <= bound, dev_ok = dev_bad == 0 && dev_rel <= bound;
   CHECK_MSG(host_ok == dev_ok, "%s: CPU check says %s (rel %.3g), tuner's check says %s (rel %.3g)",
             what, host_ok ? "right" : "wrong", host_rel, dev_ok ? "right" : "wrong", dev_rel);
@@ -206,6 +268,7 @@ static int judge_config(conv_env *env, const conv_algorithm *algo, const conv_pr
     count->wrong_caught++;
   } else {
     count->ran++;
+    if (host_rel > count->worst_error) count->worst_error = host_rel;
   }
   cudaFree(ws);
   return TEST_PASS;
@@ -355,13 +418,18 @@ int run_family_on_cases(const conv_algorithm *algo, const conv_problem *cases,
   if (open_env(&env) != TEST_PASS) return TEST_FAIL;
   void *scratch;
   CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
-  *count = (family_count){0, 0, 0};
+  *count = (family_count){0, 0, 0, 0.0};
   for (size_t i = 0; i < ncases; i++) {
     char name[CONV_PROBLEM_KEY_MAX];
     describe_problem(&cases[i], name, sizeof name);
     const int before = count->ran;
+    const double worst_before = count->worst_error;
+    count->worst_error = 0.0;
     if (run_family_on_case(&env, algo, &cases[i], scratch, count) != TEST_PASS) return TEST_FAIL;
-    printf("%s: %d %s configs matched\n", name, count->ran - before, algo->name);
+    printf("%s: %d %s configs matched, the worst with relative L2 error %.2g (direct bound %.1g)\n",
+           name, count->ran - before, algo->name, count->worst_error,
+           conv_error_bound_for(&cases[i], CONV_ARITH_DIRECT));
+    if (worst_before > count->worst_error) count->worst_error = worst_before;
     if (check != NULL && check(&env, &cases[i], name) != TEST_PASS) return TEST_FAIL;
   }
   printf("%s: %d configs matched the CPU reference, %d not supported for their shape\n",
@@ -431,7 +499,8 @@ int family_passes_match_reference(const conv_algorithm *algo, const conv_problem
                                   size_t count, int min_ran) {
   conv_env env;
   memset(&env, 0, sizeof env);
-  env.cublaslt = (cublasLtHandle_t)&env; /* applicable() only checks it is there */
+  env.cudnn = (cudnnHandle_t)&env; /* applicable() only checks they are there */
+  env.cublaslt = (cublasLtHandle_t)&env;
   for (size_t i = 0; i < count; i++)
     CHECK_MSG(algo->applicable(&passes[i], &env), "%s refuses pass %zu", algo->name, i);
   family_count tally;

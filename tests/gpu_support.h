@@ -36,7 +36,9 @@
 
 /* Host tensors of a problem, in any direction, plus the CPU reference of
  * the pass's output (sh.out_elems values: y, dx or dw).  dy is random for
- * the backward passes and NULL for forward. */
+ * the backward passes and NULL for forward.  For a half problem x, w and
+ * dy hold values of its type (rounded on the device: host_case_make needs
+ * a GPU then); the bias is fp32 always. */
 typedef struct host_case {
   conv_problem p;
   conv_shape sh;
@@ -44,15 +46,19 @@ typedef struct host_case {
 } host_case;
 
 /* Device copies of a host case (y holds dy for the backward passes) and
- * `out`, the one of x, w and y that the pass writes. */
+ * `out`, the one of x, w and y that the pass writes.  x, w and y hold
+ * elements of the problem's dtype (typed float *, as conv_exec's are). */
 typedef struct dev_case {
   float *x, *w, *bias, *y;
   float *out;
 } dev_case;
 
-/* Counts per family, printed as the test's summary. */
+/* Counts per family, printed as the test's summary, and the largest
+ * relative L2 error of a config that matched (the evidence for the
+ * validation bounds). */
 typedef struct family_count {
   int ran, unsupported, wrong_caught;
+  double worst_error;
 } family_count;
 
 /* Checks a family's reference test makes per case, after every config ran. */
@@ -80,6 +86,10 @@ int poison(const dev_case *d, const host_case *hc, cudaStream_t stream);
 int reference_pass(const dev_case *d, const host_case *hc, float *ref);
 int check_output(const dev_case *d, const host_case *hc, cudaStream_t stream, double bound,
                  const char *what);
+/* One pass of `plan` on d through the public call of `direction`
+ * (conv_plan_execute with d's bias, which it ignores without an epilogue,
+ * conv_plan_backward_data, conv_plan_backward_filter), on stream 0. */
+conv_status execute_case(conv_plan *plan, const dev_case *d, conv_direction direction);
 
 /* ---- candidate families */
 

@@ -35,7 +35,7 @@ int main(void) {
   FIELD(conv_plan_info, replay); FIELD(conv_plan_info, replay_note);
   FIELD(conv_plan_info, graph_launches); FIELD(conv_plan_info, graph_captures);
   FIELD(conv_plan_info, direct_runs); FIELD(conv_plan_info, direction);
-  FIELD(conv_plan_info, deterministic);
+  FIELD(conv_plan_info, deterministic); FIELD(conv_plan_info, dtype);
   SIZE(conv_cache_entry);
   FIELD(conv_cache_entry, struct_size); FIELD(conv_cache_entry, problem);
   FIELD(conv_cache_entry, device); FIELD(conv_cache_entry, versions);

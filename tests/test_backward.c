@@ -53,10 +53,7 @@ static int reference_backward_matches_cpu(void) {
 
 /* Runs the plan's pass on pc (output poisoned first). */
 static conv_status run_pass(conv_plan *plan, const pass_case *pc) {
-  const dev_case *d = &pc->d;
-  if (pc->hc.p.direction == CONV_BACKWARD_DATA)
-    return conv_plan_backward_data(plan, 0, d->y, d->w, d->x);
-  return conv_plan_backward_filter(plan, 0, d->x, d->y, d->w);
+  return execute_case(plan, &pc->d, pc->hc.p.direction);
 }
 
 /* Tuned backward plans, executed as a user would, match the CPU reference,

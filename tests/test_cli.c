@@ -614,20 +614,6 @@ static int test_read_only_cache(void) {
   return rc;
 }
 
-/* `args` (a show command) exits 0 and prints `key` with the trial `want`,
- * and not the trial `unwanted` (another key's). */
-static int show_finds(const char *const args[], const char *key, const char *want,
-                      const char *unwanted) {
-  cli_result r;
-  CHECK(run_cli(args, &r));
-  CHECK_MSG(r.exit_status == 0, "%s %s: exit %lld\n%s", args[0], args[1], (long long)r.exit_status,
-            r.err.data);
-  CHECK_MSG(contains(r.out.data, key) && contains(r.out.data, want) && !contains(r.out.data, unwanted),
-            "%s %s:\n%s", args[0], args[1], r.out.data);
-  cli_result_free(&r);
-  return TEST_PASS;
-}
-
 /* A backward pass is its own problem in the cache: show finds its trials
  * through --direction, dir= in a spec or "dir" in a suite row, and the
  * forward problem's stay apart. */
@@ -641,16 +627,8 @@ static int test_show_by_direction(void) {
   CHECK_STATUS(CONV_OK, conv_problem_parse(SPEC " dir=bwd_filter", &p, NULL, 0));
   CHECK_STATUS(CONV_OK, conv_problem_key(&p, bwd_key, sizeof bwd_key));
   CHECK(strncmp(bwd_key, "bwd_filter ", 11) == 0 && strcmp(bwd_key + 11, key + 4) == 0);
-  conv_cache *cache = NULL;
-  conv_error err = {CONV_OK, ""};
-  CHECK_MSG(conv_cache_open(db, false, &cache, &err) == CONV_OK, "%s", err.message);
-  conv_cache_key k = {bwd_key, DEVICE_A, VERSIONS};
-  conv_trial t = make_trial(40, "engine=40 knobs=3", CONV_OK, 1.5, 3e-6);
-  conv_status st = conv_cache_begin_tuning(cache, &k, &err);
-  if (st == CONV_OK) st = conv_cache_add_trial(cache, &k, &t, &err);
-  if (st == CONV_OK) st = conv_cache_set_winner(cache, &k, t.algorithm_id, &t.config, &err);
-  conv_cache_close(cache);
-  CHECK_MSG(st == CONV_OK, "%s", err.message);
+  const conv_trial t = make_trial(40, "engine=40 knobs=3", CONV_OK, 1.5, 3e-6);
+  if ((rc = store_tuned(db, bwd_key, DEVICE_A, &t)) != TEST_PASS) return rc;
 
   char suite_file[1024];
   tmp_path(suite_file, sizeof suite_file, "direction-suite.json");

@@ -51,14 +51,6 @@ static int dynamic_reference_matches_cpu(void) {
   return TEST_PASS;
 }
 
-/* One pass of the plan through the public call of its direction. */
-static conv_status run_plan(conv_plan *plan, const dev_case *d, conv_direction direction) {
-  if (direction == CONV_BACKWARD_DATA) return conv_plan_backward_data(plan, 0, d->y, d->w, d->x);
-  if (direction == CONV_BACKWARD_FILTER)
-    return conv_plan_backward_filter(plan, 0, d->x, d->y, d->w);
-  return conv_plan_execute(plan, 0, d->x, d->w, NULL, d->y);
-}
-
 /* Runs the plan 3 times (direct, capture, replay) into a poisoned output,
  * each checked against the CPU reference; the last output's bits in
  * `bits` when not NULL. */
@@ -67,7 +59,7 @@ static int run_and_check(conv_plan *plan, const host_case *hc, const dev_case *d
   for (int run = 0; run < 3; run++) {
     if (poison(dc, hc, 0) != TEST_PASS) return TEST_FAIL;
     CUDA_OK(cudaDeviceSynchronize());
-    CHECK_STATUS(CONV_OK, run_plan(plan, dc, hc->p.direction));
+    CHECK_STATUS(CONV_OK, execute_case(plan, dc, hc->p.direction));
     CUDA_OK(cudaDeviceSynchronize());
     if (check_output(dc, hc, 0, conv_error_bound_for(&hc->p, CONV_ARITH_DIRECT), what) !=
         TEST_PASS)

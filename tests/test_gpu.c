@@ -1,6 +1,7 @@
 /*
  * test_gpu.c -- GPU tests of the kernels no one family owns: the reference
- * kernel against a CPU reference in double; every candidate family's
+ * kernel against a CPU reference in double (fp32, and fp16 and bf16 inputs
+ * with the half comparison); every candidate family's
  * configs at once against the CPU reference on random shapes, and with
  * K R S C filters; the helper kernels (the bias pass, im2col, the filter
  * transpose) against the CPU.  Each family's own cases, on the shapes it
@@ -153,7 +154,7 @@ static int reference_matches_cpu(void) {
     CUDA_OK(cudaMemcpy(ref, hc.ref, (size_t)hc.sh.y_elems * sizeof(float), cudaMemcpyHostToDevice));
     double rel = -1, host_num = 0, host_den = 0;
     int64_t nonfinite = -1;
-    CUDA_OK(conv_relative_l2(d.y, ref, hc.sh.y_elems, scratch, 0, &rel, &nonfinite));
+    CUDA_OK(conv_relative_l2(d.y, CONV_DTYPE_F32, ref, hc.sh.y_elems, scratch, 0, &rel, &nonfinite));
     float *y = malloc((size_t)hc.sh.y_elems * sizeof(float));
     CHECK(y != NULL);
     CUDA_OK(cudaMemcpy(y, d.y, (size_t)hc.sh.y_elems * sizeof(float), cudaMemcpyDeviceToHost));
@@ -166,7 +167,7 @@ static int reference_matches_cpu(void) {
               "%s: device rel %.6g vs host %.6g, nonfinite %lld", name, rel, host_rel, (long long)nonfinite);
     /* A poisoned output must be reported as non-finite. */
     CUDA_OK(cudaMemset(d.y, 0xFF, sizeof(float)));
-    CUDA_OK(conv_relative_l2(d.y, ref, hc.sh.y_elems, scratch, 0, &rel, &nonfinite));
+    CUDA_OK(conv_relative_l2(d.y, CONV_DTYPE_F32, ref, hc.sh.y_elems, scratch, 0, &rel, &nonfinite));
     CHECK(nonfinite == 1);
     free(y);
     cudaFree(ref);
@@ -350,6 +351,71 @@ static int krsc_filters_match_reference(void) {
   return TEST_PASS;
 }
 
+/* fp16 and bf16: the device reference kernels read half inputs exactly
+ * (they match the CPU reference on the same values, rounded to the type,
+ * to float rounding) in every direction and both layouts; and
+ * conv_relative_l2 reads a half output: the reference rounded to the type
+ * is within the type's rounding (2^-11, 2^-8) of it, and a poisoned
+ * element, or an fp16 output past 65504 (inf), is non-finite. */
+static int half_reference_and_comparison(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  void *scratch;
+  CUDA_OK(cudaMalloc(&scratch, CONV_COMPARE_SCRATCH_BYTES));
+  for (int i = 0; i < 12; i++) {
+    conv_problem p = i % 2 ? random_nhwc_problem(CONV_MATH_STRICT) : random_problem(CONV_MATH_STRICT);
+    p.dtype = i % 4 < 2 ? CONV_DTYPE_F16 : CONV_DTYPE_BF16;
+    p.direction = every_direction[i % 3];
+    if (p.direction != CONV_FORWARD) p.epilogue = CONV_EPILOGUE_NONE;
+    pass_case pc;
+    if (pass_case_make(&pc, &p) != TEST_PASS) return TEST_FAIL;
+    const host_case *hc = &pc.hc;
+    char name[CONV_PROBLEM_KEY_MAX];
+    describe_problem(&p, name, sizeof name);
+    const int64_t count = hc->sh.out_elems;
+    float *ref = NULL, *got = malloc((size_t)count * sizeof *got);
+    CHECK(got != NULL);
+    CUDA_OK(cudaMalloc((void **)&ref, (size_t)count * sizeof(float)));
+    if (reference_pass(&pc.d, hc, ref) != TEST_PASS) return TEST_FAIL;
+    CUDA_OK(cudaMemcpy(got, ref, (size_t)count * sizeof(float), cudaMemcpyDeviceToHost));
+    double num = 0, den = 0;
+    for (int64_t j = 0; j < count; j++) {
+      num += ((double)got[j] - hc->ref[j]) * ((double)got[j] - hc->ref[j]);
+      den += (double)hc->ref[j] * hc->ref[j];
+    }
+    CHECK_MSG(sqrt(num) <= 1e-6 * sqrt(den), "%s: device reference off by %.3g", name,
+              sqrt(num / den));
+    /* The reference, rounded to the type, as a candidate's output. */
+    CUDA_OK(conv_convert(ref, CONV_DTYPE_F32, pc.d.out, p.dtype, count, 0));
+    double rel = -1;
+    int64_t nonfinite = -1;
+    CUDA_OK(conv_relative_l2(pc.d.out, p.dtype, ref, count, scratch, 0, &rel, &nonfinite));
+    const double rounding = p.dtype == CONV_DTYPE_F16 ? 0x1p-11 : 0x1p-8;
+    CHECK_MSG(nonfinite == 0 && rel <= rounding, "%s: rounded reference off by %.3g", name, rel);
+    CHECK(rel < conv_error_bound_for(&p, CONV_ARITH_DIRECT));
+    /* One poisoned element; then, in fp16, one that overflowed. */
+    CUDA_OK(conv_fill_poison(pc.d.out, p.dtype, 1, 0));
+    CUDA_OK(conv_relative_l2(pc.d.out, p.dtype, ref, count, scratch, 0, &rel, &nonfinite));
+    CHECK_MSG(nonfinite == 1, "%s: %lld non-finite, expected the poisoned one", name,
+              (long long)nonfinite);
+    if (p.dtype == CONV_DTYPE_F16) {
+      float *big;
+      CUDA_OK(cudaMalloc((void **)&big, sizeof *big));
+      const float past_fp16 = 70000.0f;
+      CUDA_OK(cudaMemcpy(big, &past_fp16, sizeof past_fp16, cudaMemcpyHostToDevice));
+      CUDA_OK(conv_convert(big, CONV_DTYPE_F32, pc.d.out, CONV_DTYPE_F16, 1, 0));
+      CUDA_OK(conv_relative_l2(pc.d.out, p.dtype, ref, count, scratch, 0, &rel, &nonfinite));
+      CHECK_MSG(nonfinite == 1, "%s: an fp16 inf counted %lld times", name, (long long)nonfinite);
+      cudaFree(big);
+    }
+    cudaFree(ref);
+    free(got);
+    pass_case_free(&pc);
+  }
+  cudaFree(scratch);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"reference_matches_cpu", reference_matches_cpu},
     {"every_candidate_matches_reference", every_candidate_matches_reference},
@@ -357,5 +423,6 @@ static const test_case tests[] = {
     {"bias_pass_matches_host", bias_pass_matches_host},
     {"im2col_matches_cpu", im2col_matches_cpu},
     {"filter_to_krsc_matches_cpu", filter_to_krsc_matches_cpu},
+    {"half_reference_and_comparison", half_reference_and_comparison},
 };
 TEST_MAIN(tests)

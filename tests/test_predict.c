@@ -67,8 +67,9 @@ enum { DEPTHWISE = 8, CUDNN = 1 };
 #define DENSE(h, c) "n=16 c=" #c " h=" #h " w=" #h " k=" #c " r=3 s=3 pad=1 layout=nhwc epilogue=bias"
 
 /* Three tuned depthwise neighbours agree on their family; dense layers,
- * another math mode, another device and the problem itself do not count;
- * their configs rank by mean log slowdown, untimed ones last. */
+ * another math mode, another dtype (either way), another device and the
+ * problem itself do not count; their configs rank by mean log slowdown,
+ * untimed ones last. */
 static int neighbours_agree(void) {
   conv_error err = {CONV_OK, ""};
   conv_cache *cache = NULL;
@@ -92,6 +93,8 @@ static int neighbours_agree(void) {
   if (rc == TEST_PASS)
     rc = store_tuning(cache, DW(14, 384) " math=tf32", DEVICE, CUDNN, dense_configs, dense_ms, 1);
   if (rc == TEST_PASS)
+    rc = store_tuning(cache, DW(14, 384) " dtype=bf16", DEVICE, CUDNN, dense_configs, dense_ms, 1);
+  if (rc == TEST_PASS)
     rc = store_tuning(cache, DW(14, 384), DEVICE2, CUDNN, dense_configs, dense_ms, 1);
   if (rc == TEST_PASS) rc = store_tuning(cache, DW(14, 384), DEVICE, CUDNN, dense_configs, dense_ms, 1);
   if (rc != TEST_PASS) {
@@ -108,6 +111,10 @@ static int neighbours_agree(void) {
    * other way) are equally near; 56x56 is twice as far on each. */
   CHECK(strstr(pr.neighbour[2].problem, "h56") != NULL);
   CHECK(fabs(pr.neighbour[0].winner_ms - 0.025) < 1e-9 || fabs(pr.neighbour[0].winner_ms - 0.012) < 1e-9);
+  /* A bf16 shape: one tuned bf16 neighbour; the fp32 ones say nothing. */
+  conv_prediction half;
+  CHECK_OK(predict_for(cache, DW(28, 192) " dtype=bf16", key, sizeof key, &half));
+  CHECK_MSG(!half.certain && half.neighbours == 1, "%d neighbours: %s", half.neighbours, half.why);
 
   const conv_config offered[] = {d, never, c, a, b};
   int order[8], count = -1;

@@ -53,7 +53,7 @@ static void zero_groups(conv_problem *p) { p->groups = 0; }
 static void negative_pad(conv_problem *p) { p->pad_w = -1; }
 static void zero_stride(conv_problem *p) { p->stride_h = 0; }
 static void zero_dilation(conv_problem *p) { p->dil_w = 0; }
-static void fp16(conv_problem *p) { p->dtype = CONV_DTYPE_F16; }
+static void dtype_7(conv_problem *p) { p->dtype = (conv_dtype)7; }
 static void bad_layout(conv_problem *p) { p->layout = (conv_layout)7; }
 static void bad_direction(conv_problem *p) { p->direction = (conv_direction)5; }
 static void backward_with_bias(conv_problem *p) {
@@ -78,7 +78,7 @@ static int validate_each_failure(void) {
       {"pad -1", negative_pad, CONV_BAD_PADDING},
       {"stride 0", zero_stride, CONV_BAD_STRIDE},
       {"dilation 0", zero_dilation, CONV_BAD_STRIDE},
-      {"fp16", fp16, CONV_UNSUPPORTED},
+      {"dtype 7", dtype_7, CONV_UNSUPPORTED},
       {"layout 7", bad_layout, CONV_UNSUPPORTED},
       {"direction 5", bad_direction, CONV_UNSUPPORTED},
       {"backward with an epilogue", backward_with_bias, CONV_UNSUPPORTED},
@@ -614,6 +614,8 @@ static int key_round_trip(void) {
       "n=8 c=16 h=31 w=33 k=32 r=1 s=1 dir=bwd_data math=tf32",
       "op=dynamic n=32 c=64 h=56 w=56 r=7 g=4",
       "op=dynamic n=4 c=16 h=23 w=19 r=5 dil=2 dir=bwd_data det=1",
+      "n=16 c=64 h=56 w=56 k=64 r=3 s=3 pad=1 layout=nhwc dtype=bf16 epilogue=bias_relu",
+      "n=4 c=32 h=14 w=14 k=16 r=3 s=3 dtype=f16 dir=bwd_filter",
   };
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
     conv_problem p, back;
@@ -625,11 +627,13 @@ static int key_round_trip(void) {
     CHECK_MSG(strcmp(key, again) == 0, "%s came back as %s", key, again);
     CHECK(back.op == p.op && back.direction == p.direction && back.layout == p.layout &&
           back.math == p.math && back.epilogue == p.epilogue &&
-          back.deterministic == p.deterministic && back.groups == p.groups);
+          back.deterministic == p.deterministic && back.groups == p.groups &&
+          back.dtype == p.dtype);
   }
   const char *bad[] = {
       "",
-      "fwd f16 nchw strict none n1 c3 h9 w9 k2 r3 s3 pad0,0 str1,1 dil1,1 g1",
+      "fwd f64 nchw strict none n1 c3 h9 w9 k2 r3 s3 pad0,0 str1,1 dil1,1 g1",
+      "fwd f16 nchw tf32 none n1 c3 h9 w9 k2 r3 s3 pad0,0 str1,1 dil1,1 g1", /* half: strict */
       "fwd f32 nchw strict none n1 c3 h9 w9 k2 r3 s3 pad0,0 str1,1 dil1,1",
       "fwd f32 nchw strict none n1 c3 h9 w9 k2 r3 s3 pad0,0 str1,1 dil1,1 g1 fast",
       "fwd f32 nchw strict none n1 c3 h9 w9 k2 r3 s3 pad0,0 str1,1 dil1,1 g1 ",

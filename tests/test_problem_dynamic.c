@@ -116,7 +116,7 @@ static int dynamic_validation(void) {
       {"pad 2,3", dyn_pad_wrong, CONV_BAD_PADDING, "must be (k-1)/2*dil = 3,3"},
       {"pad 0, small image", dyn_pad_zero_small, CONV_BAD_PADDING, "'same' padding"},
       {"op 7", dyn_op_7, CONV_UNSUPPORTED, "op 7"},
-      {"fp16", dyn_fp16, CONV_UNSUPPORTED, "fp32"},
+      {"fp16", dyn_fp16, CONV_UNSUPPORTED, "dtype f16: this version runs the dynamic op in f32 only"},
       {"weights past 2^31", dyn_weights_2_31, CONV_SIZE_OVERFLOW, "weights tensor"},
       {"input past 2^31", dyn_input_2_31, CONV_SIZE_OVERFLOW, "input tensor"},
       {"64-bit overflow", dyn_overflow_64, CONV_SIZE_OVERFLOW, "overflows 64 bits"},

@@ -120,7 +120,8 @@ static int test_problem_from_key(void) {
       "n=4 c=144 h=28 w=28 k=144 r=3 s=3 pad=2 dil=2 groups=144 layout=nhwc dir=bwd_data det=1",
       "n=1 c=8 h=9 w=7 k=16 r=1 s=1 dir=bwd_filter epilogue=none",
       "op=dynamic n=32 c=64 h=56 w=56 r=7 groups=4 math=tf32",
-      "op=dynamic n=2 c=6 h=9 w=9 r=3 dil=2 stride=2 dir=bwd_filter det=1"};
+      "op=dynamic n=2 c=6 h=9 w=9 r=3 dil=2 stride=2 dir=bwd_filter det=1",
+      "n=16 c=64 h=56 w=56 k=64 r=3 s=3 pad=1 layout=nhwc dtype=bf16 epilogue=bias"};
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
     conv_problem p, back;
     char key[CONV_PROBLEM_KEY_MAX], again[CONV_PROBLEM_KEY_MAX];
@@ -135,7 +136,8 @@ static int test_problem_from_key(void) {
       WEIRD, "", RN50 " ", RN50 " det det", RN50 "0",
       "fwd f32 nchw strict none n32 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g3", /* 64 % 3 */
       "fwd f32 nchw strict none n0 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1",
-      "fwd f16 nchw strict none n32 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1",
+      "fwd f64 nchw strict none n32 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1",
+      "fwd bf16 nchw tf32 none n32 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1",
       "up f32 nchw strict none n32 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1",
       "fwd f32 nchw strict none n+32 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -378,16 +378,20 @@ static bool row_dims(const row_ctx *r, const json_t *row, conv_problem *p) {
 
 static bool row_modes(const row_ctx *r, const json_t *row, conv_problem *p) {
   static const char *const maths[] = {"strict", "tf32", NULL};
+  static const char *const dtypes[] = {"f32", "f16", "bf16", NULL};
   static const char *const epilogues[] = {"none", "bias", "bias_relu", NULL};
   static const char *const directions[] = {"fwd", "bwd_data", "bwd_filter", NULL};
-  int math = (int)p->math, epilogue = (int)p->epilogue, direction = (int)p->direction;
+  int math = (int)p->math, dtype = (int)p->dtype, epilogue = (int)p->epilogue,
+      direction = (int)p->direction;
   if (!row_enum(r, row, "math", maths, &math)) return false;
+  if (!row_enum(r, row, "dtype", dtypes, &dtype)) return false;
   if (!row_enum(r, row, "epilogue", epilogues, &epilogue)) return false;
   if (!row_enum(r, row, "dir", directions, &direction)) return false;
   p->direction = direction == 2   ? CONV_BACKWARD_FILTER
                  : direction == 1 ? CONV_BACKWARD_DATA
                                   : CONV_FORWARD;
   p->math = math == 1 ? CONV_MATH_TF32 : CONV_MATH_STRICT;
+  p->dtype = dtype == 2 ? CONV_DTYPE_BF16 : dtype == 1 ? CONV_DTYPE_F16 : CONV_DTYPE_F32;
   p->epilogue = epilogue == 2 ? CONV_EPILOGUE_BIAS_RELU
                 : epilogue == 1 ? CONV_EPILOGUE_BIAS
                                 : CONV_EPILOGUE_NONE;

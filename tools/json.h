@@ -79,6 +79,8 @@ typedef struct suite_error {
  *   "name" (non-empty string), "N" "C" "H" "W" "K" "R" "S" (integers),
  *   optional "stride" "pad" "dil" (integer, or [h, w]; default 1, 0, 1),
  *   optional "groups" (integer, default 1), "math" ("strict" | "tf32"),
+ *   "dtype" ("f32", the default, | "f16" | "bf16"; a half dtype ignores
+ *   "math", as conv_math says),
  *   "epilogue" ("none" | "bias" | "bias_relu"), "dir" ("fwd" | "bwd_data"
  *   | "bwd_filter"), and "op" ("conv", the default, or "dynamic").
  * A dynamic row (conv_op in convtune.h) reads N C H W as B C H W and R as

@@ -1,10 +1,13 @@
 /*
  * check.cu -- the tuner's device-side helpers: reproducible random inputs,
- * poisoned outputs and the relative-L2 comparison against the reference.
+ * poisoned outputs and the relative-L2 comparison against the reference,
+ * each for tensors of any conv_dtype.
  */
 #include <math.h>
 #include <stdint.h>
 
+#include "algorithms/common/elements.cuh"
+#include "core/core.h"
 #include "tuner/check.h"
 
 namespace {
@@ -40,8 +43,10 @@ static unsigned blocks_for(int64_t count, int64_t max_blocks) {
 
 /* Element i is the splitmix64 stream seeded with mix64(seed), at position i:
  * hashing the seed first keeps streams of nearby seeds (0, 1, 2...)
- * unrelated, which plain seed ^ i would not (it only permutes indices). */
-__global__ static void fill_uniform_kernel(float *__restrict__ dst, int64_t count,
+ * unrelated, which plain seed ^ i would not (it only permutes indices).
+ * The float drawn is rounded to T as it is stored. */
+template <typename T>
+__global__ static void fill_uniform_kernel(T *__restrict__ dst, int64_t count,
                                            uint64_t seed_state, float lo, float hi) {
   const int64_t step = (int64_t)gridDim.x * blockDim.x;
   const float top = nextafterf(hi, lo);
@@ -51,28 +56,63 @@ __global__ static void fill_uniform_kernel(float *__restrict__ dst, int64_t coun
     const float u = (float)(bits >> 40) * (1.0f / 16777216.0f);
     const float v = lo + (hi - lo) * u;
     /* Rounding of lo + (hi - lo) * u can land on hi itself. */
-    dst[i] = v < hi ? v : top;
+    dst[i] = conv_element_from_float<T>(v < hi ? v : top);
   }
 }
 
-extern "C" cudaError_t conv_fill_uniform(float *dst, int64_t count, uint64_t seed, float lo,
-                                         float hi, cudaStream_t stream) {
+extern "C" cudaError_t conv_fill_uniform(void *dst, conv_dtype dtype, int64_t count,
+                                         uint64_t seed, float lo, float hi,
+                                         cudaStream_t stream) {
   if (count < 0 || (count > 0 && dst == NULL) || !(lo <= hi)) return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
-  fill_uniform_kernel<<<blocks_for(count, 1 << 16), kThreads, 0, stream>>>(dst, count,
-                                                                            mix64(seed), lo, hi);
-  return cudaGetLastError();
+  return conv_with_element_type(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    fill_uniform_kernel<T><<<blocks_for(count, 1 << 16), kThreads, 0, stream>>>(
+        (T *)dst, count, mix64(seed), lo, hi);
+    return cudaGetLastError();
+  });
 }
 
 /* ---------------------------------------------------------------- poison */
 
-extern "C" cudaError_t conv_fill_poison(float *dst, int64_t count, cudaStream_t stream) {
-  if (count < 0 || (count > 0 && dst == NULL)) return cudaErrorInvalidValue;
-  if ((uint64_t)count > SIZE_MAX / sizeof(float)) return cudaErrorInvalidValue;
+extern "C" cudaError_t conv_fill_poison(void *dst, conv_dtype dtype, int64_t count,
+                                        cudaStream_t stream) {
+  const size_t bytes = conv_dtype_bytes(dtype);
+  if (count < 0 || (count > 0 && dst == NULL) || bytes == 0) return cudaErrorInvalidValue;
+  if ((uint64_t)count > SIZE_MAX / bytes) return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
-  /* Every byte 0xFF gives 0xFFFFFFFF, a quiet NaN: any output a candidate
-   * forgets to write makes the comparison NaN and counts as non-finite. */
-  return cudaMemsetAsync(dst, 0xFF, (size_t)count * sizeof(float), stream);
+  /* Every byte 0xFF gives a quiet NaN in each type (0xFFFFFFFF in fp32;
+   * 0xFFFF in fp16 and bf16, all exponent bits and a mantissa set): any
+   * output a candidate forgets to write makes the comparison NaN and
+   * counts as non-finite. */
+  return cudaMemsetAsync(dst, 0xFF, (size_t)count * bytes, stream);
+}
+
+/* ---------------------------------------------------------------- convert */
+
+template <typename From, typename To>
+__global__ static void convert_kernel(const From *__restrict__ src, To *__restrict__ dst,
+                                      int64_t count) {
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += step)
+    dst[i] = conv_element_from_float<To>(conv_element_to_float(src[i]));
+}
+
+/* Every type converts exactly to float, so From -> float -> To rounds once. */
+extern "C" cudaError_t conv_convert(const void *src, conv_dtype from, void *dst, conv_dtype to,
+                                    int64_t count, cudaStream_t stream) {
+  if (count < 0 || (count > 0 && (src == NULL || dst == NULL))) return cudaErrorInvalidValue;
+  if (conv_dtype_bytes(from) == 0 || conv_dtype_bytes(to) == 0) return cudaErrorInvalidValue;
+  if (count == 0) return cudaSuccess;
+  return conv_with_element_type(from, [&](auto from_tag) {
+    using From = typename decltype(from_tag)::type;
+    return conv_with_element_type(to, [&](auto to_tag) {
+      using To = typename decltype(to_tag)::type;
+      convert_kernel<From, To><<<blocks_for(count, 1 << 16), kThreads, 0, stream>>>(
+          (const From *)src, (To *)dst, count);
+      return cudaGetLastError();
+    });
+  });
 }
 
 /* ---------------------------------------------------------------- hold */
@@ -109,14 +149,16 @@ __device__ static double block_sum(double v, double *shared) {
 }
 
 /* Non-finite y values are counted AND left in num: a NaN must make the
- * error NaN, never vanish from the sum and let a broken output look good. */
-__global__ static void compare_kernel(const float *__restrict__ y, const float *__restrict__ ref,
+ * error NaN, never vanish from the sum and let a broken output look good;
+ * an fp16 output that overflowed to inf counts too. */
+template <typename T>
+__global__ static void compare_kernel(const T *__restrict__ y, const float *__restrict__ ref,
                                       int64_t count, compare_sums *__restrict__ sums) {
   __shared__ double shared[kThreads / 32];
   double num = 0.0, den = 0.0, bad = 0.0;
   const int64_t step = (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += step) {
-    const double yi = (double)y[i], ri = (double)ref[i];
+    const double yi = (double)conv_element_to_float(y[i]), ri = (double)ref[i];
     const double d = yi - ri;
     num += d * d;
     den += ri * ri;
@@ -132,12 +174,12 @@ __global__ static void compare_kernel(const float *__restrict__ y, const float *
   }
 }
 
-extern "C" cudaError_t conv_relative_l2(const float *y, const float *ref, int64_t count,
-                                        void *scratch, cudaStream_t stream,
+extern "C" cudaError_t conv_relative_l2(const void *y, conv_dtype dtype, const float *ref,
+                                        int64_t count, void *scratch, cudaStream_t stream,
                                         double *rel_error /* OUT */,
                                         int64_t *nonfinite /* OUT */) {
   if (count < 0 || scratch == NULL || rel_error == NULL || nonfinite == NULL ||
-      (count > 0 && (y == NULL || ref == NULL)))
+      (count > 0 && (y == NULL || ref == NULL)) || conv_dtype_bytes(dtype) == 0)
     return cudaErrorInvalidValue;
   compare_sums *dev = (compare_sums *)scratch;
   cudaError_t e = cudaMemsetAsync(dev, 0, sizeof(compare_sums), stream);
@@ -145,8 +187,12 @@ extern "C" cudaError_t conv_relative_l2(const float *y, const float *ref, int64_
   if (count > 0) {
     /* A few blocks per SM is plenty for a bandwidth-bound pass, and keeps
      * the final atomics few. */
-    compare_kernel<<<blocks_for(count, 1024), kThreads, 0, stream>>>(y, ref, count, dev);
-    e = cudaGetLastError();
+    e = conv_with_element_type(dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      compare_kernel<T><<<blocks_for(count, 1024), kThreads, 0, stream>>>((const T *)y, ref,
+                                                                          count, dev);
+      return cudaGetLastError();
+    });
     if (e != cudaSuccess) return e;
   }
   compare_sums host;

@@ -21,24 +21,28 @@ extern "C" {
 
 /* The plain direct convolution every candidate is validated against: one
  * thread per output, products accumulated in double, epilogue applied, in
- * the problem's layout.
+ * the problem's layout.  x and w hold elements of the problem's dtype,
+ * each read as a double (exactly); the bias is fp32; y, the reference, is
+ * fp32 whatever the dtype: the double sum rounded once to float, which a
+ * half candidate's output (rounded to its type) is compared with.
  * Obviously correct rather than fast.  `problem` must be valid. */
-cudaError_t conv_reference_forward(const conv_problem *problem, const float *x, const float *w,
+cudaError_t conv_reference_forward(const conv_problem *problem, const void *x, const void *w,
                                    const float *bias, float *y, cudaStream_t stream);
 
 /* The same for the backward passes: dx from dy and w (a CONV_BACKWARD_DATA
  * problem), dw from x and dy (CONV_BACKWARD_FILTER).  Each computes its own
  * sums (a gather over the outputs a pixel fed; a sum over images and
- * output pixels), not the forward loop run backwards. */
-cudaError_t conv_reference_backward_data(const conv_problem *problem, const float *dy,
-                                         const float *w, float *dx, cudaStream_t stream);
-cudaError_t conv_reference_backward_filter(const conv_problem *problem, const float *x,
-                                           const float *dy, float *dw, cudaStream_t stream);
+ * output pixels), not the forward loop run backwards.  Inputs in the
+ * problem's dtype, the output fp32, as for the forward pass. */
+cudaError_t conv_reference_backward_data(const conv_problem *problem, const void *dy,
+                                         const void *w, float *dx, cudaStream_t stream);
+cudaError_t conv_reference_backward_filter(const conv_problem *problem, const void *x,
+                                           const void *dy, float *dw, cudaStream_t stream);
 
-/* The dynamic op's (CONV_OP_DYNAMIC; reference_dynamic.cu), which the
- * three entry points above call for a dynamic problem: y from x and the
- * weights wt, dx from dy and wt, dwt from x and dy, in double.  A problem
- * of another direction is cudaErrorInvalidValue. */
+/* The dynamic op's (CONV_OP_DYNAMIC, fp32 only; reference_dynamic.cu),
+ * which the three entry points above call for a dynamic problem: y from x
+ * and the weights wt, dx from dy and wt, dwt from x and dy, in double.  A
+ * problem of another direction is cudaErrorInvalidValue. */
 cudaError_t conv_reference_dynamic_forward(const conv_problem *problem, const float *x,
                                            const float *wt, float *y, cudaStream_t stream);
 cudaError_t conv_reference_dynamic_backward_data(const conv_problem *problem, const float *dy,
@@ -47,13 +51,24 @@ cudaError_t conv_reference_dynamic_backward_filter(const conv_problem *problem, 
                                                    const float *dy, float *dwt,
                                                    cudaStream_t stream);
 
-/* Fills dst[0..count) with uniform values in [lo, hi) from a counter-based
- * hash of (seed, index): the same seed gives the same data. */
-cudaError_t conv_fill_uniform(float *dst, int64_t count, uint64_t seed, float lo, float hi,
-                              cudaStream_t stream);
+/* Fills dst[0..count), elements of `dtype`, with uniform values in [lo, hi)
+ * from a counter-based hash of (seed, index): the same seed gives the same
+ * data.  Each value is drawn as a float and rounded to the type (which may
+ * round it up to hi), so the values are what the reference reads. */
+cudaError_t conv_fill_uniform(void *dst, conv_dtype dtype, int64_t count, uint64_t seed, float lo,
+                              float hi, cudaStream_t stream);
 
-/* Fills dst with a NaN bit pattern so that unwritten outputs fail validation. */
-cudaError_t conv_fill_poison(float *dst, int64_t count, cudaStream_t stream);
+/* Fills dst[0..count), elements of `dtype`, with a NaN bit pattern (every
+ * byte 0xFF: a NaN in all three types) so that unwritten outputs fail
+ * validation. */
+cudaError_t conv_fill_poison(void *dst, conv_dtype dtype, int64_t count, cudaStream_t stream);
+
+/* dst[i] = src[i] converted from `from` to `to` for i < count: exact
+ * into a wider type, rounded to nearest even into a narrower one (inf past
+ * fp16's range).  dst must not overlap src.  The GPU tests round their
+ * random inputs to a half type and read half outputs with it. */
+cudaError_t conv_convert(const void *src, conv_dtype from, void *dst, conv_dtype to,
+                         int64_t count, cudaStream_t stream);
 
 /* Keeps `stream` busy for about `microseconds` (one thread spinning on the
  * GPU's global timer).  Enqueued before a timed section, it lets the host
@@ -64,11 +79,14 @@ cudaError_t conv_hold_stream(unsigned microseconds, cudaStream_t stream);
 /* Device scratch conv_relative_l2 needs. */
 #define CONV_COMPARE_SCRATCH_BYTES 64
 
-/* ||y - ref||_2 / ||ref||_2 accumulated in double, and the number of
- * non-finite y values.  Synchronises `stream` and writes both results to
- * host memory.  `scratch` is device memory of CONV_COMPARE_SCRATCH_BYTES. */
-cudaError_t conv_relative_l2(const float *y, const float *ref, int64_t count, void *scratch,
-                             cudaStream_t stream, double *rel_error /* OUT */,
+/* ||y - ref||_2 / ||ref||_2 accumulated in double, y's elements of
+ * `dtype` read exactly, ref fp32, and the number of non-finite y values
+ * (NaN, an unwritten poisoned element, or inf: an fp16 output that
+ * overflowed, a wrong result wherever ref is finite, as it always is
+ * here).  Synchronises `stream` and writes both results to host memory.
+ * `scratch` is device memory of CONV_COMPARE_SCRATCH_BYTES. */
+cudaError_t conv_relative_l2(const void *y, conv_dtype dtype, const float *ref, int64_t count,
+                             void *scratch, cudaStream_t stream, double *rel_error /* OUT */,
                              int64_t *nonfinite /* OUT */);
 
 #ifdef __cplusplus

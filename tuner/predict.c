@@ -17,7 +17,7 @@
 
 /* A problem's place: the fields that must match, and log2 sizes. */
 typedef struct problem_point {
-  int op, direction, layout, filter_layout, math, deterministic;
+  int op, direction, dtype, layout, filter_layout, math, deterministic;
   bool epilogue;
   double features[11];
 } problem_point;
@@ -28,9 +28,9 @@ static problem_point point_of(const conv_problem *p) {
                           (double)p->w, (double)p->k,        (double)p->r,
                           (double)p->s, (double)p->stride_h, (double)p->dil_h,
                           (double)(p->c / p->groups)};
-  problem_point pt = {(int)p->op,   (int)p->direction,    (int)p->layout, (int)p->filter_layout,
-                      (int)p->math, p->deterministic ? 1 : 0, p->epilogue != CONV_EPILOGUE_NONE,
-                      {0}};
+  problem_point pt = {(int)p->op,   (int)p->direction,    (int)p->dtype,
+                      (int)p->layout, (int)p->filter_layout, (int)p->math,
+                      p->deterministic ? 1 : 0, p->epilogue != CONV_EPILOGUE_NONE, {0}};
   for (int i = 0; i < 10; i++) pt.features[i] = log2(sizes[i]);
   /* Stride counts double: a strided layer's winner seldom suits its
    * unstrided twin (leave-one-out over four torchvision models' layers:
@@ -41,8 +41,11 @@ static problem_point point_of(const conv_problem *p) {
   return pt;
 }
 
+/* A neighbour of another dtype says nothing: its graphs, engines and
+ * families are the other type's. */
 static bool same_kind(const problem_point *a, const problem_point *b) {
-  return a->op == b->op && a->direction == b->direction && a->layout == b->layout &&
+  return a->op == b->op && a->direction == b->direction && a->dtype == b->dtype &&
+         a->layout == b->layout &&
          a->filter_layout == b->filter_layout && a->math == b->math &&
          a->deterministic == b->deterministic && a->epilogue == b->epilogue;
 }

@@ -2,8 +2,12 @@
  * reference.cu -- the direct convolution every candidate is validated
  * against, in each direction.  It is written to be checked by reading, not
  * to be fast: one thread per output element (a warp for the filter
- * gradient's long sums), the textbook loops, double accumulation.
+ * gradient's long sums), the textbook loops, double accumulation.  Inputs
+ * of any conv_dtype (each kernel instantiated for the problem's element
+ * type T, every element read as a double, exactly); the output, the
+ * reference, is fp32.
  */
+#include "algorithms/common/elements.cuh"
 #include "tuner/check.h"
 #include "core/core.h"
 
@@ -42,9 +46,9 @@ void layout_strides(conv_layout layout, int64_t n, int64_t c, int64_t h, int64_t
  * step.  Consecutive threads take consecutive ow, so in NCHW the input reads
  * of a warp are close together and the filter reads are mostly one
  * broadcast address. */
-template <conv_epilogue EPILOGUE>
-__global__ static void reference_kernel(const reference_params prm, const float *__restrict__ x,
-                                        const float *__restrict__ w,
+template <conv_epilogue EPILOGUE, typename T>
+__global__ static void reference_kernel(const reference_params prm, const T *__restrict__ x,
+                                        const T *__restrict__ w,
                                         const float *__restrict__ bias, float *__restrict__ y) {
   const int64_t step = (int64_t)gridDim.x * blockDim.x;
   for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < prm.count; o += step) {
@@ -56,16 +60,16 @@ __global__ static void reference_kernel(const reference_params prm, const float 
 
     double acc = 0.0;
     for (int64_t ci = 0; ci < prm.c_per_group; ++ci) {
-      const float *xc = x + ni * prm.xs[0] + (c0 + ci) * prm.xs[1];
-      const float *wc = w + ko * prm.ws[0] + ci * prm.ws[1];
+      const T *xc = x + ni * prm.xs[0] + (c0 + ci) * prm.xs[1];
+      const T *wc = w + ko * prm.ws[0] + ci * prm.ws[1];
       for (int64_t ri = 0; ri < prm.r; ++ri) {
         const int64_t ih = oh * prm.stride_h - prm.pad_h + ri * prm.dil_h;
         if (ih < 0 || ih >= prm.h) continue;
         for (int64_t si = 0; si < prm.s; ++si) {
           const int64_t iw = ow * prm.stride_w - prm.pad_w + si * prm.dil_w;
           if (iw < 0 || iw >= prm.w) continue;
-          acc += (double)xc[ih * prm.xs[2] + iw * prm.xs[3]] *
-                 (double)wc[ri * prm.ws[2] + si * prm.ws[3]];
+          acc += (double)conv_element_to_float(xc[ih * prm.xs[2] + iw * prm.xs[3]]) *
+                 (double)conv_element_to_float(wc[ri * prm.ws[2] + si * prm.ws[3]]);
         }
       }
     }
@@ -110,9 +114,10 @@ static reference_params reference_params_make(const conv_problem *pb) {
 /* One dx[ni][ci][ih][iw] per grid-stride step: the sum over the outputs
  * its pixel fed, found by inverting oh * stride - pad + ri * dil = ih
  * (only where the stride divides), not by scattering the forward loop. */
+template <typename T>
 __global__ static void reference_backward_data_kernel(const reference_params prm,
-                                                      const float *__restrict__ dy,
-                                                      const float *__restrict__ w,
+                                                      const T *__restrict__ dy,
+                                                      const T *__restrict__ w,
                                                       float *__restrict__ dx) {
   const int64_t step = (int64_t)gridDim.x * blockDim.x;
   for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < prm.count; o += step) {
@@ -130,9 +135,11 @@ __global__ static void reference_backward_data_kernel(const reference_params prm
         for (int64_t si = 0; si < prm.s; ++si) {
           const int64_t tw = iw + prm.pad_w - si * prm.dil_w;
           if (tw < 0 || tw % prm.stride_w != 0 || tw / prm.stride_w >= prm.q) continue;
-          acc += (double)dy[ni * prm.ys[0] + ko * prm.ys[1] + th / prm.stride_h * prm.ys[2] +
-                            tw / prm.stride_w * prm.ys[3]] *
-                 (double)w[ko * prm.ws[0] + cg * prm.ws[1] + ri * prm.ws[2] + si * prm.ws[3]];
+          acc += (double)conv_element_to_float(dy[ni * prm.ys[0] + ko * prm.ys[1] +
+                                                   th / prm.stride_h * prm.ys[2] +
+                                                   tw / prm.stride_w * prm.ys[3]]) *
+                 (double)conv_element_to_float(
+                     w[ko * prm.ws[0] + cg * prm.ws[1] + ri * prm.ws[2] + si * prm.ws[3]]);
         }
       }
     }
@@ -145,9 +152,10 @@ __global__ static void reference_backward_data_kernel(const reference_params prm
  * n*p*q terms (a million for one 1024x1024 image) are split over the
  * warp's lanes, each summing every 32nd, then added up in a fixed order:
  * one thread per element would take seconds. */
+template <typename T>
 __global__ static void reference_backward_filter_kernel(const reference_params prm,
-                                                        const float *__restrict__ x,
-                                                        const float *__restrict__ dy,
+                                                        const T *__restrict__ x,
+                                                        const T *__restrict__ dy,
                                                         float *__restrict__ dw) {
   const int lane = threadIdx.x % 32;
   const int64_t warps = (int64_t)gridDim.x * blockDim.x / 32;
@@ -165,8 +173,10 @@ __global__ static void reference_backward_filter_kernel(const reference_params p
       const int64_t ih = oh * prm.stride_h - prm.pad_h + ri * prm.dil_h;
       const int64_t iw = ow * prm.stride_w - prm.pad_w + si * prm.dil_w;
       if (ih < 0 || ih >= prm.h || iw < 0 || iw >= prm.w) continue;
-      acc += (double)x[ni * prm.xs[0] + ci * prm.xs[1] + ih * prm.xs[2] + iw * prm.xs[3]] *
-             (double)dy[ni * prm.ys[0] + ko * prm.ys[1] + oh * prm.ys[2] + ow * prm.ys[3]];
+      acc += (double)conv_element_to_float(
+                 x[ni * prm.xs[0] + ci * prm.xs[1] + ih * prm.xs[2] + iw * prm.xs[3]]) *
+             (double)conv_element_to_float(
+                 dy[ni * prm.ys[0] + ko * prm.ys[1] + oh * prm.ys[2] + ow * prm.ys[3]]);
     }
     for (int offset = 16; offset > 0; offset /= 2)
       acc += __shfl_down_sync(0xFFFFFFFFu, acc, offset);
@@ -183,61 +193,82 @@ static unsigned reference_blocks(int64_t count, int threads) {
   return (unsigned)(blocks > max_blocks ? max_blocks : blocks);
 }
 
-template <conv_epilogue EPILOGUE>
-static cudaError_t reference_launch(const reference_params &prm, const float *x, const float *w,
+template <conv_epilogue EPILOGUE, typename T>
+static cudaError_t reference_launch(const reference_params &prm, const T *x, const T *w,
                                     const float *bias, float *y, cudaStream_t stream) {
   const int threads = 256;
-  reference_kernel<EPILOGUE><<<reference_blocks(prm.count, threads), threads, 0, stream>>>(
+  reference_kernel<EPILOGUE, T><<<reference_blocks(prm.count, threads), threads, 0, stream>>>(
       prm, x, w, bias, y);
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t conv_reference_forward(const conv_problem *problem, const float *x,
-                                              const float *w, const float *bias, float *y,
-                                              cudaStream_t stream) {
-  if (problem == NULL || problem->direction != CONV_FORWARD) return cudaErrorInvalidValue;
-  if (problem->op == CONV_OP_DYNAMIC)
-    return conv_reference_dynamic_forward(problem, x, w, y, stream);
-  const reference_params prm = reference_params_make(problem);
-  if (prm.count <= 0) return cudaSuccess;
-  switch (problem->epilogue) {
-    case CONV_EPILOGUE_NONE:
-      return reference_launch<CONV_EPILOGUE_NONE>(prm, x, w, bias, y, stream);
-    case CONV_EPILOGUE_BIAS:
-      return reference_launch<CONV_EPILOGUE_BIAS>(prm, x, w, bias, y, stream);
-    case CONV_EPILOGUE_BIAS_RELU:
-      return reference_launch<CONV_EPILOGUE_BIAS_RELU>(prm, x, w, bias, y, stream);
-  }
-  return cudaErrorInvalidValue;
+/* The dynamic op's references read fp32 (validation refuses it any other
+ * dtype); a problem that is not one of its valid ones gets no launch. */
+static bool dynamic_fp32(const conv_problem *problem) {
+  return problem->op == CONV_OP_DYNAMIC && problem->dtype == CONV_DTYPE_F32;
 }
 
-extern "C" cudaError_t conv_reference_backward_data(const conv_problem *problem, const float *dy,
-                                                    const float *w, float *dx,
+extern "C" cudaError_t conv_reference_forward(const conv_problem *problem, const void *x,
+                                              const void *w, const float *bias, float *y,
+                                              cudaStream_t stream) {
+  if (problem == NULL || problem->direction != CONV_FORWARD) return cudaErrorInvalidValue;
+  if (dynamic_fp32(problem))
+    return conv_reference_dynamic_forward(problem, (const float *)x, (const float *)w, y, stream);
+  if (problem->op != CONV_OP_CONVOLUTION) return cudaErrorInvalidValue;
+  const reference_params prm = reference_params_make(problem);
+  if (prm.count <= 0) return cudaSuccess;
+  return conv_with_element_type(problem->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *xt = (const T *)x, *wt = (const T *)w;
+    switch (problem->epilogue) {
+      case CONV_EPILOGUE_NONE:
+        return reference_launch<CONV_EPILOGUE_NONE>(prm, xt, wt, bias, y, stream);
+      case CONV_EPILOGUE_BIAS:
+        return reference_launch<CONV_EPILOGUE_BIAS>(prm, xt, wt, bias, y, stream);
+      case CONV_EPILOGUE_BIAS_RELU:
+        return reference_launch<CONV_EPILOGUE_BIAS_RELU>(prm, xt, wt, bias, y, stream);
+    }
+    return cudaErrorInvalidValue;
+  });
+}
+
+extern "C" cudaError_t conv_reference_backward_data(const conv_problem *problem, const void *dy,
+                                                    const void *w, float *dx,
                                                     cudaStream_t stream) {
   if (problem == NULL || problem->direction != CONV_BACKWARD_DATA) return cudaErrorInvalidValue;
-  if (problem->op == CONV_OP_DYNAMIC)
-    return conv_reference_dynamic_backward_data(problem, dy, w, dx, stream);
+  if (dynamic_fp32(problem))
+    return conv_reference_dynamic_backward_data(problem, (const float *)dy, (const float *)w, dx,
+                                                stream);
+  if (problem->op != CONV_OP_CONVOLUTION) return cudaErrorInvalidValue;
   const reference_params prm = reference_params_make(problem);
   if (prm.count <= 0) return cudaSuccess;
   const int threads = 256;
-  reference_backward_data_kernel<<<reference_blocks(prm.count, threads), threads, 0, stream>>>(
-      prm, dy, w, dx);
-  return cudaGetLastError();
+  return conv_with_element_type(problem->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    reference_backward_data_kernel<T><<<reference_blocks(prm.count, threads), threads, 0,
+                                        stream>>>(prm, (const T *)dy, (const T *)w, dx);
+    return cudaGetLastError();
+  });
 }
 
-extern "C" cudaError_t conv_reference_backward_filter(const conv_problem *problem, const float *x,
-                                                      const float *dy, float *dw,
+extern "C" cudaError_t conv_reference_backward_filter(const conv_problem *problem, const void *x,
+                                                      const void *dy, float *dw,
                                                       cudaStream_t stream) {
   if (problem == NULL || problem->direction != CONV_BACKWARD_FILTER)
     return cudaErrorInvalidValue;
-  if (problem->op == CONV_OP_DYNAMIC)
-    return conv_reference_dynamic_backward_filter(problem, x, dy, dw, stream);
+  if (dynamic_fp32(problem))
+    return conv_reference_dynamic_backward_filter(problem, (const float *)x, (const float *)dy, dw,
+                                                  stream);
+  if (problem->op != CONV_OP_CONVOLUTION) return cudaErrorInvalidValue;
   const reference_params prm = reference_params_make(problem);
   if (prm.count <= 0) return cudaSuccess;
   /* A warp per output (the whole warp loops together: the shuffles need
    * every lane); 2 warps a block spread few outputs over many SMs. */
   const int threads = 64;
-  reference_backward_filter_kernel<<<reference_blocks(prm.count * 32, threads), threads, 0,
-                                     stream>>>(prm, x, dy, dw);
-  return cudaGetLastError();
+  return conv_with_element_type(problem->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    reference_backward_filter_kernel<T><<<reference_blocks(prm.count * 32, threads), threads, 0,
+                                          stream>>>(prm, (const T *)x, (const T *)dy, dw);
+    return cudaGetLastError();
+  });
 }

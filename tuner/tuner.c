@@ -26,12 +26,14 @@
  * may be abandoned after that one run). */
 #define DIRECT_MS CONV_ABANDON_LONG_RUN_MS
 
-/* Device tensors and timing objects for one tuning. */
+/* Device tensors and timing objects for one tuning.  x, w and y hold
+ * elements of the problem's dtype; the bias and the reference are fp32. */
 typedef struct bench {
   const conv_tune_request *req;
   conv_shape shape;
-  float *x, *w, *bias, *y, *ref;
-  float *out; /* what the problem's pass writes: y, x (dx) or w (dw); shape.out_elems */
+  void *x, *w, *y;
+  float *bias, *ref;
+  void *out; /* what the problem's pass writes: y, x (dx) or w (dw); shape.out_elems */
   void *scratch;
   cudaStream_t stream;
   cudaEvent_t start, stop;
@@ -39,12 +41,12 @@ typedef struct bench {
 
 static conv_status bench_alloc(bench *b, conv_error *err) {
   conv_status st;
-  const size_t f = sizeof(float);
+  const size_t f = sizeof(float), e = conv_dtype_bytes(b->req->problem->dtype);
   const conv_direction direction = b->req->problem->direction;
-  CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->x, (size_t)b->shape.x_elems * f), "cudaMalloc(x)"), done);
-  CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->w, (size_t)b->shape.w_elems * f), "cudaMalloc(w)"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaMalloc(&b->x, (size_t)b->shape.x_elems * e), "cudaMalloc(x)"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaMalloc(&b->w, (size_t)b->shape.w_elems * e), "cudaMalloc(w)"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->bias, (size_t)b->req->problem->k * f), "cudaMalloc(bias)"), done);
-  CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->y, (size_t)b->shape.y_elems * f), "cudaMalloc(y)"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaMalloc(&b->y, (size_t)b->shape.y_elems * e), "cudaMalloc(y)"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->ref, (size_t)b->shape.out_elems * f), "cudaMalloc(reference)"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaMalloc(&b->scratch, CONV_COMPARE_SCRATCH_BYTES), "cudaMalloc(scratch)"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking), "cudaStreamCreate"), done);
@@ -82,16 +84,18 @@ static cudaError_t bench_reference(bench *b) {
 }
 
 /* Fresh random inputs for every tuning (never zeros), and the reference.
- * Every tensor is filled, y too (dy of a backward pass); the pass's output
- * is poisoned before each validation run. */
+ * Every tensor is filled, y too (dy of a backward pass), in the problem's
+ * dtype (the bias in fp32); the pass's output is poisoned before each
+ * validation run. */
 static conv_status bench_inputs(bench *b, conv_error *err) {
   uint64_t seed = uv_hrtime();
   const conv_problem *p = b->req->problem;
+  const conv_dtype t = p->dtype;
   conv_status st;
-  CONV_TRY(st, conv_check_cuda(err, conv_fill_uniform(b->x, b->shape.x_elems, seed, -1.f, 1.f, b->stream), "fill x"), done);
-  CONV_TRY(st, conv_check_cuda(err, conv_fill_uniform(b->w, b->shape.w_elems, seed + 1, -1.f, 1.f, b->stream), "fill w"), done);
-  CONV_TRY(st, conv_check_cuda(err, conv_fill_uniform(b->bias, p->k, seed + 2, -1.f, 1.f, b->stream), "fill bias"), done);
-  CONV_TRY(st, conv_check_cuda(err, conv_fill_uniform(b->y, b->shape.y_elems, seed + 3, -1.f, 1.f, b->stream), "fill y"), done);
+  CONV_TRY(st, conv_check_cuda(err, conv_fill_uniform(b->x, t, b->shape.x_elems, seed, -1.f, 1.f, b->stream), "fill x"), done);
+  CONV_TRY(st, conv_check_cuda(err, conv_fill_uniform(b->w, t, b->shape.w_elems, seed + 1, -1.f, 1.f, b->stream), "fill w"), done);
+  CONV_TRY(st, conv_check_cuda(err, conv_fill_uniform(b->bias, CONV_DTYPE_F32, p->k, seed + 2, -1.f, 1.f, b->stream), "fill bias"), done);
+  CONV_TRY(st, conv_check_cuda(err, conv_fill_uniform(b->y, t, b->shape.y_elems, seed + 3, -1.f, 1.f, b->stream), "fill y"), done);
   CONV_TRY(st, conv_check_cuda(err, bench_reference(b), "reference convolution"), done);
   st = conv_check_cuda(err, cudaStreamSynchronize(b->stream), "reference convolution");
 done:
@@ -106,13 +110,16 @@ static conv_status run_once(bench *b, const conv_algorithm *algo, const conv_pre
 }
 
 /* Poisons the pass's output, runs once, compares with the reference;
- * *run_ms: that run's GPU time, first-launch costs included. */
+ * *run_ms: that run's GPU time, first-launch costs included.  A
+ * non-finite output fails whatever its error: unwritten (the poison), NaN,
+ * or an fp16 sum that overflowed to inf where the reference is finite. */
 static conv_status validate(bench *b, const conv_algorithm *algo, const conv_prepared *prep,
                             void *workspace, conv_trial *trial, double *run_ms,
                             conv_error *err) {
   conv_status st;
   float ms = 0;
-  CONV_TRY(st, conv_check_cuda(err, conv_fill_poison(b->out, b->shape.out_elems, b->stream), "poison the output"), done);
+  const conv_dtype t = b->req->problem->dtype;
+  CONV_TRY(st, conv_check_cuda(err, conv_fill_poison(b->out, t, b->shape.out_elems, b->stream), "poison the output"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaEventRecord(b->start, b->stream), "cudaEventRecord"), done);
   CONV_TRY(st, run_once(b, algo, prep, workspace, err), done);
   CONV_TRY(st, conv_check_cuda(err, cudaEventRecord(b->stop, b->stream), "cudaEventRecord"), done);
@@ -120,11 +127,12 @@ static conv_status validate(bench *b, const conv_algorithm *algo, const conv_pre
   CONV_TRY(st, conv_check_cuda(err, cudaEventElapsedTime(&ms, b->start, b->stop), "cudaEventElapsedTime"), done);
   *run_ms = ms;
   int64_t nonfinite = 0;
-  CONV_TRY(st, conv_check_cuda(err, conv_relative_l2(b->out, b->ref, b->shape.out_elems, b->scratch, b->stream, &trial->rel_error, &nonfinite), "compare with reference"), done);
+  CONV_TRY(st, conv_check_cuda(err, conv_relative_l2(b->out, t, b->ref, b->shape.out_elems, b->scratch, b->stream, &trial->rel_error, &nonfinite), "compare with reference"), done);
   double bound = conv_error_bound_for(b->req->problem, prep->arith);
   if (nonfinite > 0)
-    st = conv_error_set(err, CONV_VALIDATION_FAILED, "%lld outputs are NaN/Inf or unwritten",
-                        (long long)nonfinite);
+    st = conv_error_set(err, CONV_VALIDATION_FAILED, "%lld outputs are NaN/Inf or unwritten%s",
+                        (long long)nonfinite,
+                        t == CONV_DTYPE_F16 ? " (or overflowed fp16)" : "");
   else if (!(trial->rel_error <= bound))
     st = conv_error_set(err, CONV_VALIDATION_FAILED, "relative L2 error %.3g exceeds bound %.1g",
                         trial->rel_error, bound);
@@ -391,6 +399,10 @@ static conv_status tune_family(bench *b, const conv_algorithm *algo, const famil
     report(req, &trial);
     count = 0;
     *pass->enumeration_failed = true;
+    /* Why a tuning with nothing to time failed, where nothing else does
+     * (a half problem with an epilogue cuDNN cannot fuse, say). */
+    if (t->first_failure[0] == '\0')
+      snprintf(t->first_failure, sizeof t->first_failure, "%s: %s", algo->name, trial.reason);
     st = conv_cache_add_trial(req->cache, req->key, &trial, err);
   }
   for (int i = 0; i < count && st == CONV_OK; i++) {
@@ -610,7 +622,7 @@ conv_status conv_tune(const conv_tune_request *req, conv_choice *winner, conv_er
   CONV_TRY(st, tune_all(&b, &t, err), done);
   if (!t.have_best) {
     st = conv_error_set(err, CONV_NO_CANDIDATE, "%d configs tried, none valid; first failure: %s",
-                        t.tried, t.tried ? t.first_failure : "(no applicable candidate)");
+                        t.tried, t.first_failure[0] ? t.first_failure : "(no applicable candidate)");
     goto done;
   }
   CONV_TRY(st, conv_cache_set_winner(req->cache, req->key, t.best.algorithm_id, &t.best.config, err), done);

@@ -45,7 +45,7 @@ __all__ = ["ConvtuneError", "Context", "Plan", "conv2d", "convert", "dynamic_con
 
 # The package's version: the C header's (CONVTUNE_VERSION_*), which
 # tests/python/check_version.py holds it to, with the loaded library's.
-__version__ = "0.6.0"
+__version__ = "0.7.0"
 
 
 def __getattr__(name):

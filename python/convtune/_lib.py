@@ -178,6 +178,7 @@ class PlanInfo(Structure):
         ("direct_runs", ctypes.c_uint64),
         ("direction", c_int),
         ("deterministic", c_int),
+        ("dtype", c_int),
     ]
 
 

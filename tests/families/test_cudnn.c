@@ -1,17 +1,24 @@
-/* test_cudnn.c -- the cudnn family, on the CPU: its knob variants
+/* test_cudnn.c -- the cudnn family.  On the CPU: its knob variants
  * (conv_cudnn_knob_variants): around cuDNN's heuristic config, each
  * variant is that config with one knob a step or two away, within range,
  * no two alike; without one, one-knob changes of the engine's defaults.
- * And convtune's own K R S C filter knob: described, refused where it
- * does not apply.
- * The knob ranges are engine 67's on an H100 (cuDNN 9.19).  No GPU: the
- * tests that run every family (test_gpu.c, test_backward.c) run every
+ * convtune's own K R S C filter knob: described, refused where it does
+ * not apply.  Which engines a half problem admits and which graphs fuse
+ * the epilogue.
+ * The knob ranges are engine 67's on an H100 (cuDNN 9.19).  The tests
+ * that run every family (test_gpu.c, test_backward.c) run every fp32
  * config cuDNN lists, and the channels-last tests (test_depthwise_nhwc.c,
- * test_gemm_nhwc.c) cuDNN's NHWC engines. */
+ * test_gemm_nhwc.c) cuDNN's NHWC engines.
+ * On the GPU, half precision (cuDNN runs fp16 and bf16 problems, no other
+ * family yet): every config cuDNN lists for each type in each direction
+ * and layout against the CPU reference in double on fresh random inputs
+ * (rounded to the type) with poisoned outputs; the fused bias and
+ * bias+ReLU epilogue; and half plans through the public API. */
 #include <string.h>
 
 #include "algorithms/cudnn_graph.h"
 #include "algorithms/algorithm.h"
+#include "tests/gpu_support.h"
 #include "tests/test.h"
 
 /* Engine 67's knobs: tile size, tile K, index mode, workspace, cluster M
@@ -128,7 +135,8 @@ static int defaults_without_a_pick(void) {
 
 /* convtune's K R S C knob (CONV_CUDNN_KNOB_KRSC_FILTER) is described, and
  * refused before cuDNN is asked where it does not apply: channels-last
- * problems, backward passes and 1x1 filters (K C R S is K R S C there). */
+ * problems, backward passes, 1x1 filters (K C R S is K R S C there) and
+ * half problems (the transpose moves floats). */
 static int krsc_filter_knob(void) {
   const conv_algorithm *cudnn = conv_registry_find(CONV_ALGO_CUDNN);
   CHECK(cudnn != NULL);
@@ -143,11 +151,12 @@ static int krsc_filter_knob(void) {
   p.n = 2, p.c = 8, p.h = p.w = 9, p.k = 8, p.r = p.s = 3, p.pad_h = p.pad_w = 1;
   conv_env env;
   memset(&env, 0, sizeof env);
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 4; i++) {
     conv_problem other = p;
     if (i == 0) other.layout = CONV_LAYOUT_NHWC;
     if (i == 1) other.direction = CONV_BACKWARD_DATA;
     if (i == 2) other.r = other.s = 1, other.pad_h = other.pad_w = 0;
+    if (i == 3) other.dtype = CONV_DTYPE_F16;
     conv_prepared prep;
     conv_error err = {CONV_OK, ""};
     CHECK_STATUS(CONV_UNSUPPORTED, cudnn->prepare(&other, &env, &krsc, &prep, &err));
@@ -156,10 +165,204 @@ static int krsc_filter_knob(void) {
   return TEST_PASS;
 }
 
+/* Half problems run on tensor cores whatever math mode they were asked
+ * for (theirs is strict in name only), never down-converted or summed
+ * below fp32; fp32 problems' refusals are as they were.  The epilogue is
+ * in the graph for half problems only. */
+static int half_engines_and_epilogue(void) {
+  conv_problem p;
+  CHECK_STATUS(CONV_OK, conv_problem_parse("n=2 c=8 h=9 w=9 k=8 r=3 s=3 pad=1 epilogue=bias", &p,
+                                           NULL, 0));
+  const engine_notes tensor_core = {.tensor_core = true}, down = {.down_convert = true},
+                     reduced = {.reduced_reduction = true, .tensor_core = true};
+  CHECK(strcmp(conv_cudnn_math_refusal(&p, &tensor_core), "uses TF32 tensor cores") == 0);
+  CHECK(strcmp(conv_cudnn_math_refusal(&p, &down), "down-converts its fp32 inputs") == 0);
+  CHECK(!conv_cudnn_fuses_epilogue(&p));
+  p.math = CONV_MATH_TF32;
+  CHECK(conv_cudnn_math_refusal(&p, &tensor_core) == NULL);
+  for (int d = 0; d < 2; d++) {
+    p.dtype = d ? CONV_DTYPE_BF16 : CONV_DTYPE_F16;
+    p.math = CONV_MATH_STRICT; /* what a half problem's math always is */
+    CHECK(conv_cudnn_math_refusal(&p, &tensor_core) == NULL);
+    CHECK(strcmp(conv_cudnn_math_refusal(&p, &down), "down-converts its inputs") == 0);
+    CHECK(strcmp(conv_cudnn_math_refusal(&p, &reduced), "accumulates in reduced precision") == 0);
+    p.epilogue = CONV_EPILOGUE_BIAS_RELU;
+    CHECK(conv_cudnn_fuses_epilogue(&p));
+    p.epilogue = CONV_EPILOGUE_NONE;
+    CHECK(!conv_cudnn_fuses_epilogue(&p));
+    p.epilogue = CONV_EPILOGUE_BIAS;
+    CHECK(conv_cudnn_fuses_epilogue(&p));
+  }
+  return TEST_PASS;
+}
+
+/* ---- half precision on the GPU */
+
+/* n c h w k r s, stride, pad, dilation, groups: the shapes every half
+ * pass runs on, in both layouts. */
+static const int64_t half_shapes[][11] = {
+    {2, 16, 12, 12, 32, 3, 3, 1, 1, 1, 1}, /* dense 3x3                       */
+    {3, 8, 13, 11, 16, 3, 3, 2, 1, 1, 1},  /* strided, odd sizes              */
+    {2, 32, 9, 9, 64, 1, 1, 1, 0, 1, 1},   /* 1x1                             */
+    {2, 16, 14, 14, 16, 3, 3, 1, 2, 2, 2}, /* dilated, 2 groups               */
+    {2, 3, 20, 20, 16, 7, 7, 2, 3, 1, 1},  /* a 3-channel stem                */
+};
+#define HALF_SHAPES ((int)(sizeof half_shapes / sizeof half_shapes[0]))
+
+static conv_problem half_problem(int shape, conv_dtype dtype, conv_layout layout,
+                                 conv_direction direction, conv_epilogue epilogue) {
+  const int64_t *s = half_shapes[shape];
+  conv_problem p = direct_problem(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9],
+                                  s[10], epilogue, CONV_MATH_STRICT);
+  p.dtype = dtype;
+  p.layout = layout;
+  p.direction = direction;
+  return p;
+}
+
+static const char *dtype_text(conv_dtype dtype) { return dtype == CONV_DTYPE_BF16 ? "bf16" : "f16"; }
+
+/* Every config cuDNN lists for `dtype` in `direction`, on every half shape
+ * in NCHW and NHWC (the first two in quick runs): each case has a config
+ * that matches the CPU reference within the type's bound, and the tuner's
+ * device check agrees with the CPU's on every config (gpu_support.c,
+ * judge_config; a cuDNN engine that is wrong only has to be caught, and
+ * is printed with its error). */
+static int half_pass_matches_reference(conv_dtype dtype, conv_direction direction,
+                                       const char *direction_name) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  const int n = 2 * (quick_mode() ? 2 : HALF_SHAPES);
+  conv_problem cases[2 * HALF_SHAPES];
+  for (int i = 0; i < n; i++)
+    cases[i] = half_problem(i / 2, dtype, i % 2 ? CONV_LAYOUT_NHWC : CONV_LAYOUT_NCHW, direction,
+                            CONV_EPILOGUE_NONE);
+  family_count count;
+  if (run_family_on_cases(&conv_algorithm_cudnn, cases, (size_t)n, NULL, &count) != TEST_PASS)
+    return TEST_FAIL;
+  printf("SUMMARY cudnn %s %s: %d configs matched on %d cases (worst relative L2 error %.2g), "
+         "%d wrong and caught, %d not supported\n",
+         dtype_text(dtype), direction_name, count.ran, n, count.worst_error, count.wrong_caught,
+         count.unsupported);
+  CHECK(count.ran >= n);
+  return TEST_PASS;
+}
+
+static int f16_forward(void) { return half_pass_matches_reference(CONV_DTYPE_F16, CONV_FORWARD, "forward"); }
+static int f16_backward_data(void) {
+  return half_pass_matches_reference(CONV_DTYPE_F16, CONV_BACKWARD_DATA, "backward-data");
+}
+static int f16_backward_filter(void) {
+  return half_pass_matches_reference(CONV_DTYPE_F16, CONV_BACKWARD_FILTER, "backward-filter");
+}
+static int bf16_forward(void) { return half_pass_matches_reference(CONV_DTYPE_BF16, CONV_FORWARD, "forward"); }
+static int bf16_backward_data(void) {
+  return half_pass_matches_reference(CONV_DTYPE_BF16, CONV_BACKWARD_DATA, "backward-data");
+}
+static int bf16_backward_filter(void) {
+  return half_pass_matches_reference(CONV_DTYPE_BF16, CONV_BACKWARD_FILTER, "backward-filter");
+}
+
+/* The bias and bias+ReLU epilogue in cuDNN's graph, channels-last (where
+ * cuDNN's runtime fusion runs), channels a multiple of 8: every config
+ * cuDNN lists is judged against the CPU reference, whose epilogue is
+ * applied in double before the one rounding (gpu_support.c,
+ * cpu_reference), and each case has one that matches.  Runtime fusion
+ * compiles each plan, so few cases. */
+static int half_fused_epilogue(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  const conv_problem cases[] = {
+      half_problem(0, CONV_DTYPE_F16, CONV_LAYOUT_NHWC, CONV_FORWARD, CONV_EPILOGUE_BIAS_RELU),
+      half_problem(2, CONV_DTYPE_BF16, CONV_LAYOUT_NHWC, CONV_FORWARD, CONV_EPILOGUE_BIAS),
+      half_problem(1, CONV_DTYPE_BF16, CONV_LAYOUT_NHWC, CONV_FORWARD, CONV_EPILOGUE_BIAS_RELU),
+  };
+  const int n = quick_mode() ? 1 : (int)(sizeof cases / sizeof cases[0]);
+  family_count count;
+  if (run_family_on_cases(&conv_algorithm_cudnn, cases, (size_t)n, NULL, &count) != TEST_PASS)
+    return TEST_FAIL;
+  printf("SUMMARY cudnn half epilogues: %d configs matched on %d cases (worst relative L2 error "
+         "%.2g), %d wrong and caught, %d not supported\n",
+         count.ran, n, count.worst_error, count.wrong_caught, count.unsupported);
+  CHECK(count.ran >= n);
+  return TEST_PASS;
+}
+
+/* Half plans through the public API, tuned (the tuner's random inputs,
+ * reference and comparison in the type) and executed as a caller would:
+ * cuDNN's, of the problem's type, matching the CPU reference; a TF32
+ * request of a half problem is the same problem (the same plan).  And an
+ * NCHW half problem with an epilogue either runs right or says why not
+ * (cuDNN's runtime fusion may take channels-last only). */
+static int half_plans(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  char cache[4096];
+  temp_path(cache, sizeof cache, "cudnn-half");
+  conv_context *ctx;
+  if (make_context(&ctx, cache, CONV_POLICY_FAST, 0) != TEST_PASS) return TEST_FAIL;
+  const conv_problem cases[] = {
+      half_problem(0, CONV_DTYPE_F16, CONV_LAYOUT_NHWC, CONV_FORWARD, CONV_EPILOGUE_BIAS_RELU),
+      half_problem(1, CONV_DTYPE_BF16, CONV_LAYOUT_NCHW, CONV_BACKWARD_DATA, CONV_EPILOGUE_NONE),
+      half_problem(2, CONV_DTYPE_F16, CONV_LAYOUT_NHWC, CONV_BACKWARD_FILTER, CONV_EPILOGUE_NONE),
+      half_problem(4, CONV_DTYPE_BF16, CONV_LAYOUT_NHWC, CONV_FORWARD, CONV_EPILOGUE_NONE),
+      half_problem(0, CONV_DTYPE_F16, CONV_LAYOUT_NCHW, CONV_FORWARD, CONV_EPILOGUE_BIAS_RELU),
+  };
+  const size_t nchw_epilogue = 4; /* may have no config: runs or says why */
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const conv_problem *p = &cases[i];
+    char key[CONV_PROBLEM_KEY_MAX];
+    describe_problem(p, key, sizeof key);
+    pass_case pc;
+    if (pass_case_make(&pc, p) != TEST_PASS) return TEST_FAIL;
+    conv_plan *plan = NULL;
+    const conv_status st = conv_plan_create(ctx, p, &plan);
+    if (i == nchw_epilogue && st == CONV_NO_CANDIDATE) {
+      const char *why = conv_context_last_error(ctx);
+      CHECK_MSG(why[0] != '\0' && strstr(why, "cudnn") != NULL, "%s: no plan, and '%s'", key, why);
+      printf("%s: no plan: %s\n", key, why);
+      pass_case_free(&pc);
+      continue;
+    }
+    CHECK_MSG(st == CONV_OK, "%s: conv_plan_create: %s", key, conv_context_last_error(ctx));
+    conv_plan_info info;
+    CHECK_STATUS(CONV_OK, conv_plan_info_get(plan, &info));
+    printf("%s: %s %s %.4f ms\n", key, info.algorithm, info.config, info.time_ms);
+    CHECK(strcmp(info.algorithm, "cudnn") == 0 && info.dtype == p->dtype &&
+          info.direction == p->direction);
+    conv_problem tf32 = *p;
+    tf32.math = CONV_MATH_TF32;
+    conv_plan *same = NULL;
+    CHECK_MSG(conv_plan_create(ctx, &tf32, &same) == CONV_OK, "%s", conv_context_last_error(ctx));
+    CHECK_MSG(same == plan, "%s: a TF32 request made another plan", key);
+    conv_plan_destroy(same);
+    for (int run = 0; run < 2; run++) { /* the second replays or captures a graph */
+      if (pass_poison(&pc) != TEST_PASS) return TEST_FAIL;
+      CHECK_STATUS(CONV_OK, execute_case(plan, &pc.d, p->direction));
+      if (pass_check(&pc, conv_error_bound_for(p, CONV_ARITH_TRANSFORM), "half plan") != TEST_PASS)
+        return TEST_FAIL;
+    }
+    conv_plan_destroy(plan);
+    pass_case_free(&pc);
+  }
+  conv_context_destroy(ctx);
+  remove_db(cache);
+  return TEST_PASS;
+}
+
 static const labelled_test_case tests[] = {
     {"neighbours_of_the_pick", neighbours_of_the_pick, "cpu"},
     {"neighbours_add_a_knob", neighbours_add_a_knob, "cpu"},
     {"defaults_without_a_pick", defaults_without_a_pick, "cpu"},
     {"krsc_filter_knob", krsc_filter_knob, "cpu"},
+    {"half_engines_and_epilogue", half_engines_and_epilogue, "cpu"},
+    {"f16_forward", f16_forward, "gpu"},
+    {"f16_backward_data", f16_backward_data, "gpu"},
+    {"f16_backward_filter", f16_backward_filter, "gpu"},
+    {"bf16_forward", bf16_forward, "gpu"},
+    {"bf16_backward_data", bf16_backward_data, "gpu"},
+    {"bf16_backward_filter", bf16_backward_filter, "gpu"},
+    {"half_fused_epilogue", half_fused_epilogue, "gpu"},
+    {"half_plans", half_plans, "gpu"},
 };
 TEST_MAIN(tests)

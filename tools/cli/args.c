@@ -21,6 +21,7 @@ static const option_spec *find_option(const char *name, size_t len) {
   static const option_spec options[] = {
       {"--cache", true, CMD_ALL},         {"--json", false, CMD_TUNE | CMD_LIST | CMD_SHOW},
       {"--math", true, CMD_TUNE | CMD_SHOW}, {"--epilogue", true, CMD_TUNE | CMD_SHOW},
+      {"--dtype", true, CMD_TUNE | CMD_SHOW},
       {"--direction", true, CMD_TUNE | CMD_SHOW}, {"--deterministic", false, CMD_TUNE | CMD_SHOW},
       {"--policy", true, CMD_TUNE},       {"--verbose", false, CMD_TUNE},
       {"--progress", true, CMD_TUNE},     {"--system-cache", true, CMD_TUNE | CMD_VERIFY},
@@ -75,6 +76,7 @@ static int parse_device_list(const char *text, int *ordinals, size_t *count) {
 
 static int apply_option(cli_args *a, const option_spec *o, const char *value) {
   static const char *const maths[] = {"strict", "tf32", NULL};
+  static const char *const dtypes[] = {"f32", "f16", "bf16", NULL};
   static const char *const epilogues[] = {"none", "bias", "bias_relu", NULL};
   static const char *const policies[] = {"exhaustive", "fast", "predict", NULL};
   static const char *const directions[] = {"fwd", "bwd_data", "bwd_filter", NULL};
@@ -140,6 +142,12 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
     }
     a->have_math = true;
     a->math = i == 1 ? CONV_MATH_TF32 : CONV_MATH_STRICT;
+  } else if (strcmp(o->name, "--dtype") == 0) {
+    if ((i = lookup_name(value, dtypes)) < 0) {
+      return usage_error("bad --dtype '%s' (expected f32, f16 or bf16)", value);
+    }
+    a->have_dtype = true;
+    a->dtype = i == 2 ? CONV_DTYPE_BF16 : i == 1 ? CONV_DTYPE_F16 : CONV_DTYPE_F32;
   } else if (strcmp(o->name, "--epilogue") == 0) {
     if ((i = lookup_name(value, epilogues)) < 0) {
       return usage_error("bad --epilogue '%s' (expected none, bias or bias_relu)", value);
@@ -253,8 +261,9 @@ static int check_input_count(const cli_args *a) {
                        a->inputs[0]);
   }
   if (a->command == CMD_TUNE && a->pending &&
-      (a->have_math || a->have_epilogue || a->have_direction || a->deterministic)) {
-    return usage_error("tune --pending tunes each problem as it was recorded: --math, "
+      (a->have_math || a->have_dtype || a->have_epilogue || a->have_direction ||
+       a->deterministic)) {
+    return usage_error("tune --pending tunes each problem as it was recorded: --math, --dtype, "
                        "--epilogue, --direction and --deterministic do not apply");
   }
   if (a->command == CMD_TUNE && a->pending && a->policy == CONV_POLICY_PREDICT) {
@@ -333,6 +342,7 @@ void cli_args_free(cli_args *a) {
 
 void apply_overrides(const cli_args *a, conv_problem *p) {
   if (a->have_math) p->math = a->math;
+  if (a->have_dtype) p->dtype = a->dtype;
   if (a->have_epilogue) p->epilogue = a->epilogue;
   if (a->have_direction) p->direction = a->direction;
   if (a->deterministic) p->deterministic = 1;

@@ -62,7 +62,7 @@ typedef struct cli_args {
   const char *suite_path; /* show --suite */
   const char *output_path; /* report, merge and export -o */
   const char *device;      /* merge and export --device: one fingerprint */
-  bool have_math, have_epilogue, have_direction;
+  bool have_math, have_epilogue, have_direction, have_dtype;
   bool deterministic; /* --deterministic */
   bool pending;       /* tune and list --pending */
   double budget_ms;   /* tune --budget, per problem; 0: none */
@@ -73,6 +73,7 @@ typedef struct cli_args {
   size_t device_count;
   int worker_device;  /* tune --worker-device N (a --devices worker); -1: none */
   conv_math math;
+  conv_dtype dtype;
   conv_epilogue epilogue;
   conv_direction direction;
   conv_policy policy;
@@ -88,7 +89,8 @@ typedef struct cli_args {
 int cli_args_parse(int argc, char **argv, cli_args *a /* OUT */);
 void cli_args_free(cli_args *a);
 
-/* Applies --math, --epilogue, --direction and --deterministic to a problem. */
+/* Applies --math, --dtype, --epilogue, --direction and --deterministic to
+ * a problem. */
 void apply_overrides(const cli_args *a, conv_problem *p);
 
 /* Parses a shape spec; a usage error (said) when it is bad. */

@@ -76,7 +76,12 @@ static const struct {
     {"--device FINGERPRINT", CMD_MERGE | CMD_EXPORT,
      "only the tunings of this GPU (its\n"
      "fingerprint as 'convtune list' shows it)"},
-    {"--math strict|tf32", CMD_TUNE | CMD_SHOW, "math mode of every shape"},
+    {"--math strict|tf32", CMD_TUNE | CMD_SHOW,
+     "math mode of every fp32 shape (half\n"
+     "types ignore it)"},
+    {"--dtype f32|f16|bf16", CMD_TUNE | CMD_SHOW,
+     "element type of every shape's x, w and y\n"
+     "(the bias stays fp32)"},
     {"--epilogue none|bias|bias_relu", CMD_TUNE | CMD_SHOW, "epilogue of every shape"},
     {"--direction fwd|bwd_data|bwd_filter", CMD_TUNE | CMD_SHOW,
      "pass of every shape: forward, or the\n"
@@ -144,6 +149,8 @@ static const char shape_help[] =
     "  n c h w k r s, pad stride dil (both axes) or pad_h pad_w stride_h stride_w\n"
     "  dil_h dil_w, groups, math=strict|tf32, epilogue=none|bias|bias_relu,\n"
     "  layout=nchw|nhwc (nhwc: channels-last, KRSC filter),\n"
+    "  dtype=f32|f16|bf16 (of x, w and y; sums and bias stay fp32, and f16 and\n"
+    "  bf16 ignore math),\n"
     "  dir=fwd|bwd_data|bwd_filter (backward passes take no epilogue),\n"
     "  det=0|1 (deterministic), op=conv|dynamic (dynamic: per-pixel k x k\n"
     "  filters, r the window, groups G; k, s and pad follow), e.g.\n"
@@ -153,8 +160,9 @@ static const char shape_help[] =
 static const char suite_help[] =
     "A suite FILE is {\"shapes\": [ROW, ...]} or [ROW, ...], each ROW an object\n"
     "with name, N, C, H, W, K, R, S and optional stride, pad, dil, groups, dir,\n"
-    "math, epilogue; \"op\": \"dynamic\" rows (per-pixel filters) may leave out K, S\n"
-    "and pad; rows of other ops are skipped, other keys are ignored.\n";
+    "math, dtype (f32, f16, bf16), epilogue; \"op\": \"dynamic\" rows (per-pixel\n"
+    "filters) may leave out K, S and pad; rows of other ops are skipped, other\n"
+    "keys are ignored.\n";
 
 static const char exit_help[] =
     "exit status:\n"

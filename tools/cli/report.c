@@ -391,13 +391,12 @@ static void put_floor_text(FILE *out, const shape_rows *s, const shape_facts *f)
     put_device_name(out, s->device);
     fputs(" (see the legend).</p>\n", out);
   } else {
-    bool tf32 = f->problem.math == CONV_MATH_TF32;
     fprintf(out,
             "<p class=\"floor\">Roofline floor %s ms: the longer of %.3g GFLOP at %.1f TFLOP/s "
             "(%s) and %.3g MB at %.2f TB/s; the winner runs at %s of it.</p>\n",
             fmt_ms(f->floor_ms, ms, sizeof ms), roofline_flops(&f->problem) / 1e9,
-            (tf32 ? f->peaks->tf32_flops_per_s : f->peaks->fp32_flops_per_s) / 1e12,
-            tf32 ? "TF32" : "fp32", roofline_bytes(&f->problem) / 1e6,
+            roofline_rate(&f->problem, f->peaks) / 1e12, roofline_rate_name(&f->problem),
+            roofline_bytes(&f->problem) / 1e6,
             f->peaks->copy_bytes_per_s / 1e12, fmt_percent(f->floor_ms, f->winner, pct, sizeof pct));
   }
 }
@@ -507,8 +506,9 @@ static void put_legend(FILE *out, const shape_facts *facts, size_t count) {
         "their reason.</li>\n"
         "<li><span style=\"color:#d62728\">Red dashed line</span>: the roofline floor, the "
         "longer of the direct algorithm's FLOPs (2&#183;N&#183;K&#183;P&#183;Q&#183;C/groups"
-        "&#183;R&#183;S) at the GPU's matmul rate for the math mode and its bytes "
-        "(4&#183;(|x|+|w|+|y|), plus the bias) at its copy bandwidth. Winograd and FFT "
+        "&#183;R&#183;S) at the GPU's matmul rate for the math mode (fp16 and bf16: its "
+        "half-precision tensor cores) and its bytes (4&#183;(|x|+|w|+|y|), 2 bytes an "
+        "element for fp16 and bf16, plus the fp32 bias) at its copy bandwidth. Winograd and FFT "
         "configs do fewer multiply-adds and may beat it. Peaks used:</li>\n",
         out);
   put_peak_sources(out, facts, count);

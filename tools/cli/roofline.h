@@ -5,8 +5,12 @@
  * floor_ms, in C, for `convtune report`).
  *
  *   FLOPs = 2 * N * K * P * Q * (C / groups) * R * S  (the direct algorithm)
- *   bytes = 4 * (|x| + |w| + |y|), plus 4 * K for a bias  (fp32, each once)
- *   floor = max(FLOPs / peak of the math mode, bytes / copy bandwidth)
+ *   bytes = E * (|x| + |w| + |y|), plus 4 * K for a bias  (each once; E the
+ *           dtype's element size: 4 for f32, 2 for f16 and bf16; the bias
+ *           is fp32)
+ *   floor = max(FLOPs / peak of the arithmetic, bytes / copy bandwidth),
+ *           the arithmetic being fp32 FMA or TF32 (the math mode) for f32,
+ *           half-precision tensor cores for f16 and bf16
  *
  * The backward passes move the same tensors and do the same multiply-adds,
  * so the same floor holds for them.  Peaks come from a table of known GPUs
@@ -25,6 +29,7 @@ typedef struct roofline_peaks {
   double copy_bytes_per_s; /* bytes read + written */
   double fp32_flops_per_s; /* strict fp32 */
   double tf32_flops_per_s;
+  double half_flops_per_s; /* fp16 and bf16 tensor cores, fp32 accumulation */
   const char *source;  /* where the numbers come from, for the report */
 } roofline_peaks;
 
@@ -33,6 +38,10 @@ typedef struct roofline_peaks {
 const roofline_peaks *roofline_peaks_for(const char *device_key);
 
 double roofline_flops(const conv_problem *p);
+/* The matmul rate p's arithmetic gets on a GPU with these peaks, and its
+ * name for the report ("fp32", "TF32", "fp16", "bf16"). */
+double roofline_rate(const conv_problem *p, const roofline_peaks *peaks);
+const char *roofline_rate_name(const conv_problem *p);
 double roofline_bytes(const conv_problem *p);
 
 /* The floor in milliseconds of p on a GPU with these peaks. */
