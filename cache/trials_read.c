@@ -1,15 +1,52 @@
 /*
  * trials_read.c -- reading trials and winners back from the cache
- * (cache.h).  The file is untrusted input: every value is range-checked
- * as it is decoded.
+ * (cache.h).  The file is untrusted input (a shipped cache, a crafted
+ * one): every value of a row is checked as it is decoded, and a row that
+ * fails is refused whole, naming its id:
+ * - texts are TEXT without a NUL inside (a NUL would cut a key short and
+ *   name another key's tuning) and shorter than what holds them
+ *   (conv_trial's buffers, CONV_PROBLEM_KEY_MAX, CONV_CACHE_*_MAX);
+ * - numbers have their type and range; flags are 0 or 1; times and errors
+ *   are finite and not negative;
+ * - a winner is valid, validated and timed (conv_cache_trial_can_win).
+ * A problem key that does not parse back to a problem is listed as it is:
+ * another version's key, which the report shows as such and the predictor
+ * passes over.  It is never looked up (a look-up's key is one this
+ * version writes), and what copies a row under its key checks the key
+ * first (conv_cache_check_key_texts).
  */
 #include "cache/cache.h"
 #include "cache/db.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include <sqlite3.h>
+
+/* ---------------------------------------------------------------- checks */
+
+bool conv_cache_trial_can_win(const conv_trial *t) {
+  return t != NULL && t->status == CONV_OK && isfinite(t->time_ms) && t->time_ms > 0 &&
+         isfinite(t->rel_error) && t->rel_error >= 0;
+}
+
+conv_status conv_cache_check_key_texts(const conv_cache_key *key, conv_error *err) {
+  if (key == NULL || key->problem == NULL || key->device == NULL || key->versions == NULL)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: NULL key or key field");
+  conv_problem problem;
+  if (cache_bounded_len(key->problem, CONV_PROBLEM_KEY_MAX) == CONV_PROBLEM_KEY_MAX ||
+      conv_problem_from_key(key->problem, &problem) != CONV_OK)
+    return conv_error_set(err, CONV_CACHE_ERROR,
+                          "problem key \"%.64s\" is not one this version writes", key->problem);
+  if (cache_bounded_len(key->device, CONV_CACHE_DEVICE_MAX) == CONV_CACHE_DEVICE_MAX)
+    return conv_error_set(err, CONV_CACHE_ERROR, "device fingerprint of %d bytes or more",
+                          CONV_CACHE_DEVICE_MAX);
+  if (cache_bounded_len(key->versions, CONV_CACHE_VERSIONS_MAX) == CONV_CACHE_VERSIONS_MAX)
+    return conv_error_set(err, CONV_CACHE_ERROR, "versions text of %d bytes or more",
+                          CONV_CACHE_VERSIONS_MAX);
+  return CONV_OK;
+}
 
 /* ---------------------------------------------------------------- reads */
 
@@ -27,14 +64,74 @@ enum {
   COL_HEURISTIC, COL_WINNER, COL_TUNED_AT, COL_DETERMINISTIC
 };
 
-static bool is_number_or_null(int type) {
-  return type == SQLITE_NULL || type == SQLITE_INTEGER || type == SQLITE_FLOAT;
+/* A row's key and time of tuning, checked; they point into the row, valid
+ * until the statement steps. */
+typedef struct row_key {
+  const char *problem, *device, *versions, *tuned_at;
+} row_key;
+
+/* Column `col` as a writer stores a text: TEXT without a NUL inside,
+ * shorter than `size` bytes with its NUL; NULL otherwise.  Its type is
+ * read before its text, which may convert it. */
+static const char *checked_text(sqlite3_stmt *st, int col, size_t size) {
+  if (sqlite3_column_type(st, col) != SQLITE_TEXT) return NULL;
+  const char *text = (const char *)sqlite3_column_text(st, col);
+  size_t bytes = (size_t)sqlite3_column_bytes(st, col);
+  if (text == NULL || bytes >= size || memchr(text, '\0', bytes) != NULL) return NULL;
+  return text;
 }
 
-/* Decodes the current row into *t, checking every value (the file is
- * untrusted).  Column types are read before any value: a conversion makes
- * sqlite3_column_type undefined. */
-static conv_status decode_trial(const conv_cache *c, sqlite3_stmt *st, conv_trial *t,
+/* Copies a checked text column into dst[size]; false when it fails. */
+static bool copy_text(char *dst, size_t size, sqlite3_stmt *st, int col) {
+  const char *text = checked_text(st, col, size);
+  if (text == NULL) return false;
+  memcpy(dst, text, strlen(text) + 1);
+  return true;
+}
+
+static bool is_flag(int type, sqlite3_int64 value) {
+  return type == SQLITE_INTEGER && (value == 0 || value == 1);
+}
+
+/* A time or an error: NULL (not measured), else a finite number >= 0. */
+static bool is_measure(int type, double value) {
+  if (type == SQLITE_NULL) return true;
+  return (type == SQLITE_INTEGER || type == SQLITE_FLOAT) && isfinite(value) && value >= 0;
+}
+
+/* A text column, the bytes that hold it with its NUL, and its name. */
+typedef struct text_column {
+  int col;
+  size_t size;
+  const char *what;
+} text_column;
+
+static conv_status bad_text(const conv_cache *c, long long id, const text_column *text,
+                            conv_error *err) {
+  return conv_error_set(err, CONV_CACHE_ERROR,
+                        "cache %s: row %lld: its %s is not text of under %zu bytes without NULs",
+                        c->path, id, text->what, text->size);
+}
+
+/* The row's key and time of tuning into *key, each checked. */
+static conv_status decode_key(const conv_cache *c, sqlite3_stmt *st, long long id, row_key *key,
+                              conv_error *err) {
+  static const text_column texts[] = {{COL_PROBLEM, CONV_PROBLEM_KEY_MAX, "problem"},
+                                      {COL_DEVICE, CONV_CACHE_DEVICE_MAX, "device"},
+                                      {COL_VERSIONS, CONV_CACHE_VERSIONS_MAX, "versions"},
+                                      {COL_TUNED_AT, CONV_CACHE_TUNED_AT_MAX, "time of tuning"}};
+  const char *got[4];
+  for (int i = 0; i < 4; i++)
+    if ((got[i] = checked_text(st, texts[i].col, texts[i].size)) == NULL)
+      return bad_text(c, id, &texts[i], err);
+  *key = (row_key){got[0], got[1], got[2], got[3]};
+  return CONV_OK;
+}
+
+/* Decodes the current row into *t and *key, checking every value (the
+ * file is untrusted).  Column types are read before any value: a
+ * conversion makes sqlite3_column_type undefined. */
+static conv_status decode_trial(const conv_cache *c, sqlite3_stmt *st, conv_trial *t, row_key *key,
                                 conv_error *err) {
   int type_algorithm_id = sqlite3_column_type(st, COL_ALGORITHM_ID);
   int type_config = sqlite3_column_type(st, COL_CONFIG);
@@ -42,9 +139,13 @@ static conv_status decode_trial(const conv_cache *c, sqlite3_stmt *st, conv_tria
   int type_workspace = sqlite3_column_type(st, COL_WORKSPACE);
   int type_time = sqlite3_column_type(st, COL_TIME_MS);
   int type_error = sqlite3_column_type(st, COL_REL_ERROR);
+  int type_heuristic = sqlite3_column_type(st, COL_HEURISTIC);
+  int type_winner = sqlite3_column_type(st, COL_WINNER);
   int type_deterministic = sqlite3_column_type(st, COL_DETERMINISTIC);
   long long id = (long long)sqlite3_column_int64(st, COL_ID);
   memset(t, 0, sizeof *t);
+  conv_status s = decode_key(c, st, id, key, err);
+  if (s != CONV_OK) return s;
 
   sqlite3_int64 algorithm_id = sqlite3_column_int64(st, COL_ALGORITHM_ID);
   if (type_algorithm_id != SQLITE_INTEGER || algorithm_id <= 0 || algorithm_id > UINT32_MAX)
@@ -54,7 +155,8 @@ static conv_status decode_trial(const conv_cache *c, sqlite3_stmt *st, conv_tria
 
   const char *config = NULL;
   if (type_config == SQLITE_TEXT) config = (const char *)sqlite3_column_text(st, COL_CONFIG);
-  if (config == NULL || strlen(config) != (size_t)sqlite3_column_bytes(st, COL_CONFIG) ||
+  size_t config_bytes = (size_t)sqlite3_column_bytes(st, COL_CONFIG);
+  if (config == NULL || config_bytes >= CACHE_CONFIG_TEXT_MAX || strlen(config) != config_bytes ||
       conv_config_parse(config, &t->config) != CONV_OK)
     return conv_error_set(err, CONV_CACHE_ERROR, "cache %s: row %lld: corrupt config \"%.64s\"",
                           c->path, id, config ? config : "(not text)");
@@ -75,21 +177,37 @@ static conv_status decode_trial(const conv_cache *c, sqlite3_stmt *st, conv_tria
                           c->path, id);
   t->workspace_bytes = (size_t)workspace;
 
-  if (!is_number_or_null(type_time) || !is_number_or_null(type_error))
-    return conv_error_set(err, CONV_CACHE_ERROR, "cache %s: row %lld: corrupt time or error",
-                          c->path, id);
   t->time_ms = type_time == SQLITE_NULL ? -1.0 : sqlite3_column_double(st, COL_TIME_MS);
   t->rel_error = type_error == SQLITE_NULL ? -1.0 : sqlite3_column_double(st, COL_REL_ERROR);
+  if (!is_measure(type_time, t->time_ms) || !is_measure(type_error, t->rel_error))
+    return conv_error_set(err, CONV_CACHE_ERROR, "cache %s: row %lld: corrupt time or error",
+                          c->path, id);
 
-  cache_copy_column_text(t->algorithm, sizeof t->algorithm, st, COL_ALGORITHM);
-  cache_copy_column_text(t->config_text, sizeof t->config_text, st, COL_CONFIG_TEXT);
-  cache_copy_column_text(t->reason, sizeof t->reason, st, COL_REASON);
-  t->heuristic_pick = sqlite3_column_int64(st, COL_HEURISTIC) != 0;
+  static const text_column texts[] = {{COL_ALGORITHM, sizeof t->algorithm, "algorithm"},
+                                      {COL_CONFIG_TEXT, sizeof t->config_text, "config text"},
+                                      {COL_REASON, sizeof t->reason, "reason"}};
+  char *const into[] = {t->algorithm, t->config_text, t->reason};
+  for (int i = 0; i < 3; i++)
+    if (!copy_text(into[i], texts[i].size, st, texts[i].col)) return bad_text(c, id, &texts[i], err);
+
+  sqlite3_int64 heuristic = sqlite3_column_int64(st, COL_HEURISTIC);
+  sqlite3_int64 winner = sqlite3_column_int64(st, COL_WINNER);
+  sqlite3_int64 deterministic = sqlite3_column_int64(st, COL_DETERMINISTIC);
+  if (!is_flag(type_heuristic, heuristic) || !is_flag(type_winner, winner) ||
+      !(type_deterministic == SQLITE_NULL || is_flag(type_deterministic, deterministic)))
+    return conv_error_set(err, CONV_CACHE_ERROR,
+                          "cache %s: row %lld: a flag (heuristic pick, winner, deterministic) "
+                          "is not 0 or 1",
+                          c->path, id);
+  t->heuristic_pick = heuristic != 0;
   t->config.flags = t->heuristic_pick ? CONV_CONFIG_HEURISTIC_RANKED : 0u;
-  t->winner = sqlite3_column_int64(st, COL_WINNER) != 0;
-  t->deterministic = type_deterministic == SQLITE_NULL
-                         ? -1
-                         : sqlite3_column_int64(st, COL_DETERMINISTIC) != 0;
+  t->winner = winner != 0;
+  t->deterministic = type_deterministic == SQLITE_NULL ? -1 : (int)deterministic;
+  if (t->winner && !conv_cache_trial_can_win(t))
+    return conv_error_set(err, CONV_CACHE_ERROR,
+                          "cache %s: row %lld: a winner that is not a valid, validated and timed "
+                          "trial (%s, %g ms, error %g)",
+                          c->path, id, conv_status_string(t->status), t->time_ms, t->rel_error);
   return CONV_OK;
 }
 
@@ -114,7 +232,8 @@ conv_status conv_cache_lookup_winner(conv_cache *cache, const conv_cache_key *ke
   if (rc == SQLITE_OK) rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) {
     conv_trial t;
-    s = decode_trial(cache, st, &t, err);
+    row_key texts;
+    s = decode_trial(cache, st, &t, &texts, err);
     if (s == CONV_OK) {
       *winner = t;
       *found = true;
@@ -128,7 +247,7 @@ conv_status conv_cache_lookup_winner(conv_cache *cache, const conv_cache_key *ke
   return s;
 }
 
-/* Steps through a prepared, bound SELECT of ROW_COLUMNS calling fn. */
+/* Steps through a prepared, bound SELECT_ROWS calling fn. */
 static conv_status list_rows(const conv_cache *c, sqlite3_stmt *st, conv_cache_row_fn fn,
                              void *user, const char *what, conv_error *err) {
   for (;;) {
@@ -136,18 +255,10 @@ static conv_status list_rows(const conv_cache *c, sqlite3_stmt *st, conv_cache_r
     if (rc == SQLITE_DONE) return CONV_OK;
     if (rc != SQLITE_ROW) return cache_db_fail(c, err, what);
     conv_trial t;
-    conv_status s = decode_trial(c, st, &t, err);
+    row_key key;
+    conv_status s = decode_trial(c, st, &t, &key, err);
     if (s != CONV_OK) return s;
-    conv_cache_row row;
-    row.problem = (const char *)sqlite3_column_text(st, COL_PROBLEM);
-    row.device = (const char *)sqlite3_column_text(st, COL_DEVICE);
-    row.versions = (const char *)sqlite3_column_text(st, COL_VERSIONS);
-    row.tuned_at = (const char *)sqlite3_column_text(st, COL_TUNED_AT);
-    if (!row.problem) row.problem = "";
-    if (!row.device) row.device = "";
-    if (!row.versions) row.versions = "";
-    if (!row.tuned_at) row.tuned_at = "";
-    row.trial = &t;
+    const conv_cache_row row = {key.problem, key.device, key.versions, key.tuned_at, &t};
     if (fn(&row, user) != 0) return CONV_OK;
   }
 }

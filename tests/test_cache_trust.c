@@ -1,0 +1,226 @@
+/*
+ * test_cache_trust.c -- a cache file as untrusted input (CPU only): every
+ * value of a row is checked before it is used.  What the cache tests share is in
+ * cache_fixtures.c; rows are corrupted behind the cache's back with raw
+ * SQL, as a hostile file would hold them.
+ */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "tests/cache_fixtures.h"
+
+/* Trials 0-5 of KEY (trial 4 failed), trial 0 the winner. */
+#define FIXTURE_TRIALS 6
+
+static int write_fixture(const char *path) {
+  remove_db(path);
+  conv_error err = {0};
+  conv_cache *cache = NULL;
+  CHECK_OK(conv_cache_open(path, false, &cache, &err));
+  int rc = add_trials(cache, &KEY, 0, FIXTURE_TRIALS);
+  if (rc == TEST_PASS) rc = set_winner(cache, &KEY, 0);
+  conv_cache_close(cache);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- rows */
+
+typedef struct corruption {
+  const char *sql;     /* applied to a fresh fixture */
+  const char *mention; /* what the refusal names */
+} corruption;
+
+/* After c->sql, every read that meets the corrupted row refuses it with a
+ * message naming c->mention, and none returns it: the listing of winners
+ * always meets it; a look-up of KEY and the listing of its trials meet it
+ * unless the corruption moved it out of KEY. */
+static int corrupt_row_refused(const char *path, const corruption *c) {
+  if (write_fixture(path) != TEST_PASS) return TEST_FAIL;
+  CHECK(sql_exec(path, c->sql) == SQLITE_OK);
+  conv_error err = {0};
+  conv_cache *cache = NULL;
+  CHECK_OK(conv_cache_open(path, true, &cache, &err));
+  collector *rows = new_collector();
+  CHECK(rows != NULL);
+  int rc = TEST_FAIL;
+  err.message[0] = '\0';
+  conv_status listed = conv_cache_list_winners(cache, collect, rows, &err);
+  if (listed != CONV_CACHE_ERROR || strstr(err.message, c->mention) == NULL) {
+    fprintf(stderr, "%s: list_winners: %s, %d rows, \"%s\"\n", c->sql, conv_status_string(listed),
+            rows->count, err.message);
+    goto done;
+  }
+  conv_trial got;
+  bool found = false;
+  err.message[0] = '\0';
+  conv_status looked = conv_cache_lookup_winner(cache, &KEY, &got, &found, &err);
+  if (!(looked == CONV_CACHE_ERROR && strstr(err.message, c->mention) != NULL) &&
+      !(looked == CONV_OK && !found)) {
+    fprintf(stderr, "%s: lookup: %s, found %d, \"%s\"\n", c->sql, conv_status_string(looked),
+            found, err.message);
+    goto done;
+  }
+  rows->count = 0;
+  err.message[0] = '\0';
+  listed = conv_cache_list_trials(cache, PROBLEM, collect, rows, &err);
+  if (!(listed == CONV_CACHE_ERROR && strstr(err.message, c->mention) != NULL) &&
+      !(listed == CONV_OK && rows->count == FIXTURE_TRIALS - 1)) {
+    fprintf(stderr, "%s: list_trials: %s, %d rows, \"%s\"\n", c->sql, conv_status_string(listed),
+            rows->count, err.message);
+    goto done;
+  }
+  rc = TEST_PASS;
+done:
+  free(rows);
+  conv_cache_close(cache);
+  return rc;
+}
+
+#define WINNER_ROW " WHERE winner = 1"
+#define WITH_NUL(column) "UPDATE trials SET " column " = " column " || char(0) || 'x'" WINNER_ROW
+#define LONGER(column, n) "UPDATE trials SET " column " = " column " || printf('%." #n "c', 'x')" WINNER_ROW
+
+/* Texts with a NUL inside or longer than any writer writes, values of the
+ * wrong type or range, and a winner
+ * that failed, was never validated or never timed: each refused, naming
+ * what is wrong.  (Before, a NUL cut a key short, naming another key's
+ * tuning, and a failed winner read as any other.) */
+static int test_every_value_checked(void) {
+  static const corruption cases[] = {
+      {WITH_NUL("problem"), "problem"},
+      {WITH_NUL("device"), "device"},
+      {WITH_NUL("versions"), "versions"},
+      {WITH_NUL("tuned_at"), "time of tuning"},
+      {WITH_NUL("algorithm"), "algorithm"},
+      {WITH_NUL("config_text"), "config text"},
+      {WITH_NUL("reason"), "reason"},
+      {LONGER("device", 1100), "device"},
+      {LONGER("versions", 4100), "versions"},
+      {LONGER("tuned_at", 64), "time of tuning"},
+      {LONGER("algorithm", 32), "algorithm"},
+      {LONGER("config_text", 128), "config text"},
+      {LONGER("reason", 256), "reason"},
+      {"UPDATE trials SET problem = CAST(problem AS BLOB)" WINNER_ROW, "problem"},
+      {"UPDATE trials SET device = CAST(device AS BLOB)" WINNER_ROW, "device"},
+      {"UPDATE trials SET reason = x'6869'" WINNER_ROW, "reason"},
+      {"UPDATE trials SET heuristic_pick = 2" WINNER_ROW, "flag"},
+      {"UPDATE trials SET winner = 'yes'" WINNER_ROW, "flag"},
+      {"UPDATE trials SET deterministic = 'yes'" WINNER_ROW, "flag"},
+      {"UPDATE trials SET time_ms = -2.5" WINNER_ROW, "time"},
+      {"UPDATE trials SET time_ms = 9e999" WINNER_ROW, "time"},
+      {"UPDATE trials SET rel_error = -1" WINNER_ROW, "time or error"},
+      {"UPDATE trials SET status = 3" WINNER_ROW, "winner"},
+      {"UPDATE trials SET time_ms = NULL" WINNER_ROW, "winner"},
+      {"UPDATE trials SET time_ms = 0" WINNER_ROW, "winner"},
+      {"UPDATE trials SET rel_error = NULL" WINNER_ROW, "winner"},
+  };
+  char path[1024];
+  tmp_path(path, sizeof path, "every_value_checked");
+  int rc = TEST_PASS;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    if (corrupt_row_refused(path, &cases[i]) != TEST_PASS) rc = TEST_FAIL;
+  remove_db(path);
+  return rc;
+}
+
+/* The same rows as the writers leave them read back whole: a failed,
+ * untimed trial is no winner and reads as the others do. */
+static int test_valid_rows_read(void) {
+  char path[1024];
+  tmp_path(path, sizeof path, "valid_rows_read");
+  CHECK(write_fixture(path) == TEST_PASS);
+  conv_error err = {0};
+  conv_cache *cache = NULL;
+  CHECK_OK(conv_cache_open(path, true, &cache, &err));
+  CHECK(expect_winner(cache, &KEY, 0) == TEST_PASS);
+  CHECK(count_trials(cache, PROBLEM) == FIXTURE_TRIALS);
+  collector *rows = new_collector();
+  CHECK(rows != NULL);
+  CHECK_OK(conv_cache_list_winners(cache, collect, rows, &err));
+  CHECK(rows->count == 1 && strcmp(rows->rows[0].problem, PROBLEM) == 0);
+  free(rows);
+  conv_cache_close(cache);
+  remove_db(path);
+  return TEST_PASS;
+}
+
+/* A problem key this version does not write (another version's) is
+ * listed as it is, for reports; the shared key check, which what copies a
+ * row under its key calls first, refuses it. */
+static int test_other_versions_keys_listed(void) {
+  char path[1024];
+  tmp_path(path, sizeof path, "other_versions_keys_listed");
+  CHECK(write_fixture(path) == TEST_PASS);
+  conv_error err = {0};
+  conv_cache *cache = NULL;
+  CHECK_OK(conv_cache_open(path, false, &cache, &err));
+  const conv_cache_key newer = {"fwd f16 nchw strict none n32 c64 h56 w56 k64 r3 s3 pad1,1 str1,1"
+                                " dil1,1 g1",
+                                DEVICE, VERSIONS};
+  CHECK(add_trials(cache, &newer, 0, 1) == TEST_PASS);
+  CHECK(set_winner(cache, &newer, 0) == TEST_PASS);
+  collector *rows = new_collector();
+  CHECK(rows != NULL);
+  CHECK_OK(conv_cache_list_winners(cache, collect, rows, &err));
+  CHECK(rows->count == 2);
+  for (int i = 0; i < rows->count; i++) {
+    const conv_cache_key k = {rows->rows[i].problem, rows->rows[i].device,
+                              rows->rows[i].versions};
+    if (strcmp(k.problem, PROBLEM) == 0) {
+      CHECK_OK(conv_cache_check_key_texts(&k, &err));
+    } else {
+      CHECK(strcmp(k.problem, newer.problem) == 0);
+      CHECK_CACHE_ERROR(conv_cache_check_key_texts(&k, &err));
+      CHECK(strstr(err.message, "problem key") != NULL);
+    }
+  }
+  free(rows);
+  conv_cache_close(cache);
+  remove_db(path);
+  return TEST_PASS;
+}
+
+/* The shared checks merge uses: which trials may win, which keys are ones
+ * this library writes. */
+static int test_shared_checks(void) {
+  conv_trial t = make_trial(0);
+  CHECK(conv_cache_trial_can_win(&t));
+  t.time_ms = 0;
+  CHECK(!conv_cache_trial_can_win(&t));
+  t = make_trial(0), t.rel_error = -1;
+  CHECK(!conv_cache_trial_can_win(&t));
+  t = make_trial(0), t.status = CONV_UNSUPPORTED;
+  CHECK(!conv_cache_trial_can_win(&t));
+  t = make_trial(0), t.time_ms = INFINITY;
+  CHECK(!conv_cache_trial_can_win(&t));
+  t = make_trial(4); /* failed */
+  CHECK(!conv_cache_trial_can_win(&t));
+
+  conv_error err = {0};
+  CHECK_OK(conv_cache_check_key_texts(&KEY, &err));
+  const conv_cache_key not_a_key = {"fwd f32 nchw strict none n32", DEVICE, VERSIONS};
+  CHECK_CACHE_ERROR(conv_cache_check_key_texts(&not_a_key, &err));
+  CHECK(strstr(err.message, "problem key") != NULL);
+  static char long_device[CONV_CACHE_DEVICE_MAX + 1];
+  memset(long_device, 'd', CONV_CACHE_DEVICE_MAX);
+  const conv_cache_key too_long = {PROBLEM, long_device, VERSIONS};
+  CHECK_CACHE_ERROR(conv_cache_check_key_texts(&too_long, &err));
+  CHECK(strstr(err.message, "device") != NULL);
+  const conv_cache_key no_versions = {PROBLEM, DEVICE, NULL};
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_cache_check_key_texts(&no_versions, &err));
+  return TEST_PASS;
+}
+
+static const test_case tests[] = {
+    {"every_value_checked", test_every_value_checked},
+    {"valid_rows_read", test_valid_rows_read},
+    {"other_versions_keys_listed", test_other_versions_keys_listed},
+    {"shared_checks", test_shared_checks},
+};
+
+TEST_MAIN(tests)
