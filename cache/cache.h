@@ -132,7 +132,9 @@ conv_status conv_cache_replace_tuning(conv_cache *cache, const conv_cache_key *k
 
 /* Reads check every value of a row before it is used (trials_read.c): a
  * row that fails (a corrupt or crafted file) is CONV_CACHE_ERROR naming
- * it, and nothing of it reaches the caller. */
+ * it, and nothing of it reaches the caller.  A key has one winner: of
+ * several rows marked so (written behind the cache's back), the latest;
+ * the others read as plain trials. */
 
 /* Finds the winner of `key`.  *found is false (and CONV_OK returned) when
  * there is none. */
@@ -140,13 +142,13 @@ conv_status conv_cache_lookup_winner(conv_cache *cache, const conv_cache_key *ke
                                      conv_trial *winner /* OUT */, bool *found /* OUT */,
                                      conv_error *err);
 
-/* Calls fn for every winner row (any device, any versions), ordered by
+/* Calls fn for every key's winner (any device, any versions), ordered by
  * problem, device, versions. */
 conv_status conv_cache_list_winners(conv_cache *cache, conv_cache_row_fn fn, void *user,
                                     conv_error *err);
 
 /* Calls fn for every trial whose problem key equals `problem` (any device or
- * versions), winner first, then by time. */
+ * versions), winners first, then by time. */
 conv_status conv_cache_list_trials(conv_cache *cache, const char *problem, conv_cache_row_fn fn,
                                    void *user, conv_error *err);
 

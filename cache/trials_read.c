@@ -9,6 +9,9 @@
  * - numbers have their type and range; flags are 0 or 1; times and errors
  *   are finite and not negative;
  * - a winner is valid, validated and timed (conv_cache_trial_can_win).
+ * Of several rows marked winner of one key, the latest (highest id) is
+ * the winner, as look-ups have always taken it; the others read as plain
+ * trials, so that a copy of the tuning (merge) carries one winner.
  * A problem key that does not parse back to a problem is listed as it is:
  * another version's key, which the report shows as such and the predictor
  * passes over.  It is never looked up (a look-up's key is one this
@@ -54,14 +57,16 @@ conv_status conv_cache_check_key_texts(const conv_cache_key *key, conv_error *er
   "id, problem, device, versions, algorithm_id, algorithm, config, config_text, status,"        \
   " reason, time_ms, rel_error, workspace_bytes, heuristic_pick, winner, tuned_at"
 /* "SELECT <the row's columns> <tail>": a version-1 file has no
- * deterministic column, so NULL (unknown) stands in for it. */
-#define SELECT_ROWS(c, tail)                                                                     \
-  ((c)->schema_version >= 2 ? "SELECT " ROW_COLUMNS ", deterministic " tail                       \
-                            : "SELECT " ROW_COLUMNS ", NULL " tail)
+ * deterministic column, so NULL (unknown) stands in for it.  `latest`,
+ * the last column, says whether the row is its key's latest winner row
+ * (see the top of the file). */
+#define SELECT_ROWS(c, latest, tail)                                                             \
+  ((c)->schema_version >= 2 ? "SELECT " ROW_COLUMNS ", deterministic, " latest " " tail          \
+                            : "SELECT " ROW_COLUMNS ", NULL, " latest " " tail)
 enum {
   COL_ID, COL_PROBLEM, COL_DEVICE, COL_VERSIONS, COL_ALGORITHM_ID, COL_ALGORITHM, COL_CONFIG,
   COL_CONFIG_TEXT, COL_STATUS, COL_REASON, COL_TIME_MS, COL_REL_ERROR, COL_WORKSPACE,
-  COL_HEURISTIC, COL_WINNER, COL_TUNED_AT, COL_DETERMINISTIC
+  COL_HEURISTIC, COL_WINNER, COL_TUNED_AT, COL_DETERMINISTIC, COL_LATEST_WINNER
 };
 
 /* A row's key and time of tuning, checked; they point into the row, valid
@@ -201,7 +206,7 @@ static conv_status decode_trial(const conv_cache *c, sqlite3_stmt *st, conv_tria
                           c->path, id);
   t->heuristic_pick = heuristic != 0;
   t->config.flags = t->heuristic_pick ? CONV_CONFIG_HEURISTIC_RANKED : 0u;
-  t->winner = winner != 0;
+  t->winner = winner != 0 && sqlite3_column_int64(st, COL_LATEST_WINNER) != 0;
   t->deterministic = type_deterministic == SQLITE_NULL ? -1 : (int)deterministic;
   if (t->winner && !conv_cache_trial_can_win(t))
     return conv_error_set(err, CONV_CACHE_ERROR,
@@ -224,8 +229,8 @@ conv_status conv_cache_lookup_winner(conv_cache *cache, const conv_cache_key *ke
   sqlite3_stmt *st;
   s = cache_prepare(
       cache,
-      SELECT_ROWS(cache, " FROM trials WHERE problem = ?1 AND device = ?2"
-                         " AND versions = ?3 AND winner <> 0 ORDER BY id DESC LIMIT 1"),
+      SELECT_ROWS(cache, "1", " FROM trials WHERE problem = ?1 AND device = ?2"
+                              " AND versions = ?3 AND winner <> 0 ORDER BY id DESC LIMIT 1"),
       &st, "cannot look up the winner", err);
   if (s != CONV_OK) return s;
   int rc = cache_bind_key(st, 1, key);
@@ -269,10 +274,13 @@ conv_status conv_cache_list_winners(conv_cache *cache, conv_cache_row_fn fn, voi
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache list: NULL cache or callback");
   if (cache->empty) return CONV_OK;
   sqlite3_stmt *st;
+  /* max(id) makes the other columns those of the key's latest winner row
+   * (SQLite's rule for a lone max() in an aggregate). */
   conv_status s = cache_prepare(
       cache,
-      SELECT_ROWS(cache, " FROM trials WHERE winner <> 0"
-                         " ORDER BY problem, device, versions, id"),
+      SELECT_ROWS(cache, "max(id) = id", " FROM trials WHERE winner <> 0"
+                                         " GROUP BY problem, device, versions"
+                                         " ORDER BY problem, device, versions"),
       &st, "cannot list winners", err);
   if (s != CONV_OK) return s;
   s = list_rows(cache, st, fn, user, "cannot list winners", err);
@@ -287,11 +295,16 @@ conv_status conv_cache_list_trials(conv_cache *cache, const char *problem, conv_
                           "cache list: NULL cache, problem or callback");
   if (cache->empty) return CONV_OK;
   sqlite3_stmt *st;
-  /* Winners first, then timed trials fastest first, then the untimed. */
+  /* Winners first, then timed trials fastest first, then the untimed.
+   * The latest winner row of each device and versions is listed once,
+   * before the rows are read, so a crafted file of many is linear. */
   conv_status s = cache_prepare(
       cache,
-      SELECT_ROWS(cache, " FROM trials WHERE problem = ?1"
-                         " ORDER BY winner <> 0 DESC, time_ms IS NULL, time_ms, id"),
+      SELECT_ROWS(cache,
+                  "id IN (SELECT max(id) FROM trials WHERE problem = ?1 AND winner <> 0"
+                  " GROUP BY device, versions) AS latest_winner",
+                  " FROM trials WHERE problem = ?1"
+                  " ORDER BY latest_winner DESC, time_ms IS NULL, time_ms, id"),
       &st, "cannot list trials", err);
   if (s != CONV_OK) return s;
   if (sqlite3_bind_text(st, 1, problem, -1, SQLITE_STATIC) != SQLITE_OK)

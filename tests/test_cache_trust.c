@@ -1,6 +1,7 @@
 /*
  * test_cache_trust.c -- a cache file as untrusted input (CPU only): every
- * value of a row is checked before it is used.  What the cache tests share is in
+ * value of a row is checked before it is used, and a key reads with one
+ * winner.  What the cache tests share is in
  * cache_fixtures.c; rows are corrupted behind the cache's back with raw
  * SQL, as a hostile file would hold them.
  */
@@ -185,6 +186,40 @@ static int test_other_versions_keys_listed(void) {
   return TEST_PASS;
 }
 
+/* Of two rows marked winner of one key (a file written behind the
+ * cache's back), the latest is the winner for every read: listed once,
+ * marked alone among the trials, and what a look-up finds.  (Before,
+ * both were listed, and a copy carried both.) */
+static int test_one_winner_per_key(void) {
+  char path[1024];
+  tmp_path(path, sizeof path, "one_winner_per_key");
+  CHECK(write_fixture(path) == TEST_PASS);
+  CHECK(sql_exec(path, "UPDATE trials SET winner = 1 WHERE id = (SELECT max(id) FROM trials"
+                       " WHERE status = 0)") == SQLITE_OK); /* trial 5 */
+  CHECK(sql_int(path, "SELECT count(*) FROM trials WHERE winner <> 0") == 2);
+  conv_error err = {0};
+  conv_cache *cache = NULL;
+  CHECK_OK(conv_cache_open(path, true, &cache, &err));
+  CHECK(expect_winner(cache, &KEY, 5) == TEST_PASS);
+  collector *rows = new_collector();
+  CHECK(rows != NULL);
+  CHECK_OK(conv_cache_list_winners(cache, collect, rows, &err));
+  CHECK_MSG(rows->count == 1, "%d winners listed", rows->count);
+  conv_trial want = make_trial(5);
+  CHECK(check_trial(&rows->rows[0].trial, &want, true) == TEST_PASS);
+  rows->count = 0;
+  CHECK_OK(conv_cache_list_trials(cache, PROBLEM, collect, rows, &err));
+  CHECK(rows->count == FIXTURE_TRIALS);
+  int winners = 0;
+  for (int i = 0; i < rows->count; i++) winners += rows->rows[i].trial.winner;
+  CHECK_MSG(winners == 1, "%d trials marked winner", winners);
+  CHECK(check_trial(&rows->rows[0].trial, &want, true) == TEST_PASS); /* winners first */
+  free(rows);
+  conv_cache_close(cache);
+  remove_db(path);
+  return TEST_PASS;
+}
+
 /* The shared checks merge uses: which trials may win, which keys are ones
  * this library writes. */
 static int test_shared_checks(void) {
@@ -220,6 +255,7 @@ static const test_case tests[] = {
     {"every_value_checked", test_every_value_checked},
     {"valid_rows_read", test_valid_rows_read},
     {"other_versions_keys_listed", test_other_versions_keys_listed},
+    {"one_winner_per_key", test_one_winner_per_key},
     {"shared_checks", test_shared_checks},
 };
 
