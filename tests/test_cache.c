@@ -338,35 +338,6 @@ static int test_winner_unique(void) {
   return rc;
 }
 
-/* Opening `path` (read-write, then read-only) fails with CONV_CACHE_ERROR,
- * names the path and `mention`, and leaves the file byte for byte as it was
- * (SQLite itself may leave an empty -wal file next to a WAL database). */
-static int check_refused(const char *path, const char *mention) {
-  size_t before_size = 0, after_size = 0;
-  char *before = read_all(path, &before_size);
-  CHECK(before != NULL);
-  conv_error err = {0};
-  for (int read_only = 0; read_only < 2; read_only++) {
-    conv_cache *cache = NULL;
-    CHECK_CACHE_ERROR(conv_cache_open(path, read_only, &cache, &err));
-    CHECK(cache == NULL);
-    CHECK_MSG(strstr(err.message, path) != NULL, "message: %s", err.message);
-    CHECK_MSG(strstr(err.message, mention) != NULL, "message: %s", err.message);
-  }
-  char *after = read_all(path, &after_size);
-  CHECK(after != NULL);
-  CHECK(after_size == before_size && memcmp(before, after, before_size) == 0);
-  free(before);
-  free(after);
-  char wal[1100];
-  snprintf(wal, sizeof wal, "%s-wal", path);
-  size_t wal_size = 0;
-  char *wal_data = read_all(wal, &wal_size);
-  free(wal_data);
-  CHECK_MSG(wal_data == NULL || wal_size == 0, "%s: %zu bytes", wal, wal_size);
-  return TEST_PASS;
-}
-
 static int schema_version_checked_in(const char *path, const char *path2) {
   /* A newer schema. */
   CHECK(sql_exec(path, "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);"

@@ -1,7 +1,8 @@
 /*
  * test_cache_trust.c -- a cache file as untrusted input (CPU only): every
- * value of a row is checked before it is used, and a key reads with one
- * winner.  What the cache tests share is in
+ * value of a row is checked before it is used, a crafted schema is
+ * refused at open, read-only opens bound the length of any value, and a
+ * key reads with one winner.  What the cache tests share is in
  * cache_fixtures.c; rows are corrupted behind the cache's back with raw
  * SQL, as a hostile file would hold them.
  */
@@ -220,6 +221,84 @@ static int test_one_winner_per_key(void) {
   return TEST_PASS;
 }
 
+/* ---------------------------------------------------------------- schema */
+
+/* A cache whose schema is not convtune's (an extra or generated column, a
+ * trigger, a view, another table or index, a missing index) is refused at
+ * open, read-only and writable, naming what differs, and left as it was.
+ * (Before, it opened: a generated reason made a listing compute a 100 MB
+ * text per row, and a trigger ran on the cache's own writes.) */
+static int test_schema_compared(void) {
+  static const corruption cases[] = {
+      {"ALTER TABLE trials ADD COLUMN extra TEXT", "table trials"},
+      {"ALTER TABLE trials ADD COLUMN big TEXT GENERATED ALWAYS AS"
+       " (printf('%.*c', 100000000, 'x')) VIRTUAL",
+       "table trials"},
+      /* The 4 GB `list` of issue 54 in small: a column the reads select,
+       * computed. */
+      {"ALTER TABLE trials RENAME TO old_trials;"
+       "CREATE TABLE trials (id INTEGER PRIMARY KEY, problem TEXT NOT NULL, device TEXT NOT NULL,"
+       " versions TEXT NOT NULL, algorithm_id INTEGER NOT NULL, algorithm TEXT NOT NULL,"
+       " config TEXT NOT NULL, config_text TEXT NOT NULL, status INTEGER NOT NULL,"
+       " status_name TEXT NOT NULL, reason AS (printf('%.*c', 100000000, 'x')), time_ms REAL,"
+       " rel_error REAL, workspace_bytes INTEGER NOT NULL, heuristic_pick INTEGER NOT NULL,"
+       " winner INTEGER NOT NULL DEFAULT 0, tuned_at TEXT NOT NULL, deterministic INTEGER);"
+       "INSERT INTO trials SELECT id, problem, device, versions, algorithm_id, algorithm, config,"
+       " config_text, status, status_name, time_ms, rel_error, workspace_bytes, heuristic_pick,"
+       " winner, tuned_at, deterministic FROM old_trials;"
+       "DROP TABLE old_trials;"
+       "CREATE INDEX trials_key ON trials (problem, device, versions)",
+       "table trials"},
+      {"ALTER TABLE meta ADD COLUMN big AS (printf('%.*c', 100000000, 'x'))", "meta"},
+      {"CREATE TRIGGER forget AFTER INSERT ON trials BEGIN DELETE FROM trials; END",
+       "trigger forget"},
+      {"CREATE VIEW everything AS SELECT * FROM trials", "view everything"},
+      {"CREATE TABLE notes (text TEXT)", "table notes"},
+      {"CREATE INDEX by_reason ON trials (reason)", "index by_reason"},
+      {"DROP INDEX trials_key", "trials_key"},
+      {"DROP TABLE pending; CREATE TABLE pending (problem TEXT COLLATE NOCASE NOT NULL,"
+       " device TEXT NOT NULL, versions TEXT NOT NULL, reason TEXT NOT NULL,"
+       " recorded_at TEXT NOT NULL, PRIMARY KEY (problem, device, versions))",
+       "table pending"},
+  };
+  char path[1024];
+  tmp_path(path, sizeof path, "schema_compared");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    CHECK(write_fixture(path) == TEST_PASS);
+    CHECK(sql_exec(path, cases[i].sql) == SQLITE_OK);
+    CHECK_MSG(check_refused(path, cases[i].mention) == TEST_PASS, "%s", cases[i].sql);
+  }
+  remove_db(path);
+  return TEST_PASS;
+}
+
+/* A read-only open bounds the length of any value SQLite reads or makes
+ * (SQLITE_LIMIT_LENGTH, far above the longest row a writer writes): a
+ * 100 KB text is refused by SQLite itself, before any of it is copied
+ * out; a writable open refuses it by its own check. */
+static int test_read_only_length_limit(void) {
+  char path[1024];
+  tmp_path(path, sizeof path, "read_only_length_limit");
+  CHECK(write_fixture(path) == TEST_PASS);
+  CHECK(sql_exec(path, "UPDATE trials SET reason = printf('%.100000c', 'r') WHERE id = 2") ==
+        SQLITE_OK);
+  conv_error err = {0};
+  for (int read_only = 1; read_only >= 0; read_only--) {
+    conv_cache *cache = NULL;
+    CHECK_OK(conv_cache_open(path, read_only, &cache, &err));
+    CHECK(expect_winner(cache, &KEY, 0) == TEST_PASS); /* another row */
+    collector *rows = new_collector();
+    CHECK(rows != NULL);
+    CHECK_CACHE_ERROR(conv_cache_list_trials(cache, PROBLEM, collect, rows, &err));
+    free(rows);
+    conv_cache_close(cache);
+    const char *mention = read_only ? "too big" : "reason";
+    CHECK_MSG(strstr(err.message, mention) != NULL, "read-only %d: %s", read_only, err.message);
+  }
+  remove_db(path);
+  return TEST_PASS;
+}
+
 /* The shared checks merge uses: which trials may win, which keys are ones
  * this library writes. */
 static int test_shared_checks(void) {
@@ -256,6 +335,8 @@ static const test_case tests[] = {
     {"valid_rows_read", test_valid_rows_read},
     {"other_versions_keys_listed", test_other_versions_keys_listed},
     {"one_winner_per_key", test_one_winner_per_key},
+    {"schema_compared", test_schema_compared},
+    {"read_only_length_limit", test_read_only_length_limit},
     {"shared_checks", test_shared_checks},
 };
 
