@@ -142,6 +142,18 @@ conv_status conv_cache_lookup_winner(conv_cache *cache, const conv_cache_key *ke
                                      conv_trial *winner /* OUT */, bool *found /* OUT */,
                                      conv_error *err);
 
+/* The plan path's look-up in one layer (the user's cache, then a system
+ * cache): conv_cache_lookup_winner, except that a layer that cannot give
+ * a usable winner of `key` (its row fails the checks, SQLite cannot read
+ * the file) is passed over: a warning through `log` names the layer
+ * (`layer`, e.g. "system cache"), why, and what the caller does instead
+ * (`instead`, e.g. "tuning it"), and *found is false with CONV_OK.  Only
+ * a NULL argument is returned as an error. */
+conv_status conv_cache_lookup_layer(conv_cache *cache, const conv_cache_key *key,
+                                    const conv_logger *log, const char *layer,
+                                    const char *instead, conv_trial *winner /* OUT */,
+                                    bool *found /* OUT */, conv_error *err);
+
 /* Calls fn for every key's winner (any device, any versions), ordered by
  * problem, device, versions. */
 conv_status conv_cache_list_winners(conv_cache *cache, conv_cache_row_fn fn, void *user,

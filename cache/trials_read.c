@@ -252,6 +252,24 @@ conv_status conv_cache_lookup_winner(conv_cache *cache, const conv_cache_key *ke
   return s;
 }
 
+conv_status conv_cache_lookup_layer(conv_cache *cache, const conv_cache_key *key,
+                                    const conv_logger *log, const char *layer,
+                                    const char *instead, conv_trial *winner, bool *found,
+                                    conv_error *err) {
+  if (layer == NULL || instead == NULL)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache lookup: NULL layer or instead");
+  conv_error why = {CONV_OK, ""};
+  conv_status s = conv_cache_lookup_winner(cache, key, winner, found, &why);
+  if (s == CONV_CACHE_ERROR) {
+    conv_log(log, CONV_LOG_WARN, "%s: the %s's winner is passed over (%s); %s", key->problem,
+             layer, why.message, instead);
+    *found = false;
+    return CONV_OK;
+  }
+  if (s != CONV_OK) conv_error_set(err, s, "%s", why.message);
+  return s;
+}
+
 /* Steps through a prepared, bound SELECT_ROWS calling fn. */
 static conv_status list_rows(const conv_cache *c, sqlite3_stmt *st, conv_cache_row_fn fn,
                              void *user, const char *what, conv_error *err) {

@@ -1,8 +1,9 @@
 /*
  * test_cache_trust.c -- a cache file as untrusted input (CPU only): every
  * value of a row is checked before it is used, a crafted schema is
- * refused at open, read-only opens bound the length of any value, and a
- * key reads with one winner.  What the cache tests share is in
+ * refused at open, read-only opens bound the length of any value, a key
+ * reads with one winner, and the plan path's look-up passes over a layer
+ * whose row fails, with a warning.  What the cache tests share is in
  * cache_fixtures.c; rows are corrupted behind the cache's back with raw
  * SQL, as a hostile file would hold them.
  */
@@ -299,6 +300,64 @@ static int test_read_only_length_limit(void) {
   return TEST_PASS;
 }
 
+/* ---------------------------------------------------------------- plan layers */
+
+typedef struct heard {
+  int warnings;
+  char last[1024];
+} heard;
+
+static void hear(void *user, conv_log_level level, const char *message) {
+  heard *h = user;
+  if (level != CONV_LOG_WARN) return;
+  h->warnings++;
+  snprintf(h->last, sizeof h->last, "%s", message);
+}
+
+/* The plan path's look-up in one layer: a winner row that fails its
+ * checks is passed over with one warning (the key, the layer, why, what
+ * happens instead), as no winner and CONV_OK, so that the plan path falls
+ * through to the next layer or to tuning; a sound row is found, silently. */
+static int test_layer_passes_over_bad_row(void) {
+  char path[1024];
+  tmp_path(path, sizeof path, "layer_passes_over_bad_row");
+  CHECK(write_fixture(path) == TEST_PASS);
+  heard h = {0, ""};
+  const conv_logger log = {hear, &h, CONV_LOG_INFO};
+  conv_error err = {0};
+  conv_cache *cache = NULL;
+  conv_trial got;
+  bool found = false;
+  CHECK_OK(conv_cache_open(path, true, &cache, &err));
+  CHECK_OK(conv_cache_lookup_layer(cache, &KEY, &log, "system cache", "tuning it", &got, &found,
+                                   &err));
+  CHECK(found && got.winner && h.warnings == 0);
+  conv_cache_close(cache);
+
+  CHECK(sql_exec(path, "UPDATE trials SET status = 3, time_ms = NULL" WINNER_ROW) == SQLITE_OK);
+  CHECK_OK(conv_cache_open(path, true, &cache, &err));
+  found = true;
+  err.message[0] = '\0';
+  CHECK_OK(conv_cache_lookup_layer(cache, &KEY, &log, "system cache", "tuning it", &got, &found,
+                                   &err));
+  CHECK(!found);
+  CHECK_MSG(h.warnings == 1 && strstr(h.last, PROBLEM) != NULL &&
+                strstr(h.last, "system cache") != NULL && strstr(h.last, "winner") != NULL &&
+                strstr(h.last, path) != NULL && strstr(h.last, "tuning it") != NULL,
+            "%d warnings, last \"%s\"", h.warnings, h.last);
+  /* Without a log callback it is passed over all the same. */
+  found = true;
+  CHECK_OK(conv_cache_lookup_layer(cache, &KEY, NULL, "cache", "tuning it", &got, &found, &err));
+  CHECK(!found);
+  CHECK_STATUS(CONV_INVALID_ARGUMENT,
+               conv_cache_lookup_layer(cache, NULL, &log, "cache", "tuning it", &got, &found, &err));
+  CHECK_STATUS(CONV_INVALID_ARGUMENT,
+               conv_cache_lookup_layer(cache, &KEY, &log, NULL, "tuning it", &got, &found, &err));
+  conv_cache_close(cache);
+  remove_db(path);
+  return TEST_PASS;
+}
+
 /* The shared checks merge uses: which trials may win, which keys are ones
  * this library writes. */
 static int test_shared_checks(void) {
@@ -337,6 +396,7 @@ static const test_case tests[] = {
     {"one_winner_per_key", test_one_winner_per_key},
     {"schema_compared", test_schema_compared},
     {"read_only_length_limit", test_read_only_length_limit},
+    {"layer_passes_over_bad_row", test_layer_passes_over_bad_row},
     {"shared_checks", test_shared_checks},
 };
 
