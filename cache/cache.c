@@ -46,10 +46,12 @@
  * through it, and a writable handle then closes without a checkpoint.
  *
  * The file is untrusted input (caches are shipped between machines): every
- * value read back is range-checked, strings are truncated to the fixed
- * buffers, and a config that does not parse is CONV_CACHE_ERROR.  A file that
- * is not a database, or holds another schema or another schema version, is
- * refused and never written to.
+ * value read back is checked before it is used (trials_read.c says how),
+ * and a read-only handle lets SQLite read or make no value longer than
+ * CACHE_READ_LENGTH_LIMIT.  A file that is not a database, holds another
+ * schema version, or holds a schema that differs from its version's in
+ * anything (an extra or generated column, a trigger, a view: compared
+ * object for object, check_schema) is refused and never written to.
  */
 #include "cache/cache.h"
 #include "cache/db.h"
@@ -64,6 +66,10 @@
 
 #define CACHE_BUSY_TIMEOUT_MS 10000
 #define CACHE_RETRY_MS 5 /* between tries to switch a new file to WAL */
+/* The longest value (text, blob or row) SQLite reads or makes for a
+ * read-only handle: far above the longest row a writer writes (a few KB),
+ * far below what a query over a crafted file could be made to compute. */
+#define CACHE_READ_LENGTH_LIMIT (64 * 1024)
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -199,34 +205,201 @@ conv_status cache_check_writable(const conv_cache *c, conv_error *err) {
 
 /* ---------------------------------------------------------------- schema */
 
-static const char *const schema_sql[] = {
-    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS trials ("
-    " id INTEGER PRIMARY KEY,"
-    " problem TEXT NOT NULL,"
-    " device TEXT NOT NULL,"
-    " versions TEXT NOT NULL,"
-    " algorithm_id INTEGER NOT NULL,"
-    " algorithm TEXT NOT NULL,"
-    " config TEXT NOT NULL,"
-    " config_text TEXT NOT NULL,"
-    " status INTEGER NOT NULL,"
-    " status_name TEXT NOT NULL,"
-    " reason TEXT NOT NULL,"
-    " time_ms REAL,"
-    " rel_error REAL,"
-    " workspace_bytes INTEGER NOT NULL,"
-    " heuristic_pick INTEGER NOT NULL,"
-    " winner INTEGER NOT NULL DEFAULT 0,"
-    " tuned_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),"
-    " deterministic INTEGER)",
-    "CREATE INDEX IF NOT EXISTS trials_key ON trials (problem, device, versions)",
-    PENDING_TABLE_SQL,
+#define META_TABLE_SQL "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+#define TRIALS_COLUMNS_V1                                                                        \
+  " id INTEGER PRIMARY KEY,"                                                                     \
+  " problem TEXT NOT NULL,"                                                                      \
+  " device TEXT NOT NULL,"                                                                       \
+  " versions TEXT NOT NULL,"                                                                     \
+  " algorithm_id INTEGER NOT NULL,"                                                              \
+  " algorithm TEXT NOT NULL,"                                                                    \
+  " config TEXT NOT NULL,"                                                                       \
+  " config_text TEXT NOT NULL,"                                                                  \
+  " status INTEGER NOT NULL,"                                                                    \
+  " status_name TEXT NOT NULL,"                                                                  \
+  " reason TEXT NOT NULL,"                                                                       \
+  " time_ms REAL,"                                                                               \
+  " rel_error REAL,"                                                                             \
+  " workspace_bytes INTEGER NOT NULL,"                                                           \
+  " heuristic_pick INTEGER NOT NULL,"                                                            \
+  " winner INTEGER NOT NULL DEFAULT 0,"                                                          \
+  " tuned_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))"
+#define DETERMINISTIC_COLUMN "deterministic INTEGER" /* added by version 2 */
+#define TRIALS_TABLE_SQL_V1 "CREATE TABLE IF NOT EXISTS trials (" TRIALS_COLUMNS_V1 ")"
+#define TRIALS_TABLE_SQL                                                                         \
+  "CREATE TABLE IF NOT EXISTS trials (" TRIALS_COLUMNS_V1 ", " DETERMINISTIC_COLUMN ")"
+#define TRIALS_INDEX_SQL                                                                         \
+  "CREATE INDEX IF NOT EXISTS trials_key ON trials (problem, device, versions)"
+
+static const char *const schema_sql[] = {META_TABLE_SQL, TRIALS_TABLE_SQL, TRIALS_INDEX_SQL,
+                                         PENDING_TABLE_SQL};
+
+/* ---------------------------------------------------------------- schema check */
+
+/* Every object a cache of each schema version holds: a file holding any
+ * other (a trigger, a view, another table or index) or one of these
+ * defined otherwise (an extra, generated or collated column, a CHECK) is
+ * not one of ours.  A crafted schema could run SQL on the cache's own
+ * writes or make a read compute gigabytes from a small file. */
+typedef struct schema_object {
+  const char *type, *name, *table;
+  const char *sql; /* NULL: the index SQLite makes for a table's key */
+  int first_version, last_version;
+} schema_object;
+
+static const schema_object schema_objects[] = {
+    {"table", "meta", "meta", META_TABLE_SQL, 1, CONV_CACHE_SCHEMA_VERSION},
+    {"index", "sqlite_autoindex_meta_1", "meta", NULL, 1, CONV_CACHE_SCHEMA_VERSION},
+    {"table", "trials", "trials", TRIALS_TABLE_SQL_V1, 1, 1},
+    {"table", "trials", "trials", TRIALS_TABLE_SQL, 2, CONV_CACHE_SCHEMA_VERSION},
+    {"index", "trials_key", "trials", TRIALS_INDEX_SQL, 1, CONV_CACHE_SCHEMA_VERSION},
+    {"table", "pending", "pending", PENDING_TABLE_SQL, 3, CONV_CACHE_SCHEMA_VERSION},
+    {"index", "sqlite_autoindex_pending_1", "pending", NULL, 3, CONV_CACHE_SCHEMA_VERSION},
 };
+#define SCHEMA_OBJECTS (sizeof schema_objects / sizeof schema_objects[0])
+
+static bool is_word_char(unsigned char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+         ch == '_' || ch >= 0x80;
+}
+
+/* The next token of SQL text at *p, whitespace skipped: a word, a quoted
+ * string or name whole ('', "", ``, []), or one other character.  Returns
+ * its start and *len its length (0 at the end); *p moves past it. */
+static const char *sql_token(const char **p, size_t *len) {
+  const unsigned char *s = (const unsigned char *)*p;
+  while (*s == ' ' || (*s >= '\t' && *s <= '\r')) s++;
+  const unsigned char *start = s;
+  if (is_word_char(*s)) {
+    while (is_word_char(*s)) s++;
+  } else if (*s == '\'' || *s == '"' || *s == '`' || *s == '[') {
+    const unsigned char close = *s == '[' ? ']' : *s;
+    for (s++; *s != '\0'; s++) {
+      if (*s != close) continue;
+      if (close != ']' && s[1] == close) { /* a doubled quote stands for one */
+        s++;
+        continue;
+      }
+      s++;
+      break;
+    }
+  } else if (*s != '\0') {
+    s++;
+  }
+  *len = (size_t)(s - start);
+  *p = (const char *)s;
+  return (const char *)start;
+}
+
+/* Whether SQL text `found` says what `expected` says, token for token:
+ * words in any case, quoted text exactly, whitespace aside, and the
+ * expected "IF NOT EXISTS" aside (SQLite keeps a CREATE without it). */
+static bool same_sql(const char *found, const char *expected) {
+  for (;;) {
+    size_t found_len, expected_len;
+    const char *f = sql_token(&found, &found_len), *e = sql_token(&expected, &expected_len);
+    if (expected_len == 2 && sqlite3_strnicmp(e, "IF", 2) == 0) {
+      (void)sql_token(&expected, &expected_len); /* NOT */
+      (void)sql_token(&expected, &expected_len); /* EXISTS */
+      e = sql_token(&expected, &expected_len);
+    }
+    if (found_len != expected_len) return false;
+    if (expected_len == 0) return true;
+    bool quoted = !is_word_char((unsigned char)e[0]);
+    if (quoted ? memcmp(f, e, expected_len) != 0 : sqlite3_strnicmp(f, e, (int)expected_len) != 0)
+      return false;
+  }
+}
+
+/* A name from the file for a message: printable ASCII, the rest '?'. */
+static void printable_name(char *dst, size_t size, const unsigned char *name) {
+  size_t n = 0;
+  for (; name != NULL && name[n] != '\0' && n + 1 < size; n++)
+    dst[n] = name[n] >= 0x20 && name[n] < 0x7f ? (char)name[n] : '?';
+  dst[n] = '\0';
+}
+
+static const schema_object *expected_object(const char *type, const char *name, int version) {
+  for (size_t i = 0; i < SCHEMA_OBJECTS; i++) {
+    const schema_object *o = &schema_objects[i];
+    if (version >= o->first_version && version <= o->last_version && strcmp(type, o->type) == 0 &&
+        strcmp(name, o->name) == 0)
+      return o;
+  }
+  return NULL;
+}
+
+/* Compares the file's schema with version `version`'s, object for object
+ * (schema_objects); CONV_CACHE_ERROR naming the first difference. */
+static conv_status check_schema(const conv_cache *c, int version, conv_error *err) {
+  static const char what[] = "cannot read the schema";
+  sqlite3_stmt *st;
+  conv_status s =
+      cache_prepare(c, "SELECT type, name, tbl_name, sql FROM sqlite_master", &st, what, err);
+  if (s != CONV_OK) return s;
+  unsigned seen = 0;
+  int rc;
+  while (s == CONV_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const unsigned char *text[4];
+    for (int i = 0; i < 4; i++) text[i] = sqlite3_column_text(st, i);
+    const char *type = text[0] ? (const char *)text[0] : "";
+    const char *name = text[1] ? (const char *)text[1] : "";
+    const char *table = text[2] ? (const char *)text[2] : "";
+    const char *sql = (const char *)text[3];
+    char shown_type[32], shown_name[64];
+    printable_name(shown_type, sizeof shown_type, text[0]);
+    printable_name(shown_name, sizeof shown_name, text[1]);
+    const schema_object *o = expected_object(type, name, version);
+    if (o == NULL) {
+      s = conv_error_set(err, CONV_CACHE_ERROR,
+                         "cache %s: holds %s %s, which no convtune cache has (a crafted or "
+                         "foreign file); leaving it untouched",
+                         c->path, shown_type, shown_name);
+    } else if (strcmp(table, o->table) != 0 ||
+               (o->sql == NULL ? sql != NULL : sql == NULL || !same_sql(sql, o->sql))) {
+      s = conv_error_set(err, CONV_CACHE_ERROR,
+                         "cache %s: its %s %s differs from convtune's schema version %d (a "
+                         "crafted or altered file); leaving it untouched",
+                         c->path, shown_type, shown_name, version);
+    } else {
+      seen |= 1u << (o - schema_objects);
+    }
+  }
+  if (s == CONV_OK && rc != SQLITE_DONE) s = cache_db_fail(c, err, what);
+  cache_finalize(st);
+  for (size_t i = 0; s == CONV_OK && i < SCHEMA_OBJECTS; i++) {
+    const schema_object *o = &schema_objects[i];
+    if (version >= o->first_version && version <= o->last_version && !(seen & 1u << i))
+      s = conv_error_set(err, CONV_CACHE_ERROR,
+                         "cache %s: schema version %d without its %s %s (corrupt); leaving it "
+                         "untouched",
+                         c->path, version, o->type, o->name);
+  }
+  return s;
+}
+
+/* A generated column of meta would be computed by reading the version,
+ * before the schema is compared: refused first. */
+static conv_status check_meta_columns(const conv_cache *c, conv_error *err) {
+  static const char what[] = "cannot read the meta table's columns";
+  sqlite3_stmt *st;
+  conv_status s = cache_prepare(
+      c, "SELECT count(*) FROM pragma_table_xinfo('meta') WHERE hidden <> 0", &st, what, err);
+  if (s != CONV_OK) return s;
+  if (sqlite3_step(st) != SQLITE_ROW)
+    s = cache_db_fail(c, err, what);
+  else if (sqlite3_column_int64(st, 0) != 0)
+    s = conv_error_set(err, CONV_CACHE_ERROR,
+                       "cache %s: its table meta has a generated column, which no convtune "
+                       "cache has (a crafted or altered file); leaving it untouched",
+                       c->path);
+  cache_finalize(st);
+  return s;
+}
 
 /* Reads the schema without writing anything.  *empty: the database has no
  * schema objects at all; else *version_out is its version, 1 to 3.
- * Anything but empty or one of our schemas is CONV_CACHE_ERROR. */
+ * Anything but empty or one of our schemas, exactly, is CONV_CACHE_ERROR. */
 static conv_status inspect(const conv_cache *c, bool *empty, int *version_out, conv_error *err) {
   sqlite3_stmt *st;
   conv_status s = cache_prepare(
@@ -256,6 +429,7 @@ static conv_status inspect(const conv_cache *c, bool *empty, int *version_out, c
                           "cache %s: not a convtune cache (no meta table, schema version "
                           "unknown; this convtune uses version %d); leaving it untouched",
                           c->path, CONV_CACHE_SCHEMA_VERSION);
+  if ((s = check_meta_columns(c, err)) != CONV_OK) return s;
 
   s = cache_prepare(c, "SELECT value FROM meta WHERE key = 'schema_version'", &st,
                     "cannot read the schema version", err);
@@ -288,6 +462,7 @@ static conv_status inspect(const conv_cache *c, bool *empty, int *version_out, c
     return conv_error_set(err, CONV_CACHE_ERROR,
                           "cache %s: schema version %s but no trials table (corrupt)", c->path,
                           version);
+  if ((s = check_schema(c, known, err)) != CONV_OK) return s;
   *empty = false;
   *version_out = known;
   return CONV_OK;
@@ -345,7 +520,8 @@ static conv_status upgrade_schema(conv_cache *c, conv_error *err) {
   int version = 0;
   CONV_TRY(s, inspect(c, &empty, &version, err), fail);
   if (version == 1)
-    CONV_TRY(s, cache_exec_sql(c, "ALTER TABLE trials ADD COLUMN deterministic INTEGER", what, err),
+    CONV_TRY(s,
+             cache_exec_sql(c, "ALTER TABLE trials ADD COLUMN " DETERMINISTIC_COLUMN, what, err),
              fail);
   if (version < 3) {
     CONV_TRY(s, cache_exec_sql(c, PENDING_TABLE_SQL, what, err), fail);
@@ -438,6 +614,7 @@ static conv_status open_connection(conv_cache *c, bool immutable, conv_error *er
     return cache_db_fail(c, err, "cannot hold back the checkpoint on close");
   if (sqlite3_busy_timeout(c->db, CACHE_BUSY_TIMEOUT_MS) != SQLITE_OK)
     return cache_db_fail(c, err, "cannot set the busy timeout");
+  if (c->read_only) (void)sqlite3_limit(c->db, SQLITE_LIMIT_LENGTH, CACHE_READ_LENGTH_LIMIT);
   return CONV_OK;
 }
 

@@ -44,6 +44,24 @@ typedef struct conv_cache_key {
   const char *versions; /* conv_library_versions()             */
 } conv_cache_key;
 
+/* The longest texts, with their NUL, that a row's device, versions and
+ * time of tuning may hold: what this library writes (conv_device.key,
+ * conv_library_versions(), an ISO-8601 time) with room to spare; a
+ * problem key fits CONV_PROBLEM_KEY_MAX.  Reads refuse a longer text, or
+ * one with a NUL inside: no writer made it. */
+#define CONV_CACHE_DEVICE_MAX 1024
+#define CONV_CACHE_VERSIONS_MAX 4096
+#define CONV_CACHE_TUNED_AT_MAX 64
+
+/* CONV_OK when key's texts are ones this library writes: a problem key
+ * that parses back to its problem (conv_problem_from_key), a device and
+ * versions shorter than CONV_CACHE_DEVICE_MAX and CONV_CACHE_VERSIONS_MAX;
+ * else CONV_CACHE_ERROR saying which.  A row read from a cache has texts
+ * of these lengths without NULs, but its problem key may not parse
+ * (another version's, listed as it is): what writes a row under its key
+ * (merge) checks the key here first. */
+conv_status conv_cache_check_key_texts(const conv_cache_key *key, conv_error *err);
+
 /* One measured (or failed) candidate config. */
 typedef struct conv_trial {
   uint32_t algorithm_id;
@@ -64,6 +82,11 @@ typedef struct conv_trial {
   int deterministic;     /* 1: bit-identical run to run, 0: may
                           * not be, -1: unknown (not prepared)   */
 } conv_trial;
+
+/* Whether `t` may be a key's winner: valid (CONV_OK), validated
+ * (rel_error >= 0) and timed (time_ms > 0), both finite.  Every winner
+ * read from a cache is one; a failed or untimed trial never wins. */
+bool conv_cache_trial_can_win(const conv_trial *t);
 
 /* A row as listed, with its key (strings valid during the callback only). */
 typedef struct conv_cache_row {
@@ -107,19 +130,37 @@ conv_status conv_cache_replace_tuning(conv_cache *cache, const conv_cache_key *k
                                       const conv_trial *trials, const char *const *tuned_at,
                                       size_t count, conv_error *err);
 
+/* Reads check every value of a row before it is used (trials_read.c): a
+ * row that fails (a corrupt or crafted file) is CONV_CACHE_ERROR naming
+ * it, and nothing of it reaches the caller.  A key has one winner: of
+ * several rows marked so (written behind the cache's back), the latest;
+ * the others read as plain trials. */
+
 /* Finds the winner of `key`.  *found is false (and CONV_OK returned) when
- * there is none; a row whose config text does not parse is CONV_CACHE_ERROR. */
+ * there is none. */
 conv_status conv_cache_lookup_winner(conv_cache *cache, const conv_cache_key *key,
                                      conv_trial *winner /* OUT */, bool *found /* OUT */,
                                      conv_error *err);
 
-/* Calls fn for every winner row (any device, any versions), ordered by
+/* The plan path's look-up in one layer (the user's cache, then a system
+ * cache): conv_cache_lookup_winner, except that a layer that cannot give
+ * a usable winner of `key` (its row fails the checks, SQLite cannot read
+ * the file) is passed over: a warning through `log` names the layer
+ * (`layer`, e.g. "system cache"), why, and what the caller does instead
+ * (`instead`, e.g. "tuning it"), and *found is false with CONV_OK.  Only
+ * a NULL argument is returned as an error. */
+conv_status conv_cache_lookup_layer(conv_cache *cache, const conv_cache_key *key,
+                                    const conv_logger *log, const char *layer,
+                                    const char *instead, conv_trial *winner /* OUT */,
+                                    bool *found /* OUT */, conv_error *err);
+
+/* Calls fn for every key's winner (any device, any versions), ordered by
  * problem, device, versions. */
 conv_status conv_cache_list_winners(conv_cache *cache, conv_cache_row_fn fn, void *user,
                                     conv_error *err);
 
 /* Calls fn for every trial whose problem key equals `problem` (any device or
- * versions), winner first, then by time. */
+ * versions), winners first, then by time. */
 conv_status conv_cache_list_trials(conv_cache *cache, const char *problem, conv_cache_row_fn fn,
                                    void *user, conv_error *err);
 

@@ -116,10 +116,25 @@ static conv_status instantiate(conv_context *ctx, const conv_problem *problem,
   return CONV_OK;
 }
 
-static conv_status lookup_cache(conv_cache *cache, const conv_cache_key *key, conv_choice *choice,
-                                bool *found, conv_error *err) {
+/* What the plan path does when the layer `source` gives no plan. */
+static const char *instead_of(const conv_context *ctx, conv_plan_source source) {
+  if (source == CONV_SOURCE_CACHE && ctx->system_cache != NULL) return "looking in the system cache";
+  switch (ctx->policy) {
+  case CONV_POLICY_CACHE_ONLY: return "a cache miss (policy cache-only)";
+  case CONV_POLICY_RECORD: return "an untimed plan (record mode)";
+  default: return "tuning it";
+  }
+}
+
+/* A layer's winner; a row that fails its checks (a corrupt or crafted
+ * file) is passed over with a warning, as a miss. */
+static conv_status lookup_cache(conv_context *ctx, conv_cache *cache, conv_plan_source source,
+                                const conv_cache_key *key, conv_choice *choice, bool *found,
+                                conv_error *err) {
   conv_trial winner;
-  conv_status st = conv_cache_lookup_winner(cache, key, &winner, found, err);
+  conv_status st = conv_cache_lookup_layer(
+      cache, key, &ctx->log, source == CONV_SOURCE_SYSTEM_CACHE ? "system cache" : "cache",
+      instead_of(ctx, source), &winner, found, err);
   if (st == CONV_OK && *found) {
     choice->algorithm_id = winner.algorithm_id;
     choice->config = winner.config;
@@ -184,15 +199,16 @@ static bool finishes_incomplete(conv_context *ctx, const conv_cache_key *key) {
 }
 
 /* A cached choice of one layer: *done when it gave the plan (or, cache-only,
- * its failure); a choice that no longer instantiates (another build, a
- * corrupt row) is passed over with a warning, never trusted. */
+ * its failure); a row that fails its checks, or a choice that no longer
+ * instantiates (another build), is passed over with a warning, never
+ * trusted. */
 static conv_status from_layer(conv_context *ctx, conv_cache *cache, conv_plan_source source,
                               const conv_problem *problem, const conv_cache_key *key,
                               conv_choice *choice, conv_plan **plan, bool *done, conv_error *err) {
   bool found = false;
   *done = false;
   if (cache == NULL) return CONV_OK;
-  conv_status st = lookup_cache(cache, key, choice, &found, err);
+  conv_status st = lookup_cache(ctx, cache, source, key, choice, &found, err);
   if (st == CONV_OK && found && source == CONV_SOURCE_CACHE) found = !finishes_incomplete(ctx, key);
   if (st != CONV_OK || !found) {
     *done = st != CONV_OK;
@@ -203,7 +219,7 @@ static conv_status from_layer(conv_context *ctx, conv_cache *cache, conv_plan_so
   if (!*done)
     conv_log(&ctx->log, CONV_LOG_WARN, "%s: the %s choice no longer builds (%s); %s", key->problem,
              source == CONV_SOURCE_SYSTEM_CACHE ? "system cache's" : "cached", err->message,
-             source == CONV_SOURCE_CACHE && ctx->system_cache ? "looking further" : "tuning again");
+             instead_of(ctx, source));
   return *done ? st : CONV_OK;
 }
 

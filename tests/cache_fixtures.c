@@ -198,6 +198,35 @@ bool iso_utc(const char *s) {
   return true;
 }
 
+/* Opening `path` (read-write, then read-only) fails with CONV_CACHE_ERROR,
+ * names the path and `mention`, and leaves the file byte for byte as it was
+ * (SQLite itself may leave an empty -wal file next to a WAL database). */
+int check_refused(const char *path, const char *mention) {
+  size_t before_size = 0, after_size = 0;
+  char *before = read_all(path, &before_size);
+  CHECK(before != NULL);
+  conv_error err = {0};
+  for (int read_only = 0; read_only < 2; read_only++) {
+    conv_cache *cache = NULL;
+    CHECK_CACHE_ERROR(conv_cache_open(path, read_only, &cache, &err));
+    CHECK(cache == NULL);
+    CHECK_MSG(strstr(err.message, path) != NULL, "message: %s", err.message);
+    CHECK_MSG(strstr(err.message, mention) != NULL, "message: %s", err.message);
+  }
+  char *after = read_all(path, &after_size);
+  CHECK(after != NULL);
+  CHECK(after_size == before_size && memcmp(before, after, before_size) == 0);
+  free(before);
+  free(after);
+  char wal[1100];
+  snprintf(wal, sizeof wal, "%s-wal", path);
+  size_t wal_size = 0;
+  char *wal_data = read_all(wal, &wal_size);
+  free(wal_data);
+  CHECK_MSG(wal_data == NULL || wal_size == 0, "%s: %zu bytes", wal, wal_size);
+  return TEST_PASS;
+}
+
 /* Adds make_trial(first .. first+count-1) under key. */
 int add_trials(conv_cache *cache, const conv_cache_key *key, int first, int count) {
   conv_error err = {0};

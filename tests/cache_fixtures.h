@@ -92,6 +92,9 @@ int set_winner(conv_cache *cache, const conv_cache_key *key, int i);
 int expect_winner(conv_cache *cache, const conv_cache_key *key, int i);
 int expect_no_winner(conv_cache *cache, const conv_cache_key *key);
 int count_trials(conv_cache *cache, const char *problem);
+/* Opening `path` (read-write, then read-only) fails with CONV_CACHE_ERROR,
+ * naming the path and `mention`; the file stays byte for byte as it was. */
+int check_refused(const char *path, const char *mention);
 int writer_main(void);
 int run_writers_killed(const char *test, const char *path, int count,
                               const char *const problems[], int trials, int winner,

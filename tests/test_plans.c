@@ -2,7 +2,8 @@
  * test_plans.c -- GPU tests of plans end to end: tuning into a cache,
  * executing on streams, sharing plans, graph replay against direct runs,
  * plans read back by a new process, argument checks, failing candidates
- * recorded, the cache-only and predict policies.  Each skips (exit 77) on a machine
+ * recorded, the cache-only and predict policies, bad rows of either cache
+ * layer passed over.  Each skips (exit 77) on a machine
  * without a GPU; the seed of the random inputs is printed
  * (CONVTUNE_TEST_SEED replays it).
  */
@@ -13,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <sqlite3.h>
 
 #include "cache/cache.h"
 #include "runtime/context.h"
@@ -461,15 +464,40 @@ static int count_winner(const conv_cache_entry *e, void *user) {
   return 0;
 }
 
-/* Creates a context over `user` and `system` (NULL: the environment's). */
-static conv_status layered_context(conv_context **ctx, const char *user, const char *system,
-                                   conv_policy policy) {
+/* The library's warnings that pass over a cached row (the log callback). */
+typedef struct passed_over {
+  int count;
+  char last[1024];
+} passed_over;
+
+static void note_passed_over(void *user, conv_log_level level, const char *message) {
+  passed_over *w = user;
+  if (level != CONV_LOG_WARN || strstr(message, "passed over") == NULL) return;
+  w->count++;
+  snprintf(w->last, sizeof w->last, "%s", message);
+}
+
+/* Creates a context over `user` and `system` (NULL: the environment's),
+ * counting its warnings that pass over a cached row in *w (reset; NULL:
+ * none counted). */
+static conv_status logged_context(conv_context **ctx, const char *user, const char *system,
+                                  conv_policy policy, passed_over *w) {
   conv_context_options o;
   conv_context_options_init(&o);
   o.cache_path = user;
   o.system_cache_path = system;
   o.policy = policy;
+  if (w != NULL) {
+    memset(w, 0, sizeof *w);
+    o.log = note_passed_over;
+    o.log_user = w;
+  }
   return conv_context_create(ctx, &o);
+}
+
+static conv_status layered_context(conv_context **ctx, const char *user, const char *system,
+                                   conv_policy policy) {
+  return logged_context(ctx, user, system, policy, NULL);
 }
 
 /* A read-only system cache under the user's: a shape tuned into it is
@@ -537,6 +565,97 @@ static int system_cache_layer(void) {
   CHECK_STATUS(CONV_CACHE_MISS, conv_plan_create(ctx, &p, &plan));
   CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
   CHECK(unsetenv("CONVTUNE_SYSTEM_CACHE") == 0);
+  remove_db(system);
+  remove_db(user);
+  remove_db(user2);
+  return TEST_PASS;
+}
+
+/* Rewrites the winner rows of the cache at `path` behind its back (`set`:
+ * an SQL assignment), as a corrupt or crafted file holds them. */
+static int corrupt_winners(const char *path, const char *set) {
+  char sql[256];
+  snprintf(sql, sizeof sql, "UPDATE trials SET %s WHERE winner <> 0", set);
+  sqlite3 *db = NULL;
+  int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+  if (rc != SQLITE_OK) fprintf(stderr, "%s: %s: %s\n", path, sql, sqlite3_errmsg(db));
+  sqlite3_close(db);
+  CHECK(rc == SQLITE_OK);
+  return TEST_PASS;
+}
+
+/* A winner row that fails its checks, in either layer, is passed over
+ * with a warning through the log callback, never failing the plan: the
+ * user's cache's row falls through to the system cache; the system
+ * cache's to an untimed plan in record mode, to a miss in cache-only, to
+ * tuning into the user's cache otherwise.  The system file is left as it
+ * was. */
+static int bad_rows_passed_over(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  char system[4096], user[4096], user2[4096];
+  temp_path(system, sizeof system, "bad-system");
+  temp_path(user, sizeof user, "bad-user");
+  temp_path(user2, sizeof user2, "bad-user2");
+  conv_problem p = fixed_problem();
+  conv_context *ctx;
+  if (make_context(&ctx, system, CONV_POLICY_FAST, 0) != TEST_PASS) return TEST_FAIL;
+  if (plan_roundtrip(ctx, &p, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  char message[512];
+  CHECK_MSG(conv_cache_merge(system, user, NULL, NULL, NULL, NULL, message, sizeof message) ==
+                CONV_OK, "%s", message);
+
+  /* The user's row: the system cache's plan. */
+  if (corrupt_winners(user, "config = 'not a config'") != TEST_PASS) return TEST_FAIL;
+  passed_over w;
+  CHECK_MSG(logged_context(&ctx, user, system, CONV_POLICY_FAST, &w) == CONV_OK, "%s",
+            conv_context_last_error(NULL));
+  if (plan_roundtrip(ctx, &p, 0, CONV_SOURCE_SYSTEM_CACHE) != TEST_PASS) return TEST_FAIL;
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  CHECK_MSG(w.count == 1 && strstr(w.last, user) != NULL &&
+                strstr(w.last, "corrupt config") != NULL &&
+                strstr(w.last, "looking in the system cache") != NULL,
+            "%d warnings, last: %s", w.count, w.last);
+
+  /* The system cache's row, a failed trial marked winner. */
+  char failed[64];
+  snprintf(failed, sizeof failed, "status = %d", (int)CONV_UNSUPPORTED);
+  if (corrupt_winners(system, failed) != TEST_PASS) return TEST_FAIL;
+  size_t before_size = 0, after_size = 0;
+  char *before = file_contents(system, &before_size);
+  CHECK(before != NULL && before_size > 0);
+  CHECK(logged_context(&ctx, user2, system, CONV_POLICY_RECORD, &w) == CONV_OK);
+  conv_plan *plan = NULL;
+  CHECK_MSG(conv_plan_create(ctx, &p, &plan) == CONV_OK, "record mode: %s",
+            conv_context_last_error(ctx));
+  conv_plan_info info;
+  CHECK_STATUS(CONV_OK, conv_plan_info_get(plan, &info));
+  CHECK_MSG(info.source == CONV_SOURCE_HEURISTIC, "source %d", (int)info.source);
+  conv_plan_destroy(plan);
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  CHECK_MSG(w.count == 1 && strstr(w.last, system) != NULL && strstr(w.last, "winner") != NULL &&
+                strstr(w.last, "untimed plan") != NULL,
+            "record mode: %d warnings, last: %s", w.count, w.last);
+
+  CHECK(logged_context(&ctx, user2, system, CONV_POLICY_CACHE_ONLY, &w) == CONV_OK);
+  plan = NULL;
+  CHECK_STATUS(CONV_CACHE_MISS, conv_plan_create(ctx, &p, &plan));
+  CHECK(plan == NULL);
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  CHECK_MSG(w.count == 1, "cache-only: %d warnings, last: %s", w.count, w.last);
+
+  CHECK(logged_context(&ctx, user2, system, CONV_POLICY_FAST, &w) == CONV_OK);
+  if (plan_roundtrip(ctx, &p, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  CHECK_MSG(w.count == 1 && strstr(w.last, "tuning it") != NULL, "fast: %d warnings, last: %s",
+            w.count, w.last);
+
+  char *after = file_contents(system, &after_size);
+  CHECK(after != NULL && after_size == before_size && memcmp(before, after, before_size) == 0);
+  free(before);
+  free(after);
   remove_db(system);
   remove_db(user);
   remove_db(user2);
@@ -623,6 +742,7 @@ static const test_case tests[] = {
     {"failing_candidates_recorded", failing_candidates_recorded},
     {"cache_only_policy", cache_only_policy},
     {"system_cache_layer", system_cache_layer},
+    {"bad_rows_passed_over", bad_rows_passed_over},
     {"predict_policy", predict_policy},
 };
 TEST_MAIN(tests)

@@ -11,8 +11,9 @@
  * hex, "n" NULL.  The row is stored behind the cache's back with raw SQL
  * and read through conv_cache_lookup_winner and the list functions.  What
  * must hold: a row is either refused with CONV_CACHE_ERROR or decoded into
- * a trial whose values are in range, and its strings print as valid JSON
- * and as control-free text.
+ * a trial whose values are in range (a winner valid, validated and timed;
+ * texts within their limits), and its strings print as valid JSON and as
+ * control-free text.
  */
 #include <math.h>
 #include <stdint.h>
@@ -148,6 +149,9 @@ static void check_trial(const conv_trial *t) {
   REQUIRE(memchr(t->config_text, '\0', sizeof t->config_text) != NULL);
   REQUIRE(memchr(t->reason, '\0', sizeof t->reason) != NULL);
   REQUIRE(t->deterministic >= -1 && t->deterministic <= 1);
+  REQUIRE(!t->winner || conv_cache_trial_can_win(t));
+  REQUIRE(t->time_ms == -1.0 || (isfinite(t->time_ms) && t->time_ms >= 0));
+  REQUIRE(t->rel_error == -1.0 || (isfinite(t->rel_error) && t->rel_error >= 0));
   check_text(t->algorithm);
   check_text(t->config_text);
   check_text(t->reason);
@@ -160,6 +164,10 @@ static int check_row(const conv_cache_row *row, void *user) {
   check_text(row->device);
   check_text(row->versions);
   check_text(row->tuned_at);
+  REQUIRE(strlen(row->problem) < CONV_PROBLEM_KEY_MAX);
+  REQUIRE(strlen(row->device) < CONV_CACHE_DEVICE_MAX);
+  REQUIRE(strlen(row->versions) < CONV_CACHE_VERSIONS_MAX);
+  REQUIRE(strlen(row->tuned_at) < CONV_CACHE_TUNED_AT_MAX);
   return 0;
 }
 
