@@ -162,7 +162,7 @@ static int test_other_versions_keys_listed(void) {
   conv_error err = {0};
   conv_cache *cache = NULL;
   CHECK_OK(conv_cache_open(path, false, &cache, &err));
-  const conv_cache_key newer = {"fwd f16 nchw strict none n32 c64 h56 w56 k64 r3 s3 pad1,1 str1,1"
+  const conv_cache_key newer = {"fwd f8 nchw strict none n32 c64 h56 w56 k64 r3 s3 pad1,1 str1,1"
                                 " dil1,1 g1",
                                 DEVICE, VERSIONS};
   CHECK(add_trials(cache, &newer, 0, 1) == TEST_PASS);
