@@ -28,6 +28,15 @@ conv_status cache_file_check_kind(const char *path, conv_error *err);
  * in the database file yet. */
 bool cache_file_wal_has_content(const char *path);
 
+/* Whether PATH-wal holds committed frames SQLite would replay into the
+ * file (*committed), and whether page 1 is among them (*page_one): the
+ * frames are walked as SQLite recovers them (header, salts, running
+ * checksums), up to the last commit frame.  Every write of a cache stamps
+ * its identity on page 1 (cache.c), so committed frames without page 1
+ * were not written for this file.  A WAL that cannot be read or has an
+ * invalid header has nothing committed (SQLite ignores it too). */
+void cache_file_wal_frames(const char *path, bool *committed /* OUT */, bool *page_one /* OUT */);
+
 /* The identity stamped in the database file's own header (the SQLite
  * header's user_version, as the file holds it, whatever a WAL says); 0
  * when the file is shorter than a header, not SQLite, or never stamped. */
