@@ -80,9 +80,40 @@ conv_status cache_check_key(const conv_cache *c, const conv_cache_key *key, conv
 /* CONV_CACHE_ERROR for a handle opened read-only. */
 conv_status cache_check_writable(const conv_cache *c, conv_error *err);
 
+/* A statement prepared on its first use and reset for each later one,
+ * for work that runs one statement many times (a merge's thousands of
+ * tunings); cache_stmt_free finalizes it (trials_write.c). */
+typedef struct cache_stmt {
+  sqlite3_stmt *st;
+} cache_stmt;
+
+/* slot->st for `sql`, ready to bind: prepared on first use (a failure
+ * reported as cache_prepare does), else reset, its bindings cleared. */
+conv_status cache_stmt_ready(const conv_cache *c, cache_stmt *slot, const char *sql,
+                             const char *what, conv_error *err);
+void cache_stmt_free(cache_stmt *slot);
+
 /* Deletes the pending rows of key's problem on key's device (any
  * versions), inside the caller's transaction (pending.c). */
-conv_status cache_delete_pending(const conv_cache *c, const conv_cache_key *key, conv_error *err);
+conv_status cache_delete_pending(const conv_cache *c, cache_stmt *slot, const conv_cache_key *key,
+                                 conv_error *err);
+
+/* conv_cache_record_pending inside the caller's transaction (pending.c). */
+conv_status cache_insert_pending(const conv_cache *c, cache_stmt *slot, const conv_cache_key *key,
+                                 conv_pending_reason reason, conv_error *err);
+
+/* The statements cache_write_tuning runs, kept from one tuning to the
+ * next; zero-initialized, freed by cache_tuning_writer_free. */
+typedef struct cache_tuning_writer {
+  cache_stmt delete_trials, delete_pending, insert_trial, insert_pending;
+} cache_tuning_writer;
+
+/* conv_cache_replace_tuning inside the caller's transaction
+ * (trials_write.c). */
+conv_status cache_write_tuning(const conv_cache *c, cache_tuning_writer *w,
+                               const conv_cache_key *key, const conv_trial *trials,
+                               const char *const *tuned_at, size_t count, conv_error *err);
+void cache_tuning_writer_free(cache_tuning_writer *w);
 
 #ifdef __cplusplus
 }
