@@ -115,6 +115,33 @@ conv_status cache_write_tuning(const conv_cache *c, cache_tuning_writer *w,
                                const char *const *tuned_at, size_t count, conv_error *err);
 void cache_tuning_writer_free(cache_tuning_writer *w);
 
+/* ---------------------------------------------------------------- values read back
+ * A cache file is untrusted: these say what is wrong with a value read
+ * from it (row_checks.c), NULL when nothing is.  The texts are phrases
+ * ("holds a NUL byte") for the caller's message. */
+
+/* Longest problem key, device fingerprint or versions text a row may hold:
+ * well above any this library writes (a fingerprint is under 512 bytes,
+ * the versions under 1200). */
+#define CACHE_KEY_TEXT_MAX 2048
+
+/* `bytes` bytes at `text` (NULL: not text): no NUL among them, at most max. */
+const char *conv_cache_check_text(const char *text, size_t bytes, size_t max);
+
+/* Column `col` of the current row: text (not a blob, number or NULL),
+ * then as conv_cache_check_text.  Read before any other access to the
+ * column converts it. */
+const char *conv_cache_check_column_text(sqlite3_stmt *st, int col, size_t max);
+
+/* A problem key this version writes: it parses back to a valid problem
+ * (conv_problem_from_key). */
+const char *conv_cache_check_problem_key(const char *key);
+
+/* A winner a plan may be built from and another may be compared with:
+ * CONV_OK, validated (rel_error finite, >= 0) and timed (time_ms finite,
+ * > 0). */
+const char *conv_cache_check_winner(const conv_trial *winner);
+
 #ifdef __cplusplus
 }
 #endif
