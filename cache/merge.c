@@ -15,10 +15,10 @@
  * versions, so a key tuned on thousands of devices costs as many rows, not
  * their square.
  */
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cache/cache.h"
 #include "cache/db.h"
@@ -417,10 +417,12 @@ static conv_status write_source(source *src, destination *into, size_t counts[3]
 
 /* ---------------------------------------------------------------- the merge */
 
-/* The same file under two names (into may not exist yet). */
+/* The same file under two names (a symbolic or hard link, another path):
+ * the same device and inode.  `into` may not exist yet. */
 static bool same_file(const char *a, const char *b) {
-  char ra[PATH_MAX], rb[PATH_MAX];
-  return realpath(a, ra) != NULL && realpath(b, rb) != NULL && strcmp(ra, rb) == 0;
+  struct stat sa, sb;
+  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
 }
 
 static conv_status check_arguments(const char *const *from, size_t from_count, const char *into,

@@ -735,12 +735,12 @@ conv_status conv_cache_default_path(char *path /* OUT */, size_t size, int creat
  * transaction of `into`, which compares the winners (so merges into one
  * file at once keep the fastest); on any failure `into` is left as it was
  * (and not created).  CONV_INVALID_ARGUMENT: a NULL path, `from` and
- * `into` one file.  CONV_CACHE_ERROR: `from` missing, invalid, or holding
- * a row of a tuning to copy that is not what this library writes (a key
- * text with a NUL byte or too long, a problem key that does not parse, a
- * trial that does not decode, a winner that failed, was not validated or
- * not timed, two winners of one tuning); `into` in a missing directory.
- * What `convtune export` runs. */
+ * `into` one file (by device and inode: a link too).  CONV_CACHE_ERROR:
+ * `from` missing, invalid, or holding a row of a tuning to copy that is
+ * not what this library writes (a key text with a NUL byte or too long, a
+ * problem key that does not parse, a trial that does not decode, a winner
+ * that failed, was not validated or not timed, two winners of one
+ * tuning); `into` in a missing directory.  What `convtune export` runs. */
 conv_status conv_cache_merge(const char *from, const char *into, const char *device,
                              size_t *added /* OUT */, size_t *replaced /* OUT */,
                              size_t *kept /* OUT */, char *message, size_t message_size);

@@ -49,6 +49,12 @@ static char *digest(const char *path, bool ids) {
   return out;
 }
 
+/* out = "BASE.SUFFIX", a path beside base, with any cache there removed. */
+static void beside(char *out, size_t size, const char *base, const char *suffix) {
+  snprintf(out, size, "%s.%s", base, suffix);
+  remove_db(out);
+}
+
 static bool same_text(const char *a, const char *b) {
   return a != NULL && b != NULL && strcmp(a, b) == 0;
 }
@@ -180,8 +186,7 @@ static int all_or_nothing_in(const char *src, const char *dst) {
 
   /* Several sources: a good one, then the bad one: nothing of either. */
   char good[1100];
-  snprintf(good, sizeof good, "%s.good", src);
-  remove_db(good);
+  beside(good, sizeof good, src, "good");
   CHECK(write_tuning(good, &KEY, 10, 4, 11) == TEST_PASS);
   char *before = digest(dst, true);
   const char *const both[] = {good, src};
@@ -199,15 +204,32 @@ static int all_or_nothing_in(const char *src, const char *dst) {
   return TEST_PASS;
 }
 
+/* ---------------------------------------------------------------- arguments */
+
+/* The destination under another name (a hard or symbolic link) is the
+ * file merged into: refused, the file as it was. */
+static int same_file_by_inode_in(const char *src, const char *dst) {
+  char hard[1100], soft[1100];
+  beside(hard, sizeof hard, dst, "hard");
+  beside(soft, sizeof soft, dst, "soft");
+  CHECK(write_tuning(dst, &KEY, 0, 10, 6) == TEST_PASS);
+  CHECK(link(dst, hard) == 0 && symlink(dst, soft) == 0);
+  int rc = expect_merge(hard, dst, NULL, CONV_INVALID_ARGUMENT, "merged into");
+  if (rc == TEST_PASS) rc = expect_merge(soft, dst, NULL, CONV_INVALID_ARGUMENT, "merged into");
+  if (rc == TEST_PASS) rc = expect_merge(dst, hard, NULL, CONV_INVALID_ARGUMENT, "merged into");
+  remove(hard);
+  remove(soft);
+  (void)src;
+  return rc;
+}
+
 /* Several sources in one call: each one's counts, the fastest winner of
  * a key whichever source holds it; bad arguments refused. */
 static int merge_sources_in(const char *src, const char *dst) {
   const conv_cache_key key2 = {PROBLEM2, DEVICE2, VERSIONS};
   char b[1100], c[1100];
-  snprintf(b, sizeof b, "%s.b", src);
-  snprintf(c, sizeof c, "%s.c", src);
-  remove_db(b);
-  remove_db(c);
+  beside(b, sizeof b, src, "b");
+  beside(c, sizeof c, src, "c");
   /* Winner times: 6 1.20 ms, 11 1.03 ms, 42 1.39 ms. */
   CHECK(write_tuning(src, &KEY, 0, 10, 6) == TEST_PASS);
   CHECK(write_tuning(b, &KEY, 10, 4, 11) == TEST_PASS);
@@ -285,9 +307,8 @@ static int one_key_many_devices_in(const char *src, const char *dst) {
   CHECK(write_tuning(src, &KEY, 0, 3, 1) == TEST_PASS);
   CHECK(spread_tuning(src, DEVICES, "time_ms", "spread") == TEST_PASS);
   char one[1100], device[300];
-  snprintf(one, sizeof one, "%s.one", dst);
+  beside(one, sizeof one, dst, "one");
   snprintf(device, sizeof device, "%s #%d", DEVICE, DEVICES / 2);
-  remove_db(one);
   size_t added = 0, replaced = 0, kept = 0;
   char message[512];
   static const char *const what[] = {"merge into a new cache", "merge again", "export one device"};
@@ -341,8 +362,9 @@ static int concurrent_importers_in(const char *src, const char *dst) {
   enum { IMPORTERS = 8, KEYS = 2000, ROUNDS = 3 };
   char sources[IMPORTERS][1100];
   for (int k = 0; k < IMPORTERS; k++) {
-    snprintf(sources[k], sizeof sources[k], "%s.%d", src, k);
-    remove_db(sources[k]);
+    char suffix[16];
+    snprintf(suffix, sizeof suffix, "%d", k);
+    beside(sources[k], sizeof sources[k], src, suffix);
     /* Trials 3 (valid, the winner) and 4 (failed); key i's winner takes
      * 1 + ((i + 3k) mod 8) / 8 ms: 1 ms in exactly one source. */
     CHECK(write_tuning(sources[k], &KEY, 3, 2, 3) == TEST_PASS);
@@ -403,8 +425,7 @@ static int killed_merges_in(const char *src, const char *dst) {
                       " CAST(substr(device, instr(device, '#') + 1) AS INTEGER) % 10 = 0") ==
         SQLITE_OK);
   char expect_path[1100];
-  snprintf(expect_path, sizeof expect_path, "%s.expected", dst);
-  remove_db(expect_path);
+  beside(expect_path, sizeof expect_path, dst, "expected");
   size_t size = 0;
   char *initial = read_all(dst, &size);
   CHECK(initial != NULL && write_all(expect_path, initial, size));
@@ -483,6 +504,9 @@ static int test_invalid_winner_replaced(void) {
 }
 static int test_duplicate_winners(void) { return on_two_paths("duplicates", duplicate_winners_in); }
 static int test_all_or_nothing(void) { return on_two_paths("all_or_nothing", all_or_nothing_in); }
+static int test_same_file_by_inode(void) {
+  return on_two_paths("same_file", same_file_by_inode_in);
+}
 static int test_merge_sources(void) { return on_two_paths("sources", merge_sources_in); }
 static int test_one_key_many_devices(void) {
   return on_two_paths("many_devices", one_key_many_devices_in);
@@ -498,6 +522,7 @@ static const test_case tests[] = {
     {"invalid_winner_replaced", test_invalid_winner_replaced},
     {"duplicate_winners", test_duplicate_winners},
     {"all_or_nothing", test_all_or_nothing},
+    {"same_file_by_inode", test_same_file_by_inode},
     {"merge_sources", test_merge_sources},
     {"one_key_many_devices", test_one_key_many_devices},
     {"concurrent_importers", test_concurrent_importers},
