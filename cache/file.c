@@ -1,6 +1,7 @@
 /* file.c -- checks on a cache's file made outside SQLite (see file.h). */
 #include "cache/file.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,6 +137,31 @@ int32_t cache_file_header_identity(const char *path) {
   uint32_t v = (uint32_t)header[60] << 24 | (uint32_t)header[61] << 16 |
                (uint32_t)header[62] << 8 | (uint32_t)header[63];
   return (int32_t)v;
+}
+
+/* errno's text; thread-safe, unlike strerror. */
+static const char *errno_text(int e) { return uv_strerror(uv_translate_sys_error(e)); }
+
+conv_status cache_file_check_writable(const char *path, conv_error *err) {
+  if (path[0] == '\0' || strcmp(path, ":memory:") == 0) return CONV_OK;
+  if (faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) != 0 && errno != ENOENT)
+    return conv_error_set(err, CONV_CACHE_ERROR,
+                          "cache %s: cannot be written (%s): a read-only file or file system",
+                          path, errno_text(errno));
+  const char *slash = strrchr(path, '/');
+  size_t dir_len = slash == NULL ? 1 : slash == path ? 1 : (size_t)(slash - path);
+  char *dir = malloc(dir_len + 1);
+  if (dir == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "cache %s: out of memory", path);
+  memcpy(dir, slash == NULL ? "." : path, dir_len);
+  dir[dir_len] = '\0';
+  conv_status s = CONV_OK;
+  if (faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) != 0 && errno != ENOENT)
+    s = conv_error_set(err, CONV_CACHE_ERROR,
+                       "cache %s: its directory %s cannot be written (%s), and SQLite keeps the "
+                       "cache's -wal and -shm files there",
+                       path, dir, errno_text(errno));
+  free(dir);
+  return s;
 }
 
 conv_status cache_file_new_identity(int32_t *identity, conv_error *err) {

@@ -42,6 +42,14 @@ void cache_file_wal_frames(const char *path, bool *committed /* OUT */, bool *pa
  * when the file is shorter than a header, not SQLite, or never stamped. */
 int32_t cache_file_header_identity(const char *path);
 
+/* CONV_OK when this process may write `path` (when it exists) and the
+ * directory holding it (when it exists: SQLite makes its -wal and -shm
+ * files there); else CONV_CACHE_ERROR saying which cannot be written and
+ * why (a read-only file, directory or file system), which SQLite would
+ * report later as a failed schema read or identity stamp.  ":memory:" and
+ * "" are CONV_OK. */
+conv_status cache_file_check_writable(const char *path, conv_error *err);
+
 /* A new random identity, never 0. */
 conv_status cache_file_new_identity(int32_t *identity /* OUT */, conv_error *err);
 

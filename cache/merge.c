@@ -22,6 +22,7 @@
 
 #include "cache/cache.h"
 #include "cache/db.h"
+#include "cache/file.h"
 
 /* What the write does with a tuning; also the index of its count. */
 typedef enum copy_action { COPY_ADD = 0, COPY_REPLACE = 1, COPY_KEEP = 2 } copy_action;
@@ -436,7 +437,8 @@ static conv_status check_arguments(const char *const *from, size_t from_count, c
       return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache merge: %s is the file merged into",
                             from[i]);
   }
-  return CONV_OK;
+  /* Before SQLite would open it read-only and fail on its first write. */
+  return cache_file_check_writable(into, err);
 }
 
 /* Every tuning of every checked source into `into_path`, in one

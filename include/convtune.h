@@ -740,7 +740,9 @@ conv_status conv_cache_default_path(char *path /* OUT */, size_t size, int creat
  * not what this library writes (a key text with a NUL byte or too long, a
  * problem key that does not parse, a trial that does not decode, a winner
  * that failed, was not validated or not timed, two winners of one
- * tuning); `into` in a missing directory.  What `convtune export` runs. */
+ * tuning); `into` in a missing directory, or one this process may not
+ * write (the file, or its directory, where SQLite keeps the -wal and -shm
+ * files).  What `convtune export` runs. */
 conv_status conv_cache_merge(const char *from, const char *into, const char *device,
                              size_t *added /* OUT */, size_t *replaced /* OUT */,
                              size_t *kept /* OUT */, char *message, size_t message_size);

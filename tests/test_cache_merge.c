@@ -263,6 +263,80 @@ static int merge_sources_in(const char *src, const char *dst) {
   return TEST_PASS;
 }
 
+/* ---------------------------------------------------------------- a destination not writable */
+
+/* fork(): the child (as `nobody` when this process is root, whom a file
+ * mode does not stop) merges from into into and sends back the status and
+ * message. */
+static conv_status merge_as_other_user(const char *from, const char *into, char *message,
+                                       size_t size) {
+  int fds[2];
+  snprintf(message, size, "(no answer from the child)");
+  if (pipe(fds) != 0) return CONV_INTERNAL;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(3);
+    char text[1024];
+    conv_status st = conv_cache_merge(from, into, NULL, NULL, NULL, NULL, text, sizeof text);
+    int status = (int)st;
+    ssize_t wrote = write(fds[1], &status, sizeof status);
+    wrote += write(fds[1], text, strlen(text) + 1);
+    _exit(wrote > 0 ? 0 : 4);
+  }
+  close(fds[1]);
+  int status = -1;
+  conv_status st = CONV_INTERNAL;
+  if (pid > 0 && read(fds[0], &status, sizeof status) == (ssize_t)sizeof status) {
+    st = (conv_status)status;
+    ssize_t got = read(fds[0], message, size - 1);
+    message[got > 0 ? got : 0] = '\0';
+  }
+  close(fds[0]);
+  if (pid > 0) waitpid(pid, NULL, 0);
+  return st;
+}
+
+/* A read-only destination file, or one in a read-only directory: said so
+ * (not "not a convtune cache?"), nothing written or made beside it. */
+static int read_only_destination_in(const char *src, const char *dir) {
+  char dst[1100], wal[1110], shm[1110];
+  snprintf(dst, sizeof dst, "%s/cache.db", dir);
+  snprintf(wal, sizeof wal, "%s-wal", dst);
+  snprintf(shm, sizeof shm, "%s-shm", dst);
+  CHECK(write_tuning(src, &KEY, 10, 4, 11) == TEST_PASS);
+  CHECK(chmod(src, 0644) == 0);
+  CHECK(mkdir(dir, 0777) == 0 && chmod(dir, 0777) == 0);
+  CHECK(write_tuning(dst, &KEY, 0, 10, 6) == TEST_PASS);
+  static const struct {
+    const char *what;
+    mode_t dir_mode, file_mode;
+    const char *says;
+  } cases[] = {
+      {"read-only file", 0777, 0444, "cannot be written"},
+      {"read-only directory", 0555, 0666, "its directory"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *before = digest(dst, true), message[1024];
+    /* The digest's reader may leave SQLite's side files (root writes). */
+    remove(wal);
+    remove(shm);
+    CHECK(chmod(dst, cases[i].file_mode) == 0 && chmod(dir, cases[i].dir_mode) == 0);
+    conv_status st = merge_as_other_user(src, dst, message, sizeof message);
+    chmod(dir, 0777);
+    bool side_files = file_exists(wal) || file_exists(shm);
+    char *after = digest(dst, true);
+    bool unchanged = same_text(before, after);
+    free(before);
+    free(after);
+    CHECK_MSG(st == CONV_CACHE_ERROR && strstr(message, cases[i].says) != NULL &&
+                  strstr(message, "not a convtune cache") == NULL,
+              "%s: %s: %s", cases[i].what, conv_status_string(st), message);
+    CHECK_MSG(unchanged && !side_files, "%s: written to", cases[i].what);
+  }
+  return TEST_PASS;
+}
+
 /* ---------------------------------------------------------------- many tunings */
 
 /* Copies the tuning of KEY in the cache at path to `count` devices
@@ -516,6 +590,19 @@ static int test_concurrent_importers(void) {
 }
 static int test_killed_merges(void) { return on_two_paths("killed", killed_merges_in); }
 
+static int test_read_only_destination(void) {
+  char src[1024], dir[1024], dst[1100];
+  tmp_path(src, sizeof src, "read_only_src");
+  tmp_path(dir, sizeof dir, "read_only_dir");
+  snprintf(dst, sizeof dst, "%s/cache.db", dir);
+  int rc = read_only_destination_in(src, dir);
+  chmod(dir, 0777);
+  remove_db(src);
+  remove_db(dst);
+  rmdir(dir);
+  return rc;
+}
+
 static const test_case tests[] = {
     {"hostile_key_text", test_hostile_key_text},
     {"invalid_winner_refused", test_invalid_winner_refused},
@@ -523,6 +610,7 @@ static const test_case tests[] = {
     {"duplicate_winners", test_duplicate_winners},
     {"all_or_nothing", test_all_or_nothing},
     {"same_file_by_inode", test_same_file_by_inode},
+    {"read_only_destination", test_read_only_destination},
     {"merge_sources", test_merge_sources},
     {"one_key_many_devices", test_one_key_many_devices},
     {"concurrent_importers", test_concurrent_importers},
