@@ -470,10 +470,18 @@ static conv_status merge(const char *const *from, size_t from_count, const char 
   if (s != CONV_OK) return s;
   source *sources = calloc(from_count, sizeof *sources);
   if (sources == NULL) return out_of_memory(err);
+  size_t tunings = 0;
   for (size_t i = 0; s == CONV_OK && i < from_count; i++) {
     sources[i].path = from[i];
     s = check_source(&sources[i], device, err);
+    tunings += sources[i].count;
   }
+  /* A fingerprint mistyped would make an empty cache to ship. */
+  if (s == CONV_OK && device != NULL && tunings == 0)
+    s = conv_error_set(err, CONV_INVALID_ARGUMENT,
+                       "cache merge: no finished tuning of device \"%.200s\" in %s%s (the "
+                       "fingerprints are listed with each winner); nothing was written",
+                       device, from[0], from_count > 1 ? " or the other sources" : "");
   if (s == CONV_OK) s = write_all(sources, from_count, into, counts, err);
   for (size_t i = 0; i < from_count; i++) source_free(&sources[i]);
   free(sources);

@@ -735,14 +735,15 @@ conv_status conv_cache_default_path(char *path /* OUT */, size_t size, int creat
  * transaction of `into`, which compares the winners (so merges into one
  * file at once keep the fastest); on any failure `into` is left as it was
  * (and not created).  CONV_INVALID_ARGUMENT: a NULL path, `from` and
- * `into` one file (by device and inode: a link too).  CONV_CACHE_ERROR:
- * `from` missing, invalid, or holding a row of a tuning to copy that is
- * not what this library writes (a key text with a NUL byte or too long, a
- * problem key that does not parse, a trial that does not decode, a winner
- * that failed, was not validated or not timed, two winners of one
- * tuning); `into` in a missing directory, or one this process may not
- * write (the file, or its directory, where SQLite keeps the -wal and -shm
- * files).  What `convtune export` runs. */
+ * `into` one file (by device and inode: a link too), `device` naming no
+ * finished tuning of `from`.  CONV_CACHE_ERROR: `from` missing, invalid,
+ * or holding a row of a tuning to copy that is not what this library
+ * writes (a key text with a NUL byte or too long, a problem key that does
+ * not parse, a trial that does not decode, a winner that failed, was not
+ * validated or not timed, two winners of one tuning); `into` in a missing
+ * directory, or one this process may not write (the file, or its
+ * directory, where SQLite keeps the -wal and -shm files).  What `convtune
+ * export` runs. */
 conv_status conv_cache_merge(const char *from, const char *into, const char *device,
                              size_t *added /* OUT */, size_t *replaced /* OUT */,
                              size_t *kept /* OUT */, char *message, size_t message_size);
@@ -751,7 +752,8 @@ conv_status conv_cache_merge(const char *from, const char *into, const char *dev
  * every source is read and checked before `into` is opened, and all are
  * written in one transaction (the sources in order, so of two sources'
  * tunings of one key the faster stays), or nothing is.  `device` as in
- * conv_cache_merge.  added, replaced and kept, each NULL or an array of
+ * conv_cache_merge (CONV_INVALID_ARGUMENT where no source has a finished
+ * tuning of it).  added, replaced and kept, each NULL or an array of
  * from_count: source i's counts.  CONV_INVALID_ARGUMENT for a NULL or
  * empty `from`.  What `convtune merge` and `import` run.  Added in
  * 0.6.0. */

@@ -223,6 +223,17 @@ static int same_file_by_inode_in(const char *src, const char *dst) {
   return rc;
 }
 
+/* A device that names no tuning: refused, nothing made. */
+static int unknown_device_in(const char *src, const char *dst) {
+  CHECK(write_tuning(src, &KEY, 0, 10, 6) == TEST_PASS);
+  CHECK(expect_merge(src, dst, "NO SUCH GPU|sm00", CONV_INVALID_ARGUMENT, "NO SUCH GPU") ==
+        TEST_PASS);
+  CHECK(!file_exists(dst));
+  CHECK(expect_merge(src, dst, DEVICE, CONV_OK, "") == TEST_PASS);
+  CHECK(expect_tuning(dst, &KEY, 0, 10, 6, NULL) == TEST_PASS);
+  return TEST_PASS;
+}
+
 /* Several sources in one call: each one's counts, the fastest winner of
  * a key whichever source holds it; bad arguments refused. */
 static int merge_sources_in(const char *src, const char *dst) {
@@ -581,6 +592,7 @@ static int test_all_or_nothing(void) { return on_two_paths("all_or_nothing", all
 static int test_same_file_by_inode(void) {
   return on_two_paths("same_file", same_file_by_inode_in);
 }
+static int test_unknown_device(void) { return on_two_paths("unknown_device", unknown_device_in); }
 static int test_merge_sources(void) { return on_two_paths("sources", merge_sources_in); }
 static int test_one_key_many_devices(void) {
   return on_two_paths("many_devices", one_key_many_devices_in);
@@ -611,6 +623,7 @@ static const test_case tests[] = {
     {"all_or_nothing", test_all_or_nothing},
     {"same_file_by_inode", test_same_file_by_inode},
     {"read_only_destination", test_read_only_destination},
+    {"unknown_device", test_unknown_device},
     {"merge_sources", test_merge_sources},
     {"one_key_many_devices", test_one_key_many_devices},
     {"concurrent_importers", test_concurrent_importers},
