@@ -1,45 +1,53 @@
 /* share.c -- merge, export and import: tunings copied between cache files
- * through conv_cache_merge (no GPU, no context). */
+ * through conv_cache_merge_sources (no GPU, no context). */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "tools/cli/cli.h"
 
-/* Copies `from` into `into` and says what it did; EXIT_OK_ or the exit
- * code after saying why. */
-static int copy_tunings(const char *from, const char *into, const char *device) {
-  size_t added = 0, replaced = 0, kept = 0;
-  char message[1024];
-  conv_status s = conv_cache_merge(from, into, device, &added, &replaced, &kept, message,
-                                   sizeof message);
-  if (s == CONV_INVALID_ARGUMENT) return usage_error("%s", message);
-  if (s != CONV_OK) {
-    say("cannot copy %s into %s: %s", from, into, message);
-    return EXIT_CACHE;
+/* Copies the caches from[0 .. count) into `into` in one call (all or
+ * nothing: every source is checked before anything is written) and says
+ * what it did for each; EXIT_OK_ or the exit code after saying why. */
+static int copy_tunings(const char *const *from, size_t count, const char *into,
+                        const char *device) {
+  size_t *counts = calloc(3 * count + 1, sizeof *counts);
+  if (counts == NULL) {
+    say("out of memory");
+    return EXIT_FAILED;
   }
-  printf("%s -> %s: %zu tuning%s added, %zu replaced by faster ones, %zu kept (as fast or "
-         "faster there)\n",
-         from, into, added, added == 1 ? "" : "s", replaced, kept);
-  return EXIT_OK_;
+  size_t *added = counts, *replaced = counts + count, *kept = counts + 2 * count;
+  char message[1024];
+  conv_status s = conv_cache_merge_sources(from, count, into, device, added, replaced, kept,
+                                           message, sizeof message);
+  int rc = EXIT_OK_;
+  if (s == CONV_INVALID_ARGUMENT) {
+    rc = usage_error("%s", message);
+  } else if (s != CONV_OK) {
+    say("cannot copy %s%s into %s (nothing was copied): %s", from[0],
+        count > 1 ? " and the other caches" : "", into, message);
+    rc = EXIT_CACHE;
+  }
+  for (size_t i = 0; rc == EXIT_OK_ && i < count; i++)
+    printf("%s -> %s: %zu tuning%s added, %zu replaced by faster ones, %zu kept (as fast or "
+           "faster there)\n",
+           from[i], into, added[i], added[i] == 1 ? "" : "s", replaced[i], kept[i]);
+  free(counts);
+  return rc;
 }
 
 int cmd_merge(const cli_args *a) {
-  for (size_t i = 0; i < a->input_count; i++) {
-    int rc = copy_tunings(a->inputs[i], a->output_path, a->device);
-    if (rc != EXIT_OK_) return rc;
-  }
-  return EXIT_OK_;
+  return copy_tunings(a->inputs, a->input_count, a->output_path, a->device);
 }
 
 int cmd_export(const cli_args *a) {
   char path[CLI_PATH_MAX];
   int rc = cache_path(a, false, path, sizeof path);
-  return rc == EXIT_OK_ ? copy_tunings(path, a->output_path, a->device) : rc;
+  const char *const from[] = {path};
+  return rc == EXIT_OK_ ? copy_tunings(from, 1, a->output_path, a->device) : rc;
 }
 
 int cmd_import(const cli_args *a) {
   char path[CLI_PATH_MAX];
   int rc = cache_path(a, true, path, sizeof path);
-  for (size_t i = 0; rc == EXIT_OK_ && i < a->input_count; i++)
-    rc = copy_tunings(a->inputs[i], path, NULL);
-  return rc;
+  return rc == EXIT_OK_ ? copy_tunings(a->inputs, a->input_count, path, NULL) : rc;
 }
