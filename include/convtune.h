@@ -721,20 +721,20 @@ conv_status conv_cache_reader_pending(conv_cache_reader *reader, conv_cache_pend
 conv_status conv_cache_default_path(char *path /* OUT */, size_t size, int create_dirs,
                                     char *message, size_t message_size);
 
-/* Copies the finished tunings (those with a winner) of the cache at
- * `from` into the cache at `into` (created if missing, in an existing
- * directory), each with all of its trials as they were measured (device,
- * versions and time of tuning kept); `from` is only read, so it may be
- * read-only.  `device`: only tunings of this fingerprint (as
- * conv_cache_entry.device); NULL: all.  A tuning of the same problem,
- * device and versions already in `into` is replaced only when the copied
- * winner is faster, or when `into`'s winner is not a valid one (failed,
- * not validated or not timed).  Counts of the tunings added, replaced and
- * kept (each may be NULL).  All or nothing: `from` is read and checked
- * whole before `into` is opened, then everything is written in one
- * transaction of `into`, which compares the winners (so merges into one
- * file at once keep the fastest); on any failure `into` is left as it was
- * (and not created).  CONV_INVALID_ARGUMENT: a NULL path, `from` and
+/* Copies the finished tunings (those with a winner) of the cache at `from`
+ * into the cache at `into` (created if missing, in an existing directory),
+ * each with all of its trials as they were measured (device, versions and
+ * time of tuning kept); `from` is only read, so it may be read-only.
+ * `device`: only tunings of this fingerprint (as conv_cache_entry.device);
+ * NULL: all.  A tuning of the same problem, device and versions already in
+ * `into` is replaced only when the copied winner is faster, or when
+ * `into`'s winner is not a valid one (failed, not validated or not timed).
+ * Counts of the tunings added, replaced and kept (each may be NULL).  All
+ * or nothing: `from` is read and checked whole before `into` is opened,
+ * then everything is written in one transaction of `into`, which compares
+ * the winners (so merges into one file at once keep the fastest); on any
+ * failure `into`'s tunings are left as they were, and bad input does not
+ * make a missing `into`.  CONV_INVALID_ARGUMENT: a NULL path, `from` and
  * `into` one file (by device and inode: a link too), `device` naming no
  * finished tuning of `from`.  CONV_CACHE_ERROR: `from` missing, invalid,
  * or holding a row of a tuning to copy that is not what this library
