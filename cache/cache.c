@@ -39,9 +39,10 @@
  * holds.  A read-only handle on an empty file sees an empty cache.
  *
  * Identity: every write transaction stamps the cache's random identity into
- * the database header (user_version, on page 1), so any WAL of this cache
- * holds it.  A -wal file beside the cache whose identity differs from the
- * one in the file's own header was written for another database: SQLite
+ * the database header (user_version, on page 1), so every transaction in a
+ * WAL of this cache holds page 1 and the identity.  A -wal file beside the
+ * cache whose committed frames lack page 1, or whose identity differs from
+ * the one in the file's own header, was written for another database: SQLite
  * would replay it silently, so the open refuses it before reading anything
  * through it, and a writable handle then closes without a checkpoint.
  *
@@ -108,6 +109,20 @@ conv_status cache_exec_sql(const conv_cache *c, const char *sql, const char *wha
   if (rc != SQLITE_DONE) s = cache_db_fail(c, err, what);
   cache_finalize(st);
   return s;
+}
+
+conv_status cache_stmt_ready(const conv_cache *c, cache_stmt *slot, const char *sql,
+                             const char *what, conv_error *err) {
+  if (slot->st == NULL) return cache_prepare(c, sql, &slot->st, what, err);
+  /* The return values repeat the last step's outcome, already reported. */
+  (void)sqlite3_reset(slot->st);
+  (void)sqlite3_clear_bindings(slot->st);
+  return CONV_OK;
+}
+
+void cache_stmt_free(cache_stmt *slot) {
+  cache_finalize(slot->st);
+  slot->st = NULL;
 }
 
 /* The identity as SQLite reads it: through the WAL, if there is one. */
@@ -574,6 +589,15 @@ static conv_status enable_wal(const conv_cache *c, conv_error *err) {
 static conv_status check_wal_owner(const conv_cache *c, conv_error *err) {
   int32_t own = cache_file_header_identity(c->path);
   if (own == 0 || !cache_file_wal_has_content(c->path)) return CONV_OK; /* nothing to compare */
+  /* Without page 1 SQLite would read the identity from the file itself. */
+  bool committed = false, page_one = false;
+  cache_file_wal_frames(c->path, &committed, &page_one);
+  if (committed && !page_one)
+    return conv_error_set(err, CONV_CACHE_ERROR,
+                          "cache %s: %s-wal belongs to another database (its changes do not "
+                          "carry this cache's identity) and was not applied; move it away (no "
+                          "process can be using it for this file)",
+                          c->path, c->path);
   int32_t seen = 0;
   conv_status s = read_identity(c, &seen, err);
   if (s != CONV_OK || seen == own) return s;

@@ -80,9 +80,67 @@ conv_status cache_check_key(const conv_cache *c, const conv_cache_key *key, conv
 /* CONV_CACHE_ERROR for a handle opened read-only. */
 conv_status cache_check_writable(const conv_cache *c, conv_error *err);
 
+/* A statement prepared on its first use and reset for each later one,
+ * for work that runs one statement many times (a merge's thousands of
+ * tunings); cache_stmt_free finalizes it (cache.c). */
+typedef struct cache_stmt {
+  sqlite3_stmt *st;
+} cache_stmt;
+
+/* slot->st for `sql`, ready to bind: prepared on first use (a failure
+ * reported as cache_prepare does), else reset, its bindings cleared. */
+conv_status cache_stmt_ready(const conv_cache *c, cache_stmt *slot, const char *sql,
+                             const char *what, conv_error *err);
+void cache_stmt_free(cache_stmt *slot);
+
 /* Deletes the pending rows of key's problem on key's device (any
  * versions), inside the caller's transaction (pending.c). */
-conv_status cache_delete_pending(const conv_cache *c, const conv_cache_key *key, conv_error *err);
+conv_status cache_delete_pending(const conv_cache *c, cache_stmt *slot, const conv_cache_key *key,
+                                 conv_error *err);
+
+/* conv_cache_record_pending inside the caller's transaction (pending.c). */
+conv_status cache_insert_pending(const conv_cache *c, cache_stmt *slot, const conv_cache_key *key,
+                                 conv_pending_reason reason, conv_error *err);
+
+/* The statements cache_write_tuning runs, kept from one tuning to the
+ * next; zero-initialized, freed by cache_tuning_writer_free. */
+typedef struct cache_tuning_writer {
+  cache_stmt delete_trials, delete_pending, insert_trial, insert_pending;
+} cache_tuning_writer;
+
+/* conv_cache_replace_tuning inside the caller's transaction
+ * (trials_write.c). */
+conv_status cache_write_tuning(const conv_cache *c, cache_tuning_writer *w,
+                               const conv_cache_key *key, const conv_trial *trials,
+                               const char *const *tuned_at, size_t count, conv_error *err);
+void cache_tuning_writer_free(cache_tuning_writer *w);
+
+/* ---------------------------------------------------------------- values read back
+ * A cache file is untrusted: these say what is wrong with a value read
+ * from it (row_checks.c), NULL when nothing is.  The texts are phrases
+ * ("holds a NUL byte") for the caller's message. */
+
+/* Longest problem key, device fingerprint or versions text a row may hold:
+ * well above any this library writes (a fingerprint is under 512 bytes,
+ * the versions under 1200). */
+#define CACHE_KEY_TEXT_MAX 2048
+
+/* `bytes` bytes at `text` (NULL: not text): no NUL among them, at most max. */
+const char *conv_cache_check_text(const char *text, size_t bytes, size_t max);
+
+/* Column `col` of the current row: text (not a blob, number or NULL),
+ * then as conv_cache_check_text.  Read before any other access to the
+ * column converts it. */
+const char *conv_cache_check_column_text(sqlite3_stmt *st, int col, size_t max);
+
+/* A problem key this version writes: it parses back to a valid problem
+ * (conv_problem_from_key). */
+const char *conv_cache_check_problem_key(const char *key);
+
+/* A winner a plan may be built from and another may be compared with:
+ * CONV_OK, validated (rel_error finite, >= 0) and timed (time_ms finite,
+ * > 0). */
+const char *conv_cache_check_winner(const conv_trial *winner);
 
 #ifdef __cplusplus
 }

@@ -28,10 +28,27 @@ conv_status cache_file_check_kind(const char *path, conv_error *err);
  * in the database file yet. */
 bool cache_file_wal_has_content(const char *path);
 
+/* Whether PATH-wal holds committed frames SQLite would replay into the
+ * file (*committed), and whether page 1 is among them (*page_one): the
+ * frames are walked as SQLite recovers them (header, salts, running
+ * checksums), up to the last commit frame.  Every write of a cache stamps
+ * its identity on page 1 (cache.c), so committed frames without page 1
+ * were not written for this file.  A WAL that cannot be read or has an
+ * invalid header has nothing committed (SQLite ignores it too). */
+void cache_file_wal_frames(const char *path, bool *committed /* OUT */, bool *page_one /* OUT */);
+
 /* The identity stamped in the database file's own header (the SQLite
  * header's user_version, as the file holds it, whatever a WAL says); 0
  * when the file is shorter than a header, not SQLite, or never stamped. */
 int32_t cache_file_header_identity(const char *path);
+
+/* CONV_OK when this process may write `path` (when it exists) and the
+ * directory holding it (when it exists: SQLite makes its -wal and -shm
+ * files there); else CONV_CACHE_ERROR saying which cannot be written and
+ * why (a read-only file, directory or file system), which SQLite would
+ * report later as a failed schema read or identity stamp.  ":memory:" and
+ * "" are CONV_OK. */
+conv_status cache_file_check_writable(const char *path, conv_error *err);
 
 /* A new random identity, never 0. */
 conv_status cache_file_new_identity(int32_t *identity /* OUT */, conv_error *err);

@@ -33,64 +33,79 @@ static bool has_pending_table(const conv_cache *c) {
   return !c->empty && c->schema_version >= 3;
 }
 
+conv_status cache_insert_pending(const conv_cache *c, cache_stmt *slot, const conv_cache_key *key,
+                                 conv_pending_reason reason, conv_error *err) {
+  static const char what[] = "cannot record a pending problem";
+  conv_status s = cache_stmt_ready(c, slot,
+                                   "INSERT INTO pending (problem, device, versions, reason)"
+                                   " VALUES (?1, ?2, ?3, ?4)"
+                                   " ON CONFLICT (problem, device, versions)"
+                                   " DO UPDATE SET reason = excluded.reason",
+                                   what, err);
+  if (s != CONV_OK) return s;
+  int rc = cache_bind_key(slot->st, 1, key);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_bind_text(slot->st, 4, conv_pending_reason_text(reason), -1, SQLITE_STATIC);
+  if (rc == SQLITE_OK) rc = sqlite3_step(slot->st);
+  if (rc != SQLITE_DONE) s = cache_db_fail(c, err, what);
+  return s;
+}
+
+/* One statement in its own transaction: recording or clearing a key. */
+typedef conv_status (*pending_write)(const conv_cache *c, cache_stmt *slot,
+                                     const conv_cache_key *key, conv_pending_reason reason,
+                                     conv_error *err);
+
+static conv_status write_pending(conv_cache *cache, const conv_cache_key *key,
+                                 conv_pending_reason reason, pending_write write, conv_error *err) {
+  conv_status s = cache_check_writable(cache, err);
+  if (s != CONV_OK) return s;
+  cache_stmt slot = {NULL};
+  CONV_TRY(s, cache_tx_begin(cache, err), out);
+  s = write(cache, &slot, key, reason, err);
+  cache_stmt_free(&slot);
+  if (s != CONV_OK) goto fail;
+  return cache_tx_commit(cache, err);
+fail:
+  cache_tx_rollback(cache, err);
+out:
+  return s;
+}
+
 conv_status conv_cache_record_pending(conv_cache *cache, const conv_cache_key *key,
                                       conv_pending_reason reason, conv_error *err) {
   conv_status s = cache_check_key(cache, key, err);
   if (s != CONV_OK) return s;
   if (reason != CONV_PENDING_UNTUNED && reason != CONV_PENDING_INCOMPLETE)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: pending reason %d", (int)reason);
-  CONV_TRY(s, cache_check_writable(cache, err), out);
-  CONV_TRY(s, cache_tx_begin(cache, err), out);
-  sqlite3_stmt *st;
-  CONV_TRY(s,
-           cache_prepare(cache,
-                         "INSERT INTO pending (problem, device, versions, reason)"
-                         " VALUES (?1, ?2, ?3, ?4) ON CONFLICT (problem, device, versions)"
-                         " DO UPDATE SET reason = excluded.reason",
-                         &st, "cannot record a pending problem", err),
-           fail);
-  int rc = cache_bind_key(st, 1, key);
-  if (rc == SQLITE_OK)
-    rc = sqlite3_bind_text(st, 4, conv_pending_reason_text(reason), -1, SQLITE_STATIC);
-  if (rc == SQLITE_OK) rc = sqlite3_step(st);
-  if (rc != SQLITE_DONE) {
-    s = cache_db_fail(cache, err, "cannot record a pending problem");
-    cache_finalize(st);
-    goto fail;
-  }
-  cache_finalize(st);
-  return cache_tx_commit(cache, err);
-fail:
-  cache_tx_rollback(cache, err);
-out:
+  return write_pending(cache, key, reason, cache_insert_pending, err);
+}
+
+conv_status cache_delete_pending(const conv_cache *c, cache_stmt *slot, const conv_cache_key *key,
+                                 conv_error *err) {
+  static const char what[] = "cannot clear a pending problem";
+  conv_status s = cache_stmt_ready(
+      c, slot, "DELETE FROM pending WHERE problem = ?1 AND device = ?2", what, err);
+  if (s != CONV_OK) return s;
+  int rc = sqlite3_bind_text(slot->st, 1, key->problem, -1, SQLITE_STATIC);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_text(slot->st, 2, key->device, -1, SQLITE_STATIC);
+  if (rc == SQLITE_OK) rc = sqlite3_step(slot->st);
+  if (rc != SQLITE_DONE) s = cache_db_fail(c, err, what);
   return s;
 }
 
-conv_status cache_delete_pending(const conv_cache *c, const conv_cache_key *key, conv_error *err) {
-  sqlite3_stmt *st;
-  conv_status s = cache_prepare(c, "DELETE FROM pending WHERE problem = ?1 AND device = ?2", &st,
-                                "cannot clear a pending problem", err);
-  if (s != CONV_OK) return s;
-  int rc = sqlite3_bind_text(st, 1, key->problem, -1, SQLITE_STATIC);
-  if (rc == SQLITE_OK) rc = sqlite3_bind_text(st, 2, key->device, -1, SQLITE_STATIC);
-  if (rc == SQLITE_OK) rc = sqlite3_step(st);
-  if (rc != SQLITE_DONE) s = cache_db_fail(c, err, "cannot clear a pending problem");
-  cache_finalize(st);
-  return s;
+/* cache_delete_pending as a pending_write (the reason unused). */
+static conv_status delete_pending(const conv_cache *c, cache_stmt *slot, const conv_cache_key *key,
+                                  conv_pending_reason reason, conv_error *err) {
+  (void)reason;
+  return cache_delete_pending(c, slot, key, err);
 }
 
 conv_status conv_cache_clear_pending(conv_cache *cache, const conv_cache_key *key,
                                      conv_error *err) {
   conv_status s = cache_check_key(cache, key, err);
   if (s != CONV_OK) return s;
-  CONV_TRY(s, cache_check_writable(cache, err), out);
-  CONV_TRY(s, cache_tx_begin(cache, err), out);
-  CONV_TRY(s, cache_delete_pending(cache, key, err), fail);
-  return cache_tx_commit(cache, err);
-fail:
-  cache_tx_rollback(cache, err);
-out:
-  return s;
+  return write_pending(cache, key, CONV_PENDING_UNTUNED, delete_pending, err);
 }
 
 conv_status conv_cache_find_pending(conv_cache *cache, const conv_cache_key *key, bool *found,

@@ -12,18 +12,27 @@
 
 #include <sqlite3.h>
 
+/* ---------------------------------------------------------------- statements kept */
+
+void cache_tuning_writer_free(cache_tuning_writer *w) {
+  cache_stmt_free(&w->delete_trials);
+  cache_stmt_free(&w->delete_pending);
+  cache_stmt_free(&w->insert_trial);
+  cache_stmt_free(&w->insert_pending);
+}
+
 /* ---------------------------------------------------------------- writes */
 
 /* Deletes every trial of `key`, inside the caller's transaction. */
-static conv_status delete_tuning(conv_cache *cache, const conv_cache_key *key, conv_error *err) {
-  sqlite3_stmt *st;
-  conv_status s = cache_prepare(
-      cache, "DELETE FROM trials WHERE problem = ?1 AND device = ?2 AND versions = ?3", &st,
-      "cannot delete earlier trials", err);
+static conv_status delete_tuning(const conv_cache *cache, cache_stmt *slot,
+                                 const conv_cache_key *key, conv_error *err) {
+  static const char what[] = "cannot delete earlier trials";
+  conv_status s = cache_stmt_ready(
+      cache, slot, "DELETE FROM trials WHERE problem = ?1 AND device = ?2 AND versions = ?3", what,
+      err);
   if (s != CONV_OK) return s;
-  if (cache_bind_key(st, 1, key) != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE)
-    s = cache_db_fail(cache, err, "cannot delete earlier trials");
-  cache_finalize(st);
+  if (cache_bind_key(slot->st, 1, key) != SQLITE_OK || sqlite3_step(slot->st) != SQLITE_DONE)
+    s = cache_db_fail(cache, err, what);
   return s;
 }
 
@@ -32,10 +41,13 @@ conv_status conv_cache_begin_tuning(conv_cache *cache, const conv_cache_key *key
   conv_status s = cache_check_key(cache, key, err);
   if (s == CONV_OK) s = cache_check_writable(cache, err);
   if (s != CONV_OK) return s;
+  cache_stmt slot = {NULL};
   CONV_TRY(s, cache_tx_begin(cache, err), out);
-  CONV_TRY(s, delete_tuning(cache, key, err), fail);
+  CONV_TRY(s, delete_tuning(cache, &slot, key, err), fail);
+  cache_stmt_free(&slot);
   return cache_tx_commit(cache, err);
 fail:
+  cache_stmt_free(&slot);
   cache_tx_rollback(cache, err);
 out:
   return s;
@@ -57,20 +69,20 @@ static conv_status clear_winner(const conv_cache *c, const conv_cache_key *key, 
 
 /* tuned_at: when it was measured, kept by a copy from another cache; NULL
  * for now. */
-static conv_status insert_trial(const conv_cache *c, const conv_cache_key *key,
+static conv_status insert_trial(const conv_cache *c, cache_stmt *slot, const conv_cache_key *key,
                                 const conv_trial *t, const char *config, const char *tuned_at,
                                 conv_error *err) {
-  sqlite3_stmt *st;
-  conv_status s = cache_prepare(
-      c,
+  conv_status s = cache_stmt_ready(
+      c, slot,
       "INSERT INTO trials (problem, device, versions, algorithm_id,"
       " algorithm, config, config_text, status, status_name, reason,"
       " time_ms, rel_error, workspace_bytes, heuristic_pick, winner,"
       " deterministic, tuned_at)"
       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
       " ?14, ?15, ?16, COALESCE(?17, strftime('%Y-%m-%dT%H:%M:%SZ', 'now')))",
-      &st, "cannot store a trial", err);
+      "cannot store a trial", err);
   if (s != CONV_OK) return s;
+  sqlite3_stmt *st = slot->st;
   sqlite3_int64 workspace =
       t->workspace_bytes > (size_t)INT64_MAX ? INT64_MAX : (sqlite3_int64)t->workspace_bytes;
   int rc = cache_bind_key(st, 1, key);
@@ -108,7 +120,6 @@ static conv_status insert_trial(const conv_cache *c, const conv_cache_key *key,
                   : sqlite3_bind_null(st, 17);
   if (rc == SQLITE_OK) rc = sqlite3_step(st);
   if (rc != SQLITE_DONE) s = cache_db_fail(c, err, "cannot store a trial");
-  cache_finalize(st);
   return s;
 }
 
@@ -129,13 +140,33 @@ conv_status conv_cache_add_trial(conv_cache *cache, const conv_cache_key *key,
   if (conv_config_format(&trial->config, config, sizeof config) != CONV_OK)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: trial config with %d values",
                           trial->config.count);
+  cache_stmt slot = {NULL};
   CONV_TRY(s, cache_tx_begin(cache, err), out);
   if (trial->winner) CONV_TRY(s, clear_winner(cache, key, err), fail);
-  CONV_TRY(s, insert_trial(cache, key, trial, config, NULL, err), fail);
+  CONV_TRY(s, insert_trial(cache, &slot, key, trial, config, NULL, err), fail);
+  cache_stmt_free(&slot);
   return cache_tx_commit(cache, err);
 fail:
+  cache_stmt_free(&slot);
   cache_tx_rollback(cache, err);
 out:
+  return s;
+}
+
+conv_status cache_write_tuning(const conv_cache *c, cache_tuning_writer *w,
+                               const conv_cache_key *key, const conv_trial *trials,
+                               const char *const *tuned_at, size_t count, conv_error *err) {
+  conv_status s = delete_tuning(c, &w->delete_trials, key, err);
+  /* The copied tuning replaces whatever was waiting to be tuned. */
+  if (s == CONV_OK) s = cache_delete_pending(c, &w->delete_pending, key, err);
+  for (size_t i = 0; s == CONV_OK && i < count; i++) {
+    char config[CACHE_CONFIG_TEXT_MAX];
+    if (trials[i].algorithm_id == 0 ||
+        conv_config_format(&trials[i].config, config, sizeof config) != CONV_OK)
+      return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: trial %zu cannot be stored", i);
+    s = insert_trial(c, &w->insert_trial, key, &trials[i], config, tuned_at ? tuned_at[i] : NULL,
+                     err);
+  }
   return s;
 }
 
@@ -148,19 +179,10 @@ conv_status conv_cache_replace_tuning(conv_cache *cache, const conv_cache_key *k
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: NULL trials");
   CONV_TRY(s, cache_check_writable(cache, err), out);
   CONV_TRY(s, cache_tx_begin(cache, err), out);
-  CONV_TRY(s, delete_tuning(cache, key, err), fail);
-  /* The copied tuning replaces whatever was waiting to be tuned. */
-  CONV_TRY(s, cache_delete_pending(cache, key, err), fail);
-  for (size_t i = 0; i < count; i++) {
-    char config[CACHE_CONFIG_TEXT_MAX];
-    if (trials[i].algorithm_id == 0 ||
-        conv_config_format(&trials[i].config, config, sizeof config) != CONV_OK) {
-      s = conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: trial %zu cannot be stored", i);
-      goto fail;
-    }
-    CONV_TRY(s, insert_trial(cache, key, &trials[i], config, tuned_at ? tuned_at[i] : NULL, err),
-             fail);
-  }
+  cache_tuning_writer w = {{NULL}, {NULL}, {NULL}, {NULL}};
+  s = cache_write_tuning(cache, &w, key, trials, tuned_at, count, err);
+  cache_tuning_writer_free(&w);
+  if (s != CONV_OK) goto fail;
   return cache_tx_commit(cache, err);
 fail:
   cache_tx_rollback(cache, err);

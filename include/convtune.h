@@ -761,23 +761,46 @@ conv_status conv_cache_reader_pending(conv_cache_reader *reader, conv_cache_pend
 conv_status conv_cache_default_path(char *path /* OUT */, size_t size, int create_dirs,
                                     char *message, size_t message_size);
 
-/* Copies the finished tunings (those with a winner) of the cache at
- * `from` into the cache at `into` (created if missing, in an existing
- * directory), each with all of its trials as they were measured (device,
- * versions and time of tuning kept); `from` is only read, so it may be
- * read-only.  `device`: only tunings of this fingerprint (as
- * conv_cache_entry.device); NULL: all.  A tuning of the same problem,
- * device and versions already in `into` is replaced only when the copied
- * winner is faster.  Counts of the tunings added, replaced and kept (each
- * may be NULL).  Bad input (a NULL path, `from` and `into` naming one file
- * (CONV_INVALID_ARGUMENT), a missing or invalid `from`, `into` in a
- * missing directory (CONV_CACHE_ERROR)) is found before anything is
- * written; each tuning is then copied whole in its own transaction, so an
- * I/O failure part-way keeps the tunings copied before it.  What `convtune
- * merge`, `export` and `import` run. */
+/* Copies the finished tunings (those with a winner) of the cache at `from`
+ * into the cache at `into` (created if missing, in an existing directory),
+ * each with all of its trials as they were measured (device, versions and
+ * time of tuning kept); `from` is only read, so it may be read-only.
+ * `device`: only tunings of this fingerprint (as conv_cache_entry.device);
+ * NULL: all.  A tuning of the same problem, device and versions already in
+ * `into` is replaced only when the copied winner is faster, or when
+ * `into`'s winner is not a valid one (failed, not validated or not timed).
+ * Counts of the tunings added, replaced and kept (each may be NULL).  All
+ * or nothing: `from` is read and checked whole before `into` is opened,
+ * then everything is written in one transaction of `into`, which compares
+ * the winners (so merges into one file at once keep the fastest); on any
+ * failure `into`'s tunings are left as they were, and bad input does not
+ * make a missing `into`.  CONV_INVALID_ARGUMENT: a NULL path, `from` and
+ * `into` one file (by device and inode: a link too), `device` naming no
+ * finished tuning of `from`.  CONV_CACHE_ERROR: `from` missing, invalid,
+ * or holding a row of a tuning to copy that is not what this library
+ * writes (a key text with a NUL byte or too long, a problem key that does
+ * not parse, a trial that does not decode, a winner that failed, was not
+ * validated or not timed, two winners of one tuning); `into` in a missing
+ * directory, or one this process may not write (the file, or its
+ * directory, where SQLite keeps the -wal and -shm files).  What `convtune
+ * export` runs. */
 conv_status conv_cache_merge(const char *from, const char *into, const char *device,
                              size_t *added /* OUT */, size_t *replaced /* OUT */,
                              size_t *kept /* OUT */, char *message, size_t message_size);
+
+/* conv_cache_merge of from[0 .. from_count) into one `into`, as one call:
+ * every source is read and checked before `into` is opened, and all are
+ * written in one transaction (the sources in order, so of two sources'
+ * tunings of one key the faster stays), or nothing is.  `device` as in
+ * conv_cache_merge (CONV_INVALID_ARGUMENT where no source has a finished
+ * tuning of it).  added, replaced and kept, each NULL or an array of
+ * from_count: source i's counts.  CONV_INVALID_ARGUMENT for a NULL or
+ * empty `from`.  What `convtune merge` and `import` run.  Added in
+ * 0.7.0. */
+conv_status conv_cache_merge_sources(const char *const *from, size_t from_count, const char *into,
+                                     const char *device, size_t *added /* OUT */,
+                                     size_t *replaced /* OUT */, size_t *kept /* OUT */,
+                                     char *message, size_t message_size);
 
 #ifdef __cplusplus
 }

@@ -274,6 +274,67 @@ int count_trials(conv_cache *cache, const char *problem) {
   return n;
 }
 
+/* ---------------------------------------------------------------- whole tunings */
+
+collector *trials_of(const char *path, const conv_cache_key *key) {
+  conv_error err = {0};
+  conv_cache *cache = NULL;
+  collector *all = new_collector(), *mine = new_collector();
+  if (all == NULL || mine == NULL || conv_cache_open(path, true, &cache, &err) != CONV_OK ||
+      conv_cache_list_trials(cache, key->problem, collect, all, &err) != CONV_OK) {
+    conv_cache_close(cache);
+    free(all);
+    free(mine);
+    return NULL;
+  }
+  conv_cache_close(cache);
+  for (int i = 0; i < all->count; i++)
+    if (strcmp(all->rows[i].device, key->device) == 0 &&
+        strcmp(all->rows[i].versions, key->versions) == 0)
+      mine->rows[mine->count++] = all->rows[i];
+  free(all);
+  return mine;
+}
+
+int write_tuning(const char *path, const conv_cache_key *key, int first, int count, int winner) {
+  conv_error err = {0};
+  conv_cache *cache = NULL;
+  CHECK_OK(conv_cache_open(path, false, &cache, &err));
+  CHECK(add_trials(cache, key, first, count) == TEST_PASS);
+  if (winner >= 0) CHECK(set_winner(cache, key, winner) == TEST_PASS);
+  conv_cache_close(cache);
+  return TEST_PASS;
+}
+
+int expect_tuning(const char *path, const conv_cache_key *key, int first, int count, int winner,
+                  const collector *like) {
+  collector *c = trials_of(path, key);
+  CHECK(c != NULL);
+  CHECK_MSG(c->count == count, "%d trials of %s, expected %d", c->count, key->problem, count);
+  for (int i = 0; i < c->count; i++) {
+    int which = (int)c->rows[i].trial.config.values[0];
+    CHECK(which >= first && which < first + count);
+    conv_trial want = make_trial(which);
+    CHECK(check_trial(&c->rows[i].trial, &want, which == winner) == TEST_PASS);
+    if (like != NULL) CHECK(strcmp(c->rows[i].tuned_at, like->rows[i].tuned_at) == 0);
+  }
+  free(c);
+  return TEST_PASS;
+}
+
+int expect_merged(const char *from, const char *into, const char *device, size_t added,
+                  size_t replaced, size_t kept) {
+  size_t got[3] = {99, 99, 99};
+  char message[512];
+  conv_status st =
+      conv_cache_merge(from, into, device, &got[0], &got[1], &got[2], message, sizeof message);
+  CHECK_MSG(st == CONV_OK, "%s: %s", conv_status_string(st), message);
+  CHECK_MSG(got[0] == added && got[1] == replaced && got[2] == kept,
+            "%zu added, %zu replaced, %zu kept; expected %zu, %zu, %zu", got[0], got[1], got[2],
+            added, replaced, kept);
+  return TEST_PASS;
+}
+
 /* ---------------------------------------------------------------- child processes */
 
 /* Helper mode: writer PATH PROBLEM TRIALS WINNER. */

@@ -95,6 +95,19 @@ int count_trials(conv_cache *cache, const char *problem);
 /* Opening `path` (read-write, then read-only) fails with CONV_CACHE_ERROR,
  * naming the path and `mention`; the file stays byte for byte as it was. */
 int check_refused(const char *path, const char *mention);
+/* The trials of key in the cache at path (a collector; free() it; NULL on
+ * failure). */
+collector *trials_of(const char *path, const conv_cache_key *key);
+/* Writes a tuning of key into the cache at path: trials first ..
+ * first+count-1 (make_trial), winner `winner` (< 0: none). */
+int write_tuning(const char *path, const conv_cache_key *key, int first, int count, int winner);
+/* The cache at path holds exactly trials first .. first+count-1 of key,
+ * winner `winner`, measured when `like`'s were (NULL: not checked). */
+int expect_tuning(const char *path, const conv_cache_key *key, int first, int count, int winner,
+                  const collector *like);
+/* conv_cache_merge(from, into, device) succeeds with these counts. */
+int expect_merged(const char *from, const char *into, const char *device, size_t added,
+                  size_t replaced, size_t kept);
 int writer_main(void);
 int run_writers_killed(const char *test, const char *path, int count,
                               const char *const problems[], int trials, int winner,

@@ -1,7 +1,8 @@
 /*
  * test_cache_files.c -- the cache as files and processes (CPU only):
  * persistence across processes, two writers at once, read-only opens,
- * special files refused, the WAL identity stamp and a foreign WAL refused.
+ * special files refused, the WAL identity stamp and a foreign WAL refused
+ * (one without page 1 too).
  * The multi-process tests spawn this binary again through libuv in the
  * writer mode (cache_fixtures.h).  Fixtures in cache_fixtures.c.
  */
@@ -281,6 +282,50 @@ static int test_identity_stamped(void) {
   return rc;
 }
 
+/* Opening a_path read-only, then writable, is refused for its foreign
+ * -wal, and leaves the file as a_data holds it.  The other database's
+ * rows are trials of PROBLEM2 or have the reason "foreign". */
+static int expect_foreign_wal_refused(const char *a_path, const char *a_data, size_t a_size) {
+  conv_error err = {0};
+  for (int read_only = 1; read_only >= 0; read_only--) {
+    conv_cache *a = NULL;
+    err.message[0] = '\0';
+    conv_status st = conv_cache_open(a_path, read_only, &a, &err);
+    if (st == CONV_OK) {
+      collector *c = new_collector();
+      int foreign = 0;
+      for (int p = 0; c != NULL && p < 2; p++) {
+        c->count = 0;
+        if (conv_cache_list_trials(a, p ? PROBLEM2 : PROBLEM, collect, c, &err) != CONV_OK) break;
+        for (int r = 0; r < c->count && r < 512; r++)
+          foreign += p == 1 || strcmp(c->rows[r].trial.reason, "foreign") == 0;
+      }
+      fprintf(stderr, "read_only %d: opened; rows of the other database read: %d\n", read_only,
+              foreign);
+      free(c);
+      conv_cache_close(a);
+    }
+    CHECK_MSG(st == CONV_CACHE_ERROR && strstr(err.message, "belongs to another database"),
+              "read_only %d: %s: %s", read_only, conv_status_string(st), err.message);
+    CHECK_MSG(same_file(a_path, a_data, a_size), "read_only %d changed the file", read_only);
+  }
+  return TEST_PASS;
+}
+
+/* A cache at path with three trials of KEY, closed (its WAL folded in);
+ * the file's bytes (malloc'd; NULL on failure). */
+static char *cache_of_three_trials(const char *path, size_t *size) {
+  conv_error err = {0};
+  conv_cache *cache = NULL;
+  if (conv_cache_open(path, false, &cache, &err) != CONV_OK) {
+    fprintf(stderr, "%s\n", err.message);
+    return NULL;
+  }
+  int rc = add_trials(cache, &KEY, 0, 3);
+  conv_cache_close(cache);
+  return rc == TEST_PASS ? read_all(path, size) : NULL;
+}
+
 /* A -wal file of another database beside a cache (copied in, or left by a
  * cache that once had this name) is refused by readers and writers alike,
  * and leaves the file as it was; the cache's own WAL (a crash) is read. */
@@ -288,11 +333,8 @@ static int foreign_wal_in(const char *a_path, const char *b_path) {
   conv_error err = {0};
   static const conv_cache_key other = {PROBLEM2, DEVICE, VERSIONS};
   conv_cache *a = NULL, *b = NULL;
-  CHECK_OK(conv_cache_open(a_path, false, &a, &err));
-  CHECK(add_trials(a, &KEY, 0, 3) == TEST_PASS);
-  conv_cache_close(a);
   size_t a_size = 0;
-  char *a_data = read_all(a_path, &a_size);
+  char *a_data = cache_of_three_trials(a_path, &a_size);
   CHECK(a_data != NULL);
 
   /* B's WAL, taken while B is open (its commits are in the WAL only). */
@@ -304,19 +346,7 @@ static int foreign_wal_in(const char *a_path, const char *b_path) {
   CHECK(copy_file(b_wal, a_wal));
   conv_cache_close(b);
 
-  for (int read_only = 1; read_only >= 0; read_only--) {
-    a = NULL;
-    err.message[0] = '\0';
-    conv_status st = conv_cache_open(a_path, read_only, &a, &err);
-    if (st == CONV_OK) {
-      fprintf(stderr, "read_only %d: opened; trials of the other cache seen: %d\n", read_only,
-              count_trials(a, PROBLEM2));
-      conv_cache_close(a);
-    }
-    CHECK_MSG(st == CONV_CACHE_ERROR && strstr(err.message, "belongs to another database"),
-              "read_only %d: %s: %s", read_only, conv_status_string(st), err.message);
-    CHECK_MSG(same_file(a_path, a_data, a_size), "read_only %d changed the file", read_only);
-  }
+  CHECK(expect_foreign_wal_refused(a_path, a_data, a_size) == TEST_PASS);
   free(a_data);
 
   /* Without the stray file, the cache is itself again. */
@@ -347,14 +377,77 @@ static int foreign_wal_in(const char *a_path, const char *b_path) {
   return TEST_PASS;
 }
 
-static int test_foreign_wal_refused(void) {
+/* fn(a, b) on two fresh temporary caches, removed after. */
+static int on_two_caches(const char *name_a, const char *name_b,
+                         int (*fn)(const char *a, const char *b)) {
   char a[1024], b[1024];
-  tmp_path(a, sizeof a, "foreign_wal_a");
-  tmp_path(b, sizeof b, "foreign_wal_b");
-  int rc = foreign_wal_in(a, b);
+  tmp_path(a, sizeof a, name_a);
+  tmp_path(b, sizeof b, name_b);
+  int rc = fn(a, b);
   remove_db(a);
   remove_db(b);
   return rc;
+}
+
+static int test_foreign_wal_refused(void) {
+  return on_two_caches("foreign_wal_a", "foreign_wal_b", foreign_wal_in);
+}
+
+/* The page numbers of the frames in a WAL file (at most max); -1 when it
+ * is not one. */
+static int wal_pages(const char *wal, unsigned pages[], int max) {
+  size_t size = 0;
+  unsigned char *data = (unsigned char *)read_all(wal, &size);
+  if (data == NULL || size < 32) {
+    free(data);
+    return -1;
+  }
+  size_t page_size =
+      (size_t)data[8] << 24 | (size_t)data[9] << 16 | (size_t)data[10] << 8 | data[11];
+  int n = 0;
+  for (size_t at = 32; page_size > 0 && at + 24 + page_size <= size && n < max;
+       at += 24 + page_size)
+    pages[n++] = (unsigned)data[at] << 24 | (unsigned)data[at + 1] << 16 |
+                 (unsigned)data[at + 2] << 8 | data[at + 3];
+  free(data);
+  return n;
+}
+
+/* A -wal file of another database whose changes leave page 1 alone (so
+ * SQLite reads the identity from the cache's own header): refused too, and
+ * the file is left as it was. */
+static int foreign_wal_without_page_one_in(const char *a_path, const char *b_path) {
+  size_t a_size = 0;
+  char *a_data = cache_of_three_trials(a_path, &a_size);
+  CHECK(a_data != NULL);
+
+  /* B: a copy with an identity of its own, then a change of one row left
+   * in its WAL (a commit that leaves page 1 alone). */
+  CHECK(copy_file(a_path, b_path));
+  CHECK(sql_exec(b_path, "PRAGMA user_version = 12345") == SQLITE_OK);
+  sqlite3 *b = NULL;
+  CHECK(sqlite3_open(b_path, &b) == SQLITE_OK);
+  CHECK(sqlite3_exec(b, "PRAGMA wal_autocheckpoint = 0; UPDATE trials SET reason = 'foreign'"
+                        " WHERE id = (SELECT min(id) FROM trials)",
+                     NULL, NULL, NULL) == SQLITE_OK);
+  char a_wal[1100], b_wal[1100];
+  snprintf(a_wal, sizeof a_wal, "%s-wal", a_path);
+  snprintf(b_wal, sizeof b_wal, "%s-wal", b_path);
+  bool copied = copy_file(b_wal, a_wal);
+  sqlite3_close(b);
+  CHECK(copied);
+  unsigned pages[64];
+  int frames = wal_pages(a_wal, pages, 64);
+  CHECK_MSG(frames > 0, "%d frames", frames);
+  for (int i = 0; i < frames; i++) CHECK_MSG(pages[i] != 1, "frame %d is page 1", i);
+
+  CHECK(expect_foreign_wal_refused(a_path, a_data, a_size) == TEST_PASS);
+  free(a_data);
+  return TEST_PASS;
+}
+
+static int test_foreign_wal_without_page_one(void) {
+  return on_two_caches("foreign_wal_page_a", "foreign_wal_page_b", foreign_wal_without_page_one_in);
 }
 
 static const test_case tests[] = {
@@ -364,6 +457,7 @@ static const test_case tests[] = {
     {"special_files_refused", test_special_files_refused},
     {"identity_stamped", test_identity_stamped},
     {"foreign_wal_refused", test_foreign_wal_refused},
+    {"foreign_wal_without_page_one", test_foreign_wal_without_page_one},
 };
 
 TEST_MAIN(tests)

@@ -180,57 +180,6 @@ static int test_public_reader(void) {
 
 /* ---------------------------------------------------------------- merging */
 
-/* The trials of key in the cache at path (a collector; free() it). */
-static collector *trials_of(const char *path, const conv_cache_key *key) {
-  conv_error err = {0};
-  conv_cache *cache = NULL;
-  collector *all = new_collector(), *mine = new_collector();
-  if (all == NULL || mine == NULL || conv_cache_open(path, true, &cache, &err) != CONV_OK ||
-      conv_cache_list_trials(cache, key->problem, collect, all, &err) != CONV_OK) {
-    conv_cache_close(cache);
-    free(all);
-    free(mine);
-    return NULL;
-  }
-  conv_cache_close(cache);
-  for (int i = 0; i < all->count; i++)
-    if (strcmp(all->rows[i].device, key->device) == 0 &&
-        strcmp(all->rows[i].versions, key->versions) == 0)
-      mine->rows[mine->count++] = all->rows[i];
-  free(all);
-  return mine;
-}
-
-/* Writes a tuning of key: trials first .. first+count-1, winner `winner`. */
-static int write_tuning(const char *path, const conv_cache_key *key, int first, int count,
-                        int winner) {
-  conv_error err = {0};
-  conv_cache *cache = NULL;
-  CHECK_OK(conv_cache_open(path, false, &cache, &err));
-  CHECK(add_trials(cache, key, first, count) == TEST_PASS);
-  if (winner >= 0) CHECK(set_winner(cache, key, winner) == TEST_PASS);
-  conv_cache_close(cache);
-  return TEST_PASS;
-}
-
-/* The cache at path holds exactly trials first .. first+count-1 of key,
- * winner `winner`, measured when `like`'s were (NULL: not checked). */
-static int expect_tuning(const char *path, const conv_cache_key *key, int first, int count,
-                         int winner, const collector *like) {
-  collector *c = trials_of(path, key);
-  CHECK(c != NULL);
-  CHECK_MSG(c->count == count, "%d trials of %s, expected %d", c->count, key->problem, count);
-  for (int i = 0; i < c->count; i++) {
-    int which = (int)c->rows[i].trial.config.values[0];
-    CHECK(which >= first && which < first + count);
-    conv_trial want = make_trial(which);
-    CHECK(check_trial(&c->rows[i].trial, &want, which == winner) == TEST_PASS);
-    if (like != NULL) CHECK(strcmp(c->rows[i].tuned_at, like->rows[i].tuned_at) == 0);
-  }
-  free(c);
-  return TEST_PASS;
-}
-
 static int merge_in(const char *a, const char *b, const char *b2, const char *out,
                     const char *out2) {
   const conv_cache_key key2 = {PROBLEM2, DEVICE2, VERSIONS};
@@ -249,32 +198,26 @@ static int merge_in(const char *a, const char *b, const char *b2, const char *ou
   collector *a_key = trials_of(a, &KEY);
   CHECK(a_key != NULL && a_key->count == 10);
 
-  size_t added = 99, replaced = 99, kept = 99;
-  char message[512];
-  CHECK_STATUS(CONV_OK, conv_cache_merge(a, out, NULL, &added, &replaced, &kept, message,
-                                         sizeof message));
-  CHECK_MSG(added == 2 && replaced == 0 && kept == 0, "%zu %zu %zu", added, replaced, kept);
+  CHECK(expect_merged(a, out, NULL, 2, 0, 0) == TEST_PASS);
   /* Every trial, as measured (tuned_at kept); the unfinished tuning stays behind. */
   CHECK(expect_tuning(out, &KEY, 0, 10, 6, a_key) == TEST_PASS);
   CHECK(expect_tuning(out, &key2, 20, 3, 21, NULL) == TEST_PASS);
   CHECK(expect_tuning(out, &unfinished, 0, 0, -1, NULL) == TEST_PASS);
   /* b's KEY is slower: kept; its other tuning is added. */
-  CHECK_STATUS(CONV_OK, conv_cache_merge(b, out, NULL, &added, &replaced, &kept, NULL, 0));
-  CHECK_MSG(added == 1 && replaced == 0 && kept == 1, "%zu %zu %zu", added, replaced, kept);
+  CHECK(expect_merged(b, out, NULL, 1, 0, 1) == TEST_PASS);
   CHECK(expect_tuning(out, &KEY, 0, 10, 6, NULL) == TEST_PASS);
   CHECK(expect_tuning(out, &key4, 50, 3, 51, NULL) == TEST_PASS);
   /* b2's is faster: it replaces the whole tuning. */
-  CHECK_STATUS(CONV_OK, conv_cache_merge(b2, out, NULL, &added, &replaced, &kept, NULL, 0));
-  CHECK_MSG(added == 0 && replaced == 1 && kept == 0, "%zu %zu %zu", added, replaced, kept);
+  CHECK(expect_merged(b2, out, NULL, 0, 1, 0) == TEST_PASS);
   CHECK(expect_tuning(out, &KEY, 10, 4, 11, NULL) == TEST_PASS);
   /* One device only. */
-  CHECK_STATUS(CONV_OK, conv_cache_merge(a, out2, DEVICE2, &added, &replaced, &kept, NULL, 0));
-  CHECK(added == 1 && replaced == 0 && kept == 0);
+  CHECK(expect_merged(a, out2, DEVICE2, 1, 0, 0) == TEST_PASS);
   CHECK(expect_tuning(out2, &key2, 20, 3, 21, NULL) == TEST_PASS);
   CHECK(expect_tuning(out2, &KEY, 0, 0, -1, NULL) == TEST_PASS);
 
+  size_t added = 77, replaced = 77, kept = 77;
+  char message[512];
   /* Bad input: its status and message, counts untouched, nothing made. */
-  added = replaced = kept = 77;
   CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_cache_merge(out, out, NULL, &added, &replaced, &kept,
                                                        message, sizeof message));
   CHECK(strstr(message, "merged into") != NULL && added == 77 && kept == 77);

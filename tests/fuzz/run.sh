@@ -12,7 +12,7 @@ corpus=$(cd "$(dirname "$0")/corpus" && pwd)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-protect_shadow_gap=0:detect_leaks=1}
 mkdir -p "$build/fuzz-work"
 cd "$build/fuzz-work"
-for target in spec suite cache_row; do
+for target in spec suite cache_row merge; do
   mkdir -p "$target"
   echo "== fuzz_$target for ${seconds} s"
   if ! "$build/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
@@ -23,4 +23,4 @@ for target in spec suite cache_row; do
   fi
   grep -E '^#[0-9]+.*DONE|number_of_executed_units|new_units_added' "$target.log" || true
 done
-echo "fuzzing: 3 targets, ${seconds} s each, 0 findings"
+echo "fuzzing: 4 targets, ${seconds} s each, 0 findings"
