@@ -36,7 +36,9 @@ typedef struct shape_rows {
 typedef struct shape_list {
   shape_rows *items;
   size_t count, cap;
-  size_t reading; /* the shape whose trials are being read */
+  /* The shapes whose trials are being read: [reading, reading_end), every
+   * group of one problem, in device and versions order. */
+  size_t reading, reading_end;
   bool out_of_memory;
 } shape_list;
 
@@ -90,11 +92,29 @@ oom:
   return 1;
 }
 
-/* A trial of the shape being read: of its problem, device and versions. */
+/* The group of [reading, reading_end) with this device and versions, or
+ * NULL: a binary search, since one problem may have thousands of groups
+ * (one a device) whose trials all come in one listing. */
+static shape_rows *group_of(const shape_list *l, const char *device, const char *versions) {
+  size_t lo = l->reading, hi = l->reading_end;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    int c = strcmp(l->items[mid].device, device);
+    if (c == 0) c = strcmp(l->items[mid].versions, versions);
+    if (c == 0) return &l->items[mid];
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return NULL;
+}
+
+/* A trial of the problem being read, kept with its group's shape. */
 static int collect_trial(const conv_cache_entry *row, void *user) {
   shape_list *l = user;
-  shape_rows *s = &l->items[l->reading];
-  if (strcmp(row->device, s->device) != 0 || strcmp(row->versions, s->versions) != 0) return 0;
+  shape_rows *s = group_of(l, row->device, row->versions);
+  if (s == NULL) return 0;
   cli_trial *trials = room_for_one(s->trials, &s->cap, s->count, sizeof *trials);
   if (trials == NULL) {
     l->out_of_memory = true;
@@ -113,9 +133,16 @@ static int read_shapes(const char *path, shape_list *l) {
   if (rc != EXIT_OK_) return rc;
   char message[512];
   conv_status st = conv_cache_reader_winners(reader, collect_shape, l, message, sizeof message);
-  for (l->reading = 0; l->reading < l->count && st == CONV_OK && !l->out_of_memory; l->reading++)
-    st = conv_cache_reader_trials(reader, l->items[l->reading].problem, collect_trial, l, message,
-                                  sizeof message);
+  /* Winners come ordered by problem, device and versions: each problem's
+   * trials are listed once for all of its groups, not once a group. */
+  for (l->reading = 0; l->reading < l->count && st == CONV_OK && !l->out_of_memory;
+       l->reading = l->reading_end) {
+    const char *problem = l->items[l->reading].problem;
+    for (l->reading_end = l->reading + 1;
+         l->reading_end < l->count && strcmp(l->items[l->reading_end].problem, problem) == 0;)
+      l->reading_end++;
+    st = conv_cache_reader_trials(reader, problem, collect_trial, l, message, sizeof message);
+  }
   conv_cache_reader_close(reader);
   return cache_read_outcome(path, st, l->out_of_memory, message);
 }
