@@ -22,7 +22,7 @@ static void spec_of(const conv_problem *p, char *out, size_t size) {
   snprintf(out, size,
            "n=%lld c=%lld h=%lld w=%lld k=%lld r=%lld s=%lld pad_h=%lld pad_w=%lld "
            "stride_h=%lld stride_w=%lld dil_h=%lld dil_w=%lld groups=%lld math=%s epilogue=%s "
-           "layout=%s dir=%s det=%d op=%s",
+           "layout=%s dir=%s det=%d op=%s dtype=%s%s",
            (long long)p->n, (long long)p->c, (long long)p->h, (long long)p->w, (long long)p->k,
            (long long)p->r, (long long)p->s, (long long)p->pad_h, (long long)p->pad_w,
            (long long)p->stride_h, (long long)p->stride_w, (long long)p->dil_h,
@@ -35,7 +35,13 @@ static void spec_of(const conv_problem *p, char *out, size_t size) {
            p->direction == CONV_BACKWARD_FILTER ? "bwd_filter"
            : p->direction == CONV_BACKWARD_DATA ? "bwd_data"
                                                 : "fwd",
-           p->deterministic ? 1 : 0, p->op == CONV_OP_DYNAMIC ? "dynamic" : "conv");
+           p->deterministic ? 1 : 0, p->op == CONV_OP_DYNAMIC ? "dynamic" : "conv",
+           p->dtype == CONV_DTYPE_F16    ? "f16"
+           : p->dtype == CONV_DTYPE_BF16 ? "bf16"
+                                         : "f32",
+           p->filter_layout == CONV_FILTER_KRSC   ? " filter=krsc"
+           : p->filter_layout == CONV_FILTER_KCRS ? " filter=kcrs"
+                                                  : "");
 }
 
 static int same_problem(const conv_problem *a, const conv_problem *b) {
@@ -44,7 +50,8 @@ static int same_problem(const conv_problem *a, const conv_problem *b) {
          a->stride_h == b->stride_h && a->stride_w == b->stride_w && a->dil_h == b->dil_h &&
          a->dil_w == b->dil_w && a->groups == b->groups && a->math == b->math &&
          a->epilogue == b->epilogue && a->dtype == b->dtype && a->layout == b->layout &&
-         a->direction == b->direction && a->deterministic == b->deterministic && a->op == b->op;
+         a->direction == b->direction && a->deterministic == b->deterministic && a->op == b->op &&
+         a->filter_layout == b->filter_layout;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
