@@ -34,7 +34,7 @@ import threading
 import weakref
 
 from . import _lib
-from ._base import ConvtuneError, _conv_tf32_reader, _device_index, _torch, _torch_deterministic
+from ._base import ConvtuneError, _conv_tf32_reader, _device_index, _reader, _torch, _torch_deterministic
 from ._plan import Plan
 from ._cache import cache_pending, cache_trials, cache_winners, default_cache_path, merge_caches
 
@@ -484,7 +484,7 @@ def _check_dynamic_tensors(torch, x, weights, stride, dilation, groups):
 def _math_default(torch, math):
     """math=None: TF32 where PyTorch lets cuDNN's convolutions use it, as convtune.nn.Conv2d."""
     if math is None:
-        return "tf32" if _conv_tf32_reader(torch)() else "strict"
+        return "tf32" if _reader(torch, _conv_tf32_reader)() else "strict"
     if math not in _lib.MATH:
         raise ValueError("math must be None, 'strict' or 'tf32', got %r" % (math,))
     return math

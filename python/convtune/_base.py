@@ -31,10 +31,22 @@ def _deterministic_reader(torch):
     return lambda: bool(algorithms()) or bool(cudnn())
 
 
+_readers = {}
+
+
+def _reader(torch, make):
+    """make(torch) (_deterministic_reader, _conv_tf32_reader), made once for the process:
+    every call of a layer or conv2d reads the settings, never the lookups behind them."""
+    read = _readers.get(make)
+    if read is None:
+        read = _readers[make] = make(torch)
+    return read
+
+
 def _torch_deterministic():
     """_deterministic_reader's answer, or False where torch is not imported."""
     torch = sys.modules.get("torch")
-    return torch is not None and _deterministic_reader(torch)()
+    return torch is not None and _reader(torch, _deterministic_reader)()
 
 
 def _conv_tf32_reader(torch):

@@ -65,7 +65,7 @@ import torch.nn.functional as F
 
 from . import ConvtuneError, _autograd, _default_context, _lib, dynamic_conv2d
 from . import ops as _ops
-from ._base import _conv_tf32_reader, _deterministic_reader
+from ._base import _conv_tf32_reader, _deterministic_reader, _reader
 
 __all__ = ["Conv2d", "Involution", "convert", "ConvertReport"]
 
@@ -77,7 +77,7 @@ _NO_PLAN = frozenset(_lib.STATUS_NAMES.index(name) for name in (
     "WORKSPACE_LIMIT"))
 
 _compiling = torch.compiler.is_compiling
-_cudnn_tf32 = _conv_tf32_reader(torch)
+_cudnn_tf32 = _reader(torch, _conv_tf32_reader)
 _grad_enabled = torch.is_grad_enabled
 _autocast_enabled = torch.is_autocast_enabled
 # In training, a layer on the default context calls the operator, whose C++
@@ -100,7 +100,7 @@ def _math_now(math):
 
 # Whether torch asks for deterministic convolutions, without Python frames:
 # the fast path reads it on every call.
-_deterministic_now = _deterministic_reader(torch)
+_deterministic_now = _reader(torch, _deterministic_reader)
 
 
 @torch.compiler.assume_constant_result

@@ -51,7 +51,7 @@ import os
 import torch
 
 from . import _default_context, _lib
-from ._base import _deterministic_reader
+from ._base import _deterministic_reader, _reader
 
 __all__ = ["plan_launch", "memory_format", "kernel", "formula", "close", "torch_access_address"]
 
@@ -139,7 +139,7 @@ def _plain(t):
 
 
 _plans = {}  # (pass, the problem's arguments, deterministic) -> plan
-_deterministic_now = _deterministic_reader(torch)
+_deterministic_now = _reader(torch, _deterministic_reader)
 
 
 def _operator_plan(direction, x_size, w_size, bias, stride, padding, dilation, groups, math, layout,
