@@ -226,12 +226,17 @@ class Context:
             raise ValueError("this convtune Context is closed")
 
     def plan(self, x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1, bias=False,
-             activation=None, math="strict", layout="nchw", direction="fwd", deterministic=None):
+             activation=None, math="strict", layout="nchw", direction="fwd", deterministic=None,
+             dtype="float32"):
         """The Plan for a convolution of x_shape (N, C, H, W) with w_shape (K, C/groups, R, S).
 
         stride, padding, dilation: ints or (h, w) pairs, as in torch.nn.functional.conv2d.
         bias=True adds a bias of shape (K,); activation="relu" (needs bias) applies ReLU after it.
-        math: "strict" (IEEE fp32) or "tf32" (TF32 tensor cores allowed).
+        math: "strict" (IEEE fp32) or "tf32" (TF32 tensor cores allowed); ignored for
+        the half types.
+        dtype: the element type of x, w and the output: torch.float32 (or "float32"),
+        torch.float16 or torch.bfloat16; sums are fp32 and the output is rounded once;
+        the bias is float32 whatever the dtype.
         layout: "nchw" (x, w and the output contiguous) or "nhwc" (x, w and the output
         in torch.channels_last memory format; shapes stay (N, C, H, W) as in PyTorch), or
         "nchw_krsc" (x and the output contiguous, w channels-last: forward only; the
@@ -250,7 +255,7 @@ class Context:
             deterministic = _torch_deterministic()
         return self._plan_for_key(_problem_key(x_shape, w_shape, stride, padding, dilation, groups,
                                                bias, activation, math, layout, direction,
-                                               deterministic or self.deterministic))
+                                               deterministic or self.deterministic, dtype))
 
     def dynamic_plan(self, x_shape, kernel_size, stride=1, dilation=1, groups=1, math="strict",
                      direction="fwd", deterministic=None):
@@ -389,8 +394,13 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, activatio
            math="strict", *, out=None, context=None):
     """torch.nn.functional.conv2d through convtune, optionally followed by ReLU (activation="relu", needs bias).
 
-    x (N, C, H, W) and w (K, C/groups, R, S) are float32 CUDA tensors; math="tf32"
-    allows TF32 tensor cores.  Plans come from `context`, by default one Context
+    x (N, C, H, W) and w (K, C/groups, R, S) are CUDA tensors of one type,
+    float32, float16 or bfloat16 (sums in fp32, the output of x's type);
+    bias is of that type or float32; math="tf32" allows TF32 tensor cores
+    (float32 only).  x contiguous runs an NCHW plan, x channels-last an NHWC
+    one (the output is channels-last, as PyTorch's); w is read as it is where
+    its memory format serves the plan (channels-last w with contiguous x: K R S C
+    filters), else copied for the call, as PyTorch's cuDNN path copies it.  Plans come from `context`, by default one Context
     per device with the library's default cache and exhaustive tuning (the first
     call of each shape tunes it).  out: optional preallocated output.
 
@@ -443,8 +453,14 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, activatio
         context = _default_context(x.device.index)
     elif context.device != x.device.index:
         raise ValueError("conv2d: x is on %s but the context is on cuda:%d" % (x.device, context.device))
+    if w.dtype != x.dtype:
+        raise TypeError("conv2d: Input type (%s) and weight type (%s) should be the same"
+                        % (x.dtype, w.dtype))
+    layout, x, w = _plan_layout(torch, x, w)
     plan = context.plan(tuple(x.shape), tuple(w.shape), stride, padding, dilation, groups,
-                        bias is not None, activation, math)
+                        bias is not None, activation, math, layout, dtype=x.dtype)
+    if bias is not None and bias.dtype != torch.float32 and bias.dtype == x.dtype:
+        bias = bias.float()  # the library adds a float32 bias (differentiable: a cast)
     from . import _autograd  # imports torch: not at package import
     if _autograd.records_gradients(x, w, bias):
         if out is not None:  # as PyTorch: out= functions are not differentiable
@@ -454,6 +470,22 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, activatio
     else:
         y = plan(x, w, bias, out=out)
     return y if patches is None else y.view(*patches, *y.shape[1:])
+
+
+def _plan_layout(torch, x, w):
+    """(plan layout, x, w) for conv2d: "nhwc" for a channels-last x (w made
+    channels-last if it is not), "nchw_krsc" for a contiguous x and a
+    channels-last w of R x S > 1 taps, else "nchw" (x and w as they are:
+    the plan refuses other strides and says how to fix them)."""
+    cl = torch.channels_last
+    if not x.is_contiguous() and x.is_contiguous(memory_format=cl):
+        if not w.is_contiguous(memory_format=cl):
+            w = w.contiguous(memory_format=cl)
+        return "nhwc", x, w
+    if (x.is_contiguous() and not w.is_contiguous() and w.is_contiguous(memory_format=cl)
+            and w.shape[1] > 1 and w.shape[2] * w.shape[3] > 1):
+        return "nchw_krsc", x, w
+    return "nchw", x, w
 
 
 def _check_dynamic_tensors(torch, x, weights, stride, dilation, groups):

@@ -68,7 +68,7 @@ class _Conv2d(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             dw = backward_plan(plan, _lib.BACKWARD_FILTER).backward_filter(x, dy)
         if ctx.has_bias and ctx.needs_input_grad[2]:
-            db = dy.sum((0, 2, 3))
+            db = dy.sum((0, 2, 3), dtype=torch.float32)  # the bias is float32 (convtune.h)
         return dx, dw, db, None, None
 
 

@@ -78,7 +78,10 @@ typedef struct {
   PyObject *w_memory_format;
   PyObject *device_index_object;
   PyObject *tensor_type;     /* torch.Tensor */
-  PyObject *float32;         /* torch.float32 */
+  PyObject *float32;         /* torch.float32: the bias's type, whatever the plan's */
+  PyObject *dtype;           /* the plan's torch dtype: x's, w's and the output's */
+  int dtype_code;            /* its conv_dtype, as the torch access table reads it */
+  int element_bytes;         /* its size */
   PyObject *empty;           /* () -> a new output tensor */
   PyObject *current_stream;  /* (device_index) -> int cudaStream_t */
   PyObject *is_grad_enabled; /* () -> bool */
@@ -140,9 +143,9 @@ static int call_unsigned(PyObject *object, PyObject *method, uint64_t *value)
   return PyErr_Occurred() ? -1 : 0;
 }
 
-static int shape_bytes(PyObject *shape, uint64_t *bytes)
+static int shape_bytes(PyObject *shape, int element_bytes, uint64_t *bytes)
 {
-  uint64_t count = sizeof(float);
+  uint64_t count = (uint64_t)element_bytes;
   Py_ssize_t dims = PyTuple_Size(shape);
   if (dims < 0)
     return -1;
@@ -172,16 +175,28 @@ static int is_contiguous(PyObject *tensor, PyObject *format)
   return is_true(result);
 }
 
-/* The tensor test of Plan._tensor_fits: a float32 torch.Tensor of `shape`
- * on the plan's device, contiguous in `format`, its data aligned.  1 and
- * *data set when it fits, 0 when not (the binding then says why), -1 on an
- * exception. */
-static int tensor_fits(const Launcher *self, PyObject *tensor, PyObject *shape, PyObject *format,
-                       uintptr_t *data)
+/* The element type argument `arg` must have: float32 for the bias, the
+ * plan's for the rest. */
+static PyObject *arg_dtype(const Launcher *self, int arg)
+{
+  return arg == ARG_BIAS ? self->float32 : self->dtype;
+}
+
+static int arg_dtype_code(const Launcher *self, int arg)
+{
+  return arg == ARG_BIAS ? CONV_DTYPE_F32 : self->dtype_code;
+}
+
+/* The tensor test of Plan._tensor_fits: a torch.Tensor of `dtype` and
+ * `shape` on the plan's device, contiguous in `format`, its data aligned.
+ * 1 and *data set when it fits, 0 when not (the binding then says why), -1
+ * on an exception. */
+static int tensor_fits(const Launcher *self, PyObject *tensor, PyObject *dtype, PyObject *shape,
+                       PyObject *format, uintptr_t *data)
 {
   int yes = PyObject_IsInstance(tensor, self->tensor_type);
   if (yes == 1)
-    yes = attribute_is(tensor, name_dtype, self->float32);
+    yes = attribute_is(tensor, name_dtype, dtype);
   if (yes == 1) {
     PyObject *actual = PyObject_GetAttr(tensor, name_shape);
     if (actual == NULL)
@@ -221,7 +236,8 @@ static int tensor_fits_facts(const Launcher *self, PyObject *tensor, int arg, ui
     return yes;
   const shape_ints *shape = &self->shapes[arg];
   int dense = channels_last(self, arg) ? facts.channels_last : facts.contiguous;
-  if (facts.dims != shape->dims || !facts.float32 || facts.device != self->device_index || !dense ||
+  if (facts.dims != shape->dims || facts.dtype != arg_dtype_code(self, arg) ||
+      facts.device != self->device_index || !dense ||
       facts.data % CONV_POINTER_ALIGNMENT != 0)
     return 0;
   for (int i = 0; i < shape->dims; i++)
@@ -244,7 +260,7 @@ static int argument_fits(const Launcher *self, PyObject *tensor, int arg, uintpt
     return yes;
   }
   PyObject *format = arg_format(self, arg);
-  int yes = tensor_fits(self, tensor, shape_tuple(self, arg), format, data);
+  int yes = tensor_fits(self, tensor, arg_dtype(self, arg), shape_tuple(self, arg), format, data);
   if (yes == 1 && records != NULL) {
     int requires_grad = attribute_is(tensor, name_requires_grad, Py_True);
     if (requires_grad < 0)
@@ -342,7 +358,7 @@ static PyObject *new_output(const Launcher *self, uint64_t *pointer)
   }
   const shape_ints *shape = &self->shapes[ARG_OUT];
   PyObject *made = self->torch->empty(shape->sizes, shape->dims, (int)self->device_index,
-                                      channels_last(self, ARG_OUT));
+                                      channels_last(self, ARG_OUT), self->dtype_code);
   convtune_tensor_facts facts;
   int read = made != NULL ? self->torch->read(made, &facts) : -1;
   if (read == 0)
@@ -444,7 +460,8 @@ fail:
 #define LAUNCHER_OBJECT_SLOTS(self)                                                                \
   {&(self)->x_shape, &(self)->w_shape, &(self)->bias_shape, &(self)->out_shape,                    \
    &(self)->memory_format, &(self)->w_memory_format, &(self)->tensor_type, &(self)->float32, &(self)->empty, &(self)->current_stream,                \
-   &(self)->is_grad_enabled, &(self)->order_streams, &(self)->fail, &(self)->device_index_object}
+   &(self)->is_grad_enabled, &(self)->order_streams, &(self)->fail, &(self)->dtype,                 \
+   &(self)->device_index_object}
 
 /* The shape as integers; 0 when it has too many dimensions to compare. */
 static int shape_ints_of(PyObject *shape, shape_ints *ints)
@@ -478,19 +495,28 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
                              "bias_shape", "out_shape", "memory_format", "tensor_type",
                              "float32", "empty",
                              "current_stream", "is_grad_enabled", "order_streams", "fail", "backward",
-                             "torch_access", "w_memory_format", NULL};
+                             "torch_access", "w_memory_format", "dtype", "dtype_code", NULL};
   unsigned long long execute_address, plan_address;
   long device_index;
-  int backward = 0;
+  int backward = 0, dtype_code = CONV_DTYPE_F32;
   unsigned long long torch_access = 0;
   PyObject *x_shape, *w_shape, *bias_shape, *out_shape, *format, *tensor_type, *float32, *empty,
-      *stream, *grad, *order, *fail, *w_format = NULL;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KKlO!O!OO!OOOOOOOO|pKO", keywords, &execute_address,
+      *stream, *grad, *order, *fail, *w_format = NULL, *dtype = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KKlO!O!OO!OOOOOOOO|pKOOi", keywords, &execute_address,
                                    &plan_address, &device_index, &PyTuple_Type, &x_shape, &PyTuple_Type,
                                    &w_shape, &bias_shape, &PyTuple_Type, &out_shape, &format,
                                    &tensor_type, &float32, &empty, &stream, &grad, &order, &fail,
-                                   &backward, &torch_access, &w_format))
+                                   &backward, &torch_access, &w_format, &dtype, &dtype_code))
     return NULL;
+  if (dtype == NULL)
+    dtype = float32; /* a float32 plan */
+  int element_bytes = dtype_code == CONV_DTYPE_F32                                   ? 4
+                      : dtype_code == CONV_DTYPE_F16 || dtype_code == CONV_DTYPE_BF16 ? 2
+                                                                                      : 0;
+  if (element_bytes == 0) {
+    PyErr_Format(PyExc_ValueError, "dtype_code %d is no conv_dtype", dtype_code);
+    return NULL;
+  }
   if (w_format == NULL)
     w_format = format; /* w in the activations' format */
   if (w_format != Py_None && !PyDict_Check(w_format)) {
@@ -524,10 +550,12 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
   self->plan = (conv_plan *)(uintptr_t)plan_address;
   self->device_index = device_index;
   self->has_bias = bias_shape != Py_None;
+  self->dtype_code = dtype_code;
+  self->element_bytes = element_bytes;
   PyObject *index = PyLong_FromLong(device_index);
   PyObject **slots[] = LAUNCHER_OBJECT_SLOTS(self);
   PyObject *values[] = {x_shape, w_shape, bias_shape, out_shape, format, w_format, tensor_type,
-                        float32, empty, stream, grad, order, fail, index};
+                        float32, empty, stream, grad, order, fail, dtype, index};
   _Static_assert(sizeof values / sizeof values[0] == sizeof slots / sizeof slots[0],
                  "one value for each slot");
   for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
@@ -535,9 +563,10 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     *slots[i] = values[i];
   }
   Py_XDECREF(index);
-  if (index == NULL || shape_bytes(x_shape, &self->x_bytes) < 0 ||
-      shape_bytes(w_shape, &self->w_bytes) < 0 || shape_bytes(out_shape, &self->out_bytes) < 0 ||
-      (self->has_bias && shape_bytes(bias_shape, &self->bias_bytes) < 0)) {
+  if (index == NULL || shape_bytes(x_shape, element_bytes, &self->x_bytes) < 0 ||
+      shape_bytes(w_shape, element_bytes, &self->w_bytes) < 0 ||
+      shape_bytes(out_shape, element_bytes, &self->out_bytes) < 0 ||
+      (self->has_bias && shape_bytes(bias_shape, (int)sizeof(float), &self->bias_bytes) < 0)) {
     Py_DECREF(self);
     return NULL;
   }

@@ -39,7 +39,10 @@ OK = 0
 
 POINTER_ALIGNMENT = 16  # CONV_POINTER_ALIGNMENT
 
-DTYPE_F32 = 0
+DTYPE_F32, DTYPE_F16, DTYPE_BF16 = 0, 1, 2  # conv_dtype
+# The binding's element types (torch dtypes' names): conv_dtype values.
+DTYPES = {"float32": DTYPE_F32, "float16": DTYPE_F16, "bfloat16": DTYPE_BF16}
+DTYPE_BYTES = {DTYPE_F32: 4, DTYPE_F16: 2, DTYPE_BF16: 2}
 LAYOUT_NCHW = 0
 LAYOUT_NHWC = 1
 LAYOUTS = {"nchw": LAYOUT_NCHW, "nhwc": LAYOUT_NHWC}

@@ -9,8 +9,10 @@ from . import _base, _lib
 from ._base import ConvtuneError, _torch
 
 
-def _check_tensor(name, t, shape, device, channels_last=False, layout="nhwc"):
+def _check_tensor(name, t, shape, device, channels_last=False, layout="nhwc", dtype=None):
+    """Raises where t is not what the plan takes: dtype None is float32."""
     torch = _base._torch_mod  # imported by now: a Plan exists
+    dtype = torch.float32 if dtype is None else dtype
     # For inputs, say how to fix them; `out` must be fixed by the caller's allocation.
     fix = (lambda hint: ": pass %s%s" % (name, hint)) if name != "out" else (lambda hint: "")
     if not isinstance(t, torch.Tensor):
@@ -18,8 +20,10 @@ def _check_tensor(name, t, shape, device, channels_last=False, layout="nhwc"):
     if t.device != device:
         raise ValueError("%s is on %s, but this plan runs on %s%s"
                          % (name, t.device, device, fix(".to(%r)" % str(device))))
-    if t.dtype != torch.float32:
-        raise TypeError("%s has dtype %s; convtune computes in float32 only%s" % (name, t.dtype, fix(".float()")))
+    if t.dtype != dtype:
+        what = ("the bias is float32 whatever the plan's type" if name == "bias" and dtype == torch.float32
+                else "this plan takes %s" % dtype)
+        raise TypeError("%s has dtype %s; %s%s" % (name, t.dtype, what, fix(".to(%s)" % dtype)))
     if t.shape != shape:  # torch.Size compares with a tuple
         raise ValueError("%s has shape %s, but the plan %s %s"
                          % (name, tuple(t.shape), "outputs" if name == "out" else "was made for", shape))
@@ -175,6 +179,10 @@ class Plan:
         self._device = torch.device("cuda", context.device)
         self._device_index = context.device
         self._torch, self._tensor_type, self._float32 = torch, torch.Tensor, torch.float32
+        # x's, w's and the output's element type; the bias is float32 (convtune.h).
+        self._dtype_code = fields["dtype"]
+        self._dtype = {_lib.DTYPE_F16: torch.float16, _lib.DTYPE_BF16: torch.bfloat16}.get(
+            self._dtype_code, torch.float32)
         self._bias_shape = torch.Size((k,))
         self._direction = fields["direction"]
         self._backward_plans = {}  # a forward plan's, by direction (_autograd.backward_plan)
@@ -205,6 +213,7 @@ class Plan:
             "call": call,
             "direction": {v: k for k, v in _lib.DIRECTIONS.items()}.get(info.direction, "unknown(%d)" % info.direction),
             "deterministic": bool(info.deterministic),
+            "dtype": str(self._dtype).replace("torch.", ""),
         }
         return self
 
@@ -217,12 +226,12 @@ class Plan:
         time exceeds its GPU time; larger outputs are not worth a prototype.
         """
         shape = self.output_shape
-        if 4 * math.prod(shape) <= _PROTOTYPE_MAX_BYTES:  # 5-D for a dynamic plan's weights
-            # empty_like keeps the prototype's memory format.
-            prototype = torch.empty(shape, dtype=torch.float32, device=self._device,
+        if _lib.DTYPE_BYTES[self._dtype_code] * math.prod(shape) <= _PROTOTYPE_MAX_BYTES:
+            # 5-D for a dynamic plan's weights; empty_like keeps the prototype's memory format.
+            prototype = torch.empty(shape, dtype=self._dtype, device=self._device,
                                     **self._memory_format)
             return functools.partial(torch.empty_like, prototype)
-        return functools.partial(torch.empty, shape, dtype=torch.float32, device=self._device,
+        return functools.partial(torch.empty, shape, dtype=self._dtype, device=self._device,
                                  **self._memory_format)
 
     def _make_launcher(self, torch, lib):
@@ -252,6 +261,7 @@ class Plan:
             memory_format=self._memory_format or None,
             w_memory_format=self._w_memory_format or None,
             tensor_type=torch.Tensor, float32=torch.float32,
+            dtype=self._dtype, dtype_code=self._dtype_code,
             empty=self._new_output,
             current_stream=self._current_stream,
             is_grad_enabled=torch.is_grad_enabled,
@@ -293,8 +303,8 @@ class Plan:
         """out = conv(x, w) [+ bias [then ReLU]] on torch's current stream; returns out.
 
         x (N, C, H, W), w (K, C/groups, R, S), bias (K,) exactly when the plan was made
-        with bias=True, out (N, K, P, Q) or None to allocate it.  All float32,
-        16-byte aligned, on the plan's device; x, w and out contiguous (layout "nchw")
+        with bias=True, out (N, K, P, Q) or None to allocate it.  x, w and out of the
+        plan's dtype (float32, float16 or bfloat16), the bias float32; all 16-byte aligned, on the plan's device; x, w and out contiguous (layout "nchw")
         or channels-last (layout "nhwc"); with layout "nchw_krsc", x and out
         contiguous and w channels-last.
         """
@@ -311,7 +321,7 @@ class Plan:
     def backward_data(self, dy, w, out=None):
         """dx, the gradient for x, from dy (N, K, P, Q) and w, for a plan made with
         direction="bwd_data"; out (N, C, H, W) or None to allocate it.  Tensors as
-        for a forward call (float32, the plan's layout, aligned); out is overwritten."""
+        for a forward call (the plan's dtype and layout, aligned); out is overwritten."""
         self._check_direction(_lib.BACKWARD_DATA)
         if self._launcher is not None:
             dx = self._launcher(dy, w, None, out)  # checks, allocates and executes in C
@@ -340,11 +350,12 @@ class Plan:
 
     def _backward(self, execute, inputs, out):
         for name, t, shape in inputs:
-            _check_tensor(name, t, shape, self._device, self._channels_last)
+            _check_tensor(name, t, shape, self._device, self._channels_last, dtype=self._dtype)
         if out is None:
             out = self._new_output()
         else:
-            _check_tensor("out", out, self.output_shape, self._device, self._channels_last)
+            _check_tensor("out", out, self.output_shape, self._device, self._channels_last,
+                          dtype=self._dtype)
             for name, t, _ in inputs:
                 if _overlaps(out, t):
                     raise ValueError("out overlaps %s: convtune cannot write its output over an input" % name)
@@ -377,9 +388,10 @@ class Plan:
                 raise ConvtuneError(status, _lib.last_error(self._context._lib, self._ctx_handle))
             self._last_stream = stream
 
-    def _tensor_fits(self, t, shape, formats=_DENSE):
+    def _tensor_fits(self, t, shape, formats=_DENSE, dtype=None):
         # The common case in a few attribute reads; _explain_bad_arguments says what is wrong.
-        return (isinstance(t, self._tensor_type) and t.dtype is self._float32 and t.shape == shape
+        dtype = self._dtype if dtype is None else dtype
+        return (isinstance(t, self._tensor_type) and t.dtype is dtype and t.shape == shape
                 and t.get_device() == self._device_index and t.is_contiguous(**formats)
                 and t.data_ptr() % _lib.POINTER_ALIGNMENT == 0)
 
@@ -388,7 +400,8 @@ class Plan:
         if not (self._tensor_fits(x, self._x_shape, activations)
                 and self._tensor_fits(w, self._w_shape, self._w_memory_format)):
             return False
-        if (bias is None) == self._has_bias or (bias is not None and not self._tensor_fits(bias, self._bias_shape)):
+        if (bias is None) == self._has_bias or (
+                bias is not None and not self._tensor_fits(bias, self._bias_shape, dtype=self._float32)):
             return False
         if out is not None and (not self._tensor_fits(out, self.output_shape, activations)
                                 or any(t is not None and _overlaps(out, t) for t in (x, w, bias))):
@@ -398,8 +411,9 @@ class Plan:
 
     def _explain_bad_arguments(self, x, w, bias, out):
         torch, device = self._torch, self._device
-        _check_tensor("x", x, self._x_shape, device, self._channels_last)
-        _check_tensor(self._w_name, w, self._w_shape, device, self._w_channels_last, self._w_layout)
+        _check_tensor("x", x, self._x_shape, device, self._channels_last, dtype=self._dtype)
+        _check_tensor(self._w_name, w, self._w_shape, device, self._w_channels_last, self._w_layout,
+                      dtype=self._dtype)
         k = self._bias_shape[0]
         if self._has_bias:
             if bias is None:
@@ -418,7 +432,7 @@ class Plan:
                                       % (("convtune.dynamic_conv2d", "is") if self._dynamic else
                                          ("convtune.conv2d or convtune.nn.Conv2d", "are")))
         if out is not None:
-            _check_tensor("out", out, self.output_shape, device, self._channels_last)
+            _check_tensor("out", out, self.output_shape, device, self._channels_last, dtype=self._dtype)
             for name, t in (("x", x), (self._w_name, w), ("bias", bias)):
                 if t is not None and _overlaps(out, t):
                     raise ValueError("out overlaps %s: convtune cannot write its output over an input" % name)

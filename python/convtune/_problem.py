@@ -53,13 +53,27 @@ def _channels_error(groups, w_shape, x_shape):
                       % (groups, list(w_shape), list(x_shape), w_shape[1] * groups, x_shape[1]))
 
 
+def _dtype_code(dtype):
+    """The conv_dtype of a torch dtype or its name ("float32", "float16",
+    "bfloat16", with or without "torch.")."""
+    name = str(dtype)
+    name = name[len("torch."):] if name.startswith("torch.") else name
+    code = _lib.DTYPES.get({"half": "float16", "float": "float32"}.get(name, name))
+    if code is None:
+        raise TypeError("dtype must be torch.float32, torch.float16 or torch.bfloat16, got %r"
+                        % (dtype,))
+    return code
+
+
 def _problem_key(x_shape, w_shape, stride, padding, dilation, groups, bias, activation, math,
-                 layout="nchw", direction="fwd", deterministic=False):
+                 layout="nchw", direction="fwd", deterministic=False, dtype="float32"):
     """The conv_problem's field values, in _lib.PROBLEM_FIELDS order (also the plan dict key).
 
     direction: "fwd", or a backward pass, "bwd_data" (the gradient for x) or
     "bwd_filter" (for w), which takes no bias or activation.
-    deterministic: only candidates with bit-identical results run to run."""
+    deterministic: only candidates with bit-identical results run to run.
+    dtype: x's, w's and y's element type (a torch dtype or its name); the
+    half types ignore math (convtune.h), so their key holds "strict"."""
     n, c, h, w = _shape4("x_shape", x_shape)
     k, c_per_group, r, s = _shape4("w_shape", w_shape)
     groups = _groups(groups)
@@ -87,13 +101,16 @@ def _problem_key(x_shape, w_shape, stride, padding, dilation, groups, bias, acti
     if direction != "fwd" and (bias or activation is not None):
         raise ValueError("a backward pass takes no bias or activation (the bias gradient is the "
                          "sum of dy over N, H and W)")
+    dtype = _dtype_code(dtype)
+    if dtype != _lib.DTYPE_F32:
+        math = "strict"  # one plan whatever the TF32 setting: half sums in fp32 on tensor cores
     epilogue = (_lib.EPILOGUE_BIAS_RELU if activation == "relu"
                 else _lib.EPILOGUE_BIAS if bias else _lib.EPILOGUE_NONE)
     conv_layout, filter_layout = _lib.LAYOUT_NAMES[layout]
     if (r == 1 and s == 1) or c_per_group == 1:
         filter_layout = _lib.FILTER_DEFAULT  # the same bytes either way: one plan (convtune.h)
     return (n, c, h, w, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups,
-            _lib.DTYPE_F32, conv_layout, _lib.DIRECTIONS[direction], _lib.MATH[math], epilogue,
+            dtype, conv_layout, _lib.DIRECTIONS[direction], _lib.MATH[math], epilogue,
             int(bool(deterministic)), _lib.OP_CONVOLUTION, filter_layout)
 
 

@@ -14,8 +14,23 @@
 #include <algorithm>
 
 #include "_torch_access.h"
+#include "convtune.h"
 
 namespace {
+
+// The conv_dtype of torch's element types; -1 for the rest.
+int conv_dtype_of(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return CONV_DTYPE_F32;
+    case at::kHalf: return CONV_DTYPE_F16;
+    case at::kBFloat16: return CONV_DTYPE_BF16;
+    default: return -1;
+  }
+}
+
+at::ScalarType scalar_type_of(int dtype) {
+  return dtype == CONV_DTYPE_F16 ? at::kHalf : dtype == CONV_DTYPE_BF16 ? at::kBFloat16 : at::kFloat;
+}
 
 int read_tensor(PyObject *object, convtune_tensor_facts *facts) {
   HANDLE_TH_ERRORS
@@ -32,7 +47,7 @@ int read_tensor(PyObject *object, convtune_tensor_facts *facts) {
   const int64_t kept = std::min<int64_t>(t.dim(), CONVTUNE_TENSOR_MAX_DIMS);
   std::copy_n(t.sizes().begin(), kept, facts->sizes);
   facts->device = t.is_cuda() ? t.get_device() : -1;
-  facts->float32 = t.scalar_type() == at::kFloat;
+  facts->dtype = conv_dtype_of(t.scalar_type());
   facts->contiguous = t.is_contiguous();
   facts->channels_last = t.is_contiguous(at::MemoryFormat::ChannelsLast);
   facts->requires_grad = t.requires_grad();
@@ -43,12 +58,12 @@ int read_tensor(PyObject *object, convtune_tensor_facts *facts) {
   END_HANDLE_TH_ERRORS_RET(-1)
 }
 
-PyObject *empty_output(const int64_t *sizes, int dims, int device, int channels_last) {
+PyObject *empty_output(const int64_t *sizes, int dims, int device, int channels_last, int dtype) {
   HANDLE_TH_ERRORS
   const auto format = channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
   at::Tensor t = at::empty(at::IntArrayRef(sizes, dims),
                            at::TensorOptions()
-                               .dtype(at::kFloat)
+                               .dtype(scalar_type_of(dtype))
                                .device(at::kCUDA, static_cast<c10::DeviceIndex>(device))
                                .memory_format(format));
   return THPVariable_Wrap(std::move(t));

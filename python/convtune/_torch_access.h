@@ -26,7 +26,7 @@ extern "C" {
 
 /* Raised with each change of the structs below: a Launcher ignores a table
  * of another version (an operator library from an older tree). */
-#define CONVTUNE_TORCH_ACCESS_VERSION 1
+#define CONVTUNE_TORCH_ACCESS_VERSION 2
 #define CONVTUNE_TENSOR_MAX_DIMS 8
 
 /* What tensor_fits tests of a tensor, as the Python attributes give them. */
@@ -37,7 +37,8 @@ typedef struct convtune_tensor_facts {
                     * the first CONVTUNE_TENSOR_MAX_DIMS */
   int64_t sizes[CONVTUNE_TENSOR_MAX_DIMS];
   int device;      /* get_device(): the CUDA index, -1 for other devices */
-  int float32;     /* dtype is torch.float32 */
+  int dtype;       /* the conv_dtype of dtype (CONV_DTYPE_F32 for
+                    * torch.float32, F16, BF16), -1 for any other */
   int contiguous;  /* is_contiguous() */
   int channels_last; /* is_contiguous(memory_format=torch.channels_last) */
   int requires_grad;
@@ -48,10 +49,10 @@ typedef struct convtune_torch_access {
   /* 1 with *facts set when `object` is a torch.Tensor (a subclass
    * included), 0 when it is not, -1 on an exception. */
   int (*read)(PyObject *object, convtune_tensor_facts *facts);
-  /* A new float32 CUDA tensor, dense in the format given (channels_last
-   * nonzero: torch.channels_last; 4-D only), from torch's allocator on
-   * the current stream; NULL on an exception. */
-  PyObject *(*empty)(const int64_t *sizes, int dims, int device, int channels_last);
+  /* A new CUDA tensor of conv_dtype `dtype`, dense in the format given
+   * (channels_last nonzero: torch.channels_last; 4-D only), from torch's
+   * allocator on the current stream; NULL on an exception. */
+  PyObject *(*empty)(const int64_t *sizes, int dims, int device, int channels_last, int dtype);
   /* torch's current cudaStream_t on `device`. */
   void *(*current_stream)(int device);
   /* torch.is_grad_enabled() in this thread. */

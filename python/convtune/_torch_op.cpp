@@ -30,6 +30,7 @@
 // and a map mutex guards the contexts and plans.
 
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/autograd.h>
@@ -69,7 +70,7 @@ struct PlanEntry {
 // The map key: the problem a plan serves, one field per position.
 enum KeyField {
   kDevice, kNhwc, kTf32, kBias, kN, kC, kH, kW, kK, kR, kS, kStrideH, kStrideW, kPadH, kPadW,
-  kDilH, kDilW, kGroups, kDeterministic, kDirection, kKrsc, kKeyFields
+  kDilH, kDilW, kGroups, kDeterministic, kDirection, kKrsc, kDtype, kKeyFields
 };
 using Key = std::array<int64_t, kKeyFields>;
 
@@ -131,26 +132,38 @@ PassArgs check_pass_args(const char *op, at::IntArrayRef stride, at::IntArrayRef
           krsc ? at::MemoryFormat::ChannelsLast : format};
 }
 
-// Float32 4-D tensors on one CUDA device.
-void check_tensors(const char *op, std::initializer_list<std::pair<const char *, const at::Tensor *>> ts) {
+// The conv_dtype of a tensor type convtune computes in.
+conv_dtype dtype_of(const char *op, at::ScalarType type) {
+  TORCH_CHECK(type == at::kFloat || type == at::kHalf || type == at::kBFloat16, op,
+              ": float32, float16 or bfloat16 only, got ", type);
+  return type == at::kHalf ? CONV_DTYPE_F16 : type == at::kBFloat16 ? CONV_DTYPE_BF16 : CONV_DTYPE_F32;
+}
+
+// 4-D tensors of one type (float32, float16 or bfloat16) on one CUDA device.
+conv_dtype check_tensors(const char *op,
+                         std::initializer_list<std::pair<const char *, const at::Tensor *>> ts) {
   const at::Tensor &first = *ts.begin()->second;
+  const conv_dtype dtype = dtype_of(op, first.scalar_type());
   for (const auto &[name, t] : ts) {
     TORCH_CHECK(t->dim() == 4, op, ": ", name, " must be 4-D, got ", t->dim(), "-D");
-    TORCH_CHECK(t->scalar_type() == at::kFloat, op, ": float32 only, got ", t->scalar_type(),
-                " for ", name);
+    TORCH_CHECK(t->scalar_type() == first.scalar_type(), op, ": tensors of one type, got ",
+                first.scalar_type(), " and ", t->scalar_type(), " for ", name);
     TORCH_CHECK(t->is_cuda() && t->device() == first.device(), op,
                 ": tensors must be on one CUDA device, got ", name, " on ", t->device());
   }
+  return dtype;
 }
 
 void check_sizes(const char *op, at::IntArrayRef size, const char *name) {
   TORCH_CHECK(size.size() == 4, op, ": ", name, " must have 4 values, got ", size.size());
 }
 
-Key make_key(int device, conv_direction direction, const PassArgs &a, bool has_bias,
-             bool deterministic, at::IntArrayRef x, at::IntArrayRef w) {
+Key make_key(int device, conv_direction direction, conv_dtype dtype, const PassArgs &a,
+             bool has_bias, bool deterministic, at::IntArrayRef x, at::IntArrayRef w) {
   Key k{};
-  k[kDevice] = device, k[kNhwc] = a.nhwc, k[kTf32] = a.tf32, k[kBias] = has_bias;
+  // The half types ignore math (convtune.h): one plan whatever the setting.
+  k[kDevice] = device, k[kNhwc] = a.nhwc, k[kTf32] = a.tf32 && dtype == CONV_DTYPE_F32;
+  k[kBias] = has_bias, k[kDtype] = dtype;
   k[kN] = x[0], k[kC] = x[1], k[kH] = x[2], k[kW] = x[3];
   k[kK] = w[0], k[kR] = w[2], k[kS] = w[3];
   k[kStrideH] = a.stride[0], k[kStrideW] = a.stride[1];
@@ -177,6 +190,7 @@ conv_problem problem_of(const Key &k) {
   p.deterministic = k[kDeterministic] != 0;
   p.direction = static_cast<conv_direction>(k[kDirection]);
   p.filter_layout = k[kKrsc] ? CONV_FILTER_KRSC : CONV_FILTER_DEFAULT;
+  p.dtype = static_cast<conv_dtype>(k[kDtype]);
   return p;
 }
 
@@ -214,7 +228,8 @@ PlanEntry &entry_for_pass(conv_direction direction, const PassArgs &a, bool has_
                           at::IntArrayRef x, at::IntArrayRef w, const at::Tensor &any) {
   // torch.use_deterministic_algorithms(True): a deterministic plan.
   const bool deterministic = at::globalContext().deterministicAlgorithms();
-  return entry_for(make_key(any.get_device(), direction, a, has_bias, deterministic, x, w));
+  const conv_dtype dtype = dtype_of("convtune", any.scalar_type());
+  return entry_for(make_key(any.get_device(), direction, dtype, a, has_bias, deterministic, x, w));
 }
 
 // t contiguous in `format` with its data aligned as the library needs.
@@ -264,13 +279,16 @@ at::Tensor conv2d_cuda(const at::Tensor &x_in, const at::Tensor &w_in,
   check_tensors(op, {{"x", &x_in}, {"weight", &w_in}});
   const bool has_bias = bias_in.has_value() && bias_in->defined();
   if (has_bias)
-    TORCH_CHECK(bias_in->scalar_type() == at::kFloat && bias_in->device() == x_in.device() &&
-                    bias_in->dim() == 1 && bias_in->size(0) == w_in.size(0),
-                op, ": bias must be a float32 tensor of shape (", w_in.size(0), ",) on ",
-                x_in.device());
+    TORCH_CHECK((bias_in->scalar_type() == at::kFloat || bias_in->scalar_type() == x_in.scalar_type()) &&
+                    bias_in->device() == x_in.device() && bias_in->dim() == 1 &&
+                    bias_in->size(0) == w_in.size(0),
+                op, ": bias must be a tensor of shape (", w_in.size(0), ",) on ", x_in.device(),
+                ", float32 or x's type (", x_in.scalar_type(), ")");
   check_channels(op, x_in.size(1), w_in.sizes(), groups);
   const at::Tensor x = dense(x_in, a.format), w = dense(w_in, a.w_format);
-  const at::Tensor bias = has_bias ? dense(*bias_in, at::MemoryFormat::Contiguous) : at::Tensor();
+  // The library adds a float32 bias whatever x's type (convtune.h).
+  const at::Tensor bias =
+      has_bias ? dense(bias_in->to(at::kFloat), at::MemoryFormat::Contiguous) : at::Tensor();
   PlanEntry &e = entry_for_pass(CONV_FORWARD, a, has_bias, x.sizes(), w.sizes(), x);
   at::Tensor y = at::empty(e.y_shape, x.options().memory_format(a.format));
   execute_on_current_stream(op, e, x, [&](cudaStream_t stream) {
@@ -349,6 +367,13 @@ const c10::TypedOperatorHandle<Conv2dSignature> &conv2d_op() {
   return handle;
 }
 
+const c10::TypedOperatorHandle<Conv2dSignature> &conv2d_inference_op() {
+  static const auto handle = c10::Dispatcher::singleton()
+                                 .findSchemaOrThrow("convtune::conv2d_inference", "")
+                                 .typed<Conv2dSignature>();
+  return handle;
+}
+
 const c10::TypedOperatorHandle<BackwardSignature> &backward_data_op() {
   static const auto handle = c10::Dispatcher::singleton()
                                  .findSchemaOrThrow("convtune::conv2d_backward_data", "")
@@ -402,7 +427,9 @@ class Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
     if (ctx->needs_input_grad(1))
       dw = backward_filter_op().call(x, dy, w.sym_sizes(), stride, padding, dilation, groups,
                                      math, layout);
-    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) db = dy.sum({0, 2, 3});
+    // Summed in float32; autograd casts it to the bias's type.
+    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2))
+      db = dy.sum({0, 2, 3}, /*keepdim=*/false, at::kFloat);
     return {dx, dw, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
             at::Tensor()};
   }
@@ -413,6 +440,39 @@ at::Tensor conv2d_autograd(const at::Tensor &x, const at::Tensor &w,
                            at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                            c10::string_view math, c10::string_view layout) {
   return Conv2dFunction::apply(x, w, bias, stride, padding, dilation, groups, math, layout);
+}
+
+// ------------------------------------------------------------ autocast
+
+// Under CUDA autocast: x and the weight cast to autocast's type as
+// autocast casts F.conv2d's inputs, through its cache (a weight that is a
+// leaf requiring grad is cast once per autocast region), then the operator
+// below autocast.  The bias stays as it is: the library adds it in float32.
+at::Tensor autocast_call(const c10::TypedOperatorHandle<Conv2dSignature> &op, const at::Tensor &x,
+                         const at::Tensor &w, const c10::optional<at::Tensor> &bias,
+                         at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                         int64_t groups, c10::string_view math, c10::string_view layout) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
+  const at::ScalarType type = at::autocast::get_autocast_dtype(at::kCUDA);
+  return op.call(at::autocast::cached_cast(type, x, c10::DeviceType::CUDA),
+                 at::autocast::cached_cast(type, w, c10::DeviceType::CUDA), bias, stride, padding,
+                 dilation, groups, math, layout);
+}
+
+at::Tensor conv2d_autocast(const at::Tensor &x, const at::Tensor &w,
+                           const c10::optional<at::Tensor> &bias, at::IntArrayRef stride,
+                           at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                           c10::string_view math, c10::string_view layout) {
+  return autocast_call(conv2d_op(), x, w, bias, stride, padding, dilation, groups, math, layout);
+}
+
+at::Tensor conv2d_inference_autocast(const at::Tensor &x, const at::Tensor &w,
+                                     const c10::optional<at::Tensor> &bias, at::IntArrayRef stride,
+                                     at::IntArrayRef padding, at::IntArrayRef dilation,
+                                     int64_t groups, c10::string_view math,
+                                     c10::string_view layout) {
+  return autocast_call(conv2d_inference_op(), x, w, bias, stride, padding, dilation, groups, math,
+                       layout);
 }
 
 }  // namespace
@@ -427,6 +487,11 @@ TORCH_LIBRARY_IMPL(convtune, CUDA, m) {
 }
 
 TORCH_LIBRARY_IMPL(convtune, Autograd, m) { m.impl("conv2d", &conv2d_autograd); }
+
+TORCH_LIBRARY_IMPL(convtune, AutocastCUDA, m) {
+  m.impl("conv2d", &conv2d_autocast);
+  m.impl("conv2d_inference", &conv2d_inference_autocast);
+}
 
 // Frees every plan and context (the binding calls it at exit, while CUDA
 // is still up); later calls make new ones.  Returns the number of plans freed.

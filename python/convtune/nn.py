@@ -10,14 +10,22 @@
 A converted layer is an nn.Conv2d (same parameters, buffers, hooks and
 state_dict) whose forward runs a convtune plan when it can:
 
-- float32 CUDA input, 4-D or unbatched 3-D: contiguous or channels-last
+- float32, float16 or bfloat16 CUDA input (the weight's type), 4-D or
+  unbatched 3-D: contiguous or channels-last
   (the output is then channels-last too, as in PyTorch) and 16-byte
   aligned, or any other strides (a channel slice, as ShuffleNet's and
   CSP blocks' chunk() makes), copied into the memory format PyTorch would
   pick, as its cuDNN path copies; the weight is read in the input's
   format, copied for the call where it is in the other one, as PyTorch
   does;
-- not under CUDA autocast (PyTorch would compute in half precision).
+- under CUDA autocast (torch.autocast("cuda", dtype=torch.bfloat16 or
+  torch.float16)), the convolution runs in autocast's type, its inputs
+  cast as autocast casts them for F.conv2d: through the operator
+  torch.ops.convtune.conv2d, whose autocast kernel takes the weight's
+  cast from autocast's own cache (one cast per weight per autocast
+  region, as PyTorch's), where the operator's C++ library is built and
+  the layer is on the default context; else cast here, once per call.
+  The bias stays float32 (the library adds a float32 bias).
 
 Training works: where the input or the parameters record gradients, the
 call goes through an autograd function whose backward runs tuned
@@ -80,11 +88,19 @@ _compiling = torch.compiler.is_compiling
 _cudnn_tf32 = _reader(torch, _conv_tf32_reader)
 _grad_enabled = torch.is_grad_enabled
 _autocast_enabled = torch.is_autocast_enabled
+_autocast_dtype = torch.get_autocast_dtype
+# The element types convtune computes in (x and the weight of one of them).
+_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+_HALVES = (torch.float16, torch.bfloat16)
 # In training, a layer on the default context calls the operator, whose C++
 # autograd formula runs the backward passes without Python; without that
 # formula (or on a context of its own) it uses convtune.conv2d's autograd
 # function.
 _training_op = torch.ops.convtune.conv2d if _ops.formula == "C++" else None
+# Under autocast, a layer on the default context calls the operators, whose
+# autocast kernel casts through autocast's weight cache, where it is C++.
+_autocast_ops = ((torch.ops.convtune.conv2d, torch.ops.convtune.conv2d_inference)
+                 if _ops.autocast == "C++" else None)
 
 
 def _autocast_on():
@@ -152,6 +168,11 @@ class Conv2d(torch.nn.Conv2d):
         self._launch_op_args = None  # the operator's arguments after x, w and bias
         self._launch_format = None  # the memory format its weight is read in
         self._launch_copies = False  # whether that is a copy (_weight_in)
+        self._launch_bias_cast = False  # whether the bias is cast to float32 for the call
+        # Under autocast: (autocast dtype, deterministic, the operators'
+        # arguments after x, w and bias, input shape) of the last call that
+        # ran convtune, for the operators.
+        self._autocast_launch = None
         self._last_plan = None
 
     # Plans and launchers hold a device's library handles: they are not
@@ -159,7 +180,8 @@ class Conv2d(torch.nn.Conv2d):
     def __getstate__(self):
         state = super().__getstate__().copy()
         for name in ("_plans", "_launch", "_launch_plan", "_launch_math", "_launch_deterministic",
-                     "_launch_op_args", "_launch_format", "_launch_copies", "_last_plan"):
+                     "_launch_op_args", "_launch_format", "_launch_copies", "_launch_bias_cast",
+                     "_autocast_launch", "_last_plan"):
             state.pop(name, None)
         return state
 
@@ -181,6 +203,8 @@ class Conv2d(torch.nn.Conv2d):
     def forward(self, input):
         if _compiling():
             return self._traced_forward(input)
+        if _autocast_enabled("cuda"):
+            return self._autocast_forward(input)
         # The steady state of a model loop: the last plan's launcher checks
         # the tensors in C and returns None when anything does not fit; in
         # training it runs inside the autograd function.
@@ -191,8 +215,7 @@ class Conv2d(torch.nn.Conv2d):
         launch = self._launch
         if (launch is not None
                 and self._launch_math == (self.math or ("tf32" if _cudnn_tf32() else "strict"))
-                and self._launch_deterministic == _deterministic_now()
-                and not _autocast_enabled("cuda")):
+                and self._launch_deterministic == _deterministic_now()):
             try:
                 params = self._parameters
                 w, b = params["weight"], params["bias"]
@@ -200,6 +223,8 @@ class Conv2d(torch.nn.Conv2d):
                 w, b = self.weight, self.bias
             if self._launch_copies:
                 w = w.contiguous(memory_format=self._launch_format)
+            if self._launch_bias_cast:
+                b = b.float()
             if _grad_enabled() and (input.requires_grad or w.requires_grad
                                     or (b is not None and b.requires_grad)):
                 if _training_op is not None and self.context is None:
@@ -211,12 +236,38 @@ class Conv2d(torch.nn.Conv2d):
                 return y
         return self._eager_forward(input)
 
-    def _weight_in(self, memory_format):
-        """The weight in memory_format: itself, or a copy made for this call.
-        PyTorch's cuDNN path copies the same way; a copy kept across calls
-        could go stale where the weight changes through .data, which no
-        version counter sees."""
-        return self.weight.contiguous(memory_format=memory_format)
+    def _weight_in(self, memory_format, dtype):
+        """The weight in memory_format and dtype: itself, or a copy made for
+        this call.  PyTorch's cuDNN path copies the same way; a copy kept
+        across calls could go stale where the weight changes through .data,
+        which no version counter sees."""
+        w = self.weight
+        return (w if w.dtype == dtype else w.to(dtype)).contiguous(memory_format=memory_format)
+
+    def _bias_in(self):
+        """The bias as the library adds it: float32, cast for the call where it is half."""
+        b = self.bias
+        return b if b is None or b.dtype == torch.float32 else b.float()
+
+    def _autocast_forward(self, input):
+        """A call under CUDA autocast: the operators where this layer's last
+        autocast call ran convtune in the same type (their autocast kernel
+        casts x and the weight), else the eager path, which decides."""
+        last = self._autocast_launch
+        if (last is not None and _autocast_ops is not None and self.context is None
+                and last[0] == _autocast_dtype("cuda") and last[1] == _deterministic_now()
+                and isinstance(input, torch.Tensor) and input.shape == last[3]
+                and input.dtype in _FLOATS and input.device == self.weight.device):
+            try:
+                params = self._parameters
+                w, b = params["weight"], params["bias"]
+            except KeyError:
+                w, b = self.weight, self.bias
+            records = _grad_enabled() and (input.requires_grad or w.requires_grad
+                                           or (b is not None and b.requires_grad))
+            op = _autocast_ops[0] if records else _autocast_ops[1]
+            return op(input, w, b, *last[2])
+        return self._eager_forward(input)
 
     def _why_pytorch(self, x):
         """Why PyTorch's forward runs this call, or None when convtune does."""
@@ -224,14 +275,13 @@ class Conv2d(torch.nn.Conv2d):
             return "input is not a tensor"
         if x.device.type != "cuda" or self.weight.device != x.device:
             return "input on %s" % x.device.type if x.device.type != "cuda" else "weight on another device"
-        if x.dtype != torch.float32 or self.weight.dtype != torch.float32:
-            return "dtype %s" % (x.dtype if x.dtype != torch.float32 else self.weight.dtype)
+        why = self._why_not_dtype(x)
+        if why is not None:
+            return why
         if x.dim() not in (3, 4) or x.shape[-3] != self.in_channels:
             return "input shape %s" % (tuple(x.shape),)  # PyTorch raises its error
         if x.numel() == 0:
             return "empty input"
-        if _autocast_on():
-            return "autocast"
         # A strided input is copied (_eager_forward), which aligns it.
         if x.data_ptr() % _lib.POINTER_ALIGNMENT and self._layout_of(x) is not None:
             return "input data not 16-byte aligned"
@@ -239,6 +289,25 @@ class Conv2d(torch.nn.Conv2d):
         if b is not None and (not b.is_contiguous() or b.data_ptr() % _lib.POINTER_ALIGNMENT):
             return "bias not contiguous and 16-byte aligned"
         return None
+
+    def _why_not_dtype(self, x):
+        """Why the element types keep this call from convtune, or None."""
+        w_type, b = self.weight.dtype, self.bias
+        if _autocast_on():  # autocast casts every floating input to its type
+            dtype = _autocast_dtype("cuda")
+            if dtype not in _HALVES:
+                return "autocast dtype %s" % dtype
+            if x.dtype not in _FLOATS or w_type not in _FLOATS:
+                return "dtype %s" % (x.dtype if x.dtype not in _FLOATS else w_type)
+        elif x.dtype not in _FLOATS or w_type != x.dtype:
+            return "dtype %s" % (x.dtype if x.dtype not in _FLOATS else "%s, weight %s" % (x.dtype, w_type))
+        if b is not None and b.dtype not in (torch.float32, w_type):
+            return "bias dtype %s" % b.dtype
+        return None
+
+    def _call_dtype(self, x):
+        """The element type this call computes in: autocast's, else x's."""
+        return _autocast_dtype("cuda") if _autocast_on() else x.dtype
 
     @staticmethod
     def _layout_of(x):
@@ -286,42 +355,49 @@ class Conv2d(torch.nn.Conv2d):
             return super().forward(input)
         unbatched = input.dim() == 3
         x = input.unsqueeze(0) if unbatched else input
+        dtype = self._call_dtype(x)
+        if x.dtype != dtype:
+            x = x.to(dtype)  # autocast's cast
         x, padding, padded = self._padded_input(x)
         math, deterministic = _math_now(self.math), _deterministic_now()
         layout = self._layout_of(x)
         if layout is None:  # strided input (or F.pad's output of it)
             x, layout = self._dense_copy(x)
         layout = self._with_filters(layout)
-        key = (tuple(x.shape), math, deterministic, layout)
+        key = (tuple(x.shape), math, deterministic, layout, dtype)
         entry = self._plans.get(key)
         if entry is None:
             entry = self._plans[key] = self._plan_entry(x, padding, math, layout, deterministic)
             faster = (self._faster_krsc_entry(x, padding, math, deterministic, entry)
-                      if layout == "nchw" else None)
+                      if layout == "nchw" and self.weight.dtype == dtype else None)
             if faster is not None:
                 self._keep_weight_krsc()
                 layout = "nchw_krsc"
-                entry = self._plans[(tuple(x.shape), math, deterministic, layout)] = faster
+                entry = self._plans[(tuple(x.shape), math, deterministic, layout, dtype)] = faster
         launch, plan = entry
         if launch is None:  # no convtune plan for this shape: `plan` says why
             self.fallbacks[plan] += 1
             return super().forward(input)
         memory_format = _ops.filter_memory_format(layout)
-        w = self._weight_in(memory_format)
-        if _autograd.records_gradients(x, w, self.bias):
-            y = _autograd.conv2d(plan, x, w, self.bias)
+        w, b = self._weight_in(memory_format, dtype), self._bias_in()
+        if _autograd.records_gradients(x, w, b):
+            y = _autograd.conv2d(plan, x, w, b)
         else:
-            y = launch(x, w, self.bias, None)
+            y = launch(x, w, b, None)
         if y is None:  # _why_pytorch passed, so this is a bug: let the plan say what
-            plan(x, w, self.bias)
+            plan(x, w, b)
             raise RuntimeError("convtune: the plan refused arguments it was made for")
         self._last_plan = plan
-        if not (unbatched or padded):  # later calls go straight to the launcher
-            self._launch, self._launch_plan = launch, plan
-            self._launch_math, self._launch_deterministic = math, deterministic
-            self._launch_op_args = (list(self.stride), list(padding), list(self.dilation),
-                                    self.groups, math, layout)
-            self._launch_format, self._launch_copies = memory_format, w is not self.weight
+        if not (unbatched or padded):  # later calls skip the checks above
+            op_args = (list(self.stride), list(padding), list(self.dilation), self.groups, math, layout)
+            if _autocast_on():
+                self._autocast_launch = (dtype, deterministic, op_args, input.shape)
+            else:
+                self._launch, self._launch_plan = launch, plan
+                self._launch_math, self._launch_deterministic = math, deterministic
+                self._launch_op_args = op_args
+                self._launch_format, self._launch_copies = memory_format, w is not self.weight
+                self._launch_bias_cast = b is not self.bias
         return y.squeeze(0) if unbatched else y
 
     def _with_filters(self, layout):
@@ -368,7 +444,7 @@ class Conv2d(torch.nn.Conv2d):
         try:
             plan = context.plan(tuple(x.shape), tuple(self.weight.shape), self.stride, padding,
                                 self.dilation, self.groups, self.bias is not None, None, math,
-                                layout, deterministic=deterministic)
+                                layout, deterministic=deterministic, dtype=x.dtype)
         except ConvtuneError as e:
             if e.status not in _NO_PLAN:
                 raise
@@ -378,8 +454,9 @@ class Conv2d(torch.nn.Conv2d):
     def _traced_forward(self, x):
         # What the eager path would hand to PyTorch goes to PyTorch here too
         # (decided on the traced tensors' metadata).
-        if (x.device.type != "cuda" or x.dtype != torch.float32 or self.weight.dtype != torch.float32
-                or x.dim() not in (3, 4) or x.numel() == 0 or _autocast_on()):
+        # Under autocast the operators' autocast kernel casts x and the weight.
+        if (x.device.type != "cuda" or self._why_not_dtype(x) is not None
+                or x.dim() not in (3, 4) or x.numel() == 0):
             return super().forward(x)
         unbatched = x.dim() == 3
         if unbatched:
@@ -521,8 +598,9 @@ def _why_left(layer):
     if type(layer) is not torch.nn.Conv2d:
         return "%s is a subclass of nn.Conv2d: its forward may differ" % type(layer).__name__
     dtypes = {p.dtype for p in layer.parameters()}
-    if dtypes - {torch.float32}:
-        return "parameters are %s; convtune computes float32" % ", ".join(sorted(map(str, dtypes)))
+    if dtypes - set(_FLOATS):
+        return ("parameters are %s; convtune computes float32, float16 and bfloat16"
+                % ", ".join(sorted(map(str, dtypes))))
     return None
 
 
@@ -532,7 +610,7 @@ def convert(model, *, math=None, context=None):
 
     math, context: as for convtune.nn.Conv2d, set on every converted layer.
     Layers of a subclass of nn.Conv2d (whose forward may differ) and layers with
-    parameters other than float32 are left.  Returns a ConvertReport; print it
+    parameters other than float32, float16 or bfloat16 are left.  Returns a ConvertReport; print it
     for the list of layers left and why.
     """
     if not isinstance(model, torch.nn.Module):

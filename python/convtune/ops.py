@@ -7,7 +7,8 @@ stride, padding, dilation: [h, w]; math: "strict" or "tf32"; layout: "nchw"
 (the output is contiguous), "nhwc" (the output is channels-last) or
 "nchw_krsc" (as "nchw", the weight read channels-last: K R S C filters;
 the backward passes read and write it K C R S).  It is
-F.conv2d's forward for float32 CUDA tensors, computed by convtune plans
+F.conv2d's forward for CUDA tensors (float32, float16 or bfloat16: x and
+weight of one type, the bias of theirs or float32), computed by convtune plans
 from the module's default Context per device, on torch's current stream.
 Inputs need not be in the layout's memory format (they are copied into
 it).  Its fake (meta) kernel gives the output's shape and memory format,
@@ -31,8 +32,14 @@ training, forward and backward, through convtune),
     torch.ops.convtune.conv2d_backward_filter(x, grad, weight_size, stride, padding,
                                               dilation, groups, math, layout="nchw") -> Tensor
 
-and sums grad for the bias.  Every plan follows
+and sums grad for the bias (in float32).  Every plan follows
 torch.use_deterministic_algorithms.
+
+Under CUDA autocast, conv2d and conv2d_inference run in autocast's type:
+their autocast kernel casts x and the weight as autocast casts
+F.conv2d's (the C++ kernel through autocast's cache of cast weights,
+one cast per weight per autocast region; the Python one on every call)
+and leaves the bias float32.  `autocast` says which kernel serves.
 
 The CUDA kernels and the autograd formula are C++
 (python/convtune/_torch_op.cpp, the library _convtune_torch_op.so built
@@ -53,7 +60,8 @@ import torch
 from . import _default_context, _lib
 from ._base import _deterministic_reader, _reader
 
-__all__ = ["plan_launch", "memory_format", "kernel", "formula", "close", "torch_access_address"]
+__all__ = ["plan_launch", "memory_format", "kernel", "formula", "autocast", "close",
+           "torch_access_address"]
 
 TORCH_OP_FILE = "_convtune_torch_op.so"
 
@@ -132,6 +140,11 @@ def _dense(t, memory_format=torch.contiguous_format):
     return t
 
 
+def _float32(bias):
+    """The bias as the library adds it: float32 (convtune.h), whatever x's type."""
+    return bias if bias is None or bias.dtype == torch.float32 else bias.float()
+
+
 def _plain(t):
     """t without its autograd history: a kernel runs below autograd, where
     inputs may still require grad, and plans refuse such tensors."""
@@ -143,27 +156,27 @@ _deterministic_now = _reader(torch, _deterministic_reader)
 
 
 def _operator_plan(direction, x_size, w_size, bias, stride, padding, dilation, groups, math, layout,
-                   device):
+                   device, dtype):
     """The default context's plan of one pass, kept here by the operator's
     arguments so that a call skips Context.plan's argument checks, and
     made again for torch's deterministic setting or a closed context."""
     deterministic = _deterministic_now()
     key = (direction, x_size, w_size, bias, tuple(stride), tuple(padding), tuple(dilation), groups,
-           math, layout, device, deterministic)
+           math, layout, device, deterministic, dtype)
     plan = _plans.get(key)
     if plan is None or plan.closed:  # closed: the default context was closed
         plan = _plans[key] = _default_context(device).plan(
             x_size, w_size, tuple(stride), tuple(padding), tuple(dilation), groups, bias, None,
-            math, layout, direction, deterministic)
+            math, layout, direction, deterministic, dtype)
     return plan
 
 
 def _cuda(x, weight, bias, stride, padding, dilation, groups, math, layout="nchw"):
     fmt = memory_format(layout)
     x, weight, bias = (_dense(_plain(x), fmt), _dense(_plain(weight), filter_memory_format(layout)),
-                       _dense(_plain(bias)))
+                       _dense(_float32(_plain(bias))))
     plan = _operator_plan("fwd", tuple(x.shape), tuple(weight.shape), bias is not None, stride,
-                          padding, dilation, groups, math, layout, x.device.index)
+                          padding, dilation, groups, math, layout, x.device.index, x.dtype)
     y = plan_launch(plan)(x, weight, bias, None)
     if y is None:
         return plan(x, weight, bias)  # raises the reason (dtype, device, autograd...)
@@ -179,7 +192,7 @@ def _backward_data_cuda(grad, weight, input_size, stride, padding, dilation, gro
     fmt = memory_format(layout)
     grad, weight = _dense(_plain(grad), fmt), _dense(_plain(weight), fmt)
     plan = _operator_plan("bwd_data", tuple(input_size), tuple(weight.shape), False, stride,
-                          padding, dilation, groups, math, layout, grad.device.index)
+                          padding, dilation, groups, math, layout, grad.device.index, grad.dtype)
     return plan.backward_data(grad, weight)
 
 
@@ -189,7 +202,7 @@ def _backward_filter_cuda(x, grad, weight_size, stride, padding, dilation, group
     fmt = memory_format(layout)
     x, grad = _dense(_plain(x), fmt), _dense(_plain(grad), fmt)
     plan = _operator_plan("bwd_filter", tuple(x.shape), tuple(weight_size), False, stride,
-                          padding, dilation, groups, math, layout, grad.device.index)
+                          padding, dilation, groups, math, layout, grad.device.index, grad.dtype)
     return plan.backward_filter(x, grad)
 
 
@@ -221,8 +234,22 @@ def _backward(ctx, grad):
     if ctx.needs_input_grad[1]:
         dw = torch.ops.convtune.conv2d_backward_filter(x, grad, list(weight.shape), *ctx.pass_args)
     if ctx.has_bias and ctx.needs_input_grad[2]:
-        db = grad.sum((0, 2, 3))
+        db = grad.sum((0, 2, 3), dtype=torch.float32)  # autograd casts it to the bias's type
     return dx, dw, db, None, None, None, None, None, None
+
+
+def _autocast_kernel(op):
+    """An AutocastCUDA kernel of a forward operator: x and the weight cast to
+    autocast's type, as autocast casts F.conv2d's inputs (not through its
+    weight cache, which Python cannot reach: the C++ kernel's does); the
+    bias stays as it is (the library adds it in float32)."""
+    def kernel(x, weight, bias, *args):
+        dtype = torch.get_autocast_dtype("cuda")
+        with torch.autocast("cuda", enabled=False):
+            cast = [t.to(dtype) if t.is_floating_point() and t.dtype != torch.float64 else t
+                    for t in (x, weight)]
+            return op(cast[0], cast[1], bias, *args)
+    return kernel
 
 
 def _register_python_kernels(library):
@@ -240,6 +267,10 @@ def _register_python_kernels(library):
         if not has("convtune::" + name, "CUDA"):
             library.impl(name, function, "CUDA")
             python.append(name)
+    for name in ("conv2d", "conv2d_inference"):
+        if not has("convtune::" + name, "AutocastCUDA"):
+            library.impl(name, _autocast_kernel(getattr(torch.ops.convtune, name)), "AutocastCUDA")
+            python.append(name + "'s autocast")
     python_formula = not has("convtune::conv2d", "Autograd")
     if python_formula:
         torch.library.register_autograd("convtune::conv2d", _backward,
@@ -300,7 +331,7 @@ def close():
 
 def _register():
     if hasattr(torch.ops, "convtune") and hasattr(torch.ops.convtune, "conv2d"):
-        return None, None, "unchanged (registered by an earlier import)", None  # e.g. a reload
+        return None, None, "unchanged (registered by an earlier import)", None, None  # e.g. a reload
     library = torch.library.Library("convtune", "DEF")
     for schema in (_SCHEMA, _INFERENCE_SCHEMA) + _BACKWARD_SCHEMAS:  # before the C++ kernels
         library.define(schema)
@@ -312,16 +343,18 @@ def _register():
             kernel += "; Python for %s (the library predates them: rebuild it)" % ", ".join(
                 python + ["conv2d's formula"] * python_formula)
     formula = "Python" if python_formula else "C++"
+    autocast = "Python" if "conv2d's autocast" in python else "C++"
     torch.library.register_fake("convtune::conv2d", _fake, lib=library)
     torch.library.register_fake("convtune::conv2d_inference", _fake, lib=library)
     torch.library.register_fake("convtune::conv2d_backward_data", _backward_data_fake, lib=library)
     torch.library.register_fake("convtune::conv2d_backward_filter", _backward_filter_fake,
                                 lib=library)
-    return library, cpp, kernel, formula
+    return library, cpp, kernel, formula, autocast
 
 
 # Kept for the process's life: dropping the Library unregisters the operator.
 # kernel: which CUDA kernels serve ("C++ (path)" or "Python (why)");
-# formula: "C++" or "Python", the autograd formula's (None after a reload).
-_library, _cpp, kernel, formula = _register()
+# formula: "C++" or "Python", the autograd formula's; autocast: the
+# autocast kernel's (None after a reload).
+_library, _cpp, kernel, formula, autocast = _register()
 _torch_access = _torch_access_table(_cpp)

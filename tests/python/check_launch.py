@@ -19,7 +19,8 @@ import weakref
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 from convtune import _lib  # noqa: E402  (needs neither torch nor the library to import)
 
-FLOAT32, FLOAT16 = object(), object()
+FLOAT32, FLOAT16, BFLOAT16 = object(), object(), object()
+DTYPE_CODES = {FLOAT32: 0, FLOAT16: 1, BFLOAT16: 2}  # conv_dtype
 CHANNELS_LAST = object()
 X_SHAPE, W_SHAPE, OUT_SHAPE, BIAS_SHAPE = (2, 3, 8, 8), (4, 3, 3, 3), (2, 4, 6, 6), (4,)
 X_BYTES = 2 * 3 * 8 * 8 * 4
@@ -57,19 +58,19 @@ EXECUTE = ctypes.CFUNCTYPE(ctypes.c_int, *[ctypes.c_void_p] * 6)
 
 # ---------------------------------------------------------------- the torch access table
 
-TORCH_ACCESS_VERSION = 1  # CONVTUNE_TORCH_ACCESS_VERSION
+TORCH_ACCESS_VERSION = 2  # CONVTUNE_TORCH_ACCESS_VERSION
 MAX_DIMS = 8
 
 
 class Facts(ctypes.Structure):
     _fields_ = [("data", ctypes.c_size_t), ("dims", ctypes.c_int), ("sizes", ctypes.c_int64 * MAX_DIMS),
-                ("device", ctypes.c_int), ("float32", ctypes.c_int), ("contiguous", ctypes.c_int),
+                ("device", ctypes.c_int), ("dtype", ctypes.c_int), ("contiguous", ctypes.c_int),
                 ("channels_last", ctypes.c_int), ("requires_grad", ctypes.c_int)]
 
 
 READ = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(Facts))
 EMPTY = ctypes.CFUNCTYPE(ctypes.py_object, ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.c_int,
-                         ctypes.c_int)
+                         ctypes.c_int, ctypes.c_int)
 STREAM = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int)
 GRAD = ctypes.CFUNCTYPE(ctypes.c_int)
 
@@ -92,7 +93,7 @@ def read_facts(tensor, facts):
     f = facts.contents
     f.data, f.dims, f.device = data, len(tensor.shape), tensor.get_device()
     f.sizes[:len(tensor.shape)] = tensor.shape
-    f.float32, f.contiguous = tensor.dtype is FLOAT32, tensor.is_contiguous()
+    f.dtype, f.contiguous = DTYPE_CODES.get(tensor.dtype, -1), tensor.is_contiguous()
     f.channels_last = tensor.is_contiguous(memory_format=CHANNELS_LAST)
     f.requires_grad = tensor.requires_grad
     return 1
@@ -100,13 +101,13 @@ def read_facts(tensor, facts):
 
 # The tables made so far: a Launcher holds only the address.
 TABLES = []
-EMPTY_CALLS = []  # (sizes, channels_last) of each table's empty()
+EMPTY_CALLS = []  # (sizes, channels_last, dtype) of each table's empty()
 
 
 def torch_access(empty, current_stream, is_grad_enabled, version=TORCH_ACCESS_VERSION):
     """A table over the Launcher's own callables, and its address."""
-    def make(sizes, dims, device, channels_last):
-        EMPTY_CALLS.append((tuple(sizes[:dims]), channels_last))
+    def make(sizes, dims, device, channels_last, dtype):
+        EMPTY_CALLS.append((tuple(sizes[:dims]), channels_last, dtype))
         return empty()
 
     table = Table(version, READ(read_facts), EMPTY(make), STREAM(current_stream),
@@ -401,7 +402,7 @@ def check_table_makes_the_output(module):
         layout = {} if memory_format is None else {"memory_format": CHANNELS_LAST}
         x, w = Tensor(X_SHAPE, 0x10000, **layout), Tensor(W_SHAPE, 0x20000, **layout)
         assert h(x, w) is not None
-        assert EMPTY_CALLS == [(OUT_SHAPE, channels_last)], EMPTY_CALLS
+        assert EMPTY_CALLS == [(OUT_SHAPE, channels_last, 0)], EMPTY_CALLS
     stale = torch_access(lambda: None, lambda index: 1, lambda: False, version=TORCH_ACCESS_VERSION + 1)
     assert not make_launcher(module, EXECUTE(lambda *a: 0), torch_access=stale).uses_torch()
     table = torch_access(lambda: None, lambda index: 1, lambda: False)
@@ -409,7 +410,45 @@ def check_table_makes_the_output(module):
     assert not wide.uses_torch(), "a shape of more dimensions than the facts hold"
 
 
-CHECKS = [check_executes_with_the_pointers, check_backward_pass, check_refuses_what_does_not_fit, check_channels_last_tensors,
+def check_half_plan(module):
+    """A half plan (dtype=, dtype_code=) takes x, w and out of its type and
+    the bias in float32; through a table its output is made in its type;
+    overlaps are judged in its element size."""
+    calls = []
+
+    def execute(plan, stream, x, w, b, y):
+        calls.append((x, w, b, y))
+        return 0
+
+    fn = EXECUTE(execute)
+    out_bytes = 2 * 4 * 6 * 6 * 2
+    for dtype, code in ((FLOAT16, 1), (BFLOAT16, 2)):
+        made = Tensor(OUT_SHAPE, 0x90000, dtype=dtype)
+        launcher = make_launcher(module, fn, bias_shape=BIAS_SHAPE, dtype=dtype, dtype_code=code,
+                                 empty=lambda: made)
+        x, w = Tensor(X_SHAPE, 0x10000, dtype=dtype), Tensor(W_SHAPE, 0x20000, dtype=dtype)
+        bias, half_bias = Tensor(BIAS_SHAPE, 0x40000), Tensor(BIAS_SHAPE, 0x40000, dtype=dtype)
+        del calls[:], EMPTY_CALLS[:]
+        assert launcher(Tensor(X_SHAPE, 0x10000), w, bias, None) is None, "a float32 x"
+        assert launcher(x, Tensor(W_SHAPE, 0x20000), bias, None) is None, "a float32 w"
+        assert launcher(x, w, half_bias, None) is None, "a bias not float32"
+        assert launcher(x, w, bias, Tensor(OUT_SHAPE, 0x30000)) is None, "a float32 out"
+        other = FLOAT16 if dtype is BFLOAT16 else BFLOAT16
+        assert launcher(Tensor(X_SHAPE, 0x10000, dtype=other), w, bias, None) is None, "the other half"
+        assert calls == [], calls
+        assert launcher(x, w, bias, None) is made
+        out = Tensor(OUT_SHAPE, 0x50000, dtype=dtype)
+        assert launcher(x, w, bias, out) is out
+        # Adjacent in 2-byte elements; one element more overlaps.
+        assert launcher(x, w, bias, Tensor(OUT_SHAPE, 0x40000 - out_bytes, dtype=dtype)) is not None
+        assert launcher(x, w, bias, Tensor(OUT_SHAPE, 0x40000 - out_bytes + 16, dtype=dtype)) is None
+        assert len(calls) == 3, calls
+        if USE_TABLE:
+            assert EMPTY_CALLS == [(OUT_SHAPE, 0, code)], EMPTY_CALLS
+    expect_raises(ValueError, lambda: make_launcher(module, fn, dtype=FLOAT16, dtype_code=7))
+
+
+CHECKS = [check_executes_with_the_pointers, check_half_plan, check_backward_pass, check_refuses_what_does_not_fit, check_channels_last_tensors,
           check_autograd_only_when_enabled,
           check_orders_streams, check_orders_again_after_a_call_during_ordering, check_execute_failure_raises,
           check_a_fail_function_that_returns, check_closed, check_errors_from_tensors_propagate,
