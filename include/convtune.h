@@ -130,7 +130,7 @@ const char *conv_status_string(conv_status status);
  * In the half types (F16, BF16) products are exact in fp32, sums are
  * fp32, and each output is rounded once to the type; the bias stays fp32.
  * Convolutions (CONV_OP_CONVOLUTION) take every type in every direction
- * and both layouts; which candidates run them is the README's families
+ * and both layouts; which candidates run them is docs/tuning.md's families
  * table (this version: cuDNN's engines; the other families refuse half
  * problems).  The dynamic op is fp32 only (CONV_UNSUPPORTED). */
 typedef enum conv_dtype { CONV_DTYPE_F32 = 0, CONV_DTYPE_F16, CONV_DTYPE_BF16 } conv_dtype;
@@ -253,7 +253,7 @@ typedef struct conv_problem {
   conv_filter_layout filter_layout; /* DEFAULT (0): the layout's own order.      *
                              * KRSC with layout NCHW: forward convolutions    *
                              * only; the families that read such filters run  *
-                             * it (README, the families table).  KCRS with    *
+                             * it (docs/tuning.md, the families).  KCRS with  *
                              * NHWC: CONV_UNSUPPORTED.  Part of the key       *
                              * (" krsc") where the orders differ.             */
 } conv_problem;

@@ -1,5 +1,5 @@
 #!/bin/sh
-# floors.sh SRC -- the house's floors (README, "Layout"): each folder's
+# floors.sh SRC -- the house's floors (docs/layout.md): each folder's
 # sources include only the public header, their own folder and the floors
 # below it:
 #   core/ (ground) < cache/, algorithms/ (side by side) < tuner/ < runtime/

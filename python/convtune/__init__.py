@@ -240,7 +240,7 @@ class Context:
         layout: "nchw" (x, w and the output contiguous) or "nhwc" (x, w and the output
         in torch.channels_last memory format; shapes stay (N, C, H, W) as in PyTorch), or
         "nchw_krsc" (x and the output contiguous, w channels-last: forward only; the
-        families that read such filters run it, README).
+        families that read such filters run it, docs/tuning.md).
         A depthwise or 1x1 filter is both at once.
         direction: "fwd" (call the plan), or a backward pass of the same convolution,
         "bwd_data" (plan.backward_data(dy, w) gives dx) or "bwd_filter"
