@@ -11,11 +11,12 @@
  * text), shapes listed twice (or made equal by --math and the other
  * overrides) share a shard, and the shards' sizes differ by at most one.
  * Dealing out in key order also spreads like shapes (one direction, one
- * dtype, neighbouring sizes, which sort together) over the shards rather
- * than leaving that to chance as a hash of the key would.  What it asks is that
- * every shard be given the same shapes: the same suite files and options,
- * or, with --pending, copies of one cache (not one cache that the shards
- * tune at once, whose pending list shrinks as they go).
+ * dtype, neighbouring sizes, which sort together) over the shards, where a
+ * hash of the key would leave that, and the shards' sizes, to chance.
+ * What it asks is that every shard be given the same shapes: the same
+ * suite files and options, or, with --pending, copies of one cache (not
+ * one cache that the shards tune at once, whose pending list shrinks as
+ * they go).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,8 +92,8 @@ int keep_shard(const cli_args *a, suite *shapes) {
   free(e);
   free(keep);
   if (shapes->count == 0) {
-    say("shard %u/%u: none of the %zu distinct shapes is in this shard (there are fewer shapes "
-        "than shards): nothing to tune",
+    say("shard %u/%u: none of the %zu distinct shapes is in this shard (fewer shapes than "
+        "shards): nothing to tune",
         a->shard_index, a->shard_count, distinct);
     if (a->json) fputs("[]\n", stdout);
   } else {
