@@ -10,9 +10,15 @@
 #   nostart  GPU 1 cannot start (as a worker without its GPU)
 #   slow     each shape takes a second; after a SIGINT the shape in hand
 #            is answered INTERRUPTED ($FAKE_WORKER_INTERRUPTED: its status)
+#   store    each shape tuned into the cache (--cache) as a real worker
+#            would: `$FAKE_WORKER_STORE $FAKE_WORKER_STORE_AS CACHE MODEL KEY`
+#            (a test binary, test_cli_shard.c) stores a winner that depends
+#            on the key alone, and prints the row
 device=-1
+cache=
 while [ $# -gt 0 ]; do
   [ "$1" = --worker-device ] && device=$2
+  [ "$1" = --cache ] && cache=$2
   shift
 done
 mode=${FAKE_WORKER_MODE:-ok}
@@ -33,6 +39,10 @@ while IFS= read -r key; do
     crash/1) exit 9 ;;
     garbage/1) echo "hello from GPU 1"; continue ;;
   esac
+  if [ "$mode" = store ]; then
+    "$FAKE_WORKER_STORE" "$FAKE_WORKER_STORE_AS" "$cache" "$model" "$key" || exit 8
+    continue
+  fi
   if [ "$mode" = slow ]; then sleep 1; fi
   if [ "$interrupted" = 1 ]; then
     printf 'row\t%s\t\t\t-1\t-1\t0\t0\tinterrupted\n' "${FAKE_WORKER_INTERRUPTED:-19}"

@@ -32,6 +32,7 @@ static const option_spec *find_option(const char *name, size_t len) {
       {"--pending", false, CMD_TUNE | CMD_LIST}, {"--budget", true, CMD_TUNE},
       {"--version", false, CMD_ALL},
       {"--devices", true, CMD_TUNE},      {"--worker-device", true, CMD_TUNE},
+      {"--shard", true, CMD_TUNE},
       {"-h", false, CMD_ALL},
   };
   for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
@@ -74,6 +75,45 @@ static int parse_device_list(const char *text, int *ordinals, size_t *count) {
   }
 }
 
+/* The most shards --shard takes: far past any cluster's GPUs of one model;
+ * beyond it is a typo. */
+#define CLI_SHARDS_MAX 100000u
+
+/* A whole number of decimal digits in [text, end) (no sign, no spaces), at
+ * most CLI_SHARDS_MAX; false otherwise. */
+static bool parse_shard_number(const char *text, const char *end, unsigned *value) {
+  if (text == end) return false;
+  unsigned long v = 0;
+  for (const char *p = text; p < end; p++) {
+    if (*p < '0' || *p > '9') return false;
+    v = v * 10 + (unsigned long)(*p - '0');
+    if (v > CLI_SHARDS_MAX) return false;
+  }
+  *value = (unsigned)v;
+  return true;
+}
+
+/* --shard K/N: shard K of N, K counted from 0 as a Slurm array's
+ * $SLURM_ARRAY_TASK_ID (--array=0-N-1) and a Kubernetes indexed Job's
+ * $JOB_COMPLETION_INDEX are.  EXIT_OK_, or a usage error (said). */
+static int parse_shard(const char *text, cli_args *a) {
+  const char *slash = strchr(text, '/');
+  unsigned k = 0, n = 0;
+  if (slash == NULL || !parse_shard_number(text, slash, &k) ||
+      !parse_shard_number(slash + 1, slash + strlen(slash), &n))
+    return usage_error("bad --shard '%s' (expected K/N: shard K of N, K from 0 to N-1, N at most "
+                       "%u)", text, CLI_SHARDS_MAX);
+  if (n == 0) return usage_error("bad --shard '%s': N, the number of shards, must be at least 1",
+                                 text);
+  if (k >= n)
+    return usage_error("bad --shard '%s': shards count from 0, so K must be 0 to %u (Slurm: "
+                       "--array=0-%u and $SLURM_ARRAY_TASK_ID/%u)", text, n - 1, n - 1, n);
+  a->sharded = true;
+  a->shard_index = k;
+  a->shard_count = n;
+  return EXIT_OK_;
+}
+
 static int apply_option(cli_args *a, const option_spec *o, const char *value) {
   static const char *const maths[] = {"strict", "tf32", NULL};
   static const char *const dtypes[] = {"f32", "f16", "bf16", NULL};
@@ -94,6 +134,8 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
     int rc = parse_device_list(value, a->device_ordinals, &a->device_count);
     if (rc != EXIT_OK_) return rc;
     a->devices = true;
+  } else if (strcmp(o->name, "--shard") == 0) {
+    return parse_shard(value, a);
   } else if (strcmp(o->name, "--worker-device") == 0) {
     /* Not in --help: devices.c starts its workers with it. */
     char *end = NULL;
@@ -252,9 +294,10 @@ static int parse_no_command(cli_args *a, int argc, char **argv) {
 }
 
 static int check_input_count(const cli_args *a) {
-  if (a->worker_device >= 0 && (a->input_count > 0 || a->pending || a->devices || a->json))
+  if (a->worker_device >= 0 &&
+      (a->input_count > 0 || a->pending || a->devices || a->json || a->sharded))
     return usage_error("tune --worker-device reads its problems on stdin: it takes no shapes, "
-                       "--pending, --devices or --json");
+                       "--pending, --devices, --shard or --json");
   if (a->worker_device >= 0) return EXIT_OK_;
   if (a->command == CMD_TUNE && a->pending && a->input_count > 0) {
     return usage_error("tune --pending takes no shapes (got '%s'): it tunes the cache's own",

@@ -11,6 +11,7 @@
  *   verify.c   verify: a cache's winners timed against a fresh tuning
  *   tune.c     tune: shapes, the worker thread, Ctrl-C, progress, the report
  *   devices.c  tune --devices: a worker process per GPU (worker.c; tune.h)
+ *   shard.c    tune --shard K/N: this process's share of the shapes
  *   progress.c the progress line tune redraws on a terminal (progress.h)
  *   report.c   report: the cache as an HTML page (roofline.c: floors)
  *   share.c    merge, export and import: tunings copied between caches
@@ -72,6 +73,9 @@ typedef struct cli_args {
   int device_ordinals[CLI_DEVICES_MAX];
   size_t device_count;
   int worker_device;  /* tune --worker-device N (a --devices worker); -1: none */
+  /* tune --shard K/N: only shard K (0-based) of N of the shapes (shard.c). */
+  bool sharded;
+  unsigned shard_index, shard_count;
   conv_math math;
   conv_dtype dtype;
   conv_epilogue epilogue;

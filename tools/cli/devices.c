@@ -218,6 +218,8 @@ static void start_dispatch(devices_run *run) {
     if (rc == EXIT_OK_ && run->shapes->count == 0) {
       say("nothing pending for this GPU model in %s", run->path);
       if (run->a->json) fputs("[]\n", stdout);
+    } else if (rc == EXIT_OK_) {
+      rc = keep_shard(run->a, run->shapes);
     }
     if (rc == EXIT_OK_) rc = prepare_rows(run);
     if (rc != EXIT_OK_ || run->shapes->count == 0) {

@@ -99,6 +99,12 @@ static const struct {
      "a worker process per GPU takes the next\n"
      "shape as it finishes one, all writing\n"
      "the one cache"},
+    {"--shard K/N", CMD_TUNE,
+     "tune only shard K (0 to N-1) of the shapes\n"
+     "(or of --pending's), dealt out in problem-key\n"
+     "order, so that N jobs given the same shapes\n"
+     "(a Slurm array: $SLURM_ARRAY_TASK_ID/N) each\n"
+     "tune their own; `convtune merge` joins them"},
     {"--budget SECONDS", CMD_TUNE,
      "per shape: stop timing after this long and\n"
      "keep the fastest so far (each family's best\n"

@@ -1,9 +1,10 @@
 /*
- * tune.c -- `convtune tune`: the shapes (suite files, specs, --pending),
- * then one GPU's run in a worker thread (tune_run.c, with what it shows in
- * tune_display.c; what was measured stays in the cache when Ctrl-C stops
- * it), --devices' run over several GPUs (devices.c), or a worker process
- * of one (worker.c).
+ * tune.c -- `convtune tune`: the shapes (suite files, specs, --pending;
+ * with --shard, this process's share of them: shard.c), then one GPU's run
+ * in a worker thread (tune_run.c, with what it shows in tune_display.c;
+ * what was measured stays in the cache when Ctrl-C stops it), --devices'
+ * run over several GPUs (devices.c), or a worker process of one
+ * (worker.c).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -83,6 +84,8 @@ static int load_pending(const cli_args *a, conv_context *ctx, const char *path, 
   if (rc == EXIT_OK_ && shapes->count == 0) {
     say("nothing pending for this GPU in %s", path);
     if (a->json) fputs("[]\n", stdout);
+  } else if (rc == EXIT_OK_) {
+    rc = keep_shard(a, shapes);
   }
   return rc;
 }
@@ -125,6 +128,22 @@ static int tune_shapes(const cli_args *a, suite *shapes, const char *path) {
   return rc;
 }
 
+/* The shapes given (not --pending), cut to --shard's share; *none when
+ * none is left to tune (said, with the suites' notes). */
+static int given_shapes_to_tune(const cli_args *a, suite *shapes, bool *none) {
+  *none = shapes->count == 0;
+  if (*none) {
+    print_notes(shapes);
+    say("no convolution shapes to tune");
+    if (a->json) fputs("[]\n", stdout);
+    return EXIT_OK_;
+  }
+  int rc = keep_shard(a, shapes);
+  *none = rc == EXIT_OK_ && shapes->count == 0;
+  if (*none) print_notes(shapes);
+  return rc;
+}
+
 int cmd_tune(const cli_args *a) {
   if (a->worker_device >= 0) {
     char path[CLI_PATH_MAX];
@@ -134,11 +153,9 @@ int cmd_tune(const cli_args *a) {
   suite shapes;
   suite_init(&shapes);
   int rc = load_inputs(a, &shapes);
-  if (rc == EXIT_OK_ && shapes.count == 0 && !a->pending) {
-    print_notes(&shapes);
-    say("no convolution shapes to tune");
-    if (a->json) fputs("[]\n", stdout);
-  } else if (rc == EXIT_OK_) {
+  bool none = false;
+  if (rc == EXIT_OK_ && !a->pending) rc = given_shapes_to_tune(a, &shapes, &none);
+  if (rc == EXIT_OK_ && !none) {
     char path[CLI_PATH_MAX];
     rc = cache_path(a, true, path, sizeof path);
     if (rc == EXIT_OK_ && a->devices)

@@ -9,6 +9,7 @@
  *   devices.c  --devices: the shapes shared out to one worker process per
  *              GPU (libuv), each tuning into the same cache
  *   worker.c   --worker-device N: such a worker process
+ *   shard.c    --shard K/N: the shapes cut to this process's share
  */
 #ifndef CONVTUNE_TOOLS_CLI_TUNE_H
 #define CONVTUNE_TOOLS_CLI_TUNE_H
@@ -139,6 +140,12 @@ void print_notes(const suite *shapes);
 /* tune --devices LIST (devices.c): the shapes (or, with --pending, the
  * cache's pending problems) tuned on those GPUs at once. */
 int tune_on_devices(const cli_args *a, suite *shapes, const char *path);
+
+/* tune --shard K/N (shard.c): drops from `shapes` all but shard K of N
+ * (no-op without --shard), and says on stderr how many are kept, or that
+ * none is (then, with --json, prints the empty array).  EXIT_OK_, or
+ * EXIT_FAILED when memory runs out (said). */
+int keep_shard(const cli_args *a, suite *shapes);
 
 /* tune --worker-device N (worker.c). */
 int run_tune_worker(const cli_args *a, const char *path);
