@@ -83,6 +83,25 @@ static bool config_krsc_filter(const conv_config *c) {
   return c->count >= 3 && c->values[c->count - 2] == CONV_CUDNN_KNOB_KRSC_FILTER;
 }
 
+/* Whether a config carries CONV_CUDNN_KNOB_UNFUSED_EPILOGUE (last, as the
+ * other). */
+static bool config_unfused_epilogue(const conv_config *c) {
+  return c->count >= 3 && c->values[c->count - 2] == CONV_CUDNN_KNOB_UNFUSED_EPILOGUE;
+}
+
+/* The number of convtune's own knobs a config carries (0 or 1): cuDNN
+ * never sees them. */
+static int own_knobs(const conv_config *c) {
+  return config_krsc_filter(c) || config_unfused_epilogue(c) ? 1 : 0;
+}
+
+/* The problems whose configs are also listed with the epilogue after the
+ * graph: half forward convolutions with one. */
+static bool unfused_epilogue_applies(const conv_problem *p) {
+  return p->dtype != CONV_DTYPE_F32 && p->direction == CONV_FORWARD &&
+         p->epilogue != CONV_EPILOGUE_NONE;
+}
+
 /* The problems whose configs are also listed with KRSC filters (not those
  * whose own filters are K R S C: their graph already reads them so).  The
  * transpose (conv_filter_to_krsc) moves floats: fp32 problems only. */
@@ -339,11 +358,11 @@ static void cudnn_release(void *opaque) {
 static conv_status check_config(const conv_config *c, const knob_info *knobs, int knob_count,
                                 conv_error *err) {
   for (int i = 1; i + 1 < c->count; i += 2) {
-    if (c->values[i] == CONV_CUDNN_KNOB_KRSC_FILTER) {
+    if (c->values[i] == CONV_CUDNN_KNOB_KRSC_FILTER ||
+        c->values[i] == CONV_CUDNN_KNOB_UNFUSED_EPILOGUE) {
       if (i + 2 != c->count || c->values[i + 1] != 1)
         return conv_error_set(err, CONV_UNSUPPORTED,
-                              "cudnn: knob %d must come last, set to 1",
-                              CONV_CUDNN_KNOB_KRSC_FILTER);
+                              "cudnn: knob %" PRId64 " must come last, set to 1", c->values[i]);
       continue;
     }
     const knob_info *k = NULL;
@@ -382,7 +401,7 @@ done:
  * combinations it cannot run. */
 static conv_status build_plan(cudnn_state *s, conv_env *env, const conv_config *c,
                               conv_error *err) {
-  int knob_count = (c->count - 1) / 2 - (config_krsc_filter(c) ? 1 : 0); /* cuDNN's knobs */
+  int knob_count = (c->count - 1) / 2 - own_knobs(c); /* cuDNN's knobs */
   int64_t workspace = 0, got = 0;
   conv_status st;
   for (int i = 0; i < knob_count; i++)
@@ -498,23 +517,63 @@ done:
  * 1, those of the graph with K R S C filters, each marked with
  * CONV_CUDNN_KNOB_KRSC_FILTER (never cuDNN's heuristic pick: that is what
  * an untuned caller of cuDNN runs). */
+/* Appends the knob (type, 1) to each of the `count` configs at `at`,
+ * dropping those with no room for it; returns how many are kept. */
+static int mark_configs(conv_config *at, int count, int64_t knob) {
+  int kept = 0;
+  for (int i = 0; i < count; i++) {
+    conv_config c = at[i];
+    if (c.count + 2 > CONV_CONFIG_MAX_VALUES) continue;
+    c.values[c.count++] = knob;
+    c.values[c.count++] = 1;
+    c.flags = 0;
+    at[kept++] = c;
+  }
+  return kept;
+}
+
+/* A half problem's fused configs (possibly none: list_configs then says
+ * so) and those with the epilogue after the graph, taken in turn, so that
+ * the fast policy's first three try both kinds. */
+static conv_status half_epilogue_configs(const conv_problem *problem, conv_env *env,
+                                         conv_config *out, int max, int *count, conv_error *err) {
+  conv_config *fused = calloc((size_t)max, sizeof *fused);
+  conv_config *unfused = calloc((size_t)max, sizeof *unfused);
+  int fused_count = 0, unfused_count = 0;
+  conv_status st = fused != NULL && unfused != NULL
+                       ? CONV_OK
+                       : conv_error_set(err, CONV_OUT_OF_MEMORY, "cudnn: config lists");
+  conv_error fused_err = {0};
+  if (st == CONV_OK &&
+      list_configs(problem, env, false, fused, max, &fused_count, &fused_err) != CONV_OK)
+    fused_count = 0; /* no engine fuses this epilogue: the unfused configs serve */
+  conv_problem bare = *problem;
+  bare.epilogue = CONV_EPILOGUE_NONE;
+  if (st == CONV_OK) st = list_configs(&bare, env, false, unfused, max, &unfused_count, err);
+  if (st == CONV_OK) {
+    unfused_count = mark_configs(unfused, unfused_count, CONV_CUDNN_KNOB_UNFUSED_EPILOGUE);
+    int n = 0;
+    for (int i = 0; n < max && (i < fused_count || i < unfused_count); i++) {
+      if (i < fused_count && n < max) out[n++] = fused[i];
+      if (i < unfused_count && n < max) out[n++] = unfused[i];
+    }
+    *count = n;
+  }
+  free(fused);
+  free(unfused);
+  return st;
+}
+
 static conv_status cudnn_configs(const conv_problem *problem, conv_env *env, conv_config *out,
                                  int max, int *count, conv_error *err) {
+  if (unfused_epilogue_applies(problem) && max > 0)
+    return half_epilogue_configs(problem, env, out, max, count, err);
   conv_status st = list_configs(problem, env, false, out, max, count, err);
   if (st != CONV_OK || !krsc_filter_applies(problem) || *count >= max) return st;
   int added = 0;
   st = list_configs(problem, env, true, out + *count, max - *count, &added, err);
   if (st != CONV_OK) return st;
-  int kept = 0;
-  for (int i = 0; i < added; i++) {
-    conv_config c = out[*count + i];
-    if (c.count + 2 > CONV_CONFIG_MAX_VALUES) continue;
-    c.values[c.count++] = CONV_CUDNN_KNOB_KRSC_FILTER;
-    c.values[c.count++] = 1;
-    c.flags = 0;
-    out[*count + kept++] = c;
-  }
-  *count += kept;
+  *count += mark_configs(out + *count, added, CONV_CUDNN_KNOB_KRSC_FILTER);
   return CONV_OK;
 }
 
@@ -532,15 +591,24 @@ static conv_status cudnn_prepare(const conv_problem *problem, conv_env *env,
   engine_notes notes = {0};
   conv_status st;
   s->krsc_filter = config_krsc_filter(config);
-  s->fused_epilogue = conv_cudnn_fuses_epilogue(problem);
+  /* The graph's problem: without its epilogue where the config runs it after. */
+  conv_problem graph_problem = *problem;
+  if (config_unfused_epilogue(config)) graph_problem.epilogue = CONV_EPILOGUE_NONE;
+  s->fused_epilogue = conv_cudnn_fuses_epilogue(&graph_problem);
   if (s->krsc_filter && !krsc_filter_applies(problem)) {
     cudnn_release(s);
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "cudnn: K R S C filters (knob %d) are for NCHW forward fp32 "
                           "convolutions with R S > 1", CONV_CUDNN_KNOB_KRSC_FILTER);
   }
+  if (config_unfused_epilogue(config) && !unfused_epilogue_applies(problem)) {
+    cudnn_release(s);
+    return conv_error_set(err, CONV_UNSUPPORTED,
+                          "cudnn: an epilogue after the graph (knob %d) is for half forward "
+                          "convolutions with one", CONV_CUDNN_KNOB_UNFUSED_EPILOGUE);
+  }
   uv_mutex_lock(&env->cudnn_lock);
-  CONV_TRY(st, conv_cudnn_graph_build(problem, env, s->krsc_filter, &s->g, err), done);
+  CONV_TRY(st, conv_cudnn_graph_build(&graph_problem, env, s->krsc_filter, &s->g, err), done);
   CONV_TRY(st, conv_cudnn_engine_count(s->g.graph, &engines, err), done);
   if (config->values[0] < 0 || config->values[0] >= engines) {
     st = conv_error_set(err, CONV_UNSUPPORTED, "cudnn: engine %" PRId64 " not in [0, %" PRId64 ")",
@@ -549,7 +617,7 @@ static conv_status cudnn_prepare(const conv_problem *problem, conv_env *env,
   }
   CONV_TRY(st, conv_cudnn_make_engine(s->g.graph, config->values[0], &s->engine, err), done);
   CONV_TRY(st, conv_cudnn_read_notes(s->engine, &notes, err), done);
-  const char *refusal = conv_cudnn_math_refusal(problem, &notes);
+  const char *refusal = conv_cudnn_math_refusal(&graph_problem, &notes);
   if (refusal != NULL) {
     st = conv_error_set(err, CONV_UNSUPPORTED, "cudnn: engine %" PRId64 " %s", config->values[0],
                         refusal);
@@ -663,12 +731,14 @@ static conv_status cudnn_run(const conv_exec *exec, cudaStream_t stream, conv_er
   uv_mutex_unlock(&env->cudnn_lock);
   if (st != CONV_OK) return st;
   if (p->epilogue != CONV_EPILOGUE_NONE && !s->fused_epilogue)
-    return conv_check_cuda(err, conv_bias_act(p, exec->y, exec->bias, stream), "conv_bias_act");
+    return conv_check_cuda(err, conv_bias_act_any_dtype(p, exec->y, exec->bias, stream),
+                           "conv_bias_act_any_dtype");
   return CONV_OK;
 }
 
 /* "engine=12" or "engine=12 knobs=3:1,5:2" (cuDNN knob type numbers), with
- * " krsc" for convtune's K R S C filters (1000:1). */
+ * " krsc" for convtune's K R S C filters (1000:1) and " unfused" for its
+ * epilogue after the graph (1001:1). */
 static void cudnn_describe(const conv_config *c, char *text, size_t size) {
   if (text == NULL || size == 0) return;
   if (c == NULL || c->count < 1 || c->count > CONV_CONFIG_MAX_VALUES || c->count % 2 == 0) {
@@ -678,21 +748,24 @@ static void cudnn_describe(const conv_config *c, char *text, size_t size) {
   int len = snprintf(text, size, "engine=%" PRId64, c->values[0]);
   size_t used = len > 0 ? (size_t)len : 0;
   const bool krsc = config_krsc_filter(c) && c->values[c->count - 1] == 1;
-  for (int i = 1; i + 1 < c->count - (krsc ? 2 : 0) && used < size; i += 2) {
+  const bool unfused = config_unfused_epilogue(c) && c->values[c->count - 1] == 1;
+  for (int i = 1; i + 1 < c->count - (krsc || unfused ? 2 : 0) && used < size; i += 2) {
     len = snprintf(text + used, size - used, "%s%" PRId64 ":%" PRId64, i == 1 ? " knobs=" : ",",
                    c->values[i], c->values[i + 1]);
     if (len < 0) break;
     used += (size_t)len;
   }
   if (krsc && used < size) snprintf(text + used, size - used, " krsc");
+  if (unfused && used < size) snprintf(text + used, size - used, " unfused");
 }
 
 const conv_algorithm conv_algorithm_cudnn = {
     .id = CONV_ALGO_CUDNN,
     /* 2: heuristic configs of 8 to 15 knobs (before, left out); 3: knob
      * variants around the heuristics' configs (make_variants); 4: the
-     * configs with K R S C filters (CONV_CUDNN_KNOB_KRSC_FILTER) */
-    .version = 4,
+     * configs with K R S C filters (CONV_CUDNN_KNOB_KRSC_FILTER); 5: half
+     * problems' epilogue after the graph (CONV_CUDNN_KNOB_UNFUSED_EPILOGUE) */
+    .version = 5,
     .name = "cudnn",
     CONV_ALGORITHM_CALLBACKS(cudnn),
     .krsc_filters = true, /* the graph's filter strides say K R S C */

@@ -125,6 +125,15 @@ conv_status conv_cudnn_graph_build(const conv_problem *p, conv_env *env, bool kr
  * 0.0376. */
 #define CONV_CUDNN_KNOB_KRSC_FILTER 1000
 
+/* convtune's other knob, last like the first (the two never meet: K R S C
+ * filters are for fp32, this for the half types): value 1 runs the engine
+ * on the problem's graph without its epilogue, and the bias (and ReLU)
+ * after it in fp32 (conv_bias_act_any_dtype), rounding the output a second
+ * time, as PyTorch's cuDNN path does.  Listed beside the fused configs of
+ * a half problem with an epilogue: few of cuDNN's engines fuse a bias into
+ * an NCHW half convolution, and without these such a problem had no plan. */
+#define CONV_CUDNN_KNOB_UNFUSED_EPILOGUE 1001
+
 conv_status conv_cudnn_engine_count(cudnnBackendDescriptor_t graph, int64_t *count,
                                     conv_error *err);
 

@@ -51,6 +51,12 @@ cudaError_t conv_kernel_persistent_blocks(const void *kernel, int threads, size_
 cudaError_t conv_bias_act(const conv_problem *problem, float *y, const float *bias,
                           cudaStream_t stream);
 
+/* conv_bias_act for y of the problem's dtype: fp32 as above; a half y is
+ * read, the bias added (and ReLU applied) in fp32, and rounded back.
+ * epilogue_half.cu. */
+cudaError_t conv_bias_act_any_dtype(const conv_problem *problem, void *y, const float *bias,
+                                    cudaStream_t stream);
+
 /* out[k][t][c] = w[k][c][t] for k < K, c < channels, t < taps: filters
  * from K C R S order to K R S C (taps = R S, at most
  * CONV_FILTER_TO_KRSC_MAX_TAPS), out not overlapping w;
