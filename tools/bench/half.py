@@ -326,7 +326,6 @@ def bench_shape(ctx, convtune, s: Shape, dtypes: list, layouts: list, ceilings: 
     """Every type and layout of one shape.  x, w and bias come from one seeded
     generator (float32, bench_suite.make_inputs), then are rounded to each type;
     the float64 reference is computed once per type from the rounded values."""
-    import torch
     rows = []
     x32 = w32 = b32 = halves = ref = None
     try:
