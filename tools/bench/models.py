@@ -55,7 +55,7 @@ IMAGE = 224
 MARKER = bench_render.MODELS_MARKER
 # Relative L2 error of a whole model's output against the float64 model:
 # each layer's error compounds through 50-odd layers.
-MODEL_LIMIT = {"strict": 1e-3, "tf32": 5e-2}
+MODEL_LIMIT = {"strict": 1e-3, "tf32": 5e-2, "bf16": 5e-2, "f16": 1e-2}
 LAYER_CAP_MS = 400.0     # per library and layer, over both rounds
 HOST_WARMUP = 5      # forwards of each model before the host-cost loop times
 HOST_ROUNDS = 3      # alternating rounds of the host-cost loop ...
@@ -64,17 +64,23 @@ HOST_PROBES = 4      # hooked nn.Identity calls after each forward: the hooks' o
 HOST_SHOWN = 8       # layers a row's host-cost detail lists, highest ratio first
 NOT_BELOW = 0.97          # the issue's bound for a layer alone
 MODES_ALL = ("strict", "tf32")
+# Mixed precision: both models and the input channels_last, every forward
+# (and every layer called alone) under torch.autocast("cuda", dtype=...).
+AMP_MODES = {"bf16": "bfloat16", "f16": "float16"}
+MODE_LABELS = {"bf16": "bf16 amp, channels_last", "f16": "f16 amp, channels_last"}
 
 
 def parse_args(argv: list) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default=",".join(MODELS), help="comma-separated torchvision names")
     p.add_argument("--batches", default="1,16")
-    p.add_argument("--modes", default="strict,tf32")
+    p.add_argument("--modes", default="strict,tf32",
+                   help="strict, tf32 (fp32 models), bf16, f16 (autocast, channels_last)")
     p.add_argument("--ways", default="eager,graph,compile",
                    help="end-to-end timings to run (eager, graph, compile)")
     p.add_argument("--compile-batches", default="16", help="batch sizes that get the compile timing")
-    p.add_argument("--compile-modes", default="strict,tf32", help="math modes that get the compile timing")
+    p.add_argument("--compile-modes", default="strict,tf32,bf16,f16",
+                   help="modes that get the compile timing (of those in --modes)")
     p.add_argument("--no-layers", action="store_true", help="skip the per-layer timings")
     p.add_argument("--host-batch", type=int, default=1, help="batch of the host-cost loop (0: skip)")
     p.add_argument("--cache", default=None, help="convtune cache (default: the library's)")
@@ -95,7 +101,75 @@ def parse_args(argv: list) -> argparse.Namespace:
 
 
 def split(text: str, cast=str) -> list:
-    return [cast(t) for t in text.split(",") if t.strip()]
+    return [cast(t.strip()) for t in text.split(",") if t.strip()]
+
+
+def check_modes(modes: list, option: str) -> list:
+    """The modes named, or a usage error (exit status 2) for an unknown one."""
+    bad = [m for m in modes if m not in MODES_ALL and m not in AMP_MODES]
+    if bad or not modes:
+        print(f"models.py: {option} takes a comma-separated subset of strict, tf32, "
+              f"{', '.join(AMP_MODES)}" + (f" (not {', '.join(bad)})" if bad else ""), file=sys.stderr)
+        raise SystemExit(2)
+    return modes
+
+
+def mode_label(mode: str) -> str:
+    """How a mode shows in the tables: strict and tf32 as they are."""
+    return MODE_LABELS.get(mode, mode)
+
+
+def amp_dtype(mode: str):
+    """autocast's dtype for an AMP mode, None for the fp32 modes."""
+    if mode not in AMP_MODES:
+        return None
+    import torch
+    return getattr(torch, AMP_MODES[mode])
+
+
+def amp_fn(fn, mode: str):
+    """fn, called under torch.autocast("cuda", dtype=...) in an AMP mode
+    (entered and left at each call, as a model's forward would)."""
+    dtype = amp_dtype(mode)
+    if dtype is None:
+        return fn
+    import torch
+
+    def run(*args):
+        with torch.autocast("cuda", dtype=dtype):
+            return fn(*args)
+    return run
+
+
+_AUTOCAST_CLASS = None
+
+
+def autocast_model(model, mode: str):
+    """`model` wrapped so that its forward runs under autocast in an AMP mode
+    (the same wrapper for both libraries); `model` itself otherwise.  The
+    wrapped model is the attribute `wrapped_model`: conv_layers() names its
+    layers as the unwrapped model's."""
+    global _AUTOCAST_CLASS
+    if mode not in AMP_MODES:
+        return model
+    import torch
+    if _AUTOCAST_CLASS is None:
+        class Autocast(torch.nn.Module):
+            def __init__(self, inner, dtype_name):
+                super().__init__()
+                self.wrapped_model = inner
+                self.dtype_name = dtype_name
+
+            def forward(self, x):
+                with torch.autocast("cuda", dtype=getattr(torch, self.dtype_name)):
+                    return self.wrapped_model(x)
+        _AUTOCAST_CLASS = Autocast
+    return _AUTOCAST_CLASS(model, AMP_MODES[mode])
+
+
+def unwrapped(model):
+    """The model inside autocast_model's wrapper, or `model`."""
+    return getattr(model, "wrapped_model", model)
 
 
 # ---------------------------------------------------------------- models
@@ -110,7 +184,7 @@ def build(name: str, seed: int = 0):
 
 def conv_layers(model) -> dict:
     import torch
-    return {name: m for name, m in model.named_modules() if isinstance(m, torch.nn.Conv2d)}
+    return {name: m for name, m in unwrapped(model).named_modules() if isinstance(m, torch.nn.Conv2d)}
 
 
 def layer_key(layer, x) -> tuple:
@@ -168,10 +242,12 @@ def fallbacks(model) -> dict:
 
 
 def output_errors(base, ours, x) -> dict:
+    """Each library's output against the model in float64 (NCHW; an AMP
+    mode's autocast leaves float64 alone)."""
     import torch
-    ref_model = copy.deepcopy(base).double()
+    ref_model = copy.deepcopy(base).double().to(memory_format=torch.contiguous_format)
     with torch.no_grad():
-        ref = ref_model(x.double())
+        ref = ref_model(x.double().contiguous())
         err = {"pytorch": bench_timing.rel_l2(base(x), ref), "convtune": bench_timing.rel_l2(ours(x), ref)}
     del ref_model
     return err
@@ -195,10 +271,13 @@ def graph_pair(fn_a, fn_b, guess_a=None, guess_b=None, cap_ms=bench_timing.MEASU
 
 
 def compiled_pair(base, ours, x, mode: str) -> dict:
+    """torch.compile of each model; in an AMP mode the unwrapped models are
+    compiled and called under autocast, as a user's compiled model is."""
     import torch
     torch._dynamo.reset()
     started = time.perf_counter()
-    cb, co = torch.compile(base, fullgraph=True), torch.compile(ours, fullgraph=True)
+    cb = amp_fn(torch.compile(unwrapped(base), fullgraph=True), mode)
+    co = amp_fn(torch.compile(unwrapped(ours), fullgraph=True), mode)
     with torch.no_grad():
         ya, yb = cb(x), co(x)
         torch.cuda.synchronize()
@@ -210,8 +289,10 @@ def compiled_pair(base, ours, x, mode: str) -> dict:
     return result
 
 
-def layer_table(base, ours, x) -> list:
-    """One row per unique conv layer: both libraries alone, as graph replays."""
+def layer_table(base, ours, x, mode: str = "strict") -> list:
+    """One row per unique conv layer: both libraries alone, as graph replays
+    (in an AMP mode each call under autocast, on the input the layer got in
+    the model's forward)."""
     import torch
     with torch.no_grad():
         inputs = record_layer_inputs(ours, x)
@@ -224,10 +305,10 @@ def layer_table(base, ours, x) -> list:
     for key, names in groups.items():
         name = names[0]
         inp = inputs[name]
-        mine, theirs = ours_layers[name], base_layers[name]
+        mine, theirs = amp_fn(ours_layers[name], mode), amp_fn(base_layers[name], mode)
         with torch.no_grad():
             mine(inp)
-            algorithm = plan_text(mine)
+            algorithm = plan_text(ours_layers[name])
             timing = graph_pair(lambda: theirs(inp), lambda: mine(inp), cap_ms=LAYER_CAP_MS)
         rows.append({"layer": name, "count": len(names), "spec": layer_spec_text(key), **timing,
                      "algorithm": algorithm})
@@ -315,14 +396,27 @@ def run_config(name: str, batch: int, mode: str, ways: list, compile_batches: li
                layers: bool, host_batch: int, context, compile_modes: tuple = MODES_ALL) -> dict:
     import torch
     import convtune
-    bench_suite.set_math_mode(mode)
+    amp = mode in AMP_MODES
+    # AMP modes: the fp32 flags strict (autocast runs every conv and matmul in half).
+    bench_suite.set_math_mode("strict" if amp else mode)
     base = build(name)
+    if amp:
+        base = base.to(memory_format=torch.channels_last)
     ours = copy.deepcopy(base)
-    report = convtune.convert(ours, context=context)
+    # Under autocast, the converted layers on the default context (as a user's
+    # convert(model)) call the operators, whose autocast kernel casts through
+    # autocast's weight cache; $CONVTUNE_CACHE and $CONVTUNE_POLICY are
+    # --cache and --policy (main).
+    report = convtune.convert(ours, context=None if amp else context)
+    base, ours = autocast_model(base, mode), autocast_model(ours, mode)
     torch.manual_seed(1)
     x = torch.randn(batch, 3, IMAGE, IMAGE, device="cuda")
+    if amp:
+        x = x.contiguous(memory_format=torch.channels_last)
     row = {"model": name, "batch": batch, "mode": mode, "converted": len(report.converted),
            "left": report.left}
+    if amp:
+        row["context"] = "default"
     started = time.perf_counter()
     with torch.no_grad():
         for _ in range(3):       # plans: from the cache, or tuned now
@@ -348,7 +442,7 @@ def run_config(name: str, batch: int, mode: str, ways: list, compile_batches: li
         except Exception as e:  # noqa: BLE001 - recorded, the run goes on
             row["compile"] = {"note": bench_timing.error_text(e)}
     if layers:
-        row["layers"] = layer_table(base, ours, x)
+        row["layers"] = layer_table(base, ours, x, mode)
         sums = [sum(r[k] * r["count"] for r in row["layers"] if "ratio" in r)
                 for k in ("pytorch_ms", "convtune_ms")]
         ratios = [r["ratio"] for r in row["layers"] if "ratio" in r]
@@ -363,7 +457,7 @@ def run_config(name: str, batch: int, mode: str, ways: list, compile_batches: li
 
 
 def brief(row: dict) -> str:
-    parts = [f"{row['model']} b{row['batch']} {row['mode']}: err {row['errors']['convtune']:.1e} "
+    parts = [f"{row['model']} b{row['batch']} {mode_label(row['mode'])}: err {row['errors']['convtune']:.1e} "
              f"(PyTorch {row['errors']['pytorch']:.1e}), first calls {row['first_calls_s']:.1f} s"]
     for way in ("eager", "graph", "compile"):
         r = row.get(way)
@@ -416,6 +510,8 @@ def render(results: dict) -> str:
               f"Error: relative L2 of the output against the model in float64; ok when convtune's "
               f"is at most max({MODEL_LIMIT['strict']:g} strict / {MODEL_LIMIT['tf32']:g} TF32, "
               "2x PyTorch's).", ""]
+    if any(r["mode"] in AMP_MODES for r in rows):
+        lines += [amp_method_text(), ""]
     if results.get("notes_md"):
         lines += ["### Reading these numbers", "",
                   f"_Written by hand about this run and added with `--notes {results.get('notes_path')}`; "
@@ -423,7 +519,7 @@ def render(results: dict) -> str:
     header = ["model", "batch", "mode", "eager PyTorch ms", "eager convtune ms", "eager ratio",
               "graph PyTorch ms", "graph convtune ms", "graph ratio", "compile PyTorch ms",
               "compile convtune ms", "compile ratio", "err PyTorch", "err convtune", "ok"]
-    table = [[r["model"], r["batch"], r["mode"], *way_cells(r, "eager"), *way_cells(r, "graph"),
+    table = [[r["model"], r["batch"], mode_label(r["mode"]), *way_cells(r, "eager"), *way_cells(r, "graph"),
               *way_cells(r, "compile"), bench_render.fmt_err(r["errors"]["pytorch"]),
               bench_render.fmt_err(r["errors"]["convtune"]), "yes" if r["ok"] else "NO"] for r in rows]
     lines += bench_render.md_table(header, table) + [""]
@@ -437,7 +533,7 @@ def render(results: dict) -> str:
         lines += bench_render.md_table(
             ["model", "batch", "mode", "unique layers", "sum PyTorch ms", "sum convtune ms", "sum ratio",
              "worst layer", "below"],
-            [[r["model"], r["batch"], r["mode"], r["layer_sum"]["unique"],
+            [[r["model"], r["batch"], mode_label(r["mode"]), r["layer_sum"]["unique"],
               bench_render.fmt_ms(r["layer_sum"]["pytorch_ms"]), bench_render.fmt_ms(r["layer_sum"]["convtune_ms"]),
               bench_render.fmt_ratio(r["layer_sum"]["ratio"]), bench_render.fmt_ratio(r["layer_sum"]["min_ratio"]),
               r["layer_sum"]["below"]] for r in layered]) + [""]
@@ -472,21 +568,21 @@ def render(results: dict) -> str:
         lines += bench_render.md_table(
             ["model", "mode", "PyTorch us", "convtune us", "convtune / PyTorch", "hooks PyTorch us",
              "hooks convtune us", "net convtune / PyTorch", "graph replays", "captures", "direct runs"],
-            [[r["model"], r["mode"], us(r["host"], "pytorch_us"), us(r["host"], "convtune_us"),
+            [[r["model"], mode_label(r["mode"]), us(r["host"], "pytorch_us"), us(r["host"], "convtune_us"),
               f"{r['host']['ratio']:.2f}", us(r["host"], "pytorch_floor_us"), us(r["host"], "convtune_floor_us"),
               net(r["host"]), r["host"]["calls"]["graph_launches"],
               r["host"]["calls"]["graph_captures"], r["host"]["calls"]["direct_runs"]] for r in hosted]) + [""]
         for r in hosted:
             if "layers" not in r["host"]:
                 continue
-            lines += [f"<details><summary>{r['model']} batch {r['batch']} {r['mode']}: host cost of the "
+            lines += [f"<details><summary>{r['model']} batch {r['batch']} {mode_label(r['mode'])}: host cost of the "
                       f"{HOST_SHOWN} layers with the highest ratio</summary>", ""]
             lines += bench_render.md_table(
                 ["layer", "PyTorch us", "convtune us", "convtune / PyTorch", "net", "convtune algorithm"],
                 [[l["layer"], f"{l['pytorch_us']:.1f}", f"{l['convtune_us']:.1f}", f"{l['ratio']:.2f}",
                   net(l), l["algorithm"]] for l in r["host"]["layers"][:HOST_SHOWN]]) + ["", "</details>", ""]
     for r in layered:
-        lines += [f"<details><summary>{r['model']} batch {r['batch']} {r['mode']}: per-layer table</summary>", ""]
+        lines += [f"<details><summary>{r['model']} batch {r['batch']} {mode_label(r['mode'])}: per-layer table</summary>", ""]
         lines += bench_render.md_table(
             ["layer (first)", "count", "shape", "PyTorch ms", "convtune ms", "ratio", "convtune algorithm"],
             [[l["layer"], l["count"], l["spec"], bench_render.fmt_ms(l.get("pytorch_ms")),
@@ -500,6 +596,19 @@ def render(results: dict) -> str:
         lines += [f"- {m}: PyTorch's forward ran some calls ({why})" for m, why in sorted(fell)]
         lines.append("")
     return "\n".join(lines)
+
+
+def amp_method_text() -> str:
+    return ("Mixed-precision rows (`bf16 amp, channels_last`, `f16 amp, channels_last`): both models "
+            "made `channels_last` (`model.to(memory_format=torch.channels_last)`) and a channels-last "
+            "input; every forward of both, eager, graph and compile, and every layer alone, under "
+            "`torch.autocast(\"cuda\", dtype=torch.bfloat16 / torch.float16)` (the same wrapper "
+            "module for both; compile: the unwrapped model compiled, called under autocast), TF32 "
+            "flags off. The converted copy is on convtune's default context, as `convert(model)` "
+            "leaves it (its layers then call the operators, whose autocast kernel casts through "
+            "autocast's weight cache), with this run's cache and policy. Error: against the fp32 "
+            "model in float64 (autocast leaves float64 alone); ok when convtune's is at most "
+            f"max({MODEL_LIMIT['bf16']:g} bf16 / {MODEL_LIMIT['f16']:g} f16, 2x PyTorch's).")
 
 
 def write_markdown(path: str, section: str) -> None:
@@ -548,12 +657,17 @@ def main(argv: list | None = None) -> int:
             write_markdown(args.out_md, render(results))
         return 0
     started = time.perf_counter()
+    modes = check_modes(split(args.modes), "--modes")
+    compile_modes = tuple(check_modes(split(args.compile_modes), "--compile-modes"))
     torch, convtune = bench_env.import_or_exit("models.py")
     import torchvision
     import convtune.nn  # noqa: F401
     torch.backends.cudnn.benchmark = True
     if args.cache:  # the operator's default context (torch.compile) reads the same cache
         os.environ["CONVTUNE_CACHE"] = os.path.abspath(args.cache)
+    if any(m in AMP_MODES for m in modes):
+        # AMP rows run on the default context (run_config): it tunes by --policy.
+        os.environ["CONVTUNE_POLICY"] = args.policy
     device = torch.cuda.current_device()
     env = bench_env.gather_environment(convtune, device)
     context = convtune.Context(device=device, cache=args.cache, policy=args.policy,
@@ -568,14 +682,14 @@ def main(argv: list | None = None) -> int:
                        "elapsed_s": 0.0},
                "environment": env, "rows": rows, **notes}
     for name in split(args.models):
-        for mode in split(args.modes):
+        for mode in modes:
             for batch in batches:
                 if args.tune_only:
                     row = run_config(name, batch, mode, [], [], False, 0, context)
                 else:
                     row = run_config(name, batch, mode, ways, split(args.compile_batches, int),
                                      not args.no_layers, args.host_batch, context,
-                                     tuple(split(args.compile_modes)))
+                                     compile_modes)
                 torch.cuda.empty_cache()  # the models of that row are gone
                 bench_common.log(brief(row))
                 rows.append(row)

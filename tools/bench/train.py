@@ -56,18 +56,25 @@ STEPS = 20
 LR = 0.01
 # Relative difference allowed between the two libraries' loss after STEPS
 # steps: strict fp32 differs only by summation order; TF32 rounds inputs.
-LOSS_BOUND = {"strict": 1e-3, "tf32": 2e-2}
+LOSS_BOUND = {"strict": 1e-3, "tf32": 2e-2, "bf16": 5e-2, "f16": 2e-2}
 # Relative L2 error allowed for one convtune call against float64: the
 # library's validation bounds.
 CALL_BOUND = {"strict": 1e-4, "tf32": 1e-2}
 RUNS = ("pytorch", "pytorch_default", "convtune")
+# Mixed precision: models and input channels_last, the forward and the loss
+# under torch.autocast("cuda", dtype=...), float16 with a GradScaler; the
+# float64 run stays float64 (autocast leaves it alone) and unscaled.
+AMP_MODES = {"bf16": "bfloat16", "f16": "float16"}
+MODE_LABELS = {"bf16": "bf16 amp, channels_last", "f16": "f16 amp + GradScaler, channels_last"}
+MODES_ALL = ("strict", "tf32", *AMP_MODES)
 
 
 def parse_args(argv: list) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default=",".join(MODELS), help="comma-separated torchvision names")
     p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--modes", default="strict,tf32")
+    p.add_argument("--modes", default="strict,tf32",
+                   help="strict, tf32 (fp32), bf16 (autocast), f16 (autocast + GradScaler)")
     p.add_argument("--seeds", type=int, default=3, help="seeds whose losses are compared (default 3)")
     p.add_argument("--cache", default=None, help="convtune cache: sets $CONVTUNE_CACHE (default: the library's)")
     p.add_argument("--out-md", default=None, help="write the markdown report here")
@@ -80,26 +87,45 @@ def parse_args(argv: list) -> argparse.Namespace:
 
 
 def split(text: str) -> list:
-    return [t for t in text.split(",") if t.strip()]
+    return [t.strip() for t in text.split(",") if t.strip()]
 
 
-def make_step(model, x, target, benchmark=True):
+def mode_label(mode: str) -> str:
+    """How a mode shows in the table: strict and tf32 as they are."""
+    return MODE_LABELS.get(mode, mode)
+
+
+def make_step(model, x, target, benchmark=True, amp=None):
     """One training step of `model` with its own SGD optimizer; returns the
     loss tensor.  benchmark=False: cuDNN's default algorithms, deterministic
-    (PyTorch's other fp32 answer, for the spread of fp32 rounding)."""
+    (PyTorch's other fp32 answer, for the spread of fp32 rounding).  amp:
+    None, or an AMP mode: the forward and loss under autocast in its type,
+    and for f16 a GradScaler (torch.amp.GradScaler("cuda"), its defaults)
+    scaling the loss and unscaling the step, as PyTorch's AMP recipe."""
+    import contextlib
     import torch
     import torch.nn.functional as F
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
     flags = torch.backends.cudnn.flags
+    dtype = None if amp is None else getattr(torch, AMP_MODES[amp])
+    scaler = torch.amp.GradScaler("cuda") if amp == "f16" else None
 
     def step():
         with flags(enabled=True, benchmark=benchmark, deterministic=not benchmark,
                    allow_tf32=torch.backends.cudnn.allow_tf32):
             opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(x), target)
-            loss.backward()
-            opt.step()
+            with (torch.autocast("cuda", dtype=dtype) if dtype is not None
+                  else contextlib.nullcontext()):
+                loss = F.cross_entropy(model(x), target)
+            if scaler is None:
+                loss.backward()
+                opt.step()
+            else:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
         return loss
+    step.scaler = scaler
     return step
 
 
@@ -123,28 +149,35 @@ def loss_verdict(drifts: dict, mode: str) -> dict:
             "losses_ok": median["convtune"] <= limit}
 
 
-def build(name: str, batch: int, seed: int):
-    """The model from `seed` (weights, batch, labels) and a converted copy."""
+def build(name: str, batch: int, seed: int, channels_last: bool = False):
+    """The model from `seed` (weights, batch, labels) and a converted copy;
+    channels_last: both models and the input in that memory format."""
     import torch
     import torchvision
     import convtune
     torch.manual_seed(seed)
     base = torchvision.models.get_model(name, weights=None, num_classes=CLASSES).cuda().train()
+    if channels_last:
+        base = base.to(memory_format=torch.channels_last)
     ours = copy.deepcopy(base)
     report = convtune.convert(ours)  # the default context, as a user's: the operator trains it
     x = torch.randn(batch, 3, IMAGE, IMAGE, device="cuda")
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
     target = torch.randint(0, CLASSES, (batch,), device="cuda")
     return base, ours, report, x, target
 
 
-def train_losses(base, ours, x, target, audit=None) -> tuple:
+def train_losses(base, ours, x, target, audit=None, amp=None) -> tuple:
     """STEPS steps of each run from the same start: ({run: losses}, the
     first convtune step's seconds (it tunes what the cache lacks), the
-    PyTorch and convtune steps).  `audit` checks each convtune step's calls."""
+    PyTorch and convtune steps).  `audit` checks each convtune step's calls.
+    amp: an AMP mode for every run but float64's (plain float64 SGD, NCHW)."""
     import torch
-    steps = {"pytorch": make_step(base, x, target), "convtune": make_step(ours, x, target),
-             "float64": make_step(copy.deepcopy(base).double(), x.double(), target),
-             "pytorch_default": make_step(copy.deepcopy(base), x, target, benchmark=False)}
+    f64 = copy.deepcopy(base).double().to(memory_format=torch.contiguous_format)
+    steps = {"pytorch": make_step(base, x, target, amp=amp), "convtune": make_step(ours, x, target, amp=amp),
+             "float64": make_step(f64, x.double().contiguous(), target),
+             "pytorch_default": make_step(copy.deepcopy(base), x, target, benchmark=False, amp=amp)}
     losses = {lib: [] for lib in steps}
     started = time.perf_counter()
     losses["convtune"].append(steps["convtune"]().item())
@@ -161,23 +194,34 @@ def train_losses(base, ours, x, target, audit=None) -> tuple:
     return losses, first_step_s, steps["pytorch"], steps["convtune"]
 
 
+
 def run_config(name: str, batch: int, mode: str, seeds: int) -> dict:
     """Seed 0: losses with every convtune call checked, then step times;
     every seed: the runs' drifts from float64, for the loss verdict."""
     import torch
-    bench_suite.set_math_mode(mode)
+    amp = mode if mode in AMP_MODES else None
+    # AMP modes: the fp32 flags strict (autocast runs every conv and matmul in half).
+    bench_suite.set_math_mode("strict" if amp else mode)
     row = {"model": name, "mode": mode, "batch": batch, "seeds": seeds}
     drifts = {lib: [] for lib in RUNS}
     for seed in range(seeds):
-        base, ours, report, x, target = build(name, batch, seed)
-        audit = train_audit.CallAudit(ours, tf32=mode == "tf32") if seed == 0 else None
-        losses, first_step_s, theirs, our_step = train_losses(base, ours, x, target, audit)
+        base, ours, report, x, target = build(name, batch, seed, channels_last=amp is not None)
+        # The per-call audit compares fp32 calls with float64 on the same
+        # tensors; AMP modes are not audited (the losses are the check).
+        audit = (train_audit.CallAudit(ours, tf32=mode == "tf32")
+                 if seed == 0 and amp is None else None)
+        losses, first_step_s, theirs, our_step = train_losses(base, ours, x, target, audit, amp)
         for lib, value in drift(losses).items():
             drifts[lib].append(value)
         if seed == 0:
-            audit.close()
+            if audit is not None:
+                audit.close()
             row.update({"converted": len(report.converted), "left": [list(item) for item in report.left],
-                        "losses": losses, "first_step_s": first_step_s, "calls": audit.summary()})
+                        "losses": losses, "first_step_s": first_step_s,
+                        "calls": audit.summary() if audit is not None else {"skipped": "AMP"}})
+            if amp == "f16":
+                row["loss_scales"] = {"pytorch": theirs.scaler.get_scale(),
+                                      "convtune": our_step.scaler.get_scale()}
             a, b = bench_timing.time_pair(theirs, our_step)
             row.update({"pytorch_ms": a.median_ms, "convtune_ms": b.median_ms,
                         "ratio": a.median_ms / b.median_ms, "spread": max(a.spread, b.spread),
@@ -185,18 +229,20 @@ def run_config(name: str, batch: int, mode: str, seeds: int) -> dict:
         del base, ours, theirs, our_step, audit
         torch.cuda.empty_cache()
     row.update(loss_verdict(drifts, mode))
-    row["calls_ok"] = row["calls"].get("max_convtune", math.inf) <= CALL_BOUND[mode]
+    row["calls_ok"] = (amp is not None
+                       or row["calls"].get("max_convtune", math.inf) <= CALL_BOUND[mode])
     row["ok"] = row["losses_ok"] and row["calls_ok"]
     return row
 
 
 def brief(row: dict) -> str:
-    return (f"{row['model']} b{row['batch']} {row['mode']}: step {row['pytorch_ms']:.2f} vs "
+    return (f"{row['model']} b{row['batch']} {mode_label(row['mode'])}: step {row['pytorch_ms']:.2f} vs "
             f"{row['convtune_ms']:.2f} ms ({row['ratio']:.2f}x); median drift from float64 after {STEPS} "
             f"steps over {row['seeds']} seeds {drift_cell(row)} (limit {row['loss_limit']:.1e}); "
             f"worst call {calls_cell(row)}, highest median error ratio {ratio_cell(row)}: "
             f"{'ok' if row['ok'] else 'DIFFERS'}; first convtune step {row['first_step_s']:.1f} s; "
-            f"fallbacks {row['fallbacks']}")
+            f"fallbacks {row['fallbacks']}"
+            + (f"; GradScaler scale after the steps {row['loss_scales']}" if "loss_scales" in row else ""))
 
 
 def loss_cell(row: dict, lib: str) -> str:
@@ -212,12 +258,16 @@ def drift_cell(row: dict) -> str:
 
 def calls_cell(row: dict) -> str:
     """The worst convtune call's error and PyTorch's on the same tensors."""
+    if "skipped" in row.get("calls", {}):
+        return f"not audited ({row['calls']['skipped']})"
     worst = row.get("calls", {}).get("worst")
     return ("not measured" if worst is None else
             f"{worst['pytorch']:.1e} / {worst['convtune']:.1e} ({worst['layer']} {worst['pass']})")
 
 
 def ratio_cell(row: dict) -> str:
+    if "skipped" in row.get("calls", {}):
+        return f"not audited ({row['calls']['skipped']})"
     ratio = row.get("calls", {}).get("worst_ratio")
     return ("not measured" if ratio is None else
             f"{ratio['median']:.2f}x ({ratio['layer']} {ratio['pass']})")
@@ -255,7 +305,9 @@ def render(results: dict) -> str:
              f"{CALL_BOUND['strict']:g} strict / {CALL_BOUND['tf32']:g} TF32, and the layer pass whose "
              "median error ratio (convtune / PyTorch) is highest. The first convtune step tunes what "
              "the cache lacks (its time is not in the step times).", ""]
-    rows = [[r["model"], r["mode"], f"{r['pytorch_ms']:.2f}", f"{r['convtune_ms']:.2f}",
+    if any(r["mode"] in AMP_MODES for r in results["rows"]):
+        lines += [amp_method_text(), ""]
+    rows = [[r["model"], mode_label(r["mode"]), f"{r['pytorch_ms']:.2f}", f"{r['convtune_ms']:.2f}",
              f"{r['ratio']:.2f}x", loss_cell(r, "float64"), drift_cell(r), calls_cell(r), ratio_cell(r),
              "ok" if r["ok"] else "DIFFERS", f"{r['first_step_s']:.1f}",
              ", ".join(f"{k}: {v}" for k, v in r["fallbacks"].items()) or "none"]
@@ -267,6 +319,20 @@ def render(results: dict) -> str:
     if results.get("notes_md"):
         lines += ["", "## Notes", "", results["notes_md"].strip()]
     return "\n".join(lines) + "\n"
+
+
+def amp_method_text() -> str:
+    return ("Mixed-precision rows (`bf16 amp, channels_last`; `f16 amp + GradScaler, channels_last`): "
+            "both models and the input `channels_last`, the forward and the loss under "
+            "`torch.autocast(\"cuda\", dtype=torch.bfloat16 / torch.float16)`, for f16 with "
+            "`torch.amp.GradScaler(\"cuda\")` (its defaults: `scaler.scale(loss).backward()`, "
+            "`scaler.step(opt)`, `scaler.update()`), the same for PyTorch's runs and convtune's; TF32 "
+            "flags off. The float64 run is the fp32 model in float64 (autocast leaves float64 alone), "
+            "NCHW, unscaled: the drifts measure each library's mixed-precision training against "
+            "exact arithmetic, PyTorch's own being the scale; losses ok when convtune's median drift "
+            f"is at most max({LOSS_BOUND['bf16']:g} bf16 / {LOSS_BOUND['f16']:g} f16, twice the "
+            "largest of PyTorch's). The per-call audit is not run in these modes (it compares fp32 "
+            "calls with float64 on the same tensors).")
 
 
 def save(results: dict, args: argparse.Namespace) -> None:
@@ -281,6 +347,12 @@ def main(argv: list | None = None) -> int:
         return bench_render.render_saved(args.render, args.out_md, render, notes)
     if args.seeds < 1:
         print("train.py: --seeds must be at least 1", file=sys.stderr)
+        return 2
+    modes = split(args.modes)
+    bad = [m for m in modes if m not in MODES_ALL]
+    if bad or not modes:
+        print(f"train.py: --modes takes a comma-separated subset of {', '.join(MODES_ALL)}",
+              file=sys.stderr)
         return 2
     if args.cache:  # before the library opens the default context
         os.environ["CONVTUNE_CACHE"] = os.path.abspath(args.cache)
@@ -298,7 +370,7 @@ def main(argv: list | None = None) -> int:
                        "elapsed_s": 0.0, "formula": convtune.ops.formula},
                "environment": bench_env.gather_environment(convtune, device), "rows": rows, **notes}
     for name in split(args.models):
-        for mode in split(args.modes):
+        for mode in modes:
             row = run_config(name, args.batch, mode, args.seeds)
             torch.cuda.empty_cache()
             bench_common.log(brief(row))

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""bench_check.py SRC TMP: the benchmark harness's pure parts without torch or a GPU.
+
+half.py (tools/bench): option parsing, one run per geometry, the half
+floor's bytes, the error limit, the summary per type and layout, rendering
+(and --render from a saved JSON); models.py and train.py: the AMP modes'
+checks, labels, bounds and rendering.  Exit status 0 when every check holds.
+"""
+import contextlib
+import copy
+import io
+import json
+import math
+import os
+import sys
+
+
+def main():
+    src, tmp = sys.argv[1], sys.argv[2]
+    os.makedirs(tmp, exist_ok=True)
+    sys.path.insert(0, os.path.join(src, "tools", "bench"))
+    os.chdir(src)
+    import bench_common
+    import bench_suite
+    import half
+    import models
+    import train
+
+    # ------------------------------------------------------------ half.py
+    assert half.parse_choices("bf16, f16,bf16", half.DTYPES, "--dtypes") == ["bf16", "f16"]
+    assert half.parse_choices("NHWC", half.LAYOUTS, "--layouts") == ["nhwc"]
+    for bad in ("f32", "", "f16,fp8"):
+        try:
+            half.parse_choices(bad, half.DTYPES, "--dtypes")
+        except bench_common.UsageError:
+            pass
+        else:
+            raise AssertionError(f"--dtypes {bad!r} accepted")
+
+    row = {"name": "a", "N": 2, "C": 8, "H": 10, "W": 12, "K": 16, "R": 3, "S": 3, "pad": 1}
+    a = bench_suite.parse_row(row, 0)
+    a_tf32 = bench_suite.parse_row({**row, "name": "a_tf32", "math": "tf32"}, 1)
+    b = bench_suite.parse_row({**row, "name": "b", "epilogue": "bias"}, 2)
+    kept, notes = half.unique_shapes([a, a_tf32, b])
+    assert [s.name for s in kept] == ["a", "b"], kept
+    assert len(notes) == 1 and "a_tf32" in notes[0] and "as a " in notes[0], notes
+
+    # x 2*8*10*12, w 16*8*3*3, y 2*16*10*12; 2 bytes each, the bias 4 bytes per channel.
+    elements = 2 * 8 * 10 * 12 + 16 * 8 * 9 + 2 * 16 * 10 * 12
+    assert half.half_bytes(a) == 2 * elements
+    assert half.half_bytes(b) == 2 * elements + 4 * 16
+    flops = bench_suite.conv_flops(a)
+    assert math.isclose(half.half_floor_ms(a, flops / 1e-3, 1e30), 1.0)   # FLOP-bound: 1 ms
+    assert math.isclose(half.half_floor_ms(a, 1e30, 2 * elements / 2e-3), 2.0)  # byte-bound
+
+    assert half.error_limit("bf16", None) == 4e-2
+    assert math.isclose(half.error_limit("f16", 1e-3), 8e-3)
+    assert math.isclose(half.error_limit("f16", 1e-2), 2e-2)       # twice PyTorch's
+    assert half.error_limit("f16", math.nan) == 8e-3
+    assert half.within(1e-3, 8e-3) and not half.within(math.nan, 8e-3)
+    assert not half.within(None, 1.0) and not half.within(math.inf, 1.0)
+
+    ceilings = {"copy_bytes_per_s": 4.0e12, "copy_buffer_bytes": 2 << 30, "matmul_n": 8192,
+                "matmul_flops_per_s": {"f16": 7.0e14, "bf16": 6.9e14}, "matmul_flags": {}}
+
+    def timed(ms, spread=0.01):
+        return {"median_ms": ms, "min_ms": ms, "max_ms": ms, "batches": 7, "calls_per_batch": 1,
+                "round_median_ms": [ms, ms], "spread": spread}
+
+    def make_row(shape, dtype, layout, torch_ms, ct_ms, err=1e-3, status="ok", graph=True):
+        r = half.row_template(shape, dtype, layout, ceilings)
+        if status == "error":
+            r["error"] = "ConvtuneError: UNSUPPORTED"
+            return r
+        r["torch"] = {**timed(torch_ms), "first_call_ms": 5.0,
+                      "percent_floor": bench_suite.percent_of_floor(r["floor_ms"], torch_ms)}
+        r["convtune"] = {**timed(ct_ms), "plan_ms": 1234.0, "source": "tuned", "algorithm": "cudnn",
+                         "config": "engine=3", "tuned_ms": ct_ms, "workspace_bytes": 0, "dtype": dtype,
+                         "percent_floor": bench_suite.percent_of_floor(r["floor_ms"], ct_ms)}
+        r["torch_rel_l2"], r["rel_l2"] = 1e-3, err
+        r["rel_l2_limit"] = half.error_limit(dtype, 1e-3)
+        r["status"] = status
+        if status == "ok":
+            r["ratio"] = torch_ms / ct_ms
+        else:
+            r["error"] = "rel L2 too large"
+        if graph:
+            r["torch_graph_ms"], r["convtune_graph_ms"] = torch_ms * 0.9, ct_ms * 0.8
+            r["graph_rel_l2"], r["graph_status"] = err, "ok"
+            r["graph_ratio"] = r["torch_graph_ms"] / r["convtune_graph_ms"]
+        else:
+            r["graph_status"], r["graph_note"] = "skipped", "not measured (--no-graph)"
+        return r
+
+    rows = [make_row(a, "f16", "nhwc", 1.0, 0.5), make_row(b, "f16", "nhwc", 1.0, 2.0),
+            make_row(a, "bf16", "nhwc", 1.0, 0.8, err=1.0, status="FAIL"),
+            make_row(b, "bf16", "nhwc", 0, 0, status="error")]
+    blocks = half.make_blocks(rows, ["f16", "bf16"], ["nhwc"])
+    s16, sbf = blocks[0]["summary"], blocks[1]["summary"]
+    assert s16["rows"] == 2 and s16["ok_rows"] == 2 and math.isclose(s16["geomean_ratio"], 1.0)
+    assert [e["name"] for e in s16["below"]] == ["b"] and s16["failed"] == [] and s16["errors"] == []
+    assert math.isclose(s16["graph_geomean_ratio"], 0.9 / 0.8)
+    assert sbf["ok_rows"] == 0 and sbf["geomean_ratio"] is None and sbf["failed"] == ["a"]
+    assert [e["name"] for e in sbf["errors"]] == ["b"]
+    assert sbf["median_floor"]["convtune"] == rows[2]["convtune"]["percent_floor"]
+
+    env = json.load(open("BENCHMARKS.json", encoding="utf-8"))["environment"]
+    results = {"run": {"command": "python3 tools/bench/half.py", "suite": "bench/suite.json",
+                       "cache": "build/half.db", "policy": "exhaustive", "graph": True,
+                       "dtypes": ["f16", "bf16"], "layouts": ["nhwc"], "date_utc": "2026-01-01 00:00 UTC",
+                       "elapsed_s": 12.0},
+               "environment": env, "ceilings": ceilings, "blocks": blocks, "notes": notes,
+               "json_path": os.path.join(tmp, "half.json")}
+    text = half.render_markdown(results)
+    for needle in ("## Summary", "fp16, NHWC (channels_last)", "bf16, NHWC (channels_last)",
+                   "b (0.50x)", "| a |", "**FAIL**", "ERROR", "fp16 matmul", "1234 (tuned)", "a_tf32"):
+        assert needle in text, needle
+    # --render: the saved JSON drawn again, the same text.
+    with open(results["json_path"], "w", encoding="utf-8") as f:
+        json.dump(half.json_safe(results), f)
+    out_md = os.path.join(tmp, "half.md")
+    with contextlib.redirect_stderr(io.StringIO()):
+        assert half.main(["half.py", "--render", results["json_path"], "--out-md", out_md]) == 0
+        assert half.main(["half.py", "--dtypes", "f32"]) == 2          # before torch is needed
+        assert half.main(["half.py", "--layouts", "nchw,nhcw"]) == 2
+    assert open(out_md, encoding="utf-8").read() == text
+    nograph = copy.deepcopy(results)
+    nograph["run"]["graph"] = False
+    nograph["blocks"] = half.make_blocks([make_row(a, "f16", "nhwc", 1.0, 0.5, graph=False)],
+                                         ["f16"], ["nhwc"])
+    assert "graph ratio" not in half.render_markdown(nograph)
+
+    # ------------------------------------------------------------ models.py
+    assert models.mode_label("strict") == "strict" and models.mode_label("tf32") == "tf32"
+    assert models.mode_label("bf16") == "bf16 amp, channels_last"
+    assert models.check_modes(["bf16", "strict", "f16"], "--modes") == ["bf16", "strict", "f16"]
+    with contextlib.redirect_stderr(io.StringIO()):
+        for bad in (["fp16"], []):
+            try:
+                models.check_modes(bad, "--modes")
+            except SystemExit as e:
+                assert e.code == 2
+            else:
+                raise AssertionError(f"models.py --modes {bad} accepted")
+    assert models.amp_dtype("strict") is None and models.amp_fn(len, "tf32") is len
+    assert models.MODEL_LIMIT["bf16"] == 5e-2 and models.MODEL_LIMIT["f16"] == 1e-2
+    assert "bf16" in models.parse_args([]).compile_modes
+    saved = json.load(open("BENCHMARKS-models.json", encoding="utf-8"))
+    plain = models.render(saved)
+    assert "Mixed-precision" not in plain, "an fp32-only run renders as before"
+    amp_row = copy.deepcopy(saved["rows"][0])
+    amp_row["mode"] = "bf16"
+    saved["rows"].append(amp_row)
+    text = models.render(saved)
+    assert "| bf16 amp, channels_last |" in text and "Mixed-precision rows" in text
+
+    # ------------------------------------------------------------ train.py
+    assert train.mode_label("f16") == "f16 amp + GradScaler, channels_last"
+    assert train.LOSS_BOUND["bf16"] == 5e-2 and train.LOSS_BOUND["f16"] == 2e-2
+    verdict = train.loss_verdict({"pytorch": [0.01, 0.03], "pytorch_default": [0.02, 0.01],
+                                  "convtune": [0.04, 0.06]}, "bf16")
+    assert math.isclose(verdict["loss_limit"], 0.06) and verdict["losses_ok"]
+    verdict = train.loss_verdict({"pytorch": [1e-3], "pytorch_default": [1e-3],
+                                  "convtune": [3e-2]}, "f16")
+    assert verdict["loss_limit"] == 2e-2 and not verdict["losses_ok"]
+    saved = json.load(open("BENCHMARKS-train.json", encoding="utf-8"))
+    assert "Mixed-precision" not in train.render(saved)
+    amp_row = copy.deepcopy(saved["rows"][0])
+    amp_row.update({"mode": "f16", "calls": {"skipped": "AMP"}, "calls_ok": True,
+                    "loss_scales": {"pytorch": 32768.0, "convtune": 32768.0}})
+    saved["rows"].append(amp_row)
+    text = train.render(saved)
+    assert "| f16 amp + GradScaler, channels_last |" in text and "not audited (AMP)" in text
+    assert "GradScaler" in train.brief(amp_row)
+    with contextlib.redirect_stderr(io.StringIO()):
+        assert train.main(["train.py", "--modes", "bf16,fp8"]) == 2
+    print("bench_check: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
