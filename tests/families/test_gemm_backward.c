@@ -69,10 +69,10 @@ static int wide_plan(void) {
   CHECK(!conv_wide_plan(&p, 2000, &l));
   CHECK(conv_wide_plan(&p, 1, &l));
   /* dy's wide layout: the im2col of a 1x1 filter on 1 x plane images. */
-  CHECK(conv_channels_wide_plan(64, 49, 4, &l));
+  CHECK(conv_channels_wide_plan(64, 49, 4, CONV_DTYPE_F32, &l));
   CHECK(l.c == 64 && l.h == 1 && l.w == 49 && l.r == 1 && l.p == 1 && l.q == 49);
   CHECK(l.col_total == 64u * 4 * 49 && l.image_floats == 64 * 49);
-  CHECK(!conv_channels_wide_plan(64, 0, 4, &l));
+  CHECK(!conv_channels_wide_plan(64, 0, 4, CONV_DTYPE_F32, &l));
   return TEST_PASS;
 }
 
