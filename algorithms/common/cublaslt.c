@@ -47,9 +47,17 @@ conv_status conv_cublaslt_pref_fill(cublasLtMatmulPreference_t pref, conv_dtype 
                         sizeof align->d, err), out);
   if (dtype != CONV_DTYPE_F32) {
     /* Half inputs run on the tensor cores (their products are exact in
-     * fp32); what must never happen is an fp16 accumulator. */
+     * fp32); what must never happen is an fp16 accumulator, nor a split-K
+     * whose partial sums are added up in the output's type (in place in D,
+     * or in the workspace in D's type): a half D would round each part.
+     * Split-K with fp32 parts (COMPUTE_TYPE) and none at all remain. */
     const uint64_t mask = ~(uint64_t)CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_16F;
     CONV_TRY(st, pref_set(pref, CUBLASLT_MATMUL_PREF_IMPL_MASK, &mask, sizeof mask, err), out);
+    const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    CONV_TRY(st,
+             pref_set(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
+                      sizeof reductions, err),
+             out);
   } else if (math == CONV_MATH_STRICT) {
     /* Belt and braces for STRICT: refuse any tensor-core or reduced-input
      * implementation even if a library setting would allow it. */

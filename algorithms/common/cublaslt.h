@@ -59,7 +59,9 @@ cudaDataType_t conv_cublaslt_data_type(conv_dtype dtype);
  * otherwise assumes to be 256 bytes), and an implementation mask: for
  * fp32 inputs in strict mode, one that refuses tensor-core and
  * reduced-input kernels; for half inputs (`dtype`), one that refuses fp16
- * accumulation (32F compute promises fp32 sums; the mask double-checks). */
+ * accumulation (32F compute promises fp32 sums; the mask double-checks)
+ * and a split-K reduction only in fp32 (none that adds partial sums in a
+ * half output's type). */
 conv_status conv_cublaslt_pref_fill(cublasLtMatmulPreference_t pref, conv_dtype dtype,
                                     conv_math math, uint64_t max_workspace,
                                     const conv_gemm_align *align, conv_error *err);

@@ -142,6 +142,27 @@ static int half_types_served(void) {
                     refuses, sizeof refuses / sizeof refuses[0]);
 }
 
+/* What the cuBLASLt families assume of a half problem's pointers: the
+ * alignment base + i*offset keeps for 2-byte elements (half that of
+ * floats, at most the base), an element's alignment for the fallback
+ * algos, and the GEMM's matrix type for each dtype. */
+static int half_alignments(void) {
+  const int64_t odd[] = {3}, four[] = {4}, eight[] = {8}, mixed[] = {8, 0, -2, 6};
+  CHECK(conv_cublaslt_element_offsets_align(16, odd, 1, 2) == 2);
+  CHECK(conv_cublaslt_element_offsets_align(16, four, 1, 2) == 8);
+  CHECK(conv_cublaslt_element_offsets_align(16, eight, 1, 2) == 16);
+  CHECK(conv_cublaslt_element_offsets_align(16, mixed, 4, 2) == 4); /* 6: 12 bytes */
+  CHECK(conv_cublaslt_element_offsets_align(16, four, 1, 4) == 16);
+  CHECK(conv_cublaslt_offsets_align(16, odd, 1) == 4); /* floats, as before */
+  CHECK(conv_cublaslt_element_align(CONV_DTYPE_F32) == 4);
+  CHECK(conv_cublaslt_element_align(CONV_DTYPE_F16) == 2);
+  CHECK(conv_cublaslt_element_align(CONV_DTYPE_BF16) == 2);
+  CHECK(conv_cublaslt_data_type(CONV_DTYPE_F32) == CUDA_R_32F);
+  CHECK(conv_cublaslt_data_type(CONV_DTYPE_F16) == CUDA_R_16F);
+  CHECK(conv_cublaslt_data_type(CONV_DTYPE_BF16) == CUDA_R_16BF);
+  return TEST_PASS;
+}
+
 /* NCHW shapes for the half types, every GEMM operand at least 4-byte
  * aligned (even p*q, c*r*s a group and k a group): a dense 3x3 at batch 4
  * (chunks of 4, 2 and 1: dw written by one GEMM, or summed in fp32 over
@@ -209,6 +230,7 @@ static const labelled_test_case tests[] = {
     {"wide_plan", wide_plan, "cpu"},
     {"gemm_backward_matches_reference", gemm_backward_matches_reference, "gpu"},
     {"half_types_served", half_types_served, "cpu"},
+    {"half_alignments", half_alignments, "cpu"},
     {"f16_backward_data", f16_backward_data, "gpu"},
     {"f16_backward_filter", f16_backward_filter, "gpu"},
     {"bf16_backward_data", bf16_backward_data, "gpu"},
