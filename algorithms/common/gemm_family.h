@@ -25,6 +25,12 @@
  *
  * cublaslt.h's `prefix` is the family's name where its messages name it
  * before the cuBLASLt call, NULL for the others.
+ *
+ * Element types: the shell asks the heuristic about the problem's dtype
+ * (conv_gemm_query); a family that takes half problems makes its layouts
+ * of conv_cublaslt_data_type(dtype) (fp32 for a D that is a sums buffer of
+ * its own), steps through the caller's tensors with conv_gemm_at, and
+ * rounds any fp32 sums it keeps once, after the epilogue.
  */
 #ifndef CONVTUNE_GEMM_FAMILY_H
 #define CONVTUNE_GEMM_FAMILY_H
