@@ -89,8 +89,8 @@ static conv_status dynamic_unfold_gemm_gemm_describe(const conv_problem *pb,
   conv_cublaslt_layouts *lay = &st->plan.full.lay;
   conv_status s;
   CONV_TRY(s,
-           conv_cublaslt_desc_create(pb->math, CUDA_R_32F, &st->plan.desc, "dynamic_unfold_gemm",
-                                     err),
+           conv_cublaslt_desc_create(CONV_DTYPE_F32, pb->math, CUDA_R_32F, &st->plan.desc,
+                                     "dynamic_unfold_gemm", err),
            out);
   const int pixels = (int)plane;
   if (st->direction == CONV_FORWARD) {

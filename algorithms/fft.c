@@ -153,7 +153,9 @@ static conv_status fft_gemm(const conv_problem *pb, conv_env *env, fft_state *st
   const conv_fft_tiles *t = &st->pass.t;
   conv_status s;
   cublasLtMatmulPreference_t pref = NULL;
-  CONV_TRY(s, conv_cublaslt_desc_create(pb->math, CUDA_C_32F, &st->desc, NULL, err), out);
+  /* The frequencies are complex fp32 whatever the problem's dtype. */
+  CONV_TRY(s, conv_cublaslt_desc_create(CONV_DTYPE_F32, pb->math, CUDA_C_32F, &st->desc, NULL, err),
+           out);
   CONV_TRY(s, fft_layout(&st->lay.a, t->m, t->c, t->freqs, err), out);
   CONV_TRY(s, fft_layout(&st->lay.b, t->c, t->k, t->freqs, err), out);
   CONV_TRY(s, fft_layout(&st->lay.d, t->m, t->k, t->freqs, err), out);
@@ -164,7 +166,10 @@ static conv_status fft_gemm(const conv_problem *pb, conv_env *env, fft_state *st
   const conv_gemm_align align = {fft_batch_align((int64_t)t->m * t->c * 8),
                                  fft_batch_align((int64_t)t->c * t->k * 8),
                                  fft_batch_align((int64_t)t->m * t->k * 8)};
-  CONV_TRY(s, conv_cublaslt_pref_fill(pref, pb->math, CONV_CUBLASLT_WS_MAX, &align, err), out);
+  CONV_TRY(s,
+           conv_cublaslt_pref_fill(pref, CONV_DTYPE_F32, pb->math, CONV_CUBLASLT_WS_MAX, &align,
+                                   err),
+           out);
   cublasLtMatmulHeuristicResult_t result;
   int found = 0;
   /* Not conv_cublaslt_heuristic: one answer is asked for, and none is

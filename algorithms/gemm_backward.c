@@ -31,6 +31,14 @@
  * run to run (im2col_gemm.c): deterministic.  col2im is one thread's sum a
  * dx element.
  *
+ * Half problems (fp16, bf16): x, w, dy, col and the wide dY in the type,
+ * fp32 accumulation (32F compute, fp32 alpha and beta), and every sum
+ * rounded to the type once: backward-data's dcol is fp32 (col2im adds its
+ * taps in fp32 and rounds each dx element once; only the 1x1 path writes
+ * dx from the GEMM), and backward-filter over several chunks sums them
+ * into an fp32 dw buffer that is rounded into dw after the last (one
+ * chunk writes dw from the GEMM).
+ *
  * Config values: {chunk, algo_index}: a chunk of images that divides n (no
  * partial last chunk), and the rank of the cuBLASLt heuristic's answer.
  *
@@ -54,7 +62,7 @@
 
 typedef struct gemm_backward_state {
   /* First (gemm_family.h); one shape, the chunk dividing the batch.  Its
-   * buffers: [col or dcol | wide dY], each 256-byte aligned. */
+   * buffers: [col or dcol | wide dY | fp32 dw], each 256-byte aligned. */
   conv_gemm_plan plan;
   conv_direction direction;
   bool direct;  /* 1x1, stride 1, unpadded, one image a chunk: col is x  */
@@ -62,7 +70,10 @@ typedef struct gemm_backward_state {
   int64_t pq, span /* L */, crs, kg;
   conv_wide_launch col_launch; /* im2col or col2im of a chunk, unless direct */
   conv_wide_launch dy_launch;  /* dy into the wide layout, when wide_dy      */
-  size_t col_bytes, dy_bytes;
+  size_t element;              /* bytes of an element of x, w and dy         */
+  /* The buffers' bytes; dw_bytes (a half problem's backward-filter over
+   * several chunks: the fp32 sums of dw) may be 0. */
+  size_t col_bytes, dy_bytes, dw_bytes;
 } gemm_backward_state;
 
 static const char *const gemm_backward_name = "gemm_backward";
@@ -72,25 +83,42 @@ static bool gemm_backward_is_1x1(const conv_problem *pb) {
          pb->pad_w == 0;
 }
 
+/* fp32, fp16 and bf16 alike: the dtype changes the GEMM's types and the
+ * buffers' elements. */
 static bool gemm_backward_problem_supported(const conv_problem *pb) {
-  return conv_problem_supported(pb) && pb->layout == CONV_LAYOUT_NCHW &&
+  return conv_problem_supported_any_dtype(pb) && pb->layout == CONV_LAYOUT_NCHW &&
          (pb->direction == CONV_BACKWARD_DATA || pb->direction == CONV_BACKWARD_FILTER);
 }
 
+/* The bytes of a chunk's buffers (gemm_backward_state). */
+typedef struct gemm_backward_buffers {
+  size_t col, dy, dw;
+} gemm_backward_buffers;
+
 /* Buffer bytes a chunk of `chunk` images needs: col (or dcol) unless the
- * filter is 1x1 with one image, and the wide dY past one image; false past
- * GEMM_BACKWARD_BUFFER_FLOATS_MAX (which keeps every later product from overflowing). */
+ * filter is 1x1 with one image, in the dtype (backward-filter's col) or
+ * fp32 (a half problem's dcol); the wide dY past one image; and for a half
+ * problem's backward-filter over more than one chunk, dw's fp32 sums.
+ * False past GEMM_BACKWARD_BUFFER_FLOATS_MAX elements (which keeps every
+ * later product from overflowing). */
 static bool gemm_backward_buffer_bytes(const conv_problem *pb, const conv_shape *sh, int64_t chunk,
-                            size_t *col_bytes, size_t *dy_bytes) {
+                                       gemm_backward_buffers *out) {
   const int64_t limit = GEMM_BACKWARD_BUFFER_FLOATS_MAX;
   const int64_t pq = sh->p * sh->q, crs_all = pb->c * pb->r * pb->s;
   if (pq > limit / chunk || crs_all > limit / (chunk * pq) || pb->k > limit / (chunk * pq))
     return false;
+  const bool half = pb->dtype != CONV_DTYPE_F32, filter = pb->direction == CONV_BACKWARD_FILTER;
+  const size_t element = conv_dtype_bytes(pb->dtype);
   const int64_t col = chunk == 1 && gemm_backward_is_1x1(pb) ? 0 : crs_all * chunk * pq;
   const int64_t dy = chunk == 1 ? 0 : pb->k * chunk * pq;
-  *col_bytes = (size_t)col * sizeof(float);
-  *dy_bytes = (size_t)dy * sizeof(float);
+  out->col = (size_t)col * (filter ? element : sizeof(float));
+  out->dy = (size_t)dy * element;
+  out->dw = half && filter && chunk < pb->n ? (size_t)sh->w_elems * sizeof(float) : 0;
   return true;
+}
+
+static size_t gemm_backward_buffers_total(const gemm_backward_buffers *b) {
+  return conv_cublaslt_ws_round(b->col) + conv_cublaslt_ws_round(b->dy) + b->dw;
 }
 
 /* ---------------------------------------------------------------- cuBLASLt */
@@ -100,7 +128,8 @@ static conv_status gemm_backward_desc_create(const conv_problem *pb, gemm_backwa
                                              conv_error *err) {
   conv_status s;
   CONV_TRY(s,
-           conv_cublaslt_desc_create(pb->math, CUDA_R_32F, &st->plan.desc, gemm_backward_name, err),
+           conv_cublaslt_desc_create(pb->dtype, pb->math, CUDA_R_32F, &st->plan.desc,
+                                     gemm_backward_name, err),
            out);
   const cublasOperation_t transpose = CUBLAS_OP_T;
   const cublasLtMatmulDescAttributes_t which = st->direction == CONV_BACKWARD_FILTER
@@ -113,10 +142,32 @@ out:
   return s;
 }
 
+/* The element type of each matrix: the problem's, but fp32 for D where
+ * it is one of our sums buffers (dcol, dw's sums). */
+typedef struct gemm_backward_types {
+  cudaDataType_t col, dy, filter;
+} gemm_backward_types;
+
+static gemm_backward_types gemm_backward_types_of(const conv_problem *pb,
+                                                  const gemm_backward_state *st) {
+  const cudaDataType_t type = conv_cublaslt_data_type(pb->dtype);
+  const bool filter = st->direction == CONV_BACKWARD_FILTER;
+  return (gemm_backward_types){
+      .col = !filter && !st->direct ? CUDA_R_32F : type,
+      .dy = type,
+      .filter = filter && st->dw_bytes > 0 ? CUDA_R_32F : type,
+  };
+}
+
+static size_t gemm_backward_type_bytes(cudaDataType_t type) {
+  return type == CUDA_R_32F ? sizeof(float) : 2;
+}
+
 static conv_status gemm_backward_layouts_create(const conv_problem *pb, gemm_backward_state *st,
                                                 conv_error *err) {
   const int32_t groups = (int32_t)pb->groups;
   const int64_t L = st->span, crs = st->crs, kg = st->kg;
+  const gemm_backward_types t = gemm_backward_types_of(pb, st);
   /* The three matrices: col (or dcol), dY and the filter. */
   conv_cublaslt_layouts *lay = &st->plan.full.lay;
   cublasLtMatrixLayout_t *col, *dy, *filter;
@@ -125,9 +176,9 @@ static conv_status gemm_backward_layouts_create(const conv_problem *pb, gemm_bac
   else
     dy = &lay->a, filter = &lay->b, col = &lay->d;
   conv_status s;
-  CONV_TRY(s, conv_cublaslt_layout_batched(col, CUDA_R_32F, L, crs, L, groups, crs * L, err), out);
-  CONV_TRY(s, conv_cublaslt_layout_batched(dy, CUDA_R_32F, L, kg, L, groups, kg * L, err), out);
-  s = conv_cublaslt_layout_batched(filter, CUDA_R_32F, crs, kg, crs, groups, kg * crs, err);
+  CONV_TRY(s, conv_cublaslt_layout_batched(col, t.col, L, crs, L, groups, crs * L, err), out);
+  CONV_TRY(s, conv_cublaslt_layout_batched(dy, t.dy, L, kg, L, groups, kg * L, err), out);
+  s = conv_cublaslt_layout_batched(filter, t.filter, crs, kg, crs, groups, kg * crs, err);
 out:
   return s;
 }
@@ -141,9 +192,13 @@ static void gemm_backward_align_compute(const conv_problem *pb, gemm_backward_st
   const int64_t dy_off[2] = {grouped ? st->kg * st->span : 0,
                              !st->wide_dy && images ? pb->k * st->pq : 0};
   const int64_t filter_off[1] = {grouped ? st->kg * st->crs : 0};
-  const uint32_t col = conv_cublaslt_offsets_align(GEMM_BACKWARD_BASE_ALIGN, col_off, 2),
-                 dy = conv_cublaslt_offsets_align(GEMM_BACKWARD_BASE_ALIGN, dy_off, 2),
-                 filter = conv_cublaslt_offsets_align(GEMM_BACKWARD_BASE_ALIGN, filter_off, 1);
+  const gemm_backward_types t = gemm_backward_types_of(pb, st);
+  const uint32_t base = GEMM_BACKWARD_BASE_ALIGN;
+  const uint32_t
+      col = conv_cublaslt_element_offsets_align(base, col_off, 2, gemm_backward_type_bytes(t.col)),
+      dy = conv_cublaslt_element_offsets_align(base, dy_off, 2, gemm_backward_type_bytes(t.dy)),
+      filter = conv_cublaslt_element_offsets_align(base, filter_off, 1,
+                                                   gemm_backward_type_bytes(t.filter));
   if (st->direction == CONV_BACKWARD_FILTER)
     st->plan.align = (conv_gemm_align){col, dy, filter};
   else
@@ -158,14 +213,16 @@ static conv_status gemm_backward_create(const conv_problem *pb, int64_t chunk, v
   if (s != CONV_OK) return conv_error_set(err, s, "gemm_backward: invalid problem");
   gemm_backward_state *st = calloc(1, sizeof *st);
   if (st == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "gemm_backward: out of memory");
-  if (!gemm_backward_buffer_bytes(pb, &sh, chunk, &st->col_bytes, &st->dy_bytes)) {
+  gemm_backward_buffers bytes;
+  if (!gemm_backward_buffer_bytes(pb, &sh, chunk, &bytes)) {
     s = conv_error_set(err, CONV_UNSUPPORTED,
-                       "gemm_backward: buffers for %lld images reach 2^31 floats",
+                       "gemm_backward: buffers for %lld images reach 2^31 elements",
                        (long long)chunk);
     goto fail;
   }
-  st->plan.buffer_bytes =
-      conv_cublaslt_ws_round(st->col_bytes) + conv_cublaslt_ws_round(st->dy_bytes);
+  st->col_bytes = bytes.col, st->dy_bytes = bytes.dy, st->dw_bytes = bytes.dw;
+  st->element = conv_dtype_bytes(pb->dtype);
+  st->plan.buffer_bytes = gemm_backward_buffers_total(&bytes);
   st->plan.chunk = chunk;
   st->direction = pb->direction;
   st->direct = st->col_bytes == 0;
@@ -175,7 +232,8 @@ static conv_status gemm_backward_create(const conv_problem *pb, int64_t chunk, v
   st->crs = sh.c_per_group * pb->r * pb->s;
   st->kg = sh.k_per_group;
   if ((!st->direct && !conv_wide_plan(pb, chunk, &st->col_launch)) ||
-      (st->wide_dy && !conv_channels_wide_plan(pb->k, st->pq, chunk, &st->dy_launch))) {
+      (st->wide_dy &&
+       !conv_channels_wide_plan(pb->k, st->pq, chunk, pb->dtype, &st->dy_launch))) {
     s = conv_error_set(err, CONV_UNSUPPORTED,
                        "gemm_backward: %lld images a chunk: past the wide kernels' 32-bit indexing",
                        (long long)chunk);
@@ -212,9 +270,9 @@ static conv_status gemm_backward_check_chunk(const conv_problem *problem, int64_
  * bytes, or 0. */
 static int64_t gemm_backward_chunk_below(const conv_problem *pb, const conv_shape *sh,
                                          int64_t below, size_t cap) {
-  size_t col = 0, dy = 0;
+  gemm_backward_buffers b;
   for (int64_t d = below - 1; d >= 1; --d)
-    if (pb->n % d == 0 && gemm_backward_buffer_bytes(pb, sh, d, &col, &dy) && col + dy <= cap)
+    if (pb->n % d == 0 && gemm_backward_buffer_bytes(pb, sh, d, &b) && b.col + b.dy + b.dw <= cap)
       return d;
   return 0;
 }
@@ -242,7 +300,7 @@ static int gemm_backward_chunks(const conv_problem *pb, const conv_env *env,
 static const conv_gemm_family gemm_backward_family = {
     .name = "gemm_backward",
     .prefix = "gemm_backward",
-    .scope = "fp32 NCHW backward-data or backward-filter",
+    .scope = "NCHW backward-data or backward-filter (fp32, fp16, bf16)",
     .algos_offered = GEMM_BACKWARD_ALGOS_OFFERED,
     .fallbacks = true,
     .applicable = gemm_backward_applicable,
@@ -255,12 +313,33 @@ CONV_GEMM_FAMILY_CALLBACKS(gemm_backward, gemm_backward_family)
 /* ---------------------------------------------------------------- run */
 
 /* The pass's GEMM; cuBLASLt gets the workspace its algos need, unrounded. */
-static conv_status gemm_backward_matmul(const conv_exec *ex, bool use_fallback, const float *a,
-                             const float *b, float *d, float beta, cudaStream_t stream,
+static conv_status gemm_backward_matmul(const conv_exec *ex, bool use_fallback, const void *a,
+                             const void *b, void *d, float beta, cudaStream_t stream,
                              conv_error *err) {
   const gemm_backward_state *st = ex->state;
   return conv_gemm_matmul(&gemm_backward_family, ex, st->plan.desc, &st->plan.full, use_fallback,
                           st->plan.full.algos.ws_bytes, a, b, beta, d, stream, err);
+}
+
+/* The buffers of a chunk in the workspace, after cuBLASLt's part: col
+ * (or dcol; NULL on the 1x1 path), the wide dY, dw's fp32 sums (NULL
+ * where the GEMM writes dw). */
+typedef struct gemm_backward_views {
+  void *col, *wide_dy;
+  float *dw_sums;
+} gemm_backward_views;
+
+static gemm_backward_views gemm_backward_views_of(const conv_exec *ex) {
+  const gemm_backward_state *st = ex->state;
+  char *ws = ex->workspace;
+  const size_t col_offset = st->plan.gemm_ws_bytes,
+               dy_offset = col_offset + conv_cublaslt_ws_round(st->col_bytes),
+               dw_offset = dy_offset + conv_cublaslt_ws_round(st->dy_bytes);
+  return (gemm_backward_views){
+      .col = st->direct ? NULL : ws + col_offset,
+      .wide_dy = st->wide_dy ? ws + dy_offset : NULL,
+      .dw_sums = st->dw_bytes > 0 ? (float *)(ws + dw_offset) : NULL,
+  };
 }
 
 /* Images [n0, n0 + chunk): dY, then the pass's GEMM and im2col or col2im. */
@@ -268,39 +347,55 @@ static conv_status gemm_backward_run_chunk(const conv_exec *ex, int64_t n0, bool
                                 cudaStream_t stream, conv_error *err) {
   const gemm_backward_state *st = ex->state;
   const conv_problem *pb = ex->problem;
-  char *ws = ex->workspace;
-  const size_t col_offset = st->plan.gemm_ws_bytes,
-               dy_offset = col_offset + conv_cublaslt_ws_round(st->col_bytes);
+  const gemm_backward_views v = gemm_backward_views_of(ex);
   const int64_t x_image = pb->c * pb->h * pb->w;
-  float *col = st->direct ? NULL : (float *)(ws + col_offset);
-  const float *dy = ex->y + n0 * pb->k * st->pq;
+  const size_t e = st->element;
+  const void *dy = conv_gemm_at(ex->y, n0 * pb->k * st->pq, e);
   conv_status s = CONV_OK;
-  if (st->wide_dy) {
-    float *wide = (float *)(ws + dy_offset);
-    CONV_TRY(s, conv_check_cuda(err, conv_im2col_wide(&st->dy_launch, ex->y, n0, wide, stream),
-                                "gemm_backward: dy to the wide layout"), out);
-    dy = wide;
+  if (v.wide_dy != NULL) {
+    CONV_TRY(s,
+             conv_check_cuda(err, conv_im2col_wide(&st->dy_launch, ex->y, n0, v.wide_dy, stream),
+                             "gemm_backward: dy to the wide layout"),
+             out);
+    dy = v.wide_dy;
   }
   if (st->direction == CONV_BACKWARD_FILTER) {
-    if (col != NULL)
-      CONV_TRY(s, conv_check_cuda(err, conv_im2col_wide(&st->col_launch, ex->x, n0, col, stream),
-                                  "gemm_backward: im2col"), out);
-    const float *a = col != NULL ? col : ex->x + n0 * x_image;
-    /* Chunks sum into dw in order. */
-    s = gemm_backward_matmul(ex, use_fallback, a, dy, (float *)ex->w, n0 == 0 ? 0.0f : 1.0f, stream,
-                             err);
+    if (v.col != NULL)
+      CONV_TRY(s,
+               conv_check_cuda(err, conv_im2col_wide(&st->col_launch, ex->x, n0, v.col, stream),
+                               "gemm_backward: im2col"),
+               out);
+    const void *a = v.col != NULL ? v.col : conv_gemm_at(ex->x, n0 * x_image, e);
+    /* Chunks sum into dw (or its fp32 sums) in order. */
+    void *d = v.dw_sums != NULL ? (void *)v.dw_sums : (void *)ex->w;
+    s = gemm_backward_matmul(ex, use_fallback, a, dy, d, n0 == 0 ? 0.0f : 1.0f, stream, err);
   } else {
-    float *dx = (float *)ex->x;
+    void *dx = (void *)ex->x;
     CONV_TRY(s,
              gemm_backward_matmul(ex, use_fallback, dy, ex->w,
-                                  col != NULL ? col : dx + n0 * x_image, 0.0f, stream, err),
+                                  v.col != NULL ? v.col : conv_gemm_at_mut(dx, n0 * x_image, e),
+                                  0.0f, stream, err),
              out);
-    if (col != NULL)
-      s = conv_check_cuda(err, conv_col2im_wide(&st->col_launch, col, n0, dx, stream),
+    if (v.col != NULL)
+      s = conv_check_cuda(err, conv_col2im_wide(&st->col_launch, v.col, n0, dx, stream),
                           "gemm_backward: col2im");
   }
 out:
   return s;
+}
+
+/* A half problem's dw over several chunks: its fp32 sums, rounded once. */
+static conv_status gemm_backward_round_dw(const conv_exec *ex, cudaStream_t stream,
+                                          conv_error *err) {
+  const gemm_backward_views v = gemm_backward_views_of(ex);
+  if (v.dw_sums == NULL) return CONV_OK;
+  conv_shape sh;
+  conv_status s = conv_problem_shape(ex->problem, &sh);
+  if (s != CONV_OK) return conv_error_set(err, s, "gemm_backward: invalid problem");
+  return conv_check_cuda(err,
+                         conv_round_floats(v.dw_sums, ex->problem->dtype, (void *)ex->w,
+                                           sh.w_elems, stream),
+                         "gemm_backward: dw to its type");
 }
 
 /* Whether the caller's tensors meet the alignments the algo was picked
@@ -315,11 +410,12 @@ static conv_status gemm_backward_choose_algo(const conv_exec *ex, bool *use_fall
   const bool filter = st->direction == CONV_BACKWARD_FILTER;
   const uint32_t col_align = filter ? align->a : align->d, dy_align = filter ? align->b : align->a,
                  w_align = filter ? align->d : align->b;
-  const bool aligned = conv_cublaslt_aligned(ex->w, w_align) &&
+  const bool w_buffered = filter && st->dw_bytes > 0; /* D is dw's fp32 sums */
+  const bool aligned = (w_buffered || conv_cublaslt_aligned(ex->w, w_align)) &&
                        (!st->direct || conv_cublaslt_aligned(ex->x, col_align)) &&
                        (st->wide_dy || conv_cublaslt_aligned(ex->y, dy_align));
-  return conv_gemm_choose_algos(&st->plan, tensors, 3, aligned, gemm_backward_name, use_fallback,
-                                err);
+  return conv_gemm_choose_algos(&st->plan, ex->problem->dtype, tensors, 3, aligned,
+                                gemm_backward_name, use_fallback, err);
 }
 
 static conv_status gemm_backward_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
@@ -332,12 +428,14 @@ static conv_status gemm_backward_run(const conv_exec *ex, cudaStream_t stream, c
   if (s == CONV_OK) s = gemm_backward_choose_algo(ex, &use_fallback, err);
   for (int64_t n0 = 0; n0 < ex->problem->n && s == CONV_OK; n0 += st->plan.chunk)
     s = gemm_backward_run_chunk(ex, n0, use_fallback, stream, err);
+  if (s == CONV_OK) s = gemm_backward_round_dw(ex, stream, err);
   return s;
 }
 
 const conv_algorithm conv_algorithm_gemm_backward = {
     .id = CONV_ALGO_GEMM_BACKWARD,
-    .version = 1,
+    /* 2: fp16 and bf16 */
+    .version = 2,
     .name = "gemm_backward",
     CONV_ALGORITHM_CALLBACKS(gemm_backward),
 };

@@ -12,6 +12,12 @@
  * stride 0.  A 1x1 filter with stride 1 and no padding reads x directly: its
  * "col" matrix is already the image's group slice, with ld = h*w = pq.
  *
+ * Half problems (fp16, bf16): im2col in the type and the GEMM's A, B and D
+ * in it, fp32 accumulation (32F compute, fp32 alpha and beta).  With an
+ * epilogue, D is an fp32 buffer of the chunk's sums instead, from which
+ * conv_bias_act_round writes y with the bias and ReLU applied in fp32 and
+ * one rounding (an fp32 problem's bias pass runs in place on y).
+ *
  * Config values: {batch_chunk, algo_index}; algo_index ranks the cuBLASLt
  * heuristic's answers for the full chunk.
  *
@@ -42,8 +48,15 @@ typedef struct im2col_gemm_dims {
 } im2col_gemm_dims;
 
 typedef struct im2col_gemm_state {
-  conv_gemm_plan plan; /* first (gemm_family.h); its buffer is the col buffer */
+  /* First (gemm_family.h); its buffers: [col | fp32 sums], each 256-byte
+   * aligned. */
+  conv_gemm_plan plan;
   bool direct;         /* 1x1 path: A is x itself, no im2col */
+  /* A half problem with an epilogue: D is the fp32 sums of a chunk, which
+   * conv_bias_act_round takes to y. */
+  bool round_after;
+  size_t element;      /* bytes of an element of x, w and y */
+  size_t col_bytes;    /* the col buffer's, rounded up to CONV_CUBLASLT_WS_ALIGN */
   im2col_gemm_dims dims;
   /* Element offsets between consecutive images and groups. */
   int64_t x_image, x_group, w_group, y_image, y_group;
@@ -64,12 +77,18 @@ static void im2col_gemm_dims_make(const conv_problem *pb, const conv_shape *sh, 
   d->d_batch_stride = pb->k * d->m;
 }
 
-/* Bytes of col buffer one image needs, or -1 past IM2COL_GEMM_COL_BYTES_MAX (which
- * also keeps every later product far from overflowing). */
-static int64_t im2col_gemm_col_bytes_per_image(const im2col_gemm_dims *d) {
-  const int64_t limit = IM2COL_GEMM_COL_BYTES_MAX / (int64_t)sizeof(float);
+/* Bytes of col buffer one image needs, elements of `element` bytes, or -1
+ * past IM2COL_GEMM_COL_BYTES_MAX (which also keeps every later product far
+ * from overflowing). */
+static int64_t im2col_gemm_col_bytes_per_image(const im2col_gemm_dims *d, size_t element) {
+  const int64_t limit = IM2COL_GEMM_COL_BYTES_MAX / (int64_t)element;
   if (d->k > limit || d->m > limit / d->k) return -1;
-  return d->k * d->m * (int64_t)sizeof(float);
+  return d->k * d->m * (int64_t)element;
+}
+
+/* A half problem whose epilogue runs after the GEMM (file comment). */
+static bool im2col_gemm_rounds_after(const conv_problem *pb) {
+  return pb->dtype != CONV_DTYPE_F32 && pb->epilogue != CONV_EPILOGUE_NONE;
 }
 
 /* ---------------------------------------------------------------- alignment */
@@ -82,21 +101,25 @@ static int64_t im2col_gemm_col_bytes_per_image(const im2col_gemm_dims *d) {
 static void im2col_gemm_align_compute(const conv_problem *pb, im2col_gemm_state *st) {
   const int64_t chunk_step = pb->n > st->plan.chunk ? st->plan.chunk : 0;
   const bool grouped = pb->groups > 1;
+  const size_t e = st->element;
   conv_gemm_align *align = &st->plan.align;
   if (st->direct) {
     const int64_t a_off[3] = {chunk_step * st->x_image, grouped ? st->x_group : 0,
                               st->dims.a_batch_stride};
-    align->a = conv_cublaslt_offsets_align(IM2COL_GEMM_BASE_ALIGN, a_off, 3);
+    align->a = conv_cublaslt_element_offsets_align(IM2COL_GEMM_BASE_ALIGN, a_off, 3, e);
   } else {
     /* The col buffer starts at a 256-byte boundary of the workspace. */
     const int64_t a_off[1] = {st->dims.a_batch_stride};
-    align->a = conv_cublaslt_offsets_align(IM2COL_GEMM_BASE_ALIGN, a_off, 1);
+    align->a = conv_cublaslt_element_offsets_align(IM2COL_GEMM_BASE_ALIGN, a_off, 1, e);
   }
   const int64_t b_off[1] = {grouped ? st->w_group : 0};
-  align->b = conv_cublaslt_offsets_align(IM2COL_GEMM_BASE_ALIGN, b_off, 1);
-  const int64_t d_off[3] = {chunk_step * st->y_image, grouped ? st->y_group : 0,
-                            st->dims.d_batch_stride};
-  align->d = conv_cublaslt_offsets_align(IM2COL_GEMM_BASE_ALIGN, d_off, 3);
+  align->b = conv_cublaslt_element_offsets_align(IM2COL_GEMM_BASE_ALIGN, b_off, 1, e);
+  /* The sums buffer starts at a 256-byte boundary too and holds a chunk
+   * as y does: its offsets are the group's and the batch stride. */
+  const int64_t d_off[3] = {st->round_after ? 0 : chunk_step * st->y_image,
+                            grouped ? st->y_group : 0, st->dims.d_batch_stride};
+  align->d = conv_cublaslt_element_offsets_align(IM2COL_GEMM_BASE_ALIGN, d_off, 3,
+                                                 st->round_after ? sizeof(float) : e);
 }
 
 /* ---------------------------------------------------------------- cuBLASLt */
@@ -104,20 +127,21 @@ static void im2col_gemm_align_compute(const conv_problem *pb, im2col_gemm_state 
 /* A, B and D of one group for a chunk of `images` (file comment). */
 static conv_status im2col_gemm_layouts(const conv_problem *pb, const void *state, int64_t images,
                               conv_cublaslt_layouts *lay, conv_error *err) {
-  (void)pb;
-  const im2col_gemm_dims *d = &((const im2col_gemm_state *)state)->dims;
+  const im2col_gemm_state *s = state;
+  const im2col_gemm_dims *d = &s->dims;
+  const cudaDataType_t type = conv_cublaslt_data_type(pb->dtype),
+                       d_type = s->round_after ? CUDA_R_32F : type;
   conv_status st;
   CONV_TRY(st,
-           conv_cublaslt_layout_batched(&lay->a, CUDA_R_32F, d->m, d->k, d->m, (int)images,
+           conv_cublaslt_layout_batched(&lay->a, type, d->m, d->k, d->m, (int)images,
                                         d->a_batch_stride, err),
            out);
   /* Every image of the batch multiplies the same filter block. */
   CONV_TRY(st,
-           conv_cublaslt_layout_batched(&lay->b, CUDA_R_32F, d->k, d->n, d->k, (int)images, 0,
-                                        err),
+           conv_cublaslt_layout_batched(&lay->b, type, d->k, d->n, d->k, (int)images, 0, err),
            out);
   CONV_TRY(st,
-           conv_cublaslt_layout_batched(&lay->d, CUDA_R_32F, d->m, d->n, d->m, (int)images,
+           conv_cublaslt_layout_batched(&lay->d, d_type, d->m, d->n, d->m, (int)images,
                                         d->d_batch_stride, err),
            out);
 out:
@@ -138,6 +162,8 @@ static conv_status im2col_gemm_create(const conv_problem *pb, int64_t chunk, voi
 
   st->plan.chunk = chunk;
   st->direct = im2col_gemm_is_direct(pb);
+  st->round_after = im2col_gemm_rounds_after(pb);
+  st->element = conv_dtype_bytes(pb->dtype);
   im2col_gemm_dims_make(pb, &sh, st->direct, &st->dims);
   st->x_image = pb->c * pb->h * pb->w;
   st->x_group = sh.c_per_group * pb->h * pb->w;
@@ -145,17 +171,26 @@ static conv_status im2col_gemm_create(const conv_problem *pb, int64_t chunk, voi
   st->y_image = pb->k * st->dims.m;
   st->y_group = st->dims.n * st->dims.m;
   if (!st->direct) {
-    const int64_t per_image = im2col_gemm_col_bytes_per_image(&st->dims);
+    const int64_t per_image = im2col_gemm_col_bytes_per_image(&st->dims, st->element);
     if (per_image < 0 || chunk > IM2COL_GEMM_COL_BYTES_MAX / per_image) {
       s = conv_error_set(err, CONV_UNSUPPORTED,
                          "im2col_gemm: im2col buffer for %lld images exceeds %lld bytes",
                          (long long)chunk, (long long)IM2COL_GEMM_COL_BYTES_MAX);
       goto fail;
     }
-    st->plan.buffer_bytes = (size_t)(chunk * per_image);
+    st->col_bytes = (size_t)(chunk * per_image);
+  }
+  st->plan.buffer_bytes = st->col_bytes;
+  if (st->round_after) {
+    /* A chunk's sums, fp32: y_image < 2^31 (a valid problem), the chunk
+     * at most the batch. */
+    st->col_bytes = conv_cublaslt_ws_round(st->col_bytes);
+    st->plan.buffer_bytes = st->col_bytes + (size_t)(chunk * st->y_image) * sizeof(float);
   }
   im2col_gemm_align_compute(pb, st);
-  CONV_TRY(s, conv_cublaslt_desc_create(pb->math, CUDA_R_32F, &st->plan.desc, NULL, err), fail);
+  CONV_TRY(s,
+           conv_cublaslt_desc_create(pb->dtype, pb->math, CUDA_R_32F, &st->plan.desc, NULL, err),
+           fail);
   CONV_TRY(s, im2col_gemm_layouts(pb, st, chunk, &st->plan.full.lay, err), fail);
   *out = st;
   return CONV_OK;
@@ -166,9 +201,11 @@ fail:
 
 /* ---------------------------------------------------------------- interface */
 
+/* NCHW forward in fp32, fp16 or bf16 (conv_problem_nchw in any dtype). */
 static bool im2col_gemm_applicable(const conv_problem *problem, const conv_env *env) {
   return problem != NULL && env != NULL && env->cublaslt != NULL &&
-         conv_problem_nchw(problem);
+         conv_problem_supported_any_dtype(problem) && problem->layout == CONV_LAYOUT_NCHW &&
+         problem->direction == CONV_FORWARD;
 }
 
 static conv_status im2col_gemm_check_chunk(const conv_problem *problem, int64_t chunk,
@@ -186,23 +223,28 @@ static int64_t im2col_gemm_pow2_below(int64_t v) {
 }
 
 /* Chunk sizes worth timing: the largest batch that fits (fewest, biggest
- * GEMMs), the largest power of two whose col buffer stays within half the L2
+ * GEMMs), the largest power of two whose buffers stay within half the L2
  * (written then read back while still cached), and 1 (least memory, so a
- * tight workspace limit still leaves a candidate).  The 1x1 path needs no
- * buffer, so only the whole batch makes sense there. */
+ * tight workspace limit still leaves a candidate).  The buffers: col
+ * unless 1x1, and a half problem's fp32 sums where its epilogue runs after
+ * the GEMM; the 1x1 path of the others needs none, so only the whole
+ * batch makes sense there. */
 static int im2col_gemm_chunks(const conv_problem *pb, const conv_env *env,
                      int64_t out[CONV_GEMM_CHUNKS_MAX]) {
   conv_shape sh;
   if (conv_problem_shape(pb, &sh) != CONV_OK) return 0;
   const int64_t cap = pb->n < INT32_MAX ? pb->n : ((int64_t)1 << 30);
-  if (im2col_gemm_is_direct(pb)) {
+  const bool direct = im2col_gemm_is_direct(pb);
+  if (direct && !im2col_gemm_rounds_after(pb)) {
     out[0] = cap;
     return 1;
   }
   im2col_gemm_dims d;
   im2col_gemm_dims_make(pb, &sh, false, &d);
-  const int64_t per_image = im2col_gemm_col_bytes_per_image(&d);
+  int64_t per_image =
+      direct ? 0 : im2col_gemm_col_bytes_per_image(&d, conv_dtype_bytes(pb->dtype));
   if (per_image < 0) return 0;
+  if (im2col_gemm_rounds_after(pb)) per_image += pb->k * d.m * (int64_t)sizeof(float);
 
   int count = 0;
   int64_t c = cap;
@@ -219,7 +261,7 @@ static int im2col_gemm_chunks(const conv_problem *pb, const conv_env *env,
 
 static const conv_gemm_family im2col_gemm_family = {
     .name = "im2col_gemm",
-    .scope = "fp32 NCHW forward, strict or tf32 math",
+    .scope = "NCHW forward (fp32 in strict or tf32 math, fp16, bf16)",
     .algos_offered = IM2COL_GEMM_ALGOS_OFFERED,
     .fallbacks = true,
     .applicable = im2col_gemm_applicable,
@@ -233,35 +275,61 @@ CONV_GEMM_FAMILY_CALLBACKS(im2col_gemm, im2col_gemm_family)
 /* ---------------------------------------------------------------- run */
 
 /* The col buffer, after cuBLASLt's part of the workspace. */
-static float *im2col_gemm_col(const conv_exec *ex) {
+static void *im2col_gemm_col(const conv_exec *ex) {
   const im2col_gemm_state *st = ex->state;
-  return (float *)((char *)ex->workspace + st->plan.gemm_ws_bytes);
+  return (char *)ex->workspace + st->plan.gemm_ws_bytes;
+}
+
+/* A half problem's fp32 sums of a chunk, after the col buffer; NULL where
+ * the GEMM writes y. */
+static float *im2col_gemm_sums(const conv_exec *ex) {
+  const im2col_gemm_state *st = ex->state;
+  return st->round_after ? (float *)((char *)im2col_gemm_col(ex) + st->col_bytes) : NULL;
+}
+
+/* The chunk's y, bias and ReLU applied to its fp32 sums, rounded once. */
+static conv_status im2col_gemm_round_chunk(const conv_exec *ex, int64_t n0, int64_t images,
+                                           cudaStream_t stream, conv_error *err) {
+  const im2col_gemm_state *st = ex->state;
+  conv_problem chunk = *ex->problem;
+  chunk.n = images;
+  return conv_check_cuda(err,
+                         conv_bias_act_round(&chunk, im2col_gemm_sums(ex),
+                                             conv_gemm_at_mut(ex->y, n0 * st->y_image, st->element),
+                                             ex->bias, stream),
+                         "bias/activation launch");
 }
 
 /* im2col (unless 1x1) and one batched GEMM per group for images
- * [n0, n0 + images). */
+ * [n0, n0 + images), into y or, where the epilogue runs after the GEMM,
+ * the sums buffer and then y. */
 static conv_status im2col_gemm_run_chunk(const conv_exec *ex, int64_t n0, int64_t images,
                                 bool use_fallback, cudaStream_t stream, conv_error *err) {
   const im2col_gemm_state *st = ex->state;
   const conv_problem *pb = ex->problem;
   const conv_gemm_shape *g = conv_gemm_chunk_shape(&st->plan, images);
+  const size_t e = st->element;
+  float *sums = im2col_gemm_sums(ex);
   conv_status s = CONV_OK;
   for (int64_t grp = 0; grp < pb->groups && s == CONV_OK; ++grp) {
-    const float *a;
+    const void *a;
     if (st->direct) {
-      a = ex->x + n0 * st->x_image + grp * st->x_group;
+      a = conv_gemm_at(ex->x, n0 * st->x_image + grp * st->x_group, e);
     } else {
       /* Only here is the workspace known to be non-NULL. */
-      float *col = im2col_gemm_col(ex);
+      void *col = im2col_gemm_col(ex);
       s = conv_check_cuda(err, conv_im2col(pb, ex->x, n0, images, grp, col, stream),
                           "im2col launch");
       if (s != CONV_OK) break;
       a = col;
     }
+    void *d = sums != NULL ? (void *)(sums + grp * st->y_group)
+                           : conv_gemm_at_mut(ex->y, n0 * st->y_image + grp * st->y_group, e);
     s = conv_gemm_matmul(&im2col_gemm_family, ex, st->plan.desc, g, use_fallback,
-                         st->plan.gemm_ws_bytes, a, ex->w + grp * st->w_group, 0.0f,
-                         ex->y + n0 * st->y_image + grp * st->y_group, stream, err);
+                         st->plan.gemm_ws_bytes, a, conv_gemm_at(ex->w, grp * st->w_group, e),
+                         0.0f, d, stream, err);
   }
+  if (s == CONV_OK && sums != NULL) s = im2col_gemm_round_chunk(ex, n0, images, stream, err);
   return s;
 }
 
@@ -271,12 +339,14 @@ static conv_status im2col_gemm_choose_algos(const conv_exec *ex, bool *use_fallb
                                             conv_error *err) {
   const im2col_gemm_state *st = ex->state;
   const void *a_base = st->direct ? (const void *)ex->x : (const void *)im2col_gemm_col(ex);
+  const void *d_base = st->round_after ? (const void *)im2col_gemm_sums(ex) : (const void *)ex->y;
   const void *ptrs[4] = {ex->x, ex->w, ex->y, a_base};
   const conv_gemm_align *align = &st->plan.align;
   const bool aligned = conv_cublaslt_aligned(a_base, align->a) &&
                        conv_cublaslt_aligned(ex->w, align->b) &&
-                       conv_cublaslt_aligned(ex->y, align->d);
-  return conv_gemm_choose_algos(&st->plan, ptrs, 4, aligned, "im2col_gemm", use_fallback, err);
+                       conv_cublaslt_aligned(d_base, align->d);
+  return conv_gemm_choose_algos(&st->plan, ex->problem->dtype, ptrs, 4, aligned, "im2col_gemm",
+                                use_fallback, err);
 }
 
 static conv_status im2col_gemm_run(const conv_exec *ex, cudaStream_t stream, conv_error *err) {
@@ -291,10 +361,11 @@ static conv_status im2col_gemm_run(const conv_exec *ex, cudaStream_t stream, con
     const int64_t rest = ex->problem->n - n0;
     s = im2col_gemm_run_chunk(ex, n0, rest < chunk ? rest : chunk, use_fallback, stream, err);
   }
-  if (s != CONV_OK) return s;
+  if (s != CONV_OK || st->round_after) return s;
   /* cuBLASLt's BIAS epilogue adds a vector along the rows of D, i.e. one
    * value per output pixel here; ours varies along D's columns (one per
-   * output channel), so bias and ReLU run as a separate pass over y. */
+   * output channel), so bias and ReLU run as a separate pass over y (a
+   * no-op without an epilogue, the case of every half problem here). */
   return conv_check_cuda(err, conv_bias_act(ex->problem, ex->y, ex->bias, stream),
                          "bias/activation launch");
 }
@@ -302,8 +373,9 @@ static conv_status im2col_gemm_run(const conv_exec *ex, cudaStream_t stream, con
 const conv_algorithm conv_algorithm_im2col_gemm = {
     .id = CONV_ALGO_IM2COL_GEMM,
     /* 2: the im2col kernel one thread per element, multiply-shift
-     * divisions; 3: four elements a thread, loads before stores */
-    .version = 3,
+     * divisions; 3: four elements a thread, loads before stores; 4: fp16
+     * and bf16 */
+    .version = 4,
     .name = "im2col_gemm",
     CONV_ALGORITHM_CALLBACKS(im2col_gemm),
 };

@@ -78,6 +78,9 @@ void describe_problem(const conv_problem *p, char *text, size_t size);
 /* ---- test cases: host tensors with the CPU reference, device copies */
 
 int host_case_make(host_case *hc, const conv_problem *p);
+/* After a test set x, w, bias and dy of its own: x, w and dy rounded to the
+ * problem's dtype again and the CPU reference recomputed. */
+int host_case_refresh(host_case *hc);
 void host_case_free(host_case *hc);
 int dev_case_make(dev_case *d, const host_case *hc);
 void dev_case_free(dev_case *d);
@@ -141,6 +144,37 @@ int pass_check(const pass_case *pc, double bound, const char *what);
 int family_passes_match_reference(const conv_algorithm *algo, const conv_problem *passes,
                                   size_t count, int min_ran);
 void set_direction(conv_problem *cases, size_t count, conv_direction direction);
+
+/* ---- half precision in the library families */
+
+/* On the CPU, with stand-in handles: `algo` takes each of `takes` (their
+ * dtype replaced) in fp32, fp16 and bf16, and none in a dtype out of the
+ * enum; each of `refuses` in fp16 and bf16 it refuses, lists no config
+ * for, and a config for it (as from a cache) prepare() refuses with
+ * CONV_UNSUPPORTED and a message that names the family, nothing kept. */
+int half_scope(const conv_algorithm *algo, const conv_problem *takes, size_t n_takes,
+               const conv_problem *refuses, size_t n_refuses);
+/* Every config of `algo` on each case made `dtype` (math strict) against
+ * the CPU reference, on fresh random inputs rounded to the type, into
+ * poisoned outputs, within the tuner's bound for the type
+ * (run_family_on_cases); prints a summary naming `pass`.  Each case must
+ * have a right config and none may be wrong. */
+int half_family_matches_reference(const conv_algorithm *algo, const conv_problem *cases,
+                                  size_t count, conv_dtype dtype, const char *pass);
+/* The same where cuBLASLt may have no algorithm for a case (operands only
+ * 2-byte aligned: odd leading dimensions or group offsets): a case `algo`
+ * lists no config for is printed and passed over (the family then answers
+ * nothing for it, cleanly); every config listed must be right. */
+int half_family_where_listed(const conv_algorithm *algo, const conv_problem *cases,
+                             size_t count, conv_dtype dtype, const char *pass);
+/* An fp16 forward problem `p` (c*r*s >= 512) on inputs whose every sum is
+ * past fp16's range (about 73,700): without an epilogue every config of
+ * `algo` writes outputs the tuner's check (conv_relative_l2: non-finite,
+ * or past the bound) rejects though the reference is finite; with
+ * CONV_EPILOGUE_BIAS, a bias of about -20,000 brings the outputs back to
+ * about 53,700, and every config must be right: the bias added to the
+ * fp32 sums before the one rounding. */
+int half_overflow_judged(const conv_algorithm *algo, conv_problem p);
 
 /* ---- the dynamic op (CONV_OP_DYNAMIC) */
 

@@ -4,8 +4,10 @@
  * and refused for the dynamic op; keys and specs that name the type and
  * read back; a half problem's math mode made strict, so that strict and
  * tf32 requests share a key; the validation bound of each type; and the
- * registry: cudnn takes half problems, every other family refuses them
- * (their kernels read fp32), so a half problem never reaches one.
+ * registry: cudnn and the cuBLASLt GEMM families (gemm_nhwc, im2col_gemm,
+ * gemm_backward) take the half twins of the fp32 problems they take, every
+ * other family refuses them (their kernels read fp32), so a half problem
+ * never reaches one.
  */
 #include <math.h>
 #include <string.h>
@@ -205,11 +207,21 @@ static int bounds_per_dtype(void) {
   return TEST_PASS;
 }
 
+/* The families with half configs: cudnn, and the cuBLASLt GEMM families
+ * whose GEMMs and kernels take the type.  Each takes a half problem where
+ * it takes its fp32 twin. */
+static bool serves_half(const conv_algorithm *algo) {
+  return algo->id == CONV_ALGO_CUDNN || algo->id == CONV_ALGO_GEMM_NHWC ||
+         algo->id == CONV_ALGO_IM2COL_GEMM || algo->id == CONV_ALGO_GEMM_BACKWARD;
+}
+
 /* Shapes each family might otherwise take, in every half type, layout and
- * direction, math mode and epilogue: cudnn takes each, no other family
- * any.  The handles are there (not real: applicable() only looks), so a
- * refusal is the family's own. */
-static int only_cudnn_takes_half(void) {
+ * direction, math mode and epilogue: cudnn takes each, gemm_nhwc,
+ * im2col_gemm and gemm_backward each where they take the fp32 twin (and,
+ * in all, in their own layout and passes), no other family any.  The
+ * handles are there (not real: applicable() only looks), so a refusal is
+ * the family's own. */
+static int half_takers(void) {
   conv_env env;
   memset(&env, 0, sizeof env);
   env.cudnn = (cudnnHandle_t)&env;
@@ -224,7 +236,7 @@ static int only_cudnn_takes_half(void) {
       "n=1 c=8 h=40 w=40 k=8 r=13 s=13 pad=6",           /* large filters: FFT */
       "n=1 c=256 h=8 w=8 k=256 r=3 s=3 pad=1",           /* channel_split's */
   };
-  int count = 0, taken_f32 = 0;
+  int count = 0, taken_f32 = 0, taken_by_gemm[3] = {0, 0, 0};
   const conv_algorithm *const *algos = conv_registry(&count);
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
     for (size_t d = 0; d < 2; d++)
@@ -238,18 +250,36 @@ static int only_cudnn_takes_half(void) {
             p.math = variant == 1 ? CONV_MATH_TF32 : CONV_MATH_STRICT;
             if (variant == 2 && p.direction == CONV_FORWARD) p.epilogue = CONV_EPILOGUE_BIAS_RELU;
             CHECK_STATUS(CONV_OK, conv_problem_validate(&p, NULL, 0));
-            for (int a = 0; a < count; a++) taken_f32 += conv_algorithm_applicable(algos[a], &p, &env);
+            bool takes_f32[64];
+            CHECK(count <= 64);
+            for (int a = 0; a < count; a++) {
+              takes_f32[a] = conv_algorithm_applicable(algos[a], &p, &env);
+              taken_f32 += takes_f32[a];
+            }
             p.dtype = halves[d];
             for (int a = 0; a < count; a++) {
               const bool takes = conv_algorithm_applicable(algos[a], &p, &env);
+              const bool expected =
+                  algos[a]->id == CONV_ALGO_CUDNN || (serves_half(algos[a]) && takes_f32[a]);
               char key[CONV_PROBLEM_KEY_MAX];
               CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, sizeof key));
-              CHECK_MSG(takes == (algos[a]->id == CONV_ALGO_CUDNN), "%s %s %s", algos[a]->name,
+              CHECK_MSG(takes == expected, "%s %s %s", algos[a]->name,
                         takes ? "takes" : "refuses", key);
+              taken_by_gemm[0] += takes && algos[a]->id == CONV_ALGO_GEMM_NHWC;
+              taken_by_gemm[1] += takes && algos[a]->id == CONV_ALGO_IM2COL_GEMM;
+              taken_by_gemm[2] += takes && algos[a]->id == CONV_ALGO_GEMM_BACKWARD;
             }
           }
-  /* Not vacuous: the fp32 twins are taken by several families each. */
+  /* Not vacuous: the fp32 twins are taken by several families each, and
+   * each GEMM family takes half problems: gemm_nhwc the NHWC forward ones
+   * of one group (7 shapes, 3 variants, 2 types), im2col_gemm the NCHW
+   * forward ones (8 x 3 x 2), gemm_backward the NCHW backward ones (8 x 2
+   * passes x 3 variants x 2). */
   CHECK_MSG(taken_f32 > 2 * 8 * 2 * 3 * 3, "%d fp32 takers", taken_f32);
+  CHECK_MSG(taken_by_gemm[0] == 7 * 3 * 2 && taken_by_gemm[1] == 8 * 3 * 2 &&
+                taken_by_gemm[2] == 8 * 2 * 3 * 2,
+            "half problems taken: gemm_nhwc %d, im2col_gemm %d, gemm_backward %d",
+            taken_by_gemm[0], taken_by_gemm[1], taken_by_gemm[2]);
   return TEST_PASS;
 }
 
@@ -260,6 +290,6 @@ static const test_case tests[] = {
     {"half_specs", half_specs},
     {"dtype_sizes_and_names", dtype_sizes_and_names},
     {"bounds_per_dtype", bounds_per_dtype},
-    {"only_cudnn_takes_half", only_cudnn_takes_half},
+    {"half_takers", half_takers},
 };
 TEST_MAIN(tests)

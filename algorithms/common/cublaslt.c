@@ -20,9 +20,17 @@ static conv_status pref_set(cublasLtMatmulPreference_t pref,
                            "cublasLtMatmulPreferenceSetAttribute");
 }
 
-conv_status conv_cublaslt_pref_fill(cublasLtMatmulPreference_t pref, conv_math math,
-                                    uint64_t max_workspace, const conv_gemm_align *align,
-                                    conv_error *err) {
+cudaDataType_t conv_cublaslt_data_type(conv_dtype dtype) {
+  return dtype == CONV_DTYPE_F16 ? CUDA_R_16F : dtype == CONV_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+uint32_t conv_cublaslt_element_align(conv_dtype dtype) {
+  return dtype == CONV_DTYPE_F32 ? CONV_CUBLASLT_FLOAT_ALIGN : (uint32_t)conv_dtype_bytes(dtype);
+}
+
+conv_status conv_cublaslt_pref_fill(cublasLtMatmulPreference_t pref, conv_dtype dtype,
+                                    conv_math math, uint64_t max_workspace,
+                                    const conv_gemm_align *align, conv_error *err) {
   conv_status st;
   CONV_TRY(st, pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace,
                         sizeof max_workspace, err), out);
@@ -37,7 +45,20 @@ conv_status conv_cublaslt_pref_fill(cublasLtMatmulPreference_t pref, conv_math m
                         sizeof align->d, err), out);
   CONV_TRY(st, pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align->d,
                         sizeof align->d, err), out);
-  if (math == CONV_MATH_STRICT) {
+  if (dtype != CONV_DTYPE_F32) {
+    /* Half inputs run on the tensor cores (their products are exact in
+     * fp32); what must never happen is an fp16 accumulator, nor a split-K
+     * whose partial sums are added up in the output's type (in place in D,
+     * or in the workspace in D's type): a half D would round each part.
+     * Split-K with fp32 parts (COMPUTE_TYPE) and none at all remain. */
+    const uint64_t mask = ~(uint64_t)CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_16F;
+    CONV_TRY(st, pref_set(pref, CUBLASLT_MATMUL_PREF_IMPL_MASK, &mask, sizeof mask, err), out);
+    const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    CONV_TRY(st,
+             pref_set(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
+                      sizeof reductions, err),
+             out);
+  } else if (math == CONV_MATH_STRICT) {
     /* Belt and braces for STRICT: refuse any tensor-core or reduced-input
      * implementation even if a library setting would allow it. */
     const uint64_t mask = ~(uint64_t)(CUBLASLT_NUMERICAL_IMPL_FLAGS_TENSOR_OP_MASK |
@@ -50,13 +71,15 @@ out:
   return st;
 }
 
-conv_status conv_cublaslt_desc_create(conv_math math, cudaDataType_t scale,
+conv_status conv_cublaslt_desc_create(conv_dtype dtype, conv_math math, cudaDataType_t scale,
                                       cublasLtMatmulDesc_t *desc, const char *prefix,
                                       conv_error *err) {
   /* STRICT must never reach TF32 tensor cores: plain 32F compute guarantees
-   * IEEE fp32 products (the preference's mask double-checks). */
-  const cublasComputeType_t compute =
-      math == CONV_MATH_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+   * IEEE fp32 products (the preference's mask double-checks).  Half inputs
+   * take 32F compute whatever the math: fp32 sums of exact products. */
+  const cublasComputeType_t compute = dtype == CONV_DTYPE_F32 && math == CONV_MATH_TF32
+                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                          : CUBLAS_COMPUTE_32F;
   return lt_check(err, cublasLtMatmulDescCreate(desc, compute, scale), prefix,
                   "cublasLtMatmulDescCreate");
 }
@@ -106,7 +129,9 @@ conv_status conv_cublaslt_heuristic(const conv_cublaslt_query *q,
            lt_check(err, cublasLtMatmulPreferenceCreate(&pref), q->prefix,
                     "cublasLtMatmulPreferenceCreate"),
            out);
-  CONV_TRY(st, conv_cublaslt_pref_fill(pref, q->math, CONV_CUBLASLT_WS_MAX, q->align, err), out);
+  CONV_TRY(st,
+           conv_cublaslt_pref_fill(pref, q->dtype, q->math, CONV_CUBLASLT_WS_MAX, q->align, err),
+           out);
   int returned = 0;
   const cublasStatus_t cs =
       cublasLtMatmulAlgoGetHeuristic(q->lt, q->desc, l->a, l->b, l->d, l->d, pref,
@@ -140,8 +165,8 @@ conv_status conv_cublaslt_ranked_algo(const conv_cublaslt_query *q, int index,
 conv_status conv_cublaslt_fallback_algo(const conv_cublaslt_query *q, bool *found,
                                         cublasLtMatmulAlgo_t *algo, size_t *ws_bytes,
                                         conv_error *err) {
-  const conv_gemm_align weakest = {CONV_CUBLASLT_FLOAT_ALIGN, CONV_CUBLASLT_FLOAT_ALIGN,
-                                   CONV_CUBLASLT_FLOAT_ALIGN};
+  const uint32_t element = conv_cublaslt_element_align(q->dtype);
+  const conv_gemm_align weakest = {element, element, element};
   conv_cublaslt_query loose = *q;
   loose.align = &weakest;
   cublasLtMatmulHeuristicResult_t res[CONV_CUBLASLT_HEURISTIC_MAX];
@@ -213,14 +238,19 @@ conv_status conv_cublaslt_tail_algo(const conv_cublaslt_query *tail,
   return CONV_OK;
 }
 
-uint32_t conv_cublaslt_offsets_align(uint32_t base, const int64_t *offsets, int count) {
+uint32_t conv_cublaslt_element_offsets_align(uint32_t base, const int64_t *offsets, int count,
+                                             size_t element_bytes) {
   uint32_t align = base;
   for (int i = 0; i < count; ++i) {
     if (offsets[i] <= 0) continue;
     const uint64_t low = (uint64_t)offsets[i] & (~(uint64_t)offsets[i] + 1u);
-    if (low < align / sizeof(float)) align = (uint32_t)(low * sizeof(float));
+    if (low < align / element_bytes) align = (uint32_t)(low * element_bytes);
   }
   return align;
+}
+
+uint32_t conv_cublaslt_offsets_align(uint32_t base, const int64_t *offsets, int count) {
+  return conv_cublaslt_element_offsets_align(base, offsets, count, sizeof(float));
 }
 
 bool conv_cublaslt_aligned(const void *ptr, uint32_t align) {

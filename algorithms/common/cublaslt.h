@@ -37,7 +37,9 @@ typedef struct conv_cublaslt_layouts {
   cublasLtMatrixLayout_t a, b, d;
 } conv_cublaslt_layouts;
 
-/* One GEMM as the heuristic is asked about it. */
+/* One GEMM as the heuristic is asked about it.  `dtype` is the problem's
+ * (the element type of A and B; D may be fp32 where a family keeps an
+ * fp32 buffer); zero, CONV_DTYPE_F32, where a query leaves it out. */
 typedef struct conv_cublaslt_query {
   cublasLtHandle_t lt;
   cublasLtMatmulDesc_t desc;
@@ -45,19 +47,31 @@ typedef struct conv_cublaslt_query {
   conv_math math;
   const conv_gemm_align *align;
   const char *prefix;
+  conv_dtype dtype;
 } conv_cublaslt_query;
+
+/* The cuBLASLt type of a conv_dtype's elements: CUDA_R_32F, CUDA_R_16F or
+ * CUDA_R_16BF. */
+cudaDataType_t conv_cublaslt_data_type(conv_dtype dtype);
 
 /* Fills a matmul preference as every GEMM candidate needs it: the
  * workspace cap, the alignments (which the heuristic cannot see and
- * otherwise assumes to be 256 bytes), and in strict mode an implementation
- * mask that refuses tensor-core and reduced-input kernels. */
-conv_status conv_cublaslt_pref_fill(cublasLtMatmulPreference_t pref, conv_math math,
-                                    uint64_t max_workspace, const conv_gemm_align *align,
-                                    conv_error *err);
+ * otherwise assumes to be 256 bytes), and an implementation mask: for
+ * fp32 inputs in strict mode, one that refuses tensor-core and
+ * reduced-input kernels; for half inputs (`dtype`), one that refuses fp16
+ * accumulation (32F compute promises fp32 sums; the mask double-checks)
+ * and a split-K reduction only in fp32 (none that adds partial sums in a
+ * half output's type). */
+conv_status conv_cublaslt_pref_fill(cublasLtMatmulPreference_t pref, conv_dtype dtype,
+                                    conv_math math, uint64_t max_workspace,
+                                    const conv_gemm_align *align, conv_error *err);
 
-/* A matmul descriptor computing in fp32, through TF32 tensor cores only
- * in TF32 math; `scale` is the scale (and here data) type. */
-conv_status conv_cublaslt_desc_create(conv_math math, cudaDataType_t scale,
+/* A matmul descriptor computing in fp32 (CUBLAS_COMPUTE_32F): for fp32
+ * inputs (`dtype`), through TF32 tensor cores only in TF32 math; half
+ * inputs ignore the math mode (their products are exact in fp32, which
+ * accumulates them, on the tensor cores).  `scale` is the scale type
+ * (alpha, beta: CUDA_R_32F but for fft's complex GEMMs). */
+conv_status conv_cublaslt_desc_create(conv_dtype dtype, conv_math math, cudaDataType_t scale,
                                       cublasLtMatmulDesc_t *desc, const char *prefix,
                                       conv_error *err);
 
@@ -82,8 +96,13 @@ conv_status conv_cublaslt_heuristic(const conv_cublaslt_query *q,
 conv_status conv_cublaslt_ranked_algo(const conv_cublaslt_query *q, int index,
                                       const char *family,
                                       cublasLtMatmulHeuristicResult_t *picked, conv_error *err);
-/* The weakest alignment a float pointer can have: the fallback algos'. */
+/* The weakest alignment a float pointer can have: the fallback algos' for
+ * fp32 problems (a half problem's is its 2-byte element,
+ * conv_cublaslt_element_align). */
 #define CONV_CUBLASLT_FLOAT_ALIGN 4u
+/* The weakest alignment (bytes) a pointer to elements of `dtype` can have:
+ * the element's size. */
+uint32_t conv_cublaslt_element_align(conv_dtype dtype);
 
 /* A config's algo and its stand-in for the caller's pointers that miss
  * the alignments the config was prepared for (a view into a larger
@@ -96,13 +115,14 @@ typedef struct conv_cublaslt_algos {
 } conv_cublaslt_algos;
 
 /* The heuristic's first answer for the query's GEMM with A, B and D only
- * CONV_CUBLASLT_FLOAT_ALIGN-aligned, where it has one (*found). */
+ * element-aligned (conv_cublaslt_element_align of the query's dtype), where
+ * it has one (*found). */
 conv_status conv_cublaslt_fallback_algo(const conv_cublaslt_query *q, bool *found,
                                         cublasLtMatmulAlgo_t *algo, size_t *ws_bytes,
                                         conv_error *err);
 /* The heuristic's index-th answer under the query's alignments
  * (CONV_UNSUPPORTED where it has fewer), and its first for A, B and D only
- * CONV_CUBLASLT_FLOAT_ALIGN-aligned (has_fallback false where it has none). */
+ * element-aligned (has_fallback false where it has none). */
 conv_status conv_cublaslt_pick_algos(const conv_cublaslt_query *q, int index, const char *family,
                                      conv_cublaslt_algos *out, conv_error *err);
 /* How many of the heuristic's answers a family offers as configs: all it
@@ -123,6 +143,10 @@ conv_status conv_cublaslt_tail_algo(const conv_cublaslt_query *tail,
 /* The alignment (bytes) every pointer base + i*offset keeps when base is
  * aligned to `base`: offsets in floats, entries <= 0 ignored. */
 uint32_t conv_cublaslt_offsets_align(uint32_t base, const int64_t *offsets, int count);
+/* The same with offsets in elements of `element_bytes` bytes (a power of
+ * two at most `base`). */
+uint32_t conv_cublaslt_element_offsets_align(uint32_t base, const int64_t *offsets, int count,
+                                             size_t element_bytes);
 bool conv_cublaslt_aligned(const void *ptr, uint32_t align);
 /* `bytes` of GEMM workspace rounded up so that what follows it in the
  * workspace starts CONV_CUBLASLT_WS_ALIGN-aligned too. */

@@ -1,9 +1,11 @@
 /*
  * epilogue.cu -- bias and ReLU applied in place to an NCHW or NHWC output, for
  * candidates whose library cannot fuse a per-channel bias (cuBLASLt's bias
- * runs along the other axis of our GEMM).
+ * runs along the other axis of our GEMM); and, for half problems, the same
+ * from an fp32 buffer into the output with the one rounding after it.
  */
 #include "algorithms/common/divisor.h"
+#include "algorithms/common/elements.cuh"
 #include "algorithms/common/kernels.h"
 #include "algorithms/common/launch_plan.cuh"
 
@@ -34,6 +36,13 @@ template <bool RELU>
 __device__ __forceinline__ float bias_act(float v, float b) {
   v += b;
   return RELU && v < 0.0f ? 0.0f : v;
+}
+
+/* act(v + b) for an epilogue chosen at run time (conv_epilogue_apply's
+ * rule; NONE leaves v as it is). */
+__device__ __forceinline__ static float bias_act_value(int epilogue, float v, float b) {
+  if (epilogue == CONV_EPILOGUE_NONE) return v;
+  return epilogue == CONV_EPILOGUE_BIAS_RELU ? bias_act<true>(v, b) : bias_act<false>(v, b);
 }
 
 template <bool RELU>
@@ -171,4 +180,68 @@ extern "C" cudaError_t conv_bias_act(const conv_problem *problem, float *y, cons
       break;
   }
   return cudaErrorInvalidValue;
+}
+
+/* ---------------------------------------------------------------- half outputs */
+
+namespace {
+
+/* conv_bias_act_round's sizes: the channel of element i is
+ * (i / plane) % k (NCHW) or i % k (NHWC, plane 1). */
+struct bias_act_round_params {
+  int64_t count, k, plane;
+  int epilogue;
+};
+
+}  // namespace
+
+/* One thread an element, a grid-stride loop; 64-bit indices (a pass over
+ * the output once, memory-bound). */
+template <typename T>
+__global__ static void bias_act_round_kernel(const bias_act_round_params prm,
+                                             const float *__restrict__ acc, T *__restrict__ y,
+                                             const float *__restrict__ bias) {
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < prm.count; i += step) {
+    const float b =
+        prm.epilogue == CONV_EPILOGUE_NONE ? 0.0f : __ldg(bias + (i / prm.plane) % prm.k);
+    y[i] = conv_element_from_float<T>(bias_act_value(prm.epilogue, acc[i], b));
+  }
+}
+
+static cudaError_t bias_act_round_launch(const bias_act_round_params &prm, conv_dtype dtype,
+                                         const float *acc, void *y, const float *bias,
+                                         cudaStream_t stream) {
+  if (dtype == CONV_DTYPE_F32 || acc == NULL || y == NULL) return cudaErrorInvalidValue;
+  if (prm.count <= 0) return cudaSuccess;
+  const int threads = 256;
+  return conv_with_element_type(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    bias_act_round_kernel<T><<<bias_act_blocks(prm.count, threads), threads, 0, stream>>>(
+        prm, acc, static_cast<T *>(y), bias);
+    return cudaGetLastError();
+  });
+}
+
+extern "C" cudaError_t conv_bias_act_round(const conv_problem *problem, const float *acc,
+                                           void *y, const float *bias, cudaStream_t stream) {
+  if (problem == NULL) return cudaErrorInvalidValue;
+  if (problem->epilogue != CONV_EPILOGUE_NONE && bias == NULL) return cudaErrorInvalidValue;
+  const int64_t p = conv_output_size(problem->h, problem->r, problem->stride_h, problem->pad_h,
+                                     problem->dil_h);
+  const int64_t q = conv_output_size(problem->w, problem->s, problem->stride_w, problem->pad_w,
+                                     problem->dil_w);
+  bias_act_round_params prm;
+  prm.k = problem->k > 0 ? problem->k : 1;
+  prm.plane = problem->layout == CONV_LAYOUT_NHWC || p * q <= 0 ? 1 : p * q;
+  prm.count = problem->n * problem->k * p * q;
+  prm.epilogue = problem->epilogue;
+  return bias_act_round_launch(prm, problem->dtype, acc, y, bias, stream);
+}
+
+extern "C" cudaError_t conv_round_floats(const float *src, conv_dtype dtype, void *dst,
+                                         int64_t count, cudaStream_t stream) {
+  bias_act_round_params prm;
+  prm.count = count, prm.k = 1, prm.plane = 1, prm.epilogue = CONV_EPILOGUE_NONE;
+  return bias_act_round_launch(prm, dtype, src, dst, NULL, stream);
 }

@@ -8,7 +8,7 @@ conv_cublaslt_query conv_gemm_query(const conv_gemm_family *family, const conv_g
                                     const conv_env *env) {
   return (conv_cublaslt_query){.lt = env->cublaslt, .desc = plan->desc, .layouts = &shape->lay,
                                .math = problem->math, .align = &plan->align,
-                               .prefix = family->prefix};
+                               .prefix = family->prefix, .dtype = problem->dtype};
 }
 
 void conv_gemm_release(void *state) {
@@ -173,13 +173,14 @@ conv_status conv_gemm_check_forward_run(const conv_exec *exec, bool cublas_part_
   return conv_gemm_check_workspace(exec->state, exec, cublas_part_only, family, err);
 }
 
-conv_status conv_gemm_choose_algos(const conv_gemm_plan *plan, const void *const *pointers,
-                                   int count, bool operands_aligned, const char *family,
-                                   bool *use_fallback, conv_error *err) {
+conv_status conv_gemm_choose_algos(const conv_gemm_plan *plan, conv_dtype dtype,
+                                   const void *const *pointers, int count, bool operands_aligned,
+                                   const char *family, bool *use_fallback, conv_error *err) {
+  const uint32_t element = conv_cublaslt_element_align(dtype);
   for (int i = 0; i < count; ++i)
-    if (!conv_cublaslt_aligned(pointers[i], CONV_CUBLASLT_FLOAT_ALIGN))
+    if (!conv_cublaslt_aligned(pointers[i], element))
       return conv_error_set(err, CONV_INVALID_ARGUMENT,
-                            "%s: a tensor pointer is not 4-byte aligned", family);
+                            "%s: a tensor pointer is not %u-byte aligned", family, element);
   *use_fallback = !operands_aligned;
   if (*use_fallback && (!plan->full.algos.has_fallback ||
                         (plan->has_tail && !plan->tail.algos.has_fallback)))
@@ -192,8 +193,8 @@ conv_status conv_gemm_choose_algos(const conv_gemm_plan *plan, const void *const
 
 conv_status conv_gemm_matmul(const conv_gemm_family *family, const conv_exec *exec,
                              cublasLtMatmulDesc_t desc, const conv_gemm_shape *shape,
-                             bool use_fallback, size_t ws_bytes, const float *a, const float *b,
-                             float beta, float *d, cudaStream_t stream, conv_error *err) {
+                             bool use_fallback, size_t ws_bytes, const void *a, const void *b,
+                             float beta, void *d, cudaStream_t stream, conv_error *err) {
   const float one = 1.0f;
   const cublasLtMatmulAlgo_t *algo = use_fallback ? &shape->algos.fallback : &shape->algos.algo;
   return conv_cublaslt_matmul(exec->env->cublaslt, desc, &shape->lay, algo, &one, a, b, &beta, d,

@@ -25,6 +25,12 @@
  *
  * cublaslt.h's `prefix` is the family's name where its messages name it
  * before the cuBLASLt call, NULL for the others.
+ *
+ * Element types: the shell asks the heuristic about the problem's dtype
+ * (conv_gemm_query); a family that takes half problems makes its layouts
+ * of conv_cublaslt_data_type(dtype) (fp32 for a D that is a sums buffer of
+ * its own), steps through the caller's tensors with conv_gemm_at, and
+ * rounds any fp32 sums it keeps once, after the epilogue.
  */
 #ifndef CONVTUNE_GEMM_FAMILY_H
 #define CONVTUNE_GEMM_FAMILY_H
@@ -154,21 +160,35 @@ conv_status conv_gemm_check_workspace(const conv_gemm_plan *plan, const conv_exe
 conv_status conv_gemm_check_forward_run(const conv_exec *exec, bool cublas_part_only,
                                         const char *family, conv_error *err);
 /* Which algos run() takes: every one of `pointers` (the caller's tensors,
- * and any buffer of ours an operand reads) must be float-aligned; where
- * the operands miss the alignments the algos were picked for
+ * and any buffer of ours an operand reads) must be aligned to an element
+ * of `dtype` (the problem's: 4 bytes for fp32, 2 for the half types);
+ * where the operands miss the alignments the algos were picked for
  * (`operands_aligned` false), the fallbacks run, which every shape must
  * have. */
-conv_status conv_gemm_choose_algos(const conv_gemm_plan *plan, const void *const *pointers,
-                                   int count, bool operands_aligned, const char *family,
-                                   bool *use_fallback /* OUT */, conv_error *err);
-/* D = op(A) op(B) + beta D (alpha 1) for `shape` under `desc` (the plan's,
- * or a copy of it that a run made), by the shape's algo or, with
- * `use_fallback`, its fallback; cuBLASLt gets the workspace's first
- * `ws_bytes` bytes (none where 0). */
+conv_status conv_gemm_choose_algos(const conv_gemm_plan *plan, conv_dtype dtype,
+                                   const void *const *pointers, int count, bool operands_aligned,
+                                   const char *family, bool *use_fallback /* OUT */,
+                                   conv_error *err);
+/* D = op(A) op(B) + beta D (alpha and beta fp32, alpha 1) for `shape`
+ * under `desc` (the plan's, or a copy of it that a run made), by the
+ * shape's algo or, with `use_fallback`, its fallback; cuBLASLt gets the
+ * workspace's first `ws_bytes` bytes (none where 0).  A, B and D hold
+ * elements of the types their layouts name. */
 conv_status conv_gemm_matmul(const conv_gemm_family *family, const conv_exec *exec,
                              cublasLtMatmulDesc_t desc, const conv_gemm_shape *shape,
-                             bool use_fallback, size_t ws_bytes, const float *a, const float *b,
-                             float beta, float *d, cudaStream_t stream, conv_error *err);
+                             bool use_fallback, size_t ws_bytes, const void *a, const void *b,
+                             float beta, void *d, cudaStream_t stream, conv_error *err);
+
+/* Element `index` of a tensor of `element_bytes`-byte elements (the
+ * problem's conv_dtype_bytes): conv_exec's tensors are typed float * but
+ * hold 2-byte elements in a half problem, so the GEMM families step
+ * through them in bytes. */
+static inline const void *conv_gemm_at(const void *base, int64_t index, size_t element_bytes) {
+  return (const char *)base + index * (int64_t)element_bytes;
+}
+static inline void *conv_gemm_at_mut(void *base, int64_t index, size_t element_bytes) {
+  return (char *)base + index * (int64_t)element_bytes;
+}
 
 /* The conv_algorithm callbacks configs, prepare, release and describe of
  * the family described by `family`, prefixed `prefix`_: each one call into

@@ -2,6 +2,7 @@
  * im2col.cu -- see im2col.h.
  */
 #include "algorithms/common/divisor.h"
+#include "algorithms/common/elements.cuh"
 #include "algorithms/common/im2col.h"
 #include "algorithms/algorithm.h"
 
@@ -12,8 +13,8 @@ namespace {
 struct im2col_params {
   int h, w;
   int pad_h, pad_w, stride_h, stride_w, dil_h, dil_w;
-  const float *x_first;      /* channel 0 of the group in the first image */
-  int64_t image_floats;      /* c*h*w: one image of x to the next         */
+  const void *x_first;       /* channel 0 of the group in the first image */
+  int64_t image_floats;      /* c*h*w: one image of x to the next (elements) */
   uint32_t total;            /* images * cg*r*s * p*q                     */
   conv_divisor by_pq, by_crs, by_rs, by_s, by_q;
 };
@@ -26,8 +27,10 @@ const int kUnroll = 4;
 
 }  // namespace
 
-/* The col element at flat index i of the launch's block. */
-__device__ __forceinline__ static float im2col_value(const im2col_params &prm, uint32_t i) {
+/* The col element at flat index i of the launch's block, an element of T
+ * (copied: its bits, 0 in the padding, whatever the type). */
+template <typename T>
+__device__ __forceinline__ static T im2col_value(const im2col_params &prm, uint32_t i) {
   const uint32_t row = conv_divide(i, prm.by_pq);
   const uint32_t column = i - row * prm.by_pq.divisor;
   const uint32_t img = conv_divide(row, prm.by_crs);
@@ -38,8 +41,9 @@ __device__ __forceinline__ static float im2col_value(const im2col_params &prm, u
   const uint32_t oh = conv_divide(column, prm.by_q), ow = column - oh * prm.by_q.divisor;
   const int ih = (int)oh * prm.stride_h - prm.pad_h + (int)ri * prm.dil_h;
   const int iw = (int)ow * prm.stride_w - prm.pad_w + (int)si * prm.dil_w;
-  if (ih < 0 || ih >= prm.h || iw < 0 || iw >= prm.w) return 0.0f;
-  return __ldg(prm.x_first + img * prm.image_floats + ((int64_t)ci * prm.h + ih) * prm.w + iw);
+  if (ih < 0 || ih >= prm.h || iw < 0 || iw >= prm.w) return conv_element_from_float<T>(0.0f);
+  return __ldg(static_cast<const T *>(prm.x_first) + img * prm.image_floats +
+               ((int64_t)ci * prm.h + ih) * prm.w + iw);
 }
 
 /* One thread per col element (kUnroll of them a pass, a grid apart),
@@ -49,15 +53,16 @@ __device__ __forceinline__ static float im2col_value(const im2col_params &prm, u
  * element cost more than its copy.  Writes are coalesced.  Indices stay
  * below 2^32: total < 2^31 and a pass spans kUnroll grids of at most 2^27
  * threads. */
-__global__ static void im2col_kernel(const im2col_params prm, float *__restrict__ col) {
+template <typename T>
+__global__ static void im2col_kernel(const im2col_params prm, T *__restrict__ col) {
   const uint32_t stride = gridDim.x * blockDim.x;
   for (uint32_t first = blockIdx.x * blockDim.x + threadIdx.x; first < prm.total;
        first += kUnroll * stride) {
-    float v[kUnroll];
+    T v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; u++) {
       const uint32_t i = first + u * stride;
-      v[u] = i < prm.total ? im2col_value(prm, i) : 0.0f;
+      v[u] = i < prm.total ? im2col_value<T>(prm, i) : conv_element_from_float<T>(0.0f);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; u++) {
@@ -67,8 +72,8 @@ __global__ static void im2col_kernel(const im2col_params prm, float *__restrict_
   }
 }
 
-extern "C" cudaError_t conv_im2col(const conv_problem *problem, const float *x, int64_t n0,
-                                   int64_t images, int64_t group, float *col,
+extern "C" cudaError_t conv_im2col(const conv_problem *problem, const void *x, int64_t n0,
+                                   int64_t images, int64_t group, void *col,
                                    cudaStream_t stream) {
   if (problem == NULL || x == NULL || col == NULL) return cudaErrorInvalidValue;
   if (n0 < 0 || images < 0 || n0 + images > problem->n || group < 0 ||
@@ -106,18 +111,23 @@ extern "C" cudaError_t conv_im2col(const conv_problem *problem, const float *x, 
   prm.by_q = conv_divisor_make((int)shape.q);
   /* Images per launch: every index of a launch below 2^31. */
   const int64_t per_launch = (INT32_MAX - 1) / image_col;
-  for (int64_t done = 0; done < images; done += per_launch) {
-    const int64_t count = images - done < per_launch ? images - done : per_launch;
-    prm.x_first = x + (n0 + done) * prm.image_floats + group * cg * problem->h * problem->w;
-    prm.total = (uint32_t)(count * image_col);
-    const int64_t per_block = (int64_t)kThreads * kUnroll;
-    const int64_t blocks_needed = (count * image_col + per_block - 1) / per_block;
-    const unsigned blocks = (unsigned)(blocks_needed < 65535 * 8 ? blocks_needed : 65535 * 8);
-    im2col_kernel<<<blocks, kThreads, 0, stream>>>(prm, col + done * image_col);
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return e;
-  }
-  return cudaSuccess;
+  const int64_t group_offset = group * cg * problem->h * problem->w;
+  return conv_with_element_type(problem->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for (int64_t done = 0; done < images; done += per_launch) {
+      const int64_t count = images - done < per_launch ? images - done : per_launch;
+      prm.x_first = static_cast<const T *>(x) + (n0 + done) * prm.image_floats + group_offset;
+      prm.total = (uint32_t)(count * image_col);
+      const int64_t per_block = (int64_t)kThreads * kUnroll;
+      const int64_t blocks_needed = (count * image_col + per_block - 1) / per_block;
+      const unsigned blocks = (unsigned)(blocks_needed < 65535 * 8 ? blocks_needed : 65535 * 8);
+      im2col_kernel<T><<<blocks, kThreads, 0, stream>>>(prm,
+                                                        static_cast<T *>(col) + done * image_col);
+      const cudaError_t e = cudaGetLastError();
+      if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+  });
 }
 
 namespace {
@@ -133,13 +143,15 @@ struct im2col_nhwc_params {
   conv_divisor by_s, by_q, by_pq;
 };
 
-/* One thread per vector of V channels of one tap of one output pixel:
+/* One thread per vector of V (VEC elements of T: V is a word of
+ * VEC * sizeof(T) bytes, its bits moved as they are) of one tap of one output pixel:
  * consecutive threads write consecutive addresses and read whole channel
- * runs of x. */
-template <typename V>
-__global__ static void im2col_nhwc_kernel(const im2col_nhwc_params prm, const float *__restrict__ x,
-                                          float *__restrict__ col) {
-  constexpr int VEC = sizeof(V) / sizeof(float);
+ * runs of x.  A copy: the bits move, 0 bits (0 in every type) in the
+ * padding. */
+template <typename T, typename V>
+__global__ static void im2col_nhwc_kernel(const im2col_nhwc_params prm, const T *__restrict__ x,
+                                          T *__restrict__ col) {
+  constexpr int VEC = sizeof(V) / sizeof(T);
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= prm.total) return;
   const uint32_t run = conv_divide(i, prm.by_vectors);
@@ -161,14 +173,38 @@ __global__ static void im2col_nhwc_kernel(const im2col_nhwc_params prm, const fl
 
 }  // namespace
 
-extern "C" cudaError_t conv_im2col_nhwc(const conv_problem *pb, const float *x, int64_t n0,
-                                        int64_t images, float *col, cudaStream_t stream) {
+/* The launch for elements of T: V the widest word (16, 4 or 2 bytes) that
+ * a run of c channels divides into, whose alignment the caller's x
+ * (CONV_POINTER_ALIGNMENT) and the col buffer meet.  For fp32: float4 where
+ * c is a multiple of 4, else float, as before the half types. */
+template <typename T>
+static cudaError_t im2col_nhwc_launch(im2col_nhwc_params prm, int64_t elements, const void *x,
+                                      void *col, cudaStream_t stream) {
+  const int64_t row_bytes = (int64_t)prm.c * (int64_t)sizeof(T);
+  const int vec = row_bytes % 16 == 0 ? 16 / (int)sizeof(T)
+                  : row_bytes % 4 == 0 ? 4 / (int)sizeof(T)
+                                       : 1;
+  prm.total = (uint32_t)(elements / vec);
+  prm.by_vectors = conv_divisor_make(prm.c / vec);
+  const unsigned blocks = (unsigned)((prm.total + kThreads - 1) / kThreads);
+  const T *in = static_cast<const T *>(x);
+  T *out = static_cast<T *>(col);
+  if (vec * sizeof(T) == 16)
+    im2col_nhwc_kernel<T, float4><<<blocks, kThreads, 0, stream>>>(prm, in, out);
+  else if (vec * sizeof(T) == 4)
+    im2col_nhwc_kernel<T, float><<<blocks, kThreads, 0, stream>>>(prm, in, out);
+  else /* one 2-byte element: an odd channel count of a half type */
+    im2col_nhwc_kernel<T, unsigned short><<<blocks, kThreads, 0, stream>>>(prm, in, out);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t conv_im2col_nhwc(const conv_problem *pb, const void *x, int64_t n0,
+                                        int64_t images, void *col, cudaStream_t stream) {
   if (pb == NULL || x == NULL || col == NULL || pb->layout != CONV_LAYOUT_NHWC || pb->groups != 1)
     return cudaErrorInvalidValue;
   if (n0 < 0 || images < 0 || n0 + images > pb->n) return cudaErrorInvalidValue;
   conv_shape sh = {};
   if (conv_problem_shape(pb, &sh) != CONV_OK) return cudaErrorInvalidValue;
-  const int vec = pb->c % 4 == 0 ? 4 : 1;
   const int64_t floats = images * sh.p * sh.q * pb->r * pb->s * pb->c;
   if (floats == 0) return cudaSuccess;
   const int64_t dims[] = {floats, pb->h * pb->w * pb->c, sh.p * sh.q, pb->r * pb->s,
@@ -183,18 +219,14 @@ extern "C" cudaError_t conv_im2col_nhwc(const conv_problem *pb, const float *x, 
   prm.stride_h = (int)pb->stride_h, prm.stride_w = (int)pb->stride_w;
   prm.dil_h = (int)pb->dil_h, prm.dil_w = (int)pb->dil_w;
   prm.x_first = n0 * pb->h * pb->w * pb->c;
-  prm.total = (uint32_t)(floats / vec);
-  prm.by_vectors = conv_divisor_make((int)(pb->c / vec));
   prm.by_taps = conv_divisor_make((int)(pb->r * pb->s));
   prm.by_s = conv_divisor_make((int)pb->s);
   prm.by_q = conv_divisor_make((int)sh.q);
   prm.by_pq = conv_divisor_make((int)(sh.p * sh.q));
-  const unsigned blocks = (unsigned)((prm.total + kThreads - 1) / kThreads);
-  if (vec == 4)
-    im2col_nhwc_kernel<float4><<<blocks, kThreads, 0, stream>>>(prm, x, col);
-  else
-    im2col_nhwc_kernel<float><<<blocks, kThreads, 0, stream>>>(prm, x, col);
-  return cudaGetLastError();
+  return conv_with_element_type(pb->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return im2col_nhwc_launch<T>(prm, floats, x, col, stream);
+  });
 }
 
 /* ---------------------------------------------------------------- wide layout */
@@ -206,8 +238,9 @@ namespace {
  * Every value of a thread is decoded by multiply-shift divisions, which is
  * what makes the small p*q of late layers (7x7, 8x8) cheap: a thread per
  * row of p*q would leave most of each block idle. */
-__global__ static void im2col_wide_kernel(const conv_wide_launch prm, const float *__restrict__ x,
-                                          float *__restrict__ col) {
+template <typename T>
+__global__ static void im2col_wide_kernel(const conv_wide_launch prm, const T *__restrict__ x,
+                                          T *__restrict__ col) {
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= prm.col_total) return;
   const uint32_t row = conv_divide(i, prm.by_pq), j = i - row * prm.by_pq.divisor;
@@ -217,7 +250,7 @@ __global__ static void im2col_wide_kernel(const conv_wide_launch prm, const floa
   const uint32_t oh = conv_divide(j, prm.by_q), ow = j - oh * prm.q;
   const int ih = (int)oh * prm.stride_h - prm.pad_h + (int)ri * prm.dil_h;
   const int iw = (int)ow * prm.stride_w - prm.pad_w + (int)si * prm.dil_w;
-  float v = 0.0f;
+  T v = conv_element_from_float<T>(0.0f);
   if (ih >= 0 && ih < prm.h && iw >= 0 && iw < prm.w)
     v = __ldg(x + ((int64_t)(img * prm.c + ci) * prm.h + ih) * prm.w + iw);
   col[i] = v;
@@ -225,9 +258,12 @@ __global__ static void im2col_wide_kernel(const conv_wide_launch prm, const floa
 
 /* One thread per dx element: the sum over the taps whose window touches
  * it, in the filter's (ri, si) order, so each element is one thread's
- * fixed-order sum (deterministic, no atomics). */
+ * fixed-order sum (deterministic, no atomics).  col is fp32 whatever T
+ * (the GEMM's sums, unrounded), the sum is fp32, and T gets it rounded
+ * once. */
+template <typename T>
 __global__ static void col2im_wide_kernel(const conv_wide_launch prm, const float *__restrict__ col,
-                                          float *__restrict__ x) {
+                                          T *__restrict__ x) {
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= prm.x_total) return;
   const uint32_t line = conv_divide(i, prm.by_w), iw = i - line * prm.w;
@@ -249,7 +285,7 @@ __global__ static void col2im_wide_kernel(const conv_wide_launch prm, const floa
       sum += rows[(ri * prm.s + si) * span + oh * prm.q + ow];
     }
   }
-  x[i] = sum;
+  x[i] = conv_element_from_float<T>(sum);
 }
 
 /* One launch of a wide kernel, a thread per element of its output (col,
@@ -283,6 +319,7 @@ extern "C" bool conv_wide_plan(const conv_problem *pb, int64_t images, conv_wide
   l.stride_h = (int)pb->stride_h, l.stride_w = (int)pb->stride_w;
   l.dil_h = (int)pb->dil_h, l.dil_w = (int)pb->dil_w;
   l.images = (int)images;
+  l.dtype = pb->dtype;
   l.image_floats = pb->c * pb->h * pb->w;
   l.col_total = (uint32_t)col, l.x_total = (uint32_t)x;
   l.by_pq = conv_divisor_make((int)(sh.p * sh.q));
@@ -302,23 +339,33 @@ extern "C" bool conv_wide_plan(const conv_problem *pb, int64_t images, conv_wide
 /* A 1x1, stride-1, unpadded im2col of `channels` x 1 x `plane` images is
  * exactly the transposition asked for. */
 extern "C" bool conv_channels_wide_plan(int64_t channels, int64_t plane, int64_t images,
-                                        conv_wide_launch *out) {
+                                        conv_dtype dtype, conv_wide_launch *out) {
   if (channels < 1 || plane < 1 || images < 1) return false;
   conv_problem view;
   conv_problem_init(&view);
+  view.dtype = dtype;
   view.n = images, view.c = view.k = channels, view.h = 1, view.w = plane;
   view.r = view.s = 1;
   return conv_wide_plan(&view, images, out);
 }
 
-extern "C" cudaError_t conv_im2col_wide(const conv_wide_launch *L, const float *x, int64_t n0,
-                                        float *col, cudaStream_t stream) {
+extern "C" cudaError_t conv_im2col_wide(const conv_wide_launch *L, const void *x, int64_t n0,
+                                        void *col, cudaStream_t stream) {
   if (L == NULL || x == NULL || n0 < 0) return cudaErrorInvalidValue;
-  return wide_launch(im2col_wide_kernel, L, L->col_total, x + n0 * L->image_floats, col, stream);
+  return conv_with_element_type(L->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return wide_launch(im2col_wide_kernel<T>, L, L->col_total,
+                       static_cast<const T *>(x) + n0 * L->image_floats, static_cast<T *>(col),
+                       stream);
+  });
 }
 
 extern "C" cudaError_t conv_col2im_wide(const conv_wide_launch *L, const float *col, int64_t n0,
-                                        float *x, cudaStream_t stream) {
+                                        void *x, cudaStream_t stream) {
   if (L == NULL || x == NULL || n0 < 0) return cudaErrorInvalidValue;
-  return wide_launch(col2im_wide_kernel, L, L->x_total, col, x + n0 * L->image_floats, stream);
+  return conv_with_element_type(L->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return wide_launch(col2im_wide_kernel<T>, L, L->x_total, col,
+                       static_cast<T *>(x) + n0 * L->image_floats, stream);
+  });
 }

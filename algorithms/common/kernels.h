@@ -57,6 +57,23 @@ cudaError_t conv_bias_act(const conv_problem *problem, float *y, const float *bi
 cudaError_t conv_bias_act_any_dtype(const conv_problem *problem, void *y, const float *bias,
                                     cudaStream_t stream);
 
+/* For a half problem (CONV_DTYPE_F16 or BF16) whose GEMM summed into an
+ * fp32 buffer: y[i] = act(acc[i] + bias[channel of i]) in fp32, rounded
+ * once to the problem's dtype, over the problem's output (NCHW or NHWC,
+ * problem->n images: a caller running a chunk passes a copy with n set to
+ * it, acc and y at the chunk); the epilogue comes before the one rounding.
+ * With CONV_EPILOGUE_NONE a plain rounding (bias may be NULL).  acc and y
+ * must not overlap; cudaErrorInvalidValue for an fp32 problem (its
+ * epilogue is conv_bias_act, in place). */
+cudaError_t conv_bias_act_round(const conv_problem *problem, const float *acc, void *y,
+                                const float *bias, cudaStream_t stream);
+
+/* dst[i] = src[i] rounded to nearest even to `dtype` (F16 or BF16; inf
+ * past fp16's range), for i < count: an fp32 accumulation buffer's one
+ * rounding.  cudaErrorInvalidValue for CONV_DTYPE_F32. */
+cudaError_t conv_round_floats(const float *src, conv_dtype dtype, void *dst, int64_t count,
+                              cudaStream_t stream);
+
 /* out[k][t][c] = w[k][c][t] for k < K, c < channels, t < taps: filters
  * from K C R S order to K R S C (taps = R S, at most
  * CONV_FILTER_TO_KRSC_MAX_TAPS), out not overlapping w;

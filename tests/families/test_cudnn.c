@@ -9,11 +9,12 @@
  * that run every family (test_gpu.c, test_backward.c) run every fp32
  * config cuDNN lists, and the channels-last tests (test_depthwise_nhwc.c,
  * test_gemm_nhwc.c) cuDNN's NHWC engines.
- * On the GPU, half precision (cuDNN runs fp16 and bf16 problems, no other
- * family yet): every config cuDNN lists for each type in each direction
- * and layout against the CPU reference in double on fresh random inputs
- * (rounded to the type) with poisoned outputs; the fused bias and
- * bias+ReLU epilogue; and half plans through the public API. */
+ * On the GPU, half precision (cuDNN runs fp16 and bf16 problems, as do
+ * the cuBLASLt GEMM families, tested in their own files): every config
+ * cuDNN lists for each type in each direction and layout against the CPU
+ * reference in double on fresh random inputs (rounded to the type) with
+ * poisoned outputs; the fused bias and bias+ReLU epilogue; and half plans
+ * through the public API. */
 #include <string.h>
 
 #include "algorithms/cudnn_graph.h"
@@ -325,11 +326,12 @@ static int half_fused_epilogue(void) {
 
 /* Half plans through the public API, tuned (the tuner's random inputs,
  * reference and comparison in the type) and executed as a caller would:
- * cuDNN's, of the problem's type, matching the CPU reference; a TF32
+ * cuDNN's or a cuBLASLt GEMM family's (which run half problems too, and
+ * may win), of the problem's type, matching the CPU reference; a TF32
  * request of a half problem is the same problem (the same plan).  An
  * NCHW half problem with an epilogue has a plan too, under the fast
- * policy: its configs alternate fused ones and ones with the epilogue
- * after the graph, which every engine runs. */
+ * policy: cuDNN's configs alternate fused ones and ones with the epilogue
+ * after the graph, which every engine runs, and im2col_gemm takes it. */
 static int half_plans(void) {
   SKIP_WITHOUT_GPU();
   seed_rng();
@@ -356,8 +358,12 @@ static int half_plans(void) {
     conv_plan_info info;
     CHECK_STATUS(CONV_OK, conv_plan_info_get(plan, &info));
     printf("%s: %s %s %.4f ms\n", key, info.algorithm, info.config, info.time_ms);
-    CHECK(strcmp(info.algorithm, "cudnn") == 0 && info.dtype == p->dtype &&
-          info.direction == p->direction);
+    const bool half_family =
+        strcmp(info.algorithm, "cudnn") == 0 || strcmp(info.algorithm, "gemm_nhwc") == 0 ||
+        strcmp(info.algorithm, "im2col_gemm") == 0 || strcmp(info.algorithm, "gemm_backward") == 0;
+    CHECK_MSG(half_family && info.dtype == p->dtype && info.direction == p->direction,
+              "%s: plan of %s, dtype %d, direction %d", key, info.algorithm, (int)info.dtype,
+              (int)info.direction);
     conv_problem tf32 = *p;
     tf32.math = CONV_MATH_TF32;
     conv_plan *same = NULL;

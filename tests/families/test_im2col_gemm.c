@@ -3,7 +3,11 @@
  * config against the CPU reference.  It takes every NCHW forward problem
  * where cuBLASLt is there, so the tests that run every family
  * (test_gpu.c's every_candidate_matches_reference) run it on random shapes
- * too; these are the shapes its code paths are for. */
+ * too; these are the shapes its code paths are for.
+ * Half precision: on the CPU, the types it takes and the problems it
+ * refuses in them; on the GPU, every config in fp16 and bf16 against the
+ * CPU reference (every epilogue, applied to the fp32 sums before the one
+ * rounding), and fp16 sums past 65504 that the bias brings back. */
 #include "tests/gpu_support.h"
 
 /* Every config (chunks of the whole batch, of a power of two and of one
@@ -41,7 +45,94 @@ static int im2col_gemm_matches_reference(void) {
   return TEST_PASS;
 }
 
+/* ---- half precision */
+
+static conv_problem parsed(const char *spec) {
+  conv_problem p;
+  if (conv_problem_parse(spec, &p, NULL, 0) != CONV_OK) conv_problem_init(&p); /* fails later */
+  return p;
+}
+
+/* im2col_gemm takes NCHW forward problems in fp32, fp16 and bf16, grouped
+ * or not, every epilogue; it refuses the half types' NHWC and backward
+ * problems (and lists nothing, prepares nothing for them). */
+static int half_types_served(void) {
+  const conv_problem takes[] = {
+      parsed("n=2 c=16 h=12 w=12 k=32 r=3 s=3 pad=1 epilogue=bias_relu"),
+      parsed("n=2 c=8 h=12 w=12 k=8 r=3 s=3 pad=1 groups=8"),
+      parsed("n=3 c=16 h=14 w=14 k=24 r=1 s=1 epilogue=bias"),
+  };
+  const conv_problem refuses[] = {
+      parsed("n=2 c=16 h=12 w=12 k=32 r=3 s=3 pad=1 layout=nhwc"),
+      parsed("n=2 c=16 h=12 w=12 k=32 r=3 s=3 pad=1 dir=bwd_data"),
+      parsed("n=2 c=16 h=12 w=12 k=32 r=3 s=3 pad=1 dir=bwd_filter"),
+  };
+  return half_scope(&conv_algorithm_im2col_gemm, takes, sizeof takes / sizeof takes[0], refuses,
+                    sizeof refuses / sizeof refuses[0]);
+}
+
+/* NCHW shapes for the half types, every GEMM operand at least 4-byte
+ * aligned (even p*q, c*r*s a group and k a group): a 1x1 read in place
+ * with the bias after the GEMM (fp32 sums in chunks of a batch of 5), a
+ * 1x1 stride-2 subsample, a padded 3x3 at batch 5 with bias+ReLU, a
+ * dilated 5x3 with asymmetric padding in two groups, a 3-channel 4x4
+ * stride-4 stem. */
+static const char *const half_specs[] = {
+    "n=5 c=16 h=14 w=14 k=24 r=1 s=1 epilogue=bias",
+    "n=3 c=16 h=16 w=16 k=32 r=1 s=1 stride=2",
+    "n=5 c=8 h=16 w=13 k=12 r=3 s=3 pad=1 epilogue=bias_relu",
+    "n=2 c=8 h=23 w=19 k=8 r=5 s=3 pad_h=2 pad_w=1 stride=2 dil=2 groups=2 epilogue=bias",
+    "n=2 c=3 h=40 w=36 k=64 r=4 s=4 stride=4 epilogue=bias_relu",
+};
+
+static int half_forward(conv_dtype dtype) {
+  enum { CASES = sizeof half_specs / sizeof half_specs[0] };
+  conv_problem cases[CASES];
+  char message[256] = "";
+  for (int i = 0; i < CASES; i++)
+    CHECK_MSG(conv_problem_parse(half_specs[i], &cases[i], message, sizeof message) == CONV_OK,
+              "%s: %s", half_specs[i], message);
+  const size_t n = quick_mode() ? 3 : CASES;
+  return half_family_matches_reference(&conv_algorithm_im2col_gemm, cases, n, dtype, "forward");
+}
+static int f16_forward(void) { return half_forward(CONV_DTYPE_F16); }
+static int bf16_forward(void) { return half_forward(CONV_DTYPE_BF16); }
+
+/* Operands only 2-byte aligned (an odd p*q, a depthwise filter of 9 taps
+ * a group, resnet50's 7x7 stem of 147 taps): every config listed is
+ * right; cuBLASLt may list none. */
+static int half_odd_alignment(void) {
+  const conv_problem cases[] = {
+      parsed("n=3 c=16 h=15 w=13 k=16 r=3 s=3 pad=1 epilogue=bias"),
+      parsed("n=2 c=8 h=12 w=12 k=8 r=3 s=3 pad=1 groups=8 epilogue=bias_relu"),
+      parsed("n=2 c=3 h=40 w=38 k=64 r=7 s=7 pad=3 stride=2"),
+  };
+  const size_t n = sizeof cases / sizeof cases[0];
+  const int rc =
+      half_family_where_listed(&conv_algorithm_im2col_gemm, cases, n, CONV_DTYPE_F16, "odd");
+  if (rc != TEST_PASS) return rc; /* skipped without a GPU, or failed */
+  return half_family_where_listed(&conv_algorithm_im2col_gemm, cases, n, CONV_DTYPE_BF16, "odd");
+}
+
+/* fp16 sums of 576 products of about 144 (an unpadded 3x3 of 64
+ * channels): without an epilogue every output overflows and the tuner's
+ * check rejects every config; with a bias that brings them back, every
+ * config is right. */
+static int f16_overflow(void) {
+  conv_problem plain = parsed("n=2 c=64 h=7 w=8 k=16 r=3 s=3 dtype=f16");
+  conv_problem biased = plain;
+  biased.epilogue = CONV_EPILOGUE_BIAS;
+  int rc = half_overflow_judged(&conv_algorithm_im2col_gemm, plain);
+  if (rc == TEST_PASS) rc = half_overflow_judged(&conv_algorithm_im2col_gemm, biased);
+  return rc;
+}
+
 static const labelled_test_case tests[] = {
     {"im2col_gemm_matches_reference", im2col_gemm_matches_reference, "gpu"},
+    {"half_types_served", half_types_served, "cpu"},
+    {"f16_forward", f16_forward, "gpu"},
+    {"bf16_forward", bf16_forward, "gpu"},
+    {"half_odd_alignment", half_odd_alignment, "gpu"},
+    {"f16_overflow", f16_overflow, "gpu"},
 };
 TEST_MAIN(tests)
