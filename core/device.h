@@ -69,6 +69,38 @@ bool conv_device_pdl(const conv_device *dev);
  * capability 9.0 only. */
 bool conv_device_wgmma(const conv_device *dev);
 
+/* ---------------------------------------------------------------- memory */
+
+/* Where a context's device memory comes from (conv_context_options'
+ * device_alloc and device_free, convtune.h): the caller's functions, or
+ * cudaMalloc and cudaFree where `alloc` is NULL.  Tuning buffers and plan
+ * workspaces are allocated through it; what the candidate families run
+ * gets its scratch from those workspaces, never allocating. */
+typedef struct conv_allocator {
+  conv_device_alloc_fn alloc; /* NULL: cudaMalloc / cudaFree */
+  conv_device_free_fn free;
+  void *user;
+  int device;                 /* passed to both */
+} conv_allocator;
+
+/* Whether the allocator is the caller's (stream-ordered: see
+ * conv_device_free) rather than cudaMalloc's. */
+bool conv_allocator_is_user(const conv_allocator *a);
+
+/* bytes (> 0) of device memory for work on `stream`, into *ptr, on the
+ * current device (the allocator's).  CONV_OUT_OF_MEMORY where the
+ * allocator fails or gives NULL, CONV_INVALID_ARGUMENT (the memory given
+ * back) where it gives a pointer not CONV_ALLOCATION_ALIGNMENT-aligned; the
+ * message names `what`.  *ptr is written only on success. */
+conv_status conv_device_alloc(const conv_allocator *a, size_t bytes, cudaStream_t stream,
+                              void **ptr /* OUT */, const char *what, conv_error *err);
+
+/* Frees what conv_device_alloc gave for `stream` (NULL: nothing).  The
+ * caller's allocator may hand the memory to other work on `stream` at
+ * once: work that used it on another stream must be finished first.
+ * cudaFree (no allocator) waits for the device itself. */
+void conv_device_free(const conv_allocator *a, void *ptr, size_t bytes, cudaStream_t stream);
+
 /* The library handles candidates share.  cuDNN executes on the handle's
  * stream, so cudnnSetStream + execute run under cudnn_lock; cuBLASLt takes
  * the stream per call and needs no lock. */
@@ -77,6 +109,7 @@ typedef struct conv_env {
   cudnnHandle_t cudnn;
   uv_mutex_t cudnn_lock;
   cublasLtHandle_t cublaslt;
+  conv_allocator allocator; /* tuning buffers and plan workspaces; zeroed: cudaMalloc */
 } conv_env;
 
 

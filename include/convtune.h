@@ -406,6 +406,52 @@ typedef enum conv_log_level {
  * conv_context_interrupt). */
 typedef void (*conv_log_fn)(void *user, conv_log_level level, const char *message);
 
+/* Device memory from the caller (conv_context_options.device_alloc and
+ * device_free), for programs that manage GPU memory themselves: PyTorch's
+ * caching allocator (the Python binding passes it), a memory pool.  Every
+ * device allocation the library makes for a context goes through them: each
+ * plan's workspace and, while tuning, the test tensors (x, w, y, the
+ * reference output, the bias) and each candidate's workspace, which holds
+ * what its family needs (cuBLASLt's workspace, cuFFT's work areas, the
+ * im2col and transposed buffers).  Not through them: what cuDNN, cuBLASLt
+ * and cuFFT allocate inside their own handles and plans, and CUDA graphs.
+ * Without them (the default) the library calls cudaMalloc and cudaFree.
+ *
+ * alloc sets *ptr to `bytes` (> 0) bytes of memory on CUDA device `device`
+ * (the current device during the call), aligned to
+ * CONV_ALLOCATION_ALIGNMENT bytes, that work queued on `stream` may use,
+ * and returns 0; or it returns nonzero, and the library's call fails with
+ * CONV_OUT_OF_MEMORY (a tuning candidate whose workspace it refuses fails
+ * that way; nothing aborts).  A misaligned pointer is given back to `free`
+ * and fails the call with CONV_INVALID_ARGUMENT.  free releases what alloc
+ * gave, with the same ptr, bytes, stream and device; it cannot fail.
+ *
+ * Streams, as in cudaMallocAsync and PyTorch's raw_alloc_with_stream:
+ * memory freed with a stream may be handed out again at once to other work
+ * on that stream, so the library frees memory with the stream its work on
+ * it was queued on, or synchronises first:
+ * - tuning buffers are allocated and freed with the context's tuning
+ *   stream (one per context, made by the library), the only stream that
+ *   uses them;
+ * - a plan's workspace, which the plan's executes use on any stream, is
+ *   allocated with stream NULL (CUDA's default stream; PyTorch's default
+ *   stream) by conv_plan_create, which then synchronises that stream, so
+ *   that work the allocator had ordered before it on that stream is done;
+ *   conv_plan_destroy synchronises the device (every execute done, on
+ *   whatever stream) and frees it with stream NULL.
+ *
+ * Threads: they are called on the threads that call conv_plan_create and
+ * conv_plan_destroy (which may run at once on one context), never from
+ * conv_plan_execute nor from a thread of the library's own, so a pair
+ * shared by threads must be thread-safe.  They must return, and must not
+ * call into the library.  `user` is conv_context_options.allocator_user.
+ * Added in 0.7.0. */
+#define CONV_ALLOCATION_ALIGNMENT 256
+typedef int (*conv_device_alloc_fn)(void *user, size_t bytes, void *stream, int device,
+                                    void **ptr /* OUT */);
+typedef void (*conv_device_free_fn)(void *user, void *ptr, size_t bytes, void *stream,
+                                    int device);
+
 typedef struct conv_context_options {
   size_t struct_size;      /* set by conv_context_options_init; never by hand      */
   int device;              /* CUDA device ordinal; default 0                       */
@@ -415,7 +461,16 @@ typedef struct conv_context_options {
   conv_policy policy;      /* default CONV_POLICY_PREDICT (0.5.0; before,
                             * CONV_POLICY_EXHAUSTIVE)                           */
   size_t workspace_limit;  /* bytes a candidate may use as scratch; 0: 1/4 of the
-                            * device memory free when the context is created       */
+                            * device memory free when the context is created.
+                            * It caps the library's device memory: a plan holds
+                            * one workspace of at most this, and a tuning holds
+                            * its test tensors (x, w and y in the problem's
+                            * dtype, an fp32 copy of the pass's output, k fp32
+                            * biases and 64 bytes: about what the caller's own
+                            * tensors of the problem take) and one candidate's
+                            * workspace at a time, so at most those plus this.
+                            * Candidates that need more fail with
+                            * CONV_WORKSPACE_LIMIT and are never allocated.   */
   int verbose;             /* nonzero: log_level is at least CONV_LOG_DEBUG (each
                             * candidate); like every message, those lines go
                             * to `log` only, never to stderr                    */
@@ -452,6 +507,14 @@ typedef struct conv_context_options {
                             * budget tunes it again fully when it meets it.
                             * 0 (default): none; negative or not finite:
                             * CONV_INVALID_ARGUMENT                          */
+  /* Added in 0.7.0: */
+  conv_device_alloc_fn device_alloc; /* with device_free, where the context's
+                            * device memory comes from (see
+                            * conv_device_alloc_fn); NULL (default) both:
+                            * cudaMalloc and cudaFree.  One without the other:
+                            * CONV_INVALID_ARGUMENT                          */
+  conv_device_free_fn device_free;
+  void *allocator_user;    /* passed to both as their first argument          */
 } conv_context_options;
 
 typedef struct conv_context conv_context;
@@ -468,7 +531,8 @@ void conv_context_options_init_sized(conv_context_options *options, size_t struc
  * On failure *context is set to NULL and the status says why (CONV_NO_DEVICE
  * on a machine without a usable GPU; CONV_CACHE_ERROR when the cache cannot
  * be opened; CONV_INVALID_ARGUMENT for a negative device, a policy or
- * log_level out of its enum, or a negative or infinite tuning budget);
+ * log_level out of its enum, a negative or infinite tuning budget, or
+ * device_alloc without device_free or the other way round);
  * conv_context_last_error(NULL) then holds the
  * message.  A context may be shared between threads: plan creation is
  * serialised internally. */

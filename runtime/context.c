@@ -148,6 +148,14 @@ static conv_status open_libraries(conv_context *ctx, conv_error *err) {
   return st;
 }
 
+/* The stream tuning runs on: one per context, so that memory a caller's
+ * stream-ordered allocator keeps for it after one tuning serves the next
+ * (conv_device_alloc_fn). */
+static conv_status open_tuning_stream(conv_context *ctx, conv_error *err) {
+  return conv_check_cuda(err, cudaStreamCreateWithFlags(&ctx->tuning_stream, cudaStreamNonBlocking),
+                         "cudaStreamCreate(tuning)");
+}
+
 static conv_status choose_workspace_limit(conv_context *ctx, size_t requested, conv_error *err) {
   if (requested != 0) {
     ctx->workspace_limit = requested;
@@ -200,6 +208,11 @@ static conv_status check_options(const conv_context_options *o, conv_error *err)
     return conv_error_set(err, CONV_INVALID_ARGUMENT,
                           "tuning_budget_ms %g: must be 0 (none) or a positive number of ms",
                           o->tuning_budget_ms);
+  if ((o->device_alloc == NULL) != (o->device_free == NULL))
+    return conv_error_set(err, CONV_INVALID_ARGUMENT,
+                          "device_alloc is %s but device_free is %s: give both (the caller's "
+                          "allocator) or neither (cudaMalloc)",
+                          o->device_alloc ? "set" : "NULL", o->device_free ? "set" : "NULL");
   if ((int)o->log_level < 0 || o->log_level > CONV_LOG_DEBUG)
     return conv_error_set(err, CONV_INVALID_ARGUMENT,
                           "log_level %d is neither 0 (the default) nor a conv_log_level",
@@ -247,6 +260,7 @@ conv_status conv_context_create(conv_context **context, const conv_context_optio
   ctx->log = conv_logger_from_options(o);
   ctx->direct_launches = o->direct_launches != 0;
   ctx->deterministic = o->deterministic != 0;
+  ctx->env.allocator = (conv_allocator){o->device_alloc, o->device_free, o->allocator_user, o->device};
   ctx->id = atomic_fetch_add(&next_context_id, 1);
   atomic_init(&ctx->interrupt, 0);
   if (init_locks(ctx) != 0) {
@@ -258,6 +272,7 @@ conv_status conv_context_create(conv_context **context, const conv_context_optio
   /* The handles bind to the current device. */
   CONV_TRY(st, conv_device_enter(o->device, &previous, err), fail);
   st = open_libraries(ctx, err);
+  if (st == CONV_OK) st = open_tuning_stream(ctx, err);
   if (st == CONV_OK) st = choose_workspace_limit(ctx, o->workspace_limit, err);
   conv_device_leave(previous);
   CONV_TRY(st, st, fail);
@@ -293,8 +308,13 @@ static void context_free(conv_context *ctx) {
   conv_cache_close(ctx->cache);
   conv_cache_close(ctx->system_cache);
   int previous = -1;
-  bool entered = (ctx->env.cudnn || ctx->env.cublaslt) &&
+  bool entered = (ctx->env.cudnn || ctx->env.cublaslt || ctx->tuning_stream) &&
                  conv_device_enter(ctx->env.device.ordinal, &previous, NULL) == CONV_OK;
+  /* Each tuning ends synchronised; nothing else runs on it. */
+  if (ctx->tuning_stream) {
+    (void)cudaStreamSynchronize(ctx->tuning_stream);
+    (void)cudaStreamDestroy(ctx->tuning_stream);
+  }
   if (ctx->env.cublaslt) cublasLtDestroy(ctx->env.cublaslt);
   if (ctx->env.cudnn) cudnnDestroy(ctx->env.cudnn);
   if (entered) conv_device_leave(previous);

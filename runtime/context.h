@@ -13,6 +13,7 @@
 
 struct conv_context {
   conv_env env;
+  cudaStream_t tuning_stream; /* every tuning's work and buffers (conv_tune_request) */
   conv_policy policy;
   double tuning_budget_ms; /* per problem; 0: none */
   size_t workspace_limit;

@@ -62,6 +62,36 @@ static conv_plan *plan_of(live_entry *entry) {
 
 /* ---------------------------------------------------------------- creation */
 
+/* The plan's workspace, which its executes use on any stream the caller
+ * gives: allocated with stream NULL, and, from the caller's allocator,
+ * only once that stream has finished what the allocator ordered before
+ * (it may hand out memory that work queued on NULL still uses). */
+static conv_status plan_workspace_alloc(conv_plan *plan, conv_error *err) {
+  const conv_allocator *a = &plan->ctx->env.allocator;
+  void *workspace = NULL;
+  conv_status st = conv_device_alloc(a, plan->prepared.workspace_bytes, NULL, &workspace,
+                                     "plan workspace", err);
+  if (st == CONV_OK && conv_allocator_is_user(a))
+    st = conv_check_cuda(err, cudaStreamSynchronize(NULL),
+                         "cudaStreamSynchronize(the default stream, for the plan workspace)");
+  if (st != CONV_OK) {
+    conv_device_free(a, workspace, plan->prepared.workspace_bytes, NULL);
+    return st;
+  }
+  plan->workspace = workspace;
+  return CONV_OK;
+}
+
+/* Freed with stream NULL, as allocated, once every execute on any stream
+ * is done (cudaFree waits for the device itself). */
+static void plan_workspace_free(conv_plan *plan) {
+  const conv_allocator *a = &plan->ctx->env.allocator;
+  if (plan->workspace == NULL) return;
+  if (conv_allocator_is_user(a)) (void)cudaDeviceSynchronize(); /* nobody to report to */
+  conv_device_free(a, plan->workspace, plan->prepared.workspace_bytes, NULL);
+  plan->workspace = NULL;
+}
+
 /* Builds a runnable plan for a choice: validates the config again (it may
  * come from an untrusted cache file) and allocates its workspace. */
 static conv_status instantiate(conv_context *ctx, const conv_problem *problem,
@@ -89,13 +119,10 @@ static conv_status instantiate(conv_context *ctx, const conv_problem *problem,
     plan_free(plan);
     return st;
   }
-  if (plan->prepared.workspace_bytes > 0) {
-    st = conv_check_cuda(err, cudaMalloc(&plan->workspace, plan->prepared.workspace_bytes),
-                         "cudaMalloc(plan workspace)");
-    if (st != CONV_OK) {
-      plan_free(plan);
-      return st;
-    }
+  if (plan->prepared.workspace_bytes > 0 &&
+      (st = plan_workspace_alloc(plan, err)) != CONV_OK) {
+    plan_free(plan);
+    return st;
   }
   conv_plan_info *info = &plan->info;
   snprintf(info->algorithm, sizeof info->algorithm, "%s", algo->name);
@@ -175,6 +202,7 @@ static conv_status tune(conv_context *ctx, const conv_problem *problem, const co
                            .policy = ctx->policy,
                            .budget_ms = ctx->tuning_budget_ms,
                            .workspace_limit = ctx->workspace_limit,
+                           .stream = ctx->tuning_stream,
                            .log = &ctx->log,
                            .interrupt = &ctx->interrupt};
   *source = ctx->policy == CONV_POLICY_RECORD ? CONV_SOURCE_HEURISTIC : CONV_SOURCE_TUNED;
@@ -527,11 +555,11 @@ void conv_plan_destroy(conv_plan *plan) {
 static void plan_free(conv_plan *plan) {
   int previous = -1;
   bool entered = conv_device_enter(plan->ctx->env.device.ordinal, &previous, NULL) == CONV_OK;
-  /* cudaFree waits for the device to finish, so executions still queued
-   * with this workspace complete before it is released. */
+  /* Executions still queued with the workspace complete before it is
+   * released (plan_workspace_free waits for the device). */
   for (int i = 0; i < plan->graph_count; i++) cudaGraphExecDestroy(plan->graphs[i].exec);
   if (plan->capture_stream) cudaStreamDestroy(plan->capture_stream);
-  if (plan->workspace) cudaFree(plan->workspace);
+  plan_workspace_free(plan);
   plan->algorithm->release(plan->prepared.state);
   if (entered) conv_device_leave(previous);
   free(plan);

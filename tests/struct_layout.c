@@ -28,7 +28,8 @@ int main(void) {
   FIELD(conv_context_options, direct_launches); FIELD(conv_context_options, deterministic);
   FIELD(conv_context_options, log); FIELD(conv_context_options, log_user);
   FIELD(conv_context_options, log_level); FIELD(conv_context_options, system_cache_path);
-  FIELD(conv_context_options, tuning_budget_ms);
+  FIELD(conv_context_options, tuning_budget_ms); FIELD(conv_context_options, device_alloc);
+  FIELD(conv_context_options, device_free); FIELD(conv_context_options, allocator_user);
   SIZE(conv_plan_info);
   FIELD(conv_plan_info, algorithm); FIELD(conv_plan_info, config); FIELD(conv_plan_info, time_ms);
   FIELD(conv_plan_info, workspace_bytes); FIELD(conv_plan_info, source);

@@ -27,7 +27,9 @@
 #define DIRECT_MS CONV_ABANDON_LONG_RUN_MS
 
 /* Device tensors and timing objects for one tuning.  x, w and y hold
- * elements of the problem's dtype; the bias and the reference are fp32. */
+ * elements of the problem's dtype; the bias and the reference are fp32.
+ * The tensors come from the context's allocator, for work on the tuning
+ * stream (req->stream), and go back to it with that stream. */
 typedef struct bench {
   const conv_tune_request *req;
   conv_shape shape;
@@ -35,21 +37,32 @@ typedef struct bench {
   float *bias, *ref;
   void *out; /* what the problem's pass writes: y, x (dx) or w (dw); shape.out_elems */
   void *scratch;
+  size_t x_bytes, w_bytes, y_bytes, bias_bytes, ref_bytes;
   cudaStream_t stream;
   cudaEvent_t start, stop;
 } bench;
+
+static conv_status bench_tensor(bench *b, size_t bytes, void **ptr, const char *what,
+                                conv_error *err) {
+  return conv_device_alloc(&b->req->env->allocator, bytes, b->stream, ptr, what, err);
+}
 
 static conv_status bench_alloc(bench *b, conv_error *err) {
   conv_status st;
   const size_t f = sizeof(float), e = conv_dtype_bytes(b->req->problem->dtype);
   const conv_direction direction = b->req->problem->direction;
-  CONV_TRY(st, conv_check_cuda(err, cudaMalloc(&b->x, (size_t)b->shape.x_elems * e), "cudaMalloc(x)"), done);
-  CONV_TRY(st, conv_check_cuda(err, cudaMalloc(&b->w, (size_t)b->shape.w_elems * e), "cudaMalloc(w)"), done);
-  CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->bias, (size_t)b->req->problem->k * f), "cudaMalloc(bias)"), done);
-  CONV_TRY(st, conv_check_cuda(err, cudaMalloc(&b->y, (size_t)b->shape.y_elems * e), "cudaMalloc(y)"), done);
-  CONV_TRY(st, conv_check_cuda(err, cudaMalloc((void **)&b->ref, (size_t)b->shape.out_elems * f), "cudaMalloc(reference)"), done);
-  CONV_TRY(st, conv_check_cuda(err, cudaMalloc(&b->scratch, CONV_COMPARE_SCRATCH_BYTES), "cudaMalloc(scratch)"), done);
-  CONV_TRY(st, conv_check_cuda(err, cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking), "cudaStreamCreate"), done);
+  b->stream = b->req->stream;
+  b->x_bytes = (size_t)b->shape.x_elems * e;
+  b->w_bytes = (size_t)b->shape.w_elems * e;
+  b->bias_bytes = (size_t)b->req->problem->k * f;
+  b->y_bytes = (size_t)b->shape.y_elems * e;
+  b->ref_bytes = (size_t)b->shape.out_elems * f;
+  CONV_TRY(st, bench_tensor(b, b->x_bytes, &b->x, "x", err), done);
+  CONV_TRY(st, bench_tensor(b, b->w_bytes, &b->w, "w", err), done);
+  CONV_TRY(st, bench_tensor(b, b->bias_bytes, (void **)&b->bias, "bias", err), done);
+  CONV_TRY(st, bench_tensor(b, b->y_bytes, &b->y, "y", err), done);
+  CONV_TRY(st, bench_tensor(b, b->ref_bytes, (void **)&b->ref, "reference", err), done);
+  CONV_TRY(st, bench_tensor(b, CONV_COMPARE_SCRATCH_BYTES, &b->scratch, "scratch", err), done);
   CONV_TRY(st, conv_check_cuda(err, cudaEventCreate(&b->start), "cudaEventCreate"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaEventCreate(&b->stop), "cudaEventCreate"), done);
   b->out = direction == CONV_BACKWARD_DATA ? b->x : direction == CONV_BACKWARD_FILTER ? b->w : b->y;
@@ -57,17 +70,18 @@ done:
   return st;
 }
 
+/* Synchronised first: a tuning leaves nothing queued on the context's stream. */
 static void bench_free(bench *b) {
-  if (b->stream) cudaStreamSynchronize(b->stream);
-  cudaFree(b->x);
-  cudaFree(b->w);
-  cudaFree(b->bias);
-  cudaFree(b->y);
-  cudaFree(b->ref);
-  cudaFree(b->scratch);
+  const conv_allocator *a = &b->req->env->allocator;
+  if (b->stream) (void)cudaStreamSynchronize(b->stream);
+  conv_device_free(a, b->x, b->x_bytes, b->stream);
+  conv_device_free(a, b->w, b->w_bytes, b->stream);
+  conv_device_free(a, b->bias, b->bias_bytes, b->stream);
+  conv_device_free(a, b->y, b->y_bytes, b->stream);
+  conv_device_free(a, b->ref, b->ref_bytes, b->stream);
+  conv_device_free(a, b->scratch, CONV_COMPARE_SCRATCH_BYTES, b->stream);
   if (b->start) cudaEventDestroy(b->start);
   if (b->stop) cudaEventDestroy(b->stop);
-  if (b->stream) cudaStreamDestroy(b->stream);
 }
 
 /* The reference output of the problem's pass into b->ref. */
@@ -268,7 +282,8 @@ static void run_trial(bench *b, const conv_algorithm *algo, const conv_config *c
                           prep.workspace_bytes, b->req->workspace_limit);
   }
   if (st == CONV_OK && prep.workspace_bytes > 0)
-    st = conv_check_cuda(&err, cudaMalloc(&workspace, prep.workspace_bytes), "cudaMalloc(workspace)");
+    st = conv_device_alloc(&b->req->env->allocator, prep.workspace_bytes, b->stream, &workspace,
+                           "workspace", &err);
   double first_run_ms = 0;
   if (st == CONV_OK) st = validate(b, algo, &prep, workspace, trial, &first_run_ms, &err);
   int abandoned_after = 0;
@@ -296,7 +311,8 @@ static void run_trial(bench *b, const conv_algorithm *algo, const conv_config *c
     snprintf(trial->reason, sizeof trial->reason, "%s", err.message);
   }
   trial->status = st;
-  cudaFree(workspace);
+  /* Its runs, on the tuning stream, are the workspace's only users. */
+  conv_device_free(&b->req->env->allocator, workspace, prep.workspace_bytes, b->stream);
   algo->release(prep.state);
 }
 

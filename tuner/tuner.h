@@ -43,6 +43,9 @@ typedef struct conv_tune_request {
   conv_policy policy;         /* EXHAUSTIVE, FAST or PREDICT                    */
   double budget_ms;           /* 0: none (conv_context_options.tuning_budget_ms) */
   size_t workspace_limit;     /* bytes                                          */
+  cudaStream_t stream;        /* the context's tuning stream: every tuning      *
+                               * buffer is allocated, used and freed with it    *
+                               * (env->allocator), and it ends synchronised     */
   const conv_logger *log;     /* progress: INFO per tuning, DEBUG per config    */
   atomic_int *interrupt;      /* nonzero: stop after the current candidate      */
 } conv_tune_request;

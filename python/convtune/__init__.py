@@ -33,7 +33,7 @@ import os
 import threading
 import weakref
 
-from . import _lib
+from . import _allocator, _lib
 from ._base import ConvtuneError, _conv_tf32_reader, _device_index, _reader, _torch, _torch_deterministic
 from ._plan import Plan
 from ._cache import cache_pending, cache_trials, cache_winners, default_cache_path, merge_caches
@@ -163,10 +163,17 @@ class Context:
     tuning_budget_ms: per problem, a tuning that has run this long keeps the fastest config so
     far (each family's best guesses are timed first) and is marked incomplete in the cache, for
     `convtune tune --pending` or a later context without a budget to finish; 0 is none.
+    allocator: where plan workspaces and tuning buffers come from.  None (the default):
+    PyTorch's caching allocator where the operator's C++ library is built (they then show in
+    torch.cuda.memory_allocated, and torch reuses the memory), else the library's cudaMalloc,
+    noted once on the "convtune" logger (INFO); "torch": PyTorch's or RuntimeError; "cuda":
+    cudaMalloc.  The attribute `allocator` says which ("torch" or "cuda"), `allocator_note`
+    why not torch.  Tuning holds the problem's tensors and one candidate's workspace (at
+    most workspace_limit) at a time; a plan holds one workspace (include/convtune.h).
     """
 
     def __init__(self, device=None, cache=None, policy=None, workspace_limit=0, verbose=False,
-                 deterministic=False, system_cache=None, tuning_budget_ms=0):
+                 deterministic=False, system_cache=None, tuning_budget_ms=0, allocator=None):
         self._handle = None  # first, so that close() and __del__ work if __init__ fails
         self._plans = {}
         self._lock = threading.RLock()
@@ -177,6 +184,8 @@ class Context:
         workspace_limit = _int("workspace_limit", workspace_limit)
         if workspace_limit < 0:
             raise ValueError("workspace_limit must not be negative, got %d" % workspace_limit)
+        memory, self.allocator_note = _allocator.choose(allocator)
+        self.allocator = "cuda" if memory is None else "torch"
         lib = _lib.load()
         self.device = _device_index(device)
         self.cache = None if cache is None else os.fsdecode(os.fspath(cache))
@@ -197,6 +206,8 @@ class Context:
         options.verbose = int(self.verbose)
         options.deterministic = int(self.deterministic)
         options.tuning_budget_ms = float(tuning_budget_ms)
+        if memory is not None:  # C functions: called without the GIL (_allocator.py)
+            options.device_alloc, options.device_free = memory
         self._log_callback = _log_callback  # lives while the context can call it
         options.log = _log_callback  # at the default level, INFO (DEBUG with verbose)
         env_level = _env_log_level()

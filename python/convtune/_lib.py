@@ -115,6 +115,12 @@ class ContextOptions(Structure):
         ("log_level", c_int),
         ("system_cache_path", c_char_p),
         ("tuning_budget_ms", ctypes.c_double),
+        # conv_device_alloc_fn and conv_device_free_fn: addresses of C functions only
+        # (_allocator.py), never Python callbacks, which the library would call from
+        # tunings without the GIL.
+        ("device_alloc", c_void_p),
+        ("device_free", c_void_p),
+        ("allocator_user", c_void_p),
     ]
 
 

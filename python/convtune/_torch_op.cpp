@@ -20,9 +20,10 @@
 // (TORCH_LIBRARY_IMPL) takes; the library itself stays C.
 //
 // It keeps its own convtune context per device, made on first use with
-// the library's defaults (the default cache, the predict policy), as
-// convtune.Context(device) is: plans are not shared with the Python
-// binding's, so no plan is executed from both sides.  Plans live until
+// the library's defaults (the default cache, the predict policy) and
+// torch's caching allocator (_torch_alloc.h), as convtune.Context(device)
+// is: plans are not shared with the Python binding's, so no plan is
+// executed from both sides.  Plans live until
 // convtune_torch_op_close(), which the binding calls at exit.
 //
 // Threads: torch releases the GIL around operator calls, so a mutex per
@@ -45,6 +46,7 @@
 #include <mutex>
 #include <string>
 
+#include "_torch_alloc.h"
 #include "convtune.h"
 
 namespace {
@@ -91,6 +93,10 @@ conv_context *context_for(State &s, int device) {
   conv_context_options options;
   conv_context_options_init(&options);
   options.device = device;
+  // Workspaces and tuning buffers from torch's caching allocator, as the
+  // binding's contexts take them (_torch_alloc.h).
+  options.device_alloc = convtune_torch_device_alloc;
+  options.device_free = convtune_torch_device_free;
   conv_context *ctx = nullptr;
   conv_status st = conv_context_create(&ctx, &options);
   TORCH_CHECK(st == CONV_OK, "convtune: cannot open a context on cuda:", device, ": ",
