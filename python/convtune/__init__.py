@@ -73,7 +73,8 @@ def library_versions():
 
 
 # Argument checks and problem keys: _problem.py.
-from ._problem import _channels_error, _dynamic_key, _dynamic_shapes, _groups, _int, _problem_key  # noqa: E402
+from ._problem import (ConvArgumentError, ConvTypeError, _channels_error, _conv_geometry,  # noqa: E402
+                       _dynamic_key, _dynamic_shapes, _groups, _int, _problem_key, _same_padding)
 
 
 # ---------------------------------------------------------------- contexts
@@ -394,15 +395,28 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, activatio
            math="strict", *, out=None, context=None):
     """torch.nn.functional.conv2d through convtune, optionally followed by ReLU (activation="relu", needs bias).
 
-    x (N, C, H, W) and w (K, C/groups, R, S) are CUDA tensors of one type,
-    float32, float16 or bfloat16 (sums in fp32, the output of x's type);
-    bias is of that type or float32; math="tf32" allows TF32 tensor cores
-    (float32 only).  x contiguous runs an NCHW plan, x channels-last an NHWC
-    one (the output is channels-last, as PyTorch's); w is read as it is where
-    its memory format serves the plan (channels-last w with contiguous x: K R S C
-    filters), else copied for the call, as PyTorch's cuDNN path copies it.  Plans come from `context`, by default one Context
-    per device with the library's default cache and exhaustive tuning (the first
-    call of each shape tunes it).  out: optional preallocated output.
+    Takes what F.conv2d takes: x (N, C, H, W), or unbatched (C, H, W) (the
+    output is then (K, P, Q)), and w (K, C/groups, R, S), CUDA tensors of one
+    type, float32, float16 or bfloat16 (sums in fp32, the output of x's type);
+    bias is of that type or float32; stride, padding and dilation an int or 1
+    or 2 ints; padding also "valid" (none) or "same" (stride 1 only: the output
+    has x's size; where the total padding d * (R - 1) is odd, the extra row or
+    column goes below or right, padded by F.pad, as PyTorch does).  What
+    F.conv2d refuses is refused with PyTorch's message, as a ConvArgumentError
+    (both a ValueError and PyTorch's RuntimeError), a ConvTypeError (TypeError
+    and RuntimeError) for mismatched dtypes, or a ConvtuneError (a RuntimeError)
+    for a non-positive stride or dilation, a negative padding or a dilated
+    filter larger than the padded input.  A batch of 0 returns an empty output
+    (x's dtype and memory format) without planning anything.
+
+    math="tf32" allows TF32 tensor cores (float32 only).  x contiguous runs an
+    NCHW plan, x channels-last an NHWC one (the output is channels-last, as
+    PyTorch's); w is read as it is where its memory format serves the plan
+    (channels-last w with contiguous x: K R S C filters), else copied for the
+    call, as PyTorch's cuDNN path copies it.  Plans come from `context`, by
+    default one Context per device with the library's default cache and
+    exhaustive tuning (the first call of each shape tunes it).  out: optional
+    preallocated output (of the output's shape: 3-D for an unbatched x).
 
     Differentiable: where x, w or bias requires grad (and grad mode is on), the
     backward pass runs tuned backward-data and backward-filter plans from the
@@ -420,33 +434,45 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, activatio
     if bias is not None and not isinstance(bias, torch.Tensor):
         raise TypeError("conv2d: bias must be a torch.Tensor or None, got %s" % type(bias).__name__)
     patches = None
-    if x.dim() == 5:  # (B, P, C, H, W): the patches fold into the batch
+    unbatched = x.dim() == 3
+    if unbatched:  # (C, H, W): one image, as F.conv2d takes it
+        x = x.unsqueeze(0)
+        if out is not None:
+            if not isinstance(out, torch.Tensor) or out.dim() != 3:
+                raise ConvArgumentError("conv2d: with an unbatched input (C, H, W), out must be a "
+                                        "(K, P, Q) tensor")
+            out = out.unsqueeze(0)
+    elif x.dim() == 5:  # (B, P, C, H, W): the patches fold into the batch
         if not x.is_contiguous():
             raise ValueError("conv2d: a 5-D input (B, P, C, H, W) must be contiguous to fold into "
                              "B * P images; call .contiguous() first")
         patches = tuple(x.shape[:2])
-        x = x.view(-1, *x.shape[2:])
+        x = x.view(patches[0] * patches[1], *x.shape[2:])  # not -1: B * P may be 0
         if out is not None:
             if (not isinstance(out, torch.Tensor) or out.dim() != 5 or not out.is_contiguous()
                     or tuple(out.shape[:2]) != patches):
                 raise ValueError("conv2d: with a 5-D input (B, P, C, H, W), out must be a contiguous "
                                  "(B, P, K, P', Q') tensor with the same B and P")
-            out = out.view(-1, *out.shape[2:])
+            out = out.view(patches[0] * patches[1], *out.shape[2:])
     if x.dim() != 4:
-        raise ValueError("Expected 4D (batched) or 5D (B, P, C, H, W) input to conv2d, but got "
-                         "input of size: %s" % list(x.shape))
+        raise ConvArgumentError("Expected 3D (unbatched) or 4D (batched) input to conv2d, but got "
+                                "input of size: %s (convtune also takes 5D (B, P, C, H, W) patches)"
+                                % list(x.shape))
     if w.dim() != 4:
-        raise ValueError("Expected 4D weight (K, C/groups, R, S) for conv2d, but got weight of size: %s"
-                         % list(w.shape))
+        raise ConvArgumentError("Expected 4D weight (K, C/groups, R, S) for conv2d, but got weight of "
+                                "size: %s" % list(w.shape))
+    stride, padding, dilation, extra, out_hw = _conv_geometry(
+        tuple(x.shape[2:]), tuple(w.shape[2:]), stride, padding, dilation)
     groups = _groups(groups)
     if w.shape[1] * groups != x.shape[1]:
         raise _channels_error(groups, tuple(w.shape), tuple(x.shape))
     if w.shape[0] % groups != 0:
-        raise ValueError("Given groups=%d, expected weight to be divisible by %d at dimension 0, "
-                         "but got weight of size %s instead" % (groups, groups, list(w.shape)))
+        raise ConvArgumentError("Given groups=%d, expected weight to be divisible by %d at dimension 0, "
+                                "but got weight of size %s instead" % (groups, groups, list(w.shape)))
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != w.shape[0]):
-        raise ValueError("Given weight of size %s, expected bias to be 1-dimensional with %d elements, "
-                         "but got bias of size %s instead" % (list(w.shape), w.shape[0], list(bias.shape)))
+        raise ConvArgumentError("Given weight of size %s, expected bias to be 1-dimensional with %d "
+                                "elements, but got bias of size %s instead"
+                                % (list(w.shape), w.shape[0], list(bias.shape)))
     if x.device.type != "cuda":
         raise ValueError("conv2d: x is on %s; convtune runs on CUDA tensors" % x.device)
     if context is None:
@@ -454,8 +480,22 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, activatio
     elif context.device != x.device.index:
         raise ValueError("conv2d: x is on %s but the context is on cuda:%d" % (x.device, context.device))
     if w.dtype != x.dtype:
-        raise TypeError("conv2d: Input type (%s) and weight type (%s) should be the same"
-                        % (x.dtype, w.dtype))
+        raise ConvTypeError("conv2d: Input type (%s) and weight type (%s) should be the same"
+                            % (x.dtype, w.dtype))
+    if x.shape[0] == 0:  # nothing to compute: no plan (the library takes no empty batch)
+        y = _empty_conv2d(torch, x, w, bias, out_hw, out, activation)
+    else:
+        if extra[0] or extra[1]:  # "same" with an odd total: the extra pixel below / right
+            x = torch.nn.functional.pad(x, (0, extra[1], 0, extra[0]))
+        y = _conv2d_planned(torch, context, x, w, bias, stride, padding, dilation, groups, activation,
+                            math, out)
+    if unbatched:
+        return y.squeeze(0)
+    return y if patches is None else y.view(*patches, *y.shape[1:])
+
+
+def _conv2d_planned(torch, context, x, w, bias, stride, padding, dilation, groups, activation, math, out):
+    """conv2d's call of a plan, on a 4-D x with a batch, its arguments checked."""
     layout, x, w = _plan_layout(torch, x, w)
     plan = context.plan(tuple(x.shape), tuple(w.shape), stride, padding, dilation, groups,
                         bias is not None, activation, math, layout, dtype=x.dtype)
@@ -466,10 +506,35 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, activatio
         if out is not None:  # as PyTorch: out= functions are not differentiable
             raise RuntimeError("conv2d(): functions with out=... arguments don't support automatic "
                                "differentiation, but one of the arguments requires grad.")
-        y = _autograd.conv2d(plan, x, w, bias)
-    else:
-        y = plan(x, w, bias, out=out)
-    return y if patches is None else y.view(*patches, *y.shape[1:])
+        return _autograd.conv2d(plan, x, w, bias)
+    return plan(x, w, bias, out=out)
+
+
+def _empty_conv2d(torch, x, w, bias, out_hw, out, activation):
+    """conv2d of a batch of 0 (N, C, H, W) -> (0, K, P, Q): x's dtype, and its
+    memory format (channels-last where x's channels are innermost: an empty
+    tensor counts as contiguous in both formats, so its strides say which);
+    differentiable, with zero gradients for w and bias, as PyTorch's."""
+    if activation not in (None, "relu"):
+        raise ValueError("activation must be None or 'relu', got %r" % (activation,))
+    if activation == "relu" and bias is None:
+        raise ValueError("activation='relu' needs bias: convtune fuses ReLU only after a bias add "
+                         "(epilogue BIAS_RELU). Pass a bias (zeros give a plain ReLU) or apply "
+                         "torch.relu to the output")
+    shape = (0, w.shape[0]) + tuple(out_hw)
+    channels_last = x.stride(1) == 1 and x.shape[1] > 1 and x.shape[2] * x.shape[3] > 1
+    memory_format = torch.channels_last if channels_last else torch.contiguous_format
+    if out is not None:
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != shape:
+            raise ValueError("conv2d: out has shape %s; this convolution's output is %s"
+                             % (list(getattr(out, "shape", ())), list(shape)))
+        if out.dtype != x.dtype:
+            raise TypeError("conv2d: out has dtype %s; the output is %s" % (out.dtype, x.dtype))
+        return out
+    from . import _autograd  # imports torch: not at package import
+    if _autograd.records_gradients(x, w, bias):
+        return _autograd.empty_conv2d(x, w, bias, shape, memory_format)
+    return torch.empty(shape, dtype=x.dtype, device=x.device, memory_format=memory_format)
 
 
 def _plan_layout(torch, x, w):

@@ -1,11 +1,23 @@
 """Argument checks shared by the binding's entry points, and the problem
 key: the conv_problem's fields as a tuple, which is also the key of a
-Context's plans; for convolutions (_problem_key) and dynamic convolutions
-(_dynamic_key, _dynamic_shapes)."""
+Context's plans; for convolutions (_problem_key; conv2d's F.conv2d
+arguments: _conv_geometry, _same_padding) and dynamic convolutions
+(_dynamic_key, _dynamic_shapes).  Nothing here imports torch."""
 import operator
 from math import isqrt
 
 from . import _lib
+from ._base import ConvtuneError
+
+
+class ConvArgumentError(ValueError, RuntimeError):
+    """An argument conv2d refuses as F.conv2d does, in PyTorch's words.  PyTorch
+    raises RuntimeError there and convtune raised ValueError before it took
+    F.conv2d's arguments: an except clause for either catches it."""
+
+
+class ConvTypeError(TypeError, RuntimeError):
+    """A dtype conv2d refuses as F.conv2d does (PyTorch: RuntimeError; convtune: TypeError)."""
 
 
 def _int(name, value):
@@ -18,8 +30,8 @@ def _int(name, value):
 def _pair(name, value):
     """An int or a 1- or 2-sequence of ints, as PyTorch's conv2d takes them."""
     if isinstance(value, str):
-        raise TypeError("%s must be an int or a pair of ints, got %r (string paddings such as "
-                        "'same' are not supported)" % (name, value))
+        raise TypeError("%s must be an int or a pair of ints, got %r (a plan takes numbers; "
+                        "convtune.conv2d also takes padding 'same' and 'valid')" % (name, value))
     if isinstance(value, (tuple, list)):  # torch.Size is a tuple
         if len(value) == 1:
             value = (value[0], value[0])
@@ -48,7 +60,7 @@ def _groups(groups):
 
 
 def _channels_error(groups, w_shape, x_shape):
-    return ValueError("Given groups=%d, weight of size %s, expected input%s to have %d channels, "
+    return ConvArgumentError("Given groups=%d, weight of size %s, expected input%s to have %d channels, "
                       "but got %d channels instead"
                       % (groups, list(w_shape), list(x_shape), w_shape[1] * groups, x_shape[1]))
 
@@ -63,6 +75,62 @@ def _dtype_code(dtype):
         raise TypeError("dtype must be torch.float32, torch.float16 or torch.bfloat16, got %r"
                         % (dtype,))
     return code
+
+
+def _conv_pair(name, value):
+    """stride, padding or dilation as F.conv2d takes it: an int, or a sequence of
+    1 or 2 ints; another length is PyTorch's error."""
+    if isinstance(value, (tuple, list)) and len(value) not in (1, 2):
+        raise ConvArgumentError("expected %s to be a single integer value or a list of 2 values to "
+                                "match the convolution dimensions, but got %s=%s"
+                                % (name, name, [v for v in value]))
+    return _pair(name, value)
+
+
+def _same_padding(kernel_size, dilation):
+    """padding="same" as PyTorch computes it: (symmetric padding (h, w), extra
+    (h, w)), the extra pixel (odd total d * (k - 1)) going below / right."""
+    totals = [d * (k - 1) for d, k in zip(dilation, kernel_size)]
+    return tuple(t // 2 for t in totals), tuple(t % 2 for t in totals)
+
+
+def _conv_geometry(x_hw, kernel_size, stride, padding, dilation):
+    """F.conv2d's stride, padding and dilation for an input of x_hw (H, W) and a
+    filter of kernel_size (R, S), checked as PyTorch checks them and with its
+    messages.  padding: "valid", "same" (stride 1 only), an int or 1 or 2 ints.
+    Returns (stride, padding, dilation, extra, output_hw): pairs, where padding is
+    symmetric and extra (0 or 1 per axis) is what "same" adds below / right of
+    the input (F.pad) for an odd total; output_hw is the output's (P, Q)."""
+    stride = _conv_pair("stride", stride)
+    dilation = _conv_pair("dilation", dilation)
+    if isinstance(padding, str):
+        if padding == "valid":
+            pad, extra = (0, 0), (0, 0)
+        elif padding == "same":
+            if stride != (1, 1):
+                raise ConvArgumentError("padding='same' is not supported for strided convolutions")
+            pad = extra = None  # after the dilation's check
+        else:
+            raise ConvArgumentError("Invalid padding string: '%s'" % padding)
+    else:
+        pad, extra = _conv_pair("padding", padding), (0, 0)
+        if min(pad) < 0:
+            raise ConvtuneError(_lib.STATUS_NAMES.index("BAD_PADDING"), "negative padding is not supported")
+    if min(stride) < 1:
+        raise ConvtuneError(_lib.STATUS_NAMES.index("BAD_STRIDE"), "non-positive stride is not supported")
+    if min(dilation) < 1:
+        raise ConvtuneError(_lib.STATUS_NAMES.index("BAD_STRIDE"), "dilation should be greater than zero")
+    if pad is None:
+        pad, extra = _same_padding(kernel_size, dilation)
+    padded = [n + 2 * p + e for n, p, e in zip(x_hw, pad, extra)]
+    kernel = [d * (k - 1) + 1 for d, k in zip(dilation, kernel_size)]
+    if padded[0] < kernel[0] or padded[1] < kernel[1]:
+        raise ConvtuneError(_lib.STATUS_NAMES.index("FILTER_TOO_LARGE"),
+                            "Calculated padded input size per channel: (%d x %d). Kernel size: (%d x %d). "
+                            "Kernel size can't be greater than actual input size"
+                            % (padded[0], padded[1], kernel[0], kernel[1]))
+    out = tuple((n - k) // s + 1 for n, k, s in zip(padded, kernel, stride))
+    return stride, pad, dilation, extra, out
 
 
 def _problem_key(x_shape, w_shape, stride, padding, dilation, groups, bias, activation, math,
