@@ -553,7 +553,7 @@ def _plan_layout(torch, x, w):
     return "nchw", x, w
 
 
-def _check_dynamic_tensors(torch, x, weights, stride, dilation, groups):
+def _check_dynamic_tensors(torch, x, weights, stride, dilation, groups, weights_layout="bgkhw"):
     """dynamic_conv2d's checks, all before any plan or device work: types, shapes
     (ValueError naming the expected one), dtype (TypeError), device and memory
     layout (ValueError saying how to fix them).  Returns (k, groups)."""
@@ -562,7 +562,8 @@ def _check_dynamic_tensors(torch, x, weights, stride, dilation, groups):
             raise TypeError("dynamic_conv2d: %s must be a torch.Tensor, got %s" % (name, type(t).__name__))
     if x.dim() != 4:
         raise ValueError("dynamic_conv2d: x must be 4-D (B, C, H, W), got shape %s" % list(x.shape))
-    k, groups = _dynamic_shapes(tuple(x.shape), tuple(weights.shape), stride, dilation, groups)
+    k, groups = _dynamic_shapes(tuple(x.shape), tuple(weights.shape), stride, dilation, groups,
+                                weights_layout)
     for name, t in (("x", x), ("weights", weights)):
         if t.dtype != torch.float32:
             raise TypeError("dynamic_conv2d: %s has dtype %s; convtune computes in float32 only: pass "
@@ -571,8 +572,11 @@ def _check_dynamic_tensors(torch, x, weights, stride, dilation, groups):
         raise ValueError("dynamic_conv2d: x is on %s; convtune runs on CUDA tensors" % x.device)
     if weights.device != x.device:
         raise ValueError("dynamic_conv2d: weights are on %s but x is on %s" % (weights.device, x.device))
-    for name, t in (("x", x), ("weights", weights)):
-        if not t.is_contiguous():  # as conv2d's plans refuse them: a copy is the caller's choice
+    # As conv2d's plans refuse them: a copy is the caller's choice.  Weights
+    # "kbghw" are copied into the library's order anyway (any strides do).
+    checked = (("x", x), ("weights", weights)) if weights_layout == "bgkhw" else (("x", x),)
+    for name, t in checked:
+        if not t.is_contiguous():
             raise ValueError("dynamic_conv2d: %s is not contiguous (convtune reads dense NCHW): pass "
                              "%s.contiguous()" % (name, name))
     return k, groups
@@ -587,7 +591,8 @@ def _math_default(torch, math):
     return math
 
 
-def dynamic_conv2d(x, weights, stride=1, dilation=1, groups=None, math=None, *, out=None, context=None):
+def dynamic_conv2d(x, weights, stride=1, dilation=1, groups=None, math=None, *, weights_layout="bgkhw",
+                   out=None, context=None):
     """The per-pixel dynamic convolution (involution's, Li et al. CVPR 2021) through convtune.
 
     x (B, C, H, W) and weights (B, G, k*k, P, Q), float32 contiguous CUDA tensors: every
@@ -606,11 +611,19 @@ def dynamic_conv2d(x, weights, stride=1, dilation=1, groups=None, math=None, *, 
     Plans come from `context` as in conv2d (default: one Context per device).
     Returns y (B, C, P, Q); out: optional preallocated y.
 
+    weights_layout: the order of the weights' dimensions, named, never guessed from
+    the shape: "bgkhw" (the default), (B, G, k*k, P, Q), involution's and the
+    library's; or "kbghw", (k*k, B, G, P, Q), tap first: the seed's (k*k, B, 1, H, W)
+    weights are this with G = 1.  Weights "kbghw" may have any strides: the binding
+    copies them into the library's order for the call (a copy of the weights' size,
+    none for B = 1 where the two orders hold the same bytes), and their gradient
+    comes back in their own layout, (k*k, B, G, P, Q).
+
     Differentiable in x and weights: the backward runs tuned backward-data and
     backward-filter plans of the same problem, from the same context.
     """
     torch = _torch()
-    k, groups = _check_dynamic_tensors(torch, x, weights, stride, dilation, groups)
+    k, groups = _check_dynamic_tensors(torch, x, weights, stride, dilation, groups, weights_layout)
     math = _math_default(torch, math)
     if context is None:
         context = _default_context(x.device.index)
@@ -621,6 +634,11 @@ def dynamic_conv2d(x, weights, stride=1, dilation=1, groups=None, math=None, *, 
         raise RuntimeError("dynamic_conv2d(): functions with out=... arguments don't support automatic "
                            "differentiation, but one of the arguments requires grad.")
     plan = context.dynamic_plan(tuple(x.shape), k, stride, dilation, groups, math)
+    if weights_layout == "kbghw":
+        # (k*k, B, G, P, Q) -> (B, G, k*k, P, Q): a view, then dense (a copy
+        # unless B = 1); both recorded by autograd, so the gradient returns
+        # in the caller's layout.
+        weights = weights.permute(1, 2, 0, 3, 4).contiguous()
     if _autograd.records_gradients(x, weights):
         return _autograd.dynamic_conv2d(plan, x, weights)
     return plan(x, weights, out=out)

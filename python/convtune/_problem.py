@@ -197,43 +197,68 @@ def _dynamic_output_hw(h, w, stride):
     return (h - 1) // stride[0] + 1, (w - 1) // stride[1] + 1
 
 
-def _dynamic_kernel_size(kk):
-    """k from the k*k taps of the weights' third dimension: an odd square."""
+# dynamic_conv2d's weights layouts: the dimension order (of B, G, k*k, P, Q)
+# and how messages name it.  "bgkhw" is the library's (involution's);
+# "kbghw", k*k first, the seed's (k*k, B, 1, H, W) for G = 1.
+DYNAMIC_WEIGHTS_LAYOUTS = {
+    "bgkhw": ((0, 1, 2, 3, 4), "(B, G, k*k, P, Q)"),
+    "kbghw": ((1, 2, 0, 3, 4), "(k*k, B, G, P, Q)"),
+}
+
+
+def _dynamic_layout(weights_layout):
+    """(the dimensions of B, G, k*k, P, Q in weights_layout, its form's text)."""
+    found = DYNAMIC_WEIGHTS_LAYOUTS.get(weights_layout) if isinstance(weights_layout, str) else None
+    if found is None:
+        raise ValueError("weights_layout must be %s, got %r"
+                         % (" or ".join(map(repr, DYNAMIC_WEIGHTS_LAYOUTS)), weights_layout))
+    return found
+
+
+def _dynamic_kernel_size(kk, weights_layout="bgkhw"):
+    """k from the weights' k*k taps: an odd square."""
+    order, form = _dynamic_layout(weights_layout)
+    where = "weights.shape[%d] = %d" % (order[2], kk)
     k = isqrt(kk) if kk > 0 else -1
     if k * k != kk:
-        raise ValueError("weights.shape[2] = %d is not k*k for any k: the weights are "
-                         "(B, G, k*k, P, Q)" % kk)
+        raise ValueError("%s is not k*k for any k: the weights are %s" % (where, form))
     if k % 2 == 0:
-        raise ValueError("weights.shape[2] = %d is k*k for an even k = %d: the k x k window must "
-                         "have a centre pixel (odd k)" % (kk, k))
+        raise ValueError("%s is k*k for an even k = %d: the k x k window must "
+                         "have a centre pixel (odd k)" % (where, k))
     return k
 
 
-def _dynamic_shapes(x_shape, w_shape, stride=1, dilation=1, groups=None):
+def _dynamic_shapes(x_shape, w_shape, stride=1, dilation=1, groups=None, weights_layout="bgkhw"):
     """(k, groups) of a dynamic convolution of x (B, C, H, W) with weights
-    (B, G, k*k, P, Q), after checking that the shapes agree; groups None
-    takes G from the weights, a number must equal it."""
+    (B, G, k*k, P, Q), or (k*k, B, G, P, Q) with weights_layout "kbghw", after
+    checking that the shapes agree; groups None takes G from the weights, a
+    number must equal it."""
+    order, form = _dynamic_layout(weights_layout)
     n, c, h, w = _shape4("x_shape", x_shape)
     try:
         dims = tuple(w_shape)
     except TypeError:
         raise TypeError("weights' shape must be a sequence of 5 ints, got %r" % (w_shape,)) from None
     if len(dims) != 5:
-        raise ValueError("weights must have 5 dimensions (B, G, k*k, P, Q), got shape %s" % (list(dims),))
-    b, g, kk, p, q = (_int("weights' shape", d) for d in dims)
+        raise ValueError("weights must have 5 dimensions %s, got shape %s" % (form, list(dims)))
+    dims = tuple(_int("weights' shape", d) for d in dims)
+    b, g, kk, p, q = (dims[i] for i in order)
     stride = _positive_pair("stride", stride)
     _positive_pair("dilation", dilation)
     if groups is not None and _groups(groups) != g:
-        raise ValueError("groups=%d, but the weights %s have G = %d groups (dimension 1)"
-                         % (groups, list(dims), g))
+        raise ValueError("groups=%d, but the weights %s have G = %d groups (dimension %d)"
+                         % (groups, list(dims), g, order[1]))
     if g < 1 or c % g:
-        raise ValueError("the weights' G = %d (dimension 1) must divide x's %d channels" % (g, c))
-    k = _dynamic_kernel_size(kk)
+        raise ValueError("the weights' G = %d (dimension %d) must divide x's %d channels" % (g, order[1], c))
+    k = _dynamic_kernel_size(kk, weights_layout)
     expected = (n, g, kk) + _dynamic_output_hw(h, w, stride)
     if (b, g, kk, p, q) != expected:
-        raise ValueError("weights have shape %s, but x %s with stride %s needs (B, G, k*k, P, Q) = %s "
+        wanted = [0] * 5
+        for value, i in zip(expected, order):
+            wanted[i] = value
+        raise ValueError("weights have shape %s, but x %s with stride %s needs %s = %s "
                          "(P = ceil(H / stride), Q likewise)"
-                         % (list(dims), list((n, c, h, w)), stride, list(expected)))
+                         % (list(dims), list((n, c, h, w)), stride, form, wanted))
     return k, g
 
 
