@@ -473,15 +473,15 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, activatio
         raise ConvArgumentError("Given weight of size %s, expected bias to be 1-dimensional with %d "
                                 "elements, but got bias of size %s instead"
                                 % (list(w.shape), w.shape[0], list(bias.shape)))
+    if w.dtype != x.dtype:
+        raise ConvTypeError("conv2d: Input type (%s) and weight type (%s) should be the same"
+                            % (x.dtype, w.dtype))
     if x.device.type != "cuda":
         raise ValueError("conv2d: x is on %s; convtune runs on CUDA tensors" % x.device)
     if context is None:
         context = _default_context(x.device.index)
     elif context.device != x.device.index:
         raise ValueError("conv2d: x is on %s but the context is on cuda:%d" % (x.device, context.device))
-    if w.dtype != x.dtype:
-        raise ConvTypeError("conv2d: Input type (%s) and weight type (%s) should be the same"
-                            % (x.dtype, w.dtype))
     if x.shape[0] == 0:  # nothing to compute: no plan (the library takes no empty batch)
         y = _empty_conv2d(torch, x, w, bias, out_hw, out, activation)
     else:
