@@ -521,6 +521,9 @@ def _empty_conv2d(torch, x, w, bias, out_hw, out, activation):
         raise ValueError("activation='relu' needs bias: convtune fuses ReLU only after a bias add "
                          "(epilogue BIAS_RELU). Pass a bias (zeros give a plain ReLU) or apply "
                          "torch.relu to the output")
+    for name, t in (("w", w), ("bias", bias)):
+        if t is not None and t.device != x.device:
+            raise ValueError("conv2d: %s is on %s but x is on %s" % (name, t.device, x.device))
     shape = (0, w.shape[0]) + tuple(out_hw)
     channels_last = x.stride(1) == 1 and x.shape[1] > 1 and x.shape[2] * x.shape[3] > 1
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
