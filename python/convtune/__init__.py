@@ -74,7 +74,7 @@ def library_versions():
 
 # Argument checks and problem keys: _problem.py.
 from ._problem import (ConvArgumentError, ConvTypeError, _channels_error, _conv_geometry,  # noqa: E402
-                       _dynamic_key, _dynamic_shapes, _groups, _int, _problem_key, _same_padding)
+                       _dynamic_key, _dynamic_shapes, _groups, _int, _problem_key)
 
 
 # ---------------------------------------------------------------- contexts
@@ -434,6 +434,7 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, activatio
     if bias is not None and not isinstance(bias, torch.Tensor):
         raise TypeError("conv2d: bias must be a torch.Tensor or None, got %s" % type(bias).__name__)
     patches = None
+    given_out = out  # returned as it was passed, whatever view of it the plan writes
     unbatched = x.dim() == 3
     if unbatched:  # (C, H, W): one image, as F.conv2d takes it
         x = x.unsqueeze(0)
@@ -489,6 +490,8 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, activatio
             x = torch.nn.functional.pad(x, (0, extra[1], 0, extra[0]))
         y = _conv2d_planned(torch, context, x, w, bias, stride, padding, dilation, groups, activation,
                             math, out)
+    if given_out is not None:
+        return given_out
     if unbatched:
         return y.squeeze(0)
     return y if patches is None else y.view(*patches, *y.shape[1:])

@@ -441,7 +441,8 @@ def test_pytorch_conv2d_cases(ctx, cuda, strict_math):
     padding_mode zeros is F.conv2d's own call; the other modes are nn.Conv2d's
     F.pad (as its forward does) and then conv2d with padding 0.  All must
     agree and none be refused; more than 10 must run (fewer: PyTorch's test
-    modules moved, and this test must be taught where)."""
+    modules moved, and this test must be taught where).  The summary line is
+    printed (pytest -s shows it; -rA too)."""
     report = pytorch_conv2d_cases()
     if report["missing"]:
         pytest.skip("PyTorch's test modules (torch.testing._internal) need the %r package, not installed "
@@ -489,5 +490,6 @@ def test_pytorch_conv2d_cases(ctx, cuda, strict_math):
         warnings.warn("PyTorch Conv2d case skipped: " + line)
     assert not refused and not wrong, summary + "\n" + details
     assert len(agreed) > 10, ("only %d cases ran: PyTorch's test modules moved? " % len(agreed)) + summary
-    sources = {case["source"] for case in report["cases"] if "skip" not in case}
-    assert sources == {"common_nn", "module_db"}, ("cases from %s only: " % sorted(sources)) + summary
+    for source in ("common_nn", "module_db"):  # PyTorch moves common_nn's tests to module_db over time
+        if not any(case["source"] == source for case in report["cases"]):
+            warnings.warn("PyTorch %s's %s has no Conv2d case any more" % (report["torch"], source))
