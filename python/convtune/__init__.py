@@ -622,7 +622,7 @@ def dynamic_conv2d(x, weights, stride=1, dilation=1, groups=None, math=None, *, 
     library's; or "kbghw", (k*k, B, G, P, Q), tap first: the seed's (k*k, B, 1, H, W)
     weights are this with G = 1.  Weights "kbghw" may have any strides: the binding
     copies them into the library's order for the call (a copy of the weights' size,
-    none for B = 1 where the two orders hold the same bytes), and their gradient
+    none where B = G = 1, the two orders then holding the same bytes), and their gradient
     comes back in their own layout, (k*k, B, G, P, Q).
 
     Differentiable in x and weights: the backward runs tuned backward-data and
@@ -642,7 +642,7 @@ def dynamic_conv2d(x, weights, stride=1, dilation=1, groups=None, math=None, *, 
     plan = context.dynamic_plan(tuple(x.shape), k, stride, dilation, groups, math)
     if weights_layout == "kbghw":
         # (k*k, B, G, P, Q) -> (B, G, k*k, P, Q): a view, then dense (a copy
-        # unless B = 1); both recorded by autograd, so the gradient returns
+        # unless B = G = 1); both recorded by autograd, so the gradient returns
         # in the caller's layout.
         weights = weights.permute(1, 2, 0, 3, 4).contiguous()
     if _autograd.records_gradients(x, weights):

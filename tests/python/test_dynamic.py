@@ -347,10 +347,10 @@ def test_dynamic_conv2d_matches_unfold(ctx, cuda, math_mode):
 @pytest.mark.parametrize("math_mode", ["strict", "tf32"])
 def test_seed_layout_matches_unfold(ctx, cuda, math_mode):
     """weights_layout="kbghw": forward and both gradients (the weights' in their
-    (k*k, B, G, P, Q) layout), B = 1 (no copy) and B > 1 (the binding's copy)."""
+    (k*k, B, G, P, Q) layout), B = G = 1 (no copy) and the others (the binding's copy)."""
     rng = random.Random(SEED + 58)
     cases = [(2, 3, 13, 9, 5, 1, 1, 1),   # the seed's form: (25, 2, 1, 13, 9)
-             (1, 3, 13, 9, 5, 1, 1, 1),   # B = 1: the two orders hold the same bytes
+             (1, 3, 13, 9, 5, 1, 1, 1),   # B = G = 1: the two orders hold the same bytes
              (1, 16, 11, 9, 7, 2, 2, 4),
              (3, 8, 9, 13, 3, 2, 1, 2)]
     for case in cases + random_cases(rng, 3):
