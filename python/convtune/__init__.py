@@ -38,7 +38,7 @@ from ._base import ConvtuneError, _conv_tf32_reader, _device_index, _reader, _to
 from ._plan import Plan
 from ._cache import cache_pending, cache_trials, cache_winners, default_cache_path, merge_caches
 
-__all__ = ["ConvtuneError", "Context", "Plan", "conv2d", "convert", "dynamic_conv2d", "library_version",
+__all__ = ["ConvtuneError", "ConvArgumentError", "ConvTypeError", "Context", "Plan", "conv2d", "convert", "dynamic_conv2d", "library_version",
            "library_versions", "cache_winners", "cache_trials", "cache_pending", "merge_caches",
            "default_cache_path", "nn", "ops",
            "__version__"]

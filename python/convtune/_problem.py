@@ -20,6 +20,9 @@ class ConvTypeError(TypeError, RuntimeError):
     """A dtype conv2d refuses as F.conv2d does (PyTorch: RuntimeError; convtune: TypeError)."""
 
 
+ConvArgumentError.__module__ = ConvTypeError.__module__ = "convtune"  # the public names
+
+
 def _int(name, value):
     try:
         return operator.index(value)
