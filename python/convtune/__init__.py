@@ -38,7 +38,7 @@ from ._base import ConvtuneError, _conv_tf32_reader, _device_index, _reader, _to
 from ._plan import Plan
 from ._cache import cache_pending, cache_trials, cache_winners, default_cache_path, merge_caches
 
-__all__ = ["ConvtuneError", "Context", "Plan", "conv2d", "convert", "dynamic_conv2d", "library_version",
+__all__ = ["ConvtuneError", "ConvArgumentError", "ConvTypeError", "Context", "Plan", "conv2d", "convert", "dynamic_conv2d", "library_version",
            "library_versions", "cache_winners", "cache_trials", "cache_pending", "merge_caches",
            "default_cache_path", "nn", "ops",
            "__version__"]
@@ -73,7 +73,8 @@ def library_versions():
 
 
 # Argument checks and problem keys: _problem.py.
-from ._problem import _channels_error, _dynamic_key, _dynamic_shapes, _groups, _int, _problem_key  # noqa: E402
+from ._problem import (ConvArgumentError, ConvTypeError, _channels_error, _conv_geometry,  # noqa: E402
+                       _dynamic_key, _dynamic_shapes, _groups, _int, _problem_key)
 
 
 # ---------------------------------------------------------------- contexts
@@ -405,15 +406,28 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, activatio
            math="strict", *, out=None, context=None):
     """torch.nn.functional.conv2d through convtune, optionally followed by ReLU (activation="relu", needs bias).
 
-    x (N, C, H, W) and w (K, C/groups, R, S) are CUDA tensors of one type,
-    float32, float16 or bfloat16 (sums in fp32, the output of x's type);
-    bias is of that type or float32; math="tf32" allows TF32 tensor cores
-    (float32 only).  x contiguous runs an NCHW plan, x channels-last an NHWC
-    one (the output is channels-last, as PyTorch's); w is read as it is where
-    its memory format serves the plan (channels-last w with contiguous x: K R S C
-    filters), else copied for the call, as PyTorch's cuDNN path copies it.  Plans come from `context`, by default one Context
-    per device with the library's default cache and exhaustive tuning (the first
-    call of each shape tunes it).  out: optional preallocated output.
+    Takes what F.conv2d takes: x (N, C, H, W), or unbatched (C, H, W) (the
+    output is then (K, P, Q)), and w (K, C/groups, R, S), CUDA tensors of one
+    type, float32, float16 or bfloat16 (sums in fp32, the output of x's type);
+    bias is of that type or float32; stride, padding and dilation an int or 1
+    or 2 ints; padding also "valid" (none) or "same" (stride 1 only: the output
+    has x's size; where the total padding d * (R - 1) is odd, the extra row or
+    column goes below or right, padded by F.pad, as PyTorch does).  What
+    F.conv2d refuses is refused with PyTorch's message, as a ConvArgumentError
+    (both a ValueError and PyTorch's RuntimeError), a ConvTypeError (TypeError
+    and RuntimeError) for mismatched dtypes, or a ConvtuneError (a RuntimeError)
+    for a non-positive stride or dilation, a negative padding or a dilated
+    filter larger than the padded input.  A batch of 0 returns an empty output
+    (x's dtype and memory format) without planning anything.
+
+    math="tf32" allows TF32 tensor cores (float32 only).  x contiguous runs an
+    NCHW plan, x channels-last an NHWC one (the output is channels-last, as
+    PyTorch's); w is read as it is where its memory format serves the plan
+    (channels-last w with contiguous x: K R S C filters), else copied for the
+    call, as PyTorch's cuDNN path copies it.  Plans come from `context`, by
+    default one Context per device with the library's default cache and
+    exhaustive tuning (the first call of each shape tunes it).  out: optional
+    preallocated output (of the output's shape: 3-D for an unbatched x).
 
     Differentiable: where x, w or bias requires grad (and grad mode is on), the
     backward pass runs tuned backward-data and backward-filter plans from the
@@ -431,42 +445,71 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, activatio
     if bias is not None and not isinstance(bias, torch.Tensor):
         raise TypeError("conv2d: bias must be a torch.Tensor or None, got %s" % type(bias).__name__)
     patches = None
-    if x.dim() == 5:  # (B, P, C, H, W): the patches fold into the batch
+    given_out = out  # returned as it was passed, whatever view of it the plan writes
+    unbatched = x.dim() == 3
+    if unbatched:  # (C, H, W): one image, as F.conv2d takes it
+        x = x.unsqueeze(0)
+        if out is not None:
+            if not isinstance(out, torch.Tensor) or out.dim() != 3:
+                raise ConvArgumentError("conv2d: with an unbatched input (C, H, W), out must be a "
+                                        "(K, P, Q) tensor")
+            out = out.unsqueeze(0)
+    elif x.dim() == 5:  # (B, P, C, H, W): the patches fold into the batch
         if not x.is_contiguous():
             raise ValueError("conv2d: a 5-D input (B, P, C, H, W) must be contiguous to fold into "
                              "B * P images; call .contiguous() first")
         patches = tuple(x.shape[:2])
-        x = x.view(-1, *x.shape[2:])
+        x = x.view(patches[0] * patches[1], *x.shape[2:])  # not -1: B * P may be 0
         if out is not None:
             if (not isinstance(out, torch.Tensor) or out.dim() != 5 or not out.is_contiguous()
                     or tuple(out.shape[:2]) != patches):
                 raise ValueError("conv2d: with a 5-D input (B, P, C, H, W), out must be a contiguous "
                                  "(B, P, K, P', Q') tensor with the same B and P")
-            out = out.view(-1, *out.shape[2:])
+            out = out.view(patches[0] * patches[1], *out.shape[2:])
     if x.dim() != 4:
-        raise ValueError("Expected 4D (batched) or 5D (B, P, C, H, W) input to conv2d, but got "
-                         "input of size: %s" % list(x.shape))
+        raise ConvArgumentError("Expected 3D (unbatched) or 4D (batched) input to conv2d, but got "
+                                "input of size: %s (convtune also takes 5D (B, P, C, H, W) patches)"
+                                % list(x.shape))
     if w.dim() != 4:
-        raise ValueError("Expected 4D weight (K, C/groups, R, S) for conv2d, but got weight of size: %s"
-                         % list(w.shape))
+        raise ConvArgumentError("Expected 4D weight (K, C/groups, R, S) for conv2d, but got weight of "
+                                "size: %s" % list(w.shape))
+    stride, padding, dilation, extra, out_hw = _conv_geometry(
+        tuple(x.shape[2:]), tuple(w.shape[2:]), stride, padding, dilation)
     groups = _groups(groups)
     if w.shape[1] * groups != x.shape[1]:
         raise _channels_error(groups, tuple(w.shape), tuple(x.shape))
     if w.shape[0] % groups != 0:
-        raise ValueError("Given groups=%d, expected weight to be divisible by %d at dimension 0, "
-                         "but got weight of size %s instead" % (groups, groups, list(w.shape)))
+        raise ConvArgumentError("Given groups=%d, expected weight to be divisible by %d at dimension 0, "
+                                "but got weight of size %s instead" % (groups, groups, list(w.shape)))
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != w.shape[0]):
-        raise ValueError("Given weight of size %s, expected bias to be 1-dimensional with %d elements, "
-                         "but got bias of size %s instead" % (list(w.shape), w.shape[0], list(bias.shape)))
+        raise ConvArgumentError("Given weight of size %s, expected bias to be 1-dimensional with %d "
+                                "elements, but got bias of size %s instead"
+                                % (list(w.shape), w.shape[0], list(bias.shape)))
+    if w.dtype != x.dtype:
+        raise ConvTypeError("conv2d: Input type (%s) and weight type (%s) should be the same"
+                            % (x.dtype, w.dtype))
     if x.device.type != "cuda":
         raise ValueError("conv2d: x is on %s; convtune runs on CUDA tensors" % x.device)
     if context is None:
         context = _default_context(x.device.index)
     elif context.device != x.device.index:
         raise ValueError("conv2d: x is on %s but the context is on cuda:%d" % (x.device, context.device))
-    if w.dtype != x.dtype:
-        raise TypeError("conv2d: Input type (%s) and weight type (%s) should be the same"
-                        % (x.dtype, w.dtype))
+    if x.shape[0] == 0:  # nothing to compute: no plan (the library takes no empty batch)
+        y = _empty_conv2d(torch, x, w, bias, out_hw, out, activation)
+    else:
+        if extra[0] or extra[1]:  # "same" with an odd total: the extra pixel below / right
+            x = torch.nn.functional.pad(x, (0, extra[1], 0, extra[0]))
+        y = _conv2d_planned(torch, context, x, w, bias, stride, padding, dilation, groups, activation,
+                            math, out)
+    if given_out is not None:
+        return given_out
+    if unbatched:
+        return y.squeeze(0)
+    return y if patches is None else y.view(*patches, *y.shape[1:])
+
+
+def _conv2d_planned(torch, context, x, w, bias, stride, padding, dilation, groups, activation, math, out):
+    """conv2d's call of a plan, on a 4-D x with a batch, its arguments checked."""
     layout, x, w = _plan_layout(torch, x, w)
     plan = context.plan(tuple(x.shape), tuple(w.shape), stride, padding, dilation, groups,
                         bias is not None, activation, math, layout, dtype=x.dtype)
@@ -477,10 +520,38 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, activatio
         if out is not None:  # as PyTorch: out= functions are not differentiable
             raise RuntimeError("conv2d(): functions with out=... arguments don't support automatic "
                                "differentiation, but one of the arguments requires grad.")
-        y = _autograd.conv2d(plan, x, w, bias)
-    else:
-        y = plan(x, w, bias, out=out)
-    return y if patches is None else y.view(*patches, *y.shape[1:])
+        return _autograd.conv2d(plan, x, w, bias)
+    return plan(x, w, bias, out=out)
+
+
+def _empty_conv2d(torch, x, w, bias, out_hw, out, activation):
+    """conv2d of a batch of 0 (N, C, H, W) -> (0, K, P, Q): x's dtype, and its
+    memory format (channels-last where x's channels are innermost: an empty
+    tensor counts as contiguous in both formats, so its strides say which);
+    differentiable, with zero gradients for w and bias, as PyTorch's."""
+    if activation not in (None, "relu"):
+        raise ValueError("activation must be None or 'relu', got %r" % (activation,))
+    if activation == "relu" and bias is None:
+        raise ValueError("activation='relu' needs bias: convtune fuses ReLU only after a bias add "
+                         "(epilogue BIAS_RELU). Pass a bias (zeros give a plain ReLU) or apply "
+                         "torch.relu to the output")
+    for name, t in (("w", w), ("bias", bias)):
+        if t is not None and t.device != x.device:
+            raise ValueError("conv2d: %s is on %s but x is on %s" % (name, t.device, x.device))
+    shape = (0, w.shape[0]) + tuple(out_hw)
+    channels_last = x.stride(1) == 1 and x.shape[1] > 1 and x.shape[2] * x.shape[3] > 1
+    memory_format = torch.channels_last if channels_last else torch.contiguous_format
+    if out is not None:
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != shape:
+            raise ValueError("conv2d: out has shape %s; this convolution's output is %s"
+                             % (list(getattr(out, "shape", ())), list(shape)))
+        if out.dtype != x.dtype:
+            raise TypeError("conv2d: out has dtype %s; the output is %s" % (out.dtype, x.dtype))
+        return out
+    from . import _autograd  # imports torch: not at package import
+    if _autograd.records_gradients(x, w, bias):
+        return _autograd.empty_conv2d(x, w, bias, shape, memory_format)
+    return torch.empty(shape, dtype=x.dtype, device=x.device, memory_format=memory_format)
 
 
 def _plan_layout(torch, x, w):
@@ -499,7 +570,7 @@ def _plan_layout(torch, x, w):
     return "nchw", x, w
 
 
-def _check_dynamic_tensors(torch, x, weights, stride, dilation, groups):
+def _check_dynamic_tensors(torch, x, weights, stride, dilation, groups, weights_layout="bgkhw"):
     """dynamic_conv2d's checks, all before any plan or device work: types, shapes
     (ValueError naming the expected one), dtype (TypeError), device and memory
     layout (ValueError saying how to fix them).  Returns (k, groups)."""
@@ -508,7 +579,8 @@ def _check_dynamic_tensors(torch, x, weights, stride, dilation, groups):
             raise TypeError("dynamic_conv2d: %s must be a torch.Tensor, got %s" % (name, type(t).__name__))
     if x.dim() != 4:
         raise ValueError("dynamic_conv2d: x must be 4-D (B, C, H, W), got shape %s" % list(x.shape))
-    k, groups = _dynamic_shapes(tuple(x.shape), tuple(weights.shape), stride, dilation, groups)
+    k, groups = _dynamic_shapes(tuple(x.shape), tuple(weights.shape), stride, dilation, groups,
+                                weights_layout)
     for name, t in (("x", x), ("weights", weights)):
         if t.dtype != torch.float32:
             raise TypeError("dynamic_conv2d: %s has dtype %s; convtune computes in float32 only: pass "
@@ -517,8 +589,11 @@ def _check_dynamic_tensors(torch, x, weights, stride, dilation, groups):
         raise ValueError("dynamic_conv2d: x is on %s; convtune runs on CUDA tensors" % x.device)
     if weights.device != x.device:
         raise ValueError("dynamic_conv2d: weights are on %s but x is on %s" % (weights.device, x.device))
-    for name, t in (("x", x), ("weights", weights)):
-        if not t.is_contiguous():  # as conv2d's plans refuse them: a copy is the caller's choice
+    # As conv2d's plans refuse them: a copy is the caller's choice.  Weights
+    # "kbghw" are copied into the library's order anyway (any strides do).
+    checked = (("x", x), ("weights", weights)) if weights_layout == "bgkhw" else (("x", x),)
+    for name, t in checked:
+        if not t.is_contiguous():
             raise ValueError("dynamic_conv2d: %s is not contiguous (convtune reads dense NCHW): pass "
                              "%s.contiguous()" % (name, name))
     return k, groups
@@ -533,7 +608,8 @@ def _math_default(torch, math):
     return math
 
 
-def dynamic_conv2d(x, weights, stride=1, dilation=1, groups=None, math=None, *, out=None, context=None):
+def dynamic_conv2d(x, weights, stride=1, dilation=1, groups=None, math=None, *, weights_layout="bgkhw",
+                   out=None, context=None):
     """The per-pixel dynamic convolution (involution's, Li et al. CVPR 2021) through convtune.
 
     x (B, C, H, W) and weights (B, G, k*k, P, Q), float32 contiguous CUDA tensors: every
@@ -552,11 +628,19 @@ def dynamic_conv2d(x, weights, stride=1, dilation=1, groups=None, math=None, *, 
     Plans come from `context` as in conv2d (default: one Context per device).
     Returns y (B, C, P, Q); out: optional preallocated y.
 
+    weights_layout: the order of the weights' dimensions, named, never guessed from
+    the shape: "bgkhw" (the default), (B, G, k*k, P, Q), involution's and the
+    library's; or "kbghw", (k*k, B, G, P, Q), tap first: the seed's (k*k, B, 1, H, W)
+    weights are this with G = 1.  Weights "kbghw" may have any strides: the binding
+    copies them into the library's order for the call (a copy of the weights' size,
+    none where B = G = 1, the two orders then holding the same bytes), and their gradient
+    comes back in their own layout, (k*k, B, G, P, Q).
+
     Differentiable in x and weights: the backward runs tuned backward-data and
     backward-filter plans of the same problem, from the same context.
     """
     torch = _torch()
-    k, groups = _check_dynamic_tensors(torch, x, weights, stride, dilation, groups)
+    k, groups = _check_dynamic_tensors(torch, x, weights, stride, dilation, groups, weights_layout)
     math = _math_default(torch, math)
     if context is None:
         context = _default_context(x.device.index)
@@ -567,6 +651,11 @@ def dynamic_conv2d(x, weights, stride=1, dilation=1, groups=None, math=None, *, 
         raise RuntimeError("dynamic_conv2d(): functions with out=... arguments don't support automatic "
                            "differentiation, but one of the arguments requires grad.")
     plan = context.dynamic_plan(tuple(x.shape), k, stride, dilation, groups, math)
+    if weights_layout == "kbghw":
+        # (k*k, B, G, P, Q) -> (B, G, k*k, P, Q): a view, then dense (a copy
+        # unless B = G = 1); both recorded by autograd, so the gradient returns
+        # in the caller's layout.
+        weights = weights.permute(1, 2, 0, 3, 4).contiguous()
     if _autograd.records_gradients(x, weights):
         return _autograd.dynamic_conv2d(plan, x, weights)
     return plan(x, weights, out=out)

@@ -84,6 +84,30 @@ def conv2d(plan, x, w, bias, launch=None):
         return None
 
 
+class _EmptyConv2d(torch.autograd.Function):
+    """conv2d of a batch of 0: an empty output, recorded so that a backward
+    through it works as PyTorch's does (x's gradient empty, w's and the bias's
+    zeros: sums over no image)."""
+
+    @staticmethod
+    def forward(ctx, x, w, bias, shape, memory_format):
+        ctx.save_for_backward(x, w, bias)
+        return torch.empty(shape, dtype=x.dtype, device=x.device, memory_format=memory_format)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy):
+        x, w, bias = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        return (torch.zeros_like(x) if need[0] else None, torch.zeros_like(w) if need[1] else None,
+                torch.zeros_like(bias) if bias is not None and need[2] else None, None, None)
+
+
+def empty_conv2d(x, w, bias, shape, memory_format):
+    """The empty output of conv2d for a batch of 0, differentiable in x, w and bias."""
+    return _EmptyConv2d.apply(x, w, bias, shape, memory_format)
+
+
 class _DynamicConv2d(torch.autograd.Function):
     """y = plan(x, weights) for a dynamic convolution's forward plan.  y is
     bilinear in x and weights, so each gradient needs the other input only."""

@@ -1,11 +1,26 @@
 """Argument checks shared by the binding's entry points, and the problem
 key: the conv_problem's fields as a tuple, which is also the key of a
-Context's plans; for convolutions (_problem_key) and dynamic convolutions
-(_dynamic_key, _dynamic_shapes)."""
+Context's plans; for convolutions (_problem_key; conv2d's F.conv2d
+arguments: _conv_geometry, _same_padding) and dynamic convolutions
+(_dynamic_key, _dynamic_shapes).  Nothing here imports torch."""
 import operator
 from math import isqrt
 
 from . import _lib
+from ._base import ConvtuneError
+
+
+class ConvArgumentError(ValueError, RuntimeError):
+    """An argument conv2d refuses as F.conv2d does, in PyTorch's words.  PyTorch
+    raises RuntimeError there and convtune raised ValueError before it took
+    F.conv2d's arguments: an except clause for either catches it."""
+
+
+class ConvTypeError(TypeError, RuntimeError):
+    """A dtype conv2d refuses as F.conv2d does (PyTorch: RuntimeError; convtune: TypeError)."""
+
+
+ConvArgumentError.__module__ = ConvTypeError.__module__ = "convtune"  # the public names
 
 
 def _int(name, value):
@@ -18,8 +33,8 @@ def _int(name, value):
 def _pair(name, value):
     """An int or a 1- or 2-sequence of ints, as PyTorch's conv2d takes them."""
     if isinstance(value, str):
-        raise TypeError("%s must be an int or a pair of ints, got %r (string paddings such as "
-                        "'same' are not supported)" % (name, value))
+        raise TypeError("%s must be an int or a pair of ints, got %r (a plan takes numbers; "
+                        "convtune.conv2d also takes padding 'same' and 'valid')" % (name, value))
     if isinstance(value, (tuple, list)):  # torch.Size is a tuple
         if len(value) == 1:
             value = (value[0], value[0])
@@ -48,7 +63,7 @@ def _groups(groups):
 
 
 def _channels_error(groups, w_shape, x_shape):
-    return ValueError("Given groups=%d, weight of size %s, expected input%s to have %d channels, "
+    return ConvArgumentError("Given groups=%d, weight of size %s, expected input%s to have %d channels, "
                       "but got %d channels instead"
                       % (groups, list(w_shape), list(x_shape), w_shape[1] * groups, x_shape[1]))
 
@@ -63,6 +78,62 @@ def _dtype_code(dtype):
         raise TypeError("dtype must be torch.float32, torch.float16 or torch.bfloat16, got %r"
                         % (dtype,))
     return code
+
+
+def _conv_pair(name, value):
+    """stride, padding or dilation as F.conv2d takes it: an int, or a sequence of
+    1 or 2 ints; another length is PyTorch's error."""
+    if isinstance(value, (tuple, list)) and len(value) not in (1, 2):
+        raise ConvArgumentError("expected %s to be a single integer value or a list of 2 values to "
+                                "match the convolution dimensions, but got %s=%s"
+                                % (name, name, [v for v in value]))
+    return _pair(name, value)
+
+
+def _same_padding(kernel_size, dilation):
+    """padding="same" as PyTorch computes it: (symmetric padding (h, w), extra
+    (h, w)), the extra pixel (odd total d * (k - 1)) going below / right."""
+    totals = [d * (k - 1) for d, k in zip(dilation, kernel_size)]
+    return tuple(t // 2 for t in totals), tuple(t % 2 for t in totals)
+
+
+def _conv_geometry(x_hw, kernel_size, stride, padding, dilation):
+    """F.conv2d's stride, padding and dilation for an input of x_hw (H, W) and a
+    filter of kernel_size (R, S), checked as PyTorch checks them and with its
+    messages.  padding: "valid", "same" (stride 1 only), an int or 1 or 2 ints.
+    Returns (stride, padding, dilation, extra, output_hw): pairs, where padding is
+    symmetric and extra (0 or 1 per axis) is what "same" adds below / right of
+    the input (F.pad) for an odd total; output_hw is the output's (P, Q)."""
+    stride = _conv_pair("stride", stride)
+    dilation = _conv_pair("dilation", dilation)
+    if isinstance(padding, str):
+        if padding == "valid":
+            pad, extra = (0, 0), (0, 0)
+        elif padding == "same":
+            if stride != (1, 1):
+                raise ConvArgumentError("padding='same' is not supported for strided convolutions")
+            pad = extra = None  # after the dilation's check
+        else:
+            raise ConvArgumentError("Invalid padding string: '%s'" % padding)
+    else:
+        pad, extra = _conv_pair("padding", padding), (0, 0)
+        if min(pad) < 0:
+            raise ConvtuneError(_lib.STATUS_NAMES.index("BAD_PADDING"), "negative padding is not supported")
+    if min(stride) < 1:
+        raise ConvtuneError(_lib.STATUS_NAMES.index("BAD_STRIDE"), "non-positive stride is not supported")
+    if min(dilation) < 1:
+        raise ConvtuneError(_lib.STATUS_NAMES.index("BAD_STRIDE"), "dilation should be greater than zero")
+    if pad is None:
+        pad, extra = _same_padding(kernel_size, dilation)
+    padded = [n + 2 * p + e for n, p, e in zip(x_hw, pad, extra)]
+    kernel = [d * (k - 1) + 1 for d, k in zip(dilation, kernel_size)]
+    if padded[0] < kernel[0] or padded[1] < kernel[1]:
+        raise ConvtuneError(_lib.STATUS_NAMES.index("FILTER_TOO_LARGE"),
+                            "Calculated padded input size per channel: (%d x %d). Kernel size: (%d x %d). "
+                            "Kernel size can't be greater than actual input size"
+                            % (padded[0], padded[1], kernel[0], kernel[1]))
+    out = tuple((n - k) // s + 1 for n, k, s in zip(padded, kernel, stride))
+    return stride, pad, dilation, extra, out
 
 
 def _problem_key(x_shape, w_shape, stride, padding, dilation, groups, bias, activation, math,
@@ -129,43 +200,68 @@ def _dynamic_output_hw(h, w, stride):
     return (h - 1) // stride[0] + 1, (w - 1) // stride[1] + 1
 
 
-def _dynamic_kernel_size(kk):
-    """k from the k*k taps of the weights' third dimension: an odd square."""
+# dynamic_conv2d's weights layouts: the dimension order (of B, G, k*k, P, Q)
+# and how messages name it.  "bgkhw" is the library's (involution's);
+# "kbghw", k*k first, the seed's (k*k, B, 1, H, W) for G = 1.
+DYNAMIC_WEIGHTS_LAYOUTS = {
+    "bgkhw": ((0, 1, 2, 3, 4), "(B, G, k*k, P, Q)"),
+    "kbghw": ((1, 2, 0, 3, 4), "(k*k, B, G, P, Q)"),
+}
+
+
+def _dynamic_layout(weights_layout):
+    """(the dimensions of B, G, k*k, P, Q in weights_layout, its form's text)."""
+    found = DYNAMIC_WEIGHTS_LAYOUTS.get(weights_layout) if isinstance(weights_layout, str) else None
+    if found is None:
+        raise ValueError("weights_layout must be %s, got %r"
+                         % (" or ".join(map(repr, DYNAMIC_WEIGHTS_LAYOUTS)), weights_layout))
+    return found
+
+
+def _dynamic_kernel_size(kk, weights_layout="bgkhw"):
+    """k from the weights' k*k taps: an odd square."""
+    order, form = _dynamic_layout(weights_layout)
+    where = "weights.shape[%d] = %d" % (order[2], kk)
     k = isqrt(kk) if kk > 0 else -1
     if k * k != kk:
-        raise ValueError("weights.shape[2] = %d is not k*k for any k: the weights are "
-                         "(B, G, k*k, P, Q)" % kk)
+        raise ValueError("%s is not k*k for any k: the weights are %s" % (where, form))
     if k % 2 == 0:
-        raise ValueError("weights.shape[2] = %d is k*k for an even k = %d: the k x k window must "
-                         "have a centre pixel (odd k)" % (kk, k))
+        raise ValueError("%s is k*k for an even k = %d: the k x k window must "
+                         "have a centre pixel (odd k)" % (where, k))
     return k
 
 
-def _dynamic_shapes(x_shape, w_shape, stride=1, dilation=1, groups=None):
+def _dynamic_shapes(x_shape, w_shape, stride=1, dilation=1, groups=None, weights_layout="bgkhw"):
     """(k, groups) of a dynamic convolution of x (B, C, H, W) with weights
-    (B, G, k*k, P, Q), after checking that the shapes agree; groups None
-    takes G from the weights, a number must equal it."""
+    (B, G, k*k, P, Q), or (k*k, B, G, P, Q) with weights_layout "kbghw", after
+    checking that the shapes agree; groups None takes G from the weights, a
+    number must equal it."""
+    order, form = _dynamic_layout(weights_layout)
     n, c, h, w = _shape4("x_shape", x_shape)
     try:
         dims = tuple(w_shape)
     except TypeError:
         raise TypeError("weights' shape must be a sequence of 5 ints, got %r" % (w_shape,)) from None
     if len(dims) != 5:
-        raise ValueError("weights must have 5 dimensions (B, G, k*k, P, Q), got shape %s" % (list(dims),))
-    b, g, kk, p, q = (_int("weights' shape", d) for d in dims)
+        raise ValueError("weights must have 5 dimensions %s, got shape %s" % (form, list(dims)))
+    dims = tuple(_int("weights' shape", d) for d in dims)
+    b, g, kk, p, q = (dims[i] for i in order)
     stride = _positive_pair("stride", stride)
     _positive_pair("dilation", dilation)
     if groups is not None and _groups(groups) != g:
-        raise ValueError("groups=%d, but the weights %s have G = %d groups (dimension 1)"
-                         % (groups, list(dims), g))
+        raise ValueError("groups=%d, but the weights %s have G = %d groups (dimension %d)"
+                         % (groups, list(dims), g, order[1]))
     if g < 1 or c % g:
-        raise ValueError("the weights' G = %d (dimension 1) must divide x's %d channels" % (g, c))
-    k = _dynamic_kernel_size(kk)
+        raise ValueError("the weights' G = %d (dimension %d) must divide x's %d channels" % (g, order[1], c))
+    k = _dynamic_kernel_size(kk, weights_layout)
     expected = (n, g, kk) + _dynamic_output_hw(h, w, stride)
     if (b, g, kk, p, q) != expected:
-        raise ValueError("weights have shape %s, but x %s with stride %s needs (B, G, k*k, P, Q) = %s "
+        wanted = [0] * 5
+        for value, i in zip(expected, order):
+            wanted[i] = value
+        raise ValueError("weights have shape %s, but x %s with stride %s needs %s = %s "
                          "(P = ceil(H / stride), Q likewise)"
-                         % (list(dims), list((n, c, h, w)), stride, list(expected)))
+                         % (list(dims), list((n, c, h, w)), stride, form, wanted))
     return k, g
 
 

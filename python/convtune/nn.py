@@ -74,6 +74,7 @@ import torch.nn.functional as F
 from . import ConvtuneError, _autograd, _default_context, _lib, dynamic_conv2d
 from . import ops as _ops
 from ._base import _conv_tf32_reader, _deterministic_reader, _reader
+from ._problem import _same_padding
 
 __all__ = ["Conv2d", "Involution", "convert", "ConvertReport"]
 
@@ -337,15 +338,11 @@ class Conv2d(torch.nn.Conv2d):
             return F.pad(x, self._reversed_padding_repeated_twice, mode=self.padding_mode), (0, 0), True
         if self.padding == "valid":
             return x, (0, 0), False
-        if self.padding == "same":
-            extra, pad = [], []
-            for d, k in zip(self.dilation, self.kernel_size):
-                total = d * (k - 1)
-                pad.append(total // 2)
-                extra.append(total % 2)
+        if self.padding == "same":  # as convtune.conv2d: _same_padding
+            pad, extra = _same_padding(self.kernel_size, self.dilation)
             if extra[0] or extra[1]:  # the odd pixel goes right / below, as in PyTorch
-                return F.pad(x, (0, extra[1], 0, extra[0])), tuple(pad), True
-            return x, tuple(pad), False
+                return F.pad(x, (0, extra[1], 0, extra[0])), pad, True
+            return x, pad, False
         return x, tuple(self.padding), False
 
     def _eager_forward(self, input):

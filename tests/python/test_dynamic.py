@@ -196,6 +196,35 @@ def test_dynamic_shapes_accept():
         convtune._dynamic_key((1, 4, 8, 8), 3, math="fp16")
 
 
+@pytest.mark.parametrize("w_shape,kw,words", [
+    ((16, 2, 4, 9, 11), {}, r"weights.shape\[0\] = 16 is k\*k for an even k = 4"),
+    ((10, 2, 4, 9, 11), {}, r"weights.shape\[0\] = 10 is not k\*k.*\(k\*k, B, G, P, Q\)"),
+    ((9, 2, 3, 9, 11), {}, r"G = 3 \(dimension 2\) must divide"),
+    ((9, 2, 4, 9, 11), dict(stride=2), r"needs \(k\*k, B, G, P, Q\) = \[9, 2, 4, 5, 6\]"),
+    ((9, 3, 4, 9, 11), {}, r"needs \(k\*k, B, G, P, Q\) = \[9, 2, 4, 9, 11\]"),  # B = 3
+    ((9, 2, 4, 9, 11), dict(groups=2), r"groups=2, but the weights .* \(dimension 2\)"),
+    ((9, 2, 4, 99), {}, r"5 dimensions \(k\*k, B, G, P, Q\)"),
+])
+def test_dynamic_shape_errors_in_the_seed_layout(w_shape, kw, words):
+    with pytest.raises(ValueError, match=words):
+        convtune._dynamic_shapes((2, 8, 9, 11), w_shape, weights_layout="kbghw", **kw)
+
+
+def test_dynamic_shapes_in_the_seed_layout():
+    """(k*k, B, G, P, Q): the seed's (k*k, B, 1, H, W) is G = 1; the layout is
+    named, never guessed: the same shape reads differently in the other."""
+    assert convtune._dynamic_shapes((2, 8, 9, 11), (9, 2, 4, 5, 6), stride=2, weights_layout="kbghw") == (3, 4)
+    assert convtune._dynamic_shapes((2, 3, 7, 7), (25, 2, 1, 7, 7), weights_layout="kbghw") == (5, 1)
+    # (1, 1, 1, 7, 7) holds 1 tap, 1 image, 1 group either way
+    assert convtune._dynamic_shapes((1, 3, 7, 7), (1, 1, 1, 7, 7), weights_layout="kbghw") == (1, 1)
+    assert convtune._dynamic_shapes((1, 3, 7, 7), (1, 1, 1, 7, 7)) == (1, 1)
+    with pytest.raises(ValueError, match="needs"):  # (9, 1, 1, 7, 7) is no (B, G, k*k, P, Q) of x
+        convtune._dynamic_shapes((1, 3, 7, 7), (9, 1, 1, 7, 7))
+    for layout in ("BGKHW", "kb1hw", None, 0):
+        with pytest.raises(ValueError, match="weights_layout must be 'bgkhw' or 'kbghw'"):
+            convtune._dynamic_shapes((1, 3, 7, 7), (9, 1, 1, 7, 7), weights_layout=layout)
+
+
 # ---------------------------------------------------------------- bad inputs (torch, no GPU)
 
 
@@ -214,6 +243,18 @@ def test_bad_inputs_are_refused_before_any_work():
         ((x.double(), weights.double()), {}, TypeError, "float32 only: pass x.float()"),
         ((x, weights.half()), {}, TypeError, "weights has dtype torch.float16"),
         ((x, weights), {}, ValueError, "x is on cpu"),
+    ]
+    seed_layout = weights.permute(2, 0, 1, 3, 4)  # (k*k, B, G, P, Q): any strides are taken
+    cases += [
+        # each read in the other layout: (2, 4, 9, 9, 11) as k*k = 2, B = 4, G = 9;
+        # (9, 2, 4, 9, 11) as B = 9, G = 2, k*k = 4
+        ((x, weights), dict(weights_layout="kbghw"), ValueError, r"G = 9 \(dimension 2\) must divide"),
+        ((x, seed_layout), {}, ValueError, r"weights.shape\[2\] = 4 is k\*k for an even k = 2"),
+        ((x, seed_layout[:, :, :, :5, :6]), dict(weights_layout="kbghw"), ValueError,
+         r"needs \(k\*k, B, G, P, Q\) = \[9, 2, 4, 9, 11\]"),
+        ((x, seed_layout), dict(weights_layout="kb1hw"), ValueError, "weights_layout must be"),
+        ((x, seed_layout.double()), dict(weights_layout="kbghw"), TypeError, "weights has dtype torch.float64"),
+        ((x, seed_layout), dict(weights_layout="kbghw"), ValueError, "x is on cpu"),  # valid but for the device
     ]
     for args, kw, error, words in cases:
         with pytest.raises(error, match=words):
@@ -255,21 +296,31 @@ def test_involution_on_cpu_is_the_unfold_formula():
 # ---------------------------------------------------------------- GPU: against the unfold reference
 
 
-def check_case(case, math_mode, ctx, cuda):
-    """dynamic_conv2d's y and both gradients against unfold_reference in float64."""
+def library_order(weights, weights_layout):
+    """Weights of either layout as (B, G, k*k, P, Q) (a view)."""
+    return weights if weights_layout == "bgkhw" else weights.permute(1, 2, 0, 3, 4)
+
+
+def check_case(case, math_mode, ctx, cuda, weights_layout="bgkhw"):
+    """dynamic_conv2d's y and both gradients against unfold_reference in float64;
+    with weights_layout "kbghw" the weights are made (k*k, B, G, P, Q) contiguous,
+    the seed's layout, and their gradient must come back in it."""
     b, c, h, w, k, stride, dil, g = case
     x, weights = make_inputs(case, cuda, requires_grad=True)
-    y = convtune.dynamic_conv2d(x, weights, stride, dil, math=math_mode, context=ctx)
+    if weights_layout == "kbghw":
+        weights = weights.detach().permute(2, 0, 1, 3, 4).contiguous().requires_grad_()
+    y = convtune.dynamic_conv2d(x, weights, stride, dil, math=math_mode, weights_layout=weights_layout,
+                                context=ctx)
     dy = torch.randn_like(y)
     dx, dweights = torch.autograd.grad(y, (x, weights), dy)
     xd, wd = x.detach().double().requires_grad_(), weights.detach().double().requires_grad_()
-    ref = unfold_reference(xd, wd, stride, dil)
+    ref = unfold_reference(xd, library_order(wd, weights_layout), stride, dil)
     ref_dx, ref_dweights = torch.autograd.grad(ref, (xd, wd), dy.double())
     # The same sums of absolute values: what rounding errors scale with.
     xa, wa = xd.detach().abs().requires_grad_(), wd.detach().abs().requires_grad_()
-    ref_abs = unfold_reference(xa, wa, stride, dil)
+    ref_abs = unfold_reference(xa, library_order(wa, weights_layout), stride, dil)
     abs_dx, abs_dweights = torch.autograd.grad(ref_abs, (xa, wa), dy.double().abs())
-    what = "seed %d, case %s, %s" % (SEED, case, math_mode)
+    what = "seed %d, case %s, %s, %s" % (SEED, case, math_mode, weights_layout)
     assert y.shape == ref.shape and y.dtype == torch.float32 and y.device == x.device, what
     assert dx.shape == x.shape and dweights.shape == weights.shape, what
     bound = BOUND[math_mode]
@@ -290,6 +341,50 @@ def test_dynamic_conv2d_matches_unfold(ctx, cuda, math_mode):
     rng = random.Random(SEED)
     for case in CASES + random_cases(rng, 4):
         check_case(case, math_mode, ctx, cuda)
+
+
+@gpu
+@pytest.mark.parametrize("math_mode", ["strict", "tf32"])
+def test_seed_layout_matches_unfold(ctx, cuda, math_mode):
+    """weights_layout="kbghw": forward and both gradients (the weights' in their
+    (k*k, B, G, P, Q) layout), B = G = 1 (no copy) and the others (the binding's copy)."""
+    rng = random.Random(SEED + 58)
+    cases = [(2, 3, 13, 9, 5, 1, 1, 1),   # the seed's form: (25, 2, 1, 13, 9)
+             (1, 3, 13, 9, 5, 1, 1, 1),   # B = G = 1: the two orders hold the same bytes
+             (1, 16, 11, 9, 7, 2, 2, 4),
+             (3, 8, 9, 13, 3, 2, 1, 2)]
+    for case in cases + random_cases(rng, 3):
+        check_case(case, math_mode, ctx, cuda, weights_layout="kbghw")
+
+
+@gpu
+def test_seed_layout_is_the_same_problem(ctx, cuda):
+    """Both layouts of the same weights: one plan, the same y; weights "kbghw"
+    of any strides (here a permuted view of (B, G, k*k, P, Q) storage, which the
+    binding reads without a copy); the gradient's shape and values in the
+    caller's layout, also through .backward() into .grad."""
+    case = (2, 8, 11, 13, 5, 1, 1, 2)
+    x, weights = make_inputs(case, cuda)
+    y = convtune.dynamic_conv2d(x, weights, math="strict", context=ctx)
+    plans = len(ctx._plans)
+    seed = weights.permute(2, 0, 1, 3, 4)  # a view: (25, 2, 2, 11, 13), not contiguous
+    assert not seed.is_contiguous()
+    y_view = convtune.dynamic_conv2d(x, seed, math="strict", weights_layout="kbghw", context=ctx)
+    y_dense = convtune.dynamic_conv2d(x, seed.contiguous(), math="strict", weights_layout="kbghw", context=ctx)
+    assert len(ctx._plans) == plans  # the same problem, the same plan
+    assert rel_l2(y_view, y) < 1e-6 and rel_l2(y_dense, y) < 1e-6, SEED
+    out = torch.full_like(y, NAN)
+    assert convtune.dynamic_conv2d(x, seed.contiguous(), math="strict", weights_layout="kbghw",
+                                   context=ctx, out=out) is out
+    assert rel_l2(out, y) < 1e-6, SEED
+    # Gradients: the seed layout's is the library layout's, permuted.
+    w_lib = weights.clone().requires_grad_()
+    w_seed = seed.contiguous().requires_grad_()
+    dy = torch.randn_like(y)
+    convtune.dynamic_conv2d(x, w_lib, math="strict", context=ctx).backward(dy)
+    convtune.dynamic_conv2d(x, w_seed, math="strict", weights_layout="kbghw", context=ctx).backward(dy)
+    assert w_seed.grad.shape == w_seed.shape == (25, 2, 2, 11, 13)
+    assert rel_l2(w_seed.grad, w_lib.grad.permute(2, 0, 1, 3, 4)) < 1e-6, SEED
 
 
 @gpu
