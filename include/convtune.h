@@ -847,6 +847,18 @@ conv_status conv_cache_merge_sources(const char *const *from, size_t from_count,
                                      size_t *replaced /* OUT */, size_t *kept /* OUT */,
                                      char *message, size_t message_size);
 
+/* conv_cache_merge, copying of each tuning only its winner and cuDNN's
+ * heuristic pick (when it is another trial): what a plan's lookup, `convtune
+ * list` and `verify` read, without the other trials of every config timed,
+ * for a small cache to ship (`convtune export --winners-only`).  Its tunings still serve as
+ * neighbours for CONV_POLICY_PREDICT, whose ranking of a family's configs
+ * then sees only their winners; `convtune show` and `report` show only
+ * these rows.  Everything else (checks, all or nothing, the faster winner
+ * staying, `device`) is as conv_cache_merge's.  Added in 0.7.0. */
+conv_status conv_cache_merge_winners(const char *from, const char *into, const char *device,
+                                     size_t *added /* OUT */, size_t *replaced /* OUT */,
+                                     size_t *kept /* OUT */, char *message, size_t message_size);
+
 #ifdef __cplusplus
 }
 #endif

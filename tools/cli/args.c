@@ -30,7 +30,7 @@ static const option_spec *find_option(const char *name, size_t len) {
       {"--output", true, CMD_REPORT | CMD_MERGE | CMD_EXPORT},
       {"--device", true, CMD_MERGE | CMD_EXPORT}, {"--help", false, CMD_ALL},
       {"--pending", false, CMD_TUNE | CMD_LIST}, {"--budget", true, CMD_TUNE},
-      {"--version", false, CMD_ALL},
+      {"--version", false, CMD_ALL},      {"--winners-only", false, CMD_EXPORT},
       {"--devices", true, CMD_TUNE},      {"--worker-device", true, CMD_TUNE},
       {"-h", false, CMD_ALL},
   };
@@ -109,6 +109,8 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
     a->output_path = value;
   } else if (strcmp(o->name, "--json") == 0) {
     a->json = true;
+  } else if (strcmp(o->name, "--winners-only") == 0) {
+    a->winners_only = true;
   } else if (strcmp(o->name, "--verbose") == 0) {
     a->verbose = true;
   } else if (strcmp(o->name, "--deterministic") == 0) {

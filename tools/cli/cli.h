@@ -62,6 +62,8 @@ typedef struct cli_args {
   const char *suite_path; /* show --suite */
   const char *output_path; /* report, merge and export -o */
   const char *device;      /* merge and export --device: one fingerprint */
+  bool winners_only;       /* export --winners-only: each tuning's winner and
+                            * heuristic pick only (conv_cache_merge_winners) */
   bool have_math, have_epilogue, have_direction, have_dtype;
   bool deterministic; /* --deterministic */
   bool pending;       /* tune and list --pending */

@@ -37,7 +37,7 @@ static const struct {
      "copy the tunings of each cache FILE into OUT\n"
      "(created if missing); where both have one,\n"
      "the faster winner stays (needs no GPU)"},
-    {CMD_EXPORT, "export", "export -o FILE [--device FINGERPRINT]",
+    {CMD_EXPORT, "export", "export -o FILE [--device FINGERPRINT] [--winners-only]",
      "copy the cache's tunings (of one GPU with\n"
      "--device) into FILE, a cache to ship,\n"
      "e.g. as --system-cache (needs no GPU)"},
@@ -75,7 +75,12 @@ static const struct {
      "(report; - for stdout) or the cache"},
     {"--device FINGERPRINT", CMD_MERGE | CMD_EXPORT,
      "only the tunings of this GPU (its\n"
-     "fingerprint as 'convtune list' shows it)"},
+     "fingerprint as 'convtune list' shows it,\n"
+     "or the start of one, naming one GPU)"},
+    {"--winners-only", CMD_EXPORT,
+     "a compact cache to ship: each tuning's\n"
+     "winner and cuDNN's default only, not\n"
+     "every trial"},
     {"--math strict|tf32", CMD_TUNE | CMD_SHOW,
      "math mode of every fp32 shape (half\n"
      "types ignore it)"},
