@@ -58,7 +58,9 @@ typedef struct cli_args {
   bool help, version, json, verbose;
   const char *cache_path; /* NULL: the default */
   const char *system_cache_path; /* tune --system-cache (NULL: the library's default);
-                                  * verify --system-cache: the cache to verify */
+                                  * list and verify --system-cache: the cache
+                                  * file, or directory of them, to read */
+  bool dry_run;       /* verify --dry-run: check the winners without a GPU */
   const char *suite_path; /* show --suite */
   const char *output_path; /* report, merge and export -o */
   const char *device;      /* merge and export --device: one fingerprint */
@@ -121,6 +123,25 @@ int load_pending_shapes(const char *path, const char *device, struct suite *shap
 /* Opens an existing cache read-only (list, show, report): no GPU, no
  * context.  EXIT_OK_, or EXIT_CACHE after saying why. */
 int open_cache_read_only(const char *path, conv_cache_reader **reader /* OUT */);
+
+/* Cache file paths (malloc'd). */
+typedef struct cli_paths {
+  char **items;
+  size_t count;
+  bool out_of_memory;
+} cli_paths;
+
+/* The system cache files `option` names (a cache file, or a directory's
+ * *.db files; NULL: the library's search path), through
+ * conv_system_cache_files.  EXIT_OK_ or the exit code after saying why
+ * (EXIT_CACHE for a named path that is missing).  cli_paths_free after
+ * either. */
+int system_cache_paths(const char *option, cli_paths *out /* OUT */);
+void cli_paths_free(cli_paths *paths);
+
+/* The system caches a context would open by default, one per line, or
+ * that there are none (version). */
+void print_system_caches(FILE *out);
 
 /* How a walk over a reader of `path` ended: EXIT_OK_, or the exit code
  * after saying why (out of memory in a callback, else the walk's status
