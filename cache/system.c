@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,8 +196,12 @@ static bool library_file(char *path, size_t size) {
   return true;
 }
 
-/* Appends ":dir" (or "dir" first) unless dirs[] holds it already. */
-static void add_dir(char *dirs, size_t size, const char *dir) {
+/* Appends ":dir" (or "dir" first), as its real path ("lib/../share"
+ * said as "share"), unless dirs[] holds it already; a directory that does
+ * not exist is left out (the search would skip it). */
+static void add_dir(char *dirs, size_t size, const char *given) {
+  char dir[PATH_MAX];
+  if (realpath(given, dir) == NULL) return;
   size_t len = strlen(dir), used = strlen(dirs);
   for (const char *p = dirs; *p;) {
     const char *colon = strchr(p, ':');

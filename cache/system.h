@@ -47,7 +47,8 @@ void conv_system_search_here(conv_system_search *where /* OUT */, char *package_
  * convtune/caches beside convtune/libconvtune.so, and an install's
  * <libdir>/../share/convtune/caches (CONVTUNE_CACHES_FROM_LIBDIR, and
  * from <bindir> for a program linked with the static library), ':'
- * separated into dirs[size]; "" when the library's file is unknown. */
+ * separated into dirs[size], those that exist, each as its real path; ""
+ * when there is none or the library's file is unknown. */
 void conv_system_package_dirs(char *dirs /* OUT */, size_t size);
 
 /* A context's system caches, in lookup order. */

@@ -9,6 +9,7 @@
  * failing it all.  The files are made in a temporary tree per test.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -308,9 +309,7 @@ static int test_at_most_max_open(void) {
 /* ---------------------------------------------------------------- the public listing */
 
 /* conv_system_cache_files reads $CONVTUNE_SYSTEM_CACHE and $XDG_DATA_DIRS
- * from the environment, and the package's directories lie from the
- * folder of the file the library runs from (this test program, which
- * links the static library). */
+ * from the environment. */
 static int test_public_listing(void) {
   char root[1024], env[2048], xdg[2048];
   fresh_root(root, sizeof root, "system-public");
@@ -334,16 +333,40 @@ static int test_public_listing(void) {
   CHECK(conv_system_cache_files(NULL, NULL, NULL, message, sizeof message) ==
         CONV_INVALID_ARGUMENT);
   CHECK(unsetenv("CONVTUNE_SYSTEM_CACHE") == 0 && unsetenv("XDG_DATA_DIRS") == 0);
+  remove_root(root);
+  return TEST_PASS;
+}
 
-  char exe[1024], dirs[8192];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  CHECK(n > 0);
-  exe[n] = '\0';
-  *strrchr(exe, '/') = '\0';
-  conv_system_package_dirs(dirs, sizeof dirs);
-  CHECK_MSG(strncmp(dirs, exe, strlen(exe)) == 0 && dirs[strlen(exe)] == '/' &&
-                strstr(dirs, "share/convtune/caches") != NULL,
-            "package directories %s, the program in %s", dirs, exe);
+/* The package's directory lies from the folder of the file the library
+ * runs from: a copy of this program (which links the static library) in
+ * ROOT/bin finds ROOT/share/convtune/caches, as an installed tool does,
+ * and nothing when that is missing.  The copy prints what it finds. */
+static int test_package_dir_beside_program(void) {
+  if (test_argc > 0) {
+    char dirs[8192];
+    conv_system_package_dirs(dirs, sizeof dirs);
+    printf("%s\n", dirs);
+    return TEST_PASS;
+  }
+  char root[1024], copy[1200], caches[1200], real[4096], command[4096], got[8192] = "";
+  fresh_root(root, sizeof root, "system-package");
+  CHECK(make_dirs(root, "bin") == TEST_PASS);
+  snprintf(copy, sizeof copy, "%s/bin/copy", root);
+  snprintf(command, sizeof command, "cp /proc/%d/exe '%s'", (int)getpid(), copy);
+  CHECK(system(command) == 0);
+  snprintf(command, sizeof command, "'%s' package_dir_beside_program child", copy);
+  for (int round = 0; round < 2; round++) {
+    if (round == 1) CHECK(make_dirs(root, "share/convtune/caches") == TEST_PASS);
+    FILE *p = popen(command, "r");
+    CHECK(p != NULL);
+    if (fgets(got, sizeof got, p) == NULL) got[0] = '\0';
+    CHECK(pclose(p) == 0);
+    got[strcspn(got, "\n")] = '\0';
+    if (round == 0) CHECK_MSG(got[0] == '\0', "with no share/: %s", got);
+  }
+  snprintf(caches, sizeof caches, "%s/share/convtune/caches", root);
+  CHECK(realpath(caches, real) != NULL);
+  CHECK_MSG(strcmp(got, real) == 0, "package directories '%s', expected '%s'", got, real);
   remove_root(root);
   return TEST_PASS;
 }
@@ -355,6 +378,7 @@ static const test_case tests[] = {
     {"bad_files_passed_over", test_bad_files_passed_over},
     {"at_most_max_open", test_at_most_max_open},
     {"public_listing", test_public_listing},
+    {"package_dir_beside_program", test_package_dir_beside_program},
 };
 
 TEST_MAIN(tests)
