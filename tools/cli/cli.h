@@ -217,6 +217,9 @@ typedef struct text_table {
   int ncols;
   const char *header[TABLE_MAX_COLS];
   unsigned right_aligned; /* bit i: column i */
+  unsigned fingerprints;  /* bit i: column i holds GPU fingerprints (table_fit) */
+  int drop[TABLE_MAX_COLS]; /* columns left out to fit, first to last */
+  int drop_count;
   char **cells;           /* nrows * ncols, owned */
   int *span;              /* per row: ncols, or the spanning column */
   size_t nrows, cap;
@@ -228,7 +231,20 @@ void table_free(text_table *t);
  * line and cut to TABLE_CELL_MAX_CHARS (a spanning cell is kept whole);
  * cells after `span` are ignored.  False when memory runs out. */
 bool table_add(text_table *t, const char *const *cells, int span);
-void table_print(const text_table *t, FILE *out);
+/* How the table fits the terminal when it is wider (see table_print):
+ * `fingerprints`, bit i: column i holds GPU fingerprints, cut to the GPU's
+ * name first; drop[0 .. drop_count): the columns then left out in turn,
+ * least important first.  Without it a table is printed whole. */
+void table_fit(text_table *t, unsigned fingerprints, const int *drop, int drop_count);
+/* The width tables are fitted to on `out`: the terminal's (TIOCGWINSZ)
+ * when it is one, else $COLUMNS (a positive number), else 0: none, every
+ * column printed whole, so that a script reading a pipe or file gets the
+ * table as it always was. */
+size_t output_columns(FILE *out);
+/* Prints the table, fitted to output_columns(out) as table_fit says
+ * (fingerprint cells cut in place), and on stderr which columns were
+ * left out. */
+void table_print(text_table *t, FILE *out);
 /* Prints the table on stdout when `complete` (every table_add succeeded),
  * frees it, and returns EXIT_OK_, or EXIT_FAILED after saying that memory
  * ran out. */

@@ -170,8 +170,12 @@ static void write_records_json(FILE *out, const record_list *l, bool full) {
 static int print_winners_table(const record_list *l) {
   static const char *const header[] = {"problem", "algorithm", "config", "time ms",
                                         "device",  "versions",  "tuned at"};
+  /* To fit a terminal: the GPU's name for its fingerprint, then without
+   * the time of tuning, the versions, the GPU, the config. */
+  static const int drop[] = {6, 5, 4, 2};
   text_table t;
   table_init(&t, 7, header, 1u << 3);
+  table_fit(&t, 1u << 4, drop, 4);
   for (size_t i = 0; i < l->count; i++) {
     const record *r = &l->items[i];
     char ms[32];
@@ -326,8 +330,10 @@ static int print_trial_group(const record_list *l, size_t *i) {
   printf("\ndevice:   %s\nversions: %s%s\n", one_line(first->device, device, sizeof device),
          one_line(first->versions, versions, sizeof versions),
          stale ? "  (not the versions this process runs with)" : "");
+  static const int drop[] = {6, 5}; /* workspace, rel error; the reason, last, may run on */
   text_table t;
   table_init(&t, 8, header, (1u << 4) | (1u << 5) | (1u << 6));
+  table_fit(&t, 0, drop, 2);
   for (; *i < l->count && strcmp(first->device, l->items[*i].device) == 0 &&
          strcmp(first->versions, l->items[*i].versions) == 0;
        (*i)++) {

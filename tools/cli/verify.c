@@ -287,8 +287,10 @@ static int verify_all(const cli_args *a, const char *path, const cli_paths *file
   } else if (rc == EXIT_OK_) {
     static const char *const header[] = {"problem", "shipped", "shipped ms", "re-tuned",
                                          "re-tuned ms", "ratio", ""};
+    static const int drop[] = {3, 1}; /* the re-tuned config, the shipped one */
     text_table t;
     table_init(&t, 7, header, (1u << 2) | (1u << 4) | (1u << 5));
+    table_fit(&t, 0, drop, 2);
     bool ok = true;
     for (size_t i = 0; i < l->count && ok; i++) {
       fprintf(stderr, "[%zu/%zu] %s ...\n", i + 1, l->count, l->items[i].problem);
@@ -370,7 +372,9 @@ static int verify_dry_run(const cli_paths *files) {
     char message[512], line[CLI_PATH_MAX];
     rc = open_cache_read_only(files->items[i], &reader);
     if (rc != EXIT_OK_) break;
+    static const int drop[] = {2, 4}; /* the config, the GPU */
     table_init(&d.table, 6, header, 1u << 3);
+    table_fit(&d.table, 1u << 4, drop, 2);
     conv_status st = conv_cache_reader_winners(reader, check_winner, &d, message, sizeof message);
     conv_cache_reader_close(reader);
     rc = cache_read_outcome(files->items[i], st, false, message);
