@@ -260,12 +260,11 @@ void print_system_caches(FILE *out) {
 }
 
 /* list --system-cache PATH: the winners of that cache file, or of each
- * cache file of that directory, in order. */
+ * cache file of that directory, in order (none: "no tuned shapes"). */
 static int read_system_winners(const cli_args *a, record_list *l) {
   if (a->system_cache_path[0] == '\0') return usage_error("--system-cache needs a path here");
   cli_paths p;
   int rc = system_cache_paths(a->system_cache_path, &p);
-  if (rc == EXIT_OK_ && p.count == 0) say("no cache files (*.db) in %s", a->system_cache_path);
   for (size_t i = 0; i < p.count && rc == EXIT_OK_; i++) rc = read_rows_from(p.items[i], NULL, l);
   cli_paths_free(&p);
   return rc;
