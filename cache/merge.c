@@ -1,7 +1,9 @@
 /*
- * merge.c -- conv_cache_merge and conv_cache_merge_sources (convtune.h,
- * "caches"): copying finished tunings from cache files into another, as
- * `convtune merge`, `export` and `import` do.
+ * merge.c -- conv_cache_merge, conv_cache_merge_sources and
+ * conv_cache_merge_winners (convtune.h, "caches"): copying finished
+ * tunings from cache files into another, as `convtune merge`, `export`
+ * (--winners-only: each tuning's winner and heuristic pick only) and
+ * `import` do.
  *
  * All or nothing per call.  Every source is read and checked before the
  * destination is opened: every row's key texts (no NUL, which would make
@@ -40,6 +42,7 @@ typedef struct tuning {
 
 typedef struct source {
   const char *path;
+  bool winners_only; /* copy each tuning's winner and heuristic pick only */
   conv_cache *cache;
   tuning *tunings; /* ordered by problem, device, versions */
   size_t count, cap;
@@ -260,7 +263,10 @@ static int read_row(const conv_cache_row *row, void *user) {
     }
     t->winner_ms = row->trial->time_ms;
   }
-  if (g->rows != NULL && !keep_row(g->rows, row, (size_t)(t - g->first))) {
+  /* A compact copy keeps what list, verify and a plan's lookup read: the
+   * winner, and cuDNN's heuristic pick (the default it is compared with). */
+  bool wanted = !g->src->winners_only || row->trial->winner || row->trial->heuristic_pick;
+  if (g->rows != NULL && wanted && !keep_row(g->rows, row, (size_t)(t - g->first))) {
     g->status = out_of_memory(g->err);
     return 1;
   }
@@ -465,7 +471,8 @@ static conv_status write_all(source *sources, size_t from_count, const char *int
 }
 
 static conv_status merge(const char *const *from, size_t from_count, const char *into,
-                         const char *device, size_t (*counts)[3], conv_error *err) {
+                         const char *device, bool winners_only, size_t (*counts)[3],
+                         conv_error *err) {
   conv_status s = check_arguments(from, from_count, into, err);
   if (s != CONV_OK) return s;
   source *sources = calloc(from_count, sizeof *sources);
@@ -473,6 +480,7 @@ static conv_status merge(const char *const *from, size_t from_count, const char 
   size_t tunings = 0;
   for (size_t i = 0; s == CONV_OK && i < from_count; i++) {
     sources[i].path = from[i];
+    sources[i].winners_only = winners_only;
     s = check_source(&sources[i], device, err);
     tunings += sources[i].count;
   }
@@ -488,13 +496,16 @@ static conv_status merge(const char *const *from, size_t from_count, const char 
   return s;
 }
 
-conv_status conv_cache_merge_sources(const char *const *from, size_t from_count, const char *into,
-                                     const char *device, size_t *added, size_t *replaced,
-                                     size_t *kept, char *message, size_t message_size) {
+/* The public merges: every trial of each tuning, or its winner and
+ * heuristic pick only. */
+static conv_status merge_public(const char *const *from, size_t from_count, const char *into,
+                                const char *device, bool winners_only, size_t *added,
+                                size_t *replaced, size_t *kept, char *message,
+                                size_t message_size) {
   conv_error err = {CONV_OK, ""};
   size_t (*counts)[3] = calloc(from_count ? from_count : 1, sizeof *counts);
-  conv_status s =
-      counts ? merge(from, from_count, into, device, counts, &err) : out_of_memory(&err);
+  conv_status s = counts ? merge(from, from_count, into, device, winners_only, counts, &err)
+                         : out_of_memory(&err);
   for (size_t i = 0; s == CONV_OK && i < from_count; i++) {
     if (added) added[i] = counts[i][COPY_ADD];
     if (replaced) replaced[i] = counts[i][COPY_REPLACE];
@@ -504,6 +515,21 @@ conv_status conv_cache_merge_sources(const char *const *from, size_t from_count,
   if (message != NULL && message_size > 0)
     snprintf(message, message_size, "%s", s == CONV_OK ? "" : err.message);
   return s;
+}
+
+conv_status conv_cache_merge_sources(const char *const *from, size_t from_count, const char *into,
+                                     const char *device, size_t *added, size_t *replaced,
+                                     size_t *kept, char *message, size_t message_size) {
+  return merge_public(from, from_count, into, device, false, added, replaced, kept, message,
+                      message_size);
+}
+
+conv_status conv_cache_merge_winners(const char *from, const char *into, const char *device,
+                                     size_t *added, size_t *replaced, size_t *kept, char *message,
+                                     size_t message_size) {
+  const char *const sources[1] = {from};
+  return merge_public(sources, 1, into, device, true, added, replaced, kept, message,
+                      message_size);
 }
 
 conv_status conv_cache_merge(const char *from, const char *into, const char *device,

@@ -485,15 +485,26 @@ typedef struct conv_context_options {
   conv_log_level log_level; /* the most detailed level passed to `log`; 0
                              * (default): CONV_LOG_INFO (tuning start and
                              * end, warnings)                                  */
-  const char *system_cache_path; /* a read-only cache under cache_path's, e.g.
+  const char *system_cache_path; /* read-only caches under cache_path's, e.g.
                              * one shipped per GPU model: a problem missing
-                             * from cache_path is looked up here before it is
-                             * tuned (CONV_SOURCE_SYSTEM_CACHE), and tuning
-                             * writes cache_path only.  NULL (default):
-                             * $CONVTUNE_SYSTEM_CACHE if set, else none; "":
-                             * none.  Opened read-only (a read-only file or
-                             * directory is fine); a missing or unreadable one
-                             * fails conv_context_create (CONV_CACHE_ERROR)     */
+                             * from cache_path is looked up in each, in
+                             * order, before it is tuned
+                             * (CONV_SOURCE_SYSTEM_CACHE), and tuning
+                             * writes cache_path only.  A cache file, or a
+                             * directory of them; NULL (default): the search
+                             * path of conv_system_cache_files
+                             * ($CONVTUNE_SYSTEM_CACHE, the caches installed
+                             * with the library, $XDG_DATA_DIRS/convtune/
+                             * caches; none found: none); "": none.  Opened
+                             * read-only (a read-only file or directory is
+                             * fine), at most 16.  A named file (this
+                             * option, an entry of $CONVTUNE_SYSTEM_CACHE)
+                             * that is missing or not a cache fails
+                             * conv_context_create (CONV_CACHE_ERROR); a
+                             * file found in a directory that is not is
+                             * passed over with a warning (CONV_LOG_WARN).
+                             * Before 0.7.0: one file, $CONVTUNE_SYSTEM_CACHE
+                             * or none                                          */
   /* Added after 0.3.0: */
   double tuning_budget_ms; /* per problem: a tuning that has run this long
                             * (its set-up and validation included) times no
@@ -825,6 +836,40 @@ conv_status conv_cache_reader_pending(conv_cache_reader *reader, conv_cache_pend
 conv_status conv_cache_default_path(char *path /* OUT */, size_t size, int create_dirs,
                                     char *message, size_t message_size);
 
+/* Receives each system cache file of conv_system_cache_files: `path` is
+ * valid during the call only; `named` is 1 for a file named outright (the
+ * option, an entry of $CONVTUNE_SYSTEM_CACHE), which must open, 0 for one
+ * found in a directory, which is passed over when it does not.  Nonzero
+ * stops the walk. */
+typedef int (*conv_system_cache_fn)(const char *path, int named, void *user);
+
+/* The read-only system caches a context opens under its user's cache
+ * (conv_context_options.system_cache_path), passed to fn in the order
+ * plans look them up; needs no device and opens nothing.
+ * `system_cache_path` as that option: "" none; a path: that cache file, or
+ * each cache file of that directory; NULL: the search path, in order:
+ *   1. $CONVTUNE_SYSTEM_CACHE: a cache file or a directory of them,
+ *      several separated by ':' (set but empty: no system cache at all,
+ *      the rest of the search path included);
+ *   2. the caches installed with the library, found from the file the
+ *      library was loaded from: <libdir>/../share/convtune/caches for an
+ *      install (cmake --install; the tool linked with the static library
+ *      looks from <bindir>), convtune/caches beside the Python package's
+ *      convtune/libconvtune.so;
+ *   3. <dir>/convtune/caches for each absolute <dir> of $XDG_DATA_DIRS
+ *      (unset or empty: /usr/local/share:/usr/share).
+ * A directory's cache files are its regular files named *.db (not
+ * hidden), in byte order of name; caches/README.md in the source says
+ * which ship and how they were made.  A directory of the search path that
+ * is missing or unreadable is skipped; a named file or directory that is
+ * missing is CONV_CACHE_ERROR; a file met twice (a link, or two entries
+ * naming one directory) is passed once.  Each holds any GPUs' tunings: a
+ * plan looks up its own GPU's rows, so consulting every file is correct,
+ * one per GPU model or not.  CONV_INVALID_ARGUMENT for a NULL fn.  Added
+ * in 0.7.0. */
+conv_status conv_system_cache_files(const char *system_cache_path, conv_system_cache_fn fn,
+                                    void *user, char *message, size_t message_size);
+
 /* Copies the finished tunings (those with a winner) of the cache at `from`
  * into the cache at `into` (created if missing, in an existing directory),
  * each with all of its trials as they were measured (device, versions and
@@ -865,6 +910,18 @@ conv_status conv_cache_merge_sources(const char *const *from, size_t from_count,
                                      const char *device, size_t *added /* OUT */,
                                      size_t *replaced /* OUT */, size_t *kept /* OUT */,
                                      char *message, size_t message_size);
+
+/* conv_cache_merge, copying of each tuning only its winner and cuDNN's
+ * heuristic pick (when it is another trial): what a plan's lookup, `convtune
+ * list` and `verify` read, without the other trials of every config timed,
+ * for a small cache to ship (`convtune export --winners-only`).  Its tunings still serve as
+ * neighbours for CONV_POLICY_PREDICT, whose ranking of a family's configs
+ * then sees only their winners; `convtune show` and `report` show only
+ * these rows.  Everything else (checks, all or nothing, the faster winner
+ * staying, `device`) is as conv_cache_merge's.  Added in 0.7.0. */
+conv_status conv_cache_merge_winners(const char *from, const char *into, const char *device,
+                                     size_t *added /* OUT */, size_t *replaced /* OUT */,
+                                     size_t *kept /* OUT */, char *message, size_t message_size);
 
 #ifdef __cplusplus
 }

@@ -180,23 +180,6 @@ static conv_status open_cache(conv_context *ctx, const char *path, conv_error *e
   return st;
 }
 
-/* The read-only layer under the user's cache (conv_context_options'
- * system_cache_path): NULL takes $CONVTUNE_SYSTEM_CACHE, "" is none. */
-static conv_status open_system_cache(conv_context *ctx, const char *path, conv_error *err) {
-  if (path == NULL) path = getenv("CONVTUNE_SYSTEM_CACHE");
-  if (path == NULL || path[0] == '\0') return CONV_OK;
-  if (snprintf(ctx->system_cache_path, sizeof ctx->system_cache_path, "%s", path) >=
-      (int)sizeof ctx->system_cache_path)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "system cache path too long");
-  conv_status st = conv_cache_open(path, true, &ctx->system_cache, err);
-  if (st != CONV_OK) {
-    char why[sizeof err->message];
-    snprintf(why, sizeof why, "%s", err->message); /* not formatted into itself */
-    return conv_error_set(err, st, "system %s", why);
-  }
-  return CONV_OK;
-}
-
 static conv_status check_options(const conv_context_options *o, conv_error *err) {
   if (o->device < 0)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "device %d: must not be negative", o->device);
@@ -277,7 +260,10 @@ conv_status conv_context_create(conv_context **context, const conv_context_optio
   conv_device_leave(previous);
   CONV_TRY(st, st, fail);
   CONV_TRY(st, open_cache(ctx, o->cache_path, err), fail);
-  CONV_TRY(st, open_system_cache(ctx, o->system_cache_path, err), fail);
+  /* The read-only layers under it (conv_context_options.system_cache_path:
+   * NULL the search path, "" none; cache/system.h). */
+  CONV_TRY(st, conv_system_caches_open(o->system_cache_path, NULL, &ctx->log, &ctx->system, err),
+           fail);
   *context = ctx;
   return CONV_OK;
 
@@ -306,7 +292,7 @@ conv_status conv_context_destroy(conv_context *ctx) {
 
 static void context_free(conv_context *ctx) {
   conv_cache_close(ctx->cache);
-  conv_cache_close(ctx->system_cache);
+  conv_system_caches_close(&ctx->system);
   int previous = -1;
   bool entered = (ctx->env.cudnn || ctx->env.cublaslt || ctx->tuning_stream) &&
                  conv_device_enter(ctx->env.device.ordinal, &previous, NULL) == CONV_OK;

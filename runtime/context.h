@@ -22,8 +22,7 @@ struct conv_context {
   bool deterministic;   /* every plan is made for a deterministic problem */
   char cache_path[4096];
   conv_cache *cache;
-  char system_cache_path[4096]; /* "" when there is no system layer */
-  conv_cache *system_cache;     /* read-only; NULL when there is none */
+  conv_system_caches system; /* read-only layers under `cache`, in lookup order */
   uv_mutex_t lock; /* plan creation: map, cache, tuning */
   plan_map map;
   live_plans live; /* plans not yet destroyed, by problem */

@@ -143,9 +143,11 @@ static conv_status instantiate(conv_context *ctx, const conv_problem *problem,
   return CONV_OK;
 }
 
-/* What the plan path does when the layer `source` gives no plan. */
-static const char *instead_of(const conv_context *ctx, conv_plan_source source) {
-  if (source == CONV_SOURCE_CACHE && ctx->system_cache != NULL) return "looking in the system cache";
+/* What the plan path does when layer `layer` (0 the user's cache, then
+ * the system caches in order) gives no plan. */
+static const char *instead_of(const conv_context *ctx, size_t layer) {
+  if (layer < ctx->system.count)
+    return layer == 0 ? "looking in the system cache" : "looking in the next system cache";
   switch (ctx->policy) {
   case CONV_POLICY_CACHE_ONLY: return "a cache miss (policy cache-only)";
   case CONV_POLICY_RECORD: return "an untimed plan (record mode)";
@@ -155,13 +157,13 @@ static const char *instead_of(const conv_context *ctx, conv_plan_source source) 
 
 /* A layer's winner; a row that fails its checks (a corrupt or crafted
  * file) is passed over with a warning, as a miss. */
-static conv_status lookup_cache(conv_context *ctx, conv_cache *cache, conv_plan_source source,
-                                const conv_cache_key *key, conv_choice *choice, bool *found,
-                                conv_error *err) {
+static conv_status lookup_cache(conv_context *ctx, size_t layer, const conv_cache_key *key,
+                                conv_choice *choice, bool *found, conv_error *err) {
   conv_trial winner;
-  conv_status st = conv_cache_lookup_layer(
-      cache, key, &ctx->log, source == CONV_SOURCE_SYSTEM_CACHE ? "system cache" : "cache",
-      instead_of(ctx, source), &winner, found, err);
+  conv_cache *cache = layer == 0 ? ctx->cache : ctx->system.caches[layer - 1];
+  conv_status st = conv_cache_lookup_layer(cache, key, &ctx->log,
+                                           layer == 0 ? "cache" : "system cache",
+                                           instead_of(ctx, layer), &winner, found, err);
   if (st == CONV_OK && *found) {
     choice->algorithm_id = winner.algorithm_id;
     choice->config = winner.config;
@@ -188,16 +190,20 @@ static conv_status pick_and_record(conv_context *ctx, const conv_tune_request *r
  * mode, an untimed plan (*source says which). */
 static conv_status tune(conv_context *ctx, const conv_problem *problem, const conv_cache_key *key,
                         conv_choice *choice, conv_plan_source *source, conv_error *err) {
-  if (ctx->policy == CONV_POLICY_CACHE_ONLY)
-    return conv_error_set(err, CONV_CACHE_MISS, "%s: not in the cache %s%s%s (policy cache-only)",
-                          key->problem, ctx->cache_path,
-                          ctx->system_cache ? " nor in the system cache " : "",
-                          ctx->system_cache ? ctx->system_cache_path : "");
+  if (ctx->policy == CONV_POLICY_CACHE_ONLY) {
+    const size_t n = ctx->system.count;
+    char others[64] = "";
+    if (n > 1) snprintf(others, sizeof others, " and %zu more", n - 1);
+    return conv_error_set(err, CONV_CACHE_MISS, "%s: not in the cache %s%s%s%s (policy cache-only)",
+                          key->problem, ctx->cache_path, n ? " nor in the system cache " : "",
+                          n ? ctx->system.paths[0] : "", others);
+  }
   atomic_store(&ctx->interrupt, 0);
   conv_tune_request req = {.problem = problem,
                            .env = &ctx->env,
                            .cache = ctx->cache,
-                           .system_cache = ctx->system_cache,
+                           .system_caches = ctx->system.caches,
+                           .system_count = ctx->system.count,
                            .key = key,
                            .policy = ctx->policy,
                            .budget_ms = ctx->tuning_budget_ms,
@@ -230,13 +236,13 @@ static bool finishes_incomplete(conv_context *ctx, const conv_cache_key *key) {
  * its failure); a row that fails its checks, or a choice that no longer
  * instantiates (another build), is passed over with a warning, never
  * trusted. */
-static conv_status from_layer(conv_context *ctx, conv_cache *cache, conv_plan_source source,
-                              const conv_problem *problem, const conv_cache_key *key,
-                              conv_choice *choice, conv_plan **plan, bool *done, conv_error *err) {
+static conv_status from_layer(conv_context *ctx, size_t layer, const conv_problem *problem,
+                              const conv_cache_key *key, conv_choice *choice, conv_plan **plan,
+                              bool *done, conv_error *err) {
   bool found = false;
   *done = false;
-  if (cache == NULL) return CONV_OK;
-  conv_status st = lookup_cache(ctx, cache, source, key, choice, &found, err);
+  const conv_plan_source source = layer == 0 ? CONV_SOURCE_CACHE : CONV_SOURCE_SYSTEM_CACHE;
+  conv_status st = lookup_cache(ctx, layer, key, choice, &found, err);
   if (st == CONV_OK && found && source == CONV_SOURCE_CACHE) found = !finishes_incomplete(ctx, key);
   if (st != CONV_OK || !found) {
     *done = st != CONV_OK;
@@ -247,12 +253,12 @@ static conv_status from_layer(conv_context *ctx, conv_cache *cache, conv_plan_so
   if (!*done)
     conv_log(&ctx->log, CONV_LOG_WARN, "%s: the %s choice no longer builds (%s); %s", key->problem,
              source == CONV_SOURCE_SYSTEM_CACHE ? "system cache's" : "cached", err->message,
-             instead_of(ctx, source));
+             instead_of(ctx, layer));
   return *done ? st : CONV_OK;
 }
 
-/* Memory, then the cache, then the system cache, then tuning (into the
- * cache only) or, in record mode, an untimed plan. */
+/* Memory, then the cache, then the system caches in order, then tuning
+ * (into the cache only) or, in record mode, an untimed plan. */
 static conv_status create_locked(conv_context *ctx, const conv_problem *problem,
                                  const char *problem_key, conv_plan **plan, conv_error *err) {
   conv_cache_key key = {problem_key, ctx->env.device.key, conv_library_versions()};
@@ -261,11 +267,9 @@ static conv_status create_locked(conv_context *ctx, const conv_problem *problem,
   if (known) return instantiate(ctx, problem, known, CONV_SOURCE_MEMORY, plan, err);
 
   bool done = false;
-  conv_status st = from_layer(ctx, ctx->cache, CONV_SOURCE_CACHE, problem, &key, &choice, plan,
-                              &done, err);
-  if (!done)
-    st = from_layer(ctx, ctx->system_cache, CONV_SOURCE_SYSTEM_CACHE, problem, &key, &choice, plan,
-                    &done, err);
+  conv_status st = CONV_OK;
+  for (size_t layer = 0; !done && layer <= ctx->system.count; layer++)
+    st = from_layer(ctx, layer, problem, &key, &choice, plan, &done, err);
   if (done) {
     if (st != CONV_OK) return st;
     goto remember;

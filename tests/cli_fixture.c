@@ -2,6 +2,7 @@
  * cli_fixture.c -- see cli_fixture.h.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cache/cache.h"
@@ -64,6 +65,37 @@ int fill_cache(const char *path, char *key, size_t key_size) {
   if (st == CONV_OK) st = conv_cache_set_winner(cache, &a, best.algorithm_id, &best.config, &err);
   if (st == CONV_OK) st = conv_cache_add_trial(cache, &b, &other, &err);
   if (st == CONV_OK) st = conv_cache_set_winner(cache, &b, other.algorithm_id, &other.config, &err);
+  conv_cache_close(cache);
+  CHECK_MSG(st == CONV_OK, "%s: %s", conv_status_string(st), err.message);
+  return TEST_PASS;
+}
+
+int fill_deep_cache(const char *path, int keys, int trials) {
+  char key[CONV_PROBLEM_KEY_MAX];
+  conv_cache *cache = NULL;
+  CHECK(trials > 3 && trials <= 1000);
+  int rc = open_fixture_cache(path, key, sizeof key, &cache);
+  if (rc != TEST_PASS) return rc;
+  conv_trial *made = calloc((size_t)trials, sizeof *made);
+  conv_error err = {CONV_OK, ""};
+  conv_status st = made ? CONV_OK : CONV_OUT_OF_MEMORY;
+  for (int k = 0; k < keys && st == CONV_OK; k++) {
+    conv_problem p;
+    char spec[128];
+    snprintf(spec, sizeof spec, "n=2 c=8 h=12 w=12 k=%d r=3 s=3 pad=1", 8 * (k + 1));
+    st = conv_problem_parse(spec, &p, NULL, 0);
+    if (st == CONV_OK) st = conv_problem_key(&p, key, sizeof key);
+    for (int i = 0; i < trials && st == CONV_OK; i++) {
+      char text[64];
+      snprintf(text, sizeof text, "engine=%d knobs=3 split=%d", i, i % 7);
+      made[i] = make_trial(i, text, CONV_OK, 0.5 + 0.01 * i, 1e-7);
+      made[i].winner = i == 0;
+      made[i].heuristic_pick = i == 3;
+    }
+    conv_cache_key ck = {key, DEVICE_A, VERSIONS};
+    if (st == CONV_OK) st = conv_cache_replace_tuning(cache, &ck, made, NULL, (size_t)trials, &err);
+  }
+  free(made);
   conv_cache_close(cache);
   CHECK_MSG(st == CONV_OK, "%s: %s", conv_status_string(st), err.message);
   return TEST_PASS;

@@ -28,6 +28,12 @@ int open_fixture_cache(const char *path, char *key, size_t key_size, conv_cache 
  * key goes to key.  TEST_PASS or TEST_FAIL. */
 int fill_cache(const char *path, char *key, size_t key_size);
 
+/* A cache at path (made afresh) as an exhaustive tuning leaves it:
+ * `keys` problems (SPEC with k = 8, 16, ...) on DEVICE_A, each with
+ * `trials` cuDNN trials, the fastest (engine 0) its winner and engine 3
+ * cuDNN's heuristic pick.  TEST_PASS or TEST_FAIL. */
+int fill_deep_cache(const char *path, int keys, int trials);
+
 /* Stores `winner` as the one trial and the winner of a tuning of `key` on
  * `device` (versions VERSIONS) in the cache at path.  TEST_PASS or
  * TEST_FAIL. */

@@ -100,6 +100,9 @@ const char *cli_path(void) {
 static bool run_program_marked(const char *cli, const char *const *args, int uid,
                                const char *marker, cli_result *r) {
   memset(r, 0, sizeof *r);
+  /* Tables as a pipe gets them, whatever the shell exported: a test that
+   * fits one to a width says so (COLUMNS=N through env). */
+  unsetenv("COLUMNS");
   r->interrupt_when = marker;
   r->out.owner = r->err.owner = r;
   if (cli == NULL) return false;

@@ -254,6 +254,64 @@ static int fill_wide_cache(const char *path, char *long_device, size_t size) {
   return TEST_PASS;
 }
 
+/* The longest line of `text`, in bytes (the tables' cells here are
+ * ASCII: characters). */
+static size_t longest_line(const char *text) {
+  size_t longest = 0;
+  for (const char *line = text; *line;) {
+    size_t n = strcspn(line, "\n");
+    if (n > longest) longest = n;
+    line += n + (line[n] == '\n');
+  }
+  return longest;
+}
+
+/* `list` with $COLUMNS set (through env, stdout a pipe): at 200 columns
+ * every column stays, each GPU's fingerprint cut to its name; at 100, the
+ * time of tuning, versions, GPU and config are left out (said on stderr)
+ * and the problem key stays whole; without it, the table as before (full
+ * fingerprints, lines past 200 characters); --json the same bytes either
+ * way. */
+static int test_table_fits_columns(void) {
+  isolate_default_cache();
+  char db[1024], key[CONV_PROBLEM_KEY_MAX];
+  tmp_path(db, sizeof db, "fit.db");
+  CHECK(fill_cache(db, key, sizeof key) == TEST_PASS);
+  const char *cli = cli_path();
+  CHECK(cli != NULL);
+  cli_result r;
+  const char *const wide[] = {"COLUMNS=200", cli, "list", "--cache", db, NULL};
+  CHECK(run_program("/usr/bin/env", wide, -1, &r) && r.exit_status == 0);
+  CHECK_MSG(longest_line(r.out.data) <= 200 && contains(r.out.data, "Test GPU A  ") &&
+                !contains(r.out.data, "Test GPU A|") && contains(r.out.data, "tuned at") &&
+                r.err.len == 0,
+            "%s%s", r.out.data, r.err.data);
+  cli_result_free(&r);
+  const char *const narrow[] = {"COLUMNS=100", cli, "list", "--cache", db, NULL};
+  CHECK(run_program("/usr/bin/env", narrow, -1, &r) && r.exit_status == 0);
+  CHECK_MSG(longest_line(r.out.data) <= 100 && contains(r.out.data, key) &&
+                !contains(r.out.data, "Test GPU") && !contains(r.out.data, "engine=12") &&
+                contains(r.out.data, "cudnn") &&
+                contains(r.err.data, "left out to fit 100 columns: config, device, versions, "
+                                     "tuned at"),
+            "%s%s", r.out.data, r.err.data);
+  cli_result_free(&r);
+  RUN_EXPECT(r, 0, "list", "--cache", db);
+  CHECK_MSG(longest_line(r.out.data) > 200 && contains(r.out.data, DEVICE_A) && r.err.len == 0,
+            "%s", r.out.data);
+  cli_result_free(&r);
+
+  cli_result a, b;
+  const char *const json[] = {"COLUMNS=40", cli, "list", "--json", "--cache", db, NULL};
+  CHECK(run_program("/usr/bin/env", json, -1, &a) && a.exit_status == 0);
+  RUN_EXPECT(b, 0, "list", "--json", "--cache", db);
+  CHECK_MSG(strcmp(a.out.data, b.out.data) == 0 && contains(a.out.data, DEVICE_A), "%s", a.out.data);
+  cli_result_free(&a);
+  cli_result_free(&b);
+  remove_cache_files(db);
+  return TEST_PASS;
+}
+
 /* One long cell is cut to TABLE_CELL_MAX_CHARS characters ("..." ending
  * it) instead of widening its column in every row: list's output grows
  * with the rows, not with the rows times the longest cell. */
@@ -596,6 +654,7 @@ static int test_progress_line(void) {
 static const test_case tests[] = {
     {"json_output", test_json_output},
     {"table_cells_cut", test_table_cells_cut},
+    {"table_fits_columns", test_table_fits_columns},
     {"suite_file_parsing", test_suite_file_parsing},
     {"invalid_suite_rows", test_invalid_suite_rows},
     {"progress_durations", test_progress_durations},

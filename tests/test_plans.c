@@ -571,6 +571,39 @@ static int system_cache_layer(void) {
   return TEST_PASS;
 }
 
+/* A directory as the system cache: its *.db files in name order, a file
+ * that is not a cache passed over with a warning naming it, the tuning in
+ * the next file found (CONV_SOURCE_SYSTEM_CACHE), nothing tuned. */
+static int system_cache_directory(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  char dir[4096], bad[4200], good[4200], user[4096], cmd[4300];
+  temp_path(dir, sizeof dir, "system-dir");
+  temp_path(user, sizeof user, "system-dir-user");
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir '%s'", dir, dir);
+  CHECK(system(cmd) == 0);
+  snprintf(bad, sizeof bad, "%s/a.db", dir);
+  snprintf(good, sizeof good, "%s/b.db", dir);
+  FILE *f = fopen(bad, "w");
+  CHECK(f != NULL && fputs("not a cache", f) >= 0 && fclose(f) == 0);
+  conv_problem p = fixed_problem();
+  conv_context *ctx;
+  if (make_context(&ctx, good, CONV_POLICY_FAST, 0) != TEST_PASS) return TEST_FAIL;
+  if (plan_roundtrip(ctx, &p, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  passed_over w;
+  CHECK_MSG(logged_context(&ctx, user, dir, CONV_POLICY_CACHE_ONLY, &w) == CONV_OK, "%s",
+            conv_context_last_error(NULL));
+  if (plan_roundtrip(ctx, &p, 0, CONV_SOURCE_SYSTEM_CACHE) != TEST_PASS) return TEST_FAIL;
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  CHECK_MSG(w.count == 1 && strstr(w.last, bad) != NULL, "%d warnings, last: %s", w.count, w.last);
+  remove_db(good);
+  remove_db(user);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+  return TEST_PASS;
+}
+
 /* Rewrites the winner rows of the cache at `path` behind its back (`set`:
  * an SQL assignment), as a corrupt or crafted file holds them. */
 static int corrupt_winners(const char *path, const char *set) {
@@ -742,6 +775,7 @@ static const test_case tests[] = {
     {"failing_candidates_recorded", failing_candidates_recorded},
     {"cache_only_policy", cache_only_policy},
     {"system_cache_layer", system_cache_layer},
+    {"system_cache_directory", system_cache_directory},
     {"bad_rows_passed_over", bad_rows_passed_over},
     {"predict_policy", predict_policy},
 };

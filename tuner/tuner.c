@@ -480,8 +480,12 @@ static bool predict(const conv_tune_request *req, predicted_set *set, char *why,
   conv_prediction pr;
   conv_error perr = {CONV_OK, ""};
   memset(set, 0, sizeof *set);
-  conv_cache *const layers[] = {req->cache, req->system_cache};
-  if (conv_predict_neighbours(layers, 2, req->key, req->problem, &pr, &perr) != CONV_OK) {
+  /* The user's cache first (its tuning of a problem counts over a shipped
+   * one), then the system caches in lookup order. */
+  conv_cache *layers[1 + CONV_SYSTEM_CACHES_MAX] = {req->cache};
+  const int layer_count = 1 + (int)req->system_count;
+  for (size_t i = 0; i < req->system_count; i++) layers[1 + i] = req->system_caches[i];
+  if (conv_predict_neighbours(layers, layer_count, req->key, req->problem, &pr, &perr) != CONV_OK) {
     snprintf(why, why_size, "reading the cache: %s", perr.message);
     return false;
   }
@@ -501,7 +505,7 @@ static bool predict(const conv_tune_request *req, predicted_set *set, char *why,
   bool ok = offered != NULL &&
             algo->configs(req->problem, req->env, offered, MAX_CONFIGS_EXHAUSTIVE,
                           &offered_count, &perr) == CONV_OK &&
-            conv_predict_rank(layers, 2, req->key, &pr, offered, offered_count, order,
+            conv_predict_rank(layers, layer_count, req->key, &pr, offered, offered_count, order,
                               CONV_PREDICT_CONFIGS, &ranked, &perr) == CONV_OK &&
             ranked > 0;
   for (int i = 0; ok && i < ranked; i++) set->configs[i] = offered[order[i]];

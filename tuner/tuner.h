@@ -19,6 +19,7 @@
 #include <stdbool.h>
 
 #include "cache/cache.h"
+#include "cache/system.h"
 #include "algorithms/algorithm.h"
 
 /* How candidates are timed, in every cache row's versions text: times
@@ -37,8 +38,9 @@ typedef struct conv_tune_request {
   const conv_problem *problem;
   conv_env *env;
   conv_cache *cache;          /* every trial is stored here                     */
-  conv_cache *system_cache;   /* read-only; its tunings are neighbours for      *
-                               * prediction too (NULL: none)                    */
+  conv_cache *const *system_caches; /* read-only, in lookup order; their     *
+                               * tunings are neighbours for prediction too      */
+  size_t system_count;        /* how many (0: none)                             */
   const conv_cache_key *key;
   conv_policy policy;         /* EXHAUSTIVE, FAST or PREDICT                    */
   double budget_ms;           /* 0: none (conv_context_options.tuning_budget_ms) */

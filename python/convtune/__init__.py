@@ -158,9 +158,11 @@ class Context:
     $CONVTUNE_LOG ("error", "warn", "info" or "debug") sets the level the library passes on
     and shows the messages on stderr where the application gave the logger no handler.
     deterministic: every plan of this context deterministic (see Context.plan).
-    system_cache: a read-only cache (e.g. one shipped per GPU model) looked up after `cache`
-    before a shape is tuned, never written (plan.info["source"] "system"); None follows
-    $CONVTUNE_SYSTEM_CACHE, "" is none.
+    system_cache: a read-only cache (e.g. one shipped per GPU model), or a directory of them,
+    looked up after `cache` before a shape is tuned, never written (plan.info["source"]
+    "system"); None takes the library's search path ($CONVTUNE_SYSTEM_CACHE, the caches
+    installed with convtune, such as this package's convtune/caches, then
+    $XDG_DATA_DIRS/convtune/caches; README, "The cache"), "" is none.
     tuning_budget_ms: per problem, a tuning that has run this long keeps the fastest config so
     far (each family's best guesses are timed first) and is marked incomplete in the cache, for
     `convtune tune --pending` or a later context without a budget to finish; 0 is none.

@@ -15,6 +15,14 @@
 int plugin_key(char *key, size_t size);
 #endif
 
+/* Prints each system cache file the library would open by default
+ * (run.sh checks that the installed caches are among them). */
+static int print_system_cache(const char *path, int named, void *user) {
+  (void)named, (void)user;
+  printf("system cache: %s\n", path);
+  return 0;
+}
+
 int main(void) {
   if (conv_version() != CONVTUNE_VERSION) {
     fprintf(stderr, "header version %d, library %d\n", CONVTUNE_VERSION, conv_version());
@@ -34,6 +42,10 @@ int main(void) {
     return 1;
   }
 #endif
+  if (conv_system_cache_files(NULL, print_system_cache, NULL, message, sizeof message) != CONV_OK) {
+    fprintf(stderr, "system caches: %s\n", message);
+    return 1;
+  }
   conv_context_options options;
   conv_context_options_init(&options);
   options.cache_path = ":memory:";

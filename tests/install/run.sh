@@ -3,6 +3,9 @@
 # shared library's SONAME and symbol versions, and builds and runs C
 # consumers from the installed prefix only: through find_package (shared
 # library, static library, a plugin library), and through pkg-config.
+# The shipped caches: installed to share/convtune/caches and in the Python
+# package's files, and found there by default by the installed library,
+# the installed tool and the package's library.
 set -eu
 build=$1 source=$2 work=$3
 rm -rf "$work"
@@ -16,12 +19,49 @@ readelf -d "$lib" | grep -q "SONAME.*\[$soname\]" || { echo "$lib: SONAME is not
 nm -D --defined-only "$lib" | grep -q " conv_plan_create@@CONVTUNE_0$" || { echo "$lib: symbols not versioned"; exit 1; }
 [ -x "$prefix/bin/convtune" ] && [ -f "$prefix/include/convtune.h" ] || { echo "tool or header missing"; exit 1; }
 
+# The shipped caches' directory, and a cache dropped in it found by the
+# installed tool (static library: from its bin/) by default.  An empty
+# file is an empty cache; the search lists it whatever it holds.
+unset CONVTUNE_SYSTEM_CACHE
+export XDG_DATA_DIRS=/nonexistent-convtune-test
+caches=$prefix/share/convtune/caches
+[ -f "$caches/README.md" ] || { echo "$caches/README.md not installed"; exit 1; }
+: > "$caches/zz-install-test.db"
+"$prefix/bin/convtune" version | grep -qxF "  $caches/zz-install-test.db" \
+  || { echo "the installed tool does not find $caches/zz-install-test.db:"; "$prefix/bin/convtune" version; exit 1; }
+
 cmake -S "$source/tests/install" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" > "$work/configure.log" 2>&1 \
   || { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/consumer" > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 for program in consumer_shared consumer_static consumer_plugin; do
-  "$work/consumer/$program" || { echo "$program failed"; exit 1; }
+  "$work/consumer/$program" > "$work/$program.out" || { cat "$work/$program.out"; echo "$program failed"; exit 1; }
 done
+# The installed shared library finds them from its own folder (the static
+# consumer, built outside the prefix, has none beside it).
+for program in consumer_shared consumer_plugin; do
+  grep -qxF "system cache: $caches/zz-install-test.db" "$work/$program.out" \
+    || { cat "$work/$program.out"; echo "$program: the installed caches not found"; exit 1; }
+done
+
+# The Python package's files (pip install .): convtune/caches beside
+# convtune/libconvtune.so, found by that library.
+wheel=$work/wheel
+cmake --install "$build" --prefix "$wheel" --component python > "$work.wheel.log" 2>&1 || { cat "$work.wheel.log"; exit 1; }
+[ -f "$wheel/convtune/caches/README.md" ] || { echo "convtune/caches/README.md not in the package"; exit 1; }
+: > "$wheel/convtune/caches/wheel-test.db"
+if command -v python3 > /dev/null; then
+  python3 - "$wheel/convtune/libconvtune.so" "$wheel/convtune/caches/wheel-test.db" <<'EOF' || exit 1
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+found = []
+callback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p)(
+    lambda path, named, user: found.append(path.decode()) or 0)
+message = ctypes.create_string_buffer(512)
+status = lib.conv_system_cache_files(None, callback, None, message, len(message))
+if status != 0 or sys.argv[2] not in found:
+    sys.exit(f"the package's library finds {found} (status {status}: {message.value!r}), not {sys.argv[2]}")
+EOF
+fi
 
 pc=$(dirname "$lib")/pkgconfig
 [ -d "$pc" ] || pc=$prefix/lib/pkgconfig

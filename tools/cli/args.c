@@ -24,13 +24,14 @@ static const option_spec *find_option(const char *name, size_t len) {
       {"--dtype", true, CMD_TUNE | CMD_SHOW},
       {"--direction", true, CMD_TUNE | CMD_SHOW}, {"--deterministic", false, CMD_TUNE | CMD_SHOW},
       {"--policy", true, CMD_TUNE},       {"--verbose", false, CMD_TUNE},
-      {"--progress", true, CMD_TUNE},     {"--system-cache", true, CMD_TUNE | CMD_VERIFY},
+      {"--progress", true, CMD_TUNE},     {"--system-cache", true, CMD_TUNE | CMD_LIST | CMD_VERIFY},
+      {"--dry-run", false, CMD_VERIFY},
       {"--tolerance", true, CMD_VERIFY},
       {"--suite", true, CMD_SHOW},        {"-o", true, CMD_REPORT | CMD_MERGE | CMD_EXPORT},
       {"--output", true, CMD_REPORT | CMD_MERGE | CMD_EXPORT},
       {"--device", true, CMD_MERGE | CMD_EXPORT}, {"--help", false, CMD_ALL},
       {"--pending", false, CMD_TUNE | CMD_LIST}, {"--budget", true, CMD_TUNE},
-      {"--version", false, CMD_ALL},
+      {"--version", false, CMD_ALL},      {"--winners-only", false, CMD_EXPORT},
       {"--devices", true, CMD_TUNE},      {"--worker-device", true, CMD_TUNE},
       {"--shard", true, CMD_TUNE},
       {"-h", false, CMD_ALL},
@@ -151,6 +152,10 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
     a->output_path = value;
   } else if (strcmp(o->name, "--json") == 0) {
     a->json = true;
+  } else if (strcmp(o->name, "--dry-run") == 0) {
+    a->dry_run = true;
+  } else if (strcmp(o->name, "--winners-only") == 0) {
+    a->winners_only = true;
   } else if (strcmp(o->name, "--verbose") == 0) {
     a->verbose = true;
   } else if (strcmp(o->name, "--deterministic") == 0) {
@@ -315,6 +320,10 @@ static int check_input_count(const cli_args *a) {
   }
   if (a->command == CMD_TUNE && !a->pending && a->input_count == 0) {
     return usage_error("tune needs at least one suite file or shape spec (or --pending)");
+  }
+  if (a->command == CMD_LIST && a->system_cache_path != NULL && (a->pending || a->cache_path)) {
+    return usage_error("list --system-cache reads that cache's winners: --pending and --cache do "
+                       "not go with it");
   }
   if (a->command == CMD_LIST && a->input_count > 0) {
     return usage_error("list takes no arguments (got '%s')", a->inputs[0]);

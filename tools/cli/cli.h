@@ -59,10 +59,14 @@ typedef struct cli_args {
   bool help, version, json, verbose;
   const char *cache_path; /* NULL: the default */
   const char *system_cache_path; /* tune --system-cache (NULL: the library's default);
-                                  * verify --system-cache: the cache to verify */
+                                  * list and verify --system-cache: the cache
+                                  * file, or directory of them, to read */
+  bool dry_run;       /* verify --dry-run: check the winners without a GPU */
   const char *suite_path; /* show --suite */
   const char *output_path; /* report, merge and export -o */
   const char *device;      /* merge and export --device: one fingerprint */
+  bool winners_only;       /* export --winners-only: each tuning's winner and
+                            * heuristic pick only (conv_cache_merge_winners) */
   bool have_math, have_epilogue, have_direction, have_dtype;
   bool deterministic; /* --deterministic */
   bool pending;       /* tune and list --pending */
@@ -123,6 +127,25 @@ int load_pending_shapes(const char *path, const char *device, struct suite *shap
 /* Opens an existing cache read-only (list, show, report): no GPU, no
  * context.  EXIT_OK_, or EXIT_CACHE after saying why. */
 int open_cache_read_only(const char *path, conv_cache_reader **reader /* OUT */);
+
+/* Cache file paths (malloc'd). */
+typedef struct cli_paths {
+  char **items;
+  size_t count;
+  bool out_of_memory;
+} cli_paths;
+
+/* The system cache files `option` names (a cache file, or a directory's
+ * *.db files; NULL: the library's search path), through
+ * conv_system_cache_files.  EXIT_OK_ or the exit code after saying why
+ * (EXIT_CACHE for a named path that is missing).  cli_paths_free after
+ * either. */
+int system_cache_paths(const char *option, cli_paths *out /* OUT */);
+void cli_paths_free(cli_paths *paths);
+
+/* The system caches a context would open by default, one per line, or
+ * that there are none (version). */
+void print_system_caches(FILE *out);
 
 /* How a walk over a reader of `path` ended: EXIT_OK_, or the exit code
  * after saying why (out of memory in a callback, else the walk's status
@@ -198,6 +221,9 @@ typedef struct text_table {
   int ncols;
   const char *header[TABLE_MAX_COLS];
   unsigned right_aligned; /* bit i: column i */
+  unsigned fingerprints;  /* bit i: column i holds GPU fingerprints (table_fit) */
+  int drop[TABLE_MAX_COLS]; /* columns left out to fit, first to last */
+  int drop_count;
   char **cells;           /* nrows * ncols, owned */
   int *span;              /* per row: ncols, or the spanning column */
   size_t nrows, cap;
@@ -209,7 +235,20 @@ void table_free(text_table *t);
  * line and cut to TABLE_CELL_MAX_CHARS (a spanning cell is kept whole);
  * cells after `span` are ignored.  False when memory runs out. */
 bool table_add(text_table *t, const char *const *cells, int span);
-void table_print(const text_table *t, FILE *out);
+/* How the table fits the terminal when it is wider (see table_print):
+ * `fingerprints`, bit i: column i holds GPU fingerprints, cut to the GPU's
+ * name first; drop[0 .. drop_count): the columns then left out in turn,
+ * least important first.  Without it a table is printed whole. */
+void table_fit(text_table *t, unsigned fingerprints, const int *drop, int drop_count);
+/* The width tables are fitted to on `out`: the terminal's (TIOCGWINSZ)
+ * when it is one, else $COLUMNS (a positive number), else 0: none, every
+ * column printed whole, so that a script reading a pipe or file gets the
+ * table as it always was. */
+size_t output_columns(FILE *out);
+/* Prints the table, fitted to output_columns(out) as table_fit says
+ * (fingerprint cells cut in place), and on stderr which columns were
+ * left out. */
+void table_print(text_table *t, FILE *out);
 /* Prints the table on stdout when `complete` (every table_add succeeded),
  * frees it, and returns EXIT_OK_, or EXIT_FAILED after saying that memory
  * ran out. */

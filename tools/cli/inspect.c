@@ -170,8 +170,12 @@ static void write_records_json(FILE *out, const record_list *l, bool full) {
 static int print_winners_table(const record_list *l) {
   static const char *const header[] = {"problem", "algorithm", "config", "time ms",
                                         "device",  "versions",  "tuned at"};
+  /* To fit a terminal: the GPU's name for its fingerprint, then without
+   * the time of tuning, the versions, the GPU, the config. */
+  static const int drop[] = {6, 5, 4, 2};
   text_table t;
   table_init(&t, 7, header, 1u << 3);
+  table_fit(&t, 1u << 4, drop, 4);
   for (size_t i = 0; i < l->count; i++) {
     const record *r = &l->items[i];
     char ms[32];
@@ -184,12 +188,11 @@ static int print_winners_table(const record_list *l) {
 }
 
 /* Reads the winners (key NULL) or the trials of one problem key from the
- * cache, read-only, into *l.  Returns EXIT_OK_ or the exit code after saying
- * why on stderr. */
-static int read_rows(const cli_args *a, const char *key, record_list *l, char *path, size_t size) {
+ * cache at `path`, read-only, into *l.  Returns EXIT_OK_ or the exit code
+ * after saying why on stderr. */
+static int read_rows_from(const char *path, const char *key, record_list *l) {
   conv_cache_reader *reader = NULL;
-  int rc = cache_path(a, false, path, size);
-  if (rc == EXIT_OK_) rc = open_cache_read_only(path, &reader);
+  int rc = open_cache_read_only(path, &reader);
   if (rc != EXIT_OK_) return rc;
   char message[512];
   conv_status st =
@@ -199,10 +202,84 @@ static int read_rows(const cli_args *a, const char *key, record_list *l, char *p
   return cache_read_outcome(path, st, l->out_of_memory, message);
 }
 
+/* read_rows_from the cache --cache names (or the default one). */
+static int read_rows(const cli_args *a, const char *key, record_list *l, char *path, size_t size) {
+  int rc = cache_path(a, false, path, size);
+  return rc == EXIT_OK_ ? read_rows_from(path, key, l) : rc;
+}
+
+/* ================================================================ system caches */
+
+static int note_path(const char *path, int named, void *user) {
+  (void)named;
+  cli_paths *p = user;
+  char **grown = realloc(p->items, (p->count + 1) * sizeof *grown);
+  if (grown != NULL) p->items = grown;
+  if (grown == NULL || (p->items[p->count] = copy_string(path)) == NULL) {
+    p->out_of_memory = true;
+    return 1;
+  }
+  p->count++;
+  return 0;
+}
+
+int system_cache_paths(const char *option, cli_paths *out) {
+  memset(out, 0, sizeof *out);
+  char message[1024];
+  conv_status st = conv_system_cache_files(option, note_path, out, message, sizeof message);
+  if (out->out_of_memory) {
+    say("out of memory");
+    return EXIT_FAILED;
+  }
+  if (st != CONV_OK) {
+    say("%s", message);
+    return EXIT_CACHE;
+  }
+  return EXIT_OK_;
+}
+
+void cli_paths_free(cli_paths *p) {
+  for (size_t i = 0; i < p->count; i++) free(p->items[i]);
+  free(p->items);
+  memset(p, 0, sizeof *p);
+}
+
+void print_system_caches(FILE *out) {
+  cli_paths p;
+  char message[1024], line[CLI_PATH_MAX];
+  memset(&p, 0, sizeof p);
+  conv_status st = conv_system_cache_files(NULL, note_path, &p, message, sizeof message);
+  if (st != CONV_OK)
+    fprintf(out, "system caches: %s\n", one_line(message, line, sizeof line));
+  else if (p.count == 0)
+    fprintf(out, "system caches: none found\n");
+  else
+    fprintf(out, "system caches (read-only, in lookup order):\n");
+  for (size_t i = 0; i < p.count; i++) fprintf(out, "  %s\n", one_line(p.items[i], line, sizeof line));
+  cli_paths_free(&p);
+}
+
+/* list --system-cache PATH: the winners of that cache file, or of each
+ * cache file of that directory, in order (none: "no tuned shapes"). */
+static int read_system_winners(const cli_args *a, record_list *l) {
+  if (a->system_cache_path[0] == '\0') return usage_error("--system-cache needs a path here");
+  cli_paths p;
+  int rc = system_cache_paths(a->system_cache_path, &p);
+  for (size_t i = 0; i < p.count && rc == EXIT_OK_; i++) rc = read_rows_from(p.items[i], NULL, l);
+  cli_paths_free(&p);
+  return rc;
+}
+
 int cmd_list(const cli_args *a) {
   char path[CLI_PATH_MAX];
   record_list l = {NULL, 0, 0, false};
-  int rc = read_rows(a, NULL, &l, path, sizeof path);
+  int rc = EXIT_OK_;
+  if (a->system_cache_path != NULL) {
+    snprintf(path, sizeof path, "%s", a->system_cache_path);
+    rc = read_system_winners(a, &l);
+  } else {
+    rc = read_rows(a, NULL, &l, path, sizeof path);
+  }
   if (rc == EXIT_OK_) {
     if (a->json)
       write_records_json(stdout, &l, false);
@@ -252,8 +329,10 @@ static int print_trial_group(const record_list *l, size_t *i) {
   printf("\ndevice:   %s\nversions: %s%s\n", one_line(first->device, device, sizeof device),
          one_line(first->versions, versions, sizeof versions),
          stale ? "  (not the versions this process runs with)" : "");
+  static const int drop[] = {6, 5}; /* workspace, rel error; the reason, last, may run on */
   text_table t;
   table_init(&t, 8, header, (1u << 4) | (1u << 5) | (1u << 6));
+  table_fit(&t, 0, drop, 2);
   for (; *i < l->count && strcmp(first->device, l->items[*i].device) == 0 &&
          strcmp(first->versions, l->items[*i].versions) == 0;
        (*i)++) {

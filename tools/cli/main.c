@@ -24,7 +24,7 @@ static const struct {
      "every problem pending in the cache for this GPU,\n"
      "and print the winners: algorithm, time, cuDNN's\n"
      "default, speedup"},
-    {CMD_LIST, "list", "list [--pending]",
+    {CMD_LIST, "list", "list [--pending | --system-cache PATH]",
      "list every winner in the cache, or every problem\n"
      "waiting to be tuned (needs no GPU)"},
     {CMD_SHOW, "show", "show SHAPE", "list every trial stored for one shape (needs no GPU)"},
@@ -37,14 +37,14 @@ static const struct {
      "copy the tunings of each cache FILE into OUT\n"
      "(created if missing); where both have one,\n"
      "the faster winner stays (needs no GPU)"},
-    {CMD_EXPORT, "export", "export -o FILE [--device FINGERPRINT]",
+    {CMD_EXPORT, "export", "export -o FILE [--device FINGERPRINT] [--winners-only]",
      "copy the cache's tunings (of one GPU with\n"
      "--device) into FILE, a cache to ship,\n"
      "e.g. as --system-cache (needs no GPU)"},
     {CMD_IMPORT, "import", "import FILE...",
      "copy the tunings of each cache FILE into the\n"
      "cache, the faster winner staying (needs no GPU)"},
-    {CMD_VERIFY, "verify", "verify [--system-cache FILE]",
+    {CMD_VERIFY, "verify", "verify [--system-cache PATH] [--dry-run]",
      "time each winner of this GPU in the cache (or\n"
      "in FILE, a shipped one) against a fresh\n"
      "tuning, and flag those slower by more than\n"
@@ -75,7 +75,12 @@ static const struct {
      "(report; - for stdout) or the cache"},
     {"--device FINGERPRINT", CMD_MERGE | CMD_EXPORT,
      "only the tunings of this GPU (its\n"
-     "fingerprint as 'convtune list' shows it)"},
+     "fingerprint as 'convtune list' shows it,\n"
+     "or the start of one, naming one GPU)"},
+    {"--winners-only", CMD_EXPORT,
+     "a compact cache to ship: each tuning's\n"
+     "winner and cuDNN's default only, not\n"
+     "every trial"},
     {"--math strict|tf32", CMD_TUNE | CMD_SHOW,
      "math mode of every fp32 shape (half\n"
      "types ignore it)"},
@@ -115,12 +120,20 @@ static const struct {
      "record-mode program ran untimed (untuned)\n"
      "and tunings cut short by their budget\n"
      "(incomplete); tune removes each it tunes"},
-    {"--system-cache PATH", CMD_TUNE | CMD_VERIFY,
-     "a read-only cache (one shipped per GPU\n"
-     "model) looked up after --cache's before a\n"
-     "shape is tuned; never written (source\n"
-     "'system'); default $CONVTUNE_SYSTEM_CACHE,\n"
-     "\"\" for none; verify: the cache to verify"},
+    {"--system-cache PATH", CMD_TUNE | CMD_LIST | CMD_VERIFY,
+     "a read-only cache, or a directory of them\n"
+     "(*.db; one shipped per GPU model), looked\n"
+     "up after --cache's before a shape is\n"
+     "tuned; never written (source 'system');\n"
+     "default: $CONVTUNE_SYSTEM_CACHE, the caches\n"
+     "installed with convtune, $XDG_DATA_DIRS/\n"
+     "convtune/caches ('convtune version' lists\n"
+     "them), \"\" for none; list and verify:\n"
+     "the cache(s) to read"},
+    {"--dry-run", CMD_VERIFY,
+     "check each winner without a GPU: its key\n"
+     "rebuilds the shape, it is valid and timed;\n"
+     "say which are of this build's versions"},
     {"--verbose", CMD_TUNE,
      "print each candidate's outcome, and the start\n"
      "and end of each tuning, on stderr"},
@@ -221,7 +234,7 @@ static void print_usage(FILE *out, unsigned command) {
   fputs("\noptions:\n", out);
   for (size_t i = 0; i < sizeof option_help / sizeof option_help[0]; i++) {
     if (one && !(option_help[i].commands & command)) continue;
-    char text[256], scope[64];
+    char text[512], scope[64];
     snprintf(text, sizeof text, "%s%s",
              one ? "" : option_scope(option_help[i].commands, scope, sizeof scope),
              option_help[i].text);
@@ -247,6 +260,7 @@ int main(int argc, char **argv) {
       int v = conv_version();
       printf("convtune %d.%d.%d\n%s\n", v / 10000, v / 100 % 100, v % 100,
              conv_library_versions());
+      print_system_caches(stdout);
     } else if (a.command == CMD_TUNE) {
       rc = cmd_tune(&a);
     } else if (a.command == CMD_LIST) {

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include "tools/cli/cli.h"
 #include "tools/text.h"
@@ -133,6 +135,25 @@ void table_init(text_table *t, int ncols, const char *const *header, unsigned ri
   t->right_aligned = right;
 }
 
+void table_fit(text_table *t, unsigned fingerprints, const int *drop, int drop_count) {
+  t->fingerprints = fingerprints;
+  t->drop_count = 0;
+  for (int i = 0; i < drop_count && i < TABLE_MAX_COLS; i++)
+    if (drop[i] >= 0 && drop[i] < t->ncols) t->drop[t->drop_count++] = drop[i];
+}
+
+size_t output_columns(FILE *out) {
+  struct winsize ws;
+  int fd = fileno(out);
+  if (fd >= 0 && isatty(fd) && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  const char *env = getenv("COLUMNS");
+  char *end = NULL;
+  long columns = env != NULL ? strtol(env, &end, 10) : 0;
+  return env != NULL && *env != '\0' && *end == '\0' && columns > 0 && columns < 100000
+             ? (size_t)columns
+             : 0;
+}
+
 void table_free(text_table *t) {
   for (size_t i = 0; i < t->nrows * (size_t)t->ncols; i++) free(t->cells[i]);
   free(t->cells);
@@ -199,12 +220,20 @@ static void put_spaces(FILE *out, size_t n) {
   for (size_t i = 0; i < n; i++) fputc(' ', out);
 }
 
-static void table_print_row(const text_table *t, FILE *out, const size_t *width,
+/* Whether column c is printed: not left out to fit, or a row's spanning
+ * cell (an error, which must show). */
+static bool shown(unsigned hidden, int c, int span) { return !(hidden & (1u << c)) || c == span; }
+
+static void table_print_row(const text_table *t, FILE *out, const size_t *width, unsigned hidden,
                             const char *const *cells, int span) {
   int last = span < t->ncols ? span : t->ncols - 1;
-  while (last > 0 && cells[last][0] == '\0') last--; /* no trailing blanks */
+  /* no trailing blanks */
+  while (last > 0 && (cells[last][0] == '\0' || !shown(hidden, last, span))) last--;
+  bool first = true;
   for (int c = 0; c <= last; c++) {
-    if (c > 0) fputs("  ", out);
+    if (!shown(hidden, c, span)) continue;
+    if (!first) fputs("  ", out);
+    first = false;
     bool right = (t->right_aligned & (1u << c)) && c != span;
     size_t chars = text_chars(cells[c]), pad = chars < width[c] ? width[c] - chars : 0;
     if (right) put_spaces(out, pad);
@@ -214,18 +243,68 @@ static void table_print_row(const text_table *t, FILE *out, const size_t *width,
   fputc('\n', out);
 }
 
-void table_print(const text_table *t, FILE *out) {
+/* The characters of a line of the columns not hidden. */
+static size_t line_chars(const text_table *t, const size_t *width, unsigned hidden) {
+  size_t chars = 0;
+  int shown_count = 0;
+  for (int c = 0; c < t->ncols; c++)
+    if (!(hidden & (1u << c))) chars += width[c], shown_count++;
+  return chars + (shown_count > 1 ? 2 * (size_t)(shown_count - 1) : 0);
+}
+
+/* A table wider than `columns`: GPU fingerprints cut to the GPU's name
+ * ("NVIDIA H100 80GB HBM3|sm90|..." to "NVIDIA H100 80GB HBM3"), then the
+ * columns of t->drop left out in turn until it fits (or none is left to
+ * leave out: the columns that remain run past the edge, uncut, since a
+ * problem key must stay whole for `show`).  Returns the hidden columns. */
+static unsigned fit(text_table *t, size_t *width, size_t columns) {
+  unsigned hidden = 0;
+  if (columns == 0 || line_chars(t, width, hidden) <= columns) return 0;
+  for (int c = 0; c < t->ncols && t->fingerprints; c++) {
+    if (!(t->fingerprints & (1u << c))) continue;
+    for (size_t r = 0; r < t->nrows; r++) {
+      char *cell = t->cells[r * (size_t)t->ncols + (size_t)c], *bar = strchr(cell, '|');
+      if (c < t->span[r] && bar != NULL) *bar = '\0';
+    }
+  }
+  table_widths(t, width);
+  for (int i = 0; i < t->drop_count && line_chars(t, width, hidden) > columns; i++)
+    hidden |= 1u << t->drop[i];
+  return hidden;
+}
+
+/* "device, versions" of the hidden columns, for the note. */
+static void hidden_names(const text_table *t, unsigned hidden, char *out, size_t size) {
+  size_t used = 0;
+  out[0] = '\0';
+  for (int c = 0; c < t->ncols && used < size; c++)
+    if (hidden & (1u << c))
+      used += (size_t)snprintf(out + used, size - used, "%s%s", used ? ", " : "", t->header[c]);
+}
+
+void table_print(text_table *t, FILE *out) {
   size_t width[TABLE_MAX_COLS];
   table_widths(t, width);
-  table_print_row(t, out, width, t->header, t->ncols);
+  const size_t columns = output_columns(out);
+  const unsigned hidden = fit(t, width, columns);
+  table_print_row(t, out, width, hidden, t->header, t->ncols);
+  bool first = true;
   for (int c = 0; c < t->ncols; c++) {
-    if (c > 0) fputs("  ", out);
+    if (hidden & (1u << c)) continue;
+    if (!first) fputs("  ", out);
+    first = false;
     for (size_t i = 0; i < width[c]; i++) fputc('-', out);
   }
   fputc('\n', out);
   for (size_t r = 0; r < t->nrows; r++) {
-    table_print_row(t, out, width, (const char *const *)(t->cells + r * (size_t)t->ncols),
+    table_print_row(t, out, width, hidden, (const char *const *)(t->cells + r * (size_t)t->ncols),
                     t->span[r]);
+  }
+  if (hidden != 0) {
+    char names[256];
+    hidden_names(t, hidden, names, sizeof names);
+    say("left out to fit %zu columns: %s (--json, or output to a pipe or file, shows every column)",
+        columns, names);
   }
 }
 

@@ -98,8 +98,10 @@ static void write_pending_json(FILE *out, const pending_list *l) {
 
 static int print_pending_table(const pending_list *l) {
   static const char *const header[] = {"problem", "reason", "device", "versions", "recorded at"};
+  static const int drop[] = {4, 3, 2}; /* recorded at, versions, device */
   text_table t;
   table_init(&t, 5, header, 0);
+  table_fit(&t, 1u << 2, drop, 3);
   for (size_t i = 0; i < l->count; i++) {
     const pending_row *r = &l->items[i];
     const char *cells[] = {r->problem, r->reason, r->device, r->versions, r->recorded_at};

@@ -170,8 +170,10 @@ static void tune_row_cells(const tune_row *r, char *winner, size_t winner_size, 
 static int print_tune_table(const tune_row *rows, size_t count) {
   static const char *const header[] = {"shape",            "winner",  "time ms",
                                        "cuDNN default ms", "speedup", "source"};
+  static const int drop[] = {5, 3}; /* source, cuDNN's time (speedup stays) */
   text_table t;
   table_init(&t, 6, header, (1u << 2) | (1u << 3) | (1u << 4));
+  table_fit(&t, 0, drop, 2);
   bool ok = true;
   for (size_t i = 0; i < count && ok; i++) {
     const tune_row *r = &rows[i];

@@ -74,7 +74,7 @@ static void shipped_list_free(shipped_list *l) {
 /* Reads the winners of `path` for `device`; EXIT_OK_ or the exit code
  * after saying why.  Done before any GPU is touched for device NULL (all),
  * so that a missing or foreign file is found without one. */
-static int read_winners(const char *path, const char *device, shipped_list *l) {
+static int read_winners_of(const char *path, const char *device, shipped_list *l) {
   conv_cache_reader *reader = NULL;
   int rc = open_cache_read_only(path, &reader);
   if (rc != EXIT_OK_) return rc;
@@ -83,6 +83,15 @@ static int read_winners(const char *path, const char *device, shipped_list *l) {
   conv_status st = conv_cache_reader_winners(reader, collect_winner, l, message, sizeof message);
   conv_cache_reader_close(reader);
   return cache_read_outcome(path, st, l->out_of_memory, message);
+}
+
+/* read_winners_of each file (a shipped directory's files, in the order a
+ * context looks them up: the first one's winner of a problem counts). */
+static int read_winners(const cli_paths *files, const char *device, shipped_list *l) {
+  int rc = EXIT_OK_;
+  for (size_t i = 0; i < files->count && rc == EXIT_OK_; i++)
+    rc = read_winners_of(files->items[i], device, l);
+  return rc;
 }
 
 /* ---------------------------------------------------------------- timing */
@@ -255,7 +264,8 @@ static void verify_one(conv_context *shipped_ctx, conv_context *tuning_ctx, cons
   snprintf(row->flag, sizeof row->flag, "%s", row->flagged ? "SLOWER" : "ok");
 }
 
-static int verify_all(const cli_args *a, const char *path, shipped_list *l) {
+static int verify_all(const cli_args *a, const char *path, const cli_paths *files,
+                      shipped_list *l) {
   conv_context *shipped_ctx = NULL, *tuning_ctx = NULL;
   int rc = make_context(&shipped_ctx, path, CONV_POLICY_CACHE_ONLY);
   if (rc == EXIT_OK_) rc = make_context(&tuning_ctx, NULL, CONV_POLICY_EXHAUSTIVE);
@@ -268,7 +278,7 @@ static int verify_all(const cli_args *a, const char *path, shipped_list *l) {
   if (rc == EXIT_OK_) {
     shipped_list_free(l);
     memset(l, 0, sizeof *l);
-    rc = read_winners(path, device, l);
+    rc = read_winners(files, device, l);
   }
   size_t flagged = 0, failed = 0;
   if (rc == EXIT_OK_ && l->count == 0) {
@@ -277,8 +287,10 @@ static int verify_all(const cli_args *a, const char *path, shipped_list *l) {
   } else if (rc == EXIT_OK_) {
     static const char *const header[] = {"problem", "shipped", "shipped ms", "re-tuned",
                                          "re-tuned ms", "ratio", ""};
+    static const int drop[] = {3, 1}; /* the re-tuned config, the shipped one */
     text_table t;
     table_init(&t, 7, header, (1u << 2) | (1u << 4) | (1u << 5));
+    table_fit(&t, 0, drop, 2);
     bool ok = true;
     for (size_t i = 0; i < l->count && ok; i++) {
       fprintf(stderr, "[%zu/%zu] %s ...\n", i + 1, l->count, l->items[i].problem);
@@ -304,20 +316,120 @@ static int verify_all(const cli_args *a, const char *path, shipped_list *l) {
   return failed > 0 ? EXIT_FAILED : EXIT_OK_;
 }
 
+/* ---------------------------------------------------------------- --dry-run */
+
+/* Checking a cache's winners without a GPU: every winner of every GPU and
+ * versions, one table per file. */
+typedef struct dry_run {
+  text_table table;
+  size_t checked, current, bad;
+  bool complete; /* every table_add succeeded */
+} dry_run;
+
+/* Why a winner is unusable by this convtune on any GPU, in why[size]; NULL
+ * when it is fine.  The reader has checked the row itself (a winner
+ * valid, validated and timed); what is left is whether its key is a shape
+ * this build rebuilds, as a plan's lookup and `verify` need. */
+static const char *unusable(const conv_cache_entry *e, char *why, size_t size) {
+  conv_problem p;
+  char key[CONV_PROBLEM_KEY_MAX], message[256] = "";
+  if (conv_problem_from_key(e->problem, &p) != CONV_OK)
+    return "BAD: not a key this convtune can rebuild";
+  if (conv_problem_validate(&p, message, sizeof message) != CONV_OK) {
+    snprintf(why, size, "BAD: an invalid shape (%s)", message);
+    return why;
+  }
+  if (conv_problem_key(&p, key, sizeof key) != CONV_OK || strcmp(key, e->problem) != 0)
+    return "BAD: its key rebuilds to another";
+  if (e->status != CONV_OK || !(e->time_ms > 0) || e->rel_error < 0)
+    return "BAD: a winner that failed, or was not timed or validated";
+  return NULL;
+}
+
+static int check_winner(const conv_cache_entry *e, void *user) {
+  dry_run *d = user;
+  char why[320], ms[32];
+  const char *bad = unusable(e, why, sizeof why);
+  const bool current = strcmp(e->versions, conv_library_versions()) == 0;
+  d->checked++;
+  d->bad += bad != NULL;
+  d->current += bad == NULL && current;
+  const char *cells[] = {e->problem, e->algorithm, e->config, format_ms(e->time_ms, ms, sizeof ms),
+                         e->device,  bad ? bad : current ? "ok" : "ok, other versions"};
+  d->complete = d->complete && table_add(&d->table, cells, d->table.ncols);
+  return d->complete ? 0 : 1;
+}
+
+/* verify --dry-run: each file's winners checked (unusable), never a GPU.
+ * Exit 0 when all are usable, 1 when one is not, 4 for a bad cache. */
+static int verify_dry_run(const cli_paths *files) {
+  static const char *const header[] = {"problem", "algorithm", "config", "time ms", "device",
+                                       "check"};
+  dry_run d = {.complete = true};
+  int rc = EXIT_OK_;
+  for (size_t i = 0; i < files->count && rc == EXIT_OK_; i++) {
+    conv_cache_reader *reader = NULL;
+    char message[512], line[CLI_PATH_MAX];
+    rc = open_cache_read_only(files->items[i], &reader);
+    if (rc != EXIT_OK_) break;
+    static const int drop[] = {2, 4}; /* the config, the GPU */
+    table_init(&d.table, 6, header, 1u << 3);
+    table_fit(&d.table, 1u << 4, drop, 2);
+    conv_status st = conv_cache_reader_winners(reader, check_winner, &d, message, sizeof message);
+    conv_cache_reader_close(reader);
+    rc = cache_read_outcome(files->items[i], st, false, message);
+    if (rc == EXIT_OK_) printf("%s%s:\n", i ? "\n" : "", one_line(files->items[i], line, sizeof line));
+    if (rc == EXIT_OK_) rc = table_finish(&d.table, d.complete);
+    else table_free(&d.table);
+  }
+  if (rc != EXIT_OK_) return rc;
+  say("checked %zu winners in %zu cache file%s without a GPU: %zu usable by this build, %zu of "
+      "them tuned under its versions (%s), which a context uses on their GPU; %zu unusable",
+      d.checked, files->count, files->count == 1 ? "" : "s", d.checked - d.bad, d.current,
+      conv_library_versions(), d.bad);
+  return d.bad > 0 ? EXIT_FAILED : EXIT_OK_;
+}
+
+/* The files to verify: --system-cache's (a file, or a directory's *.db
+ * files), else --cache's or the default cache. */
+static int files_to_verify(const cli_args *a, char *path, size_t size, cli_paths *files) {
+  memset(files, 0, sizeof *files);
+  if (a->system_cache_path == NULL) {
+    int rc = cache_path(a, false, path, size);
+    if (rc != EXIT_OK_) return rc;
+    if ((files->items = malloc(sizeof *files->items)) == NULL ||
+        (files->items[0] = copy_string(path)) == NULL) {
+      say("out of memory");
+      return EXIT_FAILED;
+    }
+    files->count = 1;
+    return EXIT_OK_;
+  }
+  if (a->system_cache_path[0] == '\0') return usage_error("--system-cache needs a path here");
+  snprintf(path, size, "%s", a->system_cache_path);
+  int rc = system_cache_paths(path, files);
+  if (rc == EXIT_OK_ && files->count == 0) {
+    say("no cache files (*.db) in %s", path);
+    rc = EXIT_CACHE;
+  }
+  return rc;
+}
+
 int cmd_verify(const cli_args *a) {
   char path[CLI_PATH_MAX];
-  int rc = EXIT_OK_;
-  if (a->system_cache_path != NULL) {
-    if (a->system_cache_path[0] == '\0') return usage_error("--system-cache needs a path here");
-    snprintf(path, sizeof path, "%s", a->system_cache_path);
-  } else {
-    rc = cache_path(a, false, path, sizeof path);
+  cli_paths files;
+  int rc = files_to_verify(a, path, sizeof path, &files);
+  if (rc == EXIT_OK_ && a->dry_run) {
+    rc = verify_dry_run(&files);
+    cli_paths_free(&files);
+    return rc;
   }
   /* The file first, without a GPU: a missing or foreign cache is exit 4. */
   shipped_list l;
   memset(&l, 0, sizeof l);
-  if (rc == EXIT_OK_) rc = read_winners(path, NULL, &l);
-  if (rc == EXIT_OK_) rc = verify_all(a, path, &l);
+  if (rc == EXIT_OK_) rc = read_winners(&files, NULL, &l);
+  if (rc == EXIT_OK_) rc = verify_all(a, path, &files, &l);
   shipped_list_free(&l);
+  cli_paths_free(&files);
   return rc;
 }
