@@ -282,6 +282,10 @@ static int judge_config(conv_env *env, const conv_algorithm *algo, const conv_pr
   return TEST_PASS;
 }
 
+static int config_cap; /* set_config_cap's; 0: every config */
+
+void set_config_cap(int cap) { config_cap = cap; }
+
 int run_every_config(conv_env *env, const conv_algorithm *algo, const host_case *hc,
                      const dev_case *d, const float *dev_ref, void *scratch,
                      family_count *count) {
@@ -292,6 +296,10 @@ int run_every_config(conv_env *env, const conv_algorithm *algo, const host_case 
   char name[CONV_PROBLEM_KEY_MAX], what[CONV_PROBLEM_KEY_MAX + 200];
   describe_problem(&hc->p, name, sizeof name);
   CHECK_MSG(algo->configs(&hc->p, env, configs, MAX, &n, &err) == CONV_OK, "%s configs: %s", algo->name, err.message);
+  if (config_cap > 0 && n > config_cap) {
+    printf("%s on %s: the first %d of %d configs\n", algo->name, name, config_cap, n);
+    n = config_cap;
+  }
   for (int i = 0; i < n; i++) {
     conv_prepared prep = {0};
     conv_status st = algo->prepare(&hc->p, env, &configs[i], &prep, &err);

@@ -98,6 +98,10 @@ conv_status execute_case(conv_plan *plan, const dev_case *d, conv_direction dire
 
 int open_env(conv_env *env);
 void close_env(conv_env *env);
+/* Later run_every_config calls (and what runs through them) run only the
+ * first `cap` configs a family lists, 0 every one: for families whose
+ * every config is compiled at run time (a second each). */
+void set_config_cap(int cap);
 int run_every_config(conv_env *env, const conv_algorithm *algo, const host_case *hc,
                      const dev_case *d, const float *dev_ref, void *scratch, family_count *count);
 int run_family_on_cases(const conv_algorithm *algo, const conv_problem *cases, size_t ncases,

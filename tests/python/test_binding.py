@@ -77,7 +77,10 @@ def test_struct_layouts():
     assert _lib.Problem.n.offset == 8
     assert _lib.Problem.math.offset == 8 + 14 * 8 + 3 * 4
     assert _lib.Problem.deterministic.offset == 8 + 14 * 8 + 5 * 4
-    assert ctypes.sizeof(_lib.ContextOptions) == 96
+    assert ctypes.sizeof(_lib.ContextOptions) == 120
+    assert _lib.ContextOptions.device_alloc.offset == 96
+    assert _lib.ContextOptions.device_free.offset == 104
+    assert _lib.ContextOptions.allocator_user.offset == 112
     assert _lib.ContextOptions.system_cache_path.offset == 80
     assert _lib.ContextOptions.tuning_budget_ms.offset == 88
     assert _lib.ContextOptions.device.offset == 8
@@ -86,7 +89,8 @@ def test_struct_layouts():
     assert _lib.ContextOptions.deterministic.offset == 48
     assert _lib.ContextOptions.log.offset == 56 and _lib.ContextOptions.log_user.offset == 64
     assert _lib.ContextOptions.log_level.offset == 72
-    assert ctypes.sizeof(_lib.PlanInfo) == 344 and _lib.PlanInfo.deterministic.offset == 340
+    assert ctypes.sizeof(_lib.PlanInfo) == 352 and _lib.PlanInfo.deterministic.offset == 340
+    assert _lib.PlanInfo.dtype.offset == 344
     assert _lib.PlanInfo.time_ms.offset == 160 and _lib.PlanInfo.source.offset == 176
     assert _lib.PlanInfo.replay.offset == 180 and _lib.PlanInfo.replay_note.offset == 184
     assert _lib.PlanInfo.graph_launches.offset == 312 and _lib.PlanInfo.direct_runs.offset == 328
@@ -429,7 +433,7 @@ def test_plan_info_and_sources(tmp_path, cuda):
         info = p1.info
         assert set(info) == {"algorithm", "config", "time_ms", "workspace_bytes", "source",
                              "replay", "replay_note", "call", "graph_launches", "graph_captures",
-                             "direct_runs", "direction", "deterministic"}
+                             "direct_runs", "direction", "deterministic", "dtype"}
         assert info["direction"] == "fwd"
         assert info["source"] == "tuned" and info["replay"] == "pending"
         assert isinstance(info["algorithm"], str) and info["algorithm"]

@@ -22,9 +22,32 @@ import convtune.nn  # noqa: E402
 import convtune.ops  # noqa: E402
 
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible to torch")
+
 SEED = int(os.environ["CONVTUNE_TEST_SEED"])
 HALVES = (torch.float16, torch.bfloat16)
 BOUND = {torch.float16: 4 * 2e-3, torch.bfloat16: 4 * 1e-2}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fast_default_contexts():
+    """The default contexts (converted layers, conv2d without context=)
+    tune with the fast policy in this module: a half channels-last graph
+    with a fused bias is a runtime-compiled cuDNN engine per config (about
+    a second each), and under the default policy (exhaustive where no
+    neighbours are tuned) the autocast tests took minutes.  A context reads
+    the variable when it is made, so the default ones are closed (made
+    again on next use) on the way in and out."""
+    old = os.environ.get("CONVTUNE_POLICY")
+    os.environ["CONVTUNE_POLICY"] = "fast"
+    for ctx in list(convtune._default_contexts.values()):
+        ctx.close()
+    yield
+    for ctx in list(convtune._default_contexts.values()):
+        ctx.close()
+    if old is None:
+        os.environ.pop("CONVTUNE_POLICY", None)
+    else:
+        os.environ["CONVTUNE_POLICY"] = old
 
 
 def rel_l2(y, ref):

@@ -61,7 +61,7 @@ def test_convert_swaps_plain_conv2d_in_place():
     class Special(nn.Conv2d):
         pass
 
-    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), Special(8, 8, 1), nn.Conv2d(8, 8, 1).half())
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), Special(8, 8, 1), nn.Conv2d(8, 8, 1).double())
     keys = list(model.state_dict())
     first_weight = model[0].weight
     hook_calls = []
@@ -69,7 +69,7 @@ def test_convert_swaps_plain_conv2d_in_place():
     report = convtune.convert(model, math="strict")
     assert report.converted == ["0"]
     assert [name for name, _ in report.left] == ["2", "3"]
-    assert "subclass" in dict(report.left)["2"] and "float16" in dict(report.left)["3"]
+    assert "subclass" in dict(report.left)["2"] and "float64" in dict(report.left)["3"]
     assert "1 layers converted, 2 left" in str(report)
     layer = model[0]
     assert type(layer) is convtune.nn.Conv2d and isinstance(layer, nn.Conv2d)
