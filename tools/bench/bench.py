@@ -44,7 +44,7 @@ import zlib
 from pathlib import Path
 from typing import Callable
 
-from bench_common import MODES, NoGpuError, UsageError, log
+from bench_common import MODES, NoGpuError, UsageError, log, output_paths, read_notes
 from bench_suite import (Shape, conv_bytes, conv_flops, convtune_plan_kwargs, floor_ms, geomean,
     load_suite, make_inputs, modes_for, parse_modes, percent_of_floor, select_shapes,
     set_math_mode, spec_text, torch_conv_fn)
@@ -358,23 +358,6 @@ def run_suite(ctx, convtune, shapes: list, modes: list, ceilings: dict,
     return {mode: {"rows": r, "summary": summarize_mode(r)} for mode, r in rows.items()}
 
 
-def output_paths(args: argparse.Namespace) -> tuple:
-    """(markdown, json) paths, JSON beside the Markdown by default; their
-    folders made and checked now rather than after minutes of measuring."""
-    out_json = args.out_json
-    if out_json is None and args.out_md:
-        out_json = str(Path(args.out_md).with_suffix(".json"))
-    for path in (args.out_md, out_json):
-        if path:
-            folder = Path(path).resolve().parent
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise UsageError(f"cannot create {folder}: {e.strerror}") from e
-            if not os.access(folder, os.W_OK):
-                raise UsageError(f"cannot write to {folder}")
-    return args.out_md, out_json
-
 
 def write_outputs(results: dict, out_md: str | None, out_json: str | None) -> None:
     if out_json:
@@ -388,15 +371,6 @@ def write_outputs(results: dict, out_md: str | None, out_json: str | None) -> No
                     + render_c_host_cost(results.get("c_host_cost"), results.get("host_cost"))
                     + render_first_calls(results.get("first_call") or [])))
 
-
-def read_notes(path: str | None) -> dict:
-    """{"notes_md", "notes_path"} from --notes, or {} without one."""
-    if path is None:
-        return {}
-    try:
-        return {"notes_md": Path(path).read_text(encoding="utf-8"), "notes_path": path}
-    except OSError as e:
-        raise UsageError(f"cannot read --notes {path}: {e.strerror}") from e
 
 
 def render_saved(args: argparse.Namespace) -> int:

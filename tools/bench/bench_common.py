@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -36,3 +37,30 @@ def print_json_result(compute) -> int:
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+def read_notes(path: str | None) -> dict:
+    """{"notes_md", "notes_path"} from --notes, or {} without one."""
+    if path is None:
+        return {}
+    try:
+        return {"notes_md": Path(path).read_text(encoding="utf-8"), "notes_path": path}
+    except OSError as e:
+        raise UsageError(f"cannot read --notes {path}: {e.strerror}") from e
+
+
+def output_paths(args) -> tuple:
+    """(markdown, json) paths, JSON beside the Markdown by default; their
+    folders made and checked now rather than after minutes of measuring."""
+    out_json = args.out_json
+    if out_json is None and args.out_md:
+        out_json = str(Path(args.out_md).with_suffix(".json"))
+    for path in (args.out_md, out_json):
+        if path:
+            folder = Path(path).resolve().parent
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise UsageError(f"cannot create {folder}: {e.strerror}") from e
+            if not os.access(folder, os.W_OK):
+                raise UsageError(f"cannot write to {folder}")
+    return args.out_md, out_json

@@ -39,7 +39,7 @@ import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import NoGpuError, UsageError, log  # noqa: E402
+from bench_common import NoGpuError, UsageError, log, output_paths, read_notes  # noqa: E402
 from bench_suite import (Shape, conv_flops, convtune_plan_kwargs, geomean, load_suite,  # noqa: E402
                          make_inputs, percent_of_floor, select_shapes, spec_text, tensor_shapes,
                          torch_conv_fn)
@@ -533,29 +533,6 @@ def parse_args(argv: list) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def read_notes(path: str | None) -> dict:
-    if path is None:
-        return {}
-    try:
-        return {"notes_md": Path(path).read_text(encoding="utf-8"), "notes_path": path}
-    except OSError as e:
-        raise UsageError(f"cannot read --notes {path}: {e.strerror}") from e
-
-
-def output_paths(args: argparse.Namespace) -> tuple:
-    out_json = args.out_json
-    if out_json is None and args.out_md:
-        out_json = str(Path(args.out_md).with_suffix(".json"))
-    for path in (args.out_md, out_json):
-        if path:
-            folder = Path(path).resolve().parent
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise UsageError(f"cannot create {folder}: {e.strerror}") from e
-            if not os.access(folder, os.W_OK):
-                raise UsageError(f"cannot write to {folder}")
-    return args.out_md, out_json
 
 
 def save(results: dict, out_md: str | None, out_json: str | None) -> None:
