@@ -28,6 +28,7 @@
 #include "cache/cache.h"
 #include "core/device.h"
 #include "runtime/context.h"
+#include "tests/context_checks.h"
 #include "tests/gpu_support.h"
 
 /* ---------------------------------------------------------------- fake (CPU) */
@@ -58,28 +59,6 @@ static void fake_free(void *user, void *ptr, size_t bytes, void *stream, int dev
   fake_allocator *f = user;
   f->frees++;
   f->ptr = ptr, f->bytes = bytes, f->stream = stream, f->device = device;
-}
-
-/* conv_context_create refuses `o` with `expected`, naming `word`, and
- * makes no context. */
-static int check_refused(const conv_context_options *o, conv_status expected, const char *word) {
-  conv_context *ctx = (conv_context *)1;
-  CHECK_STATUS(expected, conv_context_create(&ctx, o));
-  CHECK(ctx == NULL);
-  CHECK_MSG(strstr(conv_context_last_error(NULL), word) != NULL, "message: %s",
-            conv_context_last_error(NULL));
-  return TEST_PASS;
-}
-
-/* Past the options' checks: a context (which allocates nothing at
- * creation), or no device here. */
-static int check_accepted(const conv_context_options *o) {
-  conv_context *ctx = NULL;
-  conv_status st = conv_context_create(&ctx, o);
-  CHECK_MSG(st == CONV_OK || st == CONV_NO_DEVICE, "%s: %s", conv_status_string(st),
-            conv_context_last_error(NULL));
-  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
-  return TEST_PASS;
 }
 
 static int allocator_options(void) {

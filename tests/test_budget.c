@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "convtune.h"
+#include "context_checks.h"
 #include "test.h"
 #include "tuner/tuner.h"
 
@@ -56,27 +57,6 @@ static int test_budget_rule(void) {
   CHECK(conv_tuner_budget_spent(100, 100, true));
   CHECK(conv_tuner_budget_spent(250, 100, true));
   CHECK(!conv_tuner_budget_spent(250, 100, false)); /* nothing valid yet: go on */
-  return TEST_PASS;
-}
-
-/* conv_context_create of options that are bad before any device is
- * opened: the status and a message naming the field. */
-static int check_refused(const conv_context_options *o, conv_status expected, const char *word) {
-  conv_context *ctx = (conv_context *)1;
-  CHECK_STATUS(expected, conv_context_create(&ctx, o));
-  CHECK(ctx == NULL);
-  CHECK_MSG(strstr(conv_context_last_error(NULL), word) != NULL, "message: %s",
-            conv_context_last_error(NULL));
-  return TEST_PASS;
-}
-
-/* Past the options' checks: a context, or no device here. */
-static int check_accepted(const conv_context_options *o) {
-  conv_context *ctx = NULL;
-  conv_status st = conv_context_create(&ctx, o);
-  CHECK_MSG(st == CONV_OK || st == CONV_NO_DEVICE, "%s: %s", conv_status_string(st),
-            conv_context_last_error(NULL));
-  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
   return TEST_PASS;
 }
 
