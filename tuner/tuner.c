@@ -3,12 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tuner/check.h"
-#include "tuner/tuner.h"
+#include "tuner/tuning.h"
 
-/* Configs asked of one family: all of them, or a few best guesses. */
-#define MAX_CONFIGS_EXHAUSTIVE 512
-#define MAX_CONFIGS_FAST 3
 /* Timing: a CUDA graph of back-to-back runs lasting about BATCH_MS, replayed
  * until MIN_SAMPLES replays and MIN_TOTAL_MS of runs, at most MAX_SAMPLES.
  * A candidate that cannot win stops earlier (conv_tuner_abandons, tuner.h):
@@ -25,22 +21,6 @@
  * host at most ~30 us, under 3% of it): it is timed without a graph (and
  * may be abandoned after that one run). */
 #define DIRECT_MS CONV_ABANDON_LONG_RUN_MS
-
-/* Device tensors and timing objects for one tuning.  x, w and y hold
- * elements of the problem's dtype; the bias and the reference are fp32.
- * The tensors come from the context's allocator, for work on the tuning
- * stream (req->stream), and go back to it with that stream. */
-typedef struct bench {
-  const conv_tune_request *req;
-  conv_shape shape;
-  void *x, *w, *y;
-  float *bias, *ref;
-  void *out; /* what the problem's pass writes: y, x (dx) or w (dw); shape.out_elems */
-  void *scratch;
-  size_t x_bytes, w_bytes, y_bytes, bias_bytes, ref_bytes;
-  cudaStream_t stream;
-  cudaEvent_t start, stop;
-} bench;
 
 static conv_status bench_tensor(bench *b, size_t bytes, void **ptr, const char *what,
                                 conv_error *err) {
@@ -264,12 +244,14 @@ done:
 }
 
 /* One config from prepare to timing (or, untimed, to validation);
- * failures are the trial's result. */
+ * failures are the trial's result.  Its wall time goes to `phases` (NULL:
+ * nowhere). */
 static void run_trial(bench *b, const conv_algorithm *algo, const conv_config *config,
-                      bool timed, double best_ms, conv_trial *trial) {
+                      bool timed, double best_ms, conv_trial *trial, conv_tune_phases *phases) {
   conv_error err = {CONV_OK, ""};
   conv_prepared prep = {0};
   void *workspace = NULL;
+  uint64_t started = uv_hrtime();
   conv_status st = algo->prepare(b->req->problem, b->req->env, config, &prep, &err);
   if (st == CONV_OK) {
     trial->deterministic = prep.deterministic; /* also where it is refused for it */
@@ -284,8 +266,12 @@ static void run_trial(bench *b, const conv_algorithm *algo, const conv_config *c
   if (st == CONV_OK && prep.workspace_bytes > 0)
     st = conv_device_alloc(&b->req->env->allocator, prep.workspace_bytes, b->stream, &workspace,
                            "workspace", &err);
+  conv_tuner_phase_since(phases, CONV_PHASE_PREPARE, started);
+  started = uv_hrtime();
   double first_run_ms = 0;
   if (st == CONV_OK) st = validate(b, algo, &prep, workspace, trial, &first_run_ms, &err);
+  conv_tuner_phase_since(phases, CONV_PHASE_VALIDATE, started);
+  started = uv_hrtime();
   int abandoned_after = 0;
   if (st == CONV_OK && timed && conv_tuner_abandons_first_run(first_run_ms, best_ms)) {
     trial->abandoned = true;
@@ -296,6 +282,7 @@ static void run_trial(bench *b, const conv_algorithm *algo, const conv_config *c
   } else if (st == CONV_OK && timed) {
     st = measure(b, algo, &prep, workspace, best_ms, &trial->time_ms, &abandoned_after, &err);
   }
+  conv_tuner_phase_since(phases, CONV_PHASE_TIME, started);
   if (st == CONV_OK && abandoned_after > 0) {
     trial->abandoned = true;
     snprintf(trial->reason, sizeof trial->reason,
@@ -312,8 +299,10 @@ static void run_trial(bench *b, const conv_algorithm *algo, const conv_config *c
   }
   trial->status = st;
   /* Its runs, on the tuning stream, are the workspace's only users. */
+  started = uv_hrtime();
   conv_device_free(&b->req->env->allocator, workspace, prep.workspace_bytes, b->stream);
   algo->release(prep.state);
+  conv_tuner_phase_since(phases, CONV_PHASE_PREPARE, started);
 }
 
 static void trial_init(conv_trial *trial, const conv_algorithm *algo, const conv_config *config) {
@@ -338,18 +327,6 @@ static void report(const conv_tune_request *req, const conv_trial *t) {
     conv_log(req->log, CONV_LOG_DEBUG, "%-12s %-40s %s", t->algorithm, t->config_text, t->reason);
 }
 
-/* Tracks the best valid trial and the first failure, for the final message;
- * and, with a budget, when the tuning started and whether it was cut. */
-typedef struct tally {
-  conv_choice best;
-  bool have_best;
-  int tried, failed, abandoned;
-  char first_failure[300];
-  uint64_t started;       /* uv_hrtime() */
-  bool cut;               /* the budget stopped it */
-  int untimed;            /* configs left when it was cut */
-  int predicted;          /* CONV_POLICY_PREDICT: configs the prediction timed (0: none) */
-} tally;
 
 static bool budget_spent(const conv_tune_request *req, const tally *t) {
   return conv_tuner_budget_spent((uv_hrtime() - t->started) * 1e-6, req->budget_ms, t->have_best);
@@ -374,15 +351,22 @@ static bool already_done(const family_pass *pass, const conv_config *c) {
   return false;
 }
 
-/* Times one config, keeps the best, stores the trial.  *pick_taken: one
- * heuristic pick per family is marked as such. */
-static conv_status time_config(bench *b, const conv_algorithm *algo, const conv_config *config,
-                               bool *pick_taken, tally *t, conv_error *err) {
+/* A trial stored, its time the cache phase's. */
+static conv_status store_trial(const conv_tune_request *req, const conv_trial *trial, tally *t,
+                               conv_error *err) {
+  const uint64_t started = uv_hrtime();
+  const conv_status st = conv_cache_add_trial(req->cache, req->key, trial, err);
+  conv_tuner_phase_since(&t->phases, CONV_PHASE_CACHE, started);
+  return st;
+}
+
+conv_status conv_tuner_time_config(bench *b, const conv_algorithm *algo, const conv_config *config,
+                                   bool *pick_taken, tally *t, conv_error *err) {
   const conv_tune_request *req = b->req;
   conv_trial trial;
   trial_init(&trial, algo, config);
   conv_log(req->log, CONV_LOG_DEBUG, "timing %s %s", trial.algorithm, trial.config_text);
-  run_trial(b, algo, config, true, t->have_best ? t->best.time_ms : 0, &trial);
+  run_trial(b, algo, config, true, t->have_best ? t->best.time_ms : 0, &trial, &t->phases);
   if (!*pick_taken && trial.status == CONV_OK && (config->flags & CONV_CONFIG_HEURISTIC_RANKED))
     *pick_taken = trial.heuristic_pick = true;
   report(req, &trial);
@@ -396,7 +380,7 @@ static conv_status time_config(bench *b, const conv_algorithm *algo, const conv_
     snprintf(t->first_failure, sizeof t->first_failure, "%s %s: %s", trial.algorithm,
              trial.config_text, trial.reason);
   }
-  return conv_cache_add_trial(req->cache, req->key, &trial, err);
+  return store_trial(req, &trial, t, err);
 }
 
 static conv_status tune_family(bench *b, const conv_algorithm *algo, const family_pass *pass,
@@ -406,7 +390,9 @@ static conv_status tune_family(bench *b, const conv_algorithm *algo, const famil
   if (configs == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "config list");
   int count = 0;
   conv_error cerr = {CONV_OK, ""};
+  const uint64_t listing = uv_hrtime();
   conv_status st = algo->configs(req->problem, req->env, configs, pass->max, &count, &cerr);
+  conv_tuner_phase_since(&t->phases, CONV_PHASE_LIST, listing);
   if (st != CONV_OK) { /* the family is recorded as failed, the others go on */
     conv_trial trial;
     trial_init(&trial, algo, &(conv_config){0});
@@ -419,7 +405,7 @@ static conv_status tune_family(bench *b, const conv_algorithm *algo, const famil
      * (a half problem with an epilogue cuDNN cannot fuse, say). */
     if (t->first_failure[0] == '\0')
       snprintf(t->first_failure, sizeof t->first_failure, "%s: %s", algo->name, trial.reason);
-    st = conv_cache_add_trial(req->cache, req->key, &trial, err);
+    st = store_trial(req, &trial, t, err);
   }
   for (int i = 0; i < count && st == CONV_OK; i++) {
     if (already_done(pass, &configs[i])) continue;
@@ -434,116 +420,9 @@ static conv_status tune_family(bench *b, const conv_algorithm *algo, const famil
     }
     if (pass->ran != NULL && *pass->ran_count < pass->ran_max)
       pass->ran[(*pass->ran_count)++] = configs[i];
-    st = time_config(b, algo, &configs[i], pass->pick_taken, t, err);
+    st = conv_tuner_time_config(b, algo, &configs[i], pass->pick_taken, t, err);
   }
   free(configs);
-  return st;
-}
-
-/* ---------------------------------------------------------------- predict */
-
-/* What a prediction times: the predicted family's ranked configs, and
- * cuDNN's heuristic pick (free to know) where it is not among them. */
-typedef struct predicted_set {
-  const conv_algorithm *algo;
-  conv_config configs[CONV_PREDICT_CONFIGS];
-  int count;
-  const conv_algorithm *cudnn; /* NULL: no pick, or it is among configs */
-  conv_config cudnn_pick;
-} predicted_set;
-
-/* cuDNN's heuristic pick for the problem, unless cuDNN takes none. */
-static bool cudnn_pick(const conv_tune_request *req, const conv_algorithm **algo,
-                       conv_config *pick) {
-  const conv_algorithm *cudnn = conv_registry_find(CONV_ALGO_CUDNN);
-  if (cudnn == NULL || !conv_algorithm_applicable(cudnn, req->problem, req->env)) return false;
-  conv_config configs[MAX_CONFIGS_FAST];
-  int count = 0;
-  conv_error ignored = {CONV_OK, ""};
-  if (cudnn->configs(req->problem, req->env, configs, MAX_CONFIGS_FAST, &count, &ignored) !=
-      CONV_OK)
-    return false;
-  for (int i = 0; i < count; i++)
-    if (configs[i].flags & CONV_CONFIG_HEURISTIC_RANKED) {
-      *algo = cudnn;
-      *pick = configs[i];
-      return true;
-    }
-  return false;
-}
-
-/* Fills *set, or says in why[] why there is nothing to predict (the
- * tuning then searches everything).  A cache it cannot read is no
- * prediction, not a failed tuning. */
-static bool predict(const conv_tune_request *req, predicted_set *set, char *why,
-                    size_t why_size) {
-  conv_prediction pr;
-  conv_error perr = {CONV_OK, ""};
-  memset(set, 0, sizeof *set);
-  /* The user's cache first (its tuning of a problem counts over a shipped
-   * one), then the system caches in lookup order. */
-  conv_cache *layers[1 + CONV_SYSTEM_CACHES_MAX] = {req->cache};
-  const int layer_count = 1 + (int)req->system_count;
-  for (size_t i = 0; i < req->system_count; i++) layers[1 + i] = req->system_caches[i];
-  if (conv_predict_neighbours(layers, layer_count, req->key, req->problem, &pr, &perr) != CONV_OK) {
-    snprintf(why, why_size, "reading the cache: %s", perr.message);
-    return false;
-  }
-  if (!pr.certain) {
-    snprintf(why, why_size, "%s", pr.why);
-    return false;
-  }
-  const conv_algorithm *algo = conv_registry_find(pr.algorithm_id);
-  if (algo == NULL || !conv_algorithm_applicable(algo, req->problem, req->env)) {
-    snprintf(why, why_size, "its neighbours' family (id %u) does not take it",
-             (unsigned)pr.algorithm_id);
-    return false;
-  }
-  conv_config *offered = calloc(MAX_CONFIGS_EXHAUSTIVE, sizeof *offered);
-  int offered_count = 0, order[CONV_PREDICT_CONFIGS];
-  int ranked = 0;
-  bool ok = offered != NULL &&
-            algo->configs(req->problem, req->env, offered, MAX_CONFIGS_EXHAUSTIVE,
-                          &offered_count, &perr) == CONV_OK &&
-            conv_predict_rank(layers, layer_count, req->key, &pr, offered, offered_count, order,
-                              CONV_PREDICT_CONFIGS, &ranked, &perr) == CONV_OK &&
-            ranked > 0;
-  for (int i = 0; ok && i < ranked; i++) set->configs[i] = offered[order[i]];
-  free(offered);
-  if (!ok) {
-    snprintf(why, why_size, "%s offers no config to rank (%s)", algo->name, perr.message);
-    return false;
-  }
-  set->algo = algo;
-  set->count = ranked;
-  if (cudnn_pick(req, &set->cudnn, &set->cudnn_pick))
-    for (int i = 0; i < set->count && set->cudnn; i++)
-      if (set->algo == set->cudnn && conv_config_equal(&set->configs[i], &set->cudnn_pick))
-        set->cudnn = NULL;
-  return true;
-}
-
-/* CONV_POLICY_PREDICT: times the predicted configs; t->predicted says how
- * many (0: no prediction, nothing timed, the caller searches everything). */
-static conv_status tune_predicted(bench *b, tally *t, predicted_set *set, conv_error *err) {
-  const conv_tune_request *req = b->req;
-  char why[200] = "";
-  if (!predict(req, set, why, sizeof why)) {
-    conv_log(req->log, CONV_LOG_INFO, "%s: no prediction (%s); timing every candidate",
-             req->key->problem, why);
-    return CONV_OK;
-  }
-  bool pick_taken = false, cudnn_pick_taken = false;
-  conv_status st = CONV_OK;
-  for (int i = 0; i <= set->count && st == CONV_OK; i++) {
-    if (atomic_load(req->interrupt))
-      return conv_error_set(err, CONV_INTERRUPTED, "tuning interrupted; measured trials are kept");
-    if (i < set->count)
-      st = time_config(b, set->algo, &set->configs[i], &pick_taken, t, err);
-    else if (set->cudnn != NULL)
-      st = time_config(b, set->cudnn, &set->cudnn_pick, &cudnn_pick_taken, t, err);
-  }
-  t->predicted = set->count + (set->cudnn != NULL);
   return st;
 }
 
@@ -564,27 +443,32 @@ static conv_status tune_all(bench *b, tally *t, conv_error *err) {
   conv_status st = CONV_OK;
   if (guesses == NULL || guess_counts == NULL || picks == NULL || failed == NULL)
     st = conv_error_set(err, CONV_OUT_OF_MEMORY, "tuning state");
+  const uint64_t beginning = uv_hrtime();
   if (st == CONV_OK) st = conv_cache_begin_tuning(req->cache, req->key, err);
-  predicted_set predicted = {0};
+  conv_tuner_phase_since(&t->phases, CONV_PHASE_CACHE, beginning);
+  predicted_set predicted = {.count = 0};
   if (st == CONV_OK && req->policy == CONV_POLICY_PREDICT) {
-    st = tune_predicted(b, t, &predicted, err);
+    st = conv_tuner_predicted(b, t, &predicted, err);
     if (st == CONV_OK && t->have_best) goto out; /* the prediction gave a plan */
     /* Nothing predicted, or nothing predicted ran: every candidate, except
-     * the predicted family's configs already timed. */
+     * the configs the prediction already timed. */
     t->predicted = 0;
+    t->widened = false;
   }
   for (int pass = budgeted ? 0 : 1; pass < 2 && st == CONV_OK; pass++) {
     for (int i = 0; i < count && st == CONV_OK; i++) {
       if (failed[i] || !conv_algorithm_applicable(algos[i], req->problem, req->env)) continue;
       conv_config *mine = guesses + (size_t)i * MAX_CONFIGS_FAST;
-      /* Left out: this pass's earlier guesses (pass 1) and, for the
-       * predicted family, the configs the prediction timed. */
-      conv_config done[CONV_PREDICT_CONFIGS + 1 + MAX_CONFIGS_FAST];
+      /* Left out: this pass's earlier guesses (pass 1) and the family's
+       * configs the prediction timed (its ranked ones, cuDNN's pick, a
+       * widened prediction's best guesses). */
+      conv_config done[CONV_PREDICT_CONFIGS + 1 + 2 * MAX_CONFIGS_FAST];
+      const int done_max = (int)(sizeof done / sizeof done[0]);
       int done_count = 0;
-      if (algos[i] == predicted.algo)
-        for (int j = 0; j < predicted.count; j++) done[done_count++] = predicted.configs[j];
-      if (algos[i] == predicted.cudnn) done[done_count++] = predicted.cudnn_pick;
-      for (int j = 0; pass == 1 && j < guess_counts[i]; j++) done[done_count++] = mine[j];
+      for (int j = 0; j < predicted.count && done_count < done_max; j++)
+        if (predicted.configs[j].algo == algos[i]) done[done_count++] = predicted.configs[j].config;
+      for (int j = 0; pass == 1 && j < guess_counts[i] && done_count < done_max; j++)
+        done[done_count++] = mine[j];
       family_pass fp = {pass == 0 ? MAX_CONFIGS_FAST : full,
                         done,
                         done_count,
@@ -604,30 +488,47 @@ out:
   return st;
 }
 
-/* The end of a tuning, for the context's log (INFO). */
+/* The end of a tuning, for the context's log (INFO), with where its time
+ * went (conv_tune_phases_format, which `convtune tune` reads back). */
 static void log_outcome(const conv_tune_request *req, conv_status st, const tally *t, double s) {
   if (!conv_log_enabled(req->log, CONV_LOG_INFO)) return;
+  char phases[256] = "";
+  (void)conv_tune_phases_format(&t->phases, s * 1e3, phases, sizeof phases);
   if (st != CONV_OK) {
-    conv_log(req->log, CONV_LOG_INFO, "tuning failed after %.2f s (%s): %d configs, %d failed", s,
-             conv_status_string(st), t->tried, t->failed);
+    conv_log(req->log, CONV_LOG_INFO,
+             "tuning failed after %.2f s (%s): %d configs, %d failed; %s", s,
+             conv_status_string(st), t->tried, t->failed, phases);
     return;
   }
   const conv_algorithm *algo = conv_registry_find(t->best.algorithm_id);
   char config[128] = "";
   if (algo != NULL) algo->describe(&t->best.config, config, sizeof config);
   conv_log(req->log, CONV_LOG_INFO,
-           "tuned in %.2f s: %d configs, %d failed, %d abandoned; fastest %s %s (%.4f ms)", s,
-           t->tried, t->failed, t->abandoned, algo ? algo->name : "?", config, t->best.time_ms);
+           "tuned in %.2f s: %d configs, %d failed, %d abandoned; fastest %s %s (%.4f ms); %s", s,
+           t->tried, t->failed, t->abandoned, algo ? algo->name : "?", config, t->best.time_ms,
+           phases);
   if (t->predicted > 0)
     conv_log(req->log, CONV_LOG_INFO,
-             "%s: predicted from its tuned neighbours, %d configs timed; marked incomplete "
+             "%s: predicted from its tuned neighbours%s, %d configs timed; marked incomplete "
              "(convtune tune --pending, or an exhaustive context, times the rest)",
-             req->key->problem, t->predicted);
+             req->key->problem, t->widened ? " (widened)" : "", t->predicted);
   if (t->cut)
     conv_log(req->log, CONV_LOG_INFO,
              "%s: tuning stopped by its budget (%.0f ms) with %d configs untimed; the fastest so "
              "far is kept, marked incomplete (convtune tune --pending finishes it)",
              req->key->problem, req->budget_ms, t->untimed);
+}
+
+/* The winner, and whether the problem waits to be finished: tuned fully,
+ * nothing of this shape waits on this device any more; cut short by a
+ * budget, or only the predicted configs timed, it does. */
+static conv_status store_outcome(const conv_tune_request *req, const tally *t, conv_error *err) {
+  conv_status st =
+      conv_cache_set_winner(req->cache, req->key, t->best.algorithm_id, &t->best.config, err);
+  if (st != CONV_OK) return st;
+  if (t->cut || t->predicted > 0)
+    return conv_cache_record_pending(req->cache, req->key, CONV_PENDING_INCOMPLETE, err);
+  return conv_cache_clear_pending(req->cache, req->key, err);
 }
 
 conv_status conv_tune(const conv_tune_request *req, conv_choice *winner, conv_error *err) {
@@ -639,21 +540,17 @@ conv_status conv_tune(const conv_tune_request *req, conv_choice *winner, conv_er
   conv_log(req->log, CONV_LOG_INFO, "tuning %s", req->key->problem);
   CONV_TRY(st, bench_alloc(&b, err), done);
   CONV_TRY(st, bench_inputs(&b, err), done);
+  conv_tuner_phase_since(&t.phases, CONV_PHASE_SETUP, started);
   CONV_TRY(st, tune_all(&b, &t, err), done);
   if (!t.have_best) {
     st = conv_error_set(err, CONV_NO_CANDIDATE, "%d configs tried, none valid; first failure: %s",
                         t.tried, t.first_failure[0] ? t.first_failure : "(no applicable candidate)");
     goto done;
   }
-  CONV_TRY(st, conv_cache_set_winner(req->cache, req->key, t.best.algorithm_id, &t.best.config, err), done);
-  /* Tuned fully: nothing of this shape waits on this device any more; cut
-   * short by a budget, or only the predicted configs timed: it waits to be
-   * finished. */
-  if (t.cut || t.predicted > 0)
-    CONV_TRY(st, conv_cache_record_pending(req->cache, req->key, CONV_PENDING_INCOMPLETE, err),
-             done);
-  else
-    CONV_TRY(st, conv_cache_clear_pending(req->cache, req->key, err), done);
+  const uint64_t storing = uv_hrtime();
+  st = store_outcome(req, &t, err);
+  conv_tuner_phase_since(&t.phases, CONV_PHASE_CACHE, storing);
+  if (st != CONV_OK) goto done;
   *winner = t.best;
 done:
   log_outcome(req, st, &t, (uv_hrtime() - started) * 1e-9);
@@ -724,7 +621,7 @@ conv_status conv_pick_untimed(const conv_tune_request *req, conv_choice *choice,
     conv_trial trial;
     trial_init(&trial, candidates[i].algo, &candidates[i].config);
     conv_log(req->log, CONV_LOG_DEBUG, "checking %s %s", trial.algorithm, trial.config_text);
-    run_trial(&b, candidates[i].algo, &candidates[i].config, false, 0, &trial);
+    run_trial(&b, candidates[i].algo, &candidates[i].config, false, 0, &trial, NULL);
     report(req, &trial);
     tried++;
     if (trial.status == CONV_OK) {
