@@ -1,7 +1,8 @@
 /*
- * tuning.h -- what the tuner's files share (not installed): tuner.c times
- * and validates candidates; tune_predict.c chooses and times a
- * prediction's.  conv_tune (tuner.h) is the entry point.
+ * tuning.h -- what the tuner's files share (not installed): trial.c runs
+ * one config's trial; tuner.c runs the families' passes and the policies;
+ * tune_predict.c chooses and times a prediction's configs.  Calls run
+ * down that list, never back.  conv_tune (tuner.h) is the entry point.
  */
 #ifndef CONVTUNE_TUNER_TUNING_H
 #define CONVTUNE_TUNER_TUNING_H
@@ -51,6 +52,31 @@ static inline void conv_tuner_phase_since(conv_tune_phases *phases, conv_tune_ph
                                           uint64_t started) {
   conv_tune_phases_add(phases, phase, (double)(uv_hrtime() - started) * 1e-6);
 }
+
+/* The tuning's tensors (trial.c): allocated from the context's allocator on
+ * the tuning stream; filled with fresh random inputs and the reference
+ * output; freed after a synchronise (b->req must be set, the rest zero). */
+conv_status conv_bench_alloc(bench *b, conv_error *err);
+conv_status conv_bench_inputs(bench *b, conv_error *err);
+void conv_bench_free(bench *b);
+
+/* A trial of `config`, its identity filled and its outcome unknown. */
+void conv_tuner_trial_init(conv_trial *trial, const conv_algorithm *algo,
+                           const conv_config *config);
+
+/* One config from prepare to timing (timed) or validation; failures are the
+ * trial's result.  best_ms: the best median so far (0: none), for early
+ * abandonment.  Its wall time goes to `phases` (NULL: nowhere). */
+void conv_tuner_run_trial(bench *b, const conv_algorithm *algo, const conv_config *config,
+                          bool timed, double best_ms, conv_trial *trial,
+                          conv_tune_phases *phases);
+
+/* A trial's outcome, for the context's log (DEBUG). */
+void conv_tuner_report(const conv_tune_request *req, const conv_trial *trial);
+
+/* Stores a trial in the user's cache, its time the cache phase's. */
+conv_status conv_tuner_store_trial(const conv_tune_request *req, const conv_trial *trial,
+                                   tally *t, conv_error *err);
 
 /* Times one config, keeps the best in *t, stores the trial.  *pick_taken:
  * one heuristic pick per family is marked as such. */
