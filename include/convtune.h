@@ -360,7 +360,10 @@ typedef enum conv_policy {
    * versions in the user's cache or the system cache (the user's tuning
    * of a problem in both), by their sizes; where their winners are of
    * one candidate family, time only that family's 8 configs that ran
-   * fastest on them and cuDNN's heuristic pick, keep the fastest valid
+   * fastest on them and cuDNN's heuristic pick (and, where those
+   * neighbours are far, the problem lies outside their range, or their
+   * FFT winners differ in shape, every applicable family's 3 best
+   * guesses too: docs/tuning.md, "Widening"), keep the fastest valid
    * one, and record the problem as pending ("incomplete") for `convtune tune --pending` (or an
    * exhaustive context) to finish; where they are not, or fewer than 3 are
    * tuned, or nothing predicted is valid, time every candidate as

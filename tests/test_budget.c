@@ -1,8 +1,8 @@
 /*
  * test_budget.c -- tuning budgets and early abandonment without a GPU: the
  * tuner's rules as the pure functions they are (tuner.h), the
- * tuning_budget_ms option (defaults, checks, older and newer structs) and
- * the policy option.
+ * tuning_budget_ms option (defaults, checks, older and newer structs),
+ * the policy option, and the accounting of a tuning's phases.
  */
 #include <math.h>
 #include <stddef.h>
@@ -113,11 +113,46 @@ static int test_policy_option(void) {
   return check_refused(&o, CONV_INVALID_ARGUMENT, "policy -1");
 }
 
+/* A tuning's phases: sums, the rest as "other" (never negative), and the
+ * INFO line's text that `convtune tune` reads back. */
+static int test_tuning_phases(void) {
+  conv_tune_phases ph;
+  memset(&ph, 0, sizeof ph);
+  conv_tune_phases_add(&ph, CONV_PHASE_SETUP, 10);
+  conv_tune_phases_add(&ph, CONV_PHASE_PREPARE, 400);
+  conv_tune_phases_add(&ph, CONV_PHASE_PREPARE, 100);
+  conv_tune_phases_add(&ph, CONV_PHASE_TIME, 1000);
+  conv_tune_phases_add(&ph, CONV_PHASE_VALIDATE, -5);  /* ignored */
+  conv_tune_phases_add(&ph, CONV_PHASE_CACHE, NAN);    /* ignored */
+  conv_tune_phases_add(&ph, CONV_PHASE_COUNT, 7);      /* no such phase */
+  conv_tune_phases_add(NULL, CONV_PHASE_TIME, 1);      /* an untimed pick keeps none */
+  CHECK(ph.ms[CONV_PHASE_PREPARE] == 500 && ph.ms[CONV_PHASE_VALIDATE] == 0 &&
+        ph.ms[CONV_PHASE_CACHE] == 0);
+  char text[256];
+  const int n = conv_tune_phases_format(&ph, 2000, text, sizeof text);
+  const char *want = "phases (s): setup 0.010, predict 0.000, list 0.000, prepare 0.500, "
+                     "validate 0.000, time 1.000, cache 0.000, other 0.490";
+  CHECK_MSG(strcmp(text, want) == 0, "%s", text);
+  CHECK(n == (int)strlen(want));
+  /* A total under the phases' sum (clocks read apart): other is 0. */
+  conv_tune_phases_format(&ph, 1000, text, sizeof text);
+  CHECK_MSG(strstr(text, "other 0.000") != NULL, "%s", text);
+  /* Cut short, it still says how long it wanted. */
+  char tiny[16];
+  CHECK(conv_tune_phases_format(&ph, 2000, tiny, sizeof tiny) == n);
+  CHECK(strlen(tiny) == sizeof tiny - 1);
+  CHECK(conv_tune_phases_format(NULL, 1, text, sizeof text) < 0);
+  CHECK(strcmp(conv_tune_phase_name(CONV_PHASE_COUNT), "other") == 0);
+  CHECK(strcmp(conv_tune_phase_name(-1), "?") == 0);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"abandonment_rule", test_abandonment_rule},
     {"budget_rule", test_budget_rule},
     {"budget_option", test_budget_option},
     {"policy_option", test_policy_option},
+    {"tuning_phases", test_tuning_phases},
 };
 
 TEST_MAIN(tests)

@@ -3,7 +3,7 @@
  * output (and tools/json.c's reader and writer called directly), its
  * tables and printable text (tools/text.c called directly), suite
  * files (the loader called directly, and invalid rows through the tool),
- * and the progress line's text.  test_cli.c has the commands themselves.
+ * the progress line's text, and a tuning's phases read from its log line.  test_cli.c has the commands themselves.
  *
  * All of these run without a GPU.  The one test about the no-GPU message
  * skips itself where a context can be created (a real GPU is there); the
@@ -35,9 +35,11 @@
 #include "tests/cli_fixture.h"
 #include "tests/cli_run.h"
 #include "tools/cli/cli.h"
+#include "tools/cli/phases.h"
 #include "tools/cli/progress.h"
 #include "tools/json.h"
 #include "tools/text.h"
+#include "tuner/tuner.h"
 
 /* ================================================================ JSON */
 
@@ -651,6 +653,56 @@ static int test_progress_line(void) {
   return TEST_PASS;
 }
 
+/* A tuning's phases, as the library writes them at the end of its INFO
+ * line (conv_tune_phases_format), read back by the tool for --json, and
+ * written as an object whose "total" is their sum. */
+static int test_tuning_phases_line(void) {
+  conv_tune_phases ph;
+  memset(&ph, 0, sizeof ph);
+  for (int i = 0; i < CONV_PHASE_COUNT; i++) conv_tune_phases_add(&ph, (conv_tune_phase)i, 100.0 * (i + 1));
+  char phases[256], line[512];
+  CHECK(conv_tune_phases_format(&ph, 3000, phases, sizeof phases) > 0);
+  snprintf(line, sizeof line,
+           "tuned in 3.00 s: 83 configs, 2 failed, 60 abandoned; fastest fft tile=560x560 "
+           "product=kernel (0.2832 ms); %s", phases);
+  tune_phases read = {0};
+  CHECK_MSG(tune_phases_parse(line, &read), "%s", line);
+  CHECK(read.count == CONV_PHASE_COUNT + 1);
+  double sum = 0;
+  for (int i = 0; i < read.count; i++) {
+    CHECK_MSG(strcmp(read.name[i], conv_tune_phase_name(i)) == 0, "%s", read.name[i]);
+    sum += read.seconds[i];
+  }
+  CHECK(fabs(read.seconds[CONV_PHASE_PREPARE] - 0.4) < 1e-9);
+  CHECK(fabs(read.seconds[CONV_PHASE_COUNT] - 0.2) < 1e-9); /* other: 3 s less 2.8 */
+  CHECK(fabs(sum - 3.0) < 1e-9);
+  /* Lines without phases, or with broken ones, leave the last read alone. */
+  tune_phases kept = read;
+  CHECK(!tune_phases_parse("tuning fwd f32 nchw strict none n1", &read));
+  CHECK(!tune_phases_parse("x; phases (s): setup", &read));
+  CHECK(!tune_phases_parse("x; phases (s): setup -1", &read));
+  CHECK(!tune_phases_parse("x; phases (s): Setup 1", &read));
+  CHECK(!tune_phases_parse("x; phases (s): ", &read));
+  CHECK(!tune_phases_parse(NULL, &read));
+  CHECK(memcmp(&kept, &read, sizeof read) == 0);
+  /* The JSON object. */
+  char *text = NULL;
+  size_t size = 0;
+  FILE *out = open_memstream(&text, &size);
+  CHECK(out != NULL);
+  tune_phases_write_json(out, &read);
+  fclose(out);
+  json_error_t jerr;
+  json_t *obj = json_loads(text, 0, &jerr);
+  CHECK_MSG(obj != NULL && json_is_object(obj), "%s", text);
+  CHECK(fabs(json_number_value(json_object_get(obj, "total")) - 3.0) < 1e-9);
+  CHECK(fabs(json_number_value(json_object_get(obj, "time")) - 0.6) < 1e-9);
+  CHECK(json_object_size(obj) == (size_t)read.count + 1);
+  json_decref(obj);
+  free(text);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"json_output", test_json_output},
     {"table_cells_cut", test_table_cells_cut},
@@ -659,6 +711,7 @@ static const test_case tests[] = {
     {"invalid_suite_rows", test_invalid_suite_rows},
     {"progress_durations", test_progress_durations},
     {"progress_line", test_progress_line},
+    {"tuning_phases_line", test_tuning_phases_line},
 };
 
 TEST_MAIN(tests)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "algorithms/algorithm.h"
 #include "tests/cache_fixtures.h"
 #include "tuner/tuner.h"
 
@@ -107,6 +108,9 @@ static int neighbours_agree(void) {
   CHECK_OK(predict_for(cache, DW(14, 384), key, sizeof key, &pr));
   CHECK_MSG(pr.certain, "not certain: %s", pr.why);
   CHECK(pr.neighbours == 3 && pr.algorithm_id == DEPTHWISE);
+  char why[256];
+  const conv_problem target = problem_of(DW(14, 384));
+  CHECK_MSG(conv_predict_scope_of(&target, &pr, why, sizeof why) == CONV_PREDICT_NARROW, "%s", why);
   /* Nearest first: 28x28 (2x the image, half the channels) and 7x7 (the
    * other way) are equally near; 56x56 is twice as far on each. */
   CHECK(strstr(pr.neighbour[2].problem, "h56") != NULL);
@@ -236,9 +240,180 @@ static int neighbours_across_layers(void) {
   return TEST_PASS;
 }
 
+/* ---------------------------------------------------------------- widening */
+
+/* A prediction made by hand: three neighbours, their winners' families and
+ * configs (nearest first is not needed: the scope reads them all). */
+static int prediction_of(const char *const specs[3], const uint32_t ids[3],
+                         const conv_config configs[3], conv_prediction *out) {
+  conv_error err = {CONV_OK, ""};
+  memset(out, 0, sizeof *out);
+  for (int i = 0; i < 3; i++) {
+    const conv_problem p = problem_of(specs[i]);
+    CHECK_OK(conv_problem_key(&p, out->neighbour[i].problem, sizeof out->neighbour[i].problem));
+    out->neighbour[i].algorithm_id = ids[i];
+    out->neighbour[i].config = configs[i];
+    out->neighbour[i].winner_ms = 0.1;
+  }
+  out->neighbours = 3;
+  out->algorithm_id = ids[0];
+  out->certain = ids[0] == ids[1] && ids[1] == ids[2];
+  return TEST_PASS;
+}
+
+static conv_predict_scope scope_for(const char *spec, const conv_prediction *pr, char *why,
+                                    size_t size) {
+  const conv_problem p = problem_of(spec);
+  return conv_predict_scope_of(&p, pr, why, size);
+}
+
+#define CONV3(c, h, k) "n=16 c=" #c " h=" #h " w=" #h " k=" #k " r=3 s=3 pad=1"
+#define TAPS(r, pad) "n=8 c=64 h=128 w=128 k=64 r=" #r " s=" #r " pad=" #pad
+
+/* The rules, one case each: near agreeing neighbours keep the narrow
+ * prediction; far ones, a filter outside the neighbours' range, and FFT
+ * winners of different shapes widen it; fewer than three, or families that
+ * differ, search everything (stronger than widening). */
+static int widening_rules(void) {
+  conv_prediction pr;
+  char why[256];
+  const uint32_t same[] = {CUDNN, CUDNN, CUDNN}, mixed[] = {CUDNN, CUDNN, DEPTHWISE};
+  const conv_config any[] = {config_of(70, 0), config_of(6, 0), config_of(70, 1)};
+  /* One network stage either way, and the same stage at 2x the image. */
+  const char *const near[] = {CONV3(64, 56, 64), CONV3(256, 14, 256), CONV3(128, 56, 128)};
+  int rc = prediction_of(near, same, any, &pr);
+  if (rc != TEST_PASS) return rc;
+  CHECK_MSG(scope_for(CONV3(128, 28, 128), &pr, why, sizeof why) == CONV_PREDICT_NARROW, "%s", why);
+  CHECK(why[0] == '\0');
+  /* Far: 8x the image on both axes is 18 away. */
+  const char *const far[] = {CONV3(128, 224, 128), CONV3(64, 224, 64), CONV3(128, 448, 128)};
+  if ((rc = prediction_of(far, same, any, &pr)) != TEST_PASS) return rc;
+  CHECK(scope_for(CONV3(128, 28, 128), &pr, why, sizeof why) == CONV_PREDICT_WIDE);
+  CHECK_MSG(strncmp(why, "far:", 4) == 0, "%s", why);
+  /* Families that differ: no prediction, every candidate. */
+  if ((rc = prediction_of(near, mixed, any, &pr)) != TEST_PASS) return rc;
+  CHECK(scope_for(CONV3(128, 28, 128), &pr, why, sizeof why) == CONV_PREDICT_ALL);
+  CHECK_MSG(strstr(why, "differ in family") != NULL, "%s", why);
+  pr.neighbours = 2;
+  CHECK(scope_for(CONV3(128, 28, 128), &pr, why, sizeof why) == CONV_PREDICT_ALL);
+  CHECK(conv_predict_scope_of(NULL, &pr, why, sizeof why) == CONV_PREDICT_ALL);
+  CHECK(scope_for(CONV3(128, 28, 128), NULL, NULL, 0) == CONV_PREDICT_ALL);
+  /* A 31x31 filter among 3x3..11x11 neighbours: widened (the 3x3 is far). */
+  const char *const small[] = {TAPS(3, 1), TAPS(7, 3), TAPS(11, 5)};
+  if ((rc = prediction_of(small, same, any, &pr)) != TEST_PASS) return rc;
+  CHECK(scope_for(TAPS(31, 15), &pr, why, sizeof why) == CONV_PREDICT_WIDE);
+  /* Among 7x7..11x11 ones, near enough: by the range rule (961 taps
+   * against at most 121). */
+  const char *const mid[] = {TAPS(7, 3), TAPS(9, 4), TAPS(11, 5)};
+  if ((rc = prediction_of(mid, same, any, &pr)) != TEST_PASS) return rc;
+  CHECK(scope_for(TAPS(31, 15), &pr, why, sizeof why) == CONV_PREDICT_WIDE);
+  CHECK_MSG(strstr(why, "out of range: filter taps") != NULL, "%s", why);
+  CHECK(scope_for(TAPS(9, 4), &pr, why, sizeof why) == CONV_PREDICT_NARROW);
+  /* Depthwise among dense neighbours of as many channels a group. */
+  const char *const dense1[] = {"n=16 c=1 h=56 w=56 k=1 r=3 s=3 pad=1",
+                                "n=16 c=2 h=56 w=56 k=2 r=3 s=3 pad=1",
+                                "n=16 c=1 h=28 w=28 k=1 r=3 s=3 pad=1"};
+  if ((rc = prediction_of(dense1, same, any, &pr)) != TEST_PASS) return rc;
+  CHECK(scope_for("n=16 c=2 h=56 w=56 k=2 r=3 s=3 pad=1 groups=2", &pr, why, sizeof why) ==
+        CONV_PREDICT_WIDE);
+  CHECK_MSG(strstr(why, "depthwise") != NULL, "%s", why);
+  return TEST_PASS;
+}
+
+/* FFT winners: whole-image transforms on all three keep the prediction
+ * narrow, as do tiles of one size; a whole image against tiles widens. */
+static int widening_fft_classes(void) {
+  conv_prediction pr;
+  char why[256];
+  const uint32_t fft[] = {CONV_ALGO_FFT, CONV_ALGO_FFT, CONV_ALGO_FFT};
+  /* 96x96 and 128x128 outputs, 11x11 and 9x9 filters: whole images are
+   * 106, 138 and 136 (any transform at least that). */
+  const char *const specs[] = {"n=8 c=64 h=96 w=96 k=64 r=11 s=11 pad=5", TAPS(11, 5),
+                               TAPS(9, 4)};
+  const conv_config whole[] = {{3, {108, 108, 0}, 0}, {3, {140, 140, 1}, 0}, {3, {140, 144, 0}, 0}};
+  int rc = prediction_of(specs, fft, whole, &pr);
+  if (rc != TEST_PASS) return rc;
+  CHECK_MSG(scope_for(TAPS(11, 5), &pr, why, sizeof why) == CONV_PREDICT_NARROW, "%s", why);
+  const conv_config tiles[] = {{3, {32, 32, 0}, 0}, {3, {32, 32, 1}, 0}, {3, {32, 32, 0}, 0}};
+  if ((rc = prediction_of(specs, fft, tiles, &pr)) != TEST_PASS) return rc;
+  CHECK_MSG(scope_for(TAPS(11, 5), &pr, why, sizeof why) == CONV_PREDICT_NARROW, "%s", why);
+  const conv_config mixed[] = {{3, {108, 108, 0}, 0}, {3, {32, 32, 1}, 0}, {3, {32, 32, 0}, 0}};
+  if ((rc = prediction_of(specs, fft, mixed, &pr)) != TEST_PASS) return rc;
+  CHECK(scope_for(TAPS(11, 5), &pr, why, sizeof why) == CONV_PREDICT_WIDE);
+  CHECK_MSG(strstr(why, "classes:") != NULL && strstr(why, "whole image") != NULL, "%s", why);
+  const conv_config sizes[] = {{3, {64, 64, 0}, 0}, {3, {32, 32, 1}, 0}, {3, {32, 32, 0}, 0}};
+  if ((rc = prediction_of(specs, fft, sizes, &pr)) != TEST_PASS) return rc;
+  CHECK(scope_for(TAPS(11, 5), &pr, why, sizeof why) == CONV_PREDICT_WIDE);
+  /* Another family's configs have no classes. */
+  const uint32_t cudnn[] = {CUDNN, CUDNN, CUDNN};
+  if ((rc = prediction_of(specs, cudnn, mixed, &pr)) != TEST_PASS) return rc;
+  CHECK(scope_for(TAPS(11, 5), &pr, why, sizeof why) == CONV_PREDICT_NARROW);
+  return TEST_PASS;
+}
+
+/* The suite's other forward rows, as an H200 tuned them (caches/h200.db:
+ * each row's winning family), are fft_few_ch_31's candidates for
+ * neighbours.  Its nearest three are direct_channel winners (3x3 layers
+ * of one image of 1-16 channels), so the prediction is certain; widened,
+ * FFT's own best guesses are timed too (its whole-image transform won,
+ * 0.28 ms; the neighbours' family gave 2.1 ms before). */
+static int widening_fft_few_ch_31(void) {
+  static const struct {
+    const char *spec;
+    uint32_t family;
+  } suite[] = {
+      {"n=1 c=512 h=128 w=256 k=1024 r=3 s=3", CONV_ALGO_FFT},
+      {"n=5 c=512 h=128 w=256 k=1024 r=3 s=3", CONV_ALGO_FFT},
+      {"n=20480 c=32 h=4 w=4 k=64 r=3 s=3 pad=1", CONV_ALGO_PATCH},
+      {"n=20480 c=32 h=8 w=8 k=64 r=3 s=3 pad=1", CONV_ALGO_PATCH},
+      {"n=1 c=3 h=1024 w=1024 k=16 r=3 s=3 pad=1", CONV_ALGO_DIRECT_CHANNEL},
+      {"n=1 c=1 h=1024 w=1024 k=1 r=3 s=3 pad=1", CONV_ALGO_DIRECT_CHANNEL},
+      {"n=1 c=1 h=1024 w=1024 k=1 r=3 s=3 pad=8 dil=8", CONV_ALGO_DIRECT_CHANNEL},
+      {"n=1 c=16 h=1024 w=1024 k=1 r=3 s=3 pad=4 dil=4", CONV_ALGO_DIRECT_CHANNEL},
+      {"n=1 c=1 h=64 w=64 k=1 r=3 s=3 pad=1", CONV_ALGO_DIRECT_CHANNEL},
+      {"n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1", CONV_ALGO_CUDNN},
+      {"n=32 c=512 h=7 w=7 k=512 r=3 s=3 pad=1", CONV_ALGO_CUDNN},
+      {"n=32 c=64 h=56 w=56 k=256 r=1 s=1", CONV_ALGO_IM2COL_GEMM},
+      {"n=32 c=3 h=224 w=224 k=64 r=7 s=7 pad=3 stride=2", CONV_ALGO_DIRECT_CHANNEL},
+      {"n=32 c=144 h=56 w=56 k=144 r=3 s=3 pad=1 groups=144", CONV_ALGO_DIRECT_CHANNEL},
+      {"n=32 c=96 h=112 w=112 k=96 r=3 s=3 pad=1 stride=2 groups=96", CONV_ALGO_DIRECT_CHANNEL},
+      {"n=32 c=128 h=56 w=56 k=128 r=31 s=31 pad=15 groups=128", CONV_ALGO_FFT},
+      {"n=8 c=64 h=128 w=128 k=64 r=11 s=11 pad=5", CONV_ALGO_FFT},
+      {"n=8 c=64 h=256 w=256 k=64 r=3 s=3 pad=1", CONV_ALGO_CUDNN},
+      {"n=1 c=64 h=56 w=56 k=64 r=3 s=3 pad=1", CONV_ALGO_CUDNN},
+      {"n=32 c=256 h=28 w=28 k=256 r=3 s=3 pad=1 groups=32", CONV_ALGO_DIRECT_CHANNEL},
+      {"n=1 c=256 h=8 w=8 k=256 r=3 s=3 pad=1", CONV_ALGO_CHANNEL_SPLIT},
+  };
+  conv_error err = {CONV_OK, ""};
+  conv_cache *cache = NULL;
+  CHECK_OK(conv_cache_open(":memory:", false, &cache, &err));
+  int rc = TEST_PASS;
+  const double ms[] = {0.1};
+  for (size_t i = 0; i < sizeof suite / sizeof suite[0] && rc == TEST_PASS; i++) {
+    const conv_config winner[] = {config_of((int64_t)i, 0)};
+    rc = store_tuning(cache, suite[i].spec, DEVICE, suite[i].family, winner, ms, 1);
+  }
+  if (rc != TEST_PASS) {
+    conv_cache_close(cache);
+    return rc;
+  }
+  const char *target = "n=8 c=4 h=512 w=512 k=4 r=31 s=31 pad=15";
+  char key[CONV_PROBLEM_KEY_MAX], why[256];
+  conv_prediction pr;
+  CHECK_OK(predict_for(cache, target, key, sizeof key, &pr));
+  conv_cache_close(cache);
+  CHECK_MSG(pr.certain && pr.algorithm_id == CONV_ALGO_DIRECT_CHANNEL, "%s", pr.why);
+  CHECK(scope_for(target, &pr, why, sizeof why) == CONV_PREDICT_WIDE);
+  CHECK_MSG(strncmp(why, "far:", 4) == 0, "%s", why);
+  return TEST_PASS;
+}
+
 static const test_case tests[] = {
     {"neighbours_agree", neighbours_agree},
     {"no_prediction", no_prediction},
     {"neighbours_across_layers", neighbours_across_layers},
+    {"widening_rules", widening_rules},
+    {"widening_fft_classes", widening_fft_classes},
+    {"widening_fft_few_ch_31", widening_fft_few_ch_31},
 };
 TEST_MAIN(tests)

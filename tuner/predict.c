@@ -56,6 +56,11 @@ static double distance(const problem_point *a, const problem_point *b) {
   return d;
 }
 
+double conv_predict_distance(const conv_problem *a, const conv_problem *b) {
+  const problem_point pa = point_of(a), pb = point_of(b);
+  return distance(&pa, &pb);
+}
+
 typedef struct neighbour_search {
   const conv_cache_key *key;
   problem_point target;
@@ -98,6 +103,7 @@ static int consider_winner(const conv_cache_row *row, void *user) {
   snprintf(n->problem, sizeof n->problem, "%s", row->problem);
   n->layer = s->layer;
   n->algorithm_id = row->trial->algorithm_id;
+  n->config = row->trial->config;
   n->winner_ms = row->trial->time_ms;
   if (out->neighbours < CONV_PREDICT_NEIGHBOURS) out->neighbours++;
   return 0;

@@ -79,6 +79,7 @@ typedef struct conv_prediction_neighbour {
   char problem[CONV_PROBLEM_KEY_MAX];
   int layer;             /* the index of the cache it was found in        */
   uint32_t algorithm_id; /* its winner's family */
+  conv_config config;    /* its winner's config (the widening's shape class) */
   double winner_ms;
 } conv_prediction_neighbour;
 
@@ -107,6 +108,95 @@ conv_status conv_predict_rank(conv_cache *const *layers, int layer_count, const 
                               const conv_prediction *prediction, const conv_config *offered,
                               int offered_count, int *order /* OUT */, int max,
                               int *count /* OUT */, conv_error *err);
+
+/* The distance conv_predict_neighbours ranks by: squared, between log2
+ * sizes (n, c, h, w, k, r, s, stride counted double, dilation, channels
+ * per group) plus 3 for depthwise against not.  A unit is one axis 2x
+ * apart; one network stage (image halved, channels doubled) is 5. */
+double conv_predict_distance(const conv_problem *a, const conv_problem *b);
+
+/* Widening (widen.c).  A certain prediction times few configs, chosen by
+ * how they ran on the neighbours; where the neighbours say little about
+ * the problem, the tuning also times every applicable family's own best
+ * guesses (the fast policy's first MAX_CONFIGS_FAST = 3 configs of each),
+ * so that a family's own rules (FFT's transform size for this image, say)
+ * get a say.  At most CONV_PREDICT_CONFIGS + 1 + 3 x the applicable
+ * families are then timed (18 families today; 4-8 apply to a problem).
+ * The rules, first match wins:
+ *
+ *   ALL (no prediction, every candidate, as before): fewer than
+ *     CONV_PREDICT_NEIGHBOURS neighbours, or their winners differ in
+ *     family.  Stronger than widening, so kept.
+ *   WIDE "far": the farthest of the neighbours is more than
+ *     CONV_PREDICT_FAR away (conv_predict_distance).  16 is 4 axes 4x
+ *     apart, or one 16x: on resnet50's 23 layers every layer but the stem
+ *     has its 3 nearest within 12 (the next stage 5, 4x the channels 8),
+ *     the stem 71; the suite's rows, picked to differ, are 9 to 118.
+ *   WIDE "range": on an axis the problem lies outside the neighbours'
+ *     min..max by more than CONV_PREDICT_RANGE_FACTOR: filter taps r*s,
+ *     input channels, output channels, output pixels p*q, channels per
+ *     group; or it is depthwise and none of them is (or the reverse).  A
+ *     factor 4 is two network stages: a model's layers stay within it.
+ *   WIDE "classes": their winners are of one family whose configs come in
+ *     shape classes that do not carry over, and the classes differ: for
+ *     the FFT families (fft, fft_filter), a transform holding the whole
+ *     padded image against tiles, or tiles of different sizes.
+ *   NARROW: the prediction as it was. */
+#define CONV_PREDICT_FAR 16.0
+#define CONV_PREDICT_RANGE_FACTOR 4.0
+
+typedef enum conv_predict_scope {
+  CONV_PREDICT_NARROW = 0, /* the neighbours' family's ranked configs, cuDNN's pick */
+  CONV_PREDICT_WIDE,       /* those and every applicable family's best guesses     */
+  CONV_PREDICT_ALL         /* no prediction: every candidate                        */
+} conv_predict_scope;
+
+/* Which scope `prediction` (conv_predict_neighbours' for `problem`)
+ * gives, and in why[] which rule said so ("" for NARROW).  Pure: reads
+ * the neighbours' problems from their keys (one that does not parse
+ * counts as far). */
+conv_predict_scope conv_predict_scope_of(const conv_problem *problem,
+                                         const conv_prediction *prediction, char *why,
+                                         size_t why_size);
+
+/* Where a tuning's wall time goes (phases.c), for its INFO line and
+ * `convtune tune --verbose / --json`.  SETUP: the test tensors, their
+ * random fill and the reference run; PREDICT: reading the caches for
+ * neighbours and ranking their configs; LIST: families listing their
+ * configs (cuDNN's engine and heuristic queries); PREPARE: building each
+ * config (cuDNN plan finalisation, cuFFT plans, cuBLASLt queries), its
+ * workspace allocation, and its release; VALIDATE: the poisoned
+ * validation run and the comparison with the reference; TIME: the timed
+ * runs (graph capture included); CACHE: writing trials, the winner and
+ * pending marks.  What no phase holds (logging, bookkeeping) is "other". */
+typedef enum conv_tune_phase {
+  CONV_PHASE_SETUP = 0,
+  CONV_PHASE_PREDICT,
+  CONV_PHASE_LIST,
+  CONV_PHASE_PREPARE,
+  CONV_PHASE_VALIDATE,
+  CONV_PHASE_TIME,
+  CONV_PHASE_CACHE,
+  CONV_PHASE_COUNT
+} conv_tune_phase;
+
+typedef struct conv_tune_phases {
+  double ms[CONV_PHASE_COUNT];
+} conv_tune_phases;
+
+/* "setup", "predict", ... ; "other" for CONV_PHASE_COUNT; "?" otherwise. */
+const char *conv_tune_phase_name(int phase);
+
+/* Adds ms (ignored unless positive and finite) to a phase; phases may be
+ * NULL (an untimed pick keeps none). */
+void conv_tune_phases_add(conv_tune_phases *phases, conv_tune_phase phase, double ms);
+
+/* "phases (s): setup 0.012, predict 0.000, ..., other 0.003": each phase
+ * and the rest of total_ms (never below 0), in seconds.  What the INFO
+ * line at a tuning's end carries, and what `convtune tune` reads back
+ * from it.  Returns what snprintf returns. */
+int conv_tune_phases_format(const conv_tune_phases *phases, double total_ms, char *text,
+                            size_t size);
 
 /* Early abandonment (rules.c).  A config whose runs are already slower
  * than the best median so far by CONV_ABANDON_FACTOR stops being timed:

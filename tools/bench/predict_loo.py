@@ -11,16 +11,25 @@ not time it counting as --missing-slowdown), plus cuDNN's heuristic pick;
 or, --by per-family, the --top fastest configs of each of those families.
 With --fallback disagree, a shape whose neighbours' winners are not all of
 one family runs the full search (counted as exact, at its full cost).
+With --widen (as tuner/widen.c, CONV_POLICY_PREDICT today): where the
+neighbours are far (the farthest over 16 in the squared log2 distance), the
+shape is outside their range by over 4x (filter taps, channels in and out,
+output pixels, channels per group, depthwise or not) or their FFT winners
+differ in shape (whole image against tiles, or tile sizes), every family's
+first 3 configs are timed too; a family's first configs are read as its
+first 3 trials in the cache's row order (an unbudgeted exhaustive tuning
+times each family's configs in the family's own order).
 Compared with S's exhaustive winner: within 10%?  A shape none of whose
 neighbours' picks applies to it would fall back to the full search.
 
     CONVTUNE_LIB=build/libconvtune.so PYTHONPATH=python \
         python3 tools/bench/predict_loo.py CACHE [--k 3] [--by config|family|ranked|per-family]
-        [--top N] [--fallback none|disagree] [--out-md FILE]
+        [--top N] [--fallback none|disagree] [--widen] [--out-md FILE]
 """
 import argparse
 import math
 import re
+import sqlite3
 import sys
 
 import convtune
@@ -44,6 +53,75 @@ def parse_key(key):
     features = ([math.log2(v) for v in (n, c, h, w, k, r, s)] + [2 * math.log2(sh), math.log2(dh)]
                 + [math.log2(c // g), 3 * depthwise])
     return cls, features
+
+
+def key_fields(key):
+    """The sizes the widening rules read: (direction, dict of fields)."""
+    words = key.split()
+    if words[0] == "dyn":
+        words = words[1:]
+    m = _FIELDS.search(key)
+    n, c, h, w, k, r, s, ph, pw, sh, sw, dh, dw, g = (int(v) for v in m.groups())
+    p = (h + 2 * ph - dh * (r - 1) - 1) // sh + 1
+    q = (w + 2 * pw - dw * (s - 1) - 1) // sw + 1
+    return words[0], {"n": n, "c": c, "h": h, "w": w, "k": k, "r": r, "s": s, "p": p, "q": q, "g": g}
+
+
+FAR, RANGE_FACTOR, FFT_FAMILIES = 16.0, 4.0, (3, 14)
+
+
+def fft_class(key, values):
+    direction, f = key_fields(key)
+    out_h, out_w = (f["h"], f["w"]) if direction == "bwd_data" else (f["p"], f["q"])
+    if values[0] >= out_h + f["r"] - 1 and values[1] >= out_w + f["s"] - 1:
+        return 0
+    return (values[0], values[1])
+
+
+def widen_reason(target, neighbours):
+    """tuner/widen.c's rules, once the neighbours agree on a family: why the
+    prediction is widened, or None."""
+    tf = target["features"]
+    farthest = max(sum((a - b) ** 2 for a, b in zip(tf, o["features"])) for o in neighbours)
+    if farthest > FAR:
+        return "far (%.1f)" % farthest
+
+    def axes(key):
+        _, f = key_fields(key)
+        return {"taps": f["r"] * f["s"], "c": f["c"], "k": f["k"], "pixels": f["p"] * f["q"],
+                "c_per_group": f["c"] // f["g"]}
+
+    def depthwise(key):
+        _, f = key_fields(key)
+        return f["g"] == f["c"] and f["g"] > 1
+
+    mine, theirs = axes(target["key"]), [axes(o["key"]) for o in neighbours]
+    for axis, v in mine.items():
+        lo, hi = min(t[axis] for t in theirs), max(t[axis] for t in theirs)
+        if v > hi * RANGE_FACTOR or v * RANGE_FACTOR < lo:
+            return "range (%s)" % axis
+    if all(depthwise(o["key"]) != depthwise(target["key"]) for o in neighbours):
+        return "range (depthwise)"
+    if neighbours[0]["winner"][0] in FFT_FAMILIES:
+        if len({fft_class(o["key"], o["winner"][1]) for o in neighbours}) > 1:
+            return "classes"
+    return None
+
+
+def first_configs(db, shape, per_family=3):
+    """Each family's first `per_family` trials of the shape in the cache's
+    row order, as config ids (matched by their text)."""
+    by_text = shape["by_text"]
+    rows = db.execute("SELECT algorithm_id, config_text FROM trials WHERE problem = ? AND device = ? "
+                      "AND versions = ? ORDER BY id", (shape["key"], shape["group"][1], shape["group"][2]))
+    seen, picks = {}, set()
+    for algorithm_id, text in rows:
+        if seen.get(algorithm_id, 0) >= per_family:
+            continue
+        seen[algorithm_id] = seen.get(algorithm_id, 0) + 1
+        if (algorithm_id, text) in by_text:
+            picks.add(by_text[(algorithm_id, text)])
+    return picks
 
 
 def nearest(target, others, k):
@@ -87,6 +165,9 @@ def main(argv):
     p.add_argument("--drop-abandoned", action="store_true",
                    help="leave out trials the exhaustive tuning abandoned after 1-2 runs (by default "
                         "they count at those runs' time, as the tuner's ranking counts them)")
+    p.add_argument("--widen", action="store_true",
+                   help="as the tuner: every family's first 3 configs too where the neighbours are far, "
+                        "out of range or of different FFT shapes (--by ranked / per-family)")
     p.add_argument("--out-md", default=None)
     args = p.parse_args(argv)
     shapes = []
@@ -98,9 +179,12 @@ def main(argv):
                  if t["time_ms"] is not None and t["status"] == "OK"
                  and not (args.drop_abandoned and t["reason"].startswith("abandoned"))}
         heuristic = [config_id(t) for t in mine if t["heuristic_pick"]]
+        by_text = {(t["algorithm_id"], t["config"]): config_id(t) for t in mine}
         shapes.append({"key": w["problem"], "group": (cls, w["device"], w["versions"]), "features": features,
                        "winner": config_id(w), "winner_ms": w["time_ms"], "timed": timed,
-                       "heuristic": heuristic})
+                       "heuristic": heuristic, "by_text": by_text})
+    db = sqlite3.connect("file:%s?mode=ro" % args.cache, uri=True) if args.widen else None
+    widened = 0
     rows = []
     for s in shapes:
         peers = [o for o in shapes if o is not s and o["group"] == s["group"]]
@@ -118,8 +202,12 @@ def main(argv):
             picks = {family for family, _ in winners}
             usable = {c: ms for c, ms in s["timed"].items() if c[0] in picks}
         else:
-            picks = ranked_picks(s, nearest(s, peers, args.k), args.top, args.missing_slowdown,
+            near = nearest(s, peers, args.k)
+            picks = ranked_picks(s, near, args.top, args.missing_slowdown,
                                  per_family=args.by == "per-family")
+            if args.widen and len(near) == args.k and widen_reason(s, near) is not None:
+                picks |= first_configs(db, s)
+                widened += 1
             usable = {c: s["timed"][c] for c in picks if c in s["timed"]}
         best = min(usable.values()) if usable else None
         rows.append({"key": s["key"], "peers": len(peers), "candidates": len(picks), "usable": len(usable),
@@ -142,6 +230,12 @@ def main(argv):
                   sum(r["configs"] for r in rows) / max(1, len(rows))))
     if args.fallback != "none":
         summary += "; %d of them full searches" % sum(r["full"] for r in rows)
+    if args.widen:
+        summary += "; %d widened" % widened
+    if predicted:
+        ratios = sorted(r["ratio"] for r in predicted)
+        summary += "; predicted / exhaustive: median %.3fx, worst %.3fx" % (
+            ratios[len(ratios) // 2], ratios[-1])
     text = "\n".join(lines + ["", summary]) + "\n"
     if args.out_md:
         with open(args.out_md, "w") as f:

@@ -21,6 +21,7 @@
 #include <uv.h>
 
 #include "tools/cli/cli.h"
+#include "tools/cli/phases.h"
 #include "tools/json.h"
 
 /* ---------------------------------------------------------------- display */
@@ -39,6 +40,7 @@ typedef struct tune_display {
   size_t done, total;
   char shape[1024];    /* printable, "" between shapes */
   char candidate[512]; /* the config being timed, "" when none */
+  tune_phases phases;  /* the last tuning's, from its INFO line (count 0: none) */
 } tune_display;
 
 int display_init(tune_display *d, const cli_args *a, size_t total);
@@ -66,8 +68,9 @@ void display_finish(tune_display *d);
 int say_uv_error(const char *what, int e);
 
 /* The context's log callback (user: the display): warnings always; a
- * candidate starting becomes the progress line's candidate; with --verbose
- * the other INFO and DEBUG lines. */
+ * candidate starting becomes the progress line's candidate; a tuning's
+ * phases (its last INFO line) go to d->phases; with --verbose the other
+ * INFO and DEBUG lines. */
 void display_log(void *user, conv_log_level level, const char *message);
 
 /* ---------------------------------------------------------------- one shape */
@@ -80,6 +83,7 @@ typedef struct tune_row {
   char error[512]; /* conv_context_last_error, one line */
   conv_plan_info info;
   double default_ms; /* the heuristic pick's time; < 0 unknown */
+  tune_phases phases; /* where its tuning's time went; count 0: not tuned here */
 } tune_row;
 
 /* What finding cuDNN's own pick among a shape's trials needs: a reader of

@@ -128,6 +128,7 @@ void display_log(void *user, conv_log_level level, const char *message) {
   tune_display *d = user;
   char line[2048], text[2048];
   uv_mutex_lock(&d->lock);
+  if (level == CONV_LOG_INFO) (void)tune_phases_parse(message, &d->phases);
   if (level <= CONV_LOG_WARN) {
     display_clear(d);
     say("%s%s", level == CONV_LOG_ERROR ? "error: " : "warning: ", message);

@@ -67,7 +67,13 @@ void tune_one(conv_context *ctx, const default_source *defaults, const suite_sha
   row->default_ms = -1;
   if (conv_problem_key(&shape->problem, row->key, sizeof row->key) != CONV_OK) row->key[0] = '\0';
   conv_plan *plan = NULL;
+  uv_mutex_lock(&display->lock);
+  display->phases.count = 0;
+  uv_mutex_unlock(&display->lock);
   row->status = conv_plan_create(ctx, &shape->problem, &plan);
+  uv_mutex_lock(&display->lock);
+  row->phases = display->phases; /* the log callback ran on this thread, inside the call */
+  uv_mutex_unlock(&display->lock);
   if (row->status == CONV_OK) {
     row->status = conv_plan_info_get(plan, &row->info);
     conv_plan_destroy(plan);
@@ -223,7 +229,12 @@ static void write_tune_row_json(FILE *out, const tune_row *r) {
                     r->default_ms > 0 && info->time_ms > 0 ? r->default_ms / info->time_ms : NAN);
   fputs(", \"source\": ", out);
   json_write_string(out, source_name(info->source));
-  fprintf(out, ", \"workspace_bytes\": %zu}", info->workspace_bytes);
+  fprintf(out, ", \"workspace_bytes\": %zu", info->workspace_bytes);
+  if (r->phases.count > 0) {
+    fputs(", \"tuning_s\": ", out);
+    tune_phases_write_json(out, &r->phases);
+  }
+  fputc('}', out);
 }
 
 static void write_tune_json(FILE *out, const tune_row *rows, size_t count) {
@@ -278,8 +289,11 @@ int open_context(const cli_args *a, int device, const char *path, tune_display *
   options.tuning_budget_ms = a->budget_ms;
   options.log = display_log;
   options.log_user = display;
-  /* DEBUG: the candidates, for the progress line or --verbose. */
-  options.log_level = display->bar || a->verbose ? CONV_LOG_DEBUG : CONV_LOG_WARN;
+  /* DEBUG: the candidates, for the progress line or --verbose; INFO: each
+   * tuning's phases, for --json. */
+  options.log_level = display->bar || a->verbose ? CONV_LOG_DEBUG
+                      : a->json                  ? CONV_LOG_INFO
+                                                 : CONV_LOG_WARN;
   conv_status st = conv_context_create(ctx, &options);
   if (st == CONV_OK) return EXIT_OK_;
   const char *msg = conv_context_last_error(NULL);

@@ -1,0 +1,366 @@
+/*
+ * trial.c -- one tuning's test tensors and one config's trial (tuning.h):
+ * prepare, the workspace limit, validation against the reference, and
+ * timing as replays of a CUDA graph of its runs.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuner/tuning.h"
+
+/* Timing: a CUDA graph of back-to-back runs lasting about BATCH_MS, replayed
+ * until MIN_SAMPLES replays and MIN_TOTAL_MS of runs, at most MAX_SAMPLES.
+ * A candidate that cannot win stops earlier (conv_tuner_abandons, tuner.h):
+ * two samples instead of about thirty. */
+#define BATCH_MS 1.0
+#define MIN_SAMPLES 5
+#define MIN_TOTAL_MS 30.0
+#define MAX_SAMPLES 50
+#define MAX_BATCH_RUNS 200
+/* Held before each timed replay: longer than the host takes to queue the
+ * start event and the launch behind it. */
+#define HOLD_US 50
+/* A run this long is GPU-bound even launched directly (a launch costs the
+ * host at most ~30 us, under 3% of it): it is timed without a graph (and
+ * may be abandoned after that one run). */
+#define DIRECT_MS CONV_ABANDON_LONG_RUN_MS
+
+static conv_status bench_tensor(bench *b, size_t bytes, void **ptr, const char *what,
+                                conv_error *err) {
+  return conv_device_alloc(&b->req->env->allocator, bytes, b->stream, ptr, what, err);
+}
+
+conv_status conv_bench_alloc(bench *b, conv_error *err) {
+  conv_status st;
+  const size_t f = sizeof(float), e = conv_dtype_bytes(b->req->problem->dtype);
+  const conv_direction direction = b->req->problem->direction;
+  b->stream = b->req->stream;
+  b->x_bytes = (size_t)b->shape.x_elems * e;
+  b->w_bytes = (size_t)b->shape.w_elems * e;
+  b->bias_bytes = (size_t)b->req->problem->k * f;
+  b->y_bytes = (size_t)b->shape.y_elems * e;
+  b->ref_bytes = (size_t)b->shape.out_elems * f;
+  CONV_TRY(st, bench_tensor(b, b->x_bytes, &b->x, "x", err), done);
+  CONV_TRY(st, bench_tensor(b, b->w_bytes, &b->w, "w", err), done);
+  CONV_TRY(st, bench_tensor(b, b->bias_bytes, (void **)&b->bias, "bias", err), done);
+  CONV_TRY(st, bench_tensor(b, b->y_bytes, &b->y, "y", err), done);
+  CONV_TRY(st, bench_tensor(b, b->ref_bytes, (void **)&b->ref, "reference", err), done);
+  CONV_TRY(st, bench_tensor(b, CONV_COMPARE_SCRATCH_BYTES, &b->scratch, "scratch", err), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaEventCreate(&b->start), "cudaEventCreate"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaEventCreate(&b->stop), "cudaEventCreate"), done);
+  b->out = direction == CONV_BACKWARD_DATA ? b->x : direction == CONV_BACKWARD_FILTER ? b->w : b->y;
+done:
+  return st;
+}
+
+/* Synchronised first: a tuning leaves nothing queued on the context's stream. */
+void conv_bench_free(bench *b) {
+  const conv_allocator *a = &b->req->env->allocator;
+  if (b->stream) (void)cudaStreamSynchronize(b->stream);
+  conv_device_free(a, b->x, b->x_bytes, b->stream);
+  conv_device_free(a, b->w, b->w_bytes, b->stream);
+  conv_device_free(a, b->bias, b->bias_bytes, b->stream);
+  conv_device_free(a, b->y, b->y_bytes, b->stream);
+  conv_device_free(a, b->ref, b->ref_bytes, b->stream);
+  conv_device_free(a, b->scratch, CONV_COMPARE_SCRATCH_BYTES, b->stream);
+  if (b->start) cudaEventDestroy(b->start);
+  if (b->stop) cudaEventDestroy(b->stop);
+}
+
+/* The reference output of the problem's pass into b->ref. */
+static cudaError_t bench_reference(bench *b) {
+  const conv_problem *p = b->req->problem;
+  switch (p->direction) {
+    case CONV_BACKWARD_DATA:
+      return conv_reference_backward_data(p, b->y, b->w, b->ref, b->stream);
+    case CONV_BACKWARD_FILTER:
+      return conv_reference_backward_filter(p, b->x, b->y, b->ref, b->stream);
+    case CONV_FORWARD: break;
+  }
+  return conv_reference_forward(p, b->x, b->w, b->bias, b->ref, b->stream);
+}
+
+/* Fresh random inputs for every tuning (never zeros), and the reference.
+ * Every tensor is filled, y too (dy of a backward pass), in the problem's
+ * dtype (the bias in fp32); the pass's output is poisoned before each
+ * validation run. */
+conv_status conv_bench_inputs(bench *b, conv_error *err) {
+  uint64_t seed = uv_hrtime();
+  const conv_problem *p = b->req->problem;
+  const conv_dtype t = p->dtype;
+  conv_status st;
+  CONV_TRY(st, conv_check_cuda(err, conv_fill_uniform(b->x, t, b->shape.x_elems, seed, -1.f, 1.f, b->stream), "fill x"), done);
+  CONV_TRY(st, conv_check_cuda(err, conv_fill_uniform(b->w, t, b->shape.w_elems, seed + 1, -1.f, 1.f, b->stream), "fill w"), done);
+  CONV_TRY(st, conv_check_cuda(err, conv_fill_uniform(b->bias, CONV_DTYPE_F32, p->k, seed + 2, -1.f, 1.f, b->stream), "fill bias"), done);
+  CONV_TRY(st, conv_check_cuda(err, conv_fill_uniform(b->y, t, b->shape.y_elems, seed + 3, -1.f, 1.f, b->stream), "fill y"), done);
+  CONV_TRY(st, conv_check_cuda(err, bench_reference(b), "reference convolution"), done);
+  st = conv_check_cuda(err, cudaStreamSynchronize(b->stream), "reference convolution");
+done:
+  return st;
+}
+
+static conv_status run_once(bench *b, const conv_algorithm *algo, const conv_prepared *prep,
+                            void *workspace, conv_error *err) {
+  conv_exec exec = {b->req->problem, b->req->env, prep->state, b->x, b->w, b->bias, b->y,
+                    workspace, prep->workspace_bytes};
+  return algo->run(&exec, b->stream, err);
+}
+
+/* Poisons the pass's output, runs once, compares with the reference;
+ * *run_ms: that run's GPU time, first-launch costs included.  A
+ * non-finite output fails whatever its error: unwritten (the poison), NaN,
+ * or an fp16 sum that overflowed to inf where the reference is finite. */
+static conv_status validate(bench *b, const conv_algorithm *algo, const conv_prepared *prep,
+                            void *workspace, conv_trial *trial, double *run_ms,
+                            conv_error *err) {
+  conv_status st;
+  float ms = 0;
+  const conv_dtype t = b->req->problem->dtype;
+  CONV_TRY(st, conv_check_cuda(err, conv_fill_poison(b->out, t, b->shape.out_elems, b->stream), "poison the output"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaEventRecord(b->start, b->stream), "cudaEventRecord"), done);
+  CONV_TRY(st, run_once(b, algo, prep, workspace, err), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaEventRecord(b->stop, b->stream), "cudaEventRecord"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaStreamSynchronize(b->stream), "first run"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaEventElapsedTime(&ms, b->start, b->stop), "cudaEventElapsedTime"), done);
+  *run_ms = ms;
+  int64_t nonfinite = 0;
+  CONV_TRY(st, conv_check_cuda(err, conv_relative_l2(b->out, t, b->ref, b->shape.out_elems, b->scratch, b->stream, &trial->rel_error, &nonfinite), "compare with reference"), done);
+  double bound = conv_error_bound_for(b->req->problem, prep->arith);
+  if (nonfinite > 0)
+    st = conv_error_set(err, CONV_VALIDATION_FAILED, "%lld outputs are NaN/Inf or unwritten%s",
+                        (long long)nonfinite,
+                        t == CONV_DTYPE_F16 ? " (or overflowed fp16)" : "");
+  else if (!(trial->rel_error <= bound))
+    st = conv_error_set(err, CONV_VALIDATION_FAILED, "relative L2 error %.3g exceeds bound %.1g",
+                        trial->rel_error, bound);
+done:
+  return st;
+}
+
+/* Why replays: a plan's executes replay a CUDA graph of its launches, so
+ * the GPU time of a replay is what users get.  Timing direct launches of a
+ * kernel of a few microseconds would time the host instead (a cuDNN
+ * engine's launch costs it 10-30 us) and pick winners at random among
+ * small layers. */
+typedef struct timed_work {
+  bench *b;
+  const conv_algorithm *algo;
+  const conv_prepared *prep;
+  void *workspace;
+  int runs;              /* per sample                                   */
+  cudaGraphExec_t graph; /* the runs captured; NULL: launched directly   */
+} timed_work;
+
+static conv_status launch_work(timed_work *t, conv_error *err) {
+  if (t->graph != NULL)
+    return conv_check_cuda(err, cudaGraphLaunch(t->graph, t->b->stream), "cudaGraphLaunch");
+  conv_status st = CONV_OK;
+  for (int i = 0; i < t->runs && st == CONV_OK; i++)
+    st = run_once(t->b, t->algo, t->prep, t->workspace, err);
+  return st;
+}
+
+/* Milliseconds the work takes on the GPU, timed with events behind a hold. */
+static conv_status time_work(timed_work *t, double *ms, conv_error *err) {
+  bench *b = t->b;
+  conv_status st;
+  CONV_TRY(st, conv_check_cuda(err, conv_hold_stream(HOLD_US, b->stream), "hold the stream"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaEventRecord(b->start, b->stream), "cudaEventRecord"), done);
+  CONV_TRY(st, launch_work(t, err), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaEventRecord(b->stop, b->stream), "cudaEventRecord"), done);
+  CONV_TRY(st, conv_check_cuda(err, cudaEventSynchronize(b->stop), "timed runs"), done);
+  float elapsed = 0;
+  CONV_TRY(st, conv_check_cuda(err, cudaEventElapsedTime(&elapsed, b->start, b->stop), "cudaEventElapsedTime"), done);
+  *ms = elapsed;
+done:
+  return st;
+}
+
+/* Captures t->runs runs into t->graph.  A candidate that cannot be captured
+ * (none today) is timed launched directly, as conv_plan_execute then runs
+ * it; only a failure after capture is the trial's failure. */
+static conv_status capture_work(timed_work *t, conv_error *err) {
+  bench *b = t->b;
+  cudaGraph_t graph = NULL;
+  if (cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    cudaGetLastError();
+    return CONV_OK;
+  }
+  conv_error ignored = {CONV_OK, ""};
+  conv_status st = CONV_OK;
+  for (int i = 0; i < t->runs && st == CONV_OK; i++)
+    st = run_once(b, t->algo, t->prep, t->workspace, &ignored);
+  cudaError_t e = cudaStreamEndCapture(b->stream, &graph);
+  if (st == CONV_OK && e == cudaSuccess && graph != NULL)
+    e = cudaGraphInstantiate(&t->graph, graph, 0);
+  if (graph != NULL) cudaGraphDestroy(graph);
+  if (st != CONV_OK || e != cudaSuccess) {
+    t->graph = NULL;
+    cudaGetLastError(); /* capture errors are not sticky; direct runs follow */
+    return CONV_OK;
+  }
+  /* The first replay uploads the graph: not a sample. */
+  return conv_check_cuda(err, cudaGraphLaunch(t->graph, b->stream), "cudaGraphLaunch");
+}
+
+static int compare_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Median time of one run.  A direct run (after validation's) first sizes
+ * the batch; then samples of t.runs runs each.  *abandoned_after: the
+ * samples taken when the config was abandoned (it cannot win), else 0. */
+static conv_status measure(bench *b, const conv_algorithm *algo, const conv_prepared *prep,
+                           void *workspace, double best_ms, double *median_ms,
+                           int *abandoned_after, conv_error *err) {
+  timed_work t = {b, algo, prep, workspace, 1, NULL};
+  double warm = 0, samples[MAX_SAMPLES], total = 0, fastest = 0;
+  *abandoned_after = 0;
+  conv_status st = time_work(&t, &warm, err);
+  if (st != CONV_OK) return st;
+  if (warm >= DIRECT_MS && conv_tuner_abandons(1, warm, best_ms)) {
+    *median_ms = warm;
+    *abandoned_after = 1;
+    return CONV_OK;
+  }
+  int runs = warm > 0 ? (int)(BATCH_MS / warm) : MAX_BATCH_RUNS;
+  t.runs = runs < 1 ? 1 : runs > MAX_BATCH_RUNS ? MAX_BATCH_RUNS : runs;
+  int n = 0;
+  if (warm < DIRECT_MS) CONV_TRY(st, capture_work(&t, err), done);
+  while (n < MAX_SAMPLES && (n < MIN_SAMPLES || total < MIN_TOTAL_MS)) {
+    double ms;
+    CONV_TRY(st, time_work(&t, &ms, err), done);
+    samples[n++] = ms / t.runs;
+    total += ms;
+    fastest = n == 1 || samples[n - 1] < fastest ? samples[n - 1] : fastest;
+    if (conv_tuner_abandons(n, fastest, best_ms)) {
+      *abandoned_after = n;
+      break;
+    }
+  }
+  qsort(samples, (size_t)n, sizeof samples[0], compare_double);
+  *median_ms = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+done:
+  if (t.graph != NULL) cudaGraphExecDestroy(t.graph);
+  return st;
+}
+
+/* One config from prepare to timing (or, untimed, to validation);
+ * failures are the trial's result.  Its wall time goes to `phases` (NULL:
+ * nowhere). */
+void conv_tuner_run_trial(bench *b, const conv_algorithm *algo, const conv_config *config,
+                      bool timed, double best_ms, conv_trial *trial, conv_tune_phases *phases) {
+  conv_error err = {CONV_OK, ""};
+  conv_prepared prep = {0};
+  void *workspace = NULL;
+  uint64_t started = uv_hrtime();
+  conv_status st = algo->prepare(b->req->problem, b->req->env, config, &prep, &err);
+  if (st == CONV_OK) {
+    trial->deterministic = prep.deterministic; /* also where it is refused for it */
+    st = conv_prepared_admits(b->req->problem, &prep, algo->name, &err);
+  }
+  if (st == CONV_OK) {
+    trial->workspace_bytes = prep.workspace_bytes;
+    if (prep.workspace_bytes > b->req->workspace_limit)
+      st = conv_error_set(&err, CONV_WORKSPACE_LIMIT, "needs %zu bytes of workspace, limit %zu",
+                          prep.workspace_bytes, b->req->workspace_limit);
+  }
+  if (st == CONV_OK && prep.workspace_bytes > 0)
+    st = conv_device_alloc(&b->req->env->allocator, prep.workspace_bytes, b->stream, &workspace,
+                           "workspace", &err);
+  conv_tuner_phase_since(phases, CONV_PHASE_PREPARE, started);
+  started = uv_hrtime();
+  double first_run_ms = 0;
+  if (st == CONV_OK) st = validate(b, algo, &prep, workspace, trial, &first_run_ms, &err);
+  conv_tuner_phase_since(phases, CONV_PHASE_VALIDATE, started);
+  started = uv_hrtime();
+  int abandoned_after = 0;
+  if (st == CONV_OK && timed && conv_tuner_abandons_first_run(first_run_ms, best_ms)) {
+    trial->abandoned = true;
+    trial->time_ms = first_run_ms;
+    snprintf(trial->reason, sizeof trial->reason,
+             "abandoned: %.4f ms in its validation run, over %.0fx the best so far (%.4f ms)",
+             first_run_ms, CONV_ABANDON_FIRST_RUN_FACTOR, best_ms);
+  } else if (st == CONV_OK && timed) {
+    st = measure(b, algo, &prep, workspace, best_ms, &trial->time_ms, &abandoned_after, &err);
+  }
+  conv_tuner_phase_since(phases, CONV_PHASE_TIME, started);
+  if (st == CONV_OK && abandoned_after > 0) {
+    trial->abandoned = true;
+    snprintf(trial->reason, sizeof trial->reason,
+             "abandoned: %.4f ms after %d sample%s, over %.1fx the best so far (%.4f ms)",
+             trial->time_ms, abandoned_after, abandoned_after == 1 ? "" : "s",
+             CONV_ABANDON_FACTOR, best_ms);
+  }
+  if (st != CONV_OK) {
+    /* A failed launch may leave an error behind for the next candidate. */
+    cudaStreamSynchronize(b->stream);
+    cudaGetLastError();
+    trial->time_ms = -1;
+    snprintf(trial->reason, sizeof trial->reason, "%s", err.message);
+  }
+  trial->status = st;
+  /* Its runs, on the tuning stream, are the workspace's only users. */
+  started = uv_hrtime();
+  conv_device_free(&b->req->env->allocator, workspace, prep.workspace_bytes, b->stream);
+  algo->release(prep.state);
+  conv_tuner_phase_since(phases, CONV_PHASE_PREPARE, started);
+}
+
+void conv_tuner_trial_init(conv_trial *trial, const conv_algorithm *algo, const conv_config *config) {
+  memset(trial, 0, sizeof *trial);
+  trial->algorithm_id = algo->id;
+  snprintf(trial->algorithm, sizeof trial->algorithm, "%s", algo->name);
+  trial->config = *config;
+  algo->describe(config, trial->config_text, sizeof trial->config_text);
+  trial->time_ms = -1;
+  trial->rel_error = -1;
+  trial->deterministic = -1;
+}
+
+/* A trial's outcome, for the context's log (DEBUG). */
+void conv_tuner_report(const conv_tune_request *req, const conv_trial *t) {
+  if (t->status == CONV_OK && t->abandoned)
+    conv_log(req->log, CONV_LOG_DEBUG, "%-12s %-40s %s", t->algorithm, t->config_text, t->reason);
+  else if (t->status == CONV_OK)
+    conv_log(req->log, CONV_LOG_DEBUG, "%-12s %-40s %10.4f ms  err %.2g%s", t->algorithm,
+             t->config_text, t->time_ms, t->rel_error, t->heuristic_pick ? "  (heuristic pick)" : "");
+  else
+    conv_log(req->log, CONV_LOG_DEBUG, "%-12s %-40s %s", t->algorithm, t->config_text, t->reason);
+}
+
+
+/* A trial stored, its time the cache phase's. */
+conv_status conv_tuner_store_trial(const conv_tune_request *req, const conv_trial *trial, tally *t,
+                               conv_error *err) {
+  const uint64_t started = uv_hrtime();
+  const conv_status st = conv_cache_add_trial(req->cache, req->key, trial, err);
+  conv_tuner_phase_since(&t->phases, CONV_PHASE_CACHE, started);
+  return st;
+}
+
+conv_status conv_tuner_time_config(bench *b, const conv_algorithm *algo, const conv_config *config,
+                                   bool *pick_taken, tally *t, conv_error *err) {
+  const conv_tune_request *req = b->req;
+  conv_trial trial;
+  conv_tuner_trial_init(&trial, algo, config);
+  conv_log(req->log, CONV_LOG_DEBUG, "timing %s %s", trial.algorithm, trial.config_text);
+  conv_tuner_run_trial(b, algo, config, true, t->have_best ? t->best.time_ms : 0, &trial, &t->phases);
+  if (!*pick_taken && trial.status == CONV_OK && (config->flags & CONV_CONFIG_HEURISTIC_RANKED))
+    *pick_taken = trial.heuristic_pick = true;
+  conv_tuner_report(req, &trial);
+  t->tried++;
+  if (trial.status == CONV_OK && trial.abandoned) {
+    t->abandoned++; /* slower than the best by the margin: never the winner */
+  } else if (trial.status == CONV_OK && (!t->have_best || trial.time_ms < t->best.time_ms)) {
+    t->best = (conv_choice){algo->id, *config, trial.time_ms};
+    t->have_best = true;
+  } else if (trial.status != CONV_OK && t->failed++ == 0) {
+    snprintf(t->first_failure, sizeof t->first_failure, "%s %s: %s", trial.algorithm,
+             trial.config_text, trial.reason);
+  }
+  return conv_tuner_store_trial(req, &trial, t, err);
+}
+

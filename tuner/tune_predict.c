@@ -1,0 +1,154 @@
+/*
+ * tune_predict.c -- CONV_POLICY_PREDICT in the tuner (tuning.h): the
+ * problem's tuned neighbours (predict.c), how wide to search (widen.c),
+ * the configs that makes, and their timing.  Where there is nothing to
+ * predict, conv_tune searches everything (tuner.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuner/tuning.h"
+
+bool conv_predicted_has(const predicted_set *set, const conv_algorithm *algo,
+                        const conv_config *config) {
+  for (int i = 0; i < set->count; i++)
+    if (set->configs[i].algo == algo && conv_config_equal(&set->configs[i].config, config))
+      return true;
+  return false;
+}
+
+static void add(predicted_set *set, const conv_algorithm *algo, const conv_config *config) {
+  if (set->count < PREDICTED_MAX && !conv_predicted_has(set, algo, config))
+    set->configs[set->count++] = (predicted_config){algo, *config};
+}
+
+/* A family's first `max` configs, its own best guesses in its own order;
+ * a family that cannot list them offers none (the full search that may
+ * follow records why). */
+static int first_configs(const conv_tune_request *req, const conv_algorithm *algo,
+                         conv_config *out, int max, tally *t) {
+  const uint64_t started = uv_hrtime();
+  int count = 0;
+  conv_error ignored = {CONV_OK, ""};
+  if (algo->configs(req->problem, req->env, out, max, &count, &ignored) != CONV_OK) count = 0;
+  conv_tuner_phase_since(&t->phases, CONV_PHASE_LIST, started);
+  return count;
+}
+
+/* cuDNN's heuristic pick for the problem, unless cuDNN takes none. */
+static void add_cudnn_pick(const conv_tune_request *req, predicted_set *set, tally *t) {
+  const conv_algorithm *cudnn = conv_registry_find(CONV_ALGO_CUDNN);
+  if (cudnn == NULL || !conv_algorithm_applicable(cudnn, req->problem, req->env)) return;
+  conv_config configs[MAX_CONFIGS_FAST];
+  const int count = first_configs(req, cudnn, configs, MAX_CONFIGS_FAST, t);
+  for (int i = 0; i < count; i++)
+    if (configs[i].flags & CONV_CONFIG_HEURISTIC_RANKED) {
+      add(set, cudnn, &configs[i]);
+      return;
+    }
+}
+
+/* Widened: every applicable family's best guesses, as the fast policy
+ * times them, so that each family's own rules for this size get a say. */
+static void add_best_guesses(const conv_tune_request *req, predicted_set *set, tally *t) {
+  int families;
+  const conv_algorithm *const *algos = conv_registry(&families);
+  for (int f = 0; f < families && f < PREDICT_WIDE_FAMILIES_MAX; f++) {
+    if (!conv_algorithm_applicable(algos[f], req->problem, req->env)) continue;
+    conv_config configs[MAX_CONFIGS_FAST];
+    const int count = first_configs(req, algos[f], configs, MAX_CONFIGS_FAST, t);
+    for (int i = 0; i < count; i++) add(set, algos[f], &configs[i]);
+  }
+}
+
+/* The neighbours' family's CONV_PREDICT_CONFIGS configs that ran fastest
+ * on them; false, with why[], where there are none. */
+static bool add_ranked(const conv_tune_request *req, conv_cache *const *layers, int layer_count,
+                       const conv_prediction *pr, predicted_set *set, char *why,
+                       size_t why_size) {
+  const conv_algorithm *algo = conv_registry_find(pr->algorithm_id);
+  if (algo == NULL || !conv_algorithm_applicable(algo, req->problem, req->env)) {
+    snprintf(why, why_size, "its neighbours' family (id %u) does not take it",
+             (unsigned)pr->algorithm_id);
+    return false;
+  }
+  conv_error perr = {CONV_OK, ""};
+  conv_config *offered = calloc(MAX_CONFIGS_EXHAUSTIVE, sizeof *offered);
+  int offered_count = 0, order[CONV_PREDICT_CONFIGS], ranked = 0;
+  const bool ok = offered != NULL &&
+                  algo->configs(req->problem, req->env, offered, MAX_CONFIGS_EXHAUSTIVE,
+                                &offered_count, &perr) == CONV_OK &&
+                  conv_predict_rank(layers, layer_count, req->key, pr, offered, offered_count,
+                                    order, CONV_PREDICT_CONFIGS, &ranked, &perr) == CONV_OK &&
+                  ranked > 0;
+  for (int i = 0; ok && i < ranked; i++) add(set, algo, &offered[order[i]]);
+  free(offered);
+  if (!ok)
+    snprintf(why, why_size, "%s offers no config to rank (%s)", algo->name,
+             offered == NULL ? "out of memory" : perr.message);
+  return ok;
+}
+
+/* Fills *set, or says in why[] why there is nothing to predict (the
+ * tuning then searches everything).  A cache it cannot read is no
+ * prediction, not a failed tuning.  A widened set's why[] is the rule. */
+static bool predict(const conv_tune_request *req, predicted_set *set, tally *t, char *why,
+                    size_t why_size) {
+  const uint64_t started = uv_hrtime();
+  conv_prediction pr;
+  conv_error perr = {CONV_OK, ""};
+  memset(set, 0, sizeof *set);
+  /* The user's cache first (its tuning of a problem counts over a shipped
+   * one), then the system caches in lookup order. */
+  conv_cache *layers[1 + CONV_SYSTEM_CACHES_MAX] = {req->cache};
+  const int layer_count = 1 + (int)req->system_count;
+  for (size_t i = 0; i < req->system_count; i++) layers[1 + i] = req->system_caches[i];
+  bool ok = true;
+  if (conv_predict_neighbours(layers, layer_count, req->key, req->problem, &pr, &perr) != CONV_OK) {
+    snprintf(why, why_size, "reading the cache: %s", perr.message);
+    ok = false;
+  }
+  if (ok) {
+    set->scope = conv_predict_scope_of(req->problem, &pr, why, why_size);
+    ok = set->scope != CONV_PREDICT_ALL &&
+         add_ranked(req, layers, layer_count, &pr, set, why, why_size);
+  }
+  conv_tuner_phase_since(&t->phases, CONV_PHASE_PREDICT, started);
+  if (!ok) {
+    set->count = 0;
+    return false;
+  }
+  add_cudnn_pick(req, set, t);
+  if (set->scope == CONV_PREDICT_WIDE) add_best_guesses(req, set, t);
+  return true;
+}
+
+conv_status conv_tuner_predicted(bench *b, tally *t, predicted_set *set, conv_error *err) {
+  const conv_tune_request *req = b->req;
+  char why[256] = "";
+  if (!predict(req, set, t, why, sizeof why)) {
+    conv_log(req->log, CONV_LOG_INFO, "%s: no prediction (%s); timing every candidate",
+             req->key->problem, why);
+    return CONV_OK;
+  }
+  if (set->scope == CONV_PREDICT_WIDE)
+    conv_log(req->log, CONV_LOG_INFO,
+             "%s: prediction widened (%s): %d configs, every applicable family's best guesses "
+             "with its neighbours' picks",
+             req->key->problem, why, set->count);
+  /* One heuristic pick marked per family, by family id. */
+  bool picks[PREDICT_WIDE_FAMILIES_MAX + 1] = {false};
+  conv_status st = CONV_OK;
+  for (int i = 0; i < set->count && st == CONV_OK; i++) {
+    if (atomic_load(req->interrupt))
+      return conv_error_set(err, CONV_INTERRUPTED, "tuning interrupted; measured trials are kept");
+    const predicted_config *c = &set->configs[i];
+    const uint32_t slot = c->algo->id < PREDICT_WIDE_FAMILIES_MAX ? c->algo->id
+                                                                  : PREDICT_WIDE_FAMILIES_MAX;
+    st = conv_tuner_time_config(b, c->algo, &c->config, &picks[slot], t, err);
+  }
+  t->predicted = set->count;
+  t->widened = set->scope == CONV_PREDICT_WIDE;
+  return st;
+}

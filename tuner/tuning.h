@@ -1,0 +1,116 @@
+/*
+ * tuning.h -- what the tuner's files share (not installed): trial.c runs
+ * one config's trial; tuner.c runs the families' passes and the policies;
+ * tune_predict.c chooses and times a prediction's configs.  Calls run
+ * down that list, never back.  conv_tune (tuner.h) is the entry point.
+ */
+#ifndef CONVTUNE_TUNER_TUNING_H
+#define CONVTUNE_TUNER_TUNING_H
+
+#include "tuner/check.h"
+#include "tuner/tuner.h"
+
+/* Configs asked of one family: all of them, or a few best guesses (the
+ * fast policy's, and a widened prediction's). */
+#define MAX_CONFIGS_EXHAUSTIVE 512
+#define MAX_CONFIGS_FAST 3
+
+/* Device tensors and timing objects for one tuning.  x, w and y hold
+ * elements of the problem's dtype; the bias and the reference are fp32.
+ * The tensors come from the context's allocator, for work on the tuning
+ * stream (req->stream), and go back to it with that stream. */
+typedef struct bench {
+  const conv_tune_request *req;
+  conv_shape shape;
+  void *x, *w, *y;
+  float *bias, *ref;
+  void *out; /* what the problem's pass writes: y, x (dx) or w (dw); shape.out_elems */
+  void *scratch;
+  size_t x_bytes, w_bytes, y_bytes, bias_bytes, ref_bytes;
+  cudaStream_t stream;
+  cudaEvent_t start, stop;
+} bench;
+
+/* Tracks the best valid trial and the first failure, for the final message;
+ * and, with a budget, when the tuning started and whether it was cut. */
+typedef struct tally {
+  conv_choice best;
+  bool have_best;
+  int tried, failed, abandoned;
+  char first_failure[300];
+  uint64_t started;       /* uv_hrtime() */
+  bool cut;               /* the budget stopped it */
+  int untimed;            /* configs left when it was cut */
+  int predicted;          /* CONV_POLICY_PREDICT: configs the prediction timed (0: none) */
+  bool widened;           /* ... among them every family's best guesses */
+  conv_tune_phases phases; /* where its wall time went */
+} tally;
+
+/* Adds the wall time since `started` (uv_hrtime) to a phase; phases may be
+ * NULL. */
+static inline void conv_tuner_phase_since(conv_tune_phases *phases, conv_tune_phase phase,
+                                          uint64_t started) {
+  conv_tune_phases_add(phases, phase, (double)(uv_hrtime() - started) * 1e-6);
+}
+
+/* The tuning's tensors (trial.c): allocated from the context's allocator on
+ * the tuning stream; filled with fresh random inputs and the reference
+ * output; freed after a synchronise (b->req must be set, the rest zero). */
+conv_status conv_bench_alloc(bench *b, conv_error *err);
+conv_status conv_bench_inputs(bench *b, conv_error *err);
+void conv_bench_free(bench *b);
+
+/* A trial of `config`, its identity filled and its outcome unknown. */
+void conv_tuner_trial_init(conv_trial *trial, const conv_algorithm *algo,
+                           const conv_config *config);
+
+/* One config from prepare to timing (timed) or validation; failures are the
+ * trial's result.  best_ms: the best median so far (0: none), for early
+ * abandonment.  Its wall time goes to `phases` (NULL: nowhere). */
+void conv_tuner_run_trial(bench *b, const conv_algorithm *algo, const conv_config *config,
+                          bool timed, double best_ms, conv_trial *trial,
+                          conv_tune_phases *phases);
+
+/* A trial's outcome, for the context's log (DEBUG). */
+void conv_tuner_report(const conv_tune_request *req, const conv_trial *trial);
+
+/* Stores a trial in the user's cache, its time the cache phase's. */
+conv_status conv_tuner_store_trial(const conv_tune_request *req, const conv_trial *trial,
+                                   tally *t, conv_error *err);
+
+/* Times one config, keeps the best in *t, stores the trial.  *pick_taken:
+ * one heuristic pick per family is marked as such. */
+conv_status conv_tuner_time_config(bench *b, const conv_algorithm *algo, const conv_config *config,
+                                   bool *pick_taken, tally *t, conv_error *err);
+
+/* A config a prediction times. */
+typedef struct predicted_config {
+  const conv_algorithm *algo;
+  conv_config config;
+} predicted_config;
+
+/* Families a widened prediction asks for best guesses: the registry's
+ * (18 today); more would be left out. */
+#define PREDICT_WIDE_FAMILIES_MAX 32
+#define PREDICTED_MAX (CONV_PREDICT_CONFIGS + 1 + MAX_CONFIGS_FAST * PREDICT_WIDE_FAMILIES_MAX)
+
+/* What a prediction times, in order: the predicted family's ranked
+ * configs; cuDNN's heuristic pick (free to know) where it is not among
+ * them; widened, every applicable family's best guesses not already
+ * listed. */
+typedef struct predicted_set {
+  predicted_config configs[PREDICTED_MAX];
+  int count;
+  conv_predict_scope scope;
+} predicted_set;
+
+/* Whether the set holds `config` of `algo`. */
+bool conv_predicted_has(const predicted_set *set, const conv_algorithm *algo,
+                        const conv_config *config);
+
+/* CONV_POLICY_PREDICT: chooses and times the predicted configs (the
+ * trials go to the cache as any); t->predicted says how many (0: no
+ * prediction, nothing timed, the caller searches everything). */
+conv_status conv_tuner_predicted(bench *b, tally *t, predicted_set *set, conv_error *err);
+
+#endif /* CONVTUNE_TUNER_TUNING_H */
