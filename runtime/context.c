@@ -243,6 +243,7 @@ conv_status conv_context_create(conv_context **context, const conv_context_optio
   ctx->log = conv_logger_from_options(o);
   ctx->direct_launches = o->direct_launches != 0;
   ctx->deterministic = o->deterministic != 0;
+  ctx->retime_stale = o->retime_stale != 0;
   ctx->env.allocator = (conv_allocator){o->device_alloc, o->device_free, o->allocator_user, o->device};
   ctx->id = atomic_fetch_add(&next_context_id, 1);
   atomic_init(&ctx->interrupt, 0);
