@@ -24,6 +24,7 @@
 #include "cache/cache.h"
 #include "cache/db.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* More fields than any text this library writes (7) may hold. */
@@ -80,6 +81,31 @@ static bool is_candidate_list(const char *s, size_t len) {
   return len > 0;
 }
 
+static int compare_ids(const void *a, const void *b) {
+  unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+  return (x > y) - (x < y);
+}
+
+/* Whether a (well-formed) candidate list names each family once: a family
+ * listed twice, with one version or two, says nothing sure of it or of the
+ * writer. */
+static bool ids_distinct(const char *s, size_t len) {
+  /* Each item takes 4 bytes at least ("1v1,"). */
+  unsigned long long ids[CONV_CACHE_VERSIONS_MAX / 4 + 1];
+  size_t n = 0;
+  for (size_t i = 0; i < len;) {
+    unsigned long long id = 0;
+    while (s[i] != 'v') id = id * 10 + (unsigned long long)(s[i++] - '0');
+    ids[n++] = id;
+    while (i < len && s[i] != ',') i++;
+    if (i < len) i++;
+  }
+  qsort(ids, n, sizeof ids[0], compare_ids);
+  for (size_t i = 1; i < n; i++)
+    if (ids[i] == ids[i - 1]) return false;
+  return true;
+}
+
 /* A value of an unknown field: printable ASCII without spaces or '='. */
 static bool is_plain_value(const char *s, size_t len) {
   if (len == 0) return false;
@@ -109,7 +135,7 @@ static bool parse_versions(const char *text, parsed_versions *out) {
           memcmp(out->field[k].name, f.name, f.name_len) == 0)
         return false; /* a name twice: which one counts? */
     bool ok = field_is(&f, "candidates")
-                  ? is_candidate_list(f.value, f.value_len)
+                  ? is_candidate_list(f.value, f.value_len) && ids_distinct(f.value, f.value_len)
               : is_one_of(&f, numeric_fields, sizeof numeric_fields / sizeof numeric_fields[0])
                   ? all_digits(f.value, f.value_len, VERSIONS_NUMBER_MAX)
                   : is_plain_value(f.value, f.value_len);
@@ -155,8 +181,8 @@ static bool unknown_fields_agree(const parsed_versions *a, const parsed_versions
   return true;
 }
 
-/* The version of `family` in a (well-formed) candidate list into *version;
- * false when it is absent or listed twice. */
+/* The version of `family` in a (well-formed, each id once) candidate list
+ * into *version; false when it is absent. */
 static bool family_version(const versions_field *candidates, uint32_t family,
                            unsigned long long *version) {
   const char *s = candidates->value;
