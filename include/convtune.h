@@ -676,7 +676,10 @@ typedef struct conv_plan_info {
  * reference to it after one hash lookup, and its info still says how it
  * was first made.  Otherwise a choice this context made before is rebuilt
  * without the cache (source CONV_SOURCE_MEMORY); a choice found in the
- * cache is rebuilt without timing anything (CONV_SOURCE_CACHE). */
+ * cache is rebuilt without timing anything (CONV_SOURCE_CACHE); on a miss,
+ * a winner tuned under other library versions that the upgrade rules
+ * carry over is re-validated and used (CONV_SOURCE_CARRIED, any policy)
+ * before the policy's own answer to a miss. */
 conv_status conv_plan_create(conv_context *context, const conv_problem *problem,
                              conv_plan **plan /* OUT */);
 
