@@ -174,7 +174,8 @@ static bool unknown_fields_agree(const parsed_versions *a, const parsed_versions
         if (other->field[k].name_len == f->name_len &&
             memcmp(other->field[k].name, f->name, f->name_len) == 0)
           g = &other->field[k];
-      if (g == NULL || g->value_len != f->value_len || memcmp(g->value, f->value, f->value_len) != 0)
+      if (g == NULL || g->value_len != f->value_len ||
+          memcmp(g->value, f->value, f->value_len) != 0)
         return false;
     }
   }
@@ -239,7 +240,8 @@ conv_status conv_cache_store_carried(conv_cache *cache, const conv_cache_key *ke
    * without its mark, so it is always re-timed. */
   cache_tuning_writer w = {{NULL}, {NULL}, {NULL}, {NULL}};
   s = cache_write_tuning(cache, &w, key, winner, NULL, 1, err);
-  if (s == CONV_OK) s = cache_insert_pending(cache, &w.insert_pending, key, CONV_PENDING_STALE, err);
+  if (s == CONV_OK)
+    s = cache_insert_pending(cache, &w.insert_pending, key, CONV_PENDING_STALE, err);
   cache_tuning_writer_free(&w);
   if (s != CONV_OK) goto fail;
   return cache_tx_commit(cache, err);

@@ -242,7 +242,8 @@ static bool finishes_incomplete(conv_context *ctx, const conv_cache_key *key) {
   bool pending = false;
   conv_pending_reason reason = CONV_PENDING_INCOMPLETE;
   conv_error ignored = {CONV_OK, ""};
-  if (conv_cache_find_pending(ctx->cache, key, &pending, &reason, &ignored) != CONV_OK) return false;
+  if (conv_cache_find_pending(ctx->cache, key, &pending, &reason, &ignored) != CONV_OK)
+    return false;
   if (pending) pending = reason == CONV_PENDING_STALE ? retimes(ctx) : finishes;
   if (pending)
     conv_log(&ctx->log, CONV_LOG_INFO, "%s: %s; tuning it fully", key->problem,
@@ -316,7 +317,8 @@ static conv_status create_locked(conv_context *ctx, const conv_problem *problem,
   conv_status st = CONV_OK;
   for (size_t layer = 0; !done && layer <= ctx->system.count; layer++)
     st = from_layer(ctx, layer, problem, &key, &choice, plan, &done, &finishing, err);
-  if (!done && !finishing && !retimes(ctx)) st = from_carried(ctx, problem, &key, &choice, plan, &done, err);
+  if (!done && !finishing && !retimes(ctx))
+    st = from_carried(ctx, problem, &key, &choice, plan, &done, err);
   if (done) {
     if (st != CONV_OK) return st;
     goto remember;
