@@ -230,7 +230,7 @@ conv_status conv_cache_store_carried(conv_cache *cache, const conv_cache_key *ke
                                      const conv_trial *winner, conv_error *err) {
   conv_status s = cache_check_key(cache, key, err);
   if (s != CONV_OK) return s;
-  if (winner == NULL || !winner->winner || !conv_cache_trial_can_win(winner))
+  if (winner == NULL || !winner->winner || conv_cache_check_winner(winner) != NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT,
                           "cache: a carried-over winner must be a valid, validated and timed "
                           "trial marked winner");

@@ -70,6 +70,24 @@ void conv_context_interrupt(conv_context *context) {
   if (context) atomic_store(&context->interrupt, 1);
 }
 
+/* What tuning, the untimed pick and re-validation of `problem` under `key`
+ * are given in this context (plan.c, carried.c). */
+conv_tune_request context_tune_request(conv_context *ctx, const conv_problem *problem,
+                                       const conv_cache_key *key) {
+  return (conv_tune_request){.problem = problem,
+                             .env = &ctx->env,
+                             .cache = ctx->cache,
+                             .system_caches = ctx->system.caches,
+                             .system_count = ctx->system.count,
+                             .key = key,
+                             .policy = ctx->policy,
+                             .budget_ms = ctx->tuning_budget_ms,
+                             .workspace_limit = ctx->workspace_limit,
+                             .stream = ctx->tuning_stream,
+                             .log = &ctx->log,
+                             .interrupt = &ctx->interrupt};
+}
+
 struct conv_cache *conv_context_cache(conv_context *context) { return context->cache; }
 
 _Static_assert(sizeof ((conv_device *)0)->key <= CONV_DEVICE_FINGERPRINT_MAX,

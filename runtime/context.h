@@ -39,7 +39,7 @@ struct conv_cache *conv_context_cache(conv_context *context);
 void context_set_error(const conv_context *context, const conv_error *err);
 
 /* The tuning request of `problem` under `key` for this context (plan.c's
- * tuning, carried.c's re-validation). */
+ * tuning, carried.c's re-validation; context.c). */
 conv_tune_request context_tune_request(conv_context *ctx, const conv_problem *problem,
                                        const conv_cache_key *key);
 

@@ -186,22 +186,6 @@ static conv_status pick_and_record(conv_context *ctx, const conv_tune_request *r
   return CONV_OK;
 }
 
-conv_tune_request context_tune_request(conv_context *ctx, const conv_problem *problem,
-                                       const conv_cache_key *key) {
-  return (conv_tune_request){.problem = problem,
-                             .env = &ctx->env,
-                             .cache = ctx->cache,
-                             .system_caches = ctx->system.caches,
-                             .system_count = ctx->system.count,
-                             .key = key,
-                             .policy = ctx->policy,
-                             .budget_ms = ctx->tuning_budget_ms,
-                             .workspace_limit = ctx->workspace_limit,
-                             .stream = ctx->tuning_stream,
-                             .log = &ctx->log,
-                             .interrupt = &ctx->interrupt};
-}
-
 /* A miss in every layer: tuned now (into the user's cache), or, in record
  * mode, an untimed plan (*source says which). */
 static conv_status tune(conv_context *ctx, const conv_problem *problem, const conv_cache_key *key,
