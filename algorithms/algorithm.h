@@ -97,6 +97,11 @@ typedef struct conv_algorithm {
    * the family reads w in the order the problem names.  Families without it
    * are never offered such a problem (conv_algorithm_applicable). */
   bool krsc_filters;
+  /* The libraries its plans run on (CONV_LIBRARY_* bits of core.h; 0: its
+   * own kernels alone): a winner tuned under another cuDNN, cuBLASLt or
+   * cuFFT than this process's is tuned again, one tuned under another
+   * driver or other families' versions is carried over (cache.h). */
+  unsigned libraries;
 } conv_algorithm;
 
 /* The callback fields of a family whose functions are named `prefix`_applicable,

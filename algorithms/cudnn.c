@@ -768,5 +768,6 @@ const conv_algorithm conv_algorithm_cudnn = {
     .version = 5,
     .name = "cudnn",
     CONV_ALGORITHM_CALLBACKS(cudnn),
+    .libraries = CONV_LIBRARY_CUDNN,
     .krsc_filters = true, /* the graph's filter strides say K R S C */
 };

@@ -261,4 +261,5 @@ const conv_algorithm conv_algorithm_dynamic_unfold_gemm = {
     .version = 1,
     .name = "dynamic_unfold_gemm",
     CONV_ALGORITHM_CALLBACKS(dynamic_unfold_gemm),
+    .libraries = CONV_LIBRARY_CUBLASLT,
 };

@@ -343,4 +343,5 @@ const conv_algorithm conv_algorithm_fft = {
     .version = 2, /* 2: backward-data, groups */
     .name = "fft",
     CONV_ALGORITHM_CALLBACKS(fft),
+    .libraries = CONV_LIBRARY_CUFFT | CONV_LIBRARY_CUBLASLT /* its product is a cuBLASLt matmul */,
 };

@@ -155,4 +155,5 @@ const conv_algorithm conv_algorithm_fft_filter = {
     .version = 2, /* 2: groups */
     .name = "fft_filter",
     CONV_ALGORITHM_CALLBACKS(fft_filter),
+    .libraries = CONV_LIBRARY_CUFFT,
 };

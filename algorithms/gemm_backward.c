@@ -438,4 +438,5 @@ const conv_algorithm conv_algorithm_gemm_backward = {
     .version = 2,
     .name = "gemm_backward",
     CONV_ALGORITHM_CALLBACKS(gemm_backward),
+    .libraries = CONV_LIBRARY_CUBLASLT,
 };

@@ -312,4 +312,5 @@ const conv_algorithm conv_algorithm_gemm_nhwc = {
     .version = 2,
     .name = "gemm_nhwc",
     CONV_ALGORITHM_CALLBACKS(gemm_nhwc),
+    .libraries = CONV_LIBRARY_CUBLASLT,
 };

@@ -378,4 +378,5 @@ const conv_algorithm conv_algorithm_im2col_gemm = {
     .version = 4,
     .name = "im2col_gemm",
     CONV_ALGORITHM_CALLBACKS(im2col_gemm),
+    .libraries = CONV_LIBRARY_CUBLASLT,
 };

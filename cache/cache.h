@@ -164,16 +164,67 @@ conv_status conv_cache_list_winners(conv_cache *cache, conv_cache_row_fn fn, voi
 conv_status conv_cache_list_trials(conv_cache *cache, const char *problem, conv_cache_row_fn fn,
                                    void *user, conv_error *err);
 
+/* ---------------------------------------------------------------- carry-over */
+
+/* Upgrades that keep tunings (carry.c says how a versions text is read).
+ * A winner tuned under versions text `then` stays usable under `now`, once
+ * re-validated, when
+ * - its family (id `family`) is listed once in both texts' candidates,
+ *   with one version;
+ * - the libraries it runs on (`libraries`, CONV_LIBRARY_* bits of
+ *   conv_algorithm.libraries) report one version in both: cudnn for
+ *   CONV_LIBRARY_CUDNN, cublaslt for CONV_LIBRARY_CUBLASLT, cufft for
+ *   CONV_LIBRARY_CUFFT (cuda while a text lacks cufft);
+ * - every field this version does not know is equal in both (or absent).
+ * The driver, the other families' versions, cuda for a family that does
+ * not use cuFFT, and the timing method may differ.  False for anything
+ * else: a text that does not parse (malformed, a field twice, too long),
+ * family 0, CONV_LIBRARY_UNKNOWN. */
+bool conv_versions_carry(const char *then, const char *now, uint32_t family, unsigned libraries);
+
+/* The libraries family `family` runs on (conv_algorithm.libraries), or
+ * CONV_LIBRARY_UNKNOWN for a family this build lacks. */
+typedef unsigned (*conv_family_libraries_fn)(uint32_t family);
+
+/* Finds the winner of key's problem on key's device, tuned under other
+ * versions than key->versions, that conv_versions_carry lets this build
+ * use: of each other versions text its latest winner row, the most
+ * recently written first, at most CONV_CARRY_CANDIDATES_MAX texts.  A row
+ * that fails the checks of every read (a corrupt or crafted file) is
+ * passed over with a warning to `log` naming `layer` (e.g. "system
+ * cache"), for the next; nothing is written.  *found is false (CONV_OK)
+ * when none carries; else *winner is it and then[size] its versions
+ * (truncated to size).  CONV_CACHE_ERROR when SQLite cannot read the file. */
+#define CONV_CARRY_CANDIDATES_MAX 64
+conv_status conv_cache_lookup_carried(conv_cache *cache, const conv_cache_key *key,
+                                      conv_family_libraries_fn libraries, const conv_logger *log,
+                                      const char *layer, conv_trial *winner /* OUT */,
+                                      char *then /* OUT */, size_t size, bool *found /* OUT */,
+                                      conv_error *err);
+
+/* Stores `winner` (marked winner, valid, validated and timed: its time
+ * is the one measured under the versions it was carried from) as key's
+ * whole tuning, replacing what key had, and marks key pending "stale",
+ * in one transaction: a carried-over winner is never stored without the
+ * mark that has it re-timed.  A read-only handle is CONV_CACHE_ERROR and
+ * writes nothing. */
+conv_status conv_cache_store_carried(conv_cache *cache, const conv_cache_key *key,
+                                     const conv_trial *winner, conv_error *err);
+
 /* ---------------------------------------------------------------- pending */
 
 /* Problems waiting for `convtune tune --pending` (pending.c). */
 typedef enum conv_pending_reason {
   CONV_PENDING_UNTUNED = 0, /* "untuned": a record-mode context ran an untimed plan */
-  CONV_PENDING_INCOMPLETE   /* "incomplete": a tuning stopped by its budget; its
+  CONV_PENDING_INCOMPLETE,  /* "incomplete": a tuning stopped by its budget; its
                              * winner is the best of the configs it timed       */
+  CONV_PENDING_STALE        /* "stale": its winner was carried over from other
+                             * versions (conv_cache_store_carried), re-validated
+                             * but timed under those; a context re-times it
+                             * only when asked to (retime_stale)               */
 } conv_pending_reason;
 
-/* The reason as stored ("untuned", "incomplete"). */
+/* The reason as stored ("untuned", "incomplete", "stale"). */
 const char *conv_pending_reason_text(conv_pending_reason reason);
 
 /* Records `key` as pending (one row per problem, device and versions: a

@@ -36,6 +36,7 @@ typedef struct tuning {
   size_t rows;          /* rows of exactly this key in the source */
   double winner_ms;     /* as last read */
   bool incomplete;      /* pending "incomplete" in the source */
+  bool stale;           /* pending "stale" (carried over) in the source */
   copy_action action;
   size_t seen, winners_seen; /* while its problem's trials are read */
 } tuning;
@@ -301,12 +302,17 @@ static size_t group_size(const source *src, size_t first) {
 
 /* ---------------------------------------------------------------- reading, checking, writing */
 
-/* Marks the tunings a budget cut short: pending with any reason but
- * "untuned" (as conv_cache_find_pending reads it). */
+/* Marks the tunings carried over ("stale") and those a budget cut short:
+ * pending with any other reason but "untuned" (as conv_cache_find_pending
+ * reads it). */
 static int mark_incomplete(const conv_cache_pending_row *row, void *user) {
   const source *src = user;
   tuning *t = find_tuning(src->tunings, src->count, row->problem, row->device, row->versions);
-  if (t != NULL && strcmp(row->reason, conv_pending_reason_text(CONV_PENDING_UNTUNED)) != 0)
+  if (t == NULL || strcmp(row->reason, conv_pending_reason_text(CONV_PENDING_UNTUNED)) == 0)
+    return 0;
+  if (strcmp(row->reason, conv_pending_reason_text(CONV_PENDING_STALE)) == 0)
+    t->stale = true;
+  else
     t->incomplete = true;
   return 0;
 }
@@ -391,10 +397,11 @@ static conv_status write_group(destination *into, tuning *first, size_t n,
     s = cache_write_tuning(into->cache, &into->writer, &key, trials + start[i],
                            tuned_at + start[i], start[i + 1] - start[i], err);
     /* A tuning its budget cut short stays marked as such in `into`, so that
-     * a later run there finishes it rather than taking it as exhaustive. */
-    if (s == CONV_OK && t->incomplete)
+     * a later run there finishes it rather than taking it as exhaustive;
+     * a carried-over winner stays marked for re-timing. */
+    if (s == CONV_OK && (t->incomplete || t->stale))
       s = cache_insert_pending(into->cache, &into->writer.insert_pending, &key,
-                               CONV_PENDING_INCOMPLETE, err);
+                               t->incomplete ? CONV_PENDING_INCOMPLETE : CONV_PENDING_STALE, err);
   }
   free(start), free(next), free(trials), free(tuned_at);
   return s;

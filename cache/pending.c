@@ -7,7 +7,9 @@
  *   caches and ran an untimed plan (cuDNN's heuristic choice, validated);
  *   the trials table has nothing of it;
  * - "incomplete": a tuning stopped by its time budget stored the fastest of
- *   the configs it timed as the winner, which is used meanwhile.
+ *   the configs it timed as the winner, which is used meanwhile;
+ * - "stale": a winner carried over from other library versions (carry.c),
+ *   re-validated under these but timed under those, is the winner meanwhile.
  * `convtune tune --pending` tunes each fully; a tuning that completes
  * clears the rows of its problem and device, whatever versions they were
  * recorded under (the shape is tuned now, under these versions).  The key
@@ -21,10 +23,12 @@
 
 #include <sqlite3.h>
 
-static const char *const reason_texts[] = {"untuned", "incomplete"};
+static const char *const reason_texts[] = {"untuned", "incomplete", "stale"};
 
 const char *conv_pending_reason_text(conv_pending_reason reason) {
-  return reason == CONV_PENDING_INCOMPLETE ? reason_texts[1] : reason_texts[0];
+  return reason == CONV_PENDING_INCOMPLETE ? reason_texts[1]
+         : reason == CONV_PENDING_STALE    ? reason_texts[2]
+                                           : reason_texts[0];
 }
 
 /* Whether this handle's file has the table: a read-only open of an older
@@ -76,7 +80,8 @@ conv_status conv_cache_record_pending(conv_cache *cache, const conv_cache_key *k
                                       conv_pending_reason reason, conv_error *err) {
   conv_status s = cache_check_key(cache, key, err);
   if (s != CONV_OK) return s;
-  if (reason != CONV_PENDING_UNTUNED && reason != CONV_PENDING_INCOMPLETE)
+  if (reason != CONV_PENDING_UNTUNED && reason != CONV_PENDING_INCOMPLETE &&
+      reason != CONV_PENDING_STALE)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: pending reason %d", (int)reason);
   return write_pending(cache, key, reason, cache_insert_pending, err);
 }
@@ -132,7 +137,9 @@ conv_status conv_cache_find_pending(conv_cache *cache, const conv_cache_key *key
     *found = true;
     /* Any other text (the file is untrusted) still means "tune it". */
     if (reason != NULL)
-      *reason = strcmp(text, reason_texts[0]) == 0 ? CONV_PENDING_UNTUNED : CONV_PENDING_INCOMPLETE;
+      *reason = strcmp(text, reason_texts[0]) == 0   ? CONV_PENDING_UNTUNED
+                : strcmp(text, reason_texts[2]) == 0 ? CONV_PENDING_STALE
+                                                     : CONV_PENDING_INCOMPLETE;
   } else if (rc == SQLITE_DONE) {
     *found = false;
   } else {

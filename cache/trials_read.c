@@ -23,6 +23,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <sqlite3.h>
@@ -267,6 +268,60 @@ conv_status conv_cache_lookup_layer(conv_cache *cache, const conv_cache_key *key
     return CONV_OK;
   }
   if (s != CONV_OK) conv_error_set(err, s, "%s", why.message);
+  return s;
+}
+
+#define CARRY_TEXT_(n) #n
+#define CARRY_TEXT(n) CARRY_TEXT_(n)
+#define CARRY_LIMIT_TEXT CARRY_TEXT(CONV_CARRY_CANDIDATES_MAX)
+
+/* Carry-over (cache.h, carry.c): the other versions' latest winners of
+ * key's problem and device, newest first; a row that fails its checks is
+ * passed over for the next, the file left as it is. */
+conv_status conv_cache_lookup_carried(conv_cache *cache, const conv_cache_key *key,
+                                      conv_family_libraries_fn libraries, const conv_logger *log,
+                                      const char *layer, conv_trial *winner, char *then,
+                                      size_t size, bool *found, conv_error *err) {
+  conv_status s = cache_check_key(cache, key, err);
+  if (s != CONV_OK) return s;
+  if (libraries == NULL || layer == NULL || winner == NULL || then == NULL || size == 0 ||
+      found == NULL)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache carry-over lookup: NULL argument");
+  *found = false;
+  if (cache->empty) return CONV_OK;
+  sqlite3_stmt *st;
+  /* max(id) makes the other columns those of each versions text's latest
+   * winner row, as in conv_cache_list_winners. */
+  s = cache_prepare(cache,
+                    SELECT_ROWS(cache, "max(id) = id",
+                                " FROM trials WHERE problem = ?1 AND device = ?2"
+                                " AND versions <> ?3 AND winner <> 0 GROUP BY versions"
+                                " ORDER BY max(id) DESC LIMIT " CARRY_LIMIT_TEXT),
+                    &st, "cannot look up carried-over winners", err);
+  if (s != CONV_OK) return s;
+  int rc = cache_bind_key(st, 1, key);
+  while (rc == SQLITE_OK || rc == SQLITE_ROW) {
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) break;
+    conv_trial t;
+    row_key texts;
+    conv_error why = {CONV_OK, ""};
+    if (decode_trial(cache, st, &t, &texts, &why) != CONV_OK) {
+      conv_log(log, CONV_LOG_WARN, "%s: a %s row tuned under other versions is passed over (%s)",
+               key->problem, layer, why.message);
+      continue;
+    }
+    if (!t.winner || !conv_versions_carry(texts.versions, key->versions, t.algorithm_id,
+                                          libraries(t.algorithm_id)))
+      continue;
+    *winner = t;
+    snprintf(then, size, "%s", texts.versions);
+    *found = true;
+    break;
+  }
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+    s = cache_db_fail(cache, err, "cannot look up carried-over winners");
+  cache_finalize(st);
   return s;
 }
 

@@ -68,6 +68,18 @@ void conv_log(const conv_logger *logger, conv_log_level level, const char *fmt, 
 #endif
     ;
 
+/* ---------------------------------------------------------------- libraries */
+
+/* The libraries a candidate family's plans run on besides convtune's own
+ * code (conv_algorithm.libraries): what the cache's carry-over rules
+ * (cache.h, conv_versions_carry) hold equal before a winner tuned under
+ * other versions is used again.  UNKNOWN (a family this build lacks) is
+ * never carried over. */
+#define CONV_LIBRARY_CUDNN 0x1u
+#define CONV_LIBRARY_CUBLASLT 0x2u
+#define CONV_LIBRARY_CUFFT 0x4u
+#define CONV_LIBRARY_UNKNOWN 0x80000000u
+
 /* ---------------------------------------------------------------- configs */
 
 /* A configuration: small plain data that serialises to the cache as text

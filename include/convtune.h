@@ -529,6 +529,17 @@ typedef struct conv_context_options {
                             * CONV_INVALID_ARGUMENT                          */
   conv_device_free_fn device_free;
   void *allocator_user;    /* passed to both as their first argument          */
+  int retime_stale;        /* nonzero: this context tunes rather than
+                            * carries over, where its policy tunes
+                            * (EXHAUSTIVE, FAST, PREDICT): a winner tuned
+                            * under other library versions is not carried
+                            * over (CONV_SOURCE_CARRIED), and one carried
+                            * over earlier, waiting to be re-timed (pending
+                            * "stale"), is tuned again when met.  What
+                            * `convtune tune` sets (so `tune --stale` and
+                            * `--pending` re-time).  0 (default): such
+                            * winners are carried over and used as they are;
+                            * other policies ignore it                       */
 } conv_context_options;
 
 typedef struct conv_context conv_context;
@@ -601,9 +612,24 @@ typedef enum conv_plan_source {
   CONV_SOURCE_CACHE,       /* SQLite cache, tuned by an earlier process    */
   CONV_SOURCE_TUNED,       /* timed just now                               */
   CONV_SOURCE_SYSTEM_CACHE, /* the read-only system cache (system_cache_path) */
-  CONV_SOURCE_HEURISTIC    /* untimed (CONV_POLICY_RECORD): the first
+  CONV_SOURCE_HEURISTIC,   /* untimed (CONV_POLICY_RECORD): the first
                             * candidate that built and validated, cuDNN's
                             * heuristic choice first; time_ms is -1       */
+  /* Carried over from a tuning under other library versions (a driver or
+   * library update, another convtune release): on a miss for this build's
+   * versions, the latest winner of the same problem and GPU whose family
+   * and libraries are unchanged (conv_library_versions says what
+   * invalidates what), from the user's cache, else the system caches in
+   * order, re-validated once against the reference on random inputs (as
+   * tuning validates) and not timed: time_ms is the time measured under
+   * the versions it was tuned with.  It is stored in the user's cache under
+   * this build's versions, marked pending "stale" for `convtune tune
+   * --stale` (or --pending) to re-time, so later processes find it there
+   * (CONV_SOURCE_CACHE).  A carried-over winner that fails re-validation is
+   * passed over (CONV_LOG_WARN) and the problem tuned as if there were none
+   * (cache-only: a miss).  Every policy takes it.  The log says so (INFO).
+   * Added in 0.7.0. */
+  CONV_SOURCE_CARRIED
 } conv_plan_source;
 
 /* How conv_plan_execute launches a plan's work. */
@@ -618,7 +644,8 @@ typedef struct conv_plan_info {
   char config[128];        /* its configuration, human-readable                   */
   double time_ms;          /* median measured time of one execution (at tuning);
                             * -1 for a plan that was not timed
-                            * (CONV_SOURCE_HEURISTIC)                            */
+                            * (CONV_SOURCE_HEURISTIC); for CONV_SOURCE_CARRIED,
+                            * as measured under the versions it was tuned with */
   size_t workspace_bytes;  /* device scratch owned by the plan                     */
   conv_plan_source source;
   conv_replay replay;      /* as of the last execute                              */
@@ -652,7 +679,10 @@ typedef struct conv_plan_info {
  * reference to it after one hash lookup, and its info still says how it
  * was first made.  Otherwise a choice this context made before is rebuilt
  * without the cache (source CONV_SOURCE_MEMORY); a choice found in the
- * cache is rebuilt without timing anything (CONV_SOURCE_CACHE). */
+ * cache is rebuilt without timing anything (CONV_SOURCE_CACHE); on a miss,
+ * a winner tuned under other library versions that the upgrade rules
+ * carry over is re-validated and used (CONV_SOURCE_CARRIED, any policy)
+ * before the policy's own answer to a miss. */
 conv_status conv_plan_create(conv_context *context, const conv_problem *problem,
                              conv_plan **plan /* OUT */);
 
@@ -733,9 +763,18 @@ int conv_version(void);
  * with their versions (family id "v" version) and the tuner's timing method,
  * as "cuda=13000 driver=13000 cudnn=91900 cublaslt=130100
  * candidates=1v1,2v1,3v1,4v4,5v4,7v2,8v1 timing=2".  Stored with every cache
- * row: rows tuned under other versions, before a family was added, before
- * its kernels changed or timed another way, are stale and re-tuned (they
- * stay in the file for reports).  Needs no device. */
+ * row; a lookup matches it exactly.  What invalidates what on a miss
+ * (docs/caches.md, "Upgrades"): a winner tuned under another text is
+ * carried over (CONV_SOURCE_CARRIED: re-validated, then re-timed offline)
+ * when its own family's version is unchanged and so are the libraries it
+ * runs on: cudnn for the cudnn family; cublaslt for im2col_gemm,
+ * gemm_nhwc, gemm_backward, dynamic_unfold_gemm and fft; cuda (the
+ * toolkit's cuFFT) for fft and fft_filter; the families of convtune's
+ * own kernels depend on their version alone.  The driver, the other
+ * families' versions and the timing method may differ.  Any other winner
+ * (its family's version changed or gone, one of its libraries updated, a
+ * text that does not parse) is stale and re-tuned; every row stays in the
+ * file for reports.  Needs no device. */
 const char *conv_library_versions(void);
 
 /* ---------------------------------------------------------------- caches */
@@ -817,7 +856,10 @@ typedef struct conv_cache_pending_entry {
                             * untimed plan for it (no trials, no winner);
                             * "incomplete": its tuning was stopped by its
                             * time budget, and its winner is the best of the
-                            * configs it timed                                */
+                            * configs it timed; "stale" (0.7.0): its winner
+                            * was carried over from other library versions
+                            * (CONV_SOURCE_CARRIED), re-validated but not
+                            * re-timed                                        */
   const char *recorded_at; /* UTC, "YYYY-MM-DDTHH:MM:SSZ"                         */
 } conv_cache_pending_entry;
 

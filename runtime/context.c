@@ -70,6 +70,24 @@ void conv_context_interrupt(conv_context *context) {
   if (context) atomic_store(&context->interrupt, 1);
 }
 
+/* What tuning, the untimed pick and re-validation of `problem` under `key`
+ * are given in this context (plan.c, carried.c). */
+conv_tune_request context_tune_request(conv_context *ctx, const conv_problem *problem,
+                                       const conv_cache_key *key) {
+  return (conv_tune_request){.problem = problem,
+                             .env = &ctx->env,
+                             .cache = ctx->cache,
+                             .system_caches = ctx->system.caches,
+                             .system_count = ctx->system.count,
+                             .key = key,
+                             .policy = ctx->policy,
+                             .budget_ms = ctx->tuning_budget_ms,
+                             .workspace_limit = ctx->workspace_limit,
+                             .stream = ctx->tuning_stream,
+                             .log = &ctx->log,
+                             .interrupt = &ctx->interrupt};
+}
+
 struct conv_cache *conv_context_cache(conv_context *context) { return context->cache; }
 
 _Static_assert(sizeof ((conv_device *)0)->key <= CONV_DEVICE_FINGERPRINT_MAX,
@@ -243,6 +261,7 @@ conv_status conv_context_create(conv_context **context, const conv_context_optio
   ctx->log = conv_logger_from_options(o);
   ctx->direct_launches = o->direct_launches != 0;
   ctx->deterministic = o->deterministic != 0;
+  ctx->retime_stale = o->retime_stale != 0;
   ctx->env.allocator = (conv_allocator){o->device_alloc, o->device_free, o->allocator_user, o->device};
   ctx->id = atomic_fetch_add(&next_context_id, 1);
   atomic_init(&ctx->interrupt, 0);

@@ -199,36 +199,40 @@ static conv_status tune(conv_context *ctx, const conv_problem *problem, const co
                           n ? ctx->system.paths[0] : "", others);
   }
   atomic_store(&ctx->interrupt, 0);
-  conv_tune_request req = {.problem = problem,
-                           .env = &ctx->env,
-                           .cache = ctx->cache,
-                           .system_caches = ctx->system.caches,
-                           .system_count = ctx->system.count,
-                           .key = key,
-                           .policy = ctx->policy,
-                           .budget_ms = ctx->tuning_budget_ms,
-                           .workspace_limit = ctx->workspace_limit,
-                           .stream = ctx->tuning_stream,
-                           .log = &ctx->log,
-                           .interrupt = &ctx->interrupt};
+  conv_tune_request req = context_tune_request(ctx, problem, key);
   *source = ctx->policy == CONV_POLICY_RECORD ? CONV_SOURCE_HEURISTIC : CONV_SOURCE_TUNED;
   if (ctx->policy == CONV_POLICY_RECORD) return pick_and_record(ctx, &req, choice, err);
   return conv_tune(&req, choice, err);
 }
 
-/* Whether the user's cache's tuning of `key` was cut short by a budget
- * (pending) and this context should finish it: one that may tune, without
- * a budget of its own.  A failed lookup counts as no. */
+/* Whether this context tunes rather than carries over (retime_stale, as
+ * `convtune tune` asks): one whose policy tunes. */
+static bool retimes(const conv_context *ctx) {
+  return ctx->retime_stale &&
+         (ctx->policy == CONV_POLICY_EXHAUSTIVE || ctx->policy == CONV_POLICY_FAST ||
+          ctx->policy == CONV_POLICY_PREDICT);
+}
+
+/* Whether the user's cache's tuning of `key` waits to be finished
+ * (pending) and this context should finish it: a tuning cut short, by a
+ * context that may tune fully (EXHAUSTIVE or FAST) without a budget of
+ * its own; a carried-over winner ("stale") only where the context re-times
+ * (retimes()), since keeping it is what carrying it over is for.  A
+ * failed lookup counts as no. */
 static bool finishes_incomplete(conv_context *ctx, const conv_cache_key *key) {
-  if ((ctx->policy != CONV_POLICY_EXHAUSTIVE && ctx->policy != CONV_POLICY_FAST) ||
-      ctx->tuning_budget_ms > 0)
-    return false;
+  const bool finishes = (ctx->policy == CONV_POLICY_EXHAUSTIVE ||
+                         ctx->policy == CONV_POLICY_FAST) && !(ctx->tuning_budget_ms > 0);
+  if (!finishes && !retimes(ctx)) return false;
   bool pending = false;
+  conv_pending_reason reason = CONV_PENDING_INCOMPLETE;
   conv_error ignored = {CONV_OK, ""};
-  if (conv_cache_find_pending(ctx->cache, key, &pending, NULL, &ignored) != CONV_OK) return false;
+  if (conv_cache_find_pending(ctx->cache, key, &pending, &reason, &ignored) != CONV_OK)
+    return false;
+  if (pending) pending = reason == CONV_PENDING_STALE ? retimes(ctx) : finishes;
   if (pending)
-    conv_log(&ctx->log, CONV_LOG_INFO, "%s: its tuning was cut short by a budget; tuning it fully",
-             key->problem);
+    conv_log(&ctx->log, CONV_LOG_INFO, "%s: %s; tuning it fully", key->problem,
+             reason == CONV_PENDING_STALE ? "its winner was carried over from other versions"
+                                          : "its tuning was cut short by a budget");
   return pending;
 }
 
@@ -238,12 +242,15 @@ static bool finishes_incomplete(conv_context *ctx, const conv_cache_key *key) {
  * trusted. */
 static conv_status from_layer(conv_context *ctx, size_t layer, const conv_problem *problem,
                               const conv_cache_key *key, conv_choice *choice, conv_plan **plan,
-                              bool *done, conv_error *err) {
+                              bool *done, bool *finishing, conv_error *err) {
   bool found = false;
   *done = false;
   const conv_plan_source source = layer == 0 ? CONV_SOURCE_CACHE : CONV_SOURCE_SYSTEM_CACHE;
   conv_status st = lookup_cache(ctx, layer, key, choice, &found, err);
-  if (st == CONV_OK && found && source == CONV_SOURCE_CACHE) found = !finishes_incomplete(ctx, key);
+  if (st == CONV_OK && found && source == CONV_SOURCE_CACHE) {
+    *finishing = finishes_incomplete(ctx, key);
+    found = !*finishing;
+  }
   if (st != CONV_OK || !found) {
     *done = st != CONV_OK;
     return st;
@@ -257,8 +264,32 @@ static conv_status from_layer(conv_context *ctx, size_t layer, const conv_proble
   return *done ? st : CONV_OK;
 }
 
-/* Memory, then the cache, then the system caches in order, then tuning
- * (into the cache only) or, in record mode, an untimed plan. */
+/* On a miss for this build's versions in every layer: a winner carried
+ * over from other versions, re-validated (carried.c); *done as in
+ * from_layer.  Not in a context that re-times (retimes()), nor while
+ * finishing a pending tuning: the carried-over row would stand in for the
+ * tuning again. */
+static conv_status from_carried(conv_context *ctx, const conv_problem *problem,
+                                const conv_cache_key *key, conv_choice *choice, conv_plan **plan,
+                                bool *done, conv_error *err) {
+  bool found = false;
+  const char *instead = instead_of(ctx, ctx->system.count);
+  conv_status st = plan_carried_choice(ctx, problem, key, instead, choice, &found, err);
+  if (st != CONV_OK || !found) {
+    *done = st != CONV_OK;
+    return st;
+  }
+  st = instantiate(ctx, problem, choice, CONV_SOURCE_CARRIED, plan, err);
+  *done = st == CONV_OK || ctx->policy == CONV_POLICY_CACHE_ONLY;
+  if (!*done)
+    conv_log(&ctx->log, CONV_LOG_WARN, "%s: the carried-over choice does not build (%s); %s",
+             key->problem, err->message, instead);
+  return *done ? st : CONV_OK;
+}
+
+/* Memory, then the cache, then the system caches in order, then a winner
+ * carried over from other versions, then tuning (into the cache only) or,
+ * in record mode, an untimed plan. */
 static conv_status create_locked(conv_context *ctx, const conv_problem *problem,
                                  const char *problem_key, conv_plan **plan, conv_error *err) {
   conv_cache_key key = {problem_key, ctx->env.device.key, conv_library_versions()};
@@ -266,10 +297,12 @@ static conv_status create_locked(conv_context *ctx, const conv_problem *problem,
   const conv_choice *known = plan_map_find(&ctx->map, problem_key);
   if (known) return instantiate(ctx, problem, known, CONV_SOURCE_MEMORY, plan, err);
 
-  bool done = false;
+  bool done = false, finishing = false;
   conv_status st = CONV_OK;
   for (size_t layer = 0; !done && layer <= ctx->system.count; layer++)
-    st = from_layer(ctx, layer, problem, &key, &choice, plan, &done, err);
+    st = from_layer(ctx, layer, problem, &key, &choice, plan, &done, &finishing, err);
+  if (!done && !finishing && !retimes(ctx))
+    st = from_carried(ctx, problem, &key, &choice, plan, &done, err);
   if (done) {
     if (st != CONV_OK) return st;
     goto remember;

@@ -30,6 +30,7 @@ int main(void) {
   FIELD(conv_context_options, log_level); FIELD(conv_context_options, system_cache_path);
   FIELD(conv_context_options, tuning_budget_ms); FIELD(conv_context_options, device_alloc);
   FIELD(conv_context_options, device_free); FIELD(conv_context_options, allocator_user);
+  FIELD(conv_context_options, retime_stale);
   SIZE(conv_plan_info);
   FIELD(conv_plan_info, algorithm); FIELD(conv_plan_info, config); FIELD(conv_plan_info, time_ms);
   FIELD(conv_plan_info, workspace_bytes); FIELD(conv_plan_info, source);
@@ -61,5 +62,6 @@ int main(void) {
   ENUM(conv_plan_source, "tuned", CONV_SOURCE_TUNED);
   ENUM(conv_plan_source, "system", CONV_SOURCE_SYSTEM_CACHE);
   ENUM(conv_plan_source, "heuristic", CONV_SOURCE_HEURISTIC);
+  ENUM(conv_plan_source, "carried", CONV_SOURCE_CARRIED);
   return 0;
 }

@@ -44,6 +44,13 @@ static int test_tune_arguments(void) {
       {{"tune", SPEC, "--budget", "1e9"}, "bad --budget"},
       {{"tune", SPEC, "--budget"}, "needs a value"},
       {{"list", "--budget", "5"}, "does not apply to 'list'"},
+      {{"tune", "--stale", SPEC}, "tune --stale takes no shapes"},
+      {{"tune", "--stale", "--dtype", "f16"}, "tune --stale tunes each problem as it was recorded"},
+      {{"tune", "--stale", "--policy", "predict"}, "tune --stale finishes tunings"},
+      {{"tune", "--stale=yes"}, "takes no value"},
+      {{"show", SPEC, "--stale"}, "does not apply to 'show'"},
+      {{"verify", "--stale"}, "does not apply to 'verify'"},
+      {{"list", "--stale", "extra"}, "list takes no arguments"},
   };
   return check_usage_errors(cases, sizeof cases / sizeof cases[0]);
 }
@@ -131,6 +138,56 @@ static int test_list_pending(void) {
 
 /* Without a GPU, tune --pending stops with the one no-GPU line before it
  * reads anything. */
+/* list --stale: the pending problems whose winners were carried over
+ * from other versions, alone; list --pending shows them with the rest. */
+static int test_list_stale(void) {
+  isolate_default_cache();
+  char db[1024], key[CONV_PROBLEM_KEY_MAX];
+  tmp_path(db, sizeof db, "stale.db");
+  int rc = fill_pending(db, key, sizeof key);
+  if (rc != TEST_PASS) return rc;
+  cli_result r;
+  RUN_EXPECT(r, 0, "list", "--stale", "--cache", db);
+  CHECK(r.out.len == 0 && contains(r.err.data, "nothing pending"));
+  cli_result_free(&r);
+
+  conv_cache *cache = NULL;
+  conv_error err = {CONV_OK, ""};
+  CHECK(conv_cache_open(db, false, &cache, &err) == CONV_OK);
+  const conv_cache_key stale_key = {key, DEVICE_B, "cuda=2 cudnn=2"};
+  conv_trial t;
+  memset(&t, 0, sizeof t);
+  t.algorithm_id = 4;
+  snprintf(t.algorithm, sizeof t.algorithm, "direct_channel");
+  t.config.count = 1;
+  t.config.values[0] = 3;
+  t.status = CONV_OK;
+  t.time_ms = 0.25;
+  t.rel_error = 1e-7;
+  t.deterministic = 1;
+  t.winner = true;
+  conv_status st = conv_cache_store_carried(cache, &stale_key, &t, &err);
+  conv_cache_close(cache);
+  CHECK_MSG(st == CONV_OK, "%s", err.message);
+
+  RUN_EXPECT(r, 0, "list", "--stale", "--json", "--cache", db);
+  json_error_t jerr;
+  json_t *rows = json_loads(r.out.data, 0, &jerr);
+  CHECK_MSG(rows != NULL && json_array_size(rows) == 1, "%s", r.out.data);
+  json_t *row = json_array_get(rows, 0);
+  CHECK(strcmp(json_string_value(json_object_get(row, "reason")), "stale") == 0);
+  CHECK(strcmp(json_string_value(json_object_get(row, "device")), DEVICE_B) == 0);
+  json_decref(rows);
+  cli_result_free(&r);
+  /* Storing it replaced DEVICE_B's "untuned" row of the same problem. */
+  RUN_EXPECT(r, 0, "list", "--pending", "--cache", db);
+  CHECK(contains(r.out.data, "stale") && contains(r.out.data, "untuned"));
+  CHECK_MSG(count_lines(r.out.data) == 6, "a header, a rule and 4 rows:\n%s", r.out.data);
+  cli_result_free(&r);
+  remove_cache_files(db);
+  return TEST_PASS;
+}
+
 static int test_no_gpu_tune_pending(void) {
   isolate_default_cache();
   if (probe_context() == CONV_OK) {
@@ -145,6 +202,9 @@ static int test_no_gpu_tune_pending(void) {
   RUN_EXPECT(r, 3, "tune", "--pending", "--cache", db);
   CHECK(count_lines(r.err.data) == 1 && contains(r.err.data, "no usable CUDA GPU"));
   CHECK(r.out.len == 0);
+  cli_result_free(&r);
+  RUN_EXPECT(r, 3, "tune", "--stale", "--cache", db);
+  CHECK(count_lines(r.err.data) == 1 && contains(r.err.data, "no usable CUDA GPU"));
   cli_result_free(&r);
   remove_cache_files(db);
   return TEST_PASS;
@@ -443,6 +503,7 @@ static int test_output_whole_or_nothing(void) {
 static const test_case tests[] = {
     {"tune_arguments", test_tune_arguments},
     {"list_pending", test_list_pending},
+    {"list_stale", test_list_stale},
     {"no_gpu_tune_pending", test_no_gpu_tune_pending},
     {"verify_arguments", test_verify_arguments},
     {"verify_bad_caches", test_verify_bad_caches},

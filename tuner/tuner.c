@@ -292,3 +292,27 @@ done:
   conv_bench_free(&b);
   return st;
 }
+
+/* ---------------------------------------------------------------- re-validation */
+
+conv_status conv_validate_choice(const conv_tune_request *req, const conv_choice *choice,
+                                 conv_trial *out, conv_error *err) {
+  const conv_algorithm *algo = conv_registry_find(choice->algorithm_id);
+  if (algo == NULL || !conv_algorithm_applicable(algo, req->problem, req->env))
+    return conv_error_set(err, CONV_UNSUPPORTED, "family %u %s", (unsigned)choice->algorithm_id,
+                          algo == NULL ? "is unknown to this build" : "does not take this problem");
+  bench b = {.req = req};
+  conv_trial trial;
+  trial_init(&trial, algo, &choice->config);
+  conv_status st = conv_problem_shape(req->problem, &b.shape);
+  if (st != CONV_OK) return conv_error_set(err, st, "invalid problem");
+  CONV_TRY(st, bench_alloc(&b, err), done);
+  CONV_TRY(st, bench_inputs(&b, err), done);
+  run_trial(&b, algo, &choice->config, false, 0, &trial);
+  report(req, &trial);
+  if (trial.status != CONV_OK) st = conv_error_set(err, trial.status, "%s", trial.reason);
+  if (out != NULL) *out = trial;
+done:
+  bench_free(&b);
+  return st;
+}

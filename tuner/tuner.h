@@ -249,4 +249,18 @@ bool conv_tuner_budget_spent(double elapsed_ms, double budget_ms, bool have_vali
 conv_status conv_pick_untimed(const conv_tune_request *request, conv_choice *choice /* OUT */,
                               conv_error *err);
 
+/* Re-validation of a choice made elsewhere (a winner carried over from
+ * other library versions, CONV_SOURCE_CARRIED): its config prepared
+ * within the workspace limit and checked against the reference on fresh
+ * random inputs, exactly as tuning and conv_pick_untimed check theirs;
+ * nothing is timed or written.  *trial (may be NULL) gets the outcome
+ * (rel_error, workspace, determinism).  CONV_OK when it passed; else the
+ * trial's failure (CONV_VALIDATION_FAILED, CONV_UNSUPPORTED for a family
+ * this build lacks or that does not take the problem,
+ * CONV_WORKSPACE_LIMIT, ...) with its reason in err, or the status of a
+ * failure that prevents checking at all (out of memory for the test
+ * tensors, a CUDA error in the reference). */
+conv_status conv_validate_choice(const conv_tune_request *request, const conv_choice *choice,
+                                 conv_trial *trial /* OUT */, conv_error *err);
+
 #endif /* CONVTUNE_TUNER_H */

@@ -57,7 +57,7 @@ MATH = {"strict": 0, "tf32": 1}
 EPILOGUE_NONE, EPILOGUE_BIAS, EPILOGUE_BIAS_RELU = 0, 1, 2
 OP_CONVOLUTION, OP_DYNAMIC = 0, 1  # conv_op
 POLICIES = {"exhaustive": 0, "fast": 1, "cache_only": 2, "record": 3, "predict": 4}  # conv_policy values
-SOURCES = ("memory", "cache", "tuned", "system", "heuristic")  # conv_plan_source values
+SOURCES = ("memory", "cache", "tuned", "system", "heuristic", "carried")  # conv_plan_source values
 REPLAYS = ("pending", "graph", "direct")  # conv_replay values
 
 PROBLEM_KEY_SIZE = 256  # CONV_PROBLEM_KEY_MAX of convtune.h
@@ -121,6 +121,7 @@ class ContextOptions(Structure):
         ("device_alloc", c_void_p),
         ("device_free", c_void_p),
         ("allocator_user", c_void_p),
+        ("retime_stale", c_int),
     ]
 
 

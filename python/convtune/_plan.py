@@ -85,7 +85,9 @@ class Plan:
     """A tuned convolution for one problem on one device; made by Context.plan.
 
     .info: algorithm, config, time_ms (median at tuning; -1 untimed), workspace_bytes,
-    source ("memory", "cache", "tuned", "system" or "heuristic": untimed, policy "record")
+    source ("memory", "cache", "tuned", "system", "heuristic": untimed, policy "record", or
+    "carried": a winner tuned under other library versions, re-validated, its time_ms the
+    one measured then; docs/caches.md, "Upgrades")
     and replay ("graph": each call is one
     CUDA graph launch; "direct", with replay_note; "pending" before a call), call
     ("extension (torch C++)": calls run through the compiled module, holding
@@ -272,8 +274,8 @@ class Plan:
 
     @property
     def info(self):
-        """algorithm, config, time_ms, workspace_bytes, source ("memory", "cache", "tuned", "system"
-        or "heuristic"),
+        """algorithm, config, time_ms, workspace_bytes, source ("memory", "cache", "tuned", "system",
+        "heuristic" or "carried"),
         as of the last call replay ("pending", "graph" or "direct") with replay_note,
         the calls so far by how they ran (graph_launches, graph_captures, direct_runs:
         see conv_plan_execute in include/convtune.h), and call ("extension (torch C++)",

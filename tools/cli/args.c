@@ -31,6 +31,7 @@ static const option_spec *find_option(const char *name, size_t len) {
       {"--output", true, CMD_REPORT | CMD_MERGE | CMD_EXPORT},
       {"--device", true, CMD_MERGE | CMD_EXPORT}, {"--help", false, CMD_ALL},
       {"--pending", false, CMD_TUNE | CMD_LIST}, {"--budget", true, CMD_TUNE},
+      {"--stale", false, CMD_TUNE | CMD_LIST},
       {"--version", false, CMD_ALL},      {"--winners-only", false, CMD_EXPORT},
       {"--devices", true, CMD_TUNE},      {"--worker-device", true, CMD_TUNE},
       {"--shard", true, CMD_TUNE},
@@ -162,6 +163,10 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
     a->deterministic = true;
   } else if (strcmp(o->name, "--pending") == 0) {
     a->pending = true;
+  } else if (strcmp(o->name, "--stale") == 0) {
+    /* The pending problems whose winners were carried over, alone. */
+    a->pending = true;
+    a->stale_only = true;
   } else if (strcmp(o->name, "--budget") == 0) {
     char *end = NULL;
     errno = 0;
@@ -305,18 +310,20 @@ static int check_input_count(const cli_args *a) {
                        "--pending, --devices, --shard or --json");
   if (a->worker_device >= 0) return EXIT_OK_;
   if (a->command == CMD_TUNE && a->pending && a->input_count > 0) {
-    return usage_error("tune --pending takes no shapes (got '%s'): it tunes the cache's own",
-                       a->inputs[0]);
+    return usage_error("tune %s takes no shapes (got '%s'): it tunes the cache's own",
+                       a->stale_only ? "--stale" : "--pending", a->inputs[0]);
   }
   if (a->command == CMD_TUNE && a->pending &&
       (a->have_math || a->have_dtype || a->have_epilogue || a->have_direction ||
        a->deterministic)) {
-    return usage_error("tune --pending tunes each problem as it was recorded: --math, --dtype, "
-                       "--epilogue, --direction and --deterministic do not apply");
+    return usage_error("tune %s tunes each problem as it was recorded: --math, --dtype, "
+                       "--epilogue, --direction and --deterministic do not apply",
+                       a->stale_only ? "--stale" : "--pending");
   }
   if (a->command == CMD_TUNE && a->pending && a->policy == CONV_POLICY_PREDICT) {
-    return usage_error("tune --pending finishes tunings, and --policy predict would leave them "
-                       "unfinished: use --policy exhaustive (the default) or fast");
+    return usage_error("tune %s finishes tunings, and --policy predict would leave them "
+                       "unfinished: use --policy exhaustive (the default) or fast",
+                       a->stale_only ? "--stale" : "--pending");
   }
   if (a->command == CMD_TUNE && !a->pending && a->input_count == 0) {
     return usage_error("tune needs at least one suite file or shape spec (or --pending)");

@@ -69,7 +69,9 @@ typedef struct cli_args {
                             * heuristic pick only (conv_cache_merge_winners) */
   bool have_math, have_epilogue, have_direction, have_dtype;
   bool deterministic; /* --deterministic */
-  bool pending;       /* tune and list --pending */
+  bool pending;       /* tune and list --pending (or --stale) */
+  bool stale_only;    /* tune and list --stale: the pending problems whose
+                       * winners were carried over from other versions */
   double budget_ms;   /* tune --budget, per problem; 0: none */
   double tolerance;   /* verify --tolerance: a fraction, default 0.10 */
   bool devices;       /* tune --devices: a worker process per GPU */
@@ -122,7 +124,8 @@ int cmd_verify(const cli_args *a);
  * once), skipping with a warning a key that cannot be rebuilt.  EXIT_OK_
  * or the exit code after saying why. */
 struct suite;
-int load_pending_shapes(const char *path, const char *device, struct suite *shapes);
+int load_pending_shapes(const char *path, const char *device, bool stale_only,
+                        struct suite *shapes);
 
 /* Opens an existing cache read-only (list, show, report): no GPU, no
  * context.  EXIT_OK_, or EXIT_CACHE after saying why. */

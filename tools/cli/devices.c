@@ -214,7 +214,7 @@ static void start_dispatch(devices_run *run) {
   run->dispatching = true;
   const worker *first = &run->workers[0];
   if (run->a->pending) {
-    int rc = load_pending_shapes(run->path, first->fingerprint, run->shapes);
+    int rc = load_pending_shapes(run->path, first->fingerprint, run->a->stale_only, run->shapes);
     if (rc == EXIT_OK_ && run->shapes->count == 0) {
       say("nothing pending for this GPU model in %s", run->path);
       if (run->a->json) fputs("[]\n", stdout);

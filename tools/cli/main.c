@@ -117,9 +117,16 @@ static const struct {
      "cache for a later tune --pending to finish"},
     {"--pending", CMD_TUNE | CMD_LIST,
      "the problems waiting in the cache: those a\n"
-     "record-mode program ran untimed (untuned)\n"
-     "and tunings cut short by their budget\n"
-     "(incomplete); tune removes each it tunes"},
+     "record-mode program ran untimed (untuned),\n"
+     "tunings cut short by their budget\n"
+     "(incomplete) and winners carried over from\n"
+     "other versions (stale); tune removes each\n"
+     "it tunes"},
+    {"--stale", CMD_TUNE | CMD_LIST,
+     "the pending problems whose winners were\n"
+     "carried over from other library versions\n"
+     "(a driver or library update; re-validated,\n"
+     "not re-timed): tune re-times each"},
     {"--system-cache PATH", CMD_TUNE | CMD_LIST | CMD_VERIFY,
      "a read-only cache, or a directory of them\n"
      "(*.db; one shipped per GPU model), looked\n"

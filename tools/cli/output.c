@@ -87,6 +87,7 @@ const char *source_name(conv_plan_source source) {
   case CONV_SOURCE_TUNED: return "tuned";
   case CONV_SOURCE_SYSTEM_CACHE: return "system";
   case CONV_SOURCE_HEURISTIC: return "heuristic";
+  case CONV_SOURCE_CARRIED: return "carried";
   }
   return "unknown";
 }

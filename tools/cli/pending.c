@@ -22,6 +22,7 @@ typedef struct pending_list {
   pending_row *items;
   size_t count, cap;
   const char *device; /* only this fingerprint; NULL: all */
+  bool stale_only;    /* only the rows of reason "stale" (--stale) */
   bool out_of_memory;
 } pending_list;
 
@@ -43,6 +44,7 @@ static void pending_list_free(pending_list *l) {
 static int collect_pending(const conv_cache_pending_entry *e, void *user) {
   pending_list *l = user;
   if (l->device != NULL && strcmp(e->device, l->device) != 0) return 0;
+  if (l->stale_only && strcmp(e->reason, "stale") != 0) return 0;
   if (l->count == l->cap) {
     size_t cap = l->cap ? l->cap * 2 : 16;
     pending_row *grown = realloc(l->items, cap * sizeof *grown);
@@ -112,7 +114,8 @@ static int print_pending_table(const pending_list *l) {
 
 int cmd_list_pending(const cli_args *a) {
   char path[CLI_PATH_MAX];
-  pending_list l = {NULL, 0, 0, NULL, false};
+  pending_list l = {NULL, 0, 0, NULL, false, false};
+  l.stale_only = a->stale_only;
   int rc = cache_path(a, false, path, sizeof path);
   if (rc == EXIT_OK_) rc = read_pending(path, NULL, &l);
   if (rc == EXIT_OK_) {
@@ -127,8 +130,8 @@ int cmd_list_pending(const cli_args *a) {
   return rc;
 }
 
-int load_pending_shapes(const char *path, const char *device, suite *shapes) {
-  pending_list l = {NULL, 0, 0, NULL, false};
+int load_pending_shapes(const char *path, const char *device, bool stale_only, suite *shapes) {
+  pending_list l = {NULL, 0, 0, NULL, false, stale_only};
   int rc = read_pending(path, device, &l);
   for (size_t i = 0; rc == EXIT_OK_ && i < l.count; i++) {
     const char *key = l.items[i].problem;

@@ -80,7 +80,7 @@ static int load_pending(const cli_args *a, conv_context *ctx, const char *path, 
     say("cannot read this GPU's fingerprint: %s", conv_context_last_error(ctx));
     return EXIT_FAILED;
   }
-  int rc = load_pending_shapes(path, device, shapes);
+  int rc = load_pending_shapes(path, device, a->stale_only, shapes);
   if (rc == EXIT_OK_ && shapes->count == 0) {
     say("nothing pending for this GPU in %s", path);
     if (a->json) fputs("[]\n", stdout);

@@ -287,6 +287,9 @@ int open_context(const cli_args *a, int device, const char *path, tune_display *
   options.system_cache_path = a->system_cache_path;
   options.policy = a->policy;
   options.tuning_budget_ms = a->budget_ms;
+  /* The tool tunes: a winner of other versions is tuned again rather than
+   * carried over, and one carried over earlier is re-timed (--stale). */
+  options.retime_stale = 1;
   options.log = display_log;
   options.log_user = display;
   /* DEBUG: the candidates, for the progress line or --verbose; INFO: each

@@ -44,7 +44,9 @@ static int collect_winner(const conv_cache_entry *e, void *user) {
     l->other_devices++;
     return 0;
   }
-  /* Winners of other versions are stale here: a context never uses them. */
+  /* Winners of other versions are not verified: a context uses them only
+   * carried over (docs/caches.md, "Upgrades"), re-validated first and
+   * re-timed by `tune --stale`. */
   if (strcmp(e->versions, conv_library_versions()) != 0) return 0;
   for (size_t i = 0; i < l->count; i++)
     if (strcmp(l->items[i].problem, e->problem) == 0) return 0;
