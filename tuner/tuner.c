@@ -303,16 +303,16 @@ conv_status conv_validate_choice(const conv_tune_request *req, const conv_choice
                           algo == NULL ? "is unknown to this build" : "does not take this problem");
   bench b = {.req = req};
   conv_trial trial;
-  trial_init(&trial, algo, &choice->config);
+  conv_tuner_trial_init(&trial, algo, &choice->config);
   conv_status st = conv_problem_shape(req->problem, &b.shape);
   if (st != CONV_OK) return conv_error_set(err, st, "invalid problem");
-  CONV_TRY(st, bench_alloc(&b, err), done);
-  CONV_TRY(st, bench_inputs(&b, err), done);
-  run_trial(&b, algo, &choice->config, false, 0, &trial);
-  report(req, &trial);
+  CONV_TRY(st, conv_bench_alloc(&b, err), done);
+  CONV_TRY(st, conv_bench_inputs(&b, err), done);
+  conv_tuner_run_trial(&b, algo, &choice->config, false, 0, &trial, NULL);
+  conv_tuner_report(req, &trial);
   if (trial.status != CONV_OK) st = conv_error_set(err, trial.status, "%s", trial.reason);
   if (out != NULL) *out = trial;
 done:
-  bench_free(&b);
+  conv_bench_free(&b);
   return st;
 }
