@@ -608,3 +608,26 @@ int dynamic_every_config(uint32_t family, bool backward_data) {
   printf("SUMMARY %s: %d configs matched the CPU reference\n", algo->name, total);
   return TEST_PASS;
 }
+
+/* Makes the plan of `p`, runs it on fresh random inputs and compares it
+ * with the CPU reference; *info gets its info. */
+int context_plan_matches_reference(conv_context *ctx, const conv_problem *p, conv_plan_info *info) {
+  host_case hc;
+  dev_case d;
+  if (host_case_make(&hc, p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
+  conv_plan *plan = NULL;
+  CHECK_MSG(conv_plan_create(ctx, p, &plan) == CONV_OK, "conv_plan_create: %s",
+            conv_context_last_error(ctx));
+  CHECK_STATUS(CONV_OK, conv_plan_info_get(plan, info));
+  printf("plan: %s %s %.6f ms, source %d\n", info->algorithm, info->config, info->time_ms,
+         (int)info->source);
+  if (poison(&d, &hc, 0) != TEST_PASS) return TEST_FAIL;
+  CHECK_STATUS(CONV_OK, conv_plan_execute(plan, 0, d.x, d.w, d.bias, d.y));
+  if (check_output(&d, &hc, 0, conv_error_bound(p->math, CONV_ARITH_TRANSFORM), "plan") !=
+      TEST_PASS)
+    return TEST_FAIL;
+  conv_plan_destroy(plan);
+  dev_case_free(&d);
+  host_case_free(&hc);
+  return TEST_PASS;
+}

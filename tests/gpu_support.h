@@ -197,4 +197,8 @@ int make_context(conv_context **ctx, const char *cache, conv_policy policy, size
 void temp_path(char *path, size_t size, const char *name);
 void remove_db(const char *path);
 
+/* Makes the context's plan of `p`, runs it on fresh random inputs and
+ * compares it with the CPU reference; *info gets its info. */
+int context_plan_matches_reference(conv_context *ctx, const conv_problem *p, conv_plan_info *info);
+
 #endif /* CONVTUNE_TESTS_GPU_SUPPORT_H */

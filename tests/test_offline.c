@@ -25,29 +25,6 @@ static conv_problem small_problem(void) {
   return p;
 }
 
-/* Makes the plan of `p`, runs it on fresh random inputs and compares it
- * with the CPU reference; *info gets its info. */
-static int plan_matches_reference(conv_context *ctx, const conv_problem *p, conv_plan_info *info) {
-  host_case hc;
-  dev_case d;
-  if (host_case_make(&hc, p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
-  conv_plan *plan = NULL;
-  CHECK_MSG(conv_plan_create(ctx, p, &plan) == CONV_OK, "conv_plan_create: %s",
-            conv_context_last_error(ctx));
-  CHECK_STATUS(CONV_OK, conv_plan_info_get(plan, info));
-  printf("plan: %s %s %.4f ms, source %d\n", info->algorithm, info->config, info->time_ms,
-         (int)info->source);
-  if (poison(&d, &hc, 0) != TEST_PASS) return TEST_FAIL;
-  CHECK_STATUS(CONV_OK, conv_plan_execute(plan, 0, d.x, d.w, d.bias, d.y));
-  if (check_output(&d, &hc, 0, conv_error_bound(p->math, CONV_ARITH_TRANSFORM), "plan") !=
-      TEST_PASS)
-    return TEST_FAIL;
-  conv_plan_destroy(plan);
-  dev_case_free(&d);
-  host_case_free(&hc);
-  return TEST_PASS;
-}
-
 /* What a cache holds, through the public reader. */
 typedef struct cache_counts {
   int winners, pending;
@@ -100,11 +77,11 @@ static int record_then_tune_pending(void) {
   char tiny[4];
   CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_context_device_fingerprint(ctx, tiny, sizeof tiny));
   conv_plan_info info;
-  if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  if (context_plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
   CHECK_MSG(info.source == CONV_SOURCE_HEURISTIC, "source %d", (int)info.source);
   CHECK(info.time_ms == -1.0);
   /* Again in the same context: from memory, still recorded once. */
-  if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  if (context_plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
   CHECK(info.source == CONV_SOURCE_MEMORY);
   CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
 
@@ -130,7 +107,7 @@ static int record_then_tune_pending(void) {
   cli_result_free(&r);
 
   if (make_context(&ctx, cache, CONV_POLICY_RECORD, 0) != TEST_PASS) return TEST_FAIL;
-  if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  if (context_plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
   CHECK(info.source == CONV_SOURCE_CACHE && info.time_ms > 0);
   CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
   if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
@@ -165,7 +142,7 @@ static int small_budget_marks_incomplete(void) {
   conv_context *ctx;
   if (budget_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 1.0) != TEST_PASS) return TEST_FAIL;
   conv_plan_info info;
-  if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  if (context_plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
   CHECK(info.source == CONV_SOURCE_TUNED && info.time_ms > 0);
   CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
   cache_counts c;
@@ -174,12 +151,12 @@ static int small_budget_marks_incomplete(void) {
   CHECK_MSG(strcmp(c.reason, "incomplete") == 0, "reason %s", c.reason);
 
   if (budget_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 1.0) != TEST_PASS) return TEST_FAIL;
-  if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  if (context_plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
   CHECK_MSG(info.source == CONV_SOURCE_CACHE, "source %d", (int)info.source);
   CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
 
   if (budget_context(&ctx, cache, CONV_POLICY_FAST, 0) != TEST_PASS) return TEST_FAIL;
-  if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  if (context_plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
   CHECK_MSG(info.source == CONV_SOURCE_TUNED, "source %d", (int)info.source);
   CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
   if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
@@ -201,8 +178,8 @@ static int verify_fresh_cache_flags_nothing(void) {
   conv_context *ctx;
   if (make_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;
   conv_plan_info info;
-  if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
-  if (plan_matches_reference(ctx, &q, &info) != TEST_PASS) return TEST_FAIL;
+  if (context_plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  if (context_plan_matches_reference(ctx, &q, &info) != TEST_PASS) return TEST_FAIL;
   CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
   cache_counts before, after;
   if (read_counts(cache, &before) != TEST_PASS) return TEST_FAIL;
@@ -280,7 +257,7 @@ static int tune_on_every_device(void) {
   if (make_context(&ctx, cache, CONV_POLICY_CACHE_ONLY, 0) != TEST_PASS) return TEST_FAIL;
   for (size_t i = 0; i < DEVICE_SPECS; i++) {
     conv_plan_info info;
-    if (plan_matches_reference(ctx, &problems[i], &info) != TEST_PASS) return TEST_FAIL;
+    if (context_plan_matches_reference(ctx, &problems[i], &info) != TEST_PASS) return TEST_FAIL;
     CHECK(info.source == CONV_SOURCE_CACHE && info.time_ms > 0);
   }
   CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
@@ -302,7 +279,7 @@ static int tune_pending_on_every_device(void) {
     char message[256];
     CHECK_STATUS(CONV_OK, conv_problem_parse(device_specs[i], &p, message, sizeof message));
     conv_plan_info info;
-    if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+    if (context_plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
   }
   CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
   cache_counts c;

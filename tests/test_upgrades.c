@@ -65,29 +65,6 @@ static int open_context(conv_context **ctx, const char *cache, const char *syste
   return TEST_PASS;
 }
 
-/* Makes the plan of `p`, runs it on fresh random inputs and compares it
- * with the CPU reference; *info gets its info. */
-static int plan_matches_reference(conv_context *ctx, const conv_problem *p, conv_plan_info *info) {
-  host_case hc;
-  dev_case d;
-  if (host_case_make(&hc, p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
-  conv_plan *plan = NULL;
-  CHECK_MSG(conv_plan_create(ctx, p, &plan) == CONV_OK, "conv_plan_create: %s",
-            conv_context_last_error(ctx));
-  CHECK_STATUS(CONV_OK, conv_plan_info_get(plan, info));
-  printf("plan: %s %s %.6f ms, source %d\n", info->algorithm, info->config, info->time_ms,
-         (int)info->source);
-  if (poison(&d, &hc, 0) != TEST_PASS) return TEST_FAIL;
-  CHECK_STATUS(CONV_OK, conv_plan_execute(plan, 0, d.x, d.w, d.bias, d.y));
-  if (check_output(&d, &hc, 0, conv_error_bound(p->math, CONV_ARITH_TRANSFORM), "plan") !=
-      TEST_PASS)
-    return TEST_FAIL;
-  conv_plan_destroy(plan);
-  dev_case_free(&d);
-  host_case_free(&hc);
-  return TEST_PASS;
-}
-
 static int sql(const char *path, const char *statement) {
   sqlite3 *db = NULL;
   char *msg = NULL;
@@ -155,7 +132,7 @@ static int tune_fresh(const char *path, const conv_problem *p, conv_plan_info *t
   conv_context *ctx;
   log_lines lines;
   if (open_context(&ctx, path, NULL, CONV_POLICY_FAST, &lines) != TEST_PASS) return TEST_FAIL;
-  if (plan_matches_reference(ctx, p, tuned) != TEST_PASS) return TEST_FAIL;
+  if (context_plan_matches_reference(ctx, p, tuned) != TEST_PASS) return TEST_FAIL;
   CHECK(tuned->source == CONV_SOURCE_TUNED && tuned->time_ms > 0 && lines.tunings == 1);
   CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
   return TEST_PASS;
@@ -188,7 +165,7 @@ static int carried_after_driver_update(void) {
     conv_context *ctx;
     log_lines lines;
     if (open_context(&ctx, cache, NULL, policies[i], &lines) != TEST_PASS) return TEST_FAIL;
-    if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+    if (context_plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
     CHECK_MSG(info.source == CONV_SOURCE_CARRIED, "source %d", (int)info.source);
     CHECK_MSG(info.time_ms == tuned.time_ms, "%.9g ms, tuned at %.9g ms", info.time_ms,
               tuned.time_ms);
@@ -203,7 +180,7 @@ static int carried_after_driver_update(void) {
     CHECK_MSG(strcmp(c.reason, "stale") == 0, "reason %s", c.reason);
 
     if (open_context(&ctx, cache, NULL, policies[i], &lines) != TEST_PASS) return TEST_FAIL;
-    if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+    if (context_plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
     CHECK_MSG(info.source == CONV_SOURCE_CACHE && info.time_ms == tuned.time_ms, "source %d",
               (int)info.source);
     CHECK(lines.tunings == 0 && lines.carried == 0);
@@ -230,7 +207,7 @@ static int tune_stale_retimes(void) {
   conv_context *ctx;
   log_lines lines;
   if (open_context(&ctx, cache, NULL, CONV_POLICY_PREDICT, &lines) != TEST_PASS) return TEST_FAIL;
-  if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  if (context_plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
   CHECK(info.source == CONV_SOURCE_CARRIED);
   CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
 
@@ -291,7 +268,7 @@ static int carried_from_system_cache(void) {
   log_lines lines;
   if (open_context(&ctx, user, shipped, CONV_POLICY_EXHAUSTIVE, &lines) != TEST_PASS)
     return TEST_FAIL;
-  if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  if (context_plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
   CHECK_MSG(info.source == CONV_SOURCE_CARRIED && info.time_ms == tuned.time_ms, "source %d",
             (int)info.source);
   CHECK(lines.tunings == 0 && lines.carried == 1);
@@ -324,7 +301,7 @@ static int library_update_follows_rules(void) {
   conv_context *ctx;
   log_lines lines;
   if (open_context(&ctx, cache, NULL, CONV_POLICY_FAST, &lines) != TEST_PASS) return TEST_FAIL;
-  if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+  if (context_plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
   printf("winner %s: %s\n", tuned.algorithm, carries ? "carried over" : "tuned again");
   CHECK_MSG(info.source == (carries ? CONV_SOURCE_CARRIED : CONV_SOURCE_TUNED), "source %d",
             (int)info.source);
@@ -360,7 +337,7 @@ static int failed_revalidation_is_retuned(void) {
       conv_plan *plan = NULL;
       CHECK_STATUS(CONV_CACHE_MISS, conv_plan_create(ctx, &p, &plan));
     } else {
-      if (plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
+      if (context_plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
       CHECK_MSG(info.source == CONV_SOURCE_TUNED, "source %d", (int)info.source);
       CHECK(lines.tunings == 1);
     }
