@@ -36,11 +36,12 @@ import weakref
 from . import _allocator, _lib
 from ._base import ConvtuneError, _conv_tf32_reader, _device_index, _reader, _torch, _torch_deterministic
 from ._plan import Plan
-from ._cache import cache_pending, cache_trials, cache_winners, default_cache_path, merge_caches
+from ._cache import (cache_pending, cache_trials, cache_winners, default_cache_path, merge_caches,
+                     system_cache_files)
 
 __all__ = ["ConvtuneError", "ConvArgumentError", "ConvTypeError", "Context", "Plan", "conv2d", "convert", "dynamic_conv2d", "library_version",
            "library_versions", "cache_winners", "cache_trials", "cache_pending", "merge_caches",
-           "default_cache_path", "nn", "ops",
+           "default_cache_path", "system_cache_files", "nn", "ops",
            "__version__"]
 
 # The package's version: the C header's (CONVTUNE_VERSION_*), which

@@ -44,6 +44,26 @@ def default_cache_path(create_dirs=False):
     return os.fsdecode(path.value)
 
 
+def system_cache_files(system_cache=None):
+    """The read-only system caches a Context(system_cache=...) opens, in the
+    order plans look them up: None follows the search path
+    ($CONVTUNE_SYSTEM_CACHE, the caches installed with the package, then
+    $XDG_DATA_DIRS/convtune/caches), "" is none, a path is that file or
+    that directory's *.db files.  Needs no GPU and opens nothing."""
+    lib = _lib.load()
+    found = []
+
+    def collect(path, named, user):
+        found.append(os.fsdecode(path))
+        return 0
+
+    callback = _lib.SystemCacheFn(collect)
+    arg = None if system_cache is None else os.fsencode(os.fspath(system_cache))
+    message = ctypes.create_string_buffer(_MESSAGE_BYTES)
+    _fail_if(lib.conv_system_cache_files(arg, callback, None, message, len(message)), message)
+    return found
+
+
 def _pending(e):
     """A conv_cache_pending_entry as a dict (its strings copied)."""
     return {"problem": _text(e.problem), "device": _text(e.device), "versions": _text(e.versions),

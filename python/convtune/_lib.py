@@ -170,6 +170,8 @@ class CachePendingEntry(ctypes.Structure):
 
 # int (*conv_cache_pending_entry_fn)(const conv_cache_pending_entry *entry, void *user)
 CachePendingEntryFn = ctypes.CFUNCTYPE(c_int, POINTER(CachePendingEntry), c_void_p)
+# conv_system_cache_fn: (path, named, user) -> nonzero to stop.
+SystemCacheFn = ctypes.CFUNCTYPE(c_int, c_char_p, c_int, c_void_p)
 CacheReaderPtr = c_void_p
 
 
@@ -239,6 +241,7 @@ _SIGNATURES = {
     "conv_cache_reader_pending": (_status, [CacheReaderPtr, CachePendingEntryFn, c_void_p, c_char_p,
                                             c_size_t]),
     "conv_cache_default_path": (_status, [c_char_p, c_size_t, c_int, c_char_p, c_size_t]),
+    "conv_system_cache_files": (_status, [c_char_p, SystemCacheFn, c_void_p, c_char_p, c_size_t]),
     "conv_cache_merge": (_status, [c_char_p, c_char_p, c_char_p, POINTER(c_size_t), POINTER(c_size_t),
                                    POINTER(c_size_t), c_char_p, c_size_t]),
     "conv_version": (c_int, []),

@@ -93,9 +93,37 @@ def main(tmp):
     expect_error("CACHE_ERROR", lambda: convtune.cache_pending(os.path.join(tmp, "missing.db")))
     e = expect_error("INVALID_ARGUMENT", lambda: convtune.merge_caches(into, into))
     assert "merged into" in e.message, e.message
+    check_system_cache_files(tmp, source, into)
     print("cache reading and merging from Python: %d winners, %d trials, %d pending, merges as counted"
           % (len(winners), len(trials), len(pending)))
     return 0
+
+
+def check_system_cache_files(tmp, first, second):
+    """convtune.system_cache_files: the search path's files in order, a
+    directory's *.db files by name, "" none, a missing named file refused."""
+    folder = os.path.join(tmp, "system")
+    os.makedirs(folder, exist_ok=True)
+    for name, src in (("b.db", first), ("a.db", second)):
+        with open(src, "rb") as f, open(os.path.join(folder, name), "wb") as out:
+            out.write(f.read())
+    open(os.path.join(folder, "notes.txt"), "w").close()  # not a *.db: not a cache
+    expected = [os.path.join(folder, "a.db"), os.path.join(folder, "b.db")]
+    assert convtune.system_cache_files(folder) == expected, convtune.system_cache_files(folder)
+    assert convtune.system_cache_files(first) == [first]
+    assert convtune.system_cache_files("") == []
+    old = os.environ.get("CONVTUNE_SYSTEM_CACHE")
+    try:
+        os.environ["CONVTUNE_SYSTEM_CACHE"] = first + ":" + folder
+        assert convtune.system_cache_files()[:3] == [first] + expected, convtune.system_cache_files()
+        os.environ["CONVTUNE_SYSTEM_CACHE"] = ""
+        assert convtune.system_cache_files() == []
+    finally:
+        if old is None:
+            os.environ.pop("CONVTUNE_SYSTEM_CACHE", None)
+        else:
+            os.environ["CONVTUNE_SYSTEM_CACHE"] = old
+    expect_error("CACHE_ERROR", lambda: convtune.system_cache_files(os.path.join(tmp, "missing.db")))
 
 
 if __name__ == "__main__":
