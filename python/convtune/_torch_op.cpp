@@ -1,8 +1,12 @@
 // _convtune_torch_op: the CUDA kernels of torch.ops.convtune.conv2d and of
 // its backward passes (conv2d_backward_data, conv2d_backward_filter) in
-// C++, and the operator's autograd formula, which calls them through the
-// dispatcher.  Optional: python/convtune/ops.py registers Python kernels and
-// a Python formula where this library is not built or does not load.
+// C++, the operator's autograd formula, which calls them through the
+// dispatcher, and its AutocastCUDA kernel (x and the weight cast to
+// autocast's type through autocast's weight cache, as F.conv2d's are).
+// Tensors are float32, float16 or bfloat16, one type per call; the bias is
+// float32 or x's type, and the library adds it in float32.  Optional:
+// python/convtune/ops.py registers Python kernels and a Python formula
+// where this library is not built or does not load.
 //
 // Why C++ for the formula: a converted layer in training calls the
 // operator, so its backward runs without entering Python (a Python
