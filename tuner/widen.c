@@ -62,8 +62,8 @@ static bool far_rule(const conv_problem *p, const conv_problem nb[], int count, 
 static bool range_rule(const conv_problem *p, const conv_problem nb[], int count, char *why,
                        size_t size) {
   conv_shape sh;
-  if (conv_problem_shape(p, &sh) != CONV_OK) return false; /* validated before tuning */
-  double mine[AXES], lo[AXES], hi[AXES];
+  if (count < 1 || conv_problem_shape(p, &sh) != CONV_OK) return false; /* validated before tuning */
+  double mine[AXES], lo[AXES] = {0}, hi[AXES] = {0};
   axes_of(p, &sh, mine);
   int same_kind = 0;
   for (int i = 0; i < count; i++) {
