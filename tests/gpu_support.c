@@ -631,3 +631,33 @@ int context_plan_matches_reference(conv_context *ctx, const conv_problem *p, con
   host_case_free(&hc);
   return TEST_PASS;
 }
+
+static int count_winner(const conv_cache_entry *e, void *user) {
+  cache_counts *c = user;
+  c->winners++;
+  if (strcmp(e->versions, conv_library_versions()) == 0) c->winners_now++;
+  return 0;
+}
+
+static int count_pending(const conv_cache_pending_entry *e, void *user) {
+  cache_counts *c = user;
+  snprintf(c->reason, sizeof c->reason, "%s", e->reason);
+  snprintf(c->device, sizeof c->device, "%s", e->device);
+  c->pending++;
+  return 0;
+}
+
+int read_cache_counts(const char *path, cache_counts *c) {
+  memset(c, 0, sizeof *c);
+  conv_cache_reader *reader = NULL;
+  char message[512];
+  CHECK_MSG(conv_cache_reader_open(path, &reader, message, sizeof message) == CONV_OK, "%s",
+            message);
+  CHECK_MSG(conv_cache_reader_winners(reader, count_winner, c, message, sizeof message) == CONV_OK,
+            "%s", message);
+  CHECK_MSG(conv_cache_reader_pending(reader, count_pending, c, message, sizeof message) ==
+                CONV_OK,
+            "%s", message);
+  conv_cache_reader_close(reader);
+  return TEST_PASS;
+}

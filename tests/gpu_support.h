@@ -201,4 +201,13 @@ void remove_db(const char *path);
  * compares it with the CPU reference; *info gets its info. */
 int context_plan_matches_reference(conv_context *ctx, const conv_problem *p, conv_plan_info *info);
 
+/* What a cache file holds, read through the public reader: its winners
+ * (those tuned under this build's versions apart), its pending problems and
+ * the last one's reason and device. */
+typedef struct cache_counts {
+  int winners, winners_now, pending;
+  char reason[32], device[CONV_DEVICE_FINGERPRINT_MAX];
+} cache_counts;
+int read_cache_counts(const char *path, cache_counts *c);
+
 #endif /* CONVTUNE_TESTS_GPU_SUPPORT_H */

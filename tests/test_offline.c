@@ -26,40 +26,6 @@ static conv_problem small_problem(void) {
 }
 
 /* What a cache holds, through the public reader. */
-typedef struct cache_counts {
-  int winners, pending;
-  char reason[32], device[CONV_DEVICE_FINGERPRINT_MAX];
-} cache_counts;
-
-static int count_winner(const conv_cache_entry *e, void *user) {
-  (void)e;
-  ((cache_counts *)user)->winners++;
-  return 0;
-}
-
-static int count_pending(const conv_cache_pending_entry *e, void *user) {
-  cache_counts *c = user;
-  snprintf(c->reason, sizeof c->reason, "%s", e->reason);
-  snprintf(c->device, sizeof c->device, "%s", e->device);
-  c->pending++;
-  return 0;
-}
-
-static int read_counts(const char *path, cache_counts *c) {
-  memset(c, 0, sizeof *c);
-  conv_cache_reader *reader = NULL;
-  char message[512];
-  CHECK_MSG(conv_cache_reader_open(path, &reader, message, sizeof message) == CONV_OK, "%s",
-            message);
-  CHECK_MSG(conv_cache_reader_winners(reader, count_winner, c, message, sizeof message) == CONV_OK,
-            "%s", message);
-  CHECK_MSG(conv_cache_reader_pending(reader, count_pending, c, message, sizeof message) ==
-                CONV_OK,
-            "%s", message);
-  conv_cache_reader_close(reader);
-  return TEST_PASS;
-}
-
 /* A record-mode context on an empty cache returns a working, untimed plan
  * (source HEURISTIC), leaves one pending row for this GPU and no winner;
  * `convtune tune --pending` then tunes it (a winner, nothing pending) and
@@ -86,7 +52,7 @@ static int record_then_tune_pending(void) {
   CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
 
   cache_counts c;
-  if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+  if (read_cache_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
   CHECK_MSG(c.winners == 0 && c.pending == 1, "%d winners, %d pending", c.winners, c.pending);
   CHECK(strcmp(c.reason, "untuned") == 0 && strcmp(c.device, device) == 0);
 
@@ -98,7 +64,7 @@ static int record_then_tune_pending(void) {
   CHECK_MSG(contains(r.out.data, key) && contains(r.out.data, "tuned"), "stdout:\n%s",
             r.out.data);
   cli_result_free(&r);
-  if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+  if (read_cache_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
   CHECK_MSG(c.winners == 1 && c.pending == 0, "%d winners, %d pending", c.winners, c.pending);
 
   /* Nothing left: said, exit 0. */
@@ -110,7 +76,7 @@ static int record_then_tune_pending(void) {
   if (context_plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
   CHECK(info.source == CONV_SOURCE_CACHE && info.time_ms > 0);
   CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
-  if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+  if (read_cache_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
   CHECK(c.pending == 0);
   remove_db(cache);
   return TEST_PASS;
@@ -146,7 +112,7 @@ static int small_budget_marks_incomplete(void) {
   CHECK(info.source == CONV_SOURCE_TUNED && info.time_ms > 0);
   CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
   cache_counts c;
-  if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+  if (read_cache_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
   CHECK_MSG(c.winners == 1 && c.pending == 1, "%d winners, %d pending", c.winners, c.pending);
   CHECK_MSG(strcmp(c.reason, "incomplete") == 0, "reason %s", c.reason);
 
@@ -159,7 +125,7 @@ static int small_budget_marks_incomplete(void) {
   if (context_plan_matches_reference(ctx, &p, &info) != TEST_PASS) return TEST_FAIL;
   CHECK_MSG(info.source == CONV_SOURCE_TUNED, "source %d", (int)info.source);
   CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
-  if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+  if (read_cache_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
   CHECK_MSG(c.winners == 1 && c.pending == 0, "%d winners, %d pending", c.winners, c.pending);
   remove_db(cache);
   return TEST_PASS;
@@ -182,7 +148,7 @@ static int verify_fresh_cache_flags_nothing(void) {
   if (context_plan_matches_reference(ctx, &q, &info) != TEST_PASS) return TEST_FAIL;
   CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
   cache_counts before, after;
-  if (read_counts(cache, &before) != TEST_PASS) return TEST_FAIL;
+  if (read_cache_counts(cache, &before) != TEST_PASS) return TEST_FAIL;
 
   cli_result r;
   RUN_EXPECT(r, 0, "verify", "--cache", cache);
@@ -193,7 +159,7 @@ static int verify_fresh_cache_flags_nothing(void) {
             "stdout:\n%s\nstderr:\n%s", r.out.data, r.err.data);
   CHECK_MSG(count_lines(r.out.data) == 4, "a header, a rule and 2 rows:\n%s", r.out.data);
   cli_result_free(&r);
-  if (read_counts(cache, &after) != TEST_PASS) return TEST_FAIL;
+  if (read_cache_counts(cache, &after) != TEST_PASS) return TEST_FAIL;
   CHECK(after.winners == before.winners && after.pending == 0);
   remove_db(cache);
   return TEST_PASS;
@@ -251,7 +217,7 @@ static int tune_on_every_device(void) {
   cli_result_free(&r);
 
   cache_counts c;
-  if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+  if (read_cache_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
   CHECK_MSG(c.winners == (int)DEVICE_SPECS, "%d winners", c.winners);
   conv_context *ctx;
   if (make_context(&ctx, cache, CONV_POLICY_CACHE_ONLY, 0) != TEST_PASS) return TEST_FAIL;
@@ -283,7 +249,7 @@ static int tune_pending_on_every_device(void) {
   }
   CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
   cache_counts c;
-  if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+  if (read_cache_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
   CHECK_MSG(c.winners == 0 && c.pending == 3, "%d winners, %d pending", c.winners, c.pending);
 
   cli_result r;
@@ -291,7 +257,7 @@ static int tune_pending_on_every_device(void) {
              "--progress", "never");
   CHECK_MSG(count_lines(r.out.data) == 5, "a header, a rule and 3 rows:\n%s", r.out.data);
   cli_result_free(&r);
-  if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+  if (read_cache_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
   CHECK_MSG(c.winners == 3 && c.pending == 0, "%d winners, %d pending", c.winners, c.pending);
   RUN_EXPECT(r, 0, "tune", "--devices", "all", "--pending", "--cache", cache);
   CHECK(contains(r.err.data, "nothing pending"));

@@ -91,40 +91,6 @@ static int rewrite_versions(const char *path, const char *field) {
 
 /* What a cache holds through the public reader: winners, and the pending
  * rows with the last one's reason. */
-typedef struct cache_counts {
-  int winners, winners_now, pending;
-  char reason[32];
-} cache_counts;
-
-static int count_winner(const conv_cache_entry *e, void *user) {
-  cache_counts *c = user;
-  c->winners++;
-  if (strcmp(e->versions, conv_library_versions()) == 0) c->winners_now++;
-  return 0;
-}
-
-static int count_pending(const conv_cache_pending_entry *e, void *user) {
-  cache_counts *c = user;
-  snprintf(c->reason, sizeof c->reason, "%s", e->reason);
-  c->pending++;
-  return 0;
-}
-
-static int read_counts(const char *path, cache_counts *c) {
-  memset(c, 0, sizeof *c);
-  conv_cache_reader *reader = NULL;
-  char message[512];
-  CHECK_MSG(conv_cache_reader_open(path, &reader, message, sizeof message) == CONV_OK, "%s",
-            message);
-  CHECK_MSG(conv_cache_reader_winners(reader, count_winner, c, message, sizeof message) == CONV_OK,
-            "%s", message);
-  CHECK_MSG(conv_cache_reader_pending(reader, count_pending, c, message, sizeof message) ==
-                CONV_OK,
-            "%s", message);
-  conv_cache_reader_close(reader);
-  return TEST_PASS;
-}
-
 /* Tunes `p` into a fresh cache at `path` (fast policy) and returns its
  * plan's info. */
 static int tune_fresh(const char *path, const conv_problem *p, conv_plan_info *tuned) {
@@ -159,7 +125,7 @@ static int carried_after_driver_update(void) {
     if (tune_fresh(cache, &p, &tuned) != TEST_PASS) return TEST_FAIL;
     if (rewrite_versions(cache, "driver=") != TEST_PASS) return TEST_FAIL;
     cache_counts c;
-    if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+    if (read_cache_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
     CHECK(c.winners == 1 && c.winners_now == 0);
 
     conv_context *ctx;
@@ -174,7 +140,7 @@ static int carried_after_driver_update(void) {
               "%d tunings, %d carried, %d warnings (%s)", lines.tunings, lines.carried,
               lines.warnings, lines.last_warning);
     CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
-    if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+    if (read_cache_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
     CHECK_MSG(c.winners == 2 && c.winners_now == 1 && c.pending == 1, "%d winners, %d now, %d pending",
               c.winners, c.winners_now, c.pending);
     CHECK_MSG(strcmp(c.reason, "stale") == 0, "reason %s", c.reason);
@@ -221,7 +187,7 @@ static int tune_stale_retimes(void) {
             r.out.data, r.err.data);
   cli_result_free(&r);
   cache_counts c;
-  if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+  if (read_cache_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
   CHECK_MSG(c.winners_now == 1 && c.pending == 0, "%d winners now, %d pending", c.winners_now,
             c.pending);
   RUN_EXPECT(r, 0, "tune", "--stale", "--cache", cache);
@@ -236,7 +202,7 @@ static int tune_stale_retimes(void) {
   CHECK_MSG(contains(r.out.data, "tuned") && !contains(r.out.data, "carried"), "stdout:\n%s",
             r.out.data);
   cli_result_free(&r);
-  if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+  if (read_cache_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
   CHECK(c.winners_now == 1 && c.pending == 0);
   remove_db(cache);
   return TEST_PASS;
@@ -274,7 +240,7 @@ static int carried_from_system_cache(void) {
   CHECK(lines.tunings == 0 && lines.carried == 1);
   CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
   cache_counts c;
-  if (read_counts(user, &c) != TEST_PASS) return TEST_FAIL;
+  if (read_cache_counts(user, &c) != TEST_PASS) return TEST_FAIL;
   CHECK(c.winners == 1 && c.winners_now == 1 && c.pending == 1 && strcmp(c.reason, "stale") == 0);
   f = fopen(shipped, "rb");
   CHECK(f != NULL);
@@ -346,7 +312,7 @@ static int failed_revalidation_is_retuned(void) {
     CHECK(lines.carried == 0);
     CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
     cache_counts c;
-    if (read_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
+    if (read_cache_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
     CHECK(c.pending == 0);
     CHECK(c.winners_now == (policies[i] == CONV_POLICY_CACHE_ONLY ? 0 : 1));
   }
