@@ -44,7 +44,7 @@ import zlib
 from pathlib import Path
 from typing import Callable
 
-from bench_common import MODES, NoGpuError, UsageError, log, output_paths, read_notes
+from bench_common import MODES, UsageError, exit_status, log, output_paths, read_notes
 from bench_suite import (Shape, conv_bytes, conv_flops, convtune_plan_kwargs, floor_ms, geomean,
     load_suite, make_inputs, modes_for, parse_modes, percent_of_floor, select_shapes,
     set_math_mode, spec_text, torch_conv_fn)
@@ -461,18 +461,13 @@ def benchmark(args: argparse.Namespace, argv: list) -> int:
 def main(argv: list | None = None) -> int:
     argv = list(sys.argv if argv is None else argv)
     args = parse_args(argv[1:])
-    try:
+    def run():
         if args.print_ld_path:
             return print_ld_path()
         if args.render:
             return render_saved(args)
         return benchmark(args, argv)
-    except UsageError as e:
-        print(f"bench.py: {e}", file=sys.stderr)
-        return 2
-    except NoGpuError as e:
-        print(f"bench.py: {e}", file=sys.stderr)
-        return 3
+    return exit_status("bench.py", run)
 
 
 if __name__ == "__main__":

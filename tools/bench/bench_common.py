@@ -64,3 +64,16 @@ def output_paths(args) -> tuple:
             if not os.access(folder, os.W_OK):
                 raise UsageError(f"cannot write to {folder}")
     return args.out_md, out_json
+
+
+def exit_status(tool: str, run) -> int:
+    """run()'s exit status, a usage error 2 and no GPU 3, their message
+    on stderr named after the tool: what every harness script's main does."""
+    try:
+        return run()
+    except UsageError as e:
+        print(f"{tool}: {e}", file=sys.stderr)
+        return 2
+    except NoGpuError as e:
+        print(f"{tool}: {e}", file=sys.stderr)
+        return 3

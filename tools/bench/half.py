@@ -39,7 +39,7 @@ import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import NoGpuError, UsageError, log, output_paths, read_notes  # noqa: E402
+from bench_common import UsageError, exit_status, log, output_paths, read_notes  # noqa: E402
 from bench_suite import (Shape, conv_flops, convtune_plan_kwargs, geomean, load_suite,  # noqa: E402
                          make_inputs, percent_of_floor, select_shapes, spec_text, tensor_shapes,
                          torch_conv_fn)
@@ -618,16 +618,7 @@ def benchmark(args: argparse.Namespace, argv: list) -> int:
 def main(argv: list | None = None) -> int:
     argv = list(sys.argv if argv is None else argv)
     args = parse_args(argv[1:])
-    try:
-        if args.render:
-            return render_saved(args)
-        return benchmark(args, argv)
-    except UsageError as e:
-        print(f"half.py: {e}", file=sys.stderr)
-        return 2
-    except NoGpuError as e:
-        print(f"half.py: {e}", file=sys.stderr)
-        return 3
+    return exit_status("half.py", lambda: render_saved(args) if args.render else benchmark(args, argv))
 
 
 if __name__ == "__main__":
