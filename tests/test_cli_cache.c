@@ -28,7 +28,7 @@ static int test_tune_arguments(void) {
   isolate_default_cache();
   static const usage_case cases[] = {
       {{"tune", "--pending", SPEC}, "tune --pending takes no shapes"},
-      {{"tune", "--pending", "--math", "tf32"}, "--math, --dtype, --epilogue, --direction"},
+      {{"tune", "--pending", "--math", "tf32"}, "--math, --dtype, --layout, --epilogue, --direction"},
       {{"tune", "--pending", "--deterministic"}, "do not apply"},
       {{"tune", "--pending", "--policy", "predict"}, "would leave them unfinished"},
       {{"tune", "--pending=yes"}, "takes no value"},

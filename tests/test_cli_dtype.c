@@ -3,7 +3,8 @@
  * GPU: dtype= in shape specs, --dtype, "dtype" in suite rows, half keys in
  * `list` and `show` (a half problem is its own key, strict and tf32
  * requests sharing it), the report's floor in half precision, and the
- * usage errors of each.
+ * usage errors of each; --layout beside --dtype, as half problems are
+ * mostly channels-last.
  */
 #include <stdio.h>
 #include <string.h>
@@ -24,6 +25,9 @@ static int dtype_usage_errors(void) {
       {{"tune", "--pending", "--dtype", "f16"}, "--dtype"},
       {{"list", "--dtype", "bf16"}, "option '--dtype' does not apply to 'list'"},
       {{"show", "op=dynamic n=2 c=8 h=9 w=9 r=3 dtype=f16"}, "dynamic op in f32 only"},
+      {{"tune", "--layout", "chwn", SPEC}, "bad --layout 'chwn' (expected nchw or nhwc)"},
+      {{"tune", "--pending", "--layout", "nhwc"}, "--layout"},
+      {{"list", "--layout", "nhwc"}, "option '--layout' does not apply to 'list'"},
   };
   return check_usage_errors(cases, sizeof cases / sizeof cases[0]);
 }
@@ -75,6 +79,35 @@ static int show_and_list_by_dtype(void) {
   CHECK_MSG(contains(r.out.data, half_key), "%s", r.out.data);
   cli_result_free(&r);
   remove(suite_file);
+  remove_cache_files(db);
+  return TEST_PASS;
+}
+
+/* --layout nhwc makes every shape channels-last (with the layout's own
+ * KRSC filter): show finds the NHWC key by it, as by layout= in the spec,
+ * and --layout nchw the NCHW one. */
+static int show_by_layout(void) {
+  isolate_default_cache();
+  char db[1024], key[CONV_PROBLEM_KEY_MAX], nhwc_key[CONV_PROBLEM_KEY_MAX];
+  tmp_path(db, sizeof db, "layout.db");
+  int rc = fill_cache(db, key, sizeof key);
+  if (rc != TEST_PASS) return rc;
+  conv_problem p;
+  CHECK_STATUS(CONV_OK, conv_problem_parse(SPEC " layout=nhwc dtype=f16", &p, NULL, 0));
+  CHECK_STATUS(CONV_OK, conv_problem_key(&p, nhwc_key, sizeof nhwc_key));
+  CHECK_MSG(strncmp(nhwc_key, "fwd f16 nhwc strict none ", 25) == 0, "%s", nhwc_key);
+  const conv_trial winner = make_trial(40, "engine=40 knobs=3", CONV_OK, 0.125, 1.5e-3);
+  if ((rc = store_tuned(db, nhwc_key, DEVICE_A, &winner)) != TEST_PASS) return rc;
+  const char *const by_option[] = {"show", SPEC, "--layout", "nhwc", "--dtype", "f16",
+                                   "--cache", db, NULL};
+  const char *const by_spec[] = {"show", SPEC " layout=nhwc", "--dtype", "f16", "--cache", db,
+                                 NULL};
+  const char *const back[] = {"show", SPEC " layout=nhwc", "--layout", "nchw", "--cache", db,
+                              NULL};
+  if (show_finds(by_option, nhwc_key, "engine=40 knobs=3", "engine=12 knobs=3") != TEST_PASS ||
+      show_finds(by_spec, nhwc_key, "engine=40 knobs=3", "engine=12 knobs=3") != TEST_PASS ||
+      show_finds(back, key, "engine=12 knobs=3", "engine=40 knobs=3") != TEST_PASS)
+    return TEST_FAIL;
   remove_cache_files(db);
   return TEST_PASS;
 }
@@ -169,6 +202,7 @@ static int report_in_half(void) {
 static const test_case tests[] = {
     {"dtype_usage_errors", dtype_usage_errors},
     {"show_and_list_by_dtype", show_and_list_by_dtype},
+    {"show_by_layout", show_by_layout},
     {"suite_rows_with_dtype", suite_rows_with_dtype},
     {"report_in_half", report_in_half},
 };

@@ -21,7 +21,7 @@ static const option_spec *find_option(const char *name, size_t len) {
   static const option_spec options[] = {
       {"--cache", true, CMD_ALL},         {"--json", false, CMD_TUNE | CMD_LIST | CMD_SHOW},
       {"--math", true, CMD_TUNE | CMD_SHOW}, {"--epilogue", true, CMD_TUNE | CMD_SHOW},
-      {"--dtype", true, CMD_TUNE | CMD_SHOW},
+      {"--dtype", true, CMD_TUNE | CMD_SHOW}, {"--layout", true, CMD_TUNE | CMD_SHOW},
       {"--direction", true, CMD_TUNE | CMD_SHOW}, {"--deterministic", false, CMD_TUNE | CMD_SHOW},
       {"--policy", true, CMD_TUNE},       {"--verbose", false, CMD_TUNE},
       {"--progress", true, CMD_TUNE},     {"--system-cache", true, CMD_TUNE | CMD_LIST | CMD_VERIFY},
@@ -119,6 +119,7 @@ static int parse_shard(const char *text, cli_args *a) {
 static int apply_option(cli_args *a, const option_spec *o, const char *value) {
   static const char *const maths[] = {"strict", "tf32", NULL};
   static const char *const dtypes[] = {"f32", "f16", "bf16", NULL};
+  static const char *const layouts[] = {"nchw", "nhwc", NULL};
   static const char *const epilogues[] = {"none", "bias", "bias_relu", NULL};
   static const char *const policies[] = {"exhaustive", "fast", "predict", NULL};
   static const char *const directions[] = {"fwd", "bwd_data", "bwd_filter", NULL};
@@ -200,6 +201,12 @@ static int apply_option(cli_args *a, const option_spec *o, const char *value) {
     }
     a->have_dtype = true;
     a->dtype = i == 2 ? CONV_DTYPE_BF16 : i == 1 ? CONV_DTYPE_F16 : CONV_DTYPE_F32;
+  } else if (strcmp(o->name, "--layout") == 0) {
+    if ((i = lookup_name(value, layouts)) < 0) {
+      return usage_error("bad --layout '%s' (expected nchw or nhwc)", value);
+    }
+    a->have_layout = true;
+    a->layout = i == 1 ? CONV_LAYOUT_NHWC : CONV_LAYOUT_NCHW;
   } else if (strcmp(o->name, "--epilogue") == 0) {
     if ((i = lookup_name(value, epilogues)) < 0) {
       return usage_error("bad --epilogue '%s' (expected none, bias or bias_relu)", value);
@@ -314,10 +321,10 @@ static int check_input_count(const cli_args *a) {
                        a->stale_only ? "--stale" : "--pending", a->inputs[0]);
   }
   if (a->command == CMD_TUNE && a->pending &&
-      (a->have_math || a->have_dtype || a->have_epilogue || a->have_direction ||
-       a->deterministic)) {
+      (a->have_math || a->have_dtype || a->have_layout || a->have_epilogue ||
+       a->have_direction || a->deterministic)) {
     return usage_error("tune %s tunes each problem as it was recorded: --math, --dtype, "
-                       "--epilogue, --direction and --deterministic do not apply",
+                       "--layout, --epilogue, --direction and --deterministic do not apply",
                        a->stale_only ? "--stale" : "--pending");
   }
   if (a->command == CMD_TUNE && a->pending && a->policy == CONV_POLICY_PREDICT) {
@@ -402,6 +409,8 @@ void cli_args_free(cli_args *a) {
 void apply_overrides(const cli_args *a, conv_problem *p) {
   if (a->have_math) p->math = a->math;
   if (a->have_dtype) p->dtype = a->dtype;
+  /* The filter keeps the layout's own order (KCRS for NCHW, KRSC for NHWC). */
+  if (a->have_layout) p->layout = a->layout;
   if (a->have_epilogue) p->epilogue = a->epilogue;
   if (a->have_direction) p->direction = a->direction;
   if (a->deterministic) p->deterministic = 1;

@@ -67,7 +67,7 @@ typedef struct cli_args {
   const char *device;      /* merge and export --device: one fingerprint */
   bool winners_only;       /* export --winners-only: each tuning's winner and
                             * heuristic pick only (conv_cache_merge_winners) */
-  bool have_math, have_epilogue, have_direction, have_dtype;
+  bool have_math, have_epilogue, have_direction, have_dtype, have_layout;
   bool deterministic; /* --deterministic */
   bool pending;       /* tune and list --pending (or --stale) */
   bool stale_only;    /* tune and list --stale: the pending problems whose
@@ -84,6 +84,7 @@ typedef struct cli_args {
   unsigned shard_index, shard_count;
   conv_math math;
   conv_dtype dtype;
+  conv_layout layout;
   conv_epilogue epilogue;
   conv_direction direction;
   conv_policy policy;
@@ -99,7 +100,7 @@ typedef struct cli_args {
 int cli_args_parse(int argc, char **argv, cli_args *a /* OUT */);
 void cli_args_free(cli_args *a);
 
-/* Applies --math, --dtype, --epilogue, --direction and --deterministic to
+/* Applies --math, --dtype, --layout, --epilogue, --direction and --deterministic to
  * a problem. */
 void apply_overrides(const cli_args *a, conv_problem *p);
 

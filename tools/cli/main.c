@@ -87,6 +87,9 @@ static const struct {
     {"--dtype f32|f16|bf16", CMD_TUNE | CMD_SHOW,
      "element type of every shape's x, w and y\n"
      "(the bias stays fp32)"},
+    {"--layout nchw|nhwc", CMD_TUNE | CMD_SHOW,
+     "layout of every shape's x and y (nhwc:\n"
+     "channels-last, KRSC filter)"},
     {"--epilogue none|bias|bias_relu", CMD_TUNE | CMD_SHOW, "epilogue of every shape"},
     {"--direction fwd|bwd_data|bwd_filter", CMD_TUNE | CMD_SHOW,
      "pass of every shape: forward, or the\n"
