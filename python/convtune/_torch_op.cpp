@@ -250,9 +250,20 @@ at::Tensor dense(const at::Tensor &t, at::MemoryFormat format) {
   return d;
 }
 
+// Whether `stream` is being captured into a CUDA graph (as _plan.py asks
+// torch.cuda.is_current_stream_capturing()).
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
 // The workspace may still be in use by the last execute, on another stream.
-void order_after_last_stream(PlanEntry &e, cudaStream_t stream) {
-  if (!e.has_last_stream || e.last_stream == stream) return;
+// Not while `stream` is captured: a capture cannot wait for work outside it
+// (cudaErrorStreamCaptureIsolation), and the graph's replays are ordered by
+// whoever launches them, as in _plan.py.
+void order_after_last_stream(PlanEntry &e, cudaStream_t stream, bool captured) {
+  if (captured || !e.has_last_stream || e.last_stream == stream) return;
   if (e.order_event == nullptr)
     C10_CUDA_CHECK(cudaEventCreateWithFlags(&e.order_event, cudaEventDisableTiming));
   C10_CUDA_CHECK(cudaEventRecord(e.order_event, e.last_stream));
@@ -266,9 +277,11 @@ void execute_on_current_stream(const char *op, PlanEntry &e, const at::Tensor &a
   const c10::cuda::CUDAGuard device_guard(any.device());
   cudaStream_t stream = at::cuda::getCurrentCUDAStream(any.get_device()).stream();
   std::lock_guard<std::mutex> guard(e.lock);
-  order_after_last_stream(e, stream);
+  const bool captured = capturing(stream);
+  order_after_last_stream(e, stream, captured);
   conv_status st = execute(stream);
   TORCH_CHECK(st == CONV_OK, "convtune: ", op, ": ", conv_status_string(st));
+  if (captured) return;  // nothing ran: a replay runs it, where its launcher orders it
   e.last_stream = stream;
   e.has_last_stream = true;
 }

@@ -77,7 +77,8 @@ def test_struct_layouts():
     assert _lib.Problem.n.offset == 8
     assert _lib.Problem.math.offset == 8 + 14 * 8 + 3 * 4
     assert _lib.Problem.deterministic.offset == 8 + 14 * 8 + 5 * 4
-    assert ctypes.sizeof(_lib.ContextOptions) == 120
+    assert ctypes.sizeof(_lib.ContextOptions) == 128
+    assert _lib.ContextOptions.retime_stale.offset == 120
     assert _lib.ContextOptions.device_alloc.offset == 96
     assert _lib.ContextOptions.device_free.offset == 104
     assert _lib.ContextOptions.allocator_user.offset == 112

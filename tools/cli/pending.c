@@ -114,8 +114,7 @@ static int print_pending_table(const pending_list *l) {
 
 int cmd_list_pending(const cli_args *a) {
   char path[CLI_PATH_MAX];
-  pending_list l = {NULL, 0, 0, NULL, false, false};
-  l.stale_only = a->stale_only;
+  pending_list l = {.stale_only = a->stale_only};
   int rc = cache_path(a, false, path, sizeof path);
   if (rc == EXIT_OK_) rc = read_pending(path, NULL, &l);
   if (rc == EXIT_OK_) {
@@ -131,7 +130,7 @@ int cmd_list_pending(const cli_args *a) {
 }
 
 int load_pending_shapes(const char *path, const char *device, bool stale_only, suite *shapes) {
-  pending_list l = {NULL, 0, 0, NULL, false, stale_only};
+  pending_list l = {.stale_only = stale_only};
   int rc = read_pending(path, device, &l);
   for (size_t i = 0; rc == EXIT_OK_ && i < l.count; i++) {
     const char *key = l.items[i].problem;
