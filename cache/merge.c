@@ -455,10 +455,16 @@ static conv_status check_arguments(const char *const *from, size_t from_count, c
 }
 
 /* Every tuning of every checked source into `into_path`, in one
- * transaction. */
+ * transaction.  A file this merge creates (an export's) is left in
+ * rollback-journal mode where no other process has it open: a WAL file
+ * cannot be read without its -shm beside it, which a read-only directory
+ * (a package's, a system cache's) cannot hold; a context that opens it to
+ * write turns WAL back on. */
 static conv_status write_all(source *sources, size_t from_count, const char *into_path,
                              size_t (*counts)[3], conv_error *err) {
   destination into = {0};
+  struct stat before;
+  const bool created = stat(into_path, &before) != 0;
   conv_status s = conv_cache_open(into_path, false, &into.cache, err);
   if (s == CONV_OK) s = cache_tx_begin(into.cache, err);
   if (s != CONV_OK) {
@@ -473,6 +479,11 @@ static conv_status write_all(source *sources, size_t from_count, const char *int
     s = cache_tx_commit(into.cache, err);
   else
     cache_tx_rollback(into.cache, err);
+  /* Best effort: another process that has the new file open (importers
+   * racing to create it) keeps it in WAL, which is as correct. */
+  conv_error ignored = {CONV_OK, ""};
+  if (s == CONV_OK && created)
+    (void)cache_exec_sql(into.cache, "PRAGMA journal_mode = DELETE", "journal mode", &ignored);
   conv_cache_close(into.cache);
   return s;
 }

@@ -593,6 +593,32 @@ static int on_two_paths(const char *name, int (*fn)(const char *src, const char 
   return rc;
 }
 
+/* A file the merge creates (an export to ship) is left in rollback-journal
+ * mode, with no -wal or -shm, so that a read-only directory can hold it;
+ * a merge into an existing cache leaves its WAL mode alone. */
+static int journal_modes_in(const char *src, const char *dst) {
+  const conv_cache_key key2 = {PROBLEM2, DEVICE2, VERSIONS};
+  char mode[32], wal[1100], existing[1100];
+  CHECK(write_tuning(src, &KEY, 0, 10, 6) == TEST_PASS);
+  char message[512];
+  CHECK_STATUS(CONV_OK, conv_cache_merge_winners(src, dst, NULL, NULL, NULL, NULL, message,
+                                                 sizeof message));
+  sql_text(dst, "PRAGMA journal_mode", mode, sizeof mode);
+  CHECK_MSG(strcmp(mode, "delete") == 0, "a new cache in journal mode %s", mode);
+  snprintf(wal, sizeof wal, "%s-wal", dst);
+  CHECK_MSG(!file_exists(wal), "%s left beside the new cache", wal);
+  beside(existing, sizeof existing, src, "existing");
+  CHECK(write_tuning(existing, &key2, 20, 3, 21) == TEST_PASS);
+  sql_text(existing, "PRAGMA journal_mode", mode, sizeof mode);
+  CHECK_MSG(strcmp(mode, "wal") == 0, "the library made a cache in journal mode %s", mode);
+  CHECK_STATUS(CONV_OK, conv_cache_merge_winners(src, existing, NULL, NULL, NULL, NULL, message,
+                                                 sizeof message));
+  sql_text(existing, "PRAGMA journal_mode", mode, sizeof mode);
+  CHECK_MSG(strcmp(mode, "wal") == 0, "a merge into a cache switched it to %s", mode);
+  remove_db(existing);
+  return TEST_PASS;
+}
+
 static int test_hostile_key_text(void) { return on_two_paths("hostile_key", hostile_key_text_in); }
 static int test_invalid_winner_refused(void) {
   return on_two_paths("invalid_winner", invalid_winner_refused_in);
@@ -614,6 +640,7 @@ static int test_concurrent_importers(void) {
   return on_two_paths("importers", concurrent_importers_in);
 }
 static int test_killed_merges(void) { return on_two_paths("killed", killed_merges_in); }
+static int test_journal_modes(void) { return on_two_paths("journal_modes", journal_modes_in); }
 
 static int test_read_only_destination(void) {
   char src[1024], dir[1024], dst[1100];
@@ -638,6 +665,7 @@ static const test_case tests[] = {
     {"read_only_destination", test_read_only_destination},
     {"unknown_device", test_unknown_device},
     {"merge_sources", test_merge_sources},
+    {"journal_modes", test_journal_modes},
     {"one_key_many_devices", test_one_key_many_devices},
     {"concurrent_importers", test_concurrent_importers},
     {"killed_merges", test_killed_merges},
