@@ -113,8 +113,12 @@ def gather_environment(convtune, device: int) -> dict:
 def command_line(argv: list, env: dict) -> str:
     """The command as typed from the repository root, with the environment
     variables that decide which convtune and which cache were used."""
-    prefix = [f"{k}={shlex.quote(env[k])}" for k in ("PYTHONPATH", "CONVTUNE_LIB", "CONVTUNE_CACHE")
+    prefix = [f"{k}={shlex.quote(env[k])}" for k in ("PYTHONPATH", "CONVTUNE_LIB", "CONVTUNE_CACHE",
+                                                     "CONVTUNE_POLICY")
               if env.get(k)]
+    # Set but empty means no system cache at all, which matters as much.
+    if "CONVTUNE_SYSTEM_CACHE" in env:
+        prefix.append("CONVTUNE_SYSTEM_CACHE=" + shlex.quote(env["CONVTUNE_SYSTEM_CACHE"]))
     script = argv[0]
     try:
         script = os.path.relpath(script)
