@@ -21,10 +21,16 @@ first 3 trials in the cache's row order (an unbudgeted exhaustive tuning
 times each family's configs in the family's own order).
 Compared with S's exhaustive winner: within 10%?  A shape none of whose
 neighbours' picks applies to it would fall back to the full search.
+With --sequential, not leave-one-out but the tuner's own course: the shapes
+in the order the cache first recorded them, from an empty cache, each
+predicted only from the shapes before it and only from what their own
+tunings timed (a predicted shape's trials are its picks alone; one with
+fewer than k neighbours of its kind, or a full search, times everything),
+so that predictions made from predictions are measured too.
 
     CONVTUNE_LIB=build/libconvtune.so PYTHONPATH=python \
         python3 tools/bench/predict_loo.py CACHE [--k 3] [--by config|family|ranked|per-family]
-        [--top N] [--fallback none|disagree] [--widen] [--out-md FILE]
+        [--top N] [--fallback none|disagree] [--widen] [--sequential] [--out-md FILE]
 """
 import argparse
 import math
@@ -44,10 +50,13 @@ def parse_key(key):
     dynamic = words[0] == "dyn"
     if dynamic:
         words = words[1:]
-    direction, _dtype, layout, math_mode, epilogue = words[:5]
+    direction, dtype, layout, math_mode, epilogue = words[:5]
     m = _FIELDS.search(key)
     n, c, h, w, k, r, s, ph, pw, sh, sw, dh, dw, g = (int(v) for v in m.groups())
-    cls = (dynamic, direction, layout, math_mode, epilogue != "none", "det" in words)
+    # As tuner/predict.c's same_kind: the element type and the filters'
+    # order (a K R S C twin, "krsc") are part of the kind.
+    cls = (dynamic, direction, dtype, layout, "krsc" in words, math_mode, epilogue != "none",
+           "det" in words)
     depthwise = float(g == c and g > 1)
     # As tuner/predict.c: stride counts double, a depthwise flag triple.
     features = ([math.log2(v) for v in (n, c, h, w, k, r, s)] + [2 * math.log2(sh), math.log2(dh)]
@@ -71,6 +80,8 @@ FAR, RANGE_FACTOR, FFT_FAMILIES = 16.0, 4.0, (3, 14)
 
 
 def fft_class(key, values):
+    if len(values) < 2:  # as widen.c: not an FFT config (disagreeing neighbours)
+        return -1
     direction, f = key_fields(key)
     out_h, out_w = (f["h"], f["w"]) if direction == "bwd_data" else (f["p"], f["q"])
     if values[0] >= out_h + f["r"] - 1 and values[1] >= out_w + f["s"] - 1:
@@ -168,9 +179,18 @@ def main(argv):
     p.add_argument("--widen", action="store_true",
                    help="as the tuner: every family's first 3 configs too where the neighbours are far, "
                         "out of range or of different FFT shapes (--by ranked / per-family)")
+    p.add_argument("--sequential", action="store_true",
+                   help="the shapes in the cache's order from an empty cache, each predicted from "
+                        "what the tunings before it timed (--by ranked / per-family)")
     p.add_argument("--out-md", default=None)
     args = p.parse_args(argv)
     shapes = []
+    order = {}
+    if args.sequential:
+        with sqlite3.connect("file:%s?mode=ro" % args.cache, uri=True) as first:
+            for problem, device, versions, row in first.execute(
+                    "SELECT problem, device, versions, min(id) FROM trials GROUP BY 1, 2, 3"):
+                order[(problem, device, versions)] = row
     for w in convtune.cache_winners(args.cache):
         cls, features = parse_key(w["problem"])
         mine = [t for t in convtune.cache_trials(w["problem"], args.cache)
@@ -182,13 +202,28 @@ def main(argv):
         by_text = {(t["algorithm_id"], t["config"]): config_id(t) for t in mine}
         shapes.append({"key": w["problem"], "group": (cls, w["device"], w["versions"]), "features": features,
                        "winner": config_id(w), "winner_ms": w["time_ms"], "timed": timed,
-                       "heuristic": heuristic, "by_text": by_text})
+                       "heuristic": heuristic, "by_text": by_text,
+                       "order": order.get((w["problem"], w["device"], w["versions"]), 0)})
+    if args.sequential:
+        shapes.sort(key=lambda x: x["order"])
     db = sqlite3.connect("file:%s?mode=ro" % args.cache, uri=True) if args.widen else None
     widened = 0
     rows = []
+    done = []  # --sequential: the shapes tuned so far, as the cache then holds them
     for s in shapes:
-        peers = [o for o in shapes if o is not s and o["group"] == s["group"]]
+        if args.sequential:
+            peers = [o for o in done if o["group"] == s["group"]]
+        else:
+            peers = [o for o in shapes if o is not s and o["group"] == s["group"]]
         winners = [o["winner"] for o in nearest(s, peers, args.k)]
+        if args.sequential and (len(peers) < args.k or (
+                args.fallback == "disagree" and len({family for family, _ in winners}) > 1)):
+            done.append(s)  # a full search: every config timed, its winner exact
+            rows.append({"key": s["key"], "peers": len(peers), "candidates": len(s["timed"]),
+                         "usable": len(s["timed"]), "winner_ms": s["winner_ms"],
+                         "predicted_ms": s["winner_ms"], "ratio": 1.0, "configs": len(s["timed"]),
+                         "full": True})
+            continue
         if args.fallback == "disagree" and len({family for family, _ in winners}) > 1:
             rows.append({"key": s["key"], "peers": len(peers), "candidates": len(s["timed"]),
                          "usable": len(s["timed"]), "winner_ms": s["winner_ms"],
@@ -210,6 +245,12 @@ def main(argv):
                 widened += 1
             usable = {c: s["timed"][c] for c in picks if c in s["timed"]}
         best = min(usable.values()) if usable else None
+        if args.sequential:
+            # What the cache now holds of s: its picks' trials, its winner the best of them.
+            seen = dict(usable)
+            best_pick = min(seen, key=seen.get) if seen else s["winner"]
+            done.append(dict(s, timed=seen or dict(s["timed"]), winner=best_pick,
+                             winner_ms=best if best else s["winner_ms"]))
         rows.append({"key": s["key"], "peers": len(peers), "candidates": len(picks), "usable": len(usable),
                      "winner_ms": s["winner_ms"], "predicted_ms": best,
                      "ratio": best / s["winner_ms"] if best else None, "configs": len(s["timed"]),
