@@ -162,6 +162,14 @@ def ranked_picks(shape, neighbours, top, missing_slowdown, per_family=False):
     return picks
 
 
+def full_search_row(shape, peers):
+    """A shape the tuner searches in full: every config timed, its winner exact."""
+    return {"key": shape["key"], "peers": len(peers), "candidates": len(shape["timed"]),
+            "usable": len(shape["timed"]), "winner_ms": shape["winner_ms"],
+            "predicted_ms": shape["winner_ms"], "ratio": 1.0, "configs": len(shape["timed"]),
+            "full": True}
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("cache")
@@ -219,16 +227,10 @@ def main(argv):
         if args.sequential and (len(peers) < args.k or (
                 args.fallback == "disagree" and len({family for family, _ in winners}) > 1)):
             done.append(s)  # a full search: every config timed, its winner exact
-            rows.append({"key": s["key"], "peers": len(peers), "candidates": len(s["timed"]),
-                         "usable": len(s["timed"]), "winner_ms": s["winner_ms"],
-                         "predicted_ms": s["winner_ms"], "ratio": 1.0, "configs": len(s["timed"]),
-                         "full": True})
+            rows.append(full_search_row(s, peers))
             continue
         if args.fallback == "disagree" and len({family for family, _ in winners}) > 1:
-            rows.append({"key": s["key"], "peers": len(peers), "candidates": len(s["timed"]),
-                         "usable": len(s["timed"]), "winner_ms": s["winner_ms"],
-                         "predicted_ms": s["winner_ms"], "ratio": 1.0, "configs": len(s["timed"]),
-                         "full": True})
+            rows.append(full_search_row(s, peers))
             continue
         if args.by == "config":
             picks = set(winners)
