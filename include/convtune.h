@@ -359,8 +359,9 @@ typedef enum conv_policy {
    * epilogue or not, determinism) tuned on this device and library
    * versions in the user's cache or the system cache (the user's tuning
    * of a problem in both), by their sizes; where their winners are of
-   * one candidate family, time only that family's 8 configs that ran
-   * fastest on them and cuDNN's heuristic pick (and, where those
+   * one candidate family, time only that family's configs that ran
+   * fastest on them (8 of cuDNN's, 24 of another family's) and cuDNN's
+   * heuristic pick (and, where those
    * neighbours are far, the problem lies outside their range, or their
    * FFT winners differ in shape, every applicable family's 3 best
    * guesses too: docs/tuning.md, "Widening"), keep the fastest valid

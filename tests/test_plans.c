@@ -750,7 +750,8 @@ static int predict_policy(void) {
          shipped_pending ? "predicted (incomplete)" : "full search");
   CHECK(c.total > 0 && shipped.total > 0);
   CHECK(shipped_pending == pending); /* the same neighbours, the same certainty */
-  if (pending) CHECK(c.total <= CONV_PREDICT_CONFIGS + 1 && shipped.total <= CONV_PREDICT_CONFIGS + 1);
+  if (pending)
+    CHECK(c.total <= CONV_PREDICT_CONFIGS_MAX + 1 && shipped.total <= CONV_PREDICT_CONFIGS_MAX + 1);
   conv_context_destroy(ctx);
   if (pending) { /* an exhaustive context times the rest */
     if (make_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;

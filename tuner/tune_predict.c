@@ -62,8 +62,8 @@ static void add_best_guesses(const conv_tune_request *req, predicted_set *set, t
   }
 }
 
-/* The neighbours' family's CONV_PREDICT_CONFIGS configs that ran fastest
- * on them; false, with why[], where there are none. */
+/* The neighbours' family's configs that ran fastest on them
+ * (conv_predict_configs_for); false, with why[], where there are none. */
 static bool add_ranked(const conv_tune_request *req, conv_cache *const *layers, int layer_count,
                        const conv_prediction *pr, predicted_set *set, char *why,
                        size_t why_size) {
@@ -75,12 +75,13 @@ static bool add_ranked(const conv_tune_request *req, conv_cache *const *layers, 
   }
   conv_error perr = {CONV_OK, ""};
   conv_config *offered = calloc(MAX_CONFIGS_EXHAUSTIVE, sizeof *offered);
-  int offered_count = 0, order[CONV_PREDICT_CONFIGS], ranked = 0;
+  int offered_count = 0, order[CONV_PREDICT_CONFIGS_MAX], ranked = 0;
   const bool ok = offered != NULL &&
                   algo->configs(req->problem, req->env, offered, MAX_CONFIGS_EXHAUSTIVE,
                                 &offered_count, &perr) == CONV_OK &&
                   conv_predict_rank(layers, layer_count, req->key, pr, offered, offered_count,
-                                    order, CONV_PREDICT_CONFIGS, &ranked, &perr) == CONV_OK &&
+                                    order, conv_predict_configs_for(algo->id), &ranked,
+                                    &perr) == CONV_OK &&
                   ranked > 0;
   for (int i = 0; ok && i < ranked; i++) add(set, algo, &offered[order[i]]);
   free(offered);

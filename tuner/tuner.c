@@ -109,7 +109,7 @@ static conv_status tune_all(bench *b, tally *t, conv_error *err) {
       /* Left out: this pass's earlier guesses (pass 1) and the family's
        * configs the prediction timed (its ranked ones, cuDNN's pick, a
        * widened prediction's best guesses). */
-      conv_config done[CONV_PREDICT_CONFIGS + 1 + 2 * MAX_CONFIGS_FAST];
+      conv_config done[CONV_PREDICT_CONFIGS_MAX + 1 + 2 * MAX_CONFIGS_FAST];
       const int done_max = (int)(sizeof done / sizeof done[0]);
       int done_count = 0;
       for (int j = 0; j < predicted.count && done_count < done_max; j++)

@@ -67,12 +67,28 @@ conv_status conv_tune(const conv_tune_request *request, conv_choice *winner /* O
  * c, h, w, k, r, s, stride, dilation, channels per group, and whether
  * depthwise); where their winners are of one family the prediction is
  * certain, and the tuning times that family's configs that ran fastest on
- * them (CONV_PREDICT_CONFIGS, each scored by its mean log slowdown against
- * each neighbour's winner, one a neighbour did not time counting as
- * CONV_PREDICT_MISSING_SLOWDOWN times slower) and cuDNN's heuristic pick.
- * Otherwise there is no prediction, and the tuning searches everything. */
+ * them (conv_predict_configs_for: CONV_PREDICT_CONFIGS of cuDNN's,
+ * CONV_PREDICT_OWN_CONFIGS of another family's; each scored by its mean
+ * log slowdown against each neighbour's winner, one a neighbour did not
+ * time counting as CONV_PREDICT_MISSING_SLOWDOWN times slower) and
+ * cuDNN's heuristic pick.  Otherwise there is no prediction, and the
+ * tuning searches everything.
+ *
+ * Why more of the other families': their configs are tens (a cuDNN
+ * problem's are hundreds), each quick to prepare (no plan to finalize),
+ * and their winners among them are where eight missed (depthwise layers'
+ * tiles): leave-one-out over an H200's 577 exhaustive tunings, 99% of
+ * shapes within 10% of the exhaustive winner, worst 1.19x, against 97%
+ * and 1.39x at 8, for 1.9 more configs a shape on average
+ * (tools/bench/predict-notes.md). */
 #define CONV_PREDICT_NEIGHBOURS 3
 #define CONV_PREDICT_CONFIGS 8
+#define CONV_PREDICT_OWN_CONFIGS 24
+#define CONV_PREDICT_CONFIGS_MAX CONV_PREDICT_OWN_CONFIGS
+/* How many of family `algorithm_id`'s ranked configs a prediction times. */
+static inline int conv_predict_configs_for(uint32_t algorithm_id) {
+  return algorithm_id == CONV_ALGO_CUDNN ? CONV_PREDICT_CONFIGS : CONV_PREDICT_OWN_CONFIGS;
+}
 #define CONV_PREDICT_MISSING_SLOWDOWN 2.0
 
 typedef struct conv_prediction_neighbour {

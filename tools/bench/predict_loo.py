@@ -30,7 +30,7 @@ so that predictions made from predictions are measured too.
 
     CONVTUNE_LIB=build/libconvtune.so PYTHONPATH=python \
         python3 tools/bench/predict_loo.py CACHE [--k 3] [--by config|family|ranked|per-family]
-        [--top N] [--fallback none|disagree] [--widen] [--sequential] [--out-md FILE]
+        [--top N] [--own-top N] [--fallback none|disagree] [--widen] [--sequential] [--out-md FILE]
 """
 import argparse
 import math
@@ -145,12 +145,16 @@ def config_id(trial):
     return trial["algorithm_id"], tuple(trial["config_values"])
 
 
-def ranked_picks(shape, neighbours, top, missing_slowdown, per_family=False):
+CUDNN = 1  # CONV_ALGO_CUDNN
+
+
+def ranked_picks(shape, neighbours, top, missing_slowdown, per_family=False, own_top=None):
     """The `top` configs of the neighbours' winning families that ran fastest
     on the neighbours (mean log slowdown against each one's winner), among
     those this shape's enumeration offers (its own trials stand for that),
-    or the `top` of each family (per_family); plus cuDNN's heuristic pick,
-    which costs nothing to know."""
+    or the `top` of each family (per_family; `own_top` of each family but
+    cuDNN's where given, as tuner.h's conv_predict_configs_for); plus
+    cuDNN's heuristic pick, which costs nothing to know."""
     families = {o["winner"][0] for o in neighbours}
     def score(c):
         return sum(math.log(o["timed"][c] / o["winner_ms"]) if c in o["timed"] else math.log(missing_slowdown)
@@ -158,7 +162,8 @@ def ranked_picks(shape, neighbours, top, missing_slowdown, per_family=False):
     picks = set(shape["heuristic"])
     for group in ([{f} for f in families] if per_family else [families]):
         offered = [c for c in shape["timed"] if c[0] in group]
-        picks.update(sorted(offered, key=score)[:top])
+        n = top if own_top is None or not per_family or CUDNN in group else own_top
+        picks.update(sorted(offered, key=score)[:n])
     return picks
 
 
@@ -177,6 +182,9 @@ def main(argv):
     p.add_argument("--by", choices=("config", "family", "ranked", "per-family"), default="config")
     p.add_argument("--top", type=int, default=8,
                    help="--by ranked: configs timed besides cuDNN's pick; --by per-family: a family")
+    p.add_argument("--own-top", type=int, default=None,
+                   help="--by per-family: configs of each family but cuDNN (default: --top); the "
+                        "tuner's CONV_PREDICT_OWN_CONFIGS")
     p.add_argument("--fallback", choices=("none", "disagree"), default="none",
                    help="disagree: the full search where the neighbours' winners differ in family")
     p.add_argument("--missing-slowdown", type=float, default=2.0,
@@ -241,7 +249,7 @@ def main(argv):
         else:
             near = nearest(s, peers, args.k)
             picks = ranked_picks(s, near, args.top, args.missing_slowdown,
-                                 per_family=args.by == "per-family")
+                                 per_family=args.by == "per-family", own_top=args.own_top)
             if args.widen and len(near) == args.k and widen_reason(s, near) is not None:
                 picks |= first_configs(db, s)
                 widened += 1
