@@ -131,6 +131,14 @@ static int neighbours_agree(void) {
   CHECK(order[3] == 0 && order[4] == 1);
   CHECK_OK(conv_predict_rank(layers, 1, &k, &pr, offered, 5, order, 2, &count, &err));
   CHECK(count == 2 && order[0] == 4 && order[1] == 3);
+  /* How many ranked configs a prediction times: cuDNN's 8, any other
+   * family's 24 (tuner.h: their configs are few and quick to prepare). */
+  CHECK(conv_predict_configs_for(CONV_ALGO_CUDNN) == 8);
+  CHECK(conv_predict_configs_for(CONV_ALGO_DIRECT_CHANNEL) == 24 &&
+        conv_predict_configs_for(CONV_ALGO_DEPTHWISE_NHWC) == 24 &&
+        conv_predict_configs_for(CONV_ALGO_FFT) == 24);
+  CHECK(CONV_PREDICT_CONFIGS_MAX >= CONV_PREDICT_CONFIGS &&
+        CONV_PREDICT_CONFIGS_MAX >= CONV_PREDICT_OWN_CONFIGS);
   conv_cache_close(cache);
   return TEST_PASS;
 }
