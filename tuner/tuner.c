@@ -107,9 +107,9 @@ static conv_status tune_all(bench *b, tally *t, conv_error *err) {
       if (failed[i] || !conv_algorithm_applicable(algos[i], req->problem, req->env)) continue;
       conv_config *mine = guesses + (size_t)i * MAX_CONFIGS_FAST;
       /* Left out: this pass's earlier guesses (pass 1) and the family's
-       * configs the prediction timed (its ranked ones, cuDNN's pick, a
+       * configs the prediction timed (its ranked ones, cuDNN's guesses, a
        * widened prediction's best guesses). */
-      conv_config done[CONV_PREDICT_CONFIGS_MAX + 1 + 2 * MAX_CONFIGS_FAST];
+      conv_config done[CONV_PREDICT_CONFIGS_MAX + 3 * MAX_CONFIGS_FAST];
       const int done_max = (int)(sizeof done / sizeof done[0]);
       int done_count = 0;
       for (int j = 0; j < predicted.count && done_count < done_max; j++)

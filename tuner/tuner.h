@@ -71,8 +71,8 @@ conv_status conv_tune(const conv_tune_request *request, conv_choice *winner /* O
  * CONV_PREDICT_OWN_CONFIGS of another family's; each scored by its mean
  * log slowdown against each neighbour's winner, one a neighbour did not
  * time counting as CONV_PREDICT_MISSING_SLOWDOWN times slower) and
- * cuDNN's heuristic pick.  Otherwise there is no prediction, and the
- * tuning searches everything.
+ * cuDNN's 3 best guesses (its heuristics' first configs).  Otherwise there
+ * is no prediction, and the tuning searches everything.
  *
  * Why more of the other families': their configs are tens (a cuDNN
  * problem's are hundreds), each quick to prepare (no plan to finalize),
@@ -162,7 +162,7 @@ double conv_predict_distance(const conv_problem *a, const conv_problem *b);
 #define CONV_PREDICT_RANGE_FACTOR 4.0
 
 typedef enum conv_predict_scope {
-  CONV_PREDICT_NARROW = 0, /* the neighbours' family's ranked configs, cuDNN's pick */
+  CONV_PREDICT_NARROW = 0, /* the neighbours' family's ranked configs, cuDNN's guesses */
   CONV_PREDICT_WIDE,       /* those and every applicable family's best guesses     */
   CONV_PREDICT_ALL         /* no prediction: every candidate                        */
 } conv_predict_scope;

@@ -92,10 +92,11 @@ typedef struct predicted_config {
 /* Families a widened prediction asks for best guesses: the registry's
  * (18 today); more would be left out. */
 #define PREDICT_WIDE_FAMILIES_MAX 32
-#define PREDICTED_MAX (CONV_PREDICT_CONFIGS_MAX + 1 + MAX_CONFIGS_FAST * PREDICT_WIDE_FAMILIES_MAX)
+#define PREDICTED_MAX \
+  (CONV_PREDICT_CONFIGS_MAX + MAX_CONFIGS_FAST + MAX_CONFIGS_FAST * PREDICT_WIDE_FAMILIES_MAX)
 
 /* What a prediction times, in order: the predicted family's ranked
- * configs; cuDNN's heuristic pick (free to know) where it is not among
+ * configs; cuDNN's best guesses (its heuristics' first configs) not among
  * them; widened, every applicable family's best guesses not already
  * listed. */
 typedef struct predicted_set {

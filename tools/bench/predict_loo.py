@@ -30,7 +30,8 @@ so that predictions made from predictions are measured too.
 
     CONVTUNE_LIB=build/libconvtune.so PYTHONPATH=python \
         python3 tools/bench/predict_loo.py CACHE [--k 3] [--by config|family|ranked|per-family]
-        [--top N] [--own-top N] [--fallback none|disagree] [--widen] [--sequential] [--out-md FILE]
+        [--top N] [--own-top N] [--cudnn-guesses N] [--fallback none|disagree] [--widen]
+        [--sequential] [--out-md FILE]
 """
 import argparse
 import math
@@ -182,6 +183,9 @@ def main(argv):
     p.add_argument("--by", choices=("config", "family", "ranked", "per-family"), default="config")
     p.add_argument("--top", type=int, default=8,
                    help="--by ranked: configs timed besides cuDNN's pick; --by per-family: a family")
+    p.add_argument("--cudnn-guesses", type=int, default=0,
+                   help="--by ranked / per-family: cuDNN's first N configs too (its heuristics' "
+                        "ranking; the tuner's 3), read as --widen reads a family's first configs")
     p.add_argument("--own-top", type=int, default=None,
                    help="--by per-family: configs of each family but cuDNN (default: --top); the "
                         "tuner's CONV_PREDICT_OWN_CONFIGS")
@@ -222,7 +226,8 @@ def main(argv):
                        "order": order.get((w["problem"], w["device"], w["versions"]), 0)})
     if args.sequential:
         shapes.sort(key=lambda x: x["order"])
-    db = sqlite3.connect("file:%s?mode=ro" % args.cache, uri=True) if args.widen else None
+    db = (sqlite3.connect("file:%s?mode=ro" % args.cache, uri=True)
+          if args.widen or args.cudnn_guesses else None)
     widened = 0
     rows = []
     done = []  # --sequential: the shapes tuned so far, as the cache then holds them
@@ -250,6 +255,9 @@ def main(argv):
             near = nearest(s, peers, args.k)
             picks = ranked_picks(s, near, args.top, args.missing_slowdown,
                                  per_family=args.by == "per-family", own_top=args.own_top)
+            if args.cudnn_guesses:
+                picks |= {c for c in first_configs(db, s, per_family=args.cudnn_guesses)
+                          if c[0] == CUDNN}
             if args.widen and len(near) == args.k and widen_reason(s, near) is not None:
                 picks |= first_configs(db, s)
                 widened += 1
