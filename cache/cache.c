@@ -176,6 +176,12 @@ conv_status cache_tx_commit(const conv_cache *c, conv_error *err) {
   return s;
 }
 
+conv_status cache_tx_end(const conv_cache *c, conv_status s, conv_error *err) {
+  if (s == CONV_OK) return cache_tx_commit(c, err);
+  cache_tx_rollback(c, err);
+  return s;
+}
+
 /* Length of s, at most max (s need not be NUL-terminated within max). */
 size_t cache_bounded_len(const char *s, size_t max) {
   const char *nul = memchr(s, '\0', max);

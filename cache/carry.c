@@ -234,8 +234,9 @@ conv_status conv_cache_store_carried(conv_cache *cache, const conv_cache_key *ke
     return conv_error_set(err, CONV_INVALID_ARGUMENT,
                           "cache: a carried-over winner must be a valid, validated and timed "
                           "trial marked winner");
-  CONV_TRY(s, cache_check_writable(cache, err), out);
-  CONV_TRY(s, cache_tx_begin(cache, err), out);
+  s = cache_check_writable(cache, err);
+  if (s == CONV_OK) s = cache_tx_begin(cache, err);
+  if (s != CONV_OK) return s;
   /* One transaction: a winner under this build's versions is never seen
    * without its mark, so it is always re-timed. */
   cache_tuning_writer w = {{NULL}, {NULL}, {NULL}, {NULL}};
@@ -243,10 +244,5 @@ conv_status conv_cache_store_carried(conv_cache *cache, const conv_cache_key *ke
   if (s == CONV_OK)
     s = cache_insert_pending(cache, &w.insert_pending, key, CONV_PENDING_STALE, err);
   cache_tuning_writer_free(&w);
-  if (s != CONV_OK) goto fail;
-  return cache_tx_commit(cache, err);
-fail:
-  cache_tx_rollback(cache, err);
-out:
-  return s;
+  return cache_tx_end(cache, s, err);
 }

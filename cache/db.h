@@ -63,6 +63,10 @@ conv_status cache_exec_sql(const conv_cache *c, const char *sql, const char *wha
 conv_status cache_tx_begin(const conv_cache *c, conv_error *err);
 void cache_tx_rollback(const conv_cache *c, conv_error *err);
 conv_status cache_tx_commit(const conv_cache *c, conv_error *err);
+/* Ends the transaction that work of outcome `s` ran in: commits it where s
+ * is CONV_OK (returning the commit's status), else rolls it back and
+ * returns s. */
+conv_status cache_tx_end(const conv_cache *c, conv_status s, conv_error *err);
 
 /* Length of s, at most max (s need not be NUL-terminated within max). */
 size_t cache_bounded_len(const char *s, size_t max);

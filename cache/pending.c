@@ -63,17 +63,12 @@ typedef conv_status (*pending_write)(const conv_cache *c, cache_stmt *slot,
 static conv_status write_pending(conv_cache *cache, const conv_cache_key *key,
                                  conv_pending_reason reason, pending_write write, conv_error *err) {
   conv_status s = cache_check_writable(cache, err);
+  if (s == CONV_OK) s = cache_tx_begin(cache, err);
   if (s != CONV_OK) return s;
   cache_stmt slot = {NULL};
-  CONV_TRY(s, cache_tx_begin(cache, err), out);
   s = write(cache, &slot, key, reason, err);
   cache_stmt_free(&slot);
-  if (s != CONV_OK) goto fail;
-  return cache_tx_commit(cache, err);
-fail:
-  cache_tx_rollback(cache, err);
-out:
-  return s;
+  return cache_tx_end(cache, s, err);
 }
 
 conv_status conv_cache_record_pending(conv_cache *cache, const conv_cache_key *key,

@@ -41,16 +41,11 @@ conv_status conv_cache_begin_tuning(conv_cache *cache, const conv_cache_key *key
   conv_status s = cache_check_key(cache, key, err);
   if (s == CONV_OK) s = cache_check_writable(cache, err);
   if (s != CONV_OK) return s;
+  if ((s = cache_tx_begin(cache, err)) != CONV_OK) return s;
   cache_stmt slot = {NULL};
-  CONV_TRY(s, cache_tx_begin(cache, err), out);
-  CONV_TRY(s, delete_tuning(cache, &slot, key, err), fail);
+  s = delete_tuning(cache, &slot, key, err);
   cache_stmt_free(&slot);
-  return cache_tx_commit(cache, err);
-fail:
-  cache_stmt_free(&slot);
-  cache_tx_rollback(cache, err);
-out:
-  return s;
+  return cache_tx_end(cache, s, err);
 }
 
 static conv_status clear_winner(const conv_cache *c, const conv_cache_key *key, conv_error *err) {
@@ -177,17 +172,13 @@ conv_status conv_cache_replace_tuning(conv_cache *cache, const conv_cache_key *k
   if (s != CONV_OK) return s;
   if (trials == NULL && count > 0)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: NULL trials");
-  CONV_TRY(s, cache_check_writable(cache, err), out);
-  CONV_TRY(s, cache_tx_begin(cache, err), out);
+  s = cache_check_writable(cache, err);
+  if (s == CONV_OK) s = cache_tx_begin(cache, err);
+  if (s != CONV_OK) return s;
   cache_tuning_writer w = {{NULL}, {NULL}, {NULL}, {NULL}};
   s = cache_write_tuning(cache, &w, key, trials, tuned_at, count, err);
   cache_tuning_writer_free(&w);
-  if (s != CONV_OK) goto fail;
-  return cache_tx_commit(cache, err);
-fail:
-  cache_tx_rollback(cache, err);
-out:
-  return s;
+  return cache_tx_end(cache, s, err);
 }
 
 conv_status conv_cache_set_winner(conv_cache *cache, const conv_cache_key *key,
