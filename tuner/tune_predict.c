@@ -57,6 +57,9 @@ static void add_best_guesses(const conv_tune_request *req, predicted_set *set, t
   int families;
   const conv_algorithm *const *algos = conv_registry(&families);
   for (int f = 0; f < families && f < PREDICT_WIDE_FAMILIES_MAX; f++) {
+    /* cuDNN's are in already (add_cudnn_guesses): listing them again would
+     * build its graph and probe its engines twice. */
+    if (algos[f]->id == CONV_ALGO_CUDNN) continue;
     if (!conv_algorithm_applicable(algos[f], req->problem, req->env)) continue;
     conv_config configs[MAX_CONFIGS_FAST];
     const int count = first_configs(req, algos[f], configs, MAX_CONFIGS_FAST, t);
