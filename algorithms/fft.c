@@ -32,7 +32,7 @@
  * well inside the 1e-4 bound that CONV_ARITH_TRANSFORM sets for strict fp32
  * (config.c), which validation enforces on every config.  In TF32 mode the
  * GEMM form runs on TF32 tensor cores (bound 5e-3); everything else is
- * fp32 in both modes.  fp16 and bf16 problems (version 3) run the same
+ * fp32 in both modes.  fp16 and bf16 problems run the same
  * fp32 transforms and product: the cuts read x and w exactly as fp32, and
  * the crop applies the scale and the epilogue in fp32 and rounds once, so
  * their error is the output's rounding (the type's bound, config.c);
@@ -348,7 +348,10 @@ static void fft_describe(const conv_config *config, char *text, size_t size) {
 
 const conv_algorithm conv_algorithm_fft = {
     .id = CONV_ALGO_FFT,
-    .version = 3, /* 2: backward-data, groups; 3: fp16 and bf16 */
+    /* 2: backward-data, groups.  fp16 and bf16 came without a bump: fp32
+     * problems get the configs and kernels they had, and a bump would send
+     * every shipped fp32 tuning back to be tuned for nothing (as cudnn's). */
+    .version = 2,
     .name = "fft",
     CONV_ALGORITHM_CALLBACKS(fft),
     .libraries = CONV_LIBRARY_CUFFT | CONV_LIBRARY_CUBLASLT /* its product is a cuBLASLt matmul */,

@@ -18,7 +18,7 @@
  *
  * Error: as the forward `fft` (fft.c): about eps * log2(fh * fw) per
  * transform, inside CONV_ARITH_TRANSFORM's bound; fp32 in both math
- * modes.  fp16 and bf16 (version 3): x and dy read exactly as fp32, every
+ * modes.  fp16 and bf16: x and dy read exactly as fp32, every
  * transform and sum in fp32, dw rounded once to the type.  Deterministic: one cuFFT plan per transform, sums in a fixed
  * order, no atomics.
  *
@@ -154,7 +154,7 @@ static void fft_filter_describe(const conv_config *config, char *text, size_t si
 
 const conv_algorithm conv_algorithm_fft_filter = {
     .id = CONV_ALGO_FFT_FILTER,
-    .version = 3, /* 2: groups; 3: fp16 and bf16 */
+    .version = 2, /* 2: groups; fp16 and bf16 without a bump, as fft's */
     .name = "fft_filter",
     CONV_ALGORITHM_CALLBACKS(fft_filter),
     .libraries = CONV_LIBRARY_CUFFT,
