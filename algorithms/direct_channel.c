@@ -34,7 +34,7 @@ static bool direct_channel_forward_view(const conv_problem *pb, conv_problem *vi
     *view = *pb;
   else if (!conv_direct_backward_data_view(pb, view))
     return false;
-  return view->c / view->groups <= DIRECT_CHANNEL_MAX_CHANNELS_IN &&
+  return conv_problem_nchw(view) && view->c / view->groups <= DIRECT_CHANNEL_MAX_CHANNELS_IN &&
          view->k / view->groups <= DIRECT_CHANNEL_MAX_CHANNELS_OUT;
 }
 

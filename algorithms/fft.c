@@ -32,7 +32,11 @@
  * well inside the 1e-4 bound that CONV_ARITH_TRANSFORM sets for strict fp32
  * (config.c), which validation enforces on every config.  In TF32 mode the
  * GEMM form runs on TF32 tensor cores (bound 5e-3); everything else is
- * fp32 in both modes.
+ * fp32 in both modes.  fp16 and bf16 problems run the same
+ * fp32 transforms and product: the cuts read x and w exactly as fp32, and
+ * the crop applies the scale and the epilogue in fp32 and rounds once, so
+ * their error is the output's rounding (the type's bound, config.c);
+ * their math is strict, so the GEMM form is plain fp32.
  *
  * Config values: {fh, fw, product}, fh x fw the transform size.  configs()
  * offers the smallest cuFFT-friendly size that holds the whole padded
@@ -77,8 +81,11 @@ static void fft_release(void *state) {
   free(st);
 }
 
+/* Any of the three types: the cuts read them as fp32 and the crop rounds
+ * to them (fft_tiles.h). */
 static bool fft_forward_supported(const conv_problem *pb) {
-  return conv_problem_nchw(pb) && pb->stride_h == 1 &&
+  return conv_problem_supported_any_dtype(pb) && pb->layout == CONV_LAYOUT_NCHW &&
+         pb->direction == CONV_FORWARD && pb->stride_h == 1 &&
          pb->stride_w == 1 && pb->dil_h == 1 && pb->dil_w == 1 && pb->r * pb->s > 1;
 }
 
@@ -218,8 +225,8 @@ static conv_status fft_prepare(const conv_problem *problem, conv_env *env,
   conv_problem view;
   conv_status s = conv_view_prepare_check(
       "fft", fft_view, problem, env, config, out, &view, err,
-      "only fp32 NCHW forward, stride 1, dilation 1, a filter larger than 1x1, or backward-data "
-      "whose transposed convolution is such a one");
+      "only NCHW forward (fp32, fp16 or bf16), stride 1, dilation 1, a filter larger than 1x1, "
+      "or backward-data whose transposed convolution is such a one");
   if (s != CONV_OK) return s;
   const bool transposed = problem->direction == CONV_BACKWARD_DATA;
   problem = &view;
@@ -300,10 +307,11 @@ static conv_status fft_run(const conv_exec *ex, cudaStream_t stream, conv_error 
   const conv_fft_pass *pass = &st->pass;
   const conv_fft_tiles *t = &pass->t;
   /* Backward-data: the transposed convolution reads dy (exec's y) and
-   * writes dx (exec's x). */
+   * writes dx (exec's x).  Both of the problem's type (t->dtype). */
   const bool bwd = st->transposed_filter;
-  const float *in = bwd ? ex->y : ex->x, *bias = bwd ? NULL : ex->bias;
-  float *result = bwd ? (float *)ex->x : ex->y;
+  const void *in = bwd ? (const void *)ex->y : (const void *)ex->x;
+  const float *bias = bwd ? NULL : ex->bias;
+  void *result = bwd ? (void *)ex->x : (void *)ex->y;
   conv_status s;
   CONV_TRY(s, conv_check_cuda(err, conv_fft_place_filters(t, ex->w, bwd, real, stream),
                               "fft: placing filters"), out);
@@ -340,7 +348,10 @@ static void fft_describe(const conv_config *config, char *text, size_t size) {
 
 const conv_algorithm conv_algorithm_fft = {
     .id = CONV_ALGO_FFT,
-    .version = 2, /* 2: backward-data, groups */
+    /* 2: backward-data, groups.  fp16 and bf16 came without a bump: fp32
+     * problems get the configs and kernels they had, and a bump would send
+     * every shipped fp32 tuning back to be tuned for nothing (as cudnn's). */
+    .version = 2,
     .name = "fft",
     CONV_ALGORITHM_CALLBACKS(fft),
     .libraries = CONV_LIBRARY_CUFFT | CONV_LIBRARY_CUBLASLT /* its product is a cuBLASLt matmul */,

@@ -18,7 +18,8 @@
  *
  * Error: as the forward `fft` (fft.c): about eps * log2(fh * fw) per
  * transform, inside CONV_ARITH_TRANSFORM's bound; fp32 in both math
- * modes.  Deterministic: one cuFFT plan per transform, sums in a fixed
+ * modes.  fp16 and bf16: x and dy read exactly as fp32, every
+ * transform and sum in fp32, dw rounded once to the type.  Deterministic: one cuFFT plan per transform, sums in a fixed
  * order, no atomics.
  *
  * Config values: {fh, fw}, the transform size (conv_fft_sizes: the whole
@@ -49,7 +50,7 @@ static void fft_filter_release(void *state) {
 }
 
 static bool fft_filter_problem_supported(const conv_problem *pb) {
-  return conv_problem_supported(pb) && pb->direction == CONV_BACKWARD_FILTER &&
+  return conv_problem_supported_any_dtype(pb) && pb->direction == CONV_BACKWARD_FILTER &&
          pb->layout == CONV_LAYOUT_NCHW && pb->stride_h == 1 && pb->stride_w == 1 &&
          pb->dil_h == 1 && pb->dil_w == 1 && pb->r * pb->s > 1 &&
          pb->k * (pb->c / pb->groups) <= FFT_FILTER_MAX_PLANES;
@@ -93,7 +94,8 @@ static conv_status fft_filter_prepare(const conv_problem *problem, conv_env *env
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "fft_filter: NULL argument");
   if (!fft_filter_problem_supported(problem))
     return conv_error_set(err, CONV_UNSUPPORTED,
-                          "fft_filter: only fp32 NCHW backward-filter, stride 1, dilation 1, a "
+                          "fft_filter: only NCHW backward-filter (fp32, fp16 or bf16), stride 1, "
+                          "dilation 1, a "
                           "filter of more than one tap and at most %d filter planes",
                           FFT_FILTER_MAX_PLANES);
   /* Sizes are checked by conv_fft_tiles_make. */
@@ -140,7 +142,7 @@ static conv_status fft_filter_run(const conv_exec *ex, cudaStream_t stream, conv
   CONV_TRY(s, conv_fft_pass_exec(pass, FFT_FILTER_FILTER, stream, work, dw, real, name, err), out);
   s = conv_check_cuda(err,
                       conv_fft_crop_filter(t, real, 1.0f / ((float)t->fh * (float)t->fw),
-                                           (float *)ex->w, stream),
+                                           (void *)ex->w, stream),
                       "fft_filter: crop");
 out:
   return s;
@@ -152,7 +154,7 @@ static void fft_filter_describe(const conv_config *config, char *text, size_t si
 
 const conv_algorithm conv_algorithm_fft_filter = {
     .id = CONV_ALGO_FFT_FILTER,
-    .version = 2, /* 2: groups */
+    .version = 2, /* 2: groups; fp16 and bf16 without a bump, as fft's */
     .name = "fft_filter",
     CONV_ALGORITHM_CALLBACKS(fft_filter),
     .libraries = CONV_LIBRARY_CUFFT,

@@ -207,17 +207,20 @@ static int bounds_per_dtype(void) {
   return TEST_PASS;
 }
 
-/* The families with half configs: cudnn, and the cuBLASLt GEMM families
- * whose GEMMs and kernels take the type.  Each takes a half problem where
- * it takes its fp32 twin. */
+/* The families with half configs: cudnn, the cuBLASLt GEMM families
+ * whose GEMMs and kernels take the type, and the FFT families, whose fp32
+ * transforms sit between cuts and crops in the type.  Each takes a half
+ * problem where it takes its fp32 twin. */
 static bool serves_half(const conv_algorithm *algo) {
   return algo->id == CONV_ALGO_CUDNN || algo->id == CONV_ALGO_GEMM_NHWC ||
-         algo->id == CONV_ALGO_IM2COL_GEMM || algo->id == CONV_ALGO_GEMM_BACKWARD;
+         algo->id == CONV_ALGO_IM2COL_GEMM || algo->id == CONV_ALGO_GEMM_BACKWARD ||
+         algo->id == CONV_ALGO_FFT || algo->id == CONV_ALGO_FFT_FILTER;
 }
 
 /* Shapes each family might otherwise take, in every half type, layout and
  * direction, math mode and epilogue: cudnn takes each, gemm_nhwc,
- * im2col_gemm and gemm_backward each where they take the fp32 twin (and,
+ * im2col_gemm, gemm_backward, fft and fft_filter each where they take the
+ * fp32 twin (and,
  * in all, in their own layout and passes), no other family any.  The
  * handles are there (not real: applicable() only looks), so a refusal is
  * the family's own. */

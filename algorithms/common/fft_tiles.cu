@@ -2,8 +2,11 @@
  * fft_tiles.cu -- see fft_tiles.h.  The tile kernels run one block per
  * plane (tile) and chunk of its rows, whose threads walk those rows and
  * columns, so the index decoding happens once per thread, not once per
- * element.
+ * element.  The kernels that touch the problem's tensors are instantiated
+ * per element type T (elements.cuh), reading it as float and writing it
+ * from float.
  */
+#include "algorithms/common/elements.cuh"
 #include "algorithms/common/epilogue.cuh"
 #include "algorithms/common/fft_tiles.h"
 
@@ -47,12 +50,13 @@ __device__ __forceinline__ tile_place tile_of_plane(const conv_fft_tiles &T, int
   return {channel, n, ty, tx};
 }
 
-__global__ void cut_input(const conv_fft_tiles T, int rpt, const float *__restrict__ x,
+template <typename E>
+__global__ void cut_input(const conv_fft_tiles T, int rpt, const E *__restrict__ x,
                           float *__restrict__ tiles) {
   const int plane = blockIdx.x; /* ci*m + tile */
   const tile_place at = tile_of_plane(T, plane);
   const int iy0 = at.ty * T.th - T.pad_h, ix0 = at.tx * T.tw - T.pad_w;
-  const float *src = x + ((int64_t)at.n * T.c + at.channel) * T.h * T.w;
+  const E *src = x + ((int64_t)at.n * T.c + at.channel) * T.h * T.w;
   float *dst = tiles + (int64_t)plane * T.fh * T.fw;
   const row_range rr = my_rows(T.fh, rpt);
   for (int i = rr.first; i < rr.end; i += 8) {
@@ -60,8 +64,9 @@ __global__ void cut_input(const conv_fft_tiles T, int rpt, const float *__restri
     const bool row_inside = (unsigned)iy < (unsigned)T.h;
     for (int j = threadIdx.x; j < T.fw; j += 32) {
       const int ix = ix0 + j;
-      dst[i * T.fw + j] =
-          row_inside && (unsigned)ix < (unsigned)T.w ? __ldg(src + (int64_t)iy * T.w + ix) : 0.0f;
+      dst[i * T.fw + j] = row_inside && (unsigned)ix < (unsigned)T.w
+                              ? conv_element_to_float(src[(int64_t)iy * T.w + ix])
+                              : 0.0f;
     }
   }
 }
@@ -69,8 +74,8 @@ __global__ void cut_input(const conv_fft_tiles T, int rpt, const float *__restri
 /* TRANSPOSED (backward-data's view, T its tiles): the view's filter
  * [kk][cc] (kk = g*kg + o, cc < cg) is the problem's w[g*cg + cc][o]
  * mirrored, so tap (rr, ss) reads w[g*cg + cc][o][r-1-rr][s-1-ss]. */
-template <bool TRANSPOSED>
-__global__ void place_filters(const conv_fft_tiles T, int rpt, const float *__restrict__ w,
+template <bool TRANSPOSED, typename E>
+__global__ void place_filters(const conv_fft_tiles T, int rpt, const E *__restrict__ w,
                               float *__restrict__ planes) {
   const int64_t plane = blockIdx.x; /* k*cg + ci of the convolution computed */
   int64_t filter = plane;           /* w's (filter, channel) plane to read */
@@ -79,7 +84,7 @@ __global__ void place_filters(const conv_fft_tiles T, int rpt, const float *__re
     const int64_t g = kk / T.kg, o = kk - g * T.kg;
     filter = (g * T.cg + cc) * T.kg + o;
   }
-  const float *src = w + filter * T.r * T.s;
+  const E *src = w + filter * T.r * T.s;
   float *dst = planes + plane * T.fh * T.fw;
   const row_range rows = my_rows(T.fh, rpt);
   for (int i = rows.first; i < rows.end; i += 8) {
@@ -87,53 +92,60 @@ __global__ void place_filters(const conv_fft_tiles T, int rpt, const float *__re
     for (int j = threadIdx.x; j < T.fw; j += 32) {
       const int ss = j == 0 ? 0 : T.fw - j;
       const int tap = TRANSPOSED ? (T.r - 1 - rr) * T.s + (T.s - 1 - ss) : rr * T.s + ss;
-      dst[i * T.fw + j] = rr < T.r && ss < T.s ? __ldg(src + tap) : 0.0f;
+      dst[i * T.fw + j] = rr < T.r && ss < T.s ? conv_element_to_float(src[tap]) : 0.0f;
     }
   }
 }
 
-/* Plane = k*m + tile: one output tile of one output channel. */
+/* Plane = k*m + tile: one output tile of one output channel; the scale,
+ * bias and ReLU in fp32, then one rounding to E. */
+template <typename E>
 __global__ void crop_output(const conv_fft_tiles T, int rpt, const float *__restrict__ tiles,
-                            float scale, const float *__restrict__ bias, float *__restrict__ y) {
+                            float scale, const float *__restrict__ bias, E *__restrict__ y) {
   const int plane = blockIdx.x;
   const tile_place at = tile_of_plane(T, plane);
   const int k = at.channel, p0 = at.ty * T.th, q0 = at.tx * T.tw;
   const int cols = min(T.tw, T.q - q0);
   const float b = conv_epilogue_bias(T.epilogue, bias, k);
   const float *src = tiles + (int64_t)plane * T.fh * T.fw;
-  float *dst = y + (((int64_t)at.n * T.k + k) * T.p + p0) * T.q + q0;
+  E *dst = y + (((int64_t)at.n * T.k + k) * T.p + p0) * T.q + q0;
   const row_range rows = my_rows(min(T.th, T.p - p0), rpt);
   for (int i = rows.first; i < rows.end; i += 8)
     for (int j = threadIdx.x; j < cols; j += 32)
-      dst[(int64_t)i * T.q + j] = conv_epilogue_apply(T.epilogue, scale * src[i * T.fw + j], b);
+      dst[(int64_t)i * T.q + j] = conv_element_from_float<E>(
+          conv_epilogue_apply(T.epilogue, scale * src[i * T.fw + j], b));
 }
 
 /* Plane = k*m + tile: the output gradient of one output tile, at the
  * plane's origin, zeros past the tile and past the output. */
-__global__ void cut_grad(const conv_fft_tiles T, int rpt, const float *__restrict__ dy,
+template <typename E>
+__global__ void cut_grad(const conv_fft_tiles T, int rpt, const E *__restrict__ dy,
                          float *__restrict__ tiles) {
   const int plane = blockIdx.x;
   const tile_place at = tile_of_plane(T, plane);
   const int p0 = at.ty * T.th, q0 = at.tx * T.tw;
   const int rows = min(T.th, T.p - p0), cols = min(T.tw, T.q - q0);
-  const float *src = dy + (((int64_t)at.n * T.k + at.channel) * T.p + p0) * T.q + q0;
+  const E *src = dy + (((int64_t)at.n * T.k + at.channel) * T.p + p0) * T.q + q0;
   float *dst = tiles + (int64_t)plane * T.fh * T.fw;
   const row_range rr = my_rows(T.fh, rpt);
   for (int i = rr.first; i < rr.end; i += 8)
     for (int j = threadIdx.x; j < T.fw; j += 32)
-      dst[i * T.fw + j] = i < rows && j < cols ? __ldg(src + (int64_t)i * T.q + j) : 0.0f;
+      dst[i * T.fw + j] =
+          i < rows && j < cols ? conv_element_to_float(src[(int64_t)i * T.q + j]) : 0.0f;
 }
 
 /* Plane = k*cg + ci: dw[k][ci][r][s] = scale * the plane's correlation at
- * lag (r, s). */
+ * lag (r, s), rounded once to E. */
+template <typename E>
 __global__ void crop_filter(const conv_fft_tiles T, int rpt, const float *__restrict__ planes,
-                            float scale, float *__restrict__ dw) {
+                            float scale, E *__restrict__ dw) {
   const int64_t plane = blockIdx.x;
   const float *src = planes + plane * T.fh * T.fw;
-  float *dst = dw + plane * T.r * T.s;
+  E *dst = dw + plane * T.r * T.s;
   const row_range rr = my_rows(T.r, rpt);
   for (int i = rr.first; i < rr.end; i += 8)
-    for (int j = threadIdx.x; j < T.s; j += 32) dst[i * T.s + j] = scale * src[i * T.fw + j];
+    for (int j = threadIdx.x; j < T.s; j += 32)
+      dst[i * T.s + j] = conv_element_from_float<E>(scale * src[i * T.fw + j]);
 }
 
 /* Outputs a thread accumulates: MB tiles x KB output channels. */
@@ -304,16 +316,23 @@ cudaError_t launch_frequencies(void (*kernel)(const conv_fft_tiles, Params...),
 
 }  // namespace
 
-extern "C" cudaError_t conv_fft_cut_input(const conv_fft_tiles *t, const float *x, float *tiles,
+extern "C" cudaError_t conv_fft_cut_input(const conv_fft_tiles *t, const void *x, float *tiles,
                                           cudaStream_t stream) {
-  return launch_tiles(cut_input, t, (int64_t)t->c * t->m, t->fh, t->fw, stream, x, tiles);
+  return conv_with_element_type((conv_dtype)t->dtype, [&](auto tag) {
+    using E = typename decltype(tag)::type;
+    return launch_tiles(cut_input<E>, t, (int64_t)t->c * t->m, t->fh, t->fw, stream,
+                        (const E *)x, tiles);
+  });
 }
 
-extern "C" cudaError_t conv_fft_place_filters(const conv_fft_tiles *t, const float *w,
+extern "C" cudaError_t conv_fft_place_filters(const conv_fft_tiles *t, const void *w,
                                               bool transposed, float *planes,
                                               cudaStream_t stream) {
-  return launch_tiles(transposed ? place_filters<true> : place_filters<false>, t,
-                      (int64_t)t->k * t->cg, t->fh, t->fw, stream, w, planes);
+  return conv_with_element_type((conv_dtype)t->dtype, [&](auto tag) {
+    using E = typename decltype(tag)::type;
+    return launch_tiles(transposed ? place_filters<true, E> : place_filters<false, E>, t,
+                        (int64_t)t->k * t->cg, t->fh, t->fw, stream, (const E *)w, planes);
+  });
 }
 
 extern "C" cudaError_t conv_fft_multiply(const conv_fft_tiles *t, const float2 *x, const float2 *w,
@@ -331,15 +350,22 @@ extern "C" cudaError_t conv_fft_transpose(const float2 *in, int64_t rows, int64_
 }
 
 extern "C" cudaError_t conv_fft_crop_output(const conv_fft_tiles *t, const float *tiles,
-                                            float scale, const float *bias, float *y,
+                                            float scale, const float *bias, void *y,
                                             cudaStream_t stream) {
-  return launch_tiles(crop_output, t, (int64_t)t->k * t->m, t->th, t->tw, stream, tiles, scale,
-                      bias, y);
+  return conv_with_element_type((conv_dtype)t->dtype, [&](auto tag) {
+    using E = typename decltype(tag)::type;
+    return launch_tiles(crop_output<E>, t, (int64_t)t->k * t->m, t->th, t->tw, stream, tiles,
+                        scale, bias, (E *)y);
+  });
 }
 
-extern "C" cudaError_t conv_fft_cut_grad(const conv_fft_tiles *t, const float *dy, float *tiles,
+extern "C" cudaError_t conv_fft_cut_grad(const conv_fft_tiles *t, const void *dy, float *tiles,
                                          cudaStream_t stream) {
-  return launch_tiles(cut_grad, t, (int64_t)t->k * t->m, t->fh, t->fw, stream, dy, tiles);
+  return conv_with_element_type((conv_dtype)t->dtype, [&](auto tag) {
+    using E = typename decltype(tag)::type;
+    return launch_tiles(cut_grad<E>, t, (int64_t)t->k * t->m, t->fh, t->fw, stream,
+                        (const E *)dy, tiles);
+  });
 }
 
 extern "C" cudaError_t conv_fft_correlate(const conv_fft_tiles *t, const float2 *dy,
@@ -350,7 +376,10 @@ extern "C" cudaError_t conv_fft_correlate(const conv_fft_tiles *t, const float2 
 }
 
 extern "C" cudaError_t conv_fft_crop_filter(const conv_fft_tiles *t, const float *planes,
-                                            float scale, float *dw, cudaStream_t stream) {
-  return launch_tiles(crop_filter, t, (int64_t)t->k * t->cg, t->r, t->s, stream, planes, scale,
-                      dw);
+                                            float scale, void *dw, cudaStream_t stream) {
+  return conv_with_element_type((conv_dtype)t->dtype, [&](auto tag) {
+    using E = typename decltype(tag)::type;
+    return launch_tiles(crop_filter<E>, t, (int64_t)t->k * t->cg, t->r, t->s, stream, planes,
+                        scale, (E *)dw);
+  });
 }

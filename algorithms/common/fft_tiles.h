@@ -4,7 +4,12 @@
  * correlation, the per-frequency products, transposes between plane-major
  * and frequency-major spectra, and cropping the inverse transforms into the
  * output with the epilogue.  C linkage; implemented in fft_tiles.cu, driven
- * by fft.c.
+ * by fft.c and fft_filter.c.
+ *
+ * The problem's tensors (x, w, y; dy and dw backward) are of its dtype
+ * (t->dtype): fp32, fp16 or bf16.  Everything between the cuts and the
+ * crops is fp32: the cuts read the type exactly as float, and the crops
+ * apply the scale and the epilogue in fp32 before one rounding to it.
  *
  * Overlap-save in 2-D: an fh x fw transform of an input tile yields
  * th = fh - r + 1 by tw = fw - s + 1 outputs that the circular product does
@@ -37,11 +42,12 @@ typedef struct conv_fft_tiles {
   int m;                /* n * tiles_h * tiles_w                      */
   int freqs;            /* fh * (fw/2 + 1): complex values a spectrum */
   int epilogue;         /* conv_epilogue                              */
+  int dtype;            /* conv_dtype of the problem's tensors        */
 } conv_fft_tiles;
 
 /* tiles[ci*m + tile][fh][fw] = x[n][ci][...] around the tile, zeros outside
  * the image. */
-cudaError_t conv_fft_cut_input(const conv_fft_tiles *t, const float *x, float *tiles,
+cudaError_t conv_fft_cut_input(const conv_fft_tiles *t, const void *x, float *tiles,
                                cudaStream_t stream);
 
 /* planes[k*cg + ci][fh][fw] = w[k][ci] placed for a correlation by a
@@ -49,7 +55,7 @@ cudaError_t conv_fft_cut_input(const conv_fft_tiles *t, const float *x, float *t
  * zeros elsewhere.  `transposed` (backward-data, t being its transposed
  * view): the view's filter [g*kg + j][ci] is w[g*cg + ci][j] mirrored (w
  * has t->c filters of t->kg channels). */
-cudaError_t conv_fft_place_filters(const conv_fft_tiles *t, const float *w, bool transposed,
+cudaError_t conv_fft_place_filters(const conv_fft_tiles *t, const void *w, bool transposed,
                                    float *planes, cudaStream_t stream);
 
 /* The per-frequency products on plane-major spectra (float2 = complex),
@@ -66,11 +72,11 @@ cudaError_t conv_fft_transpose(const float2 *in, int64_t rows, int64_t cols, flo
  * tile and position (i, j) that own output (p, q).  `scale` undoes the
  * unnormalised inverse transform. */
 cudaError_t conv_fft_crop_output(const conv_fft_tiles *t, const float *tiles, float scale,
-                                 const float *bias, float *y, cudaStream_t stream);
+                                 const float *bias, void *y, cudaStream_t stream);
 
 /* Backward-filter: tiles[k*m + tile][fh][fw] = dy[n][k] of the output
  * tile at the plane's origin, zeros past the tile and the output. */
-cudaError_t conv_fft_cut_grad(const conv_fft_tiles *t, const float *dy, float *tiles,
+cudaError_t conv_fft_cut_grad(const conv_fft_tiles *t, const void *dy, float *tiles,
                               cudaStream_t stream);
 
 /* Backward-filter, on plane-major spectra: with g = k / kg the output
@@ -81,7 +87,7 @@ cudaError_t conv_fft_correlate(const conv_fft_tiles *t, const float2 *dy, const 
 
 /* Backward-filter: dw[k][ci][r][s] = scale * planes[k*cg + ci][r][s]. */
 cudaError_t conv_fft_crop_filter(const conv_fft_tiles *t, const float *planes, float scale,
-                                 float *dw, cudaStream_t stream);
+                                 void *dw, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,7 @@
 #include "algorithms/common/views.h"
 
 bool conv_direct_backward_data_view(const conv_problem *pb, conv_problem *forward) {
-  if (!conv_problem_supported(pb) || pb->direction != CONV_BACKWARD_DATA ||
+  if (!conv_problem_supported_any_dtype(pb) || pb->direction != CONV_BACKWARD_DATA ||
       pb->layout != CONV_LAYOUT_NCHW || pb->stride_h != 1 || pb->stride_w != 1)
     return false;
   const int64_t pad_h = pb->dil_h * (pb->r - 1) - pb->pad_h;

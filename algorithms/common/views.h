@@ -35,7 +35,8 @@ extern "C" {
  * convolution).  Run with transposed_filter set, the forward kernels read
  * the pass's own filter that way.  False when `problem` is no such pass
  * (another direction or layout, a stride above 1, or padding past the
- * dilated filter's reach, which would need cropping). */
+ * dilated filter's reach, which would need cropping).  The view keeps the
+ * problem's dtype, which each family checks as it checks its own. */
 bool conv_direct_backward_data_view(const conv_problem *problem, conv_problem *forward /* OUT */);
 
 typedef struct conv_dynamic_dims {

@@ -1,8 +1,10 @@
 /* test_fft.c -- the fft family.  CPU: its scope and transform sizes,
  * forward and backward-data (its transposed view), and the configs it
- * refuses before any cuFFT call.  GPU (skipped without one): every config
- * against the CPU reference, forward (partial tiles, whole-image
- * transforms, groups) and backward-data, within the transform bound. */
+ * refuses before any cuFFT call; the half types where it takes fp32.
+ * GPU (skipped without one): every config against the CPU reference,
+ * forward (partial tiles, whole-image transforms, groups) and
+ * backward-data, within the transform bound; the same in fp16 and bf16
+ * within the type's bound; fp16 overflow judged as the tuner judges it. */
 #include <string.h>
 
 #include "tests/gpu_support.h"
@@ -165,9 +167,90 @@ static int fft_backward_data_matches_reference(void) {
   return family_passes_match_reference(&conv_algorithm_fft, cases, CASES, 2 * CASES);
 }
 
+/* ---- half precision */
+
+/* fft takes fp16 and bf16 where it takes fp32 (NCHW, stride 1, dilation
+ * 1, a filter past 1x1, forward and backward-data), with every epilogue
+ * and groups; not NHWC, strides or 1x1 filters in them either. */
+static int half_types_served(void) {
+  conv_problem takes[] = {few_channels_31x31(CONV_FORWARD), few_channels_31x31(CONV_BACKWARD_DATA),
+                          direct_problem(2, 6, 40, 40, 6, 31, 31, 1, 15, 1, 6,
+                                         CONV_EPILOGUE_BIAS_RELU, CONV_MATH_STRICT)};
+  conv_problem refuses[] = {few_channels_31x31(CONV_FORWARD), few_channels_31x31(CONV_FORWARD),
+                            few_channels_31x31(CONV_FORWARD),
+                            few_channels_31x31(CONV_BACKWARD_FILTER)};
+  refuses[0].layout = CONV_LAYOUT_NHWC;
+  refuses[1].stride_h = refuses[1].stride_w = 2;
+  refuses[2].r = refuses[2].s = 1, refuses[2].pad_h = refuses[2].pad_w = 0;
+  return half_scope(&conv_algorithm_fft, takes, sizeof takes / sizeof takes[0], refuses,
+                    sizeof refuses / sizeof refuses[0]);
+}
+
+/* Forward shapes of fft_matches_reference's kinds in a half type: partial
+ * tiles, a valid pass, 16 channels (the GEMM product), 31x31, groups,
+ * every epilogue (applied in fp32 before the one rounding). */
+static size_t half_forward_cases(conv_problem *out) {
+  const conv_math S = CONV_MATH_STRICT;
+  const conv_problem cases[] = {
+      direct_problem(2, 3, 40, 37, 5, 7, 7, 1, 3, 1, 1, CONV_EPILOGUE_BIAS_RELU, S),
+      direct_problem(1, 2, 20, 24, 3, 11, 11, 1, 0, 1, 1, CONV_EPILOGUE_BIAS, S),
+      direct_problem(2, 16, 30, 30, 16, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE, S),
+      direct_problem(1, 2, 64, 64, 2, 31, 31, 1, 15, 1, 1, CONV_EPILOGUE_NONE, S),
+      direct_problem(2, 6, 40, 40, 6, 31, 31, 1, 15, 1, 6, CONV_EPILOGUE_BIAS, S),
+      direct_problem(2, 6, 25, 33, 4, 7, 7, 1, 3, 1, 2, CONV_EPILOGUE_BIAS_RELU, S),
+  };
+  memcpy(out, cases, sizeof cases);
+  return sizeof cases / sizeof cases[0];
+}
+
+static int half_forward(conv_dtype dtype) {
+  conv_problem cases[8];
+  const size_t n = half_forward_cases(cases);
+  return half_family_matches_reference(&conv_algorithm_fft, cases, n, dtype, "forward");
+}
+static int f16_forward(void) { return half_forward(CONV_DTYPE_F16); }
+static int bf16_forward(void) { return half_forward(CONV_DTYPE_BF16); }
+
+/* Backward-data in a half type: the transposed view reads dy and w in the
+ * type and writes dx in it. */
+static int half_backward_data(conv_dtype dtype) {
+  const conv_math S = CONV_MATH_STRICT;
+  const conv_epilogue N = CONV_EPILOGUE_NONE;
+  conv_problem cases[] = {
+      direct_problem(2, 3, 40, 44, 5, 5, 5, 1, 2, 1, 1, N, S),     /* c != k */
+      direct_problem(1, 2, 64, 64, 3, 31, 31, 1, 15, 1, 1, N, S),  /* fft_few_ch_31 */
+      direct_problem(2, 20, 30, 30, 36, 3, 3, 1, 1, 1, 1, N, S),   /* GEMM product */
+      direct_problem(2, 6, 25, 33, 4, 3, 3, 1, 1, 1, 2, N, S),     /* groups */
+  };
+  enum { CASES = sizeof cases / sizeof cases[0] };
+  set_direction(cases, CASES, CONV_BACKWARD_DATA);
+  return half_family_matches_reference(&conv_algorithm_fft, cases, CASES, dtype,
+                                       "backward-data");
+}
+static int f16_backward_data(void) { return half_backward_data(CONV_DTYPE_F16); }
+static int bf16_backward_data(void) { return half_backward_data(CONV_DTYPE_BF16); }
+
+/* fp16 sums past its range: wrong (inf) without an epilogue, right where
+ * the bias, added in fp32 before the rounding, brings them back. */
+static int f16_overflow(void) {
+  conv_problem plain = direct_problem(1, 16, 24, 24, 4, 7, 7, 1, 0, 1, 1, CONV_EPILOGUE_NONE,
+                                      CONV_MATH_STRICT);
+  plain.dtype = CONV_DTYPE_F16;
+  conv_problem biased = plain;
+  biased.epilogue = CONV_EPILOGUE_BIAS;
+  const int rc = half_overflow_judged(&conv_algorithm_fft, plain);
+  return rc == TEST_PASS ? half_overflow_judged(&conv_algorithm_fft, biased) : rc;
+}
+
 static const labelled_test_case tests[] = {
     {"fft_configs", fft_configs, "cpu"},
+    {"half_types_served", half_types_served, "cpu"},
     {"fft_matches_reference", fft_matches_reference, "gpu"},
     {"fft_backward_data_matches_reference", fft_backward_data_matches_reference, "gpu"},
+    {"f16_forward", f16_forward, "gpu"},
+    {"bf16_forward", bf16_forward, "gpu"},
+    {"f16_backward_data", f16_backward_data, "gpu"},
+    {"bf16_backward_data", bf16_backward_data, "gpu"},
+    {"f16_overflow", f16_overflow, "gpu"},
 };
 TEST_MAIN(tests)

@@ -1,8 +1,9 @@
 /* test_fft_filter.c -- the fft_filter family (backward-filter through
  * cuFFT).  CPU: its scope (stride 1, dilation 1, any groups, up to 4096
  * filter planes), its transform sizes, and the configs it refuses before
- * any cuFFT call.  GPU (skipped without one): every config against the
- * CPU reference. */
+ * any cuFFT call; the half types where it takes fp32.  GPU (skipped
+ * without one): every config against the CPU reference, in fp32 and in
+ * fp16 and bf16. */
 #include <string.h>
 
 #include "tests/gpu_support.h"
@@ -102,8 +103,47 @@ static int fft_filter_matches_reference(void) {
   return family_passes_match_reference(&conv_algorithm_fft_filter, cases, CASES, 2 * CASES);
 }
 
+/* ---- half precision */
+
+/* fft_filter takes fp16 and bf16 where it takes fp32; not NHWC, strides
+ * or the other passes in them either. */
+static int half_types_served(void) {
+  conv_problem takes[] = {few_channels_31x31(CONV_BACKWARD_FILTER),
+                          few_channels_31x31(CONV_BACKWARD_FILTER)};
+  takes[1].c = takes[1].k = takes[1].groups = 128, takes[1].h = takes[1].w = 56;
+  conv_problem refuses[] = {few_channels_31x31(CONV_BACKWARD_FILTER),
+                            few_channels_31x31(CONV_BACKWARD_FILTER),
+                            few_channels_31x31(CONV_FORWARD)};
+  refuses[0].layout = CONV_LAYOUT_NHWC;
+  refuses[1].stride_w = 2;
+  return half_scope(&conv_algorithm_fft_filter, takes, sizeof takes / sizeof takes[0], refuses,
+                    sizeof refuses / sizeof refuses[0]);
+}
+
+/* Backward-filter in a half type: x and dy read in it, every sum in fp32,
+ * dw rounded once. */
+static int half_backward_filter(conv_dtype dtype) {
+  const conv_math S = CONV_MATH_STRICT;
+  const conv_epilogue N = CONV_EPILOGUE_NONE;
+  conv_problem cases[] = {
+      direct_problem(2, 4, 64, 64, 4, 31, 31, 1, 15, 1, 1, N, S),  /* fft_few_ch_31 */
+      direct_problem(3, 5, 70, 45, 6, 5, 5, 1, 2, 1, 1, N, S),     /* partial blocks */
+      direct_problem(2, 2, 97, 33, 3, 9, 9, 1, 0, 1, 1, N, S),     /* valid, partial tiles */
+      direct_problem(2, 6, 40, 40, 6, 31, 31, 1, 15, 1, 6, N, S),  /* depthwise 31x31 */
+  };
+  enum { CASES = sizeof cases / sizeof cases[0] };
+  set_direction(cases, CASES, CONV_BACKWARD_FILTER);
+  return half_family_matches_reference(&conv_algorithm_fft_filter, cases, CASES, dtype,
+                                       "backward-filter");
+}
+static int f16_backward_filter(void) { return half_backward_filter(CONV_DTYPE_F16); }
+static int bf16_backward_filter(void) { return half_backward_filter(CONV_DTYPE_BF16); }
+
 static const labelled_test_case tests[] = {
     {"fft_filter_configs", fft_filter_configs, "cpu"},
+    {"half_types_served", half_types_served, "cpu"},
     {"fft_filter_matches_reference", fft_filter_matches_reference, "gpu"},
+    {"f16_backward_filter", f16_backward_filter, "gpu"},
+    {"bf16_backward_filter", bf16_backward_filter, "gpu"},
 };
 TEST_MAIN(tests)
