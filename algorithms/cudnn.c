@@ -643,7 +643,7 @@ done:
   }
   out->state = s;
   out->workspace_bytes = s->workspace_bytes;
-  out->arith = notes.transform ? CONV_ARITH_TRANSFORM : CONV_ARITH_DIRECT;
+  out->arith = conv_cudnn_arith(&graph_problem, &notes);
   out->deterministic = !notes.nondeterministic;
   return CONV_OK;
 }

@@ -421,14 +421,15 @@ conv_status conv_cudnn_read_notes(cudnnBackendDescriptor_t engine, engine_notes 
   return CONV_OK;
 }
 
-/* NULL when the math mode admits the engine, else why not.  Strict mode is
- * plain fp32 FMA, so no tensor cores.  Neither mode promises inputs below
- * TF32 or a reduced-precision accumulator (PyTorch refuses
- * DOWN_CONVERT_INPUTS for fp32 too). */
 const char *conv_cudnn_math_refusal(const conv_problem *p, const engine_notes *notes) {
   const bool fp32 = p->dtype == CONV_DTYPE_F32;
   if (fp32 && p->math == CONV_MATH_STRICT && notes->tensor_core) return "uses TF32 tensor cores";
   if (notes->down_convert) return fp32 ? "down-converts its fp32 inputs" : "down-converts its inputs";
-  if (notes->reduced_reduction) return "accumulates in reduced precision";
+  if (fp32 && notes->reduced_reduction) return "accumulates in reduced precision";
   return NULL;
+}
+
+conv_arith conv_cudnn_arith(const conv_problem *p, const engine_notes *notes) {
+  if (p->dtype != CONV_DTYPE_F32 && notes->reduced_reduction) return CONV_ARITH_REDUCED_SUMS;
+  return notes->transform ? CONV_ARITH_TRANSFORM : CONV_ARITH_DIRECT;
 }

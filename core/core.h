@@ -114,7 +114,11 @@ conv_status conv_config_check(const conv_config *config, const char *family, int
 /* What arithmetic a config uses; sets the validation bound with the math mode. */
 typedef enum conv_arith {
   CONV_ARITH_DIRECT = 0, /* products summed directly (direct, GEMM)         */
-  CONV_ARITH_TRANSFORM   /* Winograd or FFT: larger, still bounded, error   */
+  CONV_ARITH_TRANSFORM,  /* Winograd or FFT: larger, still bounded, error   */
+  /* A half problem's config whose maker says it may sum in reduced
+   * precision (a cuDNN note): taken only as accurate as fp32 sums, so held
+   * to one output rounding's error whatever the sum's length. */
+  CONV_ARITH_REDUCED_SUMS
 } conv_arith;
 
 /* Relative-L2 error bound for validation of an fp32 problem, for sums of

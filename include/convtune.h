@@ -34,7 +34,9 @@
  * (for depthwise filters, c/groups == 1, the two filter layouts are the same
  * bytes).  x, w and y (and dx, dw, dy) hold elements of the problem's dtype
  * (conv_dtype: fp32, fp16 or bf16); the bias is fp32 whatever the dtype.
- * Sums are accumulated in fp32 at least; in fp16 and bf16 an epilogue is
+ * Sums are accumulated in fp32 at least (or, for a cuDNN engine that may
+ * sum in reduced precision, measured to be as accurate on the validation
+ * run: within 2.5 roundings of the output); in fp16 and bf16 an epilogue is
  * applied in fp32 to the accumulated sum, before the one rounding of each
  * output to the type.  All pointers passed to conv_plan_execute are
  * device pointers aligned to CONV_POINTER_ALIGNMENT bytes (cudaMalloc gives

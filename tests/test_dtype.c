@@ -189,6 +189,9 @@ static int bounds_per_dtype(void) {
   CHECK(near(conv_error_bound_for(&p, CONV_ARITH_TRANSFORM), 2.5e-2));
   CHECK(conv_error_bound_half(CONV_DTYPE_F16, CONV_ARITH_DIRECT) == 2e-3);
   CHECK(conv_error_bound_half(CONV_DTYPE_BF16, CONV_ARITH_DIRECT) == 1e-2);
+  /* Reduced-precision sums are held to 2.5 roundings of the output. */
+  CHECK(conv_error_bound_half(CONV_DTYPE_F16, CONV_ARITH_REDUCED_SUMS) == 5e-4);
+  CHECK(conv_error_bound_half(CONV_DTYPE_BF16, CONV_ARITH_REDUCED_SUMS) == 4e-3);
   /* 4 x 64 x 64 = 16384 terms a weight gradient: twice the base bound. */
   conv_problem long_sums = problem_3x3(CONV_DTYPE_F16, CONV_LAYOUT_NHWC, CONV_BACKWARD_FILTER);
   long_sums.n = 4, long_sums.h = long_sums.w = 64;

@@ -198,9 +198,11 @@ static int unfused_epilogue_knob(void) {
 }
 
 /* Half problems run on tensor cores whatever math mode they were asked
- * for (theirs is strict in name only), never down-converted or summed
- * below fp32; fp32 problems' refusals are as they were.  The epilogue is
- * in the graph for half problems only. */
+ * for (theirs is strict in name only), never down-converted; an engine
+ * that may sum in reduced precision is theirs when it shows fp32 sums'
+ * accuracy (the tight bound), never fp32 problems'.  fp32 problems'
+ * refusals are as they were.  The epilogue is in the graph for half
+ * problems only. */
 static int half_engines_and_epilogue(void) {
   conv_problem p;
   CHECK_STATUS(CONV_OK, conv_problem_parse("n=2 c=8 h=9 w=9 k=8 r=3 s=3 pad=1 epilogue=bias", &p,
@@ -212,12 +214,24 @@ static int half_engines_and_epilogue(void) {
   CHECK(!conv_cudnn_fuses_epilogue(&p));
   p.math = CONV_MATH_TF32;
   CHECK(conv_cudnn_math_refusal(&p, &tensor_core) == NULL);
+  CHECK(strcmp(conv_cudnn_math_refusal(&p, &reduced), "accumulates in reduced precision") == 0);
+  CHECK(conv_cudnn_arith(&p, &tensor_core) == CONV_ARITH_DIRECT);
   for (int d = 0; d < 2; d++) {
     p.dtype = d ? CONV_DTYPE_BF16 : CONV_DTYPE_F16;
     p.math = CONV_MATH_STRICT; /* what a half problem's math always is */
     CHECK(conv_cudnn_math_refusal(&p, &tensor_core) == NULL);
     CHECK(strcmp(conv_cudnn_math_refusal(&p, &down), "down-converts its inputs") == 0);
-    CHECK(strcmp(conv_cudnn_math_refusal(&p, &reduced), "accumulates in reduced precision") == 0);
+    CHECK(conv_cudnn_math_refusal(&p, &reduced) == NULL);
+    CHECK(conv_cudnn_arith(&p, &reduced) == CONV_ARITH_REDUCED_SUMS);
+    CHECK(conv_cudnn_arith(&p, &tensor_core) == CONV_ARITH_DIRECT);
+    /* One rounding's room, whatever the sum's length; the direct bound grows. */
+    const double tight = conv_error_bound_for(&p, CONV_ARITH_REDUCED_SUMS);
+    CHECK(tight < conv_error_bound_for(&p, CONV_ARITH_DIRECT));
+    conv_problem long_sums = p;
+    long_sums.c = 4096;
+    CHECK(conv_error_bound_for(&long_sums, CONV_ARITH_REDUCED_SUMS) == tight);
+    CHECK(conv_error_bound_for(&long_sums, CONV_ARITH_DIRECT) >
+          conv_error_bound_for(&p, CONV_ARITH_DIRECT));
     p.epilogue = CONV_EPILOGUE_BIAS_RELU;
     CHECK(conv_cudnn_fuses_epilogue(&p));
     p.epilogue = CONV_EPILOGUE_NONE;
