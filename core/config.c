@@ -99,7 +99,8 @@ double conv_error_bound(conv_math math, conv_arith arith) {
  * non-finite output whatever the bound. */
 double conv_error_bound_half(conv_dtype dtype, conv_arith arith) {
   const bool bf16 = dtype == CONV_DTYPE_BF16;
-  if (arith == CONV_ARITH_REDUCED_SUMS) return bf16 ? REDUCED_SUMS_BOUND_BF16 : REDUCED_SUMS_BOUND_F16;
+  if (arith == CONV_ARITH_REDUCED_SUMS)
+    return bf16 ? REDUCED_SUMS_BOUND_BF16 : REDUCED_SUMS_BOUND_F16;
   const double base = bf16 ? 1e-2 : 2e-3;
   return arith == CONV_ARITH_TRANSFORM ? 2.5 * base : base;
 }
