@@ -44,7 +44,8 @@ import zlib
 from pathlib import Path
 from typing import Callable
 
-from bench_common import MODES, UsageError, exit_status, log, output_paths, read_notes
+from bench_common import (MODES, UsageError, exit_status, log, output_paths, read_notes,
+                          plan_text, settle_row, skip_graph, verdict_text)
 from bench_suite import (Shape, conv_bytes, conv_flops, convtune_plan_kwargs, floor_ms, geomean,
     load_suite, make_inputs, modes_for, parse_modes, percent_of_floor, select_shapes,
     set_math_mode, spec_text, torch_conv_fn)
@@ -175,17 +176,13 @@ def bench_row(ctx, s: Shape, mode: str, inputs: tuple, ceilings: dict,
                        "workspace_bytes": info.get("workspace_bytes"),
                        "source": info.get("source"),
                        "percent_floor": percent_of_floor(row["floor_ms"], t_ct.median_ms)}
-    if within_limit(row["rel_l2"], mode):
-        row["status"] = "ok"
-        row["ratio"] = t_torch.median_ms / t_ct.median_ms
-    else:
-        row["status"] = "FAIL"
-        row["error"] = f"rel L2 {row['rel_l2']:.3g} above {REL_L2_LIMIT[mode]:g}"
+    settle_row(row, within_limit(row["rel_l2"], mode),
+               f"rel L2 {row['rel_l2']:.3g} above {REL_L2_LIMIT[mode]:g}",
+               t_torch.median_ms, t_ct.median_ms)
     if graph:
         record_graph(row, mode, g_torch, g_ct, torch_fn)
     else:
-        row["graph_status"] = "skipped"
-        row["graph_note"] = "not measured (--no-graph)"
+        skip_graph(row)
     return row
 
 
@@ -194,13 +191,8 @@ def describe_row(row: dict) -> str:
         return f"ERROR {row['error']}"
     t, c = row["torch"], row["convtune"]
     text = (f"torch {t['median_ms']:.4f} ms (first call {t['first_call_ms']:.0f} ms), "
-            f"convtune {c['median_ms']:.4f} ms ({c['source']}, {c['algorithm']} {c['config']}, "
-            f"plan {c['plan_ms']:.0f} ms), rel L2 {row['rel_l2']:.2g}")
-    if row["status"] == "ok":
-        text += f", ratio {row['ratio']:.2f}x"
-    else:
-        text += f", FAIL: {row['error']}"
-    return text + "; " + describe_graph(row)
+            f"convtune {c['median_ms']:.4f} ms ({plan_text(c)}), rel L2 {row['rel_l2']:.2g}")
+    return text + verdict_text(row) + "; " + describe_graph(row)
 
 
 def describe_graph(row: dict) -> str:

@@ -77,3 +77,30 @@ def exit_status(tool: str, run) -> int:
     except NoGpuError as e:
         print(f"{tool}: {e}", file=sys.stderr)
         return 3
+
+
+def settle_row(row: dict, ok: bool, error: str, torch_ms: float, convtune_ms: float) -> None:
+    """A timed row's verdict: "ok" with its ratio (PyTorch time / convtune
+    time), or "FAIL" with `error`, why its output is not within bounds."""
+    if ok:
+        row["status"] = "ok"
+        row["ratio"] = torch_ms / convtune_ms
+    else:
+        row["status"] = "FAIL"
+        row["error"] = error
+
+
+def skip_graph(row: dict) -> None:
+    """A row run without CUDA graphs (--no-graph)."""
+    row["graph_status"], row["graph_note"] = "skipped", "not measured (--no-graph)"
+
+
+def plan_text(convtune_timing: dict) -> str:
+    """Where a row's convtune plan came from, what it runs and what making it cost."""
+    c = convtune_timing
+    return f"{c['source']}, {c['algorithm']} {c['config']}, plan {c['plan_ms']:.0f} ms"
+
+
+def verdict_text(row: dict) -> str:
+    """A settled row's verdict for a progress line (settle_row)."""
+    return f", ratio {row['ratio']:.2f}x" if row["status"] == "ok" else f", FAIL: {row['error']}"

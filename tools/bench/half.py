@@ -39,7 +39,8 @@ import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import UsageError, exit_status, log, output_paths, read_notes  # noqa: E402
+from bench_common import (UsageError, exit_status, log, output_paths,  # noqa: E402
+                          plan_text, read_notes, settle_row, skip_graph, verdict_text)
 from bench_suite import (Shape, conv_flops, convtune_plan_kwargs, geomean, load_suite,  # noqa: E402
                          make_inputs, percent_of_floor, select_shapes, spec_text, tensor_shapes,
                          torch_conv_fn)
@@ -282,17 +283,13 @@ def bench_row(ctx, s: Shape, dtype: str, layout: str, halves: tuple, b32, ref,
                        "tuned_ms": info.get("time_ms"), "workspace_bytes": info.get("workspace_bytes"),
                        "dtype": info.get("dtype"),
                        "percent_floor": percent_of_floor(row["floor_ms"], t_ct.median_ms)}
-    if within(row["rel_l2"], row["rel_l2_limit"]):
-        row["status"] = "ok"
-        row["ratio"] = t_torch.median_ms / t_ct.median_ms
-    else:
-        row["status"] = "FAIL"
-        row["error"] = (f"rel L2 {row['rel_l2']:.3g} above {row['rel_l2_limit']:.3g} "
-                        f"(PyTorch's {row['torch_rel_l2']:.3g})")
+    settle_row(row, within(row["rel_l2"], row["rel_l2_limit"]),
+               f"rel L2 {row['rel_l2']:.3g} above {row['rel_l2_limit']:.3g} "
+               f"(PyTorch's {row['torch_rel_l2']:.3g})", t_torch.median_ms, t_ct.median_ms)
     if graph:
         record_graph(row, g_torch, g_ct, ref)
     else:
-        row["graph_status"], row["graph_note"] = "skipped", "not measured (--no-graph)"
+        skip_graph(row)
     return row
 
 
@@ -300,10 +297,8 @@ def describe(row: dict) -> str:
     if row["status"] == "error":
         return f"ERROR {row['error']}"
     t, c = row["torch"], row["convtune"]
-    text = (f"torch {t['median_ms']:.4f} ms, convtune {c['median_ms']:.4f} ms ({c['source']}, "
-            f"{c['algorithm']} {c['config']}, plan {c['plan_ms']:.0f} ms), rel L2 "
-            f"{row['rel_l2']:.2g} (PyTorch {row['torch_rel_l2']:.2g})")
-    text += f", ratio {row['ratio']:.2f}x" if row["status"] == "ok" else f", FAIL: {row['error']}"
+    text = (f"torch {t['median_ms']:.4f} ms, convtune {c['median_ms']:.4f} ms ({plan_text(c)}), "
+            f"rel L2 {row['rel_l2']:.2g} (PyTorch {row['torch_rel_l2']:.2g})") + verdict_text(row)
     if row["graph_ratio"] is not None:
         text += f"; graph ratio {row['graph_ratio']:.2f}x"
     if row["graph_note"]:
