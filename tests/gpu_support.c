@@ -227,6 +227,11 @@ conv_status execute_case(conv_plan *plan, const dev_case *d, conv_direction dire
   return conv_plan_execute(plan, 0, d->x, d->w, d->bias, d->y);
 }
 
+conv_problem channels_last(conv_problem p) {
+  p.layout = CONV_LAYOUT_NHWC;
+  return p;
+}
+
 void describe_problem(const conv_problem *p, char *text, size_t size) {
   if (conv_problem_key(p, text, size) != CONV_OK) snprintf(text, size, "(unprintable problem)");
 }

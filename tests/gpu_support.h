@@ -73,6 +73,8 @@ conv_policy tuning_policy(void);
 conv_problem direct_problem(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t r,
                             int64_t s, int64_t stride, int64_t pad, int64_t dil, int64_t groups,
                             conv_epilogue epilogue, conv_math math);
+/* `p` with channels-last (NHWC) tensors (and so K R S C filters). */
+conv_problem channels_last(conv_problem p);
 void describe_problem(const conv_problem *p, char *text, size_t size);
 
 /* ---- test cases: host tensors with the CPU reference, device copies */

@@ -47,11 +47,6 @@ static int nhwc_dense_matches_reference(void) {
 
 /* ---- half precision */
 
-static conv_problem nhwc(conv_problem p) {
-  p.layout = CONV_LAYOUT_NHWC;
-  return p;
-}
-
 /* gemm_nhwc takes NHWC forward problems of one group in fp32, fp16 and
  * bf16, every epilogue; it refuses the half types' NCHW, grouped and
  * backward problems (and lists nothing, prepares nothing for them). */
@@ -60,15 +55,15 @@ static int half_types_served(void) {
                       R = CONV_EPILOGUE_BIAS_RELU;
   const conv_math S = CONV_MATH_STRICT;
   const conv_problem takes[] = {
-      nhwc(direct_problem(2, 16, 12, 12, 32, 3, 3, 1, 1, 1, 1, N, S)),
-      nhwc(direct_problem(2, 32, 9, 9, 64, 1, 1, 1, 0, 1, 1, B, S)),
-      nhwc(direct_problem(2, 3, 32, 36, 96, 4, 4, 4, 0, 1, 1, R, S)),
+      channels_last(direct_problem(2, 16, 12, 12, 32, 3, 3, 1, 1, 1, 1, N, S)),
+      channels_last(direct_problem(2, 32, 9, 9, 64, 1, 1, 1, 0, 1, 1, B, S)),
+      channels_last(direct_problem(2, 3, 32, 36, 96, 4, 4, 4, 0, 1, 1, R, S)),
   };
   conv_problem refuses[] = {
       direct_problem(2, 16, 12, 12, 32, 3, 3, 1, 1, 1, 1, N, S),       /* NCHW */
-      nhwc(direct_problem(2, 16, 12, 12, 32, 3, 3, 1, 1, 1, 4, B, S)), /* 4 groups */
-      nhwc(direct_problem(2, 16, 12, 12, 32, 3, 3, 1, 1, 1, 1, N, S)), /* backward-data */
-      nhwc(direct_problem(2, 16, 12, 12, 32, 3, 3, 1, 1, 1, 1, N, S)), /* backward-filter */
+      channels_last(direct_problem(2, 16, 12, 12, 32, 3, 3, 1, 1, 1, 4, B, S)), /* 4 groups */
+      channels_last(direct_problem(2, 16, 12, 12, 32, 3, 3, 1, 1, 1, 1, N, S)), /* backward-data */
+      channels_last(direct_problem(2, 16, 12, 12, 32, 3, 3, 1, 1, 1, 1, N, S)), /* backward-filter */
   };
   refuses[2].direction = CONV_BACKWARD_DATA;
   refuses[3].direction = CONV_BACKWARD_FILTER;
@@ -96,7 +91,7 @@ static size_t half_nhwc_cases(conv_problem *out) {
       direct_problem(5, 20, 11, 13, 24, 3, 3, 1, 2, 2, 1, B, S),
   };
   const size_t n = quick_mode() ? 3 : sizeof cases / sizeof cases[0];
-  for (size_t i = 0; i < n; i++) out[i] = nhwc(cases[i]);
+  for (size_t i = 0; i < n; i++) out[i] = channels_last(cases[i]);
   return n;
 }
 
@@ -113,8 +108,8 @@ static int bf16_forward(void) { return half_forward(CONV_DTYPE_BF16); }
 static int half_odd_alignment(void) {
   const conv_math S = CONV_MATH_STRICT;
   const conv_problem cases[] = {
-      nhwc(direct_problem(2, 3, 17, 19, 16, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, S)),
-      nhwc(direct_problem(2, 15, 9, 9, 7, 1, 1, 1, 0, 1, 1, CONV_EPILOGUE_NONE, S)),
+      channels_last(direct_problem(2, 3, 17, 19, 16, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, S)),
+      channels_last(direct_problem(2, 15, 9, 9, 7, 1, 1, 1, 0, 1, 1, CONV_EPILOGUE_NONE, S)),
   };
   const size_t n = sizeof cases / sizeof cases[0];
   const int rc =
@@ -130,12 +125,12 @@ static int half_odd_alignment(void) {
  * through im2col). */
 static int f16_overflow(void) {
   const conv_math S = CONV_MATH_STRICT;
-  conv_problem plain = nhwc(direct_problem(2, 512, 6, 6, 16, 1, 1, 1, 0, 1, 1,
+  conv_problem plain = channels_last(direct_problem(2, 512, 6, 6, 16, 1, 1, 1, 0, 1, 1,
                                            CONV_EPILOGUE_NONE, S));
   plain.dtype = CONV_DTYPE_F16;
   conv_problem biased = plain, windows = plain;
   biased.epilogue = CONV_EPILOGUE_BIAS;
-  windows = nhwc(direct_problem(2, 64, 7, 7, 16, 3, 3, 1, 0, 1, 1, CONV_EPILOGUE_BIAS, S));
+  windows = channels_last(direct_problem(2, 64, 7, 7, 16, 3, 3, 1, 0, 1, 1, CONV_EPILOGUE_BIAS, S));
   windows.dtype = CONV_DTYPE_F16;
   int rc = half_overflow_judged(&conv_algorithm_gemm_nhwc, plain);
   if (rc == TEST_PASS) rc = half_overflow_judged(&conv_algorithm_gemm_nhwc, biased);
