@@ -18,9 +18,9 @@
  *
  * Error: as the forward `fft` (fft.c): about eps * log2(fh * fw) per
  * transform, inside CONV_ARITH_TRANSFORM's bound; fp32 in both math
- * modes.  fp16 and bf16: x and dy read exactly as fp32, every
- * transform and sum in fp32, dw rounded once to the type.  Deterministic: one cuFFT plan per transform, sums in a fixed
- * order, no atomics.
+ * modes.  fp16 and bf16: x and dy read exactly as fp32, every transform
+ * and sum in fp32, dw rounded once to the type.  Deterministic: one cuFFT
+ * plan per transform, sums in a fixed order, no atomics.
  *
  * Config values: {fh, fw}, the transform size (conv_fft_sizes: the whole
  * padded image, then power-of-two tiles).
@@ -95,8 +95,7 @@ static conv_status fft_filter_prepare(const conv_problem *problem, conv_env *env
   if (!fft_filter_problem_supported(problem))
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "fft_filter: only NCHW backward-filter (fp32, fp16 or bf16), stride 1, "
-                          "dilation 1, a "
-                          "filter of more than one tap and at most %d filter planes",
+                          "dilation 1, a filter of more than one tap and at most %d filter planes",
                           FFT_FILTER_MAX_PLANES);
   /* Sizes are checked by conv_fft_tiles_make. */
   const conv_status checked = conv_config_check(config, "fft_filter", 2, INT64_MIN, INT64_MAX, err);

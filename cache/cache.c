@@ -176,6 +176,11 @@ conv_status cache_tx_commit(const conv_cache *c, conv_error *err) {
   return s;
 }
 
+conv_status cache_write_begin(const conv_cache *c, conv_error *err) {
+  const conv_status s = cache_check_writable(c, err);
+  return s == CONV_OK ? cache_tx_begin(c, err) : s;
+}
+
 conv_status cache_tx_end(const conv_cache *c, conv_status s, conv_error *err) {
   if (s == CONV_OK) return cache_tx_commit(c, err);
   cache_tx_rollback(c, err);

@@ -234,9 +234,7 @@ conv_status conv_cache_store_carried(conv_cache *cache, const conv_cache_key *ke
     return conv_error_set(err, CONV_INVALID_ARGUMENT,
                           "cache: a carried-over winner must be a valid, validated and timed "
                           "trial marked winner");
-  s = cache_check_writable(cache, err);
-  if (s == CONV_OK) s = cache_tx_begin(cache, err);
-  if (s != CONV_OK) return s;
+  if ((s = cache_write_begin(cache, err)) != CONV_OK) return s;
   /* One transaction: a winner under this build's versions is never seen
    * without its mark, so it is always re-timed. */
   cache_tuning_writer w = {{NULL}, {NULL}, {NULL}, {NULL}};

@@ -67,6 +67,9 @@ conv_status cache_tx_commit(const conv_cache *c, conv_error *err);
  * is CONV_OK (returning the commit's status), else rolls it back and
  * returns s. */
 conv_status cache_tx_end(const conv_cache *c, conv_status s, conv_error *err);
+/* cache_check_writable, then cache_tx_begin: the start of a write that has
+ * nothing else to check first.  Ended by cache_tx_end. */
+conv_status cache_write_begin(const conv_cache *c, conv_error *err);
 
 /* Length of s, at most max (s need not be NUL-terminated within max). */
 size_t cache_bounded_len(const char *s, size_t max);

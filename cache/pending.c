@@ -62,8 +62,7 @@ typedef conv_status (*pending_write)(const conv_cache *c, cache_stmt *slot,
 
 static conv_status write_pending(conv_cache *cache, const conv_cache_key *key,
                                  conv_pending_reason reason, pending_write write, conv_error *err) {
-  conv_status s = cache_check_writable(cache, err);
-  if (s == CONV_OK) s = cache_tx_begin(cache, err);
+  conv_status s = cache_write_begin(cache, err);
   if (s != CONV_OK) return s;
   cache_stmt slot = {NULL};
   s = write(cache, &slot, key, reason, err);

@@ -39,9 +39,8 @@ static conv_status delete_tuning(const conv_cache *cache, cache_stmt *slot,
 conv_status conv_cache_begin_tuning(conv_cache *cache, const conv_cache_key *key,
                                     conv_error *err) {
   conv_status s = cache_check_key(cache, key, err);
-  if (s == CONV_OK) s = cache_check_writable(cache, err);
+  if (s == CONV_OK) s = cache_write_begin(cache, err);
   if (s != CONV_OK) return s;
-  if ((s = cache_tx_begin(cache, err)) != CONV_OK) return s;
   cache_stmt slot = {NULL};
   s = delete_tuning(cache, &slot, key, err);
   cache_stmt_free(&slot);
@@ -135,15 +134,12 @@ conv_status conv_cache_add_trial(conv_cache *cache, const conv_cache_key *key,
   if (conv_config_format(&trial->config, config, sizeof config) != CONV_OK)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: trial config with %d values",
                           trial->config.count);
+  if ((s = cache_tx_begin(cache, err)) != CONV_OK) return s;
   cache_stmt slot = {NULL};
-  CONV_TRY(s, cache_tx_begin(cache, err), out);
-  if (trial->winner) CONV_TRY(s, clear_winner(cache, key, err), fail);
-  CONV_TRY(s, insert_trial(cache, &slot, key, trial, config, NULL, err), fail);
+  if (trial->winner) s = clear_winner(cache, key, err);
+  if (s == CONV_OK) s = insert_trial(cache, &slot, key, trial, config, NULL, err);
   cache_stmt_free(&slot);
-  return cache_tx_commit(cache, err);
-fail:
-  cache_stmt_free(&slot);
-  cache_tx_rollback(cache, err);
+  return cache_tx_end(cache, s, err);
 out:
   return s;
 }
@@ -172,9 +168,7 @@ conv_status conv_cache_replace_tuning(conv_cache *cache, const conv_cache_key *k
   if (s != CONV_OK) return s;
   if (trials == NULL && count > 0)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "cache: NULL trials");
-  s = cache_check_writable(cache, err);
-  if (s == CONV_OK) s = cache_tx_begin(cache, err);
-  if (s != CONV_OK) return s;
+  if ((s = cache_write_begin(cache, err)) != CONV_OK) return s;
   cache_tuning_writer w = {{NULL}, {NULL}, {NULL}, {NULL}};
   s = cache_write_tuning(cache, &w, key, trials, tuned_at, count, err);
   cache_tuning_writer_free(&w);

@@ -410,7 +410,10 @@ void apply_overrides(const cli_args *a, conv_problem *p) {
   if (a->have_math) p->math = a->math;
   if (a->have_dtype) p->dtype = a->dtype;
   /* The filter takes the layout's own order (KCRS for NCHW, KRSC for NHWC). */
-  if (a->have_layout) p->layout = a->layout, p->filter_layout = CONV_FILTER_DEFAULT;
+  if (a->have_layout) {
+    p->layout = a->layout;
+    p->filter_layout = CONV_FILTER_DEFAULT;
+  }
   if (a->have_epilogue) p->epilogue = a->epilogue;
   if (a->have_direction) p->direction = a->direction;
   if (a->deterministic) p->deterministic = 1;
