@@ -211,13 +211,15 @@ static int bounds_per_dtype(void) {
 }
 
 /* The families with half configs: cudnn, the cuBLASLt GEMM families
- * whose GEMMs and kernels take the type, and the FFT families, whose fp32
- * transforms sit between cuts and crops in the type.  Each takes a half
- * problem where it takes its fp32 twin. */
+ * whose GEMMs and kernels take the type, the FFT families, whose fp32
+ * transforms sit between cuts and crops in the type, and depthwise_nhwc,
+ * whose kernels read and write the type and sum in fp32.  Each takes a
+ * half problem where it takes its fp32 twin. */
 static bool serves_half(const conv_algorithm *algo) {
   return algo->id == CONV_ALGO_CUDNN || algo->id == CONV_ALGO_GEMM_NHWC ||
          algo->id == CONV_ALGO_IM2COL_GEMM || algo->id == CONV_ALGO_GEMM_BACKWARD ||
-         algo->id == CONV_ALGO_FFT || algo->id == CONV_ALGO_FFT_FILTER;
+         algo->id == CONV_ALGO_FFT || algo->id == CONV_ALGO_FFT_FILTER ||
+         algo->id == CONV_ALGO_DEPTHWISE_NHWC;
 }
 
 /* Shapes each family might otherwise take, in every half type, layout and
