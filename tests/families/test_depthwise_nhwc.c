@@ -225,11 +225,6 @@ static int nhwc_depthwise_matches_reference(void) {
 
 /* ---- half precision */
 
-static conv_problem nhwc(conv_problem p) {
-  p.layout = CONV_LAYOUT_NHWC;
-  return p;
-}
-
 /* depthwise_nhwc takes NHWC depthwise forward problems in fp32, fp16 and
  * bf16, every epilogue; it refuses NCHW, dense and backward ones in the
  * half types as in fp32 (and lists nothing, prepares nothing for them). */
@@ -238,14 +233,14 @@ static int half_types_served(void) {
                       R = CONV_EPILOGUE_BIAS_RELU;
   const conv_math S = CONV_MATH_STRICT;
   const conv_problem takes[] = {
-      nhwc(direct_problem(2, 96, 14, 14, 96, 7, 7, 1, 3, 1, 96, B, S)),
-      nhwc(direct_problem(1, 40, 19, 23, 40, 3, 3, 2, 1, 1, 40, R, S)),
-      nhwc(direct_problem(2, 6, 20, 21, 6, 3, 3, 1, 2, 2, 6, N, S)),
+      channels_last(direct_problem(2, 96, 14, 14, 96, 7, 7, 1, 3, 1, 96, B, S)),
+      channels_last(direct_problem(1, 40, 19, 23, 40, 3, 3, 2, 1, 1, 40, R, S)),
+      channels_last(direct_problem(2, 6, 20, 21, 6, 3, 3, 1, 2, 2, 6, N, S)),
   };
   conv_problem refuses[] = {
       direct_problem(2, 96, 14, 14, 96, 7, 7, 1, 3, 1, 96, B, S),       /* NCHW */
-      nhwc(direct_problem(2, 16, 12, 12, 32, 3, 3, 1, 1, 1, 1, N, S)),  /* dense */
-      nhwc(direct_problem(2, 96, 14, 14, 96, 7, 7, 1, 3, 1, 96, N, S)), /* backward-data */
+      channels_last(direct_problem(2, 16, 12, 12, 32, 3, 3, 1, 1, 1, 1, N, S)),  /* dense */
+      channels_last(direct_problem(2, 96, 14, 14, 96, 7, 7, 1, 3, 1, 96, N, S)), /* backward-data */
   };
   refuses[2].direction = CONV_BACKWARD_DATA;
   return half_scope(&conv_algorithm_depthwise_nhwc, takes, sizeof takes / sizeof takes[0],
@@ -260,15 +255,15 @@ static int half_forward(conv_dtype dtype) {
   const conv_epilogue NONE = CONV_EPILOGUE_NONE, BIAS = CONV_EPILOGUE_BIAS,
                       RELU = CONV_EPILOGUE_BIAS_RELU;
   const conv_problem cases[] = {
-      nhwc(direct_problem(2, 96, 14, 14, 96, 7, 7, 1, 3, 1, 96, BIAS, S)),
-      nhwc(direct_problem(1, 40, 19, 23, 40, 3, 3, 2, 1, 1, 40, RELU, S)),
-      nhwc(direct_problem(2, 36, 17, 18, 36, 5, 5, 1, 2, 1, 36, NONE, S)),
-      nhwc(direct_problem(1, 132, 9, 11, 132, 5, 5, 2, 2, 1, 132, BIAS, S)),
-      nhwc(direct_problem(1, 6, 20, 21, 6, 3, 3, 1, 2, 2, 6, BIAS, S)),
-      nhwc(direct_problem(2, 8, 13, 12, 16, 3, 3, 1, 1, 1, 8, RELU, S)),
-      nhwc(direct_problem(1, 12, 16, 16, 12, 4, 2, 3, 0, 1, 12, NONE, S)),
-      nhwc(direct_problem(3, 5, 7, 9, 5, 7, 7, 1, 3, 1, 5, BIAS, S)),
-      nhwc(direct_problem(2, 132, 37, 29, 132, 3, 3, 1, 1, 1, 132, RELU, S)),
+      channels_last(direct_problem(2, 96, 14, 14, 96, 7, 7, 1, 3, 1, 96, BIAS, S)),
+      channels_last(direct_problem(1, 40, 19, 23, 40, 3, 3, 2, 1, 1, 40, RELU, S)),
+      channels_last(direct_problem(2, 36, 17, 18, 36, 5, 5, 1, 2, 1, 36, NONE, S)),
+      channels_last(direct_problem(1, 132, 9, 11, 132, 5, 5, 2, 2, 1, 132, BIAS, S)),
+      channels_last(direct_problem(1, 6, 20, 21, 6, 3, 3, 1, 2, 2, 6, BIAS, S)),
+      channels_last(direct_problem(2, 8, 13, 12, 16, 3, 3, 1, 1, 1, 8, RELU, S)),
+      channels_last(direct_problem(1, 12, 16, 16, 12, 4, 2, 3, 0, 1, 12, NONE, S)),
+      channels_last(direct_problem(3, 5, 7, 9, 5, 7, 7, 1, 3, 1, 5, BIAS, S)),
+      channels_last(direct_problem(2, 132, 37, 29, 132, 3, 3, 1, 1, 1, 132, RELU, S)),
   };
   return half_family_matches_reference(&conv_algorithm_depthwise_nhwc, cases,
                                        sizeof cases / sizeof cases[0], dtype, "forward");
