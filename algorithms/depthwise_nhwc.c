@@ -10,8 +10,9 @@
  * Version 3: filters staged by cp.async.  Version 4: the row-pairs form.
  * fp16 and bf16 (still version 4, as cudnn's and fft's: fp32 problems get
  * the configs and kernels they got, so shipped fp32 tunings stay): the
- * thread-loads and row-pairs kernels instantiated for the type, fp32
- * registers, filters and sums, one rounding per output; no rolling form.
+ * kernels of every form instantiated for the type, fp32 registers,
+ * filters and sums, one rounding per output (the rolling form's ring holds
+ * the type).
  *
  * Tests: tests/families/test_depthwise_nhwc.c.
  */
@@ -90,7 +91,7 @@ static int depthwise_nhwc_list(const conv_problem *problem, const conv_env *env,
   conv_config(*forms)[DEPTHWISE_NHWC_FORM_CONFIGS_MAX] = calloc(3, sizeof *forms);
   if (forms == NULL) return 0;
   int listed[3] = {0, 0, 0};
-  if (float4_channels && problem->dtype == CONV_DTYPE_F32) /* rolling: fp32 only */
+  if (float4_channels)
     depthwise_nhwc_add_form(problem, &shape, CONV_DWNHWC_ROLLING, vec, rolling_pxs, 3,
                             rolling_bands, 3, forms[0], DEPTHWISE_NHWC_FORM_CONFIGS_MAX,
                             &listed[0]);

@@ -9,8 +9,8 @@
  * Element types: x, w and y are T (float, __half or __nv_bfloat16); the
  * registers (V: float4 or float, `vec` channels), the staged filters and
  * the sums are fp32 whatever T, and each output is rounded to T once, after
- * the epilogue.  A half thread's 4 channels are one 8-byte load.  The
- * rolling form is fp32 only.
+ * the epilogue.  A half thread's 4 channels are one 8-byte load; the
+ * rolling form's ring holds input rows in T, converted as they are read.
  */
 #include <stdio.h>
 
@@ -20,6 +20,7 @@
 #include "algorithms/common/launch_checks.h"
 #include "algorithms/common/launch_plan.cuh"
 #include "algorithms/common/staging.cuh"
+#include "core/core.h"
 
 namespace {
 
@@ -144,11 +145,11 @@ __device__ __forceinline__ void stage_filters(const dw_params &prm, const float 
   __syncthreads();
 }
 
-/* The same for half filters, converted to fp32 on the way (cp.async
- * cannot convert): the layout of stage_filters_async, loads in order. */
+/* Half filters converted to fp32 on the way (cp.async cannot convert):
+ * the layout of stage_filters_async, loads in order, no barrier. */
 template <typename H>
-__device__ __forceinline__ void stage_filters(const dw_params &prm, const H *__restrict__ w,
-                                              float *sw) {
+__device__ __forceinline__ void stage_filters_async_or_now(const dw_params &prm,
+                                                           const H *__restrict__ w, float *sw) {
   const int taps = prm.r * prm.s, count = taps * prm.block_channels;
   const int first = (int)blockIdx.y * prm.block_channels;
   const int valid = min(prm.block_channels, prm.k - first) * taps;
@@ -158,6 +159,18 @@ __device__ __forceinline__ void stage_filters(const dw_params &prm, const H *__r
     const int kk = i / taps, tap = i - kk * taps;
     sw[tap * prm.filter_ld + kk] = i < valid ? conv_element_to_float(__ldg(src + i)) : 0.0f;
   }
+}
+__device__ __forceinline__ void stage_filters_async_or_now(const dw_params &prm,
+                                                           const float *__restrict__ w,
+                                                           float *sw) {
+  stage_filters_async(prm, w, sw);
+}
+
+/* The same for half filters, visible to the whole block. */
+template <typename H>
+__device__ __forceinline__ void stage_filters(const dw_params &prm, const H *__restrict__ w,
+                                              float *sw) {
+  stage_filters_async_or_now(prm, w, sw);
   __syncthreads();
 }
 
@@ -290,12 +303,36 @@ __global__ static void __launch_bounds__(kMaxThreads)
   }
 }
 
+/* 4 channels of T copied to shared memory by cp.async (16 bytes of fp32,
+ * 8 of a half type); src_bytes 0 zero-fills them. */
+__device__ __forceinline__ void cp_async_channels4(float *dst, const float *src, bool inside) {
+  cp_async16(dst, src, inside ? 16 : 0);
+}
+template <typename H>
+__device__ __forceinline__ void cp_async_channels4(H *dst, const H *src, bool inside) {
+  cp_async8(dst, src, inside ? 8 : 0);
+}
+
+/* 4 channels of T read from shared memory as fp32. */
+__device__ __forceinline__ float4 shared_channels4(const float *p) {
+  return *reinterpret_cast<const float4 *>(p);
+}
+template <typename H>
+__device__ __forceinline__ float4 shared_channels4(const H *p) {
+  const uint2 bits = *reinterpret_cast<const uint2 *>(p);
+  H h[4];
+  memcpy(h, &bits, sizeof bits);
+  return make_float4(conv_element_to_float(h[0]), conv_element_to_float(h[1]),
+                     conv_element_to_float(h[2]), conv_element_to_float(h[3]));
+}
+
 /* Starts copying input row `ih` of the block's column tile and channels
- * into ring slot `slot` ([in_cols][block_channels] floats); rows and
+ * into ring slot `slot` ([in_cols][block_channels] elements of T); rows and
  * columns outside the image, and channels past the last, are zero-filled. */
-__device__ __forceinline__ void rolling_load_row(const dw_params &prm, const float *ximage,
-                                                 const float *x, int ih, int first_col,
-                                                 int first_channel, int in_cols, float *slot) {
+template <typename T>
+__device__ __forceinline__ void rolling_load_row(const dw_params &prm, const T *ximage,
+                                                 const T *x, int ih, int first_col,
+                                                 int first_channel, int in_cols, T *slot) {
   const int groups = (int)blockDim.x; /* float4 channel groups a block */
   const int tid = (int)(threadIdx.y * blockDim.x + threadIdx.x), threads = blockDim.x * blockDim.y;
   const bool row_inside = ih >= 0 && ih < prm.h;
@@ -303,8 +340,8 @@ __device__ __forceinline__ void rolling_load_row(const dw_params &prm, const flo
     const int col = i / groups, g = i - col * groups;
     const int iw = first_col + col, ch = first_channel + g * 4;
     const bool inside = row_inside && iw >= 0 && iw < prm.w && ch < prm.k;
-    const float *src = inside ? ximage + ((size_t)ih * prm.w + iw) * prm.c + ch : x;
-    cp_async16(slot + col * prm.block_channels + g * 4, src, inside ? 16 : 0);
+    const T *src = inside ? ximage + ((size_t)ih * prm.w + iw) * prm.c + ch : x;
+    cp_async_channels4(slot + col * prm.block_channels + g * 4, src, inside);
   }
 }
 
@@ -315,29 +352,31 @@ __device__ __forceinline__ void rolling_load_row(const dw_params &prm, const flo
  * input element then comes from L2 once per block, where the other forms
  * load it once per filter row and output row it serves and rely on L1,
  * which the windows of a large image's resident blocks overflow. */
-template <int K, int PX>
+template <typename T, int K, int PX>
 __global__ static void __launch_bounds__(kMaxThreads)
     dw_rolling_kernel(const dw_params prm, const void *__restrict__ xv,
                       const void *__restrict__ wv, const float *__restrict__ bias,
                       void *__restrict__ yv, int tq) {
   constexpr int SPAN = PX + K - 1, SLOTS = K + 1;
-  const float *x = static_cast<const float *>(xv), *w = static_cast<const float *>(wv);
-  float *y = static_cast<float *>(yv);
+  const T *x = static_cast<const T *>(xv), *w = static_cast<const T *>(wv);
+  T *y = static_cast<T *>(yv);
   extern __shared__ __align__(16) float smem[];
   float *sw = smem;
-  float *ring = smem + K * K * prm.filter_ld;
-  const int in_cols = tq * PX + K - 1, slot_floats = in_cols * prm.block_channels;
+  /* filter_ld is a multiple of 4: the ring starts 16-byte aligned. */
+  T *ring = reinterpret_cast<T *>(smem + K * K * prm.filter_ld);
+  const int in_cols = tq * PX + K - 1, slot_elems = in_cols * prm.block_channels;
   const dw_place at = place_thread<4, PX>(prm, tq);
   const int first_col = at.col0 - (int)threadIdx.y * PX - prm.pad_w;
   const int first_channel = (int)blockIdx.y * prm.block_channels;
-  const float *ximage = x + (size_t)at.image * prm.h * prm.w * prm.c;
+  const T *ximage = x + (size_t)at.image * prm.h * prm.w * prm.c;
   const int row_end = min(at.row0 + prm.rows, prm.p), ih0 = at.row0 - prm.pad_h;
   for (int t = 0; t < K; t++)
     rolling_load_row(prm, ximage, x, ih0 + t, first_col, first_channel, in_cols,
-                     ring + t * slot_floats);
+                     ring + t * slot_elems);
   cp_async_commit();
-  /* Waited for with the first row's inputs, in the loop. */
-  stage_filters_async(prm, w, sw);
+  /* Waited for with the first row's inputs, in the loop (half filters are
+   * converted by plain stores, which the loop's first barrier publishes). */
+  stage_filters_async_or_now(prm, w, sw);
   /* No early return: every thread takes part in the loads and barriers. */
   const bool active = at.channel < prm.k && at.col0 < prm.q;
   const int outputs = min(PX, prm.q - at.col0);
@@ -345,7 +384,7 @@ __global__ static void __launch_bounds__(kMaxThreads)
     const int step = row - at.row0, base = step % SLOTS;
     if (row + 1 < row_end)
       rolling_load_row(prm, ximage, x, ih0 + step + K, first_col, first_channel, in_cols,
-                       ring + ((step + K) % SLOTS) * slot_floats);
+                       ring + ((step + K) % SLOTS) * slot_elems);
     cp_async_commit();
     cp_async_wait<1>(); /* this row's inputs have landed; the next's may not */
     __syncthreads();
@@ -356,12 +395,11 @@ __global__ static void __launch_bounds__(kMaxThreads)
 #pragma unroll
       for (int fr = 0; fr < K; fr++) {
         const int slot = base + fr < SLOTS ? base + fr : base + fr - SLOTS;
-        const float *srow = ring + slot * slot_floats +
-                            (int)threadIdx.y * PX * prm.block_channels + at.local_channel;
+        const T *srow = ring + slot * slot_elems +
+                        (int)threadIdx.y * PX * prm.block_channels + at.local_channel;
         float4 window[SPAN];
 #pragma unroll
-        for (int t = 0; t < SPAN; t++)
-          window[t] = *reinterpret_cast<const float4 *>(srow + t * prm.block_channels);
+        for (int t = 0; t < SPAN; t++) window[t] = shared_channels4(srow + t * prm.block_channels);
 #pragma unroll
         for (int fs = 0; fs < K; fs++) {
           const float4 tap = *reinterpret_cast<const float4 *>(
@@ -452,23 +490,21 @@ struct dw_instance {
       {W, 0, 0, 2, 1, D, dw_generic_kernel<T, float, 2>},                               \
       {W, 0, 0, 4, 1, D, dw_generic_kernel<T, float, 4>},                               \
       {W, 0, 0, 8, 1, D, dw_generic_kernel<T, float, 8>}
+#define R CONV_DWNHWC_ROLLING
+#define DW_ROLLING(T, D, S)                                                              \
+  {R, S, 1, 2, 4, D, dw_rolling_kernel<T, S, 2>},                                       \
+      {R, S, 1, 4, 4, D, dw_rolling_kernel<T, S, 4>},                                   \
+      {R, S, 1, 8, 4, D, dw_rolling_kernel<T, S, 8>}
 #define DW_TYPE(T, D)                                                                    \
   DW_WINDOWS(T, D, 3, 1), DW_WINDOWS(T, D, 3, 2), DW_WINDOWS(T, D, 5, 1),               \
       DW_WINDOWS(T, D, 5, 2), DW_WINDOWS(T, D, 7, 1), DW_WINDOWS(T, D, 7, 2),           \
+      DW_ROLLING(T, D, 3), DW_ROLLING(T, D, 5), DW_ROLLING(T, D, 7),                    \
       DW_PAIRS(T, D, 3), DW_PAIRS(T, D, 5), DW_PAIRS(T, D, 7), DW_GENERIC(T, D)
-#define R CONV_DWNHWC_ROLLING
-#define DW_ROLLING(S)                                                                    \
-  {R, S, 1, 2, 4, CONV_DTYPE_F32, dw_rolling_kernel<S, 2>},                             \
-      {R, S, 1, 4, 4, CONV_DTYPE_F32, dw_rolling_kernel<S, 4>},                         \
-      {R, S, 1, 8, 4, CONV_DTYPE_F32, dw_rolling_kernel<S, 8>}
 
 const dw_instance kInstances[] = {
     DW_TYPE(float, CONV_DTYPE_F32),
     DW_TYPE(__half, CONV_DTYPE_F16),
     DW_TYPE(__nv_bfloat16, CONV_DTYPE_BF16),
-    DW_ROLLING(3),
-    DW_ROLLING(5),
-    DW_ROLLING(7),
 };
 #undef DW_WINDOWS
 #undef DW_ROLLING
@@ -522,7 +558,6 @@ extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tilin
   if (rolling && !(square && pb->stride_h == 1 && pb->stride_w == 1 && pb->dil_h == 1 &&
                    pb->dil_w == 1 && t->vec == 4))
     CONV_REJECT("the rolling form takes square 3, 5 or 7 filters, stride 1, no dilation, vec 4");
-  if (rolling && pb->dtype != CONV_DTYPE_F32) CONV_REJECT("the rolling form is fp32 only");
   const bool pairs = t->form == CONV_DWNHWC_ROW_PAIRS;
   if (pairs && !(square && pb->stride_h == 1 && pb->stride_w == 1 && pb->dil_h == 1 &&
                  pb->dil_w == 1 && t->px <= 4 && t->rows >= 2))
@@ -549,9 +584,9 @@ extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tilin
   l.grid[1] = (unsigned)blocks_y;
   l.filter_ld = l.block_channels + 4; /* keeps float4 rows aligned */
   l.smem_bytes = (size_t)l.filter_ld * (size_t)(pb->r * pb->s) * sizeof(float);
-  if (rolling) /* and the ring of r + 1 input rows of the block's column tile */
+  if (rolling) /* and the ring of r + 1 input rows of the block's column tile, in the type */
     l.smem_bytes += (size_t)(pb->r + 1) * (size_t)(t->tq * t->px + pb->s - 1) *
-                    (size_t)l.block_channels * sizeof(float);
+                    (size_t)l.block_channels * conv_dtype_bytes(pb->dtype);
   const size_t smem_max = rolling ? CONV_DWNHWC_SMEM_MAX : (48u << 10);
   if (l.smem_bytes > smem_max)
     CONV_REJECT("%zu bytes of shared memory: past %zu", l.smem_bytes, smem_max);

@@ -34,7 +34,8 @@
  *
  * Element types: x, w and y in the problem's dtype (fp32, fp16, bf16); the
  * sums, the staged filters and the fp32 bias in fp32, each output rounded
- * to the type once after the epilogue.  The rolling form is fp32 only.
+ * to the type once after the epilogue; the rolling form's ring of input
+ * rows holds the type.
  */
 #ifndef CONVTUNE_DEPTHWISE_NHWC_H
 #define CONVTUNE_DEPTHWISE_NHWC_H
@@ -87,8 +88,7 @@ typedef struct conv_dwnhwc_launch {
 
 /* Checks `tiling` against a valid NHWC forward depthwise `problem` and
  * fills *launch.  Returns false, with the reason in `why`, when the tiling
- * cannot run it (the rolling form for a half type, vec 4 with channels not
- * a multiple of 4 or a multiplier,
+ * cannot run it (vec 4 with channels not a multiple of 4 or a multiplier,
  * threads out of range, sizes past 32-bit indexing, too much shared
  * memory, a grid too large). */
 bool conv_dwnhwc_plan(const conv_problem *problem, const conv_dwnhwc_tiling *tiling,

@@ -5,7 +5,7 @@
  * turn, and the tilings it refuses.  GPU (skipped without one): every
  * config against the CPU reference, each kernel form exactly where it
  * applies; cuDNN's NHWC engines on the same shapes; in fp16 and bf16, the
- * same shapes through every config of the type (no rolling form). */
+ * same shapes through every config of the type. */
 #include <stdint.h>
 #include <string.h>
 
@@ -130,18 +130,30 @@ static int nhwc_problems(void) {
         strstr(why, "row-pairs") != NULL);
   CHECK(!conv_dwnhwc_plan(&p, &pair_px8, &refused, why, sizeof why) &&
         strstr(why, "row-pairs") != NULL);
-  /* Half types: the same configs less the rolling form, which refuses them. */
+  /* Half types: every form, and every fp32 config (a few more rolling
+   * ones, whose smaller ring fits where fp32's does not). */
   conv_problem half = p;
   half.dtype = CONV_DTYPE_F16;
   CHECK(dw->applicable(&half, &env));
+  conv_config f32_configs[128];
   int n_f32 = -1, n_half = -1;
-  CHECK_STATUS(CONV_OK, dw->configs(&p, &env, configs, 128, &n_f32, NULL));
+  CHECK_STATUS(CONV_OK, dw->configs(&p, &env, f32_configs, 128, &n_f32, NULL));
   CHECK_STATUS(CONV_OK, dw->configs(&half, &env, configs, 128, &n_half, NULL));
-  CHECK(n_half > 0 && n_half == n_f32 - rolling);
-  for (int i = 0; i < n_half; i++) CHECK(configs[i].values[5] != CONV_DWNHWC_ROLLING);
-  CHECK(configs[0].values[5] == CONV_DWNHWC_ROW_PAIRS && configs[0].values[0] == 4);
-  CHECK(!conv_dwnhwc_plan(&half, &rolling_tiling, &refused, why, sizeof why) &&
-        strstr(why, "fp32 only") != NULL);
+  CHECK(n_f32 > 0 && n_half >= n_f32 && n_half < 128);
+  for (int i = 0; i < n_f32; i++) {
+    bool listed = false;
+    for (int j = 0; j < n_half && !listed; j++)
+      listed = conv_config_equal(&configs[j], &f32_configs[i]);
+    CHECK_MSG(listed, "fp32 config %d not listed for fp16", i);
+  }
+  CHECK(configs[0].values[5] == CONV_DWNHWC_ROLLING && configs[0].values[0] == 4);
+  /* The rolling ring holds the type: half the bytes of fp32's. */
+  conv_dwnhwc_launch rolling32;
+  CHECK(conv_dwnhwc_plan(&p, &rolling_tiling, &rolling32, why, sizeof why));
+  CHECK(conv_dwnhwc_plan(&half, &rolling_tiling, &refused, why, sizeof why) &&
+        refused.kernel != NULL && refused.kernel != rolling32.kernel);
+  const size_t filters = (size_t)rolling32.filter_ld * 9 * sizeof(float);
+  CHECK(refused.smem_bytes - filters == (rolling32.smem_bytes - filters) / 2);
   CHECK(conv_dwnhwc_plan(&half, &pair_tiling, &refused, why, sizeof why) && refused.kernel != NULL);
   /* The NCHW depthwise problem is not this family's. */
   conv_problem nchw = depthwise_problem();
@@ -247,8 +259,8 @@ static int half_types_served(void) {
                     refuses, sizeof refuses / sizeof refuses[0]);
 }
 
-/* The fp32 test's shapes (every form but rolling, odd channel counts, a
- * multiplier, dilation, partial blocks and bands, every epilogue) in the
+/* The fp32 test's shapes (every form, odd channel counts, a multiplier,
+ * dilation, partial blocks, bands and column tiles, every epilogue) in the
  * type, every config against the reference within the type's bound. */
 static int half_forward(conv_dtype dtype) {
   const conv_math S = CONV_MATH_STRICT;
@@ -264,6 +276,7 @@ static int half_forward(conv_dtype dtype) {
       channels_last(direct_problem(1, 12, 16, 16, 12, 4, 2, 3, 0, 1, 12, NONE, S)),
       channels_last(direct_problem(3, 5, 7, 9, 5, 7, 7, 1, 3, 1, 5, BIAS, S)),
       channels_last(direct_problem(2, 132, 37, 29, 132, 3, 3, 1, 1, 1, 132, RELU, S)),
+      channels_last(direct_problem(1, 64, 40, 61, 64, 7, 7, 1, 3, 1, 64, BIAS, S)),
   };
   return half_family_matches_reference(&conv_algorithm_depthwise_nhwc, cases,
                                        sizeof cases / sizeof cases[0], dtype, "forward");
