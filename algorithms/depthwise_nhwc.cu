@@ -122,18 +122,28 @@ __device__ __forceinline__ dw_place place_thread(const dw_params &prm, int tq) {
  * them for 128 channels of 7x7 filters): loads through registers waited
  * a memory latency per batch, 1-2% of ConvNeXt's small-image layers.
  * The padded row length spreads the transposing stores over the banks. */
-__device__ __forceinline__ void stage_filters_async(const dw_params &prm,
-                                                    const float *__restrict__ w, float *sw) {
+/* The staging loop: copy(dst, src, inside) for each filter element, its
+ * shared-memory slot and its source (`inside`: not past the last channel). */
+template <typename T, typename Copy>
+__device__ __forceinline__ void for_each_filter_element(const dw_params &prm,
+                                                        const T *__restrict__ w, float *sw,
+                                                        Copy copy) {
   const int taps = prm.r * prm.s, count = taps * prm.block_channels;
   const int first = (int)blockIdx.y * prm.block_channels;
   const int valid = min(prm.block_channels, prm.k - first) * taps;
-  const float *src = w + (size_t)first * taps;
+  const T *src = w + (size_t)first * taps;
   const int tid = (int)(threadIdx.y * blockDim.x + threadIdx.x), threads = blockDim.x * blockDim.y;
   for (int i = tid; i < count; i += threads) {
     const int kk = i / taps, tap = i - kk * taps;
-    const bool inside = i < valid;
-    cp_async4(sw + tap * prm.filter_ld + kk, inside ? src + i : w, inside ? 4 : 0);
+    copy(sw + tap * prm.filter_ld + kk, i < valid ? src + i : w, i < valid);
   }
+}
+
+__device__ __forceinline__ void stage_filters_async(const dw_params &prm,
+                                                    const float *__restrict__ w, float *sw) {
+  for_each_filter_element(prm, w, sw, [](float *dst, const float *src, bool inside) {
+    cp_async4(dst, src, inside ? 4 : 0);
+  });
   cp_async_commit();
 }
 
@@ -150,15 +160,9 @@ __device__ __forceinline__ void stage_filters(const dw_params &prm, const float 
 template <typename H>
 __device__ __forceinline__ void stage_filters_async_or_now(const dw_params &prm,
                                                            const H *__restrict__ w, float *sw) {
-  const int taps = prm.r * prm.s, count = taps * prm.block_channels;
-  const int first = (int)blockIdx.y * prm.block_channels;
-  const int valid = min(prm.block_channels, prm.k - first) * taps;
-  const H *src = w + (size_t)first * taps;
-  const int tid = (int)(threadIdx.y * blockDim.x + threadIdx.x), threads = blockDim.x * blockDim.y;
-  for (int i = tid; i < count; i += threads) {
-    const int kk = i / taps, tap = i - kk * taps;
-    sw[tap * prm.filter_ld + kk] = i < valid ? conv_element_to_float(__ldg(src + i)) : 0.0f;
-  }
+  for_each_filter_element(prm, w, sw, [](float *dst, const H *src, bool inside) {
+    *dst = inside ? conv_element_to_float(__ldg(src)) : 0.0f;
+  });
 }
 __device__ __forceinline__ void stage_filters_async_or_now(const dw_params &prm,
                                                            const float *__restrict__ w,
