@@ -10,8 +10,9 @@
  * Config values: {layout, px, py, kb, tx, ty} (conv_direct_tiling).
  *
  * fp16 and bf16 (version unchanged, as cudnn's and fft's: fp32 problems get
- * the configs they got): the simple layout, read as fp32, summed in fp32,
- * each output rounded once; the other layouts are fp32 only.  A half NHWC
+ * the configs they got): the simple and window layouts (the window's
+ * one-channel blockings), read as fp32, summed in fp32, each output rounded
+ * once; the unit and generic layouts are fp32 only.  A half NHWC
  * problem of one input and one output channel runs as its NCHW twin (the
  * same bytes: the MSD nets' 1->1 layers in a channels-last model).
  *
@@ -65,18 +66,18 @@ static bool direct_channel_forward_view(const conv_problem *pb, conv_problem *vi
          view->k / view->groups <= DIRECT_CHANNEL_MAX_CHANNELS_OUT;
 }
 
-static bool direct_channel_add_simple(const conv_problem *problem, conv_config *out, int max,
-                                      int *n);
+static conv_status direct_channel_list(const conv_problem *view, conv_config *out, int max,
+                                       int *count, conv_error *err);
 
-/* Half problems run the simple layout only: theirs where one of its
- * configs plans (square 1, 3, 5 or 7 filters, up to a million outputs). */
+/* Half problems run the simple and window layouts only: theirs where one
+ * of those configs plans (square filters: 1 to 7 up to a million outputs,
+ * 3, 5 and 7 with one output channel a thread). */
 static bool direct_channel_takes(const conv_problem *pb, conv_problem *view) {
   if (!direct_channel_forward_view(pb, view)) return false;
   if (view->dtype == CONV_DTYPE_F32) return true;
-  conv_config simple[2];
+  conv_config first;
   int n = 0;
-  direct_channel_add_simple(view, simple, 2, &n);
-  return n > 0;
+  return direct_channel_list(view, &first, 1, &n, NULL) == CONV_OK && n > 0;
 }
 
 static bool direct_channel_applicable(const conv_problem *problem, const conv_env *env) {
@@ -182,23 +183,16 @@ static bool direct_channel_add_simple(const conv_problem *problem, conv_config *
   return true;
 }
 
-static conv_status direct_channel_configs(const conv_problem *problem, conv_env *env,
-                                          conv_config *out, int max, int *count, conv_error *err) {
-  if (problem == NULL || out == NULL || count == NULL || max < 0)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "direct_channel: bad configs() arguments");
+/* The configs of the forward convolution `problem` (a view), most
+ * promising first; those that do not plan (for a half type: every layout
+ * but simple and window) are left out. */
+static conv_status direct_channel_list(const conv_problem *problem, conv_config *out, int max,
+                                       int *count, conv_error *err) {
   *count = 0;
-  conv_problem view;
-  if (env == NULL || !direct_channel_takes(problem, &view)) return CONV_OK;
-  problem = &view;
   int64_t p, q;
   if (conv_problem_output_dims(problem, &p, &q) != CONV_OK)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "direct_channel: invalid problem");
   int n = 0;
-  if (problem->dtype != CONV_DTYPE_F32) { /* the simple layout only */
-    direct_channel_add_simple(problem, out, max, &n);
-    *count = n;
-    return CONV_OK;
-  }
   /* The simple layout first where it wins (the fast policy's three
    * guesses then try it), last where it may. */
   const bool simple_first = problem->n * problem->k * p * q <= CONV_DIRECT_SIMPLE_FIRST_OUTPUTS;
@@ -231,6 +225,16 @@ static conv_status direct_channel_configs(const conv_problem *problem, conv_env 
 done:
   *count = n;
   return CONV_OK;
+}
+
+static conv_status direct_channel_configs(const conv_problem *problem, conv_env *env,
+                                          conv_config *out, int max, int *count, conv_error *err) {
+  if (problem == NULL || out == NULL || count == NULL || max < 0)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "direct_channel: bad configs() arguments");
+  *count = 0;
+  conv_problem view;
+  if (env == NULL || !direct_channel_takes(problem, &view)) return CONV_OK;
+  return direct_channel_list(&view, out, max, count, err);
 }
 
 /* ---------------------------------------------------------------- prepare/run */

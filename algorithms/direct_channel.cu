@@ -415,9 +415,12 @@ const void *find_simple_kernel(conv_dtype dtype, int r, int s, bool epilogue, bo
   return nullptr;
 }
 
-/* Every layout's kernels take these arguments. */
+/* The tiled layouts' kernels take these arguments; the window layout's
+ * take x, w and y untyped (window_fn), being instantiated per element type. */
 typedef void (*kernel_fn)(const conv_direct_launch, const float *, const float *, const float *,
                           float *);
+typedef void (*window_fn)(const conv_direct_launch, const void *, const void *, const float *,
+                          void *);
 
 struct instance {
   int layout, px, py, kb;
@@ -556,16 +559,15 @@ extern "C" bool conv_direct_plan(const conv_problem *pb, const conv_direct_tilin
   l.groups = (int)pb->groups;
   l.cg = (int)shape.c_per_group, l.kg = (int)shape.k_per_group;
   l.epilogue = (int)pb->epilogue;
+  l.dtype = (int)pb->dtype;
   if (l.kg % t->kb != 0)
     CONV_REJECT("kb %d does not divide %d output channels per group", t->kb, l.kg);
   l.kchunks = l.kg / t->kb;
   if (t->layout == CONV_DIRECT_SIMPLE) return plan_simple(&l, &shape, pb->dtype, L, why, why_size);
-  if (pb->dtype != CONV_DTYPE_F32)
-    CONV_REJECT("the %s layout is fp32 only (half types: the simple layout)",
-                t->layout == CONV_DIRECT_WINDOW ? "window"
-                : t->layout == CONV_DIRECT_UNIT ? "unit"
-                                                : "generic");
   if (t->layout == CONV_DIRECT_WINDOW) return conv_direct_window_plan(&l, L, why, why_size);
+  if (pb->dtype != CONV_DTYPE_F32)
+    CONV_REJECT("the %s layout is fp32 only (half types: the simple and window layouts)",
+                t->layout == CONV_DIRECT_UNIT ? "unit" : "generic");
   return plan_tiled(&l, L, why, why_size);
 }
 
@@ -612,9 +614,10 @@ extern "C" cudaError_t conv_direct_forward(const conv_direct_launch *L, const fl
                        simple_args_of(*L, x, w, bias, y));
   /* The window layout indexes threads in two dimensions, the tiled ones in
    * one. */
-  const dim3 block = L->tiling.layout == CONV_DIRECT_WINDOW
-                         ? block2d
-                         : dim3((unsigned)(L->tiling.tx * L->tiling.ty));
+  if (L->tiling.layout == CONV_DIRECT_WINDOW)
+    return conv_launch(L->pdl, (window_fn)L->kernel, grid, block2d, L->smem_bytes, stream, *L,
+                       (const void *)x, (const void *)w, bias, (void *)y);
+  const dim3 block((unsigned)(L->tiling.tx * L->tiling.ty));
   return conv_launch(L->pdl, (kernel_fn)L->kernel, grid, block, L->smem_bytes, stream, *L, x, w,
                      bias, y);
 }

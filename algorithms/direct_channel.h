@@ -76,6 +76,7 @@ typedef struct conv_direct_launch {
   int groups;
   int cg, kg;          /* channels per group, in and out                 */
   int epilogue;        /* conv_epilogue                                  */
+  int dtype;           /* conv_dtype of x, w and y                       */
   int kchunks;         /* kg / kb                                        */
   /* GENERIC and UNIT: one block per output tile, grid[0] blocks.        */
   int tile_rows, tile_cols;  /* output pixels per block                  */
@@ -137,9 +138,9 @@ __device__ __forceinline__ int64_t conv_direct_weight_offset(const conv_direct_l
 #define CONV_DIRECT_SIMPLE_FIRST_OUTPUTS ((int64_t)1 << 17)
 
 /* Checks `tiling` against a valid NCHW forward `problem` (fp32; fp16 and
- * bf16 with the simple layout) and fills *launch.  Returns false, with the
- * reason in `why`, when the tiling cannot run this problem (a layout other
- * than simple for a half type, wrong layout for the stride or filter, kb not dividing
+ * bf16 with the simple and window layouts) and fills *launch.  Returns
+ * false, with the reason in `why`, when the tiling cannot run this problem
+ * (the unit or generic layout for a half type, wrong layout for the stride or filter, kb not dividing
  * K/groups, not compiled, too much shared memory, sizes past 32-bit
  * indexing, a grid too large). */
 bool conv_direct_plan(const conv_problem *problem, const conv_direct_tiling *tiling,

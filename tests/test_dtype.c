@@ -267,7 +267,7 @@ static int half_takers(void) {
             p.dtype = halves[d];
             for (int a = 0; a < count; a++) {
               /* It takes half problems its simple layout runs, fewer than
-               * its fp32 twins: test_direct_channel.half_simple_layout. */
+               * its fp32 twins: test_direct_channel.half_layouts. */
               if (algos[a]->id == CONV_ALGO_DIRECT_CHANNEL) continue;
               /* And fft takes half NHWC forward problems, not their fp32
                * twins: test_fft.half_nhwc_forward_served. */
