@@ -77,9 +77,9 @@ conv_status conv_tune(const conv_tune_request *request, conv_choice *winner /* O
  * Why more of the other families': their configs are tens (a cuDNN
  * problem's are hundreds), each quick to prepare (no plan to finalize),
  * and their winners among them are where eight missed (depthwise layers'
- * tiles): leave-one-out over an H200's 577 exhaustive tunings, 99% of
- * shapes within 10% of the exhaustive winner, worst 1.19x, against 97%
- * and 1.39x at 8, for 1.9 more configs a shape on average
+ * tiles): leave-one-out over 713 of an H200's exhaustive tunings, without
+ * widening, 97% of shapes within 10% of the exhaustive winner against 96%
+ * at 8, for 1.8 more configs a shape on average
  * (tools/bench/predict-notes.md). */
 #define CONV_PREDICT_NEIGHBOURS 3
 #define CONV_PREDICT_CONFIGS 8

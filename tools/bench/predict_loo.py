@@ -18,11 +18,18 @@ output pixels, channels per group, depthwise or not) or their FFT winners
 differ in shape (whole image against tiles, or tile sizes), every family's
 first 3 configs are timed too; a family's first configs are read as its
 first 3 trials in the cache's row order (an unbudgeted exhaustive tuning
-times each family's configs in the family's own order).
+times each family's configs in the family's own order).  That order is
+only in a cache the tuner wrote: `convtune merge` and `export` copy a
+tuning's rows winner first, then fastest first, so in their files each
+family's "first" trials are its fastest and --widen and --cudnn-guesses
+would pick the winner by construction.  Such a cache is detected (the
+winner is the first row of nearly every tuning) and refused for those two
+options.
 Compared with S's exhaustive winner: within 10%?  A shape none of whose
 neighbours' picks applies to it would fall back to the full search.
 With --sequential, not leave-one-out but the tuner's own course: the shapes
-in the order the cache first recorded them, from an empty cache, each
+in the order they were tuned (their first trial's tuned_at, which merges
+keep; then row order), from an empty cache, each
 predicted only from the shapes before it and only from what their own
 tunings timed (a predicted shape's trials are its picks alone; one with
 fewer than k neighbours of its kind, or a full search, times everything),
@@ -136,6 +143,17 @@ def first_configs(db, shape, per_family=3):
     return picks
 
 
+def rows_in_merge_order(db):
+    """Whether the winner is the first row of nearly every tuning: the order
+    `convtune merge` and `export` write (winner first, then fastest first),
+    where a tuner's own cache lists configs as it timed them."""
+    first_is_winner, tunings = db.execute(
+        "WITH firsts AS (SELECT min(id) AS id FROM trials GROUP BY problem, device, versions) "
+        "SELECT coalesce(sum(t.winner <> 0), 0), count(*) FROM firsts f JOIN trials t ON t.id = f.id"
+    ).fetchone()
+    return tunings >= 10 and first_is_winner >= 0.9 * tunings
+
+
 def nearest(target, others, k):
     tf = target["features"]
     scored = sorted(others, key=lambda o: sum((a - b) ** 2 for a, b in zip(tf, o["features"])))
@@ -208,9 +226,10 @@ def main(argv):
     order = {}
     if args.sequential:
         with sqlite3.connect("file:%s?mode=ro" % args.cache, uri=True) as first:
-            for problem, device, versions, row in first.execute(
-                    "SELECT problem, device, versions, min(id) FROM trials GROUP BY 1, 2, 3"):
-                order[(problem, device, versions)] = row
+            for problem, device, versions, tuned_at, row in first.execute(
+                    "SELECT problem, device, versions, min(tuned_at), min(id) FROM trials "
+                    "GROUP BY 1, 2, 3"):
+                order[(problem, device, versions)] = (tuned_at, row)
     for w in convtune.cache_winners(args.cache):
         cls, features = parse_key(w["problem"])
         mine = [t for t in convtune.cache_trials(w["problem"], args.cache)
@@ -223,11 +242,17 @@ def main(argv):
         shapes.append({"key": w["problem"], "group": (cls, w["device"], w["versions"]), "features": features,
                        "winner": config_id(w), "winner_ms": w["time_ms"], "timed": timed,
                        "heuristic": heuristic, "by_text": by_text,
-                       "order": order.get((w["problem"], w["device"], w["versions"]), 0)})
+                       "order": order.get((w["problem"], w["device"], w["versions"]), ("", 0))})
     if args.sequential:
         shapes.sort(key=lambda x: x["order"])
     db = (sqlite3.connect("file:%s?mode=ro" % args.cache, uri=True)
           if args.widen or args.cudnn_guesses else None)
+    if db is not None and rows_in_merge_order(db):
+        print("predict_loo: %s lists each tuning's winner first (a merged or exported cache): "
+              "its row order is not the tuner's, so --widen and --cudnn-guesses cannot read a "
+              "family's first configs from it; use a cache the tuner wrote" % args.cache,
+              file=sys.stderr)
+        return 2
     widened = 0
     rows = []
     done = []  # --sequential: the shapes tuned so far, as the cache then holds them
