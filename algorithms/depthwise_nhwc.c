@@ -8,6 +8,11 @@
  * Version 2: the rolling form, rows as a config value, px 8, unrolled
  * filter rows, and filters staged with coalesced loads, eight in flight.
  * Version 3: filters staged by cp.async.  Version 4: the row-pairs form.
+ * fp16 and bf16 (still version 4, as cudnn's and fft's: fp32 problems get
+ * the configs and kernels they got, so shipped fp32 tunings stay): the
+ * kernels of every form instantiated for the type, fp32 registers,
+ * filters and sums, one rounding per output (the rolling form's ring holds
+ * the type).
  *
  * Tests: tests/families/test_depthwise_nhwc.c.
  */
@@ -19,7 +24,8 @@
 
 static bool depthwise_nhwc_applicable(const conv_problem *problem, const conv_env *env) {
   (void)env;
-  return problem != NULL && conv_problem_supported(problem) && problem->direction == CONV_FORWARD &&
+  return problem != NULL && conv_problem_supported_any_dtype(problem) &&
+         problem->direction == CONV_FORWARD &&
          problem->layout == CONV_LAYOUT_NHWC && problem->groups == problem->c;
 }
 
@@ -117,7 +123,7 @@ static void depthwise_nhwc_describe_values(const int64_t *v, char *text, size_t 
 
 static const conv_kernel_family depthwise_nhwc_family = {
     .name = "depthwise_nhwc",
-    .scope = "fp32 NHWC depthwise forward convolutions",
+    .scope = "NHWC depthwise forward convolutions",
     .values = 6, .value_min = 0, .value_max = 1024, .launch_bytes = sizeof(conv_dwnhwc_launch),
     .applicable = depthwise_nhwc_applicable, .list = depthwise_nhwc_list,
     .plan = depthwise_nhwc_plan, .configure = depthwise_nhwc_configure,

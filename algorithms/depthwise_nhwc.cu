@@ -5,14 +5,22 @@
  * tq * px output columns), y = blocks of tc * vec output channels.  Each
  * block first stages its channels' filters in shared memory, tap-major
  * ([tap][channel]), then each thread walks the band's rows.
+ *
+ * Element types: x, w and y are T (float, __half or __nv_bfloat16); the
+ * registers (V: float4 or float, `vec` channels), the staged filters and
+ * the sums are fp32 whatever T, and each output is rounded to T once, after
+ * the epilogue.  A half thread's 4 channels are one 8-byte load; the
+ * rolling form's ring holds input rows in T, converted as they are read.
  */
 #include <stdio.h>
 
 #include "algorithms/depthwise_nhwc.h"
+#include "algorithms/common/elements.cuh"
 #include "algorithms/common/epilogue.cuh"
 #include "algorithms/common/launch_checks.h"
 #include "algorithms/common/launch_plan.cuh"
 #include "algorithms/common/staging.cuh"
+#include "core/core.h"
 
 namespace {
 
@@ -35,6 +43,43 @@ __device__ __forceinline__ float4 fma_of(float4 x, float4 w, float4 acc) {
                      fmaf(x.w, w.w, acc.w));
 }
 __device__ __forceinline__ float fma_of(float x, float w, float acc) { return fmaf(x, w, acc); }
+
+/* A thread's V channels read from elements of T, as fp32 (through the
+ * read-only cache); 4 half channels are one 8-byte load. */
+__device__ __forceinline__ float4 load_v(const float *p, float4) {
+  return __ldg(reinterpret_cast<const float4 *>(p));
+}
+__device__ __forceinline__ float load_v(const float *p, float) { return __ldg(p); }
+template <typename H>
+__device__ __forceinline__ float4 load_v(const H *p, float4) {
+  const uint2 bits = __ldg(reinterpret_cast<const uint2 *>(p));
+  H h[4];
+  memcpy(h, &bits, sizeof bits);
+  return make_float4(conv_element_to_float(h[0]), conv_element_to_float(h[1]),
+                     conv_element_to_float(h[2]), conv_element_to_float(h[3]));
+}
+template <typename H>
+__device__ __forceinline__ float load_v(const H *p, float) {
+  return conv_element_to_float(__ldg(p));
+}
+
+/* V channels written to elements of T, each rounded once. */
+__device__ __forceinline__ void store_v(float *p, float4 v) {
+  *reinterpret_cast<float4 *>(p) = v;
+}
+__device__ __forceinline__ void store_v(float *p, float v) { *p = v; }
+template <typename H>
+__device__ __forceinline__ void store_v(H *p, float4 v) {
+  const H h[4] = {conv_element_from_float<H>(v.x), conv_element_from_float<H>(v.y),
+                  conv_element_from_float<H>(v.z), conv_element_from_float<H>(v.w)};
+  uint2 bits;
+  memcpy(&bits, h, sizeof bits);
+  *reinterpret_cast<uint2 *>(p) = bits;
+}
+template <typename H>
+__device__ __forceinline__ void store_v(H *p, float v) {
+  *p = conv_element_from_float<H>(v);
+}
 
 /* The epilogue of a thread's V channels, `bias` at the first: no bias read
  * for CONV_EPILOGUE_NONE, where it may be NULL. */
@@ -77,18 +122,28 @@ __device__ __forceinline__ dw_place place_thread(const dw_params &prm, int tq) {
  * them for 128 channels of 7x7 filters): loads through registers waited
  * a memory latency per batch, 1-2% of ConvNeXt's small-image layers.
  * The padded row length spreads the transposing stores over the banks. */
-__device__ __forceinline__ void stage_filters_async(const dw_params &prm,
-                                                    const float *__restrict__ w, float *sw) {
+/* The staging loop: copy(dst, src, inside) for each filter element, its
+ * shared-memory slot and its source (`inside`: not past the last channel). */
+template <typename T, typename Copy>
+__device__ __forceinline__ void for_each_filter_element(const dw_params &prm,
+                                                        const T *__restrict__ w, float *sw,
+                                                        Copy copy) {
   const int taps = prm.r * prm.s, count = taps * prm.block_channels;
   const int first = (int)blockIdx.y * prm.block_channels;
   const int valid = min(prm.block_channels, prm.k - first) * taps;
-  const float *src = w + (size_t)first * taps;
+  const T *src = w + (size_t)first * taps;
   const int tid = (int)(threadIdx.y * blockDim.x + threadIdx.x), threads = blockDim.x * blockDim.y;
   for (int i = tid; i < count; i += threads) {
     const int kk = i / taps, tap = i - kk * taps;
-    const bool inside = i < valid;
-    cp_async4(sw + tap * prm.filter_ld + kk, inside ? src + i : w, inside ? 4 : 0);
+    copy(sw + tap * prm.filter_ld + kk, i < valid ? src + i : w, i < valid);
   }
+}
+
+__device__ __forceinline__ void stage_filters_async(const dw_params &prm,
+                                                    const float *__restrict__ w, float *sw) {
+  for_each_filter_element(prm, w, sw, [](float *dst, const float *src, bool inside) {
+    cp_async4(dst, src, inside ? 4 : 0);
+  });
   cp_async_commit();
 }
 
@@ -100,25 +155,47 @@ __device__ __forceinline__ void stage_filters(const dw_params &prm, const float 
   __syncthreads();
 }
 
-template <typename V>
+/* Half filters converted to fp32 on the way (cp.async cannot convert):
+ * the layout of stage_filters_async, loads in order, no barrier. */
+template <typename H>
+__device__ __forceinline__ void stage_filters_async_or_now(const dw_params &prm,
+                                                           const H *__restrict__ w, float *sw) {
+  for_each_filter_element(prm, w, sw, [](float *dst, const H *src, bool inside) {
+    *dst = inside ? conv_element_to_float(__ldg(src)) : 0.0f;
+  });
+}
+__device__ __forceinline__ void stage_filters_async_or_now(const dw_params &prm,
+                                                           const float *__restrict__ w,
+                                                           float *sw) {
+  stage_filters_async(prm, w, sw);
+}
+
+/* The same for half filters, visible to the whole block. */
+template <typename H>
+__device__ __forceinline__ void stage_filters(const dw_params &prm, const H *__restrict__ w,
+                                              float *sw) {
+  stage_filters_async_or_now(prm, w, sw);
+  __syncthreads();
+}
+
+template <typename T, typename V>
 __device__ __forceinline__ void store_outputs(const dw_params &prm, const dw_place &at, int row,
                                               const V *acc, int count, const float *bias,
-                                              float *__restrict__ y) {
-  float *out = y + ((size_t)(at.image * prm.p + row) * prm.q + at.col0) * prm.k + at.channel;
+                                              T *__restrict__ y) {
+  T *out = y + ((size_t)(at.image * prm.p + row) * prm.q + at.col0) * prm.k + at.channel;
   for (int j = 0; j < count; j++)
-    *reinterpret_cast<V *>(out + (size_t)j * prm.k) = epilogue_of(acc[j], bias, prm.epilogue);
+    store_v(out + (size_t)j * prm.k, epilogue_of(acc[j], bias, prm.epilogue));
 }
 
 /* window[t] = input column first_col + t of row xrow (zero outside the
  * image), one V of the thread's channels each. */
-template <typename V, int SPAN>
-__device__ __forceinline__ void load_window(const dw_params &prm, const float *xrow, int first_col,
+template <typename T, typename V, int SPAN>
+__device__ __forceinline__ void load_window(const dw_params &prm, const T *xrow, int first_col,
                                             V (&window)[SPAN]) {
 #pragma unroll
   for (int t = 0; t < SPAN; t++) {
     const int iw = first_col + t;
-    window[t] = iw >= 0 && iw < prm.w ? __ldg(reinterpret_cast<const V *>(xrow + (size_t)iw * prm.c))
-                                      : zero_of(V());
+    window[t] = iw >= 0 && iw < prm.w ? load_v(xrow + (size_t)iw * prm.c, V()) : zero_of(V());
   }
 }
 
@@ -140,12 +217,14 @@ __device__ __forceinline__ void add_filter_row(const dw_params &prm, const float
  * input column of the thread's window is loaded once per filter row, and
  * the filter rows are unrolled so that the next row's loads are in flight
  * while this row's products are summed. */
-template <typename V, int K, int STRIDE, int PX>
+template <typename T, typename V, int K, int STRIDE, int PX>
 __global__ static void __launch_bounds__(kMaxThreads)
-    dw_window_kernel(const dw_params prm, const float *__restrict__ x,
-                     const float *__restrict__ w, const float *__restrict__ bias,
-                     float *__restrict__ y, int tq) {
+    dw_window_kernel(const dw_params prm, const void *__restrict__ xv,
+                     const void *__restrict__ wv, const float *__restrict__ bias,
+                     void *__restrict__ yv, int tq) {
   constexpr int VEC = sizeof(V) / sizeof(float), SPAN = (PX - 1) * STRIDE + K;
+  const T *x = static_cast<const T *>(xv), *w = static_cast<const T *>(wv);
+  T *y = static_cast<T *>(yv);
   extern __shared__ float sw[];
   stage_filters(prm, w, sw);
   const dw_place at = place_thread<VEC, PX>(prm, tq);
@@ -153,7 +232,7 @@ __global__ static void __launch_bounds__(kMaxThreads)
   const int in_channel = at.channel / prm.multiplier;
   const int outputs = min(PX, prm.q - at.col0);
   const int first_col = at.col0 * STRIDE - prm.pad_w;
-  const float *ximage = x + (size_t)at.image * prm.h * prm.w * prm.c + in_channel;
+  const T *ximage = x + (size_t)at.image * prm.h * prm.w * prm.c + in_channel;
   for (int row = at.row0; row < min(at.row0 + prm.rows, prm.p); row++) {
     V acc[PX];
 #pragma unroll
@@ -177,12 +256,14 @@ __global__ static void __launch_bounds__(kMaxThreads)
  * where the window form makes 2K (8 against 14 for 7x7).  ConvNeXt's
  * 14x14 layers are latency-bound on those loads at the occupancy the
  * window form's registers leave (convnext-notes.md). */
-template <typename V, int K, int PX>
+template <typename T, typename V, int K, int PX>
 __global__ static void __launch_bounds__(kMaxThreads)
-    dw_pairs_kernel(const dw_params prm, const float *__restrict__ x,
-                    const float *__restrict__ w, const float *__restrict__ bias,
-                    float *__restrict__ y, int tq) {
+    dw_pairs_kernel(const dw_params prm, const void *__restrict__ xv,
+                    const void *__restrict__ wv, const float *__restrict__ bias,
+                    void *__restrict__ yv, int tq) {
   constexpr int VEC = sizeof(V) / sizeof(float), SPAN = PX - 1 + K;
+  const T *x = static_cast<const T *>(xv), *w = static_cast<const T *>(wv);
+  T *y = static_cast<T *>(yv);
   extern __shared__ float sw[];
   stage_filters(prm, w, sw);
   const dw_place at = place_thread<VEC, PX>(prm, tq);
@@ -190,7 +271,7 @@ __global__ static void __launch_bounds__(kMaxThreads)
   const int in_channel = at.channel / prm.multiplier;
   const int outputs = min(PX, prm.q - at.col0);
   const int first_col = at.col0 - prm.pad_w;
-  const float *ximage = x + (size_t)at.image * prm.h * prm.w * prm.c + in_channel;
+  const T *ximage = x + (size_t)at.image * prm.h * prm.w * prm.c + in_channel;
   const int row_end = min(at.row0 + prm.rows, prm.p);
   for (int row = at.row0; row < row_end; row += 2) {
     V first[PX], second[PX];
@@ -226,12 +307,36 @@ __global__ static void __launch_bounds__(kMaxThreads)
   }
 }
 
+/* 4 channels of T copied to shared memory by cp.async (16 bytes of fp32,
+ * 8 of a half type); src_bytes 0 zero-fills them. */
+__device__ __forceinline__ void cp_async_channels4(float *dst, const float *src, bool inside) {
+  cp_async16(dst, src, inside ? 16 : 0);
+}
+template <typename H>
+__device__ __forceinline__ void cp_async_channels4(H *dst, const H *src, bool inside) {
+  cp_async8(dst, src, inside ? 8 : 0);
+}
+
+/* 4 channels of T read from shared memory as fp32. */
+__device__ __forceinline__ float4 shared_channels4(const float *p) {
+  return *reinterpret_cast<const float4 *>(p);
+}
+template <typename H>
+__device__ __forceinline__ float4 shared_channels4(const H *p) {
+  const uint2 bits = *reinterpret_cast<const uint2 *>(p);
+  H h[4];
+  memcpy(h, &bits, sizeof bits);
+  return make_float4(conv_element_to_float(h[0]), conv_element_to_float(h[1]),
+                     conv_element_to_float(h[2]), conv_element_to_float(h[3]));
+}
+
 /* Starts copying input row `ih` of the block's column tile and channels
- * into ring slot `slot` ([in_cols][block_channels] floats); rows and
+ * into ring slot `slot` ([in_cols][block_channels] elements of T); rows and
  * columns outside the image, and channels past the last, are zero-filled. */
-__device__ __forceinline__ void rolling_load_row(const dw_params &prm, const float *ximage,
-                                                 const float *x, int ih, int first_col,
-                                                 int first_channel, int in_cols, float *slot) {
+template <typename T>
+__device__ __forceinline__ void rolling_load_row(const dw_params &prm, const T *ximage,
+                                                 const T *x, int ih, int first_col,
+                                                 int first_channel, int in_cols, T *slot) {
   const int groups = (int)blockDim.x; /* float4 channel groups a block */
   const int tid = (int)(threadIdx.y * blockDim.x + threadIdx.x), threads = blockDim.x * blockDim.y;
   const bool row_inside = ih >= 0 && ih < prm.h;
@@ -239,8 +344,8 @@ __device__ __forceinline__ void rolling_load_row(const dw_params &prm, const flo
     const int col = i / groups, g = i - col * groups;
     const int iw = first_col + col, ch = first_channel + g * 4;
     const bool inside = row_inside && iw >= 0 && iw < prm.w && ch < prm.k;
-    const float *src = inside ? ximage + ((size_t)ih * prm.w + iw) * prm.c + ch : x;
-    cp_async16(slot + col * prm.block_channels + g * 4, src, inside ? 16 : 0);
+    const T *src = inside ? ximage + ((size_t)ih * prm.w + iw) * prm.c + ch : x;
+    cp_async_channels4(slot + col * prm.block_channels + g * 4, src, inside);
   }
 }
 
@@ -251,27 +356,31 @@ __device__ __forceinline__ void rolling_load_row(const dw_params &prm, const flo
  * input element then comes from L2 once per block, where the other forms
  * load it once per filter row and output row it serves and rely on L1,
  * which the windows of a large image's resident blocks overflow. */
-template <int K, int PX>
+template <typename T, int K, int PX>
 __global__ static void __launch_bounds__(kMaxThreads)
-    dw_rolling_kernel(const dw_params prm, const float *__restrict__ x,
-                      const float *__restrict__ w, const float *__restrict__ bias,
-                      float *__restrict__ y, int tq) {
+    dw_rolling_kernel(const dw_params prm, const void *__restrict__ xv,
+                      const void *__restrict__ wv, const float *__restrict__ bias,
+                      void *__restrict__ yv, int tq) {
   constexpr int SPAN = PX + K - 1, SLOTS = K + 1;
+  const T *x = static_cast<const T *>(xv), *w = static_cast<const T *>(wv);
+  T *y = static_cast<T *>(yv);
   extern __shared__ __align__(16) float smem[];
   float *sw = smem;
-  float *ring = smem + K * K * prm.filter_ld;
-  const int in_cols = tq * PX + K - 1, slot_floats = in_cols * prm.block_channels;
+  /* filter_ld is a multiple of 4: the ring starts 16-byte aligned. */
+  T *ring = reinterpret_cast<T *>(smem + K * K * prm.filter_ld);
+  const int in_cols = tq * PX + K - 1, slot_elems = in_cols * prm.block_channels;
   const dw_place at = place_thread<4, PX>(prm, tq);
   const int first_col = at.col0 - (int)threadIdx.y * PX - prm.pad_w;
   const int first_channel = (int)blockIdx.y * prm.block_channels;
-  const float *ximage = x + (size_t)at.image * prm.h * prm.w * prm.c;
+  const T *ximage = x + (size_t)at.image * prm.h * prm.w * prm.c;
   const int row_end = min(at.row0 + prm.rows, prm.p), ih0 = at.row0 - prm.pad_h;
   for (int t = 0; t < K; t++)
     rolling_load_row(prm, ximage, x, ih0 + t, first_col, first_channel, in_cols,
-                     ring + t * slot_floats);
+                     ring + t * slot_elems);
   cp_async_commit();
-  /* Waited for with the first row's inputs, in the loop. */
-  stage_filters_async(prm, w, sw);
+  /* Waited for with the first row's inputs, in the loop (half filters are
+   * converted by plain stores, which the loop's first barrier publishes). */
+  stage_filters_async_or_now(prm, w, sw);
   /* No early return: every thread takes part in the loads and barriers. */
   const bool active = at.channel < prm.k && at.col0 < prm.q;
   const int outputs = min(PX, prm.q - at.col0);
@@ -279,7 +388,7 @@ __global__ static void __launch_bounds__(kMaxThreads)
     const int step = row - at.row0, base = step % SLOTS;
     if (row + 1 < row_end)
       rolling_load_row(prm, ximage, x, ih0 + step + K, first_col, first_channel, in_cols,
-                       ring + ((step + K) % SLOTS) * slot_floats);
+                       ring + ((step + K) % SLOTS) * slot_elems);
     cp_async_commit();
     cp_async_wait<1>(); /* this row's inputs have landed; the next's may not */
     __syncthreads();
@@ -290,12 +399,11 @@ __global__ static void __launch_bounds__(kMaxThreads)
 #pragma unroll
       for (int fr = 0; fr < K; fr++) {
         const int slot = base + fr < SLOTS ? base + fr : base + fr - SLOTS;
-        const float *srow = ring + slot * slot_floats +
-                            (int)threadIdx.y * PX * prm.block_channels + at.local_channel;
+        const T *srow = ring + slot * slot_elems +
+                        (int)threadIdx.y * PX * prm.block_channels + at.local_channel;
         float4 window[SPAN];
 #pragma unroll
-        for (int t = 0; t < SPAN; t++)
-          window[t] = *reinterpret_cast<const float4 *>(srow + t * prm.block_channels);
+        for (int t = 0; t < SPAN; t++) window[t] = shared_channels4(srow + t * prm.block_channels);
 #pragma unroll
         for (int fs = 0; fs < K; fs++) {
           const float4 tap = *reinterpret_cast<const float4 *>(
@@ -311,12 +419,14 @@ __global__ static void __launch_bounds__(kMaxThreads)
 }
 
 /* GENERIC: any filter, stride and dilation. */
-template <typename V, int PX>
+template <typename T, typename V, int PX>
 __global__ static void __launch_bounds__(kMaxThreads)
-    dw_generic_kernel(const dw_params prm, const float *__restrict__ x,
-                      const float *__restrict__ w, const float *__restrict__ bias,
-                      float *__restrict__ y, int tq) {
+    dw_generic_kernel(const dw_params prm, const void *__restrict__ xv,
+                      const void *__restrict__ wv, const float *__restrict__ bias,
+                      void *__restrict__ yv, int tq) {
   constexpr int VEC = sizeof(V) / sizeof(float);
+  const T *x = static_cast<const T *>(xv), *w = static_cast<const T *>(wv);
+  T *y = static_cast<T *>(yv);
   extern __shared__ float sw[];
   stage_filters(prm, w, sw);
   const dw_place at = place_thread<VEC, PX>(prm, tq);
@@ -330,7 +440,7 @@ __global__ static void __launch_bounds__(kMaxThreads)
     for (int fr = 0; fr < prm.r; fr++) {
       const int ih = row * prm.stride_h - prm.pad_h + fr * prm.dil_h;
       if (ih < 0 || ih >= prm.h) continue;
-      const float *xrow = x + (size_t)(at.image * prm.h + ih) * prm.w * prm.c + in_channel;
+      const T *xrow = x + (size_t)(at.image * prm.h + ih) * prm.w * prm.c + in_channel;
       for (int fs = 0; fs < prm.s; fs++) {
         const V tap = *reinterpret_cast<const V *>(sw + (fr * prm.s + fs) * prm.filter_ld +
                                                    at.local_channel);
@@ -338,8 +448,7 @@ __global__ static void __launch_bounds__(kMaxThreads)
         for (int j = 0; j < PX; j++) {
           const int iw = (at.col0 + j) * prm.stride_w - prm.pad_w + fs * prm.dil_w;
           if (iw >= 0 && iw < prm.w)
-            acc[j] = fma_of(__ldg(reinterpret_cast<const V *>(xrow + (size_t)iw * prm.c)), tap,
-                            acc[j]);
+            acc[j] = fma_of(load_v(xrow + (size_t)iw * prm.c, V()), tap, acc[j]);
         }
       }
     }
@@ -347,55 +456,73 @@ __global__ static void __launch_bounds__(kMaxThreads)
   }
 }
 
-typedef void (*dw_kernel_fn)(const dw_params, const float *, const float *, const float *,
-                             float *, int);
+typedef void (*dw_kernel_fn)(const dw_params, const void *, const void *, const float *, void *,
+                             int);
 
 struct dw_instance {
   int form, s, stride, px, vec; /* window and rolling: s x s; generic: s = 0 */
+  conv_dtype dtype;
   dw_kernel_fn kernel;
 };
 
+/* Each element type's thread-loads and row-pairs kernels; the rolling
+ * kernels are fp32's alone. */
 #define W CONV_DWNHWC_THREAD_LOADS
-#define DW_WINDOWS(S, ST)                                                                \
-  {W, S, ST, 1, 4, dw_window_kernel<float4, S, ST, 1>},                                 \
-      {W, S, ST, 2, 4, dw_window_kernel<float4, S, ST, 2>},                             \
-      {W, S, ST, 4, 4, dw_window_kernel<float4, S, ST, 4>},                             \
-      {W, S, ST, 8, 4, dw_window_kernel<float4, S, ST, 8>},                             \
-      {W, S, ST, 1, 1, dw_window_kernel<float, S, ST, 1>},                              \
-      {W, S, ST, 2, 1, dw_window_kernel<float, S, ST, 2>},                              \
-      {W, S, ST, 4, 1, dw_window_kernel<float, S, ST, 4>},                              \
-      {W, S, ST, 8, 1, dw_window_kernel<float, S, ST, 8>}
+#define DW_WINDOWS(T, D, S, ST)                                                          \
+  {W, S, ST, 1, 4, D, dw_window_kernel<T, float4, S, ST, 1>},                           \
+      {W, S, ST, 2, 4, D, dw_window_kernel<T, float4, S, ST, 2>},                       \
+      {W, S, ST, 4, 4, D, dw_window_kernel<T, float4, S, ST, 4>},                       \
+      {W, S, ST, 8, 4, D, dw_window_kernel<T, float4, S, ST, 8>},                       \
+      {W, S, ST, 1, 1, D, dw_window_kernel<T, float, S, ST, 1>},                        \
+      {W, S, ST, 2, 1, D, dw_window_kernel<T, float, S, ST, 2>},                        \
+      {W, S, ST, 4, 1, D, dw_window_kernel<T, float, S, ST, 4>},                        \
+      {W, S, ST, 8, 1, D, dw_window_kernel<T, float, S, ST, 8>}
 #define P CONV_DWNHWC_ROW_PAIRS
-#define DW_PAIRS(S)                                                                      \
-  {P, S, 1, 1, 4, dw_pairs_kernel<float4, S, 1>}, {P, S, 1, 2, 4, dw_pairs_kernel<float4, S, 2>}, \
-      {P, S, 1, 4, 4, dw_pairs_kernel<float4, S, 4>},                                   \
-      {P, S, 1, 1, 1, dw_pairs_kernel<float, S, 1>}, {P, S, 1, 2, 1, dw_pairs_kernel<float, S, 2>}, \
-      {P, S, 1, 4, 1, dw_pairs_kernel<float, S, 4>}
+#define DW_PAIRS(T, D, S)                                                                \
+  {P, S, 1, 1, 4, D, dw_pairs_kernel<T, float4, S, 1>},                                 \
+      {P, S, 1, 2, 4, D, dw_pairs_kernel<T, float4, S, 2>},                             \
+      {P, S, 1, 4, 4, D, dw_pairs_kernel<T, float4, S, 4>},                             \
+      {P, S, 1, 1, 1, D, dw_pairs_kernel<T, float, S, 1>},                              \
+      {P, S, 1, 2, 1, D, dw_pairs_kernel<T, float, S, 2>},                              \
+      {P, S, 1, 4, 1, D, dw_pairs_kernel<T, float, S, 4>}
+#define DW_GENERIC(T, D)                                                                 \
+  {W, 0, 0, 1, 4, D, dw_generic_kernel<T, float4, 1>},                                  \
+      {W, 0, 0, 2, 4, D, dw_generic_kernel<T, float4, 2>},                              \
+      {W, 0, 0, 4, 4, D, dw_generic_kernel<T, float4, 4>},                              \
+      {W, 0, 0, 8, 4, D, dw_generic_kernel<T, float4, 8>},                              \
+      {W, 0, 0, 1, 1, D, dw_generic_kernel<T, float, 1>},                               \
+      {W, 0, 0, 2, 1, D, dw_generic_kernel<T, float, 2>},                               \
+      {W, 0, 0, 4, 1, D, dw_generic_kernel<T, float, 4>},                               \
+      {W, 0, 0, 8, 1, D, dw_generic_kernel<T, float, 8>}
 #define R CONV_DWNHWC_ROLLING
-#define DW_ROLLING(S)                                                                    \
-  {R, S, 1, 2, 4, dw_rolling_kernel<S, 2>}, {R, S, 1, 4, 4, dw_rolling_kernel<S, 4>},    \
-      {R, S, 1, 8, 4, dw_rolling_kernel<S, 8>}
+#define DW_ROLLING(T, D, S)                                                              \
+  {R, S, 1, 2, 4, D, dw_rolling_kernel<T, S, 2>},                                       \
+      {R, S, 1, 4, 4, D, dw_rolling_kernel<T, S, 4>},                                   \
+      {R, S, 1, 8, 4, D, dw_rolling_kernel<T, S, 8>}
+#define DW_TYPE(T, D)                                                                    \
+  DW_WINDOWS(T, D, 3, 1), DW_WINDOWS(T, D, 3, 2), DW_WINDOWS(T, D, 5, 1),               \
+      DW_WINDOWS(T, D, 5, 2), DW_WINDOWS(T, D, 7, 1), DW_WINDOWS(T, D, 7, 2),           \
+      DW_ROLLING(T, D, 3), DW_ROLLING(T, D, 5), DW_ROLLING(T, D, 7),                    \
+      DW_PAIRS(T, D, 3), DW_PAIRS(T, D, 5), DW_PAIRS(T, D, 7), DW_GENERIC(T, D)
 
 const dw_instance kInstances[] = {
-    DW_WINDOWS(3, 1), DW_WINDOWS(3, 2), DW_WINDOWS(5, 1),
-    DW_WINDOWS(5, 2), DW_WINDOWS(7, 1), DW_WINDOWS(7, 2),
-    DW_ROLLING(3),    DW_ROLLING(5),    DW_ROLLING(7),
-    DW_PAIRS(3),      DW_PAIRS(5),      DW_PAIRS(7),
-    {W, 0, 0, 1, 4, dw_generic_kernel<float4, 1>}, {W, 0, 0, 2, 4, dw_generic_kernel<float4, 2>},
-    {W, 0, 0, 4, 4, dw_generic_kernel<float4, 4>}, {W, 0, 0, 8, 4, dw_generic_kernel<float4, 8>},
-    {W, 0, 0, 1, 1, dw_generic_kernel<float, 1>},  {W, 0, 0, 2, 1, dw_generic_kernel<float, 2>},
-    {W, 0, 0, 4, 1, dw_generic_kernel<float, 4>},  {W, 0, 0, 8, 1, dw_generic_kernel<float, 8>},
+    DW_TYPE(float, CONV_DTYPE_F32),
+    DW_TYPE(__half, CONV_DTYPE_F16),
+    DW_TYPE(__nv_bfloat16, CONV_DTYPE_BF16),
 };
 #undef DW_WINDOWS
 #undef DW_ROLLING
 #undef DW_PAIRS
+#undef DW_GENERIC
+#undef DW_TYPE
 #undef W
 #undef P
 #undef R
 
-dw_kernel_fn find_kernel(int form, int s, int stride, int px, int vec) {
+dw_kernel_fn find_kernel(int form, int s, int stride, int px, int vec, conv_dtype dtype) {
   for (const dw_instance &in : kInstances)
-    if (in.form == form && in.s == s && in.stride == stride && in.px == px && in.vec == vec)
+    if (in.form == form && in.s == s && in.stride == stride && in.px == px && in.vec == vec &&
+        in.dtype == dtype)
       return in.kernel;
   return nullptr;
 }
@@ -406,6 +533,8 @@ extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tilin
                                  conv_dwnhwc_launch *L, char *why, size_t why_size) {
   if (pb->layout != CONV_LAYOUT_NHWC || pb->groups != pb->c)
     CONV_REJECT("not an NHWC depthwise problem");
+  if (pb->dtype != CONV_DTYPE_F32 && pb->dtype != CONV_DTYPE_F16 && pb->dtype != CONV_DTYPE_BF16)
+    CONV_REJECT("dtype %d: not f32, f16 or bf16", (int)pb->dtype);
   if (t->form != CONV_DWNHWC_THREAD_LOADS && t->form != CONV_DWNHWC_ROLLING &&
       t->form != CONV_DWNHWC_ROW_PAIRS)
     CONV_REJECT("form %d: not %d, %d or %d", t->form, CONV_DWNHWC_THREAD_LOADS,
@@ -441,7 +570,7 @@ extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tilin
   conv_dwnhwc_launch l = {};
   l.tiling = *t;
   l.kernel = (const void *)find_kernel(t->form, window ? (int)pb->s : 0,
-                                       window ? (int)pb->stride_w : 0, t->px, t->vec);
+                                       window ? (int)pb->stride_w : 0, t->px, t->vec, pb->dtype);
   if (l.kernel == NULL) CONV_REJECT("no kernel compiled for this filter and tiling");
   conv_launch_set_geometry(l, pb, p, q);
   l.multiplier = (int)multiplier;
@@ -459,9 +588,9 @@ extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tilin
   l.grid[1] = (unsigned)blocks_y;
   l.filter_ld = l.block_channels + 4; /* keeps float4 rows aligned */
   l.smem_bytes = (size_t)l.filter_ld * (size_t)(pb->r * pb->s) * sizeof(float);
-  if (rolling) /* and the ring of r + 1 input rows of the block's column tile */
+  if (rolling) /* and the ring of r + 1 input rows of the block's column tile, in the type */
     l.smem_bytes += (size_t)(pb->r + 1) * (size_t)(t->tq * t->px + pb->s - 1) *
-                    (size_t)l.block_channels * sizeof(float);
+                    (size_t)l.block_channels * conv_dtype_bytes(pb->dtype);
   const size_t smem_max = rolling ? CONV_DWNHWC_SMEM_MAX : (48u << 10);
   if (l.smem_bytes > smem_max)
     CONV_REJECT("%zu bytes of shared memory: past %zu", l.smem_bytes, smem_max);

@@ -31,6 +31,11 @@
  *
  * Multiplier (K = m * C): output channel k reads input channel k / m; only
  * m = 1 takes vec = 4.
+ *
+ * Element types: x, w and y in the problem's dtype (fp32, fp16, bf16); the
+ * sums, the staged filters and the fp32 bias in fp32, each output rounded
+ * to the type once after the epilogue; the rolling form's ring of input
+ * rows holds the type.
  */
 #ifndef CONVTUNE_DEPTHWISE_NHWC_H
 #define CONVTUNE_DEPTHWISE_NHWC_H
@@ -81,7 +86,7 @@ typedef struct conv_dwnhwc_launch {
   size_t smem_bytes;  /* the block's filters (and rolling: input rows) */
 } conv_dwnhwc_launch;
 
-/* Checks `tiling` against a valid fp32 NHWC forward depthwise `problem` and
+/* Checks `tiling` against a valid NHWC forward depthwise `problem` and
  * fills *launch.  Returns false, with the reason in `why`, when the tiling
  * cannot run it (vec 4 with channels not a multiple of 4 or a multiplier,
  * threads out of range, sizes past 32-bit indexing, too much shared
@@ -93,7 +98,9 @@ bool conv_dwnhwc_plan(const conv_problem *problem, const conv_dwnhwc_tiling *til
  * once on the device before conv_dwnhwc_forward (prepare does). */
 cudaError_t conv_dwnhwc_configure(const conv_dwnhwc_launch *launch);
 
-/* y = depthwise conv(x, w) with the problem's epilogue, on `stream`. */
+/* y = depthwise conv(x, w) with the problem's epilogue, on `stream`; x, w
+ * and y hold elements of the problem's dtype (the exec's pointers, typed
+ * float as conv_exec's are). */
 cudaError_t conv_dwnhwc_forward(const conv_dwnhwc_launch *launch, const float *x, const float *w,
                                 const float *bias, float *y, cudaStream_t stream);
 

@@ -9,6 +9,13 @@
  *
  * Config values: {layout, px, py, kb, tx, ty} (conv_direct_tiling).
  *
+ * fp16 and bf16 (version unchanged, as cudnn's and fft's: fp32 problems get
+ * the configs they got): the simple and window layouts (the window's
+ * one-channel blockings), read as fp32, summed in fp32, each output rounded
+ * once; the unit and generic layouts are fp32 only.  A half NHWC
+ * problem of one input and one output channel runs as its NCHW twin (the
+ * same bytes: the MSD nets' 1->1 layers in a channels-last model).
+ *
  * Tests: tests/families/test_direct_channel.c.
  */
 #include <stdio.h>
@@ -26,21 +33,56 @@
 #define DIRECT_CHANNEL_MAX_CHANNELS_IN 32
 #define DIRECT_CHANNEL_MAX_CHANNELS_OUT 128
 
-/* The forward convolution the kernels run for `pb`: the problem itself, or
- * a stride-1 backward-data pass's transposed view.  False for any other
- * problem, or where the channels per group are past the kernels' limits. */
+/* An NCHW forward convolution of any element type. */
+static bool nchw_forward(const conv_problem *pb) {
+  return conv_problem_supported_any_dtype(pb) && pb->layout == CONV_LAYOUT_NCHW &&
+         pb->direction == CONV_FORWARD;
+}
+
+/* A half NHWC problem of one input and one output channel has its NCHW
+ * twin's bytes: x [n][h][w][1] is [n][1][h][w], y likewise, and the K R S C
+ * filter [1][r][s][1] is [1][1][r][s].  (fp32 ones too, in a version that
+ * bumps the family's: that adds configs to tunings made without them.) */
+static bool one_channel_nhwc_half(const conv_problem *pb) {
+  return conv_problem_supported_any_dtype(pb) && pb->dtype != CONV_DTYPE_F32 &&
+         pb->layout == CONV_LAYOUT_NHWC && pb->c == 1 && pb->k == 1;
+}
+
+/* The forward convolution the kernels run for `pb`: the problem itself (or
+ * its NCHW twin), or a stride-1 backward-data pass's transposed view.
+ * False for any other problem, or where the channels per group are past
+ * the kernels' limits. */
 static bool direct_channel_forward_view(const conv_problem *pb, conv_problem *view) {
-  if (conv_problem_nchw(pb))
-    *view = *pb;
-  else if (!conv_direct_backward_data_view(pb, view))
+  conv_problem twin = *pb;
+  if (one_channel_nhwc_half(pb)) {
+    twin.layout = CONV_LAYOUT_NCHW;
+    twin.filter_layout = CONV_FILTER_DEFAULT;
+  }
+  if (nchw_forward(&twin))
+    *view = twin;
+  else if (!conv_direct_backward_data_view(&twin, view))
     return false;
-  return conv_problem_nchw(view) && view->c / view->groups <= DIRECT_CHANNEL_MAX_CHANNELS_IN &&
+  return nchw_forward(view) && view->c / view->groups <= DIRECT_CHANNEL_MAX_CHANNELS_IN &&
          view->k / view->groups <= DIRECT_CHANNEL_MAX_CHANNELS_OUT;
+}
+
+static conv_status direct_channel_list(const conv_problem *view, conv_config *out, int max,
+                                       int *count, conv_error *err);
+
+/* Half problems run the simple and window layouts only: theirs where one
+ * of those configs plans (square filters: 1 to 7 up to a million outputs,
+ * 3, 5 and 7 with one output channel a thread). */
+static bool direct_channel_takes(const conv_problem *pb, conv_problem *view) {
+  if (!direct_channel_forward_view(pb, view)) return false;
+  if (view->dtype == CONV_DTYPE_F32) return true;
+  conv_config first;
+  int n = 0;
+  return direct_channel_list(view, &first, 1, &n, NULL) == CONV_OK && n > 0;
 }
 
 static bool direct_channel_applicable(const conv_problem *problem, const conv_env *env) {
   conv_problem view;
-  return problem != NULL && env != NULL && direct_channel_forward_view(problem, &view);
+  return problem != NULL && env != NULL && direct_channel_takes(problem, &view);
 }
 
 static void direct_channel_tiling_from_config(const conv_config *config, conv_direct_tiling *t) {
@@ -141,22 +183,20 @@ static bool direct_channel_add_simple(const conv_problem *problem, conv_config *
   return true;
 }
 
-static conv_status direct_channel_configs(const conv_problem *problem, conv_env *env,
-                                          conv_config *out, int max, int *count, conv_error *err) {
-  if (problem == NULL || out == NULL || count == NULL || max < 0)
-    return conv_error_set(err, CONV_INVALID_ARGUMENT, "direct_channel: bad configs() arguments");
+/* The configs of the forward convolution `problem` (a view), most
+ * promising first; those that do not plan (for a half type: every layout
+ * but simple and window) are left out. */
+static conv_status direct_channel_list(const conv_problem *problem, conv_config *out, int max,
+                                       int *count, conv_error *err) {
   *count = 0;
-  conv_problem view;
-  if (env == NULL || !direct_channel_forward_view(problem, &view)) return CONV_OK;
-  problem = &view;
   int64_t p, q;
   if (conv_problem_output_dims(problem, &p, &q) != CONV_OK)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "direct_channel: invalid problem");
+  int n = 0;
   /* The simple layout first where it wins (the fast policy's three
    * guesses then try it), last where it may. */
   const bool simple_first = problem->n * problem->k * p * q <= CONV_DIRECT_SIMPLE_FIRST_OUTPUTS;
   const int thread_counts[] = {256, 128};
-  int n = 0;
   if (simple_first && !direct_channel_add_simple(problem, out, max, &n)) goto done;
   /* Tile shapes ranked (row width option, then thread count), and every
    * blocking at one rank before the next rank. */
@@ -187,6 +227,16 @@ done:
   return CONV_OK;
 }
 
+static conv_status direct_channel_configs(const conv_problem *problem, conv_env *env,
+                                          conv_config *out, int max, int *count, conv_error *err) {
+  if (problem == NULL || out == NULL || count == NULL || max < 0)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "direct_channel: bad configs() arguments");
+  *count = 0;
+  conv_problem view;
+  if (env == NULL || !direct_channel_takes(problem, &view)) return CONV_OK;
+  return direct_channel_list(&view, out, max, count, err);
+}
+
 /* ---------------------------------------------------------------- prepare/run */
 
 static void direct_channel_release(void *state) { free(state); }
@@ -196,9 +246,9 @@ static conv_status direct_channel_prepare(const conv_problem *problem, conv_env 
   conv_problem view;
   conv_status st = conv_view_prepare_check(
       "direct_channel", direct_channel_forward_view, problem, env, config, out, &view, err,
-      "only fp32 NCHW forward, or stride-1 backward-data within the filter's padding, with at "
-      "most %d input and %d output channels per group (of the transposed convolution for "
-      "backward-data)",
+      "only NCHW forward (and, in fp16 and bf16, NHWC of one input and one output channel), or "
+      "stride-1 backward-data within the filter's padding, with at most %d input and %d output "
+      "channels per group (of the transposed convolution for backward-data)",
       DIRECT_CHANNEL_MAX_CHANNELS_IN, DIRECT_CHANNEL_MAX_CHANNELS_OUT);
   if (st != CONV_OK) return st;
   /* Then conv_direct_plan checks every value against the problem. */

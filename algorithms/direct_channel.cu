@@ -3,6 +3,7 @@
  */
 #include "algorithms/direct_channel.h"
 #include "algorithms/direct_window.h"
+#include "algorithms/common/elements.cuh"
 #include "algorithms/common/epilogue.cuh"
 #include "algorithms/common/launch_plan.cuh"
 #include "algorithms/common/pdl.cuh"
@@ -292,8 +293,9 @@ __global__ void __launch_bounds__(kMaxThreads, min_blocks(PX *PY *KB))
  * the time (seed3_msd_small's backward-data as a CUDA graph's node on an
  * H100: 1.06 us with conv_direct_launch, 0.89-0.91 us with these). */
 struct simple_args {
-  const float *x, *w, *bias;
-  float *y;
+  const void *x, *w; /* elements of the kernel's T */
+  const float *bias;
+  void *y;
   int c, h, w_, k, p, q, cg, kg;
   int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
   conv_divisor by_k, by_kg;
@@ -301,8 +303,8 @@ struct simple_args {
   bool transposed_filter;
 };
 
-simple_args simple_args_of(const conv_direct_launch &L, const float *x, const float *w,
-                           const float *bias, float *y) {
+simple_args simple_args_of(const conv_direct_launch &L, const void *x, const void *w,
+                           const float *bias, void *y) {
   return simple_args{x,          w,          bias,       y,         L.c,       L.h,
                      L.w,        L.k,        L.p,        L.q,       L.cg,      L.kg,
                      L.stride_h, L.stride_w, L.pad_h,    L.pad_w,   L.dil_h,   L.dil_w,
@@ -317,10 +319,13 @@ simple_args simple_args_of(const conv_direct_launch &L, const float *x, const fl
  * conv_direct_weight_offset), and every load of a channel issued before its
  * first FMA.  ONE_CHANNEL: one input channel per group, straight-line
  * code.  UNIT_DIL: dilation 1, a row's loads at compile-time offsets from
- * its first. */
-template <int R, int S, bool EPILOGUE, bool ONE_CHANNEL, bool UNIT_DIL>
+ * its first.  T: the element type of x, w and y (float, __half,
+ * __nv_bfloat16), read as fp32; the sum and the epilogue are fp32 and the
+ * output is rounded to T once. */
+template <typename T, int R, int S, bool EPILOGUE, bool ONE_CHANNEL, bool UNIT_DIL>
 __global__ void __launch_bounds__(kMaxThreads) simple_kernel(const simple_args A) {
   constexpr int TAPS = R * S;
+  const T *X = static_cast<const T *>(A.x), *W = static_cast<const T *>(A.w);
   conv_pdl_enter();
   const int q = (int)(blockIdx.x * blockDim.x + threadIdx.x);
   const int p = (int)(blockIdx.y * blockDim.y + threadIdx.y);
@@ -343,19 +348,20 @@ __global__ void __launch_bounds__(kMaxThreads) simple_kernel(const simple_args A
 #pragma unroll 1
   for (int c = 0; c < channels; c++, x_offset += plane, w_offset += w_step) {
     float taps[TAPS], in[TAPS];
-    const float *wc = A.w + w_offset;
+    const T *wc = W + w_offset;
 #pragma unroll
-    for (int t = 0; t < TAPS; t++) taps[t] = __ldg(wc + t);
+    for (int t = 0; t < TAPS; t++) taps[t] = conv_element_to_float(__ldg(wc + t));
 #pragma unroll
     for (int r = 0; r < R; r++) {
       /* The row's first input: may lie outside the tensor, and is then
        * never read. */
       const int iy = iy0 + r * dil_h;
       const bool row_inside = (unsigned)iy < (unsigned)A.h;
-      const float *row = A.x + (x_offset + iy * A.w_ + ix0);
+      const T *row = X + (x_offset + iy * A.w_ + ix0);
 #pragma unroll
       for (int s = 0; s < S; s++)
-        in[r * S + s] = row_inside && col_inside[s] ? __ldg(row + s * dil_w) : 0.0f;
+        in[r * S + s] =
+            row_inside && col_inside[s] ? conv_element_to_float(__ldg(row + s * dil_w)) : 0.0f;
     }
     if (flip) {
 #pragma unroll
@@ -365,40 +371,56 @@ __global__ void __launch_bounds__(kMaxThreads) simple_kernel(const simple_args A
       for (int t = 0; t < TAPS; t++) acc = fmaf(taps[t], in[t], acc);
     }
   }
-  float *out = A.y + ((n * A.k + k) * A.p + p) * A.q + q;
-  *out = EPILOGUE ? conv_epilogue_apply(A.epilogue, acc, __ldg(A.bias + k)) : acc;
+  T *out = static_cast<T *>(A.y) + ((n * A.k + k) * A.p + p) * A.q + q;
+  *out = conv_element_from_float<T>(
+      EPILOGUE ? conv_epilogue_apply(A.epilogue, acc, __ldg(A.bias + k)) : acc);
 }
 
-template <int K, bool ONE_CHANNEL, bool UNIT_DIL>
+template <typename T, int K, bool ONE_CHANNEL, bool UNIT_DIL>
 const void *simple_kernel_for(bool epilogue) {
-  return epilogue ? (const void *)simple_kernel<K, K, true, ONE_CHANNEL, UNIT_DIL>
-                  : (const void *)simple_kernel<K, K, false, ONE_CHANNEL, UNIT_DIL>;
+  return epilogue ? (const void *)simple_kernel<T, K, K, true, ONE_CHANNEL, UNIT_DIL>
+                  : (const void *)simple_kernel<T, K, K, false, ONE_CHANNEL, UNIT_DIL>;
 }
 
 /* 1x1 filters have no dilation to speak of. */
-template <int K>
+template <typename T, int K>
 const void *simple_kernel_for(bool epilogue, bool one_channel, bool unit_dil) {
   if (one_channel)
-    return unit_dil || K == 1 ? simple_kernel_for<K, true, true>(epilogue)
-                              : simple_kernel_for<K, true, false>(epilogue);
-  return unit_dil || K == 1 ? simple_kernel_for<K, false, true>(epilogue)
-                            : simple_kernel_for<K, false, false>(epilogue);
+    return unit_dil || K == 1 ? simple_kernel_for<T, K, true, true>(epilogue)
+                              : simple_kernel_for<T, K, true, false>(epilogue);
+  return unit_dil || K == 1 ? simple_kernel_for<T, K, false, true>(epilogue)
+                            : simple_kernel_for<T, K, false, false>(epilogue);
 }
 
+template <typename T>
 const void *find_simple_kernel(int r, int s, bool epilogue, bool one_channel, bool unit_dil) {
   if (r != s) return nullptr;
   switch (r) {
-    case 1: return simple_kernel_for<1>(epilogue, one_channel, unit_dil);
-    case 3: return simple_kernel_for<3>(epilogue, one_channel, unit_dil);
-    case 5: return simple_kernel_for<5>(epilogue, one_channel, unit_dil);
-    case 7: return simple_kernel_for<7>(epilogue, one_channel, unit_dil);
+    case 1: return simple_kernel_for<T, 1>(epilogue, one_channel, unit_dil);
+    case 3: return simple_kernel_for<T, 3>(epilogue, one_channel, unit_dil);
+    case 5: return simple_kernel_for<T, 5>(epilogue, one_channel, unit_dil);
+    case 7: return simple_kernel_for<T, 7>(epilogue, one_channel, unit_dil);
     default: return nullptr;
   }
 }
 
-/* Every layout's kernels take these arguments. */
+const void *find_simple_kernel(conv_dtype dtype, int r, int s, bool epilogue, bool one_channel,
+                               bool unit_dil) {
+  switch (dtype) {
+    case CONV_DTYPE_F32: return find_simple_kernel<float>(r, s, epilogue, one_channel, unit_dil);
+    case CONV_DTYPE_F16: return find_simple_kernel<__half>(r, s, epilogue, one_channel, unit_dil);
+    case CONV_DTYPE_BF16:
+      return find_simple_kernel<__nv_bfloat16>(r, s, epilogue, one_channel, unit_dil);
+  }
+  return nullptr;
+}
+
+/* The tiled layouts' kernels take these arguments; the window layout's
+ * take x, w and y untyped (window_fn), being instantiated per element type. */
 typedef void (*kernel_fn)(const conv_direct_launch, const float *, const float *, const float *,
                           float *);
+typedef void (*window_fn)(const conv_direct_launch, const void *, const void *, const float *,
+                          void *);
 
 struct instance {
   int layout, px, py, kb;
@@ -484,12 +506,12 @@ static bool plan_tiled(const conv_direct_launch *common, conv_direct_launch *L, 
 /* SIMPLE: blocks of tx x ty threads over each output plane, a plane per
  * (image, output channel) along the grid's z. */
 static bool plan_simple(const conv_direct_launch *common, const conv_shape *shape,
-                        conv_direct_launch *L, char *why, size_t why_size) {
+                        conv_dtype dtype, conv_direct_launch *L, char *why, size_t why_size) {
   conv_direct_launch l = *common;
   const conv_direct_tiling *t = &l.tiling;
   if (t->px != 1 || t->py != 1 || t->kb != 1)
     CONV_REJECT("simple layout: px, py and kb are 1");
-  l.kernel = find_simple_kernel(l.r, l.s, l.epilogue != CONV_EPILOGUE_NONE, l.cg == 1,
+  l.kernel = find_simple_kernel(dtype, l.r, l.s, l.epilogue != CONV_EPILOGUE_NONE, l.cg == 1,
                                l.dil_h == 1 && l.dil_w == 1);
   if (l.kernel == nullptr)
     CONV_REJECT("simple layout: filters 1x1, 3x3, 5x5 or 7x7 only, not %dx%d", l.r, l.s);
@@ -537,11 +559,15 @@ extern "C" bool conv_direct_plan(const conv_problem *pb, const conv_direct_tilin
   l.groups = (int)pb->groups;
   l.cg = (int)shape.c_per_group, l.kg = (int)shape.k_per_group;
   l.epilogue = (int)pb->epilogue;
+  l.dtype = (int)pb->dtype;
   if (l.kg % t->kb != 0)
     CONV_REJECT("kb %d does not divide %d output channels per group", t->kb, l.kg);
   l.kchunks = l.kg / t->kb;
+  if (t->layout == CONV_DIRECT_SIMPLE) return plan_simple(&l, &shape, pb->dtype, L, why, why_size);
   if (t->layout == CONV_DIRECT_WINDOW) return conv_direct_window_plan(&l, L, why, why_size);
-  if (t->layout == CONV_DIRECT_SIMPLE) return plan_simple(&l, &shape, L, why, why_size);
+  if (pb->dtype != CONV_DTYPE_F32)
+    CONV_REJECT("the %s layout is fp32 only (half types: the simple and window layouts)",
+                t->layout == CONV_DIRECT_UNIT ? "unit" : "generic");
   return plan_tiled(&l, L, why, why_size);
 }
 
@@ -588,9 +614,10 @@ extern "C" cudaError_t conv_direct_forward(const conv_direct_launch *L, const fl
                        simple_args_of(*L, x, w, bias, y));
   /* The window layout indexes threads in two dimensions, the tiled ones in
    * one. */
-  const dim3 block = L->tiling.layout == CONV_DIRECT_WINDOW
-                         ? block2d
-                         : dim3((unsigned)(L->tiling.tx * L->tiling.ty));
+  if (L->tiling.layout == CONV_DIRECT_WINDOW)
+    return conv_launch(L->pdl, (window_fn)L->kernel, grid, block2d, L->smem_bytes, stream, *L,
+                       (const void *)x, (const void *)w, bias, (void *)y);
+  const dim3 block((unsigned)(L->tiling.tx * L->tiling.ty));
   return conv_launch(L->pdl, (kernel_fn)L->kernel, grid, block, L->smem_bytes, stream, *L, x, w,
                      bias, y);
 }

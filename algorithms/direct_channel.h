@@ -76,6 +76,7 @@ typedef struct conv_direct_launch {
   int groups;
   int cg, kg;          /* channels per group, in and out                 */
   int epilogue;        /* conv_epilogue                                  */
+  int dtype;           /* conv_dtype of x, w and y                       */
   int kchunks;         /* kg / kb                                        */
   /* GENERIC and UNIT: one block per output tile, grid[0] blocks.        */
   int tile_rows, tile_cols;  /* output pixels per block                  */
@@ -136,9 +137,10 @@ __device__ __forceinline__ int64_t conv_direct_weight_offset(const conv_direct_l
 #define CONV_DIRECT_SIMPLE_MAX_OUTPUTS ((int64_t)1 << 20)
 #define CONV_DIRECT_SIMPLE_FIRST_OUTPUTS ((int64_t)1 << 17)
 
-/* Checks `tiling` against a valid fp32 NCHW forward `problem` and fills
- * *launch.  Returns false, with the reason in `why`, when the tiling cannot
- * run this problem (wrong layout for the stride or filter, kb not dividing
+/* Checks `tiling` against a valid NCHW forward `problem` (fp32; fp16 and
+ * bf16 with the simple and window layouts) and fills *launch.  Returns
+ * false, with the reason in `why`, when the tiling cannot run this problem
+ * (the unit or generic layout for a half type, wrong layout for the stride or filter, kb not dividing
  * K/groups, not compiled, too much shared memory, sizes past 32-bit
  * indexing, a grid too large). */
 bool conv_direct_plan(const conv_problem *problem, const conv_direct_tiling *tiling,
@@ -155,7 +157,9 @@ void conv_direct_threads_needed(const conv_problem *problem, const conv_direct_t
  * not during graph capture. */
 cudaError_t conv_direct_configure(const conv_direct_launch *launch);
 
-/* y = conv(x, w) with the problem's epilogue (bias, bias + ReLU), on `stream`. */
+/* y = conv(x, w) with the problem's epilogue (bias, bias + ReLU), on `stream`;
+ * x, w and y hold elements of the problem's dtype (typed float, as
+ * conv_exec's pointers are). */
 cudaError_t conv_direct_forward(const conv_direct_launch *launch, const float *x, const float *w,
                                 const float *bias, float *y, cudaStream_t stream);
 

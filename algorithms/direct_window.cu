@@ -12,12 +12,20 @@
  * window entry is 2j + s.  Rows likewise.  Every window index is a
  * compile-time constant, so the window lives in registers whatever the
  * dilation, and each input value is loaded once per thread.
+ *
+ * Element types: x, w and y are T (float, __half, __nv_bfloat16), read
+ * as fp32; sums and the epilogue are fp32 and each output is rounded to T
+ * once.  The vector loads and stores are fp32's; half kernels load and
+ * store element by element.
  */
 #include "algorithms/direct_window.h"
+#include "algorithms/common/elements.cuh"
 #include "algorithms/common/epilogue.cuh"
 #include "algorithms/common/pdl.cuh"
 
 #include <stdio.h>
+
+#include <type_traits>
 
 namespace {
 
@@ -70,15 +78,15 @@ __device__ __forceinline__ int first_output(int t, const conv_divisor &spacing) 
 /* Copies the block's filters w[k0 .. k0+KB)[cg][R][S] into shared memory as
  * [cg][R][S][KB], so that the KB weights of one tap are adjacent (one
  * broadcast vector read). */
-template <int TAPS, int KB>
-__device__ __forceinline__ void stage_filters(const conv_direct_launch &L, const float *w, int k0,
+template <int TAPS, int KB, typename T>
+__device__ __forceinline__ void stage_filters(const conv_direct_launch &L, const T *w, int k0,
                                               float *dst) {
   const int total = L.cg * TAPS * KB;
   const int threads = blockDim.x * blockDim.y;
   for (int i = threadIdx.y * blockDim.x + threadIdx.x; i < total; i += threads) {
     const int kk = i % KB, ctap = i / KB;
     const int c = ctap / TAPS, tap = ctap - c * TAPS;
-    dst[i] = __ldg(w + conv_direct_weight_offset(L, k0 + kk, c, tap));
+    dst[i] = conv_element_to_float(__ldg(w + conv_direct_weight_offset(L, k0 + kk, c, tap)));
   }
 }
 
@@ -99,9 +107,12 @@ __device__ __forceinline__ void load_tap(const float *src, float (&wv)[KB]) {
 
 /* One output row's PX values at `out` (the row's first output): a vector
  * where the columns are contiguous and aligned, else one store each. */
-template <int PX, bool VECTOR>
-__device__ __forceinline__ void store_row(float *out, int col_spacing, const float (&v)[PX]) {
-  if constexpr (VECTOR && PX == 4) {
+template <int PX, bool VECTOR, typename T>
+__device__ __forceinline__ void store_row(T *out, int col_spacing, const float (&v)[PX]) {
+  if constexpr (!std::is_same<T, float>::value) {
+#pragma unroll
+    for (int j = 0; j < PX; j++) out[j * col_spacing] = conv_element_from_float<T>(v[j]);
+  } else if constexpr (VECTOR && PX == 4) {
     *reinterpret_cast<float4 *>(out) = make_float4(v[0], v[1], v[2], v[3]);
   } else if constexpr (VECTOR && PX == 2) {
     *reinterpret_cast<float2 *>(out) = make_float2(v[0], v[1]);
@@ -120,8 +131,8 @@ __device__ __forceinline__ float output_value(const conv_direct_launch &L, float
 
 /* Epilogue and stores of a thread's outputs, all inside the output tensor:
  * straight-line code, no checks.  `out` is output (n, k0, p0, q0). */
-template <int PX, int PY, int KB, bool EPILOGUE, bool VECTOR>
-__device__ __forceinline__ void store_inside(const conv_direct_launch &L, float *out,
+template <int PX, int PY, int KB, bool EPILOGUE, bool VECTOR, typename T>
+__device__ __forceinline__ void store_inside(const conv_direct_launch &L, T *out,
                                              int64_t row_step, int col_spacing,
                                              const float (&bk)[KB],
                                              const float (&acc)[PY][PX][KB]) {
@@ -138,8 +149,8 @@ __device__ __forceinline__ void store_inside(const conv_direct_launch &L, float 
 }
 
 /* The same for threads at the bottom or right edge: each output checked. */
-template <int PX, int PY, int KB, bool EPILOGUE>
-__device__ __forceinline__ void store_edge(const conv_direct_launch &L, float *out, int p0, int q0,
+template <int PX, int PY, int KB, bool EPILOGUE, typename T>
+__device__ __forceinline__ void store_edge(const conv_direct_launch &L, T *out, int p0, int q0,
                                            int row_spacing, int col_spacing,
                                            const float (&bk)[KB],
                                            const float (&acc)[PY][PX][KB]) {
@@ -152,7 +163,7 @@ __device__ __forceinline__ void store_edge(const conv_direct_launch &L, float *o
       for (int j = 0; j < PX; j++)
         if (p0 + i * row_spacing < L.p && q0 + j * col_spacing < L.q)
           out[kk * out_plane + (int64_t)i * row_spacing * L.q + j * col_spacing] =
-              output_value<EPILOGUE>(L, acc[i][j][kk], bk[kk]);
+              conv_element_from_float<T>(output_value<EPILOGUE>(L, acc[i][j][kk], bk[kk]));
 }
 
 /* Where a thread's window lies in an input plane: window row my is image
@@ -172,24 +183,28 @@ struct window_place {
  * loads, whole float4s, and single loads for the rest.  An aligned float4
  * lies wholly inside or wholly outside the row, so its first column's
  * check covers it. */
-template <int NWX, int LEAD>
-__device__ __forceinline__ void load_row(const window_place<NWX> &at, const float *window, int my,
+template <int NWX, int LEAD, typename T>
+__device__ __forceinline__ void load_row(const window_place<NWX> &at, const T *window, int my,
                                          float (&win)[NWX]) {
+  static_assert(LEAD < 0 || std::is_same<T, float>::value, "float4 loads are fp32's");
   const bool row_inside = (unsigned)(at.iy0 + my * at.row_dil) < (unsigned)at.h;
-  const float *row = window + my * at.row_step;
+  const T *row = window + my * at.row_step;
   constexpr int VECTORS = LEAD < 0 ? 0 : (NWX - LEAD) / 4;
   constexpr int FIRST = LEAD < 0 ? 0 : LEAD, AFTER = FIRST + 4 * VECTORS;
+  if constexpr (VECTORS > 0) {
 #pragma unroll
-  for (int v = 0; v < VECTORS; v++) {
-    const int m = FIRST + 4 * v;
-    float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (row_inside && at.col_inside[m]) f = __ldg(reinterpret_cast<const float4 *>(row + m));
-    win[m] = f.x, win[m + 1] = f.y, win[m + 2] = f.z, win[m + 3] = f.w;
+    for (int v = 0; v < VECTORS; v++) {
+      const int m = FIRST + 4 * v;
+      float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (row_inside && at.col_inside[m]) f = __ldg(reinterpret_cast<const float4 *>(row + m));
+      win[m] = f.x, win[m + 1] = f.y, win[m + 2] = f.z, win[m + 3] = f.w;
+    }
   }
 #pragma unroll
   for (int m = 0; m < NWX; m++)
     if (m < FIRST || m >= AFTER)
-      win[m] = row_inside && at.col_inside[m] ? __ldg(row + m * at.col_step) : 0.0f;
+      win[m] = row_inside && at.col_inside[m] ? conv_element_to_float(__ldg(row + m * at.col_step))
+                                              : 0.0f;
 }
 
 /* Adds the products of window row my: with filter row r it feeds output
@@ -224,8 +239,8 @@ __device__ __forceinline__ void accumulate_row(int my, const float (&win)[NWX], 
 
 /* Stores a thread's outputs: straight-line code for threads whose outputs
  * all lie inside the output tensor (nearly all), checks for the others. */
-template <int PX, int PY, int KB, bool EPILOGUE>
-__device__ __forceinline__ void store_outputs(const conv_direct_launch &L, float *out, int p0,
+template <int PX, int PY, int KB, bool EPILOGUE, typename T>
+__device__ __forceinline__ void store_outputs(const conv_direct_launch &L, T *out, int p0,
                                               int q0, int row_spacing, int col_spacing,
                                               const float (&bk)[KB],
                                               const float (&acc)[PY][PX][KB]) {
@@ -242,14 +257,16 @@ __device__ __forceinline__ void store_outputs(const conv_direct_launch &L, float
 /* UNIT_DIL: dilation 1 (always so with stride 2), so window offsets are
  * compile-time and every load addresses its row pointer plus a constant.
  * LEAD: see load_row; >= 0 only with UNIT_DIL. */
-template <int R, int S, int STRIDE, int PX, int PY, int KB, bool UNIT_DIL, int LEAD>
+template <typename T, int R, int S, int STRIDE, int PX, int PY, int KB, bool UNIT_DIL, int LEAD>
 __global__ void __launch_bounds__(kMaxThreads,
                                   min_blocks(live_registers<R, S, STRIDE, PX, PY, KB>()))
-    window_kernel(const conv_direct_launch L, const float *__restrict__ x,
-                  const float *__restrict__ w, const float *__restrict__ bias,
-                  float *__restrict__ y) {
+    window_kernel(const conv_direct_launch L, const void *__restrict__ xv,
+                  const void *__restrict__ wv, const float *__restrict__ bias,
+                  void *__restrict__ yv) {
   constexpr int NWX = window_columns<S, STRIDE, PX>(), NWY = window_rows<R, STRIDE, PY>();
   constexpr int TAPS = R * S;
+  const T *x = static_cast<const T *>(xv), *w = static_cast<const T *>(wv);
+  T *y = static_cast<T *>(yv);
 
   conv_pdl_enter();
   extern __shared__ float4 smem4[]; /* float4: the vector tap reads need 16-byte alignment */
@@ -287,8 +304,8 @@ __global__ void __launch_bounds__(kMaxThreads,
   const int64_t plane_elems = (int64_t)L.h * L.w;
   /* The window of (n, g, first channel): may start outside the tensor;
    * only in-image entries are ever read. */
-  const float *window = x + ((int64_t)n * L.c + (int64_t)g * L.cg) * plane_elems +
-                        (int64_t)iy0 * L.w + ix0;
+  const T *window = x + ((int64_t)n * L.c + (int64_t)g * L.cg) * plane_elems +
+                    (int64_t)iy0 * L.w + ix0;
 #pragma unroll 1 /* the body is unrolled already; more would only spill */
   for (int c = 0; c < L.cg; c++, window += plane_elems) {
     const float *fc = filt + c * TAPS * KB;
@@ -313,7 +330,7 @@ __global__ void __launch_bounds__(kMaxThreads,
 #pragma unroll
   for (int kk = 0; kk < KB; kk++)
     bk[kk] = L.epilogue == CONV_EPILOGUE_NONE ? 0.0f : __ldg(bias + k0 + kk);
-  float *out = y + (((int64_t)n * L.k + k0) * L.p + p0) * L.q + q0;
+  T *out = y + (((int64_t)n * L.k + k0) * L.p + p0) * L.q + q0;
   if (L.epilogue == CONV_EPILOGUE_NONE)
     store_outputs<PX, PY, KB, false>(L, out, p0, q0, row_spacing, col_spacing, bk, acc);
   else
@@ -324,22 +341,24 @@ struct instance {
   int size, stride, px, py, kb;
   bool unit_dil;
   int lead; /* load_row's LEAD: < 0 for single loads */
+  conv_dtype dtype;
   const void *fn;
 };
 
 /* Stride 1 has a kernel for dilation 1 and one for any dilation; stride 2
  * is undilated only. */
-template <int K, int ST, int PX, int PY, int KB, bool UNIT_DIL, int LEAD>
+template <typename T, int K, int ST, int PX, int PY, int KB, bool UNIT_DIL, int LEAD>
 const void *kernel_address() {
   if constexpr (ST != 1 && !UNIT_DIL)
     return nullptr;
   else
-    return (const void *)window_kernel<K, K, ST, PX, PY, KB, UNIT_DIL, LEAD>;
+    return (const void *)window_kernel<T, K, K, ST, PX, PY, KB, UNIT_DIL, LEAD>;
 }
 
-#define KERNEL(K, ST, PX, PY, KB)                                                  \
-  {K, ST, PX, PY, KB, true, -1, kernel_address<K, ST, PX, PY, KB, true, -1>()},    \
-      {K, ST, PX, PY, KB, false, -1, kernel_address<K, ST, PX, PY, KB, false, -1>()},
+#define TYPED_KERNEL(T, D, K, ST, PX, PY, KB)                                            \
+  {K, ST, PX, PY, KB, true, -1, D, kernel_address<T, K, ST, PX, PY, KB, true, -1>()},    \
+      {K, ST, PX, PY, KB, false, -1, D, kernel_address<T, K, ST, PX, PY, KB, false, -1>()},
+#define KERNEL(K, ST, PX, PY, KB) TYPED_KERNEL(float, CONV_DTYPE_F32, K, ST, PX, PY, KB)
 /* The blockings compiled for every filter size and stride: one output
  * channel per thread for depthwise and N->1 convolutions, 4-16 where
  * several output channels share each input (3->16). */
@@ -355,26 +374,41 @@ const void *kernel_address() {
  * channels a thread (3 -> 64, 7x7 stride 2) measured slower with float4
  * loads than without, so those stay scalar. */
 #define VECTOR_KERNEL(K, ST, PX, PY, KB)                                                   \
-  {K, ST, PX, PY, KB, true, (K - 1) / 2 % 4,                                               \
-   kernel_address<K, ST, PX, PY, KB, true, (K - 1) / 2 % 4>()},
+  {K, ST, PX, PY, KB, true, (K - 1) / 2 % 4, CONV_DTYPE_F32,                               \
+   kernel_address<float, K, ST, PX, PY, KB, true, (K - 1) / 2 % 4>()},
 #define VECTOR_BLOCKINGS(K) \
   VECTOR_KERNEL(K, 1, 4, 4, 1) VECTOR_KERNEL(K, 2, 2, 4, 1) VECTOR_KERNEL(K, 2, 2, 8, 1)
+
+/* The half types: the one-channel blockings (depthwise, N->1: the layers
+ * that are memory-bound twice over in half), scalar loads and stores. */
+#define HALF_BLOCKINGS(T, D, K, ST)                                                        \
+  TYPED_KERNEL(T, D, K, ST, 1, 1, 1) TYPED_KERNEL(T, D, K, ST, 1, 2, 1)                   \
+  TYPED_KERNEL(T, D, K, ST, 1, 4, 1) TYPED_KERNEL(T, D, K, ST, 1, 8, 1)                   \
+  TYPED_KERNEL(T, D, K, ST, 2, 4, 1) TYPED_KERNEL(T, D, K, ST, 2, 8, 1)                   \
+  TYPED_KERNEL(T, D, K, ST, 4, 4, 1)
+#define HALF_TYPE(T, D)                                                                    \
+  HALF_BLOCKINGS(T, D, 3, 1) HALF_BLOCKINGS(T, D, 3, 2) HALF_BLOCKINGS(T, D, 5, 1)         \
+  HALF_BLOCKINGS(T, D, 5, 2) HALF_BLOCKINGS(T, D, 7, 1) HALF_BLOCKINGS(T, D, 7, 2)
 
 const instance kInstances[] = {
     BLOCKINGS(3, 1) BLOCKINGS(3, 2) BLOCKINGS(5, 1) BLOCKINGS(5, 2) BLOCKINGS(7, 1) BLOCKINGS(7, 2)
     VECTOR_BLOCKINGS(3) VECTOR_BLOCKINGS(5) VECTOR_BLOCKINGS(7)
+    HALF_TYPE(__half, CONV_DTYPE_F16) HALF_TYPE(__nv_bfloat16, CONV_DTYPE_BF16)
 };
 
+#undef HALF_TYPE
+#undef HALF_BLOCKINGS
 #undef VECTOR_BLOCKINGS
 #undef VECTOR_KERNEL
 #undef BLOCKINGS
 #undef KERNEL
+#undef TYPED_KERNEL
 
 const void *find_kernel(int size, int stride, bool unit_dil, int lead,
-                        const conv_direct_tiling &t) {
+                        const conv_direct_tiling &t, conv_dtype dtype) {
   for (const instance &in : kInstances)
     if (in.size == size && in.stride == stride && in.unit_dil == unit_dil && in.lead == lead &&
-        in.px == t.px && in.py == t.py && in.kb == t.kb)
+        in.px == t.px && in.py == t.py && in.kb == t.kb && in.dtype == dtype)
       return in.fn;
   return nullptr;
 }
@@ -398,21 +432,22 @@ extern "C" bool conv_direct_window_plan(const conv_direct_launch *common,
   if (stride == 2 && (l.dil_h != 1 || l.dil_w != 1))
     CONV_REJECT("window layout: stride 2 must be undilated");
   const bool unit_dil = l.dil_h == 1 && l.dil_w == 1;
-  l.kernel = find_kernel(l.r, stride, unit_dil, -1, t);
-  if (l.kernel == nullptr) CONV_REJECT("no kernel compiled for this layout/px/py/kb");
+  const conv_dtype dtype = (conv_dtype)l.dtype;
+  l.kernel = find_kernel(l.r, stride, unit_dil, -1, t, dtype);
+  if (l.kernel == nullptr) CONV_REJECT("no kernel compiled for this layout/px/py/kb and type");
   /* The float4 kernel, where one is compiled: window column pad % 4 of
    * every thread is then a multiple of 4 (conv_plan_execute's pointers are
    * 16-byte aligned). */
   l.vector_loads = false;
-  if (unit_dil && t.px * stride == 4 && l.w % 4 == 0) {
-    const void *vector = find_kernel(l.r, stride, true, l.pad_w % 4, t);
+  if (dtype == CONV_DTYPE_F32 && unit_dil && t.px * stride == 4 && l.w % 4 == 0) {
+    const void *vector = find_kernel(l.r, stride, true, l.pad_w % 4, t, dtype);
     l.vector_loads = vector != nullptr;
     if (vector != nullptr) l.kernel = vector;
   }
 
   l.col_spacing = conv_direct_window_spacing(stride, l.dil_w);
   l.row_spacing = conv_direct_window_spacing(stride, l.dil_h);
-  l.vector_stores = l.col_spacing == 1 && t.px > 1 && l.q % t.px == 0;
+  l.vector_stores = dtype == CONV_DTYPE_F32 && l.col_spacing == 1 && t.px > 1 && l.q % t.px == 0;
   l.by_kchunks = conv_divisor_make(l.kchunks);
   l.by_groups = conv_divisor_make(l.groups);
   l.by_col_spacing = conv_divisor_make(l.col_spacing);

@@ -82,11 +82,16 @@ static void fft_release(void *state) {
 }
 
 /* Any of the three types: the cuts read them as fp32 and the crop rounds
- * to them (fft_tiles.h). */
+ * to them (fft_tiles.h).  NCHW; and channels-last for the half types, the
+ * cut and crop reading and writing NHWC and the filters K R S C in place
+ * (fp32 NHWC problems too in a version that bumps the family's: that adds
+ * configs to tunings made without them). */
 static bool fft_forward_supported(const conv_problem *pb) {
-  return conv_problem_supported_any_dtype(pb) && pb->layout == CONV_LAYOUT_NCHW &&
-         pb->direction == CONV_FORWARD && pb->stride_h == 1 &&
-         pb->stride_w == 1 && pb->dil_h == 1 && pb->dil_w == 1 && pb->r * pb->s > 1;
+  const bool layout = pb->layout == CONV_LAYOUT_NCHW ||
+                      (pb->layout == CONV_LAYOUT_NHWC && pb->dtype != CONV_DTYPE_F32);
+  return conv_problem_supported_any_dtype(pb) && layout && pb->direction == CONV_FORWARD &&
+         pb->stride_h == 1 && pb->stride_w == 1 && pb->dil_h == 1 && pb->dil_w == 1 &&
+         pb->r * pb->s > 1;
 }
 
 /* The forward convolution the transforms compute for `pb`: the problem

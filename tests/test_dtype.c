@@ -211,13 +211,15 @@ static int bounds_per_dtype(void) {
 }
 
 /* The families with half configs: cudnn, the cuBLASLt GEMM families
- * whose GEMMs and kernels take the type, and the FFT families, whose fp32
- * transforms sit between cuts and crops in the type.  Each takes a half
- * problem where it takes its fp32 twin. */
+ * whose GEMMs and kernels take the type, the FFT families, whose fp32
+ * transforms sit between cuts and crops in the type, and depthwise_nhwc,
+ * whose kernels read and write the type and sum in fp32.  Each takes a
+ * half problem where it takes its fp32 twin. */
 static bool serves_half(const conv_algorithm *algo) {
   return algo->id == CONV_ALGO_CUDNN || algo->id == CONV_ALGO_GEMM_NHWC ||
          algo->id == CONV_ALGO_IM2COL_GEMM || algo->id == CONV_ALGO_GEMM_BACKWARD ||
-         algo->id == CONV_ALGO_FFT || algo->id == CONV_ALGO_FFT_FILTER;
+         algo->id == CONV_ALGO_FFT || algo->id == CONV_ALGO_FFT_FILTER ||
+         algo->id == CONV_ALGO_DEPTHWISE_NHWC;
 }
 
 /* Shapes each family might otherwise take, in every half type, layout and
@@ -264,6 +266,12 @@ static int half_takers(void) {
             }
             p.dtype = halves[d];
             for (int a = 0; a < count; a++) {
+              /* It takes half problems its simple layout runs, fewer than
+               * its fp32 twins: test_direct_channel.half_layouts. */
+              if (algos[a]->id == CONV_ALGO_DIRECT_CHANNEL) continue;
+              /* And fft takes half NHWC forward problems, not their fp32
+               * twins: test_fft.half_nhwc_forward_served. */
+              if (algos[a]->id == CONV_ALGO_FFT && p.layout == CONV_LAYOUT_NHWC) continue;
               const bool takes = conv_algorithm_applicable(algos[a], &p, &env);
               const bool expected =
                   algos[a]->id == CONV_ALGO_CUDNN || (serves_half(algos[a]) && takes_f32[a]);

@@ -90,7 +90,7 @@ conv_status conv_fft_tiles_make(const conv_problem *pb, int64_t fh, int64_t fw,
                         .fh = (int)fh, .fw = (int)fw, .th = (int)th, .tw = (int)tw,
                         .tiles_h = (int)tiles_h, .tiles_w = (int)tiles_w, .m = (int)m,
                         .freqs = (int)freqs, .epilogue = (int)pb->epilogue,
-                        .dtype = (int)pb->dtype,
+                        .dtype = (int)pb->dtype, .nhwc = pb->layout == CONV_LAYOUT_NHWC,
                         .groups = (int)pb->groups, .cg = (int)sh.c_per_group,
                         .kg = (int)sh.k_per_group};
   return CONV_OK;

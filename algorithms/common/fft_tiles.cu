@@ -50,13 +50,27 @@ __device__ __forceinline__ tile_place tile_of_plane(const conv_fft_tiles &T, int
   return {channel, n, ty, tx};
 }
 
+/* Where element (row, column) of channel `channel`'s plane of image n lies
+ * in an n x channels x rows x cols tensor: NCHW, or with `nhwc` NHWC (a
+ * row's elements `channels` apart). */
+struct plane_at {
+  int64_t base, row_step, col_step;
+};
+__device__ __forceinline__ plane_at plane_of(bool nhwc, int n, int channel, int channels,
+                                             int rows, int cols) {
+  if (nhwc)
+    return {(int64_t)n * rows * cols * channels + channel, (int64_t)cols * channels, channels};
+  return {((int64_t)n * channels + channel) * rows * cols, cols, 1};
+}
+
 template <typename E>
 __global__ void cut_input(const conv_fft_tiles T, int rpt, const E *__restrict__ x,
                           float *__restrict__ tiles) {
   const int plane = blockIdx.x; /* ci*m + tile */
   const tile_place at = tile_of_plane(T, plane);
   const int iy0 = at.ty * T.th - T.pad_h, ix0 = at.tx * T.tw - T.pad_w;
-  const E *src = x + ((int64_t)at.n * T.c + at.channel) * T.h * T.w;
+  const plane_at in = plane_of(T.nhwc, at.n, at.channel, T.c, T.h, T.w);
+  const E *src = x + in.base;
   float *dst = tiles + (int64_t)plane * T.fh * T.fw;
   const row_range rr = my_rows(T.fh, rpt);
   for (int i = rr.first; i < rr.end; i += 8) {
@@ -65,7 +79,7 @@ __global__ void cut_input(const conv_fft_tiles T, int rpt, const E *__restrict__
     for (int j = threadIdx.x; j < T.fw; j += 32) {
       const int ix = ix0 + j;
       dst[i * T.fw + j] = row_inside && (unsigned)ix < (unsigned)T.w
-                              ? conv_element_to_float(src[(int64_t)iy * T.w + ix])
+                              ? conv_element_to_float(src[iy * in.row_step + ix * in.col_step])
                               : 0.0f;
     }
   }
@@ -84,7 +98,13 @@ __global__ void place_filters(const conv_fft_tiles T, int rpt, const E *__restri
     const int64_t g = kk / T.kg, o = kk - g * T.kg;
     filter = (g * T.cg + cc) * T.kg + o;
   }
-  const E *src = w + filter * T.r * T.s;
+  /* K C R S: the plane's taps in a row.  K R S C: its filter's taps
+   * `channels` apart, from the plane's channel. */
+  const int64_t channels = TRANSPOSED ? T.kg : T.cg; /* per filter of w */
+  const int64_t taps = (int64_t)T.r * T.s;
+  const E *src = T.nhwc ? w + (filter / channels) * taps * channels + filter % channels
+                        : w + filter * taps;
+  const int64_t tap_step = T.nhwc ? channels : 1;
   float *dst = planes + plane * T.fh * T.fw;
   const row_range rows = my_rows(T.fh, rpt);
   for (int i = rows.first; i < rows.end; i += 8) {
@@ -92,7 +112,8 @@ __global__ void place_filters(const conv_fft_tiles T, int rpt, const E *__restri
     for (int j = threadIdx.x; j < T.fw; j += 32) {
       const int ss = j == 0 ? 0 : T.fw - j;
       const int tap = TRANSPOSED ? (T.r - 1 - rr) * T.s + (T.s - 1 - ss) : rr * T.s + ss;
-      dst[i * T.fw + j] = rr < T.r && ss < T.s ? conv_element_to_float(src[tap]) : 0.0f;
+      dst[i * T.fw + j] =
+          rr < T.r && ss < T.s ? conv_element_to_float(src[tap * tap_step]) : 0.0f;
     }
   }
 }
@@ -108,11 +129,12 @@ __global__ void crop_output(const conv_fft_tiles T, int rpt, const float *__rest
   const int cols = min(T.tw, T.q - q0);
   const float b = conv_epilogue_bias(T.epilogue, bias, k);
   const float *src = tiles + (int64_t)plane * T.fh * T.fw;
-  E *dst = y + (((int64_t)at.n * T.k + k) * T.p + p0) * T.q + q0;
+  const plane_at out = plane_of(T.nhwc, at.n, k, T.k, T.p, T.q);
+  E *dst = y + out.base + p0 * out.row_step + q0 * out.col_step;
   const row_range rows = my_rows(min(T.th, T.p - p0), rpt);
   for (int i = rows.first; i < rows.end; i += 8)
     for (int j = threadIdx.x; j < cols; j += 32)
-      dst[(int64_t)i * T.q + j] = conv_element_from_float<E>(
+      dst[i * out.row_step + j * out.col_step] = conv_element_from_float<E>(
           conv_epilogue_apply(T.epilogue, scale * src[i * T.fw + j], b));
 }
 

@@ -43,10 +43,13 @@ typedef struct conv_fft_tiles {
   int freqs;            /* fh * (fw/2 + 1): complex values a spectrum */
   int epilogue;         /* conv_epilogue                              */
   int dtype;            /* conv_dtype of the problem's tensors        */
+  /* x and y channels-last (NHWC) and w K R S C, for the cut, the filter
+   * placement and the crop; the backward-filter kernels read NCHW only. */
+  int nhwc;
 } conv_fft_tiles;
 
-/* tiles[ci*m + tile][fh][fw] = x[n][ci][...] around the tile, zeros outside
- * the image. */
+/* tiles[ci*m + tile][fh][fw] = x[n][ci][...] around the tile (x[n][...][ci]
+ * with t->nhwc), zeros outside the image. */
 cudaError_t conv_fft_cut_input(const conv_fft_tiles *t, const void *x, float *tiles,
                                cudaStream_t stream);
 

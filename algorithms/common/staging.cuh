@@ -40,6 +40,12 @@ __device__ __forceinline__ void cp_async16(float *dst, const float *src, int src
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
                "r"(src_bytes));
 }
+/* 8 bytes (4 half elements); `dst` and `src` 8-byte aligned. */
+__device__ __forceinline__ void cp_async8(void *dst, const void *src, int src_bytes) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src),
+               "r"(src_bytes));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 /* Waits until at most N of this thread's committed groups are in flight. */
 template <int N>

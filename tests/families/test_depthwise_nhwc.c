@@ -4,7 +4,8 @@
  * configs: every one plans and covers its output, each kernel form in
  * turn, and the tilings it refuses.  GPU (skipped without one): every
  * config against the CPU reference, each kernel form exactly where it
- * applies; cuDNN's NHWC engines on the same shapes. */
+ * applies; cuDNN's NHWC engines on the same shapes; in fp16 and bf16, the
+ * same shapes through every config of the type. */
 #include <stdint.h>
 #include <string.h>
 
@@ -129,6 +130,31 @@ static int nhwc_problems(void) {
         strstr(why, "row-pairs") != NULL);
   CHECK(!conv_dwnhwc_plan(&p, &pair_px8, &refused, why, sizeof why) &&
         strstr(why, "row-pairs") != NULL);
+  /* Half types: every form, and every fp32 config (a few more rolling
+   * ones, whose smaller ring fits where fp32's does not). */
+  conv_problem half = p;
+  half.dtype = CONV_DTYPE_F16;
+  CHECK(dw->applicable(&half, &env));
+  conv_config f32_configs[128];
+  int n_f32 = -1, n_half = -1;
+  CHECK_STATUS(CONV_OK, dw->configs(&p, &env, f32_configs, 128, &n_f32, NULL));
+  CHECK_STATUS(CONV_OK, dw->configs(&half, &env, configs, 128, &n_half, NULL));
+  CHECK(n_f32 > 0 && n_half >= n_f32 && n_half < 128);
+  for (int i = 0; i < n_f32; i++) {
+    bool listed = false;
+    for (int j = 0; j < n_half && !listed; j++)
+      listed = conv_config_equal(&configs[j], &f32_configs[i]);
+    CHECK_MSG(listed, "fp32 config %d not listed for fp16", i);
+  }
+  CHECK(configs[0].values[5] == CONV_DWNHWC_ROLLING && configs[0].values[0] == 4);
+  /* The rolling ring holds the type: half the bytes of fp32's. */
+  conv_dwnhwc_launch rolling32;
+  CHECK(conv_dwnhwc_plan(&p, &rolling_tiling, &rolling32, why, sizeof why));
+  CHECK(conv_dwnhwc_plan(&half, &rolling_tiling, &refused, why, sizeof why) &&
+        refused.kernel != NULL && refused.kernel != rolling32.kernel);
+  const size_t filters = (size_t)rolling32.filter_ld * 9 * sizeof(float);
+  CHECK(refused.smem_bytes - filters == (rolling32.smem_bytes - filters) / 2);
+  CHECK(conv_dwnhwc_plan(&half, &pair_tiling, &refused, why, sizeof why) && refused.kernel != NULL);
   /* The NCHW depthwise problem is not this family's. */
   conv_problem nchw = depthwise_problem();
   CHECK(!dw->applicable(&nchw, &env));
@@ -209,8 +235,60 @@ static int nhwc_depthwise_matches_reference(void) {
   return run_family_on_cases(&conv_algorithm_cudnn, cases, 3, NULL, &count);
 }
 
+/* ---- half precision */
+
+/* depthwise_nhwc takes NHWC depthwise forward problems in fp32, fp16 and
+ * bf16, every epilogue; it refuses NCHW, dense and backward ones in the
+ * half types as in fp32 (and lists nothing, prepares nothing for them). */
+static int half_types_served(void) {
+  const conv_epilogue N = CONV_EPILOGUE_NONE, B = CONV_EPILOGUE_BIAS,
+                      R = CONV_EPILOGUE_BIAS_RELU;
+  const conv_math S = CONV_MATH_STRICT;
+  const conv_problem takes[] = {
+      channels_last(direct_problem(2, 96, 14, 14, 96, 7, 7, 1, 3, 1, 96, B, S)),
+      channels_last(direct_problem(1, 40, 19, 23, 40, 3, 3, 2, 1, 1, 40, R, S)),
+      channels_last(direct_problem(2, 6, 20, 21, 6, 3, 3, 1, 2, 2, 6, N, S)),
+  };
+  conv_problem refuses[] = {
+      direct_problem(2, 96, 14, 14, 96, 7, 7, 1, 3, 1, 96, B, S),       /* NCHW */
+      channels_last(direct_problem(2, 16, 12, 12, 32, 3, 3, 1, 1, 1, 1, N, S)),  /* dense */
+      channels_last(direct_problem(2, 96, 14, 14, 96, 7, 7, 1, 3, 1, 96, N, S)), /* backward-data */
+  };
+  refuses[2].direction = CONV_BACKWARD_DATA;
+  return half_scope(&conv_algorithm_depthwise_nhwc, takes, sizeof takes / sizeof takes[0],
+                    refuses, sizeof refuses / sizeof refuses[0]);
+}
+
+/* The fp32 test's shapes (every form, odd channel counts, a multiplier,
+ * dilation, partial blocks, bands and column tiles, every epilogue) in the
+ * type, every config against the reference within the type's bound. */
+static int half_forward(conv_dtype dtype) {
+  const conv_math S = CONV_MATH_STRICT;
+  const conv_epilogue NONE = CONV_EPILOGUE_NONE, BIAS = CONV_EPILOGUE_BIAS,
+                      RELU = CONV_EPILOGUE_BIAS_RELU;
+  const conv_problem cases[] = {
+      channels_last(direct_problem(2, 96, 14, 14, 96, 7, 7, 1, 3, 1, 96, BIAS, S)),
+      channels_last(direct_problem(1, 40, 19, 23, 40, 3, 3, 2, 1, 1, 40, RELU, S)),
+      channels_last(direct_problem(2, 36, 17, 18, 36, 5, 5, 1, 2, 1, 36, NONE, S)),
+      channels_last(direct_problem(1, 132, 9, 11, 132, 5, 5, 2, 2, 1, 132, BIAS, S)),
+      channels_last(direct_problem(1, 6, 20, 21, 6, 3, 3, 1, 2, 2, 6, BIAS, S)),
+      channels_last(direct_problem(2, 8, 13, 12, 16, 3, 3, 1, 1, 1, 8, RELU, S)),
+      channels_last(direct_problem(1, 12, 16, 16, 12, 4, 2, 3, 0, 1, 12, NONE, S)),
+      channels_last(direct_problem(3, 5, 7, 9, 5, 7, 7, 1, 3, 1, 5, BIAS, S)),
+      channels_last(direct_problem(2, 132, 37, 29, 132, 3, 3, 1, 1, 1, 132, RELU, S)),
+      channels_last(direct_problem(1, 64, 40, 61, 64, 7, 7, 1, 3, 1, 64, BIAS, S)),
+  };
+  return half_family_matches_reference(&conv_algorithm_depthwise_nhwc, cases,
+                                       sizeof cases / sizeof cases[0], dtype, "forward");
+}
+static int f16_forward(void) { return half_forward(CONV_DTYPE_F16); }
+static int bf16_forward(void) { return half_forward(CONV_DTYPE_BF16); }
+
 static const labelled_test_case tests[] = {
     {"nhwc_problems", nhwc_problems, "cpu"},
+    {"half_types_served", half_types_served, "cpu"},
     {"nhwc_depthwise_matches_reference", nhwc_depthwise_matches_reference, "gpu"},
+    {"f16_forward", f16_forward, "gpu"},
+    {"bf16_forward", bf16_forward, "gpu"},
 };
 TEST_MAIN(tests)

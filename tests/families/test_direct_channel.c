@@ -7,7 +7,10 @@
  * apply.  Its backward-data (the transposed view) is tested beside
  * data_gather's, which takes the passes that view cannot
  * (test_data_gather.c); its programmatic dependent launch beside
- * filter_reduce's (test_configs.c). */
+ * filter_reduce's (test_configs.c).  fp16 and bf16: the simple layout
+ * alone, NCHW and the one-channel NHWC twins (CPU: what it takes and
+ * lists; GPU: every config against the reference, forward and
+ * backward-data). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -340,9 +343,113 @@ static int direct_channel_matches_reference(void) {
   return TEST_PASS;
 }
 
+/* ---- half precision: the simple layout */
+
+/* Half problems: taken where the simple or window layout plans (NCHW, and
+ * NHWC of one input and one output channel, whose fp32 twin it leaves
+ * alone), each config simple or a window one with one output channel a
+ * thread; refused past them (a 9x9 filter, a 1x7 one over a million
+ * outputs, a depthwise NHWC problem); the tiled layouts refuse to plan
+ * them. */
+static int half_layouts(void) {
+  const conv_algorithm *dc = conv_registry_find(CONV_ALGO_DIRECT_CHANNEL);
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  conv_config configs[64];
+  int n = -1;
+  const conv_math S = CONV_MATH_STRICT;
+  conv_problem takes[] = {
+      direct_problem(1, 1, 256, 256, 1, 3, 3, 1, 8, 8, 1, CONV_EPILOGUE_NONE, S), /* 1->1 d8 */
+      direct_problem(2, 8, 56, 56, 8, 3, 3, 1, 1, 1, 8, CONV_EPILOGUE_BIAS_RELU, S),
+      channels_last(direct_problem(1, 1, 64, 64, 1, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, S)),
+  };
+  for (size_t i = 0; i < sizeof takes / sizeof takes[0]; i++)
+    for (int d = 0; d < 2; d++) {
+      conv_problem p = takes[i];
+      p.dtype = d ? CONV_DTYPE_BF16 : CONV_DTYPE_F16;
+      CHECK_MSG(dc->applicable(&p, &env), "case %zu", i);
+      CHECK_STATUS(CONV_OK, dc->configs(&p, &env, configs, 64, &n, NULL));
+      CHECK(n > 0);
+      for (int j = 0; j < n; j++)
+        CHECK(configs[j].values[0] == CONV_DIRECT_SIMPLE ||
+              (configs[j].values[0] == CONV_DIRECT_WINDOW && configs[j].values[3] == 1));
+      p.direction = CONV_BACKWARD_DATA; /* stride 1, within the padding: the view */
+      p.epilogue = CONV_EPILOGUE_NONE;
+      CHECK_MSG(dc->applicable(&p, &env), "case %zu backward-data", i);
+    }
+  conv_problem fp32_twin = takes[2];
+  CHECK(!dc->applicable(&fp32_twin, &env)); /* fp32 NHWC: not in this version */
+  conv_problem refuses[] = {
+      direct_problem(1, 1, 64, 64, 1, 9, 9, 1, 4, 1, 1, CONV_EPILOGUE_NONE, S), /* 9x9 */
+      direct_problem(2, 1, 1024, 1024, 1, 1, 7, 1, 3, 1, 1, CONV_EPILOGUE_NONE, S), /* 1x7, 2M */
+      channels_last(direct_problem(2, 8, 56, 56, 8, 3, 3, 1, 1, 1, 8, CONV_EPILOGUE_NONE, S)),
+  };
+  for (size_t i = 0; i < sizeof refuses / sizeof refuses[0]; i++) {
+    conv_problem p = refuses[i];
+    CHECK(i == 2 || dc->applicable(&p, &env)); /* fp32 takes the NCHW ones */
+    p.dtype = CONV_DTYPE_F16;
+    CHECK_MSG(!dc->applicable(&p, &env), "refused case %zu", i);
+    CHECK_STATUS(CONV_OK, dc->configs(&p, &env, configs, 64, &n, NULL));
+    CHECK(n == 0);
+  }
+  conv_problem half = takes[0];
+  half.dtype = CONV_DTYPE_F16;
+  const conv_direct_tiling window = {CONV_DIRECT_WINDOW, 2, 4, 1, 32, 4},
+                           window_kb4 = {CONV_DIRECT_WINDOW, 2, 2, 4, 32, 4},
+                           unit = {CONV_DIRECT_UNIT, 4, 1, 1, 32, 4};
+  conv_direct_launch l, l32;
+  char why[160];
+  CHECK(conv_direct_plan(&half, &window, &l, why, sizeof why) && !l.vector_stores);
+  CHECK(conv_direct_plan(&takes[0], &window, &l32, why, sizeof why) && l32.kernel != l.kernel);
+  conv_problem three_to_16 = direct_problem(1, 3, 64, 64, 16, 3, 3, 1, 1, 1, 1,
+                                            CONV_EPILOGUE_NONE, S);
+  CHECK(conv_direct_plan(&three_to_16, &window_kb4, &l32, why, sizeof why));
+  three_to_16.dtype = CONV_DTYPE_BF16; /* 4 output channels a thread: fp32's alone */
+  CHECK(!conv_direct_plan(&three_to_16, &window_kb4, &l, why, sizeof why) && strstr(why, "type"));
+  CHECK(!conv_direct_plan(&half, &unit, &l, why, sizeof why) && strstr(why, "fp32 only"));
+  return TEST_PASS;
+}
+
+/* Every simple and window config in the type against the reference: one-channel
+ * rows (dilated, the MSD nets'), depthwise with every epilogue, grouped
+ * 16->1 and 3->16 ones, 1x1 and 7x7 filters, stride 2, and the one-channel
+ * NHWC twin; then their stride-1 backward-data passes (the view). */
+static int half_passes(conv_dtype dtype) {
+  SKIP_WITHOUT_GPU();
+  const conv_math S = CONV_MATH_STRICT;
+  conv_problem cases[] = {
+      direct_problem(1, 1, 130, 131, 1, 3, 3, 1, 8, 8, 1, CONV_EPILOGUE_NONE, S),
+      direct_problem(1, 1, 64, 64, 1, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, S),
+      direct_problem(2, 8, 56, 56, 8, 3, 3, 1, 1, 1, 8, CONV_EPILOGUE_BIAS_RELU, S),
+      direct_problem(1, 16, 67, 64, 1, 3, 3, 1, 4, 4, 1, CONV_EPILOGUE_NONE, S),
+      direct_problem(1, 3, 64, 64, 16, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, S),
+      direct_problem(2, 6, 31, 29, 6, 7, 7, 1, 3, 1, 6, CONV_EPILOGUE_BIAS, S),
+      direct_problem(1, 5, 38, 41, 5, 5, 5, 2, 2, 1, 5, CONV_EPILOGUE_NONE, S),
+      direct_problem(2, 4, 20, 22, 8, 1, 1, 1, 0, 1, 4, CONV_EPILOGUE_BIAS, S),
+      channels_last(direct_problem(1, 1, 96, 80, 1, 3, 3, 1, 4, 4, 1, CONV_EPILOGUE_BIAS, S)),
+  };
+  const size_t n = sizeof cases / sizeof cases[0];
+  int rc = half_family_matches_reference(&conv_algorithm_direct_channel, cases, n, dtype,
+                                         "forward");
+  if (rc != TEST_PASS) return rc;
+  conv_problem backward[] = {cases[0], cases[1], cases[2], cases[3], cases[5], cases[8]};
+  const size_t nb = sizeof backward / sizeof backward[0];
+  for (size_t i = 0; i < nb; i++) {
+    backward[i].direction = CONV_BACKWARD_DATA;
+    backward[i].epilogue = CONV_EPILOGUE_NONE;
+  }
+  return half_family_matches_reference(&conv_algorithm_direct_channel, backward, nb, dtype,
+                                       "backward-data");
+}
+static int f16_passes(void) { return half_passes(CONV_DTYPE_F16); }
+static int bf16_passes(void) { return half_passes(CONV_DTYPE_BF16); }
+
 static const labelled_test_case tests[] = {
     {"direct_channel_configs", direct_channel_configs, "cpu"},
     {"direct_channel_simple_layout", direct_channel_simple_layout, "cpu"},
+    {"half_layouts", half_layouts, "cpu"},
     {"direct_channel_matches_reference", direct_channel_matches_reference, "gpu"},
+    {"f16_passes", f16_passes, "gpu"},
+    {"bf16_passes", bf16_passes, "gpu"},
 };
 TEST_MAIN(tests)

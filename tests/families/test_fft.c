@@ -171,7 +171,8 @@ static int fft_backward_data_matches_reference(void) {
 
 /* fft takes fp16 and bf16 where it takes fp32 (NCHW, stride 1, dilation
  * 1, a filter past 1x1, forward and backward-data), with every epilogue
- * and groups; not NHWC, strides or 1x1 filters in them either. */
+ * and groups; not NHWC backward-data, strides or 1x1 filters in them
+ * either (NHWC forward: half_nhwc_forward_served). */
 static int half_types_served(void) {
   conv_problem takes[] = {few_channels_31x31(CONV_FORWARD), few_channels_31x31(CONV_BACKWARD_DATA),
                           direct_problem(2, 6, 40, 40, 6, 31, 31, 1, 15, 1, 6,
@@ -180,10 +181,38 @@ static int half_types_served(void) {
                             few_channels_31x31(CONV_FORWARD),
                             few_channels_31x31(CONV_BACKWARD_FILTER)};
   refuses[0].layout = CONV_LAYOUT_NHWC;
+  refuses[0].direction = CONV_BACKWARD_DATA;
   refuses[1].stride_h = refuses[1].stride_w = 2;
   refuses[2].r = refuses[2].s = 1, refuses[2].pad_h = refuses[2].pad_w = 0;
   return half_scope(&conv_algorithm_fft, takes, sizeof takes / sizeof takes[0], refuses,
                     sizeof refuses / sizeof refuses[0]);
+}
+
+/* Channels-last forward problems: the half types' only (the cut reads
+ * NHWC, the filters are placed from K R S C, the crop writes NHWC), with
+ * groups and every epilogue; not fp32's in this version. */
+static int half_nhwc_forward_served(void) {
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  env.cublaslt = (cublasLtHandle_t)&env; /* applicable() only looks */
+  const conv_problem cases[] = {
+      channels_last(few_channels_31x31(CONV_FORWARD)),
+      channels_last(direct_problem(2, 6, 40, 40, 6, 31, 31, 1, 15, 1, 6,
+                                   CONV_EPILOGUE_BIAS_RELU, CONV_MATH_STRICT)),
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    conv_problem p = cases[i];
+    CHECK_MSG(!conv_algorithm_fft.applicable(&p, &env), "fp32 NHWC case %zu", i);
+    for (int d = 0; d < 2; d++) {
+      p.dtype = d ? CONV_DTYPE_BF16 : CONV_DTYPE_F16;
+      CHECK_MSG(conv_algorithm_fft.applicable(&p, &env), "half NHWC case %zu", i);
+      conv_config configs[16];
+      int n = -1;
+      CHECK_STATUS(CONV_OK, conv_algorithm_fft.configs(&p, &env, configs, 16, &n, NULL));
+      CHECK(n > 0);
+    }
+  }
+  return TEST_PASS;
 }
 
 /* Forward shapes of fft_matches_reference's kinds in a half type: partial
@@ -210,6 +239,16 @@ static int half_forward(conv_dtype dtype) {
 }
 static int f16_forward(void) { return half_forward(CONV_DTYPE_F16); }
 static int bf16_forward(void) { return half_forward(CONV_DTYPE_BF16); }
+
+/* The same shapes channels-last. */
+static int half_nhwc_forward(conv_dtype dtype) {
+  conv_problem cases[8];
+  const size_t n = half_forward_cases(cases);
+  for (size_t i = 0; i < n; i++) cases[i] = channels_last(cases[i]);
+  return half_family_matches_reference(&conv_algorithm_fft, cases, n, dtype, "forward NHWC");
+}
+static int f16_nhwc_forward(void) { return half_nhwc_forward(CONV_DTYPE_F16); }
+static int bf16_nhwc_forward(void) { return half_nhwc_forward(CONV_DTYPE_BF16); }
 
 /* Backward-data in a half type: the transposed view reads dy and w in the
  * type and writes dx in it. */
@@ -245,10 +284,13 @@ static int f16_overflow(void) {
 static const labelled_test_case tests[] = {
     {"fft_configs", fft_configs, "cpu"},
     {"half_types_served", half_types_served, "cpu"},
+    {"half_nhwc_forward_served", half_nhwc_forward_served, "cpu"},
     {"fft_matches_reference", fft_matches_reference, "gpu"},
     {"fft_backward_data_matches_reference", fft_backward_data_matches_reference, "gpu"},
     {"f16_forward", f16_forward, "gpu"},
     {"bf16_forward", bf16_forward, "gpu"},
+    {"f16_nhwc_forward", f16_nhwc_forward, "gpu"},
+    {"bf16_nhwc_forward", bf16_nhwc_forward, "gpu"},
     {"f16_backward_data", f16_backward_data, "gpu"},
     {"bf16_backward_data", bf16_backward_data, "gpu"},
     {"f16_overflow", f16_overflow, "gpu"},
