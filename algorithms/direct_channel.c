@@ -14,7 +14,9 @@
  * one-channel blockings), read as fp32, summed in fp32, each output rounded
  * once; the unit and generic layouts are fp32 only.  A half NHWC
  * problem of one input and one output channel runs as its NCHW twin (the
- * same bytes: the MSD nets' 1->1 layers in a channels-last model).
+ * same bytes: the MSD nets' 1->1 layers in a channels-last model); other
+ * half NHWC forward problems of one group and at most 16 output channels
+ * run the NHWC layout (direct_nhwc.h: 16->1 MSD layers, 3->16 stems).
  *
  * Tests: tests/families/test_direct_channel.c.
  */
@@ -22,6 +24,7 @@
 #include <stdlib.h>
 
 #include "algorithms/direct_channel.h"
+#include "algorithms/direct_nhwc.h"
 #include "algorithms/common/views.h"
 #include "algorithms/common/view_family.h"
 #include "algorithms/algorithm.h"
@@ -48,11 +51,24 @@ static bool one_channel_nhwc_half(const conv_problem *pb) {
          pb->layout == CONV_LAYOUT_NHWC && pb->c == 1 && pb->k == 1;
 }
 
+/* A half NHWC forward problem for the NHWC layout: one group, few
+ * channels (the one-channel ones run as their NCHW twins instead). */
+static bool nhwc_layout_half(const conv_problem *pb) {
+  return conv_problem_supported_any_dtype(pb) && pb->dtype != CONV_DTYPE_F32 &&
+         pb->layout == CONV_LAYOUT_NHWC && pb->direction == CONV_FORWARD && pb->groups == 1 &&
+         !(pb->c == 1 && pb->k == 1) && pb->c <= DIRECT_CHANNEL_MAX_CHANNELS_IN &&
+         pb->k <= CONV_DIRECT_NHWC_MAX_K;
+}
+
 /* The forward convolution the kernels run for `pb`: the problem itself (or
  * its NCHW twin), or a stride-1 backward-data pass's transposed view.
  * False for any other problem, or where the channels per group are past
  * the kernels' limits. */
 static bool direct_channel_forward_view(const conv_problem *pb, conv_problem *view) {
+  if (nhwc_layout_half(pb)) {
+    *view = *pb;
+    return true;
+  }
   conv_problem twin = *pb;
   if (one_channel_nhwc_half(pb)) {
     twin.layout = CONV_LAYOUT_NCHW;
@@ -69,9 +85,10 @@ static bool direct_channel_forward_view(const conv_problem *pb, conv_problem *vi
 static conv_status direct_channel_list(const conv_problem *view, conv_config *out, int max,
                                        int *count, conv_error *err);
 
-/* Half problems run the simple and window layouts only: theirs where one
- * of those configs plans (square filters: 1 to 7 up to a million outputs,
- * 3, 5 and 7 with one output channel a thread). */
+/* Half problems run the simple and window layouts (NCHW) and the NHWC
+ * layout only: theirs where one of those configs plans (NCHW: square
+ * filters, 1 to 7 up to a million outputs, 3, 5 and 7 with one output
+ * channel a thread; NHWC: 1, 2, 4, 8 or 16 output channels). */
 static bool direct_channel_takes(const conv_problem *pb, conv_problem *view) {
   if (!direct_channel_forward_view(pb, view)) return false;
   if (view->dtype == CONV_DTYPE_F32) return true;
@@ -183,9 +200,26 @@ static bool direct_channel_add_simple(const conv_problem *problem, conv_config *
   return true;
 }
 
+/* The NHWC layout's configs: blocks of 32 x 8, 32 x 4, 16 x 16 and 64 x 4
+ * threads (a block's rows share their windows' rows through L1), fewer
+ * where the output is narrower or shorter. */
+static void direct_channel_add_nhwc(const conv_problem *problem, int64_t p, int64_t q,
+                                    conv_config *out, int max, int *n) {
+  const int shapes[][2] = {{32, 8}, {32, 4}, {16, 16}, {64, 4}};
+  for (int i = 0; i < 4; i++) {
+    conv_direct_tiling t = {CONV_DIRECT_NHWC, 1, 1, (int)problem->k, shapes[i][0], shapes[i][1]};
+    if (t.tx > q) t.tx = (int)q;
+    if (t.ty > p) t.ty = (int)p;
+    conv_direct_launch launch;
+    if (!conv_direct_plan(problem, &t, &launch, NULL, 0)) continue;
+    const conv_config c = direct_channel_config_from_tiling(&t);
+    if (!direct_channel_add(out, max, n, &c)) return;
+  }
+}
+
 /* The configs of the forward convolution `problem` (a view), most
- * promising first; those that do not plan (for a half type: every layout
- * but simple and window) are left out. */
+ * promising first; those that do not plan (for a half type: every NCHW
+ * layout but simple and window) are left out. */
 static conv_status direct_channel_list(const conv_problem *problem, conv_config *out, int max,
                                        int *count, conv_error *err) {
   *count = 0;
@@ -193,6 +227,11 @@ static conv_status direct_channel_list(const conv_problem *problem, conv_config 
   if (conv_problem_output_dims(problem, &p, &q) != CONV_OK)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "direct_channel: invalid problem");
   int n = 0;
+  if (problem->layout == CONV_LAYOUT_NHWC) {
+    direct_channel_add_nhwc(problem, p, q, out, max, &n);
+    *count = n;
+    return CONV_OK;
+  }
   /* The simple layout first where it wins (the fast policy's three
    * guesses then try it), last where it may. */
   const bool simple_first = problem->n * problem->k * p * q <= CONV_DIRECT_SIMPLE_FIRST_OUTPUTS;
@@ -246,9 +285,9 @@ static conv_status direct_channel_prepare(const conv_problem *problem, conv_env 
   conv_problem view;
   conv_status st = conv_view_prepare_check(
       "direct_channel", direct_channel_forward_view, problem, env, config, out, &view, err,
-      "only NCHW forward (and, in fp16 and bf16, NHWC of one input and one output channel), or "
-      "stride-1 backward-data within the filter's padding, with at most %d input and %d output "
-      "channels per group (of the transposed convolution for backward-data)",
+      "only NCHW forward (and, in fp16 and bf16, NHWC forward of one group and at most 16 "
+      "output channels), or stride-1 backward-data within the filter's padding, with at most %d "
+      "input and %d output channels per group (of the transposed convolution for backward-data)",
       DIRECT_CHANNEL_MAX_CHANNELS_IN, DIRECT_CHANNEL_MAX_CHANNELS_OUT);
   if (st != CONV_OK) return st;
   /* Then conv_direct_plan checks every value against the problem. */
@@ -288,8 +327,9 @@ static void direct_channel_describe(const conv_config *config, char *text, size_
   }
   conv_direct_tiling t;
   direct_channel_tiling_from_config(config, &t);
-  if (t.layout == CONV_DIRECT_SIMPLE) {
-    snprintf(text, size, "simple threads=%dx%d", t.tx, t.ty);
+  if (t.layout == CONV_DIRECT_SIMPLE || t.layout == CONV_DIRECT_NHWC) {
+    snprintf(text, size, "%s threads=%dx%d", t.layout == CONV_DIRECT_SIMPLE ? "simple" : "nhwc",
+             t.tx, t.ty);
     return;
   }
   const char *layout = t.layout == CONV_DIRECT_UNIT     ? "unit"

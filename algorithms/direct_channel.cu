@@ -2,6 +2,7 @@
  * direct_channel.cu -- see direct_channel.h.
  */
 #include "algorithms/direct_channel.h"
+#include "algorithms/direct_nhwc.h"
 #include "algorithms/direct_window.h"
 #include "algorithms/common/elements.cuh"
 #include "algorithms/common/epilogue.cuh"
@@ -539,8 +540,11 @@ static bool plan_simple(const conv_direct_launch *common, const conv_shape *shap
 extern "C" bool conv_direct_plan(const conv_problem *pb, const conv_direct_tiling *t,
                                  conv_direct_launch *L, char *why, size_t why_size) {
   if (t->layout != CONV_DIRECT_GENERIC && t->layout != CONV_DIRECT_UNIT &&
-      t->layout != CONV_DIRECT_WINDOW && t->layout != CONV_DIRECT_SIMPLE)
+      t->layout != CONV_DIRECT_WINDOW && t->layout != CONV_DIRECT_SIMPLE &&
+      t->layout != CONV_DIRECT_NHWC)
     CONV_REJECT("no layout %d", t->layout);
+  if ((t->layout == CONV_DIRECT_NHWC) != (pb->layout == CONV_LAYOUT_NHWC))
+    CONV_REJECT("the nhwc layout runs NHWC problems, the others NCHW ones");
   if (t->tx < 1 || t->ty < 1 || t->tx * t->ty > kMaxThreads)
     CONV_REJECT("%d x %d threads: not in [1, %d]", t->tx, t->ty, kMaxThreads);
 
@@ -564,6 +568,7 @@ extern "C" bool conv_direct_plan(const conv_problem *pb, const conv_direct_tilin
     CONV_REJECT("kb %d does not divide %d output channels per group", t->kb, l.kg);
   l.kchunks = l.kg / t->kb;
   if (t->layout == CONV_DIRECT_SIMPLE) return plan_simple(&l, &shape, pb->dtype, L, why, why_size);
+  if (t->layout == CONV_DIRECT_NHWC) return conv_direct_nhwc_plan(pb, &l, L, why, why_size);
   if (t->layout == CONV_DIRECT_WINDOW) return conv_direct_window_plan(&l, L, why, why_size);
   if (pb->dtype != CONV_DTYPE_F32)
     CONV_REJECT("the %s layout is fp32 only (half types: the simple and window layouts)",
@@ -591,8 +596,10 @@ extern "C" void conv_direct_threads_needed(const conv_problem *pb, const conv_di
 
 extern "C" cudaError_t conv_direct_configure(const conv_direct_launch *L) {
   if (L == NULL || L->kernel == NULL) return cudaErrorInvalidValue;
-  /* The window layout stays within the default 48 KiB; SIMPLE uses none. */
-  if (L->tiling.layout == CONV_DIRECT_WINDOW || L->tiling.layout == CONV_DIRECT_SIMPLE)
+  /* The window and NHWC layouts stay within the default 48 KiB; SIMPLE
+   * uses none. */
+  if (L->tiling.layout == CONV_DIRECT_WINDOW || L->tiling.layout == CONV_DIRECT_SIMPLE ||
+      L->tiling.layout == CONV_DIRECT_NHWC)
     return cudaSuccess;
   /* Always the same value, never this plan's own need: the attribute
    * belongs to the kernel, which other plans share, and lowering it would
@@ -612,6 +619,7 @@ extern "C" cudaError_t conv_direct_forward(const conv_direct_launch *L, const fl
   if (L->tiling.layout == CONV_DIRECT_SIMPLE)
     return conv_launch(L->pdl, (void (*)(simple_args))L->kernel, grid, block2d, 0, stream,
                        simple_args_of(*L, x, w, bias, y));
+  if (L->tiling.layout == CONV_DIRECT_NHWC) return conv_direct_nhwc_forward(L, x, w, bias, y, stream);
   /* The window layout indexes threads in two dimensions, the tiled ones in
    * one. */
   if (L->tiling.layout == CONV_DIRECT_WINDOW)

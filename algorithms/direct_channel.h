@@ -36,6 +36,10 @@
  *            thread's few dozen instructions before its first load are the
  *            time: 32-bit offsets, the image and channel from the grid, no
  *            division but two multiply-shifts.
+ *   NHWC     channels-last fp16 and bf16 forward convolutions of one group
+ *            and 1, 2, 4, 8 or 16 output channels, any filter, stride and
+ *            dilation: a thread per output pixel, all its channels
+ *            (direct_nhwc.cu).  The other layouts refuse NHWC problems.
  */
 #ifndef CONVTUNE_DIRECT_CHANNEL_H
 #define CONVTUNE_DIRECT_CHANNEL_H
@@ -58,6 +62,7 @@ typedef enum conv_direct_layout {
   CONV_DIRECT_UNIT = 1,
   CONV_DIRECT_WINDOW = 2,
   CONV_DIRECT_SIMPLE = 3,
+  CONV_DIRECT_NHWC = 4,
 } conv_direct_layout;
 
 /* How one launch is cut up; a candidate config. */
@@ -137,10 +142,11 @@ __device__ __forceinline__ int64_t conv_direct_weight_offset(const conv_direct_l
 #define CONV_DIRECT_SIMPLE_MAX_OUTPUTS ((int64_t)1 << 20)
 #define CONV_DIRECT_SIMPLE_FIRST_OUTPUTS ((int64_t)1 << 17)
 
-/* Checks `tiling` against a valid NCHW forward `problem` (fp32; fp16 and
- * bf16 with the simple and window layouts) and fills *launch.  Returns
- * false, with the reason in `why`, when the tiling cannot run this problem
- * (the unit or generic layout for a half type, wrong layout for the stride or filter, kb not dividing
+/* Checks `tiling` against a valid forward `problem` (NCHW: fp32, and fp16
+ * and bf16 with the simple and window layouts; NHWC: the NHWC layout) and
+ * fills *launch.  Returns false, with the reason in `why`, when the tiling
+ * cannot run this problem (the unit or generic layout for a half type, a
+ * layout for the other memory layout, wrong layout for the stride or filter, kb not dividing
  * K/groups, not compiled, too much shared memory, sizes past 32-bit
  * indexing, a grid too large). */
 bool conv_direct_plan(const conv_problem *problem, const conv_direct_tiling *tiling,

@@ -7,15 +7,16 @@
  * apply.  Its backward-data (the transposed view) is tested beside
  * data_gather's, which takes the passes that view cannot
  * (test_data_gather.c); its programmatic dependent launch beside
- * filter_reduce's (test_configs.c).  fp16 and bf16: the simple layout
- * alone, NCHW and the one-channel NHWC twins (CPU: what it takes and
- * lists; GPU: every config against the reference, forward and
- * backward-data). */
+ * filter_reduce's (test_configs.c).  fp16 and bf16: the simple and
+ * window layouts, NCHW and the one-channel NHWC twins, and the NHWC layout
+ * (CPU: what it takes and lists; GPU: every config against the reference,
+ * forward and backward-data, forward only for the NHWC layout). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "algorithms/direct_channel.h"
+#include "algorithms/direct_nhwc.h"
 #include "tests/gpu_support.h"
 #include "tests/problem_fixtures.h"
 
@@ -410,6 +411,72 @@ static int half_layouts(void) {
   return TEST_PASS;
 }
 
+/* Half NHWC forward problems of one group and 1, 2, 4, 8 or 16 output
+ * channels: taken, every config the NHWC layout with kb = K, 16-byte loads
+ * exactly where C is a multiple of 8; refused with another K, groups, past
+ * the shared memory for the filters, in fp32 (its configs are unchanged in
+ * this version) and backward.  The NHWC layout plans NHWC problems only and
+ * the others NCHW ones only. */
+static int half_nhwc_layout(void) {
+  const conv_algorithm *dc = conv_registry_find(CONV_ALGO_DIRECT_CHANNEL);
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  conv_config configs[64];
+  int n = -1;
+  const conv_math S = CONV_MATH_STRICT;
+  const conv_problem takes[] = {
+      channels_last(direct_problem(1, 16, 1024, 1024, 1, 3, 3, 1, 4, 4, 1, CONV_EPILOGUE_NONE, S)),
+      channels_last(direct_problem(2, 3, 100, 90, 16, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, S)),
+      channels_last(direct_problem(2, 32, 9, 7, 8, 5, 5, 2, 2, 1, 1, CONV_EPILOGUE_BIAS_RELU, S)),
+  };
+  for (size_t i = 0; i < sizeof takes / sizeof takes[0]; i++)
+    for (int d = 0; d < 2; d++) {
+      conv_problem p = takes[i];
+      p.dtype = d ? CONV_DTYPE_BF16 : CONV_DTYPE_F16;
+      CHECK_MSG(dc->applicable(&p, &env), "case %zu", i);
+      CHECK_STATUS(CONV_OK, dc->configs(&p, &env, configs, 64, &n, NULL));
+      CHECK(n >= 2);
+      for (int j = 0; j < n; j++) {
+        const conv_direct_tiling t = {(int)configs[j].values[0], (int)configs[j].values[1],
+                                      (int)configs[j].values[2], (int)configs[j].values[3],
+                                      (int)configs[j].values[4], (int)configs[j].values[5]};
+        CHECK(t.layout == CONV_DIRECT_NHWC && t.kb == p.k && t.tx <= 64 && t.ty <= 16);
+        conv_direct_launch l;
+        CHECK(conv_direct_plan(&p, &t, &l, NULL, 0));
+        CHECK(l.vector_loads == (p.c % 8 == 0) && l.grid[2] == (unsigned)p.n);
+      }
+      conv_problem fp32 = takes[i];
+      CHECK(!dc->applicable(&fp32, &env));
+      p.direction = CONV_BACKWARD_DATA;
+      p.epilogue = CONV_EPILOGUE_NONE;
+      CHECK_MSG(!dc->applicable(&p, &env), "case %zu backward-data", i);
+    }
+  conv_problem refuses[] = {
+      channels_last(direct_problem(1, 8, 32, 32, 3, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE, S)),
+      channels_last(direct_problem(1, 8, 32, 32, 32, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE, S)),
+      channels_last(direct_problem(1, 16, 32, 32, 16, 3, 3, 1, 1, 1, 2, CONV_EPILOGUE_NONE, S)),
+      channels_last(direct_problem(1, 32, 32, 32, 16, 7, 7, 1, 3, 1, 1, CONV_EPILOGUE_NONE, S)),
+  };
+  for (size_t i = 0; i < sizeof refuses / sizeof refuses[0]; i++) {
+    conv_problem p = refuses[i];
+    p.dtype = CONV_DTYPE_BF16;
+    CHECK_MSG(!dc->applicable(&p, &env), "refused case %zu", i);
+  }
+  conv_problem nhwc = takes[0], nchw = takes[0];
+  nhwc.dtype = nchw.dtype = CONV_DTYPE_F16;
+  nchw.layout = CONV_LAYOUT_NCHW;
+  const conv_direct_tiling pixel = {CONV_DIRECT_NHWC, 1, 1, 1, 32, 8},
+                           simple = {CONV_DIRECT_SIMPLE, 1, 1, 1, 32, 8};
+  conv_direct_launch l;
+  char why[160];
+  CHECK(conv_direct_plan(&nhwc, &pixel, &l, why, sizeof why));
+  CHECK(!conv_direct_plan(&nchw, &pixel, &l, why, sizeof why) && strstr(why, "NHWC"));
+  CHECK(!conv_direct_plan(&nhwc, &simple, &l, why, sizeof why) && strstr(why, "NCHW"));
+  nhwc.dtype = CONV_DTYPE_F32;
+  CHECK(!conv_direct_plan(&nhwc, &pixel, &l, why, sizeof why) && strstr(why, "fp16"));
+  return TEST_PASS;
+}
+
 /* Every simple and window config in the type against the reference: one-channel
  * rows (dilated, the MSD nets'), depthwise with every epilogue, grouped
  * 16->1 and 3->16 ones, 1x1 and 7x7 filters, stride 2, and the one-channel
@@ -427,6 +494,14 @@ static int half_passes(conv_dtype dtype) {
       direct_problem(1, 5, 38, 41, 5, 5, 5, 2, 2, 1, 5, CONV_EPILOGUE_NONE, S),
       direct_problem(2, 4, 20, 22, 8, 1, 1, 1, 0, 1, 4, CONV_EPILOGUE_BIAS, S),
       channels_last(direct_problem(1, 1, 96, 80, 1, 3, 3, 1, 4, 4, 1, CONV_EPILOGUE_BIAS, S)),
+      /* The NHWC layout: 16->1 dilated (16-byte loads), 3->16 (single
+       * loads), 24->8 strided 5x5 with bias+ReLU, 12->2 7x7, 8->4 1x1. */
+      channels_last(direct_problem(1, 16, 67, 64, 1, 3, 3, 1, 4, 4, 1, CONV_EPILOGUE_NONE, S)),
+      channels_last(direct_problem(2, 3, 50, 45, 16, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, S)),
+      channels_last(
+          direct_problem(2, 24, 33, 30, 8, 5, 5, 2, 2, 1, 1, CONV_EPILOGUE_BIAS_RELU, S)),
+      channels_last(direct_problem(1, 12, 29, 31, 2, 7, 7, 1, 3, 1, 1, CONV_EPILOGUE_BIAS, S)),
+      channels_last(direct_problem(3, 8, 17, 19, 4, 1, 1, 1, 0, 1, 1, CONV_EPILOGUE_NONE, S)),
   };
   const size_t n = sizeof cases / sizeof cases[0];
   int rc = half_family_matches_reference(&conv_algorithm_direct_channel, cases, n, dtype,
@@ -448,6 +523,7 @@ static const labelled_test_case tests[] = {
     {"direct_channel_configs", direct_channel_configs, "cpu"},
     {"direct_channel_simple_layout", direct_channel_simple_layout, "cpu"},
     {"half_layouts", half_layouts, "cpu"},
+    {"half_nhwc_layout", half_nhwc_layout, "cpu"},
     {"direct_channel_matches_reference", direct_channel_matches_reference, "gpu"},
     {"f16_passes", f16_passes, "gpu"},
     {"bf16_passes", bf16_passes, "gpu"},
