@@ -42,6 +42,7 @@
  * Tests: tests/families/test_cudnn.c.
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,6 +206,7 @@ done:
 /* What configs() learns about one engine. */
 typedef struct engine_probe {
   bool usable; /* runs this graph under this math mode */
+  bool runtime_compiled; /* its plans compile a kernel as they are built */
   int knob_count;
   knob_info knobs[CUDNN_KNOB_TYPE_COUNTS];
   const conv_config *heuristic; /* the heuristic's first config for it, if any */
@@ -227,6 +229,7 @@ static conv_status probe_engine(const conv_problem *p, cudnnBackendDescriptor_t 
     goto done;
   CONV_TRY(st, conv_cudnn_read_knobs(engine, probe->knobs, &probe->knob_count, err), done);
   probe->usable = true;
+  probe->runtime_compiled = notes.runtime_compiled;
 done:
   conv_cudnn_free_desc(&engine);
   return st;
@@ -295,26 +298,40 @@ static void make_variants(int64_t index, engine_probe *probe) {
                                                   probe->heuristic, probe->variants, MAX_VARIANTS);
 }
 
+/* Whether engine e may get one more config: every engine compiled ahead
+ * of time may; a runtime-compiled one while `compiled_left` lasts, which
+ * it then spends. */
+static bool engine_takes_config(const engine_probe *probe, int *compiled_left) {
+  if (!probe->runtime_compiled) return true;
+  if (*compiled_left <= 0) return false;
+  (*compiled_left)--;
+  return true;
+}
+
 /* The ranked heuristic configs in cuDNN's order, then the other
  * heuristics' configs, then every usable engine's default, then (with
  * `variants`) knob variants engine by engine in turns, so that a small
- * `max` still covers every engine before it covers any engine's knobs. */
+ * `max` still covers every engine before it covers any engine's knobs.
+ * At most `compiled_max` configs of runtime-compiled engines, the first
+ * in that order, and none of their knob variants where it is limited. */
 static int emit_configs(int64_t engines, engine_probe *probes, const conv_config *heur,
-                        int heur_count, int ranked_count, bool variants, conv_config *out,
-                        int max) {
-  int n = 0;
+                        int heur_count, int ranked_count, bool variants, int compiled_max,
+                        conv_config *out, int max) {
+  int n = 0, compiled_left = compiled_max;
   for (int i = 0; i < heur_count; i++) {
     int64_t e = heur[i].values[0];
     if (e < 0 || e >= engines || !probes[e].usable) continue;
     if (probes[e].heuristic == NULL) probes[e].heuristic = &heur[i];
+    if (!engine_takes_config(&probes[e], &compiled_left)) continue;
     if (config_append(out, max, &n, &heur[i]) && i < ranked_count)
       out[n - 1].flags |= CONV_CONFIG_HEURISTIC_RANKED;
   }
   for (int64_t e = 0; e < engines; e++) {
     if (!probes[e].usable) continue;
     conv_config c = {1, {e}, 0};
-    config_append(out, max, &n, &c);
+    if (engine_takes_config(&probes[e], &compiled_left)) config_append(out, max, &n, &c);
     make_variants(e, &probes[e]);
+    if (probes[e].runtime_compiled && compiled_max < INT_MAX) probes[e].variant_count = 0;
   }
   for (int v = 0; variants && v < MAX_VARIANTS && n < max; v++)
     for (int64_t e = 0; e < engines; e++)
@@ -495,7 +512,12 @@ static conv_status list_configs(const conv_problem *problem, conv_env *env, bool
    * a running kernel cannot be stopped.  The heuristics' configs and every
    * engine's defaults still cover each engine. */
   const bool variants = problem->direction == CONV_FORWARD;
-  *count = emit_configs(engines, probes, heur, heur_count, ranked_count, variants, out, max);
+  /* fp32 problems list what they listed before behaviour notes were read
+   * (the family's version, in their keys, is unchanged). */
+  const int compiled_max =
+      problem->dtype == CONV_DTYPE_F32 ? INT_MAX : CONV_CUDNN_RUNTIME_COMPILED_MAX;
+  *count = emit_configs(engines, probes, heur, heur_count, ranked_count, variants, compiled_max,
+                        out, max);
   /* Said rather than an empty list, so that the tuning's failure says why
    * (fp32 problems, whose epilogue runs after cuDNN, list what they did). */
   if (*count == 0 && conv_cudnn_fuses_epilogue(problem))

@@ -418,6 +418,16 @@ conv_status conv_cudnn_read_notes(cudnnBackendDescriptor_t engine, engine_notes 
       default: break; /* NaN handling does not matter here */
     }
   }
+  /* An engine whose behaviour notes cannot be read is taken as compiled
+   * ahead of time, as every engine was before they were read. */
+  cudnnBackendBehaviorNote_t behaviour[32];
+  n = 0;
+  if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                               32, &n, behaviour) != CUDNN_STATUS_SUCCESS)
+    n = 0;
+  if (n > 32) n = 32;
+  for (int64_t i = 0; i < n; i++)
+    if (behaviour[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) notes->runtime_compiled = true;
   return CONV_OK;
 }
 

@@ -63,6 +63,8 @@ typedef struct engine_notes {
   bool reduced_reduction; /* accumulation below fp32                       */
   bool transform;         /* Winograd or FFT                               */
   bool nondeterministic;  /* results may differ run to run (atomics)       */
+  bool runtime_compiled;  /* behaviour note: its kernel is compiled (NVRTC)
+                           * as its plan is finalized, seconds a config    */
 } engine_notes;
 
 /* Records a failed cuDNN call.  While plans are being built a refusal means
@@ -133,6 +135,15 @@ conv_status conv_cudnn_graph_build(const conv_problem *p, conv_env *env, bool kr
  * a half problem with an epilogue: few of cuDNN's engines fuse a bias into
  * an NCHW half convolution, and without these such a problem had no plan. */
 #define CONV_CUDNN_KNOB_UNFUSED_EPILOGUE 1001
+
+/* The most configs of runtime-compiled engines (behaviour note
+ * RUNTIME_COMPILATION) a half problem lists, the first in the configs'
+ * order (the heuristics' picks first), with no knob variants of their own:
+ * each such plan compiles its kernel as it is built, about a second, and
+ * every config of a half graph with a fused bias is one (tests/families/
+ * test_cudnn.c, half_fused_epilogue).  fp32 problems list theirs all, as
+ * before the notes were read. */
+#define CONV_CUDNN_RUNTIME_COMPILED_MAX 4
 
 conv_status conv_cudnn_engine_count(cudnnBackendDescriptor_t graph, int64_t *count,
                                     conv_error *err);

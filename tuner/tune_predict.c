@@ -88,6 +88,12 @@ static bool add_ranked(const conv_tune_request *req, conv_cache *const *layers, 
                                     &perr) == CONV_OK &&
                   ranked > 0;
   for (int i = 0; ok && i < ranked; i++) add(set, algo, &offered[order[i]]);
+  /* cuDNN's own first guesses (add_cudnn_guesses) head the list it just
+   * offered: taken from it, rather than building its graph and probing
+   * its engines a second time. */
+  for (int i = 0; ok && algo->id == CONV_ALGO_CUDNN && i < offered_count && i < MAX_CONFIGS_FAST;
+       i++)
+    add(set, algo, &offered[i]);
   free(offered);
   if (!ok)
     snprintf(why, why_size, "%s offers no config to rank (%s)", algo->name,
@@ -124,7 +130,7 @@ static bool predict(const conv_tune_request *req, predicted_set *set, tally *t, 
     set->count = 0;
     return false;
   }
-  add_cudnn_guesses(req, set, t);
+  if (pr.algorithm_id != CONV_ALGO_CUDNN) add_cudnn_guesses(req, set, t); /* else add_ranked's */
   if (set->scope == CONV_PREDICT_WIDE) add_best_guesses(req, set, t);
   return true;
 }

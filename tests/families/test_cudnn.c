@@ -320,7 +320,8 @@ static int half_fused_epilogue(void) {
   seed_rng();
   /* Two cases, the first 24 configs of each (the heuristics' picks first,
    * fused and unfused in turn): every config of a fused half graph is a
-   * runtime-compiled engine (about a second each to build), and all of
+   * runtime-compiled engine (about a second each to build); before the
+   * family listed at most CONV_CUDNN_RUNTIME_COMPILED_MAX of them, all of
    * them ran past the test's five minutes on an H200. */
   const conv_problem cases[] = {
       half_problem(0, CONV_DTYPE_F16, CONV_LAYOUT_NHWC, CONV_FORWARD, CONV_EPILOGUE_BIAS_RELU),
@@ -338,6 +339,57 @@ static int half_fused_epilogue(void) {
          "%.2g), %d wrong and caught, %d not supported\n",
          count.ran, n, count.worst_error, count.wrong_caught, count.unsupported);
   CHECK(count.ran >= n);
+  return TEST_PASS;
+}
+
+/* Whether a cudnn config carries convtune's own knob `knob`. */
+static bool has_knob(const conv_config *c, int64_t knob) {
+  for (int i = 1; i + 1 < c->count; i += 2)
+    if (c->values[i] == knob) return true;
+  return false;
+}
+
+/* A half problem with a fused bias lists at least one and at most
+ * CONV_CUDNN_RUNTIME_COMPILED_MAX configs of runtime-compiled engines (its
+ * fused graph's engines are such), and configs with the epilogue after the
+ * graph besides; read from the engines' behaviour notes on this GPU's
+ * cuDNN. */
+static int half_runtime_compiled_capped(void) {
+  SKIP_WITHOUT_GPU();
+  conv_env env;
+  if (open_env(&env) != TEST_PASS) return TEST_FAIL;
+  const conv_problem p =
+      half_problem(0, CONV_DTYPE_BF16, CONV_LAYOUT_NHWC, CONV_FORWARD, CONV_EPILOGUE_BIAS);
+  conv_config configs[512];
+  int n = 0;
+  conv_error err = {0};
+  CHECK_MSG(conv_algorithm_cudnn.configs(&p, &env, configs, 512, &n, &err) == CONV_OK, "%s",
+            err.message);
+  conv_graph g = {0};
+  uv_mutex_lock(&env.cudnn_lock);
+  const conv_status built = conv_cudnn_graph_build(&p, &env, false, &g, &err);
+  uv_mutex_unlock(&env.cudnn_lock);
+  CHECK_MSG(built == CONV_OK, "%s", err.message);
+  int compiled = 0, unfused = 0;
+  for (int i = 0; i < n; i++) {
+    if (has_knob(&configs[i], CONV_CUDNN_KNOB_UNFUSED_EPILOGUE)) {
+      unfused++;
+      continue;
+    }
+    cudnnBackendDescriptor_t engine = NULL;
+    engine_notes notes;
+    CHECK_MSG(conv_cudnn_make_engine(g.graph, configs[i].values[0], &engine, &err) == CONV_OK,
+              "%s", err.message);
+    const conv_status read = conv_cudnn_read_notes(engine, &notes, &err);
+    conv_cudnn_free_desc(&engine);
+    CHECK_MSG(read == CONV_OK, "%s", err.message);
+    compiled += notes.runtime_compiled;
+  }
+  conv_cudnn_graph_destroy(&g);
+  printf("SUMMARY cudnn bf16 fused bias: %d configs, %d of runtime-compiled engines, %d unfused\n",
+         n, compiled, unfused);
+  CHECK(compiled >= 1 && compiled <= CONV_CUDNN_RUNTIME_COMPILED_MAX && unfused > 0);
+  close_env(&env);
   return TEST_PASS;
 }
 
@@ -413,6 +465,7 @@ static const labelled_test_case tests[] = {
     {"bf16_backward_data", bf16_backward_data, "gpu"},
     {"bf16_backward_filter", bf16_backward_filter, "gpu"},
     {"half_fused_epilogue", half_fused_epilogue, "gpu"},
+    {"half_runtime_compiled_capped", half_runtime_compiled_capped, "gpu"},
     {"half_plans", half_plans, "gpu"},
 };
 TEST_MAIN(tests)
