@@ -15,8 +15,9 @@
  * once; the unit and generic layouts are fp32 only.  A half NHWC
  * problem of one input and one output channel runs as its NCHW twin (the
  * same bytes: the MSD nets' 1->1 layers in a channels-last model); other
- * half NHWC forward problems of one group and at most 16 output channels
- * run the NHWC layout (direct_nhwc.h: 16->1 MSD layers, 3->16 stems).
+ * half NHWC forward problems of one group and at most 32 output channels
+ * run the NHWC layout (direct_nhwc.h: 16->1 MSD layers, 3->16 and 3->32
+ * stems).
  *
  * Tests: tests/families/test_direct_channel.c.
  */
@@ -88,7 +89,7 @@ static conv_status direct_channel_list(const conv_problem *view, conv_config *ou
 /* Half problems run the simple and window layouts (NCHW) and the NHWC
  * layout only: theirs where one of those configs plans (NCHW: square
  * filters, 1 to 7 up to a million outputs, 3, 5 and 7 with one output
- * channel a thread; NHWC: 1, 2, 4, 8 or 16 output channels). */
+ * channel a thread; NHWC: 1, 2, 4, 8, 16 or 32 output channels). */
 static bool direct_channel_takes(const conv_problem *pb, conv_problem *view) {
   if (!direct_channel_forward_view(pb, view)) return false;
   if (view->dtype == CONV_DTYPE_F32) return true;
@@ -285,7 +286,7 @@ static conv_status direct_channel_prepare(const conv_problem *problem, conv_env 
   conv_problem view;
   conv_status st = conv_view_prepare_check(
       "direct_channel", direct_channel_forward_view, problem, env, config, out, &view, err,
-      "only NCHW forward (and, in fp16 and bf16, NHWC forward of one group and at most 16 "
+      "only NCHW forward (and, in fp16 and bf16, NHWC forward of one group and at most 32 "
       "output channels), or stride-1 backward-data within the filter's padding, with at most %d "
       "input and %d output channels per group (of the transposed convolution for backward-data)",
       DIRECT_CHANNEL_MAX_CHANNELS_IN, DIRECT_CHANNEL_MAX_CHANNELS_OUT);

@@ -37,7 +37,7 @@
  *            time: 32-bit offsets, the image and channel from the grid, no
  *            division but two multiply-shifts.
  *   NHWC     channels-last fp16 and bf16 forward convolutions of one group
- *            and 1, 2, 4, 8 or 16 output channels, any filter, stride and
+ *            and 1, 2, 4, 8, 16 or 32 output channels, any filter, stride and
  *            dilation: a thread per output pixel, all its channels
  *            (direct_nhwc.cu).  The other layouts refuse NHWC problems.
  */

@@ -133,6 +133,7 @@ const void *kernel_for(int k, bool vec8) {
     case 4: return kernel_for<T, 4>(vec8);
     case 8: return kernel_for<T, 8>(vec8);
     case 16: return kernel_for<T, 16>(vec8);
+    case 32: return kernel_for<T, 32>(vec8);
     default: return nullptr;
   }
 }
@@ -153,7 +154,7 @@ extern "C" bool conv_direct_nhwc_plan(const conv_problem *pb, const conv_direct_
   l.kernel = pb->dtype == CONV_DTYPE_F16 ? kernel_for<__half>(l.k, vec8)
                                          : kernel_for<__nv_bfloat16>(l.k, vec8);
   if (l.kernel == nullptr)
-    CONV_REJECT("nhwc layout: 1, 2, 4, 8 or 16 output channels, not %d", l.k);
+    CONV_REJECT("nhwc layout: 1, 2, 4, 8, 16 or 32 output channels, not %d", l.k);
   l.smem_bytes = sizeof(float) * (size_t)l.r * l.s * l.c * l.k;
   if (l.smem_bytes > CONV_DIRECT_NHWC_SMEM_MAX)
     CONV_REJECT("nhwc layout: filters need %zu bytes of shared memory, more than %zu",

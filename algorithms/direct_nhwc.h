@@ -11,7 +11,7 @@
  * fp32 [r][s][c][k] so that a tap's K weights of one channel are adjacent.
  * Neighbouring threads' windows overlap, so a tap's reads mostly hit L1.
  * It serves the few-channel dense layers of MSD nets and image stems (16
- * channels to 1, 3 to 16) in channels-last models, where cuDNN's engines
+ * channels to 1, 3 to 16 or 32) in channels-last models, where cuDNN's engines
  * reach a few percent of the memory floor.
  */
 #ifndef CONVTUNE_DIRECT_NHWC_H
@@ -29,14 +29,15 @@ extern "C" {
 #endif
 
 /* The most output channels the layout computes per thread (compiled: 1, 2,
- * 4, 8 and 16), and its shared-memory limit for the staged filters. */
-#define CONV_DIRECT_NHWC_MAX_K 16
+ * 4, 8, 16 and 32: 32 takes the 3->32 stems of MobileNet and EfficientNet),
+ * and its shared-memory limit for the staged filters. */
+#define CONV_DIRECT_NHWC_MAX_K 32
 #define CONV_DIRECT_NHWC_SMEM_MAX ((size_t)48 << 10)
 
 /* Completes `common` (sizes, epilogue and dtype filled by conv_direct_plan)
  * for the NHWC layout of `problem` and writes it to *launch.  Returns false
  * with the reason in `why` unless the problem is an NHWC fp16 or bf16
- * forward convolution of one group with K in {1, 2, 4, 8, 16}, the filters
+ * forward convolution of one group with K in {1, 2, 4, 8, 16, 32}, the filters
  * fit in CONV_DIRECT_NHWC_SMEM_MAX as fp32, and the batch is at most 65535
  * images. */
 bool conv_direct_nhwc_plan(const conv_problem *problem, const conv_direct_launch *common,

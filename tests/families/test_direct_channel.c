@@ -411,7 +411,7 @@ static int half_layouts(void) {
   return TEST_PASS;
 }
 
-/* Half NHWC forward problems of one group and 1, 2, 4, 8 or 16 output
+/* Half NHWC forward problems of one group and 1, 2, 4, 8, 16 or 32 output
  * channels: taken, every config the NHWC layout with kb = K, 16-byte loads
  * exactly where C is a multiple of 8; refused with another K, groups, past
  * the shared memory for the filters, in fp32 (its configs are unchanged in
@@ -428,6 +428,7 @@ static int half_nhwc_layout(void) {
       channels_last(direct_problem(1, 16, 1024, 1024, 1, 3, 3, 1, 4, 4, 1, CONV_EPILOGUE_NONE, S)),
       channels_last(direct_problem(2, 3, 100, 90, 16, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, S)),
       channels_last(direct_problem(2, 32, 9, 7, 8, 5, 5, 2, 2, 1, 1, CONV_EPILOGUE_BIAS_RELU, S)),
+      channels_last(direct_problem(16, 3, 224, 224, 32, 3, 3, 2, 1, 1, 1, CONV_EPILOGUE_NONE, S)),
   };
   for (size_t i = 0; i < sizeof takes / sizeof takes[0]; i++)
     for (int d = 0; d < 2; d++) {
@@ -453,9 +454,10 @@ static int half_nhwc_layout(void) {
     }
   conv_problem refuses[] = {
       channels_last(direct_problem(1, 8, 32, 32, 3, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE, S)),
-      channels_last(direct_problem(1, 8, 32, 32, 32, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE, S)),
+      channels_last(direct_problem(1, 8, 32, 32, 64, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE, S)),
       channels_last(direct_problem(1, 16, 32, 32, 16, 3, 3, 1, 1, 1, 2, CONV_EPILOGUE_NONE, S)),
       channels_last(direct_problem(1, 32, 32, 32, 16, 7, 7, 1, 3, 1, 1, CONV_EPILOGUE_NONE, S)),
+      channels_last(direct_problem(1, 16, 32, 32, 32, 5, 5, 1, 2, 1, 1, CONV_EPILOGUE_NONE, S)),
   };
   for (size_t i = 0; i < sizeof refuses / sizeof refuses[0]; i++) {
     conv_problem p = refuses[i];
@@ -495,13 +497,15 @@ static int half_passes(conv_dtype dtype) {
       direct_problem(2, 4, 20, 22, 8, 1, 1, 1, 0, 1, 4, CONV_EPILOGUE_BIAS, S),
       channels_last(direct_problem(1, 1, 96, 80, 1, 3, 3, 1, 4, 4, 1, CONV_EPILOGUE_BIAS, S)),
       /* The NHWC layout: 16->1 dilated (16-byte loads), 3->16 (single
-       * loads), 24->8 strided 5x5 with bias+ReLU, 12->2 7x7, 8->4 1x1. */
+       * loads), 24->8 strided 5x5 with bias+ReLU, 12->2 7x7, 8->4 1x1,
+       * and a 3->32 stride-2 stem. */
       channels_last(direct_problem(1, 16, 67, 64, 1, 3, 3, 1, 4, 4, 1, CONV_EPILOGUE_NONE, S)),
       channels_last(direct_problem(2, 3, 50, 45, 16, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, S)),
       channels_last(
           direct_problem(2, 24, 33, 30, 8, 5, 5, 2, 2, 1, 1, CONV_EPILOGUE_BIAS_RELU, S)),
       channels_last(direct_problem(1, 12, 29, 31, 2, 7, 7, 1, 3, 1, 1, CONV_EPILOGUE_BIAS, S)),
       channels_last(direct_problem(3, 8, 17, 19, 4, 1, 1, 1, 0, 1, 1, CONV_EPILOGUE_NONE, S)),
+      channels_last(direct_problem(2, 3, 57, 60, 32, 3, 3, 2, 1, 1, 1, CONV_EPILOGUE_BIAS, S)),
   };
   const size_t n = sizeof cases / sizeof cases[0];
   int rc = half_family_matches_reference(&conv_algorithm_direct_channel, cases, n, dtype,
