@@ -298,9 +298,10 @@ static void make_variants(int64_t index, engine_probe *probe) {
                                                   probe->heuristic, probe->variants, MAX_VARIANTS);
 }
 
-/* Whether engine e may get one more config: every engine compiled ahead
- * of time may; a runtime-compiled one while `compiled_left` lasts, which
- * it then spends. */
+/* Whether the probed engine may get one more config: every engine
+ * compiled ahead of time may; a runtime-compiled one while `compiled_left`
+ * lasts, which it then spends (also where the config then turns out to be
+ * a repeat, so a list may hold fewer than compiled_max of them). */
 static bool engine_takes_config(const engine_probe *probe, int *compiled_left) {
   if (!probe->runtime_compiled) return true;
   if (*compiled_left <= 0) return false;
