@@ -84,16 +84,14 @@ static bool config_krsc_filter(const conv_config *c) {
   return c->count >= 3 && c->values[c->count - 2] == CONV_CUDNN_KNOB_KRSC_FILTER;
 }
 
-/* Whether a config carries CONV_CUDNN_KNOB_UNFUSED_EPILOGUE (last, as the
- * other). */
-static bool config_unfused_epilogue(const conv_config *c) {
+bool conv_cudnn_config_unfused_epilogue(const conv_config *c) {
   return c->count >= 3 && c->values[c->count - 2] == CONV_CUDNN_KNOB_UNFUSED_EPILOGUE;
 }
 
 /* The number of convtune's own knobs a config carries (0 or 1): cuDNN
  * never sees them. */
 static int own_knobs(const conv_config *c) {
-  return config_krsc_filter(c) || config_unfused_epilogue(c) ? 1 : 0;
+  return config_krsc_filter(c) || conv_cudnn_config_unfused_epilogue(c) ? 1 : 0;
 }
 
 /* The problems whose configs are also listed with the epilogue after the
@@ -331,8 +329,7 @@ static int emit_configs(int64_t engines, engine_probe *probes, const conv_config
     if (!probes[e].usable) continue;
     conv_config c = {1, {e}, 0};
     if (engine_takes_config(&probes[e], &compiled_left)) config_append(out, max, &n, &c);
-    make_variants(e, &probes[e]);
-    if (probes[e].runtime_compiled && compiled_max < INT_MAX) probes[e].variant_count = 0;
+    if (!probes[e].runtime_compiled || compiled_max == INT_MAX) make_variants(e, &probes[e]);
   }
   for (int v = 0; variants && v < MAX_VARIANTS && n < max; v++)
     for (int64_t e = 0; e < engines; e++)
@@ -616,7 +613,7 @@ static conv_status cudnn_prepare(const conv_problem *problem, conv_env *env,
   s->krsc_filter = config_krsc_filter(config);
   /* The graph's problem: without its epilogue where the config runs it after. */
   conv_problem graph_problem = *problem;
-  if (config_unfused_epilogue(config)) graph_problem.epilogue = CONV_EPILOGUE_NONE;
+  if (conv_cudnn_config_unfused_epilogue(config)) graph_problem.epilogue = CONV_EPILOGUE_NONE;
   s->fused_epilogue = conv_cudnn_fuses_epilogue(&graph_problem);
   if (s->krsc_filter && !krsc_filter_applies(problem)) {
     cudnn_release(s);
@@ -624,7 +621,7 @@ static conv_status cudnn_prepare(const conv_problem *problem, conv_env *env,
                           "cudnn: K R S C filters (knob %d) are for NCHW forward fp32 "
                           "convolutions with R S > 1", CONV_CUDNN_KNOB_KRSC_FILTER);
   }
-  if (config_unfused_epilogue(config) && !unfused_epilogue_applies(problem)) {
+  if (conv_cudnn_config_unfused_epilogue(config) && !unfused_epilogue_applies(problem)) {
     cudnn_release(s);
     return conv_error_set(err, CONV_UNSUPPORTED,
                           "cudnn: an epilogue after the graph (knob %d) is for half forward "
@@ -771,7 +768,7 @@ static void cudnn_describe(const conv_config *c, char *text, size_t size) {
   int len = snprintf(text, size, "engine=%" PRId64, c->values[0]);
   size_t used = len > 0 ? (size_t)len : 0;
   const bool krsc = config_krsc_filter(c) && c->values[c->count - 1] == 1;
-  const bool unfused = config_unfused_epilogue(c) && c->values[c->count - 1] == 1;
+  const bool unfused = conv_cudnn_config_unfused_epilogue(c) && c->values[c->count - 1] == 1;
   for (int i = 1; i + 1 < c->count - (krsc || unfused ? 2 : 0) && used < size; i += 2) {
     len = snprintf(text + used, size - used, "%s%" PRId64 ":%" PRId64, i == 1 ? " knobs=" : ",",
                    c->values[i], c->values[i + 1]);

@@ -136,6 +136,10 @@ conv_status conv_cudnn_graph_build(const conv_problem *p, conv_env *env, bool kr
  * an NCHW half convolution, and without these such a problem had no plan. */
 #define CONV_CUDNN_KNOB_UNFUSED_EPILOGUE 1001
 
+/* Whether a cudnn config carries CONV_CUDNN_KNOB_UNFUSED_EPILOGUE (its last
+ * pair, once canonical, as CONV_CUDNN_KNOB_KRSC_FILTER is). */
+bool conv_cudnn_config_unfused_epilogue(const conv_config *c);
+
 /* The most configs of runtime-compiled engines (behaviour note
  * RUNTIME_COMPILATION) a half problem lists, the first in the configs'
  * order (the heuristics' picks first), with no knob variants of their own:

@@ -43,21 +43,26 @@ static bool nchw_forward(const conv_problem *pb) {
          pb->direction == CONV_FORWARD;
 }
 
+/* An NHWC problem in fp16 or bf16: the only NHWC ones this version takes
+ * (fp32 ones too, in a version that bumps the family's: that adds configs
+ * to tunings made without them). */
+static bool half_nhwc(const conv_problem *pb) {
+  return conv_problem_supported_any_dtype(pb) && pb->dtype != CONV_DTYPE_F32 &&
+         pb->layout == CONV_LAYOUT_NHWC;
+}
+
 /* A half NHWC problem of one input and one output channel has its NCHW
  * twin's bytes: x [n][h][w][1] is [n][1][h][w], y likewise, and the K R S C
- * filter [1][r][s][1] is [1][1][r][s].  (fp32 ones too, in a version that
- * bumps the family's: that adds configs to tunings made without them.) */
+ * filter [1][r][s][1] is [1][1][r][s]. */
 static bool one_channel_nhwc_half(const conv_problem *pb) {
-  return conv_problem_supported_any_dtype(pb) && pb->dtype != CONV_DTYPE_F32 &&
-         pb->layout == CONV_LAYOUT_NHWC && pb->c == 1 && pb->k == 1;
+  return half_nhwc(pb) && pb->c == 1 && pb->k == 1;
 }
 
 /* A half NHWC forward problem for the NHWC layout: one group, few
  * channels (the one-channel ones run as their NCHW twins instead). */
 static bool nhwc_layout_half(const conv_problem *pb) {
-  return conv_problem_supported_any_dtype(pb) && pb->dtype != CONV_DTYPE_F32 &&
-         pb->layout == CONV_LAYOUT_NHWC && pb->direction == CONV_FORWARD && pb->groups == 1 &&
-         !(pb->c == 1 && pb->k == 1) && pb->c <= DIRECT_CHANNEL_MAX_CHANNELS_IN &&
+  return half_nhwc(pb) && !one_channel_nhwc_half(pb) && pb->direction == CONV_FORWARD &&
+         pb->groups == 1 && pb->c <= DIRECT_CHANNEL_MAX_CHANNELS_IN &&
          pb->k <= CONV_DIRECT_NHWC_MAX_K;
 }
 

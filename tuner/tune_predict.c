@@ -67,9 +67,10 @@ static void add_best_guesses(const conv_tune_request *req, predicted_set *set, t
 }
 
 /* The neighbours' family's configs that ran fastest on them
- * (conv_predict_configs_for); false, with why[], where there are none. */
+ * (conv_predict_configs_for), then the first `head` configs the family
+ * lists; false, with why[], where there are none. */
 static bool add_ranked(const conv_tune_request *req, conv_cache *const *layers, int layer_count,
-                       const conv_prediction *pr, predicted_set *set, char *why,
+                       const conv_prediction *pr, int head, predicted_set *set, char *why,
                        size_t why_size) {
   const conv_algorithm *algo = conv_registry_find(pr->algorithm_id);
   if (algo == NULL || !conv_algorithm_applicable(algo, req->problem, req->env)) {
@@ -88,12 +89,7 @@ static bool add_ranked(const conv_tune_request *req, conv_cache *const *layers, 
                                     &perr) == CONV_OK &&
                   ranked > 0;
   for (int i = 0; ok && i < ranked; i++) add(set, algo, &offered[order[i]]);
-  /* cuDNN's own first guesses (add_cudnn_guesses) head the list it just
-   * offered: taken from it, rather than building its graph and probing
-   * its engines a second time. */
-  for (int i = 0; ok && algo->id == CONV_ALGO_CUDNN && i < offered_count && i < MAX_CONFIGS_FAST;
-       i++)
-    add(set, algo, &offered[i]);
+  for (int i = 0; ok && i < offered_count && i < head; i++) add(set, algo, &offered[i]);
   free(offered);
   if (!ok)
     snprintf(why, why_size, "%s offers no config to rank (%s)", algo->name,
@@ -122,15 +118,19 @@ static bool predict(const conv_tune_request *req, predicted_set *set, tally *t, 
   }
   if (ok) {
     set->scope = conv_predict_scope_of(req->problem, &pr, why, why_size);
+    /* Where the neighbours' family is cuDNN, its own first guesses
+     * (add_cudnn_guesses) head the list add_ranked has it build: taken
+     * from there, not from a second graph build and engine probe. */
+    const int head = pr.algorithm_id == CONV_ALGO_CUDNN ? MAX_CONFIGS_FAST : 0;
     ok = set->scope != CONV_PREDICT_ALL &&
-         add_ranked(req, layers, layer_count, &pr, set, why, why_size);
+         add_ranked(req, layers, layer_count, &pr, head, set, why, why_size);
   }
   conv_tuner_phase_since(&t->phases, CONV_PHASE_PREDICT, started);
   if (!ok) {
     set->count = 0;
     return false;
   }
-  if (pr.algorithm_id != CONV_ALGO_CUDNN) add_cudnn_guesses(req, set, t); /* else add_ranked's */
+  if (pr.algorithm_id != CONV_ALGO_CUDNN) add_cudnn_guesses(req, set, t); /* else in already */
   if (set->scope == CONV_PREDICT_WIDE) add_best_guesses(req, set, t);
   return true;
 }

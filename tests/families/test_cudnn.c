@@ -342,13 +342,6 @@ static int half_fused_epilogue(void) {
   return TEST_PASS;
 }
 
-/* Whether a cudnn config carries convtune's own knob `knob`. */
-static bool has_knob(const conv_config *c, int64_t knob) {
-  for (int i = 1; i + 1 < c->count; i += 2)
-    if (c->values[i] == knob) return true;
-  return false;
-}
-
 /* A half problem with a fused bias lists at least one and at most
  * CONV_CUDNN_RUNTIME_COMPILED_MAX configs of runtime-compiled engines (its
  * fused graph's engines are such), and configs with the epilogue after the
@@ -372,7 +365,7 @@ static int half_runtime_compiled_capped(void) {
   CHECK_MSG(built == CONV_OK, "%s", err.message);
   int compiled = 0, unfused = 0;
   for (int i = 0; i < n; i++) {
-    if (has_knob(&configs[i], CONV_CUDNN_KNOB_UNFUSED_EPILOGUE)) {
+    if (conv_cudnn_config_unfused_epilogue(&configs[i])) {
       unfused++;
       continue;
     }
