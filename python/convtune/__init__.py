@@ -15,7 +15,9 @@ compiled module for the per-call path where it is built (_launch.c)::
     y = convtune.dynamic_conv2d(x, weights)  # per-pixel filters (B, G, k*k, P, Q): involution
 
 Whole models: convtune.convert(model) turns every nn.Conv2d into a
-convtune.nn.Conv2d (see convtune/nn.py); torch.ops.convtune.conv2d is the
+convtune.nn.Conv2d (see convtune/nn.py); convtune.fuse(model) makes an
+inference copy with BatchNorm folded and ReLU fused into the convolutions
+(convtune/_fuse.py); torch.ops.convtune.conv2d is the
 operator torch.compile and torch.export trace (convtune/ops.py);
 convtune.nn.Involution is the involution layer on dynamic_conv2d.
 
@@ -39,7 +41,7 @@ from ._plan import Plan
 from ._cache import (cache_pending, cache_trials, cache_winners, default_cache_path, merge_caches,
                      system_cache_files)
 
-__all__ = ["ConvtuneError", "ConvArgumentError", "ConvTypeError", "Context", "Plan", "conv2d", "convert", "dynamic_conv2d", "library_version",
+__all__ = ["ConvtuneError", "ConvArgumentError", "ConvTypeError", "Context", "Plan", "conv2d", "convert", "fuse", "dynamic_conv2d", "library_version",
            "library_versions", "cache_winners", "cache_trials", "cache_pending", "merge_caches",
            "default_cache_path", "system_cache_files", "nn", "ops",
            "__version__"]
@@ -50,7 +52,7 @@ __version__ = "0.7.0"
 
 
 def __getattr__(name):
-    """convtune.nn, convtune.ops and convtune.convert, imported on first use
+    """convtune.nn, convtune.ops, convtune.convert and convtune.fuse, imported on first use
     (they import torch; the rest of the package imports without it)."""
     if name in ("nn", "ops"):
         import importlib
@@ -58,6 +60,9 @@ def __getattr__(name):
     if name == "convert":
         from .nn import convert
         return convert
+    if name == "fuse":
+        from ._fuse import fuse
+        return fuse
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 

@@ -75,7 +75,7 @@ struct PlanEntry {
 
 // The map key: the problem a plan serves, one field per position.
 enum KeyField {
-  kDevice, kNhwc, kTf32, kBias, kN, kC, kH, kW, kK, kR, kS, kStrideH, kStrideW, kPadH, kPadW,
+  kDevice, kNhwc, kTf32, kEpilogue, kN, kC, kH, kW, kK, kR, kS, kStrideH, kStrideW, kPadH, kPadW,
   kDilH, kDilW, kGroups, kDeterministic, kDirection, kKrsc, kDtype, kKeyFields
 };
 using Key = std::array<int64_t, kKeyFields>;
@@ -169,11 +169,11 @@ void check_sizes(const char *op, at::IntArrayRef size, const char *name) {
 }
 
 Key make_key(int device, conv_direction direction, conv_dtype dtype, const PassArgs &a,
-             bool has_bias, bool deterministic, at::IntArrayRef x, at::IntArrayRef w) {
+             conv_epilogue epilogue, bool deterministic, at::IntArrayRef x, at::IntArrayRef w) {
   Key k{};
   // The half types ignore math (convtune.h): one plan whatever the setting.
   k[kDevice] = device, k[kNhwc] = a.nhwc, k[kTf32] = a.tf32 && dtype == CONV_DTYPE_F32;
-  k[kBias] = has_bias, k[kDtype] = dtype;
+  k[kEpilogue] = epilogue, k[kDtype] = dtype;
   k[kN] = x[0], k[kC] = x[1], k[kH] = x[2], k[kW] = x[3];
   k[kK] = w[0], k[kR] = w[2], k[kS] = w[3];
   k[kStrideH] = a.stride[0], k[kStrideW] = a.stride[1];
@@ -190,7 +190,7 @@ conv_problem problem_of(const Key &k) {
   conv_problem_init(&p);
   p.layout = k[kNhwc] ? CONV_LAYOUT_NHWC : CONV_LAYOUT_NCHW;
   p.math = k[kTf32] ? CONV_MATH_TF32 : CONV_MATH_STRICT;
-  p.epilogue = k[kBias] ? CONV_EPILOGUE_BIAS : CONV_EPILOGUE_NONE;
+  p.epilogue = static_cast<conv_epilogue>(k[kEpilogue]);
   p.n = k[kN], p.c = k[kC], p.h = k[kH], p.w = k[kW];
   p.k = k[kK], p.r = k[kR], p.s = k[kS];
   p.stride_h = k[kStrideH], p.stride_w = k[kStrideW];
@@ -234,12 +234,12 @@ PlanEntry &entry_for(const Key &key) {
 }
 
 // The entry of a pass, for the library's deterministic setting now.
-PlanEntry &entry_for_pass(conv_direction direction, const PassArgs &a, bool has_bias,
+PlanEntry &entry_for_pass(conv_direction direction, const PassArgs &a, conv_epilogue epilogue,
                           at::IntArrayRef x, at::IntArrayRef w, const at::Tensor &any) {
   // torch.use_deterministic_algorithms(True): a deterministic plan.
   const bool deterministic = at::globalContext().deterministicAlgorithms();
   const conv_dtype dtype = dtype_of("convtune", any.scalar_type());
-  return entry_for(make_key(any.get_device(), direction, dtype, a, has_bias, deterministic, x, w));
+  return entry_for(make_key(any.get_device(), direction, dtype, a, epilogue, deterministic, x, w));
 }
 
 // t contiguous in `format` with its data aligned as the library needs.
@@ -286,6 +286,16 @@ void execute_on_current_stream(const char *op, PlanEntry &e, const at::Tensor &a
   e.has_last_stream = true;
 }
 
+// Whether the forward's activation is a fused ReLU ("relu"; "none" else),
+// which the library applies after the bias (epilogue BIAS_RELU).
+bool fused_relu(const char *op, c10::string_view activation, bool has_bias) {
+  TORCH_CHECK(activation == "none" || activation == "relu", op,
+              ": activation must be 'none' or 'relu', got '", std::string(activation), "'");
+  TORCH_CHECK(activation == "none" || has_bias, op,
+              ": activation 'relu' needs a bias (epilogue BIAS_RELU)");
+  return activation == "relu";
+}
+
 void check_channels(const char *op, int64_t c, const at::IntArrayRef w, int64_t groups) {
   TORCH_CHECK(c == w[1] * groups, op, ": x has ", c, " channels, weight takes ", w[1],
               " per group x ", groups, " groups");
@@ -296,11 +306,13 @@ void check_channels(const char *op, int64_t c, const at::IntArrayRef w, int64_t 
 at::Tensor conv2d_cuda(const at::Tensor &x_in, const at::Tensor &w_in,
                        const c10::optional<at::Tensor> &bias_in, at::IntArrayRef stride,
                        at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
-                       c10::string_view math, c10::string_view layout) {
+                       c10::string_view math, c10::string_view layout,
+                       c10::string_view activation) {
   const char *op = "convtune.conv2d";
   const PassArgs a = check_pass_args(op, stride, padding, dilation, groups, math, layout);
   check_tensors(op, {{"x", &x_in}, {"weight", &w_in}});
   const bool has_bias = bias_in.has_value() && bias_in->defined();
+  const bool relu = fused_relu(op, activation, has_bias);
   if (has_bias)
     TORCH_CHECK((bias_in->scalar_type() == at::kFloat || bias_in->scalar_type() == x_in.scalar_type()) &&
                     bias_in->device() == x_in.device() && bias_in->dim() == 1 &&
@@ -312,7 +324,9 @@ at::Tensor conv2d_cuda(const at::Tensor &x_in, const at::Tensor &w_in,
   // The library adds a float32 bias whatever x's type (convtune.h).
   const at::Tensor bias =
       has_bias ? dense(bias_in->to(at::kFloat), at::MemoryFormat::Contiguous) : at::Tensor();
-  PlanEntry &e = entry_for_pass(CONV_FORWARD, a, has_bias, x.sizes(), w.sizes(), x);
+  const conv_epilogue epilogue =
+      relu ? CONV_EPILOGUE_BIAS_RELU : has_bias ? CONV_EPILOGUE_BIAS : CONV_EPILOGUE_NONE;
+  PlanEntry &e = entry_for_pass(CONV_FORWARD, a, epilogue, x.sizes(), w.sizes(), x);
   at::Tensor y = at::empty(e.y_shape, x.options().memory_format(a.format));
   execute_on_current_stream(op, e, x, [&](cudaStream_t stream) {
     return conv_plan_execute(e.plan, stream, x.data_ptr(), w.data_ptr(),
@@ -332,7 +346,7 @@ at::Tensor backward_pass(const char *op, conv_direction direction, const PassArg
   const at::Tensor first = dense(first_in, a.format), second = dense(second_in, a.format);
   const bool data = direction == CONV_BACKWARD_DATA;
   const at::Tensor &dy = data ? first : second;
-  PlanEntry &e = entry_for_pass(direction, a, false, data ? out_size : first.sizes(),
+  PlanEntry &e = entry_for_pass(direction, a, CONV_EPILOGUE_NONE, data ? out_size : first.sizes(),
                                 data ? second.sizes() : out_size, first);
   TORCH_CHECK(dy.sizes() == at::IntArrayRef(e.y_shape), op, ": grad has shape ", dy.sizes(),
               ", the convolution's output ", at::IntArrayRef(e.y_shape));
@@ -379,7 +393,7 @@ at::Tensor conv2d_backward_filter_cuda(const at::Tensor &x, const at::Tensor &gr
 using Conv2dSignature = at::Tensor(const at::Tensor &, const at::Tensor &,
                                    const c10::optional<at::Tensor> &, at::IntArrayRef,
                                    at::IntArrayRef, at::IntArrayRef, int64_t, c10::string_view,
-                                   c10::string_view);
+                                   c10::string_view, c10::string_view);
 using BackwardSignature = at::Tensor(const at::Tensor &, const at::Tensor &, c10::SymIntArrayRef,
                                      at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, int64_t,
                                      c10::string_view, c10::string_view);
@@ -411,18 +425,21 @@ const c10::TypedOperatorHandle<BackwardSignature> &backward_filter_op() {
   return handle;
 }
 
-// y = conv2d(x, w) + bias: dx and dw from the backward operators, db the
-// sum of grad over n, h and w.
+// y = conv2d(x, w) + bias, or relu of it: dx and dw from the backward
+// operators, db the sum of grad over n, h and w (grad masked by y > 0
+// first, where the ReLU is fused).
 class Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext *ctx, const at::Tensor &x,
                             const at::Tensor &w, const c10::optional<at::Tensor> &bias,
                             at::IntArrayRef stride, at::IntArrayRef padding,
                             at::IntArrayRef dilation, int64_t groups, c10::string_view math,
-                            c10::string_view layout) {
+                            c10::string_view layout, c10::string_view activation) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    at::Tensor y = conv2d_op().call(x, w, bias, stride, padding, dilation, groups, math, layout);
-    ctx->save_for_backward({x, w});
+    at::Tensor y = conv2d_op().call(x, w, bias, stride, padding, dilation, groups, math, layout,
+                                    activation);
+    const bool relu = activation == "relu";
+    ctx->save_for_backward({x, w, relu ? y : at::Tensor()});
     ctx->saved_data["stride"] = stride.vec();
     ctx->saved_data["padding"] = padding.vec();
     ctx->saved_data["dilation"] = dilation.vec();
@@ -436,7 +453,8 @@ class Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &w = saved[1], &dy = grads[0];
+    const at::Tensor &x = saved[0], &w = saved[1], &y = saved[2];
+    const at::Tensor dy = y.defined() ? grads[0] * y.gt(0) : grads[0];
     const std::vector<int64_t> stride = ctx->saved_data["stride"].toIntVector(),
                                padding = ctx->saved_data["padding"].toIntVector(),
                                dilation = ctx->saved_data["dilation"].toIntVector();
@@ -454,15 +472,17 @@ class Conv2dFunction : public torch::autograd::Function<Conv2dFunction> {
     if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2))
       db = dy.sum({0, 2, 3}, /*keepdim=*/false, at::kFloat);
     return {dx, dw, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
-            at::Tensor()};
+            at::Tensor(), at::Tensor()};
   }
 };
 
 at::Tensor conv2d_autograd(const at::Tensor &x, const at::Tensor &w,
                            const c10::optional<at::Tensor> &bias, at::IntArrayRef stride,
                            at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
-                           c10::string_view math, c10::string_view layout) {
-  return Conv2dFunction::apply(x, w, bias, stride, padding, dilation, groups, math, layout);
+                           c10::string_view math, c10::string_view layout,
+                           c10::string_view activation) {
+  return Conv2dFunction::apply(x, w, bias, stride, padding, dilation, groups, math, layout,
+                               activation);
 }
 
 // ------------------------------------------------------------ autocast
@@ -474,28 +494,31 @@ at::Tensor conv2d_autograd(const at::Tensor &x, const at::Tensor &w,
 at::Tensor autocast_call(const c10::TypedOperatorHandle<Conv2dSignature> &op, const at::Tensor &x,
                          const at::Tensor &w, const c10::optional<at::Tensor> &bias,
                          at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
-                         int64_t groups, c10::string_view math, c10::string_view layout) {
+                         int64_t groups, c10::string_view math, c10::string_view layout,
+                         c10::string_view activation) {
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCUDA);
   const at::ScalarType type = at::autocast::get_autocast_dtype(at::kCUDA);
   return op.call(at::autocast::cached_cast(type, x, c10::DeviceType::CUDA),
                  at::autocast::cached_cast(type, w, c10::DeviceType::CUDA), bias, stride, padding,
-                 dilation, groups, math, layout);
+                 dilation, groups, math, layout, activation);
 }
 
 at::Tensor conv2d_autocast(const at::Tensor &x, const at::Tensor &w,
                            const c10::optional<at::Tensor> &bias, at::IntArrayRef stride,
                            at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
-                           c10::string_view math, c10::string_view layout) {
-  return autocast_call(conv2d_op(), x, w, bias, stride, padding, dilation, groups, math, layout);
+                           c10::string_view math, c10::string_view layout,
+                           c10::string_view activation) {
+  return autocast_call(conv2d_op(), x, w, bias, stride, padding, dilation, groups, math, layout,
+                       activation);
 }
 
 at::Tensor conv2d_inference_autocast(const at::Tensor &x, const at::Tensor &w,
                                      const c10::optional<at::Tensor> &bias, at::IntArrayRef stride,
                                      at::IntArrayRef padding, at::IntArrayRef dilation,
                                      int64_t groups, c10::string_view math,
-                                     c10::string_view layout) {
+                                     c10::string_view layout, c10::string_view activation) {
   return autocast_call(conv2d_inference_op(), x, w, bias, stride, padding, dilation, groups, math,
-                       layout);
+                       layout, activation);
 }
 
 }  // namespace

@@ -141,9 +141,28 @@ class Conv2d(torch.nn.Conv2d):
     .relayout_filters: True (the default) lets an inference call keep the
     weight K R S C (channels-last) where that plan was timed faster; False
     keeps it as it is.
+    .activation: None (the default), or "relu" on a layer with a bias: the
+    layer's output is then relu(conv + bias), the ReLU fused into its plan
+    (epilogue BIAS_RELU) and into PyTorch's forward where that runs it.
+    convtune.fuse sets it.
     """
 
     relayout_filters = True
+    _activation = None
+
+    @property
+    def activation(self):
+        return self._activation
+
+    @activation.setter
+    def activation(self, value):
+        if value not in (None, "relu"):
+            raise ValueError("activation must be None or 'relu', got %r" % (value,))
+        if value == "relu" and self.bias is None:
+            raise ValueError("activation='relu' needs a bias: convtune fuses ReLU only after a bias "
+                             "add (epilogue BIAS_RELU)")
+        self.__dict__["_activation"] = value
+        self._forget_plans()  # they were made for the old epilogue
 
     def __init__(self, *args, math=None, context=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -197,7 +216,17 @@ class Conv2d(torch.nn.Conv2d):
 
     def extra_repr(self):
         text = super().extra_repr()
-        return text + (", math=%r" % self.math if self.math is not None else "")
+        text += ", math=%r" % self.math if self.math is not None else ""
+        return text + (", activation=%r" % self.activation if self.activation is not None else "")
+
+    def _pytorch_forward(self, input):
+        """nn.Conv2d's forward, then the fused activation."""
+        y = super().forward(input)
+        return F.relu(y) if self.activation == "relu" else y
+
+    def _activation_arg(self):
+        """The operators' activation argument: "none" or "relu"."""
+        return self.activation or "none"
 
     # ------------------------------------------------------------ forward
 
@@ -349,7 +378,7 @@ class Conv2d(torch.nn.Conv2d):
         why = self._why_pytorch(input)
         if why is not None:
             self.fallbacks[why] += 1
-            return super().forward(input)
+            return self._pytorch_forward(input)
         unbatched = input.dim() == 3
         x = input.unsqueeze(0) if unbatched else input
         dtype = self._call_dtype(x)
@@ -374,7 +403,7 @@ class Conv2d(torch.nn.Conv2d):
         launch, plan = entry
         if launch is None:  # no convtune plan for this shape: `plan` says why
             self.fallbacks[plan] += 1
-            return super().forward(input)
+            return self._pytorch_forward(input)
         memory_format = _ops.filter_memory_format(layout)
         w, b = self._weight_in(memory_format, dtype), self._bias_in()
         if _autograd.records_gradients(x, w, b):
@@ -386,7 +415,8 @@ class Conv2d(torch.nn.Conv2d):
             raise RuntimeError("convtune: the plan refused arguments it was made for")
         self._last_plan = plan
         if not (unbatched or padded):  # later calls skip the checks above
-            op_args = (list(self.stride), list(padding), list(self.dilation), self.groups, math, layout)
+            op_args = (list(self.stride), list(padding), list(self.dilation), self.groups, math, layout,
+                       self._activation_arg())
             if _autocast_on():
                 self._autocast_launch = (dtype, deterministic, op_args, input.shape)
             else:
@@ -440,8 +470,8 @@ class Conv2d(torch.nn.Conv2d):
         context = self.context if self.context is not None else _default_context(x.device.index)
         try:
             plan = context.plan(tuple(x.shape), tuple(self.weight.shape), self.stride, padding,
-                                self.dilation, self.groups, self.bias is not None, None, math,
-                                layout, deterministic=deterministic, dtype=x.dtype)
+                                self.dilation, self.groups, self.bias is not None, self.activation,
+                                math, layout, deterministic=deterministic, dtype=x.dtype)
         except ConvtuneError as e:
             if e.status not in _NO_PLAN:
                 raise
@@ -454,7 +484,7 @@ class Conv2d(torch.nn.Conv2d):
         # Under autocast the operators' autocast kernel casts x and the weight.
         if (x.device.type != "cuda" or self._why_not_dtype(x) is not None
                 or x.dim() not in (3, 4) or x.numel() == 0):
-            return super().forward(x)
+            return self._pytorch_forward(x)
         unbatched = x.dim() == 3
         if unbatched:
             x = x.unsqueeze(0)
@@ -474,7 +504,7 @@ class Conv2d(torch.nn.Conv2d):
         # formula, whose calls enter no Python (convtune.ops).
         op = torch.ops.convtune.conv2d if records else torch.ops.convtune.conv2d_inference
         y = op(x, w, b, list(self.stride), list(padding), list(self.dilation), self.groups, math,
-               layout)
+               layout, self._activation_arg())
         return y.squeeze(0) if unbatched else y
 
     def plan_info(self):

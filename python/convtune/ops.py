@@ -1,13 +1,15 @@
 """convtune.ops: torch.ops.convtune.conv2d, the operator torch.compile and torch.export trace.
 
     torch.ops.convtune.conv2d(x, weight, bias, stride, padding, dilation, groups, math,
-                              layout="nchw") -> Tensor
+                              layout="nchw", activation="none") -> Tensor
 
 stride, padding, dilation: [h, w]; math: "strict" or "tf32"; layout: "nchw"
 (the output is contiguous), "nhwc" (the output is channels-last) or
 "nchw_krsc" (as "nchw", the weight read channels-last: K R S C filters;
-the backward passes read and write it K C R S).  It is
-F.conv2d's forward for CUDA tensors (float32, float16 or bfloat16: x and
+the backward passes read and write it K C R S); activation: "none" or
+"relu" (needs a bias: ReLU after it, in the plan's epilogue, as
+convtune.conv2d's activation="relu").  It is
+F.conv2d's forward (then ReLU) for CUDA tensors (float32, float16 or bfloat16: x and
 weight of one type, the bias of theirs or float32), computed by convtune plans
 from the module's default Context per device, on torch's current stream.
 Inputs need not be in the layout's memory format (they are copied into
@@ -66,7 +68,9 @@ __all__ = ["plan_launch", "memory_format", "kernel", "formula", "autocast", "clo
 TORCH_OP_FILE = "_convtune_torch_op.so"
 
 _SCHEMA = ("conv2d(Tensor x, Tensor weight, Tensor? bias, int[2] stride, int[2] padding, "
-           "int[2] dilation, int groups, str math, str layout=\"nchw\") -> Tensor")
+           "int[2] dilation, int groups, str math, str layout=\"nchw\", "
+           "str activation=\"none\") -> Tensor")
+ACTIVATIONS = ("none", "relu")
 # The same forward without an autograd formula, for calls that record no
 # gradient: the dispatcher enters the formula on every call, gradient or
 # not, and where it is Python (register_autograd: no C++ kernels) that cost
@@ -121,7 +125,16 @@ def _backward_layout(layout):
     return "nchw" if layout == "nchw_krsc" else layout
 
 
-def _fake(x, weight, bias, stride, padding, dilation, groups, math, layout="nchw"):
+def _check_activation(activation, bias):
+    if activation not in ACTIVATIONS:
+        raise ValueError("convtune.conv2d: activation must be 'none' or 'relu', got %r" % (activation,))
+    if activation == "relu" and bias is None:
+        raise ValueError("convtune.conv2d: activation 'relu' needs a bias (epilogue BIAS_RELU)")
+
+
+def _fake(x, weight, bias, stride, padding, dilation, groups, math, layout="nchw",
+          activation="none"):
+    _check_activation(activation, bias)
     n, _, h, w = x.shape
     k, _, r, s = weight.shape
     return torch.empty((n, k, _output_size(h, r, stride[0], padding[0], dilation[0]),
@@ -156,27 +169,31 @@ _deterministic_now = _reader(torch, _deterministic_reader)
 
 
 def _operator_plan(direction, x_size, w_size, bias, stride, padding, dilation, groups, math, layout,
-                   device, dtype):
+                   device, dtype, activation="none"):
     """The default context's plan of one pass, kept here by the operator's
     arguments so that a call skips Context.plan's argument checks, and
     made again for torch's deterministic setting or a closed context."""
     deterministic = _deterministic_now()
     key = (direction, x_size, w_size, bias, tuple(stride), tuple(padding), tuple(dilation), groups,
-           math, layout, device, deterministic, dtype)
+           math, layout, device, deterministic, dtype, activation)
     plan = _plans.get(key)
     if plan is None or plan.closed:  # closed: the default context was closed
         plan = _plans[key] = _default_context(device).plan(
-            x_size, w_size, tuple(stride), tuple(padding), tuple(dilation), groups, bias, None,
-            math, layout, direction, deterministic, dtype)
+            x_size, w_size, tuple(stride), tuple(padding), tuple(dilation), groups, bias,
+            None if activation == "none" else activation, math, layout, direction, deterministic,
+            dtype)
     return plan
 
 
-def _cuda(x, weight, bias, stride, padding, dilation, groups, math, layout="nchw"):
+def _cuda(x, weight, bias, stride, padding, dilation, groups, math, layout="nchw",
+          activation="none"):
+    _check_activation(activation, bias)
     fmt = memory_format(layout)
     x, weight, bias = (_dense(_plain(x), fmt), _dense(_plain(weight), filter_memory_format(layout)),
                        _dense(_float32(_plain(bias))))
     plan = _operator_plan("fwd", tuple(x.shape), tuple(weight.shape), bias is not None, stride,
-                          padding, dilation, groups, math, layout, x.device.index, x.dtype)
+                          padding, dilation, groups, math, layout, x.device.index, x.dtype,
+                          activation)
     y = plan_launch(plan)(x, weight, bias, None)
     if y is None:
         return plan(x, weight, bias)  # raises the reason (dtype, device, autograd...)
@@ -221,13 +238,16 @@ def _backward_filter_fake(x, grad, weight_size, stride, padding, dilation, group
 def _setup_context(ctx, inputs, output):
     x, weight, bias, stride, padding, dilation, groups, math = inputs[:8]
     layout = inputs[8] if len(inputs) > 8 else "nchw"
-    ctx.save_for_backward(x, weight)
+    relu = len(inputs) > 9 and inputs[9] == "relu"
+    ctx.save_for_backward(x, weight, output if relu else None)
     ctx.has_bias = bias is not None
     ctx.pass_args = (stride, padding, dilation, groups, math, layout)
 
 
 def _backward(ctx, grad):
-    x, weight = ctx.saved_tensors
+    x, weight, y = ctx.saved_tensors
+    if y is not None:  # through the fused ReLU: y = relu(conv + b)
+        grad = grad * (y > 0)
     dx = dw = db = None
     if ctx.needs_input_grad[0]:
         dx = torch.ops.convtune.conv2d_backward_data(grad, weight, list(x.shape), *ctx.pass_args)
@@ -235,7 +255,7 @@ def _backward(ctx, grad):
         dw = torch.ops.convtune.conv2d_backward_filter(x, grad, list(weight.shape), *ctx.pass_args)
     if ctx.has_bias and ctx.needs_input_grad[2]:
         db = grad.sum((0, 2, 3), dtype=torch.float32)  # autograd casts it to the bias's type
-    return dx, dw, db, None, None, None, None, None, None
+    return dx, dw, db, None, None, None, None, None, None, None
 
 
 def _autocast_kernel(op):

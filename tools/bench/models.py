@@ -82,6 +82,9 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--compile-modes", default="strict,tf32,bf16,f16",
                    help="modes that get the compile timing (of those in --modes)")
     p.add_argument("--no-layers", action="store_true", help="skip the per-layer timings")
+    p.add_argument("--fuse", action="store_true",
+                   help="inference-fused models: PyTorch's with torch.fx's Conv-BatchNorm fold, "
+                        "convtune's with convtune.fuse (the fold, and ReLU in the plans' epilogue)")
     p.add_argument("--host-batch", type=int, default=1, help="batch of the host-cost loop (0: skip)")
     p.add_argument("--cache", default=None, help="convtune cache (default: the library's)")
     p.add_argument("--policy", default="predict", choices=("exhaustive", "fast", "cache_only", "predict"))
@@ -117,6 +120,11 @@ def check_modes(modes: list, option: str) -> list:
 def mode_label(mode: str) -> str:
     """How a mode shows in the tables: strict and tf32 as they are."""
     return MODE_LABELS.get(mode, mode)
+
+
+def row_label(row: dict) -> str:
+    """A row's mode as the tables show it, and whether both models were fused (--fuse)."""
+    return mode_label(row["mode"]) + (", fused" if row.get("fused") else "")
 
 
 def amp_dtype(mode: str):
@@ -392,8 +400,23 @@ def host_costs(base, ours, x) -> dict:
 # ---------------------------------------------------------------- one configuration
 
 
+def fused_pair(base, context, channels_last: bool):
+    """(PyTorch's model with its Conv-BatchNorm pairs folded by torch.fx's
+    fuser, convtune.fuse's copy of `base`, that copy's FuseReport); the
+    folded weights channels-last again where `base`'s were."""
+    import torch
+    import torch.fx.experimental.optimization as fx_optimization
+    import convtune
+    reference = fx_optimization.fuse(base, inplace=False)
+    if channels_last:
+        reference = reference.to(memory_format=torch.channels_last)
+    ours, report = convtune.fuse(base, context=context)
+    return reference, ours, report
+
+
 def run_config(name: str, batch: int, mode: str, ways: list, compile_batches: list,
-               layers: bool, host_batch: int, context, compile_modes: tuple = MODES_ALL) -> dict:
+               layers: bool, host_batch: int, context, compile_modes: tuple = MODES_ALL,
+               fuse: bool = False) -> dict:
     import torch
     import convtune
     amp = mode in AMP_MODES
@@ -402,12 +425,15 @@ def run_config(name: str, batch: int, mode: str, ways: list, compile_batches: li
     base = build(name)
     if amp:
         base = base.to(memory_format=torch.channels_last)
-    ours = copy.deepcopy(base)
     # Under autocast, the converted layers on the default context (as a user's
     # convert(model)) call the operators, whose autocast kernel casts through
     # autocast's weight cache; $CONVTUNE_CACHE and $CONVTUNE_POLICY are
     # --cache and --policy (main).
-    report = convtune.convert(ours, context=None if amp else context)
+    if fuse:
+        base, ours, report = fused_pair(base, None if amp else context, amp)
+    else:
+        ours = copy.deepcopy(base)
+        report = convtune.convert(ours, context=None if amp else context)
     base, ours = autocast_model(base, mode), autocast_model(ours, mode)
     torch.manual_seed(1)
     x = torch.randn(batch, 3, IMAGE, IMAGE, device="cuda")
@@ -415,6 +441,8 @@ def run_config(name: str, batch: int, mode: str, ways: list, compile_batches: li
         x = x.contiguous(memory_format=torch.channels_last)
     row = {"model": name, "batch": batch, "mode": mode, "converted": len(report.converted),
            "left": report.left}
+    if fuse:
+        row.update(fused=True, folded=len(report.folded), relu_fused=len(report.relu))
     if amp:
         row["context"] = "default"
     started = time.perf_counter()
@@ -457,7 +485,7 @@ def run_config(name: str, batch: int, mode: str, ways: list, compile_batches: li
 
 
 def brief(row: dict) -> str:
-    parts = [f"{row['model']} b{row['batch']} {mode_label(row['mode'])}: err {row['errors']['convtune']:.1e} "
+    parts = [f"{row['model']} b{row['batch']} {row_label(row)}: err {row['errors']['convtune']:.1e} "
              f"(PyTorch {row['errors']['pytorch']:.1e}), first calls {row['first_calls_s']:.1f} s"]
     for way in ("eager", "graph", "compile"):
         r = row.get(way)
@@ -512,6 +540,8 @@ def render(results: dict) -> str:
               "2x PyTorch's).", ""]
     if any(r["mode"] in AMP_MODES for r in rows):
         lines += [amp_method_text(), ""]
+    if any(r.get("fused") for r in rows):
+        lines += [FUSED_METHOD, ""]
     if results.get("notes_md"):
         lines += ["### Reading these numbers", "",
                   f"_Written by hand about this run and added with `--notes {results.get('notes_path')}`; "
@@ -519,7 +549,7 @@ def render(results: dict) -> str:
     header = ["model", "batch", "mode", "eager PyTorch ms", "eager convtune ms", "eager ratio",
               "graph PyTorch ms", "graph convtune ms", "graph ratio", "compile PyTorch ms",
               "compile convtune ms", "compile ratio", "err PyTorch", "err convtune", "ok"]
-    table = [[r["model"], r["batch"], mode_label(r["mode"]), *way_cells(r, "eager"), *way_cells(r, "graph"),
+    table = [[r["model"], r["batch"], row_label(r), *way_cells(r, "eager"), *way_cells(r, "graph"),
               *way_cells(r, "compile"), bench_render.fmt_err(r["errors"]["pytorch"]),
               bench_render.fmt_err(r["errors"]["convtune"]), "yes" if r["ok"] else "NO"] for r in rows]
     lines += bench_render.md_table(header, table) + [""]
@@ -533,7 +563,7 @@ def render(results: dict) -> str:
         lines += bench_render.md_table(
             ["model", "batch", "mode", "unique layers", "sum PyTorch ms", "sum convtune ms", "sum ratio",
              "worst layer", "below"],
-            [[r["model"], r["batch"], mode_label(r["mode"]), r["layer_sum"]["unique"],
+            [[r["model"], r["batch"], row_label(r), r["layer_sum"]["unique"],
               bench_render.fmt_ms(r["layer_sum"]["pytorch_ms"]), bench_render.fmt_ms(r["layer_sum"]["convtune_ms"]),
               bench_render.fmt_ratio(r["layer_sum"]["ratio"]), bench_render.fmt_ratio(r["layer_sum"]["min_ratio"]),
               r["layer_sum"]["below"]] for r in layered]) + [""]
@@ -568,21 +598,21 @@ def render(results: dict) -> str:
         lines += bench_render.md_table(
             ["model", "mode", "PyTorch us", "convtune us", "convtune / PyTorch", "hooks PyTorch us",
              "hooks convtune us", "net convtune / PyTorch", "graph replays", "captures", "direct runs"],
-            [[r["model"], mode_label(r["mode"]), us(r["host"], "pytorch_us"), us(r["host"], "convtune_us"),
+            [[r["model"], row_label(r), us(r["host"], "pytorch_us"), us(r["host"], "convtune_us"),
               f"{r['host']['ratio']:.2f}", us(r["host"], "pytorch_floor_us"), us(r["host"], "convtune_floor_us"),
               net(r["host"]), r["host"]["calls"]["graph_launches"],
               r["host"]["calls"]["graph_captures"], r["host"]["calls"]["direct_runs"]] for r in hosted]) + [""]
         for r in hosted:
             if "layers" not in r["host"]:
                 continue
-            lines += [f"<details><summary>{r['model']} batch {r['batch']} {mode_label(r['mode'])}: host cost of the "
+            lines += [f"<details><summary>{r['model']} batch {r['batch']} {row_label(r)}: host cost of the "
                       f"{HOST_SHOWN} layers with the highest ratio</summary>", ""]
             lines += bench_render.md_table(
                 ["layer", "PyTorch us", "convtune us", "convtune / PyTorch", "net", "convtune algorithm"],
                 [[l["layer"], f"{l['pytorch_us']:.1f}", f"{l['convtune_us']:.1f}", f"{l['ratio']:.2f}",
                   net(l), l["algorithm"]] for l in r["host"]["layers"][:HOST_SHOWN]]) + ["", "</details>", ""]
     for r in layered:
-        lines += [f"<details><summary>{r['model']} batch {r['batch']} {mode_label(r['mode'])}: per-layer table</summary>", ""]
+        lines += [f"<details><summary>{r['model']} batch {r['batch']} {row_label(r)}: per-layer table</summary>", ""]
         lines += bench_render.md_table(
             ["layer (first)", "count", "shape", "PyTorch ms", "convtune ms", "ratio", "convtune algorithm"],
             [[l["layer"], l["count"], l["spec"], bench_render.fmt_ms(l.get("pytorch_ms")),
@@ -596,6 +626,16 @@ def render(results: dict) -> str:
         lines += [f"- {m}: PyTorch's forward ran some calls ({why})" for m, why in sorted(fell)]
         lines.append("")
     return "\n".join(lines)
+
+
+FUSED_METHOD = (
+    "Fused rows (`, fused`, `--fuse`): both models fused for inference from the same model. "
+    "PyTorch: `torch.fx.experimental.optimization.fuse(model)`, PyTorch's own fold of each "
+    "BatchNorm into the convolution before it (its weights made channels_last again in the AMP "
+    "modes). convtune: `convtune.fuse(model)`, the same fold (the same `fuse_conv_bn_eval`) and "
+    "each ReLU that follows such a convolution applied in its plan's epilogue, then converted. "
+    "Each layer alone (below) is timed with its own activation: convtune's fused layers "
+    "include their ReLU, PyTorch's do not.")
 
 
 def amp_method_text() -> str:
@@ -685,11 +725,11 @@ def main(argv: list | None = None) -> int:
         for mode in modes:
             for batch in batches:
                 if args.tune_only:
-                    row = run_config(name, batch, mode, [], [], False, 0, context)
+                    row = run_config(name, batch, mode, [], [], False, 0, context, fuse=args.fuse)
                 else:
                     row = run_config(name, batch, mode, ways, split(args.compile_batches, int),
                                      not args.no_layers, args.host_batch, context,
-                                     compile_modes)
+                                     compile_modes, args.fuse)
                 torch.cuda.empty_cache()  # the models of that row are gone
                 bench_common.log(brief(row))
                 rows.append(row)
