@@ -52,11 +52,9 @@ __device__ __forceinline__ float4 load_v(const float *p, float4) {
 __device__ __forceinline__ float load_v(const float *p, float) { return __ldg(p); }
 template <typename H>
 __device__ __forceinline__ float4 load_v(const H *p, float4) {
-  const uint2 bits = __ldg(reinterpret_cast<const uint2 *>(p));
-  H h[4];
-  memcpy(h, &bits, sizeof bits);
-  return make_float4(conv_element_to_float(h[0]), conv_element_to_float(h[1]),
-                     conv_element_to_float(h[2]), conv_element_to_float(h[3]));
+  float v[4];
+  conv_load_elements<4>(p, v);
+  return make_float4(v[0], v[1], v[2], v[3]);
 }
 template <typename H>
 __device__ __forceinline__ float load_v(const H *p, float) {
@@ -70,11 +68,8 @@ __device__ __forceinline__ void store_v(float *p, float4 v) {
 __device__ __forceinline__ void store_v(float *p, float v) { *p = v; }
 template <typename H>
 __device__ __forceinline__ void store_v(H *p, float4 v) {
-  const H h[4] = {conv_element_from_float<H>(v.x), conv_element_from_float<H>(v.y),
-                  conv_element_from_float<H>(v.z), conv_element_from_float<H>(v.w)};
-  uint2 bits;
-  memcpy(&bits, h, sizeof bits);
-  *reinterpret_cast<uint2 *>(p) = bits;
+  const float f[4] = {v.x, v.y, v.z, v.w};
+  conv_store_elements<4>(p, f);
 }
 template <typename H>
 __device__ __forceinline__ void store_v(H *p, float v) {
@@ -323,11 +318,9 @@ __device__ __forceinline__ float4 shared_channels4(const float *p) {
 }
 template <typename H>
 __device__ __forceinline__ float4 shared_channels4(const H *p) {
-  const uint2 bits = *reinterpret_cast<const uint2 *>(p);
-  H h[4];
-  memcpy(h, &bits, sizeof bits);
-  return make_float4(conv_element_to_float(h[0]), conv_element_to_float(h[1]),
-                     conv_element_to_float(h[2]), conv_element_to_float(h[3]));
+  float v[4];
+  conv_unpack_elements<4, H>(*reinterpret_cast<const conv_bits_of<4, H> *>(p), v);
+  return make_float4(v[0], v[1], v[2], v[3]);
 }
 
 /* Starts copying input row `ih` of the block's column tile and channels

@@ -25,40 +25,19 @@ struct nhwc_args {
   int epilogue;
 };
 
-/* Eight elements of T at a 16-byte aligned address, as fp32. */
-template <typename T>
-__device__ __forceinline__ void load8(const T *p, float (&out)[8]) {
-  const uint4 bits = __ldg(reinterpret_cast<const uint4 *>(p));
-  T h[8];
-  memcpy(h, &bits, sizeof bits);
-#pragma unroll
-  for (int e = 0; e < 8; e++) out[e] = conv_element_to_float(h[e]);
-}
-
 /* The K outputs of a pixel, each rounded once, as 16-byte stores where K
  * is a multiple of 8, 4-byte stores of pairs where it is even. */
 template <typename T, int K>
 __device__ __forceinline__ void store_pixel(T *out, const float (&acc)[K]) {
-  T v[K];
-#pragma unroll
-  for (int k = 0; k < K; k++) v[k] = conv_element_from_float<T>(acc[k]);
   if constexpr (K % 8 == 0) {
 #pragma unroll
-    for (int k = 0; k < K; k += 8) {
-      uint4 bits;
-      memcpy(&bits, v + k, sizeof bits);
-      *reinterpret_cast<uint4 *>(out + k) = bits;
-    }
+    for (int k = 0; k < K; k += 8) conv_store_elements<8>(out + k, acc + k);
   } else if constexpr (K % 2 == 0) {
 #pragma unroll
-    for (int k = 0; k < K; k += 2) {
-      uint32_t bits;
-      memcpy(&bits, v + k, sizeof bits);
-      *reinterpret_cast<uint32_t *>(out + k) = bits;
-    }
+    for (int k = 0; k < K; k += 2) conv_store_elements<2>(out + k, acc + k);
   } else {
 #pragma unroll
-    for (int k = 0; k < K; k++) out[k] = v[k];
+    for (int k = 0; k < K; k++) out[k] = conv_element_from_float<T>(acc[k]);
   }
 }
 
@@ -97,7 +76,7 @@ __global__ void __launch_bounds__(kMaxThreads) nhwc_pixel_kernel(const nhwc_args
       if constexpr (VEC8) {
         for (int c0 = 0; c0 < A.c; c0 += 8) {
           float v[8];
-          load8(px + c0, v);
+          conv_load_elements<8>(px + c0, v);
 #pragma unroll
           for (int e = 0; e < 8; e++)
 #pragma unroll

@@ -11,6 +11,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
+#include <string.h>
 
 #include "convtune.h"
 
@@ -31,6 +32,42 @@ template <> __device__ __forceinline__ __half conv_element_from_float<__half>(fl
 template <> __device__ __forceinline__ __nv_bfloat16 conv_element_from_float<__nv_bfloat16>(
     float v) {
   return __float2bfloat16_rn(v);
+}
+
+/* The unsigned type of one 4-, 8- or 16-byte access. */
+template <int Bytes> struct conv_bits;
+template <> struct conv_bits<4> { using type = unsigned int; };
+template <> struct conv_bits<8> { using type = uint2; };
+template <> struct conv_bits<16> { using type = uint4; };
+template <int N, typename T> using conv_bits_of = typename conv_bits<N * (int)sizeof(T)>::type;
+
+/* N elements of T held in one access's bits, as fp32 (exact). */
+template <int N, typename T>
+__device__ __forceinline__ void conv_unpack_elements(const conv_bits_of<N, T> &bits,
+                                                     float (&out)[N]) {
+  T e[N];
+  memcpy(e, &bits, sizeof bits);
+#pragma unroll
+  for (int i = 0; i < N; i++) out[i] = conv_element_to_float(e[i]);
+}
+
+/* N elements of T at p, aligned to their N * sizeof(T) bytes (4, 8 or 16),
+ * read in one load through the read-only cache, as fp32. */
+template <int N, typename T>
+__device__ __forceinline__ void conv_load_elements(const T *p, float (&out)[N]) {
+  conv_unpack_elements<N, T>(__ldg(reinterpret_cast<const conv_bits_of<N, T> *>(p)), out);
+}
+
+/* N fp32 values rounded to T once each and written to p (aligned as for
+ * conv_load_elements) in one store. */
+template <int N, typename T>
+__device__ __forceinline__ void conv_store_elements(T *p, const float *v) {
+  T e[N];
+#pragma unroll
+  for (int i = 0; i < N; i++) e[i] = conv_element_from_float<T>(v[i]);
+  conv_bits_of<N, T> bits;
+  memcpy(&bits, e, sizeof bits);
+  *reinterpret_cast<conv_bits_of<N, T> *>(p) = bits;
 }
 
 /* Names the element type T for conv_with_element_type's callback. */
