@@ -47,3 +47,52 @@ def strict_math():
     torch.backends.cudnn.allow_tf32 = False
     yield
     torch.backends.cudnn.allow_tf32 = old
+
+
+@pytest.fixture(scope="module")
+def fast_default_contexts():
+    """The default contexts (converted layers, conv2d without context=)
+    tune with the fast policy in the module that asks for this: a half
+    channels-last graph with a fused bias is a runtime-compiled cuDNN
+    engine per config (about a second each), and under the default policy
+    (exhaustive where no neighbours are tuned) the autocast tests took
+    minutes.  A context reads the variable when it is made, so the default
+    ones are closed (made again on next use) on the way in and out."""
+    import convtune
+    old = os.environ.get("CONVTUNE_POLICY")
+    os.environ["CONVTUNE_POLICY"] = "fast"
+    for ctx in list(convtune._default_contexts.values()):
+        ctx.close()
+    yield
+    for ctx in list(convtune._default_contexts.values()):
+        ctx.close()
+    if old is None:
+        os.environ.pop("CONVTUNE_POLICY", None)
+    else:
+        os.environ["CONVTUNE_POLICY"] = old
+
+
+def _replay_as_graph(model, x):
+    """(output, input) of `model` captured once into a CUDA graph on a copy
+    of x (after a warm-up call on a side stream, as torch.cuda.graphs asks)
+    and replayed on fresh random values of x's shape."""
+    import torch
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        model(x)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph, static_x = torch.cuda.CUDAGraph(), x.clone()
+    with torch.cuda.graph(graph):
+        static_y = model(static_x)
+    fresh = torch.randn_like(x)
+    static_x.copy_(fresh)
+    graph.replay()
+    torch.cuda.synchronize()
+    return static_y, fresh
+
+
+@pytest.fixture
+def replay_as_graph():
+    """_replay_as_graph, for the tests that capture a model."""
+    return _replay_as_graph

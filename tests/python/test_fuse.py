@@ -29,20 +29,8 @@ BOUND = {torch.float32: 1e-4, torch.float16: 4 * 2e-3, torch.bfloat16: 4 * 1e-2}
 _EPILOGUE = _lib.PROBLEM_FIELDS.index("epilogue")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def fast_default_contexts():
-    """The fast policy for the default contexts (as test_half.py, and why)."""
-    old = os.environ.get("CONVTUNE_POLICY")
-    os.environ["CONVTUNE_POLICY"] = "fast"
-    for ctx in list(convtune._default_contexts.values()):
-        ctx.close()
-    yield
-    for ctx in list(convtune._default_contexts.values()):
-        ctx.close()
-    if old is None:
-        os.environ.pop("CONVTUNE_POLICY", None)
-    else:
-        os.environ["CONVTUNE_POLICY"] = old
+# The default contexts tune with the fast policy in this module (conftest.py says why).
+pytestmark = pytest.mark.usefixtures("fast_default_contexts")
 
 
 def rel_l2(y, ref):
@@ -136,7 +124,7 @@ def test_fused_model_matches_float64_float32(cuda):
 
 @gpu
 @pytest.mark.parametrize("dtype", (torch.float16, torch.bfloat16), ids=str)
-def test_fused_model_under_autocast_graph_and_compile(dtype, cuda):
+def test_fused_model_under_autocast_graph_and_compile(dtype, cuda, replay_as_graph):
     net = random_net(cuda).to(memory_format=torch.channels_last)
     fused, _ = convtune.fuse(net)
     x = torch.randn(8, 3, 24, 24, device=cuda).contiguous(memory_format=torch.channels_last)
@@ -144,18 +132,7 @@ def test_fused_model_under_autocast_graph_and_compile(dtype, cuda):
     with torch.inference_mode(), torch.autocast("cuda", dtype=dtype):
         for _ in range(3):  # planning call, then the operators
             assert rel_l2(fused(x), ref) < BOUND[dtype], (SEED, dtype)
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            fused(x)
-        torch.cuda.current_stream().wait_stream(stream)
-        graph, static_x = torch.cuda.CUDAGraph(), x.clone()
-        with torch.cuda.graph(graph):
-            static_y = fused(static_x)
-        fresh = torch.randn_like(x)
-        static_x.copy_(fresh)
-        graph.replay()
-        torch.cuda.synchronize()
+        static_y, fresh = replay_as_graph(fused, x)
         assert rel_l2(static_y, reference(net, fresh)) < BOUND[dtype], (SEED, dtype)
         compiled = torch.compile(fused, fullgraph=True)
         assert rel_l2(compiled(x), ref) < BOUND[dtype], (SEED, dtype)

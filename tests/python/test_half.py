@@ -28,26 +28,8 @@ HALVES = (torch.float16, torch.bfloat16)
 BOUND = {torch.float16: 4 * 2e-3, torch.bfloat16: 4 * 1e-2}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def fast_default_contexts():
-    """The default contexts (converted layers, conv2d without context=)
-    tune with the fast policy in this module: a half channels-last graph
-    with a fused bias is a runtime-compiled cuDNN engine per config (about
-    a second each), and under the default policy (exhaustive where no
-    neighbours are tuned) the autocast tests took minutes.  A context reads
-    the variable when it is made, so the default ones are closed (made
-    again on next use) on the way in and out."""
-    old = os.environ.get("CONVTUNE_POLICY")
-    os.environ["CONVTUNE_POLICY"] = "fast"
-    for ctx in list(convtune._default_contexts.values()):
-        ctx.close()
-    yield
-    for ctx in list(convtune._default_contexts.values()):
-        ctx.close()
-    if old is None:
-        os.environ.pop("CONVTUNE_POLICY", None)
-    else:
-        os.environ["CONVTUNE_POLICY"] = old
+# The default contexts tune with the fast policy in this module (conftest.py says why).
+pytestmark = pytest.mark.usefixtures("fast_default_contexts")
 
 
 def rel_l2(y, ref):
@@ -199,26 +181,14 @@ def test_half_model_runs_convtune(cuda):
 
 
 @gpu
-def test_autocast_cuda_graph_and_compile(cuda):
+def test_autocast_cuda_graph_and_compile(cuda, replay_as_graph):
     model, ours = pair(cuda)
     model, ours = model.to(memory_format=torch.channels_last), ours.to(memory_format=torch.channels_last)
     x = torch.randn(16, 3, 32, 32, device=cuda).contiguous(memory_format=torch.channels_last)
     with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16):
         ref = model(x)
         ours(x)  # plans made before capture
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            ours(x)
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        static_x = x.clone()
-        with torch.cuda.graph(graph):
-            static_y = ours(static_x)
-        fresh = torch.randn_like(x)
-        static_x.copy_(fresh)
-        graph.replay()
-        torch.cuda.synchronize()
+        static_y, fresh = replay_as_graph(ours, x)
         assert rel_l2(static_y, model(fresh)) < BOUND[torch.bfloat16], SEED
         compiled = torch.compile(ours, fullgraph=True)
         assert rel_l2(compiled(x), ref) < BOUND[torch.bfloat16], SEED
