@@ -510,10 +510,9 @@ static conv_status list_configs(const conv_problem *problem, conv_env *env, bool
    * a running kernel cannot be stopped.  The heuristics' configs and every
    * engine's defaults still cover each engine. */
   const bool variants = problem->direction == CONV_FORWARD;
-  /* fp32 problems list what they listed before behaviour notes were read
-   * (the family's version, in their keys, is unchanged). */
-  const int compiled_max =
-      problem->dtype == CONV_DTYPE_F32 ? INT_MAX : CONV_CUDNN_RUNTIME_COMPILED_MAX;
+  /* Every problem lists at most CONV_CUDNN_RUNTIME_COMPILED_MAX configs of
+   * runtime-compiled engines (cudnn_graph.h says why). */
+  const int compiled_max = CONV_CUDNN_RUNTIME_COMPILED_MAX;
   *count = emit_configs(engines, probes, heur, heur_count, ranked_count, variants, compiled_max,
                         out, max);
   /* Said rather than an empty list, so that the tuning's failure says why

@@ -141,12 +141,17 @@ conv_status conv_cudnn_graph_build(const conv_problem *p, conv_env *env, bool kr
 bool conv_cudnn_config_unfused_epilogue(const conv_config *c);
 
 /* The most configs of runtime-compiled engines (behaviour note
- * RUNTIME_COMPILATION) a half problem lists, the first in the configs'
- * order (the heuristics' picks first), with no knob variants of their own:
- * each such plan compiles its kernel as it is built, about a second, and
- * every config of a half graph with a fused bias is one (tests/families/
- * test_cudnn.c, half_fused_epilogue).  fp32 problems list theirs all, as
- * before the notes were read. */
+ * RUNTIME_COMPILATION) a problem lists per graph (an NCHW fp32 problem's
+ * K R S C twin graph has its own), the first in the configs' order (the
+ * heuristics' picks first), with no knob variants of their own: each
+ * such plan compiles its kernel as it is built, 0.3-0.5 s on an H200.
+ * Every config of a half graph with a fused bias is one (tests/families/
+ * test_cudnn.c, half_fused_epilogue), and TF32 problems had dozens: on an
+ * H200, resnet50's first forward at batch 16 in TF32 under the default
+ * policy spent 107 of its 143 s of tuning building plans, against 0.4 of
+ * 17 s in strict fp32; capped, 16 of 50 s, and its 31 exhaustive TF32 winners
+ * the same configs as the uncapped list's, 0.98-1.03x their times
+ * (BENCHMARKS-tuning.md). */
 #define CONV_CUDNN_RUNTIME_COMPILED_MAX 4
 
 conv_status conv_cudnn_engine_count(cudnnBackendDescriptor_t graph, int64_t *count,

@@ -342,31 +342,26 @@ static int half_fused_epilogue(void) {
   return TEST_PASS;
 }
 
-/* A half problem with a fused bias lists at least one and at most
- * CONV_CUDNN_RUNTIME_COMPILED_MAX configs of runtime-compiled engines (its
- * fused graph's engines are such), and configs with the epilogue after the
- * graph besides; read from the engines' behaviour notes on this GPU's
- * cuDNN. */
-static int half_runtime_compiled_capped(void) {
-  SKIP_WITHOUT_GPU();
+/* How many of a problem's listed configs are of runtime-compiled engines
+ * (read from the engines' behaviour notes on this GPU's cuDNN) and how many
+ * run the epilogue after the graph. */
+static int count_listed(const conv_problem *p, int *listed, int *compiled, int *unfused) {
   conv_env env;
   if (open_env(&env) != TEST_PASS) return TEST_FAIL;
-  const conv_problem p =
-      half_problem(0, CONV_DTYPE_BF16, CONV_LAYOUT_NHWC, CONV_FORWARD, CONV_EPILOGUE_BIAS);
-  conv_config configs[512];
+  conv_config configs[1024];
   int n = 0;
   conv_error err = {0};
-  CHECK_MSG(conv_algorithm_cudnn.configs(&p, &env, configs, 512, &n, &err) == CONV_OK, "%s",
+  CHECK_MSG(conv_algorithm_cudnn.configs(p, &env, configs, 1024, &n, &err) == CONV_OK, "%s",
             err.message);
   conv_graph g = {0};
   uv_mutex_lock(&env.cudnn_lock);
-  const conv_status built = conv_cudnn_graph_build(&p, &env, false, &g, &err);
+  const conv_status built = conv_cudnn_graph_build(p, &env, false, &g, &err);
   uv_mutex_unlock(&env.cudnn_lock);
   CHECK_MSG(built == CONV_OK, "%s", err.message);
-  int compiled = 0, unfused = 0;
+  *listed = n, *compiled = 0, *unfused = 0;
   for (int i = 0; i < n; i++) {
     if (conv_cudnn_config_unfused_epilogue(&configs[i])) {
-      unfused++;
+      (*unfused)++;
       continue;
     }
     cudnnBackendDescriptor_t engine = NULL;
@@ -376,13 +371,47 @@ static int half_runtime_compiled_capped(void) {
     const conv_status read = conv_cudnn_read_notes(engine, &notes, &err);
     conv_cudnn_free_desc(&engine);
     CHECK_MSG(read == CONV_OK, "%s", err.message);
-    compiled += notes.runtime_compiled;
+    *compiled += notes.runtime_compiled;
   }
   conv_cudnn_graph_destroy(&g);
+  close_env(&env);
+  return TEST_PASS;
+}
+
+/* A half problem with a fused bias lists at least one and at most
+ * CONV_CUDNN_RUNTIME_COMPILED_MAX configs of runtime-compiled engines (its
+ * fused graph's engines are such), and configs with the epilogue after the
+ * graph besides. */
+static int half_runtime_compiled_capped(void) {
+  SKIP_WITHOUT_GPU();
+  const conv_problem p =
+      half_problem(0, CONV_DTYPE_BF16, CONV_LAYOUT_NHWC, CONV_FORWARD, CONV_EPILOGUE_BIAS);
+  int n, compiled, unfused;
+  if (count_listed(&p, &n, &compiled, &unfused) != TEST_PASS) return TEST_FAIL;
   printf("SUMMARY cudnn bf16 fused bias: %d configs, %d of runtime-compiled engines, %d unfused\n",
          n, compiled, unfused);
   CHECK(compiled >= 1 && compiled <= CONV_CUDNN_RUNTIME_COMPILED_MAX && unfused > 0);
-  close_env(&env);
+  return TEST_PASS;
+}
+
+/* TF32 problems too: resnet50's 3x3 layer at batch 16 lists at most
+ * CONV_CUDNN_RUNTIME_COMPILED_MAX configs of runtime-compiled engines per
+ * graph (NHWC: one; NCHW: two, its configs listed again on K R S C
+ * filters), and still its hundreds of others. */
+static int tf32_runtime_compiled_capped(void) {
+  SKIP_WITHOUT_GPU();
+  for (int nhwc = 0; nhwc < 2; nhwc++) {
+    conv_problem p;
+    CHECK_STATUS(CONV_OK, conv_problem_parse("n=16 c=64 h=56 w=56 k=64 r=3 s=3 pad=1", &p, NULL, 0));
+    p.math = CONV_MATH_TF32;
+    p.layout = nhwc ? CONV_LAYOUT_NHWC : CONV_LAYOUT_NCHW;
+    int n, compiled, unfused;
+    if (count_listed(&p, &n, &compiled, &unfused) != TEST_PASS) return TEST_FAIL;
+    printf("SUMMARY cudnn tf32 %s: %d configs, %d of runtime-compiled engines\n",
+           nhwc ? "nhwc" : "nchw", n, compiled);
+    const int graphs = nhwc ? 1 : 2;
+    CHECK(compiled <= graphs * CONV_CUDNN_RUNTIME_COMPILED_MAX && n >= 100);
+  }
   return TEST_PASS;
 }
 
@@ -459,6 +488,7 @@ static const labelled_test_case tests[] = {
     {"bf16_backward_filter", bf16_backward_filter, "gpu"},
     {"half_fused_epilogue", half_fused_epilogue, "gpu"},
     {"half_runtime_compiled_capped", half_runtime_compiled_capped, "gpu"},
+    {"tf32_runtime_compiled_capped", tf32_runtime_compiled_capped, "gpu"},
     {"half_plans", half_plans, "gpu"},
 };
 TEST_MAIN(tests)
