@@ -112,8 +112,9 @@ def _fold_batchnorms(g):
         if getattr(conv, "activation", None) is not None:
             continue  # BatchNorm after a fused ReLU: not a fold
         fused = fuse_conv_bn_eval(conv, bn)
-        # The fold computes in the weight's memory format, or not: keep the layer's.
-        if conv.weight.is_contiguous(memory_format=torch.channels_last) and not conv.weight.is_contiguous():
+        # The folded weight may come back contiguous: a channels-last one stays so.
+        w = conv.weight
+        if not w.is_contiguous() and w.is_contiguous(memory_format=torch.channels_last):
             fused.weight.data = fused.weight.data.contiguous(memory_format=torch.channels_last)
         _set_module(g.traced, src.target, fused)
         g.modules[src.target] = fused
