@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
-from .nn import Conv2d, convert
+from .nn import Conv2d, _why_left, convert
 
 __all__ = ["fuse", "FuseReport"]
 
@@ -130,11 +130,16 @@ def _is_relu(g, node):
 
 
 def _relu_sources(g):
-    """The convolutions whose sole user is a ReLU, that ReLU's node removed."""
+    """The convolutions convert() converts (or did) whose sole user is a
+    ReLU, that ReLU's node removed.  A layer convert leaves (float64
+    parameters) keeps its ReLU: its forward is PyTorch's, which has no
+    epilogue."""
     fused = []
     for node in list(g.traced.graph.nodes):
         src = g.sole_conv(node) if _is_relu(g, node) else None
-        if src is None or g.modules[src.target].bias is None:
+        conv = g.modules[src.target] if src is not None else None
+        convertible = conv is not None and (isinstance(conv, Conv2d) or _why_left(conv) is None)
+        if not convertible or conv.bias is None:
             continue
         g.replace(node, src)
         fused.append(src.target)

@@ -67,7 +67,7 @@ class Net(nn.Module):
         return self.head(x).float().mean((2, 3))
 
 
-def random_net(cuda):
+def random_net(device):
     torch.manual_seed(SEED)
     net = Net()
     for m in net.modules():
@@ -76,7 +76,7 @@ def random_net(cuda):
             m.running_var.uniform_(0.5, 2.0)
             m.weight.data.uniform_(0.5, 1.5)
             m.bias.data.uniform_(-0.5, 0.5)
-    return net.to(cuda).eval()
+    return net.to(device).eval()
 
 
 def reference(net, x):
@@ -137,6 +137,30 @@ def test_fused_model_under_autocast_graph_and_compile(dtype, cuda, replay_as_gra
         compiled = torch.compile(fused, fullgraph=True)
         assert rel_l2(compiled(x), ref) < BOUND[dtype], (SEED, dtype)
     assert all(not m.fallbacks for m in fused_layers(fused).values())
+
+
+def test_on_the_cpu_pytorch_runs_each_layer_with_its_relu():
+    """A CPU model fuses the same way; its layers run PyTorch's forward
+    (convtune computes on CUDA tensors), the fused ReLU applied after it."""
+    net = random_net("cpu")
+    fused, report = convtune.fuse(net)
+    assert sorted(report.relu) == ["conv3", "stem"], report
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        assert rel_l2(fused(x), reference(net, x)) < 1e-5, SEED
+    assert all(m.fallbacks for m in fused_layers(fused).values())
+
+
+def test_layers_convert_leaves_keep_their_relu():
+    """float64 parameters: convert leaves the layers (PyTorch's forward has no
+    epilogue), so each ReLU stays in the graph; BatchNorm is folded all the same."""
+    net = random_net("cpu").double()
+    fused, report = convtune.fuse(net)
+    assert report.relu == [] and sorted(report.folded) == ["conv2", "stem"], report
+    assert len(report.left) == 6 and not report.converted, report
+    x = torch.randn(2, 3, 16, 16, dtype=torch.float64)
+    with torch.no_grad():
+        assert rel_l2(fused(x), net(x)) < 1e-12, SEED
 
 
 @gpu
