@@ -202,3 +202,21 @@ def test_operator_relu_forward_and_gradients(dtype, cuda):
     ref.backward(dy.double())
     for name, ours, want in (("dx", x.grad, xr.grad), ("dw", w.grad, wr.grad), ("db", b.grad, br.grad)):
         assert rel_l2(ours, want) < BOUND[dtype], (name, SEED, dtype)
+
+
+def test_operator_fake_kernel_takes_the_activation():
+    """The operators' activation argument as torch.compile traces it, through
+    the fake kernel (no GPU needed): the output's shape and format, and the
+    refusals of "relu" without a bias and of an unknown activation."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    args = ([1, 1], [1, 1], [1, 1], 1, "strict", "nhwc")
+    with FakeTensorMode() as mode:
+        x, w, b = (mode.from_tensor(t) for t in (torch.empty(2, 4, 9, 9), torch.empty(8, 4, 3, 3),
+                                                 torch.empty(8)))
+        for op in (torch.ops.convtune.conv2d, torch.ops.convtune.conv2d_inference):
+            y = op(x, w, b, *args, "relu")
+            assert y.shape == (2, 8, 9, 9) and y.is_contiguous(memory_format=torch.channels_last)
+            with pytest.raises(Exception, match="needs a bias"):
+                op(x, w, None, *args, "relu")
+            with pytest.raises(Exception, match="activation must be"):
+                op(x, w, b, *args, "gelu")
