@@ -42,7 +42,6 @@
  * Tests: tests/families/test_cudnn.c.
  */
 #include <inttypes.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,7 +298,8 @@ static void make_variants(int64_t index, engine_probe *probe) {
 /* Whether the probed engine may get one more config: every engine
  * compiled ahead of time may; a runtime-compiled one while `compiled_left`
  * lasts, which it then spends (also where the config then turns out to be
- * a repeat, so a list may hold fewer than compiled_max of them). */
+ * a repeat, so a list may hold fewer than CONV_CUDNN_RUNTIME_COMPILED_MAX
+ * of them). */
 static bool engine_takes_config(const engine_probe *probe, int *compiled_left) {
   if (!probe->runtime_compiled) return true;
   if (*compiled_left <= 0) return false;
@@ -311,12 +311,13 @@ static bool engine_takes_config(const engine_probe *probe, int *compiled_left) {
  * heuristics' configs, then every usable engine's default, then (with
  * `variants`) knob variants engine by engine in turns, so that a small
  * `max` still covers every engine before it covers any engine's knobs.
- * At most `compiled_max` configs of runtime-compiled engines, the first
- * in that order, and none of their knob variants where it is limited. */
+ * At most CONV_CUDNN_RUNTIME_COMPILED_MAX configs of runtime-compiled
+ * engines (cudnn_graph.h says why), the first in that order, and none of
+ * their knob variants. */
 static int emit_configs(int64_t engines, engine_probe *probes, const conv_config *heur,
-                        int heur_count, int ranked_count, bool variants, int compiled_max,
-                        conv_config *out, int max) {
-  int n = 0, compiled_left = compiled_max;
+                        int heur_count, int ranked_count, bool variants, conv_config *out,
+                        int max) {
+  int n = 0, compiled_left = CONV_CUDNN_RUNTIME_COMPILED_MAX;
   for (int i = 0; i < heur_count; i++) {
     int64_t e = heur[i].values[0];
     if (e < 0 || e >= engines || !probes[e].usable) continue;
@@ -329,7 +330,7 @@ static int emit_configs(int64_t engines, engine_probe *probes, const conv_config
     if (!probes[e].usable) continue;
     conv_config c = {1, {e}, 0};
     if (engine_takes_config(&probes[e], &compiled_left)) config_append(out, max, &n, &c);
-    if (!probes[e].runtime_compiled || compiled_max == INT_MAX) make_variants(e, &probes[e]);
+    if (!probes[e].runtime_compiled) make_variants(e, &probes[e]);
   }
   for (int v = 0; variants && v < MAX_VARIANTS && n < max; v++)
     for (int64_t e = 0; e < engines; e++)
@@ -510,11 +511,7 @@ static conv_status list_configs(const conv_problem *problem, conv_env *env, bool
    * a running kernel cannot be stopped.  The heuristics' configs and every
    * engine's defaults still cover each engine. */
   const bool variants = problem->direction == CONV_FORWARD;
-  /* Every problem lists at most CONV_CUDNN_RUNTIME_COMPILED_MAX configs of
-   * runtime-compiled engines (cudnn_graph.h says why). */
-  const int compiled_max = CONV_CUDNN_RUNTIME_COMPILED_MAX;
-  *count = emit_configs(engines, probes, heur, heur_count, ranked_count, variants, compiled_max,
-                        out, max);
+  *count = emit_configs(engines, probes, heur, heur_count, ranked_count, variants, out, max);
   /* Said rather than an empty list, so that the tuning's failure says why
    * (fp32 problems, whose epilogue runs after cuDNN, list what they did). */
   if (*count == 0 && conv_cudnn_fuses_epilogue(problem))

@@ -40,8 +40,10 @@ static int first_configs(const conv_tune_request *req, const conv_algorithm *alg
  * the fast policy times them), unless cuDNN takes none: they know the
  * problem itself, where the neighbours' ranking knows only what ran on
  * them, and catch the cuDNN configs a neighbour predicted in turn never
- * timed.  On the half suite's tuner-written caches they changed nothing
- * (tools/bench/predict-notes.md, "First valid measure of widening"). */
+ * timed.  On the half suite's tuner-written caches they changed nothing;
+ * on the models' layers they put regnet_y_400mf's 1x1 stride-2 shortcuts,
+ * predicted from GEMM-won 1x1 stride-1 neighbours, within 10%
+ * (tools/bench/predict-notes.md, "On the models' layers"). */
 static void add_cudnn_guesses(const conv_tune_request *req, predicted_set *set, tally *t) {
   const conv_algorithm *cudnn = conv_registry_find(CONV_ALGO_CUDNN);
   if (cudnn == NULL || !conv_algorithm_applicable(cudnn, req->problem, req->env)) return;
