@@ -108,13 +108,11 @@ static bool direct_channel_applicable(const conv_problem *problem, const conv_en
   return problem != NULL && env != NULL && direct_channel_takes(problem, &view);
 }
 
-static void direct_channel_tiling_from_config(const conv_config *config, conv_direct_tiling *t) {
-  t->layout = (int)config->values[0];
-  t->px = (int)config->values[1];
-  t->py = (int)config->values[2];
-  t->kb = (int)config->values[3];
-  t->tx = (int)config->values[4];
-  t->ty = (int)config->values[5];
+conv_direct_tiling conv_direct_tiling_of(const conv_config *config) {
+  const conv_direct_tiling t = {(int)config->values[0], (int)config->values[1],
+                                (int)config->values[2], (int)config->values[3],
+                                (int)config->values[4], (int)config->values[5]};
+  return t;
 }
 
 static conv_config direct_channel_config_from_tiling(const conv_direct_tiling *t) {
@@ -299,8 +297,7 @@ static conv_status direct_channel_prepare(const conv_problem *problem, conv_env 
   /* Then conv_direct_plan checks every value against the problem. */
   st = conv_config_check(config, "direct_channel", 6, 0, 1024, err);
   if (st != CONV_OK) return st;
-  conv_direct_tiling tiling;
-  direct_channel_tiling_from_config(config, &tiling);
+  const conv_direct_tiling tiling = conv_direct_tiling_of(config);
   conv_direct_launch *launch = malloc(sizeof *launch);
   if (launch == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "direct_channel: malloc");
   char why[160];
@@ -331,8 +328,7 @@ static void direct_channel_describe(const conv_config *config, char *text, size_
     snprintf(text, size, "invalid config");
     return;
   }
-  conv_direct_tiling t;
-  direct_channel_tiling_from_config(config, &t);
+  const conv_direct_tiling t = conv_direct_tiling_of(config);
   if (t.layout == CONV_DIRECT_SIMPLE || t.layout == CONV_DIRECT_NHWC) {
     snprintf(text, size, "%s threads=%dx%d", t.layout == CONV_DIRECT_SIMPLE ? "simple" : "nhwc",
              t.tx, t.ty);

@@ -52,6 +52,7 @@
 
 #include "algorithms/common/divisor.h"
 #include "convtune.h"
+#include "core/core.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -71,6 +72,10 @@ typedef struct conv_direct_tiling {
   int px, py, kb; /* per thread: columns, rows, output channels (SIMPLE: 1) */
   int tx, ty;     /* threads per block along columns and rows            */
 } conv_direct_tiling;
+
+/* The tiling one of the family's configs names: its six values, in the
+ * order of conv_direct_tiling's fields. */
+conv_direct_tiling conv_direct_tiling_of(const conv_config *config);
 
 /* Everything a launch needs, derived once by conv_direct_plan(). */
 typedef struct conv_direct_launch {

@@ -40,11 +40,17 @@ static bool window_covers(int64_t outputs, int per_thread, int64_t spacing, int6
   return once;
 }
 
+/* The family, and an environment without a GPU: applicability and the
+ * config lists read the problem alone. */
+static const conv_algorithm *family_without_gpu(conv_env *env) {
+  memset(env, 0, sizeof *env);
+  return conv_registry_find(CONV_ALGO_DIRECT_CHANNEL);
+}
+
 static int direct_channel_configs(void) {
-  const conv_algorithm *dc = conv_registry_find(CONV_ALGO_DIRECT_CHANNEL);
-  CHECK(dc != NULL && strcmp(dc->name, "direct_channel") == 0);
   conv_env env;
-  memset(&env, 0, sizeof env);
+  const conv_algorithm *dc = family_without_gpu(&env);
+  CHECK(dc != NULL && strcmp(dc->name, "direct_channel") == 0);
   conv_config configs[512];
   int n = -1;
   conv_problem p = depthwise_problem();
@@ -55,9 +61,7 @@ static int direct_channel_configs(void) {
   for (int i = 0; i < n; i++) {
     CHECK(configs[i].count == 6);
     for (int j = 0; j < i; j++) CHECK(!conv_config_equal(&configs[i], &configs[j]));
-    conv_direct_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1],
-                            (int)configs[i].values[2], (int)configs[i].values[3],
-                            (int)configs[i].values[4], (int)configs[i].values[5]};
+    conv_direct_tiling t = conv_direct_tiling_of(&configs[i]);
     conv_direct_launch l;
     CHECK(conv_direct_plan(&p, &t, &l, NULL, 0));
     CHECK(l.kernel != NULL);
@@ -175,9 +179,8 @@ static int direct_channel_configs(void) {
  * CONV_DIRECT_SIMPLE_FIRST_OUTPUTS outputs, else last; a thread per
  * output, the grid's z over images and output channels. */
 static int direct_channel_simple_layout(void) {
-  const conv_algorithm *dc = conv_registry_find(CONV_ALGO_DIRECT_CHANNEL);
   conv_env env;
-  memset(&env, 0, sizeof env);
+  const conv_algorithm *dc = family_without_gpu(&env);
   conv_config configs[512];
   int n = -1;
   conv_problem p; /* seed3_msd_small's backward-data: 64 x 64, one channel */
@@ -353,9 +356,8 @@ static int direct_channel_matches_reference(void) {
  * outputs, a depthwise NHWC problem); the tiled layouts refuse to plan
  * them. */
 static int half_layouts(void) {
-  const conv_algorithm *dc = conv_registry_find(CONV_ALGO_DIRECT_CHANNEL);
   conv_env env;
-  memset(&env, 0, sizeof env);
+  const conv_algorithm *dc = family_without_gpu(&env);
   conv_config configs[64];
   int n = -1;
   const conv_math S = CONV_MATH_STRICT;
@@ -418,9 +420,8 @@ static int half_layouts(void) {
  * this version) and backward.  The NHWC layout plans NHWC problems only and
  * the others NCHW ones only. */
 static int half_nhwc_layout(void) {
-  const conv_algorithm *dc = conv_registry_find(CONV_ALGO_DIRECT_CHANNEL);
   conv_env env;
-  memset(&env, 0, sizeof env);
+  const conv_algorithm *dc = family_without_gpu(&env);
   conv_config configs[64];
   int n = -1;
   const conv_math S = CONV_MATH_STRICT;
@@ -438,9 +439,7 @@ static int half_nhwc_layout(void) {
       CHECK_STATUS(CONV_OK, dc->configs(&p, &env, configs, 64, &n, NULL));
       CHECK(n >= 2);
       for (int j = 0; j < n; j++) {
-        const conv_direct_tiling t = {(int)configs[j].values[0], (int)configs[j].values[1],
-                                      (int)configs[j].values[2], (int)configs[j].values[3],
-                                      (int)configs[j].values[4], (int)configs[j].values[5]};
+        const conv_direct_tiling t = conv_direct_tiling_of(&configs[j]);
         CHECK(t.layout == CONV_DIRECT_NHWC && t.kb == p.k && t.tx <= 64 && t.ty <= 16);
         conv_direct_launch l;
         CHECK(conv_direct_plan(&p, &t, &l, NULL, 0));
