@@ -276,7 +276,9 @@ static conv_status direct_channel_configs(const conv_problem *problem, conv_env 
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "direct_channel: bad configs() arguments");
   *count = 0;
   conv_problem view;
-  if (env == NULL || !direct_channel_takes(problem, &view)) return CONV_OK;
+  /* Not direct_channel_takes, which lists the first config of a half
+   * problem to decide: an empty list says the same here. */
+  if (env == NULL || !direct_channel_forward_view(problem, &view)) return CONV_OK;
   return direct_channel_list(&view, out, max, count, err);
 }
 
