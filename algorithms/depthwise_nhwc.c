@@ -5,6 +5,8 @@
  * run far from the memory-bandwidth floor.  Kernels in depthwise_nhwc.cu.
  *
  * Config values: {vec, px, tc, tq, rows, form} (conv_dwnhwc_tiling).
+ * The tile form: still version 4 (the other forms' configs, and so every
+ * shipped tuning, stay as they were; a re-tune adds its configs).
  * Version 2: the rolling form, rows as a config value, px 8, unrolled
  * filter rows, and filters staged with coalesced loads, eight in flight.
  * Version 3: filters staged by cp.async.  Version 4: the row-pairs form.
@@ -64,14 +66,39 @@ static void depthwise_nhwc_add_form(const conv_problem *problem, const conv_shap
   }
 }
 
-/* Configs a form lists at most (rolling 36, pairs 24, thread loads 48). */
+/* Appends the tile form's tilings: 2 x 7, 1 x 7, 2 x 4 and 1 x 4 outputs
+ * a thread, 16 and 32 channel pairs a block, 16, 8, 7 and 4 thread
+ * positions; those that do not plan are left out (a 7-wide image takes
+ * no more than one position across, a half type's 32-pair block fits
+ * where fp32's may not). */
+static void depthwise_nhwc_add_tiles(const conv_problem *problem, conv_config *out, int max,
+                                     int *n) {
+  const int outputs[][2] = {{2, 7}, {1, 7}, {2, 4}, {1, 4}};
+  const int pairs[] = {16, 32}, positions[] = {16, 8, 7, 4};
+  for (int o = 0; o < 4; o++)
+    for (int c = 0; c < 2; c++)
+      for (int t = 0; t < 4; t++) {
+        const conv_dwnhwc_tiling tiling = {2, outputs[o][1], pairs[c], positions[t],
+                                           outputs[o][0], CONV_DWNHWC_TILE};
+        conv_dwnhwc_launch launch;
+        if (!conv_dwnhwc_plan(problem, &tiling, &launch, NULL, 0)) continue;
+        if (*n == max) return;
+        out[(*n)++] = (conv_config){
+            6, {tiling.vec, tiling.px, tiling.tc, tiling.tq, tiling.rows, tiling.form}, 0};
+      }
+}
+
+/* Configs a form lists at most (rolling 36, pairs 24, thread loads 48,
+ * tile 32). */
 #define DEPTHWISE_NHWC_FORM_CONFIGS_MAX 64
 
 /* Configs, most promising first within each form, the forms interleaved
- * (rolling, row pairs, thread loads, rolling, ...), so that the fast
- * policy's and a budget's first few guesses try each form: which wins
- * depends on the image (rolling on large ones, row pairs on ConvNeXt's
- * 28x28 to 7x7 layers, one-row window bands at batch 1).  Rolling where it
+ * (tile, rolling, row pairs, thread loads, tile, ...), so that the fast
+ * policy's and a budget's first few guesses try each form: the tile form
+ * wherever it takes the problem (1.4-1.8x the others on ConvNeXt's 7x7
+ * layers in bf16), and where it does not, which wins depends on the image
+ * (rolling on large ones, row pairs on ConvNeXt's 28x28 to 7x7 layers,
+ * one-row window bands at batch 1).  Rolling where it
  * applies, taller bands first (they stage fewer extra rows); float4
  * channels, single channels only where float4 cannot run; bands of 4, 2
  * and 1 rows for thread loads (small images want more, smaller blocks;
@@ -86,22 +113,23 @@ static int depthwise_nhwc_list(const conv_problem *problem, const conv_env *env,
   const int rolling_pxs[] = {4, 8, 2}, rolling_bands[] = {16, 8, 4};
   const int pair_pxs[] = {4, 2, 1}, pair_bands[] = {4, 2};
   const int pxs[] = {4, 8, 2, 1}, bands[] = {4, 2, 1};
-  /* On the heap: three forms' lists are 50 KB, too much for the stack of
+  /* On the heap: four forms' lists are 70 KB, too much for the stack of
    * a caller's thread. */
-  conv_config(*forms)[DEPTHWISE_NHWC_FORM_CONFIGS_MAX] = calloc(3, sizeof *forms);
+  conv_config(*forms)[DEPTHWISE_NHWC_FORM_CONFIGS_MAX] = calloc(4, sizeof *forms);
   if (forms == NULL) return 0;
-  int listed[3] = {0, 0, 0};
+  int listed[4] = {0, 0, 0, 0};
+  depthwise_nhwc_add_tiles(problem, forms[0], DEPTHWISE_NHWC_FORM_CONFIGS_MAX, &listed[0]);
   if (float4_channels)
     depthwise_nhwc_add_form(problem, &shape, CONV_DWNHWC_ROLLING, vec, rolling_pxs, 3,
-                            rolling_bands, 3, forms[0], DEPTHWISE_NHWC_FORM_CONFIGS_MAX,
-                            &listed[0]);
+                            rolling_bands, 3, forms[1], DEPTHWISE_NHWC_FORM_CONFIGS_MAX,
+                            &listed[1]);
   depthwise_nhwc_add_form(problem, &shape, CONV_DWNHWC_ROW_PAIRS, vec, pair_pxs, 3, pair_bands, 2,
-                          forms[1], DEPTHWISE_NHWC_FORM_CONFIGS_MAX, &listed[1]);
-  depthwise_nhwc_add_form(problem, &shape, CONV_DWNHWC_THREAD_LOADS, vec, pxs, 4, bands, 3,
                           forms[2], DEPTHWISE_NHWC_FORM_CONFIGS_MAX, &listed[2]);
+  depthwise_nhwc_add_form(problem, &shape, CONV_DWNHWC_THREAD_LOADS, vec, pxs, 4, bands, 3,
+                          forms[3], DEPTHWISE_NHWC_FORM_CONFIGS_MAX, &listed[3]);
   int n = 0;
   for (int i = 0; i < DEPTHWISE_NHWC_FORM_CONFIGS_MAX && n < max; i++)
-    for (int f = 0; f < 3 && n < max; f++)
+    for (int f = 0; f < 4 && n < max; f++)
       if (i < listed[f]) out[n++] = forms[f][i];
   free(forms);
   return n;
@@ -117,6 +145,7 @@ static void depthwise_nhwc_describe_values(const int64_t *v, char *text, size_t 
   snprintf(text, size, "%svec=%lld px=%lld threads=%lldx%lld rows=%lld",
            v[5] == CONV_DWNHWC_ROLLING     ? "rolling "
            : v[5] == CONV_DWNHWC_ROW_PAIRS ? "pairs "
+           : v[5] == CONV_DWNHWC_TILE      ? "tile "
                                            : "",
            (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3], (long long)v[4]);
 }

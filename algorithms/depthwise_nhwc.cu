@@ -2,7 +2,8 @@
  * depthwise_nhwc.cu -- the kernels of depthwise_nhwc.h and their planning.
  *
  * Grid: x = one block per (image, band of `rows` output rows, tile of
- * tq * px output columns), y = blocks of tc * vec output channels.  Each
+ * tq * px output columns; the tile form's: thread_cols * px), y = blocks
+ * of tc * vec output channels.  Each
  * block first stages its channels' filters in shared memory, tap-major
  * ([tap][channel]), then each thread walks the band's rows.
  *
@@ -411,6 +412,155 @@ __global__ static void __launch_bounds__(kMaxThreads)
   }
 }
 
+/* The tile form's filters: the layout of stage_filters_async, no
+ * barrier; fp32 ones by cp.async, half ones converted on the way with
+ * eight loads in flight a thread (one at a time, each waits a memory
+ * latency: 28 of them a thread for a 32-channel block of 7x7 filters). */
+__device__ __forceinline__ void stage_tile_filters(const dw_params &prm,
+                                                   const float *__restrict__ w, float *sw) {
+  stage_filters_async(prm, w, sw);
+}
+template <typename H>
+__device__ __forceinline__ void stage_tile_filters(const dw_params &prm, const H *__restrict__ w,
+                                                   float *sw) {
+  constexpr int kBatch = 8;
+  const int taps = prm.r * prm.s, count = taps * prm.block_channels;
+  const int first = (int)blockIdx.y * prm.block_channels;
+  const int valid = min(prm.block_channels, prm.k - first) * taps;
+  const H *src = w + (size_t)first * taps;
+  const int tid = (int)(threadIdx.y * blockDim.x + threadIdx.x), threads = blockDim.x * blockDim.y;
+  for (int i0 = tid; i0 < count; i0 += kBatch * threads) {
+    float v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; j++) {
+      const int i = i0 + j * threads;
+      v[j] = i < valid ? conv_element_to_float(__ldg(src + i)) : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; j++) {
+      const int i = i0 + j * threads, kk = i / taps;
+      if (i < count) sw[(i - kk * taps) * prm.filter_ld + kk] = v[j];
+    }
+  }
+}
+
+/* 2 channels of T from shared memory, as fp32 (one 4-byte load for a
+ * half type, 8 bytes for fp32). */
+template <typename T>
+__device__ __forceinline__ void shared_channels2(const T *p, float (&out)[2]) {
+  conv_unpack_elements<2, T>(*reinterpret_cast<const conv_bits_of<2, T> *>(p), out);
+}
+
+/* Copies the input a tile block reads into shared memory, 16 bytes (4 or
+ * 8 channels) at a time by cp.async: in_rows x in_cols pixels of the
+ * block's channels ([row][col][block_channels], T), from image row row0
+ * and column col0 (padding included); zero outside the image and past
+ * the last channel.  One cp.async group; the caller waits. */
+template <typename T>
+__device__ __forceinline__ void tile_load_input(const dw_params &prm, const T *ximage,
+                                                const T *x, int row0, int col0, int in_rows,
+                                                int in_cols, int first_channel, T *tile) {
+  constexpr int kChunk = 16 / (int)sizeof(T);
+  const int chunks = prm.block_channels / kChunk, count = in_rows * in_cols * chunks;
+  const int tid = (int)(threadIdx.y * blockDim.x + threadIdx.x), threads = blockDim.x * blockDim.y;
+  for (int i = tid; i < count; i += threads) {
+    const int pixel = i / chunks, chunk = i - pixel * chunks;
+    const int row = pixel / in_cols, col = pixel - row * in_cols;
+    const int ih = row0 + row, iw = col0 + col, ch = first_channel + chunk * kChunk;
+    const bool inside = ih >= 0 && ih < prm.h && iw >= 0 && iw < prm.w && ch < prm.k;
+    const T *src = inside ? ximage + ((size_t)ih * prm.w + iw) * prm.c + chunk * kChunk : x;
+    cp_async16(reinterpret_cast<float *>(tile + (size_t)pixel * prm.block_channels + chunk * kChunk),
+               reinterpret_cast<const float *>(src), inside ? 16 : 0);
+  }
+  cp_async_commit();
+}
+
+/* TILE: stride 1, no dilation, square K x K, two channels a thread.  A
+ * block computes a tile of prm.rows x (thread_cols * OW) outputs of its
+ * channels from the input tile they read, copied once into shared memory
+ * beside the block's filters; each thread keeps OH x OW outputs of its two
+ * channels in registers and reads each input pixel of its window once (4
+ * bytes in a half type: a warp's 32 threads one 128-byte row of channels)
+ * and each tap once per output row it serves.  The other forms keep one
+ * row of outputs a thread and reload inputs or taps for each; at 1.5-2x
+ * the speed of the best of them on ConvNeXt's 7x7 layers (bf16, batch
+ * 16), loads were what bounded them. */
+template <typename T, int K, int OH, int OW>
+__global__ static void __launch_bounds__(kMaxThreads)
+    dw_tile_kernel(const dw_params prm, const void *__restrict__ xv,
+                   const void *__restrict__ wv, const float *__restrict__ bias,
+                   void *__restrict__ yv, int thread_cols) {
+  constexpr int SPAN = OW + K - 1;
+  const T *x = static_cast<const T *>(xv), *w = static_cast<const T *>(wv);
+  T *y = static_cast<T *>(yv);
+  extern __shared__ __align__(16) float smem[];
+  float *sw = smem;
+  /* filter_ld is a multiple of 4: the input tile starts 16-byte aligned. */
+  T *tile = reinterpret_cast<T *>(smem + K * K * prm.filter_ld);
+  const int tile_cols = thread_cols * OW, in_rows = prm.rows + K - 1,
+            in_cols = tile_cols + K - 1;
+  const uint32_t band = conv_divide(blockIdx.x, prm.by_q_tiles);
+  const uint32_t col_tile = blockIdx.x - band * prm.by_q_tiles.divisor;
+  const uint32_t image = conv_divide(band, prm.by_p_tiles);
+  const int row0 = (int)(band - image * prm.by_p_tiles.divisor) * prm.rows;
+  const int col0 = (int)col_tile * tile_cols;
+  const int first_channel = (int)blockIdx.y * prm.block_channels;
+  tile_load_input(prm, x + (size_t)image * prm.h * prm.w * prm.c + first_channel, x,
+                  row0 - prm.pad_h, col0 - prm.pad_w, in_rows, in_cols, first_channel, tile);
+  stage_tile_filters(prm, w, sw);
+  cp_async_wait<0>();
+  __syncthreads();
+  const int local_channel = 2 * (int)threadIdx.x, channel = first_channel + local_channel;
+  if (channel >= prm.k) return;
+  const int thread_row = (int)threadIdx.y / thread_cols;
+  const int thread_col = (int)threadIdx.y - thread_row * thread_cols;
+  const T *in = tile + ((size_t)(thread_row * OH) * in_cols + thread_col * OW) *
+                           prm.block_channels + local_channel;
+  const float *taps = sw + local_channel;
+  float acc[OH][OW][2];
+#pragma unroll
+  for (int i = 0; i < OH; i++)
+#pragma unroll
+    for (int j = 0; j < OW; j++) acc[i][j][0] = acc[i][j][1] = 0.0f;
+  /* Input row ir of the thread's window serves filter row ir - i of its
+   * output row i. */
+#pragma unroll
+  for (int ir = 0; ir < OH + K - 1; ir++) {
+    float window[SPAN][2];
+#pragma unroll
+    for (int t = 0; t < SPAN; t++)
+      shared_channels2(in + ((size_t)ir * in_cols + t) * prm.block_channels, window[t]);
+#pragma unroll
+    for (int i = 0; i < OH; i++) {
+      const int fr = ir - i;
+      if (fr < 0 || fr >= K) continue;
+#pragma unroll
+      for (int fs = 0; fs < K; fs++) {
+        const float2 tap = *reinterpret_cast<const float2 *>(taps + (fr * K + fs) * prm.filter_ld);
+#pragma unroll
+        for (int j = 0; j < OW; j++) {
+          acc[i][j][0] = fmaf(window[j + fs][0], tap.x, acc[i][j][0]);
+          acc[i][j][1] = fmaf(window[j + fs][1], tap.y, acc[i][j][1]);
+        }
+      }
+    }
+  }
+  const int first_row = row0 + thread_row * OH, first_col = col0 + thread_col * OW;
+#pragma unroll
+  for (int i = 0; i < OH; i++) {
+    if (first_row + i >= prm.p) break;
+    T *out = y + ((size_t)(image * prm.p + first_row + i) * prm.q + first_col) * prm.k + channel;
+#pragma unroll
+    for (int j = 0; j < OW; j++) {
+      if (first_col + j >= prm.q) break;
+      float v[2] = {acc[i][j][0], acc[i][j][1]};
+      if (prm.epilogue != CONV_EPILOGUE_NONE)
+        for (int e = 0; e < 2; e++) v[e] = conv_epilogue_apply(prm.epilogue, v[e], bias[channel + e]);
+      conv_store_elements<2, T>(out + (size_t)j * prm.k, v);
+    }
+  }
+}
+
 /* GENERIC: any filter, stride and dilation. */
 template <typename T, typename V, int PX>
 __global__ static void __launch_bounds__(kMaxThreads)
@@ -456,6 +606,7 @@ struct dw_instance {
   int form, s, stride, px, vec; /* window and rolling: s x s; generic: s = 0 */
   conv_dtype dtype;
   dw_kernel_fn kernel;
+  int out_rows = 0; /* tile: output rows a thread (the tiling's rows) */
 };
 
 /* Each element type's thread-loads and row-pairs kernels; the rolling
@@ -492,11 +643,18 @@ struct dw_instance {
   {R, S, 1, 2, 4, D, dw_rolling_kernel<T, S, 2>},                                       \
       {R, S, 1, 4, 4, D, dw_rolling_kernel<T, S, 4>},                                   \
       {R, S, 1, 8, 4, D, dw_rolling_kernel<T, S, 8>}
+#define TL CONV_DWNHWC_TILE
+#define DW_TILES(T, D, S)                                                                \
+  {TL, S, 1, 7, 2, D, dw_tile_kernel<T, S, 2, 7>, 2},                                   \
+      {TL, S, 1, 7, 2, D, dw_tile_kernel<T, S, 1, 7>, 1},                               \
+      {TL, S, 1, 4, 2, D, dw_tile_kernel<T, S, 2, 4>, 2},                               \
+      {TL, S, 1, 4, 2, D, dw_tile_kernel<T, S, 1, 4>, 1}
 #define DW_TYPE(T, D)                                                                    \
   DW_WINDOWS(T, D, 3, 1), DW_WINDOWS(T, D, 3, 2), DW_WINDOWS(T, D, 5, 1),               \
       DW_WINDOWS(T, D, 5, 2), DW_WINDOWS(T, D, 7, 1), DW_WINDOWS(T, D, 7, 2),           \
       DW_ROLLING(T, D, 3), DW_ROLLING(T, D, 5), DW_ROLLING(T, D, 7),                    \
-      DW_PAIRS(T, D, 3), DW_PAIRS(T, D, 5), DW_PAIRS(T, D, 7), DW_GENERIC(T, D)
+      DW_PAIRS(T, D, 3), DW_PAIRS(T, D, 5), DW_PAIRS(T, D, 7), DW_TILES(T, D, 3),       \
+      DW_TILES(T, D, 5), DW_TILES(T, D, 7), DW_GENERIC(T, D)
 
 const dw_instance kInstances[] = {
     DW_TYPE(float, CONV_DTYPE_F32),
@@ -507,17 +665,44 @@ const dw_instance kInstances[] = {
 #undef DW_ROLLING
 #undef DW_PAIRS
 #undef DW_GENERIC
+#undef DW_TILES
 #undef DW_TYPE
 #undef W
 #undef P
 #undef R
+#undef TL
 
-dw_kernel_fn find_kernel(int form, int s, int stride, int px, int vec, conv_dtype dtype) {
+dw_kernel_fn find_kernel(int form, int s, int stride, int px, int vec, conv_dtype dtype,
+                         int out_rows) {
   for (const dw_instance &in : kInstances)
     if (in.form == form && in.s == s && in.stride == stride && in.px == px && in.vec == vec &&
-        in.dtype == dtype)
+        in.dtype == dtype && in.out_rows == out_rows)
       return in.kernel;
   return nullptr;
+}
+
+/* The tile form's block of `positions` threads (per channel pair) as
+ * thread_rows x thread_cols: the divisor pair whose tile reads the fewest
+ * input pixels per output it keeps (its halo of K - 1 rows and columns
+ * over the outputs inside the image), leaving out shapes with a whole
+ * thread row or column past the image.  False if none fits. */
+bool tile_threads(int positions, int out_rows, int out_cols, int64_t p, int64_t q, int64_t k,
+                  int *thread_rows, int *thread_cols) {
+  double best = 0;
+  for (int cols = 1; cols <= positions; cols++) {
+    if (positions % cols != 0) continue;
+    const int rows = positions / cols;
+    if ((int64_t)(cols - 1) * out_cols >= q || (int64_t)(rows - 1) * out_rows >= p) continue;
+    const int64_t tile_h = (int64_t)rows * out_rows, tile_w = (int64_t)cols * out_cols;
+    const double read = (double)(tile_h + k - 1) * (double)(tile_w + k - 1);
+    const double kept = (double)(tile_h < p ? tile_h : p) * (double)(tile_w < q ? tile_w : q);
+    if (best == 0 || read / kept <= best) {
+      best = read / kept;
+      *thread_rows = rows;
+      *thread_cols = cols;
+    }
+  }
+  return best > 0;
 }
 
 }  // namespace
@@ -529,11 +714,12 @@ extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tilin
   if (pb->dtype != CONV_DTYPE_F32 && pb->dtype != CONV_DTYPE_F16 && pb->dtype != CONV_DTYPE_BF16)
     CONV_REJECT("dtype %d: not f32, f16 or bf16", (int)pb->dtype);
   if (t->form != CONV_DWNHWC_THREAD_LOADS && t->form != CONV_DWNHWC_ROLLING &&
-      t->form != CONV_DWNHWC_ROW_PAIRS)
-    CONV_REJECT("form %d: not %d, %d or %d", t->form, CONV_DWNHWC_THREAD_LOADS,
-                CONV_DWNHWC_ROLLING, CONV_DWNHWC_ROW_PAIRS);
-  if (t->vec != 1 && t->vec != 4) CONV_REJECT("vec %d: not 1 or 4", t->vec);
-  if (t->px != 1 && t->px != 2 && t->px != 4 && t->px != 8)
+      t->form != CONV_DWNHWC_ROW_PAIRS && t->form != CONV_DWNHWC_TILE)
+    CONV_REJECT("form %d: not %d, %d, %d or %d", t->form, CONV_DWNHWC_THREAD_LOADS,
+                CONV_DWNHWC_ROLLING, CONV_DWNHWC_ROW_PAIRS, CONV_DWNHWC_TILE);
+  const bool tile = t->form == CONV_DWNHWC_TILE;
+  if (!tile && t->vec != 1 && t->vec != 4) CONV_REJECT("vec %d: not 1 or 4", t->vec);
+  if (!tile && t->px != 1 && t->px != 2 && t->px != 4 && t->px != 8)
     CONV_REJECT("px %d: not 1, 2, 4 or 8", t->px);
   if (t->rows < 1 || t->rows > kMaxRows) CONV_REJECT("rows %d: not in [1, %d]", t->rows, kMaxRows);
   if (t->tc < 1 || t->tq < 1 || t->tc * t->tq > kMaxThreads)
@@ -543,6 +729,9 @@ extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tilin
     CONV_REJECT("vec 4 needs a multiple of 4 channels and no channel multiplier");
   const int64_t p = conv_output_size(pb->h, pb->r, pb->stride_h, pb->pad_h, pb->dil_h);
   const int64_t q = conv_output_size(pb->w, pb->s, pb->stride_w, pb->pad_w, pb->dil_w);
+  /* The tile form copies channels 16 bytes at a time: the image's and the
+   * block's channels in whole runs of 16 bytes. */
+  const int64_t chunk = 16 / (int64_t)conv_dtype_bytes(pb->dtype);
   const int64_t dims[] = {pb->n * pb->h * pb->w * pb->c, pb->n * p * q * pb->k, pb->r * pb->s,
                           pb->pad_h, pb->pad_w, pb->stride_h * p, pb->stride_w * q,
                           pb->dil_h * pb->r, pb->dil_w * pb->s};
@@ -560,17 +749,28 @@ extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tilin
                  pb->dil_w == 1 && t->px <= 4 && t->rows >= 2))
     CONV_REJECT("the row-pairs form takes square 3, 5 or 7 filters, stride 1, no dilation, "
                 "px up to 4 and bands of 2 rows or more");
+  if (tile && !(square && pb->stride_h == 1 && pb->stride_w == 1 && pb->dil_h == 1 &&
+                pb->dil_w == 1 && multiplier == 1 && t->vec == 2 && (t->px == 4 || t->px == 7) &&
+                t->rows <= 2 && pb->c % chunk == 0 && (2 * t->tc) % chunk == 0))
+    CONV_REJECT("the tile form takes square 3, 5 or 7 filters, stride 1, no dilation, no "
+                "multiplier, channels in 16-byte runs (block's too), vec 2, px 4 or 7 and 1 or "
+                "2 rows a thread");
   conv_dwnhwc_launch l = {};
+  if (tile && !tile_threads(t->tq, t->rows, t->px, p, q, pb->r, &l.thread_rows, &l.thread_cols))
+    CONV_REJECT("%d thread positions: a whole row or column of them past a %lldx%lld output",
+                t->tq, (long long)p, (long long)q);
   l.tiling = *t;
   l.kernel = (const void *)find_kernel(t->form, window ? (int)pb->s : 0,
-                                       window ? (int)pb->stride_w : 0, t->px, t->vec, pb->dtype);
+                                       window ? (int)pb->stride_w : 0, t->px, t->vec, pb->dtype,
+                                       tile ? t->rows : 0);
   if (l.kernel == NULL) CONV_REJECT("no kernel compiled for this filter and tiling");
   conv_launch_set_geometry(l, pb, p, q);
   l.multiplier = (int)multiplier;
   l.epilogue = (int)pb->epilogue;
   l.block_channels = t->tc * t->vec;
-  l.q_tiles = (int)((q + (int64_t)t->tq * t->px - 1) / ((int64_t)t->tq * t->px));
-  l.rows = t->rows;
+  const int64_t tile_cols = tile ? (int64_t)l.thread_cols * t->px : (int64_t)t->tq * t->px;
+  l.q_tiles = (int)((q + tile_cols - 1) / tile_cols);
+  l.rows = tile ? l.thread_rows * t->rows : t->rows;
   const int64_t p_tiles = (p + l.rows - 1) / l.rows;
   const int64_t blocks_x = pb->n * p_tiles * l.q_tiles;
   const int64_t blocks_y = (pb->k + l.block_channels - 1) / l.block_channels;
@@ -584,7 +784,10 @@ extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tilin
   if (rolling) /* and the ring of r + 1 input rows of the block's column tile, in the type */
     l.smem_bytes += (size_t)(pb->r + 1) * (size_t)(t->tq * t->px + pb->s - 1) *
                     (size_t)l.block_channels * conv_dtype_bytes(pb->dtype);
-  const size_t smem_max = rolling ? CONV_DWNHWC_SMEM_MAX : (48u << 10);
+  if (tile) /* and the input tile its outputs read, in the type */
+    l.smem_bytes += (size_t)(l.rows + pb->r - 1) * (size_t)(tile_cols + pb->s - 1) *
+                    (size_t)l.block_channels * conv_dtype_bytes(pb->dtype);
+  const size_t smem_max = rolling || tile ? CONV_DWNHWC_SMEM_MAX : (48u << 10);
   if (l.smem_bytes > smem_max)
     CONV_REJECT("%zu bytes of shared memory: past %zu", l.smem_bytes, smem_max);
   *L = l;
@@ -593,7 +796,8 @@ extern "C" bool conv_dwnhwc_plan(const conv_problem *pb, const conv_dwnhwc_tilin
 
 extern "C" cudaError_t conv_dwnhwc_configure(const conv_dwnhwc_launch *L) {
   if (L == NULL || L->kernel == NULL) return cudaErrorInvalidValue;
-  if (L->tiling.form != CONV_DWNHWC_ROLLING) return cudaSuccess; /* within 48 KiB */
+  if (L->tiling.form != CONV_DWNHWC_ROLLING && L->tiling.form != CONV_DWNHWC_TILE)
+    return cudaSuccess; /* within 48 KiB */
   /* Always the same value, never this plan's own need: the attribute
    * belongs to the kernel, which other plans share. */
   return cudaFuncSetAttribute(L->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -615,7 +819,7 @@ extern "C" cudaError_t conv_dwnhwc_forward(const conv_dwnhwc_launch *L, const fl
   prm.epilogue = L->epilogue;
   prm.by_q_tiles = L->by_q_tiles, prm.by_p_tiles = L->by_p;
   const dim3 grid(L->grid[0], L->grid[1]), block((unsigned)L->tiling.tc, (unsigned)L->tiling.tq);
-  ((dw_kernel_fn)L->kernel)<<<grid, block, L->smem_bytes, stream>>>(prm, x, w, bias, y,
-                                                                    L->tiling.tq);
+  const int columns = L->tiling.form == CONV_DWNHWC_TILE ? L->thread_cols : L->tiling.tq;
+  ((dw_kernel_fn)L->kernel)<<<grid, block, L->smem_bytes, stream>>>(prm, x, w, bias, y, columns);
   return cudaGetLastError();
 }

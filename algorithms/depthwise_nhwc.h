@@ -28,6 +28,17 @@
  *            dilation, px up to 4, bands of 2 rows or more): each input
  *            row a thread loads serves both, K + 1 loads a column for two
  *            rows where the window kernel makes 2K.
+ *   TILE (CONV_DWNHWC_TILE): square 3x3, 5x5 and 7x7, stride 1, no
+ *            dilation or multiplier, channels in whole 16-byte runs (4
+ *            fp32, 8 half), two channels a thread: a block copies the
+ *            input tile its outputs read into shared memory once
+ *            (cp.async, in the type), and each thread computes `rows`
+ *            (1 or 2) x px (4 or 7) outputs in registers, reading each
+ *            input pixel of its window once and each tap once per output
+ *            row.  Its tq thread positions a channel pair are laid out as
+ *            the rows x columns of threads that read the fewest input
+ *            pixels per output (conv_dwnhwc_launch's thread_rows and
+ *            thread_cols).
  *
  * Multiplier (K = m * C): output channel k reads input channel k / m; only
  * m = 1 takes vec = 4.
@@ -53,20 +64,26 @@
 extern "C" {
 #endif
 
-enum { CONV_DWNHWC_THREAD_LOADS = 0, CONV_DWNHWC_ROLLING = 1, CONV_DWNHWC_ROW_PAIRS = 2 };
+enum {
+  CONV_DWNHWC_THREAD_LOADS = 0,
+  CONV_DWNHWC_ROLLING = 1,
+  CONV_DWNHWC_ROW_PAIRS = 2,
+  CONV_DWNHWC_TILE = 3
+};
 
-/* The rolling form's shared-memory cap (opted into per kernel). */
+/* The rolling and tile forms' shared-memory cap (opted into per kernel). */
 #define CONV_DWNHWC_SMEM_MAX ((size_t)96 << 10)
 
 /* A candidate config: how one launch is cut up. */
 typedef struct conv_dwnhwc_tiling {
-  int vec;    /* channels per thread: 4 (float4) or 1                  */
-  int px;     /* consecutive output pixels of a row per thread: 1, 2, 4, 8 */
+  int vec;    /* channels per thread: 4 (float4) or 1; the tile form's 2  */
+  int px;     /* consecutive output pixels of a row per thread: 1, 2, 4, 8;
+               * the tile form's 4 or 7                                   */
   int tc, tq; /* threads per block along channel groups and pixels        */
   int rows;   /* output rows a block covers, one after another: 1 to 16;
                * more rows share one staging of the filters, fewer make
-               * more blocks                                             */
-  int form;   /* CONV_DWNHWC_THREAD_LOADS, _ROLLING or _ROW_PAIRS          */
+               * more blocks.  The tile form: output rows a thread, 1 or 2 */
+  int form;   /* CONV_DWNHWC_THREAD_LOADS, _ROLLING, _ROW_PAIRS or _TILE   */
 } conv_dwnhwc_tiling;
 
 /* Everything a launch needs, derived once by conv_dwnhwc_plan(). */
@@ -79,11 +96,15 @@ typedef struct conv_dwnhwc_launch {
   int epilogue;       /* conv_epilogue */
   int block_channels; /* tc * vec: output channels a block covers */
   int filter_ld;      /* floats per tap row of the staged filters      */
-  int rows;           /* output rows a block covers, one after another */
-  int q_tiles;        /* blocks along a row: q / (tq * px), rounded up */
+  int rows;           /* output rows a block covers, one after another
+                       * (tile: thread_rows * tiling rows)              */
+  int q_tiles;        /* blocks along a row: q / (tq * px), rounded up
+                       * (tile: q / (thread_cols * px))                 */
   conv_divisor by_q_tiles, by_p;
   unsigned grid[2];   /* n * p * q_tiles, channel blocks */
-  size_t smem_bytes;  /* the block's filters (and rolling: input rows) */
+  size_t smem_bytes;  /* the block's filters (and rolling: input rows;
+                       * tile: the input tile)                          */
+  int thread_rows, thread_cols; /* tile: tq as rows x columns; else 0  */
 } conv_dwnhwc_launch;
 
 /* Checks `tiling` against a valid NHWC forward depthwise `problem` and

@@ -69,8 +69,8 @@ static int nhwc_problems(void) {
   const conv_algorithm *dw = conv_registry_find(CONV_ALGO_DEPTHWISE_NHWC);
   CHECK(dw != NULL && strcmp(dw->name, "depthwise_nhwc") == 0);
   CHECK_STATUS(CONV_OK, dw->configs(&p, &env, configs, 128, &n, NULL));
-  CHECK(n > 0 && n < 128 && configs[0].values[0] == 4); /* float4 channels first */
-  int rolling = 0, pairs = 0;
+  CHECK(n > 0 && n < 128);
+  int rolling = 0, pairs = 0, tiles = 0;
   for (int i = 0; i < n; i++) {
     CHECK(configs[i].count == 6);
     conv_dwnhwc_tiling t = {(int)configs[i].values[0], (int)configs[i].values[1],
@@ -78,20 +78,25 @@ static int nhwc_problems(void) {
                             (int)configs[i].values[4], (int)configs[i].values[5]};
     rolling += t.form == CONV_DWNHWC_ROLLING;
     pairs += t.form == CONV_DWNHWC_ROW_PAIRS;
+    tiles += t.form == CONV_DWNHWC_TILE;
     conv_dwnhwc_launch l;
     CHECK(conv_dwnhwc_plan(&p, &t, &l, NULL, 0) && l.kernel != NULL);
-    /* The grid covers every output once: bands of rows x tiles of columns. */
+    /* The grid covers every output once: bands of rows x tiles of columns
+     * (the tile form's tq thread positions as thread_rows x thread_cols). */
+    const bool tile = t.form == CONV_DWNHWC_TILE;
+    CHECK(!tile || (l.thread_rows * l.thread_cols == t.tq && l.rows == l.thread_rows * t.rows));
     CHECK((int64_t)l.grid[1] * l.block_channels >= p.k);
-    CHECK((int64_t)l.q_tiles * t.tq * t.px >= l.q);
-    CHECK((int64_t)l.grid[0] * t.rows >= p.n * l.p * l.q_tiles);
+    CHECK((int64_t)l.q_tiles * (tile ? l.thread_cols : t.tq) * t.px >= l.q);
+    CHECK((int64_t)l.grid[0] * l.rows >= p.n * l.p * l.q_tiles);
     CHECK(l.filter_ld % 4 == 0 && l.filter_ld >= l.block_channels);
   }
   /* The 3x3 stride-1 problem takes every form, and lists them in turn
-   * (rolling first), so that the fast policy's three guesses try each. */
-  CHECK(rolling > 0 && pairs > 0);
-  CHECK(configs[0].values[5] == CONV_DWNHWC_ROLLING);
-  CHECK(configs[1].values[5] == CONV_DWNHWC_ROW_PAIRS);
-  CHECK(configs[2].values[5] == CONV_DWNHWC_THREAD_LOADS);
+   * (tile first), so that the fast policy's first guesses try each. */
+  CHECK(rolling > 0 && pairs > 0 && tiles > 0);
+  CHECK(configs[0].values[5] == CONV_DWNHWC_TILE && configs[0].values[0] == 2);
+  CHECK(configs[1].values[5] == CONV_DWNHWC_ROLLING && configs[1].values[0] == 4);
+  CHECK(configs[2].values[5] == CONV_DWNHWC_ROW_PAIRS);
+  CHECK(configs[3].values[5] == CONV_DWNHWC_THREAD_LOADS);
   /* Asked for fewer, it gives the same first ones. */
   conv_config first[3];
   int n_first = -1;
@@ -101,7 +106,8 @@ static int nhwc_problems(void) {
   /* No config is listed twice. */
   for (int i = 0; i < n; i++)
     for (int j = 0; j < i; j++) CHECK(!conv_config_equal(&configs[i], &configs[j]));
-  /* 6 channels cannot be float4s: every config is single-channel. */
+  /* 6 channels cannot be float4s nor 16-byte runs: every config is
+   * single-channel. */
   conv_problem six = p;
   six.c = six.k = six.groups = 6;
   CHECK_STATUS(CONV_OK, dw->configs(&six, &env, configs, 128, &n, NULL));
@@ -130,6 +136,32 @@ static int nhwc_problems(void) {
         strstr(why, "row-pairs") != NULL);
   CHECK(!conv_dwnhwc_plan(&p, &pair_px8, &refused, why, sizeof why) &&
         strstr(why, "row-pairs") != NULL);
+  /* Tile: 16 positions of 2 x 7 outputs on the 56x56 image as the 8 x 2
+   * threads whose 16 x 14 tile reads the fewest inputs an output (18 x 16
+   * for 224; 8 x 28 reads 10 x 30); stride 1, px 4 or 7, 1 or 2 rows a
+   * thread, and no row of threads wholly past the image. */
+  const conv_dwnhwc_tiling tile_tiling = {2, 7, 16, 16, 2, CONV_DWNHWC_TILE};
+  conv_dwnhwc_launch tiled;
+  CHECK(conv_dwnhwc_plan(&p, &tile_tiling, &tiled, why, sizeof why));
+  CHECK(tiled.thread_rows == 8 && tiled.thread_cols == 2 && tiled.rows == 16);
+  CHECK(tiled.q_tiles == 4 && tiled.grid[0] == (unsigned)(p.n * 4 * 4));
+  CHECK(tiled.smem_bytes == (size_t)tiled.filter_ld * 9 * sizeof(float) + 18 * 16 * 32 * 4);
+  CHECK(!conv_dwnhwc_plan(&strided, &tile_tiling, &refused, why, sizeof why) &&
+        strstr(why, "tile") != NULL);
+  const conv_dwnhwc_tiling tile_px5 = {2, 5, 16, 16, 2, CONV_DWNHWC_TILE},
+                           tile_rows3 = {2, 7, 16, 16, 3, CONV_DWNHWC_TILE},
+                           tile_vec4 = {4, 7, 16, 16, 2, CONV_DWNHWC_TILE};
+  CHECK(!conv_dwnhwc_plan(&p, &tile_px5, &refused, why, sizeof why) && strstr(why, "tile") != NULL);
+  CHECK(!conv_dwnhwc_plan(&p, &tile_rows3, &refused, why, sizeof why) &&
+        strstr(why, "tile") != NULL);
+  CHECK(!conv_dwnhwc_plan(&p, &tile_vec4, &refused, why, sizeof why) && strstr(why, "tile") != NULL);
+  conv_problem small = p;
+  small.h = small.w = 7;
+  CHECK(!conv_dwnhwc_plan(&small, &tile_tiling, &refused, why, sizeof why) &&
+        strstr(why, "past") != NULL);
+  const conv_dwnhwc_tiling tile_seven = {2, 7, 16, 7, 1, CONV_DWNHWC_TILE};
+  CHECK(conv_dwnhwc_plan(&small, &tile_seven, &tiled, why, sizeof why));
+  CHECK(tiled.thread_rows == 7 && tiled.thread_cols == 1 && tiled.grid[0] == (unsigned)p.n);
   /* Half types: every form, and every fp32 config (a few more rolling
    * ones, whose smaller ring fits where fp32's does not). */
   conv_problem half = p;
@@ -146,7 +178,7 @@ static int nhwc_problems(void) {
       listed = conv_config_equal(&configs[j], &f32_configs[i]);
     CHECK_MSG(listed, "fp32 config %d not listed for fp16", i);
   }
-  CHECK(configs[0].values[5] == CONV_DWNHWC_ROLLING && configs[0].values[0] == 4);
+  CHECK(configs[0].values[5] == CONV_DWNHWC_TILE && configs[1].values[5] == CONV_DWNHWC_ROLLING);
   /* The rolling ring holds the type: half the bytes of fp32's. */
   conv_dwnhwc_launch rolling32;
   CHECK(conv_dwnhwc_plan(&p, &rolling_tiling, &rolling32, why, sizeof why));
@@ -177,24 +209,34 @@ static bool is_row_pairs(const void *state) {
   return ((const conv_dwnhwc_launch *)state)->tiling.form == CONV_DWNHWC_ROW_PAIRS;
 }
 
-/* Window, rolling, row-pairs and generic kernels ran where the filter
- * takes their form, and float4 configs where the channels allow them. */
+static bool is_tile(const void *state) {
+  return ((const conv_dwnhwc_launch *)state)->tiling.form == CONV_DWNHWC_TILE;
+}
+
+/* Window, rolling, row-pairs, tile and generic kernels ran where the
+ * filter takes their form, and float4 configs where the channels allow
+ * them. */
 static int check_nhwc_kernels(conv_env *env, const conv_problem *p, const char *name) {
   const int windows = prepared_configs(env, &conv_algorithm_depthwise_nhwc, p, is_window_kernel);
   const int rolling = prepared_configs(env, &conv_algorithm_depthwise_nhwc, p, is_rolling);
   const int pairs = prepared_configs(env, &conv_algorithm_depthwise_nhwc, p, is_row_pairs);
+  const int tiles = prepared_configs(env, &conv_algorithm_depthwise_nhwc, p, is_tile);
   const bool square = (p->s == 3 || p->s == 5 || p->s == 7) && p->r == p->s;
   const bool takes_window = square && p->dil_w == 1 && p->stride_w <= 2;
   const bool takes_rolling = square && p->stride_h == 1 && p->stride_w == 1 && p->dil_h == 1 &&
                              p->dil_w == 1 && p->k == p->c && p->c % 4 == 0;
   const bool takes_pairs = square && p->stride_h == 1 && p->stride_w == 1 && p->dil_h == 1 &&
                            p->dil_w == 1;
-  printf("%s: %d window-form configs, %d rolling, %d row pairs\n", name, windows, rolling, pairs);
+  const bool takes_tile = takes_pairs && p->k == p->c && p->c % 4 == 0; /* fp32: 16-byte runs */
+  printf("%s: %d window-form configs, %d rolling, %d row pairs, %d tiles\n", name, windows,
+         rolling, pairs, tiles);
   CHECK_MSG(takes_window == (windows > 0), "window configs %s on %s", windows ? "ran" : "did not run",
             name);
   CHECK_MSG(takes_rolling == (rolling > 0), "rolling configs %s on %s",
             rolling ? "ran" : "did not run", name);
   CHECK_MSG(takes_pairs == (pairs > 0), "row-pairs configs %s on %s", pairs ? "ran" : "did not run",
+            name);
+  CHECK_MSG(takes_tile == (tiles > 0), "tile configs %s on %s", tiles ? "ran" : "did not run",
             name);
   return TEST_PASS;
 }
@@ -202,7 +244,8 @@ static int check_nhwc_kernels(conv_env *env, const conv_problem *p, const char *
 /* Channels-last depthwise problems through cuDNN and depthwise_nhwc: the
  * ConvNeXt and MobileNet shapes, every filter form (window 3/5/7 with
  * stride 1 and 2, rolling at stride 1 over several bands of rows and
- * column tiles, row pairs at stride 1 with an odd last row, generic for
+ * column tiles, row pairs at stride 1 with an odd last row, tiles at
+ * stride 1 with partial ones at the image's edges, generic for
  * other sizes, dilation and strides), channels
  * that float4 cannot take (6, multiplier 2), partial channel blocks and
  * row bands, every epilogue, both math modes. */
