@@ -39,13 +39,15 @@ convtune's plans in both directions.
 
 K R S C filters: at the first call of an input shape in inference (no
 gradient recorded, outside CUDA graph capture), a dense layer with an R x S
-> 1 filter on an NCHW input tunes its convolution twice, for its K C R S
-weight and for the same weight K R S C (layout "nchw_krsc"), and where the
-second plan was timed faster (by 2%), it keeps its weight channels-last
-from then on: the same values and shape, as
+> 1 filter on an NCHW input in TF32 tunes its convolution twice, for its
+K C R S weight and for the same weight K R S C (layout "nchw_krsc"), and
+where the second plan was timed faster (by 2%), it keeps its weight
+channels-last from then on: the same values and shape, as
 model.to(memory_format=torch.channels_last) leaves a weight, so nothing
 transposes the filters again on any later call (cuDNN's channels-last
-engines, which win most TF32 layers, otherwise do on every call).
+engines, which win most TF32 layers, otherwise do on every call).  Not in
+strict fp32: of 34 such twins tuned exhaustively on an H200 none was kept
+(the best at 0.98x its K C R S plan's speed), and each costs a tuning.
 `weight.is_contiguous()` is then False; the state_dict holds the same
 values.  Set relayout_filters = False on a layer (or the class) to keep
 weights as they are.  A channels-last weight is read as it is by every
@@ -440,12 +442,13 @@ class Conv2d(torch.nn.Conv2d):
     def _faster_krsc_entry(self, x, padding, math, deterministic, entry):
         """The (launch, plan) of this NCHW input with the weight K R S C,
         where that plan was timed at least 2% faster than `entry`'s (K C R
-        S), else None: for a dense R x S > 1 layer with a K C R S weight,
-        where nothing records gradients (inference: the backward passes
-        read the weight K C R S), outside CUDA graph capture, and while
-        relayout_filters is True."""
+        S), else None: for a dense R x S > 1 layer with a K C R S weight
+        in TF32, where nothing records gradients (inference: the backward
+        passes read the weight K C R S), outside CUDA graph capture, and
+        while relayout_filters is True."""
         w = self.weight
-        if (not self.relayout_filters or entry[0] is None or "weight" not in self._parameters
+        if (not self.relayout_filters or math != "tf32" or entry[0] is None
+                or "weight" not in self._parameters
                 or self.kernel_size == (1, 1) or self.in_channels == self.groups
                 or not w.is_contiguous() or _autograd.records_gradients(x, w, self.bias)
                 or torch.cuda.is_current_stream_capturing()):
