@@ -154,7 +154,8 @@ static int nhwc_problems(void) {
   CHECK(!conv_dwnhwc_plan(&p, &tile_px5, &refused, why, sizeof why) && strstr(why, "tile") != NULL);
   CHECK(!conv_dwnhwc_plan(&p, &tile_rows3, &refused, why, sizeof why) &&
         strstr(why, "tile") != NULL);
-  CHECK(!conv_dwnhwc_plan(&p, &tile_vec4, &refused, why, sizeof why) && strstr(why, "tile") != NULL);
+  CHECK(!conv_dwnhwc_plan(&p, &tile_vec4, &refused, why, sizeof why) &&
+        strstr(why, "tile") != NULL);
   conv_problem small = p;
   small.h = small.w = 7;
   CHECK(!conv_dwnhwc_plan(&small, &tile_tiling, &refused, why, sizeof why) &&
