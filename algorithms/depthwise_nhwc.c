@@ -2,7 +2,8 @@
  * depthwise_nhwc.c -- the `depthwise_nhwc` candidate: our direct depthwise
  * convolution on channels-last tensors (ConvNeXt's 7x7 blocks, MobileNet's
  * 3x3 layers in a channels-last model), where cuDNN's NHWC fp32 engines
- * run far from the memory-bandwidth floor.  Kernels in depthwise_nhwc.cu.
+ * run far from the memory-bandwidth floor.  Kernels in depthwise_nhwc.cu
+ * and depthwise_nhwc_tile.cu.
  *
  * Config values: {vec, px, tc, tq, rows, form} (conv_dwnhwc_tiling).
  * The tile form: still version 4 (the other forms' configs, and so every

@@ -1,5 +1,6 @@
 /*
- * depthwise_nhwc.cu -- the kernels of depthwise_nhwc.h and their planning.
+ * depthwise_nhwc.cu -- the kernels of depthwise_nhwc.h but the tile form's
+ * (depthwise_nhwc_tile.cu), and the planning and launch of every form.
  *
  * Grid: x = one block per (image, band of `rows` output rows, tile of
  * tq * px output columns; the tile form's: thread_cols * px), y = blocks
@@ -16,25 +17,16 @@
 #include <stdio.h>
 
 #include "algorithms/depthwise_nhwc.h"
-#include "algorithms/common/elements.cuh"
-#include "algorithms/common/epilogue.cuh"
+#include "algorithms/depthwise_nhwc_kernels.cuh"
 #include "algorithms/common/launch_checks.h"
 #include "algorithms/common/launch_plan.cuh"
-#include "algorithms/common/staging.cuh"
 #include "core/core.h"
 
 namespace {
 
-constexpr int kMaxThreads = 256;
-constexpr int kMaxRows = 16;
+using namespace conv_dwnhwc_detail;
 
-/* The launch's numbers, by value: the kernel never reads host memory. */
-struct dw_params {
-  int c, h, w, k, p, q, r, s;
-  int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
-  int multiplier, block_channels, filter_ld, rows, epilogue;
-  conv_divisor by_q_tiles, by_p_tiles;
-};
+constexpr int kMaxRows = 16;
 
 __device__ __forceinline__ float4 zero_of(float4) { return make_float4(0.f, 0.f, 0.f, 0.f); }
 __device__ __forceinline__ float zero_of(float) { return 0.f; }
@@ -108,39 +100,6 @@ __device__ __forceinline__ dw_place place_thread(const dw_params &prm, int tq) {
   at.local_channel = (int)threadIdx.x * VEC;
   at.channel = (int)blockIdx.y * prm.block_channels + at.local_channel;
   return at;
-}
-
-/* Starts copying the block's filters into shared memory, tap-major with
- * rows of prm.filter_ld floats, zero past the last output channel (one
- * cp.async group; the caller waits).  The block's filters are one
- * contiguous run of w ([k][taps]), read in order so that the loads
- * coalesce, and all of a thread's copies are in flight at once (49 of
- * them for 128 channels of 7x7 filters): loads through registers waited
- * a memory latency per batch, 1-2% of ConvNeXt's small-image layers.
- * The padded row length spreads the transposing stores over the banks. */
-/* The staging loop: copy(dst, src, inside) for each filter element, its
- * shared-memory slot and its source (`inside`: not past the last channel). */
-template <typename T, typename Copy>
-__device__ __forceinline__ void for_each_filter_element(const dw_params &prm,
-                                                        const T *__restrict__ w, float *sw,
-                                                        Copy copy) {
-  const int taps = prm.r * prm.s, count = taps * prm.block_channels;
-  const int first = (int)blockIdx.y * prm.block_channels;
-  const int valid = min(prm.block_channels, prm.k - first) * taps;
-  const T *src = w + (size_t)first * taps;
-  const int tid = (int)(threadIdx.y * blockDim.x + threadIdx.x), threads = blockDim.x * blockDim.y;
-  for (int i = tid; i < count; i += threads) {
-    const int kk = i / taps, tap = i - kk * taps;
-    copy(sw + tap * prm.filter_ld + kk, i < valid ? src + i : w, i < valid);
-  }
-}
-
-__device__ __forceinline__ void stage_filters_async(const dw_params &prm,
-                                                    const float *__restrict__ w, float *sw) {
-  for_each_filter_element(prm, w, sw, [](float *dst, const float *src, bool inside) {
-    cp_async4(dst, src, inside ? 4 : 0);
-  });
-  cp_async_commit();
 }
 
 /* The filters staged and visible to the whole block. */
@@ -412,155 +371,6 @@ __global__ static void __launch_bounds__(kMaxThreads)
   }
 }
 
-/* The tile form's filters: the layout of stage_filters_async, no
- * barrier; fp32 ones by cp.async, half ones converted on the way with
- * eight loads in flight a thread (one at a time, each waits a memory
- * latency: 28 of them a thread for a 32-channel block of 7x7 filters). */
-__device__ __forceinline__ void stage_tile_filters(const dw_params &prm,
-                                                   const float *__restrict__ w, float *sw) {
-  stage_filters_async(prm, w, sw);
-}
-template <typename H>
-__device__ __forceinline__ void stage_tile_filters(const dw_params &prm, const H *__restrict__ w,
-                                                   float *sw) {
-  constexpr int kBatch = 8;
-  const int taps = prm.r * prm.s, count = taps * prm.block_channels;
-  const int first = (int)blockIdx.y * prm.block_channels;
-  const int valid = min(prm.block_channels, prm.k - first) * taps;
-  const H *src = w + (size_t)first * taps;
-  const int tid = (int)(threadIdx.y * blockDim.x + threadIdx.x), threads = blockDim.x * blockDim.y;
-  for (int i0 = tid; i0 < count; i0 += kBatch * threads) {
-    float v[kBatch];
-#pragma unroll
-    for (int j = 0; j < kBatch; j++) {
-      const int i = i0 + j * threads;
-      v[j] = i < valid ? conv_element_to_float(__ldg(src + i)) : 0.0f;
-    }
-#pragma unroll
-    for (int j = 0; j < kBatch; j++) {
-      const int i = i0 + j * threads, kk = i / taps;
-      if (i < count) sw[(i - kk * taps) * prm.filter_ld + kk] = v[j];
-    }
-  }
-}
-
-/* 2 channels of T from shared memory, as fp32 (one 4-byte load for a
- * half type, 8 bytes for fp32). */
-template <typename T>
-__device__ __forceinline__ void shared_channels2(const T *p, float (&out)[2]) {
-  conv_unpack_elements<2, T>(*reinterpret_cast<const conv_bits_of<2, T> *>(p), out);
-}
-
-/* Copies the input a tile block reads into shared memory, 16 bytes (4 or
- * 8 channels) at a time by cp.async: in_rows x in_cols pixels of the
- * block's channels ([row][col][block_channels], T), from image row row0
- * and column col0 (padding included); zero outside the image and past
- * the last channel.  One cp.async group; the caller waits. */
-template <typename T>
-__device__ __forceinline__ void tile_load_input(const dw_params &prm, const T *ximage,
-                                                const T *x, int row0, int col0, int in_rows,
-                                                int in_cols, int first_channel, T *tile) {
-  constexpr int kChunk = 16 / (int)sizeof(T);
-  const int chunks = prm.block_channels / kChunk, count = in_rows * in_cols * chunks;
-  const int tid = (int)(threadIdx.y * blockDim.x + threadIdx.x), threads = blockDim.x * blockDim.y;
-  for (int i = tid; i < count; i += threads) {
-    const int pixel = i / chunks, chunk = i - pixel * chunks;
-    const int row = pixel / in_cols, col = pixel - row * in_cols;
-    const int ih = row0 + row, iw = col0 + col, ch = first_channel + chunk * kChunk;
-    const bool inside = ih >= 0 && ih < prm.h && iw >= 0 && iw < prm.w && ch < prm.k;
-    const T *src = inside ? ximage + ((size_t)ih * prm.w + iw) * prm.c + chunk * kChunk : x;
-    cp_async16(reinterpret_cast<float *>(tile + (size_t)pixel * prm.block_channels + chunk * kChunk),
-               reinterpret_cast<const float *>(src), inside ? 16 : 0);
-  }
-  cp_async_commit();
-}
-
-/* TILE: stride 1, no dilation, square K x K, two channels a thread.  A
- * block computes a tile of prm.rows x (thread_cols * OW) outputs of its
- * channels from the input tile they read, copied once into shared memory
- * beside the block's filters; each thread keeps OH x OW outputs of its two
- * channels in registers and reads each input pixel of its window once (4
- * bytes in a half type: a warp's 32 threads one 128-byte row of channels)
- * and each tap once per output row it serves.  The other forms keep one
- * row of outputs a thread and reload inputs or taps for each: this one is
- * 1.5-1.8x the best of them, or of cuDNN's, on ConvNeXt's 7x7 layers in
- * bf16 at batch 16 (docs/tuning.md). */
-template <typename T, int K, int OH, int OW>
-__global__ static void __launch_bounds__(kMaxThreads)
-    dw_tile_kernel(const dw_params prm, const void *__restrict__ xv,
-                   const void *__restrict__ wv, const float *__restrict__ bias,
-                   void *__restrict__ yv, int thread_cols) {
-  constexpr int SPAN = OW + K - 1;
-  const T *x = static_cast<const T *>(xv), *w = static_cast<const T *>(wv);
-  T *y = static_cast<T *>(yv);
-  extern __shared__ __align__(16) float smem[];
-  float *sw = smem;
-  /* filter_ld is a multiple of 4: the input tile starts 16-byte aligned. */
-  T *tile = reinterpret_cast<T *>(smem + K * K * prm.filter_ld);
-  const int tile_cols = thread_cols * OW, in_rows = prm.rows + K - 1,
-            in_cols = tile_cols + K - 1;
-  const uint32_t band = conv_divide(blockIdx.x, prm.by_q_tiles);
-  const uint32_t col_tile = blockIdx.x - band * prm.by_q_tiles.divisor;
-  const uint32_t image = conv_divide(band, prm.by_p_tiles);
-  const int row0 = (int)(band - image * prm.by_p_tiles.divisor) * prm.rows;
-  const int col0 = (int)col_tile * tile_cols;
-  const int first_channel = (int)blockIdx.y * prm.block_channels;
-  tile_load_input(prm, x + (size_t)image * prm.h * prm.w * prm.c + first_channel, x,
-                  row0 - prm.pad_h, col0 - prm.pad_w, in_rows, in_cols, first_channel, tile);
-  stage_tile_filters(prm, w, sw);
-  cp_async_wait<0>();
-  __syncthreads();
-  const int local_channel = 2 * (int)threadIdx.x, channel = first_channel + local_channel;
-  if (channel >= prm.k) return;
-  const int thread_row = (int)threadIdx.y / thread_cols;
-  const int thread_col = (int)threadIdx.y - thread_row * thread_cols;
-  const T *in = tile + ((size_t)(thread_row * OH) * in_cols + thread_col * OW) *
-                           prm.block_channels + local_channel;
-  const float *taps = sw + local_channel;
-  float acc[OH][OW][2];
-#pragma unroll
-  for (int i = 0; i < OH; i++)
-#pragma unroll
-    for (int j = 0; j < OW; j++) acc[i][j][0] = acc[i][j][1] = 0.0f;
-  /* Input row ir of the thread's window serves filter row ir - i of its
-   * output row i. */
-#pragma unroll
-  for (int ir = 0; ir < OH + K - 1; ir++) {
-    float window[SPAN][2];
-#pragma unroll
-    for (int t = 0; t < SPAN; t++)
-      shared_channels2(in + ((size_t)ir * in_cols + t) * prm.block_channels, window[t]);
-#pragma unroll
-    for (int i = 0; i < OH; i++) {
-      const int fr = ir - i;
-      if (fr < 0 || fr >= K) continue;
-#pragma unroll
-      for (int fs = 0; fs < K; fs++) {
-        const float2 tap = *reinterpret_cast<const float2 *>(taps + (fr * K + fs) * prm.filter_ld);
-#pragma unroll
-        for (int j = 0; j < OW; j++) {
-          acc[i][j][0] = fmaf(window[j + fs][0], tap.x, acc[i][j][0]);
-          acc[i][j][1] = fmaf(window[j + fs][1], tap.y, acc[i][j][1]);
-        }
-      }
-    }
-  }
-  const int first_row = row0 + thread_row * OH, first_col = col0 + thread_col * OW;
-#pragma unroll
-  for (int i = 0; i < OH; i++) {
-    if (first_row + i >= prm.p) break;
-    T *out = y + ((size_t)(image * prm.p + first_row + i) * prm.q + first_col) * prm.k + channel;
-#pragma unroll
-    for (int j = 0; j < OW; j++) {
-      if (first_col + j >= prm.q) break;
-      float v[2] = {acc[i][j][0], acc[i][j][1]};
-      if (prm.epilogue != CONV_EPILOGUE_NONE)
-        for (int e = 0; e < 2; e++) v[e] = conv_epilogue_apply(prm.epilogue, v[e], bias[channel + e]);
-      conv_store_elements<2, T>(out + (size_t)j * prm.k, v);
-    }
-  }
-}
-
 /* GENERIC: any filter, stride and dilation. */
 template <typename T, typename V, int PX>
 __global__ static void __launch_bounds__(kMaxThreads)
@@ -599,14 +409,10 @@ __global__ static void __launch_bounds__(kMaxThreads)
   }
 }
 
-typedef void (*dw_kernel_fn)(const dw_params, const void *, const void *, const float *, void *,
-                             int);
-
 struct dw_instance {
   int form, s, stride, px, vec; /* window and rolling: s x s; generic: s = 0 */
   conv_dtype dtype;
   dw_kernel_fn kernel;
-  int out_rows = 0; /* tile: output rows a thread (the tiling's rows) */
 };
 
 /* Each element type's thread-loads and row-pairs kernels; the rolling
@@ -643,18 +449,11 @@ struct dw_instance {
   {R, S, 1, 2, 4, D, dw_rolling_kernel<T, S, 2>},                                       \
       {R, S, 1, 4, 4, D, dw_rolling_kernel<T, S, 4>},                                   \
       {R, S, 1, 8, 4, D, dw_rolling_kernel<T, S, 8>}
-#define TL CONV_DWNHWC_TILE
-#define DW_TILES(T, D, S)                                                                \
-  {TL, S, 1, 7, 2, D, dw_tile_kernel<T, S, 2, 7>, 2},                                   \
-      {TL, S, 1, 7, 2, D, dw_tile_kernel<T, S, 1, 7>, 1},                               \
-      {TL, S, 1, 4, 2, D, dw_tile_kernel<T, S, 2, 4>, 2},                               \
-      {TL, S, 1, 4, 2, D, dw_tile_kernel<T, S, 1, 4>, 1}
 #define DW_TYPE(T, D)                                                                    \
   DW_WINDOWS(T, D, 3, 1), DW_WINDOWS(T, D, 3, 2), DW_WINDOWS(T, D, 5, 1),               \
       DW_WINDOWS(T, D, 5, 2), DW_WINDOWS(T, D, 7, 1), DW_WINDOWS(T, D, 7, 2),           \
       DW_ROLLING(T, D, 3), DW_ROLLING(T, D, 5), DW_ROLLING(T, D, 7),                    \
-      DW_PAIRS(T, D, 3), DW_PAIRS(T, D, 5), DW_PAIRS(T, D, 7), DW_TILES(T, D, 3),       \
-      DW_TILES(T, D, 5), DW_TILES(T, D, 7), DW_GENERIC(T, D)
+      DW_PAIRS(T, D, 3), DW_PAIRS(T, D, 5), DW_PAIRS(T, D, 7), DW_GENERIC(T, D)
 
 const dw_instance kInstances[] = {
     DW_TYPE(float, CONV_DTYPE_F32),
@@ -665,18 +464,18 @@ const dw_instance kInstances[] = {
 #undef DW_ROLLING
 #undef DW_PAIRS
 #undef DW_GENERIC
-#undef DW_TILES
 #undef DW_TYPE
 #undef W
 #undef P
 #undef R
-#undef TL
 
+/* The tile form's kernels are depthwise_nhwc_tile.cu's (tile_kernel). */
 dw_kernel_fn find_kernel(int form, int s, int stride, int px, int vec, conv_dtype dtype,
                          int out_rows) {
+  if (form == CONV_DWNHWC_TILE) return stride == 1 ? tile_kernel(s, out_rows, px, dtype) : nullptr;
   for (const dw_instance &in : kInstances)
     if (in.form == form && in.s == s && in.stride == stride && in.px == px && in.vec == vec &&
-        in.dtype == dtype && in.out_rows == out_rows)
+        in.dtype == dtype)
       return in.kernel;
   return nullptr;
 }

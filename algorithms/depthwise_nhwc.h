@@ -1,7 +1,8 @@
 /*
  * depthwise_nhwc.h -- direct depthwise convolution on channels-last (NHWC)
- * tensors.  C linkage; implemented in depthwise_nhwc.cu, driven by the
- * `depthwise_nhwc` candidate (depthwise_nhwc.c).
+ * tensors.  C linkage; implemented in depthwise_nhwc.cu (the tile form's
+ * kernels in depthwise_nhwc_tile.cu), driven by the `depthwise_nhwc`
+ * candidate (depthwise_nhwc.c).
  *
  * Channels are innermost in NHWC, so the threads of a warp take
  * consecutive channels of one output pixel: their input loads and output
