@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
-from .nn import Conv2d, _why_left, convert
+from .nn import Conv2d, convert
 
 __all__ = ["fuse", "FuseReport"]
 
@@ -130,20 +130,25 @@ def _is_relu(g, node):
 
 
 def _relu_sources(g):
-    """The convolutions convert() converts (or did) whose sole user is a
-    ReLU, that ReLU's node removed.  A layer convert leaves (float64
-    parameters) keeps its ReLU: its forward is PyTorch's, which has no
-    epilogue."""
+    """The converted convolutions with a bias whose sole user is a ReLU,
+    that ReLU's node removed.  A layer convert left (float64 parameters)
+    keeps its ReLU: its forward is PyTorch's, which has no epilogue."""
     fused = []
     for node in list(g.traced.graph.nodes):
         src = g.sole_conv(node) if _is_relu(g, node) else None
         conv = g.modules[src.target] if src is not None else None
-        convertible = conv is not None and (isinstance(conv, Conv2d) or _why_left(conv) is None)
-        if not convertible or conv.bias is None:
+        if not isinstance(conv, Conv2d) or conv.bias is None:
             continue
         g.replace(node, src)
         fused.append(src.target)
     return fused
+
+
+def _recompile(g):
+    """The graph checked and recompiled, the modules it no longer calls removed."""
+    g.traced.graph.lint()
+    g.traced.delete_all_unused_submodules()
+    g.traced.recompile()
 
 
 def fuse(model, *, math=None, context=None):
@@ -160,11 +165,12 @@ def fuse(model, *, math=None, context=None):
                          % ", ".join(training[:3]))
     g = _Graph(_trace(copy.deepcopy(model)))
     folded = _fold_batchnorms(g)
-    relu = _relu_sources(g)
-    g.traced.graph.lint()
-    g.traced.delete_all_unused_submodules()
-    g.traced.recompile()
+    _recompile(g)
+    # Converted first: a ReLU is fused into the layers convert made convtune's.
     report = convert(g.traced, math=math, context=context)
+    g.modules = dict(g.traced.named_modules())  # the converted layers
+    relu = _relu_sources(g)
+    _recompile(g)
     for target in relu:
         g.traced.get_submodule(target).activation = "relu"
     return g.traced, FuseReport(folded, relu, report.converted, report.left)
