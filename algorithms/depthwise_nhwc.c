@@ -32,6 +32,21 @@ static bool depthwise_nhwc_applicable(const conv_problem *problem, const conv_en
          problem->layout == CONV_LAYOUT_NHWC && problem->groups == problem->c;
 }
 
+/* Appends `tiling` as a config where it plans for `problem` and is not
+ * listed yet; false once the list is full. */
+static bool depthwise_nhwc_append(const conv_problem *problem, const conv_dwnhwc_tiling *tiling,
+                                  conv_config *out, int max, int *n) {
+  conv_dwnhwc_launch launch;
+  if (!conv_dwnhwc_plan(problem, tiling, &launch, NULL, 0)) return true;
+  const conv_config cfg = {
+      6, {tiling->vec, tiling->px, tiling->tc, tiling->tq, tiling->rows, tiling->form}, 0};
+  for (int j = 0; j < *n; j++)
+    if (conv_config_equal(&out[j], &cfg)) return true;
+  if (*n == max) return false;
+  out[(*n)++] = cfg;
+  return true;
+}
+
 /* Appends the tilings of one form: for each pixel count, a warp's worth of
  * channel groups (or all of them) and then 8, 256 and 128 threads a block,
  * and each band of rows; those that do not plan, or repeat, are left out. */
@@ -52,15 +67,7 @@ static void depthwise_nhwc_add_form(const conv_problem *problem, const conv_shap
           if (band_rows[b] > 1 && band_rows[b] >= shape->p * 2) continue;
           const conv_dwnhwc_tiling tiling = {vec,          pxs[i], tcs[c], tq < 1 ? 1 : (int)tq,
                                              band_rows[b], form};
-          conv_dwnhwc_launch launch;
-          if (!conv_dwnhwc_plan(problem, &tiling, &launch, NULL, 0)) continue;
-          const conv_config cfg = {
-              6, {tiling.vec, tiling.px, tiling.tc, tiling.tq, tiling.rows, tiling.form}, 0};
-          bool seen = false;
-          for (int j = 0; j < *n && !seen; j++) seen = conv_config_equal(&out[j], &cfg);
-          if (seen) continue;
-          if (*n == max) return;
-          out[(*n)++] = cfg;
+          if (!depthwise_nhwc_append(problem, &tiling, out, max, n)) return;
         }
       }
     }
@@ -81,11 +88,7 @@ static void depthwise_nhwc_add_tiles(const conv_problem *problem, conv_config *o
       for (int t = 0; t < 4; t++) {
         const conv_dwnhwc_tiling tiling = {2, outputs[o][1], pairs[c], positions[t],
                                            outputs[o][0], CONV_DWNHWC_TILE};
-        conv_dwnhwc_launch launch;
-        if (!conv_dwnhwc_plan(problem, &tiling, &launch, NULL, 0)) continue;
-        if (*n == max) return;
-        out[(*n)++] = (conv_config){
-            6, {tiling.vec, tiling.px, tiling.tc, tiling.tq, tiling.rows, tiling.form}, 0};
+        if (!depthwise_nhwc_append(problem, &tiling, out, max, n)) return;
       }
 }
 
