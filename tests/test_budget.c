@@ -51,6 +51,33 @@ static int test_abandonment_rule(void) {
   return TEST_PASS;
 }
 
+/* Out of contention: only a config timed in full for enough samples whose
+ * median is over the (tight) factor; never before there is a best; the
+ * screen is shorter than a full measurement and judged by the wider
+ * abandonment margin. */
+static int test_contention_rule(void) {
+  const double best = 0.100, n = CONV_CONTENTION_SAMPLES;
+  const double slower = best * CONV_CONTENTION_FACTOR * 1.01;
+  CHECK(conv_tuner_out_of_contention(n, slower, best));
+  CHECK(conv_tuner_out_of_contention(n + 20, slower, best));
+  CHECK(!conv_tuner_out_of_contention(n - 1, slower, best)); /* too early */
+  CHECK(!conv_tuner_out_of_contention(n, best * CONV_CONTENTION_FACTOR, best)); /* a tie */
+  CHECK(!conv_tuner_out_of_contention(n, best * 1.01, best));
+  CHECK(!conv_tuner_out_of_contention(40, best * 0.9, best)); /* faster: the new best */
+  CHECK(!conv_tuner_out_of_contention(n, slower, 0));         /* no best yet */
+  CHECK(!conv_tuner_out_of_contention(n, NAN, best));
+  CHECK(!conv_tuner_out_of_contention(n, slower, NAN));
+  /* Tighter than abandonment, judged on a median of at least as many
+   * samples as a full measurement's minimum (trial.c's MIN_SAMPLES, 5). */
+  CHECK(CONV_CONTENTION_FACTOR > 1.0 && CONV_CONTENTION_FACTOR < CONV_ABANDON_FACTOR);
+  CHECK(CONV_CONTENTION_SAMPLES >= 5);
+  /* The screen gives abandonment enough samples to judge, in well under
+   * the 1 ms of a full sample. */
+  CHECK(CONV_SCREEN_SAMPLES >= CONV_ABANDON_MIN_SAMPLES);
+  CHECK(CONV_SCREEN_MS > 0 && CONV_SCREEN_MS * CONV_SCREEN_SAMPLES < 1.0);
+  return TEST_PASS;
+}
+
 static int test_budget_rule(void) {
   CHECK(!conv_tuner_budget_spent(1e9, 0, true)); /* no budget */
   CHECK(!conv_tuner_budget_spent(99.9, 100, true));
@@ -149,6 +176,7 @@ static int test_tuning_phases(void) {
 
 static const test_case tests[] = {
     {"abandonment_rule", test_abandonment_rule},
+    {"contention_rule", test_contention_rule},
     {"budget_rule", test_budget_rule},
     {"budget_option", test_budget_option},
     {"policy_option", test_policy_option},

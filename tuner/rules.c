@@ -1,6 +1,7 @@
 /*
  * rules.c -- the tuner's decisions that need no GPU (tuner.h): when a
- * config being timed is abandoned, and when a budgeted tuning stops.
+ * config being timed is abandoned or out of contention, and when a
+ * budgeted tuning stops.
  * Pure functions, so that CPU tests can hold them to their documented
  * behaviour.
  */
@@ -14,6 +15,11 @@ bool conv_tuner_abandons(int samples, double fastest_ms, double best_ms) {
   /* A run this long is timed launched directly, where one run varies
    * little: its first says enough. */
   return samples >= 1 && fastest_ms >= CONV_ABANDON_LONG_RUN_MS;
+}
+
+bool conv_tuner_out_of_contention(int samples, double median_ms, double best_ms) {
+  return best_ms > 0 && samples >= CONV_CONTENTION_SAMPLES &&
+         median_ms > CONV_CONTENTION_FACTOR * best_ms;
 }
 
 bool conv_tuner_abandons_first_run(double first_run_ms, double best_ms) {

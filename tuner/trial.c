@@ -11,8 +11,9 @@
 
 /* Timing: a CUDA graph of back-to-back runs lasting about BATCH_MS, replayed
  * until MIN_SAMPLES replays and MIN_TOTAL_MS of runs, at most MAX_SAMPLES.
- * A candidate that cannot win stops earlier (conv_tuner_abandons, tuner.h):
- * two samples instead of about thirty. */
+ * A candidate that cannot win stops earlier (tuner.h): three short
+ * samples (the screen, conv_tuner_abandons), or five full ones
+ * (conv_tuner_out_of_contention), instead of about thirty. */
 #define BATCH_MS 1.0
 #define MIN_SAMPLES 5
 #define MIN_TOTAL_MS 30.0
@@ -209,15 +210,65 @@ static int compare_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* A config's samples so far: per-run times of one graph's replays. */
+typedef struct samples {
+  double per_run_ms[MAX_SAMPLES];
+  int n;
+  double total_ms, fastest_ms;
+} samples;
+
+static conv_status take_sample(timed_work *t, samples *s, conv_error *err) {
+  double ms;
+  conv_status st = time_work(t, &ms, err);
+  if (st != CONV_OK) return st;
+  const double per_run = ms / t->runs;
+  s->fastest_ms = s->n == 0 || per_run < s->fastest_ms ? per_run : s->fastest_ms;
+  s->per_run_ms[s->n++] = per_run;
+  s->total_ms += ms;
+  return CONV_OK;
+}
+
+static double median_of(const samples *s) {
+  double sorted[MAX_SAMPLES];
+  memcpy(sorted, s->per_run_ms, (size_t)s->n * sizeof sorted[0]);
+  qsort(sorted, (size_t)s->n, sizeof sorted[0], compare_double);
+  const int n = s->n;
+  return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+}
+
+static int clamp_runs(double runs) {
+  return runs < 1 ? 1 : runs > MAX_BATCH_RUNS ? MAX_BATCH_RUNS : (int)runs;
+}
+
+/* The screen (tuner.h, CONV_SCREEN_SAMPLES): a short graph of the config's
+ * runs, at most as many as the full one, replayed a few times into *s;
+ * *dropped when those samples already lose by the abandonment margin. */
+static conv_status screen(const timed_work *full, double warm_ms, double best_ms, samples *s,
+                          bool *dropped, conv_error *err) {
+  timed_work t = *full;
+  t.graph = NULL;
+  t.runs = clamp_runs(CONV_SCREEN_MS / warm_ms);
+  if (t.runs > full->runs) t.runs = full->runs;
+  conv_status st = capture_work(&t, err);
+  while (st == CONV_OK && s->n < CONV_SCREEN_SAMPLES) st = take_sample(&t, s, err);
+  *dropped = st == CONV_OK && conv_tuner_abandons(s->n, s->fastest_ms, best_ms);
+  if (t.graph != NULL) cudaGraphExecDestroy(t.graph);
+  return st;
+}
+
 /* Median time of one run.  A direct run (after validation's) first sizes
- * the batch; then samples of t.runs runs each.  *abandoned_after: the
- * samples taken when the config was abandoned (it cannot win), else 0. */
+ * the batch; a config that has a best to beat is screened; then samples
+ * of t.runs runs each.  *abandoned_after: the samples taken when the
+ * config was abandoned (it cannot win), else 0; *abandon_factor: the
+ * margin over the best it was abandoned by. */
 static conv_status measure(bench *b, const conv_algorithm *algo, const conv_prepared *prep,
                            void *workspace, double best_ms, double *median_ms,
-                           int *abandoned_after, conv_error *err) {
+                           int *abandoned_after, double *abandon_factor, conv_error *err) {
   timed_work t = {b, algo, prep, workspace, 1, NULL};
-  double warm = 0, samples[MAX_SAMPLES], total = 0, fastest = 0;
+  double warm = 0;
+  samples s = {{0}, 0, 0, 0};
   *abandoned_after = 0;
+  *abandon_factor = CONV_ABANDON_FACTOR;
   conv_status st = time_work(&t, &warm, err);
   if (st != CONV_OK) return st;
   if (warm >= DIRECT_MS && conv_tuner_abandons(1, warm, best_ms)) {
@@ -225,23 +276,31 @@ static conv_status measure(bench *b, const conv_algorithm *algo, const conv_prep
     *abandoned_after = 1;
     return CONV_OK;
   }
-  int runs = warm > 0 ? (int)(BATCH_MS / warm) : MAX_BATCH_RUNS;
-  t.runs = runs < 1 ? 1 : runs > MAX_BATCH_RUNS ? MAX_BATCH_RUNS : runs;
-  int n = 0;
+  t.runs = warm > 0 ? clamp_runs(BATCH_MS / warm) : MAX_BATCH_RUNS;
+  if (warm > 0 && warm < DIRECT_MS && best_ms > 0) {
+    bool dropped = false;
+    CONV_TRY(st, screen(&t, warm, best_ms, &s, &dropped, err), done);
+    if (dropped) {
+      *median_ms = median_of(&s);
+      *abandoned_after = s.n;
+      return CONV_OK;
+    }
+    s = (samples){{0}, 0, 0, 0}; /* timed in full from its first sample */
+  }
   if (warm < DIRECT_MS) CONV_TRY(st, capture_work(&t, err), done);
-  while (n < MAX_SAMPLES && (n < MIN_SAMPLES || total < MIN_TOTAL_MS)) {
-    double ms;
-    CONV_TRY(st, time_work(&t, &ms, err), done);
-    samples[n++] = ms / t.runs;
-    total += ms;
-    fastest = n == 1 || samples[n - 1] < fastest ? samples[n - 1] : fastest;
-    if (conv_tuner_abandons(n, fastest, best_ms)) {
-      *abandoned_after = n;
+  while (s.n < MAX_SAMPLES && (s.n < MIN_SAMPLES || s.total_ms < MIN_TOTAL_MS)) {
+    CONV_TRY(st, take_sample(&t, &s, err), done);
+    if (conv_tuner_abandons(s.n, s.fastest_ms, best_ms)) {
+      *abandoned_after = s.n;
+      break;
+    }
+    if (conv_tuner_out_of_contention(s.n, median_of(&s), best_ms)) {
+      *abandoned_after = s.n;
+      *abandon_factor = CONV_CONTENTION_FACTOR;
       break;
     }
   }
-  qsort(samples, (size_t)n, sizeof samples[0], compare_double);
-  *median_ms = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  *median_ms = median_of(&s);
 done:
   if (t.graph != NULL) cudaGraphExecDestroy(t.graph);
   return st;
@@ -277,6 +336,7 @@ void conv_tuner_run_trial(bench *b, const conv_algorithm *algo, const conv_confi
   conv_tuner_phase_since(phases, CONV_PHASE_VALIDATE, started);
   started = uv_hrtime();
   int abandoned_after = 0;
+  double abandon_factor = CONV_ABANDON_FACTOR;
   if (st == CONV_OK && timed && conv_tuner_abandons_first_run(first_run_ms, best_ms)) {
     trial->abandoned = true;
     trial->time_ms = first_run_ms;
@@ -284,15 +344,16 @@ void conv_tuner_run_trial(bench *b, const conv_algorithm *algo, const conv_confi
              "abandoned: %.4f ms in its validation run, over %.0fx the best so far (%.4f ms)",
              first_run_ms, CONV_ABANDON_FIRST_RUN_FACTOR, best_ms);
   } else if (st == CONV_OK && timed) {
-    st = measure(b, algo, &prep, workspace, best_ms, &trial->time_ms, &abandoned_after, &err);
+    st = measure(b, algo, &prep, workspace, best_ms, &trial->time_ms, &abandoned_after,
+                 &abandon_factor, &err);
   }
   conv_tuner_phase_since(phases, CONV_PHASE_TIME, started);
   if (st == CONV_OK && abandoned_after > 0) {
     trial->abandoned = true;
     snprintf(trial->reason, sizeof trial->reason,
-             "abandoned: %.4f ms after %d sample%s, over %.1fx the best so far (%.4f ms)",
-             trial->time_ms, abandoned_after, abandoned_after == 1 ? "" : "s",
-             CONV_ABANDON_FACTOR, best_ms);
+             "abandoned: %.4f ms after %d sample%s, over %gx the best so far (%.4f ms)",
+             trial->time_ms, abandoned_after, abandoned_after == 1 ? "" : "s", abandon_factor,
+             best_ms);
   }
   if (st != CONV_OK) {
     /* A failed launch may leave an error behind for the next candidate. */

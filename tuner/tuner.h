@@ -125,6 +125,37 @@ conv_status conv_predict_rank(conv_cache *const *layers, int layer_count, const 
                               int offered_count, int *order /* OUT */, int max,
                               int *count /* OUT */, conv_error *err);
 
+/* Known-slow configs (predict.c).  Where a prediction falls back to
+ * searching everything (CONV_PREDICT_ALL), the search leaves out each
+ * config that, on one of the problem's nearest tuned neighbours of its
+ * kind (a prediction's neighbours, however few or disagreeing), ran
+ * CONV_ABANDON_FIRST_RUN_MS or more and over CONV_ABANDON_FIRST_RUN_FACTOR
+ * times that neighbour's winner: what the tuner abandons on its validation
+ * run alone, and that run is the cost.  Why: some cuDNN engines run every
+ * depthwise layer for a second or more (engine 3 with knob 11 = 1: 1.66 s
+ * a run on mobilenet_v2's 112x112 layer, whose best takes 0.015 ms), and a
+ * model's depthwise layers paid that run each, 8 of the 20 s of
+ * mobilenet_v2's first forward (H200, BENCHMARKS-tuning.md).  The tuning
+ * is then marked incomplete, as a prediction is, so that `convtune tune
+ * --pending` or an exhaustive context runs every config later.  At most
+ * CONV_KNOWN_SLOW_MAX are kept (the first found; more are run). */
+#define CONV_KNOWN_SLOW_MAX 128
+typedef struct conv_known_slow {
+  int count;
+  uint32_t algorithm_id[CONV_KNOWN_SLOW_MAX];
+  conv_config config[CONV_KNOWN_SLOW_MAX];
+} conv_known_slow;
+
+/* Fills *out from the trials of prediction's neighbours, each read from
+ * the layer it was found in, for key's device and versions. */
+conv_status conv_predict_known_slow(conv_cache *const *layers, int layer_count,
+                                    const conv_cache_key *key, const conv_prediction *prediction,
+                                    conv_known_slow *out /* OUT */, conv_error *err);
+
+/* Whether `slow` (may be NULL: none) holds `config` of family algorithm_id. */
+bool conv_known_slow_has(const conv_known_slow *slow, uint32_t algorithm_id,
+                         const conv_config *config);
+
 /* The distance conv_predict_neighbours ranks by: squared, between log2
  * sizes (n, c, h, w, k, r, s, stride counted double, dilation, channels
  * per group) plus 3 for depthwise against not.  A unit is one axis 2x
@@ -235,6 +266,33 @@ int conv_tune_phases_format(const conv_tune_phases *phases, double total_ms, cha
  * fastest_ms per run, against the best median so far (best_ms <= 0: none
  * yet, so never). */
 bool conv_tuner_abandons(int samples, double fastest_ms, double best_ms);
+
+/* Screening (trial.c).  Where there is a best median to beat, a config
+ * whose run is shorter than CONV_ABANDON_LONG_RUN_MS is first timed as
+ * CONV_SCREEN_SAMPLES replays of a short graph, about CONV_SCREEN_MS of its
+ * runs, and conv_tuner_abandons judges those samples (the same margin):
+ * what drops a config that cannot win then costs about a millisecond of
+ * GPU time instead of three replays of a 1 ms graph.  A config that passes
+ * is timed in full from its first sample, as if unscreened. */
+#define CONV_SCREEN_SAMPLES 3
+#define CONV_SCREEN_MS 0.2
+
+/* Contention (rules.c).  A config timed in full whose median after
+ * CONV_CONTENTION_SAMPLES samples or more is over CONV_CONTENTION_FACTOR
+ * times the best median so far stops being timed: it is kept as an
+ * abandoned trial, with that median, and is never the winner.  Why: a
+ * config within 1.3x of the best (CONV_ABANDON_FACTOR) used to be timed to
+ * the full 30 ms although it could not win.  A config that ends up the
+ * winner is never stopped by it (its median is at most the best), so a
+ * winner's time is measured exactly as before the rule; near-ties within
+ * the factor are timed in full and decided by their medians. */
+#define CONV_CONTENTION_FACTOR 1.05
+#define CONV_CONTENTION_SAMPLES 5
+
+/* Whether a config timed in full stops after `samples` samples of median
+ * median_ms, against the best median so far (best_ms <= 0: none yet, so
+ * never). */
+bool conv_tuner_out_of_contention(int samples, double median_ms, double best_ms);
 
 /* Whether a config is abandoned on its validation run alone, before any
  * timing: where that run (timed with events; it also pays first-launch
