@@ -1,8 +1,8 @@
 /*
  * test_offline.c -- GPU tests of tuning put off, cut short or shared out:
  * record mode (an untimed plan now, `convtune tune --pending` later),
- * tuning budgets, `convtune verify`, and `convtune tune --devices all` (a
- * worker process per GPU).  Each skips
+ * tuning budgets, configs a prediction's search leaves out, `convtune
+ * verify`, and `convtune tune --devices all` (a worker process per GPU).  Each skips
  * (exit 77) on a machine without a GPU; the seed of the random inputs is
  * printed (CONVTUNE_TEST_SEED replays it).  The tool is $CONVTUNE_CLI.
  */
@@ -13,8 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache/cache.h"
 #include "tests/cli_run.h"
 #include "tests/gpu_support.h"
+#include "tuner/tuner.h"
 
 static conv_problem small_problem(void) {
   conv_problem p;
@@ -128,6 +130,124 @@ static int small_budget_marks_incomplete(void) {
   if (read_cache_counts(cache, &c) != TEST_PASS) return TEST_FAIL;
   CHECK_MSG(c.winners == 1 && c.pending == 0, "%d winners, %d pending", c.winners, c.pending);
   remove_db(cache);
+  return TEST_PASS;
+}
+
+/* A problem's trials as stored, with the key's device and versions. */
+typedef struct stored_tuning {
+  conv_trial trials[1024];
+  int count;
+  char device[CONV_DEVICE_FINGERPRINT_MAX], versions[1024];
+} stored_tuning;
+
+static int keep_trial(const conv_cache_row *row, void *user) {
+  stored_tuning *s = user;
+  if (s->count < (int)(sizeof s->trials / sizeof s->trials[0])) s->trials[s->count++] = *row->trial;
+  snprintf(s->device, sizeof s->device, "%s", row->device);
+  snprintf(s->versions, sizeof s->versions, "%s", row->versions);
+  return 0;
+}
+
+static int read_tuning(const char *path, const conv_problem *p, stored_tuning *s) {
+  char key[CONV_PROBLEM_KEY_MAX];
+  conv_error err = {CONV_OK, ""};
+  CHECK_STATUS(CONV_OK, conv_problem_key(p, key, sizeof key));
+  conv_cache *cache = NULL;
+  CHECK_MSG(conv_cache_open(path, true, &cache, &err) == CONV_OK, "%s", err.message);
+  s->count = 0;
+  const conv_status st = conv_cache_list_trials(cache, key, keep_trial, s, &err);
+  conv_cache_close(cache);
+  CHECK_MSG(st == CONV_OK, "%s", err.message);
+  CHECK(s->count > 0 && s->count < (int)(sizeof s->trials / sizeof s->trials[0]));
+  return TEST_PASS;
+}
+
+static bool ran(const stored_tuning *s, const conv_trial *config) {
+  for (int i = 0; i < s->count; i++)
+    if (s->trials[i].algorithm_id == config->algorithm_id &&
+        conv_config_equal(&s->trials[i].config, &config->config) && s->trials[i].status == CONV_OK)
+      return true;
+  return false;
+}
+
+/* Rewrites the neighbour's tuning as if its first valid config that is not
+ * the winner had run far too long (20 ms or more, over 10x the winner);
+ * *slow gets that trial. */
+static int make_known_slow(const char *path, const conv_problem *neighbour, conv_trial *slow) {
+  static stored_tuning s;
+  if (read_tuning(path, neighbour, &s) != TEST_PASS) return TEST_FAIL;
+  int winner = -1, chosen = -1;
+  for (int i = 0; i < s.count; i++) {
+    if (s.trials[i].winner) winner = i;
+    else if (chosen < 0 && s.trials[i].status == CONV_OK && s.trials[i].time_ms > 0) chosen = i;
+  }
+  CHECK(winner >= 0 && chosen >= 0);
+  s.trials[chosen].time_ms = fmax(2 * CONV_ABANDON_FIRST_RUN_MS,
+                                  2 * CONV_ABANDON_FIRST_RUN_FACTOR * s.trials[winner].time_ms);
+  *slow = s.trials[chosen];
+  char key[CONV_PROBLEM_KEY_MAX];
+  CHECK_STATUS(CONV_OK, conv_problem_key(neighbour, key, sizeof key));
+  const conv_cache_key k = {key, s.device, s.versions};
+  conv_error err = {CONV_OK, ""};
+  conv_cache *cache = NULL;
+  CHECK_MSG(conv_cache_open(path, false, &cache, &err) == CONV_OK, "%s", err.message);
+  CHECK_MSG(conv_cache_begin_tuning(cache, &k, &err) == CONV_OK, "%s", err.message);
+  for (int i = 0; i < s.count; i++) {
+    s.trials[i].winner = false;
+    CHECK_MSG(conv_cache_add_trial(cache, &k, &s.trials[i], &err) == CONV_OK, "%s", err.message);
+  }
+  CHECK_MSG(conv_cache_set_winner(cache, &k, s.trials[winner].algorithm_id,
+                                  &s.trials[winner].config, &err) == CONV_OK,
+            "%s", err.message);
+  conv_cache_close(cache);
+  return TEST_PASS;
+}
+
+/* Where a prediction falls back to searching everything (here: one tuned
+ * neighbour, three needed), a config that ran far too long on a neighbour
+ * is left out: never run, the tuning marked incomplete, its plan matching
+ * the reference; an exhaustive context then tunes it fully, that config
+ * included (so it was on offer), and clears the mark. */
+static int predict_leaves_out_known_slow(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  char path[4096];
+  temp_path(path, sizeof path, "known-slow");
+  const conv_problem neighbour = small_problem();
+  conv_problem target = small_problem();
+  target.h = 27;
+  target.w = 23;
+  conv_context *ctx;
+  conv_plan_info info;
+  if (budget_context(&ctx, path, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;
+  if (context_plan_matches_reference(ctx, &neighbour, &info) != TEST_PASS) return TEST_FAIL;
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  conv_trial slow;
+  if (make_known_slow(path, &neighbour, &slow) != TEST_PASS) return TEST_FAIL;
+  printf("known slow: %s %s\n", slow.algorithm, slow.config_text);
+
+  if (budget_context(&ctx, path, CONV_POLICY_PREDICT, 0) != TEST_PASS) return TEST_FAIL;
+  if (context_plan_matches_reference(ctx, &target, &info) != TEST_PASS) return TEST_FAIL;
+  CHECK(info.source == CONV_SOURCE_TUNED);
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  static stored_tuning predicted, full;
+  if (read_tuning(path, &target, &predicted) != TEST_PASS) return TEST_FAIL;
+  CHECK_MSG(!ran(&predicted, &slow), "%s %s ran", slow.algorithm, slow.config_text);
+  cache_counts c;
+  if (read_cache_counts(path, &c) != TEST_PASS) return TEST_FAIL;
+  CHECK_MSG(c.pending == 1 && strcmp(c.reason, "incomplete") == 0, "%d pending (%s)", c.pending,
+            c.reason);
+
+  if (budget_context(&ctx, path, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;
+  if (context_plan_matches_reference(ctx, &target, &info) != TEST_PASS) return TEST_FAIL;
+  CHECK_MSG(info.source == CONV_SOURCE_TUNED, "source %d", (int)info.source);
+  CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
+  if (read_tuning(path, &target, &full) != TEST_PASS) return TEST_FAIL;
+  printf("predict: %d trials; exhaustive: %d\n", predicted.count, full.count);
+  CHECK_MSG(ran(&full, &slow), "%s %s not on offer", slow.algorithm, slow.config_text);
+  if (read_cache_counts(path, &c) != TEST_PASS) return TEST_FAIL;
+  CHECK_MSG(c.pending == 0, "%d pending", c.pending);
+  remove_db(path);
   return TEST_PASS;
 }
 
@@ -269,6 +389,7 @@ static int tune_pending_on_every_device(void) {
 static const test_case tests[] = {
     {"record_then_tune_pending", record_then_tune_pending},
     {"small_budget_marks_incomplete", small_budget_marks_incomplete},
+    {"predict_leaves_out_known_slow", predict_leaves_out_known_slow},
     {"verify_fresh_cache_flags_nothing", verify_fresh_cache_flags_nothing},
     {"tune_on_every_device", tune_on_every_device},
     {"tune_pending_on_every_device", tune_pending_on_every_device},

@@ -194,6 +194,58 @@ static int no_prediction(void) {
   return TEST_PASS;
 }
 
+/* Known slow: a config that ran 20 ms or more and over 10x the winner on
+ * a neighbour, however few the neighbours or whatever their families;
+ * not one merely slow (under 20 ms, or under 10x), nor one slow only on
+ * another device's tuning of a neighbour's shape, nor a failed one. */
+static int known_slow(void) {
+  conv_error err = {CONV_OK, ""};
+  conv_cache *cache = NULL;
+  CHECK_OK(conv_cache_open(":memory:", false, &cache, &err));
+  const conv_config best = config_of(1, 0), seconds = config_of(3, 11), short_slow = config_of(2, 0),
+                    near = config_of(4, 0), failed = config_of(5, 0);
+  const conv_config on_neighbour[] = {best, seconds, short_slow, failed};
+  const double ms[] = {0.015, 1664.8, CONV_ABANDON_FIRST_RUN_MS * 0.99, 0};
+  int rc = store_tuning(cache, DW(112, 32), DEVICE, CUDNN, on_neighbour, ms, 4);
+  /* 25 ms against a 5 ms winner: 5x, not known slow. */
+  const conv_config on_second[] = {best, near};
+  const double ms2[] = {5.0, 25.0};
+  if (rc == TEST_PASS) rc = store_tuning(cache, DW(56, 144), DEVICE, DEPTHWISE, on_second, ms2, 2);
+  /* Slow on another device: not this one's neighbour. */
+  const conv_config other[] = {best, near};
+  const double ms3[] = {0.01, 900.0};
+  if (rc == TEST_PASS) rc = store_tuning(cache, DW(28, 192), DEVICE2, CUDNN, other, ms3, 2);
+  if (rc != TEST_PASS) {
+    conv_cache_close(cache);
+    return rc;
+  }
+  char key[CONV_PROBLEM_KEY_MAX];
+  conv_prediction pr;
+  CHECK_OK(predict_for(cache, DW(14, 384), key, sizeof key, &pr));
+  CHECK_MSG(!pr.certain && pr.neighbours == 2, "%d neighbours: %s", pr.neighbours, pr.why);
+  const conv_cache_key k = {key, DEVICE, VERSIONS};
+  conv_cache *const layers[] = {cache};
+  conv_known_slow slow;
+  CHECK_OK(conv_predict_known_slow(layers, 1, &k, &pr, &slow, &err));
+  CHECK_MSG(slow.count == 1, "%d known slow", slow.count);
+  CHECK(conv_known_slow_has(&slow, CUDNN, &seconds));
+  CHECK(!conv_known_slow_has(&slow, DEPTHWISE, &seconds)); /* another family's config */
+  CHECK(!conv_known_slow_has(&slow, CUDNN, &short_slow) && !conv_known_slow_has(&slow, CUDNN, &near));
+  CHECK(!conv_known_slow_has(&slow, CUDNN, &best) && !conv_known_slow_has(&slow, CUDNN, &failed));
+  CHECK(!conv_known_slow_has(NULL, CUDNN, &seconds));
+  /* No neighbours, nothing known. */
+  conv_prediction none;
+  memset(&none, 0, sizeof none);
+  CHECK_OK(conv_predict_known_slow(layers, 1, &k, &none, &slow, &err));
+  CHECK(slow.count == 0);
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_predict_known_slow(NULL, 1, &k, &pr, &slow, &err));
+  /* The rule is the validation-run abandonment's, so what the tuner
+   * would have abandoned on that run is what a later search leaves out. */
+  CHECK(CONV_ABANDON_FIRST_RUN_MS >= 10 && CONV_ABANDON_FIRST_RUN_FACTOR >= 5);
+  conv_cache_close(cache);
+  return TEST_PASS;
+}
+
 /* Neighbours come from the user's cache and a shipped one (a NULL layer is
  * none): a shape tuned in both counts once, as the user's, and each
  * neighbour's configs are ranked by its own layer's trials. */
@@ -419,6 +471,7 @@ static int widening_fft_few_ch_31(void) {
 static const test_case tests[] = {
     {"neighbours_agree", neighbours_agree},
     {"no_prediction", no_prediction},
+    {"known_slow", known_slow},
     {"neighbours_across_layers", neighbours_across_layers},
     {"widening_rules", widening_rules},
     {"widening_fft_classes", widening_fft_classes},

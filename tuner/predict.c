@@ -6,7 +6,8 @@
  * (predict-notes.md): the 3 nearest tuned problems of the
  * same kind; where their winners are of one family, that family's configs
  * ranked by how they ran on the neighbours; where they are not, or there
- * are fewer than 3, no prediction (the tuner searches everything).
+ * are fewer than 3, no prediction (the tuner searches everything, but for
+ * the configs the neighbours found far too slow: conv_predict_known_slow).
  */
 #include <math.h>
 #include <stdio.h>
@@ -206,5 +207,54 @@ conv_status conv_predict_rank(conv_cache *const *layers, int layer_count, const 
   }
   free(ms);
   free(scored);
+  return st;
+}
+
+/* ------------------------------------------------------------ known slow */
+
+typedef struct slow_search {
+  const conv_cache_key *key; /* device and versions to match */
+  double winner_ms;          /* the neighbour's                */
+  conv_known_slow *out;
+} slow_search;
+
+bool conv_known_slow_has(const conv_known_slow *slow, uint32_t algorithm_id,
+                         const conv_config *config) {
+  for (int i = 0; slow != NULL && i < slow->count; i++)
+    if (slow->algorithm_id[i] == algorithm_id && conv_config_equal(&slow->config[i], config))
+      return true;
+  return false;
+}
+
+static int note_slow(const conv_cache_row *row, void *user) {
+  slow_search *s = user;
+  const conv_trial *t = row->trial;
+  if (t->status != CONV_OK || !(t->time_ms >= CONV_ABANDON_FIRST_RUN_MS) ||
+      !(t->time_ms > CONV_ABANDON_FIRST_RUN_FACTOR * s->winner_ms) ||
+      strcmp(row->device, s->key->device) != 0 || strcmp(row->versions, s->key->versions) != 0 ||
+      conv_known_slow_has(s->out, t->algorithm_id, &t->config))
+    return 0;
+  conv_known_slow *out = s->out;
+  if (out->count < CONV_KNOWN_SLOW_MAX) {
+    out->algorithm_id[out->count] = t->algorithm_id;
+    out->config[out->count++] = t->config;
+  }
+  return 0;
+}
+
+conv_status conv_predict_known_slow(conv_cache *const *layers, int layer_count,
+                                    const conv_cache_key *key, const conv_prediction *prediction,
+                                    conv_known_slow *out, conv_error *err) {
+  if (layers == NULL || layer_count < 1 || key == NULL || prediction == NULL || out == NULL)
+    return conv_error_set(err, CONV_INVALID_ARGUMENT, "predict: NULL argument");
+  out->count = 0;
+  conv_status st = CONV_OK;
+  for (int n = 0; n < prediction->neighbours && st == CONV_OK; n++) {
+    const conv_prediction_neighbour *nb = &prediction->neighbour[n];
+    if (nb->layer < 0 || nb->layer >= layer_count || layers[nb->layer] == NULL)
+      return conv_error_set(err, CONV_INVALID_ARGUMENT, "predict: a neighbour of no layer");
+    slow_search s = {key, nb->winner_ms, out};
+    st = conv_cache_list_trials(layers[nb->layer], nb->problem, note_slow, &s, err);
+  }
   return st;
 }

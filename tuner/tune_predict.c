@@ -102,21 +102,29 @@ static bool add_ranked(const conv_tune_request *req, conv_cache *const *layers, 
 /* Fills *set, or says in why[] why there is nothing to predict (the
  * tuning then searches everything).  A cache it cannot read is no
  * prediction, not a failed tuning.  A widened set's why[] is the rule. */
+/* The caches a prediction reads, in order: the user's first (its tuning
+ * of a problem counts over a shipped one), then the system caches in
+ * lookup order.  Returns how many. */
+static int cache_layers(const conv_tune_request *req, conv_cache *layers[]) {
+  layers[0] = req->cache;
+  for (size_t i = 0; i < req->system_count; i++) layers[1 + i] = req->system_caches[i];
+  return 1 + (int)req->system_count;
+}
+
 static bool predict(const conv_tune_request *req, predicted_set *set, tally *t, char *why,
                     size_t why_size) {
   const uint64_t started = uv_hrtime();
   conv_prediction pr;
   conv_error perr = {CONV_OK, ""};
   memset(set, 0, sizeof *set);
-  /* The user's cache first (its tuning of a problem counts over a shipped
-   * one), then the system caches in lookup order. */
-  conv_cache *layers[1 + CONV_SYSTEM_CACHES_MAX] = {req->cache};
-  const int layer_count = 1 + (int)req->system_count;
-  for (size_t i = 0; i < req->system_count; i++) layers[1 + i] = req->system_caches[i];
+  conv_cache *layers[1 + CONV_SYSTEM_CACHES_MAX];
+  const int layer_count = cache_layers(req, layers);
   bool ok = true;
   if (conv_predict_neighbours(layers, layer_count, req->key, req->problem, &pr, &perr) != CONV_OK) {
     snprintf(why, why_size, "reading the cache: %s", perr.message);
     ok = false;
+  } else {
+    set->neighbours = pr;
   }
   if (ok) {
     set->scope = conv_predict_scope_of(req->problem, &pr, why, why_size);
@@ -164,4 +172,14 @@ conv_status conv_tuner_predicted(bench *b, tally *t, predicted_set *set, conv_er
   t->predicted = set->count;
   t->widened = set->scope == CONV_PREDICT_WIDE;
   return st;
+}
+
+void conv_tuner_known_slow(const conv_tune_request *req, const predicted_set *set,
+                           conv_known_slow *out) {
+  conv_cache *layers[1 + CONV_SYSTEM_CACHES_MAX];
+  const int layer_count = cache_layers(req, layers);
+  conv_error ignored = {CONV_OK, ""};
+  if (conv_predict_known_slow(layers, layer_count, req->key, &set->neighbours, out, &ignored) !=
+      CONV_OK)
+    out->count = 0;
 }

@@ -22,6 +22,7 @@ typedef struct family_pass {
   conv_config *ran;
   int ran_max, *ran_count;
   bool *pick_taken, *enumeration_failed;
+  const conv_known_slow *slow; /* left out (NULL: none) */
 } family_pass;
 
 static bool already_done(const family_pass *pass, const conv_config *c) {
@@ -56,6 +57,10 @@ static conv_status tune_family(bench *b, const conv_algorithm *algo, const famil
   }
   for (int i = 0; i < count && st == CONV_OK; i++) {
     if (already_done(pass, &configs[i])) continue;
+    if (conv_known_slow_has(pass->slow, algo->id, &configs[i])) {
+      t->skipped++;
+      continue;
+    }
     if (atomic_load(req->interrupt)) {
       st = conv_error_set(err, CONV_INTERRUPTED, "tuning interrupted; measured trials are kept");
       break;
@@ -94,13 +99,18 @@ static conv_status tune_all(bench *b, tally *t, conv_error *err) {
   if (st == CONV_OK) st = conv_cache_begin_tuning(req->cache, req->key, err);
   conv_tuner_phase_since(&t->phases, CONV_PHASE_CACHE, beginning);
   predicted_set predicted = {.count = 0};
+  conv_known_slow *slow = NULL;
   if (st == CONV_OK && req->policy == CONV_POLICY_PREDICT) {
     st = conv_tuner_predicted(b, t, &predicted, err);
     if (st == CONV_OK && t->have_best) goto out; /* the prediction gave a plan */
     /* Nothing predicted, or nothing predicted ran: every candidate, except
-     * the configs the prediction already timed. */
+     * the configs the prediction already timed and those its neighbours
+     * found far too slow. */
     t->predicted = 0;
     t->widened = false;
+    if (st == CONV_OK && (slow = calloc(1, sizeof *slow)) == NULL)
+      st = conv_error_set(err, CONV_OUT_OF_MEMORY, "tuning state");
+    if (st == CONV_OK) conv_tuner_known_slow(req, &predicted, slow);
   }
   for (int pass = budgeted ? 0 : 1; pass < 2 && st == CONV_OK; pass++) {
     for (int i = 0; i < count && st == CONV_OK; i++) {
@@ -123,11 +133,13 @@ static conv_status tune_all(bench *b, tally *t, conv_error *err) {
                         MAX_CONFIGS_FAST,
                         &guess_counts[i],
                         &picks[i],
-                        &failed[i]};
+                        &failed[i],
+                        slow};
       st = tune_family(b, algos[i], &fp, t, err);
     }
   }
 out:
+  free(slow);
   free(guesses);
   free(guess_counts);
   free(picks);
@@ -159,6 +171,13 @@ static void log_outcome(const conv_tune_request *req, conv_status st, const tall
              "%s: predicted from its tuned neighbours%s, %d configs timed; marked incomplete "
              "(convtune tune --pending, or an exhaustive context, times the rest)",
              req->key->problem, t->widened ? " (widened)" : "", t->predicted);
+  if (t->skipped > 0)
+    conv_log(req->log, CONV_LOG_INFO,
+             "%s: %d configs not run: each ran %.0f ms or more and over %.0fx the winner on one "
+             "of its nearest tuned neighbours; marked incomplete (convtune tune --pending, or an "
+             "exhaustive context, runs them)",
+             req->key->problem, t->skipped, CONV_ABANDON_FIRST_RUN_MS,
+             CONV_ABANDON_FIRST_RUN_FACTOR);
   if (t->cut)
     conv_log(req->log, CONV_LOG_INFO,
              "%s: tuning stopped by its budget (%.0f ms) with %d configs untimed; the fastest so "
@@ -168,12 +187,13 @@ static void log_outcome(const conv_tune_request *req, conv_status st, const tall
 
 /* The winner, and whether the problem waits to be finished: tuned fully,
  * nothing of this shape waits on this device any more; cut short by a
- * budget, or only the predicted configs timed, it does. */
+ * budget, only the predicted configs timed, or known-slow configs left
+ * out, it does. */
 static conv_status store_outcome(const conv_tune_request *req, const tally *t, conv_error *err) {
   conv_status st =
       conv_cache_set_winner(req->cache, req->key, t->best.algorithm_id, &t->best.config, err);
   if (st != CONV_OK) return st;
-  if (t->cut || t->predicted > 0)
+  if (t->cut || t->predicted > 0 || t->skipped > 0)
     return conv_cache_record_pending(req->cache, req->key, CONV_PENDING_INCOMPLETE, err);
   return conv_cache_clear_pending(req->cache, req->key, err);
 }

@@ -37,6 +37,7 @@ typedef struct tally {
   conv_choice best;
   bool have_best;
   int tried, failed, abandoned;
+  int skipped;            /* known slow on its neighbours, never run (tuner.h) */
   char first_failure[300];
   uint64_t started;       /* uv_hrtime() */
   bool cut;               /* the budget stopped it */
@@ -103,6 +104,7 @@ typedef struct predicted_set {
   predicted_config configs[PREDICTED_MAX];
   int count;
   conv_predict_scope scope;
+  conv_prediction neighbours; /* found, even where they predict nothing */
 } predicted_set;
 
 /* Whether the set holds `config` of `algo`. */
@@ -113,5 +115,12 @@ bool conv_predicted_has(const predicted_set *set, const conv_algorithm *algo,
  * trials go to the cache as any); t->predicted says how many (0: no
  * prediction, nothing timed, the caller searches everything). */
 conv_status conv_tuner_predicted(bench *b, tally *t, predicted_set *set, conv_error *err);
+
+/* The configs a search after a failed prediction leaves out
+ * (conv_predict_known_slow) into *out, from set->neighbours; none where
+ * the caches cannot be read (as a prediction, that is not a failed
+ * tuning). */
+void conv_tuner_known_slow(const conv_tune_request *req, const predicted_set *set,
+                           conv_known_slow *out);
 
 #endif /* CONVTUNE_TUNER_TUNING_H */
