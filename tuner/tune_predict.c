@@ -99,9 +99,6 @@ static bool add_ranked(const conv_tune_request *req, conv_cache *const *layers, 
   return ok;
 }
 
-/* Fills *set, or says in why[] why there is nothing to predict (the
- * tuning then searches everything).  A cache it cannot read is no
- * prediction, not a failed tuning.  A widened set's why[] is the rule. */
 /* The caches a prediction reads, in order: the user's first (its tuning
  * of a problem counts over a shipped one), then the system caches in
  * lookup order.  Returns how many. */
@@ -111,6 +108,9 @@ static int cache_layers(const conv_tune_request *req, conv_cache *layers[]) {
   return 1 + (int)req->system_count;
 }
 
+/* Fills *set, or says in why[] why there is nothing to predict (the
+ * tuning then searches everything).  A cache it cannot read is no
+ * prediction, not a failed tuning.  A widened set's why[] is the rule. */
 static bool predict(const conv_tune_request *req, predicted_set *set, tally *t, char *why,
                     size_t why_size) {
   const uint64_t started = uv_hrtime();
