@@ -174,6 +174,34 @@ def main():
     assert "GradScaler" in train.brief(amp_row)
     with contextlib.redirect_stderr(io.StringIO()):
         assert train.main(["train.py", "--modes", "bf16,fp8"]) == 2
+    # ------------------------------------------------------------ known_slow.py
+    import known_slow
+
+    def key(h, c, groups):
+        return (f"fwd f32 nchw strict none n16 c{c} h{h} w{h} k{c} r3 s3 pad1,1 str1,1 dil1,1 "
+                f"g{groups}")
+
+    def tuning(configs):
+        # configs: [(config, ms)], the fastest the winner; 60 valid trials make a search.
+        best = min(ms for _, ms in configs)
+        trials = [{"config": (1, c), "ok": True, "reason": "", "ms": ms, "winner": ms == best}
+                  for c, ms in configs]
+        return trials + [{"config": (9, str(i)), "ok": True, "reason": "", "ms": best * 2,
+                          "winner": False} for i in range(60)]
+
+    dw_a = (key(112, 32, 32), tuning([("fast", 0.015), ("engine3", 1664.8), ("short", 0.9)]))
+    dense = (key(56, 64, 1), tuning([("fast", 0.02), ("dense_slow", 50.0)]))
+    target = (key(7, 960, 960), tuning([("fast", 0.008), ("engine3", 1230.0), ("dense_slow", 0.0085),
+                                        ("short", 0.5)]))
+    slow = known_slow.known_slow(target[0], [dw_a, dense], 8, 1.0, 10.0, True)
+    assert slow == {(1, "engine3")}, slow  # not the 0.9 ms one, nor the dense layer's
+    assert (1, "dense_slow") in known_slow.known_slow(target[0], [dw_a, dense], 8, 1.0, 10.0, False)
+    left, seconds, harmful = known_slow.measure([dw_a, dense, target], 8, 1.0, 10.0, True)
+    assert left == 1 and math.isclose(seconds, (2 * 1230.0 + 3.0) / 1e3) and not harmful, (left, seconds)
+    # Without the depthwise split the dense layer's slow config, at
+    # 0.0085 ms there against the winner's 0.008, is left out: counted as harmful.
+    left, _, harmful = known_slow.measure([dw_a, dense, target], 8, 1.0, 10.0, False)
+    assert left == 2 and len(harmful) == 1 and "dense_slow" in harmful[0], harmful
     print("bench_check: ok")
     return 0
 

@@ -194,55 +194,74 @@ static int no_prediction(void) {
   return TEST_PASS;
 }
 
-/* Known slow: a config that ran 20 ms or more and over 10x the winner on
- * a neighbour, however few the neighbours or whatever their families;
- * not one merely slow (under 20 ms, or under 10x), nor one slow only on
- * another device's tuning of a neighbour's shape, nor a failed one. */
+/* Known slow: a config that ran 1 ms or more and over 10x the winner on
+ * one of the 8 nearest tuned problems of the kind that are depthwise as
+ * the target is, whatever their families; not one merely slow (under 1 ms,
+ * or under 10x), not one slow on a dense problem, on another device, or on
+ * a problem past the 8 nearest, nor a failed one. */
 static int known_slow(void) {
   conv_error err = {CONV_OK, ""};
   conv_cache *cache = NULL;
   CHECK_OK(conv_cache_open(":memory:", false, &cache, &err));
   const conv_config best = config_of(1, 0), seconds = config_of(3, 11), short_slow = config_of(2, 0),
-                    near = config_of(4, 0), failed = config_of(5, 0);
-  const conv_config on_neighbour[] = {best, seconds, short_slow, failed};
-  const double ms[] = {0.015, 1664.8, CONV_ABANDON_FIRST_RUN_MS * 0.99, 0};
-  int rc = store_tuning(cache, DW(112, 32), DEVICE, CUDNN, on_neighbour, ms, 4);
-  /* 25 ms against a 5 ms winner: 5x, not known slow. */
-  const conv_config on_second[] = {best, near};
-  const double ms2[] = {5.0, 25.0};
-  if (rc == TEST_PASS) rc = store_tuning(cache, DW(56, 144), DEVICE, DEPTHWISE, on_second, ms2, 2);
-  /* Slow on another device: not this one's neighbour. */
-  const conv_config other[] = {best, near};
-  const double ms3[] = {0.01, 900.0};
-  if (rc == TEST_PASS) rc = store_tuning(cache, DW(28, 192), DEVICE2, CUDNN, other, ms3, 2);
+                    near = config_of(4, 0), failed = config_of(5, 0), far_slow = config_of(6, 0),
+                    dense_slow = config_of(7, 0);
+  const conv_config on_112[] = {best, seconds, short_slow, failed};
+  const double ms112[] = {0.015, 1664.8, CONV_KNOWN_SLOW_MIN_MS * 0.9, 0};
+  int rc = store_tuning(cache, DW(112, 32), DEVICE, CUDNN, on_112, ms112, 4);
+  const conv_config on_56[] = {best, near}; /* 5x its winner: not known slow */
+  const double ms56[] = {5.0, 25.0};
+  if (rc == TEST_PASS) rc = store_tuning(cache, DW(56, 144), DEVICE, DEPTHWISE, on_56, ms56, 2);
+  /* Six more depthwise problems nearer than those two, and a ninth,
+   * farther than all, whose slow config is past the 8 nearest. */
+  const char *const nearer[] = {DW(14, 192), DW(14, 768), DW(28, 384),
+                                DW(7, 384),  DW(14, 96),  DW(28, 192)};
+  const conv_config only_best[] = {best};
+  const double fast[] = {0.01};
+  for (int i = 0; rc == TEST_PASS && i < 6; i++)
+    rc = store_tuning(cache, nearer[i], DEVICE, DEPTHWISE, only_best, fast, 1);
+  const conv_config on_far[] = {best, far_slow}, on_dense[] = {best, dense_slow};
+  const double slow_ms[] = {0.01, 100.0};
+  if (rc == TEST_PASS) rc = store_tuning(cache, DW(224, 8), DEVICE, CUDNN, on_far, slow_ms, 2);
+  /* Slow on a dense problem, and on another device. */
+  if (rc == TEST_PASS) rc = store_tuning(cache, DENSE(14, 384), DEVICE, CUDNN, on_dense, slow_ms, 2);
+  if (rc == TEST_PASS) rc = store_tuning(cache, DW(28, 192), DEVICE2, CUDNN, on_far, slow_ms, 2);
   if (rc != TEST_PASS) {
     conv_cache_close(cache);
     return rc;
   }
+  const conv_problem target = problem_of(DW(14, 384));
   char key[CONV_PROBLEM_KEY_MAX];
-  conv_prediction pr;
-  CHECK_OK(predict_for(cache, DW(14, 384), key, sizeof key, &pr));
-  CHECK_MSG(!pr.certain && pr.neighbours == 2, "%d neighbours: %s", pr.neighbours, pr.why);
+  CHECK_OK(conv_problem_key(&target, key, sizeof key));
   const conv_cache_key k = {key, DEVICE, VERSIONS};
-  conv_cache *const layers[] = {cache};
-  conv_known_slow slow;
-  CHECK_OK(conv_predict_known_slow(layers, 1, &k, &pr, &slow, &err));
+  conv_cache *const layers[] = {cache, NULL};
+  static conv_known_slow slow;
+  CHECK_OK(conv_predict_known_slow(layers, 2, &k, &target, &slow, &err));
   CHECK_MSG(slow.count == 1, "%d known slow", slow.count);
   CHECK(conv_known_slow_has(&slow, CUDNN, &seconds));
   CHECK(!conv_known_slow_has(&slow, DEPTHWISE, &seconds)); /* another family's config */
-  CHECK(!conv_known_slow_has(&slow, CUDNN, &short_slow) && !conv_known_slow_has(&slow, CUDNN, &near));
+  CHECK(!conv_known_slow_has(&slow, CUDNN, &short_slow) && !conv_known_slow_has(&slow, DEPTHWISE, &near));
   CHECK(!conv_known_slow_has(&slow, CUDNN, &best) && !conv_known_slow_has(&slow, CUDNN, &failed));
+  CHECK(!conv_known_slow_has(&slow, CUDNN, &far_slow) && !conv_known_slow_has(&slow, CUDNN, &dense_slow));
   CHECK(!conv_known_slow_has(NULL, CUDNN, &seconds));
-  /* No neighbours, nothing known. */
-  conv_prediction none;
-  memset(&none, 0, sizeof none);
-  CHECK_OK(conv_predict_known_slow(layers, 1, &k, &none, &slow, &err));
-  CHECK(slow.count == 0);
-  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_predict_known_slow(NULL, 1, &k, &pr, &slow, &err));
-  /* The rule is the validation-run abandonment's, so what the tuner
-   * would have abandoned on that run is what a later search leaves out. */
-  CHECK(CONV_ABANDON_FIRST_RUN_MS >= 10 && CONV_ABANDON_FIRST_RUN_FACTOR >= 5);
+  /* A dense target learns from the dense problem alone. */
+  const conv_problem dense = problem_of(DENSE(28, 384));
+  CHECK_OK(conv_problem_key(&dense, key, sizeof key));
+  CHECK_OK(conv_predict_known_slow(layers, 1, &k, &dense, &slow, &err));
+  CHECK(slow.count == 1 && conv_known_slow_has(&slow, CUDNN, &dense_slow));
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_predict_known_slow(NULL, 1, &k, &target, &slow, &err));
+  CHECK_STATUS(CONV_INVALID_ARGUMENT, conv_predict_known_slow(layers, 1, &k, NULL, &slow, &err));
   conv_cache_close(cache);
+  /* Nothing tuned, nothing known. */
+  CHECK_OK(conv_cache_open(":memory:", false, &cache, &err));
+  conv_cache *const empty[] = {cache};
+  CHECK_OK(conv_predict_known_slow(empty, 1, &k, &target, &slow, &err));
+  CHECK(slow.count == 0);
+  conv_cache_close(cache);
+  /* Tight enough to catch the seconds-long runs, loose enough to leave a
+   * config within a few times its layer's best alone. */
+  CHECK(CONV_KNOWN_SLOW_FACTOR >= 5 && CONV_KNOWN_SLOW_MIN_MS >= 1 &&
+        CONV_KNOWN_SLOW_NEIGHBOURS >= CONV_PREDICT_NEIGHBOURS);
   return TEST_PASS;
 }
 

@@ -7,7 +7,7 @@
  * same kind; where their winners are of one family, that family's configs
  * ranked by how they ran on the neighbours; where they are not, or there
  * are fewer than 3, no prediction (the tuner searches everything, but for
- * the configs the neighbours found far too slow: conv_predict_known_slow).
+ * the configs nearby problems found far too slow: conv_predict_known_slow).
  */
 #include <math.h>
 #include <stdio.h>
@@ -212,9 +212,55 @@ conv_status conv_predict_rank(conv_cache *const *layers, int layer_count, const 
 
 /* ------------------------------------------------------------ known slow */
 
+typedef struct slow_source {
+  char problem[CONV_PROBLEM_KEY_MAX];
+  int layer;
+  double winner_ms, distance;
+} slow_source;
+
+/* The CONV_KNOWN_SLOW_NEIGHBOURS nearest winners of the target's kind and
+ * depthwise-ness, nearest first, as consider_winner keeps its 3. */
+typedef struct slow_sources {
+  const conv_cache_key *key;
+  problem_point target;
+  slow_source found[CONV_KNOWN_SLOW_NEIGHBOURS];
+  int count, layer;
+} slow_sources;
+
+static bool listed_source(const slow_sources *s, const char *problem) {
+  for (int i = 0; i < s->count; i++)
+    if (strcmp(s->found[i].problem, problem) == 0) return true;
+  return false;
+}
+
+static int consider_source(const conv_cache_row *row, void *user) {
+  slow_sources *s = user;
+  if (strcmp(row->device, s->key->device) != 0 || strcmp(row->versions, s->key->versions) != 0 ||
+      strcmp(row->problem, s->key->problem) == 0 || row->trial->status != CONV_OK ||
+      !(row->trial->time_ms > 0) || listed_source(s, row->problem))
+    return 0;
+  conv_problem p;
+  if (conv_problem_from_key(row->problem, &p) != CONV_OK) return 0;
+  const problem_point pt = point_of(&p);
+  if (!same_kind(&pt, &s->target) || pt.features[10] != s->target.features[10]) return 0;
+  const double d = distance(&pt, &s->target);
+  int at = s->count;
+  while (at > 0 && d < s->found[at - 1].distance) at--;
+  if (at >= CONV_KNOWN_SLOW_NEIGHBOURS) return 0;
+  const int last = s->count < CONV_KNOWN_SLOW_NEIGHBOURS ? s->count : CONV_KNOWN_SLOW_NEIGHBOURS - 1;
+  for (int i = last; i > at; i--) s->found[i] = s->found[i - 1];
+  slow_source *f = &s->found[at];
+  snprintf(f->problem, sizeof f->problem, "%s", row->problem);
+  f->layer = s->layer;
+  f->winner_ms = row->trial->time_ms;
+  f->distance = d;
+  if (s->count < CONV_KNOWN_SLOW_NEIGHBOURS) s->count++;
+  return 0;
+}
+
 typedef struct slow_search {
   const conv_cache_key *key; /* device and versions to match */
-  double winner_ms;          /* the neighbour's                */
+  double winner_ms;          /* the source problem's          */
   conv_known_slow *out;
 } slow_search;
 
@@ -229,8 +275,8 @@ bool conv_known_slow_has(const conv_known_slow *slow, uint32_t algorithm_id,
 static int note_slow(const conv_cache_row *row, void *user) {
   slow_search *s = user;
   const conv_trial *t = row->trial;
-  if (t->status != CONV_OK || !(t->time_ms >= CONV_ABANDON_FIRST_RUN_MS) ||
-      !(t->time_ms > CONV_ABANDON_FIRST_RUN_FACTOR * s->winner_ms) ||
+  if (t->status != CONV_OK || !(t->time_ms >= CONV_KNOWN_SLOW_MIN_MS) ||
+      !(t->time_ms > CONV_KNOWN_SLOW_FACTOR * s->winner_ms) ||
       strcmp(row->device, s->key->device) != 0 || strcmp(row->versions, s->key->versions) != 0 ||
       conv_known_slow_has(s->out, t->algorithm_id, &t->config))
     return 0;
@@ -243,18 +289,25 @@ static int note_slow(const conv_cache_row *row, void *user) {
 }
 
 conv_status conv_predict_known_slow(conv_cache *const *layers, int layer_count,
-                                    const conv_cache_key *key, const conv_prediction *prediction,
+                                    const conv_cache_key *key, const conv_problem *problem,
                                     conv_known_slow *out, conv_error *err) {
-  if (layers == NULL || layer_count < 1 || key == NULL || prediction == NULL || out == NULL)
+  if (layers == NULL || layer_count < 1 || layers[0] == NULL || key == NULL || problem == NULL ||
+      out == NULL)
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "predict: NULL argument");
   out->count = 0;
+  slow_sources *sources = calloc(1, sizeof *sources);
+  if (sources == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "predict: known slow");
+  sources->key = key;
+  sources->target = point_of(problem);
   conv_status st = CONV_OK;
-  for (int n = 0; n < prediction->neighbours && st == CONV_OK; n++) {
-    const conv_prediction_neighbour *nb = &prediction->neighbour[n];
-    if (nb->layer < 0 || nb->layer >= layer_count || layers[nb->layer] == NULL)
-      return conv_error_set(err, CONV_INVALID_ARGUMENT, "predict: a neighbour of no layer");
-    slow_search s = {key, nb->winner_ms, out};
-    st = conv_cache_list_trials(layers[nb->layer], nb->problem, note_slow, &s, err);
+  for (sources->layer = 0; sources->layer < layer_count && st == CONV_OK; sources->layer++)
+    if (layers[sources->layer] != NULL)
+      st = conv_cache_list_winners(layers[sources->layer], consider_source, sources, err);
+  for (int i = 0; i < sources->count && st == CONV_OK; i++) {
+    const slow_source *f = &sources->found[i];
+    slow_search s = {key, f->winner_ms, out};
+    st = conv_cache_list_trials(layers[f->layer], f->problem, note_slow, &s, err);
   }
+  free(sources);
   return st;
 }

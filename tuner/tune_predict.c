@@ -123,8 +123,6 @@ static bool predict(const conv_tune_request *req, predicted_set *set, tally *t, 
   if (conv_predict_neighbours(layers, layer_count, req->key, req->problem, &pr, &perr) != CONV_OK) {
     snprintf(why, why_size, "reading the cache: %s", perr.message);
     ok = false;
-  } else {
-    set->neighbours = pr;
   }
   if (ok) {
     set->scope = conv_predict_scope_of(req->problem, &pr, why, why_size);
@@ -174,12 +172,14 @@ conv_status conv_tuner_predicted(bench *b, tally *t, predicted_set *set, conv_er
   return st;
 }
 
-void conv_tuner_known_slow(const conv_tune_request *req, const predicted_set *set,
-                           conv_known_slow *out) {
+void conv_tuner_known_slow(const conv_tune_request *req, conv_known_slow *out,
+                           conv_tune_phases *phases) {
+  const uint64_t started = uv_hrtime();
   conv_cache *layers[1 + CONV_SYSTEM_CACHES_MAX];
   const int layer_count = cache_layers(req, layers);
   conv_error ignored = {CONV_OK, ""};
-  if (conv_predict_known_slow(layers, layer_count, req->key, &set->neighbours, out, &ignored) !=
+  if (conv_predict_known_slow(layers, layer_count, req->key, req->problem, out, &ignored) !=
       CONV_OK)
     out->count = 0;
+  conv_tuner_phase_since(phases, CONV_PHASE_PREDICT, started);
 }

@@ -112,7 +112,7 @@ static conv_status tune_all(bench *b, tally *t, conv_error *err) {
     t->widened = false;
     if (st == CONV_OK && (slow = calloc(1, sizeof *slow)) == NULL)
       st = conv_error_set(err, CONV_OUT_OF_MEMORY, "tuning state");
-    if (st == CONV_OK) conv_tuner_known_slow(req, &predicted, slow);
+    if (st == CONV_OK) conv_tuner_known_slow(req, slow, &t->phases);
   }
   for (int pass = budgeted ? 0 : 1; pass < 2 && st == CONV_OK; pass++) {
     for (int i = 0; i < count && st == CONV_OK; i++) {
@@ -176,10 +176,10 @@ static void log_outcome(const conv_tune_request *req, conv_status st, const tall
   if (t->skipped > 0)
     conv_log(req->log, CONV_LOG_INFO,
              "%s: %d configs not run: each ran %.0f ms or more and over %.0fx the winner on one "
-             "of its nearest tuned neighbours; marked incomplete (convtune tune --pending, or an "
-             "exhaustive context, runs them)",
-             req->key->problem, t->skipped, CONV_ABANDON_FIRST_RUN_MS,
-             CONV_ABANDON_FIRST_RUN_FACTOR);
+             "of its %d nearest tuned problems of its kind; marked incomplete (convtune tune "
+             "--pending, or an exhaustive context, runs them)",
+             req->key->problem, t->skipped, CONV_KNOWN_SLOW_MIN_MS, CONV_KNOWN_SLOW_FACTOR,
+             CONV_KNOWN_SLOW_NEIGHBOURS);
   if (t->cut)
     conv_log(req->log, CONV_LOG_INFO,
              "%s: tuning stopped by its budget (%.0f ms) with %d configs untimed; the fastest so "

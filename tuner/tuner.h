@@ -127,29 +127,37 @@ conv_status conv_predict_rank(conv_cache *const *layers, int layer_count, const 
 
 /* Known-slow configs (predict.c).  Where a prediction falls back to
  * searching everything (CONV_PREDICT_ALL), the search leaves out each
- * config that, on one of the problem's nearest tuned neighbours of its
- * kind (a prediction's neighbours, however few or disagreeing), ran
- * CONV_ABANDON_FIRST_RUN_MS or more and over CONV_ABANDON_FIRST_RUN_FACTOR
- * times that neighbour's winner: what the tuner abandons on its validation
- * run alone, and that run is the cost.  Why: some cuDNN engines run every
- * depthwise layer for a second or more (engine 3 with knob 11 = 1: 1.66 s
- * a run on mobilenet_v2's 112x112 layer, whose best takes 0.015 ms), and a
- * model's depthwise layers paid that run each, 8 of the 20 s of
- * mobilenet_v2's first forward (H200, BENCHMARKS-tuning.md).  The tuning
- * is then marked incomplete, as a prediction is, so that `convtune tune
- * --pending` or an exhaustive context runs every config later.  At most
- * CONV_KNOWN_SLOW_MAX are kept (the first found; more are run). */
-#define CONV_KNOWN_SLOW_MAX 128
+ * config that, on one of the CONV_KNOWN_SLOW_NEIGHBOURS nearest tuned
+ * problems of the problem's kind that are depthwise as it is (or dense as
+ * it is), ran CONV_KNOWN_SLOW_MIN_MS or more and over
+ * CONV_KNOWN_SLOW_FACTOR times that problem's winner.  Why: some cuDNN
+ * engines run every depthwise layer for a second or more (engine 3 with
+ * knob 11 = 1: 1.66 s a run on mobilenet_v2's 112x112 layer, whose best
+ * takes 0.015 ms), dozens of others for 20-50 ms on a 7x7 layer whose best
+ * takes 0.008 ms, and each layer of a model paid those runs again.  Its
+ * own neighbours, not the prediction's 3: a neighbour that was itself
+ * predicted never ran such configs and says nothing about them.  Offline,
+ * over the trials of seven models' first forwards (H200), this rule left
+ * out no config within 10% of its layer's winner; with a floor of 0.2 ms
+ * it would have left out a winner (tools/bench/predict-notes.md).  The
+ * tuning is then marked incomplete, as a prediction is, so that `convtune
+ * tune --pending` or an exhaustive context runs every config later.  At
+ * most CONV_KNOWN_SLOW_MAX are kept (the first found; more are run). */
+#define CONV_KNOWN_SLOW_NEIGHBOURS 8
+#define CONV_KNOWN_SLOW_MIN_MS 1.0
+#define CONV_KNOWN_SLOW_FACTOR 10.0
+#define CONV_KNOWN_SLOW_MAX 512
 typedef struct conv_known_slow {
   int count;
   uint32_t algorithm_id[CONV_KNOWN_SLOW_MAX];
   conv_config config[CONV_KNOWN_SLOW_MAX];
 } conv_known_slow;
 
-/* Fills *out from the trials of prediction's neighbours, each read from
- * the layer it was found in, for key's device and versions. */
+/* Fills *out from the caches layers[0..layer_count) (NULL layers past the
+ * first skipped), for `problem` (key->problem) on key's device and
+ * versions. */
 conv_status conv_predict_known_slow(conv_cache *const *layers, int layer_count,
-                                    const conv_cache_key *key, const conv_prediction *prediction,
+                                    const conv_cache_key *key, const conv_problem *problem,
                                     conv_known_slow *out /* OUT */, conv_error *err);
 
 /* Whether `slow` (may be NULL: none) holds `config` of family algorithm_id. */

@@ -104,7 +104,6 @@ typedef struct predicted_set {
   predicted_config configs[PREDICTED_MAX];
   int count;
   conv_predict_scope scope;
-  conv_prediction neighbours; /* found, even where they predict nothing */
 } predicted_set;
 
 /* Whether the set holds `config` of `algo`. */
@@ -117,10 +116,10 @@ bool conv_predicted_has(const predicted_set *set, const conv_algorithm *algo,
 conv_status conv_tuner_predicted(bench *b, tally *t, predicted_set *set, conv_error *err);
 
 /* The configs a search after a failed prediction leaves out
- * (conv_predict_known_slow) into *out, from set->neighbours; none where
- * the caches cannot be read (as a prediction, that is not a failed
- * tuning). */
-void conv_tuner_known_slow(const conv_tune_request *req, const predicted_set *set,
-                           conv_known_slow *out);
+ * (conv_predict_known_slow) into *out; none where the caches cannot be
+ * read (as for a prediction, that is not a failed tuning).  Its time is
+ * the predict phase's. */
+void conv_tuner_known_slow(const conv_tune_request *req, conv_known_slow *out,
+                           conv_tune_phases *phases);
 
 #endif /* CONVTUNE_TUNER_TUNING_H */

@@ -46,8 +46,6 @@ import re
 import sqlite3
 import sys
 
-import convtune
-
 _FIELDS = re.compile(r"n(\d+) c(\d+) h(\d+) w(\d+) k(\d+) r(\d+) s(\d+) pad(\d+),(\d+) str(\d+),(\d+) "
                      r"dil(\d+),(\d+) g(\d+)")
 
@@ -222,6 +220,8 @@ def main(argv):
                         "what the tunings before it timed (--by ranked / per-family)")
     p.add_argument("--out-md", default=None)
     args = p.parse_args(argv)
+    import convtune  # here: known_slow.py reads parse_key without the library
+
     shapes = []
     order = {}
     if args.sequential:
