@@ -76,37 +76,57 @@ static bool already_found(const conv_prediction *out, const char *problem) {
   return false;
 }
 
+/* The point of a winner row that may be a neighbour of `target`: of this
+ * device and versions, another problem, valid and timed, of the target's
+ * kind, with a key this version parses; false otherwise. */
+static bool neighbour_point(const conv_cache_row *row, const conv_cache_key *key,
+                            const problem_point *target, problem_point *pt) {
+  if (strcmp(row->device, key->device) != 0 || strcmp(row->versions, key->versions) != 0 ||
+      strcmp(row->problem, key->problem) == 0 || row->trial->status != CONV_OK ||
+      !(row->trial->time_ms > 0))
+    return false;
+  conv_problem p;
+  if (conv_problem_from_key(row->problem, &p) != CONV_OK) return false; /* another version's key */
+  *pt = point_of(&p);
+  return same_kind(pt, target);
+}
+
+/* Makes room for an entry at distance d among the *count kept in
+ * entries[] (of `size` bytes each) and distances[], nearest first, at most
+ * `capacity`: returns its index, the entries from there on moved one down
+ * (the last dropped when full; a tie keeps the first listed), or -1 where
+ * it falls past the last. */
+static int make_room(void *entries, size_t size, double *distances, int *count, int capacity,
+                     double d) {
+  int at = *count;
+  while (at > 0 && d < distances[at - 1]) at--;
+  if (at >= capacity) return -1;
+  const int moved = (*count < capacity ? *count : capacity - 1) - at;
+  char *base = entries;
+  memmove(base + (size_t)(at + 1) * size, base + (size_t)at * size, (size_t)moved * size);
+  memmove(&distances[at + 1], &distances[at], (size_t)moved * sizeof distances[0]);
+  distances[at] = d;
+  if (*count < capacity) (*count)++;
+  return at;
+}
+
 /* Keeps the CONV_PREDICT_NEIGHBOURS nearest winners of this device and
  * versions, nearest first (ties: the first listed, by problem key). */
 static int consider_winner(const conv_cache_row *row, void *user) {
   neighbour_search *s = user;
-  if (strcmp(row->device, s->key->device) != 0 || strcmp(row->versions, s->key->versions) != 0 ||
-      strcmp(row->problem, s->key->problem) == 0 || row->trial->status != CONV_OK ||
-      !(row->trial->time_ms > 0) || already_found(s->out, row->problem))
+  problem_point pt;
+  if (already_found(s->out, row->problem) || !neighbour_point(row, s->key, &s->target, &pt))
     return 0;
-  conv_problem p;
-  if (conv_problem_from_key(row->problem, &p) != CONV_OK) return 0; /* another version's key */
-  const problem_point pt = point_of(&p);
-  if (!same_kind(&pt, &s->target)) return 0;
-  const double d = distance(&pt, &s->target);
   conv_prediction *out = s->out;
-  int at = out->neighbours;
-  while (at > 0 && d < s->distances[at - 1]) at--;
-  if (at >= CONV_PREDICT_NEIGHBOURS) return 0;
-  const int last = out->neighbours < CONV_PREDICT_NEIGHBOURS ? out->neighbours
-                                                            : CONV_PREDICT_NEIGHBOURS - 1;
-  for (int i = last; i > at; i--) {
-    s->distances[i] = s->distances[i - 1];
-    out->neighbour[i] = out->neighbour[i - 1];
-  }
-  s->distances[at] = d;
+  const int at = make_room(out->neighbour, sizeof out->neighbour[0], s->distances, &out->neighbours,
+                           CONV_PREDICT_NEIGHBOURS, distance(&pt, &s->target));
+  if (at < 0) return 0;
   conv_prediction_neighbour *n = &out->neighbour[at];
   snprintf(n->problem, sizeof n->problem, "%s", row->problem);
   n->layer = s->layer;
   n->algorithm_id = row->trial->algorithm_id;
   n->config = row->trial->config;
   n->winner_ms = row->trial->time_ms;
-  if (out->neighbours < CONV_PREDICT_NEIGHBOURS) out->neighbours++;
   return 0;
 }
 
@@ -215,15 +235,16 @@ conv_status conv_predict_rank(conv_cache *const *layers, int layer_count, const 
 typedef struct slow_source {
   char problem[CONV_PROBLEM_KEY_MAX];
   int layer;
-  double winner_ms, distance;
+  double winner_ms;
 } slow_source;
 
 /* The CONV_KNOWN_SLOW_NEIGHBOURS nearest winners of the target's kind and
- * depthwise-ness, nearest first, as consider_winner keeps its 3. */
+ * depthwise-ness, nearest first, kept as consider_winner keeps its 3. */
 typedef struct slow_sources {
   const conv_cache_key *key;
   problem_point target;
   slow_source found[CONV_KNOWN_SLOW_NEIGHBOURS];
+  double distances[CONV_KNOWN_SLOW_NEIGHBOURS];
   int count, layer;
 } slow_sources;
 
@@ -235,26 +256,17 @@ static bool listed_source(const slow_sources *s, const char *problem) {
 
 static int consider_source(const conv_cache_row *row, void *user) {
   slow_sources *s = user;
-  if (strcmp(row->device, s->key->device) != 0 || strcmp(row->versions, s->key->versions) != 0 ||
-      strcmp(row->problem, s->key->problem) == 0 || row->trial->status != CONV_OK ||
-      !(row->trial->time_ms > 0) || listed_source(s, row->problem))
+  problem_point pt;
+  if (listed_source(s, row->problem) || !neighbour_point(row, s->key, &s->target, &pt) ||
+      pt.features[10] != s->target.features[10]) /* depthwise against dense */
     return 0;
-  conv_problem p;
-  if (conv_problem_from_key(row->problem, &p) != CONV_OK) return 0;
-  const problem_point pt = point_of(&p);
-  if (!same_kind(&pt, &s->target) || pt.features[10] != s->target.features[10]) return 0;
-  const double d = distance(&pt, &s->target);
-  int at = s->count;
-  while (at > 0 && d < s->found[at - 1].distance) at--;
-  if (at >= CONV_KNOWN_SLOW_NEIGHBOURS) return 0;
-  const int last = s->count < CONV_KNOWN_SLOW_NEIGHBOURS ? s->count : CONV_KNOWN_SLOW_NEIGHBOURS - 1;
-  for (int i = last; i > at; i--) s->found[i] = s->found[i - 1];
+  const int at = make_room(s->found, sizeof s->found[0], s->distances, &s->count,
+                           CONV_KNOWN_SLOW_NEIGHBOURS, distance(&pt, &s->target));
+  if (at < 0) return 0;
   slow_source *f = &s->found[at];
   snprintf(f->problem, sizeof f->problem, "%s", row->problem);
   f->layer = s->layer;
   f->winner_ms = row->trial->time_ms;
-  f->distance = d;
-  if (s->count < CONV_KNOWN_SLOW_NEIGHBOURS) s->count++;
   return 0;
 }
 
