@@ -370,11 +370,14 @@ typedef enum conv_policy {
    * one, and record the problem as pending ("incomplete") for `convtune tune --pending` (or an
    * exhaustive context) to finish; where they are not, or fewer than 3 are
    * tuned, or nothing predicted is valid, time every candidate as
-   * CONV_POLICY_EXHAUSTIVE does.  The log says which (INFO).  With a
-   * tuning budget, the fall back searches within it.  The default since
-   * 0.5.0 (exhaustive before): on an H100, resnet50's and mobilenet_v2's
-   * first uses tuned in 15 and 19 s against 19 and 31 s exhaustive, their
-   * plans within 0.3% (BENCHMARKS-tuning.md).  Added in 0.5.0. */
+   * CONV_POLICY_EXHAUSTIVE does, but for those that ran 1 ms or more and
+   * over 10x the winner on one of the 8 nearest tuned problems of the
+   * kind (then recorded as pending too: docs/tuning.md, "Prediction").
+   * The log says which (INFO).  With a tuning budget, the fall back
+   * searches within it.  The default since 0.5.0 (exhaustive before): on
+   * an H200 in 0.7, resnet50's first uses tuned in 8.4 s in strict fp32,
+   * its plans 1.0000x the exhaustive winners' time (BENCHMARKS-tuning.md).
+   * Added in 0.5.0. */
   CONV_POLICY_PREDICT
 } conv_policy;
 
