@@ -368,16 +368,20 @@ typedef enum conv_policy {
    * FFT winners differ in shape, every applicable family's 3 best
    * guesses too: docs/tuning.md, "Widening"), keep the fastest valid
    * one, and record the problem as pending ("incomplete") for `convtune tune --pending` (or an
-   * exhaustive context) to finish; where they are not, or fewer than 3 are
-   * tuned, or nothing predicted is valid, time every candidate as
-   * CONV_POLICY_EXHAUSTIVE does, but for those that ran 1 ms or more and
-   * over 10x the winner on one of the 8 nearest tuned problems of the
-   * kind (then recorded as pending too: docs/tuning.md, "Prediction").
-   * The log says which (INFO).  With a tuning budget, the fall back
-   * searches within it.  The default since 0.5.0 (exhaustive before): on
-   * an H200 in 0.7, resnet50's first uses tuned in 8.4 s in strict fp32,
-   * its plans 1.0000x the exhaustive winners' time (BENCHMARKS-tuning.md).
-   * Added in 0.5.0. */
+   * exhaustive context) to finish; where their winners' families differ,
+   * time each of those families' ranked configs, cuDNN's ranked configs
+   * and best guesses, and every config of every other family (a split
+   * prediction, pending too: docs/tuning.md, "Split predictions"); where
+   * fewer than 3 are tuned, or nothing predicted is valid, time every
+   * candidate as CONV_POLICY_EXHAUSTIVE does.  A split or full search
+   * leaves out the configs that ran 1 ms or more and over 10x the winner
+   * on one of the 8 nearest tuned problems of the kind (then recorded as
+   * pending too: docs/tuning.md, "Prediction").  The log says which
+   * (INFO).  With a tuning budget, the searches run within it.  The
+   * default since 0.5.0 (exhaustive before): on an H200, resnet50's first
+   * uses at batch 16 tuned in 6.8 s in strict fp32 and 16.7 s in TF32, its
+   * plans within 1.4% of the exhaustive winners' time (geomean;
+   * BENCHMARKS-tuning.md).  Added in 0.5.0. */
   CONV_POLICY_PREDICT
 } conv_policy;
 

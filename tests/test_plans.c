@@ -378,7 +378,7 @@ static int execute_rejects_bad_arguments(void) {
 }
 
 typedef struct trial_census {
-  int total, workspace_limited, winners;
+  int total, workspace_limited, winners, cudnn;
   size_t winner_workspace;
   char device[256], versions[512]; /* the last row's, to look its pending state up */
 } trial_census;
@@ -386,6 +386,7 @@ typedef struct trial_census {
 static int count_trial(const conv_cache_row *row, void *user) {
   trial_census *c = user;
   c->total++;
+  c->cudnn += row->trial->algorithm_id == CONV_ALGO_CUDNN;
   snprintf(c->device, sizeof c->device, "%s", row->device);
   snprintf(c->versions, sizeof c->versions, "%s", row->versions);
   if (row->trial->status == CONV_WORKSPACE_LIMIT && row->trial->reason[0]) c->workspace_limited++;
@@ -708,11 +709,11 @@ static int census_of(conv_context *ctx, const conv_problem *p, trial_census *c, 
 }
 
 /* CONV_POLICY_PREDICT: with three tuned neighbours in the cache, a new
- * problem's plan is valid and either predicted (at most the predicted
- * configs and cuDNN's pick timed, marked incomplete) or, where the
- * neighbours disagree, searched in full (not pending); the same when the
- * neighbours are in a shipped system cache over an empty user cache; an
- * exhaustive context then finishes an incomplete one. */
+ * problem's plan is valid and predicted (of cuDNN's configs, at most its
+ * ranked ones and its 3 best guesses timed; marked incomplete), whether
+ * the neighbours agree or, split, not; the same when the neighbours are
+ * in a shipped system cache over an empty user cache; an exhaustive
+ * context then finishes it. */
 static int predict_policy(void) {
   SKIP_WITHOUT_GPU();
   seed_rng();
@@ -750,19 +751,148 @@ static int predict_policy(void) {
          shipped_pending ? "predicted (incomplete)" : "full search");
   CHECK(c.total > 0 && shipped.total > 0);
   CHECK(shipped_pending == pending); /* the same neighbours, the same certainty */
-  /* Predicted: the ranked configs and cuDNN's 3 best guesses at most. */
-  if (pending)
-    CHECK(c.total <= CONV_PREDICT_CONFIGS_MAX + 3 && shipped.total <= CONV_PREDICT_CONFIGS_MAX + 3);
+  CHECK(pending);
+  CHECK_MSG(c.cudnn <= CONV_PREDICT_CONFIGS + 3 && shipped.cudnn <= CONV_PREDICT_CONFIGS + 3,
+            "%d and %d cuDNN trials", c.cudnn, shipped.cudnn);
   conv_context_destroy(ctx);
-  if (pending) { /* an exhaustive context times the rest */
-    if (make_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;
-    if (plan_roundtrip(ctx, &target, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
-    trial_census full;
-    if (census_of(ctx, &target, &full, &pending) != TEST_PASS) return TEST_FAIL;
-    printf("finished: %d trials\n", full.total);
-    CHECK(!pending && full.total > c.total);
-    conv_context_destroy(ctx);
+  /* An exhaustive context times the rest. */
+  if (make_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;
+  if (plan_roundtrip(ctx, &target, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
+  trial_census full;
+  if (census_of(ctx, &target, &full, &pending) != TEST_PASS) return TEST_FAIL;
+  printf("finished: %d trials\n", full.total);
+  CHECK(!pending && full.total > c.total);
+  conv_context_destroy(ctx);
+  remove_db(cache);
+  return TEST_PASS;
+}
+
+/* The fastest valid trial of `p` whose family is not `family`. */
+typedef struct other_family {
+  uint32_t family;
+  conv_trial best;
+  bool found;
+} other_family;
+
+static int fastest_other(const conv_cache_row *row, void *user) {
+  other_family *o = user;
+  const conv_trial *t = row->trial;
+  if (t->algorithm_id != o->family && t->status == CONV_OK && t->time_ms > 0 &&
+      (!o->found || t->time_ms < o->best.time_ms)) {
+    o->best = *t;
+    o->found = true;
   }
+  return 0;
+}
+
+/* Makes `p`'s winner in the context's cache its fastest valid trial of a
+ * family other than `family`, as if that had won. */
+static int crown_other_family(conv_context *ctx, const conv_problem *p, uint32_t family) {
+  char key[CONV_PROBLEM_KEY_MAX];
+  CHECK_STATUS(CONV_OK, conv_problem_key(p, key, sizeof key));
+  trial_census c;
+  bool pending;
+  if (census_of(ctx, p, &c, &pending) != TEST_PASS) return TEST_FAIL;
+  conv_error err = {CONV_OK, ""};
+  other_family o = {family, {0}, false};
+  conv_cache *cache = conv_context_cache(ctx);
+  CHECK_STATUS(CONV_OK, conv_cache_list_trials(cache, key, fastest_other, &o, &err));
+  CHECK_MSG(o.found, "no valid trial of a family other than %u", (unsigned)family);
+  const conv_cache_key k = {key, c.device, c.versions};
+  CHECK_MSG(conv_cache_set_winner(cache, &k, o.best.algorithm_id, &o.best.config, &err) ==
+                CONV_OK, "%s", err.message);
+  return TEST_PASS;
+}
+
+/* The configs of one problem's trials, family by family. */
+typedef struct config_list {
+  int count;
+  uint32_t family[1024];
+  conv_config config[1024];
+} config_list;
+
+static int list_config(const conv_cache_row *row, void *user) {
+  config_list *l = user;
+  if (l->count < 1024) {
+    l->family[l->count] = row->trial->algorithm_id;
+    l->config[l->count++] = row->trial->config;
+  }
+  return 0;
+}
+
+static bool listed(const config_list *l, uint32_t family, const conv_config *config) {
+  for (int i = 0; i < l->count; i++)
+    if (l->family[i] == family && conv_config_equal(&l->config[i], config)) return true;
+  return false;
+}
+
+static int configs_of(conv_context *ctx, const conv_problem *p, config_list *l) {
+  char key[CONV_PROBLEM_KEY_MAX];
+  CHECK_STATUS(CONV_OK, conv_problem_key(p, key, sizeof key));
+  conv_error err = {CONV_OK, ""};
+  l->count = 0;
+  CHECK_STATUS(CONV_OK, conv_cache_list_trials(conv_context_cache(ctx), key, list_config, l, &err));
+  CHECK(l->count > 0 && l->count < 1024);
+  return TEST_PASS;
+}
+
+/* Neighbours whose winners differ in family split the prediction: the
+ * plan is valid, the tuning incomplete, every config of every family but
+ * cuDNN that the exhaustive search lists was timed, and of cuDNN's only
+ * its ranked configs and best guesses; an exhaustive context then times
+ * the rest of cuDNN's. */
+static int predict_split(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  char cache[4096];
+  temp_path(cache, sizeof cache, "split");
+  conv_context *ctx;
+  if (make_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;
+  const int sizes[][2] = {{21, 17}, {25, 21}, {27, 23}};
+  conv_problem nb[3];
+  for (int i = 0; i < 3; i++) {
+    nb[i] = fixed_problem();
+    nb[i].h = sizes[i][0], nb[i].w = sizes[i][1];
+    if (plan_roundtrip(ctx, &nb[i], 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
+  }
+  /* The middle one's winner of another family than the first's. */
+  conv_plan *plan = NULL;
+  conv_plan_info first;
+  CHECK_STATUS(CONV_OK, conv_plan_create(ctx, &nb[0], &plan));
+  CHECK_STATUS(CONV_OK, conv_plan_info_get(plan, &first));
+  conv_plan_destroy(plan);
+  char name[64];
+  snprintf(name, sizeof name, "%s", first.algorithm);
+  const conv_algorithm *winner_family = conv_registry_find_name(name);
+  CHECK_MSG(winner_family != NULL, "family %s", name);
+  if (crown_other_family(ctx, &nb[1], winner_family->id) != TEST_PASS) return TEST_FAIL;
+  conv_context_destroy(ctx);
+
+  conv_problem target = fixed_problem();
+  target.h = 24, target.w = 20;
+  if (make_context(&ctx, cache, CONV_POLICY_PREDICT, 0) != TEST_PASS) return TEST_FAIL;
+  if (plan_roundtrip(ctx, &target, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
+  static config_list split, full;
+  trial_census c;
+  bool pending = false;
+  if (configs_of(ctx, &target, &split) != TEST_PASS) return TEST_FAIL;
+  if (census_of(ctx, &target, &c, &pending) != TEST_PASS) return TEST_FAIL;
+  conv_context_destroy(ctx);
+  CHECK_MSG(pending, "a split prediction is incomplete");
+  CHECK_MSG(c.cudnn <= CONV_PREDICT_CONFIGS + 3, "%d cuDNN trials", c.cudnn);
+
+  if (make_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;
+  if (plan_roundtrip(ctx, &target, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
+  trial_census finished;
+  if (configs_of(ctx, &target, &full) != TEST_PASS) return TEST_FAIL;
+  if (census_of(ctx, &target, &finished, &pending) != TEST_PASS) return TEST_FAIL;
+  conv_context_destroy(ctx);
+  printf("split: %d trials (%d cuDNN); exhaustive: %d (%d cuDNN)\n", c.total, c.cudnn,
+         finished.total, finished.cudnn);
+  CHECK(!pending && finished.cudnn > c.cudnn);
+  for (int i = 0; i < full.count; i++)
+    CHECK_MSG(full.family[i] == CONV_ALGO_CUDNN || listed(&split, full.family[i], &full.config[i]),
+              "family %u: a config the split did not time", (unsigned)full.family[i]);
   remove_db(cache);
   return TEST_PASS;
 }
@@ -780,5 +910,6 @@ static const test_case tests[] = {
     {"system_cache_directory", system_cache_directory},
     {"bad_rows_passed_over", bad_rows_passed_over},
     {"predict_policy", predict_policy},
+    {"predict_split", predict_split},
 };
 TEST_MAIN(tests)

@@ -143,9 +143,10 @@ static int neighbours_agree(void) {
   return TEST_PASS;
 }
 
-/* No prediction where the neighbours' winners differ in family, or fewer
- * than three problems of the kind are tuned; rows whose key this version
- * would not write are passed over. */
+/* Not certain where the neighbours' winners differ in family (the tuner
+ * then splits the prediction), or fewer than three problems of the kind
+ * are tuned; rows whose key this version would not write are passed
+ * over. */
 static int no_prediction(void) {
   conv_error err = {CONV_OK, ""};
   conv_cache *cache = NULL;
@@ -351,8 +352,9 @@ static conv_predict_scope scope_for(const char *spec, const conv_prediction *pr,
 
 /* The rules, one case each: near agreeing neighbours keep the narrow
  * prediction; far ones, a filter outside the neighbours' range, and FFT
- * winners of different shapes widen it; fewer than three, or families that
- * differ, search everything (stronger than widening). */
+ * winners of different shapes widen it; families that differ split it
+ * (even when far: the split runs every family but cuDNN in full); fewer
+ * than three search everything (stronger than widening). */
 static int widening_rules(void) {
   conv_prediction pr;
   char why[256];
@@ -369,10 +371,12 @@ static int widening_rules(void) {
   if ((rc = prediction_of(far, same, any, &pr)) != TEST_PASS) return rc;
   CHECK(scope_for(CONV3(128, 28, 128), &pr, why, sizeof why) == CONV_PREDICT_WIDE);
   CHECK_MSG(strncmp(why, "far:", 4) == 0, "%s", why);
-  /* Families that differ: no prediction, every candidate. */
+  /* Families that differ: split, near or far. */
   if ((rc = prediction_of(near, mixed, any, &pr)) != TEST_PASS) return rc;
-  CHECK(scope_for(CONV3(128, 28, 128), &pr, why, sizeof why) == CONV_PREDICT_ALL);
+  CHECK(scope_for(CONV3(128, 28, 128), &pr, why, sizeof why) == CONV_PREDICT_SPLIT);
   CHECK_MSG(strstr(why, "differ in family") != NULL, "%s", why);
+  if ((rc = prediction_of(far, mixed, any, &pr)) != TEST_PASS) return rc;
+  CHECK(scope_for(CONV3(128, 28, 128), &pr, why, sizeof why) == CONV_PREDICT_SPLIT);
   pr.neighbours = 2;
   CHECK(scope_for(CONV3(128, 28, 128), &pr, why, sizeof why) == CONV_PREDICT_ALL);
   CHECK(conv_predict_scope_of(NULL, &pr, why, sizeof why) == CONV_PREDICT_ALL);

@@ -5,9 +5,11 @@
  * is the one tools/bench/predict_loo.py measures offline
  * (predict-notes.md): the 3 nearest tuned problems of the
  * same kind; where their winners are of one family, that family's configs
- * ranked by how they ran on the neighbours; where they are not, or there
- * are fewer than 3, no prediction (the tuner searches everything, but for
- * the configs nearby problems found far too slow: conv_predict_known_slow).
+ * ranked by how they ran on the neighbours; where they are not, each
+ * family's so ranked (the tuner splits the prediction: widen.c); where
+ * there are fewer than 3, no prediction (the tuner searches everything,
+ * but for the configs nearby problems found far too slow:
+ * conv_predict_known_slow).
  */
 #include <math.h>
 #include <stdio.h>

@@ -99,6 +99,37 @@ static bool add_ranked(const conv_tune_request *req, conv_cache *const *layers, 
   return ok;
 }
 
+/* A split prediction (CONV_PREDICT_SPLIT): each of the neighbours'
+ * winning families' ranked configs, nearest neighbour's first, so that
+ * the likeliest winner runs early and the abandonment rules cut the rest
+ * short; then cuDNN's, ranked whichever families won (headed by its best
+ * guesses).  The other families' remaining configs run after (tuner.c).
+ * A family that cannot rank is passed over: false only where none could. */
+static bool add_split(const conv_tune_request *req, conv_cache *const *layers, int layer_count,
+                      const conv_prediction *pr, predicted_set *set, char *why,
+                      size_t why_size) {
+  uint32_t families[CONV_PREDICT_NEIGHBOURS + 1];
+  int count = 0;
+  for (int i = 0; i < pr->neighbours; i++) {
+    bool seen = false;
+    for (int j = 0; j < count; j++) seen = seen || families[j] == pr->neighbour[i].algorithm_id;
+    if (!seen) families[count++] = pr->neighbour[i].algorithm_id;
+  }
+  bool cudnn_seen = false;
+  for (int j = 0; j < count; j++) cudnn_seen = cudnn_seen || families[j] == CONV_ALGO_CUDNN;
+  if (!cudnn_seen) families[count++] = CONV_ALGO_CUDNN;
+  bool any = false;
+  char ignored[256];
+  for (int j = 0; j < count; j++) {
+    conv_prediction one = *pr;
+    one.algorithm_id = families[j];
+    const int head = families[j] == CONV_ALGO_CUDNN ? MAX_CONFIGS_FAST : 0;
+    any = add_ranked(req, layers, layer_count, &one, head, set, ignored, sizeof ignored) || any;
+  }
+  if (!any) snprintf(why, why_size, "none of its neighbours' families offers a config to rank");
+  return any;
+}
+
 /* The caches a prediction reads, in order: the user's first (its tuning
  * of a problem counts over a shipped one), then the system caches in
  * lookup order.  Returns how many. */
@@ -124,8 +155,10 @@ static bool predict(const conv_tune_request *req, predicted_set *set, tally *t, 
     snprintf(why, why_size, "reading the cache: %s", perr.message);
     ok = false;
   }
-  if (ok) {
-    set->scope = conv_predict_scope_of(req->problem, &pr, why, why_size);
+  if (ok) set->scope = conv_predict_scope_of(req->problem, &pr, why, why_size);
+  if (ok && set->scope == CONV_PREDICT_SPLIT) {
+    ok = add_split(req, layers, layer_count, &pr, set, why, why_size);
+  } else if (ok) {
     /* Where the neighbours' family is cuDNN, its own first guesses
      * (add_cudnn_guesses) head the list add_ranked has it build: taken
      * from there, not from a second graph build and engine probe. */
@@ -136,8 +169,10 @@ static bool predict(const conv_tune_request *req, predicted_set *set, tally *t, 
   conv_tuner_phase_since(&t->phases, CONV_PHASE_PREDICT, started);
   if (!ok) {
     set->count = 0;
+    set->scope = CONV_PREDICT_ALL;
     return false;
   }
+  if (set->scope == CONV_PREDICT_SPLIT) return true; /* cuDNN's guesses head its ranking */
   if (pr.algorithm_id != CONV_ALGO_CUDNN) add_cudnn_guesses(req, set, t); /* else in already */
   if (set->scope == CONV_PREDICT_WIDE) add_best_guesses(req, set, t);
   return true;
@@ -156,6 +191,11 @@ conv_status conv_tuner_predicted(bench *b, tally *t, predicted_set *set, conv_er
              "%s: prediction widened (%s): %d configs, every applicable family's best guesses "
              "with its neighbours' picks",
              req->key->problem, why, set->count);
+  if (set->scope == CONV_PREDICT_SPLIT)
+    conv_log(req->log, CONV_LOG_INFO,
+             "%s: prediction split (%s): %d configs ranked on them, cuDNN's among them, then "
+             "every config of every other family",
+             req->key->problem, why, set->count);
   /* One heuristic pick marked per family, by family id. */
   bool picks[PREDICT_WIDE_FAMILIES_MAX + 1] = {false};
   conv_status st = CONV_OK;
@@ -169,6 +209,7 @@ conv_status conv_tuner_predicted(bench *b, tally *t, predicted_set *set, conv_er
   }
   t->predicted = set->count;
   t->widened = set->scope == CONV_PREDICT_WIDE;
+  t->split = set->scope == CONV_PREDICT_SPLIT;
   return st;
 }
 

@@ -80,22 +80,82 @@ static conv_status tune_family(bench *b, const conv_algorithm *algo, const famil
   return st;
 }
 
+/* A search's state across its passes and families: each family's best
+ * guesses (pass 0's, left out of pass 1), its heuristic pick taken, and
+ * whether it could not list its configs. */
+typedef struct search {
+  const conv_algorithm *const *algos;
+  int count;
+  conv_config *guesses; /* count x MAX_CONFIGS_FAST */
+  int *guess_counts;
+  bool *picks, *failed;
+} search;
+
+/* Which families a search runs: a split prediction's search runs all but
+ * cuDNN's, and, where none of that ran, cuDNN's after. */
+typedef enum family_set { FAMILIES_ALL, FAMILIES_BUT_CUDNN, FAMILIES_CUDNN } family_set;
+
+static bool searched(family_set which, const conv_algorithm *algo) {
+  return which == FAMILIES_ALL || (which == FAMILIES_CUDNN) == (algo->id == CONV_ALGO_CUDNN);
+}
+
 /* Without a budget, each family's configs in turn.  With one, two passes:
  * every family's best guesses (the fast policy's), then the rest of each
  * (exhaustive policy), so that a budget spent early has tried every
- * family's likeliest configs. */
-static conv_status tune_all(bench *b, tally *t, conv_error *err) {
-  int count;
-  const conv_algorithm *const *algos = conv_registry(&count);
+ * family's likeliest configs.  Left out: the families not `which`, the
+ * configs `predicted` timed, and the known-slow ones. */
+static conv_status search_families(bench *b, search *s, family_set which,
+                                   const predicted_set *predicted, const conv_known_slow *slow,
+                                   tally *t, conv_error *err) {
   const conv_tune_request *req = b->req;
-  bool budgeted = req->budget_ms > 0 && req->policy != CONV_POLICY_FAST;
-  int full = req->policy == CONV_POLICY_FAST ? MAX_CONFIGS_FAST : MAX_CONFIGS_EXHAUSTIVE;
-  conv_config *guesses = calloc((size_t)count * MAX_CONFIGS_FAST, sizeof *guesses);
-  int *guess_counts = calloc((size_t)count, sizeof *guess_counts);
-  bool *picks = calloc((size_t)count, sizeof *picks);
-  bool *failed = calloc((size_t)count, sizeof *failed);
+  const bool budgeted = req->budget_ms > 0 && req->policy != CONV_POLICY_FAST;
+  const int full = req->policy == CONV_POLICY_FAST ? MAX_CONFIGS_FAST : MAX_CONFIGS_EXHAUSTIVE;
   conv_status st = CONV_OK;
-  if (guesses == NULL || guess_counts == NULL || picks == NULL || failed == NULL)
+  for (int pass = budgeted ? 0 : 1; pass < 2 && st == CONV_OK; pass++) {
+    for (int i = 0; i < s->count && st == CONV_OK; i++) {
+      const conv_algorithm *algo = s->algos[i];
+      if (!searched(which, algo) || s->failed[i] ||
+          !conv_algorithm_applicable(algo, req->problem, req->env))
+        continue;
+      conv_config *mine = s->guesses + (size_t)i * MAX_CONFIGS_FAST;
+      /* Left out: this pass's earlier guesses (pass 1) and the family's
+       * configs the prediction timed (its ranked ones, cuDNN's guesses, a
+       * widened prediction's best guesses). */
+      conv_config done[CONV_PREDICT_CONFIGS_MAX + 3 * MAX_CONFIGS_FAST];
+      const int done_max = (int)(sizeof done / sizeof done[0]);
+      int done_count = 0;
+      for (int j = 0; j < predicted->count && done_count < done_max; j++)
+        if (predicted->configs[j].algo == algo) done[done_count++] = predicted->configs[j].config;
+      for (int j = 0; pass == 1 && j < s->guess_counts[i] && done_count < done_max; j++)
+        done[done_count++] = mine[j];
+      family_pass fp = {pass == 0 ? MAX_CONFIGS_FAST : full,
+                        done,
+                        done_count,
+                        pass == 0 ? mine : NULL,
+                        MAX_CONFIGS_FAST,
+                        &s->guess_counts[i],
+                        &s->picks[i],
+                        &s->failed[i],
+                        slow};
+      st = tune_family(b, algo, &fp, t, err);
+    }
+  }
+  return st;
+}
+
+/* The policy's configs: every family's (exhaustive), their best guesses
+ * (fast), or, predicting, the predicted ones -- and, where the prediction
+ * was split, every config of every family but cuDNN; where there was none
+ * or nothing it timed ran, every candidate but the known-slow ones. */
+static conv_status tune_all(bench *b, tally *t, conv_error *err) {
+  const conv_tune_request *req = b->req;
+  search s = {.algos = conv_registry(&s.count)};
+  s.guesses = calloc((size_t)s.count * MAX_CONFIGS_FAST, sizeof *s.guesses);
+  s.guess_counts = calloc((size_t)s.count, sizeof *s.guess_counts);
+  s.picks = calloc((size_t)s.count, sizeof *s.picks);
+  s.failed = calloc((size_t)s.count, sizeof *s.failed);
+  conv_status st = CONV_OK;
+  if (s.guesses == NULL || s.guess_counts == NULL || s.picks == NULL || s.failed == NULL)
     st = conv_error_set(err, CONV_OUT_OF_MEMORY, "tuning state");
   const uint64_t beginning = uv_hrtime();
   if (st == CONV_OK) st = conv_cache_begin_tuning(req->cache, req->key, err);
@@ -104,48 +164,31 @@ static conv_status tune_all(bench *b, tally *t, conv_error *err) {
   conv_known_slow *slow = NULL;
   if (st == CONV_OK && req->policy == CONV_POLICY_PREDICT) {
     st = conv_tuner_predicted(b, t, &predicted, err);
-    if (st == CONV_OK && t->have_best) goto out; /* the prediction gave a plan */
-    /* Nothing predicted, or nothing predicted ran: every candidate, except
-     * the configs the prediction already timed and those its neighbours
-     * found far too slow. */
-    t->predicted = 0;
-    t->widened = false;
+    if (st == CONV_OK && t->have_best && !t->split) goto out; /* the prediction gave a plan */
     if (st == CONV_OK && (slow = calloc(1, sizeof *slow)) == NULL)
       st = conv_error_set(err, CONV_OUT_OF_MEMORY, "tuning state");
     if (st == CONV_OK) conv_tuner_known_slow(req, slow, &t->phases);
-  }
-  for (int pass = budgeted ? 0 : 1; pass < 2 && st == CONV_OK; pass++) {
-    for (int i = 0; i < count && st == CONV_OK; i++) {
-      if (failed[i] || !conv_algorithm_applicable(algos[i], req->problem, req->env)) continue;
-      conv_config *mine = guesses + (size_t)i * MAX_CONFIGS_FAST;
-      /* Left out: this pass's earlier guesses (pass 1) and the family's
-       * configs the prediction timed (its ranked ones, cuDNN's guesses, a
-       * widened prediction's best guesses). */
-      conv_config done[CONV_PREDICT_CONFIGS_MAX + 3 * MAX_CONFIGS_FAST];
-      const int done_max = (int)(sizeof done / sizeof done[0]);
-      int done_count = 0;
-      for (int j = 0; j < predicted.count && done_count < done_max; j++)
-        if (predicted.configs[j].algo == algos[i]) done[done_count++] = predicted.configs[j].config;
-      for (int j = 0; pass == 1 && j < guess_counts[i] && done_count < done_max; j++)
-        done[done_count++] = mine[j];
-      family_pass fp = {pass == 0 ? MAX_CONFIGS_FAST : full,
-                        done,
-                        done_count,
-                        pass == 0 ? mine : NULL,
-                        MAX_CONFIGS_FAST,
-                        &guess_counts[i],
-                        &picks[i],
-                        &failed[i],
-                        slow};
-      st = tune_family(b, algos[i], &fp, t, err);
+    const bool split = t->split;
+    if (st == CONV_OK && split)
+      st = search_families(b, &s, FAMILIES_BUT_CUDNN, &predicted, slow, t, err);
+    if (st == CONV_OK && t->have_best) goto out;
+    /* Nothing predicted, or nothing predicted ran: every candidate (after
+     * a split, cuDNN's: the others ran), except the configs the prediction
+     * already timed and those its neighbours found far too slow. */
+    t->predicted = 0;
+    t->widened = t->split = false;
+    if (st == CONV_OK && split) {
+      st = search_families(b, &s, FAMILIES_CUDNN, &predicted, slow, t, err);
+      goto out;
     }
   }
+  if (st == CONV_OK) st = search_families(b, &s, FAMILIES_ALL, &predicted, slow, t, err);
 out:
   free(slow);
-  free(guesses);
-  free(guess_counts);
-  free(picks);
-  free(failed);
+  free(s.guesses);
+  free(s.guess_counts);
+  free(s.picks);
+  free(s.failed);
   return st;
 }
 
@@ -172,7 +215,9 @@ static void log_outcome(const conv_tune_request *req, conv_status st, const tall
     conv_log(req->log, CONV_LOG_INFO,
              "%s: predicted from its tuned neighbours%s, %d configs timed; marked incomplete "
              "(convtune tune --pending, or an exhaustive context, times the rest)",
-             req->key->problem, t->widened ? " (widened)" : "", t->predicted);
+             req->key->problem,
+             t->split ? " (split: then every family but cuDNN)" : t->widened ? " (widened)" : "",
+             t->tried);
   if (t->skipped > 0)
     conv_log(req->log, CONV_LOG_INFO,
              "%s: %d configs not run: each ran %.0f ms or more and over %.0fx the winner on one "

@@ -71,8 +71,10 @@ conv_status conv_tune(const conv_tune_request *request, conv_choice *winner /* O
  * CONV_PREDICT_OWN_CONFIGS of another family's; each scored by its mean
  * log slowdown against each neighbour's winner, one a neighbour did not
  * time counting as CONV_PREDICT_MISSING_SLOWDOWN times slower) and
- * cuDNN's 3 best guesses (its heuristics' first configs).  Otherwise there
- * is no prediction, and the tuning searches everything.
+ * cuDNN's 3 best guesses (its heuristics' first configs).  Where they
+ * disagree, the prediction is split (CONV_PREDICT_SPLIT, below); where
+ * there are fewer than 3, there is no prediction, and the tuning searches
+ * everything.
  *
  * Why more of the other families': their configs are tens (a cuDNN
  * problem's are hundreds), each quick to prepare (no plan to finalize),
@@ -126,7 +128,8 @@ conv_status conv_predict_rank(conv_cache *const *layers, int layer_count, const 
                               int *count /* OUT */, conv_error *err);
 
 /* Known-slow configs (predict.c).  Where a prediction falls back to
- * searching everything (CONV_PREDICT_ALL), the search leaves out each
+ * searching everything (CONV_PREDICT_ALL), or is split (CONV_PREDICT_SPLIT:
+ * every family but cuDNN searched), the search leaves out each
  * config that, on one of the CONV_KNOWN_SLOW_NEIGHBOURS nearest tuned
  * problems of the problem's kind that are depthwise as it is (or dense as
  * it is), ran CONV_KNOWN_SLOW_MIN_MS or more and over
@@ -180,8 +183,21 @@ double conv_predict_distance(const conv_problem *a, const conv_problem *b);
  * The rules, first match wins:
  *
  *   ALL (no prediction, every candidate, as before): fewer than
- *     CONV_PREDICT_NEIGHBOURS neighbours, or their winners differ in
- *     family.  Stronger than widening, so kept.
+ *     CONV_PREDICT_NEIGHBOURS neighbours.  Stronger than widening, so
+ *     kept: these full searches are what later predictions rank from.
+ *   SPLIT: their winners differ in family.  Each of those families'
+ *     configs ranked on the neighbours, cuDNN's ranked ones (whichever
+ *     families won) headed by its best guesses, then every config of
+ *     every family but cuDNN (tuner.c).  Why: a full search here cost
+ *     two thirds of a model's first forward (resnet50 in TF32: 20 of its
+ *     31 tunings, 21 of 32 s), nearly all of it cuDNN's hundreds of
+ *     configs (plans to finalize, many failing); the other families'
+ *     configs are tens, each quick, and where neighbours disagree the
+ *     winner is often one of theirs the ranking cannot know (a cuBLAS
+ *     algorithm of im2col_gemm on a 1x1 layer).  Replayed in tuning order
+ *     on resnet50's TF32 layers (tools/bench/predict-notes.md, "Split
+ *     predictions"): 29 of 31 within 10% of exhaustive, worst 1.12x,
+ *     where ranking the families alone left 7 over 10%, worst 1.55x.
  *   WIDE "far": the farthest of the neighbours is more than
  *     CONV_PREDICT_FAR away (conv_predict_distance).  16 is 4 axes 4x
  *     apart, or one 16x: on resnet50's 23 layers every layer but the stem
@@ -203,6 +219,7 @@ double conv_predict_distance(const conv_problem *a, const conv_problem *b);
 typedef enum conv_predict_scope {
   CONV_PREDICT_NARROW = 0, /* the neighbours' family's ranked configs, cuDNN's guesses */
   CONV_PREDICT_WIDE,       /* those and every applicable family's best guesses     */
+  CONV_PREDICT_SPLIT,      /* the neighbours disagree: see above                   */
   CONV_PREDICT_ALL         /* no prediction: every candidate                        */
 } conv_predict_scope;
 

@@ -44,6 +44,7 @@ typedef struct tally {
   int untimed;            /* configs left when it was cut */
   int predicted;          /* CONV_POLICY_PREDICT: configs the prediction timed (0: none) */
   bool widened;           /* ... among them every family's best guesses */
+  bool split;             /* ... and then every config of every family but cuDNN */
   conv_tune_phases phases; /* where its wall time went */
 } tally;
 
@@ -93,13 +94,15 @@ typedef struct predicted_config {
 /* Families a widened prediction asks for best guesses: the registry's
  * (18 today); more would be left out. */
 #define PREDICT_WIDE_FAMILIES_MAX 32
-#define PREDICTED_MAX \
-  (CONV_PREDICT_CONFIGS_MAX + MAX_CONFIGS_FAST + MAX_CONFIGS_FAST * PREDICT_WIDE_FAMILIES_MAX)
+#define PREDICTED_MAX                                                            \
+  ((CONV_PREDICT_NEIGHBOURS + 1) * CONV_PREDICT_CONFIGS_MAX + MAX_CONFIGS_FAST + \
+   MAX_CONFIGS_FAST * PREDICT_WIDE_FAMILIES_MAX)
 
 /* What a prediction times, in order: the predicted family's ranked
  * configs; cuDNN's best guesses (its heuristics' first configs) not among
  * them; widened, every applicable family's best guesses not already
- * listed. */
+ * listed.  Split: each winning family's ranked configs and cuDNN's (the
+ * other families' rest is the search's that follows). */
 typedef struct predicted_set {
   predicted_config configs[PREDICTED_MAX];
   int count;
@@ -112,7 +115,8 @@ bool conv_predicted_has(const predicted_set *set, const conv_algorithm *algo,
 
 /* CONV_POLICY_PREDICT: chooses and times the predicted configs (the
  * trials go to the cache as any); t->predicted says how many (0: no
- * prediction, nothing timed, the caller searches everything). */
+ * prediction, nothing timed, the caller searches everything), set->scope
+ * whether the caller then searches every family but cuDNN (SPLIT). */
 conv_status conv_tuner_predicted(bench *b, tally *t, predicted_set *set, conv_error *err);
 
 /* The configs a search after a failed prediction leaves out

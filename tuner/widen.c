@@ -1,8 +1,10 @@
 /*
  * widen.c -- how wide a prediction's candidate set is (tuner.h,
  * conv_predict_scope_of): every candidate, the neighbours' family alone,
- * or that and every family's own best guesses.  Pure, so that CPU tests
- * hold it to its rules (tests/test_predict.c).
+ * that and every family's own best guesses, or, where the neighbours'
+ * families differ, a split between cuDNN's ranked configs and every
+ * other family's.  Pure, so that CPU tests hold it to its rules
+ * (tests/test_predict.c).
  *
  * Why: the neighbours' ranking knows only what ran on them.  fft_few_ch_31
  * (n8 c4 512x512, 31x31 filter) with the suite's other rows as neighbours
@@ -146,7 +148,7 @@ conv_predict_scope conv_predict_scope_of(const conv_problem *problem,
     if (pr->neighbour[i].algorithm_id != pr->neighbour[0].algorithm_id) {
       snprintf(why, why_size, "its %d nearest tuned neighbours' winners differ in family",
                pr->neighbours);
-      return CONV_PREDICT_ALL;
+      return CONV_PREDICT_SPLIT;
     }
   conv_problem nb[CONV_PREDICT_NEIGHBOURS];
   if (!neighbour_problems(pr, nb)) {

@@ -10,7 +10,13 @@ its mean log slowdown against each neighbour's winner, a neighbour that did
 not time it counting as --missing-slowdown), plus cuDNN's heuristic pick;
 or, --by per-family, the --top fastest configs of each of those families.
 With --fallback disagree, a shape whose neighbours' winners are not all of
-one family runs the full search (counted as exact, at its full cost).
+one family runs the full search (counted as exact, at its full cost);
+with --fallback widen, each of their families' ranked configs, widened;
+with --fallback own (the tuner's split prediction, tuner/widen.c), those,
+cuDNN's ranked configs and every config of every other family.  With
+--few widen (--sequential), a shape with 1 to k-1 tuned shapes of its kind
+before it is predicted from them as a disagreeing one is, where by default
+(--few full) it runs the full search.
 With --widen (as tuner/widen.c, CONV_POLICY_PREDICT today): where the
 neighbours are far (the farthest over 16 in the squared log2 distance), the
 shape is outside their range by over 4x (filter taps, channels in and out,
@@ -37,8 +43,8 @@ so that predictions made from predictions are measured too.
 
     CONVTUNE_LIB=build/libconvtune.so PYTHONPATH=python \
         python3 tools/bench/predict_loo.py CACHE [--k 3] [--by config|family|ranked|per-family]
-        [--top N] [--own-top N] [--cudnn-guesses N] [--fallback none|disagree] [--widen]
-        [--sequential] [--out-md FILE]
+        [--top N] [--own-top N] [--cudnn-guesses N] [--fallback none|disagree|widen|own]
+        [--few full|widen] [--widen] [--sequential] [--out-md FILE]
 """
 import argparse
 import math
@@ -165,14 +171,15 @@ def config_id(trial):
 CUDNN = 1  # CONV_ALGO_CUDNN
 
 
-def ranked_picks(shape, neighbours, top, missing_slowdown, per_family=False, own_top=None):
+def ranked_picks(shape, neighbours, top, missing_slowdown, per_family=False, own_top=None,
+                 families=None):
     """The `top` configs of the neighbours' winning families that ran fastest
     on the neighbours (mean log slowdown against each one's winner), among
     those this shape's enumeration offers (its own trials stand for that),
     or the `top` of each family (per_family; `own_top` of each family but
     cuDNN's where given, as tuner.h's conv_predict_configs_for); plus
     cuDNN's heuristic pick, which costs nothing to know."""
-    families = {o["winner"][0] for o in neighbours}
+    families = families or {o["winner"][0] for o in neighbours}
     def score(c):
         return sum(math.log(o["timed"][c] / o["winner_ms"]) if c in o["timed"] else math.log(missing_slowdown)
                    for o in neighbours) / max(1, len(neighbours))
@@ -205,8 +212,13 @@ def main(argv):
     p.add_argument("--own-top", type=int, default=None,
                    help="--by per-family: configs of each family but cuDNN (default: --top); the "
                         "tuner's CONV_PREDICT_OWN_CONFIGS")
-    p.add_argument("--fallback", choices=("none", "disagree"), default="none",
-                   help="disagree: the full search where the neighbours' winners differ in family")
+    p.add_argument("--fallback", choices=("none", "disagree", "widen", "own"), default="none",
+                   help="disagree: the full search where the neighbours' winners differ in family; "
+                        "widen: each of their families' ranked configs, widened (--widen); own: "
+                        "those, cuDNN's ranked configs and every config of every other family")
+    p.add_argument("--few", choices=("full", "widen"), default="full",
+                   help="--sequential: a shape with 1 to k-1 tuned shapes of its kind before it is "
+                        "searched in full (full), or predicted from them, widened (widen)")
     p.add_argument("--missing-slowdown", type=float, default=2.0,
                    help="--by ranked: the slowdown a neighbour that did not time a config counts as")
     p.add_argument("--drop-abandoned", action="store_true",
@@ -262,7 +274,8 @@ def main(argv):
         else:
             peers = [o for o in shapes if o is not s and o["group"] == s["group"]]
         winners = [o["winner"] for o in nearest(s, peers, args.k)]
-        if args.sequential and (len(peers) < args.k or (
+        few = len(peers) < args.k and not (args.few == "widen" and peers)
+        if args.sequential and (few or (
                 args.fallback == "disagree" and len({family for family, _ in winners}) > 1)):
             done.append(s)  # a full search: every config timed, its winner exact
             rows.append(full_search_row(s, peers))
@@ -283,9 +296,15 @@ def main(argv):
             if args.cudnn_guesses:
                 picks |= {c for c in first_configs(db, s, per_family=args.cudnn_guesses)
                           if c[0] == CUDNN}
-            if args.widen and len(near) == args.k and widen_reason(s, near) is not None:
+            disagree = len({family for family, _ in winners}) > 1
+            if args.widen and (len(near) < args.k or (args.fallback in ("widen", "own") and disagree)
+                               or widen_reason(s, near) is not None):
                 picks |= first_configs(db, s)
                 widened += 1
+            if args.fallback == "own" and (disagree or len(near) < args.k):
+                picks |= {c for c in s["timed"] if c[0] != CUDNN}
+                picks |= ranked_picks(s, near, args.top, args.missing_slowdown, per_family=True,
+                                      own_top=args.own_top, families={CUDNN})
             usable = {c: s["timed"][c] for c in picks if c in s["timed"]}
         best = min(usable.values()) if usable else None
         if args.sequential:
