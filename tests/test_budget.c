@@ -78,6 +78,23 @@ static int test_contention_rule(void) {
   return TEST_PASS;
 }
 
+/* Near ties stop after CONV_TIE_SAMPLES samples unless faster than the
+ * best; the contention rule judges first, at fewer samples. */
+static int test_tie_rule(void) {
+  const double best = 0.100, n = CONV_TIE_SAMPLES;
+  CHECK(conv_tuner_tied_out(n, best, best));          /* as fast: not faster */
+  CHECK(conv_tuner_tied_out(n, best * 1.02, best));
+  CHECK(conv_tuner_tied_out(n + 15, best * 1.001, best));
+  CHECK(!conv_tuner_tied_out(n, best * 0.999, best)); /* faster: timed in full */
+  CHECK(!conv_tuner_tied_out(n - 1, best * 1.02, best)); /* too early */
+  CHECK(!conv_tuner_tied_out(n, best, 0));            /* no best yet */
+  CHECK(!conv_tuner_tied_out(n, NAN, best));
+  CHECK(!conv_tuner_tied_out(n, best, NAN));
+  /* About a third of a full measurement (trial.c: 30 samples of 1 ms). */
+  CHECK(CONV_TIE_SAMPLES > CONV_CONTENTION_SAMPLES && CONV_TIE_SAMPLES <= 15);
+  return TEST_PASS;
+}
+
 static int test_budget_rule(void) {
   CHECK(!conv_tuner_budget_spent(1e9, 0, true)); /* no budget */
   CHECK(!conv_tuner_budget_spent(99.9, 100, true));
@@ -177,6 +194,7 @@ static int test_tuning_phases(void) {
 static const test_case tests[] = {
     {"abandonment_rule", test_abandonment_rule},
     {"contention_rule", test_contention_rule},
+    {"tie_rule", test_tie_rule},
     {"budget_rule", test_budget_rule},
     {"budget_option", test_budget_option},
     {"policy_option", test_policy_option},

@@ -22,6 +22,10 @@ bool conv_tuner_out_of_contention(int samples, double median_ms, double best_ms)
          median_ms > CONV_CONTENTION_FACTOR * best_ms;
 }
 
+bool conv_tuner_tied_out(int samples, double median_ms, double best_ms) {
+  return best_ms > 0 && samples >= CONV_TIE_SAMPLES && median_ms >= best_ms;
+}
+
 bool conv_tuner_abandons_first_run(double first_run_ms, double best_ms) {
   return best_ms > 0 && first_run_ms >= CONV_ABANDON_FIRST_RUN_MS &&
          first_run_ms > CONV_ABANDON_FIRST_RUN_FACTOR * best_ms;

@@ -12,8 +12,9 @@
 /* Timing: a CUDA graph of back-to-back runs lasting about BATCH_MS, replayed
  * until MIN_SAMPLES replays and MIN_TOTAL_MS of runs, at most MAX_SAMPLES.
  * A candidate that cannot win stops earlier (tuner.h): three short
- * samples (the screen, conv_tuner_abandons), or five full ones
- * (conv_tuner_out_of_contention), instead of about thirty. */
+ * samples (the screen, conv_tuner_abandons), five full ones
+ * (conv_tuner_out_of_contention), or ten (a near tie,
+ * conv_tuner_tied_out), instead of about thirty. */
 #define BATCH_MS 1.0
 #define MIN_SAMPLES 5
 #define MIN_TOTAL_MS 30.0
@@ -299,6 +300,11 @@ static conv_status measure(bench *b, const conv_algorithm *algo, const conv_prep
       *abandon_factor = CONV_CONTENTION_FACTOR;
       break;
     }
+    if (conv_tuner_tied_out(s.n, median_of(&s), best_ms)) {
+      *abandoned_after = s.n;
+      *abandon_factor = 1.0; /* no faster than the best */
+      break;
+    }
   }
   *median_ms = median_of(&s);
 done:
@@ -350,10 +356,15 @@ void conv_tuner_run_trial(bench *b, const conv_algorithm *algo, const conv_confi
   conv_tuner_phase_since(phases, CONV_PHASE_TIME, started);
   if (st == CONV_OK && abandoned_after > 0) {
     trial->abandoned = true;
-    snprintf(trial->reason, sizeof trial->reason,
-             "abandoned: %.4f ms after %d sample%s, over %gx the best so far (%.4f ms)",
-             trial->time_ms, abandoned_after, abandoned_after == 1 ? "" : "s", abandon_factor,
-             best_ms);
+    if (abandon_factor > 1.0)
+      snprintf(trial->reason, sizeof trial->reason,
+               "abandoned: %.4f ms after %d sample%s, over %gx the best so far (%.4f ms)",
+               trial->time_ms, abandoned_after, abandoned_after == 1 ? "" : "s", abandon_factor,
+               best_ms);
+    else
+      snprintf(trial->reason, sizeof trial->reason,
+               "abandoned: %.4f ms after %d samples, no faster than the best so far (%.4f ms)",
+               trial->time_ms, abandoned_after, best_ms);
   }
   if (st != CONV_OK) {
     /* A failed launch may leave an error behind for the next candidate. */

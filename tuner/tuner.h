@@ -319,6 +319,20 @@ bool conv_tuner_abandons(int samples, double fastest_ms, double best_ms);
  * never). */
 bool conv_tuner_out_of_contention(int samples, double median_ms, double best_ms);
 
+/* Near ties (rules.c).  A config timed in full whose median after
+ * CONV_TIE_SAMPLES samples is no faster than the best median so far
+ * stops being timed too, kept as an abandoned trial with that median.
+ * Why: configs within 5% of the best (a cuDNN engine's knob variants that
+ * build the same kernel, say) were each timed to the full 30 ms, 15-99 of
+ * them in a model's first forward on a fresh cache (H200, batch 16), only
+ * to lose.  Ten samples are about 10 ms of runs; a config still faster
+ * than the best then is timed in full, and only such a config can be the
+ * winner, so a winner's time is measured as before.  Among configs tied
+ * within the medians' noise (about 1%), another one may now win. */
+#define CONV_TIE_SAMPLES 10
+
+bool conv_tuner_tied_out(int samples, double median_ms, double best_ms);
+
 /* Whether a config is abandoned on its validation run alone, before any
  * timing: where that run (timed with events; it also pays first-launch
  * costs such as loading the kernel's module, so it overstates a short
