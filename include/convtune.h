@@ -379,7 +379,7 @@ typedef enum conv_policy {
    * pending too: docs/tuning.md, "Prediction").  The log says which
    * (INFO).  With a tuning budget, the searches run within it.  The
    * default since 0.5.0 (exhaustive before): on an H200, resnet50's first
-   * uses at batch 16 tuned in 6.8 s in strict fp32 and 16.7 s in TF32, its
+   * uses at batch 16 tuned in 6.3 s in strict fp32 and 14.7 s in TF32, its
    * plans within 1.4% of the exhaustive winners' time (geomean;
    * BENCHMARKS-tuning.md).  Added in 0.5.0. */
   CONV_POLICY_PREDICT

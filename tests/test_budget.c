@@ -95,6 +95,22 @@ static int test_tie_rule(void) {
   return TEST_PASS;
 }
 
+/* A first timed run over 3x the best drops the config before its screen;
+ * the screen judges the rest. */
+static int test_warm_run_rule(void) {
+  const double best = 0.100;
+  CHECK(conv_tuner_abandons_warm_run(best * CONV_ABANDON_WARM_FACTOR * 1.01, best));
+  CHECK(conv_tuner_abandons_warm_run(50.0, best));
+  CHECK(!conv_tuner_abandons_warm_run(best * CONV_ABANDON_WARM_FACTOR, best));
+  CHECK(!conv_tuner_abandons_warm_run(best * 1.5, best)); /* the screen's to judge */
+  CHECK(!conv_tuner_abandons_warm_run(50.0, 0));          /* no best yet */
+  CHECK(!conv_tuner_abandons_warm_run(NAN, best));
+  CHECK(!conv_tuner_abandons_warm_run(50.0, NAN));
+  /* Looser than the screen's margin, and held longer than a launch. */
+  CHECK(CONV_ABANDON_WARM_FACTOR > 2 * CONV_ABANDON_FACTOR && CONV_WARM_HOLD_US >= 100);
+  return TEST_PASS;
+}
+
 static int test_budget_rule(void) {
   CHECK(!conv_tuner_budget_spent(1e9, 0, true)); /* no budget */
   CHECK(!conv_tuner_budget_spent(99.9, 100, true));
@@ -195,6 +211,7 @@ static const test_case tests[] = {
     {"abandonment_rule", test_abandonment_rule},
     {"contention_rule", test_contention_rule},
     {"tie_rule", test_tie_rule},
+    {"warm_run_rule", test_warm_run_rule},
     {"budget_rule", test_budget_rule},
     {"budget_option", test_budget_option},
     {"policy_option", test_policy_option},

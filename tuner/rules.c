@@ -31,6 +31,10 @@ bool conv_tuner_abandons_first_run(double first_run_ms, double best_ms) {
          first_run_ms > CONV_ABANDON_FIRST_RUN_FACTOR * best_ms;
 }
 
+bool conv_tuner_abandons_warm_run(double warm_ms, double best_ms) {
+  return best_ms > 0 && warm_ms > CONV_ABANDON_WARM_FACTOR * best_ms;
+}
+
 bool conv_tuner_budget_spent(double elapsed_ms, double budget_ms, bool have_valid) {
   return budget_ms > 0 && have_valid && elapsed_ms >= budget_ms;
 }

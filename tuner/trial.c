@@ -11,8 +11,9 @@
 
 /* Timing: a CUDA graph of back-to-back runs lasting about BATCH_MS, replayed
  * until MIN_SAMPLES replays and MIN_TOTAL_MS of runs, at most MAX_SAMPLES.
- * A candidate that cannot win stops earlier (tuner.h): three short
- * samples (the screen, conv_tuner_abandons), five full ones
+ * A candidate that cannot win stops earlier (tuner.h): its first timed run
+ * (conv_tuner_abandons_warm_run), three short samples (the screen,
+ * conv_tuner_abandons), five full ones
  * (conv_tuner_out_of_contention), or ten (a near tie,
  * conv_tuner_tied_out), instead of about thirty. */
 #define BATCH_MS 1.0
@@ -163,11 +164,12 @@ static conv_status launch_work(timed_work *t, conv_error *err) {
   return st;
 }
 
-/* Milliseconds the work takes on the GPU, timed with events behind a hold. */
-static conv_status time_work(timed_work *t, double *ms, conv_error *err) {
+/* Milliseconds the work takes on the GPU, timed with events behind a hold
+ * of hold_us. */
+static conv_status time_work_held(timed_work *t, int hold_us, double *ms, conv_error *err) {
   bench *b = t->b;
   conv_status st;
-  CONV_TRY(st, conv_check_cuda(err, conv_hold_stream(HOLD_US, b->stream), "hold the stream"), done);
+  CONV_TRY(st, conv_check_cuda(err, conv_hold_stream(hold_us, b->stream), "hold the stream"), done);
   CONV_TRY(st, conv_check_cuda(err, cudaEventRecord(b->start, b->stream), "cudaEventRecord"), done);
   CONV_TRY(st, launch_work(t, err), done);
   CONV_TRY(st, conv_check_cuda(err, cudaEventRecord(b->stop, b->stream), "cudaEventRecord"), done);
@@ -204,6 +206,10 @@ static conv_status capture_work(timed_work *t, conv_error *err) {
   }
   /* The first replay uploads the graph: not a sample. */
   return conv_check_cuda(err, cudaGraphLaunch(t->graph, b->stream), "cudaGraphLaunch");
+}
+
+static conv_status time_work(timed_work *t, double *ms, conv_error *err) {
+  return time_work_held(t, HOLD_US, ms, err);
 }
 
 static int compare_double(const void *a, const void *b) {
@@ -258,7 +264,9 @@ static conv_status screen(const timed_work *full, double warm_ms, double best_ms
 }
 
 /* Median time of one run.  A direct run (after validation's) first sizes
- * the batch; a config that has a best to beat is screened; then samples
+ * the batch, and drops a config far slower than the best
+ * (conv_tuner_abandons_warm_run); one that has a best to beat is screened;
+ * then samples
  * of t.runs runs each.  *abandoned_after: the samples taken when the
  * config was abandoned (it cannot win), else 0; *abandon_factor: the
  * margin over the best it was abandoned by. */
@@ -270,11 +278,13 @@ static conv_status measure(bench *b, const conv_algorithm *algo, const conv_prep
   samples s = {{0}, 0, 0, 0};
   *abandoned_after = 0;
   *abandon_factor = CONV_ABANDON_FACTOR;
-  conv_status st = time_work(&t, &warm, err);
+  conv_status st = time_work_held(&t, CONV_WARM_HOLD_US, &warm, err);
   if (st != CONV_OK) return st;
-  if (warm >= DIRECT_MS && conv_tuner_abandons(1, warm, best_ms)) {
+  const bool long_run = warm >= DIRECT_MS && conv_tuner_abandons(1, warm, best_ms);
+  if (long_run || conv_tuner_abandons_warm_run(warm, best_ms)) {
     *median_ms = warm;
     *abandoned_after = 1;
+    if (!long_run) *abandon_factor = CONV_ABANDON_WARM_FACTOR;
     return CONV_OK;
   }
   t.runs = warm > 0 ? clamp_runs(BATCH_MS / warm) : MAX_BATCH_RUNS;

@@ -346,6 +346,18 @@ bool conv_tuner_tied_out(int samples, double median_ms, double best_ms);
 #define CONV_ABANDON_FIRST_RUN_FACTOR 10.0
 bool conv_tuner_abandons_first_run(double first_run_ms, double best_ms);
 
+/* Whether a config is abandoned on its first timed run: a run launched
+ * directly after validation, behind a CONV_WARM_HOLD_US hold (longer than
+ * any config takes the host to launch, so that the events time the GPU's
+ * run alone), over CONV_ABANDON_WARM_FACTOR times the best median so far.
+ * Why: 60-75% of the configs the screen dropped in a model's first forward
+ * (H200, batch 16) were over 3x the best, and each screen costs about 2 ms
+ * of capturing a graph and replaying it three times; one run is off by
+ * far less than 3x once the host is held out of it. */
+#define CONV_ABANDON_WARM_FACTOR 3.0
+#define CONV_WARM_HOLD_US 200
+bool conv_tuner_abandons_warm_run(double warm_ms, double best_ms);
+
 /* Whether a tuning with a budget (budget_ms > 0; 0: none, never spent) that
  * has run elapsed_ms stops before its next config.  Never before one config
  * has validated (have_valid): a tuning always returns a plan if it can. */
