@@ -202,6 +202,29 @@ def main():
     # 0.0085 ms there against the winner's 0.008, is left out: counted as harmful.
     left, _, harmful = known_slow.measure([dw_a, dense, target], 8, 1.0, 10.0, False)
     assert left == 2 and len(harmful) == 1 and "dense_slow" in harmful[0], harmful
+    # ------------------------------------------------------------ tuning_phases.py
+    import tuning_phases
+
+    log = """convtune: INFO: tuning A
+convtune: INFO: A: no prediction (0 tuned neighbours of its kind (3 needed)); timing every candidate
+convtune: INFO: tuned in 3.00 s: 9 configs, 0 failed, 0 abandoned; fastest x y (0.1 ms); phases (s): setup 1.000, time 2.000
+convtune: INFO: A: 2 configs not run: each ran 1 ms or more
+convtune: INFO: tuning B
+convtune: INFO: B: prediction split (its 3 nearest tuned neighbours' winners differ in family): 8 configs
+convtune: INFO: tuned in 0.50 s: 9 configs, 0 failed, 0 abandoned; fastest x y (0.1 ms); phases (s): setup 0.100, time 0.400
+convtune: INFO: B: predicted from its tuned neighbours (split: then every family but cuDNN), 9 configs timed
+convtune: INFO: tuning C
+convtune: INFO: tuned in 0.25 s: 9 configs, 0 failed, 0 abandoned; fastest x y (0.1 ms); phases (s): setup 0.050, time 0.200
+convtune: INFO: C: predicted from its tuned neighbours, 9 configs timed; marked incomplete
+convtune: INFO: tuning D
+convtune: INFO: tuned in 1.00 s: 9 configs, 0 failed, 0 abandoned; fastest x y (0.1 ms); phases (s): setup 0.500, time 0.500
+convtune: INFO: tuning E
+""".splitlines(True)
+    rules = tuning_phases.read_rules(log)
+    assert rules == {"full": [1, 3.0], "split": [1, 0.5], "widened": [0, 0.0], "narrow": [1, 0.25],
+                     "unpredicted": [1, 1.0]}, rules  # E never ended: not counted
+    tunings, totals = tuning_phases.read_phases(log)
+    assert tunings == 4 and math.isclose(totals["time"], 3.1), (tunings, totals)
     print("bench_check: ok")
     return 0
 
