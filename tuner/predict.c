@@ -132,19 +132,33 @@ static int consider_winner(const conv_cache_row *row, void *user) {
   return 0;
 }
 
+/* The searches' common arguments: the user's cache first, NULL layers
+ * after it allowed. */
+static bool search_args_ok(conv_cache *const *layers, int layer_count, const conv_cache_key *key,
+                           const conv_problem *problem, const void *out) {
+  return layers != NULL && layer_count >= 1 && layers[0] != NULL && key != NULL &&
+         problem != NULL && out != NULL;
+}
+
+/* Calls fn for every winner of layers[0..layer_count) in turn (NULL
+ * layers skipped), *layer naming the one being listed. */
+static conv_status scan_winners(conv_cache *const *layers, int layer_count, int *layer,
+                                conv_cache_row_fn fn, void *user, conv_error *err) {
+  conv_status st = CONV_OK;
+  for (*layer = 0; *layer < layer_count && st == CONV_OK; (*layer)++)
+    if (layers[*layer] != NULL) st = conv_cache_list_winners(layers[*layer], fn, user, err);
+  return st;
+}
+
 conv_status conv_predict_neighbours(conv_cache *const *layers, int layer_count,
                                     const conv_cache_key *key, const conv_problem *problem,
                                     conv_prediction *out, conv_error *err) {
-  if (layers == NULL || layer_count < 1 || layers[0] == NULL || key == NULL || problem == NULL ||
-      out == NULL)
+  if (!search_args_ok(layers, layer_count, key, problem, out))
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "predict: NULL argument");
   memset(out, 0, sizeof *out);
   neighbour_search s = {key, point_of(problem), out, {0}, 0};
-  for (s.layer = 0; s.layer < layer_count; s.layer++) {
-    if (layers[s.layer] == NULL) continue;
-    conv_status st = conv_cache_list_winners(layers[s.layer], consider_winner, &s, err);
-    if (st != CONV_OK) return st;
-  }
+  conv_status st = scan_winners(layers, layer_count, &s.layer, consider_winner, &s, err);
+  if (st != CONV_OK) return st;
   if (out->neighbours < CONV_PREDICT_NEIGHBOURS) {
     snprintf(out->why, sizeof out->why, "%d tuned neighbours of its kind (%d needed)",
              out->neighbours, CONV_PREDICT_NEIGHBOURS);
@@ -305,18 +319,15 @@ static int note_slow(const conv_cache_row *row, void *user) {
 conv_status conv_predict_known_slow(conv_cache *const *layers, int layer_count,
                                     const conv_cache_key *key, const conv_problem *problem,
                                     conv_known_slow *out, conv_error *err) {
-  if (layers == NULL || layer_count < 1 || layers[0] == NULL || key == NULL || problem == NULL ||
-      out == NULL)
+  if (!search_args_ok(layers, layer_count, key, problem, out))
     return conv_error_set(err, CONV_INVALID_ARGUMENT, "predict: NULL argument");
   out->count = 0;
   slow_sources *sources = calloc(1, sizeof *sources);
   if (sources == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "predict: known slow");
   sources->key = key;
   sources->target = point_of(problem);
-  conv_status st = CONV_OK;
-  for (sources->layer = 0; sources->layer < layer_count && st == CONV_OK; sources->layer++)
-    if (layers[sources->layer] != NULL)
-      st = conv_cache_list_winners(layers[sources->layer], consider_source, sources, err);
+  conv_status st =
+      scan_winners(layers, layer_count, &sources->layer, consider_source, sources, err);
   for (int i = 0; i < sources->count && st == CONV_OK; i++) {
     const slow_source *f = &sources->found[i];
     slow_search s = {key, f->winner_ms, out};
