@@ -263,28 +263,44 @@ static conv_status screen(const timed_work *full, double warm_ms, double best_ms
   return st;
 }
 
+/* The rule (tuner.h) that stopped timing a config that cannot win. */
+typedef enum stop_rule {
+  TIMED_IN_FULL,
+  LOST_BY_MARGIN,    /* conv_tuner_abandons: the screen, a long run, any sample */
+  LOST_WARM_RUN,     /* conv_tuner_abandons_warm_run */
+  OUT_OF_CONTENTION, /* conv_tuner_out_of_contention */
+  TIED,              /* conv_tuner_tied_out: no faster than the best */
+} stop_rule;
+
+/* The margin over the best that a rule stops a config at (TIED: 1). */
+static double stop_factor(stop_rule rule) {
+  switch (rule) {
+  case LOST_WARM_RUN: return CONV_ABANDON_WARM_FACTOR;
+  case OUT_OF_CONTENTION: return CONV_CONTENTION_FACTOR;
+  case TIED: return 1.0;
+  default: return CONV_ABANDON_FACTOR;
+  }
+}
+
 /* Median time of one run.  A direct run (after validation's) first sizes
  * the batch, and drops a config far slower than the best
  * (conv_tuner_abandons_warm_run); one that has a best to beat is screened;
- * then samples
- * of t.runs runs each.  *abandoned_after: the samples taken when the
- * config was abandoned (it cannot win), else 0; *abandon_factor: the
- * margin over the best it was abandoned by. */
+ * then samples of t.runs runs each.  *stopped: the rule that abandoned the
+ * config (it cannot win) after *samples_taken samples, else TIMED_IN_FULL. */
 static conv_status measure(bench *b, const conv_algorithm *algo, const conv_prepared *prep,
                            void *workspace, double best_ms, double *median_ms,
-                           int *abandoned_after, double *abandon_factor, conv_error *err) {
+                           stop_rule *stopped, int *samples_taken, conv_error *err) {
   timed_work t = {b, algo, prep, workspace, 1, NULL};
   double warm = 0;
   samples s = {{0}, 0, 0, 0};
-  *abandoned_after = 0;
-  *abandon_factor = CONV_ABANDON_FACTOR;
+  *stopped = TIMED_IN_FULL;
   conv_status st = time_work_held(&t, CONV_WARM_HOLD_US, &warm, err);
   if (st != CONV_OK) return st;
   const bool long_run = warm >= DIRECT_MS && conv_tuner_abandons(1, warm, best_ms);
   if (long_run || conv_tuner_abandons_warm_run(warm, best_ms)) {
     *median_ms = warm;
-    *abandoned_after = 1;
-    if (!long_run) *abandon_factor = CONV_ABANDON_WARM_FACTOR;
+    *samples_taken = 1;
+    *stopped = long_run ? LOST_BY_MARGIN : LOST_WARM_RUN;
     return CONV_OK;
   }
   t.runs = warm > 0 ? clamp_runs(BATCH_MS / warm) : MAX_BATCH_RUNS;
@@ -293,7 +309,8 @@ static conv_status measure(bench *b, const conv_algorithm *algo, const conv_prep
     CONV_TRY(st, screen(&t, warm, best_ms, &s, &dropped, err), done);
     if (dropped) {
       *median_ms = median_of(&s);
-      *abandoned_after = s.n;
+      *samples_taken = s.n;
+      *stopped = LOST_BY_MARGIN;
       return CONV_OK;
     }
     s = (samples){{0}, 0, 0, 0}; /* timed in full from its first sample */
@@ -301,21 +318,14 @@ static conv_status measure(bench *b, const conv_algorithm *algo, const conv_prep
   if (warm < DIRECT_MS) CONV_TRY(st, capture_work(&t, err), done);
   while (s.n < MAX_SAMPLES && (s.n < MIN_SAMPLES || s.total_ms < MIN_TOTAL_MS)) {
     CONV_TRY(st, take_sample(&t, &s, err), done);
-    if (conv_tuner_abandons(s.n, s.fastest_ms, best_ms)) {
-      *abandoned_after = s.n;
-      break;
-    }
-    if (conv_tuner_out_of_contention(s.n, median_of(&s), best_ms)) {
-      *abandoned_after = s.n;
-      *abandon_factor = CONV_CONTENTION_FACTOR;
-      break;
-    }
-    if (conv_tuner_tied_out(s.n, median_of(&s), best_ms)) {
-      *abandoned_after = s.n;
-      *abandon_factor = 1.0; /* no faster than the best */
-      break;
-    }
+    const double median = median_of(&s);
+    *stopped = conv_tuner_abandons(s.n, s.fastest_ms, best_ms)      ? LOST_BY_MARGIN
+               : conv_tuner_out_of_contention(s.n, median, best_ms) ? OUT_OF_CONTENTION
+               : conv_tuner_tied_out(s.n, median, best_ms)          ? TIED
+                                                                    : TIMED_IN_FULL;
+    if (*stopped != TIMED_IN_FULL) break;
   }
+  *samples_taken = s.n;
   *median_ms = median_of(&s);
 done:
   if (t.graph != NULL) cudaGraphExecDestroy(t.graph);
@@ -351,8 +361,8 @@ void conv_tuner_run_trial(bench *b, const conv_algorithm *algo, const conv_confi
   if (st == CONV_OK) st = validate(b, algo, &prep, workspace, trial, &first_run_ms, &err);
   conv_tuner_phase_since(phases, CONV_PHASE_VALIDATE, started);
   started = uv_hrtime();
-  int abandoned_after = 0;
-  double abandon_factor = CONV_ABANDON_FACTOR;
+  stop_rule stopped = TIMED_IN_FULL;
+  int samples_taken = 0;
   if (st == CONV_OK && timed && conv_tuner_abandons_first_run(first_run_ms, best_ms)) {
     trial->abandoned = true;
     trial->time_ms = first_run_ms;
@@ -360,21 +370,21 @@ void conv_tuner_run_trial(bench *b, const conv_algorithm *algo, const conv_confi
              "abandoned: %.4f ms in its validation run, over %.0fx the best so far (%.4f ms)",
              first_run_ms, CONV_ABANDON_FIRST_RUN_FACTOR, best_ms);
   } else if (st == CONV_OK && timed) {
-    st = measure(b, algo, &prep, workspace, best_ms, &trial->time_ms, &abandoned_after,
-                 &abandon_factor, &err);
+    st = measure(b, algo, &prep, workspace, best_ms, &trial->time_ms, &stopped, &samples_taken,
+                 &err);
   }
   conv_tuner_phase_since(phases, CONV_PHASE_TIME, started);
-  if (st == CONV_OK && abandoned_after > 0) {
+  if (st == CONV_OK && stopped != TIMED_IN_FULL) {
     trial->abandoned = true;
-    if (abandon_factor > 1.0)
+    if (stopped != TIED)
       snprintf(trial->reason, sizeof trial->reason,
                "abandoned: %.4f ms after %d sample%s, over %gx the best so far (%.4f ms)",
-               trial->time_ms, abandoned_after, abandoned_after == 1 ? "" : "s", abandon_factor,
+               trial->time_ms, samples_taken, samples_taken == 1 ? "" : "s", stop_factor(stopped),
                best_ms);
     else
       snprintf(trial->reason, sizeof trial->reason,
                "abandoned: %.4f ms after %d samples, no faster than the best so far (%.4f ms)",
-               trial->time_ms, abandoned_after, best_ms);
+               trial->time_ms, samples_taken, best_ms);
   }
   if (st != CONV_OK) {
     /* A failed launch may leave an error behind for the next candidate. */
