@@ -307,21 +307,56 @@ static bool engine_takes_config(const engine_probe *probe, int *compiled_left) {
   return true;
 }
 
+/* Configs that never pay, measured, left out of the lists unless cuDNN's
+ * ranked heuristic picked them (an untuned caller of cuDNN runs those).
+ * Each cost the tuning seconds and never won: in the exhaustive tunings of
+ * the suite and the models' forward layers on an H200 (cuDNN 9.19; fp32
+ * strict and TF32, fp16, bf16; NCHW and NHWC; docs/tuning.md, "Configs
+ * left out"):
+ * - engine 3 with CUDNN_KNOB_TYPE_MULTIPLY = 1 on a grouped graph ran
+ *   1232x to 10^6x the best config (median 114000x) on all 130 grouped
+ *   problems where it ran, up to 8.9 s a run: a model's first depthwise
+ *   layer spent 3.5-4 s validating it.  On dense graphs (2.2x at best,
+ *   0.46 s a run at most) it stays.
+ * - engines 5, 71 and 80 on fp32 forward problems, whose plans took
+ *   0.1-2.2 s each to build: on the problems where they ran, 5 never came
+ *   within 1.20x of the best (64 problems), 71 within 1.18x (210), 80
+ *   within 1.08x (67).  All three win half problems, and stay listed for
+ *   them.
+ * Engine numbers are cuDNN's and could change with its version:
+ * tests/families/test_cudnn.c (never_paying_configs) checks each rule on
+ * layers where this cuDNN listed the config, and that each config but
+ * engine 80 is still listed where the rule keeps it. */
+static bool config_never_pays(const conv_problem *p, const conv_config *c) {
+  const bool fp32_forward = p->dtype == CONV_DTYPE_F32 && p->direction == CONV_FORWARD;
+  switch (c->values[0]) {
+  case 3:
+    return p->groups > 1 && c->count == 3 && c->values[1] == CUDNN_KNOB_TYPE_MULTIPLY &&
+           c->values[2] == 1;
+  case 5:
+  case 71:
+  case 80: return fp32_forward;
+  default: return false;
+  }
+}
+
 /* The ranked heuristic configs in cuDNN's order, then the other
  * heuristics' configs, then every usable engine's default, then (with
  * `variants`) knob variants engine by engine in turns, so that a small
  * `max` still covers every engine before it covers any engine's knobs.
  * At most CONV_CUDNN_RUNTIME_COMPILED_MAX configs of runtime-compiled
  * engines (cudnn_graph.h says why), the first in that order, and none of
- * their knob variants. */
-static int emit_configs(int64_t engines, engine_probe *probes, const conv_config *heur,
-                        int heur_count, int ranked_count, bool variants, conv_config *out,
-                        int max) {
+ * their knob variants; none that never pays (config_never_pays) unless
+ * cuDNN's ranked heuristic picked it. */
+static int emit_configs(const conv_problem *p, int64_t engines, engine_probe *probes,
+                        const conv_config *heur, int heur_count, int ranked_count,
+                        bool variants, conv_config *out, int max) {
   int n = 0, compiled_left = CONV_CUDNN_RUNTIME_COMPILED_MAX;
   for (int i = 0; i < heur_count; i++) {
     int64_t e = heur[i].values[0];
     if (e < 0 || e >= engines || !probes[e].usable) continue;
     if (probes[e].heuristic == NULL) probes[e].heuristic = &heur[i];
+    if (i >= ranked_count && config_never_pays(p, &heur[i])) continue;
     if (!engine_takes_config(&probes[e], &compiled_left)) continue;
     if (config_append(out, max, &n, &heur[i]) && i < ranked_count)
       out[n - 1].flags |= CONV_CONFIG_HEURISTIC_RANKED;
@@ -329,12 +364,14 @@ static int emit_configs(int64_t engines, engine_probe *probes, const conv_config
   for (int64_t e = 0; e < engines; e++) {
     if (!probes[e].usable) continue;
     conv_config c = {1, {e}, 0};
-    if (engine_takes_config(&probes[e], &compiled_left)) config_append(out, max, &n, &c);
+    if (!config_never_pays(p, &c) && engine_takes_config(&probes[e], &compiled_left))
+      config_append(out, max, &n, &c);
     if (!probes[e].runtime_compiled) make_variants(e, &probes[e]);
   }
   for (int v = 0; variants && v < MAX_VARIANTS && n < max; v++)
     for (int64_t e = 0; e < engines; e++)
-      if (probes[e].usable && v < probes[e].variant_count)
+      if (probes[e].usable && v < probes[e].variant_count &&
+          !config_never_pays(p, &probes[e].variants[v]))
         config_append(out, max, &n, &probes[e].variants[v]);
   return n;
 }
@@ -511,7 +548,8 @@ static conv_status list_configs(const conv_problem *problem, conv_env *env, bool
    * a running kernel cannot be stopped.  The heuristics' configs and every
    * engine's defaults still cover each engine. */
   const bool variants = problem->direction == CONV_FORWARD;
-  *count = emit_configs(engines, probes, heur, heur_count, ranked_count, variants, out, max);
+  *count = emit_configs(problem, engines, probes, heur, heur_count, ranked_count, variants, out,
+                        max);
   /* Said rather than an empty list, so that the tuning's failure says why
    * (fp32 problems, whose epilogue runs after cuDNN, list what they did). */
   if (*count == 0 && conv_cudnn_fuses_epilogue(problem))
