@@ -1,6 +1,6 @@
 /*
  * cudnn_graph.h -- cuDNN's backend (graph) API as the `cudnn` candidate
- * (cudnn.c) uses it: descriptors, the operation graph of one convolution
+ * (cudnn.c, cudnn_configs.c) uses it: descriptors, the operation graph of one convolution
  * pass, its engines, their knobs and numerical notes.  Implemented in
  * cudnn_graph.c; C, internal to the library.
  */
@@ -136,9 +136,22 @@ conv_status conv_cudnn_graph_build(const conv_problem *p, conv_env *env, bool kr
  * an NCHW half convolution, and without these such a problem had no plan. */
 #define CONV_CUDNN_KNOB_UNFUSED_EPILOGUE 1001
 
+/* The most knob pairs a config can hold. */
+#define CONV_CUDNN_MAX_KNOBS ((CONV_CONFIG_MAX_VALUES - 1) / 2)
+
 /* Whether a cudnn config carries CONV_CUDNN_KNOB_UNFUSED_EPILOGUE (its last
  * pair, once canonical, as CONV_CUDNN_KNOB_KRSC_FILTER is). */
 bool conv_cudnn_config_unfused_epilogue(const conv_config *c);
+
+/* Whether a problem's configs are also listed with the epilogue after the
+ * graph (CONV_CUDNN_KNOB_UNFUSED_EPILOGUE), or on K R S C filters
+ * (CONV_CUDNN_KNOB_KRSC_FILTER); cudnn_configs.c. */
+bool conv_cudnn_unfused_epilogue_applies(const conv_problem *p);
+bool conv_cudnn_krsc_filter_applies(const conv_problem *p);
+
+/* The cudnn family's configs() (conv_algorithm), cudnn_configs.c. */
+conv_status conv_cudnn_configs(const conv_problem *problem, conv_env *env, conv_config *out, int max,
+                               int *count, conv_error *err);
 
 /* The most configs of runtime-compiled engines (behaviour note
  * RUNTIME_COMPILATION) a problem lists per graph (an NCHW fp32 problem's
@@ -170,7 +183,7 @@ conv_status conv_cudnn_read_knobs(cudnnBackendDescriptor_t engine,
 conv_status conv_cudnn_read_notes(cudnnBackendDescriptor_t engine, engine_notes *notes,
                                   conv_error *err);
 
-/* Knob variants the forward configs add per engine (cudnn.c): with
+/* Knob variants the forward configs add per engine (cudnn_configs.c): with
  * `heuristic`, that engine's config from cuDNN's heuristics, its
  * neighbours, that config with one knob moved, a step each way on every
  * knob (on an H100 a 14x14 TF32 layer's best config was cuDNN's pick with

@@ -343,17 +343,27 @@ static int half_fused_epilogue(void) {
   return TEST_PASS;
 }
 
+#define LISTED_MAX 1024
+
+/* The problem's configs, as the tuner lists them (at most LISTED_MAX). */
+static int list_cudnn_configs(const conv_problem *p, conv_env *env, conv_config *configs,
+                              int *n) {
+  conv_error err = {0};
+  CHECK_MSG(conv_algorithm_cudnn.configs(p, env, configs, LISTED_MAX, n, &err) == CONV_OK, "%s",
+            err.message);
+  return TEST_PASS;
+}
+
 /* How many of a problem's listed configs are of runtime-compiled engines
  * (read from the engines' behaviour notes on this GPU's cuDNN) and how many
  * run the epilogue after the graph. */
 static int count_listed(const conv_problem *p, int *listed, int *compiled, int *unfused) {
   conv_env env;
   if (open_env(&env) != TEST_PASS) return TEST_FAIL;
-  conv_config configs[1024];
+  conv_config configs[LISTED_MAX];
   int n = 0;
   conv_error err = {0};
-  CHECK_MSG(conv_algorithm_cudnn.configs(p, &env, configs, 1024, &n, &err) == CONV_OK, "%s",
-            err.message);
+  if (list_cudnn_configs(p, &env, configs, &n) != TEST_PASS) return TEST_FAIL;
   conv_graph g = {0};
   uv_mutex_lock(&env.cudnn_lock);
   const conv_status built = conv_cudnn_graph_build(p, &env, false, &g, &err);
@@ -423,11 +433,9 @@ static int lists_config(const conv_problem *p, int64_t engine, int64_t knob, int
                         bool *listed, char *engines, size_t engines_size) {
   conv_env env;
   if (open_env(&env) != TEST_PASS) return TEST_FAIL;
-  conv_config configs[1024];
+  conv_config configs[LISTED_MAX];
   int n = 0;
-  conv_error err = {0};
-  CHECK_MSG(conv_algorithm_cudnn.configs(p, &env, configs, 1024, &n, &err) == CONV_OK, "%s",
-            err.message);
+  if (list_cudnn_configs(p, &env, configs, &n) != TEST_PASS) return TEST_FAIL;
   const conv_config wanted = {3, {engine, knob, value}, 0};
   *listed = false;
   size_t used = 0;
@@ -442,7 +450,7 @@ static int lists_config(const conv_problem *p, int64_t engine, int64_t knob, int
   return TEST_PASS;
 }
 
-/* The configs that never pay (cudnn.c, config_never_pays) are left out
+/* The configs that never pay (cudnn_configs.c, config_never_pays) are left out
  * where the rule says, and still listed where it keeps them: were cuDNN to
  * number its engines otherwise, the second kind of case fails and the rule
  * needs a look. */
