@@ -99,6 +99,13 @@ static bool add_ranked(const conv_tune_request *req, conv_cache *const *layers, 
   return ok;
 }
 
+/* Appends family `id` to families[0..*count) unless it is there. */
+static void add_family(uint32_t *families, int *count, uint32_t id) {
+  for (int j = 0; j < *count; j++)
+    if (families[j] == id) return;
+  families[(*count)++] = id;
+}
+
 /* A split prediction (CONV_PREDICT_SPLIT): each of the neighbours'
  * winning families' ranked configs, nearest neighbour's first, so that
  * the likeliest winner runs early and the abandonment rules cut the rest
@@ -110,14 +117,9 @@ static bool add_split(const conv_tune_request *req, conv_cache *const *layers, i
                       size_t why_size) {
   uint32_t families[CONV_PREDICT_NEIGHBOURS + 1];
   int count = 0;
-  for (int i = 0; i < pr->neighbours; i++) {
-    bool seen = false;
-    for (int j = 0; j < count; j++) seen = seen || families[j] == pr->neighbour[i].algorithm_id;
-    if (!seen) families[count++] = pr->neighbour[i].algorithm_id;
-  }
-  bool cudnn_seen = false;
-  for (int j = 0; j < count; j++) cudnn_seen = cudnn_seen || families[j] == CONV_ALGO_CUDNN;
-  if (!cudnn_seen) families[count++] = CONV_ALGO_CUDNN;
+  for (int i = 0; i < pr->neighbours; i++)
+    add_family(families, &count, pr->neighbour[i].algorithm_id);
+  add_family(families, &count, CONV_ALGO_CUDNN);
   bool any = false;
   char ignored[256];
   for (int j = 0; j < count; j++) {
