@@ -111,6 +111,29 @@ static int test_warm_run_rule(void) {
   return TEST_PASS;
 }
 
+/* The finalists: the fastest screens, in order, ties behind the earlier;
+ * a config slower than a full list's last is not one. */
+static int test_finalist_rule(void) {
+  const double none[1] = {0};
+  CHECK(conv_tuner_finalist_place(none, 0, 0.5) == 0); /* the first screened */
+  CHECK(conv_tuner_finalist_place(none, 0, NAN) == CONV_FINALISTS);
+  const double one[1] = {0.100};
+  CHECK(conv_tuner_finalist_place(one, 1, 0.050) == 0);
+  CHECK(conv_tuner_finalist_place(one, 1, 0.100) == 1); /* a tie: behind */
+  CHECK(conv_tuner_finalist_place(one, 1, 9.0) == 1);   /* room left: any time */
+  double full[CONV_FINALISTS];
+  for (int i = 0; i < CONV_FINALISTS; i++) full[i] = 0.100 * (i + 1);
+  const double last = full[CONV_FINALISTS - 1];
+  CHECK(conv_tuner_finalist_place(full, CONV_FINALISTS, 0.010) == 0);
+  CHECK(conv_tuner_finalist_place(full, CONV_FINALISTS, last * 0.99) == CONV_FINALISTS - 1);
+  CHECK(conv_tuner_finalist_place(full, CONV_FINALISTS, last) == CONV_FINALISTS);
+  CHECK(conv_tuner_finalist_place(full, CONV_FINALISTS, last * 2) == CONV_FINALISTS);
+  CHECK(conv_tuner_finalist_place(full, CONV_FINALISTS, NAN) == CONV_FINALISTS);
+  /* More than one, so that a near tie the screens misorder is timed. */
+  CHECK(CONV_FINALISTS >= 2);
+  return TEST_PASS;
+}
+
 static int test_budget_rule(void) {
   CHECK(!conv_tuner_budget_spent(1e9, 0, true)); /* no budget */
   CHECK(!conv_tuner_budget_spent(99.9, 100, true));
@@ -212,6 +235,7 @@ static const test_case tests[] = {
     {"contention_rule", test_contention_rule},
     {"tie_rule", test_tie_rule},
     {"warm_run_rule", test_warm_run_rule},
+    {"finalist_rule", test_finalist_rule},
     {"budget_rule", test_budget_rule},
     {"budget_option", test_budget_option},
     {"policy_option", test_policy_option},

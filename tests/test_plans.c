@@ -397,29 +397,73 @@ static int count_trial(const conv_cache_row *row, void *user) {
   return 0;
 }
 
-/* With a 1-byte workspace limit, every candidate needing scratch is recorded
- * as failed with its reason, and tuning still returns a valid plan. */
-static int failing_candidates_recorded(void) {
-  SKIP_WITHOUT_GPU();
+/* Tunes fixed_problem() exhaustively into a fresh cache (`name`) with a
+ * workspace limit (0: the default), then passes each of its trials to fn. */
+static int tune_fixed_problem(const char *name, size_t workspace_limit, conv_cache_row_fn fn,
+                              void *user) {
   seed_rng();
   char cache[4096];
-  temp_path(cache, sizeof cache, "failing");
+  temp_path(cache, sizeof cache, name);
   conv_context *ctx;
-  if (make_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 1) != TEST_PASS) return TEST_FAIL;
+  if (make_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, workspace_limit) != TEST_PASS)
+    return TEST_FAIL;
   conv_problem p = fixed_problem();
   if (plan_roundtrip(ctx, &p, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
   char key[CONV_PROBLEM_KEY_MAX];
   CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, sizeof key));
-  trial_census census = {0};
   conv_error err = {CONV_OK, ""};
-  CHECK_STATUS(CONV_OK, conv_cache_list_trials(conv_context_cache(ctx), key, count_trial, &census, &err));
+  CHECK_STATUS(CONV_OK, conv_cache_list_trials(conv_context_cache(ctx), key, fn, user, &err));
+  conv_context_destroy(ctx);
+  remove_db(cache);
+  return TEST_PASS;
+}
+
+/* With a 1-byte workspace limit, every candidate needing scratch is recorded
+ * as failed with its reason, and tuning still returns a valid plan. */
+static int failing_candidates_recorded(void) {
+  SKIP_WITHOUT_GPU();
+  trial_census census = {0};
+  if (tune_fixed_problem("failing", 1, count_trial, &census) != TEST_PASS) return TEST_FAIL;
   printf("%d trials, %d over the workspace limit, %d winner\n", census.total, census.workspace_limited,
          census.winners);
   CHECK(census.workspace_limited > 0);
   CHECK(census.winners == 1 && census.winner_workspace <= 1);
   CHECK(census.total > census.workspace_limited);
-  conv_context_destroy(ctx);
-  remove_db(cache);
+  return TEST_PASS;
+}
+
+/* Trials timed in full (OK, not abandoned) and those the finalists
+ * pushed out; the winner's time and the fastest timed in full. */
+typedef struct finalist_census {
+  int timed_in_full, screened_out, winners;
+  double winner_ms, fastest_ms;
+} finalist_census;
+
+static int count_finalist(const conv_cache_row *row, void *user) {
+  finalist_census *c = user;
+  const conv_trial *t = row->trial;
+  if (t->status != CONV_OK) return 0;
+  if (t->winner) {
+    c->winners++;
+    c->winner_ms = t->time_ms;
+  }
+  if (strstr(t->reason, "in its screen") != NULL) c->screened_out++;
+  if (strncmp(t->reason, "abandoned:", 10) == 0) return 0; /* t->abandoned is not stored */
+  c->timed_in_full++;
+  if (c->fastest_ms <= 0 || t->time_ms < c->fastest_ms) c->fastest_ms = t->time_ms;
+  return 0;
+}
+
+/* Only the finalists (tuner.h) are timed in full, and the winner is the
+ * fastest of them; every other config that ran is abandoned. */
+static int finalists_timed_in_full(void) {
+  SKIP_WITHOUT_GPU();
+  finalist_census c = {0};
+  if (tune_fixed_problem("finalists", 0, count_finalist, &c) != TEST_PASS) return TEST_FAIL;
+  printf("%d timed in full, %d screened out behind the finalists, winner %.4f ms\n",
+         c.timed_in_full, c.screened_out, c.winner_ms);
+  CHECK(c.timed_in_full >= 1 && c.timed_in_full <= CONV_FINALISTS);
+  CHECK(c.winners == 1 && c.winner_ms > 0 && c.winner_ms == c.fastest_ms);
   return TEST_PASS;
 }
 
@@ -905,6 +949,7 @@ static const test_case tests[] = {
     {"nondefault_stream", nondefault_stream},
     {"execute_rejects_bad_arguments", execute_rejects_bad_arguments},
     {"failing_candidates_recorded", failing_candidates_recorded},
+    {"finalists_timed_in_full", finalists_timed_in_full},
     {"cache_only_policy", cache_only_policy},
     {"system_cache_layer", system_cache_layer},
     {"system_cache_directory", system_cache_directory},

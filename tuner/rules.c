@@ -1,7 +1,7 @@
 /*
  * rules.c -- the tuner's decisions that need no GPU (tuner.h): when a
- * config being timed is abandoned or out of contention, and when a
- * budgeted tuning stops.
+ * config being timed is abandoned or out of contention, which configs are
+ * timed in full (the finalists), and when a budgeted tuning stops.
  * Pure functions, so that CPU tests can hold them to their documented
  * behaviour.
  */
@@ -33,6 +33,13 @@ bool conv_tuner_abandons_first_run(double first_run_ms, double best_ms) {
 
 bool conv_tuner_abandons_warm_run(double warm_ms, double best_ms) {
   return best_ms > 0 && warm_ms > CONV_ABANDON_WARM_FACTOR * best_ms;
+}
+
+int conv_tuner_finalist_place(const double *screened_ms, int count, double candidate_ms) {
+  if (isnan(candidate_ms)) return CONV_FINALISTS;
+  int place = 0;
+  while (place < count && screened_ms[place] <= candidate_ms) place++;
+  return place;
 }
 
 bool conv_tuner_budget_spent(double elapsed_ms, double budget_ms, bool have_valid) {

@@ -1,7 +1,8 @@
 /*
  * trial.c -- one tuning's test tensors and one config's trial (tuning.h):
- * prepare, the workspace limit, validation against the reference, and
- * timing as replays of a CUDA graph of its runs.
+ * prepare, the workspace limit, validation against the reference, its
+ * screen, and the finalists' timing in full as replays of a CUDA graph of
+ * their runs.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,12 +10,12 @@
 
 #include "tuner/tuning.h"
 
-/* Timing: a CUDA graph of back-to-back runs lasting about BATCH_MS, replayed
- * until MIN_SAMPLES replays and MIN_TOTAL_MS of runs, at most MAX_SAMPLES.
- * A candidate that cannot win stops earlier (tuner.h): its first timed run
- * (conv_tuner_abandons_warm_run), three short samples (the screen,
- * conv_tuner_abandons), five full ones
- * (conv_tuner_out_of_contention), or ten (a near tie,
+/* Timing in full, a finalist's (tuner.h): a CUDA graph of back-to-back runs
+ * lasting about BATCH_MS, replayed until MIN_SAMPLES replays and
+ * MIN_TOTAL_MS of runs, at most MAX_SAMPLES.  Every other config stops at
+ * its first timed run (conv_tuner_abandons_warm_run) or its screen (three
+ * short samples); a second finalist that cannot win stops after five full
+ * samples (conv_tuner_out_of_contention) or ten (a near tie,
  * conv_tuner_tied_out), instead of about thirty. */
 #define BATCH_MS 1.0
 #define MIN_SAMPLES 5
@@ -247,25 +248,9 @@ static int clamp_runs(double runs) {
   return runs < 1 ? 1 : runs > MAX_BATCH_RUNS ? MAX_BATCH_RUNS : (int)runs;
 }
 
-/* The screen (tuner.h, CONV_SCREEN_SAMPLES): a short graph of the config's
- * runs, at most as many as the full one, replayed a few times into *s;
- * *dropped when those samples already lose by the abandonment margin. */
-static conv_status screen(const timed_work *full, double warm_ms, double best_ms, samples *s,
-                          bool *dropped, conv_error *err) {
-  timed_work t = *full;
-  t.graph = NULL;
-  t.runs = clamp_runs(CONV_SCREEN_MS / warm_ms);
-  if (t.runs > full->runs) t.runs = full->runs;
-  conv_status st = capture_work(&t, err);
-  while (st == CONV_OK && s->n < CONV_SCREEN_SAMPLES) st = take_sample(&t, s, err);
-  *dropped = st == CONV_OK && conv_tuner_abandons(s->n, s->fastest_ms, best_ms);
-  if (t.graph != NULL) cudaGraphExecDestroy(t.graph);
-  return st;
-}
-
 /* The rule (tuner.h) that stopped timing a config that cannot win. */
 typedef enum stop_rule {
-  TIMED_IN_FULL,
+  NOT_STOPPED,
   LOST_BY_MARGIN,    /* conv_tuner_abandons: the screen, a long run, any sample */
   LOST_WARM_RUN,     /* conv_tuner_abandons_warm_run */
   OUT_OF_CONTENTION, /* conv_tuner_out_of_contention */
@@ -282,48 +267,66 @@ static double stop_factor(stop_rule rule) {
   }
 }
 
-/* Median time of one run.  A direct run (after validation's) first sizes
- * the batch, and drops a config far slower than the best
- * (conv_tuner_abandons_warm_run); one that has a best to beat is screened;
- * then samples of t.runs runs each.  *stopped: the rule that abandoned the
- * config (it cannot win) after *samples_taken samples, else TIMED_IN_FULL. */
-static conv_status measure(bench *b, const conv_algorithm *algo, const conv_prepared *prep,
-                           void *workspace, double best_ms, double *median_ms,
-                           stop_rule *stopped, int *samples_taken, conv_error *err) {
+/* A config's screen (tuner.h).  Its first timed run, launched directly
+ * after validation (*warm_ms), drops a config far slower than the best
+ * (conv_tuner_abandons_warm_run; for a run of DIRECT_MS or more,
+ * conv_tuner_abandons, and that run is its screen); a shorter run gives
+ * CONV_SCREEN_SAMPLES replays of a short graph of its runs, judged by
+ * conv_tuner_abandons, their median the screen.  *stopped: the rule that
+ * abandoned the config after *samples_taken samples, else NOT_STOPPED. */
+static conv_status screen(bench *b, const conv_algorithm *algo, const conv_prepared *prep,
+                          void *workspace, double best_ms, double *screen_ms, double *warm_ms,
+                          stop_rule *stopped, int *samples_taken, conv_error *err) {
   timed_work t = {b, algo, prep, workspace, 1, NULL};
-  double warm = 0;
   samples s = {{0}, 0, 0, 0};
-  *stopped = TIMED_IN_FULL;
+  double warm = 0;
+  *stopped = NOT_STOPPED;
   conv_status st = time_work_held(&t, CONV_WARM_HOLD_US, &warm, err);
   if (st != CONV_OK) return st;
-  const bool long_run = warm >= DIRECT_MS && conv_tuner_abandons(1, warm, best_ms);
-  if (long_run || conv_tuner_abandons_warm_run(warm, best_ms)) {
-    *median_ms = warm;
-    *samples_taken = 1;
-    *stopped = long_run ? LOST_BY_MARGIN : LOST_WARM_RUN;
-    return CONV_OK;
+  *warm_ms = *screen_ms = warm;
+  *samples_taken = 1;
+  if (warm >= DIRECT_MS && conv_tuner_abandons(1, warm, best_ms))
+    *stopped = LOST_BY_MARGIN;
+  else if (conv_tuner_abandons_warm_run(warm, best_ms))
+    *stopped = LOST_WARM_RUN;
+  if (*stopped != NOT_STOPPED || warm >= DIRECT_MS) return CONV_OK;
+  t.runs = warm > 0 ? clamp_runs(CONV_SCREEN_MS / warm) : MAX_BATCH_RUNS;
+  CONV_TRY(st, capture_work(&t, err), done);
+  while (s.n < CONV_SCREEN_SAMPLES) CONV_TRY(st, take_sample(&t, &s, err), done);
+  if (conv_tuner_abandons(s.n, s.fastest_ms, best_ms)) *stopped = LOST_BY_MARGIN;
+  *screen_ms = median_of(&s);
+  *samples_taken = s.n;
+done:
+  if (t.graph != NULL) cudaGraphExecDestroy(t.graph);
+  return st;
+}
+
+/* A finalist's median run, timed in full: samples of a graph of about
+ * BATCH_MS of its runs (sized by its first timed run, warm_ms; a run of
+ * DIRECT_MS or more launched directly), at least MIN_SAMPLES of them and
+ * MIN_TOTAL_MS of runs, stopped early by the rules (tuner.h) against
+ * best_ms, the median of a finalist timed before it (0: none).  *stopped:
+ * the rule that abandoned it after *samples_taken samples, else
+ * NOT_STOPPED. */
+static conv_status time_in_full(bench *b, const conv_algorithm *algo, const conv_prepared *prep,
+                                void *workspace, double warm_ms, double best_ms, double *median_ms,
+                                stop_rule *stopped, int *samples_taken, conv_error *err) {
+  timed_work t = {b, algo, prep, workspace, 1, NULL};
+  samples s = {{0}, 0, 0, 0};
+  conv_status st = CONV_OK;
+  *stopped = NOT_STOPPED;
+  if (warm_ms < DIRECT_MS) {
+    t.runs = warm_ms > 0 ? clamp_runs(BATCH_MS / warm_ms) : MAX_BATCH_RUNS;
+    CONV_TRY(st, capture_work(&t, err), done);
   }
-  t.runs = warm > 0 ? clamp_runs(BATCH_MS / warm) : MAX_BATCH_RUNS;
-  if (warm > 0 && warm < DIRECT_MS && best_ms > 0) {
-    bool dropped = false;
-    CONV_TRY(st, screen(&t, warm, best_ms, &s, &dropped, err), done);
-    if (dropped) {
-      *median_ms = median_of(&s);
-      *samples_taken = s.n;
-      *stopped = LOST_BY_MARGIN;
-      return CONV_OK;
-    }
-    s = (samples){{0}, 0, 0, 0}; /* timed in full from its first sample */
-  }
-  if (warm < DIRECT_MS) CONV_TRY(st, capture_work(&t, err), done);
   while (s.n < MAX_SAMPLES && (s.n < MIN_SAMPLES || s.total_ms < MIN_TOTAL_MS)) {
     CONV_TRY(st, take_sample(&t, &s, err), done);
     const double median = median_of(&s);
     *stopped = conv_tuner_abandons(s.n, s.fastest_ms, best_ms)      ? LOST_BY_MARGIN
                : conv_tuner_out_of_contention(s.n, median, best_ms) ? OUT_OF_CONTENTION
                : conv_tuner_tied_out(s.n, median, best_ms)          ? TIED
-                                                                    : TIMED_IN_FULL;
-    if (*stopped != TIMED_IN_FULL) break;
+                                                                    : NOT_STOPPED;
+    if (*stopped != NOT_STOPPED) break;
   }
   *samples_taken = s.n;
   *median_ms = median_of(&s);
@@ -332,15 +335,40 @@ done:
   return st;
 }
 
-/* One config from prepare to timing (or, untimed, to validation);
+/* A trial abandoned by `rule` after `samples_taken` samples. */
+static void note_stop(conv_trial *trial, stop_rule rule, int samples_taken, double best_ms) {
+  trial->abandoned = true;
+  if (rule != TIED)
+    snprintf(trial->reason, sizeof trial->reason,
+             "abandoned: %.4f ms after %d sample%s, over %gx the best so far (%.4f ms)",
+             trial->time_ms, samples_taken, samples_taken == 1 ? "" : "s", stop_factor(rule),
+             best_ms);
+  else
+    snprintf(trial->reason, sizeof trial->reason,
+             "abandoned: %.4f ms after %d samples, no faster than the best so far (%.4f ms)",
+             trial->time_ms, samples_taken, best_ms);
+}
+
+/* A trial that failed with *err.  A failed launch may leave an error
+ * behind for the next candidate: cleared here. */
+static void note_failure(bench *b, conv_trial *trial, const conv_error *err) {
+  cudaStreamSynchronize(b->stream);
+  cudaGetLastError();
+  trial->time_ms = -1;
+  snprintf(trial->reason, sizeof trial->reason, "%s", err->message);
+}
+
+/* One config from prepare to validation and, given `kept`, its screen;
  * failures are the trial's result.  Its wall time goes to `phases` (NULL:
  * nowhere). */
 void conv_tuner_run_trial(bench *b, const conv_algorithm *algo, const conv_config *config,
-                      bool timed, double best_ms, conv_trial *trial, conv_tune_phases *phases) {
+                          double best_ms, conv_trial *trial, conv_tune_phases *phases,
+                          finalist *kept) {
   conv_error err = {CONV_OK, ""};
   conv_prepared prep = {0};
   void *workspace = NULL;
   uint64_t started = uv_hrtime();
+  if (kept != NULL) kept->algo = NULL;
   conv_status st = algo->prepare(b->req->problem, b->req->env, config, &prep, &err);
   if (st == CONV_OK) {
     trial->deterministic = prep.deterministic; /* also where it is refused for it */
@@ -357,47 +385,62 @@ void conv_tuner_run_trial(bench *b, const conv_algorithm *algo, const conv_confi
                            "workspace", &err);
   conv_tuner_phase_since(phases, CONV_PHASE_PREPARE, started);
   started = uv_hrtime();
-  double first_run_ms = 0;
+  double first_run_ms = 0, warm_ms = 0;
   if (st == CONV_OK) st = validate(b, algo, &prep, workspace, trial, &first_run_ms, &err);
   conv_tuner_phase_since(phases, CONV_PHASE_VALIDATE, started);
   started = uv_hrtime();
-  stop_rule stopped = TIMED_IN_FULL;
+  stop_rule stopped = NOT_STOPPED;
   int samples_taken = 0;
-  if (st == CONV_OK && timed && conv_tuner_abandons_first_run(first_run_ms, best_ms)) {
+  if (st == CONV_OK && kept != NULL && conv_tuner_abandons_first_run(first_run_ms, best_ms)) {
     trial->abandoned = true;
     trial->time_ms = first_run_ms;
     snprintf(trial->reason, sizeof trial->reason,
              "abandoned: %.4f ms in its validation run, over %.0fx the best so far (%.4f ms)",
              first_run_ms, CONV_ABANDON_FIRST_RUN_FACTOR, best_ms);
-  } else if (st == CONV_OK && timed) {
-    st = measure(b, algo, &prep, workspace, best_ms, &trial->time_ms, &stopped, &samples_taken,
-                 &err);
+  } else if (st == CONV_OK && kept != NULL) {
+    st = screen(b, algo, &prep, workspace, best_ms, &trial->time_ms, &warm_ms, &stopped,
+                &samples_taken, &err);
   }
   conv_tuner_phase_since(phases, CONV_PHASE_TIME, started);
-  if (st == CONV_OK && stopped != TIMED_IN_FULL) {
-    trial->abandoned = true;
-    if (stopped != TIED)
-      snprintf(trial->reason, sizeof trial->reason,
-               "abandoned: %.4f ms after %d sample%s, over %gx the best so far (%.4f ms)",
-               trial->time_ms, samples_taken, samples_taken == 1 ? "" : "s", stop_factor(stopped),
-               best_ms);
-    else
-      snprintf(trial->reason, sizeof trial->reason,
-               "abandoned: %.4f ms after %d samples, no faster than the best so far (%.4f ms)",
-               trial->time_ms, samples_taken, best_ms);
-  }
-  if (st != CONV_OK) {
-    /* A failed launch may leave an error behind for the next candidate. */
-    cudaStreamSynchronize(b->stream);
-    cudaGetLastError();
-    trial->time_ms = -1;
-    snprintf(trial->reason, sizeof trial->reason, "%s", err.message);
-  }
+  if (st == CONV_OK && stopped != NOT_STOPPED) note_stop(trial, stopped, samples_taken, best_ms);
   trial->status = st;
+  if (st != CONV_OK) note_failure(b, trial, &err);
   /* Its runs, on the tuning stream, are the workspace's only users. */
   started = uv_hrtime();
   conv_device_free(&b->req->env->allocator, workspace, prep.workspace_bytes, b->stream);
-  algo->release(prep.state);
+  if (st == CONV_OK && kept != NULL && !trial->abandoned)
+    *kept = (finalist){algo, *trial, prep, warm_ms};
+  else
+    algo->release(prep.state);
+  conv_tuner_phase_since(phases, CONV_PHASE_PREPARE, started);
+}
+
+/* A finalist timed in full against best_ms (the median of a finalist
+ * timed before it; 0: none), in a workspace of its own again; its trial
+ * gets the outcome. */
+static void time_finalist(bench *b, finalist *f, double best_ms, conv_tune_phases *phases) {
+  conv_error err = {CONV_OK, ""};
+  conv_trial *trial = &f->trial;
+  const size_t bytes = f->prep.workspace_bytes;
+  void *workspace = NULL;
+  uint64_t started = uv_hrtime();
+  conv_status st = CONV_OK;
+  if (bytes > 0)
+    st = conv_device_alloc(&b->req->env->allocator, bytes, b->stream, &workspace, "workspace",
+                           &err);
+  conv_tuner_phase_since(phases, CONV_PHASE_PREPARE, started);
+  started = uv_hrtime();
+  stop_rule stopped = NOT_STOPPED;
+  int samples_taken = 0;
+  if (st == CONV_OK)
+    st = time_in_full(b, f->algo, &f->prep, workspace, f->warm_ms, best_ms, &trial->time_ms,
+                      &stopped, &samples_taken, &err);
+  conv_tuner_phase_since(phases, CONV_PHASE_TIME, started);
+  if (st == CONV_OK && stopped != NOT_STOPPED) note_stop(trial, stopped, samples_taken, best_ms);
+  trial->status = st;
+  if (st != CONV_OK) note_failure(b, trial, &err);
+  started = uv_hrtime();
+  conv_device_free(&b->req->env->allocator, workspace, bytes, b->stream);
   conv_tuner_phase_since(phases, CONV_PHASE_PREPARE, started);
 }
 
@@ -433,26 +476,94 @@ conv_status conv_tuner_store_trial(const conv_tune_request *req, const conv_tria
   return st;
 }
 
+/* Counts a trial's outcome in *t (the best: a finalist's, timed in full)
+ * and stores it. */
+static conv_status count_and_store(const conv_tune_request *req, const conv_algorithm *algo,
+                                   const conv_trial *trial, tally *t, conv_error *err) {
+  conv_tuner_report(req, trial);
+  if (trial->status == CONV_OK && trial->abandoned) {
+    t->abandoned++; /* slower than the best by a margin: never the winner */
+  } else if (trial->status == CONV_OK && (!t->have_best || trial->time_ms < t->best.time_ms)) {
+    t->best = (conv_choice){algo->id, trial->config, trial->time_ms};
+    t->have_best = true;
+  } else if (trial->status != CONV_OK && t->failed++ == 0) {
+    snprintf(t->first_failure, sizeof t->first_failure, "%s %s: %s", trial->algorithm,
+             trial->config_text, trial->reason);
+  }
+  return conv_tuner_store_trial(req, trial, t, err);
+}
+
+/* Places a config that passed its screen among the finalists, fastest
+ * screen first; the one it pushes out, or itself where it is slower than
+ * them all, comes back in *out (out->algo NULL: none). */
+static void admit_finalist(tally *t, const finalist *f, finalist *out) {
+  double screened[CONV_FINALISTS];
+  for (int i = 0; i < t->finalist_count; i++) screened[i] = t->finalists[i].trial.time_ms;
+  const int place = conv_tuner_finalist_place(screened, t->finalist_count, f->trial.time_ms);
+  out->algo = NULL;
+  if (place >= CONV_FINALISTS) {
+    *out = *f;
+    return;
+  }
+  if (t->finalist_count == CONV_FINALISTS)
+    *out = t->finalists[CONV_FINALISTS - 1];
+  else
+    t->finalist_count++;
+  memmove(&t->finalists[place + 1], &t->finalists[place],
+          (size_t)(t->finalist_count - 1 - place) * sizeof t->finalists[0]);
+  t->finalists[place] = *f;
+}
+
+/* A config screened but not a finalist: released, and kept as abandoned
+ * with its screen's median. */
+static conv_status drop_screened(const conv_tune_request *req, finalist *f, tally *t,
+                                 conv_error *err) {
+  f->trial.abandoned = true;
+  snprintf(f->trial.reason, sizeof f->trial.reason,
+           "abandoned: %.4f ms in its screen, behind the %d fastest screens (timed in full)",
+           f->trial.time_ms, CONV_FINALISTS);
+  f->algo->release(f->prep.state);
+  return count_and_store(req, f->algo, &f->trial, t, err);
+}
+
 conv_status conv_tuner_time_config(bench *b, const conv_algorithm *algo, const conv_config *config,
                                    bool *pick_taken, tally *t, conv_error *err) {
   const conv_tune_request *req = b->req;
-  conv_trial trial;
-  conv_tuner_trial_init(&trial, algo, config);
-  conv_log(req->log, CONV_LOG_DEBUG, "timing %s %s", trial.algorithm, trial.config_text);
-  conv_tuner_run_trial(b, algo, config, true, t->have_best ? t->best.time_ms : 0, &trial, &t->phases);
-  if (!*pick_taken && trial.status == CONV_OK && (config->flags & CONV_CONFIG_HEURISTIC_RANKED))
-    *pick_taken = trial.heuristic_pick = true;
-  conv_tuner_report(req, &trial);
+  finalist f;
+  conv_tuner_trial_init(&f.trial, algo, config);
+  conv_log(req->log, CONV_LOG_DEBUG, "screening %s %s", f.trial.algorithm, f.trial.config_text);
+  conv_tuner_run_trial(b, algo, config, t->have_best ? t->best.time_ms : 0, &f.trial, &t->phases,
+                       &f);
+  if (!*pick_taken && f.trial.status == CONV_OK && (config->flags & CONV_CONFIG_HEURISTIC_RANKED))
+    *pick_taken = f.trial.heuristic_pick = true;
   t->tried++;
-  if (trial.status == CONV_OK && trial.abandoned) {
-    t->abandoned++; /* slower than the best by the margin: never the winner */
-  } else if (trial.status == CONV_OK && (!t->have_best || trial.time_ms < t->best.time_ms)) {
-    t->best = (conv_choice){algo->id, *config, trial.time_ms};
-    t->have_best = true;
-  } else if (trial.status != CONV_OK && t->failed++ == 0) {
-    snprintf(t->first_failure, sizeof t->first_failure, "%s %s: %s", trial.algorithm,
-             trial.config_text, trial.reason);
-  }
-  return conv_tuner_store_trial(req, &trial, t, err);
+  if (f.algo == NULL) return count_and_store(req, algo, &f.trial, t, err);
+  conv_log(req->log, CONV_LOG_DEBUG, "%-12s %-40s %10.4f ms in its screen", f.trial.algorithm,
+           f.trial.config_text, f.trial.time_ms);
+  finalist out;
+  admit_finalist(t, &f, &out);
+  const finalist *first = &t->finalists[0];
+  t->best = (conv_choice){first->algo->id, first->trial.config, first->trial.time_ms};
+  t->have_best = true;
+  return out.algo != NULL ? drop_screened(req, &out, t, err) : CONV_OK;
 }
 
+conv_status conv_tuner_time_finalists(bench *b, tally *t, conv_error *err) {
+  conv_status st = CONV_OK;
+  t->have_best = false; /* from screens to medians */
+  for (int i = 0; i < t->finalist_count && st == CONV_OK; i++) {
+    finalist *f = &t->finalists[i];
+    conv_log(b->req->log, CONV_LOG_DEBUG, "timing finalist %s %s (%.4f ms in its screen)",
+             f->trial.algorithm, f->trial.config_text, f->trial.time_ms);
+    time_finalist(b, f, t->have_best ? t->best.time_ms : 0, &t->phases);
+    st = count_and_store(b->req, f->algo, &f->trial, t, err);
+  }
+  conv_tuner_release_finalists(t);
+  return st;
+}
+
+void conv_tuner_release_finalists(tally *t) {
+  for (int i = 0; i < t->finalist_count; i++)
+    t->finalists[i].algo->release(t->finalists[i].prep.state);
+  t->finalist_count = 0;
+}

@@ -146,7 +146,8 @@ static conv_status search_families(bench *b, search *s, family_set which,
 /* The policy's configs: every family's (exhaustive), their best guesses
  * (fast), or, predicting, the predicted ones -- and, where the prediction
  * was split, every config of every family but cuDNN; where there was none
- * or nothing it timed ran, every candidate but the known-slow ones. */
+ * or nothing it timed ran, every candidate but the known-slow ones.  Each
+ * is screened; the finalists are timed in full once all have been. */
 static conv_status tune_all(bench *b, tally *t, conv_error *err) {
   const conv_tune_request *req = b->req;
   search s = {.algos = conv_registry(&s.count)};
@@ -184,6 +185,8 @@ static conv_status tune_all(bench *b, tally *t, conv_error *err) {
   }
   if (st == CONV_OK) st = search_families(b, &s, FAMILIES_ALL, &predicted, slow, t, err);
 out:
+  if (st == CONV_OK) st = conv_tuner_time_finalists(b, t, err);
+  conv_tuner_release_finalists(t); /* a failed search's */
   free(slow);
   free(s.guesses);
   free(s.guess_counts);
@@ -335,7 +338,7 @@ conv_status conv_pick_untimed(const conv_tune_request *req, conv_choice *choice,
     conv_trial trial;
     conv_tuner_trial_init(&trial, candidates[i].algo, &candidates[i].config);
     conv_log(req->log, CONV_LOG_DEBUG, "checking %s %s", trial.algorithm, trial.config_text);
-    conv_tuner_run_trial(&b, candidates[i].algo, &candidates[i].config, false, 0, &trial, NULL);
+    conv_tuner_run_trial(&b, candidates[i].algo, &candidates[i].config, 0, &trial, NULL, NULL);
     conv_tuner_report(req, &trial);
     tried++;
     if (trial.status == CONV_OK) {
@@ -375,7 +378,7 @@ conv_status conv_validate_choice(const conv_tune_request *req, const conv_choice
   if (st != CONV_OK) return conv_error_set(err, st, "invalid problem");
   CONV_TRY(st, conv_bench_alloc(&b, err), done);
   CONV_TRY(st, conv_bench_inputs(&b, err), done);
-  conv_tuner_run_trial(&b, algo, &choice->config, false, 0, &trial, NULL);
+  conv_tuner_run_trial(&b, algo, &choice->config, 0, &trial, NULL, NULL);
   conv_tuner_report(req, &trial);
   if (trial.status != CONV_OK) st = conv_error_set(err, trial.status, "%s", trial.reason);
   if (out != NULL) *out = trial;

@@ -292,15 +292,36 @@ int conv_tune_phases_format(const conv_tune_phases *phases, double total_ms, cha
  * yet, so never). */
 bool conv_tuner_abandons(int samples, double fastest_ms, double best_ms);
 
-/* Screening (trial.c).  Where there is a best median to beat, a config
- * whose run is shorter than CONV_ABANDON_LONG_RUN_MS is first timed as
- * CONV_SCREEN_SAMPLES replays of a short graph, about CONV_SCREEN_MS of its
- * runs, and conv_tuner_abandons judges those samples (the same margin):
- * what drops a config that cannot win then costs about a millisecond of
- * GPU time instead of three replays of a 1 ms graph.  A config that passes
- * is timed in full from its first sample, as if unscreened. */
+/* Screening (trial.c).  Every timed config whose run is shorter than
+ * CONV_ABANDON_LONG_RUN_MS is first timed as CONV_SCREEN_SAMPLES replays
+ * of a short graph, about CONV_SCREEN_MS of its runs; where there is a
+ * best screen to beat, conv_tuner_abandons judges those samples (the same
+ * margin): what drops a config that cannot win then costs about a
+ * millisecond of GPU time instead of three replays of a 1 ms graph.  The
+ * median of the samples is the config's screen (a longer run's screen is
+ * its first timed run, launched directly). */
 #define CONV_SCREEN_SAMPLES 3
 #define CONV_SCREEN_MS 0.2
+
+/* Finalists (rules.c).  Only the CONV_FINALISTS configs with the fastest
+ * screens of a tuning are timed in full, fastest screen first, after every
+ * config has been screened; they stay prepared (their workspaces given
+ * back) until then.  The others that passed their screens are kept as
+ * abandoned trials with their screens' medians ("abandoned: MS in its
+ * screen, ...") and are never the winner.  Why: each config that led the
+ * tuning when it ran used to be timed in full (30 ms), only to be beaten
+ * by a later one, and configs within 5% of the leader were timed for 5-10
+ * ms more: 2-3 full timings and 5-10 near ones a tuning, most of a model's
+ * first forward on a fresh cache (H200, batch 16: 145 full timings in
+ * densenet121's 71 tunings in TF32).  Screens of a config agree with its
+ * full median within a few percent, so the winner is among the screens'
+ * first two but for near ties; the second finalist is timed against the
+ * first under the contention and tie rules below.  Returns the place
+ * (0: first) a config screened in candidate_ms takes among `count`
+ * finalists screened in screened_ms[] (ascending), behind those as fast;
+ * CONV_FINALISTS when it is not one (NaN: never). */
+#define CONV_FINALISTS 2
+int conv_tuner_finalist_place(const double *screened_ms, int count, double candidate_ms);
 
 /* Contention (rules.c).  A config timed in full whose median after
  * CONV_CONTENTION_SAMPLES samples or more is over CONV_CONTENTION_FACTOR

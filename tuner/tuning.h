@@ -31,11 +31,24 @@ typedef struct bench {
   cudaEvent_t start, stop;
 } bench;
 
+/* A config that passed its screen, kept prepared (its workspace given
+ * back) to be timed in full after every config's screen (CONV_FINALISTS). */
+typedef struct finalist {
+  const conv_algorithm *algo;
+  conv_trial trial;  /* validated; time_ms: its screen's median */
+  conv_prepared prep;
+  double warm_ms;    /* its first timed run: sizes its graph */
+} finalist;
+
 /* Tracks the best valid trial and the first failure, for the final message;
- * and, with a budget, when the tuning started and whether it was cut. */
+ * and, with a budget, when the tuning started and whether it was cut.
+ * While configs are screened, best is the fastest screen (the finalists'
+ * first); once the finalists are timed, the fastest median. */
 typedef struct tally {
   conv_choice best;
   bool have_best;
+  finalist finalists[CONV_FINALISTS]; /* fastest screen first */
+  int finalist_count;
   int tried, failed, abandoned;
   int skipped;            /* known slow on its neighbours, never run (tuner.h) */
   char first_failure[300];
@@ -66,12 +79,14 @@ void conv_bench_free(bench *b);
 void conv_tuner_trial_init(conv_trial *trial, const conv_algorithm *algo,
                            const conv_config *config);
 
-/* One config from prepare to timing (timed) or validation; failures are the
- * trial's result.  best_ms: the best median so far (0: none), for early
- * abandonment.  Its wall time goes to `phases` (NULL: nowhere). */
+/* One config from prepare to validation, and, given `kept`, through its
+ * screen; failures are the trial's result.  best_ms: the best screen so
+ * far (0: none), for early abandonment.  A config that passed its screen
+ * goes to *kept, prepared, for its timing in full (kept->algo set; else
+ * NULL).  Its wall time goes to `phases` (NULL: nowhere). */
 void conv_tuner_run_trial(bench *b, const conv_algorithm *algo, const conv_config *config,
-                          bool timed, double best_ms, conv_trial *trial,
-                          conv_tune_phases *phases);
+                          double best_ms, conv_trial *trial, conv_tune_phases *phases,
+                          finalist *kept);
 
 /* A trial's outcome, for the context's log (DEBUG). */
 void conv_tuner_report(const conv_tune_request *req, const conv_trial *trial);
@@ -80,10 +95,20 @@ void conv_tuner_report(const conv_tune_request *req, const conv_trial *trial);
 conv_status conv_tuner_store_trial(const conv_tune_request *req, const conv_trial *trial,
                                    tally *t, conv_error *err);
 
-/* Times one config, keeps the best in *t, stores the trial.  *pick_taken:
- * one heuristic pick per family is marked as such. */
+/* Screens one config: one that passed its screen may become a finalist
+ * in *t (the best screen in t->best); one that did not, or that the
+ * finalists push out, has its trial stored.  *pick_taken: one heuristic
+ * pick per family is marked as such. */
 conv_status conv_tuner_time_config(bench *b, const conv_algorithm *algo, const conv_config *config,
                                    bool *pick_taken, tally *t, conv_error *err);
+
+/* Times the finalists in full, fastest screen first, the winner in t->best
+ * (have_best false where none ran), and stores their trials; releases
+ * every finalist, on failure too. */
+conv_status conv_tuner_time_finalists(bench *b, tally *t, conv_error *err);
+
+/* Releases the finalists left, untimed and unstored (a failed tuning). */
+void conv_tuner_release_finalists(tally *t);
 
 /* A config a prediction times. */
 typedef struct predicted_config {
