@@ -285,7 +285,41 @@ static bool config_never_pays(const conv_problem *p, const conv_config *c) {
   }
 }
 
-/* The ranked heuristic configs in cuDNN's order, then the other
+/* Engines cuDNN's ranking puts far down that win a class of problems,
+ * listed as best guesses (CONV_CONFIG_BEST_GUESS) right after the ranked
+ * configs: its Winograd engines, 4 and 6 (their default configs), on
+ * strict fp32 forward 3x3 stride-1 dense layers.  Measured (H200, cuDNN
+ * 9.19, exhaustive tunings of the 27 such layers of the suite and the
+ * models): one of them won 8 and was within 10% of the winner on 10, by
+ * up to 2.5x over the best other config; cuDNN listed engine 4 93rd of
+ * rn50_conv2_3x3's configs, so a prediction, which times cuDNN's first 3
+ * and the configs that ran on its neighbours, missed it where no
+ * neighbour had run it (the suite in suite order under the predict
+ * policy: rn50_conv2_3x3 and rn50_conv5_3x3 at 1.99x and 2.49x the
+ * exhaustive winner's time). */
+static bool config_low_ranked_winner(const conv_problem *p, const conv_config *c) {
+  const bool winograd_engine = c->count == 1 && (c->values[0] == 4 || c->values[0] == 6);
+  return winograd_engine && p->dtype == CONV_DTYPE_F32 && p->math == CONV_MATH_STRICT &&
+         p->direction == CONV_FORWARD && p->groups == 1 && p->r == 3 && p->s == 3 &&
+         p->stride_h == 1 && p->stride_w == 1 && p->dil_h == 1 && p->dil_w == 1;
+}
+
+/* Appends heuristic config `h` (`ranked`: from cuDNN's ranked mode),
+ * unless its engine cannot run it, it never pays (and is not ranked), or
+ * its engine's share of runtime compilation is spent. */
+static void emit_heuristic(const conv_problem *p, int64_t engines, engine_probe *probes,
+                           const conv_config *h, bool ranked, int *compiled_left,
+                           conv_config *out, int max, int *n) {
+  const int64_t e = h->values[0];
+  if (e < 0 || e >= engines || !probes[e].usable) return;
+  if (probes[e].heuristic == NULL) probes[e].heuristic = h;
+  if (!ranked && config_never_pays(p, h)) return;
+  if (!engine_takes_config(&probes[e], compiled_left)) return;
+  if (config_append(out, max, n, h) && ranked) out[*n - 1].flags |= CONV_CONFIG_HEURISTIC_RANKED;
+}
+
+/* The ranked heuristic configs in cuDNN's order, the best guesses
+ * (config_low_ranked_winner), then the other
  * heuristics' configs, then every usable engine's default, then (with
  * `variants`) knob variants engine by engine in turns, so that a small
  * `max` still covers every engine before it covers any engine's knobs.
@@ -297,15 +331,16 @@ static int emit_configs(const conv_problem *p, int64_t engines, engine_probe *pr
                         const conv_config *heur, int heur_count, int ranked_count,
                         bool variants, conv_config *out, int max) {
   int n = 0, compiled_left = CONV_CUDNN_RUNTIME_COMPILED_MAX;
-  for (int i = 0; i < heur_count; i++) {
-    int64_t e = heur[i].values[0];
-    if (e < 0 || e >= engines || !probes[e].usable) continue;
-    if (probes[e].heuristic == NULL) probes[e].heuristic = &heur[i];
-    if (i >= ranked_count && config_never_pays(p, &heur[i])) continue;
-    if (!engine_takes_config(&probes[e], &compiled_left)) continue;
-    if (config_append(out, max, &n, &heur[i]) && i < ranked_count)
-      out[n - 1].flags |= CONV_CONFIG_HEURISTIC_RANKED;
+  for (int i = 0; i < ranked_count; i++)
+    emit_heuristic(p, engines, probes, &heur[i], true, &compiled_left, out, max, &n);
+  for (int64_t e = 0; e < engines; e++) {
+    const conv_config c = {1, {e}, 0};
+    if (probes[e].usable && config_low_ranked_winner(p, &c) &&
+        engine_takes_config(&probes[e], &compiled_left) && config_append(out, max, &n, &c))
+      out[n - 1].flags |= CONV_CONFIG_BEST_GUESS;
   }
+  for (int i = ranked_count; i < heur_count; i++)
+    emit_heuristic(p, engines, probes, &heur[i], false, &compiled_left, out, max, &n);
   for (int64_t e = 0; e < engines; e++) {
     if (!probes[e].usable) continue;
     conv_config c = {1, {e}, 0};

@@ -99,6 +99,11 @@ typedef struct conv_config {
  * marks that trial as the heuristic pick and reports its time as "cuDNN's
  * default". */
 #define CONV_CONFIG_HEURISTIC_RANKED 1u
+/* The config is a best guess of its family's own beyond its library's
+ * ranking: one the library ranks low that wins a known class of problems.
+ * configs() lists it right after the ranked configs; a prediction times
+ * it with the family's first configs (tuner/tune_predict.c). */
+#define CONV_CONFIG_BEST_GUESS 2u
 
 bool conv_config_equal(const conv_config *a, const conv_config *b);
 /* "v0,v1,..." ("" for count 0).  Returns CONV_INVALID_ARGUMENT if it does not fit. */

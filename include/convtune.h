@@ -363,7 +363,8 @@ typedef enum conv_policy {
    * of a problem in both), by their sizes; where their winners are of
    * one candidate family, time only that family's configs that ran
    * fastest on them (8 of cuDNN's, 24 of another family's) and cuDNN's
-   * 3 best guesses (and, where those
+   * best guesses (its first 3 configs; on strict fp32 3x3 stride-1 dense
+   * layers its Winograd engines too: docs/tuning.md) (and, where those
    * neighbours are far, the problem lies outside their range, or their
    * FFT winners differ in shape, every applicable family's 3 best
    * guesses too: docs/tuning.md, "Widening"), keep the fastest valid

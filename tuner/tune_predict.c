@@ -36,20 +36,33 @@ static int first_configs(const conv_tune_request *req, const conv_algorithm *alg
   return count;
 }
 
-/* cuDNN's best guesses for the problem, its heuristics' first configs (as
- * the fast policy times them), unless cuDNN takes none: they know the
- * problem itself, where the neighbours' ranking knows only what ran on
- * them, and catch the cuDNN configs a neighbour predicted in turn never
- * timed.  On the half suite's tuner-written caches they changed nothing;
- * on the models' layers they put regnet_y_400mf's 1x1 stride-2 shortcuts,
- * predicted from GEMM-won 1x1 stride-1 neighbours, within 10%
- * (tools/bench/predict-notes.md, "On the models' layers"). */
+/* A family's guesses in its list of configs: its first `head` (as the
+ * fast policy times them), and, where head > 0, those it marks as best
+ * guesses beyond them (CONV_CONFIG_BEST_GUESS). */
+static void add_guesses(predicted_set *set, const conv_algorithm *algo, const conv_config *list,
+                        int count, int head) {
+  for (int i = 0; i < count; i++)
+    if (i < head || (head > 0 && (list[i].flags & CONV_CONFIG_BEST_GUESS)))
+      add(set, algo, &list[i]);
+}
+
+/* cuDNN's best guesses for the problem (add_guesses), unless cuDNN takes
+ * none: they know the problem itself, where the neighbours' ranking knows
+ * only what ran on them, and catch the cuDNN configs a neighbour predicted
+ * in turn never timed.  On the half suite's tuner-written caches its first
+ * configs changed nothing; on the models' layers they put
+ * regnet_y_400mf's 1x1 stride-2 shortcuts, predicted from GEMM-won 1x1
+ * stride-1 neighbours, within 10% (tools/bench/predict-notes.md, "On the
+ * models' layers").  Its whole list is read, as add_ranked reads it: the
+ * best guesses follow however many configs cuDNN ranks. */
 static void add_cudnn_guesses(const conv_tune_request *req, predicted_set *set, tally *t) {
   const conv_algorithm *cudnn = conv_registry_find(CONV_ALGO_CUDNN);
   if (cudnn == NULL || !conv_algorithm_applicable(cudnn, req->problem, req->env)) return;
-  conv_config configs[MAX_CONFIGS_FAST];
-  const int count = first_configs(req, cudnn, configs, MAX_CONFIGS_FAST, t);
-  for (int i = 0; i < count; i++) add(set, cudnn, &configs[i]);
+  conv_config *configs = calloc(MAX_CONFIGS_EXHAUSTIVE, sizeof *configs);
+  if (configs == NULL) return; /* no guesses: the neighbours' configs are still timed */
+  const int count = first_configs(req, cudnn, configs, MAX_CONFIGS_EXHAUSTIVE, t);
+  add_guesses(set, cudnn, configs, count, MAX_CONFIGS_FAST);
+  free(configs);
 }
 
 /* Widened: every applicable family's best guesses, as the fast policy
@@ -69,8 +82,9 @@ static void add_best_guesses(const conv_tune_request *req, predicted_set *set, t
 }
 
 /* The neighbours' family's configs that ran fastest on them
- * (conv_predict_configs_for), then the first `head` configs the family
- * lists; false, with why[], where there are none. */
+ * (conv_predict_configs_for), then its guesses with the first `head`
+ * configs it lists (add_guesses); false, with why[], where there are
+ * none. */
 static bool add_ranked(const conv_tune_request *req, conv_cache *const *layers, int layer_count,
                        const conv_prediction *pr, int head, predicted_set *set, char *why,
                        size_t why_size) {
@@ -91,7 +105,7 @@ static bool add_ranked(const conv_tune_request *req, conv_cache *const *layers, 
                                     &perr) == CONV_OK &&
                   ranked > 0;
   for (int i = 0; ok && i < ranked; i++) add(set, algo, &offered[order[i]]);
-  for (int i = 0; ok && i < offered_count && i < head; i++) add(set, algo, &offered[i]);
+  if (ok) add_guesses(set, algo, offered, offered_count, head);
   free(offered);
   if (!ok)
     snprintf(why, why_size, "%s offers no config to rank (%s)", algo->name,

@@ -505,6 +505,62 @@ static int never_paying_configs(void) {
   return TEST_PASS;
 }
 
+/* The Winograd engines' best guesses (cudnn_configs.c,
+ * config_low_ranked_winner): on a strict fp32 3x3 stride-1 dense layer,
+ * engine 4's or 6's default config follows the ranked configs, marked
+ * CONV_CONFIG_BEST_GUESS (or is ranked itself); nothing is marked in TF32,
+ * at stride 2 or with K R S C twins. */
+static int best_guesses_listed(const char *shape, conv_math math, int *marked, bool *in_head) {
+  conv_problem p;
+  CHECK_STATUS(CONV_OK, conv_problem_parse(shape, &p, NULL, 0));
+  p.math = math;
+  conv_env env;
+  if (open_env(&env) != TEST_PASS) return TEST_FAIL;
+  static conv_config configs[LISTED_MAX];
+  int n = 0, i = 0;
+  if (list_cudnn_configs(&p, &env, configs, &n) != TEST_PASS) return TEST_FAIL;
+  close_env(&env);
+  while (i < n && (configs[i].flags & CONV_CONFIG_HEURISTIC_RANKED)) i++;
+  *in_head = false;
+  for (int j = 0; j < n; j++) {
+    const bool winograd = configs[j].count == 1 && (configs[j].values[0] == 4 ||
+                                                    configs[j].values[0] == 6);
+    *in_head |= winograd && j < i;
+    if (!(configs[j].flags & CONV_CONFIG_BEST_GUESS)) continue;
+    CHECK_MSG(winograd, "config %d of engine %" PRId64 " marked a best guess", j,
+              configs[j].values[0]);
+    CHECK_MSG(j == i, "best guess at %d, after %d ranked configs", j, i);
+    *in_head = true;
+    i++;
+  }
+  *marked = 0;
+  for (int j = 0; j < n; j++) *marked += (configs[j].flags & CONV_CONFIG_BEST_GUESS) != 0;
+  printf("%s (%s): %d ranked configs and best guesses, %d best guesses, of %d\n", shape,
+         math == CONV_MATH_STRICT ? "strict" : "tf32", i, *marked, n);
+  return TEST_PASS;
+}
+
+static int winograd_best_guesses(void) {
+  SKIP_WITHOUT_GPU();
+  const char *conv2 = "n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1";   /* rn50_conv2_3x3 */
+  const char *conv5 = "n=32 c=512 h=7 w=7 k=512 r=3 s=3 pad=1";   /* rn50_conv5_3x3 */
+  const char *stride2 = "n=32 c=64 h=56 w=56 k=64 r=3 s=3 pad=1 stride=2";
+  int marked = 0;
+  bool in_head = false;
+  for (int i = 0; i < 2; i++) {
+    if (best_guesses_listed(i == 0 ? conv2 : conv5, CONV_MATH_STRICT, &marked, &in_head) !=
+        TEST_PASS)
+      return TEST_FAIL;
+    CHECK_MSG(in_head, "neither engine 4 nor 6 ranked or marked a best guess");
+  }
+  if (best_guesses_listed(conv2, CONV_MATH_TF32, &marked, &in_head) != TEST_PASS) return TEST_FAIL;
+  CHECK(marked == 0);
+  if (best_guesses_listed(stride2, CONV_MATH_STRICT, &marked, &in_head) != TEST_PASS)
+    return TEST_FAIL;
+  CHECK(marked == 0);
+  return TEST_PASS;
+}
+
 /* Half plans through the public API, tuned (the tuner's random inputs,
  * reference and comparison in the type) and executed as a caller would:
  * whichever family wins (cuDNN's, a cuBLASLt GEMM family's, or one of our
@@ -581,5 +637,6 @@ static const labelled_test_case tests[] = {
     {"tf32_runtime_compiled_capped", tf32_runtime_compiled_capped, "gpu"},
     {"half_plans", half_plans, "gpu"},
     {"never_paying_configs", never_paying_configs, "gpu"},
+    {"winograd_best_guesses", winograd_best_guesses, "gpu"},
 };
 TEST_MAIN(tests)
