@@ -125,9 +125,10 @@ typedef struct predicted_config {
 
 /* What a prediction times, in order: the predicted family's ranked
  * configs; cuDNN's best guesses (its heuristics' first configs, and
- * those it marks CONV_CONFIG_BEST_GUESS) not among them; widened, every applicable family's best guesses not already
- * listed.  Split: each winning family's ranked configs and cuDNN's (the
- * other families' rest is the search's that follows). */
+ * those it marks CONV_CONFIG_BEST_GUESS) not among them; widened, every
+ * applicable family's best guesses not already listed.  Split: each
+ * winning family's ranked configs and cuDNN's (the other families' rest is
+ * the search's that follows). */
 typedef struct predicted_set {
   predicted_config configs[PREDICTED_MAX];
   int count;
