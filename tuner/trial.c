@@ -349,9 +349,17 @@ static void note_stop(conv_trial *trial, stop_rule rule, int samples_taken, doub
              trial->time_ms, samples_taken, best_ms);
 }
 
-/* A trial that failed with *err.  A failed launch may leave an error
- * behind for the next candidate: cleared here. */
-static void note_failure(bench *b, conv_trial *trial, const conv_error *err) {
+/* A trial's outcome: `st`, and, where it ran, the rule that stopped it
+ * (NOT_STOPPED: none) after `samples_taken` samples against best_ms.  A
+ * failure's reason is *err's; a failed launch may leave an error behind
+ * for the next candidate: cleared here. */
+static void note_outcome(bench *b, conv_trial *trial, conv_status st, stop_rule stopped,
+                         int samples_taken, double best_ms, const conv_error *err) {
+  trial->status = st;
+  if (st == CONV_OK) {
+    if (stopped != NOT_STOPPED) note_stop(trial, stopped, samples_taken, best_ms);
+    return;
+  }
   cudaStreamSynchronize(b->stream);
   cudaGetLastError();
   trial->time_ms = -1;
@@ -381,8 +389,7 @@ void conv_tuner_run_trial(bench *b, const conv_algorithm *algo, const conv_confi
                           prep.workspace_bytes, b->req->workspace_limit);
   }
   if (st == CONV_OK && prep.workspace_bytes > 0)
-    st = conv_device_alloc(&b->req->env->allocator, prep.workspace_bytes, b->stream, &workspace,
-                           "workspace", &err);
+    st = bench_tensor(b, prep.workspace_bytes, &workspace, "workspace", &err);
   conv_tuner_phase_since(phases, CONV_PHASE_PREPARE, started);
   started = uv_hrtime();
   double first_run_ms = 0, warm_ms = 0;
@@ -402,9 +409,7 @@ void conv_tuner_run_trial(bench *b, const conv_algorithm *algo, const conv_confi
                 &samples_taken, &err);
   }
   conv_tuner_phase_since(phases, CONV_PHASE_TIME, started);
-  if (st == CONV_OK && stopped != NOT_STOPPED) note_stop(trial, stopped, samples_taken, best_ms);
-  trial->status = st;
-  if (st != CONV_OK) note_failure(b, trial, &err);
+  note_outcome(b, trial, st, stopped, samples_taken, best_ms, &err);
   /* Its runs, on the tuning stream, are the workspace's only users. */
   started = uv_hrtime();
   conv_device_free(&b->req->env->allocator, workspace, prep.workspace_bytes, b->stream);
@@ -426,8 +431,7 @@ static void time_finalist(bench *b, finalist *f, double best_ms, conv_tune_phase
   uint64_t started = uv_hrtime();
   conv_status st = CONV_OK;
   if (bytes > 0)
-    st = conv_device_alloc(&b->req->env->allocator, bytes, b->stream, &workspace, "workspace",
-                           &err);
+    st = bench_tensor(b, bytes, &workspace, "workspace", &err);
   conv_tuner_phase_since(phases, CONV_PHASE_PREPARE, started);
   started = uv_hrtime();
   stop_rule stopped = NOT_STOPPED;
@@ -436,9 +440,7 @@ static void time_finalist(bench *b, finalist *f, double best_ms, conv_tune_phase
     st = time_in_full(b, f->algo, &f->prep, workspace, f->warm_ms, best_ms, &trial->time_ms,
                       &stopped, &samples_taken, &err);
   conv_tuner_phase_since(phases, CONV_PHASE_TIME, started);
-  if (st == CONV_OK && stopped != NOT_STOPPED) note_stop(trial, stopped, samples_taken, best_ms);
-  trial->status = st;
-  if (st != CONV_OK) note_failure(b, trial, &err);
+  note_outcome(b, trial, st, stopped, samples_taken, best_ms, &err);
   started = uv_hrtime();
   conv_device_free(&b->req->env->allocator, workspace, bytes, b->stream);
   conv_tuner_phase_since(phases, CONV_PHASE_PREPARE, started);

@@ -522,6 +522,7 @@ static int best_guesses_listed(const char *shape, conv_math math, int *marked, b
   close_env(&env);
   while (i < n && (configs[i].flags & CONV_CONFIG_HEURISTIC_RANKED)) i++;
   *in_head = false;
+  *marked = 0;
   for (int j = 0; j < n; j++) {
     const bool winograd = configs[j].count == 1 && (configs[j].values[0] == 4 ||
                                                     configs[j].values[0] == 6);
@@ -531,10 +532,9 @@ static int best_guesses_listed(const char *shape, conv_math math, int *marked, b
               configs[j].values[0]);
     CHECK_MSG(j == i, "best guess at %d, after %d ranked configs", j, i);
     *in_head = true;
+    (*marked)++;
     i++;
   }
-  *marked = 0;
-  for (int j = 0; j < n; j++) *marked += (configs[j].flags & CONV_CONFIG_BEST_GUESS) != 0;
   printf("%s (%s): %d ranked configs and best guesses, %d best guesses, of %d\n", shape,
          math == CONV_MATH_STRICT ? "strict" : "tf32", i, *marked, n);
   return TEST_PASS;
