@@ -32,6 +32,9 @@
 
 /* Past this an im2col buffer is not worth timing. */
 #define IM2COL_GEMM_COL_BYTES_MAX ((int64_t)8 << 30)
+/* The most chunks (each an im2col launch and a GEMM) its least-memory
+ * config makes (im2col_gemm_chunks). */
+#define IM2COL_GEMM_CHUNKS_MAX 64
 #define IM2COL_GEMM_ALGOS_OFFERED 16
 /* The pointer alignment prepare() assumes for x, w, y and the workspace.
  * 16 bytes is what vector loads and TMA need; cudaMalloc gives 256, and
@@ -224,8 +227,12 @@ static int64_t im2col_gemm_pow2_below(int64_t v) {
 
 /* Chunk sizes worth timing: the largest batch that fits (fewest, biggest
  * GEMMs), the largest power of two whose buffers stay within half the L2
- * (written then read back while still cached), and 1 (least memory, so a
- * tight workspace limit still leaves a candidate).  The buffers: col
+ * (written then read back while still cached), and the least memory, so
+ * that a tight workspace limit still leaves a candidate: 1 image, or,
+ * where that would make more than IM2COL_GEMM_CHUNKS_MAX chunks, the
+ * smallest power of two that does not (an H200 ran seed1_patch4's 20480
+ * one-image chunks in 320-430 ms, its best config in 0.24 ms; no tuned
+ * winner in the suite or the shipped file is chunked).  The buffers: col
  * unless 1x1, and a half problem's fp32 sums where its epilogue runs after
  * the GEMM; the 1x1 path of the others needs none, so only the whole
  * batch makes sense there. */
@@ -255,7 +262,9 @@ static int im2col_gemm_chunks(const conv_problem *pb, const conv_env *env,
   int64_t mid = im2col_gemm_pow2_below(c);
   while (mid > 1 && mid * per_image > l2 / 2) mid /= 2;
   if (mid > 1 && mid < c) out[count++] = mid;
-  if (c > 1) out[count++] = 1;
+  int64_t least = 1;
+  while (least < c && least * IM2COL_GEMM_CHUNKS_MAX < pb->n) least *= 2;
+  if (least < c && (count == 1 || least < mid)) out[count++] = least;
   return count;
 }
 

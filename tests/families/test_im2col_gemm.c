@@ -45,13 +45,44 @@ static int im2col_gemm_matches_reference(void) {
   return TEST_PASS;
 }
 
-/* ---- half precision */
-
 static conv_problem parsed(const char *spec) {
   conv_problem p;
   if (conv_problem_parse(spec, &p, NULL, 0) != CONV_OK) conv_problem_init(&p); /* fails later */
   return p;
 }
+
+/* The least-memory chunk (im2col_gemm_chunks): one image at batch 5; at
+ * seed1_patch4's batch of 20480 4x4 images, a chunk that makes at most 64
+ * of them, where one-image chunks ran 320-430 ms against 0.24 ms for the
+ * best config (H200).  Config values: {chunk, algo index}. */
+static int least_chunk_bounded(void) {
+  SKIP_WITHOUT_GPU();
+  conv_env env;
+  if (open_env(&env) != TEST_PASS) return TEST_FAIL;
+  const char *const specs[] = {"n=5 c=8 h=15 w=13 k=12 r=3 s=3 pad=1",
+                               "n=20480 c=32 h=4 w=4 k=64 r=3 s=3 pad=1"};
+  const int64_t least_wanted[] = {1, 512};
+  int rc = TEST_PASS;
+  for (int i = 0; i < 2 && rc == TEST_PASS; i++) {
+    conv_problem p = parsed(specs[i]);
+    conv_config configs[64];
+    int n = 0;
+    conv_error err = {CONV_OK, ""};
+    const conv_status st = conv_algorithm_im2col_gemm.configs(&p, &env, configs, 64, &n, &err);
+    int64_t least = p.n;
+    for (int j = 0; j < n; j++)
+      if (configs[j].values[0] < least) least = configs[j].values[0];
+    if (st != CONV_OK || n == 0 || least != least_wanted[i]) {
+      fprintf(stderr, "  %s: status %s, %d configs, least chunk %lld (want %lld): %s\n", specs[i],
+              conv_status_string(st), n, (long long)least, (long long)least_wanted[i], err.message);
+      rc = TEST_FAIL;
+    }
+  }
+  close_env(&env);
+  return rc;
+}
+
+/* ---- half precision */
 
 /* im2col_gemm takes NCHW forward problems in fp32, fp16 and bf16, grouped
  * or not, every epilogue; it refuses the half types' NHWC and backward
@@ -129,6 +160,7 @@ static int f16_overflow(void) {
 
 static const labelled_test_case tests[] = {
     {"im2col_gemm_matches_reference", im2col_gemm_matches_reference, "gpu"},
+    {"least_chunk_bounded", least_chunk_bounded, "gpu"},
     {"half_types_served", half_types_served, "cpu"},
     {"f16_forward", f16_forward, "gpu"},
     {"bf16_forward", bf16_forward, "gpu"},
