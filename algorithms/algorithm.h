@@ -93,6 +93,13 @@ typedef struct conv_algorithm {
   void (*release)(void *state);
   /* Human-readable config, e.g. "engine=12 knobs=3:1" or "batch=32 gemm_algo=0". */
   void (*describe)(const conv_config *config, char *text, size_t size);
+  /* Optional (NULL: no config has one).  Where `config` runs the kernels
+   * of another config of the family with only a pass over one operand
+   * beside them (cuDNN: the filters transposed to K R S C first), writes
+   * that config, its twin, to *twin
+   * and returns true.  The tuner does not run a config whose twin it has
+   * found far too slow (conv_tuner_rules_out_twin, tuner.h). */
+  bool (*twin_of)(const conv_config *config, conv_config *twin /* OUT */);
   /* Runs NCHW problems whose filters are K R S C (conv_problem_krsc_filters):
    * the family reads w in the order the problem names.  Families without it
    * are never offered such a problem (conv_algorithm_applicable). */

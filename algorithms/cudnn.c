@@ -371,6 +371,19 @@ static void cudnn_describe(const conv_config *c, char *text, size_t size) {
   if (unfused && used < size) snprintf(text + used, size - used, " unfused");
 }
 
+/* A config with K R S C filters runs the engine config without them, in
+ * the same graph, after one pass that transposes the filters: that config
+ * is its twin.  Not one with the epilogue after the graph: its graph lacks
+ * the epilogue, so the same engine and knobs there are other kernels. */
+static bool cudnn_twin_of(const conv_config *c, conv_config *twin) {
+  if (c == NULL || !config_krsc_filter(c) || c->values[c->count - 1] != 1) return false;
+  *twin = *c;
+  twin->count = c->count - 2;
+  twin->values[c->count - 2] = twin->values[c->count - 1] = 0;
+  twin->flags = 0;
+  return true;
+}
+
 const conv_algorithm conv_algorithm_cudnn = {
     .id = CONV_ALGO_CUDNN,
     /* 2: heuristic configs of 8 to 15 knobs (before, left out); 3: knob
@@ -385,6 +398,7 @@ const conv_algorithm conv_algorithm_cudnn = {
     .run = cudnn_run,
     .release = cudnn_release,
     .describe = cudnn_describe,
+    .twin_of = cudnn_twin_of,
     .libraries = CONV_LIBRARY_CUDNN,
     .krsc_filters = true, /* the graph's filter strides say K R S C */
 };

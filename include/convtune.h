@@ -823,7 +823,8 @@ typedef struct conv_cache_entry {
                           * that ran (CONV_OK) but was abandoned, being     *
                           * already slower than the best by the tuner's    *
                           * margin, "abandoned: ..." (time_ms is then the  *
-                          * median of its few samples; never a winner)     */
+                          * median of its few samples, or < 0 for a config *
+                          * not run for its twin's run; never a winner)    */
   double time_ms;        /* median time; < 0 when not timed                  */
   double rel_error;      /* against the reference; < 0 when not validated    */
   size_t workspace_bytes;

@@ -134,6 +134,27 @@ static int test_finalist_rule(void) {
   return TEST_PASS;
 }
 
+/* Twins of a config far too slow (conv_tuner_rules_out_twin): its first
+ * timed run of 20 ms or more and over 2x the best, or a validation run of
+ * 50 ms or more, abandoned by that run's rule (over 10x). */
+static int test_twin_rule(void) {
+  const double first = CONV_TWIN_RULED_OUT_FIRST_RUN_MS, timed = CONV_TWIN_RULED_OUT_MS;
+  const double factor = CONV_TWIN_RULED_OUT_FACTOR;
+  CHECK(conv_tuner_rules_out_twin(first, true, 1.0));
+  CHECK(conv_tuner_rules_out_twin(1525.0, true, 0.56)); /* cuDNN's engine 4, replk_dw31 */
+  CHECK(!conv_tuner_rules_out_twin(first * 0.99, true, 1.0)); /* may be first-launch costs */
+  CHECK(!conv_tuner_rules_out_twin(25.7, true, 0.87)); /* ... as one TF32 engine's were */
+  CHECK(!conv_tuner_rules_out_twin(first, true, first / 9)); /* not abandoned on that run */
+  CHECK(!conv_tuner_rules_out_twin(first * 10, true, 0)); /* no best yet */
+  CHECK(conv_tuner_rules_out_twin(timed, false, timed / (factor * 1.01)));
+  CHECK(!conv_tuner_rules_out_twin(timed, false, timed / factor)); /* not over it */
+  CHECK(!conv_tuner_rules_out_twin(timed * 0.99, false, 0.001));
+  CHECK(!conv_tuner_rules_out_twin(timed * 10, false, 0));
+  /* A validation run's floor is the higher: it pays first-launch costs. */
+  CHECK(first > timed && factor > 1);
+  return TEST_PASS;
+}
+
 static int test_budget_rule(void) {
   CHECK(!conv_tuner_budget_spent(1e9, 0, true)); /* no budget */
   CHECK(!conv_tuner_budget_spent(99.9, 100, true));
@@ -236,6 +257,7 @@ static const test_case tests[] = {
     {"tie_rule", test_tie_rule},
     {"warm_run_rule", test_warm_run_rule},
     {"finalist_rule", test_finalist_rule},
+    {"twin_rule", test_twin_rule},
     {"budget_rule", test_budget_rule},
     {"budget_option", test_budget_option},
     {"policy_option", test_policy_option},

@@ -35,6 +35,14 @@ bool conv_tuner_abandons_warm_run(double warm_ms, double best_ms) {
   return best_ms > 0 && warm_ms > CONV_ABANDON_WARM_FACTOR * best_ms;
 }
 
+bool conv_tuner_rules_out_twin(double run_ms, bool validation_run, double best_ms) {
+  if (validation_run)
+    return conv_tuner_abandons_first_run(run_ms, best_ms) &&
+           run_ms >= CONV_TWIN_RULED_OUT_FIRST_RUN_MS;
+  return best_ms > 0 && run_ms >= CONV_TWIN_RULED_OUT_MS &&
+         run_ms > CONV_TWIN_RULED_OUT_FACTOR * best_ms;
+}
+
 int conv_tuner_finalist_place(const double *screened_ms, int count, double candidate_ms) {
   if (isnan(candidate_ms)) return CONV_FINALISTS;
   int place = 0;

@@ -366,17 +366,33 @@ static void note_outcome(bench *b, conv_trial *trial, conv_status st, stop_rule 
   snprintf(trial->reason, sizeof trial->reason, "%s", err->message);
 }
 
+conv_config conv_tuner_kernels_of(const conv_algorithm *algo, const conv_config *config) {
+  conv_config twin;
+  return algo->twin_of != NULL && algo->twin_of(config, &twin) ? twin : *config;
+}
+
+/* Fills *out where a config abandoned on a run of run_ms against best_ms
+ * rules out its twin (conv_tuner_rules_out_twin). */
+static void note_twin_ruled_out(const conv_algorithm *algo, const conv_config *config,
+                                double run_ms, bool validation_run, double best_ms,
+                                ruled_out *out) {
+  if (out == NULL || !conv_tuner_rules_out_twin(run_ms, validation_run, best_ms)) return;
+  *out = (ruled_out){algo, conv_tuner_kernels_of(algo, config), *config, run_ms, best_ms,
+                     validation_run};
+}
+
 /* One config from prepare to validation and, given `kept`, its screen;
  * failures are the trial's result.  Its wall time goes to `phases` (NULL:
  * nowhere). */
 void conv_tuner_run_trial(bench *b, const conv_algorithm *algo, const conv_config *config,
                           double best_ms, conv_trial *trial, conv_tune_phases *phases,
-                          finalist *kept) {
+                          finalist *kept, ruled_out *twin_ruled_out) {
   conv_error err = {CONV_OK, ""};
   conv_prepared prep = {0};
   void *workspace = NULL;
   uint64_t started = uv_hrtime();
   if (kept != NULL) kept->algo = NULL;
+  if (twin_ruled_out != NULL) twin_ruled_out->algo = NULL;
   conv_status st = algo->prepare(b->req->problem, b->req->env, config, &prep, &err);
   if (st == CONV_OK) {
     trial->deterministic = prep.deterministic; /* also where it is refused for it */
@@ -404,9 +420,12 @@ void conv_tuner_run_trial(bench *b, const conv_algorithm *algo, const conv_confi
     snprintf(trial->reason, sizeof trial->reason,
              "abandoned: %.4f ms in its validation run, over %.0fx the best so far (%.4f ms)",
              first_run_ms, CONV_ABANDON_FIRST_RUN_FACTOR, best_ms);
+    note_twin_ruled_out(algo, config, first_run_ms, true, best_ms, twin_ruled_out);
   } else if (st == CONV_OK && kept != NULL) {
     st = screen(b, algo, &prep, workspace, best_ms, &trial->time_ms, &warm_ms, &stopped,
                 &samples_taken, &err);
+    if (st == CONV_OK && stopped != NOT_STOPPED && samples_taken == 1)
+      note_twin_ruled_out(algo, config, warm_ms, false, best_ms, twin_ruled_out);
   }
   conv_tuner_phase_since(phases, CONV_PHASE_TIME, started);
   note_outcome(b, trial, st, stopped, samples_taken, best_ms, &err);
@@ -528,14 +547,52 @@ static conv_status drop_screened(const conv_tune_request *req, finalist *f, tall
   return count_and_store(req, f->algo, &f->trial, t, err);
 }
 
+/* The config the tuning ruled out whose kernels `config` runs (its twin,
+ * or the config whose twin it is); NULL: none. */
+static const ruled_out *twin_ruled_out(const tally *t, const conv_algorithm *algo,
+                                       const conv_config *config) {
+  if (algo->twin_of == NULL) return NULL;
+  const conv_config kernels = conv_tuner_kernels_of(algo, config);
+  for (int i = 0; i < t->ruled_out_count; i++)
+    if (t->ruled_out[i].algo == algo && conv_config_equal(&t->ruled_out[i].kernels, &kernels))
+      return &t->ruled_out[i];
+  return NULL;
+}
+
+/* A config not run for its twin (conv_tuner_rules_out_twin), stored as
+ * abandoned with the twin's run for a reason. */
+static conv_status store_twin_ruled_out(const conv_tune_request *req, const conv_algorithm *algo,
+                                        const conv_config *config, const ruled_out *twin,
+                                        tally *t, conv_error *err) {
+  conv_trial trial;
+  conv_tuner_trial_init(&trial, algo, config);
+  char twin_text[sizeof trial.config_text];
+  algo->describe(&twin->ran, twin_text, sizeof twin_text);
+  trial.status = CONV_OK;
+  trial.abandoned = true;
+  snprintf(trial.reason, sizeof trial.reason,
+           "abandoned: not run, as its twin %s (the same kernels) took %.4f ms in its %s, over "
+           "%.0fx the best so far (%.4f ms)",
+           twin_text, twin->run_ms, twin->validation_run ? "validation run" : "first timed run",
+           twin->validation_run ? CONV_ABANDON_FIRST_RUN_FACTOR : CONV_TWIN_RULED_OUT_FACTOR,
+           twin->best_ms);
+  t->tried++;
+  return count_and_store(req, algo, &trial, t, err);
+}
+
 conv_status conv_tuner_time_config(bench *b, const conv_algorithm *algo, const conv_config *config,
                                    bool *pick_taken, tally *t, conv_error *err) {
   const conv_tune_request *req = b->req;
+  const ruled_out *twin = twin_ruled_out(t, algo, config);
+  if (twin != NULL) return store_twin_ruled_out(req, algo, config, twin, t, err);
   finalist f;
+  ruled_out slow;
   conv_tuner_trial_init(&f.trial, algo, config);
   conv_log(req->log, CONV_LOG_DEBUG, "screening %s %s", f.trial.algorithm, f.trial.config_text);
   conv_tuner_run_trial(b, algo, config, t->have_best ? t->best.time_ms : 0, &f.trial, &t->phases,
-                       &f);
+                       &f, &slow);
+  if (slow.algo != NULL && t->ruled_out_count < RULED_OUT_MAX)
+    t->ruled_out[t->ruled_out_count++] = slow;
   if (!*pick_taken && f.trial.status == CONV_OK && (config->flags & CONV_CONFIG_HEURISTIC_RANKED))
     *pick_taken = f.trial.heuristic_pick = true;
   t->tried++;

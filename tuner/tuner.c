@@ -11,56 +11,54 @@ static bool budget_spent(const conv_tune_request *req, const tally *t) {
   return conv_tuner_budget_spent((uv_hrtime() - t->started) * 1e-6, req->budget_ms, t->have_best);
 }
 
-/* What one family's pass runs: its configs up to `max`, leaving out those
- * of `done` (an earlier pass's); the configs it ran go to ran[*ran_count]
- * (up to ran_max).  *pick_taken persists across passes: one heuristic pick
- * per family. */
-typedef struct family_pass {
-  int max;
-  const conv_config *done;
-  int done_count;
-  conv_config *ran;
-  int ran_max, *ran_count;
-  bool *pick_taken, *enumeration_failed;
-  const conv_known_slow *slow; /* left out (NULL: none) */
-} family_pass;
-
-static bool already_done(const family_pass *pass, const conv_config *c) {
-  for (int i = 0; i < pass->done_count; i++)
-    if (conv_config_equal(&pass->done[i], c)) return true;
-  return false;
-}
-
-static conv_status tune_family(bench *b, const conv_algorithm *algo, const family_pass *pass,
-                               tally *t, conv_error *err) {
-  const conv_tune_request *req = b->req;
-  conv_config *configs = calloc((size_t)pass->max, sizeof *configs);
-  if (configs == NULL) return conv_error_set(err, CONV_OUT_OF_MEMORY, "config list");
-  int count = 0;
+/* A family's configs, listed once per tuning (the list phase's time):
+ * up to `max`; an enumeration that fails is recorded as the family's
+ * failed trial, and the others go on. */
+static conv_status list_family(const conv_tune_request *req, const conv_algorithm *algo, int max,
+                               conv_config *configs, int *count, bool *failed, tally *t,
+                               conv_error *err) {
   conv_error cerr = {CONV_OK, ""};
   const uint64_t listing = uv_hrtime();
-  conv_status st = algo->configs(req->problem, req->env, configs, pass->max, &count, &cerr);
+  *count = 0;
+  const conv_status listed = algo->configs(req->problem, req->env, configs, max, count, &cerr);
   conv_tuner_phase_since(&t->phases, CONV_PHASE_LIST, listing);
-  if (st != CONV_OK) { /* the family is recorded as failed, the others go on */
-    conv_trial trial;
-    conv_tuner_trial_init(&trial, algo, &(conv_config){0});
-    trial.status = st;
-    snprintf(trial.reason, sizeof trial.reason, "enumerating configs: %s", cerr.message);
-    conv_tuner_report(req, &trial);
-    count = 0;
-    *pass->enumeration_failed = true;
-    /* Why a tuning with nothing to time failed, where nothing else does
-     * (a half problem with an epilogue cuDNN cannot fuse, say). */
-    if (t->first_failure[0] == '\0')
-      snprintf(t->first_failure, sizeof t->first_failure, "%s: %s", algo->name, trial.reason);
-    st = conv_tuner_store_trial(req, &trial, t, err);
-  }
+  if (listed == CONV_OK) return CONV_OK;
+  conv_trial trial;
+  conv_tuner_trial_init(&trial, algo, &(conv_config){0});
+  trial.status = listed;
+  snprintf(trial.reason, sizeof trial.reason, "enumerating configs: %s", cerr.message);
+  conv_tuner_report(req, &trial);
+  *count = 0;
+  *failed = true;
+  /* Why a tuning with nothing to time failed, where nothing else does (a
+   * half problem with an epilogue cuDNN cannot fuse, say). */
+  if (t->first_failure[0] == '\0')
+    snprintf(t->first_failure, sizeof t->first_failure, "%s: %s", algo->name, trial.reason);
+  return conv_tuner_store_trial(req, &trial, t, err);
+}
+
+/* Known slow on the neighbours (tuner.h), itself or its twin. */
+static bool known_slow(const conv_known_slow *slow, const conv_algorithm *algo,
+                       const conv_config *config) {
+  if (conv_known_slow_has(slow, algo->id, config)) return true;
+  const conv_config kernels = conv_tuner_kernels_of(algo, config);
+  return !conv_config_equal(&kernels, config) && conv_known_slow_has(slow, algo->id, &kernels);
+}
+
+/* Screens configs[0..count) of one family, leaving out those a
+ * prediction timed and the known-slow ones (`slow`, NULL: none), until
+ * the budget is spent.  *pick_taken persists across passes: one heuristic
+ * pick per family. */
+static conv_status screen_configs(bench *b, const conv_algorithm *algo, const conv_config *configs,
+                                  int count, const predicted_set *predicted,
+                                  const conv_known_slow *slow, bool *pick_taken, tally *t,
+                                  conv_error *err) {
+  const conv_tune_request *req = b->req;
+  conv_status st = CONV_OK;
   for (int i = 0; i < count && st == CONV_OK; i++) {
-    if (already_done(pass, &configs[i])) continue;
-    if (conv_known_slow_has(pass->slow, algo->id, &configs[i])) {
-      /* Counted in the pass that lists everything (ran == NULL): a
-       * budgeted tuning's first pass meets the config again there. */
-      if (pass->ran == NULL) t->skipped++;
+    if (conv_predicted_has(predicted, algo, &configs[i])) continue;
+    if (known_slow(slow, algo, &configs[i])) {
+      t->skipped++;
       continue;
     }
     if (atomic_load(req->interrupt)) {
@@ -72,23 +70,20 @@ static conv_status tune_family(bench *b, const conv_algorithm *algo, const famil
       t->untimed++;
       continue;
     }
-    if (pass->ran != NULL && *pass->ran_count < pass->ran_max)
-      pass->ran[(*pass->ran_count)++] = configs[i];
-    st = conv_tuner_time_config(b, algo, &configs[i], pass->pick_taken, t, err);
+    st = conv_tuner_time_config(b, algo, &configs[i], pick_taken, t, err);
   }
-  free(configs);
   return st;
 }
 
-/* A search's state across its passes and families: each family's best
- * guesses (pass 0's, left out of pass 1), its heuristic pick taken, and
+/* A search's state across its passes and families: each family's list
+ * (made once, `full` configs at most), its heuristic pick taken, and
  * whether it could not list its configs. */
 typedef struct search {
   const conv_algorithm *const *algos;
-  int count;
-  conv_config *guesses; /* count x MAX_CONFIGS_FAST */
-  int *guess_counts;
-  bool *picks, *failed;
+  int count, full;
+  conv_config *lists; /* count x full */
+  int *list_counts;
+  bool *listed, *picks, *failed;
 } search;
 
 /* Which families a search runs: a split prediction's search runs all but
@@ -99,45 +94,40 @@ static bool searched(family_set which, const conv_algorithm *algo) {
   return which == FAMILIES_ALL || (which == FAMILIES_CUDNN) == (algo->id == CONV_ALGO_CUDNN);
 }
 
-/* Without a budget, each family's configs in turn.  With one, two passes:
- * every family's best guesses (the fast policy's), then the rest of each
- * (exhaustive policy), so that a budget spent early has tried every
- * family's likeliest configs.  Left out: the families not `which`, the
- * configs `predicted` timed, and the known-slow ones. */
+/* The fast policy: each family's best guesses (its first MAX_CONFIGS_FAST
+ * configs).  The others: two passes, every family's best guesses first,
+ * then the rest of each.  Why: a budget spent early has then tried every
+ * family's likeliest configs; and the best so far is a good one early, so
+ * that each rule that abandons a config against it (tuner.h) cuts the
+ * slow ones sooner.  In the suite's exhaustive tunings (H200), cuDNN's
+ * configs, listed first, took 50-100 ms a run on fft_few_ch_31, which the
+ * FFT family runs in 0.28 ms: each was abandoned only after a second run,
+ * timed.  Left out: the families not `which`, the configs `predicted`
+ * timed, and the known-slow ones. */
 static conv_status search_families(bench *b, search *s, family_set which,
                                    const predicted_set *predicted, const conv_known_slow *slow,
                                    tally *t, conv_error *err) {
   const conv_tune_request *req = b->req;
-  const bool budgeted = req->budget_ms > 0 && req->policy != CONV_POLICY_FAST;
-  const int full = req->policy == CONV_POLICY_FAST ? MAX_CONFIGS_FAST : MAX_CONFIGS_EXHAUSTIVE;
+  const bool guesses_first = req->policy != CONV_POLICY_FAST;
   conv_status st = CONV_OK;
-  for (int pass = budgeted ? 0 : 1; pass < 2 && st == CONV_OK; pass++) {
+  for (int pass = guesses_first ? 0 : 1; pass < 2 && st == CONV_OK; pass++) {
     for (int i = 0; i < s->count && st == CONV_OK; i++) {
       const conv_algorithm *algo = s->algos[i];
       if (!searched(which, algo) || s->failed[i] ||
           !conv_algorithm_applicable(algo, req->problem, req->env))
         continue;
-      conv_config *mine = s->guesses + (size_t)i * MAX_CONFIGS_FAST;
-      /* Left out: this pass's earlier guesses (pass 1) and the family's
-       * configs the prediction timed (its ranked ones, cuDNN's guesses, a
-       * widened prediction's best guesses). */
-      conv_config done[CONV_PREDICT_CONFIGS_MAX + 3 * MAX_CONFIGS_FAST];
-      const int done_max = (int)(sizeof done / sizeof done[0]);
-      int done_count = 0;
-      for (int j = 0; j < predicted->count && done_count < done_max; j++)
-        if (predicted->configs[j].algo == algo) done[done_count++] = predicted->configs[j].config;
-      for (int j = 0; pass == 1 && j < s->guess_counts[i] && done_count < done_max; j++)
-        done[done_count++] = mine[j];
-      family_pass fp = {pass == 0 ? MAX_CONFIGS_FAST : full,
-                        done,
-                        done_count,
-                        pass == 0 ? mine : NULL,
-                        MAX_CONFIGS_FAST,
-                        &s->guess_counts[i],
-                        &s->picks[i],
-                        &s->failed[i],
-                        slow};
-      st = tune_family(b, algo, &fp, t, err);
+      conv_config *list = s->lists + (size_t)i * (size_t)s->full;
+      if (!s->listed[i]) {
+        s->listed[i] = true;
+        st = list_family(req, algo, s->full, list, &s->list_counts[i], &s->failed[i], t, err);
+      }
+      const int count = s->list_counts[i];
+      const int guesses = count < MAX_CONFIGS_FAST ? count : MAX_CONFIGS_FAST;
+      const int from = pass == 1 && guesses_first ? guesses : 0;
+      const int to = pass == 0 ? guesses : count;
+      if (st == CONV_OK)
+        st = screen_configs(b, algo, list + from, to - from, predicted, slow, &s->picks[i], t,
+                            err);
     }
   }
   return st;
@@ -151,12 +141,15 @@ static conv_status search_families(bench *b, search *s, family_set which,
 static conv_status tune_all(bench *b, tally *t, conv_error *err) {
   const conv_tune_request *req = b->req;
   search s = {.algos = conv_registry(&s.count)};
-  s.guesses = calloc((size_t)s.count * MAX_CONFIGS_FAST, sizeof *s.guesses);
-  s.guess_counts = calloc((size_t)s.count, sizeof *s.guess_counts);
+  s.full = req->policy == CONV_POLICY_FAST ? MAX_CONFIGS_FAST : MAX_CONFIGS_EXHAUSTIVE;
+  s.lists = calloc((size_t)s.count * (size_t)s.full, sizeof *s.lists);
+  s.list_counts = calloc((size_t)s.count, sizeof *s.list_counts);
+  s.listed = calloc((size_t)s.count, sizeof *s.listed);
   s.picks = calloc((size_t)s.count, sizeof *s.picks);
   s.failed = calloc((size_t)s.count, sizeof *s.failed);
   conv_status st = CONV_OK;
-  if (s.guesses == NULL || s.guess_counts == NULL || s.picks == NULL || s.failed == NULL)
+  if (s.lists == NULL || s.list_counts == NULL || s.listed == NULL || s.picks == NULL ||
+      s.failed == NULL)
     st = conv_error_set(err, CONV_OUT_OF_MEMORY, "tuning state");
   const uint64_t beginning = uv_hrtime();
   if (st == CONV_OK) st = conv_cache_begin_tuning(req->cache, req->key, err);
@@ -188,8 +181,9 @@ out:
   if (st == CONV_OK) st = conv_tuner_time_finalists(b, t, err);
   conv_tuner_release_finalists(t); /* a failed search's */
   free(slow);
-  free(s.guesses);
-  free(s.guess_counts);
+  free(s.lists);
+  free(s.list_counts);
+  free(s.listed);
   free(s.picks);
   free(s.failed);
   return st;
@@ -338,7 +332,8 @@ conv_status conv_pick_untimed(const conv_tune_request *req, conv_choice *choice,
     conv_trial trial;
     conv_tuner_trial_init(&trial, candidates[i].algo, &candidates[i].config);
     conv_log(req->log, CONV_LOG_DEBUG, "checking %s %s", trial.algorithm, trial.config_text);
-    conv_tuner_run_trial(&b, candidates[i].algo, &candidates[i].config, 0, &trial, NULL, NULL);
+    conv_tuner_run_trial(&b, candidates[i].algo, &candidates[i].config, 0, &trial, NULL, NULL,
+                         NULL);
     conv_tuner_report(req, &trial);
     tried++;
     if (trial.status == CONV_OK) {
@@ -378,7 +373,7 @@ conv_status conv_validate_choice(const conv_tune_request *req, const conv_choice
   if (st != CONV_OK) return conv_error_set(err, st, "invalid problem");
   CONV_TRY(st, conv_bench_alloc(&b, err), done);
   CONV_TRY(st, conv_bench_inputs(&b, err), done);
-  conv_tuner_run_trial(&b, algo, &choice->config, 0, &trial, NULL, NULL);
+  conv_tuner_run_trial(&b, algo, &choice->config, 0, &trial, NULL, NULL, NULL);
   conv_tuner_report(req, &trial);
   if (trial.status != CONV_OK) st = conv_error_set(err, trial.status, "%s", trial.reason);
   if (out != NULL) *out = trial;

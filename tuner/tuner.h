@@ -379,6 +379,26 @@ bool conv_tuner_abandons_first_run(double first_run_ms, double best_ms);
 #define CONV_WARM_HOLD_US 200
 bool conv_tuner_abandons_warm_run(double warm_ms, double best_ms);
 
+/* Twins of a config far too slow (conv_algorithm.twin_of): a config
+ * abandoned on its first timed run, of CONV_TWIN_RULED_OUT_MS or more and
+ * over CONV_TWIN_RULED_OUT_FACTOR times the best median so far, or on its
+ * validation run alone (over CONV_ABANDON_FIRST_RUN_FACTOR times the best),
+ * that run CONV_TWIN_RULED_OUT_FIRST_RUN_MS or more, leaves its twin unrun,
+ * kept as abandoned with the reason.  Why: a cuDNN engine config and its
+ * twin with K R S C filters run the same kernels: in the suite's exhaustive
+ * tunings (H200, 2026-11-29, before the rule), the twins of the 72 (strict)
+ * and 85 (TF32) configs it names ran at 0.87-1.44x their time, none within
+ * 2x of the winner, and took 11.2 s and 11.0 s of those tunings (cuDNN's
+ * engine 4: 1.46-1.53 s a run on the 31x31 rows).  A validation run pays
+ * first-launch costs, hence its floor: one TF32 engine config took 25.7 ms
+ * in it and 0.9 ms (1.03x the winner) in its twin; a run of 50 ms or more
+ * over 10x the best leaves its config over 3x the best unless those costs
+ * were over 35 ms. */
+#define CONV_TWIN_RULED_OUT_MS 20.0
+#define CONV_TWIN_RULED_OUT_FACTOR 2.0
+#define CONV_TWIN_RULED_OUT_FIRST_RUN_MS 50.0
+bool conv_tuner_rules_out_twin(double run_ms, bool validation_run, double best_ms);
+
 /* Whether a tuning with a budget (budget_ms > 0; 0: none, never spent) that
  * has run elapsed_ms stops before its next config.  Never before one config
  * has validated (have_valid): a tuning always returns a plan if it can. */

@@ -40,6 +40,16 @@ typedef struct finalist {
   double warm_ms;    /* its first timed run: sizes its graph */
 } finalist;
 
+/* A config found far too slow (conv_tuner_rules_out_twin), by its kernels'
+ * config (the config, or the one it is a twin of): its twin is not run. */
+typedef struct ruled_out {
+  const conv_algorithm *algo;
+  conv_config kernels, ran; /* ran: the config itself */
+  double run_ms, best_ms;   /* the run that ruled it out, the best then */
+  bool validation_run;      /* that run was its validation run */
+} ruled_out;
+#define RULED_OUT_MAX 64
+
 /* Tracks the best valid trial and the first failure, for the final message;
  * and, with a budget, when the tuning started and whether it was cut.
  * While configs are screened, best is the fastest screen (the finalists'
@@ -51,6 +61,8 @@ typedef struct tally {
   int finalist_count;
   int tried, failed, abandoned;
   int skipped;            /* known slow on its neighbours, never run (tuner.h) */
+  ruled_out ruled_out[RULED_OUT_MAX]; /* the first found; more are not kept */
+  int ruled_out_count;
   char first_failure[300];
   uint64_t started;       /* uv_hrtime() */
   bool cut;               /* the budget stopped it */
@@ -83,10 +95,17 @@ void conv_tuner_trial_init(conv_trial *trial, const conv_algorithm *algo,
  * screen; failures are the trial's result.  best_ms: the best screen so
  * far (0: none), for early abandonment.  A config that passed its screen
  * goes to *kept, prepared, for its timing in full (kept->algo set; else
- * NULL).  Its wall time goes to `phases` (NULL: nowhere). */
+ * NULL); one abandoned on a run that rules out its twin
+ * (conv_tuner_rules_out_twin) is described in *twin_ruled_out (algo set;
+ * else NULL; given with kept).  Its wall time goes to `phases` (NULL:
+ * nowhere). */
 void conv_tuner_run_trial(bench *b, const conv_algorithm *algo, const conv_config *config,
                           double best_ms, conv_trial *trial, conv_tune_phases *phases,
-                          finalist *kept);
+                          finalist *kept, ruled_out *twin_ruled_out);
+
+/* The config whose kernels `config` runs: its twin (conv_algorithm.twin_of)
+ * or itself. */
+conv_config conv_tuner_kernels_of(const conv_algorithm *algo, const conv_config *config);
 
 /* A trial's outcome, for the context's log (DEBUG). */
 void conv_tuner_report(const conv_tune_request *req, const conv_trial *trial);

@@ -167,6 +167,30 @@ static int krsc_filter_knob(void) {
   return TEST_PASS;
 }
 
+/* A config with K R S C filters is the twin of the engine config without
+ * them (the same graph, the filters transposed first): the tuner does not
+ * run it where that config was far too slow (tuner.h).  One with the knob
+ * at 0, one with the epilogue after the graph (its graph has no epilogue:
+ * other kernels) and one without convtune's knobs are no one's twin. */
+static int twins_of_krsc_filters(void) {
+  const conv_algorithm *cudnn = conv_registry_find(CONV_ALGO_CUDNN);
+  CHECK(cudnn != NULL && cudnn->twin_of != NULL);
+  conv_config krsc = pick, twin;
+  krsc.values[krsc.count++] = CONV_CUDNN_KNOB_KRSC_FILTER;
+  krsc.values[krsc.count++] = 1;
+  krsc.flags = CONV_CONFIG_HEURISTIC_RANKED;
+  CHECK(cudnn->twin_of(&krsc, &twin));
+  CHECK(conv_config_equal(&twin, &pick) && twin.flags == 0);
+  krsc.values[krsc.count - 1] = 0;
+  CHECK(!cudnn->twin_of(&krsc, &twin));
+  conv_config unfused = pick;
+  unfused.values[unfused.count++] = CONV_CUDNN_KNOB_UNFUSED_EPILOGUE;
+  unfused.values[unfused.count++] = 1;
+  CHECK(!cudnn->twin_of(&unfused, &twin));
+  CHECK(!cudnn->twin_of(&pick, &twin));
+  return TEST_PASS;
+}
+
 /* convtune's knob for a half problem's epilogue after the graph
  * (CONV_CUDNN_KNOB_UNFUSED_EPILOGUE) is described, and refused before
  * cuDNN is asked where it does not apply: fp32 problems, backward passes
@@ -626,6 +650,7 @@ static const labelled_test_case tests[] = {
     {"krsc_filter_knob", krsc_filter_knob, "cpu"},
     {"half_engines_and_epilogue", half_engines_and_epilogue, "cpu"},
     {"unfused_epilogue_knob", unfused_epilogue_knob, "cpu"},
+    {"twins_of_krsc_filters", twins_of_krsc_filters, "cpu"},
     {"f16_forward", f16_forward, "gpu"},
     {"f16_backward_data", f16_backward_data, "gpu"},
     {"f16_backward_filter", f16_backward_filter, "gpu"},
