@@ -145,6 +145,9 @@ def main():
     assert models.amp_dtype("strict") is None and models.amp_fn(len, "tf32") is len
     assert models.MODEL_LIMIT["bf16"] == 5e-2 and models.MODEL_LIMIT["f16"] == 1e-2
     assert "bf16" in models.parse_args([]).compile_modes
+    assert models.model_names("resnet50,zoo")[0] == "resnet50" and len(models.model_names("zoo")) == 19
+    assert set(models.MODELS) <= set(models.ZOO) and len(set(models.ZOO)) == len(models.ZOO)
+    assert models.image_size("inception_v3") == 299 and models.image_size("resnet50") == 224
     saved = json.load(open("BENCHMARKS-models.json", encoding="utf-8"))
     plain = models.render(saved)
     assert "Mixed-precision" not in plain, "an fp32-only run renders as before"

@@ -51,7 +51,17 @@ import bench_suite  # noqa: E402
 import bench_timing  # noqa: E402
 
 MODELS = ("resnet50", "mobilenet_v2", "convnext_tiny", "regnet_y_400mf")
+# Issue 58's zoo, one model of each torchvision classification family:
+# --models zoo.
+ZOO = ("alexnet", "vgg11_bn", "resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2",
+       "densenet121", "googlenet", "inception_v3", "mobilenet_v2", "mobilenet_v3_large",
+       "mnasnet1_0", "shufflenet_v2_x1_0", "squeezenet1_1", "efficientnet_b0", "efficientnet_v2_s",
+       "regnet_y_400mf", "regnet_x_1_6gf", "convnext_tiny")
 IMAGE = 224
+# The models built for another input size than IMAGE.
+IMAGE_SIZES = {"inception_v3": 299}
+# Their auxiliary classifiers never run in eval mode: not built.
+NO_AUX = {"googlenet", "inception_v3"}
 MARKER = bench_render.MODELS_MARKER
 # Relative L2 error of a whole model's output against the float64 model:
 # each layer's error compounds through 50-odd layers.
@@ -72,7 +82,8 @@ MODE_LABELS = {"bf16": "bf16 amp, channels_last", "f16": "f16 amp, channels_last
 
 def parse_args(argv: list) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", default=",".join(MODELS), help="comma-separated torchvision names")
+    p.add_argument("--models", default=",".join(MODELS),
+                   help="comma-separated torchvision names; zoo: one model of each family (ZOO)")
     p.add_argument("--batches", default="1,16")
     p.add_argument("--modes", default="strict,tf32",
                    help="strict, tf32 (fp32 models), bf16, f16 (autocast, channels_last)")
@@ -101,6 +112,20 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--render", metavar="JSON", default=None,
                    help="only render --out-md from an earlier run's --out-json (no torch, no GPU)")
     return p.parse_args(argv)
+
+
+def model_names(text: str) -> list:
+    """--models: torchvision names, "zoo" standing for ZOO; each once, in order."""
+    names = []
+    for name in split(text):
+        for one in (ZOO if name == "zoo" else (name,)):
+            if one not in names:
+                names.append(one)
+    return names
+
+
+def image_size(name: str) -> int:
+    return IMAGE_SIZES.get(name, IMAGE)
 
 
 def split(text: str, cast=str) -> list:
@@ -187,7 +212,8 @@ def build(name: str, seed: int = 0):
     import torch
     import torchvision
     torch.manual_seed(seed)
-    return torchvision.models.get_model(name, weights=None).cuda().eval()
+    extra = {"aux_logits": False, "init_weights": True} if name in NO_AUX else {}
+    return torchvision.models.get_model(name, weights=None, **extra).cuda().eval()
 
 
 def conv_layers(model) -> dict:
@@ -436,7 +462,7 @@ def run_config(name: str, batch: int, mode: str, ways: list, compile_batches: li
         report = convtune.convert(ours, context=None if amp else context)
     base, ours = autocast_model(base, mode), autocast_model(ours, mode)
     torch.manual_seed(1)
-    x = torch.randn(batch, 3, IMAGE, IMAGE, device="cuda")
+    x = torch.randn(batch, 3, image_size(name), image_size(name), device="cuda")
     if amp:
         x = x.contiguous(memory_format=torch.channels_last)
     row = {"model": name, "batch": batch, "mode": mode, "converted": len(report.converted),
@@ -538,7 +564,10 @@ def render(results: dict) -> str:
                   f"{more['elapsed_s']:.0f} s, policy `{more['policy']}`), on the same GPU model with the "
                   "same convtune versions (checked when merged), into the same cache:",
                   "", "```", more["command"], "```", ""]
-    lines += ["torchvision models with random weights in eval mode, input `randn(batch, 3, 224, 224)`. "
+    sizes = sorted({f"{m}: {image_size(m)}x{image_size(m)}" for m in {r["model"] for r in results["rows"]}
+                    if image_size(m) != IMAGE})
+    lines += ["torchvision models with random weights in eval mode, input `randn(batch, 3, 224, 224)`"
+              + (f" ({', '.join(sizes)})" if sizes else "") + ". "
               "PyTorch: the model as built, `cudnn.benchmark = True`. convtune: a deep copy after "
               "`convtune.convert(model)`. Both under `torch.no_grad()`, the TF32 flags per mode. "
               "Eager: CUDA events around back-to-back forwards (bench.py's helper, alternating "
@@ -731,7 +760,7 @@ def main(argv: list | None = None) -> int:
                        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                        "elapsed_s": 0.0},
                "environment": env, "rows": rows, **notes}
-    for name in split(args.models):
+    for name in model_names(args.models):
         for mode in modes:
             for batch in batches:
                 if args.tune_only:
