@@ -389,9 +389,9 @@ bool conv_tuner_abandons_warm_run(double warm_ms, double best_ms);
  * tunings (H200, 2026-11-29, before the rule), the twins of the 72 (strict)
  * and 85 (TF32) configs it names ran at 0.87-1.44x their time, none within
  * 2x of the winner, and took 11.2 s and 11.0 s of those tunings (cuDNN's
- * engine 4: 1.46-1.53 s a run on the 31x31 rows).  A validation run pays
+ * engine 4: 1.46-1.53 s a run on the 31x31 rows).  A validation run may pay
  * first-launch costs, hence its floor: one TF32 engine config took 25.7 ms
- * in it and 0.9 ms (1.03x the winner) in its twin; a run of 50 ms or more
+ * in it where its twin ran in 0.9 ms (1.03x the winner); a run of 50 ms or more
  * over 10x the best leaves its config over 3x the best unless those costs
  * were over 35 ms. */
 #define CONV_TWIN_RULED_OUT_MS 20.0
