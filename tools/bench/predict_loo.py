@@ -23,8 +23,14 @@ shape is outside their range by over 4x (filter taps, channels in and out,
 output pixels, channels per group, depthwise or not) or their FFT winners
 differ in shape (whole image against tiles, or tile sizes), every family's
 first 3 configs are timed too; a family's first configs are read as its
-first 3 trials in the cache's row order (an unbudgeted exhaustive tuning
-times each family's configs in the family's own order).  That order is
+first 3 trials in the cache's row order (an exhaustive tuning times each
+family's configs in the family's own order, its first three first).  Since
+the finalists (c6d8e4c, 2026-11-29: the two fastest screens, timed in full
+last) are stored after every other config of their tuning, a finalist that
+was among its family's first configs is not read as one: --widen then
+under-counts (fft_few_ch_31: FFT's 560x560 kernel-product config, 2nd in
+its list and the winner, read as last; 2.03x here, within 10% on the GPU).
+--cudnn-guesses also adds cuDNN's marked best guesses (cudnn_best_guesses).  That order is
 only in a cache the tuner wrote: `convtune merge` and `export` copy a
 tuning's rows winner first, then fastest first, so in their files each
 family's "first" trials are its fastest and --widen and --cudnn-guesses
@@ -145,6 +151,21 @@ def first_configs(db, shape, per_family=3):
         if (algorithm_id, text) in by_text:
             picks.add(by_text[(algorithm_id, text)])
     return picks
+
+
+_WINOGRAD_LAYER = re.compile(r"^fwd f32 \S+ strict \S+ n\d+ c\d+ h\d+ w\d+ k\d+ r3 s3 pad\d+,\d+ "
+                             r"str1,1 dil1,1 g1$")
+
+
+def cudnn_best_guesses(shape):
+    """cuDNN's configs it marks as best guesses beyond its ranking
+    (CONV_CONFIG_BEST_GUESS, cudnn_configs.c's config_low_ranked_winner):
+    its Winograd engines 4 and 6, default configs, on strict fp32 forward
+    3x3 stride-1 dense layers; a cache does not store the flag."""
+    if not _WINOGRAD_LAYER.match(shape["key"]):
+        return set()
+    return {shape["by_text"][(CUDNN, text)] for text in ("engine=4", "engine=6")
+            if (CUDNN, text) in shape["by_text"]}
 
 
 def rows_in_merge_order(db):
@@ -295,7 +316,7 @@ def main(argv):
                                  per_family=args.by == "per-family", own_top=args.own_top)
             if args.cudnn_guesses:
                 picks |= {c for c in first_configs(db, s, per_family=args.cudnn_guesses)
-                          if c[0] == CUDNN}
+                          if c[0] == CUDNN} | cudnn_best_guesses(s)
             disagree = len({family for family, _ in winners}) > 1
             if args.widen and (len(near) < args.k or (args.fallback in ("widen", "own") and disagree)
                                or widen_reason(s, near) is not None):
