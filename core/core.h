@@ -100,9 +100,11 @@ typedef struct conv_config {
  * default". */
 #define CONV_CONFIG_HEURISTIC_RANKED 1u
 /* The config is a best guess of its family's own beyond its library's
- * ranking: one the library ranks low that wins a known class of problems.
- * configs() lists it right after the ranked configs; a prediction times
- * it with the family's first configs (tuner/tune_predict.c). */
+ * ranking: one the library ranks low that wins a known class of problems
+ * (cuDNN's Winograd engines on strict 3x3 layers; cuBLASLt's 4th to 8th
+ * algos for im2col_gemm's 1x1 layers).  A family whose configs() marks
+ * some says so (conv_algorithm.marks_best_guesses), and every prediction
+ * times them, whatever family won the neighbours (tuner/tune_predict.c). */
 #define CONV_CONFIG_BEST_GUESS 2u
 
 bool conv_config_equal(const conv_config *a, const conv_config *b);

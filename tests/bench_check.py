@@ -215,7 +215,7 @@ convtune: INFO: A: 2 configs not run: each ran 1 ms or more
 convtune: INFO: tuning B
 convtune: INFO: B: prediction split (its 3 nearest tuned neighbours' winners differ in family): 8 configs
 convtune: INFO: tuned in 0.50 s: 9 configs, 0 failed, 0 abandoned; fastest x y (0.1 ms); phases (s): setup 0.100, time 0.400
-convtune: INFO: B: predicted from its tuned neighbours (split: then every family but cuDNN), 9 configs timed
+convtune: INFO: B: predicted from its tuned neighbours (split), 9 configs timed
 convtune: INFO: tuning C
 convtune: INFO: tuned in 0.25 s: 9 configs, 0 failed, 0 abandoned; fastest x y (0.1 ms); phases (s): setup 0.050, time 0.200
 convtune: INFO: C: predicted from its tuned neighbours, 9 configs timed; marked incomplete
@@ -228,6 +228,37 @@ convtune: INFO: tuning E
                      "unpredicted": [1, 1.0]}, rules  # E never ended: not counted
     tunings, totals = tuning_phases.read_phases(log)
     assert tunings == 4 and math.isclose(totals["time"], 3.1), (tunings, totals)
+    # ------------------------------------------------------------ plan_quality.py
+    import plan_quality
+    import sqlite3
+
+    def cache(path, winners, pending):
+        if os.path.exists(path):
+            os.remove(path)
+        db = sqlite3.connect(path)
+        db.execute("CREATE TABLE trials (problem, device, versions, algorithm, config_text, "
+                   "time_ms, winner)")
+        db.execute("CREATE TABLE pending (problem, device, versions, reason)")
+        for problem, t, plan in winners:
+            db.execute("INSERT INTO trials VALUES (?, 'd', 'v', ?, 'c', ?, 1)", (problem, plan, t))
+            db.execute("INSERT INTO trials VALUES (?, 'd', 'v', 'other', 'c', ?, 0)",
+                       (problem, t * 3))
+        for problem in pending:
+            db.execute("INSERT INTO pending VALUES (?, 'd', 'v', 'incomplete')", (problem,))
+        db.commit()
+        db.close()
+
+    pred, fin = os.path.join(tmp, "pq-predicted.db"), os.path.join(tmp, "pq-finished.db")
+    cache(pred, [("A", 1.5, "cudnn"), ("B", 1.0, "fft"), ("C", 2.0, "cudnn")], ["A", "B"])
+    cache(fin, [("A", 1.0, "im2col_gemm"), ("B", 1.0, "fft"), ("C", 2.0, "cudnn")], [])
+    rows, full = plan_quality.compare(pred, fin)
+    assert full == 1 and [(r[0], r[1]) for r in rows] == [(1.5, "A"), (1.0, "B")], (rows, full)
+    text = plan_quality.render([("m", rows, full)])
+    assert "| m | 2 | 1 | 1.250 | 1.225 | 1.50 | 1/2 |" in text, text
+    assert "| m | 1.50 | A | cudnn c | im2col_gemm c |" in text, text
+    with contextlib.redirect_stderr(io.StringIO()):
+        assert plan_quality.main([pred]) == 2  # not a pair
+        assert plan_quality.main([fin, pred]) == 2  # nothing pending in the first
     print("bench_check: ok")
     return 0
 

@@ -16,16 +16,8 @@
 #include "cache/cache.h"
 #include "tests/cli_run.h"
 #include "tests/gpu_support.h"
+#include "tests/plan_support.h"
 #include "tuner/tuner.h"
-
-static conv_problem small_problem(void) {
-  conv_problem p;
-  conv_problem_init(&p);
-  p.n = 2; p.c = 16; p.h = 23; p.w = 19; p.k = 24; p.r = 3; p.s = 3;
-  p.pad_h = p.pad_w = 1;
-  p.epilogue = CONV_EPILOGUE_BIAS_RELU;
-  return p;
-}
 
 /* What a cache holds, through the public reader. */
 /* A record-mode context on an empty cache returns a working, untimed plan
@@ -37,7 +29,7 @@ static int record_then_tune_pending(void) {
   seed_rng();
   char cache[4096];
   temp_path(cache, sizeof cache, "record");
-  conv_problem p = small_problem();
+  conv_problem p = fixed_problem();
   conv_context *ctx;
   if (make_context(&ctx, cache, CONV_POLICY_RECORD, 0) != TEST_PASS) return TEST_FAIL;
   char device[CONV_DEVICE_FINGERPRINT_MAX];
@@ -106,7 +98,7 @@ static int small_budget_marks_incomplete(void) {
   seed_rng();
   char cache[4096];
   temp_path(cache, sizeof cache, "budget");
-  conv_problem p = small_problem();
+  conv_problem p = fixed_problem();
   conv_context *ctx;
   if (budget_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 1.0) != TEST_PASS) return TEST_FAIL;
   conv_plan_info info;
@@ -213,8 +205,8 @@ static int predict_leaves_out_known_slow(void) {
   seed_rng();
   char path[4096];
   temp_path(path, sizeof path, "known-slow");
-  const conv_problem neighbour = small_problem();
-  conv_problem target = small_problem();
+  const conv_problem neighbour = fixed_problem();
+  conv_problem target = fixed_problem();
   target.h = 27;
   target.w = 23;
   conv_context *ctx;
@@ -258,7 +250,7 @@ static int verify_fresh_cache_flags_nothing(void) {
   seed_rng();
   char cache[4096];
   temp_path(cache, sizeof cache, "verify");
-  conv_problem p = small_problem(), q = small_problem();
+  conv_problem p = fixed_problem(), q = fixed_problem();
   q.k = 32;
   q.epilogue = CONV_EPILOGUE_NONE;
   conv_context *ctx;

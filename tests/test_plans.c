@@ -2,9 +2,9 @@
  * test_plans.c -- GPU tests of plans end to end: tuning into a cache,
  * executing on streams, sharing plans, graph replay against direct runs,
  * plans read back by a new process, argument checks, failing candidates
- * recorded, the cache-only and predict policies, bad rows of either cache
- * layer passed over.  Each skips (exit 77) on a machine
- * without a GPU; the seed of the random inputs is printed
+ * recorded, the cache-only policy, bad rows of either cache layer passed
+ * over (the predict policy: test_predict_plans.c).  Each skips (exit 77)
+ * on a machine without a GPU; the seed of the random inputs is printed
  * (CONVTUNE_TEST_SEED replays it).
  */
 #include <math.h>
@@ -20,40 +20,8 @@
 #include "cache/cache.h"
 #include "runtime/context.h"
 #include "tests/gpu_support.h"
+#include "tests/plan_support.h"
 #include "tuner/tuner.h"
-
-/* Creates a plan, executes it on `stream` and checks the output. */
-static int plan_roundtrip(conv_context *ctx, const conv_problem *p, cudaStream_t stream,
-                          conv_plan_source expect_source) {
-  host_case hc;
-  dev_case d;
-  if (host_case_make(&hc, p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS) return TEST_FAIL;
-  conv_plan *plan = NULL;
-  conv_status st = conv_plan_create(ctx, p, &plan);
-  CHECK_MSG(st == CONV_OK, "conv_plan_create: %s", conv_context_last_error(ctx));
-  conv_plan_info info;
-  CHECK_STATUS(CONV_OK, conv_plan_info_get(plan, &info));
-  printf("plan: %s %s %.4f ms, source %d\n", info.algorithm, info.config, info.time_ms, (int)info.source);
-  CHECK_MSG(info.source == expect_source, "source %d, expected %d", (int)info.source, (int)expect_source);
-  CHECK(info.time_ms > 0);
-  if (poison(&d, &hc, stream) != TEST_PASS) return TEST_FAIL;
-  CHECK_STATUS(CONV_OK, conv_plan_execute(plan, stream, d.x, d.w, d.bias, d.y));
-  if (check_output(&d, &hc, stream, conv_error_bound(p->math, CONV_ARITH_TRANSFORM), "plan") != TEST_PASS)
-    return TEST_FAIL;
-  conv_plan_destroy(plan);
-  dev_case_free(&d);
-  host_case_free(&hc);
-  return TEST_PASS;
-}
-
-static conv_problem fixed_problem(void) {
-  conv_problem p;
-  conv_problem_init(&p);
-  p.n = 2; p.c = 16; p.h = 23; p.w = 19; p.k = 24; p.r = 3; p.s = 3;
-  p.pad_h = p.pad_w = 1;
-  p.epilogue = CONV_EPILOGUE_BIAS_RELU;
-  return p;
-}
 
 static int plan_executes_correctly(void) {
   SKIP_WITHOUT_GPU();
@@ -377,26 +345,6 @@ static int execute_rejects_bad_arguments(void) {
   return TEST_PASS;
 }
 
-typedef struct trial_census {
-  int total, workspace_limited, winners, cudnn;
-  size_t winner_workspace;
-  char device[256], versions[512]; /* the last row's, to look its pending state up */
-} trial_census;
-
-static int count_trial(const conv_cache_row *row, void *user) {
-  trial_census *c = user;
-  c->total++;
-  c->cudnn += row->trial->algorithm_id == CONV_ALGO_CUDNN;
-  snprintf(c->device, sizeof c->device, "%s", row->device);
-  snprintf(c->versions, sizeof c->versions, "%s", row->versions);
-  if (row->trial->status == CONV_WORKSPACE_LIMIT && row->trial->reason[0]) c->workspace_limited++;
-  if (row->trial->winner) {
-    c->winners++;
-    c->winner_workspace = row->trial->workspace_bytes;
-  }
-  return 0;
-}
-
 /* Tunes fixed_problem() exhaustively into a fresh cache (`name`) with a
  * workspace limit (0: the default), then passes each of its trials to fn. */
 static int tune_fixed_problem(const char *name, size_t workspace_limit, conv_cache_row_fn fn,
@@ -507,42 +455,6 @@ static int count_winner(const conv_cache_entry *e, void *user) {
   (void)e;
   ++*(int *)user;
   return 0;
-}
-
-/* The library's warnings that pass over a cached row (the log callback). */
-typedef struct passed_over {
-  int count;
-  char last[1024];
-} passed_over;
-
-static void note_passed_over(void *user, conv_log_level level, const char *message) {
-  passed_over *w = user;
-  if (level != CONV_LOG_WARN || strstr(message, "passed over") == NULL) return;
-  w->count++;
-  snprintf(w->last, sizeof w->last, "%s", message);
-}
-
-/* Creates a context over `user` and `system` (NULL: the environment's),
- * counting its warnings that pass over a cached row in *w (reset; NULL:
- * none counted). */
-static conv_status logged_context(conv_context **ctx, const char *user, const char *system,
-                                  conv_policy policy, passed_over *w) {
-  conv_context_options o;
-  conv_context_options_init(&o);
-  o.cache_path = user;
-  o.system_cache_path = system;
-  o.policy = policy;
-  if (w != NULL) {
-    memset(w, 0, sizeof *w);
-    o.log = note_passed_over;
-    o.log_user = w;
-  }
-  return conv_context_create(ctx, &o);
-}
-
-static conv_status layered_context(conv_context **ctx, const char *user, const char *system,
-                                   conv_policy policy) {
-  return logged_context(ctx, user, system, policy, NULL);
 }
 
 /* A read-only system cache under the user's: a shape tuned into it is
@@ -740,207 +652,6 @@ static int bad_rows_passed_over(void) {
   return TEST_PASS;
 }
 
-/* The trials of one problem in the context's cache, and whether it is pending. */
-static int census_of(conv_context *ctx, const conv_problem *p, trial_census *c, bool *pending) {
-  char key[CONV_PROBLEM_KEY_MAX];
-  CHECK_STATUS(CONV_OK, conv_problem_key(p, key, sizeof key));
-  conv_error err = {CONV_OK, ""};
-  memset(c, 0, sizeof *c);
-  CHECK_STATUS(CONV_OK, conv_cache_list_trials(conv_context_cache(ctx), key, count_trial, c, &err));
-  const conv_cache_key k = {key, c->device, c->versions};
-  CHECK_STATUS(CONV_OK, conv_cache_find_pending(conv_context_cache(ctx), &k, pending, NULL, &err));
-  return TEST_PASS;
-}
-
-/* CONV_POLICY_PREDICT: with three tuned neighbours in the cache, a new
- * problem's plan is valid and predicted (of cuDNN's configs, at most its
- * ranked ones and its 3 best guesses timed; marked incomplete), whether
- * the neighbours agree or, split, not; the same when the neighbours are
- * in a shipped system cache over an empty user cache; an exhaustive
- * context then finishes it. */
-static int predict_policy(void) {
-  SKIP_WITHOUT_GPU();
-  seed_rng();
-  char cache[4096];
-  temp_path(cache, sizeof cache, "predict");
-  conv_context *ctx;
-  if (make_context(&ctx, cache, tuning_policy(), 0) != TEST_PASS) return TEST_FAIL;
-  const int sizes[][2] = {{21, 17}, {25, 21}, {27, 23}};
-  for (int i = 0; i < 3; i++) {
-    conv_problem p = fixed_problem();
-    p.h = sizes[i][0], p.w = sizes[i][1];
-    if (plan_roundtrip(ctx, &p, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
-  }
-  conv_context_destroy(ctx);
-  conv_problem target = fixed_problem();
-  target.h = 24, target.w = 20;
-  /* First from the shipped layer, while the cache lacks the target. */
-  char user[4096];
-  temp_path(user, sizeof user, "predict-user");
-  CHECK_MSG(layered_context(&ctx, user, cache, CONV_POLICY_PREDICT) == CONV_OK, "%s",
-            conv_context_last_error(NULL));
-  if (plan_roundtrip(ctx, &target, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
-  trial_census shipped;
-  bool shipped_pending = false;
-  if (census_of(ctx, &target, &shipped, &shipped_pending) != TEST_PASS) return TEST_FAIL;
-  conv_context_destroy(ctx);
-  remove_db(user);
-  if (make_context(&ctx, cache, CONV_POLICY_PREDICT, 0) != TEST_PASS) return TEST_FAIL;
-  if (plan_roundtrip(ctx, &target, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
-  trial_census c;
-  bool pending = false;
-  if (census_of(ctx, &target, &c, &pending) != TEST_PASS) return TEST_FAIL;
-  printf("predict: %d trials, %s; from a system cache: %d trials, %s\n", c.total,
-         pending ? "predicted (incomplete)" : "full search", shipped.total,
-         shipped_pending ? "predicted (incomplete)" : "full search");
-  CHECK(c.total > 0 && shipped.total > 0);
-  CHECK(shipped_pending == pending); /* the same neighbours, the same certainty */
-  CHECK(pending);
-  CHECK_MSG(c.cudnn <= CONV_PREDICT_CONFIGS + 3 && shipped.cudnn <= CONV_PREDICT_CONFIGS + 3,
-            "%d and %d cuDNN trials", c.cudnn, shipped.cudnn);
-  conv_context_destroy(ctx);
-  /* An exhaustive context times the rest. */
-  if (make_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;
-  if (plan_roundtrip(ctx, &target, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
-  trial_census full;
-  if (census_of(ctx, &target, &full, &pending) != TEST_PASS) return TEST_FAIL;
-  printf("finished: %d trials\n", full.total);
-  CHECK(!pending && full.total > c.total);
-  conv_context_destroy(ctx);
-  remove_db(cache);
-  return TEST_PASS;
-}
-
-/* The fastest valid trial of `p` whose family is not `family`. */
-typedef struct other_family {
-  uint32_t family;
-  conv_trial best;
-  bool found;
-} other_family;
-
-static int fastest_other(const conv_cache_row *row, void *user) {
-  other_family *o = user;
-  const conv_trial *t = row->trial;
-  if (t->algorithm_id != o->family && t->status == CONV_OK && t->time_ms > 0 &&
-      (!o->found || t->time_ms < o->best.time_ms)) {
-    o->best = *t;
-    o->found = true;
-  }
-  return 0;
-}
-
-/* Makes `p`'s winner in the context's cache its fastest valid trial of a
- * family other than `family`, as if that had won. */
-static int crown_other_family(conv_context *ctx, const conv_problem *p, uint32_t family) {
-  char key[CONV_PROBLEM_KEY_MAX];
-  CHECK_STATUS(CONV_OK, conv_problem_key(p, key, sizeof key));
-  trial_census c;
-  bool pending;
-  if (census_of(ctx, p, &c, &pending) != TEST_PASS) return TEST_FAIL;
-  conv_error err = {CONV_OK, ""};
-  other_family o = {family, {0}, false};
-  conv_cache *cache = conv_context_cache(ctx);
-  CHECK_STATUS(CONV_OK, conv_cache_list_trials(cache, key, fastest_other, &o, &err));
-  CHECK_MSG(o.found, "no valid trial of a family other than %u", (unsigned)family);
-  const conv_cache_key k = {key, c.device, c.versions};
-  CHECK_MSG(conv_cache_set_winner(cache, &k, o.best.algorithm_id, &o.best.config, &err) ==
-                CONV_OK, "%s", err.message);
-  return TEST_PASS;
-}
-
-/* The configs of one problem's trials, family by family. */
-typedef struct config_list {
-  int count;
-  uint32_t family[1024];
-  conv_config config[1024];
-} config_list;
-
-static int list_config(const conv_cache_row *row, void *user) {
-  config_list *l = user;
-  if (l->count < 1024) {
-    l->family[l->count] = row->trial->algorithm_id;
-    l->config[l->count++] = row->trial->config;
-  }
-  return 0;
-}
-
-static bool listed(const config_list *l, uint32_t family, const conv_config *config) {
-  for (int i = 0; i < l->count; i++)
-    if (l->family[i] == family && conv_config_equal(&l->config[i], config)) return true;
-  return false;
-}
-
-static int configs_of(conv_context *ctx, const conv_problem *p, config_list *l) {
-  char key[CONV_PROBLEM_KEY_MAX];
-  CHECK_STATUS(CONV_OK, conv_problem_key(p, key, sizeof key));
-  conv_error err = {CONV_OK, ""};
-  l->count = 0;
-  CHECK_STATUS(CONV_OK, conv_cache_list_trials(conv_context_cache(ctx), key, list_config, l, &err));
-  CHECK(l->count > 0 && l->count < 1024);
-  return TEST_PASS;
-}
-
-/* Neighbours whose winners differ in family split the prediction: the
- * plan is valid, the tuning incomplete, every config of every family but
- * cuDNN that the exhaustive search lists was timed, and of cuDNN's only
- * its ranked configs and best guesses; an exhaustive context then times
- * the rest of cuDNN's. */
-static int predict_split(void) {
-  SKIP_WITHOUT_GPU();
-  seed_rng();
-  char cache[4096];
-  temp_path(cache, sizeof cache, "split");
-  conv_context *ctx;
-  if (make_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;
-  const int sizes[][2] = {{21, 17}, {25, 21}, {27, 23}};
-  conv_problem nb[3];
-  for (int i = 0; i < 3; i++) {
-    nb[i] = fixed_problem();
-    nb[i].h = sizes[i][0], nb[i].w = sizes[i][1];
-    if (plan_roundtrip(ctx, &nb[i], 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
-  }
-  /* The middle one's winner of another family than the first's. */
-  conv_plan *plan = NULL;
-  conv_plan_info first;
-  CHECK_STATUS(CONV_OK, conv_plan_create(ctx, &nb[0], &plan));
-  CHECK_STATUS(CONV_OK, conv_plan_info_get(plan, &first));
-  conv_plan_destroy(plan);
-  char name[64];
-  snprintf(name, sizeof name, "%s", first.algorithm);
-  const conv_algorithm *winner_family = conv_registry_find_name(name);
-  CHECK_MSG(winner_family != NULL, "family %s", name);
-  if (crown_other_family(ctx, &nb[1], winner_family->id) != TEST_PASS) return TEST_FAIL;
-  conv_context_destroy(ctx);
-
-  conv_problem target = fixed_problem();
-  target.h = 24, target.w = 20;
-  if (make_context(&ctx, cache, CONV_POLICY_PREDICT, 0) != TEST_PASS) return TEST_FAIL;
-  if (plan_roundtrip(ctx, &target, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
-  static config_list split, full;
-  trial_census c;
-  bool pending = false;
-  if (configs_of(ctx, &target, &split) != TEST_PASS) return TEST_FAIL;
-  if (census_of(ctx, &target, &c, &pending) != TEST_PASS) return TEST_FAIL;
-  conv_context_destroy(ctx);
-  CHECK_MSG(pending, "a split prediction is incomplete");
-  CHECK_MSG(c.cudnn <= CONV_PREDICT_CONFIGS + 3, "%d cuDNN trials", c.cudnn);
-
-  if (make_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;
-  if (plan_roundtrip(ctx, &target, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
-  trial_census finished;
-  if (configs_of(ctx, &target, &full) != TEST_PASS) return TEST_FAIL;
-  if (census_of(ctx, &target, &finished, &pending) != TEST_PASS) return TEST_FAIL;
-  conv_context_destroy(ctx);
-  printf("split: %d trials (%d cuDNN); exhaustive: %d (%d cuDNN)\n", c.total, c.cudnn,
-         finished.total, finished.cudnn);
-  CHECK(!pending && finished.cudnn > c.cudnn);
-  for (int i = 0; i < full.count; i++)
-    CHECK_MSG(full.family[i] == CONV_ALGO_CUDNN || listed(&split, full.family[i], &full.config[i]),
-              "family %u: a config the split did not time", (unsigned)full.family[i]);
-  remove_db(cache);
-  return TEST_PASS;
-}
-
 static const test_case tests[] = {
     {"plan_executes_correctly", plan_executes_correctly},
     {"plans_of_one_problem_are_shared", plans_of_one_problem_are_shared},
@@ -954,7 +665,5 @@ static const test_case tests[] = {
     {"system_cache_layer", system_cache_layer},
     {"system_cache_directory", system_cache_directory},
     {"bad_rows_passed_over", bad_rows_passed_over},
-    {"predict_policy", predict_policy},
-    {"predict_split", predict_split},
 };
 TEST_MAIN(tests)

@@ -353,7 +353,7 @@ static conv_predict_scope scope_for(const char *spec, const conv_prediction *pr,
 /* The rules, one case each: near agreeing neighbours keep the narrow
  * prediction; far ones, a filter outside the neighbours' range, and FFT
  * winners of different shapes widen it; families that differ split it
- * (even when far: the split runs every family but cuDNN in full); fewer
+ * (even when far: a split ranks each family and is widened too); fewer
  * than three search everything (stronger than widening). */
 static int widening_rules(void) {
   conv_prediction pr;

@@ -21,15 +21,7 @@
 #include "cache/cache.h"
 #include "tests/cli_run.h"
 #include "tests/gpu_support.h"
-
-static conv_problem small_problem(void) {
-  conv_problem p;
-  conv_problem_init(&p);
-  p.n = 2; p.c = 16; p.h = 23; p.w = 19; p.k = 24; p.r = 3; p.s = 3;
-  p.pad_h = p.pad_w = 1;
-  p.epilogue = CONV_EPILOGUE_BIAS_RELU;
-  return p;
-}
+#include "tests/plan_support.h"
 
 /* What the context said: tunings started, carry-overs, warnings. */
 typedef struct log_lines {
@@ -116,7 +108,7 @@ static int carried_after_driver_update(void) {
   static const conv_policy policies[] = {CONV_POLICY_EXHAUSTIVE, CONV_POLICY_FAST,
                                          CONV_POLICY_PREDICT, CONV_POLICY_RECORD,
                                          CONV_POLICY_CACHE_ONLY};
-  const conv_problem p = small_problem();
+  const conv_problem p = fixed_problem();
   char cache[4096];
   temp_path(cache, sizeof cache, "carry-driver");
   for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++) {
@@ -163,7 +155,7 @@ static int carried_after_driver_update(void) {
 static int tune_stale_retimes(void) {
   SKIP_WITHOUT_GPU();
   seed_rng();
-  const conv_problem p = small_problem();
+  const conv_problem p = fixed_problem();
   char cache[4096], key[CONV_PROBLEM_KEY_MAX];
   CHECK_STATUS(CONV_OK, conv_problem_key(&p, key, sizeof key));
   temp_path(cache, sizeof cache, "carry-stale");
@@ -214,7 +206,7 @@ static int tune_stale_retimes(void) {
 static int carried_from_system_cache(void) {
   SKIP_WITHOUT_GPU();
   seed_rng();
-  const conv_problem p = small_problem();
+  const conv_problem p = fixed_problem();
   char shipped[4096], user[4096];
   temp_path(shipped, sizeof shipped, "carry-shipped");
   temp_path(user, sizeof user, "carry-user");
@@ -257,7 +249,7 @@ static int carried_from_system_cache(void) {
 static int library_update_follows_rules(void) {
   SKIP_WITHOUT_GPU();
   seed_rng();
-  const conv_problem p = small_problem();
+  const conv_problem p = fixed_problem();
   char cache[4096];
   temp_path(cache, sizeof cache, "carry-cudnn");
   conv_plan_info tuned, info;
@@ -284,7 +276,7 @@ static int library_update_follows_rules(void) {
 static int failed_revalidation_is_retuned(void) {
   SKIP_WITHOUT_GPU();
   seed_rng();
-  const conv_problem p = small_problem();
+  const conv_problem p = fixed_problem();
   char cache[4096];
   temp_path(cache, sizeof cache, "carry-broken");
   static const conv_policy policies[] = {CONV_POLICY_FAST, CONV_POLICY_CACHE_ONLY};

@@ -18,6 +18,8 @@ bool conv_predicted_has(const predicted_set *set, const conv_algorithm *algo,
   return false;
 }
 
+static uint64_t family_bit(uint32_t id) { return id < 64 ? (uint64_t)1 << id : 0; }
+
 static void add(predicted_set *set, const conv_algorithm *algo, const conv_config *config) {
   if (set->count < PREDICTED_MAX && !conv_predicted_has(set, algo, config))
     set->configs[set->count++] = (predicted_config){algo, *config};
@@ -37,42 +39,57 @@ static int first_configs(const conv_tune_request *req, const conv_algorithm *alg
 }
 
 /* A family's guesses in its list of configs: its first `head` (as the
- * fast policy times them), and, where head > 0, those it marks as best
- * guesses beyond them (CONV_CONFIG_BEST_GUESS). */
+ * fast policy times them) and those it marks as best guesses
+ * (CONV_CONFIG_BEST_GUESS). */
 static void add_guesses(predicted_set *set, const conv_algorithm *algo, const conv_config *list,
                         int count, int head) {
   for (int i = 0; i < count; i++)
-    if (i < head || (head > 0 && (list[i].flags & CONV_CONFIG_BEST_GUESS)))
-      add(set, algo, &list[i]);
+    if (i < head || (list[i].flags & CONV_CONFIG_BEST_GUESS)) add(set, algo, &list[i]);
 }
 
-/* cuDNN's best guesses for the problem (add_guesses), unless cuDNN takes
- * none: they know the problem itself, where the neighbours' ranking knows
- * only what ran on them, and catch the cuDNN configs a neighbour predicted
- * in turn never timed.  On the half suite's tuner-written caches its first
- * configs changed nothing; on the models' layers they put
- * regnet_y_400mf's 1x1 stride-2 shortcuts, predicted from GEMM-won 1x1
+/* How many of a family's first configs a prediction times as its guesses:
+ * cuDNN's first 3, which know the problem itself where the neighbours'
+ * ranking knows only what ran on them, and catch the cuDNN configs a
+ * neighbour predicted in turn never timed.  On the half suite's
+ * tuner-written caches they changed nothing; on the models' layers they
+ * put regnet_y_400mf's 1x1 stride-2 shortcuts, predicted from GEMM-won 1x1
  * stride-1 neighbours, within 10% (tools/bench/predict-notes.md, "On the
- * models' layers").  Its whole list is read, as add_ranked reads it: the
- * best guesses follow however many configs cuDNN ranks. */
-static void add_cudnn_guesses(const conv_tune_request *req, predicted_set *set, tally *t) {
-  const conv_algorithm *cudnn = conv_registry_find(CONV_ALGO_CUDNN);
-  if (cudnn == NULL || !conv_algorithm_applicable(cudnn, req->problem, req->env)) return;
+ * models' layers").  Other families: their marked guesses alone. */
+static int guess_head(const conv_algorithm *algo) {
+  return algo->id == CONV_ALGO_CUDNN ? MAX_CONFIGS_FAST : 0;
+}
+
+/* The guesses (add_guesses) of every family that marks some
+ * (marks_best_guesses) and takes the problem, but those whose list
+ * add_ranked read (set->listed: their guesses came with it; cuDNN's list
+ * again would build its graph and probe its engines twice).  The whole
+ * list is read: a family's marked guesses may follow however many configs
+ * it ranks (cuDNN's do). */
+static void add_marked_guesses(const conv_tune_request *req, predicted_set *set, tally *t) {
   conv_config *configs = calloc(MAX_CONFIGS_EXHAUSTIVE, sizeof *configs);
   if (configs == NULL) return; /* no guesses: the neighbours' configs are still timed */
-  const int count = first_configs(req, cudnn, configs, MAX_CONFIGS_EXHAUSTIVE, t);
-  add_guesses(set, cudnn, configs, count, MAX_CONFIGS_FAST);
+  int families;
+  const conv_algorithm *const *algos = conv_registry(&families);
+  for (int f = 0; f < families; f++) {
+    const conv_algorithm *algo = algos[f];
+    if (!algo->marks_best_guesses || (set->listed & family_bit(algo->id)) ||
+        !conv_algorithm_applicable(algo, req->problem, req->env))
+      continue;
+    const int count = first_configs(req, algo, configs, MAX_CONFIGS_EXHAUSTIVE, t);
+    add_guesses(set, algo, configs, count, guess_head(algo));
+    set->listed |= family_bit(algo->id);
+  }
   free(configs);
 }
 
-/* Widened: every applicable family's best guesses, as the fast policy
- * times them, so that each family's own rules for this size get a say. */
+/* Widened or split: every applicable family's best guesses, as the fast
+ * policy times them, so that each family's own rules for this size get a
+ * say. */
 static void add_best_guesses(const conv_tune_request *req, predicted_set *set, tally *t) {
   int families;
   const conv_algorithm *const *algos = conv_registry(&families);
   for (int f = 0; f < families && f < PREDICT_WIDE_FAMILIES_MAX; f++) {
-    /* cuDNN's are in already (add_cudnn_guesses): listing them again would
-     * build its graph and probe its engines twice. */
+    /* cuDNN's are in already (add_marked_guesses or add_ranked). */
     if (algos[f]->id == CONV_ALGO_CUDNN) continue;
     if (!conv_algorithm_applicable(algos[f], req->problem, req->env)) continue;
     conv_config configs[MAX_CONFIGS_FAST];
@@ -82,11 +99,10 @@ static void add_best_guesses(const conv_tune_request *req, predicted_set *set, t
 }
 
 /* The neighbours' family's configs that ran fastest on them
- * (conv_predict_configs_for), then its guesses with the first `head`
- * configs it lists (add_guesses); false, with why[], where there are
- * none. */
+ * (conv_predict_configs_for), then its guesses (add_guesses); false, with
+ * why[], where there are none. */
 static bool add_ranked(const conv_tune_request *req, conv_cache *const *layers, int layer_count,
-                       const conv_prediction *pr, int head, predicted_set *set, char *why,
+                       const conv_prediction *pr, predicted_set *set, char *why,
                        size_t why_size) {
   const conv_algorithm *algo = conv_registry_find(pr->algorithm_id);
   if (algo == NULL || !conv_algorithm_applicable(algo, req->problem, req->env)) {
@@ -105,7 +121,8 @@ static bool add_ranked(const conv_tune_request *req, conv_cache *const *layers, 
                                     &perr) == CONV_OK &&
                   ranked > 0;
   for (int i = 0; ok && i < ranked; i++) add(set, algo, &offered[order[i]]);
-  if (ok) add_guesses(set, algo, offered, offered_count, head);
+  if (ok) add_guesses(set, algo, offered, offered_count, guess_head(algo));
+  if (ok) set->listed |= family_bit(algo->id);
   free(offered);
   if (!ok)
     snprintf(why, why_size, "%s offers no config to rank (%s)", algo->name,
@@ -124,8 +141,8 @@ static void add_family(uint32_t *families, int *count, uint32_t id) {
  * winning families' ranked configs, nearest neighbour's first, so that
  * the likeliest winner runs early and the abandonment rules cut the rest
  * short; then cuDNN's, ranked whichever families won (headed by its best
- * guesses).  The other families' remaining configs run after (tuner.c).
- * A family that cannot rank is passed over: false only where none could. */
+ * guesses).  Every family's best guesses follow (predict).  A family that
+ * cannot rank is passed over: false only where none could. */
 static bool add_split(const conv_tune_request *req, conv_cache *const *layers, int layer_count,
                       const conv_prediction *pr, predicted_set *set, char *why,
                       size_t why_size) {
@@ -139,8 +156,7 @@ static bool add_split(const conv_tune_request *req, conv_cache *const *layers, i
   for (int j = 0; j < count; j++) {
     conv_prediction one = *pr;
     one.algorithm_id = families[j];
-    const int head = families[j] == CONV_ALGO_CUDNN ? MAX_CONFIGS_FAST : 0;
-    any = add_ranked(req, layers, layer_count, &one, head, set, ignored, sizeof ignored) || any;
+    any = add_ranked(req, layers, layer_count, &one, set, ignored, sizeof ignored) || any;
   }
   if (!any) snprintf(why, why_size, "none of its neighbours' families offers a config to rank");
   return any;
@@ -175,12 +191,8 @@ static bool predict(const conv_tune_request *req, predicted_set *set, tally *t, 
   if (ok && set->scope == CONV_PREDICT_SPLIT) {
     ok = add_split(req, layers, layer_count, &pr, set, why, why_size);
   } else if (ok) {
-    /* Where the neighbours' family is cuDNN, its own first guesses
-     * (add_cudnn_guesses) head the list add_ranked has it build: taken
-     * from there, not from a second graph build and engine probe. */
-    const int head = pr.algorithm_id == CONV_ALGO_CUDNN ? MAX_CONFIGS_FAST : 0;
     ok = set->scope != CONV_PREDICT_ALL &&
-         add_ranked(req, layers, layer_count, &pr, head, set, why, why_size);
+         add_ranked(req, layers, layer_count, &pr, set, why, why_size);
   }
   conv_tuner_phase_since(&t->phases, CONV_PHASE_PREDICT, started);
   if (!ok) {
@@ -188,9 +200,9 @@ static bool predict(const conv_tune_request *req, predicted_set *set, tally *t, 
     set->scope = CONV_PREDICT_ALL;
     return false;
   }
-  if (set->scope == CONV_PREDICT_SPLIT) return true; /* cuDNN's guesses head its ranking */
-  if (pr.algorithm_id != CONV_ALGO_CUDNN) add_cudnn_guesses(req, set, t); /* else in already */
-  if (set->scope == CONV_PREDICT_WIDE) add_best_guesses(req, set, t);
+  add_marked_guesses(req, set, t);
+  if (set->scope == CONV_PREDICT_WIDE || set->scope == CONV_PREDICT_SPLIT)
+    add_best_guesses(req, set, t);
   return true;
 }
 
@@ -209,8 +221,8 @@ conv_status conv_tuner_predicted(bench *b, tally *t, predicted_set *set, conv_er
              req->key->problem, why, set->count);
   if (set->scope == CONV_PREDICT_SPLIT)
     conv_log(req->log, CONV_LOG_INFO,
-             "%s: prediction split (%s): %d configs ranked on them, cuDNN's among them, then "
-             "every config of every other family",
+             "%s: prediction split (%s): %d configs, each of their families' and cuDNN's ranked "
+             "on them, with every applicable family's best guesses",
              req->key->problem, why, set->count);
   /* One heuristic pick marked per family, by family id. */
   bool picks[PREDICT_WIDE_FAMILIES_MAX + 1] = {false};

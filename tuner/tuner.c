@@ -86,14 +86,6 @@ typedef struct search {
   bool *listed, *picks, *failed;
 } search;
 
-/* Which families a search runs: a split prediction's search runs all but
- * cuDNN's, and, where none of that ran, cuDNN's after. */
-typedef enum family_set { FAMILIES_ALL, FAMILIES_BUT_CUDNN, FAMILIES_CUDNN } family_set;
-
-static bool searched(family_set which, const conv_algorithm *algo) {
-  return which == FAMILIES_ALL || (which == FAMILIES_CUDNN) == (algo->id == CONV_ALGO_CUDNN);
-}
-
 /* The fast policy: each family's best guesses (its first MAX_CONFIGS_FAST
  * configs).  The others: two passes, every family's best guesses first,
  * then the rest of each.  Why: a budget spent early has then tried every
@@ -102,19 +94,17 @@ static bool searched(family_set which, const conv_algorithm *algo) {
  * slow ones sooner.  In the suite's exhaustive tunings (H200), cuDNN's
  * configs, listed first, took 50-100 ms a run on fft_few_ch_31, which the
  * FFT family runs in 0.28 ms: each was abandoned only after a second run,
- * timed.  Left out: the families not `which`, the configs `predicted`
- * timed, and the known-slow ones. */
-static conv_status search_families(bench *b, search *s, family_set which,
-                                   const predicted_set *predicted, const conv_known_slow *slow,
-                                   tally *t, conv_error *err) {
+ * timed.  Left out: the configs `predicted` timed, and the known-slow
+ * ones. */
+static conv_status search_families(bench *b, search *s, const predicted_set *predicted,
+                                   const conv_known_slow *slow, tally *t, conv_error *err) {
   const conv_tune_request *req = b->req;
   const bool guesses_first = req->policy != CONV_POLICY_FAST;
   conv_status st = CONV_OK;
   for (int pass = guesses_first ? 0 : 1; pass < 2 && st == CONV_OK; pass++) {
     for (int i = 0; i < s->count && st == CONV_OK; i++) {
       const conv_algorithm *algo = s->algos[i];
-      if (!searched(which, algo) || s->failed[i] ||
-          !conv_algorithm_applicable(algo, req->problem, req->env))
+      if (s->failed[i] || !conv_algorithm_applicable(algo, req->problem, req->env))
         continue;
       conv_config *list = s->lists + (size_t)i * (size_t)s->full;
       if (!s->listed[i]) {
@@ -134,10 +124,10 @@ static conv_status search_families(bench *b, search *s, family_set which,
 }
 
 /* The policy's configs: every family's (exhaustive), their best guesses
- * (fast), or, predicting, the predicted ones -- and, where the prediction
- * was split, every config of every family but cuDNN; where there was none
- * or nothing it timed ran, every candidate but the known-slow ones.  Each
- * is screened; the finalists are timed in full once all have been. */
+ * (fast), or, predicting, the predicted ones -- where there was no
+ * prediction or nothing it timed ran, every candidate but the known-slow
+ * ones.  Each is screened; the finalists are timed in full once all have
+ * been. */
 static conv_status tune_all(bench *b, tally *t, conv_error *err) {
   const conv_tune_request *req = b->req;
   search s = {.algos = conv_registry(&s.count)};
@@ -158,25 +148,17 @@ static conv_status tune_all(bench *b, tally *t, conv_error *err) {
   conv_known_slow *slow = NULL;
   if (st == CONV_OK && req->policy == CONV_POLICY_PREDICT) {
     st = conv_tuner_predicted(b, t, &predicted, err);
-    if (st == CONV_OK && t->have_best && !t->split) goto out; /* the prediction gave a plan */
+    if (st == CONV_OK && t->have_best) goto out; /* the prediction gave a plan */
+    /* Nothing predicted, or nothing predicted ran: every candidate, except
+     * the configs the prediction already timed and those its neighbours
+     * found far too slow. */
     if (st == CONV_OK && (slow = calloc(1, sizeof *slow)) == NULL)
       st = conv_error_set(err, CONV_OUT_OF_MEMORY, "tuning state");
     if (st == CONV_OK) conv_tuner_known_slow(req, slow, &t->phases);
-    const bool split = t->split;
-    if (st == CONV_OK && split)
-      st = search_families(b, &s, FAMILIES_BUT_CUDNN, &predicted, slow, t, err);
-    if (st == CONV_OK && t->have_best) goto out;
-    /* Nothing predicted, or nothing predicted ran: every candidate (after
-     * a split, cuDNN's: the others ran), except the configs the prediction
-     * already timed and those its neighbours found far too slow. */
     t->predicted = 0;
     t->widened = t->split = false;
-    if (st == CONV_OK && split) {
-      st = search_families(b, &s, FAMILIES_CUDNN, &predicted, slow, t, err);
-      goto out;
-    }
   }
-  if (st == CONV_OK) st = search_families(b, &s, FAMILIES_ALL, &predicted, slow, t, err);
+  if (st == CONV_OK) st = search_families(b, &s, &predicted, slow, t, err);
 out:
   if (st == CONV_OK) st = conv_tuner_time_finalists(b, t, err);
   conv_tuner_release_finalists(t); /* a failed search's */
@@ -213,7 +195,7 @@ static void log_outcome(const conv_tune_request *req, conv_status st, const tall
              "%s: predicted from its tuned neighbours%s, %d configs timed; marked incomplete "
              "(convtune tune --pending, or an exhaustive context, times the rest)",
              req->key->problem,
-             t->split ? " (split: then every family but cuDNN)" : t->widened ? " (widened)" : "",
+             t->split ? " (split)" : t->widened ? " (widened)" : "",
              t->tried);
   if (t->skipped > 0)
     conv_log(req->log, CONV_LOG_INFO,

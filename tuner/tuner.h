@@ -128,8 +128,8 @@ conv_status conv_predict_rank(conv_cache *const *layers, int layer_count, const 
                               int *count /* OUT */, conv_error *err);
 
 /* Known-slow configs (predict.c).  Where a prediction falls back to
- * searching everything (CONV_PREDICT_ALL), or is split (CONV_PREDICT_SPLIT:
- * every family but cuDNN searched), the search leaves out each
+ * searching everything (CONV_PREDICT_ALL, or nothing predicted ran), the
+ * search leaves out each
  * config that, on one of the CONV_KNOWN_SLOW_NEIGHBOURS nearest tuned
  * problems of the problem's kind that are depthwise as it is (or dense as
  * it is), ran CONV_KNOWN_SLOW_MIN_MS or more and over
@@ -187,17 +187,21 @@ double conv_predict_distance(const conv_problem *a, const conv_problem *b);
  *     kept: these full searches are what later predictions rank from.
  *   SPLIT: their winners differ in family.  Each of those families'
  *     configs ranked on the neighbours, cuDNN's ranked ones (whichever
- *     families won) headed by its best guesses, then every config of
- *     every family but cuDNN (tuner.c).  Why: a full search here cost
+ *     families won) headed by its best guesses, and, as widened, every
+ *     applicable family's best guesses.  Why: a full search here cost
  *     two thirds of a model's first forward (resnet50 in TF32: 20 of its
  *     31 tunings, 21 of 32 s), nearly all of it cuDNN's hundreds of
- *     configs (plans to finalize, many failing); the other families'
- *     configs are tens, each quick, and where neighbours disagree the
- *     winner is often one of theirs the ranking cannot know (a cuBLAS
- *     algorithm of im2col_gemm on a 1x1 layer).  Replayed in tuning order
- *     on resnet50's TF32 layers (tools/bench/predict-notes.md, "Split
- *     predictions"): 29 of 31 within 10% of exhaustive, worst 1.12x,
- *     where ranking the families alone left 7 over 10%, worst 1.55x.
+ *     configs (plans to finalize, many failing).  Replayed in tuning
+ *     order on resnet50's TF32 layers (tools/bench/predict-notes.md,
+ *     "Split predictions"), ranking the families alone left 7 over 10%
+ *     of exhaustive, worst 1.55x: the winner was often a config the
+ *     ranking could not know (a cuBLAS algorithm of im2col_gemm on a 1x1
+ *     layer), which im2col_gemm's marked best guesses now cover.  Until
+ *     2026-11-29 a split then searched every config of every family but
+ *     cuDNN (29 of 31 within 10%, worst 1.12x); when those guesses made
+ *     im2col_gemm win more of densenet121's TF32 1x1 layers, 38 of its
+ *     71 tunings split instead of 7, and its channel_split configs alone
+ *     ran 1521 times (docs/tuning.md, "Split predictions").
  *   WIDE "far": the farthest of the neighbours is more than
  *     CONV_PREDICT_FAR away (conv_predict_distance).  16 is 4 axes 4x
  *     apart, or one 16x: on resnet50's 23 layers every layer but the stem

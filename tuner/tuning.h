@@ -69,7 +69,7 @@ typedef struct tally {
   int untimed;            /* configs left when it was cut */
   int predicted;          /* CONV_POLICY_PREDICT: configs the prediction timed (0: none) */
   bool widened;           /* ... among them every family's best guesses */
-  bool split;             /* ... and then every config of every family but cuDNN */
+  bool split;             /* ... ranked on neighbours whose families differ, and widened */
   conv_tune_phases phases; /* where its wall time went */
 } tally;
 
@@ -138,20 +138,24 @@ typedef struct predicted_config {
 /* Families a widened prediction asks for best guesses: the registry's
  * (18 today); more would be left out. */
 #define PREDICT_WIDE_FAMILIES_MAX 32
+/* The most configs the families mark as best guesses for one problem
+ * that a prediction times (CONV_CONFIG_BEST_GUESS; more are left out). */
+#define PREDICT_MARKED_MAX 32
 #define PREDICTED_MAX                                                            \
   ((CONV_PREDICT_NEIGHBOURS + 1) * CONV_PREDICT_CONFIGS_MAX + MAX_CONFIGS_FAST + \
-   MAX_CONFIGS_FAST * PREDICT_WIDE_FAMILIES_MAX)
+   MAX_CONFIGS_FAST * PREDICT_WIDE_FAMILIES_MAX + PREDICT_MARKED_MAX)
 
 /* What a prediction times, in order: the predicted family's ranked
- * configs; cuDNN's best guesses (its heuristics' first configs, and
- * those it marks CONV_CONFIG_BEST_GUESS) not among them; widened, every
- * applicable family's best guesses not already listed.  Split: each
- * winning family's ranked configs and cuDNN's (the other families' rest is
- * the search's that follows). */
+ * configs (split: each winning family's, then cuDNN's); cuDNN's first
+ * configs and every family's marked best guesses (CONV_CONFIG_BEST_GUESS)
+ * not among them; widened or split, every applicable family's best
+ * guesses (its first configs) not already listed.  `listed` has bit `id`
+ * set for each family whose whole list it has read. */
 typedef struct predicted_set {
   predicted_config configs[PREDICTED_MAX];
   int count;
   conv_predict_scope scope;
+  uint64_t listed;
 } predicted_set;
 
 /* Whether the set holds `config` of `algo`. */
@@ -160,8 +164,7 @@ bool conv_predicted_has(const predicted_set *set, const conv_algorithm *algo,
 
 /* CONV_POLICY_PREDICT: chooses and times the predicted configs (the
  * trials go to the cache as any); t->predicted says how many (0: no
- * prediction, nothing timed, the caller searches everything), set->scope
- * whether the caller then searches every family but cuDNN (SPLIT). */
+ * prediction, nothing timed, the caller searches everything). */
 conv_status conv_tuner_predicted(bench *b, tally *t, predicted_set *set, conv_error *err);
 
 /* The configs a search after a failed prediction leaves out

@@ -49,14 +49,17 @@ conv_status conv_gemm_configs(const conv_gemm_family *family, const conv_problem
   if (env == NULL || !family->applicable(problem, env)) return CONV_OK;
   int64_t chunks[CONV_GEMM_CHUNKS_MAX];
   const int n_chunks = family->chunks(problem, env, chunks);
+  const int guessed = family->guessed_algos ? family->guessed_algos(problem) : 0;
   int written = 0;
   for (int i = 0; i < n_chunks && written < max; ++i) {
     int offered = 0;
     const conv_status s = conv_gemm_count_algos(family, problem, env, chunks[i], &offered, err);
     if (s == CONV_UNSUPPORTED) continue; /* a shape cuBLASLt or the family refuses */
     if (s != CONV_OK) return s;
-    for (int a = 0; a < offered && written < max; ++a)
-      out[written++] = (conv_config){.count = 2, .values = {chunks[i], a}, .flags = 0};
+    for (int a = 0; a < offered && written < max; ++a) {
+      const unsigned flags = i == 0 && a < guessed ? CONV_CONFIG_BEST_GUESS : 0u;
+      out[written++] = (conv_config){.count = 2, .values = {chunks[i], a}, .flags = flags};
+    }
   }
   *count = written;
   return CONV_OK;

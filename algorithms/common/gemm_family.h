@@ -101,11 +101,14 @@ typedef struct conv_gemm_family {
    * NULL where every chunk a family takes divides the batch. */
   conv_status (*layouts)(const conv_problem *problem, const void *state, int64_t images,
                          conv_cublaslt_layouts *layouts, conv_error *err);
+  /* How many of the first chunk's ranked algos configs() marks as best
+   * guesses (CONV_CONFIG_BEST_GUESS) for `problem`; NULL: none. */
+  int (*guessed_algos)(const conv_problem *problem);
 } conv_gemm_family;
 
 /* For each of the family's chunks in order, each algo the heuristic ranks
  * for it (at most algos_offered), a chunk the family or cuBLASLt refuses
- * left out. */
+ * left out; the first chunk's first guessed_algos() marked best guesses. */
 conv_status conv_gemm_configs(const conv_gemm_family *family, const conv_problem *problem,
                               conv_env *env, conv_config *out, int max, int *count /* OUT */,
                               conv_error *err);

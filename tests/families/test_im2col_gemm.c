@@ -82,6 +82,51 @@ static int least_chunk_bounded(void) {
   return rc;
 }
 
+/* The configs marked best guesses (im2col_gemm_guessed_algos): on 1x1
+ * dense layers, stride 1 or 2, any type, the whole batch's first 8 algos
+ * the heuristic ranks and no other config; on a 3x3 or a grouped 1x1
+ * layer, none. */
+static int best_guesses_on_1x1(void) {
+  SKIP_WITHOUT_GPU();
+  conv_env env;
+  if (open_env(&env) != TEST_PASS) return TEST_FAIL;
+  static const struct {
+    const char *spec;
+    bool marks;
+  } cases[] = {
+      {"n=16 c=256 h=14 w=14 k=512 r=1 s=1 math=tf32", true},
+      {"n=16 c=256 h=14 w=14 k=512 r=1 s=1 stride=2", true},
+      {"n=4 c=64 h=14 w=14 k=96 r=1 s=1 dtype=bf16 epilogue=bias", true},
+      {"n=16 c=64 h=14 w=14 k=64 r=3 s=3 pad=1", false},
+      {"n=16 c=64 h=14 w=14 k=64 r=1 s=1 groups=2", false},
+  };
+  int rc = TEST_PASS;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0] && rc == TEST_PASS; i++) {
+    const conv_problem p = parsed(cases[i].spec);
+    conv_config configs[64];
+    int n = 0, marked = 0, wrong = -1;
+    conv_error err = {CONV_OK, ""};
+    const conv_status st = conv_algorithm_im2col_gemm.configs(&p, &env, configs, 64, &n, &err);
+    int whole_batch = 0;
+    for (int j = 0; j < n; j++) {
+      const bool guess = cases[i].marks && configs[j].values[0] == p.n && configs[j].values[1] < 8;
+      whole_batch += configs[j].values[0] == p.n;
+      marked += (configs[j].flags & CONV_CONFIG_BEST_GUESS) != 0;
+      if (((configs[j].flags & CONV_CONFIG_BEST_GUESS) != 0) != guess && wrong < 0) wrong = j;
+    }
+    const int want = cases[i].marks ? (whole_batch < 8 ? whole_batch : 8) : 0;
+    printf("  %s: %d configs, %d of the whole batch, %d marked\n", cases[i].spec, n, whole_batch,
+           marked);
+    if (st != CONV_OK || n == 0 || wrong >= 0 || marked != want || (cases[i].marks && want < 3)) {
+      fprintf(stderr, "  %s: status %s, %d marked (want %d), config %d wrong: %s\n",
+              cases[i].spec, conv_status_string(st), marked, want, wrong, err.message);
+      rc = TEST_FAIL;
+    }
+  }
+  close_env(&env);
+  return rc;
+}
+
 /* ---- half precision */
 
 /* im2col_gemm takes NCHW forward problems in fp32, fp16 and bf16, grouped
@@ -161,6 +206,7 @@ static int f16_overflow(void) {
 static const labelled_test_case tests[] = {
     {"im2col_gemm_matches_reference", im2col_gemm_matches_reference, "gpu"},
     {"least_chunk_bounded", least_chunk_bounded, "gpu"},
+    {"best_guesses_on_1x1", best_guesses_on_1x1, "gpu"},
     {"half_types_served", half_types_served, "cpu"},
     {"f16_forward", f16_forward, "gpu"},
     {"bf16_forward", bf16_forward, "gpu"},

@@ -11,9 +11,14 @@ not time it counting as --missing-slowdown), plus cuDNN's heuristic pick;
 or, --by per-family, the --top fastest configs of each of those families.
 With --fallback disagree, a shape whose neighbours' winners are not all of
 one family runs the full search (counted as exact, at its full cost);
-with --fallback widen, each of their families' ranked configs, widened;
-with --fallback own (the tuner's split prediction, tuner/widen.c), those,
-cuDNN's ranked configs and every config of every other family.  With
+with --fallback widen, each of their families' ranked configs, widened
+(the tuner's split prediction since 2026-11-29, tuner/widen.c);
+with --fallback own (its split before), those, cuDNN's ranked configs and
+every config of every other family.  im2col_gemm's marked guesses (its
+whole batch's first 8 cuBLASLt algorithms on 1x1 layers, timed by every
+prediction since 2026-11-29) are not replayed yet, though a config's text
+names its chunk and algo (tools/bench/plan_quality.py measures the tuner
+itself on a GPU).  With
 --few widen (--sequential), a shape with 1 to k-1 tuned shapes of its kind
 before it is predicted from them as a disagreeing one is, where by default
 (--few full) it runs the full search.
