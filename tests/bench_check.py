@@ -228,6 +228,23 @@ convtune: INFO: tuning E
                      "unpredicted": [1, 1.0]}, rules  # E never ended: not counted
     tunings, totals = tuning_phases.read_phases(log)
     assert tunings == 4 and math.isclose(totals["time"], 3.1), (tunings, totals)
+    # ------------------------------------------------------------ predict_loo.py
+    import predict_loo
+
+    def shape_of(key, texts):
+        return {"key": key, "by_text": {t: t for t in texts}}
+
+    im2col = [(predict_loo.IM2COL_GEMM, f"batch=16 gemm_algo={a}") for a in range(10)]
+    winograd = [(predict_loo.CUDNN, "engine=4"), (predict_loo.CUDNN, "engine=6")]
+    one = shape_of("fwd f32 nchw tf32 none n16 c1024 h14 w14 k512 r1 s1 pad0,0 str1,1 dil1,1 g1",
+                   im2col + winograd)
+    assert predict_loo.marked_guesses(one) == set(im2col[:8]), predict_loo.marked_guesses(one)
+    grouped = shape_of("fwd f32 nchw tf32 none n16 c64 h14 w14 k64 r1 s1 pad0,0 str2,2 dil1,1 g2",
+                       im2col)
+    assert predict_loo.marked_guesses(grouped) == set()
+    three = shape_of("fwd f32 nchw strict none n16 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1",
+                     im2col + winograd)
+    assert predict_loo.marked_guesses(three) == set(winograd)
     # ------------------------------------------------------------ plan_quality.py
     import plan_quality
     import sqlite3

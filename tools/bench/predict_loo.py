@@ -14,11 +14,11 @@ one family runs the full search (counted as exact, at its full cost);
 with --fallback widen, each of their families' ranked configs, widened
 (the tuner's split prediction since 2026-11-29, tuner/widen.c);
 with --fallback own (its split before), those, cuDNN's ranked configs and
-every config of every other family.  im2col_gemm's marked guesses (its
-whole batch's first 8 cuBLASLt algorithms on 1x1 layers, timed by every
-prediction since 2026-11-29) are not replayed yet, though a config's text
-names its chunk and algo (tools/bench/plan_quality.py measures the tuner
-itself on a GPU).  With
+every config of every other family.  --cudnn-guesses replays
+im2col_gemm's marked guesses too (its whole batch's first 8 cuBLASLt
+algorithms on 1x1 layers, timed by every prediction since 2026-11-29),
+read from the configs' text (tools/bench/plan_quality.py measures the
+tuner itself on a GPU).  With
 --few widen (--sequential), a shape with 1 to k-1 tuned shapes of its kind
 before it is predicted from them as a disagreeing one is, where by default
 (--few full) it runs the full search.
@@ -35,7 +35,7 @@ last) are stored after every other config of their tuning, a finalist that
 was among its family's first configs is not read as one: --widen then
 under-counts (fft_few_ch_31: FFT's 560x560 kernel-product config, 2nd in
 its list and the winner, read as last; 2.03x here, within 10% on the GPU).
---cudnn-guesses also adds cuDNN's marked best guesses (cudnn_best_guesses).  That order is
+--cudnn-guesses also adds every family's marked best guesses (marked_guesses).  That order is
 only in a cache the tuner wrote: `convtune merge` and `export` copy a
 tuning's rows winner first, then fastest first, so in their files each
 family's "first" trials are its fastest and --widen and --cudnn-guesses
@@ -162,15 +162,27 @@ _WINOGRAD_LAYER = re.compile(r"^fwd f32 \S+ strict \S+ n\d+ c\d+ h\d+ w\d+ k\d+ 
                              r"str1,1 dil1,1 g1$")
 
 
-def cudnn_best_guesses(shape):
-    """cuDNN's configs it marks as best guesses beyond its ranking
-    (CONV_CONFIG_BEST_GUESS, cudnn_configs.c's config_low_ranked_winner):
-    its Winograd engines 4 and 6, default configs, on strict fp32 forward
-    3x3 stride-1 dense layers; a cache does not store the flag."""
-    if not _WINOGRAD_LAYER.match(shape["key"]):
-        return set()
-    return {shape["by_text"][(CUDNN, text)] for text in ("engine=4", "engine=6")
-            if (CUDNN, text) in shape["by_text"]}
+_ONE_BY_ONE_LAYER = re.compile(r"^fwd \S+ nchw \S+ \S+ n(\d+) c\d+ h\d+ w\d+ k\d+ r1 s1 pad0,0 "
+                               r"str\d+,\d+ dil\d+,\d+ g1$")
+IM2COL_ALGOS_GUESSED = 8  # im2col_gemm.c's IM2COL_GEMM_ALGOS_GUESSED
+
+
+def marked_guesses(shape):
+    """The configs the families mark as best guesses (CONV_CONFIG_BEST_GUESS;
+    a cache does not store the flag), which every prediction times: cuDNN's
+    Winograd engines 4 and 6, default configs, on strict fp32 forward 3x3
+    stride-1 dense layers (cudnn_configs.c's config_low_ranked_winner), and
+    im2col_gemm's whole batch's first 8 cuBLASLt algos on 1x1 dense NCHW
+    forward layers (im2col_gemm.c's im2col_gemm_guessed_algos)."""
+    by_text, key = shape["by_text"], shape["key"]
+    texts = []
+    if _WINOGRAD_LAYER.match(key):
+        texts += [(CUDNN, "engine=4"), (CUDNN, "engine=6")]
+    one_by_one = _ONE_BY_ONE_LAYER.match(key)
+    if one_by_one:
+        n = one_by_one.group(1)
+        texts += [(IM2COL_GEMM, f"batch={n} gemm_algo={a}") for a in range(IM2COL_ALGOS_GUESSED)]
+    return {by_text[t] for t in texts if t in by_text}
 
 
 def rows_in_merge_order(db):
@@ -195,6 +207,7 @@ def config_id(trial):
 
 
 CUDNN = 1  # CONV_ALGO_CUDNN
+IM2COL_GEMM = 2  # CONV_ALGO_IM2COL_GEMM
 
 
 def ranked_picks(shape, neighbours, top, missing_slowdown, per_family=False, own_top=None,
@@ -321,7 +334,7 @@ def main(argv):
                                  per_family=args.by == "per-family", own_top=args.own_top)
             if args.cudnn_guesses:
                 picks |= {c for c in first_configs(db, s, per_family=args.cudnn_guesses)
-                          if c[0] == CUDNN} | cudnn_best_guesses(s)
+                          if c[0] == CUDNN} | marked_guesses(s)
             disagree = len({family for family, _ in winners}) > 1
             if args.widen and (len(near) < args.k or (args.fallback in ("widen", "own") and disagree)
                                or widen_reason(s, near) is not None):
