@@ -268,10 +268,11 @@ convtune: INFO: tuning E
     pred, fin = os.path.join(tmp, "pq-predicted.db"), os.path.join(tmp, "pq-finished.db")
     cache(pred, [("A", 1.5, "cudnn"), ("B", 1.0, "fft"), ("C", 2.0, "cudnn")], ["A", "B"])
     cache(fin, [("A", 1.0, "im2col_gemm"), ("B", 1.0, "fft"), ("C", 2.0, "cudnn")], [])
-    rows, full = plan_quality.compare(pred, fin)
+    rows, full, summed = plan_quality.compare(pred, fin)
     assert full == 1 and [(r[0], r[1]) for r in rows] == [(1.5, "A"), (1.0, "B")], (rows, full)
-    text = plan_quality.render([("m", rows, full)])
-    assert "| m | 2 | 1 | 1.250 | 1.225 | 1.50 | 1/2 |" in text, text
+    assert math.isclose(summed, 4.5 / 4.0), summed
+    text = plan_quality.render([("m", rows, full, summed)])
+    assert "| m | 2 | 1 | 1.250 | 1.225 | 1.50 | 1/2 | 1.125 |" in text, text
     assert "| m | 1.50 | A | cudnn c | im2col_gemm c |" in text, text
     with contextlib.redirect_stderr(io.StringIO()):
         assert plan_quality.main([pred]) == 2  # not a pair

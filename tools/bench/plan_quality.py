@@ -14,7 +14,10 @@ For each problem whose tuning in PREDICTED is incomplete (pending: predicted
 from neighbours, or cut short), the ratio of its predicted winner's time to
 the finished tuning's winner's time in FINISHED; the problems searched in
 full are counted apart (ratio 1 by construction).  Prints the median,
-geomean and worst ratio, how many are within 10%, and the layers over it.
+geomean and worst ratio, how many are within 10%, the sum of every
+layer's winner's time against the exhaustive winners' sum (each distinct
+layer once: a proxy for the model's steady state), and the layers over
+10%.
 Exit status: 0 done, 2 usage error (a file missing, or no predicted problem).
 """
 import argparse
@@ -48,12 +51,17 @@ def pending(path):
 
 
 def compare(predicted_path, finished_path):
-    """(rows, full_count): rows = [(ratio, problem, predicted plan, exhaustive plan)]
-    for the problems predicted in PREDICTED and tuned in FINISHED, worst first."""
+    """(rows, full_count, summed): rows = [(ratio, problem, predicted plan,
+    exhaustive plan)] for the problems predicted in PREDICTED and tuned in
+    FINISHED, worst first; summed = the winners' times in PREDICTED summed
+    over every problem both hold, over FINISHED's sum."""
     predicted, finished = winners(predicted_path), winners(finished_path)
     incomplete = pending(predicted_path)
-    rows, full = [], 0
+    rows, full, sum_pred, sum_full = [], 0, 0.0, 0.0
     for key, (t_pred, plan) in predicted.items():
+        if key in finished:
+            sum_pred += t_pred
+            sum_full += finished[key][0]
         if key not in incomplete:
             full += 1
             continue
@@ -62,22 +70,22 @@ def compare(predicted_path, finished_path):
         t_full, best = finished[key]
         rows.append((t_pred / t_full, key[0], plan, best))
     rows.sort(key=lambda r: -r[0])
-    return rows, full
+    return rows, full, sum_pred / sum_full if sum_full > 0 else float("nan")
 
 
-def summary(label, rows, full):
+def summary(label, rows, full, summed):
     ratios = [r[0] for r in rows]
     geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
     within = sum(r <= WITHIN for r in ratios)
     return (f"| {label} | {len(ratios)} | {full} | {statistics.median(ratios):.3f} | "
-            f"{geomean:.3f} | {ratios[0]:.2f} | {within}/{len(ratios)} |")
+            f"{geomean:.3f} | {ratios[0]:.2f} | {within}/{len(ratios)} | {summed:.3f} |")
 
 
 def render(results):
-    lines = ["| cache | predicted | searched in full | median | geomean | worst | within 10% |",
-             "|---|---|---|---|---|---|---|"]
-    lines += [summary(label, rows, full) for label, rows, full in results]
-    over = [(label, r) for label, rows, _ in results for r in rows if r[0] > WITHIN]
+    lines = ["| cache | predicted | searched in full | median | geomean | worst | within 10% | "
+             "summed |", "|---|---|---|---|---|---|---|---|"]
+    lines += [summary(*result) for result in results]
+    over = [(label, r) for label, rows, _, _ in results for r in rows if r[0] > WITHIN]
     if over:
         lines += ["", "| cache | ratio | layer | predicted plan | exhaustive plan |",
                   "|---|---|---|---|---|"]
@@ -104,12 +112,12 @@ def main(argv=None):
                 print(f"plan_quality: no such cache: {path}", file=sys.stderr)
                 return 2
         label = args.label[i // 2] if i // 2 < len(args.label) else os.path.basename(predicted)
-        rows, full = compare(predicted, finished)
+        rows, full, summed = compare(predicted, finished)
         if not rows:
             print(f"plan_quality: {predicted}: no predicted problem tuned in {finished}",
                   file=sys.stderr)
             return 2
-        results.append((label, rows, full))
+        results.append((label, rows, full, summed))
     text = render(results)
     sys.stdout.write(text)
     if args.out_md:
