@@ -173,6 +173,20 @@ static int first_configs_timed(const conv_problem *p, const config_list *timed) 
   return TEST_PASS;
 }
 
+/* Plans `target` in a predict context over `cache`, checks it against the
+ * reference, and gives its trials' configs, their census and whether the
+ * tuning is pending. */
+static int predict_target(const char *cache, const conv_problem *target, config_list *configs,
+                          trial_census *c, bool *pending) {
+  conv_context *ctx;
+  if (make_context(&ctx, cache, CONV_POLICY_PREDICT, 0) != TEST_PASS) return TEST_FAIL;
+  if (plan_roundtrip(ctx, target, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
+  if (configs_of(ctx, target, configs) != TEST_PASS) return TEST_FAIL;
+  if (census_of(ctx, target, c, pending) != TEST_PASS) return TEST_FAIL;
+  conv_context_destroy(ctx);
+  return TEST_PASS;
+}
+
 /* Neighbours whose winners differ in family split the prediction: the
  * plan is valid, the tuning incomplete, every applicable family's best
  * guesses (its first 3 configs) were timed, and of cuDNN's only its
@@ -207,14 +221,10 @@ static int predict_split(void) {
 
   conv_problem target = fixed_problem();
   target.h = 24, target.w = 20;
-  if (make_context(&ctx, cache, CONV_POLICY_PREDICT, 0) != TEST_PASS) return TEST_FAIL;
-  if (plan_roundtrip(ctx, &target, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
   static config_list split;
   trial_census c;
   bool pending = false;
-  if (configs_of(ctx, &target, &split) != TEST_PASS) return TEST_FAIL;
-  if (census_of(ctx, &target, &c, &pending) != TEST_PASS) return TEST_FAIL;
-  conv_context_destroy(ctx);
+  if (predict_target(cache, &target, &split, &c, &pending) != TEST_PASS) return TEST_FAIL;
   CHECK_MSG(pending, "a split prediction is incomplete");
   CHECK_MSG(c.cudnn <= CONV_PREDICT_CONFIGS + 3, "%d cuDNN trials", c.cudnn);
 
@@ -262,14 +272,10 @@ static int predict_times_marked_guesses(void) {
   conv_context_destroy(ctx);
 
   const conv_problem target = one_by_one(112);
-  if (make_context(&ctx, cache, CONV_POLICY_PREDICT, 0) != TEST_PASS) return TEST_FAIL;
-  if (plan_roundtrip(ctx, &target, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
   static config_list got;
   trial_census c;
   bool pending = false;
-  if (configs_of(ctx, &target, &got) != TEST_PASS) return TEST_FAIL;
-  if (census_of(ctx, &target, &c, &pending) != TEST_PASS) return TEST_FAIL;
-  conv_context_destroy(ctx);
+  if (predict_target(cache, &target, &got, &c, &pending) != TEST_PASS) return TEST_FAIL;
   remove_db(cache);
   CHECK_MSG(pending, "predicted from the neighbours, so incomplete");
 

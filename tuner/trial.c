@@ -377,8 +377,7 @@ static void note_twin_ruled_out(const conv_algorithm *algo, const conv_config *c
                                 double run_ms, bool validation_run, double best_ms,
                                 ruled_out *out) {
   if (out == NULL || !conv_tuner_rules_out_twin(run_ms, validation_run, best_ms)) return;
-  *out = (ruled_out){algo, conv_tuner_kernels_of(algo, config), *config, run_ms, best_ms,
-                     validation_run};
+  *out = (ruled_out){algo, *config, run_ms, best_ms, validation_run};
 }
 
 /* One config from prepare to validation and, given `kept`, its screen;
@@ -553,9 +552,11 @@ static const ruled_out *twin_ruled_out(const tally *t, const conv_algorithm *alg
                                        const conv_config *config) {
   if (algo->twin_of == NULL) return NULL;
   const conv_config kernels = conv_tuner_kernels_of(algo, config);
-  for (int i = 0; i < t->ruled_out_count; i++)
-    if (t->ruled_out[i].algo == algo && conv_config_equal(&t->ruled_out[i].kernels, &kernels))
-      return &t->ruled_out[i];
+  for (int i = 0; i < t->ruled_out_count; i++) {
+    if (t->ruled_out[i].algo != algo) continue;
+    const conv_config theirs = conv_tuner_kernels_of(algo, &t->ruled_out[i].ran);
+    if (conv_config_equal(&theirs, &kernels)) return &t->ruled_out[i];
+  }
   return NULL;
 }
 

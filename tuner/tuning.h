@@ -40,13 +40,13 @@ typedef struct finalist {
   double warm_ms;    /* its first timed run: sizes its graph */
 } finalist;
 
-/* A config found far too slow (conv_tuner_rules_out_twin), by its kernels'
- * config (the config, or the one it is a twin of): its twin is not run. */
+/* A config found far too slow (conv_tuner_rules_out_twin): its twin, the
+ * config that runs the same kernels (conv_tuner_kernels_of), is not run. */
 typedef struct ruled_out {
   const conv_algorithm *algo;
-  conv_config kernels, ran; /* ran: the config itself */
-  double run_ms, best_ms;   /* the run that ruled it out, the best then */
-  bool validation_run;      /* that run was its validation run */
+  conv_config ran;        /* the config itself */
+  double run_ms, best_ms; /* the run that ruled it out, the best then */
+  bool validation_run;    /* that run was its validation run */
 } ruled_out;
 #define RULED_OUT_MAX 64
 
