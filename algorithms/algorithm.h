@@ -100,10 +100,11 @@ typedef struct conv_algorithm {
    * and returns true.  The tuner does not run a config whose twin it has
    * found far too slow (conv_tuner_rules_out_twin, tuner.h). */
   bool (*twin_of)(const conv_config *config, conv_config *twin /* OUT */);
-  /* configs() marks some configs CONV_CONFIG_BEST_GUESS (core.h) on some
-   * problems: a prediction lists the family on every problem it takes to
-   * time them, whatever its neighbours won (tuner/tune_predict.c). */
-  bool marks_best_guesses;
+  /* Optional (NULL: never).  Whether configs() marks some configs
+   * CONV_CONFIG_BEST_GUESS (core.h) for `problem`: a prediction then lists
+   * the family to time them, whatever its neighbours won
+   * (tuner/tune_predict.c). */
+  bool (*marks_best_guesses)(const conv_problem *problem);
   /* Runs NCHW problems whose filters are K R S C (conv_problem_krsc_filters):
    * the family reads w in the order the problem names.  Families without it
    * are never offered such a problem (conv_algorithm_applicable). */

@@ -399,7 +399,7 @@ const conv_algorithm conv_algorithm_cudnn = {
     .release = cudnn_release,
     .describe = cudnn_describe,
     .twin_of = cudnn_twin_of,
-    .marks_best_guesses = true, /* config_low_ranked_winner, cudnn_configs.c */
+    .marks_best_guesses = conv_cudnn_marks_best_guesses, /* cudnn_configs.c */
     .libraries = CONV_LIBRARY_CUDNN,
     .krsc_filters = true, /* the graph's filter strides say K R S C */
 };

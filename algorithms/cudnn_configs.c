@@ -299,7 +299,11 @@ static bool config_never_pays(const conv_problem *p, const conv_config *c) {
  * exhaustive winner's time). */
 static bool config_low_ranked_winner(const conv_problem *p, const conv_config *c) {
   const bool winograd_engine = c->count == 1 && (c->values[0] == 4 || c->values[0] == 6);
-  return winograd_engine && p->dtype == CONV_DTYPE_F32 && p->math == CONV_MATH_STRICT &&
+  return winograd_engine && conv_cudnn_marks_best_guesses(p);
+}
+
+bool conv_cudnn_marks_best_guesses(const conv_problem *p) {
+  return p->dtype == CONV_DTYPE_F32 && p->math == CONV_MATH_STRICT &&
          p->direction == CONV_FORWARD && p->groups == 1 && p->r == 3 && p->s == 3 &&
          p->stride_h == 1 && p->stride_w == 1 && p->dil_h == 1 && p->dil_w == 1;
 }

@@ -149,6 +149,10 @@ bool conv_cudnn_config_unfused_epilogue(const conv_config *c);
 bool conv_cudnn_unfused_epilogue_applies(const conv_problem *p);
 bool conv_cudnn_krsc_filter_applies(const conv_problem *p);
 
+/* Whether conv_cudnn_configs() marks best guesses for `problem` (its
+ * Winograd engines on strict fp32 forward 3x3 stride-1 dense layers). */
+bool conv_cudnn_marks_best_guesses(const conv_problem *problem);
+
 /* The cudnn family's configs() (conv_algorithm), cudnn_configs.c. */
 conv_status conv_cudnn_configs(const conv_problem *problem, conv_env *env, conv_config *out, int max,
                                int *count, conv_error *err);

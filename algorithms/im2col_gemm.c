@@ -297,6 +297,10 @@ static const conv_gemm_family im2col_gemm_family = {
 };
 CONV_GEMM_FAMILY_CALLBACKS(im2col_gemm, im2col_gemm_family)
 
+static bool im2col_gemm_marks_best_guesses(const conv_problem *problem) {
+  return im2col_gemm_guessed_algos(problem) > 0;
+}
+
 /* ---------------------------------------------------------------- run */
 
 /* The col buffer, after cuBLASLt's part of the workspace. */
@@ -403,6 +407,6 @@ const conv_algorithm conv_algorithm_im2col_gemm = {
     .version = 4,
     .name = "im2col_gemm",
     CONV_ALGORITHM_CALLBACKS(im2col_gemm),
-    .marks_best_guesses = true, /* im2col_gemm_guessed_algos */
+    .marks_best_guesses = im2col_gemm_marks_best_guesses,
     .libraries = CONV_LIBRARY_CUBLASLT,
 };

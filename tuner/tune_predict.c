@@ -59,8 +59,8 @@ static int guess_head(const conv_algorithm *algo) {
   return algo->id == CONV_ALGO_CUDNN ? MAX_CONFIGS_FAST : 0;
 }
 
-/* The guesses (add_guesses) of every family that marks some
- * (marks_best_guesses) and takes the problem, but those whose list
+/* The guesses (add_guesses) of every family that takes the problem and
+ * marks some for it (marks_best_guesses), but those whose list
  * add_ranked read (set->listed: their guesses came with it; cuDNN's list
  * again would build its graph and probe its engines twice).  The whole
  * list is read: a family's marked guesses may follow however many configs
@@ -72,7 +72,8 @@ static void add_marked_guesses(const conv_tune_request *req, predicted_set *set,
   const conv_algorithm *const *algos = conv_registry(&families);
   for (int f = 0; f < families; f++) {
     const conv_algorithm *algo = algos[f];
-    if (!algo->marks_best_guesses || (set->listed & family_bit(algo->id)) ||
+    if (algo->marks_best_guesses == NULL || !algo->marks_best_guesses(req->problem) ||
+        (set->listed & family_bit(algo->id)) ||
         !conv_algorithm_applicable(algo, req->problem, req->env))
       continue;
     const int count = first_configs(req, algo, configs, MAX_CONFIGS_EXHAUSTIVE, t);

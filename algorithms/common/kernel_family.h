@@ -128,6 +128,11 @@ void conv_kernel_tiling(const conv_config *config, int values, void *tiling);
  * call into the shell) and `family`_applicable;
  * id, version and krsc_filters as conv_algorithm says. */
 #define CONV_KERNEL_FAMILY_ALGORITHM(family, algo_id, algo_version, reads_krsc)                    \
+  CONV_KERNEL_FAMILY_ALGORITHM_MARKS(family, algo_id, algo_version, reads_krsc, NULL)
+
+/* The same for a family whose list() marks CONV_CONFIG_BEST_GUESS configs
+ * where `marks`(problem) says (conv_algorithm.marks_best_guesses). */
+#define CONV_KERNEL_FAMILY_ALGORITHM_MARKS(family, algo_id, algo_version, reads_krsc, marks)       \
   CONV_SHELL_CALLBACKS(family, conv_kernel, family##_family)                                       \
   static conv_status family##_run(const conv_exec *exec, cudaStream_t stream, conv_error *err) {   \
     return conv_kernel_run(&family##_family, exec, stream, err);                                   \
@@ -136,7 +141,7 @@ void conv_kernel_tiling(const conv_config *config, int values, void *tiling);
       .id = (algo_id), .version = (algo_version), .name = #family,                                 \
       .applicable = family##_applicable, .configs = family##_configs, .prepare = family##_prepare, \
       .run = family##_run, .release = conv_kernel_release, .describe = family##_describe,          \
-      .krsc_filters = (reads_krsc)}
+      .marks_best_guesses = (marks), .krsc_filters = (reads_krsc)}
 
 #ifdef __cplusplus
 }

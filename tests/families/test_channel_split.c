@@ -1,6 +1,7 @@
 /* test_channel_split.c -- the channel_split family (small outputs, many
  * channels).  CPU: every config plans, its threads cover every output
- * pixel once inside the staged window, and the tilings it refuses.  GPU
+ * pixel once inside the staged window, the tilings it refuses, and its
+ * guesses, listed first to fill the GPU.  GPU
  * (skipped without one): every config against the CPU reference, with
  * split channel sums wherever there are two channels to split. */
 #include <stdint.h>
@@ -107,6 +108,48 @@ static int channel_split_configs(void) {
   return TEST_PASS;
 }
 
+/* Its guesses come first, sized to fill the GPU: {64, 2} and {32, 1}
+ * marked best guesses, {64, 1} listed next, with the splits whose blocks
+ * come nearest 4 per SM, each split summing 4 channels or more. */
+static int channel_split_guesses_first(void) {
+  const conv_algorithm *split = &conv_algorithm_channel_split;
+  CHECK(split->marks_best_guesses != NULL);
+  conv_env env;
+  memset(&env, 0, sizeof env);
+  env.device.sm_count = 132;
+  conv_config configs[256];
+  int n = -1;
+  /* densenet121's c128 7x7 3x3 layer at batch 16: 16 x 32 = 512 blocks;
+   * {32, 1, 32} is what an exhaustive tuning picks (H200); {64, 1} has
+   * two pixel tiles. */
+  const conv_problem dense =
+      direct_problem(16, 128, 7, 7, 32, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE, CONV_MATH_TF32);
+  CHECK(split->marks_best_guesses(&dense));
+  CHECK_STATUS(CONV_OK, split->configs(&dense, &env, configs, 256, &n, NULL));
+  const int64_t expected[][3] = {{64, 2, 32}, {32, 1, 32}, {64, 1, 16}};
+  for (int i = 0; i < 3; i++)
+    CHECK_MSG(configs[i].values[0] == expected[i][0] && configs[i].values[1] == expected[i][1] &&
+                  configs[i].values[2] == expected[i][2],
+              "config %d: %lld,%lld,%lld", i, (long long)configs[i].values[0],
+              (long long)configs[i].values[1], (long long)configs[i].values[2]);
+  int marked = 0;
+  for (int i = 0; i < n; i++) {
+    marked += (configs[i].flags & CONV_CONFIG_BEST_GUESS) != 0;
+    for (int j = 0; j < i; j++) CHECK(!conv_config_equal(&configs[i], &configs[j]));
+  }
+  CHECK(marked == 2 && (configs[0].flags & configs[1].flags & CONV_CONFIG_BEST_GUESS));
+  /* 16 input channels: 4 splits at most, however few the blocks. */
+  const conv_problem few =
+      direct_problem(1, 16, 8, 8, 64, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_NONE, CONV_MATH_STRICT);
+  CHECK_STATUS(CONV_OK, split->configs(&few, &env, configs, 256, &n, NULL));
+  CHECK(configs[1].values[0] == 32 && configs[1].values[1] == 1 && configs[1].values[2] == 4);
+  /* No SM count known: still guesses, aiming at 4 blocks. */
+  env.device.sm_count = 0;
+  CHECK_STATUS(CONV_OK, split->configs(&dense, &env, configs, 256, &n, NULL));
+  CHECK(n > 3 && (configs[0].flags & CONV_CONFIG_BEST_GUESS) && configs[0].values[2] == 1);
+  return TEST_PASS;
+}
+
 static bool is_split(const void *state) {
   return ((const conv_split_launch *)state)->tiling.splits > 1;
 }
@@ -149,6 +192,7 @@ static int channel_split_matches_reference(void) {
 
 static const labelled_test_case tests[] = {
     {"channel_split_configs", channel_split_configs, "cpu"},
+    {"channel_split_guesses_first", channel_split_guesses_first, "cpu"},
     {"channel_split_matches_reference", channel_split_matches_reference, "gpu"},
 };
 TEST_MAIN(tests)

@@ -559,6 +559,9 @@ static int best_guesses_listed(const char *shape, conv_math math, int *marked, b
     (*marked)++;
     i++;
   }
+  /* The family's contract says where it marks: wherever it did. */
+  CHECK_MSG(*marked == 0 || conv_algorithm_cudnn.marks_best_guesses(&p),
+            "%s: marked %d, marks_best_guesses false", shape, *marked);
   printf("%s (%s): %d ranked configs and best guesses, %d best guesses, of %d\n", shape,
          math == CONV_MATH_STRICT ? "strict" : "tf32", i, *marked, n);
   return TEST_PASS;

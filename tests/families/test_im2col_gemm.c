@@ -117,9 +117,12 @@ static int best_guesses_on_1x1(void) {
     const int want = cases[i].marks ? (whole_batch < 8 ? whole_batch : 8) : 0;
     printf("  %s: %d configs, %d of the whole batch, %d marked\n", cases[i].spec, n, whole_batch,
            marked);
-    if (st != CONV_OK || n == 0 || wrong >= 0 || marked != want || (cases[i].marks && want < 3)) {
-      fprintf(stderr, "  %s: status %s, %d marked (want %d), config %d wrong: %s\n",
-              cases[i].spec, conv_status_string(st), marked, want, wrong, err.message);
+    const bool says = conv_algorithm_im2col_gemm.marks_best_guesses(&p);
+    if (st != CONV_OK || n == 0 || wrong >= 0 || marked != want || (cases[i].marks && want < 3) ||
+        says != cases[i].marks) {
+      fprintf(stderr, "  %s: status %s, %d marked (want %d), config %d wrong, "
+              "marks_best_guesses %d: %s\n", cases[i].spec, conv_status_string(st), marked, want,
+              wrong, (int)says, err.message);
       rc = TEST_FAIL;
     }
   }
