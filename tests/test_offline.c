@@ -162,17 +162,38 @@ static bool ran(const stored_tuning *s, const conv_trial *config) {
   return false;
 }
 
+/* Whether `trial`'s family offers its config for `target` too (a kernel
+ * family's tilings depend on the output size). */
+static bool offered_for(conv_env *env, const conv_problem *target, const conv_trial *trial) {
+  const conv_algorithm *algo = conv_registry_find(trial->algorithm_id);
+  enum { LISTED = 2048 };
+  conv_config *configs = calloc(LISTED, sizeof *configs);
+  int n = 0;
+  bool offered = false;
+  if (algo != NULL && configs != NULL &&
+      algo->configs(target, env, configs, LISTED, &n, NULL) == CONV_OK)
+    for (int i = 0; i < n && !offered; i++) offered = conv_config_equal(&configs[i], &trial->config);
+  free(configs);
+  return offered;
+}
+
 /* Rewrites the neighbour's tuning as if its first valid config that is not
- * the winner had run far too long (20 ms or more, over 10x the winner);
- * *slow gets that trial. */
-static int make_known_slow(const char *path, const conv_problem *neighbour, conv_trial *slow) {
+ * the winner, and that its family offers for `target`, had run far too
+ * long (20 ms or more, over 10x the winner); *slow gets that trial. */
+static int make_known_slow(const char *path, const conv_problem *neighbour,
+                           const conv_problem *target, conv_trial *slow) {
   static stored_tuning s;
   if (read_tuning(path, neighbour, &s) != TEST_PASS) return TEST_FAIL;
+  conv_env env;
+  if (open_env(&env) != TEST_PASS) return TEST_FAIL;
   int winner = -1, chosen = -1;
   for (int i = 0; i < s.count; i++) {
     if (s.trials[i].winner) winner = i;
-    else if (chosen < 0 && s.trials[i].status == CONV_OK && s.trials[i].time_ms > 0) chosen = i;
+    else if (chosen < 0 && s.trials[i].status == CONV_OK && s.trials[i].time_ms > 0 &&
+             offered_for(&env, target, &s.trials[i]))
+      chosen = i;
   }
+  close_env(&env);
   CHECK(winner >= 0 && chosen >= 0);
   s.trials[chosen].time_ms = fmax(2 * CONV_ABANDON_FIRST_RUN_MS,
                                   2 * CONV_ABANDON_FIRST_RUN_FACTOR * s.trials[winner].time_ms);
@@ -215,7 +236,7 @@ static int predict_leaves_out_known_slow(void) {
   if (context_plan_matches_reference(ctx, &neighbour, &info) != TEST_PASS) return TEST_FAIL;
   CHECK_STATUS(CONV_OK, conv_context_destroy(ctx));
   conv_trial slow;
-  if (make_known_slow(path, &neighbour, &slow) != TEST_PASS) return TEST_FAIL;
+  if (make_known_slow(path, &neighbour, &target, &slow) != TEST_PASS) return TEST_FAIL;
   printf("known slow: %s %s\n", slow.algorithm, slow.config_text);
 
   if (budget_context(&ctx, path, CONV_POLICY_PREDICT, 0) != TEST_PASS) return TEST_FAIL;

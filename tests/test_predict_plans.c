@@ -251,14 +251,11 @@ static conv_problem one_by_one(int c) {
   return p;
 }
 
-/* Every prediction times the best guesses a family marks
- * (CONV_CONFIG_BEST_GUESS), whatever family won the neighbours: with three
- * 1x1 neighbours won by cuDNN configs, the prediction is cuDNN's (narrow,
- * incomplete), and the target's trials still hold each config
- * im2col_gemm marks for it (its whole batch's first 8 algos). */
-static int predict_times_marked_guesses(void) {
-  SKIP_WITHOUT_GPU();
-  seed_rng();
+/* Three 1x1 neighbours tuned in a fresh cache, each crowned with its
+ * fastest trial of `family`; then `target` predicted from them (narrow:
+ * incomplete), its trials' configs in *got. */
+static int predict_from_crowned(uint32_t family, const conv_problem *target, config_list *got,
+                                trial_census *c) {
   char cache[4096];
   temp_path(cache, sizeof cache, "guesses");
   conv_context *ctx;
@@ -267,34 +264,65 @@ static int predict_times_marked_guesses(void) {
   for (int i = 0; i < 3; i++) {
     const conv_problem nb = one_by_one(channels[i]);
     if (plan_roundtrip(ctx, &nb, 0, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
-    if (crown(ctx, &nb, CONV_ALGO_CUDNN, false) != TEST_PASS) return TEST_FAIL;
+    if (crown(ctx, &nb, family, false) != TEST_PASS) return TEST_FAIL;
   }
   conv_context_destroy(ctx);
+  bool pending = false;
+  if (predict_target(cache, target, got, c, &pending) != TEST_PASS) return TEST_FAIL;
+  remove_db(cache);
+  CHECK_MSG(pending, "predicted from the neighbours, so incomplete");
+  return TEST_PASS;
+}
 
+/* How many of the configs `family` lists for `p` (its first `head`, and
+ * those it marks CONV_CONFIG_BEST_GUESS) are not among `got`; *guesses
+ * counts them all. */
+static int guesses_missing(const conv_algorithm *family, const conv_problem *p, int head,
+                           const config_list *got, int *guesses) {
+  conv_env env;
+  if (open_env(&env) != TEST_PASS) return -1;
+  static conv_config configs[512];
+  int n = 0, missing = 0;
+  conv_error err = {CONV_OK, ""};
+  const conv_status st = family->configs(p, &env, configs, 512, &n, &err);
+  close_env(&env);
+  if (st != CONV_OK) {
+    fprintf(stderr, "  %s configs: %s\n", family->name, err.message);
+    return -1;
+  }
+  *guesses = 0;
+  for (int i = 0; i < n; i++) {
+    if (i >= head && !(configs[i].flags & CONV_CONFIG_BEST_GUESS)) continue;
+    (*guesses)++;
+    missing += !listed(got, family->id, &configs[i]);
+  }
+  return missing;
+}
+
+/* Every prediction times each family's guesses, whatever family won the
+ * neighbours: cuDNN's first 3 configs, and the best guesses a family
+ * marks (CONV_CONFIG_BEST_GUESS).  Three 1x1 neighbours won by cuDNN: the
+ * target's trials hold each config im2col_gemm marks for it (its whole
+ * batch's first 8 algos).  The same neighbours won by im2col_gemm: they
+ * hold cuDNN's first 3. */
+static int predict_times_marked_guesses(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
   const conv_problem target = one_by_one(112);
   static config_list got;
   trial_census c;
-  bool pending = false;
-  if (predict_target(cache, &target, &got, &c, &pending) != TEST_PASS) return TEST_FAIL;
-  remove_db(cache);
-  CHECK_MSG(pending, "predicted from the neighbours, so incomplete");
-
-  conv_env env;
-  if (open_env(&env) != TEST_PASS) return TEST_FAIL;
-  conv_config configs[64];
-  int n = 0, marked = 0, missing = 0;
-  conv_error err = {CONV_OK, ""};
-  const conv_status st = conv_algorithm_im2col_gemm.configs(&target, &env, configs, 64, &n, &err);
-  close_env(&env);
-  CHECK_MSG(st == CONV_OK, "im2col_gemm configs: %s", err.message);
-  for (int i = 0; i < n; i++) {
-    if (!(configs[i].flags & CONV_CONFIG_BEST_GUESS)) continue;
-    marked++;
-    missing += !listed(&got, CONV_ALGO_IM2COL_GEMM, &configs[i]);
-  }
-  printf("predicted: %d trials (%d cuDNN); im2col_gemm marks %d configs, %d not timed\n", c.total,
-         c.cudnn, marked, missing);
+  int marked = 0, head = 0;
+  if (predict_from_crowned(CONV_ALGO_CUDNN, &target, &got, &c) != TEST_PASS) return TEST_FAIL;
+  const int missing = guesses_missing(&conv_algorithm_im2col_gemm, &target, 0, &got, &marked);
+  printf("from cuDNN's: %d trials (%d cuDNN); im2col_gemm marks %d configs, %d not timed\n",
+         c.total, c.cudnn, marked, missing);
   CHECK(marked >= 3 && missing == 0);
+  if (predict_from_crowned(CONV_ALGO_IM2COL_GEMM, &target, &got, &c) != TEST_PASS)
+    return TEST_FAIL;
+  const int head_missing = guesses_missing(&conv_algorithm_cudnn, &target, 3, &got, &head);
+  printf("from im2col_gemm's: %d trials (%d cuDNN); cuDNN's %d guesses, %d not timed\n", c.total,
+         c.cudnn, head, head_missing);
+  CHECK(head >= 3 && head_missing == 0);
   return TEST_PASS;
 }
 

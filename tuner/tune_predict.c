@@ -59,12 +59,21 @@ static int guess_head(const conv_algorithm *algo) {
   return algo->id == CONV_ALGO_CUDNN ? MAX_CONFIGS_FAST : 0;
 }
 
+/* Whether `algo` has guesses for `problem`: cuDNN's first configs
+ * always (guess_head), a family's marked ones where it marks some
+ * (marks_best_guesses: listing a family that marks nothing costs a
+ * prediction its list, cuBLASLt's heuristic queries for im2col_gemm). */
+static bool has_guesses(const conv_algorithm *algo, const conv_problem *problem) {
+  return guess_head(algo) > 0 ||
+         (algo->marks_best_guesses != NULL && algo->marks_best_guesses(problem));
+}
+
 /* The guesses (add_guesses) of every family that takes the problem and
- * marks some for it (marks_best_guesses), but those whose list
- * add_ranked read (set->listed: their guesses came with it; cuDNN's list
- * again would build its graph and probe its engines twice).  The whole
- * list is read: a family's marked guesses may follow however many configs
- * it ranks (cuDNN's do). */
+ * has some for it (has_guesses), but those whose list add_ranked read
+ * (set->listed: their guesses came with it; cuDNN's list again would
+ * build its graph and probe its engines twice).  The whole list is read:
+ * a family's marked guesses may follow however many configs it ranks
+ * (cuDNN's do). */
 static void add_marked_guesses(const conv_tune_request *req, predicted_set *set, tally *t) {
   conv_config *configs = calloc(MAX_CONFIGS_EXHAUSTIVE, sizeof *configs);
   if (configs == NULL) return; /* no guesses: the neighbours' configs are still timed */
@@ -72,8 +81,7 @@ static void add_marked_guesses(const conv_tune_request *req, predicted_set *set,
   const conv_algorithm *const *algos = conv_registry(&families);
   for (int f = 0; f < families; f++) {
     const conv_algorithm *algo = algos[f];
-    if (algo->marks_best_guesses == NULL || !algo->marks_best_guesses(req->problem) ||
-        (set->listed & family_bit(algo->id)) ||
+    if (!has_guesses(algo, req->problem) || (set->listed & family_bit(algo->id)) ||
         !conv_algorithm_applicable(algo, req->problem, req->env))
       continue;
     const int count = first_configs(req, algo, configs, MAX_CONFIGS_EXHAUSTIVE, t);
