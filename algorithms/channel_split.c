@@ -27,7 +27,8 @@ static const int channel_split_counts[] = {1, 2, 4, 8, 16, 32, 64};
  * (H200), the better of the two was a median 1.024x the family's best
  * config (the old first two: 1.65x), and no problem's plan would be over
  * 1.015x for it; densenet121's c128 7x7 3x3 layer, which the family wins,
- * had been predicted 1.30x slow (docs/tuning.md, "Best guesses"). */
+ * had been predicted 1.30x slow (docs/tuning.md, "Best guesses beyond
+ * cuDNN's ranking"). */
 static const int channel_split_guessed[][2] = {{64, 2}, {32, 1}, {64, 1}};
 #define CHANNEL_SPLIT_MARKED 2
 /* A guess aims at this many blocks per SM, and sums at least this many

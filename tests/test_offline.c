@@ -172,7 +172,8 @@ static bool offered_for(conv_env *env, const conv_problem *target, const conv_tr
   bool offered = false;
   if (algo != NULL && configs != NULL &&
       algo->configs(target, env, configs, LISTED, &n, NULL) == CONV_OK)
-    for (int i = 0; i < n && !offered; i++) offered = conv_config_equal(&configs[i], &trial->config);
+    for (int i = 0; i < n && !offered; i++)
+      offered = conv_config_equal(&configs[i], &trial->config);
   free(configs);
   return offered;
 }
