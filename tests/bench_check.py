@@ -245,6 +245,18 @@ convtune: INFO: tuning E
     three = shape_of("fwd f32 nchw strict none n16 c64 h56 w56 k64 r3 s3 pad1,1 str1,1 dil1,1 g1",
                      im2col + winograd)
     assert predict_loo.marked_guesses(three) == set(winograd)
+    # channel_split's two guesses, as test_channel_split.channel_split_guesses_first
+    # has them from the C list: GPU-filling splits, 4 input channels a split at least.
+    dense = "fwd f32 nchw tf32 none n16 c128 h7 w7 k32 r3 s3 pad1,1 str1,1 dil1,1 g1"
+    few = "fwd f32 nchw strict none n1 c16 h8 w8 k64 r3 s3 pad1,1 str1,1 dil1,1 g1"
+    assert predict_loo.channel_split_guesses(dense, 132) == [
+        "k_tile=64 pixels=2 splits=32", "k_tile=32 pixels=1 splits=32"]
+    assert predict_loo.channel_split_guesses(few, 132)[1] == "k_tile=32 pixels=1 splits=4"
+    assert predict_loo.channel_split_guesses(dense.replace("h7 w7", "h56 w56"), 132) == []
+    split = shape_of(dense, [(predict_loo.CHANNEL_SPLIT, "k_tile=32 pixels=1 splits=32")] + winograd)
+    split["group"] = ("fwd", "NVIDIA H200|sm90|132sm|l2=62914560", "v")
+    assert predict_loo.marked_guesses(split) == {(predict_loo.CHANNEL_SPLIT,
+                                                  "k_tile=32 pixels=1 splits=32")}
     # ------------------------------------------------------------ plan_quality.py
     import plan_quality
     import sqlite3

@@ -167,13 +167,80 @@ _ONE_BY_ONE_LAYER = re.compile(r"^fwd \S+ nchw \S+ \S+ n(\d+) c\d+ h\d+ w\d+ k\d
 IM2COL_ALGOS_GUESSED = 8  # im2col_gemm.c's IM2COL_GEMM_ALGOS_GUESSED
 
 
+_FORWARD_NCHW = re.compile(r"^fwd f32 nchw \S+ \S+ n(\d+) c(\d+) h(\d+) w(\d+) k(\d+) r(\d+) "
+                           r"s(\d+) pad(\d+),(\d+) str(\d+),(\d+) dil(\d+),(\d+) g(\d+)$")
+_SM_COUNT = re.compile(r"\|(\d+)sm\|")
+# channel_split.c's channel_split_guessed (the first CHANNEL_SPLIT_MARKED
+# marked), CHANNEL_SPLIT_WAVES and CHANNEL_SPLIT_LEAST_CHANNELS, and the
+# limits of channel_split.h / .cu that decide whether a config plans.
+CHANNEL_SPLIT_MARKED = ((64, 2), (32, 1))
+CHANNEL_SPLIT_WAVES, CHANNEL_SPLIT_LEAST_CHANNELS = 4, 4
+_SPLIT_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+_SPLIT_MAX_THREADS, _SPLIT_STAGE_FLOATS, _SPLIT_MAX_PIXELS = 256, 8192, 8192
+
+
+def channel_split_blocks(key, k_tile, pixels, splits):
+    """The blocks channel_split's config launches for forward NCHW problem
+    `key`, or None where conv_split_plan refuses it (channel_split.cu)."""
+    m = _FORWARD_NCHW.match(key)
+    if not m:
+        return None
+    n, c, h, w, k, r, s, ph, pw, sh, sw, dh, dw, g = map(int, m.groups())
+    p = (h + 2 * ph - dh * (r - 1) - 1) // sh + 1
+    q = (w + 2 * pw - dw * (s - 1) - 1) // sw + 1
+    if g != 1 or k < 8 or p < 1 or q < 1 or n * p * q > _SPLIT_MAX_PIXELS or not 1 <= splits <= c:
+        return None
+    per_split = -(-c // splits)
+    if (splits - 1) * per_split >= c:
+        return None
+    pixel_threads = _SPLIT_MAX_THREADS // (k_tile // 8)
+    tx = min(-(-q // pixels), pixel_threads)
+    ty = min(p, pixel_threads // tx)
+    if pixels > 1 and tx * (pixels - 1) >= q:
+        return None
+    window = ((ty - 1) * sh + (r - 1) * dh + 1) * ((tx * pixels - 1) * sw + (s - 1) * dw + 1)
+    if _SPLIT_STAGE_FLOATS // (r * s * (k_tile + 4) + window) < 1:
+        return None
+    grid_k, grid_z = -(-k // k_tile), n * splits
+    if grid_k > 65535 or grid_z > 65535:
+        return None
+    return -(-q // (tx * pixels)) * -(-p // ty) * grid_k * grid_z
+
+
+def channel_split_guesses(key, sm_count):
+    """channel_split's marked configs' texts for `key` (channel_split.c's
+    channel_split_filling): per guessed tiling, the splits whose blocks come
+    nearest CHANNEL_SPLIT_WAVES per SM by ratio, fewer on a tie, each split
+    summing CHANNEL_SPLIT_LEAST_CHANNELS input channels or more."""
+    m = _FORWARD_NCHW.match(key)
+    if not m:
+        return []
+    c = int(m.group(2))
+    target = CHANNEL_SPLIT_WAVES * max(sm_count, 1)
+    texts = []
+    for k_tile, pixels in CHANNEL_SPLIT_MARKED:
+        best = None
+        for splits in _SPLIT_COUNTS:
+            blocks = channel_split_blocks(key, k_tile, pixels, splits)
+            if blocks is None or (splits > 1 and -(-c // splits) < CHANNEL_SPLIT_LEAST_CHANNELS):
+                continue
+            off = max(blocks / target, target / blocks)
+            if best is None or off < best[0]:
+                best = (off, splits)
+        if best:
+            texts.append(f"k_tile={k_tile} pixels={pixels} splits={best[1]}")
+    return texts
+
+
 def marked_guesses(shape):
     """The configs the families mark as best guesses (CONV_CONFIG_BEST_GUESS;
     a cache does not store the flag), which every prediction times: cuDNN's
     Winograd engines 4 and 6, default configs, on strict fp32 forward 3x3
-    stride-1 dense layers (cudnn_configs.c's config_low_ranked_winner), and
+    stride-1 dense layers (cudnn_configs.c's config_low_ranked_winner),
     im2col_gemm's whole batch's first 8 cuBLASLt algos on 1x1 dense NCHW
-    forward layers (im2col_gemm.c's im2col_gemm_guessed_algos)."""
+    forward layers (im2col_gemm.c's im2col_gemm_guessed_algos), and
+    channel_split's two GPU-filling configs (channel_split_guesses; the
+    SM count read from the device key, 132 where it has none)."""
     by_text, key = shape["by_text"], shape["key"]
     texts = []
     if _WINOGRAD_LAYER.match(key):
@@ -182,6 +249,8 @@ def marked_guesses(shape):
     if one_by_one:
         n = one_by_one.group(1)
         texts += [(IM2COL_GEMM, f"batch={n} gemm_algo={a}") for a in range(IM2COL_ALGOS_GUESSED)]
+    sm = _SM_COUNT.search(shape.get("group", (None, ""))[1] or "")
+    texts += [(CHANNEL_SPLIT, t) for t in channel_split_guesses(key, int(sm.group(1)) if sm else 132)]
     return {by_text[t] for t in texts if t in by_text}
 
 
@@ -208,6 +277,7 @@ def config_id(trial):
 
 CUDNN = 1  # CONV_ALGO_CUDNN
 IM2COL_GEMM = 2  # CONV_ALGO_IM2COL_GEMM
+CHANNEL_SPLIT = 7  # CONV_ALGO_CHANNEL_SPLIT
 
 
 def ranked_picks(shape, neighbours, top, missing_slowdown, per_family=False, own_top=None,
