@@ -123,6 +123,30 @@ static conv_status search_families(bench *b, search *s, const predicted_set *pre
   return st;
 }
 
+/* search_families with its state, made here: a tuning that a prediction
+ * settles never allocates every family's list. */
+static conv_status search_all(bench *b, const predicted_set *predicted,
+                              const conv_known_slow *slow, tally *t, conv_error *err) {
+  search s = {.algos = conv_registry(&s.count)};
+  s.full = b->req->policy == CONV_POLICY_FAST ? MAX_CONFIGS_FAST : MAX_CONFIGS_EXHAUSTIVE;
+  s.lists = calloc((size_t)s.count * (size_t)s.full, sizeof *s.lists);
+  s.list_counts = calloc((size_t)s.count, sizeof *s.list_counts);
+  s.listed = calloc((size_t)s.count, sizeof *s.listed);
+  s.picks = calloc((size_t)s.count, sizeof *s.picks);
+  s.failed = calloc((size_t)s.count, sizeof *s.failed);
+  const conv_status st =
+      s.lists == NULL || s.list_counts == NULL || s.listed == NULL || s.picks == NULL ||
+              s.failed == NULL
+          ? conv_error_set(err, CONV_OUT_OF_MEMORY, "tuning state")
+          : search_families(b, &s, predicted, slow, t, err);
+  free(s.lists);
+  free(s.list_counts);
+  free(s.listed);
+  free(s.picks);
+  free(s.failed);
+  return st;
+}
+
 /* The policy's configs: every family's (exhaustive), their best guesses
  * (fast), or, predicting, the predicted ones -- where there was no
  * prediction or nothing it timed ran, every candidate but the known-slow
@@ -130,19 +154,8 @@ static conv_status search_families(bench *b, search *s, const predicted_set *pre
  * been. */
 static conv_status tune_all(bench *b, tally *t, conv_error *err) {
   const conv_tune_request *req = b->req;
-  search s = {.algos = conv_registry(&s.count)};
-  s.full = req->policy == CONV_POLICY_FAST ? MAX_CONFIGS_FAST : MAX_CONFIGS_EXHAUSTIVE;
-  s.lists = calloc((size_t)s.count * (size_t)s.full, sizeof *s.lists);
-  s.list_counts = calloc((size_t)s.count, sizeof *s.list_counts);
-  s.listed = calloc((size_t)s.count, sizeof *s.listed);
-  s.picks = calloc((size_t)s.count, sizeof *s.picks);
-  s.failed = calloc((size_t)s.count, sizeof *s.failed);
-  conv_status st = CONV_OK;
-  if (s.lists == NULL || s.list_counts == NULL || s.listed == NULL || s.picks == NULL ||
-      s.failed == NULL)
-    st = conv_error_set(err, CONV_OUT_OF_MEMORY, "tuning state");
   const uint64_t beginning = uv_hrtime();
-  if (st == CONV_OK) st = conv_cache_begin_tuning(req->cache, req->key, err);
+  conv_status st = conv_cache_begin_tuning(req->cache, req->key, err);
   conv_tuner_phase_since(&t->phases, CONV_PHASE_CACHE, beginning);
   predicted_set predicted = {.count = 0};
   conv_known_slow *slow = NULL;
@@ -158,16 +171,11 @@ static conv_status tune_all(bench *b, tally *t, conv_error *err) {
     t->predicted = 0;
     t->widened = t->split = false;
   }
-  if (st == CONV_OK) st = search_families(b, &s, &predicted, slow, t, err);
+  if (st == CONV_OK) st = search_all(b, &predicted, slow, t, err);
 out:
   if (st == CONV_OK) st = conv_tuner_time_finalists(b, t, err);
   conv_tuner_release_finalists(t); /* a failed search's */
   free(slow);
-  free(s.lists);
-  free(s.list_counts);
-  free(s.listed);
-  free(s.picks);
-  free(s.failed);
   return st;
 }
 
