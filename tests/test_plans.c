@@ -1,6 +1,7 @@
 /*
  * test_plans.c -- GPU tests of plans end to end: tuning into a cache,
  * executing on streams, sharing plans, graph replay against direct runs,
+ * winners executed inside a caller's capture,
  * plans read back by a new process, argument checks, failing candidates
  * recorded, the cache-only policy, bad rows of either cache layer passed
  * over (the predict policy: test_predict_plans.c).  Each skips (exit 77)
@@ -295,6 +296,83 @@ static int nondefault_stream(void) {
   if (plan_roundtrip(ctx, &p, stream, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
   p.math = CONV_MATH_TF32;
   if (plan_roundtrip(ctx, &p, stream, CONV_SOURCE_TUNED) != TEST_PASS) return TEST_FAIL;
+  CUDA_OK(cudaStreamDestroy(stream));
+  conv_context_destroy(ctx);
+  remove_db(cache);
+  return TEST_PASS;
+}
+
+typedef struct uncapturable_census {
+  int refused;   /* trials refused because their runs cannot be captured */
+  int misfiled;  /* ... of them not CONV_UNSUPPORTED, or marked winner */
+} uncapturable_census;
+
+static int count_uncapturable(const conv_cache_row *row, void *user) {
+  uncapturable_census *c = user;
+  if (strstr(row->trial->reason, "cannot be captured into a CUDA graph") == NULL) return 0;
+  c->refused++;
+  c->misfiled += row->trial->status != CONV_UNSUPPORTED || row->trial->winner;
+  return 0;
+}
+
+/* A caller capturing its own stream (a whole model in one CUDA graph)
+ * records each plan's run as it is, so every winner must capture: an
+ * exhaustive tuning of alexnet's first two shapes (n 2), where cuDNN 9.19
+ * offers engines that create a texture object as they execute (their
+ * capture fails), and each plan executed inside the caller's capture,
+ * replayed into a poisoned output and checked. */
+static int winners_capture_in_callers_graph(void) {
+  SKIP_WITHOUT_GPU();
+  seed_rng();
+  char cache[4096];
+  temp_path(cache, sizeof cache, "callerscapture");
+  conv_context *ctx;
+  if (make_context(&ctx, cache, CONV_POLICY_EXHAUSTIVE, 0) != TEST_PASS) return TEST_FAIL;
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const conv_problem shapes[] = {
+      direct_problem(2, 3, 224, 224, 64, 11, 11, 4, 2, 1, 1, CONV_EPILOGUE_BIAS, CONV_MATH_STRICT),
+      direct_problem(2, 192, 13, 13, 384, 3, 3, 1, 1, 1, 1, CONV_EPILOGUE_BIAS, CONV_MATH_STRICT),
+  };
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    const conv_problem *p = &shapes[i];
+    host_case hc;
+    dev_case d;
+    if (host_case_make(&hc, p) != TEST_PASS || dev_case_make(&d, &hc) != TEST_PASS)
+      return TEST_FAIL;
+    conv_plan *plan = NULL;
+    CHECK_MSG(conv_plan_create(ctx, p, &plan) == CONV_OK, "%s", conv_context_last_error(ctx));
+    conv_plan_info info;
+    CHECK_STATUS(CONV_OK, conv_plan_info_get(plan, &info));
+    char key[CONV_PROBLEM_KEY_MAX];
+    CHECK_STATUS(CONV_OK, conv_problem_key(p, key, sizeof key));
+    conv_error err = {CONV_OK, ""};
+    uncapturable_census census = {0, 0};
+    CHECK_STATUS(CONV_OK, conv_cache_list_trials(conv_context_cache(ctx), key, count_uncapturable,
+                                                 &census, &err));
+    printf("%s: %s %s, %d configs refused as uncapturable\n", key, info.algorithm, info.config,
+           census.refused);
+    CHECK(census.misfiled == 0);
+    if (poison(&d, &hc, stream) != TEST_PASS) return TEST_FAIL;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    conv_status st = conv_plan_execute(plan, stream, d.x, d.w, d.bias, d.y);
+    cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+    CHECK_MSG(st == CONV_OK, "execute under the caller's capture: %s",
+              conv_context_last_error(ctx));
+    CUDA_OK(ended);
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    if (check_output(&d, &hc, stream, conv_error_bound(p->math, CONV_ARITH_TRANSFORM),
+                     "caller's graph") != TEST_PASS)
+      return TEST_FAIL;
+    CUDA_OK(cudaGraphExecDestroy(exec));
+    CUDA_OK(cudaGraphDestroy(graph));
+    conv_plan_destroy(plan);
+    dev_case_free(&d);
+    host_case_free(&hc);
+  }
   CUDA_OK(cudaStreamDestroy(stream));
   conv_context_destroy(ctx);
   remove_db(cache);
@@ -658,6 +736,7 @@ static const test_case tests[] = {
     {"graph_replay_matches_direct", graph_replay_matches_direct},
     {"plan_from_cache_in_new_process", plan_from_cache_in_new_process},
     {"nondefault_stream", nondefault_stream},
+    {"winners_capture_in_callers_graph", winners_capture_in_callers_graph},
     {"execute_rejects_bad_arguments", execute_rejects_bad_arguments},
     {"failing_candidates_recorded", failing_candidates_recorded},
     {"finalists_timed_in_full", finalists_timed_in_full},

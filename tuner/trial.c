@@ -182,9 +182,14 @@ done:
   return st;
 }
 
-/* Captures t->runs runs into t->graph.  A candidate that cannot be captured
- * (none today) is timed launched directly, as conv_plan_execute then runs
- * it; only a failure after capture is the trial's failure. */
+/* Captures t->runs runs into t->graph.  A config whose runs cannot be
+ * captured fails its trial (CONV_UNSUPPORTED): a plan replays a graph of
+ * its run, and a caller capturing its own stream (a whole model in one
+ * CUDA graph) records the run as it is, so such a winner would make every
+ * capture fail.  alexnet's whole-model graph failed so (a cuDNN engine
+ * that creates a texture object as it executes, H200, cuDNN 9.19), when
+ * this timed it launched directly.  A stream that cannot capture at all
+ * (the legacy default stream) times the runs launched directly. */
 static conv_status capture_work(timed_work *t, conv_error *err) {
   bench *b = t->b;
   cudaGraph_t graph = NULL;
@@ -192,18 +197,21 @@ static conv_status capture_work(timed_work *t, conv_error *err) {
     cudaGetLastError();
     return CONV_OK;
   }
-  conv_error ignored = {CONV_OK, ""};
+  conv_error run_err = {CONV_OK, ""};
   conv_status st = CONV_OK;
   for (int i = 0; i < t->runs && st == CONV_OK; i++)
-    st = run_once(b, t->algo, t->prep, t->workspace, &ignored);
+    st = run_once(b, t->algo, t->prep, t->workspace, &run_err);
   cudaError_t e = cudaStreamEndCapture(b->stream, &graph);
   if (st == CONV_OK && e == cudaSuccess && graph != NULL)
     e = cudaGraphInstantiate(&t->graph, graph, 0);
   if (graph != NULL) cudaGraphDestroy(graph);
   if (st != CONV_OK || e != cudaSuccess) {
     t->graph = NULL;
-    cudaGetLastError(); /* capture errors are not sticky; direct runs follow */
-    return CONV_OK;
+    cudaGetLastError(); /* capture errors are not sticky */
+    return conv_error_set(err, CONV_UNSUPPORTED,
+                          "its run cannot be captured into a CUDA graph (%s), which plans replay "
+                          "and callers capture",
+                          st != CONV_OK ? run_err.message : cudaGetErrorString(e));
   }
   /* The first replay uploads the graph: not a sample. */
   return conv_check_cuda(err, cudaGraphLaunch(t->graph, b->stream), "cudaGraphLaunch");
@@ -272,8 +280,9 @@ static double stop_factor(stop_rule rule) {
  * (conv_tuner_abandons_warm_run; for a run of DIRECT_MS or more,
  * conv_tuner_abandons, and that run is its screen); a shorter run gives
  * CONV_SCREEN_SAMPLES replays of a short graph of its runs, judged by
- * conv_tuner_abandons, their median the screen.  *stopped: the rule that
- * abandoned the config after *samples_taken samples, else NOT_STOPPED. */
+ * conv_tuner_abandons, their median the screen; a longer one is captured
+ * once all the same (capture_work).  *stopped: the rule that abandoned the
+ * config after *samples_taken samples, else NOT_STOPPED. */
 static conv_status screen(bench *b, const conv_algorithm *algo, const conv_prepared *prep,
                           void *workspace, double best_ms, double *screen_ms, double *warm_ms,
                           stop_rule *stopped, int *samples_taken, conv_error *err) {
@@ -289,7 +298,11 @@ static conv_status screen(bench *b, const conv_algorithm *algo, const conv_prepa
     *stopped = LOST_BY_MARGIN;
   else if (conv_tuner_abandons_warm_run(warm, best_ms))
     *stopped = LOST_WARM_RUN;
-  if (*stopped != NOT_STOPPED || warm >= DIRECT_MS) return CONV_OK;
+  if (*stopped != NOT_STOPPED) return CONV_OK;
+  if (warm >= DIRECT_MS) { /* timed launched directly, but it must capture */
+    st = capture_work(&t, err);
+    goto done;
+  }
   t.runs = warm > 0 ? clamp_runs(CONV_SCREEN_MS / warm) : MAX_BATCH_RUNS;
   CONV_TRY(st, capture_work(&t, err), done);
   while (s.n < CONV_SCREEN_SAMPLES) CONV_TRY(st, take_sample(&t, &s, err), done);
