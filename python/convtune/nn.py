@@ -54,6 +54,21 @@ weights as they are.  A channels-last weight is read as it is by every
 forward call on an NCHW input (later shapes get K R S C plans); the
 backward passes of training read a K C R S copy of it.
 
+Never slower in eager mode: at the first inference call of an input shape
+(nothing records gradients, outside CUDA graph capture), a layer races its
+plan against PyTorch's own forward of the same input, each timed as a
+model loop pays a call: back-to-back calls and one synchronise, so that a
+call costs its host time or its device time, whichever is longer (median
+of 3 alternating rounds of about 0.5 ms, after one call of each: with
+torch.backends.cudnn.benchmark on, PyTorch's first call of a shape
+searches cuDNN's engines, and that search lands in convtune's first
+forward).  Where the plan's call cost more than
+RACE_MARGIN (1.03) times PyTorch's, that shape runs PyTorch's forward from
+then on, in eager mode and in any CUDA graph captured later, and
+`layer.fallbacks` and the printed ConvertReport say so with both times.
+A race costs a few milliseconds a shape on top of the first call.  Set
+race_pytorch = False on a layer (or the class) to always run the plan.
+
 Anything else runs PyTorch's own forward, so results and errors are
 PyTorch's; `layer.fallbacks` counts those calls by reason.  padding="same"
 / "valid" and the non-zero padding modes are done as nn.Conv2d does them.
@@ -69,6 +84,8 @@ Under torch.compile and torch.export the layer calls the operator
 torch.ops.convtune.conv2d (convtune.ops), which both can trace.
 """
 import collections
+import statistics
+import time
 
 import torch
 import torch.nn.functional as F
@@ -104,6 +121,47 @@ _training_op = torch.ops.convtune.conv2d if _ops.formula == "C++" else None
 # autocast kernel casts through autocast's weight cache, where it is C++.
 _autocast_ops = ((torch.ops.convtune.conv2d, torch.ops.convtune.conv2d_inference)
                  if _ops.autocast == "C++" else None)
+
+
+# A layer runs PyTorch's forward where its plan's call cost more than this
+# times PyTorch's in the race (_race_entry): within it the two are a tie,
+# and the plan keeps the call.
+RACE_MARGIN = 1.03
+_LOST_RACE = "PyTorch's forward was faster"
+_RACE_ROUNDS = 3
+_RACE_ROUND_MS = 0.5
+
+
+def _per_call_ms(fns):
+    """Each function's cost a call, in ms, as a model loop in eager mode pays
+    it: the median over _RACE_ROUNDS alternating rounds of the wall time of
+    back-to-back calls (enough for _RACE_ROUND_MS, 1 to 200 of them) and
+    one synchronise, so that a call costs its host time or its device time,
+    whichever is longer.  Each is called and synchronised once first (its
+    first call may tune: PyTorch's benchmark mode)."""
+    sync, clock = torch.cuda.synchronize, time.perf_counter
+    calls = []
+    for fn in fns:
+        fn()
+        sync()
+        started = clock()
+        fn()
+        sync()
+        calls.append(max(1, min(200, int(_RACE_ROUND_MS * 1e-3 / (clock() - started)))))
+    samples = [[] for _ in fns]
+    for _ in range(_RACE_ROUNDS):
+        for fn, n, times in zip(fns, calls, samples):
+            started = clock()
+            for _ in range(n):
+                fn()
+            sync()
+            times.append((clock() - started) * 1e3 / n)
+    return [statistics.median(times) for times in samples]
+
+
+def _race(ours, theirs):
+    """(our per-call ms, PyTorch's): the race's timing (tests replace it)."""
+    return tuple(_per_call_ms((ours, theirs)))
 
 
 def _autocast_on():
@@ -143,6 +201,10 @@ class Conv2d(torch.nn.Conv2d):
     .relayout_filters: True (the default) lets an inference call keep the
     weight K R S C (channels-last) where that plan was timed faster; False
     keeps it as it is.
+    .race_pytorch: True (the default) times, at an inference call's first
+    input shape, the plan's launch against PyTorch's forward and runs
+    PyTorch's where that was faster (see the module's doc); False always
+    runs the plan.
     .activation: None (the default), or "relu" on a layer with a bias: the
     layer's output is then relu(conv + bias), the ReLU fused into its plan
     (epilogue BIAS_RELU) and into PyTorch's forward where that runs it.
@@ -150,6 +212,7 @@ class Conv2d(torch.nn.Conv2d):
     """
 
     relayout_filters = True
+    race_pytorch = True
     _activation = None
 
     @property
@@ -196,6 +259,9 @@ class Conv2d(torch.nn.Conv2d):
         # ran convtune, for the operators.
         self._autocast_launch = None
         self._last_plan = None
+        # (call key, why) of the last shape whose race PyTorch's forward won:
+        # its calls go straight there.
+        self._lost_race = None
 
     # Plans and launchers hold a device's library handles: they are not
     # copied or pickled with the module, which makes its own on first use.
@@ -203,7 +269,7 @@ class Conv2d(torch.nn.Conv2d):
         state = super().__getstate__().copy()
         for name in ("_plans", "_launch", "_launch_plan", "_launch_math", "_launch_deterministic",
                      "_launch_op_args", "_launch_format", "_launch_copies", "_launch_bias_cast",
-                     "_autocast_launch", "_last_plan"):
+                     "_autocast_launch", "_last_plan", "_lost_race"):
             state.pop(name, None)
         return state
 
@@ -266,7 +332,25 @@ class Conv2d(torch.nn.Conv2d):
                 y = launch(input, w, b, None)
             if y is not None:
                 return y
+        if self._lost_race is not None:
+            return self._pytorch_if_raced(input)
         return self._eager_forward(input)
+
+    def _pytorch_if_raced(self, input):
+        """PyTorch's forward where this call is the one whose race PyTorch
+        won (same shape, strides, type, math, determinism), else the eager
+        path: a layer that lost its race costs one comparison a call more
+        than PyTorch's own."""
+        key, why = self._lost_race
+        if self._call_key(input, _math_now(self.math), _deterministic_now()) != key:
+            return self._eager_forward(input)
+        self.fallbacks[why] += 1
+        return self._pytorch_forward(input)
+
+    @staticmethod
+    def _call_key(input, math, deterministic):
+        autocast = _autocast_dtype("cuda") if _autocast_enabled("cuda") else None
+        return (input.shape, input.stride(), input.dtype, autocast, math, deterministic)
 
     def _weight_in(self, memory_format, dtype):
         """The weight in memory_format and dtype: itself, or a copy made for
@@ -299,6 +383,8 @@ class Conv2d(torch.nn.Conv2d):
                                            or (b is not None and b.requires_grad))
             op = _autocast_ops[0] if records else _autocast_ops[1]
             return op(input, w, b, *last[2])
+        if self._lost_race is not None:
+            return self._pytorch_if_raced(input)
         return self._eager_forward(input)
 
     def _why_pytorch(self, x):
@@ -398,13 +484,24 @@ class Conv2d(torch.nn.Conv2d):
             entry = self._plans[key] = self._plan_entry(x, padding, math, layout, deterministic)
             faster = (self._faster_krsc_entry(x, padding, math, deterministic, entry)
                       if layout == "nchw" and self.weight.dtype == dtype else None)
-            if faster is not None:
+            # The race before the relayout: PyTorch's forward, where it wins,
+            # reads the weight as the user left it (a channels-last weight
+            # would make its outputs, and the layers after, channels-last).
+            chosen = entry if faster is None else faster
+            raced = self._race_entry(input, x, "nchw_krsc" if faster is not None else layout, dtype,
+                                     chosen)
+            if raced is not chosen:
+                entry = self._plans[key] = raced
+            elif faster is not None:
                 self._keep_weight_krsc()
                 layout = "nchw_krsc"
-                entry = self._plans[(tuple(x.shape), math, deterministic, layout, dtype)] = faster
+                key = (tuple(x.shape), math, deterministic, layout, dtype)
+                entry = self._plans[key] = faster
         launch, plan = entry
         if launch is None:  # no convtune plan for this shape: `plan` says why
             self.fallbacks[plan] += 1
+            if plan.startswith(_LOST_RACE) and not (unbatched or padded):
+                self._lost_race = (self._call_key(input, math, deterministic), plan)
             return self._pytorch_forward(input)
         memory_format = _ops.filter_memory_format(layout)
         w, b = self._weight_in(memory_format, dtype), self._bias_in()
@@ -458,6 +555,30 @@ class Conv2d(torch.nn.Conv2d):
         if krsc[0] is None or kcrs_ms <= 0 or not 0 < krsc[1].info["time_ms"] < 0.98 * kcrs_ms:
             return None
         return krsc
+
+    def _race_entry(self, input, x, layout, dtype, entry):
+        """`entry`, or (None, why) where PyTorch's forward of this input was
+        timed faster than the plan's launch (its weight in `layout`'s
+        filter order) by more than RACE_MARGIN, each as a call costs in
+        eager mode (_per_call_ms: host and device, back to back): for an
+        inference call (nothing records gradients) outside CUDA graph
+        capture, while race_pytorch is True.  PyTorch's forward runs as
+        the user set it: with cuDNN's benchmark mode on, its first call
+        searches, and keeps what it found in PyTorch's own plan cache for
+        every later call of the shape.  (Racing it with benchmark mode off
+        would leave its heuristic choice in that cache, where benchmark
+        mode then finds it and never searches: every other PyTorch
+        convolution of the shape would run it.)"""
+        launch, plan = entry
+        w, b = self.weight, self.bias
+        if (launch is None or not self.race_pytorch or _autograd.records_gradients(x, w, b)
+                or torch.cuda.is_current_stream_capturing()):
+            return entry
+        w, b = self._weight_in(_ops.filter_memory_format(layout), dtype), self._bias_in()
+        ours_ms, theirs_ms = _race(lambda: launch(x, w, b, None), lambda: self._pytorch_forward(input))
+        if ours_ms <= RACE_MARGIN * theirs_ms:
+            return entry
+        return None, "%s (%.1f against %.1f us a call)" % (_LOST_RACE, theirs_ms * 1e3, ours_ms * 1e3)
 
     def _keep_weight_krsc(self):
         """Makes the weight channels-last (K R S C), values unchanged: what
@@ -610,18 +731,32 @@ class Involution(torch.nn.Module):
 
 # ---------------------------------------------------------------- convert
 
-ConvertReport = collections.namedtuple("ConvertReport", "converted left")
-ConvertReport.__doc__ = """What convert() did: converted, the names of the layers now run through
-convtune (including ones converted before); left, (name, reason) of the Conv2d-like layers it left."""
+class ConvertReport:
+    """What convert() did: converted, the names of the layers now run through
+    convtune (including ones converted before); left, (name, reason) of the
+    Conv2d-like layers it left.  pytorch_calls() and the printed report also
+    say, from the calls made since, which converted layers ran PyTorch's
+    forward and why (a race PyTorch's forward won among them)."""
 
+    def __init__(self, converted, left, layers=None):
+        self.converted, self.left = converted, left
+        self._layers = layers or {}  # name -> converted layer
 
-def _report_text(self):
-    lines = ["convtune.convert: %d layers converted, %d left" % (len(self.converted), len(self.left))]
-    lines += ["  left %s: %s" % (name or "(the model)", why) for name, why in self.left]
-    return "\n".join(lines)
+    def pytorch_calls(self):
+        """{layer name: {reason: calls}} of the converted layers' calls that
+        ran PyTorch's forward so far."""
+        return {name: dict(layer.fallbacks) for name, layer in self._layers.items() if layer.fallbacks}
 
+    def __repr__(self):
+        return "ConvertReport(converted=%r, left=%r)" % (self.converted, self.left)
 
-ConvertReport.__str__ = _report_text
+    def __str__(self):
+        lines = ["convtune.convert: %d layers converted, %d left" % (len(self.converted), len(self.left))]
+        lines += ["  left %s: %s" % (name or "(the model)", why) for name, why in self.left]
+        for name, reasons in self.pytorch_calls().items():
+            lines += ["  %s ran PyTorch's forward (%d calls): %s" % (name or "(the model)", calls, why)
+                      for why, calls in reasons.items()]
+        return "\n".join(lines)
 
 
 def _why_left(layer):
@@ -647,15 +782,17 @@ def convert(model, *, math=None, context=None):
         raise TypeError("convert takes a torch.nn.Module, got %s" % type(model).__name__)
     if math not in (None, "strict", "tf32"):
         raise ValueError("math must be None, 'strict' or 'tf32', got %r" % (math,))
-    converted, left = [], []
+    converted, left, layers = [], [], {}
     for name, layer in model.named_modules():
         if isinstance(layer, Conv2d):
             converted.append(name)
+            layers[name] = layer
         elif isinstance(layer, torch.nn.Conv2d):
             why = _why_left(layer)
             if why is None:
                 Conv2d.from_torch(layer, math, context)
                 converted.append(name)
+                layers[name] = layer
             else:
                 left.append((name, why))
-    return ConvertReport(converted, left)
+    return ConvertReport(converted, left, layers)

@@ -152,6 +152,97 @@ def test_fallbacks_give_pytorch_results(ctx, cuda):
                                    "input shape (2, 7, 10, 10)"}, ours.fallbacks
 
 
+def _raced_layer(cuda, ctx):
+    """(nn.Conv2d, its converted copy with race_pytorch on)."""
+    plain = nn.Conv2d(8, 16, 3, padding=1).to(cuda).eval()
+    ours = convtune.nn.Conv2d.from_torch(copy.deepcopy(plain), math="strict", context=ctx)
+    ours.race_pytorch = True
+    return plain, ours
+
+
+def _fixed_race(result, races):
+    """A stand-in for convtune.nn._race returning `result` and counting calls."""
+    def race(ours, theirs):
+        ours(), theirs()  # both paths callable on the raced input
+        races.append(torch.backends.cudnn.benchmark)
+        return result
+    return race
+
+
+@gpu
+def test_race_lost_runs_pytorch_from_then_on(ctx, cuda, strict_math, monkeypatch, replay_as_graph):
+    """A shape whose race PyTorch's forward won runs it in eager mode and in
+    a graph captured later, counted in fallbacks and in the report; another
+    shape races again; a training call never races."""
+    races = []
+    monkeypatch.setattr(convtune.nn, "_race", _fixed_race((0.0021, 0.0019), races))
+    plain, ours = _raced_layer(cuda, ctx)
+    report = convtune.convert(ours)
+    x = torch.randn(2, 8, 10, 10, device=cuda)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
+    with torch.inference_mode():
+        for _ in range(3):
+            y = ours(x)
+        assert torch.backends.cudnn.benchmark
+        assert len(races) == 1 and rel_l2(y, plain(x)) < STRICT_BOUND, SEED
+        [(why, calls)] = ours.fallbacks.items()
+        assert why == "PyTorch's forward was faster (1.9 against 2.1 us a call)" and calls == 3, why
+        assert ours._last_plan is None  # no convtune call ran
+        y, fresh = replay_as_graph(ours, x)
+        assert rel_l2(y, plain(fresh)) < STRICT_BOUND, SEED
+        assert len(races) == 1
+        ours(torch.randn(3, 8, 10, 10, device=cuda))  # a new shape races
+        assert len(races) == 2
+    assert "ran PyTorch's forward" in str(report) and report.pytorch_calls() == {"": dict(ours.fallbacks)}
+    assert races == [True, True]  # PyTorch's forward races as set up: benchmark mode on
+    ours(torch.randn(4, 8, 10, 10, device=cuda, requires_grad=True)).sum().backward()
+    assert len(races) == 2
+    # A TF32 layer whose K R S C plan was faster keeps its weight only where
+    # the plan won: PyTorch's forward reads the weight as the user left it.
+    tf32 = convtune.nn.Conv2d.from_torch(copy.deepcopy(plain), math="tf32", context=ctx)
+    tf32.race_pytorch = True
+    with torch.inference_mode():
+        y = tf32(x)
+    assert len(races) == 3 and tf32.weight.is_contiguous() and y.is_contiguous()
+
+
+@gpu
+def test_race_within_margin_keeps_the_plan(ctx, cuda, strict_math, monkeypatch):
+    """A plan within RACE_MARGIN of PyTorch's forward keeps the calls; a
+    layer with race_pytorch off never races."""
+    races = []
+    monkeypatch.setattr(convtune.nn, "_race", _fixed_race((0.00103, 0.00100), races))
+    plain, ours = _raced_layer(cuda, ctx)
+    x = torch.randn(2, 8, 10, 10, device=cuda)
+    with torch.inference_mode():
+        for _ in range(3):
+            y = ours(x)
+        assert len(races) == 1 and not ours.fallbacks and ours._last_plan is not None
+        assert rel_l2(y, plain(x)) < STRICT_BOUND, SEED
+        ours.race_pytorch = False
+        ours(torch.randn(5, 8, 10, 10, device=cuda))
+    assert len(races) == 1 and not ours.fallbacks
+
+
+@gpu
+def test_race_times_host_and_device(cuda):
+    """_per_call_ms counts a call's host time where it is the longer
+    (a sleep) and its device time where that is (a long kernel queued
+    without waiting)."""
+    import time
+    big = torch.randn(2048, 2048, device=cuda)
+    sleep_ms, matmul_ms = convtune.nn._per_call_ms((lambda: time.sleep(0.002), lambda: big @ big @ big))
+    assert 1.9 < sleep_ms < 10, sleep_ms
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(10):
+        big @ big @ big
+    stop.record()
+    torch.cuda.synchronize()
+    device_ms = start.elapsed_time(stop) / 10
+    assert 0.8 * device_ms < matmul_ms < 1.5 * device_ms + 0.05, (matmul_ms, device_ms)
+
+
 @gpu
 def test_strided_inputs_run_convtune(ctx, cuda, strict_math):
     """Inputs neither contiguous nor channels-last (channel slices, as

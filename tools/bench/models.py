@@ -97,6 +97,8 @@ def parse_args(argv: list) -> argparse.Namespace:
                    help="inference-fused models: PyTorch's with torch.fx's Conv-BatchNorm fold, "
                         "convtune's with convtune.fuse (the fold, and ReLU in the plans' epilogue)")
     p.add_argument("--host-batch", type=int, default=1, help="batch of the host-cost loop (0: skip)")
+    p.add_argument("--no-race", action="store_true",
+                   help="converted layers always run their plans (race_pytorch off)")
     p.add_argument("--cache", default=None, help="convtune cache (default: the library's)")
     p.add_argument("--policy", default="predict", choices=("exhaustive", "fast", "cache_only", "predict"))
     p.add_argument("--tuning-budget-ms", type=float, default=0.0,
@@ -263,13 +265,24 @@ def plan_counters(model) -> dict:
 
 
 def fallbacks(model) -> dict:
+    """{reason: calls} of the calls PyTorch's forward ran, over the converted
+    layers; a race PyTorch's forward won is one reason (convtune.nn's
+    prefix), its layers in raced_to_pytorch."""
     import convtune.nn
     counts = {}
     for m in model.modules():
         if isinstance(m, convtune.nn.Conv2d):
             for why, n in m.fallbacks.items():
+                why = convtune.nn._LOST_RACE if why.startswith(convtune.nn._LOST_RACE) else why
                 counts[why] = counts.get(why, 0) + n
     return counts
+
+
+def raced_to_pytorch(model) -> list:
+    """[layer name, why] of the converted layers whose race PyTorch's forward won."""
+    import convtune.nn
+    return [[name, why] for name, m in model.named_modules() if isinstance(m, convtune.nn.Conv2d)
+            for why in m.fallbacks if why.startswith(convtune.nn._LOST_RACE)]
 
 
 # ---------------------------------------------------------------- measurements
@@ -515,6 +528,7 @@ def run_config(name: str, batch: int, mode: str, ways: list, compile_batches: li
     if host_batch and batch == host_batch:
         row["host"] = host_costs(base, ours, x)
     row["fallbacks"] = fallbacks(ours)
+    row["raced_to_pytorch"] = raced_to_pytorch(ours)
     return row
 
 
@@ -531,6 +545,8 @@ def brief(row: dict) -> str:
         s = row["layer_sum"]
         parts.append(f"layers {bench_render.fmt_ratio(s['ratio'])} (min {bench_render.fmt_ratio(s['min_ratio'])}, "
                      f"{s['below']}/{s['unique']} below {NOT_BELOW})")
+    if row.get("raced_to_pytorch"):
+        parts.append(f"{len(row['raced_to_pytorch'])} layers run PyTorch's forward (races)")
     if "host" in row:
         h = row["host"]
         parts.append(f"host {h['convtune_us']:.1f} vs {h['pytorch_us']:.1f} us ({h['ratio']:.2f}x"
@@ -742,6 +758,7 @@ def main(argv: list | None = None) -> int:
     import torchvision
     import convtune.nn  # noqa: F401
     torch.backends.cudnn.benchmark = True
+    convtune.nn.Conv2d.race_pytorch = not args.no_race
     if args.cache:  # the operator's default context (torch.compile) reads the same cache
         os.environ["CONVTUNE_CACHE"] = os.path.abspath(args.cache)
     if any(m in AMP_MODES for m in modes):
@@ -755,7 +772,7 @@ def main(argv: list | None = None) -> int:
     rows = []
     results = {"run": {"command": bench_env.command_line(argv, os.environ), "cache": args.cache,
                        "policy": args.policy, "tuning_budget_ms": args.tuning_budget_ms,
-                       "host_batch": args.host_batch,
+                       "host_batch": args.host_batch, "race_pytorch": not args.no_race,
                        "torchvision": torchvision.__version__,
                        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                        "elapsed_s": 0.0},
