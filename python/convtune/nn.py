@@ -132,14 +132,18 @@ _RACE_ROUNDS = 3
 _RACE_ROUND_MS = 0.5
 
 
-def _per_call_ms(fns):
+def _per_call_ms(fns, device=None):
     """Each function's cost a call, in ms, as a model loop in eager mode pays
     it: the median over _RACE_ROUNDS alternating rounds of the wall time of
     back-to-back calls (enough for _RACE_ROUND_MS, 1 to 200 of them) and
-    one synchronise, so that a call costs its host time or its device time,
-    whichever is longer.  Each is called and synchronised once first (its
-    first call may tune: PyTorch's benchmark mode)."""
-    sync, clock = torch.cuda.synchronize, time.perf_counter
+    one synchronise of `device` (None: the current one), so that a call
+    costs its host time or its device time, whichever is longer.  Each is
+    called and synchronised once first (its first call may tune:
+    PyTorch's benchmark mode)."""
+    clock = time.perf_counter
+
+    def sync():
+        torch.cuda.synchronize(device)
     calls = []
     for fn in fns:
         fn()
@@ -159,9 +163,10 @@ def _per_call_ms(fns):
     return [statistics.median(times) for times in samples]
 
 
-def _race(ours, theirs):
-    """(our per-call ms, PyTorch's): the race's timing (tests replace it)."""
-    return tuple(_per_call_ms((ours, theirs)))
+def _race(ours, theirs, device):
+    """(our per-call ms, PyTorch's) on `device`: the race's timing (tests
+    replace it)."""
+    return tuple(_per_call_ms((ours, theirs), device))
 
 
 def _autocast_on():
@@ -575,7 +580,8 @@ class Conv2d(torch.nn.Conv2d):
                 or torch.cuda.is_current_stream_capturing()):
             return entry
         w, b = self._weight_in(_ops.filter_memory_format(layout), dtype), self._bias_in()
-        ours_ms, theirs_ms = _race(lambda: launch(x, w, b, None), lambda: self._pytorch_forward(input))
+        ours_ms, theirs_ms = _race(lambda: launch(x, w, b, None), lambda: self._pytorch_forward(input),
+                                   x.device)
         if ours_ms <= RACE_MARGIN * theirs_ms:
             return entry
         return None, "%s (%.1f against %.1f us a call)" % (_LOST_RACE, theirs_ms * 1e3, ours_ms * 1e3)

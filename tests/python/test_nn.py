@@ -162,7 +162,8 @@ def _raced_layer(cuda, ctx):
 
 def _fixed_race(result, races):
     """A stand-in for convtune.nn._race returning `result` and counting calls."""
-    def race(ours, theirs):
+    def race(ours, theirs, device):
+        assert device.type == "cuda"
         ours(), theirs()  # both paths callable on the raced input
         races.append(torch.backends.cudnn.benchmark)
         return result
