@@ -127,7 +127,9 @@ _autocast_ops = ((torch.ops.convtune.conv2d, torch.ops.convtune.conv2d_inference
 # times PyTorch's in the race (_race_entry): within it the two are a tie,
 # and the plan keeps the call.
 RACE_MARGIN = 1.03
-_LOST_RACE = "PyTorch's forward was faster"
+# The start of the fallbacks reason of a shape whose race PyTorch's forward
+# won (the times follow in parentheses).
+LOST_RACE = "PyTorch's forward was faster"
 _RACE_ROUNDS = 3
 _RACE_ROUND_MS = 0.5
 
@@ -505,7 +507,7 @@ class Conv2d(torch.nn.Conv2d):
         launch, plan = entry
         if launch is None:  # no convtune plan for this shape: `plan` says why
             self.fallbacks[plan] += 1
-            if plan.startswith(_LOST_RACE) and not (unbatched or padded):
+            if plan.startswith(LOST_RACE) and not (unbatched or padded):
                 self._lost_race = (self._call_key(input, math, deterministic), plan)
             return self._pytorch_forward(input)
         memory_format = _ops.filter_memory_format(layout)
@@ -574,9 +576,9 @@ class Conv2d(torch.nn.Conv2d):
         would leave its heuristic choice in that cache, where benchmark
         mode then finds it and never searches: every other PyTorch
         convolution of the shape would run it.)"""
-        launch, plan = entry
-        w, b = self.weight, self.bias
-        if (launch is None or not self.race_pytorch or _autograd.records_gradients(x, w, b)
+        launch = entry[0]
+        if (launch is None or not self.race_pytorch
+                or _autograd.records_gradients(x, self.weight, self.bias)
                 or torch.cuda.is_current_stream_capturing()):
             return entry
         w, b = self._weight_in(_ops.filter_memory_format(layout), dtype), self._bias_in()
@@ -584,7 +586,7 @@ class Conv2d(torch.nn.Conv2d):
                                    x.device)
         if ours_ms <= RACE_MARGIN * theirs_ms:
             return entry
-        return None, "%s (%.1f against %.1f us a call)" % (_LOST_RACE, theirs_ms * 1e3, ours_ms * 1e3)
+        return None, "%s (%.1f against %.1f us a call)" % (LOST_RACE, theirs_ms * 1e3, ours_ms * 1e3)
 
     def _keep_weight_krsc(self):
         """Makes the weight channels-last (K R S C), values unchanged: what

@@ -266,14 +266,14 @@ def plan_counters(model) -> dict:
 
 def fallbacks(model) -> dict:
     """{reason: calls} of the calls PyTorch's forward ran, over the converted
-    layers; a race PyTorch's forward won is one reason (convtune.nn's
-    prefix), its layers in raced_to_pytorch."""
+    layers; a race PyTorch's forward won is one reason (convtune.nn.LOST_RACE),
+    its layers in raced_to_pytorch."""
     import convtune.nn
     counts = {}
     for m in model.modules():
         if isinstance(m, convtune.nn.Conv2d):
             for why, n in m.fallbacks.items():
-                why = convtune.nn._LOST_RACE if why.startswith(convtune.nn._LOST_RACE) else why
+                why = convtune.nn.LOST_RACE if why.startswith(convtune.nn.LOST_RACE) else why
                 counts[why] = counts.get(why, 0) + n
     return counts
 
@@ -282,7 +282,7 @@ def raced_to_pytorch(model) -> list:
     """[layer name, why] of the converted layers whose race PyTorch's forward won."""
     import convtune.nn
     return [[name, why] for name, m in model.named_modules() if isinstance(m, convtune.nn.Conv2d)
-            for why in m.fallbacks if why.startswith(convtune.nn._LOST_RACE)]
+            for why in m.fallbacks if why.startswith(convtune.nn.LOST_RACE)]
 
 
 # ---------------------------------------------------------------- measurements
