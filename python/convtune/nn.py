@@ -62,7 +62,8 @@ call costs its host time or its device time, whichever is longer (median
 of 3 alternating rounds of about 0.5 ms, after one call of each: with
 torch.backends.cudnn.benchmark on, PyTorch's first call of a shape
 searches cuDNN's engines, and that search lands in convtune's first
-forward).  Where the plan's call cost more than
+forward).  No race where PyTorch's output would have another layout than
+the plan's.  Where the plan's call cost more than
 RACE_MARGIN (1.03) times PyTorch's, that shape runs PyTorch's forward from
 then on, in eager mode and in any CUDA graph captured later, and
 `layer.fallbacks` and the printed ConvertReport say so with both times.
@@ -165,6 +166,13 @@ def _per_call_ms(fns, device=None):
     return [statistics.median(times) for times in samples]
 
 
+def _same_format(y, other):
+    """Whether two outputs of a layer have one type and one memory layout
+    (the strides of C, H and W: a batch of one and an unbatched call alike)."""
+    return (y is not None and other is not None and y.dtype == other.dtype
+            and y.stride()[-3:] == other.stride()[-3:])
+
+
 def _race(ours, theirs, device):
     """(our per-call ms, PyTorch's) on `device`: the race's timing (tests
     replace it)."""
@@ -209,9 +217,9 @@ class Conv2d(torch.nn.Conv2d):
     weight K R S C (channels-last) where that plan was timed faster; False
     keeps it as it is.
     .race_pytorch: True (the default) times, at an inference call's first
-    input shape, the plan's launch against PyTorch's forward and runs
-    PyTorch's where that was faster (see the module's doc); False always
-    runs the plan.
+    input shape, the plan's call (as later calls make it: under autocast
+    the operator's) against PyTorch's forward and runs PyTorch's where
+    that was faster (see the module's doc); False always runs the plan.
     .activation: None (the default), or "relu" on a layer with a bias: the
     layer's output is then relu(conv + bias), the ReLU fused into its plan
     (epilogue BIAS_RELU) and into PyTorch's forward where that runs it.
@@ -349,10 +357,14 @@ class Conv2d(torch.nn.Conv2d):
         path: a layer that lost its race costs one comparison a call more
         than PyTorch's own."""
         key, why = self._lost_race
-        if self._call_key(input, _math_now(self.math), _deterministic_now()) != key:
+        if not self._is_call(input, key):
             return self._eager_forward(input)
         self.fallbacks[why] += 1
         return self._pytorch_forward(input)
+
+    def _is_call(self, input, key):
+        """Whether this call is the one `key` (_call_key) names."""
+        return self._call_key(input, _math_now(self.math), _deterministic_now()) == key
 
     @staticmethod
     def _call_key(input, math, deterministic):
@@ -495,8 +507,8 @@ class Conv2d(torch.nn.Conv2d):
             # reads the weight as the user left it (a channels-last weight
             # would make its outputs, and the layers after, channels-last).
             chosen = entry if faster is None else faster
-            raced = self._race_entry(input, x, "nchw_krsc" if faster is not None else layout, dtype,
-                                     chosen)
+            raced = self._race_entry(input, x, padding, math, deterministic,
+                                     "nchw_krsc" if faster is not None else layout, chosen)
             if raced is not chosen:
                 entry = self._plans[key] = raced
             elif faster is not None:
@@ -521,8 +533,7 @@ class Conv2d(torch.nn.Conv2d):
             raise RuntimeError("convtune: the plan refused arguments it was made for")
         self._last_plan = plan
         if not (unbatched or padded):  # later calls skip the checks above
-            op_args = (list(self.stride), list(padding), list(self.dilation), self.groups, math, layout,
-                       self._activation_arg())
+            op_args = self._op_args(padding, math, layout)
             if _autocast_on():
                 self._autocast_launch = (dtype, deterministic, op_args, input.shape)
             else:
@@ -563,13 +574,26 @@ class Conv2d(torch.nn.Conv2d):
             return None
         return krsc
 
-    def _race_entry(self, input, x, layout, dtype, entry):
+    def _op_args(self, padding, math, layout):
+        """The operators' arguments after x, the weight and the bias."""
+        return (list(self.stride), list(padding), list(self.dilation), self.groups, math, layout,
+                self._activation_arg())
+
+    def _race_entry(self, input, x, padding, math, deterministic, layout, entry):
         """`entry`, or (None, why) where PyTorch's forward of this input was
-        timed faster than the plan's launch (its weight in `layout`'s
-        filter order) by more than RACE_MARGIN, each as a call costs in
-        eager mode (_per_call_ms: host and device, back to back): for an
-        inference call (nothing records gradients) outside CUDA graph
-        capture, while race_pytorch is True.  PyTorch's forward runs as
+        timed faster than the plan's call (its weight in `layout`'s filter
+        order) by more than RACE_MARGIN, each as a call costs in eager mode
+        (_per_call_ms: host and device, back to back): for an inference
+        call (nothing records gradients) outside CUDA graph capture, while
+        race_pytorch is True.
+
+        Each side is timed as this layer's later calls of the shape would
+        make it: ours as the operator under autocast (its autocast kernel
+        casts the weight through autocast's cache, as F.conv2d's does), else
+        the launch with the weight copied or cast per call where the plan
+        needs it so; PyTorch's after the key check that a layer which lost
+        its race makes.  No race where PyTorch's output would have another
+        type or memory layout than the plan's.  PyTorch's forward runs as
         the user set it: with cuDNN's benchmark mode on, its first call
         searches, and keeps what it found in PyTorch's own plan cache for
         every later call of the shape.  (Racing it with benchmark mode off
@@ -581,9 +605,32 @@ class Conv2d(torch.nn.Conv2d):
                 or _autograd.records_gradients(x, self.weight, self.bias)
                 or torch.cuda.is_current_stream_capturing()):
             return entry
-        w, b = self._weight_in(_ops.filter_memory_format(layout), dtype), self._bias_in()
-        ours_ms, theirs_ms = _race(lambda: launch(x, w, b, None), lambda: self._pytorch_forward(input),
-                                   x.device)
+        if _autocast_on() and _autocast_ops is not None and self.context is None:
+            op, op_args = _autocast_ops[1], self._op_args(padding, math, layout)
+
+            def ours():
+                return op(x, self.weight, self.bias, *op_args)
+        else:
+            memory_format, dtype = _ops.filter_memory_format(layout), x.dtype
+            # The K R S C candidate: a layer that keeps it makes its weight
+            # so once (_keep_weight_krsc), and no later call copies it.
+            kept = (self._weight_in(memory_format, dtype)
+                    if layout == "nchw_krsc" and self.weight.is_contiguous() else None)
+
+            def ours():
+                weight = kept if kept is not None else self._weight_in(memory_format, dtype)
+                return launch(x, weight, self._bias_in(), None)
+        key = self._call_key(input, math, deterministic)
+
+        def theirs():
+            if self._is_call(input, key):
+                return self._pytorch_forward(input)
+        if not _same_format(ours(), theirs()):
+            # The layers after would get inputs of another layout: new
+            # problems to tune and other calls there, which this race
+            # cannot time.
+            return entry
+        ours_ms, theirs_ms = _race(ours, theirs, x.device)
         if ours_ms <= RACE_MARGIN * theirs_ms:
             return entry
         return None, "%s (%.1f against %.1f us a call)" % (LOST_RACE, theirs_ms * 1e3, ours_ms * 1e3)

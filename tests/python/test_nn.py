@@ -81,6 +81,8 @@ def test_convert_swaps_plain_conv2d_in_place():
     y = layer(torch.randn(2, 3, 8, 8))
     assert y.shape == (2, 8, 6, 6) and hook_calls == [1]
     assert layer.fallbacks == collections.Counter({"input on cpu": 1})
+    assert report.pytorch_calls() == {"0": {"input on cpu": 1}}
+    assert "  0 ran PyTorch's forward (1 calls): input on cpu" in str(report).splitlines()
     with pytest.raises(ValueError, match="math"):
         convtune.convert(model, math="fp16")
     with pytest.raises(TypeError):
@@ -223,6 +225,65 @@ def test_race_within_margin_keeps_the_plan(ctx, cuda, strict_math, monkeypatch):
         ours.race_pytorch = False
         ours(torch.randn(5, 8, 10, 10, device=cuda))
     assert len(races) == 1 and not ours.fallbacks
+
+
+@gpu
+def test_no_race_where_pytorch_changes_the_layout(ctx, cuda, strict_math, monkeypatch):
+    """A layer whose PyTorch forward would return another memory layout
+    than its plan's (as PyTorch's depthwise kernel returns NCHW for a
+    channels-last input) keeps the plan without a race: the layers after
+    it would get inputs of another layout."""
+    races = []
+    monkeypatch.setattr(convtune.nn, "_race", _fixed_race((0.0021, 0.0019), races))
+    plain, ours = _raced_layer(cuda, ctx)
+    pytorch_forward = ours._pytorch_forward
+    monkeypatch.setattr(ours, "_pytorch_forward", lambda input: pytorch_forward(input).contiguous())
+    x = torch.randn(2, 8, 10, 10, device=cuda).contiguous(memory_format=torch.channels_last)
+    with torch.inference_mode():
+        y = ours(x)
+    assert not races and not ours.fallbacks and ours._last_plan is not None
+    assert y.is_contiguous(memory_format=torch.channels_last) and rel_l2(y, plain(x)) < STRICT_BOUND, SEED
+
+
+@gpu
+def test_race_under_autocast_times_the_operator(cuda, monkeypatch):
+    """Under autocast, a layer on the default context races the operator,
+    as its later calls of the shape call it (autocast's kernel casts the
+    weight through autocast's cache, as F.conv2d's does), and PyTorch's
+    forward after the check a layer that lost its race makes."""
+    if convtune.nn._autocast_ops is None:
+        pytest.skip("the operators have no C++ autocast kernel in this build")
+    calls = collections.Counter()
+
+    def counted(name, op):
+        def call(*args):
+            calls[name] += 1
+            return op(*args)
+        return call
+    training, inference = convtune.nn._autocast_ops
+    monkeypatch.setattr(convtune.nn, "_autocast_ops",
+                        (counted("training", training), counted("inference", inference)))
+    raced = []
+
+    def race(ours, theirs, device):
+        before = calls["inference"]
+        raced.append((ours(), theirs()))
+        assert calls["inference"] == before + 1, calls  # ours is the operator's call
+        return 0.0010, 0.0011
+    monkeypatch.setattr(convtune.nn, "_race", race)
+    plain = nn.Conv2d(8, 16, 3, padding=1).to(cuda).eval()
+    ours = convtune.nn.Conv2d.from_torch(copy.deepcopy(plain))
+    ours.race_pytorch = True
+    x = torch.randn(2, 8, 10, 10, device=cuda)
+    with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16):
+        ys = [ours(x)]
+        after_race = calls["inference"]
+        ys += [ours(x) for _ in range(2)]
+        ref = plain(x)
+    [(timed, pytorch)] = raced
+    assert calls == {"inference": after_race + 2}, calls  # later calls run the operator
+    assert timed.dtype == pytorch.dtype == torch.bfloat16 and rel_l2(timed, pytorch) < 2e-2, SEED
+    assert all(rel_l2(y, ref) < 2e-2 for y in ys) and not ours.fallbacks, SEED
 
 
 @gpu
