@@ -87,6 +87,7 @@ torch.ops.convtune.conv2d (convtune.ops), which both can trace.
 import collections
 import statistics
 import time
+import weakref
 
 import torch
 import torch.nn.functional as F
@@ -795,11 +796,13 @@ class ConvertReport:
 
     def __init__(self, converted, left, layers=None):
         self.converted, self.left = converted, left
-        self._layers = layers or {}  # name -> converted layer
+        # name -> converted layer, held weakly: a report kept after its model
+        # is dropped must not keep the layers' weights alive.
+        self._layers = weakref.WeakValueDictionary(layers or {})
 
     def pytorch_calls(self):
         """{layer name: {reason: calls}} of the converted layers' calls that
-        ran PyTorch's forward so far."""
+        ran PyTorch's forward so far (layers since freed are not listed)."""
         return {name: dict(layer.fallbacks) for name, layer in self._layers.items() if layer.fallbacks}
 
     def __repr__(self):

@@ -8,7 +8,9 @@ into the session's temporary default cache).
 """
 import collections
 import copy
+import gc
 import os
+import weakref
 
 import pytest
 
@@ -22,7 +24,6 @@ gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visi
 SEED = int(os.environ["CONVTUNE_TEST_SEED"])  # drawn by conftest.py unless given
 STRICT_BOUND = 1e-5
 TF32_BOUND = 5e-3  # relative L2 against PyTorch's strict fp32 output
-TF32_BOUND = 5e-3
 
 
 def rel_l2(y, ref):
@@ -87,6 +88,21 @@ def test_convert_swaps_plain_conv2d_in_place():
         convtune.convert(model, math="fp16")
     with pytest.raises(TypeError):
         convtune.convert("not a model")
+
+
+def test_report_does_not_keep_the_model_alive():
+    """A ConvertReport kept after its model is dropped frees the converted
+    layers (and their weights) with it; what convert() did stays readable."""
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 8, 1))
+    report = convtune.convert(model)
+    model[0](torch.randn(1, 3, 8, 8))
+    assert report.pytorch_calls() == {"0": {"input on cpu": 1}}
+    layer = weakref.ref(model[0])
+    del model
+    gc.collect()
+    assert layer() is None
+    assert report.converted == ["0", "2"] and report.pytorch_calls() == {}
+    assert "2 layers converted, 0 left" in str(report)
 
 
 def test_constructor_and_state_dict_match_torch():
