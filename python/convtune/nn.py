@@ -141,17 +141,16 @@ def _per_call_ms(fns, device=None):
     it: the median over _RACE_ROUNDS alternating rounds of the wall time of
     back-to-back calls (enough for _RACE_ROUND_MS, 1 to 200 of them) and
     one synchronise of `device` (None: the current one), so that a call
-    costs its host time or its device time, whichever is longer.  Each is
-    called and synchronised once first (its first call may tune:
-    PyTorch's benchmark mode)."""
+    costs its host time or its device time, whichever is longer.  The
+    caller has called each once already (a first call may tune: PyTorch's
+    benchmark mode); none of those calls is timed here."""
     clock = time.perf_counter
 
     def sync():
         torch.cuda.synchronize(device)
     calls = []
+    sync()
     for fn in fns:
-        fn()
-        sync()
         started = clock()
         fn()
         sync()
@@ -615,8 +614,7 @@ class Conv2d(torch.nn.Conv2d):
             memory_format, dtype = _ops.filter_memory_format(layout), x.dtype
             # The K R S C candidate: a layer that keeps it makes its weight
             # so once (_keep_weight_krsc), and no later call copies it.
-            kept = (self._weight_in(memory_format, dtype)
-                    if layout == "nchw_krsc" and self.weight.is_contiguous() else None)
+            kept = self._weight_in(memory_format, dtype) if layout == "nchw_krsc" else None
 
             def ours():
                 weight = kept if kept is not None else self._weight_in(memory_format, dtype)
@@ -626,6 +624,8 @@ class Conv2d(torch.nn.Conv2d):
         def theirs():
             if self._is_call(input, key):
                 return self._pytorch_forward(input)
+        # Each side's first call (PyTorch's may search, in benchmark mode),
+        # which _race does not time.
         if not _same_format(ours(), theirs()):
             # The layers after would get inputs of another layout: new
             # problems to tune and other calls there, which this race
